@@ -1,0 +1,26 @@
+// Included first by every kernel file. On Metal it pulls in metal_stdlib; on the emulator and CUDA targets the
+// pre-pass (tools/msl2cpp.py) has already included the target's shim, which defines the same names.
+#pragma once
+#if defined(__METAL_VERSION__)
+#include <metal_stdlib>
+using namespace metal;
+
+// The one registration point of a kernel: `MTLINV_KERNEL(host_name, template_fn, template args...)`.
+// On Metal it is an explicit instantiation under `host_name`; the emulator and CUDA shims define it to register
+// the same instantiation in their host-side registry, so the name is written exactly once.
+#define MTLINV_KERNEL(name, fn, ...) \
+  template [[host_name(#name)]] [[kernel]] decltype(fn<__VA_ARGS__>) fn<__VA_ARGS__>;
+#endif
+
+// Lanes per simdgroup on every target we build for (Apple GPUs, the emulator, NVIDIA warps).
+constant constexpr uint SIMD_WIDTH = 32;
+
+// Sum of v over the 32 lanes by a fixed shuffle ladder (16, 8, 4, 2, 1). Only lane 0 holds the full sum.
+// Every lane must call it (converged control flow): the order of additions is fixed, unlike simd_sum,
+// whose order is the hardware's.
+inline float simd_ladder_sum(float v) {
+  for (ushort delta = SIMD_WIDTH / 2; delta > 0; delta >>= 1) {
+    v += simd_shuffle_down(v, delta);
+  }
+  return v;
+}

@@ -1,0 +1,128 @@
+// The per-element kernels a llama decoder needs besides the matmuls, attention and rms_norm: residual add, SwiGLU,
+// rotary embedding (with the head-major relayout sdpa wants), KV-cache writes, the head-to-row relayout after
+// attention, and the embedding lookup. One thread per output element (or per rotated pair); no reductions.
+#include "common.h"
+#include "args.h"
+
+// y = a + b, elementwise over `count` elements.
+template <typename T>
+[[kernel]] void add(
+    constant DecoderOpArgs& args [[buffer(0)]],
+    device const T* a [[buffer(1)]],
+    device const T* b [[buffer(2)]],
+    device T* y [[buffer(3)]],
+    uint i [[thread_position_in_grid]]) {
+  if (i < args.count) {
+    y[i] = T(float(a[i]) + float(b[i]));
+  }
+}
+
+// y = silu(gate) * up = gate / (1 + exp(-gate)) * up, in float.
+template <typename T>
+[[kernel]] void swiglu(
+    constant DecoderOpArgs& args [[buffer(0)]],
+    device const T* gate [[buffer(1)]],
+    device const T* up [[buffer(2)]],
+    device T* y [[buffer(3)]],
+    uint i [[thread_position_in_grid]]) {
+  if (i < args.count) {
+    const float g = float(gate[i]);
+    y[i] = T(g / (1.0f + exp(-g)) * float(up[i]));
+  }
+}
+
+// Rotary embedding on interleaved pairs (x[2j], x[2j+1]) — the convention of llama GGUF files, whose Q/K rows are
+// stored permuted for it — at absolute position start_pos + row, with frequency base^(-2j/D).
+inline float2 rotate_pair(float x0, float x1, uint pos, uint j, uint head_dim, float base) {
+  const float freq = pow(base, -float(2 * j) / float(head_dim));
+  const float angle = float(pos) * freq;
+  const float c = cos(angle);
+  const float s = sin(angle);
+  return float2(x0 * c - x1 * s, x0 * s + x1 * c);
+}
+
+// x [rows, heads, D] (projection output) -> y [heads, capacity, D] at sequence index args.seq_offset + row,
+// rotated for position start_pos + row: queries into a standalone [heads, rows, D] tensor, or keys into a KV cache.
+// Grid: (D / 2, heads, rows).
+template <typename T>
+[[kernel]] void rope_to_heads(
+    constant DecoderOpArgs& args [[buffer(0)]],
+    device const T* x [[buffer(1)]],
+    device T* y [[buffer(2)]],
+    uint3 pos3 [[thread_position_in_grid]]) {
+  const uint j = pos3.x, h = pos3.y, row = pos3.z;
+  const uint D = args.head_dim;
+  if (j >= D / 2 || h >= args.heads || row >= args.rows) {
+    return;
+  }
+  device const T* src = x + (ulong(row) * args.heads + h) * D + 2 * j;
+  const float2 r = rotate_pair(float(src[0]), float(src[1]), args.start_pos + row, j, D, args.rope_base);
+  device T* dst = y + (ulong(h) * args.capacity + args.seq_offset + row) * D + 2 * j;
+  dst[0] = T(r.x);
+  dst[1] = T(r.y);
+}
+
+// x [rows, heads, D] -> y [heads, capacity, D] at sequence index args.seq_offset + row, unrotated (values into a KV
+// cache). Grid: (D, heads, rows).
+template <typename T>
+[[kernel]] void rows_to_heads(
+    constant DecoderOpArgs& args [[buffer(0)]],
+    device const T* x [[buffer(1)]],
+    device T* y [[buffer(2)]],
+    uint3 pos3 [[thread_position_in_grid]]) {
+  const uint d = pos3.x, h = pos3.y, row = pos3.z;
+  if (d >= args.head_dim || h >= args.heads || row >= args.rows) {
+    return;
+  }
+  y[(ulong(h) * args.capacity + args.seq_offset + row) * args.head_dim + d] =
+      x[(ulong(row) * args.heads + h) * args.head_dim + d];
+}
+
+// x [heads, rows, D] (attention output) -> y [rows, heads * D] for the output projection. Grid: (D, heads, rows).
+template <typename T>
+[[kernel]] void heads_to_rows(
+    constant DecoderOpArgs& args [[buffer(0)]],
+    device const T* x [[buffer(1)]],
+    device T* y [[buffer(2)]],
+    uint3 pos3 [[thread_position_in_grid]]) {
+  const uint d = pos3.x, h = pos3.y, row = pos3.z;
+  if (d >= args.head_dim || h >= args.heads || row >= args.rows) {
+    return;
+  }
+  y[(ulong(row) * args.heads + h) * args.head_dim + d] = x[(ulong(h) * args.rows + row) * args.head_dim + d];
+}
+
+// Embedding lookup: y[row, :] = table[ids[row], :] (table [vocab, D]; D = head_dim here). Out-of-range ids were
+// rejected on the host. Grid: (D, rows).
+template <typename T>
+[[kernel]] void gather_rows(
+    constant DecoderOpArgs& args [[buffer(0)]],
+    device const T* table [[buffer(1)]],
+    device const uint* ids [[buffer(2)]],
+    device T* y [[buffer(3)]],
+    uint2 pos2 [[thread_position_in_grid]]) {
+  const uint d = pos2.x, row = pos2.y;
+  if (d >= args.head_dim || row >= args.rows) {
+    return;
+  }
+  y[ulong(row) * args.head_dim + d] = table[ulong(ids[row]) * args.head_dim + d];
+}
+
+MTLINV_KERNEL(add_f32, add, float)
+MTLINV_KERNEL(add_f16, add, half)
+MTLINV_KERNEL(add_bf16, add, bfloat)
+MTLINV_KERNEL(swiglu_f32, swiglu, float)
+MTLINV_KERNEL(swiglu_f16, swiglu, half)
+MTLINV_KERNEL(swiglu_bf16, swiglu, bfloat)
+MTLINV_KERNEL(rope_to_heads_f32, rope_to_heads, float)
+MTLINV_KERNEL(rope_to_heads_f16, rope_to_heads, half)
+MTLINV_KERNEL(rope_to_heads_bf16, rope_to_heads, bfloat)
+MTLINV_KERNEL(rows_to_heads_f32, rows_to_heads, float)
+MTLINV_KERNEL(rows_to_heads_f16, rows_to_heads, half)
+MTLINV_KERNEL(rows_to_heads_bf16, rows_to_heads, bfloat)
+MTLINV_KERNEL(heads_to_rows_f32, heads_to_rows, float)
+MTLINV_KERNEL(heads_to_rows_f16, heads_to_rows, half)
+MTLINV_KERNEL(heads_to_rows_bf16, heads_to_rows, bfloat)
+MTLINV_KERNEL(gather_rows_f32, gather_rows, float)
+MTLINV_KERNEL(gather_rows_f16, gather_rows, half)
+MTLINV_KERNEL(gather_rows_bf16, gather_rows, bfloat)

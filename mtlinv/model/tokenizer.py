@@ -1,0 +1,79 @@
+"""Byte-level BPE tokenizer built from a GGUF's own vocabulary (`tokenizer.ggml.model == "gpt2"`).
+
+Built on the `tokenizers` package: BPE over the GGUF's tokens and merges, GPT-2 byte-to-unicode mapping and
+pre-tokenizer regex, and control tokens (`<|im_start|>`, ...) matched whole in the text.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from tokenizers import AddedToken, Tokenizer as HFTokenizer, decoders, models, pre_tokenizers
+
+from .gguf_model import GGUFModel
+
+# llama.cpp's `tokenizer.ggml.pre` names whose pre-tokenizer splits every digit apart before the GPT-2 regex
+# (SmolLM2's tokenizer.json has Digits(individual_digits=True) ahead of ByteLevel).
+_DIGIT_SPLIT_PRE = frozenset({"smollm", "starcoder", "refact", "codeshell", "command-r", "exaone", "minerva"})
+_PLAIN_GPT2_PRE = frozenset({"default", "gpt-2", "gpt2", "mpt", "olmo", "jais"})
+_CONTROL = 3  # llama.cpp token type of control tokens
+
+
+class Tokenizer:
+    """Text <-> token ids for one GGUF model.
+
+    tokens: the vocabulary, index = id (byte-level strings, e.g. "Ġworld"); merges: "left right" strings in
+    rank order; token_types: llama.cpp token types per id; pre: the `tokenizer.ggml.pre` name.
+    """
+
+    def __init__(self, tokens: Sequence[str], merges: Sequence[str], token_types: Sequence[int],
+                 bos_id: int, eos_id: int, pre: str = "default"):
+        if pre in _DIGIT_SPLIT_PRE:
+            pre_tok = pre_tokenizers.Sequence([pre_tokenizers.Digits(individual_digits=True),
+                                               pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)])
+        elif pre in _PLAIN_GPT2_PRE:
+            pre_tok = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
+        else:
+            raise ValueError(f"tokenizer pre-tokenizer {pre!r} is not supported")
+        vocab = {tok: i for i, tok in enumerate(tokens)}
+        # A merge is "left right"; a left part may itself start with a space-like char, so split after index 0.
+        pairs = [(m[:m.index(" ", 1)], m[m.index(" ", 1) + 1:]) for m in merges]
+        self._tok = HFTokenizer(models.BPE(vocab=vocab, merges=pairs, fuse_unk=False, byte_fallback=False))
+        self._tok.pre_tokenizer = pre_tok
+        self._tok.decoder = decoders.ByteLevel()
+        self._tok.add_special_tokens([AddedToken(tokens[i], special=True, normalized=False)
+                                      for i, t in enumerate(token_types) if t == _CONTROL])
+        self.vocab = vocab
+        self.bos_id = bos_id
+        self.eos_id = eos_id
+
+    @classmethod
+    def from_gguf(cls, model: GGUFModel) -> Tokenizer:
+        md = model.metadata
+        kind = md.get("tokenizer.ggml.model")
+        if kind != "gpt2":
+            raise ValueError(f"{model.path}: tokenizer.ggml.model is {kind!r}; only 'gpt2' (byte-level BPE) is "
+                             f"supported")
+        return cls(md["tokenizer.ggml.tokens"], md["tokenizer.ggml.merges"], md["tokenizer.ggml.token_type"],
+                   int(md["tokenizer.ggml.bos_token_id"]), int(md["tokenizer.ggml.eos_token_id"]),
+                   md.get("tokenizer.ggml.pre", "default"))
+
+    def encode(self, text: str) -> list[int]:
+        """Token ids of `text`; control tokens written in the text (e.g. "<|im_end|>") become their single id."""
+        return self._tok.encode(text, add_special_tokens=False).ids
+
+    def decode(self, ids: Sequence[int], skip_special: bool = False) -> str:
+        """Text of `ids`; bytes that do not form whole UTF-8 characters decode to U+FFFD."""
+        return self._tok.decode(list(ids), skip_special_tokens=skip_special)
+
+    def encode_chat(self, prompt: str, system: str | None = None) -> list[int]:
+        """Ids of a one-turn ChatML conversation (SmolLM2-Instruct's format), ending where the assistant's reply
+        starts: [<|im_start|>system\\n{system}<|im_end|>\\n]<|im_start|>user\\n{prompt}<|im_end|>\\n<|im_start|>assistant\\n
+        """
+        if "<|im_start|>" not in self.vocab or "<|im_end|>" not in self.vocab:
+            raise ValueError("this model's vocabulary has no <|im_start|>/<|im_end|>: it does not use the ChatML "
+                             "template; encode the prompt with encode() instead")
+        turns = [("system", system)] if system is not None else []
+        turns.append(("user", prompt))
+        text = "".join(f"<|im_start|>{role}\n{content}<|im_end|>\n" for role, content in turns)
+        return self.encode(text + "<|im_start|>assistant\n")

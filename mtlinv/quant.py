@@ -1,0 +1,213 @@
+"""Affine quantized weights in MLX's format: the layout ``qgemv`` consumes.
+
+A weight ``w [..., N, K]`` is quantized along its last axis in groups of ``group_size`` consecutive
+elements. Each group has one ``scale`` and one ``bias`` in ``w``'s dtype and stores integers
+``q in [0, 2**bits - 1]`` so that ``w ~= scale * q + bias``.
+
+Packing: the ``q`` of a row form one little-endian bit stream (element ``k`` occupies bits
+``[k*bits, (k+1)*bits)``), stored as ``uint32`` words, ``K*bits/32`` words a row. For bits 2, 4 and 8
+this is "value ``j`` of a word at bit ``bits*j``" (16, 8, 4 values a word). For bits 3, 5 and 6 MLX
+uses the same bit stream, so every 32 elements fill exactly ``bits`` whole words (a group always starts
+on a word boundary) but single values may straddle two words (e.g. 3-bit element 10 = bits 30..32).
+
+``quantize``/``dequantize`` reproduce ``mlx.core.quantize``/``dequantize`` (mode "affine", CPU
+backend, MLX 0.32) bit for bit; ``dequantize_float32`` is the float32 dequantisation a kernel with
+float32 accumulation performs.
+"""
+
+import ml_dtypes
+import numpy as np
+
+BFLOAT16 = np.dtype(ml_dtypes.bfloat16)
+FLOAT_DTYPES = (np.dtype(np.float32), np.dtype(np.float16), BFLOAT16)
+SUPPORTED_BITS = (2, 3, 4, 5, 6, 8)
+SUPPORTED_GROUP_SIZES = (32, 64, 128)
+
+# MLX's lower bound on the step of a group, so a constant group does not divide by zero.
+_EPS = np.float32(1e-7)
+
+
+def check_params(group_size, bits):
+    """Raise ValueError unless (group_size, bits) is a supported pair."""
+    if bits not in SUPPORTED_BITS:
+        raise ValueError(f"quant: bits={bits!r} is not supported; use one of {SUPPORTED_BITS}")
+    if group_size not in SUPPORTED_GROUP_SIZES:
+        raise ValueError(
+            f"quant: group_size={group_size!r} is not supported; use one of {SUPPORTED_GROUP_SIZES}"
+        )
+
+
+def check_float_dtype(dtype, what):
+    """Return ``np.dtype(dtype)``; TypeError unless it is float32, float16 or bfloat16."""
+    dt = np.dtype(dtype)
+    if dt not in FLOAT_DTYPES:
+        raise TypeError(f"{what}: dtype {dt} is not supported; use float32, float16 or bfloat16")
+    return dt
+
+
+def pack(q, bits):
+    """Pack integers into MLX's little-endian bit stream.
+
+    q: ``[..., K]`` integer array with values in ``[0, 2**bits)``, K a multiple of 32 (as every
+    group is). Returns uint32 ``[..., K*bits/32]``.
+    """
+    q = np.asarray(q)
+    lead, k = q.shape[:-1], q.shape[-1]
+    if bits not in SUPPORTED_BITS:
+        raise ValueError(f"pack: bits={bits!r} is not supported; use one of {SUPPORTED_BITS}")
+    if k % 32:
+        raise ValueError(f"pack: K={k} is not a multiple of 32")
+    if q.size and (q.min() < 0 or q.max() >= 1 << bits):
+        raise ValueError(f"pack: values must lie in [0, {(1 << bits) - 1}] for bits={bits}")
+    # Every 8 consecutive values fill exactly `bits` bytes of the stream, for every supported width:
+    # assemble them in a little-endian uint64 and keep its low `bits` bytes.
+    octets = q.reshape(*lead, k // 8, 8)
+    chunk = np.zeros((*lead, k // 8), dtype="<u8")
+    for j in range(8):
+        chunk |= octets[..., j].astype(np.uint64) << np.uint64(j * bits)
+    stream = chunk.view(np.uint8).reshape(*lead, k // 8, 8)[..., :bits]
+    words = np.ascontiguousarray(stream).reshape(*lead, k * bits // 8).view("<u4")
+    return words.astype(np.uint32, copy=False)
+
+
+def unpack(wq, bits, k):
+    """Inverse of :func:`pack`: uint32 ``[..., k*bits/32]`` -> uint8 ``[..., k]``."""
+    words = np.ascontiguousarray(wq, dtype="<u4")
+    lead = words.shape[:-1]
+    if bits not in SUPPORTED_BITS or k % 32 or words.shape[-1] * 32 != k * bits:
+        raise ValueError(f"unpack: {words.shape[-1]} words a row cannot hold K={k} values of bits={bits}")
+    padded = np.zeros((*lead, k // 8, 8), dtype=np.uint8)
+    padded[..., :bits] = words.view(np.uint8).reshape(*lead, k // 8, bits)
+    chunk = padded.view("<u8")[..., 0]
+    mask = np.uint64((1 << bits) - 1)
+    q = np.empty((*lead, k // 8, 8), dtype=np.uint8)
+    for j in range(8):
+        q[..., j] = (chunk >> np.uint64(j * bits)) & mask
+    return q.reshape(*lead, k)
+
+
+def _group_params(w_max, w_min, bits):
+    """MLX's per-group scale and bias, in float32 and before rounding to the output dtype.
+
+    w_max, w_min: float32 ``[..., G]``, each group's extremes. Returns ``(scale, bias)`` float32
+    ``[..., G]``.
+
+    The step ``(max - min) / n_bins`` is signed so that the group's extreme of largest magnitude
+    (``edge``) maps to q=0; the step is then re-derived as ``edge / q0`` so that ``edge`` itself is
+    reproduced exactly (``bias = edge``). When ``edge`` rounds to q0 == 0 (an all-zero group, or one
+    whose values are below half the minimal step) the bias stays 0 and the step is kept.
+    """
+    n_bins = np.float32((1 << bits) - 1)
+    min_is_edge = np.abs(w_min) > np.abs(w_max)
+    step = np.maximum((w_max - w_min) / n_bins, _EPS)
+    step = np.where(min_is_edge, step, -step)
+    edge = np.where(min_is_edge, w_min, w_max)
+    with np.errstate(over="ignore"):
+        # A constant group beyond ~3e31 overflows to q0 = -inf here, giving scale = -0.0 as in MLX.
+        q0 = np.rint(edge / step)
+    has_zero_point = q0 != 0
+    scale = np.where(has_zero_point, edge / np.where(has_zero_point, q0, np.float32(1)), step)
+    bias = np.where(has_zero_point, edge, np.float32(0))
+    return scale.astype(np.float32, copy=False), bias.astype(np.float32, copy=False)
+
+
+def quantize(w, group_size=64, bits=4):
+    """Quantize ``w`` along its last axis exactly as ``mlx.core.quantize(w, group_size, bits)``.
+
+    w: ``[..., N, K]`` float32, float16 or bfloat16 (``ml_dtypes.bfloat16``), finite, K a multiple of
+    ``group_size``.
+    Returns ``(wq, scales, biases)``: ``wq`` uint32 ``[..., N, K*bits/32]``; ``scales`` and ``biases``
+    ``[..., N, K/group_size]`` in ``w``'s dtype.
+
+    All arithmetic is float32 with one rounding per operation, as in MLX; q is computed from the
+    float32 scale and bias, which are rounded to ``w``'s dtype only when stored (no re-fit of the bias
+    after rounding the scale).
+    """
+    check_params(group_size, bits)
+    w = np.asarray(w)
+    dtype = check_float_dtype(w.dtype, "quantize")
+    if w.ndim < 2:
+        raise ValueError(f"quantize: w must have at least 2 dimensions [..., N, K], got shape {w.shape}")
+    k = w.shape[-1]
+    if k % group_size:
+        raise ValueError(f"quantize: K={k} (w.shape={w.shape}) is not a multiple of group_size={group_size}")
+    wg = w.astype(np.float32, copy=True).reshape(*w.shape[:-1], k // group_size, group_size)
+    if not np.isfinite(wg).all():
+        raise ValueError("quantize: w contains inf or NaN")
+    w_max, w_min = wg.max(axis=-1), wg.min(axis=-1)
+    with np.errstate(over="ignore"):
+        spread_overflows = np.isinf(w_max - w_min).any()
+    if spread_overflows:
+        # MLX would store an infinite scale and dequantize the group to NaN.
+        raise ValueError("quantize: a group's range max - min overflows float32")
+
+    scale, bias = _group_params(w_max, w_min, bits)
+    n_bins = np.float32((1 << bits) - 1)
+    q = np.subtract(wg, bias[..., None], out=wg)  # wg is a private copy: reuse it for q
+    with np.errstate(invalid="ignore"):
+        np.divide(q, scale[..., None], out=q)
+    np.rint(q, out=q)
+    # fmax also maps NaN to 0: a zero scale (the overflowed constant group above) gives 0/0 here,
+    # and MLX's float-to-integer conversion turns that NaN into q = 0, i.e. the constant itself.
+    np.fmax(q, np.float32(0), out=q)
+    np.minimum(q, n_bins, out=q)
+    q = q.astype(np.uint8).reshape(w.shape)
+    return pack(q, bits), scale.astype(dtype), bias.astype(dtype)
+
+
+def _check_quantized(wq, scales, biases, group_size, bits, what):
+    """Validate a quantized triple; return ``(wq, scales, biases, K)`` as numpy arrays."""
+    check_params(group_size, bits)
+    wq, scales, biases = np.asarray(wq), np.asarray(scales), np.asarray(biases)
+    if wq.dtype != np.uint32:
+        raise TypeError(f"{what}: wq must be uint32, got {wq.dtype}")
+    check_float_dtype(scales.dtype, what)
+    if scales.dtype != biases.dtype:
+        raise TypeError(f"{what}: scales ({scales.dtype}) and biases ({biases.dtype}) must share a dtype")
+    if wq.ndim < 2:
+        raise ValueError(f"{what}: wq must have at least 2 dimensions [..., N, K*bits/32], got {wq.shape}")
+    if scales.shape != biases.shape:
+        raise ValueError(f"{what}: scales.shape={scales.shape} differs from biases.shape={biases.shape}")
+    k = wq.shape[-1] * 32 // bits
+    expected = wq.shape[:-1] + (k // group_size,)
+    if (wq.shape[-1] * 32) % (bits * group_size) or scales.shape != expected:
+        raise ValueError(
+            f"{what}: wq.shape={wq.shape} with bits={bits}, group_size={group_size} needs scales and "
+            f"biases of shape {expected}, got {scales.shape}"
+        )
+    return wq, scales, biases, k
+
+
+def dequantize(wq, scales, biases, group_size=64, bits=4):
+    """``scale * q + bias`` exactly as ``mlx.core.dequantize`` computes it.
+
+    wq: uint32 ``[..., N, K*bits/32]``; scales, biases: ``[..., N, K/group_size]``, one float dtype.
+    Returns ``[..., N, K]`` in the scales' dtype.
+
+    MLX multiplies and adds in the scales' dtype, rounding after each operation. Computing each
+    operation in float32 and rounding once to float16/bfloat16 gives the same bits: the product of a
+    (<= 11-bit) scale and an 8-bit q is exact in float32, and for the sum float32's 24 bits are at
+    least 2p + 2 for p = 11 (float16) and p = 8 (bfloat16), so the double rounding is innocuous.
+    """
+    wq, scales, biases, k = _check_quantized(wq, scales, biases, group_size, bits, "dequantize")
+    dtype = scales.dtype
+    q = unpack(wq, bits, k).reshape(*scales.shape, group_size).astype(np.float32)
+    # As in MLX the product is rounded before the bias is added, so a float16 group spanning more
+    # than float16's range (e.g. -60000..60000) overflows to inf here exactly as it does in MLX.
+    with np.errstate(over="ignore"):
+        product = (q * scales[..., None].astype(np.float32)).astype(dtype)
+        out = (product.astype(np.float32) + biases[..., None].astype(np.float32)).astype(dtype)
+    return out.reshape(*wq.shape[:-1], k)
+
+
+def dequantize_float32(wq, scales, biases, group_size=64, bits=4):
+    """Dequantise in float32: ``float32(scale) * q + float32(bias)``, one rounding per operation.
+
+    This is the weight a float32-accumulating kernel multiplies; it is also what the lossless GGUF
+    importers (``mtlinv.gguf_blocks``) promise to reproduce. Shapes as :func:`dequantize`; returns
+    float32 ``[..., N, K]``.
+    """
+    wq, scales, biases, k = _check_quantized(wq, scales, biases, group_size, bits, "dequantize_float32")
+    q = unpack(wq, bits, k).reshape(*scales.shape, group_size).astype(np.float32)
+    out = q * scales[..., None].astype(np.float32) + biases[..., None].astype(np.float32)
+    return out.reshape(*wq.shape[:-1], k)

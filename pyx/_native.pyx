@@ -1,0 +1,63 @@
+# cython: language_level=3, boundscheck=False, wraparound=False
+# distutils: language = c++
+"""mtlinv's native layer: Tensor, the limit, device info and the ops, over the C++ core (src/core)."""
+from cpython.buffer cimport PyBUF_FORMAT, PyBUF_ND, PyBUF_STRIDES, PyBUF_WRITABLE
+from cpython.ref cimport PyObject
+from libc.stdint cimport int64_t
+from libcpp.string cimport string
+from libcpp.vector cimport vector
+
+cimport numpy as cnp
+import numpy as np
+
+from native cimport *
+
+cnp.import_array()
+
+include "errors.pxi"
+include "tensor.pxi"
+include "plans.pxi"
+include "rms_norm.pxi"
+include "gemv.pxi"
+include "qgemv.pxi"
+include "sdpa.pxi"
+include "decoder_ops.pxi"
+include "testing.pxi"
+
+
+def get_limit():
+    """The batch-invariance limit: calls with M <= limit rows take the canonical kernels."""
+    return c_get_limit()
+
+
+def set_limit(n):
+    """Sets the batch-invariance limit (n >= 0) and returns the previous value."""
+    if isinstance(n, type(True)) or not isinstance(n, (int, np.integer)):
+        raise InvalidArgumentError(f"set_limit: limit must be an int, got {type(n).__name__} {n!r}")
+    if n < 0 or n > 2**30:
+        raise InvalidArgumentError(f"set_limit: limit must be in [0, 2**30], got {n}")
+    return c_set_limit(int(n))
+
+
+def _init_limit_from_env():
+    c_init_limit_from_env()
+
+
+def device_info():
+    """The active backend: {'backend', 'name', 'threads' (emulator workers / GPU cores), 'simd_width', ...}."""
+    cdef CBackend* b = &c_active_backend()
+    cdef const CDeviceCaps* c = &b.caps()
+    return {
+        "backend": c.backend.decode(),
+        "name": c.name.decode(),
+        "threads": c.compute_units,
+        "simd_width": c.simd_width,
+        "max_threads_per_threadgroup": c.max_threads_per_threadgroup,
+        "threadgroup_memory_bytes": c.threadgroup_memory_bytes,
+        "built_backends": [s.decode() for s in c_built_backends()],
+    }
+
+
+def kernel_names():
+    """Names of every kernel the active backend has (the MTLINV_KERNEL table of metal/*.metal)."""
+    return sorted(s.decode() for s in c_active_backend().kernel_names())

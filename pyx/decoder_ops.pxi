@@ -1,0 +1,66 @@
+# The per-element ops of a decoder layer (metal/decoder_ops.metal): used by mtlinv.model to keep a whole forward
+# pass on the device.
+
+
+cdef extern from "../src/core/ops/decoder_ops.h" namespace "mtlinv" nogil:
+    CTensor c_add "mtlinv::add"(const CTensor&, const CTensor&) except +raise_py_error
+    CTensor c_swiglu "mtlinv::swiglu"(const CTensor&, const CTensor&) except +raise_py_error
+    void c_write_heads "mtlinv::write_heads"(const CTensor&, const CTensor&, int64_t, int64_t, bool,
+                                             float) except +raise_py_error
+    CTensor c_heads_to_rows "mtlinv::heads_to_rows"(const CTensor&) except +raise_py_error
+    CTensor c_embedding "mtlinv::embedding"(const CTensor&, const CTensor&) except +raise_py_error
+
+
+def add(a, b):
+    """a + b elementwise (same shape and dtype)."""
+    cdef Tensor ta = _operand(a, "a", "add"), tb = _operand(b, "b", "add")
+    cdef CTensor out
+    with nogil:
+        out = c_add(ta.c, tb.c)
+    return _wrap(out)
+
+
+def swiglu(gate, up):
+    """silu(gate) * up elementwise, computed in float32."""
+    cdef Tensor tg = _operand(gate, "gate", "swiglu"), tu = _operand(up, "up", "swiglu")
+    cdef CTensor out
+    with nogil:
+        out = c_swiglu(tg.c, tu.c)
+    return _wrap(out)
+
+
+def write_heads(x, Tensor dst, int64_t seq_offset, int64_t start_pos=0, bint rotate=False, float base=10000.0):
+    """Writes x [L, H, D] into dst [H, C, D] (in place) at sequence indices seq_offset.., rotating interleaved
+    pairs for positions start_pos.. when `rotate` (RoPE as stored in llama GGUF files)."""
+    cdef Tensor tx = _operand(x, "x", "write_heads")
+    with nogil:
+        c_write_heads(tx.c, dst.c, seq_offset, start_pos, rotate, base)
+
+
+def rope_heads(x, int64_t start_pos, float base=10000.0):
+    """RoPE on x [L, H, D] for positions start_pos.., returned as [H, L, D] (the layout sdpa takes)."""
+    cdef Tensor tx = _operand(x, "x", "rope_heads")
+    if tx.ndim != 3:
+        raise InvalidArgumentError(f"rope_heads: x must be [L, H, D], got {list(tx.shape)}")
+    cdef Tensor out = _wrap(CTensor.empty([tx.shape[1], tx.shape[0], tx.shape[2]], tx.c.dtype))
+    write_heads(tx, out, 0, start_pos, True, base)
+    return out
+
+
+def heads_to_rows(x):
+    """x [H, L, D] -> [L, H * D]."""
+    cdef Tensor tx = _operand(x, "x", "heads_to_rows")
+    cdef CTensor out
+    with nogil:
+        out = c_heads_to_rows(tx.c)
+    return _wrap(out)
+
+
+def embedding(table, ids):
+    """table [V, D], ids [L] (int32) -> table[ids] [L, D]."""
+    cdef Tensor tt = _operand(table, "table", "embedding")
+    cdef Tensor ti = ids if isinstance(ids, Tensor) else asarray(np.asarray(ids, dtype=np.int32))
+    cdef CTensor out
+    with nogil:
+        out = c_embedding(tt.c, ti.c)
+    return _wrap(out)

@@ -1,0 +1,39 @@
+# gemv / matmul: the dense matmul op.
+
+
+def gemv(x, w, bias=None, *, bool transpose=True):
+    """y = x @ w.T (+ bias) for w [N, K] (transpose=True, a linear layer's weight), or y = x @ w for w [K, N]
+    (transpose=False). x is [K] or [..., M, K]; a batched w [B, N, K] takes x [B, M, K] or a shared [M, K].
+    float32/float16/bfloat16 (one dtype), float32 accumulation, output in the input dtype.
+
+    With M <= get_limit() rows (and always for M == 1) each output row is bit-identical to the call on that row
+    alone; above the limit a throughput kernel runs."""
+    cdef Tensor tx = _operand(x, "x", "gemv")
+    cdef Tensor tw = _operand(w, "w", "gemv")
+    cdef Tensor tb
+    cdef const CTensor* pb = NULL
+    if bias is not None:
+        tb = _operand(bias, "bias", "gemv")
+        pb = &tb.c
+    cdef CTensor out
+    with nogil:
+        out = c_gemv(tx.c, tw.c, pb, transpose)
+    return _wrap(out)
+
+
+def matmul(a, b):
+    """NumPy-style a @ b for a [..., M, K] and b [K, N] (or batched [B, K, N]); see gemv(transpose=False)."""
+    return gemv(a, b, transpose=False)
+
+
+def plan_gemv(*, rows, k, n, dtype="float32", limit=None, transpose=True, batch=1, bias=False):
+    """The plan gemv would use for this shape: {'canonical': bool, 'launches': [...]}."""
+    cdef CGemvShape s
+    s.batch, s.rows, s.k, s.n = batch, rows, k, n
+    s.dtype = dtype_from_name(np.dtype(dtype).name.encode())
+    s.w_kn = not transpose
+    s.has_bias = bias
+    s.w_batched = batch > 1
+    s.aligned = True
+    cdef CPlan p = c_plan_gemv(s, c_get_limit() if limit is None else limit, c_active_backend().caps())
+    return {"canonical": p.canonical, "launches": _launches(p)}

@@ -1,0 +1,94 @@
+# Extern declarations of the C++ core; C++ types are prefixed C so the Python names stay free.
+from libc.stdint cimport int64_t, uint8_t, uint32_t
+from libcpp cimport bool
+from libcpp.memory cimport shared_ptr
+from libcpp.string cimport string
+from libcpp.vector cimport vector
+from cpython.ref cimport PyObject
+
+cdef extern from "../pyx/error_bridge.h" namespace "mtlinv_py":
+    cdef cppclass CErrorClasses "mtlinv_py::ErrorClasses":
+        PyObject* invalid_argument
+        PyObject* dtype
+        PyObject* device
+        PyObject* kernel
+        PyObject* memory
+        PyObject* base
+    CErrorClasses& error_classes()
+    void raise_py_error()
+
+cdef extern from "../src/core/dtype.h" namespace "mtlinv":
+    cdef enum class CDType "mtlinv::DType":
+        f32 "mtlinv::DType::f32"
+        f16 "mtlinv::DType::f16"
+        bf16 "mtlinv::DType::bf16"
+        u32 "mtlinv::DType::u32"
+        i32 "mtlinv::DType::i32"
+        u8 "mtlinv::DType::u8"
+    size_t dtype_size(CDType)
+    const char* dtype_name(CDType)
+    CDType dtype_from_name(const string&) except +raise_py_error
+
+cdef extern from "../src/core/backend.h" namespace "mtlinv":
+    cdef cppclass CStorage "mtlinv::Storage":
+        void* host
+        size_t bytes
+    cdef cppclass CDeviceCaps "mtlinv::DeviceCaps":
+        string backend
+        string name
+        uint32_t simd_width
+        uint32_t max_threads_per_threadgroup
+        uint32_t threadgroup_memory_bytes
+        uint32_t compute_units
+        bool bfloat
+    cdef cppclass CDim3 "mtlinv::Dim3":
+        uint32_t x, y, z
+    cdef cppclass CBackend "mtlinv::Backend":
+        const CDeviceCaps& caps()
+        vector[string] kernel_names()
+        bool has_kernel(const string&)
+        void download(const CStorage&, size_t, void*, size_t) except +raise_py_error
+    CBackend& c_active_backend "mtlinv::active_backend"() except +raise_py_error
+    vector[string] c_built_backends "mtlinv::built_backends"()
+
+cdef extern from "../src/core/tensor.h" namespace "mtlinv":
+    cdef cppclass CTensor "mtlinv::Tensor":
+        CTensor()
+        CDType dtype
+        vector[int64_t] shape
+        vector[int64_t] strides
+        shared_ptr[CStorage] storage
+        size_t offset
+        int64_t numel()
+        size_t nbytes()
+        void* host_data()
+        @staticmethod
+        CTensor empty(const vector[int64_t]&, CDType) except +raise_py_error
+        @staticmethod
+        CTensor from_host(void*, const vector[int64_t]&, const vector[int64_t]&, CDType) except +raise_py_error
+
+cdef extern from "../src/core/limit.h" namespace "mtlinv":
+    int c_get_limit "mtlinv::get_limit"()
+    int c_set_limit "mtlinv::set_limit"(int) except +raise_py_error
+    void c_init_limit_from_env "mtlinv::init_limit_from_env"() except +raise_py_error
+
+cdef extern from "../src/core/plan.h" namespace "mtlinv":
+    cdef cppclass CPlanLaunch "mtlinv::PlanLaunch":
+        string kernel
+        CDim3 threadgroups
+        CDim3 threads
+    cdef cppclass CPlan "mtlinv::Plan":
+        vector[CPlanLaunch] launches
+        vector[size_t] scratch_bytes
+        bool canonical
+
+cdef extern from "../src/core/ops.h" namespace "mtlinv" nogil:
+    CTensor c_rms_norm "mtlinv::rms_norm"(const CTensor&, const CTensor&, float) except +raise_py_error
+    CTensor c_gemv "mtlinv::gemv"(const CTensor&, const CTensor&, const CTensor*, bool) except +raise_py_error
+
+cdef extern from "../src/core/plans/gemv.h" namespace "mtlinv":
+    cdef cppclass CGemvShape "mtlinv::GemvShape":
+        int64_t batch, rows, k, n
+        CDType dtype
+        bool w_kn, has_bias, x_batched, w_batched, aligned
+    CPlan c_plan_gemv "mtlinv::plan_gemv"(const CGemvShape&, int, const CDeviceCaps&) except +raise_py_error

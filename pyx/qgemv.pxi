@@ -1,0 +1,55 @@
+# qgemv: the quantized matmul op (MLX's affine format), its extern declarations and its plan introspection.
+
+cdef extern from "../src/core/ops.h" namespace "mtlinv" nogil:
+    CTensor c_qgemv "mtlinv::qgemv"(const CTensor&, const CTensor&, const CTensor&, const CTensor&, const CTensor*,
+                                    int, int) except +raise_py_error
+
+cdef extern from "../src/core/plans/qgemv.h" namespace "mtlinv":
+    cdef cppclass CQGemvShape "mtlinv::QGemvShape":
+        int64_t rows, k, n
+        int group_size, bits
+        CDType dtype
+        bool has_bias, aligned
+    CPlan c_plan_qgemv "mtlinv::plan_qgemv"(const CQGemvShape&, int, const CDeviceCaps&) except +raise_py_error
+
+
+def qgemv(x, wq, scales, biases, *, int group_size, int bits, bias=None):
+    """y = x @ W.T (+ bias) for a weight W [N, K] quantized in MLX's affine format (mtlinv.quant.quantize):
+    wq uint32 [N, K*bits/32], scales and biases [N, K/group_size] in x's dtype, W = scales * q + biases per group.
+    x is [K] or [..., M, K], float32/float16/bfloat16; bits 2, 3, 4, 5, 6 or 8; group_size 32, 64 or 128.
+    The weights are dequantised in float32 exactly as mtlinv.quant.dequantize_float32 does (scale * q, rounded,
+    plus bias), accumulation is float32, the output has x's dtype.
+
+    With M <= get_limit() rows (and always for M == 1) each output row is bit-identical to the call on that row
+    alone; above the limit a throughput kernel runs."""
+    cdef Tensor tx = _operand(x, "x", "qgemv")
+    if not isinstance(wq, Tensor):
+        wq_array = np.asarray(wq)
+        if wq_array.dtype != np.uint32:
+            raise DTypeError(f"qgemv: wq has dtype {wq_array.dtype}; expected uint32 (packed quantized weights, "
+                             f"as mtlinv.quant.quantize returns them)")
+        wq = wq_array
+    cdef Tensor twq = _operand(wq, "wq", "qgemv")
+    cdef Tensor ts = _operand(scales, "scales", "qgemv")
+    cdef Tensor tbs = _operand(biases, "biases", "qgemv")
+    cdef Tensor tb
+    cdef const CTensor* pb = NULL
+    if bias is not None:
+        tb = _operand(bias, "bias", "qgemv")
+        pb = &tb.c
+    cdef CTensor out
+    with nogil:
+        out = c_qgemv(tx.c, twq.c, ts.c, tbs.c, pb, group_size, bits)
+    return _wrap(out)
+
+
+def plan_qgemv(*, rows, k, n, group_size=64, bits=4, dtype="float32", limit=None, bias=False):
+    """The plan qgemv would use for this shape: {'canonical': bool, 'launches': [...]}."""
+    cdef CQGemvShape s
+    s.rows, s.k, s.n = rows, k, n
+    s.group_size, s.bits = group_size, bits
+    s.dtype = dtype_from_name(np.dtype(dtype).name.encode())
+    s.has_bias = bias
+    s.aligned = True
+    cdef CPlan p = c_plan_qgemv(s, c_get_limit() if limit is None else limit, c_active_backend().caps())
+    return {"canonical": p.canonical, "launches": _launches(p)}

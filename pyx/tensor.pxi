@@ -1,0 +1,198 @@
+# mtlinv.Tensor: a tensor on the active device. Host-visible memory (emulator, Metal's shared storage) is exposed
+# without copies through the buffer protocol and __array__; other memory (CUDA) is copied on .numpy().
+import ml_dtypes
+
+_NUMPY_TO_DTYPE = {
+    np.dtype(np.float32): CDType.f32,
+    np.dtype(np.float16): CDType.f16,
+    np.dtype(ml_dtypes.bfloat16): CDType.bf16,
+    np.dtype(np.uint32): CDType.u32,
+    np.dtype(np.int32): CDType.i32,
+    np.dtype(np.uint8): CDType.u8,
+}
+_DTYPE_TO_NUMPY = {int(v): k for k, v in _NUMPY_TO_DTYPE.items()}
+
+
+cdef char* _buffer_format(CDType t):
+    """The PEP 3118 format of a dtype; bfloat16 has none (NULL), so np.asarray falls back to __array__ for it."""
+    if t == CDType.f32:
+        return "f"
+    if t == CDType.f16:
+        return "e"
+    if t == CDType.u32:
+        return "I"
+    if t == CDType.i32:
+        return "i"
+    if t == CDType.u8:
+        return "B"
+    return NULL
+
+
+cdef class _RawBytes:
+    """The bytes of a host-visible Tensor as a 1-D buffer: the base of the ndarray views that Tensor hands out."""
+    cdef Tensor tensor
+
+    def __getbuffer__(self, Py_buffer* buf, int flags):
+        cdef CTensor* c = &self.tensor.c
+        if (flags & PyBUF_WRITABLE) and self.tensor.readonly:
+            raise BufferError("this Tensor wraps a read-only array")
+        buf.buf = c.host_data()
+        buf.len = c.nbytes()
+        buf.readonly = self.tensor.readonly
+        buf.itemsize = 1
+        buf.format = NULL
+        if flags & PyBUF_FORMAT:
+            buf.format = "B"
+        buf.ndim = 1
+        buf.shape = NULL
+        buf.strides = NULL
+        buf.suboffsets = NULL
+        buf.internal = NULL
+        buf.obj = self
+
+    def __releasebuffer__(self, Py_buffer* buf):
+        pass
+
+
+cdef class Tensor:
+    """A tensor on the active mtlinv device. Make one with mtlinv.asarray(ndarray); ops return them."""
+    cdef CTensor c
+    cdef object keepalive      # the ndarray whose memory a zero-copy Tensor views
+    cdef readonly bint readonly
+    cdef Py_ssize_t[8] _shape_bytes, _stride_bytes
+
+    def __init__(self):
+        raise TypeError("use mtlinv.asarray(array) to make a Tensor")
+
+    @property
+    def shape(self):
+        return tuple(self.c.shape)
+
+    @property
+    def ndim(self):
+        return self.c.shape.size()
+
+    @property
+    def size(self):
+        return self.c.numel()
+
+    @property
+    def nbytes(self):
+        return self.c.nbytes()
+
+    @property
+    def dtype(self):
+        return _DTYPE_TO_NUMPY[int(self.c.dtype)]
+
+    def reshape(self, *shape):
+        """A view with a new shape of the same size (one dimension may be -1)."""
+        if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+            shape = tuple(shape[0])
+        new = [int(d) for d in shape]
+        if new.count(-1) > 1 or any(d < -1 for d in new):
+            raise InvalidArgumentError(f"reshape: invalid shape {tuple(shape)}")
+        if -1 in new:
+            known = int(np.prod([d for d in new if d != -1]))
+            new[new.index(-1)] = self.size // known if known else 0
+        if int(np.prod(new)) != self.size:
+            raise InvalidArgumentError(f"reshape: cannot view shape {self.shape} as {tuple(shape)}")
+        cdef Tensor t = Tensor.__new__(Tensor)
+        t.c = self.c
+        t.c.shape = new
+        t.c.strides = [int(np.prod(new[i + 1:])) for i in range(len(new))]
+        t.keepalive = self.keepalive
+        t.readonly = self.readonly
+        return t
+
+    def numpy(self):
+        """The contents as an ndarray: a zero-copy view on host-visible memory, else a copy."""
+        if self.c.host_data() != NULL:
+            raw = _RawBytes.__new__(_RawBytes)
+            (<_RawBytes>raw).tensor = self
+            view = np.frombuffer(raw, dtype=self.dtype).reshape(self.shape)
+            return view
+        out = np.empty(self.shape, dtype=self.dtype)
+        c_active_backend().download(self.c.storage.get()[0], self.c.offset, cnp.PyArray_DATA(out), self.c.nbytes())
+        return out
+
+    def __array__(self, dtype=None, copy=None):
+        a = self.numpy()
+        if dtype is not None and np.dtype(dtype) != a.dtype:
+            return a.astype(dtype)
+        return a.copy() if copy else a
+
+    def __getbuffer__(self, Py_buffer* buf, int flags):
+        if self.c.host_data() == NULL:
+            raise BufferError("Tensor memory is not host-visible on this device; use .numpy() to copy it")
+        cdef char* fmt = _buffer_format(self.c.dtype)
+        if fmt == NULL:
+            raise BufferError(f"{self.dtype} has no buffer-protocol format; use np.asarray(t) or t.numpy()")
+        if (flags & PyBUF_WRITABLE) and self.readonly:
+            raise BufferError("this Tensor wraps a read-only array")
+        cdef int nd = self.c.shape.size()
+        if nd > 8:
+            raise BufferError("more than 8 dimensions")
+        cdef Py_ssize_t item = dtype_size(self.c.dtype)
+        for i in range(nd):
+            self._shape_bytes[i] = self.c.shape[i]
+            self._stride_bytes[i] = self.c.strides[i] * item
+        buf.buf = self.c.host_data()
+        buf.len = self.c.nbytes()
+        buf.readonly = self.readonly
+        buf.itemsize = item
+        buf.format = fmt if (flags & PyBUF_FORMAT) else NULL
+        buf.ndim = nd
+        buf.shape = self._shape_bytes
+        buf.strides = self._stride_bytes
+        buf.suboffsets = NULL
+        buf.internal = NULL
+        buf.obj = self
+
+    def __releasebuffer__(self, Py_buffer* buf):
+        pass
+
+    def __repr__(self):
+        return f"mtlinv.Tensor(shape={self.shape}, dtype={self.dtype})"
+
+
+cdef Tensor _wrap(const CTensor& c):
+    cdef Tensor t = Tensor.__new__(Tensor)
+    t.c = c
+    return t
+
+
+def asarray(obj, dtype=None):
+    """A Tensor with the contents of `obj` (an ndarray, anything np.asarray accepts, or a Tensor). Shares the
+    memory of a contiguous ndarray on host-visible devices (like np.asarray); otherwise copies."""
+    if isinstance(obj, Tensor):
+        if dtype is None or np.dtype(dtype) == obj.dtype:
+            return obj
+        obj = obj.numpy()
+    a = np.asarray(obj, dtype=dtype)
+    if a.dtype not in _NUMPY_TO_DTYPE:
+        names = ", ".join(str(d) for d in _NUMPY_TO_DTYPE)
+        raise DTypeError(f"asarray: dtype {a.dtype} is not supported (supported: {names})")
+    a = np.ascontiguousarray(a)
+    cdef vector[int64_t] shape = a.shape
+    cdef vector[int64_t] strides = [s // a.itemsize for s in a.strides]
+    cdef CDType dt = _NUMPY_TO_DTYPE[a.dtype]
+    cdef void* data = cnp.PyArray_DATA(a)
+    cdef Tensor t = Tensor.__new__(Tensor)
+    t.c = CTensor.from_host(data, shape, strides, dt)
+    if t.c.storage.get().host == data:
+        t.keepalive = a
+        t.readonly = not a.flags.writeable
+    return t
+
+
+cdef Tensor _operand(obj, str name, str op):
+    """An op's argument as a Tensor, with the op and argument named in any error."""
+    if isinstance(obj, Tensor):
+        return obj
+    try:
+        a = np.asarray(obj)
+    except Exception as e:
+        raise InvalidArgumentError(f"{op}: {name} cannot be converted to an array: {e}") from None
+    if a.dtype not in _NUMPY_TO_DTYPE:
+        raise DTypeError(f"{op}: {name} has dtype {a.dtype}; expected float32, float16 or bfloat16")
+    return asarray(a)

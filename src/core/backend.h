@@ -1,0 +1,82 @@
+// The backend seam: the only interface between the portable core (tensors, checks, plans) and a device.
+// A backend owns memory, runs a named kernel over a grid, and waits. It knows nothing of ops or shapes:
+// routing lives in the plans (src/core/plan.h), so every backend makes the same decisions.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace mtlinv {
+
+struct Dim3 {
+  uint32_t x = 1, y = 1, z = 1;
+};
+
+// Device memory. `host` is non-null when the CPU can read and write it directly (emulator, Metal's shared
+// storage); CUDA memory has host == nullptr and is reached through Backend::upload / download.
+struct Storage {
+  void* host = nullptr;
+  void* device = nullptr;   // backend handle: CUDA pointer, id<MTLBuffer> as void*, == host on the emulator
+  size_t bytes = 0;
+  virtual ~Storage() = default;
+};
+using StoragePtr = std::shared_ptr<Storage>;
+
+// What a device can do; plans may depend on it (never on M).
+struct DeviceCaps {
+  std::string backend;          // "emu", "metal", "cuda"
+  std::string name;             // human-readable device name
+  uint32_t simd_width = 32;
+  uint32_t max_threads_per_threadgroup = 1024;
+  uint32_t threadgroup_memory_bytes = 32768;
+  uint32_t compute_units = 1;   // worker threads (emu), GPU cores (metal), SMs (cuda)
+  bool bfloat = true;           // bfloat arithmetic available
+};
+
+// One argument of a dispatch: the argument struct (bytes, slot 0) or a buffer range.
+struct Binding {
+  const Storage* storage = nullptr;  // null: `bytes` holds inline constant data
+  size_t offset = 0;                 // byte offset into storage
+  size_t size = 0;                   // bytes visible to the kernel from offset
+  std::vector<uint8_t> bytes;        // inline data when storage == null
+};
+
+struct Dispatch {
+  std::string kernel;
+  Dim3 threadgroups;
+  Dim3 threads_per_threadgroup;
+  std::vector<Binding> bindings;  // bindings[i] is [[buffer(i)]]
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual const DeviceCaps& caps() const = 0;
+
+  // Throws OutOfMemory when the allocation fails.
+  virtual StoragePtr allocate(size_t bytes) = 0;
+  // Wraps existing host memory without copying where the backend can (nullptr when it cannot); the caller keeps
+  // the memory alive for the Storage's lifetime.
+  virtual StoragePtr wrap_host(void* host, size_t bytes) = 0;
+  virtual void upload(Storage& dst, size_t offset, const void* src, size_t bytes) = 0;
+  virtual void download(const Storage& src, size_t offset, void* dst, size_t bytes) = 0;
+
+  virtual bool has_kernel(const std::string& name) const = 0;
+  virtual std::vector<std::string> kernel_names() const = 0;
+
+  // Enqueues one kernel; may run it immediately. Errors surface here or at synchronize() as exceptions.
+  virtual void dispatch(const Dispatch& d) = 0;
+  // Waits for everything dispatched so far.
+  virtual void synchronize() = 0;
+};
+
+// The process-wide active backend, chosen on first use from MTLINV_DEVICE=auto|emu|metal|cuda (default auto:
+// metal when built and a device exists, else cuda when built with a device, else emu). Throws DeviceError when
+// the requested backend is not built or has no device.
+Backend& active_backend();
+// Names of the backends compiled into this build, e.g. {"emu", "cuda"}.
+std::vector<std::string> built_backends();
+
+}  // namespace mtlinv

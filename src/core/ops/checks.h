@@ -1,0 +1,30 @@
+// Input checks shared by the ops; every message names the op, the argument and the offending values.
+#pragma once
+#include <cstdint>
+#include <initializer_list>
+
+#include "../errors.h"
+#include "../tensor.h"
+
+namespace mtlinv {
+
+inline void require_float(const char* op, const char* arg, const Tensor& t) {
+  if (!is_float(t.dtype)) {
+    throw DTypeError(op, ": ", arg, " has dtype ", dtype_name(t.dtype), "; expected float32, float16 or bfloat16");
+  }
+}
+
+inline void require_same_dtype(const char* op, const char* arg_a, const Tensor& a, const char* arg_b,
+                               const Tensor& b) {
+  if (a.dtype != b.dtype) {
+    throw DTypeError(op, ": ", arg_a, " is ", dtype_name(a.dtype), " but ", arg_b, " is ", dtype_name(b.dtype),
+                     "; all operands must have one dtype");
+  }
+}
+
+// Dimensions are passed to kernels as uint32.
+inline void require_u32(const char* op, const char* what, int64_t v) {
+  if (v < 0 || v > 0xFFFFFFFFll) throw InvalidArgument(op, ": ", what, "=", v, " is out of range for the kernels");
+}
+
+}  // namespace mtlinv

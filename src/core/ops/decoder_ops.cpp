@@ -1,0 +1,88 @@
+#include "decoder_ops.h"
+
+#include <cmath>
+#include <vector>
+
+#include "../plans/decoder_ops.h"
+#include "../run_plan.h"
+#include "checks.h"
+
+namespace mtlinv {
+
+namespace {
+
+Tensor elementwise(const char* op, const char* kernel, const Tensor& a, const Tensor& b) {
+  require_float(op, "a", a);
+  require_same_dtype(op, "a", a, "b", b);
+  a.require_contiguous(op, "a");
+  b.require_contiguous(op, "b");
+  if (a.shape != b.shape) {
+    throw InvalidArgument(op, ": shapes differ: ", shape_str(a.shape), " and ", shape_str(b.shape));
+  }
+  require_u32(op, "size", a.numel());
+  Tensor y = Tensor::empty(a.shape, a.dtype);
+  if (a.numel() > 0) run_plan(plan_elementwise(kernel, a.dtype, a.numel()), {&a, &b, &y});
+  return y;
+}
+
+}  // namespace
+
+Tensor add(const Tensor& a, const Tensor& b) { return elementwise("add", "add", a, b); }
+Tensor swiglu(const Tensor& gate, const Tensor& up) { return elementwise("swiglu", "swiglu", gate, up); }
+
+void write_heads(const Tensor& x, const Tensor& dst, int64_t seq_offset, int64_t start_pos, bool rotate, float base) {
+  const char* op = "write_heads";
+  require_float(op, "x", x);
+  require_same_dtype(op, "x", x, "dst", dst);
+  x.require_contiguous(op, "x");
+  dst.require_contiguous(op, "dst");
+  if (x.ndim() != 3 || dst.ndim() != 3 || x.dim(1) != dst.dim(0) || x.dim(2) != dst.dim(2)) {
+    throw InvalidArgument(op, ": x must be [L, H, D] and dst [H, C, D], got x ", shape_str(x.shape), " and dst ",
+                          shape_str(dst.shape));
+  }
+  const int64_t rows = x.dim(0), heads = x.dim(1), dim = x.dim(2), capacity = dst.dim(1);
+  if (seq_offset < 0 || seq_offset + rows > capacity) {
+    throw InvalidArgument(op, ": rows ", seq_offset, "..", seq_offset + rows, " do not fit dst capacity ", capacity);
+  }
+  if (start_pos < 0) throw InvalidArgument(op, ": start_pos must be >= 0, got ", start_pos);
+  if (rotate && (dim % 2 != 0 || !(base > 0.0f) || !std::isfinite(base))) {
+    throw InvalidArgument(op, ": rotation needs an even head dim and a positive base, got D=", dim, " base=", base);
+  }
+  require_u32(op, "start_pos + L", start_pos + rows);
+  if (x.numel() == 0) return;
+  run_plan(plan_to_heads(rotate, x.dtype, rows, heads, dim, capacity, seq_offset, start_pos, base), {&x, &dst});
+}
+
+Tensor heads_to_rows(const Tensor& x) {
+  const char* op = "heads_to_rows";
+  require_float(op, "x", x);
+  x.require_contiguous(op, "x");
+  if (x.ndim() != 3) throw InvalidArgument(op, ": x must be [H, L, D], got ", shape_str(x.shape));
+  Tensor y = Tensor::empty({x.dim(1), x.dim(0) * x.dim(2)}, x.dtype);
+  if (x.numel() > 0) run_plan(plan_heads_to_rows(x.dtype, x.dim(1), x.dim(0), x.dim(2)), {&x, &y});
+  return y;
+}
+
+Tensor embedding(const Tensor& table, const Tensor& ids) {
+  const char* op = "embedding";
+  require_float(op, "table", table);
+  table.require_contiguous(op, "table");
+  ids.require_contiguous(op, "ids");
+  if (table.ndim() != 2) throw InvalidArgument(op, ": table must be [V, D], got ", shape_str(table.shape));
+  if (ids.ndim() != 1 || (ids.dtype != DType::i32 && ids.dtype != DType::u32)) {
+    throw InvalidArgument(op, ": ids must be a 1-D int32/uint32 array, got ", dtype_name(ids.dtype), " ",
+                          shape_str(ids.shape));
+  }
+  const int64_t vocab = table.dim(0);
+  std::vector<int32_t> host(static_cast<size_t>(ids.numel()));
+  active_backend().download(*ids.storage, ids.offset, host.data(), ids.nbytes());
+  for (size_t i = 0; i < host.size(); ++i) {
+    const int64_t id = ids.dtype == DType::u32 ? static_cast<uint32_t>(host[i]) : host[i];
+    if (id < 0 || id >= vocab) throw InvalidArgument(op, ": ids[", i, "]=", id, " is outside [0, ", vocab, ")");
+  }
+  Tensor y = Tensor::empty({ids.dim(0), table.dim(1)}, table.dtype);
+  if (y.numel() > 0) run_plan(plan_gather_rows(table.dtype, ids.dim(0), vocab, table.dim(1)), {&table, &ids, &y});
+  return y;
+}
+
+}  // namespace mtlinv

@@ -1,0 +1,96 @@
+#include <cstdint>
+
+#include "../limit.h"
+#include "../ops.h"
+#include "../plans/gemv.h"
+#include "../run_plan.h"
+#include "checks.h"
+
+namespace mtlinv {
+
+namespace {
+
+bool aligned16(const Tensor& t) {
+  if (t.offset % 16 != 0) return false;
+  return t.storage->host == nullptr || reinterpret_cast<uintptr_t>(t.storage->host) % 16 == 0;
+}
+
+}  // namespace
+
+Tensor gemv(const Tensor& x, const Tensor& w, const Tensor* bias, bool transpose) {
+  const char* op = "gemv";
+  require_float(op, "x", x);
+  require_same_dtype(op, "x", x, "w", w);
+  x.require_contiguous(op, "x");
+  w.require_contiguous(op, "w");
+  const char* layout = transpose ? "[N, K]" : "[K, N]";
+  if (w.ndim() != 2 && w.ndim() != 3) {
+    throw InvalidArgument(op, ": w must be ", layout, " or batched [B, ", layout + 1, ", got shape ",
+                          shape_str(w.shape));
+  }
+  if (x.ndim() < 1) throw InvalidArgument(op, ": x must be [K] or [..., M, K], got shape ", shape_str(x.shape));
+  const int64_t k = x.dim(-1);
+  const int64_t wk = transpose ? w.dim(-1) : w.dim(-2);
+  const int64_t n = transpose ? w.dim(-2) : w.dim(-1);
+  if (wk != k) {
+    throw InvalidArgument(op, ": x has K=", k, " but w has K=", wk, " (x ", shape_str(x.shape), ", w ",
+                          shape_str(w.shape), ", w layout ", layout, ")");
+  }
+
+  GemvShape s;
+  s.k = k;
+  s.n = n;
+  s.dtype = x.dtype;
+  s.w_kn = !transpose;
+  Shape out_shape(x.shape.begin(), x.shape.end() - 1);
+  if (w.ndim() == 3) {
+    s.batch = w.dim(0);
+    s.w_batched = true;
+    if (x.ndim() == 3) {
+      if (x.dim(0) != s.batch) {
+        throw InvalidArgument(op, ": x has batch ", x.dim(0), " but w has batch ", s.batch, " (x ",
+                              shape_str(x.shape), ", w ", shape_str(w.shape), ")");
+      }
+      s.rows = x.dim(1);
+    } else if (x.ndim() <= 2) {
+      s.rows = x.ndim() == 2 ? x.dim(0) : 1;
+      s.x_batched = false;
+      out_shape.insert(out_shape.begin(), s.batch);
+    } else {
+      throw InvalidArgument(op, ": with batched w ", shape_str(w.shape), ", x must be [B, M, K], [M, K] or [K]; got ",
+                            shape_str(x.shape));
+    }
+  } else {
+    s.rows = k ? x.numel() / k : 0;
+    if (k == 0) {
+      s.rows = 1;
+      for (int i = 0; i + 1 < x.ndim(); ++i) s.rows *= x.dim(i);
+    }
+  }
+  out_shape.push_back(n);
+  if (bias != nullptr) {
+    require_same_dtype(op, "x", x, "bias", *bias);
+    bias->require_contiguous(op, "bias");
+    if (bias->ndim() != 1 || bias->dim(0) != n) {
+      throw InvalidArgument(op, ": bias has shape ", shape_str(bias->shape), " but w has N=", n, " (w ",
+                            shape_str(w.shape), ")");
+    }
+  }
+  require_u32(op, "K", k);
+  require_u32(op, "N", n);
+  require_u32(op, "M", s.rows);
+  require_u32(op, "rows*K", s.rows * k);
+  require_u32(op, "K*N", k * n);
+  require_u32(op, "rows*N", s.rows * n);
+
+  Tensor y = Tensor::empty(out_shape, x.dtype);
+  if (y.numel() == 0) return y;
+  if (k == 0) throw InvalidArgument(op, ": K must be >= 1, got x ", shape_str(x.shape));
+  s.has_bias = bias != nullptr;
+  s.aligned = aligned16(x) && aligned16(w);
+  const Tensor* b = bias ? bias : &y;  // an unread placeholder binding when there is no bias
+  run_plan(plan_gemv(s, get_limit(), active_backend().caps()), {&x, &w, b, &y});
+  return y;
+}
+
+}  // namespace mtlinv

@@ -1,0 +1,101 @@
+#include <cstdint>
+
+#include "../limit.h"
+#include "../ops.h"
+#include "../plans/qgemv.h"
+#include "../run_plan.h"
+#include "checks.h"
+
+namespace mtlinv {
+
+namespace {
+
+bool aligned16(const Tensor& t) {
+  if (t.offset % 16 != 0) return false;
+  return t.storage->host == nullptr || reinterpret_cast<uintptr_t>(t.storage->host) % 16 == 0;
+}
+
+// scales and biases: one value per row and group, [N, K / group_size].
+void require_group_shape(const char* op, const char* arg, const Tensor& t, int64_t n, int64_t k, int group_size) {
+  const Shape expected{n, k / group_size};
+  if (t.shape != expected) {
+    throw InvalidArgument(op, ": ", arg, " has shape ", shape_str(t.shape), " but N=", n, ", K=", k,
+                          " at group_size=", group_size, " needs [N, K/group_size] = ", shape_str(expected));
+  }
+}
+
+}  // namespace
+
+Tensor qgemv(const Tensor& x, const Tensor& wq, const Tensor& scales, const Tensor& biases, const Tensor* bias,
+             int group_size, int bits) {
+  const char* op = "qgemv";
+  require_float(op, "x", x);
+  if (wq.dtype != DType::u32) {
+    throw DTypeError(op, ": wq has dtype ", dtype_name(wq.dtype),
+                     "; expected uint32 (packed quantized weights, as mtlinv.quant.quantize returns them)");
+  }
+  require_same_dtype(op, "x", x, "scales", scales);
+  require_same_dtype(op, "x", x, "biases", biases);
+  if (!qgemv_supported_bits(bits)) {
+    throw InvalidArgument(op, ": bits=", bits, " is not supported; use 2, 3, 4, 5, 6 or 8");
+  }
+  if (!qgemv_supported_group_size(group_size)) {
+    throw InvalidArgument(op, ": group_size=", group_size, " is not supported; use 32, 64 or 128");
+  }
+  x.require_contiguous(op, "x");
+  wq.require_contiguous(op, "wq");
+  scales.require_contiguous(op, "scales");
+  biases.require_contiguous(op, "biases");
+  if (wq.ndim() != 2) {
+    throw InvalidArgument(op, ": wq must be [N, K*bits/32], got shape ", shape_str(wq.shape));
+  }
+  if (x.ndim() < 1) throw InvalidArgument(op, ": x must be [K] or [..., M, K], got shape ", shape_str(x.shape));
+  const int64_t k = x.dim(-1);
+  const int64_t n = wq.dim(0);
+  if (k % group_size != 0) {
+    throw InvalidArgument(op, ": K=", k, " is not a multiple of group_size=", group_size, " (x ",
+                          shape_str(x.shape), ")");
+  }
+  if (wq.dim(1) * 32 != k * bits) {
+    throw InvalidArgument(op, ": x has K=", k, " but wq ", shape_str(wq.shape), " holds ", wq.dim(1),
+                          " words per row; K=", k, " at bits=", bits, " needs ", k * bits / 32);
+  }
+  require_group_shape(op, "scales", scales, n, k, group_size);
+  require_group_shape(op, "biases", biases, n, k, group_size);
+  if (bias != nullptr) {
+    require_same_dtype(op, "x", x, "bias", *bias);
+    bias->require_contiguous(op, "bias");
+    if (bias->ndim() != 1 || bias->dim(0) != n) {
+      throw InvalidArgument(op, ": bias has shape ", shape_str(bias->shape), " but wq has N=", n, " (wq ",
+                            shape_str(wq.shape), ")");
+    }
+  }
+
+  QGemvShape s;
+  s.rows = 1;
+  for (int i = 0; i + 1 < x.ndim(); ++i) s.rows *= x.dim(i);
+  s.k = k;
+  s.n = n;
+  s.group_size = group_size;
+  s.bits = bits;
+  s.dtype = x.dtype;
+  require_u32(op, "K", k);
+  require_u32(op, "N", n);
+  require_u32(op, "M", s.rows);
+  require_u32(op, "rows*K", s.rows * k);
+  require_u32(op, "rows*N", s.rows * n);
+  require_u32(op, "wq words", wq.numel());
+
+  Shape out_shape(x.shape.begin(), x.shape.end() - 1);
+  out_shape.push_back(n);
+  Tensor y = Tensor::empty(out_shape, x.dtype);
+  if (y.numel() == 0) return y;
+  if (k == 0) throw InvalidArgument(op, ": K must be >= 1, got x ", shape_str(x.shape));
+  s.has_bias = bias != nullptr;
+  s.aligned = aligned16(x) && aligned16(wq);
+  const Tensor* b = bias ? bias : &y;  // an unread placeholder binding when there is no bias
+  run_plan(plan_qgemv(s, get_limit(), active_backend().caps()), {&x, &wq, &scales, &biases, b, &y});
+  return y;
+}
+
+}  // namespace mtlinv

@@ -1,0 +1,69 @@
+#include "decoder_ops.h"
+
+#include "../kernel_args.h"
+
+namespace mtlinv {
+
+namespace {
+
+uint32_t u32(int64_t v) { return static_cast<uint32_t>(v); }
+uint32_t ceil_div(int64_t a, int64_t b) { return static_cast<uint32_t>((a + b - 1) / b); }
+
+Plan one_launch(std::string kernel, Dim3 grid, Dim3 threads, const DecoderOpArgs& args,
+                std::vector<PlanBuffer> buffers) {
+  PlanLaunch l;
+  l.kernel = std::move(kernel);
+  l.threadgroups = grid;
+  l.threads = threads;
+  l.args = args_bytes(args);
+  l.buffers = std::move(buffers);
+  Plan p;
+  p.launches.push_back(std::move(l));
+  return p;
+}
+
+std::string name(const char* base, DType dtype) { return std::string(base) + "_" + dtype_suffix(dtype); }
+
+}  // namespace
+
+Plan plan_elementwise(const char* kernel, DType dtype, int64_t count) {
+  DecoderOpArgs a{};
+  a.count = u32(count);
+  return one_launch(name(kernel, dtype), {ceil_div(count, 256), 1, 1}, {256, 1, 1}, a,
+                    {PlanBuffer::op(0), PlanBuffer::op(1), PlanBuffer::op(2)});
+}
+
+Plan plan_to_heads(bool rotate, DType dtype, int64_t rows, int64_t heads, int64_t head_dim, int64_t capacity,
+                   int64_t seq_offset, int64_t start_pos, float rope_base) {
+  DecoderOpArgs a{};
+  a.rows = u32(rows);
+  a.heads = u32(heads);
+  a.head_dim = u32(head_dim);
+  a.capacity = u32(capacity);
+  a.seq_offset = u32(seq_offset);
+  a.start_pos = u32(start_pos);
+  a.rope_base = rope_base;
+  const int64_t width = rotate ? head_dim / 2 : head_dim;  // threads along D: one per pair when rotating
+  return one_launch(name(rotate ? "rope_to_heads" : "rows_to_heads", dtype),
+                    {ceil_div(width, 32), u32(heads), u32(rows)}, {32, 1, 1}, a, {PlanBuffer::op(0), PlanBuffer::op(1)});
+}
+
+Plan plan_heads_to_rows(DType dtype, int64_t rows, int64_t heads, int64_t head_dim) {
+  DecoderOpArgs a{};
+  a.rows = u32(rows);
+  a.heads = u32(heads);
+  a.head_dim = u32(head_dim);
+  return one_launch(name("heads_to_rows", dtype), {ceil_div(head_dim, 32), u32(heads), u32(rows)}, {32, 1, 1}, a,
+                    {PlanBuffer::op(0), PlanBuffer::op(1)});
+}
+
+Plan plan_gather_rows(DType dtype, int64_t rows, int64_t vocab, int64_t dim) {
+  DecoderOpArgs a{};
+  a.rows = u32(rows);
+  a.vocab = u32(vocab);
+  a.head_dim = u32(dim);
+  return one_launch(name("gather_rows", dtype), {ceil_div(dim, 64), u32(rows), 1}, {64, 1, 1}, a,
+                    {PlanBuffer::op(0), PlanBuffer::op(1), PlanBuffer::op(2)});
+}
+
+}  // namespace mtlinv

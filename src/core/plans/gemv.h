@@ -1,0 +1,28 @@
+#pragma once
+#include "../dtype.h"
+#include "../plan.h"
+
+namespace mtlinv {
+
+// One gemv/matmul call after validation: `batch` independent products of `rows` x K by K x N.
+struct GemvShape {
+  int64_t batch = 1;
+  int64_t rows = 1;       // M per batch entry
+  int64_t k = 0;
+  int64_t n = 0;
+  DType dtype = DType::f32;
+  bool w_kn = false;      // W stored [K, N] (transpose=False) instead of [N, K]
+  bool has_bias = false;
+  bool x_batched = true;  // false: one x broadcast over a batched W
+  bool w_batched = false; // false: one W shared by every batch entry
+  bool aligned = false;   // operands 16-byte aligned: full-vector loads allowed
+};
+
+// Operands: 0 x, 1 w, 2 bias (or any valid buffer when absent), 3 y.
+// M <= limit (and M == 1 always) -> canonical gemv_nk / gemv_kn; otherwise the tiled GEMM.
+Plan plan_gemv(const GemvShape& s, int limit, const DeviceCaps& caps);
+
+// The number of simdgroups that split one output tile's K range, from K and the dtype only (never M).
+uint32_t gemv_k_splits(int64_t k, DType dtype, bool w_kn);
+
+}  // namespace mtlinv

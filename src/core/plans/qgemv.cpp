@@ -1,0 +1,84 @@
+#include "qgemv.h"
+
+#include <algorithm>
+#include <string>
+
+#include "../errors.h"
+#include "../kernel_args.h"
+#include "../limit.h"
+#include "../../../metal/qgemv_args.h"
+
+namespace mtlinv {
+
+static_assert(sizeof(QGemvArgs) == 28, "QGemvArgs layout must match metal/qgemv_args.h on every target");
+
+namespace {
+constexpr uint32_t kBlock = 32;         // QGEMV_BLOCK in metal/qgemv.metal: K positions a lane takes per step
+constexpr uint32_t kRowsPerTile = 8;    // QGEMV_ROWS
+constexpr uint32_t kCols = 4;           // QGEMV_COLS
+constexpr uint32_t kGemmTile = 32;      // QGEMM_TILE
+constexpr uint32_t kGemmThreads = 128;  // the staging and compute layout of qgemm
+constexpr uint32_t kMaxSplits = 8;      // partials[8] in qgemv
+
+uint32_t ceil_div(int64_t a, int64_t b) { return static_cast<uint32_t>((a + b - 1) / b); }
+}  // namespace
+
+bool qgemv_supported_bits(int bits) {
+  return bits == 2 || bits == 3 || bits == 4 || bits == 5 || bits == 6 || bits == 8;
+}
+
+bool qgemv_supported_group_size(int group_size) {
+  return group_size == 32 || group_size == 64 || group_size == 128;
+}
+
+uint32_t qgemv_k_splits(int64_t k) {
+  // Each simdgroup should run at least four blocks per lane.
+  const int64_t blocks = k / kBlock;
+  return static_cast<uint32_t>(std::clamp<int64_t>(blocks / (32 * 4), 1, kMaxSplits));
+}
+
+Plan plan_qgemv(const QGemvShape& s, int limit, const DeviceCaps& caps) {
+  (void)caps;
+  if (!qgemv_supported_bits(s.bits)) {
+    throw InvalidArgument("qgemv: bits=", s.bits, " is not supported; use 2, 3, 4, 5, 6 or 8");
+  }
+  if (!qgemv_supported_group_size(s.group_size)) {
+    throw InvalidArgument("qgemv: group_size=", s.group_size, " is not supported; use 32, 64 or 128");
+  }
+  if (s.k % s.group_size != 0) {
+    throw InvalidArgument("qgemv: K=", s.k, " is not a multiple of group_size=", s.group_size);
+  }
+  Plan plan;
+  plan.canonical = use_canonical(s.rows, limit);
+
+  QGemvArgs args{};
+  args.rows = static_cast<uint32_t>(s.rows);
+  args.k = static_cast<uint32_t>(s.k);
+  args.n = static_cast<uint32_t>(s.n);
+  args.group_size = static_cast<uint32_t>(s.group_size);
+  args.has_bias = s.has_bias ? 1 : 0;
+  // Row strides of x (K elements) and wq (K * bits / 32 words) keep 16-byte alignment for the vector loads' widths
+  // whenever K is a multiple of 32; only the bases need checking.
+  args.vector_loads = s.aligned ? 1 : 0;
+
+  PlanLaunch launch;
+  const std::string suffix = "_b" + std::to_string(s.bits) + "_" + dtype_suffix(s.dtype);
+  if (plan.canonical) {
+    args.k_splits = qgemv_k_splits(s.k);
+    launch.kernel = "qgemv" + suffix;
+    launch.threadgroups = {ceil_div(s.n, kCols), ceil_div(s.rows, kRowsPerTile), 1};
+    launch.threads = {32 * args.k_splits, 1, 1};
+  } else {
+    args.k_splits = 1;
+    launch.kernel = "qgemm" + suffix;
+    launch.threadgroups = {ceil_div(s.n, kGemmTile), ceil_div(s.rows, kGemmTile), 1};
+    launch.threads = {kGemmThreads, 1, 1};
+  }
+  launch.args = args_bytes(args);
+  launch.buffers = {PlanBuffer::op(0), PlanBuffer::op(1), PlanBuffer::op(2), PlanBuffer::op(3), PlanBuffer::op(4),
+                    PlanBuffer::op(5)};
+  plan.launches.push_back(std::move(launch));
+  return plan;
+}
+
+}  // namespace mtlinv

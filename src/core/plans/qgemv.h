@@ -1,0 +1,31 @@
+#pragma once
+#include "../dtype.h"
+#include "../plan.h"
+
+namespace mtlinv {
+
+// One qgemv call after validation: `rows` x K activations by quantized weights [N, K] (MLX's affine format).
+struct QGemvShape {
+  int64_t rows = 1;       // M: rows of x, all leading dimensions flattened
+  int64_t k = 0;          // a multiple of group_size
+  int64_t n = 0;
+  int group_size = 64;
+  int bits = 4;
+  DType dtype = DType::f32;  // of x, scales, biases, bias and y
+  bool has_bias = false;
+  bool aligned = false;   // x and wq 16-byte aligned: full-vector loads allowed
+};
+
+// The bit widths and group sizes the kernels are built for (MLX's affine widths; 32 divides every group size).
+bool qgemv_supported_bits(int bits);
+bool qgemv_supported_group_size(int group_size);
+
+// Operands: 0 x, 1 wq, 2 scales, 3 biases, 4 bias (or any valid buffer when absent), 5 y.
+// M <= limit (and M == 1 always) -> the canonical qgemv kernel; otherwise the tiled qgemm.
+// Throws InvalidArgument for an unsupported bits or group size, or K not a multiple of the group size.
+Plan plan_qgemv(const QGemvShape& s, int limit, const DeviceCaps& caps);
+
+// The number of simdgroups that split one output tile's K range, from K alone (never M).
+uint32_t qgemv_k_splits(int64_t k);
+
+}  // namespace mtlinv

@@ -1,0 +1,39 @@
+#include "run_plan.h"
+
+#include "errors.h"
+
+namespace mtlinv {
+
+void run_plan(const Plan& plan, const std::vector<const Tensor*>& operands) {
+  Backend& backend = active_backend();
+  std::vector<StoragePtr> scratch;
+  scratch.reserve(plan.scratch_bytes.size());
+  for (size_t bytes : plan.scratch_bytes) scratch.push_back(backend.allocate(bytes ? bytes : 1));
+
+  for (const PlanLaunch& launch : plan.launches) {
+    Dispatch d;
+    d.kernel = launch.kernel;
+    d.threadgroups = launch.threadgroups;
+    d.threads_per_threadgroup = launch.threads;
+    d.bindings.resize(1 + launch.buffers.size());
+    d.bindings[0].bytes = launch.args;
+    for (size_t i = 0; i < launch.buffers.size(); ++i) {
+      const PlanBuffer& b = launch.buffers[i];
+      Binding& binding = d.bindings[i + 1];
+      if (b.kind == PlanBuffer::scratch) {
+        binding.storage = scratch.at(b.index).get();
+        binding.size = plan.scratch_bytes.at(b.index);
+      } else {
+        const Tensor* t = operands.at(b.index);
+        if (t == nullptr) throw InvalidArgument("internal: plan for ", launch.kernel, " binds a missing operand");
+        binding.storage = t->storage.get();
+        binding.offset = t->offset;
+        binding.size = t->nbytes();
+      }
+    }
+    backend.dispatch(d);
+  }
+  backend.synchronize();
+}
+
+}  // namespace mtlinv

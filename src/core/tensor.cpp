@@ -1,0 +1,102 @@
+#include "tensor.h"
+
+#include <cstring>
+#include <sstream>
+
+#include "errors.h"
+
+namespace mtlinv {
+
+std::string shape_str(const Shape& s) {
+  std::ostringstream out;
+  out << "[";
+  for (size_t i = 0; i < s.size(); ++i) out << (i ? ", " : "") << s[i];
+  out << "]";
+  return out.str();
+}
+
+Shape contiguous_strides(const Shape& shape) {
+  Shape strides(shape.size());
+  int64_t step = 1;
+  for (size_t i = shape.size(); i-- > 0;) {
+    strides[i] = step;
+    step *= shape[i];
+  }
+  return strides;
+}
+
+static void check_shape(const Shape& shape) {
+  for (int64_t d : shape) {
+    if (d < 0) throw InvalidArgument("negative dimension in shape ", shape_str(shape));
+  }
+}
+
+int64_t Tensor::numel() const {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+bool Tensor::is_contiguous() const {
+  int64_t step = 1;
+  for (size_t i = shape.size(); i-- > 0;) {
+    if (shape[i] != 1 && strides[i] != step) return false;
+    step *= shape[i];
+  }
+  return true;
+}
+
+void* Tensor::host_data() const {
+  if (!storage || !storage->host) return nullptr;
+  return static_cast<char*>(storage->host) + offset;
+}
+
+Tensor Tensor::empty(const Shape& shape, DType dtype) {
+  check_shape(shape);
+  Tensor t;
+  t.dtype = dtype;
+  t.shape = shape;
+  t.strides = contiguous_strides(shape);
+  t.storage = active_backend().allocate(t.nbytes());
+  return t;
+}
+
+Tensor Tensor::from_host(void* data, const Shape& shape, const Shape& strides, DType dtype) {
+  check_shape(shape);
+  Tensor t;
+  t.dtype = dtype;
+  t.shape = shape;
+  t.strides = strides;
+  if (!t.is_contiguous()) {
+    throw InvalidArgument("from_host: array of shape ", shape_str(shape), " is not contiguous (strides ",
+                          shape_str(strides), " elements); make a contiguous copy first");
+  }
+  t.strides = contiguous_strides(shape);
+  Backend& backend = active_backend();
+  t.storage = backend.wrap_host(data, t.nbytes());
+  if (!t.storage) {
+    t.storage = backend.allocate(t.nbytes());
+    backend.upload(*t.storage, 0, data, t.nbytes());
+  }
+  return t;
+}
+
+Tensor Tensor::reshape(const Shape& new_shape) const {
+  Tensor t = *this;
+  t.shape = new_shape;
+  t.strides = contiguous_strides(new_shape);
+  if (t.numel() != numel()) {
+    throw InvalidArgument("reshape: cannot view shape ", shape_str(shape), " as ", shape_str(new_shape));
+  }
+  if (!is_contiguous()) throw InvalidArgument("reshape: tensor of shape ", shape_str(shape), " is not contiguous");
+  return t;
+}
+
+void Tensor::require_contiguous(const char* op, const char* arg) const {
+  if (!is_contiguous()) {
+    throw InvalidArgument(op, ": ", arg, " of shape ", shape_str(shape), " has strides ", shape_str(strides),
+                          " (elements); a contiguous tensor is required");
+  }
+}
+
+}  // namespace mtlinv

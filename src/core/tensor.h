@@ -1,0 +1,42 @@
+// A strided view of device memory. Ops take and return Tensors; Storage belongs to the active backend.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "backend.h"
+#include "dtype.h"
+
+namespace mtlinv {
+
+using Shape = std::vector<int64_t>;
+
+std::string shape_str(const Shape& s);  // "[2, 3]"
+
+struct Tensor {
+  DType dtype = DType::f32;
+  Shape shape;
+  Shape strides;        // in elements
+  StoragePtr storage;
+  size_t offset = 0;    // in bytes
+
+  // A new contiguous tensor on the active backend (contents uninitialised).
+  static Tensor empty(const Shape& shape, DType dtype);
+  // A view of host memory: zero-copy where the backend can wrap it, else a copy. `strides` in elements.
+  static Tensor from_host(void* data, const Shape& shape, const Shape& strides, DType dtype);
+
+  int ndim() const { return static_cast<int>(shape.size()); }
+  int64_t numel() const;
+  size_t nbytes() const { return static_cast<size_t>(numel()) * dtype_size(dtype); }
+  int64_t dim(int i) const { return shape.at(i < 0 ? i + ndim() : i); }
+  bool is_contiguous() const;
+  void* host_data() const;  // nullptr when the storage is not host-visible
+  // A contiguous view with a new shape of the same number of elements (throws if not contiguous).
+  Tensor reshape(const Shape& new_shape) const;
+  // Throws InvalidArgument naming `op` and `arg` unless the tensor is contiguous (kernels index it densely).
+  void require_contiguous(const char* op, const char* arg) const;
+};
+
+Shape contiguous_strides(const Shape& shape);
+
+}  // namespace mtlinv

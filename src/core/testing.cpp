@@ -1,0 +1,26 @@
+#include "testing.h"
+
+#include "errors.h"
+
+namespace mtlinv {
+
+void launch_raw(const std::string& kernel, Dim3 threadgroups, Dim3 threads, const std::string& args,
+                const std::vector<Tensor>& buffers) {
+  Backend& backend = active_backend();
+  if (!backend.has_kernel(kernel)) throw InvalidArgument("launch: no kernel named '", kernel, "'");
+  Dispatch d;
+  d.kernel = kernel;
+  d.threadgroups = threadgroups;
+  d.threads_per_threadgroup = threads;
+  d.bindings.resize(1 + buffers.size());
+  d.bindings[0].bytes.assign(args.begin(), args.end());
+  for (size_t i = 0; i < buffers.size(); ++i) {
+    d.bindings[i + 1].storage = buffers[i].storage.get();
+    d.bindings[i + 1].offset = buffers[i].offset;
+    d.bindings[i + 1].size = buffers[i].nbytes();
+  }
+  backend.dispatch(d);
+  backend.synchronize();
+}
+
+}  // namespace mtlinv

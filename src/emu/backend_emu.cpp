@@ -1,0 +1,105 @@
+#include "backend_emu.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <new>
+
+#include "../core/errors.h"
+#include "runtime.h"
+
+namespace mtlinv {
+
+namespace {
+
+// 64-byte aligned so 16-byte vector loads and cache lines line up as they would on a GPU.
+struct HostStorage : Storage {
+  bool owned = false;
+  ~HostStorage() override {
+    if (owned) std::free(host);
+  }
+};
+
+class EmuBackend final : public Backend {
+ public:
+  EmuBackend() {
+    caps_.backend = "emu";
+    caps_.compute_units = static_cast<uint32_t>(emu::num_workers());
+    caps_.name = concat("CPU emulator (", caps_.compute_units, " worker threads)");
+    caps_.simd_width = emu::kSimdWidth;
+    caps_.max_threads_per_threadgroup = emu::kMaxThreadsPerThreadgroup;
+    caps_.threadgroup_memory_bytes = 32768;  // what Apple GPUs offer; plans stay within it on every target
+  }
+
+  const DeviceCaps& caps() const override { return caps_; }
+
+  StoragePtr allocate(size_t bytes) override {
+    auto s = std::make_shared<HostStorage>();
+    size_t rounded = (bytes + 63) / 64 * 64;
+    s->host = std::aligned_alloc(64, rounded ? rounded : 64);
+    if (s->host == nullptr) throw OutOfMemory("emulator: cannot allocate ", bytes, " bytes");
+    s->owned = true;
+    s->device = s->host;
+    s->bytes = bytes;
+    return s;
+  }
+
+  StoragePtr wrap_host(void* host, size_t bytes) override {
+    auto s = std::make_shared<HostStorage>();
+    s->host = s->device = host;
+    s->bytes = bytes;
+    return s;
+  }
+
+  void upload(Storage& dst, size_t offset, const void* src, size_t bytes) override {
+    std::memcpy(static_cast<char*>(dst.host) + offset, src, bytes);
+  }
+  void download(const Storage& src, size_t offset, void* dst, size_t bytes) override {
+    std::memcpy(dst, static_cast<const char*>(src.host) + offset, bytes);
+  }
+
+  bool has_kernel(const std::string& name) const override { return emu::find_kernel(name) != nullptr; }
+  std::vector<std::string> kernel_names() const override { return emu::kernel_names(); }
+
+  void dispatch(const Dispatch& d) override {
+    const emu::KernelEntry* entry = emu::find_kernel(d.kernel);
+    if (entry == nullptr) throw KernelError("emulator: no kernel named '", d.kernel, "' is registered");
+    const emu::KernelFn fn = emu::check_mode() || !entry->fast ? entry->checked : entry->fast;
+
+    std::vector<void*> buffers(d.bindings.size());
+    std::vector<size_t> sizes(d.bindings.size());
+    for (size_t i = 0; i < d.bindings.size(); ++i) {
+      const Binding& b = d.bindings[i];
+      if (b.storage == nullptr) {
+        buffers[i] = const_cast<uint8_t*>(b.bytes.data());
+        sizes[i] = b.bytes.size();
+      } else {
+        buffers[i] = static_cast<char*>(b.storage->host) + b.offset;
+        sizes[i] = b.size;
+      }
+    }
+    emu::Launch l;
+    l.kernel_name = d.kernel.c_str();
+    l.fn = fn;
+    l.threadgroups = {d.threadgroups.x, d.threadgroups.y, d.threadgroups.z};
+    l.threads = {d.threads_per_threadgroup.x, d.threads_per_threadgroup.y, d.threads_per_threadgroup.z};
+    l.buffers = buffers.data();
+    l.buffer_bytes = sizes.data();
+    l.num_buffers = static_cast<int>(buffers.size());
+    try {
+      emu::launch(l);
+    } catch (const emu::Fault& f) {
+      throw KernelError(f.what());
+    }
+  }
+
+  void synchronize() override {}
+
+ private:
+  DeviceCaps caps_;
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_emu_backend() { return std::make_unique<EmuBackend>(); }
+
+}  // namespace mtlinv

@@ -1,0 +1,261 @@
+// Fiber stacks and context switching; see fiber.h.
+#include "fiber.h"
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <new>
+
+#if EMU_ASAN
+#include <sanitizer/asan_interface.h>
+#include <sanitizer/common_interface_defs.h>
+#endif
+
+namespace emu::detail {
+
+// Switches without telling ASan.
+static void raw_switch(Context& from, Context& to) {
+#if EMU_PORTABLE_FIBERS
+  portable_switch(from, to);
+#else
+  emu_fiber_switch(&from.sp, to.sp);
+#endif
+}
+
+#if EMU_ASAN
+// The context being left by the switch in progress on this thread: the resumed side records its stack bounds,
+// which ASan reports only on arrival (a thread's native stack has no bounds in its Context until then).
+static thread_local Context* tl_switching_from = nullptr;
+
+void asan_switch(Context& from, Context& to) {
+  void* fake_stack = nullptr;
+  tl_switching_from = &from;
+  __sanitizer_start_switch_fiber(&fake_stack, to.stack_lo, to.stack_size);
+  raw_switch(from, to);
+  Context* prev = tl_switching_from;
+  __sanitizer_finish_switch_fiber(fake_stack, &prev->stack_lo, &prev->stack_size);
+}
+#endif
+
+static size_t page_bytes() {
+  static const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  return page;
+}
+
+Stack stack_alloc(size_t size) {
+  const size_t page = page_bytes();
+  size = (size + page - 1) / page * page;
+  // MAP_NORESERVE: a fiber touches only the top page or two of its stack, so don't charge the rest up front.
+  void* base = mmap(nullptr, size + page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_STACK,
+                    -1, 0);
+  if (base == MAP_FAILED) throw std::bad_alloc();
+  if (mprotect(base, page, PROT_NONE) != 0) {
+    munmap(base, size + page);
+    throw std::bad_alloc();
+  }
+  return Stack{static_cast<char*>(base) + page, size};
+}
+
+void stack_free(Stack s) {
+  if (s.lo) munmap(s.lo - page_bytes(), s.size + page_bytes());
+}
+
+void stack_forget_frames([[maybe_unused]] Stack s) {
+#if EMU_ASAN
+  __asan_unpoison_memory_region(s.lo, s.size);
+#endif
+}
+
+void context_started() {
+#if EMU_ASAN
+  __sanitizer_finish_switch_fiber(nullptr, &tl_switching_from->stack_lo, &tl_switching_from->stack_size);
+#endif
+}
+
+void context_exit(Context& from, Context& to) {
+#if EMU_ASAN
+  tl_switching_from = &from;
+  // A null save slot tells ASan this fiber is gone, so it drops the fiber's fake stack frames.
+  __sanitizer_start_switch_fiber(nullptr, to.stack_lo, to.stack_size);
+#endif
+  raw_switch(from, to);
+  __builtin_unreachable();
+}
+
+#if EMU_PORTABLE_FIBERS
+
+// makecontext passes only int arguments, so the two pointers travel as 32-bit halves.
+static void uc_trampoline(unsigned entry_hi, unsigned entry_lo, unsigned arg_hi, unsigned arg_lo) {
+  auto join = [](unsigned hi, unsigned lo) { return (static_cast<uintptr_t>(hi) << 16 << 16) | lo; };
+  auto entry = reinterpret_cast<FiberEntry>(join(entry_hi, entry_lo));
+  entry(reinterpret_cast<void*>(join(arg_hi, arg_lo)));
+}
+
+void context_make(Context& c, Stack stack, FiberEntry entry, void* arg) {
+  getcontext(&c.uc);
+  c.uc.uc_stack.ss_sp = stack.lo;
+  c.uc.uc_stack.ss_size = stack.size;
+  c.uc.uc_link = nullptr;
+  auto e = reinterpret_cast<uintptr_t>(entry), a = reinterpret_cast<uintptr_t>(arg);
+  makecontext(&c.uc, reinterpret_cast<void (*)()>(uc_trampoline), 4, static_cast<unsigned>(e >> 16 >> 16),
+              static_cast<unsigned>(e), static_cast<unsigned>(a >> 16 >> 16), static_cast<unsigned>(a));
+  c.stack_lo = stack.lo;
+  c.stack_size = stack.size;
+}
+
+void portable_switch(Context& from, Context& to) { swapcontext(&from.uc, &to.uc); }
+
+#elif defined(__x86_64__)
+
+// emu_fiber_switch(rdi = where to save the old rsp, rsi = the new rsp). The frame it leaves on the old stack,
+// from rsp up: MXCSR (4 bytes), x87 control word (2), pad (2), r15, r14, r13, r12, rbx, rbp, return address.
+// The FP control words are reloaded only when they differ: fldcw serialises and would double the switch's cost,
+// and fibers of one thread nearly always share them.
+// A new fiber's frame returns into emu_fiber_trampoline, which calls r13(r12) = entry(arg).
+asm(R"(
+  .text
+  .globl emu_fiber_switch
+  .hidden emu_fiber_switch
+  .type emu_fiber_switch, @function
+  .p2align 4
+emu_fiber_switch:
+  pushq %rbp
+  pushq %rbx
+  pushq %r12
+  pushq %r13
+  pushq %r14
+  pushq %r15
+  subq $8, %rsp
+  stmxcsr (%rsp)
+  fnstcw 4(%rsp)
+  movq %rsp, (%rdi)
+  movq %rsp, %rax
+  movq %rsi, %rsp
+  movl (%rax), %ecx
+  cmpl (%rsp), %ecx
+  jne 1f
+  movw 4(%rax), %cx
+  cmpw 4(%rsp), %cx
+  je 2f
+1:
+  ldmxcsr (%rsp)
+  fldcw 4(%rsp)
+2:
+  addq $8, %rsp
+  popq %r15
+  popq %r14
+  popq %r13
+  popq %r12
+  popq %rbx
+  popq %rbp
+  ret
+  .size emu_fiber_switch, .-emu_fiber_switch
+
+  .globl emu_fiber_trampoline
+  .hidden emu_fiber_trampoline
+  .type emu_fiber_trampoline, @function
+  .p2align 4
+emu_fiber_trampoline:
+  .cfi_startproc
+  .cfi_undefined rip
+  movq %r12, %rdi
+  callq *%r13
+  ud2
+  .cfi_endproc
+  .size emu_fiber_trampoline, .-emu_fiber_trampoline
+)");
+extern "C" void emu_fiber_trampoline();
+
+void context_make(Context& c, Stack stack, FiberEntry entry, void* arg) {
+  auto top = reinterpret_cast<uintptr_t>(stack.lo + stack.size) & ~uintptr_t{15};
+  // After the switch's `ret`, rsp = top - 16: 16-byte aligned before the trampoline's call, as the ABI wants.
+  auto* frame = reinterpret_cast<uint64_t*>(top - 80);
+  uint32_t mxcsr = __builtin_ia32_stmxcsr();
+  uint16_t fpcw;
+  asm volatile("fnstcw %0" : "=m"(fpcw));
+  frame[0] = mxcsr | static_cast<uint64_t>(fpcw) << 32;  // the fiber starts with the creating thread's FP modes
+  frame[1] = 0;                                          // r15
+  frame[2] = 0;                                          // r14
+  frame[3] = reinterpret_cast<uint64_t>(entry);          // r13
+  frame[4] = reinterpret_cast<uint64_t>(arg);            // r12
+  frame[5] = 0;                                          // rbx
+  frame[6] = 0;                                          // rbp: ends frame-pointer backtraces here
+  frame[7] = reinterpret_cast<uint64_t>(&emu_fiber_trampoline);
+  frame[8] = 0;
+  frame[9] = 0;
+  c.sp = frame;
+  c.stack_lo = stack.lo;
+  c.stack_size = stack.size;
+}
+
+#elif defined(__aarch64__)
+
+// emu_fiber_switch(x0 = where to save the old sp, x1 = the new sp). The 160-byte frame it leaves on the old
+// stack: x19..x30 at [sp, #0..#88], d8..d15 at [sp, #96..#152]. A new fiber's frame "returns" (x30) into
+// emu_fiber_trampoline, which calls x20(x19) = entry(arg).
+asm(R"(
+  .text
+  .globl emu_fiber_switch
+  .hidden emu_fiber_switch
+  .type emu_fiber_switch, %function
+  .p2align 4
+emu_fiber_switch:
+  sub sp, sp, #160
+  stp x19, x20, [sp, #0]
+  stp x21, x22, [sp, #16]
+  stp x23, x24, [sp, #32]
+  stp x25, x26, [sp, #48]
+  stp x27, x28, [sp, #64]
+  stp x29, x30, [sp, #80]
+  stp d8, d9, [sp, #96]
+  stp d10, d11, [sp, #112]
+  stp d12, d13, [sp, #128]
+  stp d14, d15, [sp, #144]
+  mov x9, sp
+  str x9, [x0]
+  mov sp, x1
+  ldp x19, x20, [sp, #0]
+  ldp x21, x22, [sp, #16]
+  ldp x23, x24, [sp, #32]
+  ldp x25, x26, [sp, #48]
+  ldp x27, x28, [sp, #64]
+  ldp x29, x30, [sp, #80]
+  ldp d8, d9, [sp, #96]
+  ldp d10, d11, [sp, #112]
+  ldp d12, d13, [sp, #128]
+  ldp d14, d15, [sp, #144]
+  add sp, sp, #160
+  ret
+  .size emu_fiber_switch, .-emu_fiber_switch
+
+  .globl emu_fiber_trampoline
+  .hidden emu_fiber_trampoline
+  .type emu_fiber_trampoline, %function
+  .p2align 4
+emu_fiber_trampoline:
+  .cfi_startproc
+  .cfi_undefined x30
+  mov x0, x19
+  blr x20
+  brk #0
+  .cfi_endproc
+  .size emu_fiber_trampoline, .-emu_fiber_trampoline
+)");
+extern "C" void emu_fiber_trampoline();
+
+void context_make(Context& c, Stack stack, FiberEntry entry, void* arg) {
+  auto top = reinterpret_cast<uintptr_t>(stack.lo + stack.size) & ~uintptr_t{15};
+  auto* frame = reinterpret_cast<uint64_t*>(top - 160);
+  for (int i = 0; i < 20; ++i) frame[i] = 0;  // x29 = 0 ends frame-pointer backtraces here
+  frame[0] = reinterpret_cast<uint64_t>(arg);    // x19
+  frame[1] = reinterpret_cast<uint64_t>(entry);  // x20
+  frame[11] = reinterpret_cast<uint64_t>(&emu_fiber_trampoline);  // x30
+  c.sp = frame;
+  c.stack_lo = stack.lo;
+  c.stack_size = stack.size;
+}
+
+#endif
+
+}  // namespace emu::detail

@@ -1,0 +1,91 @@
+// User-space execution contexts (fibers) for the emulator: one per GPU thread.
+//
+// x86-64 and arm64 switch with a few lines of assembly (callee-saved registers only, no syscall); anything else,
+// or a build with -DEMU_PORTABLE_FIBERS=1, uses ucontext, which is correct but does a syscall per switch.
+// Under AddressSanitizer every switch is announced to ASan, which otherwise reports stack accesses on a
+// foreign stack as errors.
+#pragma once
+#include <cstddef>
+
+#if !defined(EMU_PORTABLE_FIBERS)
+#if (defined(__x86_64__) || defined(__aarch64__)) && defined(__ELF__)
+#define EMU_PORTABLE_FIBERS 0
+#else
+#define EMU_PORTABLE_FIBERS 1
+#endif
+#endif
+
+#if EMU_PORTABLE_FIBERS
+#include <ucontext.h>
+#endif
+
+#if defined(__SANITIZE_ADDRESS__)
+#define EMU_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define EMU_ASAN 1
+#endif
+#endif
+#ifndef EMU_ASAN
+#define EMU_ASAN 0
+#endif
+
+namespace emu::detail {
+
+// ASan's instrumented frames are several times larger, so its fibers get more room.
+constexpr size_t kFiberStackBytes = EMU_ASAN ? 256 * 1024 : 64 * 1024;
+
+// A fiber stack: [lo, lo + size) is usable; the page below lo is a guard page, so an overflow faults at once.
+struct Stack {
+  char* lo = nullptr;
+  size_t size = 0;
+};
+Stack stack_alloc(size_t size);
+void stack_free(Stack s);
+// Forgets ASan's poisoning of a stack whose frames were abandoned (a fiber that never returned), before reuse.
+void stack_forget_frames(Stack s);
+
+struct Context {
+#if EMU_PORTABLE_FIBERS
+  ucontext_t uc;
+#else
+  void* sp = nullptr;  // the suspended context's registers are saved on its own stack, below sp
+#endif
+  // Bounds of the stack this context runs on, for ASan (a thread's native stack learns them on first switch).
+  const void* stack_lo = nullptr;
+  size_t stack_size = 0;
+};
+
+using FiberEntry = void (*)(void* arg);
+
+// Prepares `c` so that the first switch to it calls entry(arg) on `stack`. entry must call context_started()
+// first and must never return: it ends with context_exit().
+void context_make(Context& c, Stack stack, FiberEntry entry, void* arg);
+
+#if EMU_PORTABLE_FIBERS
+void portable_switch(Context& from, Context& to);
+#else
+extern "C" void emu_fiber_switch(void** save_sp, void* new_sp);
+#endif
+#if EMU_ASAN
+// The same switch, announced to ASan (out of line: speed does not matter there).
+void asan_switch(Context& from, Context& to);
+#endif
+
+// Suspends the running context into `from` and resumes `to`; returns when something switches back to `from`.
+inline void context_switch(Context& from, Context& to) {
+#if EMU_ASAN
+  asan_switch(from, to);
+#elif EMU_PORTABLE_FIBERS
+  portable_switch(from, to);
+#else
+  emu_fiber_switch(&from.sp, to.sp);
+#endif
+}
+
+// First statement of a fiber entry function.
+void context_started();
+// Last statement of a fiber entry function: leaves the fiber for good (its stack may then be reused).
+[[noreturn]] void context_exit(Context& from, Context& to);
+
+}  // namespace emu::detail

@@ -1,0 +1,24 @@
+import os
+
+import numpy as np
+import pytest
+
+import mtlinv
+
+
+@pytest.fixture(autouse=True)
+def _restore_limit():
+    """Every test starts from limit 0 and cannot leak its limit into the next."""
+    previous = mtlinv.set_limit(0)
+    yield
+    mtlinv.set_limit(previous)
+
+
+@pytest.fixture
+def rng():
+    return np.random.default_rng(1234)
+
+
+def pytest_report_header(config):
+    info = mtlinv.device_info()
+    return f"mtlinv device: {info['backend']} ({info['name']}); MTLINV_DEVICE={os.environ.get('MTLINV_DEVICE', 'auto')}"

@@ -1,0 +1,37 @@
+"""Shared test helpers: bitwise comparison and per-dtype accuracy bounds."""
+import ml_dtypes
+import numpy as np
+
+FLOAT_DTYPES = [np.float32, np.float16, ml_dtypes.bfloat16]
+DTYPE_IDS = ["f32", "f16", "bf16"]
+
+# Relative bounds against a float64 reference, scaled by the magnitude of the terms summed; the output rounding of
+# each dtype dominates for f16/bf16, float32 accumulation error for f32.
+RTOL = {np.dtype(np.float32): 2e-5, np.dtype(np.float16): 2e-3, np.dtype(ml_dtypes.bfloat16): 1.6e-2}
+
+
+def as_numpy(t) -> np.ndarray:
+    return t.numpy() if hasattr(t, "numpy") and not isinstance(t, np.ndarray) else np.asarray(t)
+
+
+def bits(a) -> bytes:
+    """The raw bytes of an array: what invariance tests compare (never allclose)."""
+    return np.ascontiguousarray(as_numpy(a)).tobytes()
+
+
+def same_bits(a, b) -> bool:
+    a, b = as_numpy(a), as_numpy(b)
+    return a.shape == b.shape and a.dtype == b.dtype and bits(a) == bits(b)
+
+
+def first_difference(a, b) -> str:
+    a = np.ascontiguousarray(as_numpy(a)).view(np.uint8)
+    b = np.ascontiguousarray(as_numpy(b)).view(np.uint8)
+    if a.shape != b.shape:
+        return f"shapes differ: {a.shape} vs {b.shape}"
+    diff = np.flatnonzero(a.reshape(-1) != b.reshape(-1))
+    return "identical" if diff.size == 0 else f"{diff.size} bytes differ, first at byte {diff[0]}"
+
+
+def random(rng, shape, dtype, scale=1.0):
+    return (rng.standard_normal(shape) * scale).astype(dtype)

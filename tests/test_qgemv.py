@@ -1,0 +1,243 @@
+"""qgemv: bitwise row-invariance under the limit, the negative control, the dequantisation point, accuracy,
+errors, routing."""
+import functools
+
+import numpy as np
+import pytest
+
+import mtlinv
+from mtlinv import quant
+from helpers import DTYPE_IDS, FLOAT_DTYPES, RTOL, first_difference, random, same_bits
+
+# The (group_size, bits) pairs of issue 4; every other supported width runs in the smaller tests.
+PAIRS = [(32, 4), (64, 4), (128, 4), (32, 8), (64, 8)]
+PAIR_IDS = [f"g{g}b{b}" for g, b in PAIRS]
+
+
+@functools.lru_cache(maxsize=None)
+def quantized(n, k, group_size, bits, dtype, seed=0):
+    """(wq, scales, biases) of a random [n, k] weight in `dtype`, made once per session (quantize is the slow
+    part of these tests); read-only so no test can change another's weights."""
+    rng = np.random.default_rng(seed)
+    q = quant.quantize(random(rng, (n, k), dtype, scale=k ** -0.5), group_size=group_size, bits=bits)
+    for a in q:
+        a.flags.writeable = False
+    return q
+
+
+def run(x, q, group_size, bits, bias=None):
+    wq, scales, biases = q
+    return np.asarray(mtlinv.qgemv(x, wq, scales, biases, group_size=group_size, bits=bits, bias=bias))
+
+
+def reference(x, q, group_size, bits, bias=None):
+    """float64 product with the weights the kernels multiply: quant.dequantize_float32 (scale * q, rounded to
+    float32, plus bias)."""
+    w = quant.dequantize_float32(*q, group_size=group_size, bits=bits).astype(np.float64)
+    y = np.asarray(x, np.float64) @ w.T
+    return y if bias is None else y + np.asarray(bias, np.float64)
+
+
+def assert_rows_invariant(x, q, group_size, bits, ms, bias=None):
+    """For each M in `ms`, every row of an M-row call equals the call on that row alone, bit for bit. The M rows are
+    a window of x starting at M % (len(x) - 15), so a row's content is checked at several positions."""
+    alone = [run(x[r:r + 1], q, group_size, bits, bias) for r in range(len(x))]
+    for m in ms:
+        start = m % (len(x) - 15)
+        full = run(x[start:start + m], q, group_size, bits, bias)
+        for r in range(m):
+            assert same_bits(full[r:r + 1], alone[start + r]), \
+                f"M={m} row {r}: {first_difference(full[r:r + 1], alone[start + r])}"
+
+
+# The full M sweep on g64 4-bit (the common format) for every dtype and on 8-bit for one; fewer M elsewhere. The
+# shorter list still crosses the row-tile boundary (8 -> 9) and reaches 16.
+FULL_SWEEP = {((64, 4), d) for d in ("f32", "f16", "bf16")} | {((32, 8), "f16")}
+SHORT_SWEEP = [1, 2, 3, 7, 8, 9, 16]
+
+
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES, ids=DTYPE_IDS)
+@pytest.mark.parametrize("group_size, bits", PAIRS, ids=PAIR_IDS)
+def test_rows_invariant_seed_shape(group_size, bits, dtype, rng):
+    """The seed's shape, K=4096, N=512: M = 1..16, every row position."""
+    mtlinv.set_limit(16)
+    q = quantized(512, 4096, group_size, bits, dtype)
+    x = random(rng, (19, 4096), dtype)
+    full = ((group_size, bits), DTYPE_IDS[FLOAT_DTYPES.index(dtype)]) in FULL_SWEEP
+    assert_rows_invariant(x, q, group_size, bits, range(1, 17) if full else SHORT_SWEEP)
+
+
+@pytest.mark.parametrize("bits", quant.SUPPORTED_BITS)
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES, ids=DTYPE_IDS)
+def test_rows_invariant_odd_n_with_bias(bits, dtype, rng):
+    """N = 37 (a partial 4-output tile), K = 384 (3 groups of 128, 12 of 32), with the epilogue bias; every bit
+    width, including the 3, 5 and 6 whose values straddle words."""
+    mtlinv.set_limit(16)
+    group_size = (32, 64, 128)[bits % 3]
+    q = quantized(37, 384, group_size, bits, dtype)
+    bias = random(rng, (37,), dtype)
+    x = random(rng, (17, 384), dtype)
+    assert_rows_invariant(x, q, group_size, bits, range(1, 17), bias)
+
+
+def test_k_split_shape_is_invariant(rng):
+    """K = 11008 (the down projection of a 7B model): several simdgroups split K; their combine must stay fixed."""
+    assert mtlinv._native.plan_qgemv(rows=1, k=11008, n=64)["launches"][0]["threads"][0] > 32
+    mtlinv.set_limit(16)
+    q = quantized(64, 11008, 64, 4, np.dtype(np.float16))
+    x = random(rng, (18, 11008), np.float16)
+    assert_rows_invariant(x, q, 64, 4, [1, 2, 5, 8, 9, 16])
+
+
+@pytest.mark.parametrize("dtype", [np.float32, FLOAT_DTYPES[2]], ids=["f32", "bf16"])
+@pytest.mark.parametrize("filler", [np.nan, np.inf, -np.inf, 3e38, 0.0])
+def test_filler_rows_do_not_leak(filler, dtype, rng):
+    mtlinv.set_limit(16)
+    q = quantized(100, 256, 64, 4, np.dtype(dtype))
+    x = random(rng, (12, 256), dtype)
+    alone = run(x[4:5], q, 64, 4)
+    x[[0, 1, 2, 3, 5, 6, 7, 8, 9, 10, 11]] = filler
+    full = run(x, q, 64, 4)
+    assert same_bits(full[4:5], alone)
+
+
+def test_negative_control_limit_zero_differs(rng):
+    """With limit 0, M=8 takes the throughput kernel, whose reduction order differs: the invariance tests above
+    would catch a kernel that mixed the two."""
+    q = quantized(512, 4096, 64, 4, np.dtype(np.float32))
+    x = random(rng, (8, 4096), np.float32)
+    singles = np.concatenate([run(x[r:r + 1], q, 64, 4) for r in range(8)])
+    assert mtlinv.get_limit() == 0
+    assert not same_bits(run(x, q, 64, 4), singles), "throughput path matched canonical bits: the control cannot fail"
+    mtlinv.set_limit(8)
+    assert same_bits(run(x, q, 64, 4), singles)
+
+
+@pytest.mark.parametrize("limit", [0, 128], ids=["throughput", "canonical"])
+@pytest.mark.parametrize("bits", quant.SUPPORTED_BITS)
+def test_dequantisation_point(bits, limit):
+    """x = identity picks single weights out: y[k, n] = W(n, k) exactly, so both kernels must dequantise to exactly
+    quant.dequantize_float32's float32 values: scale * q rounded, then + bias (an fma would differ: the float32
+    scales of quantize carry full 24-bit mantissas, so scale * q is rarely exact)."""
+    mtlinv.set_limit(limit)
+    group_size = (32, 64, 128)[bits % 3]
+    q = quantized(40, 128, group_size, bits, np.dtype(np.float32))
+    w = quant.dequantize_float32(*q, group_size=group_size, bits=bits)
+    fused = np.asarray(quant.unpack(q[0], bits, 128), np.float64).reshape(40, -1, group_size) * \
+        np.asarray(q[1], np.float64)[..., None] + np.asarray(q[2], np.float64)[..., None]
+    assert not np.array_equal(fused.reshape(40, 128).astype(np.float32), w), "the test cannot tell fma from mul+add"
+    y = run(np.eye(128, dtype=np.float32), q, group_size, bits)
+    assert np.array_equal(y, w.T)
+
+
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES, ids=DTYPE_IDS)
+@pytest.mark.parametrize("limit", [0, 16], ids=["throughput", "canonical"])
+def test_accuracy(dtype, limit, rng):
+    mtlinv.set_limit(limit)
+    q = quantized(200, 1024, 64, 4, np.dtype(dtype))
+    bias = random(rng, (200,), dtype)
+    x = random(rng, (12, 1024), dtype)
+    y = run(x, q, 64, 4, bias).astype(np.float64)
+    ref = reference(x, q, 64, 4, bias)
+    tol = RTOL[np.dtype(dtype)]
+    np.testing.assert_allclose(y, ref, rtol=tol, atol=tol * np.abs(ref).max())
+
+
+@pytest.mark.parametrize("limit", [0, 16])
+def test_nan_inf_propagate(limit, rng):
+    mtlinv.set_limit(limit)
+    q = quantized(8, 64, 32, 4, np.dtype(np.float32))
+    x = random(rng, (4, 64), np.float32)
+    x[1, 5] = np.nan
+    x[2, 7] = np.inf
+    y = run(x, q, 32, 4)
+    w = quant.dequantize_float32(*q, group_size=32, bits=4)
+    assert np.isnan(y[1]).all()
+    assert np.array_equal(np.isinf(y[2]), w[:, 7] != 0) and np.isfinite(y[0]).all() and np.isfinite(y[3]).all()
+
+
+def test_leading_dims_and_vector_x(rng):
+    mtlinv.set_limit(8)
+    q = quantized(24, 64, 32, 8, np.dtype(np.float32))
+    x = random(rng, (2, 3, 64), np.float32)
+    y = run(x, q, 32, 8)
+    assert y.shape == (2, 3, 24)
+    v = run(x[1, 2], q, 32, 8)
+    assert v.shape == (24,)
+    assert same_bits(v, y[1, 2])
+    np.testing.assert_allclose(y, reference(x, q, 32, 8), rtol=1e-5, atol=1e-5)
+
+
+def test_tensor_operands(rng):
+    """Operands already on the device (mtlinv.Tensor) give the same bits as NumPy arrays."""
+    q = quantized(16, 128, 64, 4, np.dtype(np.float16))
+    x = random(rng, (3, 128), np.float16)
+    tensors = tuple(mtlinv.asarray(a) for a in q)
+    assert same_bits(run(mtlinv.asarray(x), tensors, 64, 4), run(x, q, 64, 4))
+
+
+def test_errors_name_values(rng):
+    wq, scales, biases = quantized(16, 128, 64, 4, np.dtype(np.float32))
+    x = random(rng, (2, 128), np.float32)
+
+    def call(x=x, wq=wq, scales=scales, biases=biases, group_size=64, bits=4, bias=None):
+        return mtlinv.qgemv(x, wq, scales, biases, group_size=group_size, bits=bits, bias=bias)
+
+    with pytest.raises(ValueError, match=r"K=96 is not a multiple of group_size=64"):
+        call(x=x[:, :96])
+    with pytest.raises(ValueError, match=r"x has K=64 but wq \[16, 16\] holds 16 words per row; .* needs 8"):
+        call(x=x[:, :64])
+    with pytest.raises(ValueError, match=r"scales has shape \[16, 1\] but N=16, K=128 at group_size=64 needs "
+                                         r"\[N, K/group_size\] = \[16, 2\]"):
+        call(scales=scales[:, :1])
+    with pytest.raises(ValueError, match=r"biases has shape \[15, 2\]"):
+        call(biases=biases[:15])
+    with pytest.raises(ValueError, match="group_size=32 needs .* = \\[16, 4\\]"):
+        call(group_size=32)
+    with pytest.raises(ValueError, match="bits=7 is not supported"):
+        call(bits=7)
+    with pytest.raises(ValueError, match="group_size=16 is not supported"):
+        call(group_size=16)
+    with pytest.raises(TypeError, match="x is float32 but scales is float16"):
+        call(scales=scales.astype(np.float16))
+    with pytest.raises(TypeError, match="x is float16 but scales is float32"):
+        call(x=x.astype(np.float16))
+    with pytest.raises(TypeError, match="wq has dtype int32; expected uint32"):
+        call(wq=wq.astype(np.int32))
+    with pytest.raises(TypeError, match="wq has dtype int32; expected uint32"):
+        call(wq=mtlinv.asarray(wq.astype(np.int32)))
+    with pytest.raises(TypeError, match="wq has dtype float32; expected uint32"):
+        call(wq=wq.astype(np.float32))
+    with pytest.raises(TypeError, match="x has dtype int32"):
+        call(x=x.astype(np.int32))
+    with pytest.raises(ValueError, match=r"wq must be \[N, K\*bits/32\]"):
+        call(wq=wq[None])
+    with pytest.raises(ValueError, match=r"bias has shape \[15\] but wq has N=16"):
+        call(bias=np.zeros(15, np.float32))
+    with pytest.raises(TypeError, match="x is float32 but bias is float16"):
+        call(bias=np.zeros(16, np.float16))
+    with pytest.raises(TypeError, match="group_size"):
+        mtlinv.qgemv(x, wq, scales, biases, bits=4)
+
+
+@pytest.mark.parametrize("rows, limit, canonical", [(1, 0, True), (2, 0, False), (2, 1, False), (2, 2, True),
+                                                      (16, 16, True), (17, 16, False), (1, 100, True)])
+@pytest.mark.parametrize("bits", [4, 8])
+def test_routing(rows, limit, canonical, bits):
+    plan = mtlinv._native.plan_qgemv(rows=rows, k=4096, n=4096, group_size=64, bits=bits, dtype="float16",
+                                     limit=limit)
+    assert plan["canonical"] is canonical
+    assert plan["launches"][0]["kernel"] == f"{'qgemv' if canonical else 'qgemm'}_b{bits}_f16"
+
+
+def test_plan_k_partition_does_not_depend_on_m():
+    plans = [mtlinv._native.plan_qgemv(rows=m, k=4096, n=512, dtype="bfloat16", limit=16) for m in range(1, 17)]
+    assert len({p["launches"][0]["threads"] for p in plans}) == 1
+    assert {p["launches"][0]["threadgroups"][0] for p in plans} == {128}
+
+
+def test_every_kernel_is_built():
+    names = set(mtlinv.kernel_names())
+    for bits in quant.SUPPORTED_BITS:
+        for suffix in ("f32", "f16", "bf16"):
+            assert {f"qgemv_b{bits}_{suffix}", f"qgemm_b{bits}_{suffix}"} <= names

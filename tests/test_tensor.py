@@ -1,0 +1,66 @@
+import ml_dtypes
+import numpy as np
+import pytest
+
+import mtlinv
+from helpers import FLOAT_DTYPES
+
+
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES + [np.uint32, np.int32, np.uint8])
+def test_round_trip(dtype, rng):
+    a = (rng.standard_normal((3, 5)) * 10).astype(dtype)
+    t = mtlinv.asarray(a)
+    assert t.shape == (3, 5) and t.dtype == np.dtype(dtype)
+    assert np.asarray(t).tobytes() == a.tobytes()
+    assert t.numpy().tobytes() == a.tobytes()
+
+
+def test_asarray_shares_memory_on_host_devices(rng):
+    if not mtlinv.device_info()["backend"] in ("emu", "metal"):
+        pytest.skip("zero-copy needs host-visible memory")
+    a = rng.standard_normal(16).astype(np.float32)
+    t = mtlinv.asarray(a)
+    assert np.shares_memory(np.asarray(t), a)
+    view = memoryview(t)
+    assert view.format == "f" and view.shape == (16,)
+
+
+def test_bfloat16_array_view():
+    a = np.arange(6, dtype=np.float32).astype(ml_dtypes.bfloat16).reshape(2, 3)
+    t = mtlinv.asarray(a)
+    back = np.asarray(t)
+    assert back.dtype == ml_dtypes.bfloat16 and back.tobytes() == a.tobytes()
+
+
+def test_non_contiguous_input_is_copied(rng):
+    a = rng.standard_normal((4, 6)).astype(np.float32)[:, ::2]
+    t = mtlinv.asarray(a)
+    assert np.array_equal(np.asarray(t), a)
+
+
+def test_unsupported_dtype_names_it():
+    with pytest.raises(TypeError, match="float64"):
+        mtlinv.asarray(np.zeros(3))
+    with pytest.raises(mtlinv.DTypeError):
+        mtlinv.asarray(np.zeros(3, dtype=np.complex64))
+
+
+def test_tensor_cannot_be_constructed_directly():
+    with pytest.raises(TypeError, match="asarray"):
+        mtlinv.Tensor()
+
+
+def test_device_info():
+    info = mtlinv.device_info()
+    assert info["backend"] in info["built_backends"]
+    assert info["threads"] >= 1 and info["simd_width"] == 32
+
+
+def test_error_hierarchy():
+    assert issubclass(mtlinv.InvalidArgumentError, ValueError)
+    assert issubclass(mtlinv.DTypeError, TypeError)
+    assert issubclass(mtlinv.DeviceError, RuntimeError)
+    assert issubclass(mtlinv.KernelError, RuntimeError)
+    assert issubclass(mtlinv.OutOfMemoryError, MemoryError)
+    for cls in (mtlinv.InvalidArgumentError, mtlinv.DTypeError, mtlinv.DeviceError, mtlinv.KernelError):
+        assert issubclass(cls, mtlinv.MtlinvError)

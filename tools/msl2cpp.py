@@ -1,0 +1,196 @@
+#!/usr/bin/env python3
+"""The MSL pre-pass: turns metal/*.metal and metal/*.h into C++ (the emulator) or CUDA.
+
+Kernels are written once in a portable subset of MSL (documented in docs/msl_subset.md). The shims
+(src/emu/msl_shim.h, src/cuda/cuda_shim.cuh) implement the metal_stdlib names; this pass does only what a header
+cannot:
+
+* A kernel's parameter list becomes bindings from a context struct, so every kernel has one signature that the
+  runtime can call per thread (emulator) or from a ``__global__`` entry (CUDA):
+      [[kernel]] void f(constant A& a [[buffer(0)]], device T* y [[buffer(1)]], uint i [[thread_position_in_grid]])
+  becomes
+      void f(const KCTX& __ctx) { constant A& a = bind_constant<A>(__ctx, 0); ...; { body } }
+* ``threadgroup T name[N];`` declarations become storage shared by the threadgroup: ``static thread_local`` on the
+  emulator (all fibers of a threadgroup run on one OS thread) and ``__shared__`` on CUDA.
+* ``device X*`` pointer types become ``EMU_DPTR(X)`` on the emulator, a bounds-checked pointer in checked builds.
+
+``#line`` directives keep compiler messages pointing at the .metal source.
+"""
+from __future__ import annotations
+
+import argparse
+import pathlib
+import re
+import sys
+
+TARGETS = {
+    "emu": {"shim": "msl_shim.h", "ctx": "::emu::KernelCtx", "ns": "::emu", "fn_prefix": "", "shared": "static thread_local"},
+    "cuda": {"shim": "cuda_shim.cuh", "ctx": "::cu::KernelCtx", "ns": "::cu", "fn_prefix": "__device__ ", "shared": "__shared__"},
+}
+
+# MSL thread-position attributes the kernels may use; each is a field of the context struct.
+POSITION_ATTRIBUTES = {
+    "threadgroup_position_in_grid", "threadgroups_per_grid", "thread_position_in_threadgroup",
+    "threads_per_threadgroup", "thread_position_in_grid", "thread_index_in_threadgroup",
+    "simdgroup_index_in_threadgroup", "thread_index_in_simdgroup", "simdgroups_per_threadgroup",
+    "threads_per_simdgroup",
+}
+
+KERNEL_HEAD = re.compile(r"\[\[\s*kernel\s*\]\]\s*void\s+(\w+)\s*\(")
+THREADGROUP_ARRAY = re.compile(r"^(\s*)threadgroup\s+([\w:<>, ]+?)\s+(\w+)\s*((?:\[[^\]]+\])+)\s*;", re.M)
+TYPE_NAME = r"[A-Za-z_][\w:]*(?:<[^<>;(){}]*>)?"
+DEVICE_POINTER = re.compile(rf"\b(const\s+)?device\s+(const\s+)?({TYPE_NAME})\s*\*")
+PARAM = re.compile(r"^(?P<decl>.*?)\s*\[\[\s*(?P<attr>\w+)\s*(?:\(\s*(?P<index>\d+)\s*\))?\s*\]\]\s*$", re.S)
+
+
+class PrepassError(Exception):
+    pass
+
+
+def _matching_paren(text: str, open_at: int) -> int:
+    depth = 0
+    for i in range(open_at, len(text)):
+        if text[i] == "(":
+            depth += 1
+        elif text[i] == ")":
+            depth -= 1
+            if depth == 0:
+                return i
+    raise PrepassError("unbalanced parentheses in kernel signature")
+
+
+def _matching_brace(text: str, open_at: int) -> int:
+    depth = 0
+    for i in range(open_at, len(text)):
+        if text[i] == "{":
+            depth += 1
+        elif text[i] == "}":
+            depth -= 1
+            if depth == 0:
+                return i
+    raise PrepassError("unbalanced braces in kernel body")
+
+
+def _split_params(params: str) -> list[str]:
+    parts, depth, start = [], 0, 0
+    for i, ch in enumerate(params):
+        if ch in "(<[":
+            depth += 1
+        elif ch in ")>]":
+            depth -= 1
+        elif ch == "," and depth == 0:
+            parts.append(params[start:i])
+            start = i + 1
+    parts.append(params[start:])
+    return [p.strip() for p in parts if p.strip()]
+
+
+def _declarator(decl: str) -> tuple[str, str]:
+    m = re.match(r"^(.*?)(\w+)$", decl.strip(), re.S)
+    if not m:
+        raise PrepassError(f"cannot parse kernel parameter '{decl}'")
+    return m.group(1).strip(), m.group(2)
+
+
+def _binding(param: str, target: dict, where: str) -> str:
+    m = PARAM.match(param)
+    if not m:
+        raise PrepassError(f"{where}: kernel parameter '{param}' has no [[attribute]]")
+    type_, name = _declarator(m.group("decl"))
+    attr, index = m.group("attr"), m.group("index")
+    ns = target["ns"]
+    if attr == "buffer":
+        if type_.startswith("constant") and type_.endswith("&"):
+            struct = type_[len("constant"):-1].strip()
+            return f"constant {struct}& {name} = {ns}::bind_constant<{struct}>(__ctx, {index});"
+        pointer = DEVICE_POINTER.fullmatch(type_)
+        if pointer:
+            const = "const " if (pointer.group(1) or pointer.group(2)) else ""
+            element = const + pointer.group(3)
+            return f"{_pointer_type(element, target)} {name} = {ns}::bind_device<{element}>(__ctx, {index});"
+        raise PrepassError(f"{where}: buffer parameter '{param}' must be 'constant S&' or 'device T*'")
+    if attr in POSITION_ATTRIBUTES:
+        return f"{type_} {name} = {ns}::attr<{type_}>(__ctx.{attr});"
+    raise PrepassError(f"{where}: unsupported attribute [[{attr}]] on '{param}'")
+
+
+def _pointer_type(element: str, target: dict) -> str:
+    return f"EMU_DPTR({element})" if target is TARGETS["emu"] else f"{element}*"
+
+
+def _rewrite_kernels(text: str, target: dict, path: str) -> str:
+    out, pos = [], 0
+    for m in KERNEL_HEAD.finditer(text):
+        if m.start() < pos:
+            continue
+        open_at = m.end() - 1
+        close_at = _matching_paren(text, open_at)
+        brace = text.index("{", close_at)
+        line = text.count("\n", 0, m.start()) + 1
+        body_line = text.count("\n", 0, brace) + 1
+        where = f"{path}:{line}: kernel {m.group(1)}"
+        bindings = [_binding(p, target, where) for p in _split_params(text[open_at + 1:close_at])]
+        out.append(text[pos:m.start()])
+        out.append(f"{target['fn_prefix']}void {m.group(1)}(const {target['ctx']}& __ctx) {{\n")
+        out.extend(f"  {b}\n" for b in bindings)
+        out.append(f'#line {body_line} "{path}"\n')
+        end = _matching_brace(text, brace)
+        # The body keeps its own braces: a block inside the new function, closed right after it.
+        out.append(text[brace:end + 1])
+        out.append(f"\n}}\n#line {text.count(chr(10), 0, end) + 1} \"{path}\"")
+        pos = end + 1
+    out.append(text[pos:])
+    return "".join(out)
+
+
+def translate(text: str, path: str, target_name: str) -> str:
+    target = TARGETS[target_name]
+    text = _rewrite_kernels(text, target, path)
+    text = THREADGROUP_ARRAY.sub(lambda m: f"{m.group(1)}{target['shared']} {m.group(2)} {m.group(3)}{m.group(4)};", text)
+    if target_name == "emu":
+        def pointer(m: re.Match) -> str:
+            const = "const " if (m.group(1) or m.group(2)) else ""
+            return f"EMU_DPTR({const}{m.group(3)})"
+    else:
+        def pointer(m: re.Match) -> str:
+            const = "const " if (m.group(1) or m.group(2)) else ""
+            return f"{const}{m.group(3)}*"
+    return DEVICE_POINTER.sub(pointer, text)
+
+
+def translate_file(src: pathlib.Path, dst: pathlib.Path, target_name: str) -> None:
+    """Writes the translated `src` to `dst`. A .metal file becomes a self-contained translation unit: the shim
+    first, then the kernels inside a namespace per build variant (the emulator builds each file twice: fast and
+    bounds-checked, and the two must not collide)."""
+    target = TARGETS[target_name]
+    body = translate(src.read_text(), src.name, target_name)
+    if src.suffix == ".metal":
+        head = f'// Generated from metal/{src.name} by tools/msl2cpp.py --target {target_name}. Do not edit.\n'
+        head += f'#include "{target["shim"]}"\nnamespace MTLINV_VARIANT_NS {{\n#line 1 "{src.name}"\n'
+        body = head + body + "\n}  // namespace MTLINV_VARIANT_NS\n"
+    else:
+        body = f"// Generated from metal/{src.name} by tools/msl2cpp.py. Do not edit.\n#line 1 \"{src.name}\"\n" + body
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    if not dst.exists() or dst.read_text() != body:
+        dst.write_text(body)
+
+
+def main(argv: list[str]) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--target", choices=sorted(TARGETS), required=True)
+    ap.add_argument("--out", required=True, type=pathlib.Path, help="output directory")
+    ap.add_argument("sources", nargs="+", type=pathlib.Path, help=".metal and .h files")
+    args = ap.parse_args(argv)
+    suffix = ".cpp" if args.target == "emu" else ".cu"
+    try:
+        for src in args.sources:
+            name = src.stem + suffix if src.suffix == ".metal" else src.name
+            translate_file(src, args.out / name, args.target)
+    except PrepassError as e:
+        print(f"msl2cpp: {e}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
