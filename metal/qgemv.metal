@@ -23,7 +23,7 @@
 constant constexpr uint QGEMV_BLOCK = 32;  // K positions per block
 constant constexpr uint QGEMV_SUB = 8;     // values dequantised (and x values loaded) together
 constant constexpr uint QGEMV_ROWS = 8;    // rows of x per canonical threadgroup; more rows run as further tiles
-constant constexpr uint QGEMV_COLS = 4;    // weight rows (outputs) per canonical simdgroup, one float4 lane each
+constant constexpr uint QGEMV_COLS = 4;    // weight rows (outputs) per canonical simdgroup (spelled out as a0..a3)
 constant constexpr uint QGEMM_TILE = 32;   // throughput outputs per threadgroup along M and along N
 
 // The dequantisation of every kernel here, and of mtlinv.quant.dequantize_float32: scale * q + bias in float32,
@@ -53,17 +53,30 @@ inline void qgemv_load_words(device const uint* p, bool vector_loads, thread uin
   }
 }
 
-// Value j (0..31) of a block: bits [j * BITS, (j + 1) * BITS) of its words, low bits first.
+// Values [j, j + 4) of a block (j a multiple of 4) as one 32-bit window: value j + i is
+// (window >> (i * BITS)) & mask. 4 * BITS <= 32, so the window needs at most two words, both inside the block.
 template <uint BITS>
-inline uint qgemv_unpack(thread const uint* words, uint j) {
+inline uint qgemv_window4(thread const uint* words, uint j) {
   const uint bit = j * BITS;
   const uint word = bit / 32;
   const uint shift = bit % 32;
-  uint v = words[word] >> shift;
-  if (shift + BITS > 32) {
-    v |= words[word + 1] << (32 - shift);
+  uint window = words[word] >> shift;
+  if (shift + 4 * BITS > 32) {
+    window |= words[word + 1] << (32 - shift);
   }
-  return v & ((1u << BITS) - 1u);
+  return window;
+}
+
+// Dequantises the QGEMV_SUB values [j, j + QGEMV_SUB) of a block into out[0..QGEMV_SUB).
+template <uint BITS>
+inline void qgemv_dequantize_sub(thread const uint* words, uint j, float scale, float bias, thread float* out) {
+  for (uint h = 0; h < QGEMV_SUB; h += 4) {
+    uint window = qgemv_window4<BITS>(words, j + h);
+    for (uint i = 0; i < 4; ++i) {
+      out[h + i] = qgemv_dequantize(scale, float(window & ((1u << BITS) - 1u)), bias);
+      window >>= BITS;
+    }
+  }
 }
 
 // Canonical. Threadgroup: k_splits simdgroups, all on the same QGEMV_COLS outputs. Lane `lane` of simdgroup `sg`
@@ -105,14 +118,16 @@ template <typename T, uint BITS>
     brow[c] = biases + ulong(n) * groups;
   }
 
-  float4 acc[QGEMV_ROWS];
+  float acc[QGEMV_ROWS][QGEMV_COLS];
   for (uint r = 0; r < QGEMV_ROWS; ++r) {
-    acc[r] = float4(0.0f);
+    for (uint c = 0; c < QGEMV_COLS; ++c) {
+      acc[r][c] = 0.0f;
+    }
   }
   for (uint b = sg * SIMD_WIDTH + lane; b < blocks; b += args.k_splits * SIMD_WIDTH) {
     uint words[QGEMV_COLS][BITS];
-    float4 group_scale;
-    float4 group_bias;
+    float group_scale[QGEMV_COLS];
+    float group_bias[QGEMV_COLS];
     const uint g = b / blocks_per_group;
     for (uint c = 0; c < QGEMV_COLS; ++c) {
       qgemv_load_words<BITS>(wrow[c] + b * BITS, vector_loads, words[c]);
@@ -120,28 +135,37 @@ template <typename T, uint BITS>
       group_bias[c] = float(brow[c][g]);
     }
     for (uint s = 0; s < QGEMV_BLOCK; s += QGEMV_SUB) {
-      float4 wv[QGEMV_SUB];  // wv[i][c]: column c's weight at K position 32 b + s + i
-      for (uint i = 0; i < QGEMV_SUB; ++i) {
-        float4 q;
-        for (uint c = 0; c < QGEMV_COLS; ++c) {
-          q[c] = float(qgemv_unpack<BITS>(words[c], s + i));
-        }
-        wv[i] = qgemv_dequantize(group_scale, q, group_bias);
+      float wv[QGEMV_COLS][QGEMV_SUB];  // column c's weight at K position 32 b + s + i
+      for (uint c = 0; c < QGEMV_COLS; ++c) {
+        qgemv_dequantize_sub<BITS>(words[c], s, group_scale[c], group_bias[c], wv[c]);
       }
       for (uint r = 0; r < rows; ++r) {
         float xv[QGEMV_SUB];
         load_floats<T, QGEMV_SUB>(x + r * K + b * QGEMV_BLOCK + s, QGEMV_SUB, vector_loads, xv);
+        // The four columns spelled out: named accumulators stay in registers on every target (the emulator's
+        // compiler does not unroll loops at -O2).
+        float a0 = acc[r][0];
+        float a1 = acc[r][1];
+        float a2 = acc[r][2];
+        float a3 = acc[r][3];
         for (uint i = 0; i < QGEMV_SUB; ++i) {
-          acc[r] = fma(float4(xv[i]), wv[i], acc[r]);
+          a0 = fma(xv[i], wv[0][i], a0);
+          a1 = fma(xv[i], wv[1][i], a1);
+          a2 = fma(xv[i], wv[2][i], a2);
+          a3 = fma(xv[i], wv[3][i], a3);
         }
+        acc[r][0] = a0;
+        acc[r][1] = a1;
+        acc[r][2] = a2;
+        acc[r][3] = a3;
       }
     }
   }
 
-  // `rows` is uniform over the threadgroup, so every lane takes part in every ladder. Fixed ladder (16, 8, 4, 2, 1)
-  // per row; lane 0 holds the simdgroup's sums.
+  // `rows` is uniform over the threadgroup, so every lane takes part in every ladder: the fixed ladder
+  // (16, 8, 4, 2, 1) over a row's four outputs at once; lane 0 holds the simdgroup's sums.
   for (uint r = 0; r < rows; ++r) {
-    float4 total = acc[r];
+    float4 total = float4(acc[r][0], acc[r][1], acc[r][2], acc[r][3]);
     for (ushort delta = SIMD_WIDTH / 2; delta > 0; delta >>= 1) {
       total += simd_shuffle_down(total, delta);
     }
@@ -204,37 +228,45 @@ template <typename T, uint BITS>
   device const T* srow = scales + ulong(n_line) * groups;
   device const T* brow = biases + ulong(n_line) * groups;
 
+  // Named accumulators (row i, column j) stay in registers on every target; the emulator's compiler does not
+  // unroll loops at -O2.
   const uint tm = tid / 8;
   const uint tn = tid % 8;
-  float acc[2][4];
-  for (uint i = 0; i < 2; ++i) {
-    for (uint j = 0; j < 4; ++j) {
-      acc[i][j] = 0.0f;
-    }
-  }
+  float a00 = 0.0f, a01 = 0.0f, a02 = 0.0f, a03 = 0.0f;
+  float a10 = 0.0f, a11 = 0.0f, a12 = 0.0f, a13 = 0.0f;
   for (uint b = 0; b < blocks; ++b) {
     float xv[QGEMV_SUB];
     load_floats<T, QGEMV_SUB>(xrow + b * QGEMV_BLOCK + s, x_valid, vector_loads, xv);
     uint words[BITS];
     qgemv_load_words<BITS>(wrow + b * BITS, vector_loads, words);
     const uint g = b / blocks_per_group;
-    const float group_scale = float(srow[g]);
-    const float group_bias = float(brow[g]);
+    float wv[QGEMV_SUB];
+    qgemv_dequantize_sub<BITS>(words, s, float(srow[g]), float(brow[g]), wv);
     for (uint i = 0; i < QGEMV_SUB; ++i) {
       xs[line][s + i] = xv[i];
-      ws[line][s + i] = qgemv_dequantize(group_scale, float(qgemv_unpack<BITS>(words, s + i)), group_bias);
+      ws[line][s + i] = wv[i];
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
     for (uint kk = 0; kk < QGEMV_BLOCK; ++kk) {
-      for (uint i = 0; i < 2; ++i) {
-        for (uint j = 0; j < 4; ++j) {
-          acc[i][j] = fma(xs[2 * tm + i][kk], ws[tn + 8 * j][kk], acc[i][j]);
-        }
-      }
+      const float x0 = xs[2 * tm][kk];
+      const float x1 = xs[2 * tm + 1][kk];
+      const float w0 = ws[tn][kk];
+      const float w1 = ws[tn + 8][kk];
+      const float w2 = ws[tn + 16][kk];
+      const float w3 = ws[tn + 24][kk];
+      a00 = fma(x0, w0, a00);
+      a01 = fma(x0, w1, a01);
+      a02 = fma(x0, w2, a02);
+      a03 = fma(x0, w3, a03);
+      a10 = fma(x1, w0, a10);
+      a11 = fma(x1, w1, a11);
+      a12 = fma(x1, w2, a12);
+      a13 = fma(x1, w3, a13);
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
   }
 
+  const float4 acc[2] = {float4(a00, a01, a02, a03), float4(a10, a11, a12, a13)};
   for (uint i = 0; i < 2; ++i) {
     for (uint j = 0; j < 4; ++j) {
       const uint m = m0 + 2 * tm + i;

@@ -23,6 +23,8 @@
             "src/core/ops/decoder_ops.h",
             "src/core/plan.h",
             "src/core/plans/gemv.h",
+            "src/core/plans/qgemv.h",
+            "src/core/plans/sdpa.h",
             "src/core/tensor.h",
             "src/core/testing.h",
             "src/emu/runtime.h"
@@ -59,10 +61,14 @@
             "src/core/testing.cpp",
             "src/core/plans/decoder_ops.cpp",
             "src/core/plans/gemv.cpp",
+            "src/core/plans/qgemv.cpp",
             "src/core/plans/rms_norm.cpp",
+            "src/core/plans/sdpa.cpp",
             "src/core/ops/decoder_ops.cpp",
             "src/core/ops/gemv.cpp",
+            "src/core/ops/qgemv.cpp",
             "src/core/ops/rms_norm.cpp",
+            "src/core/ops/sdpa.cpp",
             "src/emu/backend_emu.cpp",
             "src/emu/fiber.cpp",
             "src/emu/registry.cpp",
@@ -75,8 +81,12 @@
             "build/gen/emu/gemm.checked.cpp",
             "build/gen/emu/gemv.fast.cpp",
             "build/gen/emu/gemv.checked.cpp",
+            "build/gen/emu/qgemv.fast.cpp",
+            "build/gen/emu/qgemv.checked.cpp",
             "build/gen/emu/rms_norm.fast.cpp",
             "build/gen/emu/rms_norm.checked.cpp",
+            "build/gen/emu/sdpa.fast.cpp",
+            "build/gen/emu/sdpa.checked.cpp",
             "build/gen/emu/planted.fast.cpp",
             "build/gen/emu/planted.checked.cpp"
         ]
@@ -1376,6 +1386,8 @@ static int __Pyx_init_tpflags_variables(void) {
 #include "../src/core/plan.h"
 #include "../src/core/ops.h"
 #include "../src/core/plans/gemv.h"
+#include "../src/core/plans/qgemv.h"
+#include "../src/core/plans/sdpa.h"
 #include "../src/core/ops/decoder_ops.h"
 #include "../src/emu/runtime.h"
 #include "../src/core/testing.h"
@@ -1631,6 +1643,8 @@ static const char* const __pyx_f[] = {
   "pyx/plans.pxi",
   "pyx/rms_norm.pxi",
   "pyx/gemv.pxi",
+  "pyx/qgemv.pxi",
+  "pyx/sdpa.pxi",
   "pyx/decoder_ops.pxi",
   "pyx/testing.pxi",
   "cpython/type.pxd",
@@ -2934,6 +2948,197 @@ static void __Pyx_RaiseKeywordRequired(const char* func_name, PyObject* kw_name)
 /* PyObjectCompare.proto */
 static CYTHON_INLINE PyObject* __Pyx_PyObject_CompareGt_object_int(PyObject *op1, PyObject *op2, int pyop);
 
+/* pybytes_as_double.proto (used by pyobject_as_double) */
+static double __Pyx_SlowPyString_AsDouble(PyObject *obj);
+static double __Pyx__PyBytes_AsDouble(PyObject *obj, const char* start, Py_ssize_t length);
+static CYTHON_INLINE double __Pyx_PyBytes_AsDouble(PyObject *obj) {
+    char* as_c_string;
+    Py_ssize_t size;
+#if CYTHON_ASSUME_SAFE_MACROS && CYTHON_ASSUME_SAFE_SIZE
+    as_c_string = PyBytes_AS_STRING(obj);
+    size = PyBytes_GET_SIZE(obj);
+#else
+    if (PyBytes_AsStringAndSize(obj, &as_c_string, &size) < 0) {
+        return (double)-1;
+    }
+#endif
+    return __Pyx__PyBytes_AsDouble(obj, as_c_string, size);
+}
+static CYTHON_INLINE double __Pyx_PyByteArray_AsDouble(PyObject *obj) {
+    char* as_c_string;
+    Py_ssize_t size;
+#if CYTHON_ASSUME_SAFE_MACROS && CYTHON_ASSUME_SAFE_SIZE
+    as_c_string = PyByteArray_AS_STRING(obj);
+    size = PyByteArray_GET_SIZE(obj);
+#else
+    as_c_string = PyByteArray_AsString(obj);
+    if (as_c_string == NULL) {
+        return (double)-1;
+    }
+    size = PyByteArray_Size(obj);
+#endif
+    return __Pyx__PyBytes_AsDouble(obj, as_c_string, size);
+}
+
+/* pyunicode_as_double.proto (used by pyobject_as_double) */
+#if !CYTHON_COMPILING_IN_PYPY && CYTHON_ASSUME_SAFE_MACROS
+static const char* __Pyx__PyUnicode_AsDouble_Copy(const void* data, const int kind, char* buffer, Py_ssize_t start, Py_ssize_t end) {
+    int last_was_punctuation;
+    Py_ssize_t i;
+    last_was_punctuation = 1;
+    for (i=start; i <= end; i++) {
+        Py_UCS4 chr = PyUnicode_READ(kind, data, i);
+        int is_punctuation = (chr == '_') | (chr == '.');
+        *buffer = (char)chr;
+        buffer += (chr != '_');
+        if (unlikely(chr > 127)) goto parse_failure;
+        if (unlikely(last_was_punctuation & is_punctuation)) goto parse_failure;
+        last_was_punctuation = is_punctuation;
+    }
+    if (unlikely(last_was_punctuation)) goto parse_failure;
+    *buffer = '\0';
+    return buffer;
+parse_failure:
+    return NULL;
+}
+static double __Pyx__PyUnicode_AsDouble_inf_nan(const void* data, int kind, Py_ssize_t start, Py_ssize_t length) {
+    int matches = 1;
+    Py_UCS4 chr;
+    Py_UCS4 sign = PyUnicode_READ(kind, data, start);
+    int is_signed = (sign == '-') | (sign == '+');
+    start += is_signed;
+    length -= is_signed;
+    switch (PyUnicode_READ(kind, data, start)) {
+        #ifdef Py_NAN
+        case 'n':
+        case 'N':
+            if (unlikely(length != 3)) goto parse_failure;
+            chr = PyUnicode_READ(kind, data, start+1);
+            matches &= (chr == 'a') | (chr == 'A');
+            chr = PyUnicode_READ(kind, data, start+2);
+            matches &= (chr == 'n') | (chr == 'N');
+            if (unlikely(!matches)) goto parse_failure;
+            return (sign == '-') ? -Py_NAN : Py_NAN;
+        #endif
+        case 'i':
+        case 'I':
+            if (unlikely(length < 3)) goto parse_failure;
+            chr = PyUnicode_READ(kind, data, start+1);
+            matches &= (chr == 'n') | (chr == 'N');
+            chr = PyUnicode_READ(kind, data, start+2);
+            matches &= (chr == 'f') | (chr == 'F');
+            if (likely(length == 3 && matches))
+                return (sign == '-') ? -Py_HUGE_VAL : Py_HUGE_VAL;
+            if (unlikely(length != 8)) goto parse_failure;
+            chr = PyUnicode_READ(kind, data, start+3);
+            matches &= (chr == 'i') | (chr == 'I');
+            chr = PyUnicode_READ(kind, data, start+4);
+            matches &= (chr == 'n') | (chr == 'N');
+            chr = PyUnicode_READ(kind, data, start+5);
+            matches &= (chr == 'i') | (chr == 'I');
+            chr = PyUnicode_READ(kind, data, start+6);
+            matches &= (chr == 't') | (chr == 'T');
+            chr = PyUnicode_READ(kind, data, start+7);
+            matches &= (chr == 'y') | (chr == 'Y');
+            if (unlikely(!matches)) goto parse_failure;
+            return (sign == '-') ? -Py_HUGE_VAL : Py_HUGE_VAL;
+        case '.': case '0': case '1': case '2': case '3': case '4': case '5': case '6': case '7': case '8': case '9':
+            break;
+        default:
+            goto parse_failure;
+    }
+    return 0.0;
+parse_failure:
+    return -1.0;
+}
+static double __Pyx_PyUnicode_AsDouble_WithSpaces(PyObject *obj) {
+    double value;
+    const char *last;
+    char *end;
+    int valid_parse;
+    Py_ssize_t start, length = PyUnicode_GET_LENGTH(obj);
+    const int kind = PyUnicode_KIND(obj);
+    const void* data = PyUnicode_DATA(obj);
+    start = 0;
+    while (Py_UNICODE_ISSPACE(PyUnicode_READ(kind, data, start)))
+        start++;
+    while (start < length - 1 && Py_UNICODE_ISSPACE(PyUnicode_READ(kind, data, length - 1)))
+        length--;
+    length -= start;
+    if (unlikely(length <= 0)) goto fallback;
+    value = __Pyx__PyUnicode_AsDouble_inf_nan(data, kind, start, length);
+    if (value != 0.0) {
+        if (unlikely(value == -1.0)) goto fallback;
+        return value;
+    }
+    if (length < 40) {
+        char number[40];
+        last = __Pyx__PyUnicode_AsDouble_Copy(data, kind, number, start, start + length);
+        if (unlikely(!last)) goto fallback;
+        value = PyOS_string_to_double(number, &end, NULL);
+        valid_parse = (end == last);
+    } else {
+        char *number = (char*) PyMem_Malloc(((size_t) length + 1) * sizeof(char));
+        if (unlikely(!number)) goto fallback;
+        last = __Pyx__PyUnicode_AsDouble_Copy(data, kind, number, start, start + length);
+        if (unlikely(!last)) {
+            PyMem_Free(number);
+            goto fallback;
+        }
+        value = PyOS_string_to_double(number, &end, NULL);
+        valid_parse = (end == last);
+        PyMem_Free(number);
+    }
+    if (likely(valid_parse) || (value == (double)-1 && PyErr_Occurred())) {
+        return value;
+    }
+fallback:
+    return __Pyx_SlowPyString_AsDouble(obj);
+}
+#endif
+static CYTHON_INLINE double __Pyx_PyUnicode_AsDouble(PyObject *obj) {
+#if !CYTHON_COMPILING_IN_PYPY && CYTHON_ASSUME_SAFE_MACROS
+    if (unlikely(__Pyx_PyUnicode_READY(obj) == -1))
+        return (double)-1;
+    if (likely(PyUnicode_IS_ASCII(obj))) {
+        const char *s;
+        Py_ssize_t length;
+        s = PyUnicode_AsUTF8AndSize(obj, &length);
+        return __Pyx__PyBytes_AsDouble(obj, s, length);
+    }
+    return __Pyx_PyUnicode_AsDouble_WithSpaces(obj);
+#else
+    return __Pyx_SlowPyString_AsDouble(obj);
+#endif
+}
+
+/* pyobject_as_double.proto */
+static double __Pyx__PyObject_AsDouble(PyObject* obj);
+#if CYTHON_COMPILING_IN_PYPY
+#define __Pyx_PyObject_AsDouble(obj)\
+(likely(PyFloat_CheckExact(obj)) ? PyFloat_AS_DOUBLE(obj) :\
+ likely(PyLong_CheckExact(obj)) ?\
+ PyFloat_AsDouble(obj) : __Pyx__PyObject_AsDouble(obj))
+#else
+#define __Pyx_PyObject_AsDouble(obj)\
+((likely(PyFloat_CheckExact(obj))) ?  __Pyx_PyFloat_AS_DOUBLE(obj) :\
+ likely(PyLong_CheckExact(obj)) ?\
+ PyLong_AsDouble(obj) : __Pyx__PyObject_AsDouble(obj))
+#endif
+
+/* FloatExceptionCheck.proto */
+#define __PYX_CHECK_FLOAT_EXCEPTION(value, error_value)\
+    ((error_value) == (error_value) ?\
+     (value) == (error_value) :\
+     (value) != (value))
+
+/* PyObjectFormatAndDecref.proto */
+static CYTHON_INLINE PyObject* __Pyx_PyObject_FormatSimpleAndDecref(PyObject* s, PyObject* f);
+static CYTHON_INLINE PyObject* __Pyx_PyObject_FormatAndDecref(PyObject* s, PyObject* f);
+
+/* PyObjectCompare.proto */
+static CYTHON_INLINE int __Pyx_PyObject_CompareBoolLt_object_object(PyObject *op1, PyObject *op2, int pyop);
+
 /* ArgTypeTestError.export */
 static void __Pyx_ArgTypeError(PyObject *obj, PyTypeObject *type, const char *name, int exact);
 
@@ -2945,10 +3150,6 @@ static CYTHON_INLINE void __Pyx_RaiseTooManyValuesError(Py_ssize_t expected);
 
 /* RaiseNeedMoreValuesToUnpack.proto */
 static CYTHON_INLINE void __Pyx_RaiseNeedMoreValuesError(Py_ssize_t index);
-
-/* PyObjectFormatAndDecref.proto */
-static CYTHON_INLINE PyObject* __Pyx_PyObject_FormatSimpleAndDecref(PyObject* s, PyObject* f);
-static CYTHON_INLINE PyObject* __Pyx_PyObject_FormatAndDecref(PyObject* s, PyObject* f);
 
 /* PyObjectCompare.proto */
 static CYTHON_INLINE int __Pyx_PyObject_CompareBoolGt_object_int(PyObject *op1, PyObject *op2, int pyop);
@@ -3808,7 +4009,7 @@ static PyObject *__pyx_7genexpr__pyx_v_6mtlinv_7_native_v;
 static char *__pyx_f_6mtlinv_7_native__buffer_format(__PYX_ENUM_CLASS_DECL mtlinv::DType); /*proto*/
 static struct __pyx_obj_6mtlinv_7_native_Tensor *__pyx_f_6mtlinv_7_native__wrap(mtlinv::Tensor const &); /*proto*/
 static struct __pyx_obj_6mtlinv_7_native_Tensor *__pyx_f_6mtlinv_7_native__operand(PyObject *, PyObject *, PyObject *); /*proto*/
-static PyObject *__pyx_f_6mtlinv_7_native__launches(mtlinv::Plan const &); /*proto*/
+static PyObject *__pyx_f_6mtlinv_7_native__launches(mtlinv::Plan &); /*proto*/
 static PyObject *__pyx_f_6mtlinv_7_native___pyx_unpickle__RawBytes__set_state(struct __pyx_obj_6mtlinv_7_native__RawBytes *, PyObject *); /*proto*/
 static PyObject *__pyx_convert_vector_to_py_int64_t(std::vector<int64_t>  const &); /*proto*/
 static CYTHON_INLINE PyObject *__pyx_convert_PyObject_string_to_py_6libcpp_6string_std__in_string(std::string const &); /*proto*/
@@ -3816,6 +4017,7 @@ static CYTHON_INLINE PyObject *__pyx_convert_PyUnicode_string_to_py_6libcpp_6str
 static CYTHON_INLINE PyObject *__pyx_convert_PyBytes_string_to_py_6libcpp_6string_std__in_string(std::string const &); /*proto*/
 static CYTHON_INLINE PyObject *__pyx_convert_PyByteArray_string_to_py_6libcpp_6string_std__in_string(std::string const &); /*proto*/
 static std::string __pyx_convert_string_from_py_6libcpp_6string_std__in_string(PyObject *); /*proto*/
+static PyObject *__pyx_convert_vector_to_py_size_t(std::vector<size_t>  const &); /*proto*/
 static std::vector<int64_t>  __pyx_convert_vector_from_py_int64_t(PyObject *); /*proto*/
 /* #### Code section: typeinfo ### */
 /* #### Code section: before_global_var ### */
@@ -3855,22 +4057,27 @@ static PyObject *__pyx_pf_6mtlinv_7_native_2rms_norm(CYTHON_UNUSED PyObject *__p
 static PyObject *__pyx_pf_6mtlinv_7_native_4gemv(CYTHON_UNUSED PyObject *__pyx_self, PyObject *__pyx_v_x, PyObject *__pyx_v_w, PyObject *__pyx_v_bias, bool __pyx_v_transpose); /* proto */
 static PyObject *__pyx_pf_6mtlinv_7_native_6matmul(CYTHON_UNUSED PyObject *__pyx_self, PyObject *__pyx_v_a, PyObject *__pyx_v_b); /* proto */
 static PyObject *__pyx_pf_6mtlinv_7_native_8plan_gemv(CYTHON_UNUSED PyObject *__pyx_self, PyObject *__pyx_v_rows, PyObject *__pyx_v_k, PyObject *__pyx_v_n, PyObject *__pyx_v_dtype, PyObject *__pyx_v_limit, PyObject *__pyx_v_transpose, PyObject *__pyx_v_batch, PyObject *__pyx_v_bias); /* proto */
-static PyObject *__pyx_pf_6mtlinv_7_native_10add(CYTHON_UNUSED PyObject *__pyx_self, PyObject *__pyx_v_a, PyObject *__pyx_v_b); /* proto */
-static PyObject *__pyx_pf_6mtlinv_7_native_12swiglu(CYTHON_UNUSED PyObject *__pyx_self, PyObject *__pyx_v_gate, PyObject *__pyx_v_up); /* proto */
-static PyObject *__pyx_pf_6mtlinv_7_native_14write_heads(CYTHON_UNUSED PyObject *__pyx_self, PyObject *__pyx_v_x, struct __pyx_obj_6mtlinv_7_native_Tensor *__pyx_v_dst, int64_t __pyx_v_seq_offset, int64_t __pyx_v_start_pos, int __pyx_v_rotate, float __pyx_v_base); /* proto */
-static PyObject *__pyx_pf_6mtlinv_7_native_16rope_heads(CYTHON_UNUSED PyObject *__pyx_self, PyObject *__pyx_v_x, int64_t __pyx_v_start_pos, float __pyx_v_base); /* proto */
-static PyObject *__pyx_pf_6mtlinv_7_native_18heads_to_rows(CYTHON_UNUSED PyObject *__pyx_self, PyObject *__pyx_v_x); /* proto */
-static PyObject *__pyx_pf_6mtlinv_7_native_20embedding(CYTHON_UNUSED PyObject *__pyx_self, PyObject *__pyx_v_table, PyObject *__pyx_v_ids); /* proto */
-static PyObject *__pyx_pf_6mtlinv_7_native_22_set_emu_check(CYTHON_UNUSED PyObject *__pyx_self, int __pyx_v_on, uint64_t __pyx_v_seed); /* proto */
-static PyObject *__pyx_pf_6mtlinv_7_native_24_emu_check_mode(CYTHON_UNUSED PyObject *__pyx_self); /* proto */
-static PyObject *__pyx_pf_6mtlinv_7_native_26_launch(CYTHON_UNUSED PyObject *__pyx_self, PyObject *__pyx_v_kernel, PyObject *__pyx_v_threadgroups, PyObject *__pyx_v_threads, PyObject *__pyx_v_args, PyObject *__pyx_v_buffers); /* proto */
-static PyObject *__pyx_pf_6mtlinv_7_native_28get_limit(CYTHON_UNUSED PyObject *__pyx_self); /* proto */
-static PyObject *__pyx_pf_6mtlinv_7_native_30set_limit(CYTHON_UNUSED PyObject *__pyx_self, PyObject *__pyx_v_n); /* proto */
-static PyObject *__pyx_pf_6mtlinv_7_native_32_init_limit_from_env(CYTHON_UNUSED PyObject *__pyx_self); /* proto */
-static PyObject *__pyx_pf_6mtlinv_7_native_34device_info(CYTHON_UNUSED PyObject *__pyx_self); /* proto */
+static PyObject *__pyx_pf_6mtlinv_7_native_10qgemv(CYTHON_UNUSED PyObject *__pyx_self, PyObject *__pyx_v_x, PyObject *__pyx_v_wq, PyObject *__pyx_v_scales, PyObject *__pyx_v_biases, int __pyx_v_group_size, int __pyx_v_bits, PyObject *__pyx_v_bias); /* proto */
+static PyObject *__pyx_pf_6mtlinv_7_native_12plan_qgemv(CYTHON_UNUSED PyObject *__pyx_self, PyObject *__pyx_v_rows, PyObject *__pyx_v_k, PyObject *__pyx_v_n, PyObject *__pyx_v_group_size, PyObject *__pyx_v_bits, PyObject *__pyx_v_dtype, PyObject *__pyx_v_limit, PyObject *__pyx_v_bias); /* proto */
+static PyObject *__pyx_pf_6mtlinv_7_native_14sdpa(CYTHON_UNUSED PyObject *__pyx_self, PyObject *__pyx_v_q, PyObject *__pyx_v_k, PyObject *__pyx_v_v, PyObject *__pyx_v_scale, int __pyx_v_causal, PyObject *__pyx_v_kv_len); /* proto */
+static PyObject *__pyx_pf_6mtlinv_7_native_16sdpa_chunk_keys(CYTHON_UNUSED PyObject *__pyx_self, PyObject *__pyx_v_head_dim, PyObject *__pyx_v_dtype); /* proto */
+static PyObject *__pyx_pf_6mtlinv_7_native_18plan_sdpa(CYTHON_UNUSED PyObject *__pyx_self, PyObject *__pyx_v_q_len, PyObject *__pyx_v_kv_len, PyObject *__pyx_v_head_dim, PyObject *__pyx_v_q_heads, PyObject *__pyx_v_kv_heads, PyObject *__pyx_v_batch, PyObject *__pyx_v_capacity, PyObject *__pyx_v_dtype, PyObject *__pyx_v_causal, PyObject *__pyx_v_limit); /* proto */
+static PyObject *__pyx_pf_6mtlinv_7_native_20add(CYTHON_UNUSED PyObject *__pyx_self, PyObject *__pyx_v_a, PyObject *__pyx_v_b); /* proto */
+static PyObject *__pyx_pf_6mtlinv_7_native_22swiglu(CYTHON_UNUSED PyObject *__pyx_self, PyObject *__pyx_v_gate, PyObject *__pyx_v_up); /* proto */
+static PyObject *__pyx_pf_6mtlinv_7_native_24write_heads(CYTHON_UNUSED PyObject *__pyx_self, PyObject *__pyx_v_x, struct __pyx_obj_6mtlinv_7_native_Tensor *__pyx_v_dst, int64_t __pyx_v_seq_offset, int64_t __pyx_v_start_pos, int __pyx_v_rotate, float __pyx_v_base); /* proto */
+static PyObject *__pyx_pf_6mtlinv_7_native_26rope_heads(CYTHON_UNUSED PyObject *__pyx_self, PyObject *__pyx_v_x, int64_t __pyx_v_start_pos, float __pyx_v_base); /* proto */
+static PyObject *__pyx_pf_6mtlinv_7_native_28heads_to_rows(CYTHON_UNUSED PyObject *__pyx_self, PyObject *__pyx_v_x); /* proto */
+static PyObject *__pyx_pf_6mtlinv_7_native_30embedding(CYTHON_UNUSED PyObject *__pyx_self, PyObject *__pyx_v_table, PyObject *__pyx_v_ids); /* proto */
+static PyObject *__pyx_pf_6mtlinv_7_native_32_set_emu_check(CYTHON_UNUSED PyObject *__pyx_self, int __pyx_v_on, uint64_t __pyx_v_seed); /* proto */
+static PyObject *__pyx_pf_6mtlinv_7_native_34_emu_check_mode(CYTHON_UNUSED PyObject *__pyx_self); /* proto */
+static PyObject *__pyx_pf_6mtlinv_7_native_36_launch(CYTHON_UNUSED PyObject *__pyx_self, PyObject *__pyx_v_kernel, PyObject *__pyx_v_threadgroups, PyObject *__pyx_v_threads, PyObject *__pyx_v_args, PyObject *__pyx_v_buffers); /* proto */
+static PyObject *__pyx_pf_6mtlinv_7_native_38get_limit(CYTHON_UNUSED PyObject *__pyx_self); /* proto */
+static PyObject *__pyx_pf_6mtlinv_7_native_40set_limit(CYTHON_UNUSED PyObject *__pyx_self, PyObject *__pyx_v_n); /* proto */
+static PyObject *__pyx_pf_6mtlinv_7_native_42_init_limit_from_env(CYTHON_UNUSED PyObject *__pyx_self); /* proto */
+static PyObject *__pyx_pf_6mtlinv_7_native_44device_info(CYTHON_UNUSED PyObject *__pyx_self); /* proto */
 static PyObject *__pyx_pf_6mtlinv_7_native_12kernel_names_genexpr(CYTHON_UNUSED PyObject *__pyx_self, std::vector<std::string>  __pyx_genexpr_arg_0); /* proto */
-static PyObject *__pyx_pf_6mtlinv_7_native_36kernel_names(CYTHON_UNUSED PyObject *__pyx_self); /* proto */
-static PyObject *__pyx_pf_6mtlinv_7_native_38__pyx_unpickle__RawBytes(CYTHON_UNUSED PyObject *__pyx_self, PyObject *__pyx_v___pyx_type, long __pyx_v___pyx_checksum, PyObject *__pyx_v___pyx_state); /* proto */
+static PyObject *__pyx_pf_6mtlinv_7_native_46kernel_names(CYTHON_UNUSED PyObject *__pyx_self); /* proto */
+static PyObject *__pyx_pf_6mtlinv_7_native_48__pyx_unpickle__RawBytes(CYTHON_UNUSED PyObject *__pyx_self, PyObject *__pyx_v___pyx_type, long __pyx_v___pyx_checksum, PyObject *__pyx_v___pyx_state); /* proto */
 static PyObject *__pyx_tp_new__initialisation_6mtlinv_7_native__RawBytes(PyObject *o, 
 #if CYTHON_VECTORCALL_TPNEW
     PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames
@@ -4046,10 +4253,10 @@ namespace {
     __Pyx_CachedCFunction __pyx_umethod_PyDict_Type_values;
     __Pyx_CachedCFunction __pyx_umethod_PyList_Type__count;
     __Pyx_CachedCFunction __pyx_umethod_PyList_Type__index;
-    PyObject *__pyx_tuple[5];
-    PyObject *__pyx_codeobj_tab[30];
-    PyObject *__pyx_string_tab[253];
-    PyObject *__pyx_number_tab[6];
+    PyObject *__pyx_tuple[6];
+    PyObject *__pyx_codeobj_tab[35];
+    PyObject *__pyx_string_tab[296];
+    PyObject *__pyx_number_tab[12];
 /* #### Code section: module_state_contents ### */
 /* PyFrozenDict.module_state_decls */
 #if CYTHON_COMPILING_IN_LIMITED_API
@@ -4127,259 +4334,308 @@ static __pyx_mstatetype * const __pyx_mstate_global = &__pyx_mstate_global_stati
 #define __pyx_kp_u_has_dtype __pyx_string_tab[3]
 #define __pyx_kp_u_has_no_buffer_protocol_format_u __pyx_string_tab[4]
 #define __pyx_kp_u_is_not_supported_supported __pyx_string_tab[5]
-#define __pyx_kp_u_tree_fragment __pyx_string_tab[6]
-#define __pyx_kp_u__2 __pyx_string_tab[7]
-#define __pyx_kp_u__3 __pyx_string_tab[8]
-#define __pyx_kp_u_dtype_2 __pyx_string_tab[9]
-#define __pyx_kp_u__4 __pyx_string_tab[10]
-#define __pyx_kp_u_expected_float32_float16_or_bfl __pyx_string_tab[11]
-#define __pyx_kp_u_ __pyx_string_tab[12]
-#define __pyx_kp_u_A_bad_shape_value_or_limit __pyx_string_tab[13]
-#define __pyx_kp_u_A_device_allocation_failed __pyx_string_tab[14]
-#define __pyx_kp_u_A_kernel_faulted_emulator_checks __pyx_string_tab[15]
-#define __pyx_kp_u_An_unsupported_dtype_or_operands __pyx_string_tab[16]
-#define __pyx_kp_u_Base_class_of_every_mtlinv_error __pyx_string_tab[17]
-#define __pyx_kp_u_No_device_a_backend_that_is_not __pyx_string_tab[18]
-#define __pyx_kp_u_None __pyx_string_tab[19]
-#define __pyx_kp_u_Note_that_Cython_is_deliberately __pyx_string_tab[20]
-#define __pyx_kp_u_Tensor_memory_is_not_host_visibl __pyx_string_tab[21]
-#define __pyx_kp_u_add_note __pyx_string_tab[22]
-#define __pyx_kp_u_asarray_dtype __pyx_string_tab[23]
-#define __pyx_kp_u_disable __pyx_string_tab[24]
-#define __pyx_kp_u_enable __pyx_string_tab[25]
-#define __pyx_kp_u_gc __pyx_string_tab[26]
-#define __pyx_kp_u_isenabled __pyx_string_tab[27]
-#define __pyx_kp_u_more_than_8_dimensions __pyx_string_tab[28]
-#define __pyx_kp_u_mtlinv_Tensor_shape __pyx_string_tab[29]
-#define __pyx_kp_u_numpy__core_multiarray_failed_to __pyx_string_tab[30]
-#define __pyx_kp_u_numpy__core_umath_failed_to_impo __pyx_string_tab[31]
-#define __pyx_kp_u_pyx__native_pyx __pyx_string_tab[32]
-#define __pyx_kp_u_pyx_decoder_ops_pxi __pyx_string_tab[33]
-#define __pyx_kp_u_pyx_gemv_pxi __pyx_string_tab[34]
-#define __pyx_kp_u_pyx_rms_norm_pxi __pyx_string_tab[35]
-#define __pyx_kp_u_pyx_tensor_pxi __pyx_string_tab[36]
-#define __pyx_kp_u_pyx_testing_pxi __pyx_string_tab[37]
-#define __pyx_kp_u_reshape_cannot_view_shape __pyx_string_tab[38]
-#define __pyx_kp_u_reshape_invalid_shape __pyx_string_tab[39]
-#define __pyx_kp_u_rope_heads_x_must_be_L_H_D_got __pyx_string_tab[40]
-#define __pyx_kp_u_self_c_cannot_be_converted_to_a __pyx_string_tab[41]
-#define __pyx_kp_u_set_limit_limit_must_be_an_int_g __pyx_string_tab[42]
-#define __pyx_kp_u_set_limit_limit_must_be_in_0_2_3 __pyx_string_tab[43]
-#define __pyx_kp_u_this_Tensor_wraps_a_read_only_ar __pyx_string_tab[44]
-#define __pyx_kp_u_use_mtlinv_asarray_array_to_make __pyx_string_tab[45]
-#define __pyx_n_u_DTypeError __pyx_string_tab[46]
-#define __pyx_n_u_DeviceError __pyx_string_tab[47]
-#define __pyx_n_u_InvalidArgumentError __pyx_string_tab[48]
-#define __pyx_n_u_KernelError __pyx_string_tab[49]
-#define __pyx_n_u_MtlinvError __pyx_string_tab[50]
-#define __pyx_n_u_OutOfMemoryError __pyx_string_tab[51]
-#define __pyx_n_u_Tensor __pyx_string_tab[52]
-#define __pyx_n_u_Tensor___array __pyx_string_tab[53]
-#define __pyx_n_u_Tensor___reduce_cython __pyx_string_tab[54]
-#define __pyx_n_u_Tensor___setstate_cython __pyx_string_tab[55]
-#define __pyx_n_u_Tensor_numpy __pyx_string_tab[56]
-#define __pyx_n_u_Tensor_reshape __pyx_string_tab[57]
-#define __pyx_n_u_DTYPE_TO_NUMPY __pyx_string_tab[58]
-#define __pyx_n_u_NUMPY_TO_DTYPE __pyx_string_tab[59]
-#define __pyx_n_u_RawBytes __pyx_string_tab[60]
-#define __pyx_n_u_RawBytes___reduce_cython __pyx_string_tab[61]
-#define __pyx_n_u_RawBytes___setstate_cython __pyx_string_tab[62]
-#define __pyx_n_u_Pyx_PyDict_NextRef __pyx_string_tab[63]
-#define __pyx_n_u_annotate __pyx_string_tab[64]
-#define __pyx_n_u_array __pyx_string_tab[65]
-#define __pyx_n_u_class_getitem __pyx_string_tab[66]
-#define __pyx_n_u_dict __pyx_string_tab[67]
-#define __pyx_n_u_doc __pyx_string_tab[68]
-#define __pyx_n_u_func __pyx_string_tab[69]
-#define __pyx_n_u_getstate __pyx_string_tab[70]
-#define __pyx_n_u_main __pyx_string_tab[71]
-#define __pyx_n_u_metaclass __pyx_string_tab[72]
-#define __pyx_n_u_module __pyx_string_tab[73]
-#define __pyx_n_u_mro_entries __pyx_string_tab[74]
-#define __pyx_n_u_name_2 __pyx_string_tab[75]
-#define __pyx_n_u_new __pyx_string_tab[76]
-#define __pyx_n_u_prepare __pyx_string_tab[77]
-#define __pyx_n_u_pyx_checksum __pyx_string_tab[78]
-#define __pyx_n_u_pyx_result __pyx_string_tab[79]
-#define __pyx_n_u_pyx_state __pyx_string_tab[80]
-#define __pyx_n_u_pyx_type __pyx_string_tab[81]
-#define __pyx_n_u_pyx_unpickle__RawBytes __pyx_string_tab[82]
-#define __pyx_n_u_qualname __pyx_string_tab[83]
-#define __pyx_n_u_reduce __pyx_string_tab[84]
-#define __pyx_n_u_reduce_cython __pyx_string_tab[85]
-#define __pyx_n_u_reduce_ex __pyx_string_tab[86]
-#define __pyx_n_u_set_name __pyx_string_tab[87]
-#define __pyx_n_u_setstate __pyx_string_tab[88]
-#define __pyx_n_u_setstate_cython __pyx_string_tab[89]
-#define __pyx_n_u_test __pyx_string_tab[90]
-#define __pyx_n_u_dict_2 __pyx_string_tab[91]
-#define __pyx_n_u_emu_check_mode __pyx_string_tab[92]
-#define __pyx_n_u_init_limit_from_env __pyx_string_tab[93]
-#define __pyx_n_u_is_coroutine __pyx_string_tab[94]
-#define __pyx_n_u_launch __pyx_string_tab[95]
-#define __pyx_n_u_set_emu_check __pyx_string_tab[96]
-#define __pyx_n_u_a __pyx_string_tab[97]
-#define __pyx_n_u_add __pyx_string_tab[98]
-#define __pyx_n_u_args __pyx_string_tab[99]
-#define __pyx_n_u_asarray __pyx_string_tab[100]
-#define __pyx_n_u_asarray_locals_genexpr __pyx_string_tab[101]
-#define __pyx_n_u_ascontiguousarray __pyx_string_tab[102]
-#define __pyx_n_u_astype __pyx_string_tab[103]
-#define __pyx_n_u_asyncio_coroutines __pyx_string_tab[104]
-#define __pyx_n_u_b __pyx_string_tab[105]
-#define __pyx_n_u_backend __pyx_string_tab[106]
-#define __pyx_n_u_base __pyx_string_tab[107]
-#define __pyx_n_u_batch __pyx_string_tab[108]
-#define __pyx_n_u_bfloat16 __pyx_string_tab[109]
-#define __pyx_n_u_bias __pyx_string_tab[110]
-#define __pyx_n_u_block __pyx_string_tab[111]
-#define __pyx_n_u_buffers __pyx_string_tab[112]
-#define __pyx_n_u_built_backends __pyx_string_tab[113]
-#define __pyx_n_u_c __pyx_string_tab[114]
-#define __pyx_n_u_canonical __pyx_string_tab[115]
-#define __pyx_n_u_cline_in_traceback __pyx_string_tab[116]
-#define __pyx_n_u_close __pyx_string_tab[117]
-#define __pyx_n_u_copy __pyx_string_tab[118]
-#define __pyx_n_u_count __pyx_string_tab[119]
-#define __pyx_n_u_d __pyx_string_tab[120]
-#define __pyx_n_u_data __pyx_string_tab[121]
-#define __pyx_n_u_device_info __pyx_string_tab[122]
-#define __pyx_n_u_dst __pyx_string_tab[123]
-#define __pyx_n_u_dt __pyx_string_tab[124]
-#define __pyx_n_u_dtype __pyx_string_tab[125]
-#define __pyx_n_u_embedding __pyx_string_tab[126]
-#define __pyx_n_u_empty __pyx_string_tab[127]
-#define __pyx_n_u_encode __pyx_string_tab[128]
-#define __pyx_n_u_eps __pyx_string_tab[129]
-#define __pyx_n_u_flags __pyx_string_tab[130]
-#define __pyx_n_u_float16 __pyx_string_tab[131]
-#define __pyx_n_u_float32 __pyx_string_tab[132]
-#define __pyx_n_u_frombuffer __pyx_string_tab[133]
-#define __pyx_n_u_gate __pyx_string_tab[134]
-#define __pyx_n_u_gemv __pyx_string_tab[135]
-#define __pyx_n_u_genexpr __pyx_string_tab[136]
-#define __pyx_n_u_get_limit __pyx_string_tab[137]
-#define __pyx_n_u_grid __pyx_string_tab[138]
-#define __pyx_n_u_heads_to_rows __pyx_string_tab[139]
-#define __pyx_n_u_i __pyx_string_tab[140]
-#define __pyx_n_u_ids __pyx_string_tab[141]
-#define __pyx_n_u_index __pyx_string_tab[142]
-#define __pyx_n_u_int32 __pyx_string_tab[143]
-#define __pyx_n_u_integer __pyx_string_tab[144]
-#define __pyx_n_u_items __pyx_string_tab[145]
-#define __pyx_n_u_itemsize __pyx_string_tab[146]
-#define __pyx_n_u_k __pyx_string_tab[147]
-#define __pyx_n_u_kernel __pyx_string_tab[148]
-#define __pyx_n_u_kernel_names __pyx_string_tab[149]
-#define __pyx_n_u_kernel_names_locals_genexpr __pyx_string_tab[150]
-#define __pyx_n_u_known __pyx_string_tab[151]
-#define __pyx_n_u_launches __pyx_string_tab[152]
-#define __pyx_n_u_limit __pyx_string_tab[153]
-#define __pyx_n_u_matmul __pyx_string_tab[154]
-#define __pyx_n_u_max_threads_per_threadgroup __pyx_string_tab[155]
-#define __pyx_n_u_ml_dtypes __pyx_string_tab[156]
-#define __pyx_n_u_mtlinv__native __pyx_string_tab[157]
-#define __pyx_n_u_n __pyx_string_tab[158]
-#define __pyx_n_u_name __pyx_string_tab[159]
-#define __pyx_n_u_names __pyx_string_tab[160]
-#define __pyx_n_u_ndim __pyx_string_tab[161]
-#define __pyx_n_u_new_2 __pyx_string_tab[162]
-#define __pyx_n_u_next __pyx_string_tab[163]
-#define __pyx_n_u_np __pyx_string_tab[164]
-#define __pyx_n_u_numpy __pyx_string_tab[165]
-#define __pyx_n_u_obj __pyx_string_tab[166]
-#define __pyx_n_u_on __pyx_string_tab[167]
-#define __pyx_n_u_out __pyx_string_tab[168]
-#define __pyx_n_u_p __pyx_string_tab[169]
-#define __pyx_n_u_pb __pyx_string_tab[170]
-#define __pyx_n_u_plan_gemv __pyx_string_tab[171]
-#define __pyx_n_u_pop __pyx_string_tab[172]
-#define __pyx_n_u_prod __pyx_string_tab[173]
-#define __pyx_n_u_raw __pyx_string_tab[174]
-#define __pyx_n_u_reshape __pyx_string_tab[175]
-#define __pyx_n_u_reshape_locals_genexpr __pyx_string_tab[176]
-#define __pyx_n_u_rms_norm __pyx_string_tab[177]
-#define __pyx_n_u_rope_heads __pyx_string_tab[178]
-#define __pyx_n_u_rotate __pyx_string_tab[179]
-#define __pyx_n_u_rows __pyx_string_tab[180]
-#define __pyx_n_u_s __pyx_string_tab[181]
-#define __pyx_n_u_seed __pyx_string_tab[182]
-#define __pyx_n_u_self __pyx_string_tab[183]
-#define __pyx_n_u_send __pyx_string_tab[184]
-#define __pyx_n_u_seq_offset __pyx_string_tab[185]
-#define __pyx_n_u_set_limit __pyx_string_tab[186]
-#define __pyx_n_u_setdefault __pyx_string_tab[187]
-#define __pyx_n_u_shape __pyx_string_tab[188]
-#define __pyx_n_u_simd_width __pyx_string_tab[189]
-#define __pyx_n_u_size __pyx_string_tab[190]
-#define __pyx_n_u_start_pos __pyx_string_tab[191]
-#define __pyx_n_u_state __pyx_string_tab[192]
-#define __pyx_n_u_strides __pyx_string_tab[193]
-#define __pyx_n_u_swiglu __pyx_string_tab[194]
-#define __pyx_n_u_t __pyx_string_tab[195]
-#define __pyx_n_u_ta __pyx_string_tab[196]
-#define __pyx_n_u_table __pyx_string_tab[197]
-#define __pyx_n_u_tb __pyx_string_tab[198]
-#define __pyx_n_u_tensors __pyx_string_tab[199]
-#define __pyx_n_u_tg __pyx_string_tab[200]
-#define __pyx_n_u_threadgroup_memory_bytes __pyx_string_tab[201]
-#define __pyx_n_u_threadgroups __pyx_string_tab[202]
-#define __pyx_n_u_threads __pyx_string_tab[203]
-#define __pyx_n_u_throw __pyx_string_tab[204]
-#define __pyx_n_u_ti __pyx_string_tab[205]
-#define __pyx_n_u_transpose __pyx_string_tab[206]
-#define __pyx_n_u_tt __pyx_string_tab[207]
-#define __pyx_n_u_tu __pyx_string_tab[208]
-#define __pyx_n_u_tw __pyx_string_tab[209]
-#define __pyx_n_u_tx __pyx_string_tab[210]
-#define __pyx_n_u_uint32 __pyx_string_tab[211]
-#define __pyx_n_u_uint8 __pyx_string_tab[212]
-#define __pyx_n_u_up __pyx_string_tab[213]
-#define __pyx_n_u_update __pyx_string_tab[214]
-#define __pyx_n_u_use_setstate __pyx_string_tab[215]
-#define __pyx_n_u_value __pyx_string_tab[216]
-#define __pyx_n_u_values __pyx_string_tab[217]
-#define __pyx_n_u_view __pyx_string_tab[218]
-#define __pyx_n_u_w __pyx_string_tab[219]
-#define __pyx_n_u_weight __pyx_string_tab[220]
-#define __pyx_n_u_write_heads __pyx_string_tab[221]
-#define __pyx_n_u_writeable __pyx_string_tab[222]
-#define __pyx_n_u_x __pyx_string_tab[223]
-#define __pyx_kp_b_iso88591_Q_2 __pyx_string_tab[224]
-#define __pyx_kp_b_iso88591_1 __pyx_string_tab[225]
-#define __pyx_kp_b_iso88591__7 __pyx_string_tab[226]
-#define __pyx_kp_b_iso88591_q_a __pyx_string_tab[227]
-#define __pyx_kp_b_iso88591_z_T_D_4uBa_J_4qPRR___r_2S_Q_QQR __pyx_string_tab[228]
-#define __pyx_kp_b_iso88591_4q_3j __pyx_string_tab[229]
-#define __pyx_kp_b_iso88591_a_3 __pyx_string_tab[230]
-#define __pyx_kp_b_iso88591__8 __pyx_string_tab[231]
-#define __pyx_kp_b_iso88591_XQc_a_oQb_5 __pyx_string_tab[232]
-#define __pyx_kp_b_iso88591_XQc_m81CuA_e1Bd_A_5 __pyx_string_tab[233]
-#define __pyx_kp_b_iso88591_XQfH_HAT_q_har_Rq_5 __pyx_string_tab[234]
-#define __pyx_kp_b_iso88591_XQgYa_WJauM_81EQWWYYZ_k_D_5 __pyx_string_tab[235]
-#define __pyx_kp_b_iso88591_q_q_1HG1_gQ_1A_aq_q_AQ_1G3d_q __pyx_string_tab[236]
-#define __pyx_kp_b_iso88591_q_0_kQR_9HAQ_7_1L_a_1 __pyx_string_tab[237]
-#define __pyx_kp_b_iso88591_D_D_e1N_S_2Q_U_e6_ay_3c_1_Q_z_9 __pyx_string_tab[238]
-#define __pyx_kp_b_iso88591_Q_q_l_vWE_Q_q_t87_q_awk_awk __pyx_string_tab[239]
-#define __pyx_kp_b_iso88591_Q_XQc_a_XQc_a_Q_uG1_XQfHA_Qb_fA __pyx_string_tab[240]
-#define __pyx_kp_b_iso88591_A_3awc_4z_q_WA_E_q_as_3d_q_3fBc __pyx_string_tab[241]
-#define __pyx_kp_b_iso88591_A_4r_3c_81A_Ja_2_fD_xq_A_1_b_at8 __pyx_string_tab[242]
-#define __pyx_kp_b_iso88591__6 __pyx_string_tab[243]
-#define __pyx_kp_b_iso88591_Q __pyx_string_tab[244]
-#define __pyx_kp_b_iso88591_a_2 __pyx_string_tab[245]
-#define __pyx_kp_b_iso88591_z_q_6_E_BfAWCs_1_c_q_5_a_q_wa_E __pyx_string_tab[246]
-#define __pyx_kp_b_iso88591_XQc_a_XQhj_j_4r_Q_5 __pyx_string_tab[247]
-#define __pyx_kp_b_iso88591_A_Q __pyx_string_tab[248]
-#define __pyx_kp_b_iso88591_l_J_ST_XQgQd_5_vS_YoQb_avU_XT_a __pyx_string_tab[249]
-#define __pyx_kp_b_iso88591_Q_XQc_a_r_s_J_4qPRRS_e86_2V1D_R __pyx_string_tab[250]
-#define __pyx_kp_b_iso88591_33HH_XQc_a_Qb_Ct __pyx_string_tab[251]
-#define __pyx_kp_b_iso88591_k_D_a_6_T_6_AQ_1G1A_q_V_Q __pyx_string_tab[252]
-#define __pyx_int_0 __pyx_number_tab[0]
-#define __pyx_int_neg_1 __pyx_number_tab[1]
-#define __pyx_int_1 __pyx_number_tab[2]
-#define __pyx_int_3 __pyx_number_tab[3]
-#define __pyx_int_217318686 __pyx_number_tab[4]
-#define __pyx_int_1073741824 __pyx_number_tab[5]
+#define __pyx_kp_u_is_out_of_range __pyx_string_tab[6]
+#define __pyx_kp_u_tree_fragment __pyx_string_tab[7]
+#define __pyx_kp_u__2 __pyx_string_tab[8]
+#define __pyx_kp_u__3 __pyx_string_tab[9]
+#define __pyx_kp_u_dtype_2 __pyx_string_tab[10]
+#define __pyx_kp_u__4 __pyx_string_tab[11]
+#define __pyx_kp_u_expected_float32_float16_or_bfl __pyx_string_tab[12]
+#define __pyx_kp_u_expected_uint32_packed_quantize __pyx_string_tab[13]
+#define __pyx_kp_u_ __pyx_string_tab[14]
+#define __pyx_kp_u_A_bad_shape_value_or_limit __pyx_string_tab[15]
+#define __pyx_kp_u_A_device_allocation_failed __pyx_string_tab[16]
+#define __pyx_kp_u_A_kernel_faulted_emulator_checks __pyx_string_tab[17]
+#define __pyx_kp_u_An_unsupported_dtype_or_operands __pyx_string_tab[18]
+#define __pyx_kp_u_Base_class_of_every_mtlinv_error __pyx_string_tab[19]
+#define __pyx_kp_u_No_device_a_backend_that_is_not __pyx_string_tab[20]
+#define __pyx_kp_u_None __pyx_string_tab[21]
+#define __pyx_kp_u_Note_that_Cython_is_deliberately __pyx_string_tab[22]
+#define __pyx_kp_u_Tensor_memory_is_not_host_visibl __pyx_string_tab[23]
+#define __pyx_kp_u_add_note __pyx_string_tab[24]
+#define __pyx_kp_u_asarray_dtype __pyx_string_tab[25]
+#define __pyx_kp_u_disable __pyx_string_tab[26]
+#define __pyx_kp_u_enable __pyx_string_tab[27]
+#define __pyx_kp_u_gc __pyx_string_tab[28]
+#define __pyx_kp_u_isenabled __pyx_string_tab[29]
+#define __pyx_kp_u_more_than_8_dimensions __pyx_string_tab[30]
+#define __pyx_kp_u_mtlinv_Tensor_shape __pyx_string_tab[31]
+#define __pyx_kp_u_numpy__core_multiarray_failed_to __pyx_string_tab[32]
+#define __pyx_kp_u_numpy__core_umath_failed_to_impo __pyx_string_tab[33]
+#define __pyx_kp_u_pyx__native_pyx __pyx_string_tab[34]
+#define __pyx_kp_u_pyx_decoder_ops_pxi __pyx_string_tab[35]
+#define __pyx_kp_u_pyx_gemv_pxi __pyx_string_tab[36]
+#define __pyx_kp_u_pyx_qgemv_pxi __pyx_string_tab[37]
+#define __pyx_kp_u_pyx_rms_norm_pxi __pyx_string_tab[38]
+#define __pyx_kp_u_pyx_sdpa_pxi __pyx_string_tab[39]
+#define __pyx_kp_u_pyx_tensor_pxi __pyx_string_tab[40]
+#define __pyx_kp_u_pyx_testing_pxi __pyx_string_tab[41]
+#define __pyx_kp_u_qgemv_wq_has_dtype __pyx_string_tab[42]
+#define __pyx_kp_u_reshape_cannot_view_shape __pyx_string_tab[43]
+#define __pyx_kp_u_reshape_invalid_shape __pyx_string_tab[44]
+#define __pyx_kp_u_rope_heads_x_must_be_L_H_D_got __pyx_string_tab[45]
+#define __pyx_kp_u_sdpa_kv_len_must_be_an_int_got __pyx_string_tab[46]
+#define __pyx_kp_u_sdpa_kv_len __pyx_string_tab[47]
+#define __pyx_kp_u_self_c_cannot_be_converted_to_a __pyx_string_tab[48]
+#define __pyx_kp_u_set_limit_limit_must_be_an_int_g __pyx_string_tab[49]
+#define __pyx_kp_u_set_limit_limit_must_be_in_0_2_3 __pyx_string_tab[50]
+#define __pyx_kp_u_this_Tensor_wraps_a_read_only_ar __pyx_string_tab[51]
+#define __pyx_kp_u_use_mtlinv_asarray_array_to_make __pyx_string_tab[52]
+#define __pyx_n_u_DTypeError __pyx_string_tab[53]
+#define __pyx_n_u_DeviceError __pyx_string_tab[54]
+#define __pyx_n_u_InvalidArgumentError __pyx_string_tab[55]
+#define __pyx_n_u_KernelError __pyx_string_tab[56]
+#define __pyx_n_u_MtlinvError __pyx_string_tab[57]
+#define __pyx_n_u_OutOfMemoryError __pyx_string_tab[58]
+#define __pyx_n_u_Tensor __pyx_string_tab[59]
+#define __pyx_n_u_Tensor___array __pyx_string_tab[60]
+#define __pyx_n_u_Tensor___reduce_cython __pyx_string_tab[61]
+#define __pyx_n_u_Tensor___setstate_cython __pyx_string_tab[62]
+#define __pyx_n_u_Tensor_numpy __pyx_string_tab[63]
+#define __pyx_n_u_Tensor_reshape __pyx_string_tab[64]
+#define __pyx_n_u_DTYPE_TO_NUMPY __pyx_string_tab[65]
+#define __pyx_n_u_NUMPY_TO_DTYPE __pyx_string_tab[66]
+#define __pyx_n_u_RawBytes __pyx_string_tab[67]
+#define __pyx_n_u_RawBytes___reduce_cython __pyx_string_tab[68]
+#define __pyx_n_u_RawBytes___setstate_cython __pyx_string_tab[69]
+#define __pyx_n_u_Pyx_PyDict_NextRef __pyx_string_tab[70]
+#define __pyx_n_u_annotate __pyx_string_tab[71]
+#define __pyx_n_u_array __pyx_string_tab[72]
+#define __pyx_n_u_class_getitem __pyx_string_tab[73]
+#define __pyx_n_u_dict __pyx_string_tab[74]
+#define __pyx_n_u_doc __pyx_string_tab[75]
+#define __pyx_n_u_func __pyx_string_tab[76]
+#define __pyx_n_u_getstate __pyx_string_tab[77]
+#define __pyx_n_u_main __pyx_string_tab[78]
+#define __pyx_n_u_metaclass __pyx_string_tab[79]
+#define __pyx_n_u_module __pyx_string_tab[80]
+#define __pyx_n_u_mro_entries __pyx_string_tab[81]
+#define __pyx_n_u_name_2 __pyx_string_tab[82]
+#define __pyx_n_u_new __pyx_string_tab[83]
+#define __pyx_n_u_prepare __pyx_string_tab[84]
+#define __pyx_n_u_pyx_checksum __pyx_string_tab[85]
+#define __pyx_n_u_pyx_result __pyx_string_tab[86]
+#define __pyx_n_u_pyx_state __pyx_string_tab[87]
+#define __pyx_n_u_pyx_type __pyx_string_tab[88]
+#define __pyx_n_u_pyx_unpickle__RawBytes __pyx_string_tab[89]
+#define __pyx_n_u_qualname __pyx_string_tab[90]
+#define __pyx_n_u_reduce __pyx_string_tab[91]
+#define __pyx_n_u_reduce_cython __pyx_string_tab[92]
+#define __pyx_n_u_reduce_ex __pyx_string_tab[93]
+#define __pyx_n_u_set_name __pyx_string_tab[94]
+#define __pyx_n_u_setstate __pyx_string_tab[95]
+#define __pyx_n_u_setstate_cython __pyx_string_tab[96]
+#define __pyx_n_u_test __pyx_string_tab[97]
+#define __pyx_n_u_dict_2 __pyx_string_tab[98]
+#define __pyx_n_u_emu_check_mode __pyx_string_tab[99]
+#define __pyx_n_u_init_limit_from_env __pyx_string_tab[100]
+#define __pyx_n_u_is_coroutine __pyx_string_tab[101]
+#define __pyx_n_u_launch __pyx_string_tab[102]
+#define __pyx_n_u_set_emu_check __pyx_string_tab[103]
+#define __pyx_n_u_a __pyx_string_tab[104]
+#define __pyx_n_u_add __pyx_string_tab[105]
+#define __pyx_n_u_args __pyx_string_tab[106]
+#define __pyx_n_u_asarray __pyx_string_tab[107]
+#define __pyx_n_u_asarray_locals_genexpr __pyx_string_tab[108]
+#define __pyx_n_u_ascontiguousarray __pyx_string_tab[109]
+#define __pyx_n_u_astype __pyx_string_tab[110]
+#define __pyx_n_u_asyncio_coroutines __pyx_string_tab[111]
+#define __pyx_n_u_b __pyx_string_tab[112]
+#define __pyx_n_u_backend __pyx_string_tab[113]
+#define __pyx_n_u_base __pyx_string_tab[114]
+#define __pyx_n_u_batch __pyx_string_tab[115]
+#define __pyx_n_u_bfloat16 __pyx_string_tab[116]
+#define __pyx_n_u_bias __pyx_string_tab[117]
+#define __pyx_n_u_biases __pyx_string_tab[118]
+#define __pyx_n_u_bits __pyx_string_tab[119]
+#define __pyx_n_u_block __pyx_string_tab[120]
+#define __pyx_n_u_buffers __pyx_string_tab[121]
+#define __pyx_n_u_built_backends __pyx_string_tab[122]
+#define __pyx_n_u_c __pyx_string_tab[123]
+#define __pyx_n_u_canonical __pyx_string_tab[124]
+#define __pyx_n_u_capacity __pyx_string_tab[125]
+#define __pyx_n_u_causal __pyx_string_tab[126]
+#define __pyx_n_u_cline_in_traceback __pyx_string_tab[127]
+#define __pyx_n_u_close __pyx_string_tab[128]
+#define __pyx_n_u_copy __pyx_string_tab[129]
+#define __pyx_n_u_count __pyx_string_tab[130]
+#define __pyx_n_u_d __pyx_string_tab[131]
+#define __pyx_n_u_data __pyx_string_tab[132]
+#define __pyx_n_u_device_info __pyx_string_tab[133]
+#define __pyx_n_u_dst __pyx_string_tab[134]
+#define __pyx_n_u_dt __pyx_string_tab[135]
+#define __pyx_n_u_dtype __pyx_string_tab[136]
+#define __pyx_n_u_embedding __pyx_string_tab[137]
+#define __pyx_n_u_empty __pyx_string_tab[138]
+#define __pyx_n_u_encode __pyx_string_tab[139]
+#define __pyx_n_u_eps __pyx_string_tab[140]
+#define __pyx_n_u_flags __pyx_string_tab[141]
+#define __pyx_n_u_float16 __pyx_string_tab[142]
+#define __pyx_n_u_float32 __pyx_string_tab[143]
+#define __pyx_n_u_float64 __pyx_string_tab[144]
+#define __pyx_n_u_frombuffer __pyx_string_tab[145]
+#define __pyx_n_u_gate __pyx_string_tab[146]
+#define __pyx_n_u_gemv __pyx_string_tab[147]
+#define __pyx_n_u_genexpr __pyx_string_tab[148]
+#define __pyx_n_u_get_limit __pyx_string_tab[149]
+#define __pyx_n_u_grid __pyx_string_tab[150]
+#define __pyx_n_u_group_size __pyx_string_tab[151]
+#define __pyx_n_u_head_dim __pyx_string_tab[152]
+#define __pyx_n_u_heads_to_rows __pyx_string_tab[153]
+#define __pyx_n_u_i __pyx_string_tab[154]
+#define __pyx_n_u_ids __pyx_string_tab[155]
+#define __pyx_n_u_index __pyx_string_tab[156]
+#define __pyx_n_u_int32 __pyx_string_tab[157]
+#define __pyx_n_u_integer __pyx_string_tab[158]
+#define __pyx_n_u_items __pyx_string_tab[159]
+#define __pyx_n_u_itemsize __pyx_string_tab[160]
+#define __pyx_n_u_k __pyx_string_tab[161]
+#define __pyx_n_u_kernel __pyx_string_tab[162]
+#define __pyx_n_u_kernel_names __pyx_string_tab[163]
+#define __pyx_n_u_kernel_names_locals_genexpr __pyx_string_tab[164]
+#define __pyx_n_u_known __pyx_string_tab[165]
+#define __pyx_n_u_kv_heads __pyx_string_tab[166]
+#define __pyx_n_u_kv_len __pyx_string_tab[167]
+#define __pyx_n_u_launches __pyx_string_tab[168]
+#define __pyx_n_u_limit __pyx_string_tab[169]
+#define __pyx_n_u_matmul __pyx_string_tab[170]
+#define __pyx_n_u_max_threads_per_threadgroup __pyx_string_tab[171]
+#define __pyx_n_u_ml_dtypes __pyx_string_tab[172]
+#define __pyx_n_u_mtlinv__native __pyx_string_tab[173]
+#define __pyx_n_u_n __pyx_string_tab[174]
+#define __pyx_n_u_name __pyx_string_tab[175]
+#define __pyx_n_u_names __pyx_string_tab[176]
+#define __pyx_n_u_ndarray __pyx_string_tab[177]
+#define __pyx_n_u_ndim __pyx_string_tab[178]
+#define __pyx_n_u_new_2 __pyx_string_tab[179]
+#define __pyx_n_u_next __pyx_string_tab[180]
+#define __pyx_n_u_np __pyx_string_tab[181]
+#define __pyx_n_u_numpy __pyx_string_tab[182]
+#define __pyx_n_u_o __pyx_string_tab[183]
+#define __pyx_n_u_obj __pyx_string_tab[184]
+#define __pyx_n_u_on __pyx_string_tab[185]
+#define __pyx_n_u_out __pyx_string_tab[186]
+#define __pyx_n_u_p __pyx_string_tab[187]
+#define __pyx_n_u_pb __pyx_string_tab[188]
+#define __pyx_n_u_plan_gemv __pyx_string_tab[189]
+#define __pyx_n_u_plan_qgemv __pyx_string_tab[190]
+#define __pyx_n_u_plan_sdpa __pyx_string_tab[191]
+#define __pyx_n_u_pop __pyx_string_tab[192]
+#define __pyx_n_u_prod __pyx_string_tab[193]
+#define __pyx_n_u_q __pyx_string_tab[194]
+#define __pyx_n_u_q_heads __pyx_string_tab[195]
+#define __pyx_n_u_q_len __pyx_string_tab[196]
+#define __pyx_n_u_qgemv __pyx_string_tab[197]
+#define __pyx_n_u_raw __pyx_string_tab[198]
+#define __pyx_n_u_reshape __pyx_string_tab[199]
+#define __pyx_n_u_reshape_locals_genexpr __pyx_string_tab[200]
+#define __pyx_n_u_rms_norm __pyx_string_tab[201]
+#define __pyx_n_u_rope_heads __pyx_string_tab[202]
+#define __pyx_n_u_rotate __pyx_string_tab[203]
+#define __pyx_n_u_rows __pyx_string_tab[204]
+#define __pyx_n_u_s __pyx_string_tab[205]
+#define __pyx_n_u_scale __pyx_string_tab[206]
+#define __pyx_n_u_scales __pyx_string_tab[207]
+#define __pyx_n_u_scratch_bytes __pyx_string_tab[208]
+#define __pyx_n_u_sdpa __pyx_string_tab[209]
+#define __pyx_n_u_sdpa_chunk_keys __pyx_string_tab[210]
+#define __pyx_n_u_seed __pyx_string_tab[211]
+#define __pyx_n_u_self __pyx_string_tab[212]
+#define __pyx_n_u_send __pyx_string_tab[213]
+#define __pyx_n_u_seq_offset __pyx_string_tab[214]
+#define __pyx_n_u_set_limit __pyx_string_tab[215]
+#define __pyx_n_u_setdefault __pyx_string_tab[216]
+#define __pyx_n_u_shape __pyx_string_tab[217]
+#define __pyx_n_u_simd_width __pyx_string_tab[218]
+#define __pyx_n_u_size __pyx_string_tab[219]
+#define __pyx_n_u_start_pos __pyx_string_tab[220]
+#define __pyx_n_u_state __pyx_string_tab[221]
+#define __pyx_n_u_strides __pyx_string_tab[222]
+#define __pyx_n_u_swiglu __pyx_string_tab[223]
+#define __pyx_n_u_t __pyx_string_tab[224]
+#define __pyx_n_u_ta __pyx_string_tab[225]
+#define __pyx_n_u_table __pyx_string_tab[226]
+#define __pyx_n_u_tb __pyx_string_tab[227]
+#define __pyx_n_u_tbs __pyx_string_tab[228]
+#define __pyx_n_u_tensors __pyx_string_tab[229]
+#define __pyx_n_u_tg __pyx_string_tab[230]
+#define __pyx_n_u_threadgroup_memory_bytes __pyx_string_tab[231]
+#define __pyx_n_u_threadgroups __pyx_string_tab[232]
+#define __pyx_n_u_threads __pyx_string_tab[233]
+#define __pyx_n_u_throw __pyx_string_tab[234]
+#define __pyx_n_u_ti __pyx_string_tab[235]
+#define __pyx_n_u_tk __pyx_string_tab[236]
+#define __pyx_n_u_tq __pyx_string_tab[237]
+#define __pyx_n_u_transpose __pyx_string_tab[238]
+#define __pyx_n_u_ts __pyx_string_tab[239]
+#define __pyx_n_u_tt __pyx_string_tab[240]
+#define __pyx_n_u_tu __pyx_string_tab[241]
+#define __pyx_n_u_tv __pyx_string_tab[242]
+#define __pyx_n_u_tw __pyx_string_tab[243]
+#define __pyx_n_u_twq __pyx_string_tab[244]
+#define __pyx_n_u_tx __pyx_string_tab[245]
+#define __pyx_n_u_uint32 __pyx_string_tab[246]
+#define __pyx_n_u_uint8 __pyx_string_tab[247]
+#define __pyx_n_u_up __pyx_string_tab[248]
+#define __pyx_n_u_update __pyx_string_tab[249]
+#define __pyx_n_u_use_setstate __pyx_string_tab[250]
+#define __pyx_n_u_v __pyx_string_tab[251]
+#define __pyx_n_u_value __pyx_string_tab[252]
+#define __pyx_n_u_values __pyx_string_tab[253]
+#define __pyx_n_u_view __pyx_string_tab[254]
+#define __pyx_n_u_w __pyx_string_tab[255]
+#define __pyx_n_u_weight __pyx_string_tab[256]
+#define __pyx_n_u_wq __pyx_string_tab[257]
+#define __pyx_n_u_wq_array __pyx_string_tab[258]
+#define __pyx_n_u_write_heads __pyx_string_tab[259]
+#define __pyx_n_u_writeable __pyx_string_tab[260]
+#define __pyx_n_u_x __pyx_string_tab[261]
+#define __pyx_kp_b_iso88591_Q_2 __pyx_string_tab[262]
+#define __pyx_kp_b_iso88591_1 __pyx_string_tab[263]
+#define __pyx_kp_b_iso88591__7 __pyx_string_tab[264]
+#define __pyx_kp_b_iso88591_q_a __pyx_string_tab[265]
+#define __pyx_kp_b_iso88591_z_T_D_4uBa_J_4qPRR___r_2S_Q_QQR __pyx_string_tab[266]
+#define __pyx_kp_b_iso88591_4q_3j __pyx_string_tab[267]
+#define __pyx_kp_b_iso88591_a_3 __pyx_string_tab[268]
+#define __pyx_kp_b_iso88591__8 __pyx_string_tab[269]
+#define __pyx_kp_b_iso88591_XQc_a_oQb_5 __pyx_string_tab[270]
+#define __pyx_kp_b_iso88591_XQc_m81CuA_e1Bd_A_5 __pyx_string_tab[271]
+#define __pyx_kp_b_iso88591_XQfH_HAT_q_har_Rq_5 __pyx_string_tab[272]
+#define __pyx_kp_b_iso88591_XQgYa_WJauM_81EQWWYYZ_k_D_5 __pyx_string_tab[273]
+#define __pyx_kp_b_iso88591_q_q_1HG1_gQ_1A_aq_q_AQ_1G3d_q __pyx_string_tab[274]
+#define __pyx_kp_b_iso88591_q_0_kQR_9HAQ_7_1L_a_1 __pyx_string_tab[275]
+#define __pyx_kp_b_iso88591_D_D_e1N_S_2Q_U_e6_ay_3c_1_Q_z_9 __pyx_string_tab[276]
+#define __pyx_kp_b_iso88591_Q_q_l_vWE_Q_q_t87_q_awk_awk __pyx_string_tab[277]
+#define __pyx_kp_b_iso88591_Q_XQc_a_XQc_a_Q_uG1_XQfHA_Qb_fA __pyx_string_tab[278]
+#define __pyx_kp_b_iso88591_A_3awc_4z_q_WA_E_q_as_3d_q_3fBc __pyx_string_tab[279]
+#define __pyx_kp_b_iso88591_A_4r_3c_81A_Ja_2_fD_xq_A_1_b_at8 __pyx_string_tab[280]
+#define __pyx_kp_b_iso88591__6 __pyx_string_tab[281]
+#define __pyx_kp_b_iso88591_Q __pyx_string_tab[282]
+#define __pyx_kp_b_iso88591_a_2 __pyx_string_tab[283]
+#define __pyx_kp_b_iso88591_z_q_6_E_BfAWCs_1_c_q_5_a_q_wa_E __pyx_string_tab[284]
+#define __pyx_kp_b_iso88591_31_XQc_a_XQc_a_XQc_a_Zq_q_Ye1Jf __pyx_string_tab[285]
+#define __pyx_kp_b_iso88591_XQc_a_XQhj_j_4r_Q_5 __pyx_string_tab[286]
+#define __pyx_kp_b_iso88591_A_Q __pyx_string_tab[287]
+#define __pyx_kp_b_iso88591_l_J_ST_XQgQd_5_vS_YoQb_avU_XT_a __pyx_string_tab[288]
+#define __pyx_kp_b_iso88591_a_AZ_ar_q_e7RWWggiinno __pyx_string_tab[289]
+#define __pyx_kp_b_iso88591_oX5FlRS_WAT_vS_8_q_YoQb_avU_q_f __pyx_string_tab[290]
+#define __pyx_kp_b_iso88591_k_Yo_1_XQj_AXQj_y_RYYZ_9Cz_YoQb __pyx_string_tab[291]
+#define __pyx_kp_b_iso88591_Q_XQc_a_r_s_J_4qPRRS_e86_2V1D_R __pyx_string_tab[292]
+#define __pyx_kp_b_iso88591_33HH_XQc_a_Qb_Ct __pyx_string_tab[293]
+#define __pyx_kp_b_iso88591_a_XQc_a_t_Qd_2XQa_87_Rq_A_31HA __pyx_string_tab[294]
+#define __pyx_kp_b_iso88591_k_D_a_6_T_6_AQ_1G1A_q_V_Q __pyx_string_tab[295]
+#define __pyx_float_neg_0_5 __pyx_number_tab[0]
+#define __pyx_int_0 __pyx_number_tab[1]
+#define __pyx_int_neg_1 __pyx_number_tab[2]
+#define __pyx_int_1 __pyx_number_tab[3]
+#define __pyx_int_3 __pyx_number_tab[4]
+#define __pyx_int_4 __pyx_number_tab[5]
+#define __pyx_int_64 __pyx_number_tab[6]
+#define __pyx_int_128 __pyx_number_tab[7]
+#define __pyx_int_217318686 __pyx_number_tab[8]
+#define __pyx_int_1073741824 __pyx_number_tab[9]
+#define __pyx_int_0x4000000000000000 __pyx_number_tab[10]
+#define __pyx_int_neg_4611686018427387904 __pyx_number_tab[11]
 /* #### Code section: module_state_clear ### */
 #if CYTHON_USE_MODULE_STATE
 static CYTHON_SMALL_CODE int __pyx_m_clear(PyObject *m) {
@@ -4425,10 +4681,10 @@ static CYTHON_SMALL_CODE int __pyx_m_clear(PyObject *m) {
   Py_CLEAR(clear_module_state->__pyx_umethod_PyDict_Type_values.method);
   Py_CLEAR(clear_module_state->__pyx_umethod_PyList_Type__count.method);
   Py_CLEAR(clear_module_state->__pyx_umethod_PyList_Type__index.method);
-  for (int i=0; i<5; ++i) { Py_CLEAR(clear_module_state->__pyx_tuple[i]); }
-  for (int i=0; i<30; ++i) { Py_CLEAR(clear_module_state->__pyx_codeobj_tab[i]); }
-  for (int i=0; i<253; ++i) { Py_CLEAR(clear_module_state->__pyx_string_tab[i]); }
-  for (int i=0; i<6; ++i) { Py_CLEAR(clear_module_state->__pyx_number_tab[i]); }
+  for (int i=0; i<6; ++i) { Py_CLEAR(clear_module_state->__pyx_tuple[i]); }
+  for (int i=0; i<35; ++i) { Py_CLEAR(clear_module_state->__pyx_codeobj_tab[i]); }
+  for (int i=0; i<296; ++i) { Py_CLEAR(clear_module_state->__pyx_string_tab[i]); }
+  for (int i=0; i<12; ++i) { Py_CLEAR(clear_module_state->__pyx_number_tab[i]); }
 /* #### Code section: module_state_clear_contents ### */
 /* CommonTypesMetaclass.module_state_clear */
 Py_CLEAR(clear_module_state->__pyx_CommonTypesMetaclassType);
@@ -4485,10 +4741,10 @@ static CYTHON_SMALL_CODE int __pyx_m_traverse(PyObject *m, visitproc visit, void
   Py_VISIT(traverse_module_state->__pyx_umethod_PyDict_Type_values.method);
   Py_VISIT(traverse_module_state->__pyx_umethod_PyList_Type__count.method);
   Py_VISIT(traverse_module_state->__pyx_umethod_PyList_Type__index.method);
-  for (int i=0; i<5; ++i) { __Pyx_VISIT_CONST(traverse_module_state->__pyx_tuple[i]); }
-  for (int i=0; i<30; ++i) { __Pyx_VISIT_CONST(traverse_module_state->__pyx_codeobj_tab[i]); }
-  for (int i=0; i<253; ++i) { __Pyx_VISIT_CONST(traverse_module_state->__pyx_string_tab[i]); }
-  for (int i=0; i<6; ++i) { __Pyx_VISIT_CONST(traverse_module_state->__pyx_number_tab[i]); }
+  for (int i=0; i<6; ++i) { __Pyx_VISIT_CONST(traverse_module_state->__pyx_tuple[i]); }
+  for (int i=0; i<35; ++i) { __Pyx_VISIT_CONST(traverse_module_state->__pyx_codeobj_tab[i]); }
+  for (int i=0; i<296; ++i) { __Pyx_VISIT_CONST(traverse_module_state->__pyx_string_tab[i]); }
+  for (int i=0; i<12; ++i) { __Pyx_VISIT_CONST(traverse_module_state->__pyx_number_tab[i]); }
 /* #### Code section: module_state_traverse_contents ### */
 /* CommonTypesMetaclass.module_state_traverse */
 Py_VISIT(traverse_module_state->__pyx_CommonTypesMetaclassType);
@@ -5083,6 +5339,169 @@ static std::string __pyx_convert_string_from_py_6libcpp_6string_std__in_string(P
 
 
 
+  return __pyx_r;
+}
+
+/* "vector.to_py":79
+ *     const Py_ssize_t PY_SSIZE_T_MAX
+ * 
+ * @cname("__pyx_convert_vector_to_py_size_t")             # <<<<<<<<<<<<<<
+ * cdef object __pyx_convert_vector_to_py_size_t(const __pyx_cpp_vector[X]& v):
+ *     if v.size() > <size_t> PY_SSIZE_T_MAX:
+*/
+
+static PyObject *__pyx_convert_vector_to_py_size_t(std::vector<size_t>  const &__pyx_v_v) {
+  Py_ssize_t __pyx_v_v_size_signed;
+  PyObject *__pyx_v_o = NULL;
+  Py_ssize_t __pyx_v_i;
+  PyObject *__pyx_v_item = 0;
+  PyObject *__pyx_r = NULL;
+  __Pyx_RefNannyDeclarations
+  int __pyx_t_1;
+  PyObject *__pyx_t_2 = NULL;
+  Py_ssize_t __pyx_t_3;
+  Py_ssize_t __pyx_t_4;
+  Py_ssize_t __pyx_t_5;
+  int __pyx_t_6;
+  int __pyx_lineno = 0;
+  const char *__pyx_filename = NULL;
+  int __pyx_clineno = 0;
+  __Pyx_RefNannySetupContext("__pyx_convert_vector_to_py_size_t", 0);
+
+  /* "vector.to_py":81
+ * @cname("__pyx_convert_vector_to_py_size_t")
+ * cdef object __pyx_convert_vector_to_py_size_t(const __pyx_cpp_vector[X]& v):
+ *     if v.size() > <size_t> PY_SSIZE_T_MAX:             # <<<<<<<<<<<<<<
+ *         raise MemoryError()
+ *     v_size_signed = <Py_ssize_t> v.size()
+*/
+  __pyx_t_1 = (__pyx_v_v.size() > ((size_t)PY_SSIZE_T_MAX));
+
+  if (unlikely(__pyx_t_1)) {
+
+
+    /* "vector.to_py":82
+ * cdef object __pyx_convert_vector_to_py_size_t(const __pyx_cpp_vector[X]& v):
+ *     if v.size() > <size_t> PY_SSIZE_T_MAX:
+ *         raise MemoryError()             # <<<<<<<<<<<<<<
+ *     v_size_signed = <Py_ssize_t> v.size()
+ * 
+*/
+    PyErr_NoMemory(); __PYX_ERR(1, 82, __pyx_L1_error)
+
+    /* "vector.to_py":81
+ * @cname("__pyx_convert_vector_to_py_size_t")
+ * cdef object __pyx_convert_vector_to_py_size_t(const __pyx_cpp_vector[X]& v):
+ *     if v.size() > <size_t> PY_SSIZE_T_MAX:             # <<<<<<<<<<<<<<
+ *         raise MemoryError()
+ *     v_size_signed = <Py_ssize_t> v.size()
+*/
+  }
+
+  /* "vector.to_py":83
+ *     if v.size() > <size_t> PY_SSIZE_T_MAX:
+ *         raise MemoryError()
+ *     v_size_signed = <Py_ssize_t> v.size()             # <<<<<<<<<<<<<<
+ * 
+ *     o = PyList_New(v_size_signed)
+*/
+  __pyx_v_v_size_signed = ((Py_ssize_t)__pyx_v_v.size());
+
+  /* "vector.to_py":85
+ *     v_size_signed = <Py_ssize_t> v.size()
+ * 
+ *     o = PyList_New(v_size_signed)             # <<<<<<<<<<<<<<
+ * 
+ *     cdef Py_ssize_t i
+*/
+  __pyx_t_2 = PyList_New(__pyx_v_v_size_signed); if (unlikely(!__pyx_t_2)) __PYX_ERR(1, 85, __pyx_L1_error)
+  __Pyx_GOTREF(__pyx_t_2);
+  __pyx_v_o = __pyx_t_2;
+  __pyx_t_2 = 0;
+
+  /* "vector.to_py":90
+ *     cdef object item
+ * 
+ *     for i in range(v_size_signed):             # <<<<<<<<<<<<<<
+ *         item = v[i]
+ *         Py_INCREF(item)
+*/
+
+  __pyx_t_3 = __pyx_v_v_size_signed;
+  __pyx_t_4 = __pyx_t_3;
+
+  for (__pyx_t_5 = 0; __pyx_t_5 < __pyx_t_4; __pyx_t_5+=1) {
+    __pyx_v_i = __pyx_t_5;
+
+    /* "vector.to_py":91
+ * 
+ *     for i in range(v_size_signed):
+ *         item = v[i]             # <<<<<<<<<<<<<<
+ *         Py_INCREF(item)
+ *         __Pyx_PyList_SET_ITEM(o, i, item)
+*/
+    __pyx_t_2 = __Pyx_PyLong_FromSize_t((__pyx_v_v[__pyx_v_i])); if (unlikely(!__pyx_t_2)) __PYX_ERR(1, 91, __pyx_L1_error)
+    __Pyx_GOTREF(__pyx_t_2);
+    __Pyx_XDECREF_SET(__pyx_v_item, __pyx_t_2);
+    __pyx_t_2 = 0;
+
+    /* "vector.to_py":92
+ *     for i in range(v_size_signed):
+ *         item = v[i]
+ *         Py_INCREF(item)             # <<<<<<<<<<<<<<
+ *         __Pyx_PyList_SET_ITEM(o, i, item)
+ * 
+*/
+    Py_INCREF(__pyx_v_item);
+
+    /* "vector.to_py":93
+ *         item = v[i]
+ *         Py_INCREF(item)
+ *         __Pyx_PyList_SET_ITEM(o, i, item)             # <<<<<<<<<<<<<<
+ * 
+ *     return o
+*/
+    __pyx_t_6 = __Pyx_PyList_SET_ITEM(__pyx_v_o, __pyx_v_i, __pyx_v_item); if (unlikely(__pyx_t_6 == ((int)-1))) __PYX_ERR(1, 93, __pyx_L1_error)
+
+  }
+
+
+  /* "vector.to_py":95
+ *         __Pyx_PyList_SET_ITEM(o, i, item)
+ * 
+ *     return o             # <<<<<<<<<<<<<<
+*/
+  {
+    PyObject *__pyx_temp;
+    {
+      __pyx_temp = __pyx_r;
+      __Pyx_INCREF(__pyx_v_o);
+      __pyx_r = __pyx_v_o;
+    }
+    __Pyx_XDECREF(__pyx_temp);
+  }
+  goto __pyx_L0;
+
+  /* "vector.to_py":79
+ *     const Py_ssize_t PY_SSIZE_T_MAX
+ * 
+ * @cname("__pyx_convert_vector_to_py_size_t")             # <<<<<<<<<<<<<<
+ * cdef object __pyx_convert_vector_to_py_size_t(const __pyx_cpp_vector[X]& v):
+ *     if v.size() > <size_t> PY_SSIZE_T_MAX:
+*/
+
+  /* function exit code */
+  __pyx_L1_error:;
+  __Pyx_XDECREF(__pyx_t_2);
+  __Pyx_AddTraceback("vector.to_py.__pyx_convert_vector_to_py_size_t", __pyx_clineno, __pyx_lineno, __pyx_filename);
+  __pyx_r = 0;
+  __pyx_L0:;
+
+  __Pyx_XDECREF(__pyx_v_o);
+
+  __Pyx_XDECREF(__pyx_v_item);
+  __Pyx_XGIVEREF(__pyx_r);
+  __Pyx_RefNannyFinishContext();
   return __pyx_r;
 }
 
@@ -11904,23 +12323,25 @@ static struct __pyx_obj_6mtlinv_7_native_Tensor *__pyx_f_6mtlinv_7_native__opera
   PyObject *__pyx_t_8 = NULL;
   size_t __pyx_t_9;
   int __pyx_t_10;
-  PyObject *__pyx_t_11 = NULL;
-  PyObject *__pyx_t_12 = NULL;
+  int __pyx_t_11;
+  int __pyx_t_12;
   PyObject *__pyx_t_13 = NULL;
   PyObject *__pyx_t_14 = NULL;
   PyObject *__pyx_t_15 = NULL;
-  PyObject *__pyx_t_16[5];
-  Py_ssize_t __pyx_t_17;
-  PyObject *__pyx_t_18 = NULL;
-  int __pyx_t_19;
-  char const *__pyx_t_20;
-  PyObject *__pyx_t_21 = NULL;
-  PyObject *__pyx_t_22 = NULL;
+  PyObject *__pyx_t_16 = NULL;
+  PyObject *__pyx_t_17 = NULL;
+  PyObject *__pyx_t_18[5];
+  Py_ssize_t __pyx_t_19;
+  PyObject *__pyx_t_20 = NULL;
+  int __pyx_t_21;
+  char const *__pyx_t_22;
   PyObject *__pyx_t_23 = NULL;
   PyObject *__pyx_t_24 = NULL;
   PyObject *__pyx_t_25 = NULL;
   PyObject *__pyx_t_26 = NULL;
-  PyObject *__pyx_t_27[6];
+  PyObject *__pyx_t_27 = NULL;
+  PyObject *__pyx_t_28 = NULL;
+  PyObject *__pyx_t_29[6];
   int __pyx_lineno = 0;
   const char *__pyx_filename = NULL;
   int __pyx_clineno = 0;
@@ -11970,7 +12391,7 @@ static struct __pyx_obj_6mtlinv_7_native_Tensor *__pyx_f_6mtlinv_7_native__opera
  *         return obj
  *     try:             # <<<<<<<<<<<<<<
  *         a = np.asarray(obj)
- *     except Exception as e:
+ *         if not isinstance(obj, np.ndarray) and a.dtype == np.float64:
 */
   {
     __Pyx_PyThreadState_declare
@@ -11985,8 +12406,8 @@ static struct __pyx_obj_6mtlinv_7_native_Tensor *__pyx_f_6mtlinv_7_native__opera
  *         return obj
  *     try:
  *         a = np.asarray(obj)             # <<<<<<<<<<<<<<
- *     except Exception as e:
- *         raise InvalidArgumentError(f"{op}: {name} cannot be converted to an array: {e}") from None
+ *         if not isinstance(obj, np.ndarray) and a.dtype == np.float64:
+ *             a = a.astype(np.float32)  # Python floats and lists: float32, the widest dtype the kernels take
 */
       __pyx_t_6 = NULL;
       __Pyx_GetModuleGlobalName(__pyx_t_7, __pyx_mstate_global->__pyx_n_u_np); if (unlikely(!__pyx_t_7)) __PYX_ERR(3, 193, __pyx_L4_error)
@@ -12017,12 +12438,89 @@ static struct __pyx_obj_6mtlinv_7_native_Tensor *__pyx_f_6mtlinv_7_native__opera
       __pyx_v_a = __pyx_t_5;
       __pyx_t_5 = 0;
 
+      /* "pyx/tensor.pxi":194
+ *     try:
+ *         a = np.asarray(obj)
+ *         if not isinstance(obj, np.ndarray) and a.dtype == np.float64:             # <<<<<<<<<<<<<<
+ *             a = a.astype(np.float32)  # Python floats and lists: float32, the widest dtype the kernels take
+ *     except Exception as e:
+*/
+      __Pyx_GetModuleGlobalName(__pyx_t_5, __pyx_mstate_global->__pyx_n_u_np); if (unlikely(!__pyx_t_5)) __PYX_ERR(3, 194, __pyx_L4_error)
+      __Pyx_GOTREF(__pyx_t_5);
+      __pyx_t_8 = __Pyx_PyObject_GetAttrStr(__pyx_t_5, __pyx_mstate_global->__pyx_n_u_ndarray); if (unlikely(!__pyx_t_8)) __PYX_ERR(3, 194, __pyx_L4_error)
+      __Pyx_GOTREF(__pyx_t_8);
+      __Pyx_DECREF(__pyx_t_5); __pyx_t_5 = 0;
+      __pyx_t_10 = PyObject_IsInstance(__pyx_v_obj, __pyx_t_8); if (unlikely(__pyx_t_10 == ((int)-1))) __PYX_ERR(3, 194, __pyx_L4_error)
+      __Pyx_DECREF(__pyx_t_8); __pyx_t_8 = 0;
+      __pyx_t_11 = (!__pyx_t_10);
+
+
+      if (__pyx_t_11) {
+
+      } else {
+
+        __pyx_t_1 = __pyx_t_11;
+
+        goto __pyx_L11_bool_binop_done;
+      }
+      __pyx_t_8 = __Pyx_PyObject_GetAttrStr(__pyx_v_a, __pyx_mstate_global->__pyx_n_u_dtype); if (unlikely(!__pyx_t_8)) __PYX_ERR(3, 194, __pyx_L4_error)
+      __Pyx_GOTREF(__pyx_t_8);
+      __Pyx_GetModuleGlobalName(__pyx_t_5, __pyx_mstate_global->__pyx_n_u_np); if (unlikely(!__pyx_t_5)) __PYX_ERR(3, 194, __pyx_L4_error)
+      __Pyx_GOTREF(__pyx_t_5);
+      __pyx_t_6 = __Pyx_PyObject_GetAttrStr(__pyx_t_5, __pyx_mstate_global->__pyx_n_u_float64); if (unlikely(!__pyx_t_6)) __PYX_ERR(3, 194, __pyx_L4_error)
+      __Pyx_GOTREF(__pyx_t_6);
+      __Pyx_DECREF(__pyx_t_5); __pyx_t_5 = 0;
+      __pyx_t_11 = __Pyx_PyObject_CompareBoolEq_object_object(__pyx_t_8, __pyx_t_6, Py_EQ); if (unlikely((__pyx_t_11 < 0))) __PYX_ERR(3, 194, __pyx_L4_error)
+      __Pyx_DECREF(__pyx_t_8); __pyx_t_8 = 0;
+      __Pyx_DECREF(__pyx_t_6); __pyx_t_6 = 0;
+
+      __pyx_t_1 = __pyx_t_11;
+
+      __pyx_L11_bool_binop_done:;
+      if (__pyx_t_1) {
+
+
+        /* "pyx/tensor.pxi":195
+ *         a = np.asarray(obj)
+ *         if not isinstance(obj, np.ndarray) and a.dtype == np.float64:
+ *             a = a.astype(np.float32)  # Python floats and lists: float32, the widest dtype the kernels take             # <<<<<<<<<<<<<<
+ *     except Exception as e:
+ *         raise InvalidArgumentError(f"{op}: {name} cannot be converted to an array: {e}") from None
+*/
+        __pyx_t_8 = __pyx_v_a;
+        __Pyx_INCREF(__pyx_t_8);
+        __Pyx_GetModuleGlobalName(__pyx_t_5, __pyx_mstate_global->__pyx_n_u_np); if (unlikely(!__pyx_t_5)) __PYX_ERR(3, 195, __pyx_L4_error)
+        __Pyx_GOTREF(__pyx_t_5);
+        __pyx_t_7 = __Pyx_PyObject_GetAttrStr(__pyx_t_5, __pyx_mstate_global->__pyx_n_u_float32); if (unlikely(!__pyx_t_7)) __PYX_ERR(3, 195, __pyx_L4_error)
+        __Pyx_GOTREF(__pyx_t_7);
+        __Pyx_DECREF(__pyx_t_5); __pyx_t_5 = 0;
+        __pyx_t_9 = 0;
+        {
+          PyObject *__pyx_callargs[2] = {__pyx_t_8, __pyx_t_7};
+          __pyx_t_6 = __Pyx_PyObject_FastCallMethod((PyObject*)__pyx_mstate_global->__pyx_n_u_astype, __pyx_callargs+__pyx_t_9, (2-__pyx_t_9) | (1*__Pyx_PY_VECTORCALL_ARGUMENTS_OFFSET));
+          __Pyx_XDECREF(__pyx_t_8); __pyx_t_8 = 0;
+          __Pyx_DECREF(__pyx_t_7); __pyx_t_7 = 0;
+          if (unlikely(!__pyx_t_6)) __PYX_ERR(3, 195, __pyx_L4_error)
+          __Pyx_GOTREF(__pyx_t_6);
+        }
+        __Pyx_DECREF_SET(__pyx_v_a, __pyx_t_6);
+        __pyx_t_6 = 0;
+
+        /* "pyx/tensor.pxi":194
+ *     try:
+ *         a = np.asarray(obj)
+ *         if not isinstance(obj, np.ndarray) and a.dtype == np.float64:             # <<<<<<<<<<<<<<
+ *             a = a.astype(np.float32)  # Python floats and lists: float32, the widest dtype the kernels take
+ *     except Exception as e:
+*/
+      }
+
       /* "pyx/tensor.pxi":192
  *     if isinstance(obj, Tensor):
  *         return obj
  *     try:             # <<<<<<<<<<<<<<
  *         a = np.asarray(obj)
- *     except Exception as e:
+ *         if not isinstance(obj, np.ndarray) and a.dtype == np.float64:
 */
     }
     __Pyx_XDECREF(__pyx_t_2); __pyx_t_2 = 0;
@@ -12035,127 +12533,127 @@ static struct __pyx_obj_6mtlinv_7_native_Tensor *__pyx_f_6mtlinv_7_native__opera
     __Pyx_XDECREF(__pyx_t_7); __pyx_t_7 = 0;
     __Pyx_XDECREF(__pyx_t_8); __pyx_t_8 = 0;
 
-    /* "pyx/tensor.pxi":194
- *     try:
- *         a = np.asarray(obj)
+    /* "pyx/tensor.pxi":196
+ *         if not isinstance(obj, np.ndarray) and a.dtype == np.float64:
+ *             a = a.astype(np.float32)  # Python floats and lists: float32, the widest dtype the kernels take
  *     except Exception as e:             # <<<<<<<<<<<<<<
  *         raise InvalidArgumentError(f"{op}: {name} cannot be converted to an array: {e}") from None
  *     if a.dtype not in _NUMPY_TO_DTYPE:
 */
-    __pyx_t_10 = __Pyx_PyErr_ExceptionMatches(((PyObject *)(((PyTypeObject*)PyExc_Exception))));
-    if (__pyx_t_10) {
+    __pyx_t_12 = __Pyx_PyErr_ExceptionMatches(((PyObject *)(((PyTypeObject*)PyExc_Exception))));
+    if (__pyx_t_12) {
       __Pyx_AddTraceback("mtlinv._native._operand", __pyx_clineno, __pyx_lineno, __pyx_filename);
-      if (__Pyx_GetException(&__pyx_t_5, &__pyx_t_8, &__pyx_t_6) < 0) __PYX_ERR(3, 194, __pyx_L6_except_error)
-      __Pyx_XGOTREF(__pyx_t_5);
-      __Pyx_XGOTREF(__pyx_t_8);
+      if (__Pyx_GetException(&__pyx_t_6, &__pyx_t_7, &__pyx_t_8) < 0) __PYX_ERR(3, 196, __pyx_L6_except_error)
       __Pyx_XGOTREF(__pyx_t_6);
-      __Pyx_INCREF(__pyx_t_8);
-      __pyx_v_e = __pyx_t_8;
+      __Pyx_XGOTREF(__pyx_t_7);
+      __Pyx_XGOTREF(__pyx_t_8);
+      __Pyx_INCREF(__pyx_t_7);
+      __pyx_v_e = __pyx_t_7;
       /*try:*/ {
 
-        /* "pyx/tensor.pxi":195
- *         a = np.asarray(obj)
+        /* "pyx/tensor.pxi":197
+ *             a = a.astype(np.float32)  # Python floats and lists: float32, the widest dtype the kernels take
  *     except Exception as e:
  *         raise InvalidArgumentError(f"{op}: {name} cannot be converted to an array: {e}") from None             # <<<<<<<<<<<<<<
  *     if a.dtype not in _NUMPY_TO_DTYPE:
  *         raise DTypeError(f"{op}: {name} has dtype {a.dtype}; expected float32, float16 or bfloat16")
 */
-        __pyx_t_11 = NULL;
-        __Pyx_GetModuleGlobalName(__pyx_t_12, __pyx_mstate_global->__pyx_n_u_InvalidArgumentError); if (unlikely(!__pyx_t_12)) __PYX_ERR(3, 195, __pyx_L15_error)
-        __Pyx_GOTREF(__pyx_t_12);
-        __pyx_t_13 = __Pyx_PyUnicode_Unicode(__pyx_v_op); if (unlikely(!__pyx_t_13)) __PYX_ERR(3, 195, __pyx_L15_error)
-        __Pyx_GOTREF(__pyx_t_13);
-        __pyx_t_14 = __Pyx_PyUnicode_Unicode(__pyx_v_name); if (unlikely(!__pyx_t_14)) __PYX_ERR(3, 195, __pyx_L15_error)
+        __pyx_t_13 = NULL;
+        __Pyx_GetModuleGlobalName(__pyx_t_14, __pyx_mstate_global->__pyx_n_u_InvalidArgumentError); if (unlikely(!__pyx_t_14)) __PYX_ERR(3, 197, __pyx_L18_error)
         __Pyx_GOTREF(__pyx_t_14);
-        __pyx_t_15 = __Pyx_PyObject_FormatSimple(__pyx_v_e, __pyx_mstate_global->__pyx_empty_unicode); if (unlikely(!__pyx_t_15)) __PYX_ERR(3, 195, __pyx_L15_error)
+        __pyx_t_15 = __Pyx_PyUnicode_Unicode(__pyx_v_op); if (unlikely(!__pyx_t_15)) __PYX_ERR(3, 197, __pyx_L18_error)
         __Pyx_GOTREF(__pyx_t_15);
-        __pyx_t_16[0] = __pyx_t_13;
-        __pyx_t_16[1] = __pyx_mstate_global->__pyx_kp_u__4;
-        __pyx_t_16[2] = __pyx_t_14;
-        __pyx_t_16[3] = __pyx_mstate_global->__pyx_kp_u_cannot_be_converted_to_an_array;
-        __pyx_t_16[4] = __pyx_t_15;
-        __pyx_t_17 = 36;
+        __pyx_t_16 = __Pyx_PyUnicode_Unicode(__pyx_v_name); if (unlikely(!__pyx_t_16)) __PYX_ERR(3, 197, __pyx_L18_error)
+        __Pyx_GOTREF(__pyx_t_16);
+        __pyx_t_17 = __Pyx_PyObject_FormatSimple(__pyx_v_e, __pyx_mstate_global->__pyx_empty_unicode); if (unlikely(!__pyx_t_17)) __PYX_ERR(3, 197, __pyx_L18_error)
+        __Pyx_GOTREF(__pyx_t_17);
+        __pyx_t_18[0] = __pyx_t_15;
+        __pyx_t_18[1] = __pyx_mstate_global->__pyx_kp_u__4;
+        __pyx_t_18[2] = __pyx_t_16;
+        __pyx_t_18[3] = __pyx_mstate_global->__pyx_kp_u_cannot_be_converted_to_an_array;
+        __pyx_t_18[4] = __pyx_t_17;
+        __pyx_t_19 = 36;
         #if __Pyx_PyUnicode_Join_CAN_USE_KIND_AND_LENGTH
-        __pyx_t_17 += __Pyx_PyUnicode_GET_LENGTH(__pyx_t_16[0]) + __Pyx_PyUnicode_GET_LENGTH(__pyx_t_16[2]) + __Pyx_PyUnicode_GET_LENGTH(__pyx_t_16[4]);
+        __pyx_t_19 += __Pyx_PyUnicode_GET_LENGTH(__pyx_t_18[0]) + __Pyx_PyUnicode_GET_LENGTH(__pyx_t_18[2]) + __Pyx_PyUnicode_GET_LENGTH(__pyx_t_18[4]);
         #endif
-        __pyx_t_10 = 0;
+        __pyx_t_12 = 0;
         #if __Pyx_PyUnicode_Join_CAN_USE_KIND_AND_LENGTH
-        __pyx_t_10 |= __Pyx_PyUnicode_KIND_04(__pyx_t_16[0]) | __Pyx_PyUnicode_KIND_04(__pyx_t_16[2]) | __Pyx_PyUnicode_KIND_04(__pyx_t_16[4]);
+        __pyx_t_12 |= __Pyx_PyUnicode_KIND_04(__pyx_t_18[0]) | __Pyx_PyUnicode_KIND_04(__pyx_t_18[2]) | __Pyx_PyUnicode_KIND_04(__pyx_t_18[4]);
         #endif
-        __pyx_t_18 = __Pyx_PyUnicode_Join(__pyx_t_16, 5, __pyx_t_17, __pyx_t_10);
-        if (unlikely(!__pyx_t_18)) __PYX_ERR(3, 195, __pyx_L15_error)
-        __Pyx_GOTREF(__pyx_t_18);
-        __Pyx_DECREF(__pyx_t_13); __pyx_t_13 = 0;
-        __Pyx_DECREF(__pyx_t_14); __pyx_t_14 = 0;
+        __pyx_t_20 = __Pyx_PyUnicode_Join(__pyx_t_18, 5, __pyx_t_19, __pyx_t_12);
+        if (unlikely(!__pyx_t_20)) __PYX_ERR(3, 197, __pyx_L18_error)
+        __Pyx_GOTREF(__pyx_t_20);
         __Pyx_DECREF(__pyx_t_15); __pyx_t_15 = 0;
+        __Pyx_DECREF(__pyx_t_16); __pyx_t_16 = 0;
+        __Pyx_DECREF(__pyx_t_17); __pyx_t_17 = 0;
         __pyx_t_9 = 1;
         #if CYTHON_UNPACK_METHODS
-        if (unlikely(PyMethod_Check(__pyx_t_12))) {
-          __pyx_t_11 = PyMethod_GET_SELF(__pyx_t_12);
-          assert(__pyx_t_11);
-          PyObject* __pyx__function = PyMethod_GET_FUNCTION(__pyx_t_12);
-          __Pyx_INCREF(__pyx_t_11);
+        if (unlikely(PyMethod_Check(__pyx_t_14))) {
+          __pyx_t_13 = PyMethod_GET_SELF(__pyx_t_14);
+          assert(__pyx_t_13);
+          PyObject* __pyx__function = PyMethod_GET_FUNCTION(__pyx_t_14);
+          __Pyx_INCREF(__pyx_t_13);
           __Pyx_INCREF(__pyx__function);
-          __Pyx_DECREF_SET(__pyx_t_12, __pyx__function);
+          __Pyx_DECREF_SET(__pyx_t_14, __pyx__function);
           __pyx_t_9 = 0;
         }
         #endif
         {
-          PyObject *__pyx_callargs[2] = {__pyx_t_11, __pyx_t_18};
-          __pyx_t_7 = __Pyx_PyObject_FastCall((PyObject*)__pyx_t_12, __pyx_callargs+__pyx_t_9, (2-__pyx_t_9) | (__pyx_t_9*__Pyx_PY_VECTORCALL_ARGUMENTS_OFFSET));
-          __Pyx_XDECREF(__pyx_t_11); __pyx_t_11 = 0;
-          __Pyx_DECREF(__pyx_t_18); __pyx_t_18 = 0;
-          __Pyx_DECREF(__pyx_t_12); __pyx_t_12 = 0;
-          if (unlikely(!__pyx_t_7)) __PYX_ERR(3, 195, __pyx_L15_error)
-          __Pyx_GOTREF(__pyx_t_7);
+          PyObject *__pyx_callargs[2] = {__pyx_t_13, __pyx_t_20};
+          __pyx_t_5 = __Pyx_PyObject_FastCall((PyObject*)__pyx_t_14, __pyx_callargs+__pyx_t_9, (2-__pyx_t_9) | (__pyx_t_9*__Pyx_PY_VECTORCALL_ARGUMENTS_OFFSET));
+          __Pyx_XDECREF(__pyx_t_13); __pyx_t_13 = 0;
+          __Pyx_DECREF(__pyx_t_20); __pyx_t_20 = 0;
+          __Pyx_DECREF(__pyx_t_14); __pyx_t_14 = 0;
+          if (unlikely(!__pyx_t_5)) __PYX_ERR(3, 197, __pyx_L18_error)
+          __Pyx_GOTREF(__pyx_t_5);
         }
-        __Pyx_Raise(__pyx_t_7, 0, 0, Py_None);
-        __Pyx_DECREF(__pyx_t_7); __pyx_t_7 = 0;
-        __PYX_ERR(3, 195, __pyx_L15_error)
+        __Pyx_Raise(__pyx_t_5, 0, 0, Py_None);
+        __Pyx_DECREF(__pyx_t_5); __pyx_t_5 = 0;
+        __PYX_ERR(3, 197, __pyx_L18_error)
       }
 
-      /* "pyx/tensor.pxi":194
- *     try:
- *         a = np.asarray(obj)
+      /* "pyx/tensor.pxi":196
+ *         if not isinstance(obj, np.ndarray) and a.dtype == np.float64:
+ *             a = a.astype(np.float32)  # Python floats and lists: float32, the widest dtype the kernels take
  *     except Exception as e:             # <<<<<<<<<<<<<<
  *         raise InvalidArgumentError(f"{op}: {name} cannot be converted to an array: {e}") from None
  *     if a.dtype not in _NUMPY_TO_DTYPE:
 */
       /*finally:*/ {
-        __pyx_L15_error:;
+        __pyx_L18_error:;
         /*exception exit:*/{
           __Pyx_PyThreadState_declare
           __Pyx_PyThreadState_assign
-          __pyx_t_21 = 0; __pyx_t_22 = 0; __pyx_t_23 = 0; __pyx_t_24 = 0; __pyx_t_25 = 0; __pyx_t_26 = 0;
-          __Pyx_XDECREF(__pyx_t_11); __pyx_t_11 = 0;
-          __Pyx_XDECREF(__pyx_t_12); __pyx_t_12 = 0;
+          __pyx_t_23 = 0; __pyx_t_24 = 0; __pyx_t_25 = 0; __pyx_t_26 = 0; __pyx_t_27 = 0; __pyx_t_28 = 0;
           __Pyx_XDECREF(__pyx_t_13); __pyx_t_13 = 0;
           __Pyx_XDECREF(__pyx_t_14); __pyx_t_14 = 0;
           __Pyx_XDECREF(__pyx_t_15); __pyx_t_15 = 0;
-          __Pyx_XDECREF(__pyx_t_18); __pyx_t_18 = 0;
-          __Pyx_XDECREF(__pyx_t_7); __pyx_t_7 = 0;
-           __Pyx_ExceptionSwap(&__pyx_t_24, &__pyx_t_25, &__pyx_t_26);
-          if ( unlikely(__Pyx_GetException(&__pyx_t_21, &__pyx_t_22, &__pyx_t_23) < 0)) __Pyx_ErrFetch(&__pyx_t_21, &__pyx_t_22, &__pyx_t_23);
-          __Pyx_XGOTREF(__pyx_t_21);
-          __Pyx_XGOTREF(__pyx_t_22);
+          __Pyx_XDECREF(__pyx_t_16); __pyx_t_16 = 0;
+          __Pyx_XDECREF(__pyx_t_17); __pyx_t_17 = 0;
+          __Pyx_XDECREF(__pyx_t_20); __pyx_t_20 = 0;
+          __Pyx_XDECREF(__pyx_t_5); __pyx_t_5 = 0;
+           __Pyx_ExceptionSwap(&__pyx_t_26, &__pyx_t_27, &__pyx_t_28);
+          if ( unlikely(__Pyx_GetException(&__pyx_t_23, &__pyx_t_24, &__pyx_t_25) < 0)) __Pyx_ErrFetch(&__pyx_t_23, &__pyx_t_24, &__pyx_t_25);
           __Pyx_XGOTREF(__pyx_t_23);
           __Pyx_XGOTREF(__pyx_t_24);
           __Pyx_XGOTREF(__pyx_t_25);
           __Pyx_XGOTREF(__pyx_t_26);
-          __pyx_t_10 = __pyx_lineno; __pyx_t_19 = __pyx_clineno; __pyx_t_20 = __pyx_filename;
+          __Pyx_XGOTREF(__pyx_t_27);
+          __Pyx_XGOTREF(__pyx_t_28);
+          __pyx_t_12 = __pyx_lineno; __pyx_t_21 = __pyx_clineno; __pyx_t_22 = __pyx_filename;
           {
             __Pyx_DECREF(__pyx_v_e); __pyx_v_e = 0;
           }
+          __Pyx_XGIVEREF(__pyx_t_26);
+          __Pyx_XGIVEREF(__pyx_t_27);
+          __Pyx_XGIVEREF(__pyx_t_28);
+          __Pyx_ExceptionReset(__pyx_t_26, __pyx_t_27, __pyx_t_28);
+          __Pyx_XGIVEREF(__pyx_t_23);
           __Pyx_XGIVEREF(__pyx_t_24);
           __Pyx_XGIVEREF(__pyx_t_25);
-          __Pyx_XGIVEREF(__pyx_t_26);
-          __Pyx_ExceptionReset(__pyx_t_24, __pyx_t_25, __pyx_t_26);
-          __Pyx_XGIVEREF(__pyx_t_21);
-          __Pyx_XGIVEREF(__pyx_t_22);
-          __Pyx_XGIVEREF(__pyx_t_23);
-          __Pyx_ErrRestore(__pyx_t_21, __pyx_t_22, __pyx_t_23);
-          __pyx_t_21 = 0; __pyx_t_22 = 0; __pyx_t_23 = 0; __pyx_t_24 = 0; __pyx_t_25 = 0; __pyx_t_26 = 0;
-          __pyx_lineno = __pyx_t_10; __pyx_clineno = __pyx_t_19; __pyx_filename = __pyx_t_20;
+          __Pyx_ErrRestore(__pyx_t_23, __pyx_t_24, __pyx_t_25);
+          __pyx_t_23 = 0; __pyx_t_24 = 0; __pyx_t_25 = 0; __pyx_t_26 = 0; __pyx_t_27 = 0; __pyx_t_28 = 0;
+          __pyx_lineno = __pyx_t_12; __pyx_clineno = __pyx_t_21; __pyx_filename = __pyx_t_22;
           goto __pyx_L6_except_error;
         }
       }
@@ -12167,7 +12665,7 @@ static struct __pyx_obj_6mtlinv_7_native_Tensor *__pyx_f_6mtlinv_7_native__opera
  *         return obj
  *     try:             # <<<<<<<<<<<<<<
  *         a = np.asarray(obj)
- *     except Exception as e:
+ *         if not isinstance(obj, np.ndarray) and a.dtype == np.float64:
 */
     __pyx_L6_except_error:;
     __Pyx_XGIVEREF(__pyx_t_2);
@@ -12178,87 +12676,87 @@ static struct __pyx_obj_6mtlinv_7_native_Tensor *__pyx_f_6mtlinv_7_native__opera
     __pyx_L9_try_end:;
   }
 
-  /* "pyx/tensor.pxi":196
+  /* "pyx/tensor.pxi":198
  *     except Exception as e:
  *         raise InvalidArgumentError(f"{op}: {name} cannot be converted to an array: {e}") from None
  *     if a.dtype not in _NUMPY_TO_DTYPE:             # <<<<<<<<<<<<<<
  *         raise DTypeError(f"{op}: {name} has dtype {a.dtype}; expected float32, float16 or bfloat16")
  *     return asarray(a)
 */
-  __pyx_t_6 = __Pyx_PyObject_GetAttrStr(__pyx_v_a, __pyx_mstate_global->__pyx_n_u_dtype); if (unlikely(!__pyx_t_6)) __PYX_ERR(3, 196, __pyx_L1_error)
-  __Pyx_GOTREF(__pyx_t_6);
-  __Pyx_GetModuleGlobalName(__pyx_t_8, __pyx_mstate_global->__pyx_n_u_NUMPY_TO_DTYPE); if (unlikely(!__pyx_t_8)) __PYX_ERR(3, 196, __pyx_L1_error)
+  __pyx_t_8 = __Pyx_PyObject_GetAttrStr(__pyx_v_a, __pyx_mstate_global->__pyx_n_u_dtype); if (unlikely(!__pyx_t_8)) __PYX_ERR(3, 198, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_8);
-  __pyx_t_1 = (__Pyx_PySequence_ContainsTF(__pyx_t_6, __pyx_t_8, Py_NE)); if (unlikely((__pyx_t_1 < 0))) __PYX_ERR(3, 196, __pyx_L1_error)
-  __Pyx_DECREF(__pyx_t_6); __pyx_t_6 = 0;
+  __Pyx_GetModuleGlobalName(__pyx_t_7, __pyx_mstate_global->__pyx_n_u_NUMPY_TO_DTYPE); if (unlikely(!__pyx_t_7)) __PYX_ERR(3, 198, __pyx_L1_error)
+  __Pyx_GOTREF(__pyx_t_7);
+  __pyx_t_1 = (__Pyx_PySequence_ContainsTF(__pyx_t_8, __pyx_t_7, Py_NE)); if (unlikely((__pyx_t_1 < 0))) __PYX_ERR(3, 198, __pyx_L1_error)
   __Pyx_DECREF(__pyx_t_8); __pyx_t_8 = 0;
+  __Pyx_DECREF(__pyx_t_7); __pyx_t_7 = 0;
   if (unlikely(__pyx_t_1)) {
 
 
-    /* "pyx/tensor.pxi":197
+    /* "pyx/tensor.pxi":199
  *         raise InvalidArgumentError(f"{op}: {name} cannot be converted to an array: {e}") from None
  *     if a.dtype not in _NUMPY_TO_DTYPE:
  *         raise DTypeError(f"{op}: {name} has dtype {a.dtype}; expected float32, float16 or bfloat16")             # <<<<<<<<<<<<<<
  *     return asarray(a)
 */
-    __pyx_t_6 = NULL;
-    __Pyx_GetModuleGlobalName(__pyx_t_5, __pyx_mstate_global->__pyx_n_u_DTypeError); if (unlikely(!__pyx_t_5)) __PYX_ERR(3, 197, __pyx_L1_error)
+    __pyx_t_8 = NULL;
+    __Pyx_GetModuleGlobalName(__pyx_t_6, __pyx_mstate_global->__pyx_n_u_DTypeError); if (unlikely(!__pyx_t_6)) __PYX_ERR(3, 199, __pyx_L1_error)
+    __Pyx_GOTREF(__pyx_t_6);
+    __pyx_t_5 = __Pyx_PyUnicode_Unicode(__pyx_v_op); if (unlikely(!__pyx_t_5)) __PYX_ERR(3, 199, __pyx_L1_error)
     __Pyx_GOTREF(__pyx_t_5);
-    __pyx_t_7 = __Pyx_PyUnicode_Unicode(__pyx_v_op); if (unlikely(!__pyx_t_7)) __PYX_ERR(3, 197, __pyx_L1_error)
-    __Pyx_GOTREF(__pyx_t_7);
-    __pyx_t_12 = __Pyx_PyUnicode_Unicode(__pyx_v_name); if (unlikely(!__pyx_t_12)) __PYX_ERR(3, 197, __pyx_L1_error)
-    __Pyx_GOTREF(__pyx_t_12);
-    __pyx_t_18 = __Pyx_PyObject_GetAttrStr(__pyx_v_a, __pyx_mstate_global->__pyx_n_u_dtype); if (unlikely(!__pyx_t_18)) __PYX_ERR(3, 197, __pyx_L1_error)
-    __Pyx_GOTREF(__pyx_t_18);
-    __pyx_t_11 = __Pyx_PyObject_FormatSimple(__pyx_t_18, __pyx_mstate_global->__pyx_empty_unicode); if (unlikely(!__pyx_t_11)) __PYX_ERR(3, 197, __pyx_L1_error)
-    __Pyx_GOTREF(__pyx_t_11);
-    __Pyx_DECREF(__pyx_t_18); __pyx_t_18 = 0;
-    __pyx_t_27[0] = __pyx_t_7;
-    __pyx_t_27[1] = __pyx_mstate_global->__pyx_kp_u__4;
-    __pyx_t_27[2] = __pyx_t_12;
-    __pyx_t_27[3] = __pyx_mstate_global->__pyx_kp_u_has_dtype;
-    __pyx_t_27[4] = __pyx_t_11;
-    __pyx_t_27[5] = __pyx_mstate_global->__pyx_kp_u_expected_float32_float16_or_bfl;
-    __pyx_t_17 = 52;
+    __pyx_t_14 = __Pyx_PyUnicode_Unicode(__pyx_v_name); if (unlikely(!__pyx_t_14)) __PYX_ERR(3, 199, __pyx_L1_error)
+    __Pyx_GOTREF(__pyx_t_14);
+    __pyx_t_20 = __Pyx_PyObject_GetAttrStr(__pyx_v_a, __pyx_mstate_global->__pyx_n_u_dtype); if (unlikely(!__pyx_t_20)) __PYX_ERR(3, 199, __pyx_L1_error)
+    __Pyx_GOTREF(__pyx_t_20);
+    __pyx_t_13 = __Pyx_PyObject_FormatSimple(__pyx_t_20, __pyx_mstate_global->__pyx_empty_unicode); if (unlikely(!__pyx_t_13)) __PYX_ERR(3, 199, __pyx_L1_error)
+    __Pyx_GOTREF(__pyx_t_13);
+    __Pyx_DECREF(__pyx_t_20); __pyx_t_20 = 0;
+    __pyx_t_29[0] = __pyx_t_5;
+    __pyx_t_29[1] = __pyx_mstate_global->__pyx_kp_u__4;
+    __pyx_t_29[2] = __pyx_t_14;
+    __pyx_t_29[3] = __pyx_mstate_global->__pyx_kp_u_has_dtype;
+    __pyx_t_29[4] = __pyx_t_13;
+    __pyx_t_29[5] = __pyx_mstate_global->__pyx_kp_u_expected_float32_float16_or_bfl;
+    __pyx_t_19 = 52;
     #if __Pyx_PyUnicode_Join_CAN_USE_KIND_AND_LENGTH
-    __pyx_t_17 += __Pyx_PyUnicode_GET_LENGTH(__pyx_t_27[0]) + __Pyx_PyUnicode_GET_LENGTH(__pyx_t_27[2]) + __Pyx_PyUnicode_GET_LENGTH(__pyx_t_27[4]);
+    __pyx_t_19 += __Pyx_PyUnicode_GET_LENGTH(__pyx_t_29[0]) + __Pyx_PyUnicode_GET_LENGTH(__pyx_t_29[2]) + __Pyx_PyUnicode_GET_LENGTH(__pyx_t_29[4]);
     #endif
-    __pyx_t_19 = 0;
+    __pyx_t_21 = 0;
     #if __Pyx_PyUnicode_Join_CAN_USE_KIND_AND_LENGTH
-    __pyx_t_19 |= __Pyx_PyUnicode_KIND_04(__pyx_t_27[0]) | __Pyx_PyUnicode_KIND_04(__pyx_t_27[2]) | __Pyx_PyUnicode_KIND_04(__pyx_t_27[4]);
+    __pyx_t_21 |= __Pyx_PyUnicode_KIND_04(__pyx_t_29[0]) | __Pyx_PyUnicode_KIND_04(__pyx_t_29[2]) | __Pyx_PyUnicode_KIND_04(__pyx_t_29[4]);
     #endif
-    __pyx_t_18 = __Pyx_PyUnicode_Join(__pyx_t_27, 6, __pyx_t_17, __pyx_t_19);
-    if (unlikely(!__pyx_t_18)) __PYX_ERR(3, 197, __pyx_L1_error)
-    __Pyx_GOTREF(__pyx_t_18);
-    __Pyx_DECREF(__pyx_t_7); __pyx_t_7 = 0;
-    __Pyx_DECREF(__pyx_t_12); __pyx_t_12 = 0;
-    __Pyx_DECREF(__pyx_t_11); __pyx_t_11 = 0;
+    __pyx_t_20 = __Pyx_PyUnicode_Join(__pyx_t_29, 6, __pyx_t_19, __pyx_t_21);
+    if (unlikely(!__pyx_t_20)) __PYX_ERR(3, 199, __pyx_L1_error)
+    __Pyx_GOTREF(__pyx_t_20);
+    __Pyx_DECREF(__pyx_t_5); __pyx_t_5 = 0;
+    __Pyx_DECREF(__pyx_t_14); __pyx_t_14 = 0;
+    __Pyx_DECREF(__pyx_t_13); __pyx_t_13 = 0;
     __pyx_t_9 = 1;
     #if CYTHON_UNPACK_METHODS
-    if (unlikely(PyMethod_Check(__pyx_t_5))) {
-      __pyx_t_6 = PyMethod_GET_SELF(__pyx_t_5);
-      assert(__pyx_t_6);
-      PyObject* __pyx__function = PyMethod_GET_FUNCTION(__pyx_t_5);
-      __Pyx_INCREF(__pyx_t_6);
+    if (unlikely(PyMethod_Check(__pyx_t_6))) {
+      __pyx_t_8 = PyMethod_GET_SELF(__pyx_t_6);
+      assert(__pyx_t_8);
+      PyObject* __pyx__function = PyMethod_GET_FUNCTION(__pyx_t_6);
+      __Pyx_INCREF(__pyx_t_8);
       __Pyx_INCREF(__pyx__function);
-      __Pyx_DECREF_SET(__pyx_t_5, __pyx__function);
+      __Pyx_DECREF_SET(__pyx_t_6, __pyx__function);
       __pyx_t_9 = 0;
     }
     #endif
     {
-      PyObject *__pyx_callargs[2] = {__pyx_t_6, __pyx_t_18};
-      __pyx_t_8 = __Pyx_PyObject_FastCall((PyObject*)__pyx_t_5, __pyx_callargs+__pyx_t_9, (2-__pyx_t_9) | (__pyx_t_9*__Pyx_PY_VECTORCALL_ARGUMENTS_OFFSET));
-      __Pyx_XDECREF(__pyx_t_6); __pyx_t_6 = 0;
-      __Pyx_DECREF(__pyx_t_18); __pyx_t_18 = 0;
-      __Pyx_DECREF(__pyx_t_5); __pyx_t_5 = 0;
-      if (unlikely(!__pyx_t_8)) __PYX_ERR(3, 197, __pyx_L1_error)
-      __Pyx_GOTREF(__pyx_t_8);
+      PyObject *__pyx_callargs[2] = {__pyx_t_8, __pyx_t_20};
+      __pyx_t_7 = __Pyx_PyObject_FastCall((PyObject*)__pyx_t_6, __pyx_callargs+__pyx_t_9, (2-__pyx_t_9) | (__pyx_t_9*__Pyx_PY_VECTORCALL_ARGUMENTS_OFFSET));
+      __Pyx_XDECREF(__pyx_t_8); __pyx_t_8 = 0;
+      __Pyx_DECREF(__pyx_t_20); __pyx_t_20 = 0;
+      __Pyx_DECREF(__pyx_t_6); __pyx_t_6 = 0;
+      if (unlikely(!__pyx_t_7)) __PYX_ERR(3, 199, __pyx_L1_error)
+      __Pyx_GOTREF(__pyx_t_7);
     }
-    __Pyx_Raise(__pyx_t_8, 0, 0, 0);
-    __Pyx_DECREF(__pyx_t_8); __pyx_t_8 = 0;
-    __PYX_ERR(3, 197, __pyx_L1_error)
+    __Pyx_Raise(__pyx_t_7, 0, 0, 0);
+    __Pyx_DECREF(__pyx_t_7); __pyx_t_7 = 0;
+    __PYX_ERR(3, 199, __pyx_L1_error)
 
-    /* "pyx/tensor.pxi":196
+    /* "pyx/tensor.pxi":198
  *     except Exception as e:
  *         raise InvalidArgumentError(f"{op}: {name} cannot be converted to an array: {e}") from None
  *     if a.dtype not in _NUMPY_TO_DTYPE:             # <<<<<<<<<<<<<<
@@ -12267,44 +12765,44 @@ static struct __pyx_obj_6mtlinv_7_native_Tensor *__pyx_f_6mtlinv_7_native__opera
 */
   }
 
-  /* "pyx/tensor.pxi":198
+  /* "pyx/tensor.pxi":200
  *     if a.dtype not in _NUMPY_TO_DTYPE:
  *         raise DTypeError(f"{op}: {name} has dtype {a.dtype}; expected float32, float16 or bfloat16")
  *     return asarray(a)             # <<<<<<<<<<<<<<
 */
-  __pyx_t_5 = NULL;
-  __Pyx_GetModuleGlobalName(__pyx_t_18, __pyx_mstate_global->__pyx_n_u_asarray); if (unlikely(!__pyx_t_18)) __PYX_ERR(3, 198, __pyx_L1_error)
-  __Pyx_GOTREF(__pyx_t_18);
+  __pyx_t_6 = NULL;
+  __Pyx_GetModuleGlobalName(__pyx_t_20, __pyx_mstate_global->__pyx_n_u_asarray); if (unlikely(!__pyx_t_20)) __PYX_ERR(3, 200, __pyx_L1_error)
+  __Pyx_GOTREF(__pyx_t_20);
   __pyx_t_9 = 1;
   #if CYTHON_UNPACK_METHODS
-  if (unlikely(PyMethod_Check(__pyx_t_18))) {
-    __pyx_t_5 = PyMethod_GET_SELF(__pyx_t_18);
-    assert(__pyx_t_5);
-    PyObject* __pyx__function = PyMethod_GET_FUNCTION(__pyx_t_18);
-    __Pyx_INCREF(__pyx_t_5);
+  if (unlikely(PyMethod_Check(__pyx_t_20))) {
+    __pyx_t_6 = PyMethod_GET_SELF(__pyx_t_20);
+    assert(__pyx_t_6);
+    PyObject* __pyx__function = PyMethod_GET_FUNCTION(__pyx_t_20);
+    __Pyx_INCREF(__pyx_t_6);
     __Pyx_INCREF(__pyx__function);
-    __Pyx_DECREF_SET(__pyx_t_18, __pyx__function);
+    __Pyx_DECREF_SET(__pyx_t_20, __pyx__function);
     __pyx_t_9 = 0;
   }
   #endif
   {
-    PyObject *__pyx_callargs[2] = {__pyx_t_5, __pyx_v_a};
-    __pyx_t_8 = __Pyx_PyObject_FastCall((PyObject*)__pyx_t_18, __pyx_callargs+__pyx_t_9, (2-__pyx_t_9) | (__pyx_t_9*__Pyx_PY_VECTORCALL_ARGUMENTS_OFFSET));
-    __Pyx_XDECREF(__pyx_t_5); __pyx_t_5 = 0;
-    __Pyx_DECREF(__pyx_t_18); __pyx_t_18 = 0;
-    if (unlikely(!__pyx_t_8)) __PYX_ERR(3, 198, __pyx_L1_error)
-    __Pyx_GOTREF(__pyx_t_8);
+    PyObject *__pyx_callargs[2] = {__pyx_t_6, __pyx_v_a};
+    __pyx_t_7 = __Pyx_PyObject_FastCall((PyObject*)__pyx_t_20, __pyx_callargs+__pyx_t_9, (2-__pyx_t_9) | (__pyx_t_9*__Pyx_PY_VECTORCALL_ARGUMENTS_OFFSET));
+    __Pyx_XDECREF(__pyx_t_6); __pyx_t_6 = 0;
+    __Pyx_DECREF(__pyx_t_20); __pyx_t_20 = 0;
+    if (unlikely(!__pyx_t_7)) __PYX_ERR(3, 200, __pyx_L1_error)
+    __Pyx_GOTREF(__pyx_t_7);
   }
-  if (!(likely(((__pyx_t_8) == Py_None) || likely(__Pyx_TypeTest(__pyx_t_8, __pyx_mstate_global->__pyx_ptype_6mtlinv_7_native_Tensor))))) __PYX_ERR(3, 198, __pyx_L1_error)
+  if (!(likely(((__pyx_t_7) == Py_None) || likely(__Pyx_TypeTest(__pyx_t_7, __pyx_mstate_global->__pyx_ptype_6mtlinv_7_native_Tensor))))) __PYX_ERR(3, 200, __pyx_L1_error)
   {
     struct __pyx_obj_6mtlinv_7_native_Tensor *__pyx_temp;
     {
       __pyx_temp = __pyx_r;
-      __pyx_r = ((struct __pyx_obj_6mtlinv_7_native_Tensor *)__pyx_t_8);
+      __pyx_r = ((struct __pyx_obj_6mtlinv_7_native_Tensor *)__pyx_t_7);
     }
     __Pyx_XDECREF((PyObject *)__pyx_temp);
   }
-  __pyx_t_8 = 0;
+  __pyx_t_7 = 0;
   goto __pyx_L0;
 
   /* "pyx/tensor.pxi":188
@@ -12321,12 +12819,12 @@ static struct __pyx_obj_6mtlinv_7_native_Tensor *__pyx_f_6mtlinv_7_native__opera
   __Pyx_XDECREF(__pyx_t_6);
   __Pyx_XDECREF(__pyx_t_7);
   __Pyx_XDECREF(__pyx_t_8);
-  __Pyx_XDECREF(__pyx_t_11);
-  __Pyx_XDECREF(__pyx_t_12);
   __Pyx_XDECREF(__pyx_t_13);
   __Pyx_XDECREF(__pyx_t_14);
   __Pyx_XDECREF(__pyx_t_15);
-  __Pyx_XDECREF(__pyx_t_18);
+  __Pyx_XDECREF(__pyx_t_16);
+  __Pyx_XDECREF(__pyx_t_17);
+  __Pyx_XDECREF(__pyx_t_20);
   __Pyx_AddTraceback("mtlinv._native._operand", __pyx_clineno, __pyx_lineno, __pyx_filename);
   __pyx_r = 0;
   __pyx_L0:;
@@ -12340,12 +12838,12 @@ static struct __pyx_obj_6mtlinv_7_native_Tensor *__pyx_f_6mtlinv_7_native__opera
 /* "pyx/plans.pxi":4
  * 
  * 
- * cdef list _launches(const CPlan& plan):             # <<<<<<<<<<<<<<
+ * cdef list _launches(CPlan& plan):             # <<<<<<<<<<<<<<
  *     return [{"kernel": l.kernel.decode(), "threadgroups": (l.threadgroups.x, l.threadgroups.y, l.threadgroups.z),
  *              "threads": (l.threads.x, l.threads.y, l.threads.z)} for l in plan.launches]
 */
 
-static PyObject *__pyx_f_6mtlinv_7_native__launches(mtlinv::Plan const &__pyx_v_plan) {
+static PyObject *__pyx_f_6mtlinv_7_native__launches(mtlinv::Plan &__pyx_v_plan) {
   mtlinv::PlanLaunch __pyx_8genexpr7__pyx_v_l;
   PyObject *__pyx_r = NULL;
   __Pyx_RefNannyDeclarations
@@ -12364,7 +12862,7 @@ static PyObject *__pyx_f_6mtlinv_7_native__launches(mtlinv::Plan const &__pyx_v_
 
   /* "pyx/plans.pxi":5
  * 
- * cdef list _launches(const CPlan& plan):
+ * cdef list _launches(CPlan& plan):
  *     return [{"kernel": l.kernel.decode(), "threadgroups": (l.threadgroups.x, l.threadgroups.y, l.threadgroups.z),             # <<<<<<<<<<<<<<
  *              "threads": (l.threads.x, l.threads.y, l.threads.z)} for l in plan.launches]
 */
@@ -12373,7 +12871,7 @@ static PyObject *__pyx_f_6mtlinv_7_native__launches(mtlinv::Plan const &__pyx_v_
     __Pyx_GOTREF(__pyx_t_1);
 
     /* "pyx/plans.pxi":6
- * cdef list _launches(const CPlan& plan):
+ * cdef list _launches(CPlan& plan):
  *     return [{"kernel": l.kernel.decode(), "threadgroups": (l.threadgroups.x, l.threadgroups.y, l.threadgroups.z),
  *              "threads": (l.threads.x, l.threads.y, l.threads.z)} for l in plan.launches]             # <<<<<<<<<<<<<<
 */
@@ -12384,7 +12882,7 @@ static PyObject *__pyx_f_6mtlinv_7_native__launches(mtlinv::Plan const &__pyx_v_
 
       /* "pyx/plans.pxi":5
  * 
- * cdef list _launches(const CPlan& plan):
+ * cdef list _launches(CPlan& plan):
  *     return [{"kernel": l.kernel.decode(), "threadgroups": (l.threadgroups.x, l.threadgroups.y, l.threadgroups.z),             # <<<<<<<<<<<<<<
  *              "threads": (l.threads.x, l.threads.y, l.threads.z)} for l in plan.launches]
 */
@@ -12415,7 +12913,7 @@ static PyObject *__pyx_f_6mtlinv_7_native__launches(mtlinv::Plan const &__pyx_v_
       __Pyx_DECREF(__pyx_t_8); __pyx_t_8 = 0;
 
       /* "pyx/plans.pxi":6
- * cdef list _launches(const CPlan& plan):
+ * cdef list _launches(CPlan& plan):
  *     return [{"kernel": l.kernel.decode(), "threadgroups": (l.threadgroups.x, l.threadgroups.y, l.threadgroups.z),
  *              "threads": (l.threads.x, l.threads.y, l.threads.z)} for l in plan.launches]             # <<<<<<<<<<<<<<
 */
@@ -12458,7 +12956,7 @@ static PyObject *__pyx_f_6mtlinv_7_native__launches(mtlinv::Plan const &__pyx_v_
   /* "pyx/plans.pxi":4
  * 
  * 
- * cdef list _launches(const CPlan& plan):             # <<<<<<<<<<<<<<
+ * cdef list _launches(CPlan& plan):             # <<<<<<<<<<<<<<
  *     return [{"kernel": l.kernel.decode(), "threadgroups": (l.threadgroups.x, l.threadgroups.y, l.threadgroups.z),
  *              "threads": (l.threads.x, l.threads.y, l.threads.z)} for l in plan.launches]
 */
@@ -13570,6 +14068,2028 @@ static PyObject *__pyx_pf_6mtlinv_7_native_8plan_gemv(CYTHON_UNUSED PyObject *__
   return __pyx_r;
 }
 
+/* "pyx/qgemv.pxi":16
+ * 
+ * 
+ * def qgemv(x, wq, scales, biases, *, int group_size, int bits, bias=None):             # <<<<<<<<<<<<<<
+ *     """y = x @ W.T (+ bias) for a weight W [N, K] quantized in MLX's affine format (mtlinv.quant.quantize):
+ *     wq uint32 [N, K*bits/32], scales and biases [N, K/group_size] in x's dtype, W = scales * q + biases per group.
+*/
+
+/* Python wrapper */
+static PyObject *__pyx_pw_6mtlinv_7_native_11qgemv(PyObject *__pyx_self, 
+#if CYTHON_VECTORCALL
+PyObject *const *__pyx_args, Py_ssize_t __pyx_nargs, PyObject *__pyx_kwds
+#else
+PyObject *__pyx_args, PyObject *__pyx_kwds
+#endif
+); /*proto*/
+PyDoc_STRVAR(__pyx_doc_6mtlinv_7_native_10qgemv, "y = x @ W.T (+ bias) for a weight W [N, K] quantized in MLX\047s affine format (mtlinv.quant.quantize):\n    wq uint32 [N, K*bits/32], scales and biases [N, K/group_size] in x\047s dtype, W = scales * q + biases per group.\n    x is [K] or [..., M, K], float32/float16/bfloat16; bits 2, 3, 4, 5, 6 or 8; group_size 32, 64 or 128.\n    The weights are dequantised in float32 exactly as mtlinv.quant.dequantize_float32 does (scale * q, rounded,\n    plus bias), accumulation is float32, the output has x\047s dtype.\n\n    With M <= get_limit() rows (and always for M == 1) each output row is bit-identical to the call on that row\n    alone; above the limit a throughput kernel runs.");
+static PyMethodDef __pyx_mdef_6mtlinv_7_native_11qgemv = {"qgemv", (PyCFunction)(void(*)(void))(__Pyx_PyCFunction_FastCallWithKeywords)__pyx_pw_6mtlinv_7_native_11qgemv, __Pyx_METH_FASTCALL|METH_KEYWORDS, __pyx_doc_6mtlinv_7_native_10qgemv};
+static PyObject *__pyx_pw_6mtlinv_7_native_11qgemv(PyObject *__pyx_self, 
+#if CYTHON_VECTORCALL
+PyObject *const *__pyx_args, Py_ssize_t __pyx_nargs, PyObject *__pyx_kwds
+#else
+PyObject *__pyx_args, PyObject *__pyx_kwds
+#endif
+) {
+  PyObject *__pyx_v_x = 0;
+  PyObject *__pyx_v_wq = 0;
+  PyObject *__pyx_v_scales = 0;
+  PyObject *__pyx_v_biases = 0;
+  int __pyx_v_group_size;
+  int __pyx_v_bits;
+  PyObject *__pyx_v_bias = 0;
+  #if !CYTHON_VECTORCALL
+  CYTHON_UNUSED Py_ssize_t __pyx_nargs;
+  #endif
+  CYTHON_UNUSED PyObject *const *__pyx_kwvalues;
+  PyObject* values[7] = {0,0,0,0,0,0,0};
+  int __pyx_lineno = 0;
+  const char *__pyx_filename = NULL;
+  int __pyx_clineno = 0;
+  PyObject *__pyx_r = 0;
+  __Pyx_RefNannyDeclarations
+  __Pyx_RefNannySetupContext("qgemv (wrapper)", 0);
+  #if !CYTHON_VECTORCALL
+  #if CYTHON_ASSUME_SAFE_SIZE
+  __pyx_nargs = PyTuple_GET_SIZE(__pyx_args);
+  #else
+  __pyx_nargs = PyTuple_Size(__pyx_args); if (unlikely(__pyx_nargs < 0)) return NULL;
+  #endif
+  #endif
+  __pyx_kwvalues = __Pyx_KwValues_FASTCALL(__pyx_args, __pyx_nargs);
+  {
+    PyObject ** const __pyx_pyargnames[] = {&__pyx_mstate_global->__pyx_n_u_x,&__pyx_mstate_global->__pyx_n_u_wq,&__pyx_mstate_global->__pyx_n_u_scales,&__pyx_mstate_global->__pyx_n_u_biases,&__pyx_mstate_global->__pyx_n_u_group_size,&__pyx_mstate_global->__pyx_n_u_bits,&__pyx_mstate_global->__pyx_n_u_bias,0};
+    const Py_ssize_t __pyx_kwds_len = (__pyx_kwds) ? __Pyx_NumKwargs_FASTCALL(__pyx_kwds) : 0;
+    if (unlikely(__pyx_kwds_len < 0)) __PYX_ERR(7, 16, __pyx_L3_error)
+    if (likely(__pyx_kwds_len > 0)) {
+      switch (__pyx_nargs) {
+        case  4:
+        values[3] = __Pyx_ArgRef_FASTCALL(__pyx_args, 3);
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[3])) __PYX_ERR(7, 16, __pyx_L3_error)
+        CYTHON_FALLTHROUGH;
+        case  3:
+        values[2] = __Pyx_ArgRef_FASTCALL(__pyx_args, 2);
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[2])) __PYX_ERR(7, 16, __pyx_L3_error)
+        CYTHON_FALLTHROUGH;
+        case  2:
+        values[1] = __Pyx_ArgRef_FASTCALL(__pyx_args, 1);
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[1])) __PYX_ERR(7, 16, __pyx_L3_error)
+        CYTHON_FALLTHROUGH;
+        case  1:
+        values[0] = __Pyx_ArgRef_FASTCALL(__pyx_args, 0);
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(7, 16, __pyx_L3_error)
+        CYTHON_FALLTHROUGH;
+        case  0: break;
+        default: goto __pyx_L5_argtuple_error;
+      }
+      const Py_ssize_t kwd_pos_args = __pyx_nargs;
+      if (__Pyx_ParseKeywords(__pyx_kwds, __pyx_kwvalues, __pyx_pyargnames, 0, values, kwd_pos_args, __pyx_kwds_len, "qgemv", 0) < (0)) __PYX_ERR(7, 16, __pyx_L3_error)
+      if (!values[6]) values[6] = __Pyx_NewRef(((PyObject *)Py_None));
+      for (Py_ssize_t i = __pyx_nargs; i < 4; i++) {
+        if (unlikely(!values[i])) { __Pyx_RaiseArgtupleInvalid("qgemv", 1, 4, 4, i); __PYX_ERR(7, 16, __pyx_L3_error) }
+      }
+      for (Py_ssize_t i = 4; i < 6; i++) {
+        if (unlikely(!values[i])) { __Pyx_RaiseKeywordRequired("qgemv", *(__pyx_pyargnames[i - 0])); __PYX_ERR(7, 16, __pyx_L3_error) }
+      }
+    } else if (unlikely(__pyx_nargs != 4)) {
+      goto __pyx_L5_argtuple_error;
+    } else {
+      __Pyx_RaiseKeywordRequired("qgemv", __pyx_mstate_global->__pyx_n_u_group_size); __PYX_ERR(7, 16, __pyx_L3_error)
+    }
+    __pyx_v_x = values[0];
+    __pyx_v_wq = values[1];
+    __pyx_v_scales = values[2];
+    __pyx_v_biases = values[3];
+    __pyx_v_group_size = __Pyx_PyLong_As_int(values[4]); if (unlikely((__pyx_v_group_size == (int)-1) && PyErr_Occurred())) __PYX_ERR(7, 16, __pyx_L3_error)
+    __pyx_v_bits = __Pyx_PyLong_As_int(values[5]); if (unlikely((__pyx_v_bits == (int)-1) && PyErr_Occurred())) __PYX_ERR(7, 16, __pyx_L3_error)
+    __pyx_v_bias = values[6];
+  }
+  goto __pyx_L6_skip;
+  __pyx_L5_argtuple_error:;
+  __Pyx_RaiseArgtupleInvalid("qgemv", 1, 4, 4, __pyx_nargs); __PYX_ERR(7, 16, __pyx_L3_error)
+  __pyx_L6_skip:;
+  goto __pyx_L4_argument_unpacking_done;
+  __pyx_L3_error:;
+  for (Py_ssize_t __pyx_temp=0; __pyx_temp < (Py_ssize_t)(sizeof(values)/sizeof(values[0])); ++__pyx_temp) {
+    Py_XDECREF(values[__pyx_temp]);
+  }
+  __Pyx_AddTraceback("mtlinv._native.qgemv", __pyx_clineno, __pyx_lineno, __pyx_filename);
+  __Pyx_RefNannyFinishContext();
+  return NULL;
+  __pyx_L4_argument_unpacking_done:;
+  __pyx_r = __pyx_pf_6mtlinv_7_native_10qgemv(__pyx_self, __pyx_v_x, __pyx_v_wq, __pyx_v_scales, __pyx_v_biases, __pyx_v_group_size, __pyx_v_bits, __pyx_v_bias);
+
+  /* function exit code */
+  for (Py_ssize_t __pyx_temp=0; __pyx_temp < (Py_ssize_t)(sizeof(values)/sizeof(values[0])); ++__pyx_temp) {
+    Py_XDECREF(values[__pyx_temp]);
+  }
+
+
+  __Pyx_RefNannyFinishContext();
+  return __pyx_r;
+}
+
+static PyObject *__pyx_pf_6mtlinv_7_native_10qgemv(CYTHON_UNUSED PyObject *__pyx_self, PyObject *__pyx_v_x, PyObject *__pyx_v_wq, PyObject *__pyx_v_scales, PyObject *__pyx_v_biases, int __pyx_v_group_size, int __pyx_v_bits, PyObject *__pyx_v_bias) {
+  struct __pyx_obj_6mtlinv_7_native_Tensor *__pyx_v_tx = 0;
+  PyObject *__pyx_v_wq_array = NULL;
+  struct __pyx_obj_6mtlinv_7_native_Tensor *__pyx_v_twq = 0;
+  struct __pyx_obj_6mtlinv_7_native_Tensor *__pyx_v_ts = 0;
+  struct __pyx_obj_6mtlinv_7_native_Tensor *__pyx_v_tbs = 0;
+  struct __pyx_obj_6mtlinv_7_native_Tensor *__pyx_v_tb = 0;
+  mtlinv::Tensor const *__pyx_v_pb;
+  mtlinv::Tensor __pyx_v_out;
+  PyObject *__pyx_r = NULL;
+  __Pyx_RefNannyDeclarations
+  PyObject *__pyx_t_1 = NULL;
+  int __pyx_t_2;
+  int __pyx_t_3;
+  PyObject *__pyx_t_4 = NULL;
+  PyObject *__pyx_t_5 = NULL;
+  PyObject *__pyx_t_6 = NULL;
+  size_t __pyx_t_7;
+  PyObject *__pyx_t_8 = NULL;
+  PyObject *__pyx_t_9[3];
+  Py_ssize_t __pyx_t_10;
+  int __pyx_t_11;
+  mtlinv::Tensor __pyx_t_12;
+  int __pyx_lineno = 0;
+  const char *__pyx_filename = NULL;
+  int __pyx_clineno = 0;
+  __Pyx_RefNannySetupContext("qgemv", 0);
+  __Pyx_INCREF(__pyx_v_wq);
+
+  /* "pyx/qgemv.pxi":25
+ *     With M <= get_limit() rows (and always for M == 1) each output row is bit-identical to the call on that row
+ *     alone; above the limit a throughput kernel runs."""
+ *     cdef Tensor tx = _operand(x, "x", "qgemv")             # <<<<<<<<<<<<<<
+ *     if not isinstance(wq, Tensor):
+ *         wq_array = np.asarray(wq)
+*/
+  __pyx_t_1 = ((PyObject *)__pyx_f_6mtlinv_7_native__operand(__pyx_v_x, __pyx_mstate_global->__pyx_n_u_x, __pyx_mstate_global->__pyx_n_u_qgemv)); if (unlikely(!__pyx_t_1)) __PYX_ERR(7, 25, __pyx_L1_error)
+  __Pyx_GOTREF(__pyx_t_1);
+  __pyx_v_tx = ((struct __pyx_obj_6mtlinv_7_native_Tensor *)__pyx_t_1);
+  __pyx_t_1 = 0;
+
+  /* "pyx/qgemv.pxi":26
+ *     alone; above the limit a throughput kernel runs."""
+ *     cdef Tensor tx = _operand(x, "x", "qgemv")
+ *     if not isinstance(wq, Tensor):             # <<<<<<<<<<<<<<
+ *         wq_array = np.asarray(wq)
+ *         if wq_array.dtype != np.uint32:
+*/
+  __pyx_t_2 = __Pyx_TypeCheck(__pyx_v_wq, __pyx_mstate_global->__pyx_ptype_6mtlinv_7_native_Tensor); 
+  __pyx_t_3 = (!__pyx_t_2);
+
+
+  if (__pyx_t_3) {
+
+
+    /* "pyx/qgemv.pxi":27
+ *     cdef Tensor tx = _operand(x, "x", "qgemv")
+ *     if not isinstance(wq, Tensor):
+ *         wq_array = np.asarray(wq)             # <<<<<<<<<<<<<<
+ *         if wq_array.dtype != np.uint32:
+ *             raise DTypeError(f"qgemv: wq has dtype {wq_array.dtype}; expected uint32 (packed quantized weights, "
+*/
+    __pyx_t_4 = NULL;
+    __Pyx_GetModuleGlobalName(__pyx_t_5, __pyx_mstate_global->__pyx_n_u_np); if (unlikely(!__pyx_t_5)) __PYX_ERR(7, 27, __pyx_L1_error)
+    __Pyx_GOTREF(__pyx_t_5);
+    __pyx_t_6 = __Pyx_PyObject_GetAttrStr(__pyx_t_5, __pyx_mstate_global->__pyx_n_u_asarray); if (unlikely(!__pyx_t_6)) __PYX_ERR(7, 27, __pyx_L1_error)
+    __Pyx_GOTREF(__pyx_t_6);
+    __Pyx_DECREF(__pyx_t_5); __pyx_t_5 = 0;
+    __pyx_t_7 = 1;
+    #if CYTHON_UNPACK_METHODS
+    if (unlikely(PyMethod_Check(__pyx_t_6))) {
+      __pyx_t_4 = PyMethod_GET_SELF(__pyx_t_6);
+      assert(__pyx_t_4);
+      PyObject* __pyx__function = PyMethod_GET_FUNCTION(__pyx_t_6);
+      __Pyx_INCREF(__pyx_t_4);
+      __Pyx_INCREF(__pyx__function);
+      __Pyx_DECREF_SET(__pyx_t_6, __pyx__function);
+      __pyx_t_7 = 0;
+    }
+    #endif
+    {
+      PyObject *__pyx_callargs[2] = {__pyx_t_4, __pyx_v_wq};
+      __pyx_t_1 = __Pyx_PyObject_FastCall((PyObject*)__pyx_t_6, __pyx_callargs+__pyx_t_7, (2-__pyx_t_7) | (__pyx_t_7*__Pyx_PY_VECTORCALL_ARGUMENTS_OFFSET));
+      __Pyx_XDECREF(__pyx_t_4); __pyx_t_4 = 0;
+      __Pyx_DECREF(__pyx_t_6); __pyx_t_6 = 0;
+      if (unlikely(!__pyx_t_1)) __PYX_ERR(7, 27, __pyx_L1_error)
+      __Pyx_GOTREF(__pyx_t_1);
+    }
+    __pyx_v_wq_array = __pyx_t_1;
+    __pyx_t_1 = 0;
+
+    /* "pyx/qgemv.pxi":28
+ *     if not isinstance(wq, Tensor):
+ *         wq_array = np.asarray(wq)
+ *         if wq_array.dtype != np.uint32:             # <<<<<<<<<<<<<<
+ *             raise DTypeError(f"qgemv: wq has dtype {wq_array.dtype}; expected uint32 (packed quantized weights, "
+ *                              f"as mtlinv.quant.quantize returns them)")
+*/
+    __pyx_t_1 = __Pyx_PyObject_GetAttrStr(__pyx_v_wq_array, __pyx_mstate_global->__pyx_n_u_dtype); if (unlikely(!__pyx_t_1)) __PYX_ERR(7, 28, __pyx_L1_error)
+    __Pyx_GOTREF(__pyx_t_1);
+    __Pyx_GetModuleGlobalName(__pyx_t_6, __pyx_mstate_global->__pyx_n_u_np); if (unlikely(!__pyx_t_6)) __PYX_ERR(7, 28, __pyx_L1_error)
+    __Pyx_GOTREF(__pyx_t_6);
+    __pyx_t_4 = __Pyx_PyObject_GetAttrStr(__pyx_t_6, __pyx_mstate_global->__pyx_n_u_uint32); if (unlikely(!__pyx_t_4)) __PYX_ERR(7, 28, __pyx_L1_error)
+    __Pyx_GOTREF(__pyx_t_4);
+    __Pyx_DECREF(__pyx_t_6); __pyx_t_6 = 0;
+    __pyx_t_3 = __Pyx_PyObject_CompareBoolNe_object_object(__pyx_t_1, __pyx_t_4, Py_NE); if (unlikely((__pyx_t_3 < 0))) __PYX_ERR(7, 28, __pyx_L1_error)
+    __Pyx_DECREF(__pyx_t_1); __pyx_t_1 = 0;
+    __Pyx_DECREF(__pyx_t_4); __pyx_t_4 = 0;
+    if (unlikely(__pyx_t_3)) {
+
+
+      /* "pyx/qgemv.pxi":29
+ *         wq_array = np.asarray(wq)
+ *         if wq_array.dtype != np.uint32:
+ *             raise DTypeError(f"qgemv: wq has dtype {wq_array.dtype}; expected uint32 (packed quantized weights, "             # <<<<<<<<<<<<<<
+ *                              f"as mtlinv.quant.quantize returns them)")
+ *         wq = wq_array
+*/
+      __pyx_t_1 = NULL;
+      __Pyx_GetModuleGlobalName(__pyx_t_6, __pyx_mstate_global->__pyx_n_u_DTypeError); if (unlikely(!__pyx_t_6)) __PYX_ERR(7, 29, __pyx_L1_error)
+      __Pyx_GOTREF(__pyx_t_6);
+      __pyx_t_5 = __Pyx_PyObject_GetAttrStr(__pyx_v_wq_array, __pyx_mstate_global->__pyx_n_u_dtype); if (unlikely(!__pyx_t_5)) __PYX_ERR(7, 29, __pyx_L1_error)
+      __Pyx_GOTREF(__pyx_t_5);
+      __pyx_t_8 = __Pyx_PyObject_FormatSimple(__pyx_t_5, __pyx_mstate_global->__pyx_empty_unicode); if (unlikely(!__pyx_t_8)) __PYX_ERR(7, 29, __pyx_L1_error)
+      __Pyx_GOTREF(__pyx_t_8);
+      __Pyx_DECREF(__pyx_t_5); __pyx_t_5 = 0;
+      __pyx_t_9[0] = __pyx_mstate_global->__pyx_kp_u_qgemv_wq_has_dtype;
+      __pyx_t_9[1] = __pyx_t_8;
+      __pyx_t_9[2] = __pyx_mstate_global->__pyx_kp_u_expected_uint32_packed_quantize;
+      __pyx_t_10 = 103;
+      #if __Pyx_PyUnicode_Join_CAN_USE_KIND_AND_LENGTH
+      __pyx_t_10 += __Pyx_PyUnicode_GET_LENGTH(__pyx_t_9[1]);
+      #endif
+      __pyx_t_11 = 0;
+      #if __Pyx_PyUnicode_Join_CAN_USE_KIND_AND_LENGTH
+      __pyx_t_11 |= __Pyx_PyUnicode_KIND_04(__pyx_t_9[1]);
+      #endif
+      __pyx_t_5 = __Pyx_PyUnicode_Join(__pyx_t_9, 3, __pyx_t_10, __pyx_t_11);
+      if (unlikely(!__pyx_t_5)) __PYX_ERR(7, 29, __pyx_L1_error)
+      __Pyx_GOTREF(__pyx_t_5);
+      __Pyx_DECREF(__pyx_t_8); __pyx_t_8 = 0;
+      __pyx_t_7 = 1;
+      #if CYTHON_UNPACK_METHODS
+      if (unlikely(PyMethod_Check(__pyx_t_6))) {
+        __pyx_t_1 = PyMethod_GET_SELF(__pyx_t_6);
+        assert(__pyx_t_1);
+        PyObject* __pyx__function = PyMethod_GET_FUNCTION(__pyx_t_6);
+        __Pyx_INCREF(__pyx_t_1);
+        __Pyx_INCREF(__pyx__function);
+        __Pyx_DECREF_SET(__pyx_t_6, __pyx__function);
+        __pyx_t_7 = 0;
+      }
+      #endif
+      {
+        PyObject *__pyx_callargs[2] = {__pyx_t_1, __pyx_t_5};
+        __pyx_t_4 = __Pyx_PyObject_FastCall((PyObject*)__pyx_t_6, __pyx_callargs+__pyx_t_7, (2-__pyx_t_7) | (__pyx_t_7*__Pyx_PY_VECTORCALL_ARGUMENTS_OFFSET));
+        __Pyx_XDECREF(__pyx_t_1); __pyx_t_1 = 0;
+        __Pyx_DECREF(__pyx_t_5); __pyx_t_5 = 0;
+        __Pyx_DECREF(__pyx_t_6); __pyx_t_6 = 0;
+        if (unlikely(!__pyx_t_4)) __PYX_ERR(7, 29, __pyx_L1_error)
+        __Pyx_GOTREF(__pyx_t_4);
+      }
+      __Pyx_Raise(__pyx_t_4, 0, 0, 0);
+      __Pyx_DECREF(__pyx_t_4); __pyx_t_4 = 0;
+      __PYX_ERR(7, 29, __pyx_L1_error)
+
+      /* "pyx/qgemv.pxi":28
+ *     if not isinstance(wq, Tensor):
+ *         wq_array = np.asarray(wq)
+ *         if wq_array.dtype != np.uint32:             # <<<<<<<<<<<<<<
+ *             raise DTypeError(f"qgemv: wq has dtype {wq_array.dtype}; expected uint32 (packed quantized weights, "
+ *                              f"as mtlinv.quant.quantize returns them)")
+*/
+    }
+
+    /* "pyx/qgemv.pxi":31
+ *             raise DTypeError(f"qgemv: wq has dtype {wq_array.dtype}; expected uint32 (packed quantized weights, "
+ *                              f"as mtlinv.quant.quantize returns them)")
+ *         wq = wq_array             # <<<<<<<<<<<<<<
+ *     cdef Tensor twq = _operand(wq, "wq", "qgemv")
+ *     cdef Tensor ts = _operand(scales, "scales", "qgemv")
+*/
+    __Pyx_INCREF(__pyx_v_wq_array);
+    __Pyx_DECREF_SET(__pyx_v_wq, __pyx_v_wq_array);
+
+    /* "pyx/qgemv.pxi":26
+ *     alone; above the limit a throughput kernel runs."""
+ *     cdef Tensor tx = _operand(x, "x", "qgemv")
+ *     if not isinstance(wq, Tensor):             # <<<<<<<<<<<<<<
+ *         wq_array = np.asarray(wq)
+ *         if wq_array.dtype != np.uint32:
+*/
+  }
+
+  /* "pyx/qgemv.pxi":32
+ *                              f"as mtlinv.quant.quantize returns them)")
+ *         wq = wq_array
+ *     cdef Tensor twq = _operand(wq, "wq", "qgemv")             # <<<<<<<<<<<<<<
+ *     cdef Tensor ts = _operand(scales, "scales", "qgemv")
+ *     cdef Tensor tbs = _operand(biases, "biases", "qgemv")
+*/
+  __pyx_t_4 = ((PyObject *)__pyx_f_6mtlinv_7_native__operand(__pyx_v_wq, __pyx_mstate_global->__pyx_n_u_wq, __pyx_mstate_global->__pyx_n_u_qgemv)); if (unlikely(!__pyx_t_4)) __PYX_ERR(7, 32, __pyx_L1_error)
+  __Pyx_GOTREF(__pyx_t_4);
+  __pyx_v_twq = ((struct __pyx_obj_6mtlinv_7_native_Tensor *)__pyx_t_4);
+  __pyx_t_4 = 0;
+
+  /* "pyx/qgemv.pxi":33
+ *         wq = wq_array
+ *     cdef Tensor twq = _operand(wq, "wq", "qgemv")
+ *     cdef Tensor ts = _operand(scales, "scales", "qgemv")             # <<<<<<<<<<<<<<
+ *     cdef Tensor tbs = _operand(biases, "biases", "qgemv")
+ *     cdef Tensor tb
+*/
+  __pyx_t_4 = ((PyObject *)__pyx_f_6mtlinv_7_native__operand(__pyx_v_scales, __pyx_mstate_global->__pyx_n_u_scales, __pyx_mstate_global->__pyx_n_u_qgemv)); if (unlikely(!__pyx_t_4)) __PYX_ERR(7, 33, __pyx_L1_error)
+  __Pyx_GOTREF(__pyx_t_4);
+  __pyx_v_ts = ((struct __pyx_obj_6mtlinv_7_native_Tensor *)__pyx_t_4);
+  __pyx_t_4 = 0;
+
+  /* "pyx/qgemv.pxi":34
+ *     cdef Tensor twq = _operand(wq, "wq", "qgemv")
+ *     cdef Tensor ts = _operand(scales, "scales", "qgemv")
+ *     cdef Tensor tbs = _operand(biases, "biases", "qgemv")             # <<<<<<<<<<<<<<
+ *     cdef Tensor tb
+ *     cdef const CTensor* pb = NULL
+*/
+  __pyx_t_4 = ((PyObject *)__pyx_f_6mtlinv_7_native__operand(__pyx_v_biases, __pyx_mstate_global->__pyx_n_u_biases, __pyx_mstate_global->__pyx_n_u_qgemv)); if (unlikely(!__pyx_t_4)) __PYX_ERR(7, 34, __pyx_L1_error)
+  __Pyx_GOTREF(__pyx_t_4);
+  __pyx_v_tbs = ((struct __pyx_obj_6mtlinv_7_native_Tensor *)__pyx_t_4);
+  __pyx_t_4 = 0;
+
+  /* "pyx/qgemv.pxi":36
+ *     cdef Tensor tbs = _operand(biases, "biases", "qgemv")
+ *     cdef Tensor tb
+ *     cdef const CTensor* pb = NULL             # <<<<<<<<<<<<<<
+ *     if bias is not None:
+ *         tb = _operand(bias, "bias", "qgemv")
+*/
+  __pyx_v_pb = NULL;
+
+  /* "pyx/qgemv.pxi":37
+ *     cdef Tensor tb
+ *     cdef const CTensor* pb = NULL
+ *     if bias is not None:             # <<<<<<<<<<<<<<
+ *         tb = _operand(bias, "bias", "qgemv")
+ *         pb = &tb.c
+*/
+  __pyx_t_3 = (__pyx_v_bias != Py_None);
+  if (__pyx_t_3) {
+
+
+    /* "pyx/qgemv.pxi":38
+ *     cdef const CTensor* pb = NULL
+ *     if bias is not None:
+ *         tb = _operand(bias, "bias", "qgemv")             # <<<<<<<<<<<<<<
+ *         pb = &tb.c
+ *     cdef CTensor out
+*/
+    __pyx_t_4 = ((PyObject *)__pyx_f_6mtlinv_7_native__operand(__pyx_v_bias, __pyx_mstate_global->__pyx_n_u_bias, __pyx_mstate_global->__pyx_n_u_qgemv)); if (unlikely(!__pyx_t_4)) __PYX_ERR(7, 38, __pyx_L1_error)
+    __Pyx_GOTREF(__pyx_t_4);
+    __pyx_v_tb = ((struct __pyx_obj_6mtlinv_7_native_Tensor *)__pyx_t_4);
+    __pyx_t_4 = 0;
+
+    /* "pyx/qgemv.pxi":39
+ *     if bias is not None:
+ *         tb = _operand(bias, "bias", "qgemv")
+ *         pb = &tb.c             # <<<<<<<<<<<<<<
+ *     cdef CTensor out
+ *     with nogil:
+*/
+    __pyx_v_pb = (&__pyx_v_tb->c);
+
+    /* "pyx/qgemv.pxi":37
+ *     cdef Tensor tb
+ *     cdef const CTensor* pb = NULL
+ *     if bias is not None:             # <<<<<<<<<<<<<<
+ *         tb = _operand(bias, "bias", "qgemv")
+ *         pb = &tb.c
+*/
+  }
+
+  /* "pyx/qgemv.pxi":41
+ *         pb = &tb.c
+ *     cdef CTensor out
+ *     with nogil:             # <<<<<<<<<<<<<<
+ *         out = c_qgemv(tx.c, twq.c, ts.c, tbs.c, pb, group_size, bits)
+ *     return _wrap(out)
+*/
+  {
+      PyThreadState * _save;
+      _save = PyEval_SaveThread();
+      __Pyx_FastGIL_Remember();
+      /*try:*/ {
+
+        /* "pyx/qgemv.pxi":42
+ *     cdef CTensor out
+ *     with nogil:
+ *         out = c_qgemv(tx.c, twq.c, ts.c, tbs.c, pb, group_size, bits)             # <<<<<<<<<<<<<<
+ *     return _wrap(out)
+ * 
+*/
+        try {
+          __pyx_t_12 = mtlinv::qgemv(__pyx_v_tx->c, __pyx_v_twq->c, __pyx_v_ts->c, __pyx_v_tbs->c, __pyx_v_pb, __pyx_v_group_size, __pyx_v_bits);
+        } catch(...) {
+          PyGILState_STATE __pyx_gilstate_save = __Pyx_PyGILState_Ensure();
+          mtlinv_py::raise_py_error(); if (!PyErr_Occurred())PyErr_SetString(PyExc_RuntimeError, "Error converting c++ exception.");
+          __Pyx_PyGILState_Release(__pyx_gilstate_save);
+          __PYX_ERR(7, 42, __pyx_L7_error)
+        }
+        __pyx_v_out = __PYX_STD_MOVE_IF_SUPPORTED(__pyx_t_12);
+      }
+
+      /* "pyx/qgemv.pxi":41
+ *         pb = &tb.c
+ *     cdef CTensor out
+ *     with nogil:             # <<<<<<<<<<<<<<
+ *         out = c_qgemv(tx.c, twq.c, ts.c, tbs.c, pb, group_size, bits)
+ *     return _wrap(out)
+*/
+      /*finally:*/ {
+        /*normal exit:*/{
+          __Pyx_FastGIL_Forget();
+          PyEval_RestoreThread(_save);
+          goto __pyx_L8;
+        }
+        __pyx_L7_error: {
+          __Pyx_FastGIL_Forget();
+          PyEval_RestoreThread(_save);
+          goto __pyx_L1_error;
+        }
+        __pyx_L8:;
+      }
+  }
+
+  /* "pyx/qgemv.pxi":43
+ *     with nogil:
+ *         out = c_qgemv(tx.c, twq.c, ts.c, tbs.c, pb, group_size, bits)
+ *     return _wrap(out)             # <<<<<<<<<<<<<<
+ * 
+ * 
+*/
+  __pyx_t_4 = ((PyObject *)__pyx_f_6mtlinv_7_native__wrap(__pyx_v_out)); if (unlikely(!__pyx_t_4)) __PYX_ERR(7, 43, __pyx_L1_error)
+  __Pyx_GOTREF(__pyx_t_4);
+  {
+    PyObject *__pyx_temp;
+    {
+      __pyx_temp = __pyx_r;
+      __pyx_r = __pyx_t_4;
+    }
+    __Pyx_XDECREF(__pyx_temp);
+  }
+  __pyx_t_4 = 0;
+  goto __pyx_L0;
+
+  /* "pyx/qgemv.pxi":16
+ * 
+ * 
+ * def qgemv(x, wq, scales, biases, *, int group_size, int bits, bias=None):             # <<<<<<<<<<<<<<
+ *     """y = x @ W.T (+ bias) for a weight W [N, K] quantized in MLX's affine format (mtlinv.quant.quantize):
+ *     wq uint32 [N, K*bits/32], scales and biases [N, K/group_size] in x's dtype, W = scales * q + biases per group.
+*/
+
+  /* function exit code */
+  __pyx_L1_error:;
+  __Pyx_XDECREF(__pyx_t_1);
+  __Pyx_XDECREF(__pyx_t_4);
+  __Pyx_XDECREF(__pyx_t_5);
+  __Pyx_XDECREF(__pyx_t_6);
+  __Pyx_XDECREF(__pyx_t_8);
+  __Pyx_AddTraceback("mtlinv._native.qgemv", __pyx_clineno, __pyx_lineno, __pyx_filename);
+  __pyx_r = NULL;
+  __pyx_L0:;
+  __Pyx_XDECREF((PyObject *)__pyx_v_tx);
+  __Pyx_XDECREF(__pyx_v_wq_array);
+  __Pyx_XDECREF((PyObject *)__pyx_v_twq);
+  __Pyx_XDECREF((PyObject *)__pyx_v_ts);
+  __Pyx_XDECREF((PyObject *)__pyx_v_tbs);
+  __Pyx_XDECREF((PyObject *)__pyx_v_tb);
+
+
+  __Pyx_XDECREF(__pyx_v_wq);
+  __Pyx_XGIVEREF(__pyx_r);
+  __Pyx_RefNannyFinishContext();
+  return __pyx_r;
+}
+
+/* "pyx/qgemv.pxi":46
+ * 
+ * 
+ * def plan_qgemv(*, rows, k, n, group_size=64, bits=4, dtype="float32", limit=None, bias=False):             # <<<<<<<<<<<<<<
+ *     """The plan qgemv would use for this shape: {'canonical': bool, 'launches': [...]}."""
+ *     cdef CQGemvShape s
+*/
+
+/* Python wrapper */
+static PyObject *__pyx_pw_6mtlinv_7_native_13plan_qgemv(PyObject *__pyx_self, 
+#if CYTHON_VECTORCALL
+PyObject *const *__pyx_args, Py_ssize_t __pyx_nargs, PyObject *__pyx_kwds
+#else
+PyObject *__pyx_args, PyObject *__pyx_kwds
+#endif
+); /*proto*/
+PyDoc_STRVAR(__pyx_doc_6mtlinv_7_native_12plan_qgemv, "The plan qgemv would use for this shape: {\047canonical\047: bool, \047launches\047: [...]}.");
+static PyMethodDef __pyx_mdef_6mtlinv_7_native_13plan_qgemv = {"plan_qgemv", (PyCFunction)(void(*)(void))(__Pyx_PyCFunction_FastCallWithKeywords)__pyx_pw_6mtlinv_7_native_13plan_qgemv, __Pyx_METH_FASTCALL|METH_KEYWORDS, __pyx_doc_6mtlinv_7_native_12plan_qgemv};
+static PyObject *__pyx_pw_6mtlinv_7_native_13plan_qgemv(PyObject *__pyx_self, 
+#if CYTHON_VECTORCALL
+PyObject *const *__pyx_args, Py_ssize_t __pyx_nargs, PyObject *__pyx_kwds
+#else
+PyObject *__pyx_args, PyObject *__pyx_kwds
+#endif
+) {
+  PyObject *__pyx_v_rows = 0;
+  PyObject *__pyx_v_k = 0;
+  PyObject *__pyx_v_n = 0;
+  PyObject *__pyx_v_group_size = 0;
+  PyObject *__pyx_v_bits = 0;
+  PyObject *__pyx_v_dtype = 0;
+  PyObject *__pyx_v_limit = 0;
+  PyObject *__pyx_v_bias = 0;
+  #if !CYTHON_VECTORCALL
+  CYTHON_UNUSED Py_ssize_t __pyx_nargs;
+  #endif
+  CYTHON_UNUSED PyObject *const *__pyx_kwvalues;
+  PyObject* values[8] = {0,0,0,0,0,0,0,0};
+  int __pyx_lineno = 0;
+  const char *__pyx_filename = NULL;
+  int __pyx_clineno = 0;
+  PyObject *__pyx_r = 0;
+  __Pyx_RefNannyDeclarations
+  __Pyx_RefNannySetupContext("plan_qgemv (wrapper)", 0);
+  #if !CYTHON_VECTORCALL
+  #if CYTHON_ASSUME_SAFE_SIZE
+  __pyx_nargs = PyTuple_GET_SIZE(__pyx_args);
+  #else
+  __pyx_nargs = PyTuple_Size(__pyx_args); if (unlikely(__pyx_nargs < 0)) return NULL;
+  #endif
+  #endif
+  __pyx_kwvalues = __Pyx_KwValues_FASTCALL(__pyx_args, __pyx_nargs);
+  {
+    PyObject ** const __pyx_pyargnames[] = {&__pyx_mstate_global->__pyx_n_u_rows,&__pyx_mstate_global->__pyx_n_u_k,&__pyx_mstate_global->__pyx_n_u_n,&__pyx_mstate_global->__pyx_n_u_group_size,&__pyx_mstate_global->__pyx_n_u_bits,&__pyx_mstate_global->__pyx_n_u_dtype,&__pyx_mstate_global->__pyx_n_u_limit,&__pyx_mstate_global->__pyx_n_u_bias,0};
+    const Py_ssize_t __pyx_kwds_len = (__pyx_kwds) ? __Pyx_NumKwargs_FASTCALL(__pyx_kwds) : 0;
+    if (unlikely(__pyx_kwds_len < 0)) __PYX_ERR(7, 46, __pyx_L3_error)
+    if (likely(__pyx_kwds_len > 0)) {
+      switch (__pyx_nargs) {
+        case  0: break;
+        default: goto __pyx_L5_argtuple_error;
+      }
+      if (__Pyx_ParseKeywords(__pyx_kwds, __pyx_kwvalues, __pyx_pyargnames, 0, values, 0, __pyx_kwds_len, "plan_qgemv", 0) < (0)) __PYX_ERR(7, 46, __pyx_L3_error)
+      if (!values[3]) values[3] = __Pyx_NewRef(((PyObject *)((PyObject*)__pyx_mstate_global->__pyx_int_64)));
+      if (!values[4]) values[4] = __Pyx_NewRef(((PyObject *)((PyObject*)__pyx_mstate_global->__pyx_int_4)));
+      if (!values[5]) values[5] = __Pyx_NewRef(((PyObject *)((PyObject*)__pyx_mstate_global->__pyx_n_u_float32)));
+      if (!values[6]) values[6] = __Pyx_NewRef(((PyObject *)Py_None));
+      if (!values[7]) values[7] = __Pyx_NewRef(((PyObject *)((PyObject*)Py_False)));
+      for (Py_ssize_t i = 0; i < 3; i++) {
+        if (unlikely(!values[i])) { __Pyx_RaiseKeywordRequired("plan_qgemv", *(__pyx_pyargnames[i - 0])); __PYX_ERR(7, 46, __pyx_L3_error) }
+      }
+    } else if (unlikely(__pyx_nargs != 0)) {
+      goto __pyx_L5_argtuple_error;
+    } else {
+      __Pyx_RaiseKeywordRequired("plan_qgemv", __pyx_mstate_global->__pyx_n_u_rows); __PYX_ERR(7, 46, __pyx_L3_error)
+    }
+    __pyx_v_rows = values[0];
+    __pyx_v_k = values[1];
+    __pyx_v_n = values[2];
+    __pyx_v_group_size = values[3];
+    __pyx_v_bits = values[4];
+    __pyx_v_dtype = values[5];
+    __pyx_v_limit = values[6];
+    __pyx_v_bias = values[7];
+  }
+  goto __pyx_L6_skip;
+  __pyx_L5_argtuple_error:;
+  __Pyx_RaiseArgtupleInvalid("plan_qgemv", 1, 0, 0, __pyx_nargs); __PYX_ERR(7, 46, __pyx_L3_error)
+  __pyx_L6_skip:;
+  goto __pyx_L4_argument_unpacking_done;
+  __pyx_L3_error:;
+  for (Py_ssize_t __pyx_temp=0; __pyx_temp < (Py_ssize_t)(sizeof(values)/sizeof(values[0])); ++__pyx_temp) {
+    Py_XDECREF(values[__pyx_temp]);
+  }
+  __Pyx_AddTraceback("mtlinv._native.plan_qgemv", __pyx_clineno, __pyx_lineno, __pyx_filename);
+  __Pyx_RefNannyFinishContext();
+  return NULL;
+  __pyx_L4_argument_unpacking_done:;
+  __pyx_r = __pyx_pf_6mtlinv_7_native_12plan_qgemv(__pyx_self, __pyx_v_rows, __pyx_v_k, __pyx_v_n, __pyx_v_group_size, __pyx_v_bits, __pyx_v_dtype, __pyx_v_limit, __pyx_v_bias);
+
+  /* function exit code */
+  for (Py_ssize_t __pyx_temp=0; __pyx_temp < (Py_ssize_t)(sizeof(values)/sizeof(values[0])); ++__pyx_temp) {
+    Py_XDECREF(values[__pyx_temp]);
+  }
+  __Pyx_RefNannyFinishContext();
+  return __pyx_r;
+}
+
+static PyObject *__pyx_pf_6mtlinv_7_native_12plan_qgemv(CYTHON_UNUSED PyObject *__pyx_self, PyObject *__pyx_v_rows, PyObject *__pyx_v_k, PyObject *__pyx_v_n, PyObject *__pyx_v_group_size, PyObject *__pyx_v_bits, PyObject *__pyx_v_dtype, PyObject *__pyx_v_limit, PyObject *__pyx_v_bias) {
+  mtlinv::QGemvShape __pyx_v_s;
+  mtlinv::Plan __pyx_v_p;
+  PyObject *__pyx_r = NULL;
+  __Pyx_RefNannyDeclarations
+  int64_t __pyx_t_1;
+  int64_t __pyx_t_2;
+  int64_t __pyx_t_3;
+  int __pyx_t_4;
+  int __pyx_t_5;
+  PyObject *__pyx_t_6 = NULL;
+  PyObject *__pyx_t_7 = NULL;
+  PyObject *__pyx_t_8 = NULL;
+  PyObject *__pyx_t_9 = NULL;
+  PyObject *__pyx_t_10 = NULL;
+  PyObject *__pyx_t_11 = NULL;
+  size_t __pyx_t_12;
+  std::string __pyx_t_13;
+  __PYX_ENUM_CLASS_DECL mtlinv::DType __pyx_t_14;
+  bool __pyx_t_15;
+  int __pyx_t_16;
+  __Pyx_FakeReference<mtlinv::Backend> __pyx_t_17;
+  mtlinv::Plan __pyx_t_18;
+  int __pyx_lineno = 0;
+  const char *__pyx_filename = NULL;
+  int __pyx_clineno = 0;
+  __Pyx_RefNannySetupContext("plan_qgemv", 0);
+
+  /* "pyx/qgemv.pxi":49
+ *     """The plan qgemv would use for this shape: {'canonical': bool, 'launches': [...]}."""
+ *     cdef CQGemvShape s
+ *     s.rows, s.k, s.n = rows, k, n             # <<<<<<<<<<<<<<
+ *     s.group_size, s.bits = group_size, bits
+ *     s.dtype = dtype_from_name(np.dtype(dtype).name.encode())
+*/
+  __pyx_t_1 = __Pyx_PyLong_As_int64_t(__pyx_v_rows); if (unlikely((__pyx_t_1 == ((int64_t)-1)) && PyErr_Occurred())) __PYX_ERR(7, 49, __pyx_L1_error)
+  __pyx_t_2 = __Pyx_PyLong_As_int64_t(__pyx_v_k); if (unlikely((__pyx_t_2 == ((int64_t)-1)) && PyErr_Occurred())) __PYX_ERR(7, 49, __pyx_L1_error)
+  __pyx_t_3 = __Pyx_PyLong_As_int64_t(__pyx_v_n); if (unlikely((__pyx_t_3 == ((int64_t)-1)) && PyErr_Occurred())) __PYX_ERR(7, 49, __pyx_L1_error)
+  __pyx_v_s.rows = __pyx_t_1;
+  __pyx_v_s.k = __pyx_t_2;
+  __pyx_v_s.n = __pyx_t_3;
+
+  /* "pyx/qgemv.pxi":50
+ *     cdef CQGemvShape s
+ *     s.rows, s.k, s.n = rows, k, n
+ *     s.group_size, s.bits = group_size, bits             # <<<<<<<<<<<<<<
+ *     s.dtype = dtype_from_name(np.dtype(dtype).name.encode())
+ *     s.has_bias = bias
+*/
+  __pyx_t_4 = __Pyx_PyLong_As_int(__pyx_v_group_size); if (unlikely((__pyx_t_4 == (int)-1) && PyErr_Occurred())) __PYX_ERR(7, 50, __pyx_L1_error)
+  __pyx_t_5 = __Pyx_PyLong_As_int(__pyx_v_bits); if (unlikely((__pyx_t_5 == (int)-1) && PyErr_Occurred())) __PYX_ERR(7, 50, __pyx_L1_error)
+  __pyx_v_s.group_size = __pyx_t_4;
+  __pyx_v_s.bits = __pyx_t_5;
+
+  /* "pyx/qgemv.pxi":51
+ *     s.rows, s.k, s.n = rows, k, n
+ *     s.group_size, s.bits = group_size, bits
+ *     s.dtype = dtype_from_name(np.dtype(dtype).name.encode())             # <<<<<<<<<<<<<<
+ *     s.has_bias = bias
+ *     s.aligned = True
+*/
+  __pyx_t_9 = NULL;
+  __Pyx_GetModuleGlobalName(__pyx_t_10, __pyx_mstate_global->__pyx_n_u_np); if (unlikely(!__pyx_t_10)) __PYX_ERR(7, 51, __pyx_L1_error)
+  __Pyx_GOTREF(__pyx_t_10);
+  __pyx_t_11 = __Pyx_PyObject_GetAttrStr(__pyx_t_10, __pyx_mstate_global->__pyx_n_u_dtype); if (unlikely(!__pyx_t_11)) __PYX_ERR(7, 51, __pyx_L1_error)
+  __Pyx_GOTREF(__pyx_t_11);
+  __Pyx_DECREF(__pyx_t_10); __pyx_t_10 = 0;
+  __pyx_t_12 = 1;
+  #if CYTHON_UNPACK_METHODS
+  if (unlikely(PyMethod_Check(__pyx_t_11))) {
+    __pyx_t_9 = PyMethod_GET_SELF(__pyx_t_11);
+    assert(__pyx_t_9);
+    PyObject* __pyx__function = PyMethod_GET_FUNCTION(__pyx_t_11);
+    __Pyx_INCREF(__pyx_t_9);
+    __Pyx_INCREF(__pyx__function);
+    __Pyx_DECREF_SET(__pyx_t_11, __pyx__function);
+    __pyx_t_12 = 0;
+  }
+  #endif
+  {
+    PyObject *__pyx_callargs[2] = {__pyx_t_9, __pyx_v_dtype};
+    __pyx_t_8 = __Pyx_PyObject_FastCall((PyObject*)__pyx_t_11, __pyx_callargs+__pyx_t_12, (2-__pyx_t_12) | (__pyx_t_12*__Pyx_PY_VECTORCALL_ARGUMENTS_OFFSET));
+    __Pyx_XDECREF(__pyx_t_9); __pyx_t_9 = 0;
+    __Pyx_DECREF(__pyx_t_11); __pyx_t_11 = 0;
+    if (unlikely(!__pyx_t_8)) __PYX_ERR(7, 51, __pyx_L1_error)
+    __Pyx_GOTREF(__pyx_t_8);
+  }
+  __pyx_t_11 = __Pyx_PyObject_GetAttrStr(__pyx_t_8, __pyx_mstate_global->__pyx_n_u_name); if (unlikely(!__pyx_t_11)) __PYX_ERR(7, 51, __pyx_L1_error)
+  __Pyx_GOTREF(__pyx_t_11);
+  __Pyx_DECREF(__pyx_t_8); __pyx_t_8 = 0;
+  __pyx_t_7 = __pyx_t_11;
+  __Pyx_INCREF(__pyx_t_7);
+  __pyx_t_12 = 0;
+  {
+    PyObject *__pyx_callargs[2] = {__pyx_t_7, NULL};
+    __pyx_t_6 = __Pyx_PyObject_FastCallMethod((PyObject*)__pyx_mstate_global->__pyx_n_u_encode, __pyx_callargs+__pyx_t_12, (1-__pyx_t_12) | (1*__Pyx_PY_VECTORCALL_ARGUMENTS_OFFSET));
+    __Pyx_XDECREF(__pyx_t_7); __pyx_t_7 = 0;
+    __Pyx_DECREF(__pyx_t_11); __pyx_t_11 = 0;
+    if (unlikely(!__pyx_t_6)) __PYX_ERR(7, 51, __pyx_L1_error)
+    __Pyx_GOTREF(__pyx_t_6);
+  }
+  __pyx_t_13 = __pyx_convert_string_from_py_6libcpp_6string_std__in_string(__pyx_t_6); if (unlikely(PyErr_Occurred())) __PYX_ERR(7, 51, __pyx_L1_error)
+  __Pyx_DECREF(__pyx_t_6); __pyx_t_6 = 0;
+  try {
+    __pyx_t_14 = mtlinv::dtype_from_name(__pyx_t_13);
+  } catch(...) {
+    mtlinv_py::raise_py_error(); if (!PyErr_Occurred())PyErr_SetString(PyExc_RuntimeError, "Error converting c++ exception.");
+    __PYX_ERR(7, 51, __pyx_L1_error)
+  }
+
+  __pyx_v_s.dtype = __pyx_t_14;
+
+  /* "pyx/qgemv.pxi":52
+ *     s.group_size, s.bits = group_size, bits
+ *     s.dtype = dtype_from_name(np.dtype(dtype).name.encode())
+ *     s.has_bias = bias             # <<<<<<<<<<<<<<
+ *     s.aligned = True
+ *     cdef CPlan p = c_plan_qgemv(s, c_get_limit() if limit is None else limit, c_active_backend().caps())
+*/
+  __pyx_t_15 = __Pyx_PyObject_IsTrue(__pyx_v_bias); if (unlikely((__pyx_t_15 == ((bool)-1)) && PyErr_Occurred())) __PYX_ERR(7, 52, __pyx_L1_error)
+  __pyx_v_s.has_bias = __pyx_t_15;
+
+  /* "pyx/qgemv.pxi":53
+ *     s.dtype = dtype_from_name(np.dtype(dtype).name.encode())
+ *     s.has_bias = bias
+ *     s.aligned = True             # <<<<<<<<<<<<<<
+ *     cdef CPlan p = c_plan_qgemv(s, c_get_limit() if limit is None else limit, c_active_backend().caps())
+ *     return {"canonical": p.canonical, "launches": _launches(p)}
+*/
+  __pyx_v_s.aligned = 1;
+
+  /* "pyx/qgemv.pxi":54
+ *     s.has_bias = bias
+ *     s.aligned = True
+ *     cdef CPlan p = c_plan_qgemv(s, c_get_limit() if limit is None else limit, c_active_backend().caps())             # <<<<<<<<<<<<<<
+ *     return {"canonical": p.canonical, "launches": _launches(p)}
+*/
+  __pyx_t_16 = (__pyx_v_limit == Py_None);
+  if (__pyx_t_16) {
+
+    __pyx_t_5 = mtlinv::get_limit();
+  } else {
+    __pyx_t_4 = __Pyx_PyLong_As_int(__pyx_v_limit); if (unlikely((__pyx_t_4 == (int)-1) && PyErr_Occurred())) __PYX_ERR(7, 54, __pyx_L1_error)
+    __pyx_t_5 = __pyx_t_4;
+  }
+
+  try {
+    __pyx_t_17 = mtlinv::active_backend();
+  } catch(...) {
+    mtlinv_py::raise_py_error(); if (!PyErr_Occurred())PyErr_SetString(PyExc_RuntimeError, "Error converting c++ exception.");
+    __PYX_ERR(7, 54, __pyx_L1_error)
+  }
+  try {
+    __pyx_t_18 = mtlinv::plan_qgemv(__pyx_v_s, __pyx_t_5, __pyx_t_17->caps());
+  } catch(...) {
+    mtlinv_py::raise_py_error(); if (!PyErr_Occurred())PyErr_SetString(PyExc_RuntimeError, "Error converting c++ exception.");
+    __PYX_ERR(7, 54, __pyx_L1_error)
+  }
+
+
+  __pyx_v_p = __PYX_STD_MOVE_IF_SUPPORTED(__pyx_t_18);
+
+  /* "pyx/qgemv.pxi":55
+ *     s.aligned = True
+ *     cdef CPlan p = c_plan_qgemv(s, c_get_limit() if limit is None else limit, c_active_backend().caps())
+ *     return {"canonical": p.canonical, "launches": _launches(p)}             # <<<<<<<<<<<<<<
+*/
+  __pyx_t_6 = __Pyx_PyDict_NewPresized(2); if (unlikely(!__pyx_t_6)) __PYX_ERR(7, 55, __pyx_L1_error)
+  __Pyx_GOTREF(__pyx_t_6);
+  __pyx_t_11 = __Pyx_PyBool_FromLong(__pyx_v_p.canonical); if (unlikely(!__pyx_t_11)) __PYX_ERR(7, 55, __pyx_L1_error)
+  __Pyx_GOTREF(__pyx_t_11);
+  if (PyDict_SetItem(__pyx_t_6, __pyx_mstate_global->__pyx_n_u_canonical, __pyx_t_11) < (0)) __PYX_ERR(7, 55, __pyx_L1_error)
+  __Pyx_DECREF(__pyx_t_11); __pyx_t_11 = 0;
+  __pyx_t_11 = __pyx_f_6mtlinv_7_native__launches(__pyx_v_p); if (unlikely(!__pyx_t_11)) __PYX_ERR(7, 55, __pyx_L1_error)
+  __Pyx_GOTREF(__pyx_t_11);
+  if (PyDict_SetItem(__pyx_t_6, __pyx_mstate_global->__pyx_n_u_launches, __pyx_t_11) < (0)) __PYX_ERR(7, 55, __pyx_L1_error)
+  __Pyx_DECREF(__pyx_t_11); __pyx_t_11 = 0;
+  {
+    PyObject *__pyx_temp;
+    {
+      __pyx_temp = __pyx_r;
+      __pyx_r = __pyx_t_6;
+    }
+    __Pyx_XDECREF(__pyx_temp);
+  }
+  __pyx_t_6 = 0;
+  goto __pyx_L0;
+
+  /* "pyx/qgemv.pxi":46
+ * 
+ * 
+ * def plan_qgemv(*, rows, k, n, group_size=64, bits=4, dtype="float32", limit=None, bias=False):             # <<<<<<<<<<<<<<
+ *     """The plan qgemv would use for this shape: {'canonical': bool, 'launches': [...]}."""
+ *     cdef CQGemvShape s
+*/
+
+  /* function exit code */
+  __pyx_L1_error:;
+  __Pyx_XDECREF(__pyx_t_6);
+  __Pyx_XDECREF(__pyx_t_7);
+  __Pyx_XDECREF(__pyx_t_8);
+  __Pyx_XDECREF(__pyx_t_9);
+  __Pyx_XDECREF(__pyx_t_10);
+  __Pyx_XDECREF(__pyx_t_11);
+  __Pyx_AddTraceback("mtlinv._native.plan_qgemv", __pyx_clineno, __pyx_lineno, __pyx_filename);
+  __pyx_r = NULL;
+  __pyx_L0:;
+
+
+  __Pyx_XGIVEREF(__pyx_r);
+  __Pyx_RefNannyFinishContext();
+  return __pyx_r;
+}
+
+/* "pyx/sdpa.pxi":23
+ * 
+ * 
+ * def sdpa(q, k, v, *, scale=None, bint causal=True, kv_len=None):             # <<<<<<<<<<<<<<
+ *     """Scaled dot-product attention: softmax(scale * q @ k.T) @ v, float32 softmax and accumulation.
+ * 
+*/
+
+/* Python wrapper */
+static PyObject *__pyx_pw_6mtlinv_7_native_15sdpa(PyObject *__pyx_self, 
+#if CYTHON_VECTORCALL
+PyObject *const *__pyx_args, Py_ssize_t __pyx_nargs, PyObject *__pyx_kwds
+#else
+PyObject *__pyx_args, PyObject *__pyx_kwds
+#endif
+); /*proto*/
+PyDoc_STRVAR(__pyx_doc_6mtlinv_7_native_14sdpa, "Scaled dot-product attention: softmax(scale * q @ k.T) @ v, float32 softmax and accumulation.\n\n    q [B, Hq, Lq, D]; k, v [B, Hkv, C, D] with Hq a multiple of Hkv (GQA, MQA). Only the first kv_len keys are\n    used (default: all C), so a preallocated KV cache needs no copy. causal: query i sits at absolute position\n    kv_len - Lq + i and sees keys 0 .. that position. scale defaults to 1/sqrt(D). D in {64, 80, 96, 128, 256};\n    float32, float16 or bfloat16 (one dtype); the output has q\047s shape and dtype.\n\n    With Lq <= get_limit() (and always for Lq == 1) query i\047s output is bit-identical to a single-query call over\n    the first kv_len - Lq + i + 1 keys (causal) or the same keys (not causal); above the limit a throughput\n    kernel runs.");
+static PyMethodDef __pyx_mdef_6mtlinv_7_native_15sdpa = {"sdpa", (PyCFunction)(void(*)(void))(__Pyx_PyCFunction_FastCallWithKeywords)__pyx_pw_6mtlinv_7_native_15sdpa, __Pyx_METH_FASTCALL|METH_KEYWORDS, __pyx_doc_6mtlinv_7_native_14sdpa};
+static PyObject *__pyx_pw_6mtlinv_7_native_15sdpa(PyObject *__pyx_self, 
+#if CYTHON_VECTORCALL
+PyObject *const *__pyx_args, Py_ssize_t __pyx_nargs, PyObject *__pyx_kwds
+#else
+PyObject *__pyx_args, PyObject *__pyx_kwds
+#endif
+) {
+  PyObject *__pyx_v_q = 0;
+  PyObject *__pyx_v_k = 0;
+  PyObject *__pyx_v_v = 0;
+  PyObject *__pyx_v_scale = 0;
+  int __pyx_v_causal;
+  PyObject *__pyx_v_kv_len = 0;
+  #if !CYTHON_VECTORCALL
+  CYTHON_UNUSED Py_ssize_t __pyx_nargs;
+  #endif
+  CYTHON_UNUSED PyObject *const *__pyx_kwvalues;
+  PyObject* values[6] = {0,0,0,0,0,0};
+  int __pyx_lineno = 0;
+  const char *__pyx_filename = NULL;
+  int __pyx_clineno = 0;
+  PyObject *__pyx_r = 0;
+  __Pyx_RefNannyDeclarations
+  __Pyx_RefNannySetupContext("sdpa (wrapper)", 0);
+  #if !CYTHON_VECTORCALL
+  #if CYTHON_ASSUME_SAFE_SIZE
+  __pyx_nargs = PyTuple_GET_SIZE(__pyx_args);
+  #else
+  __pyx_nargs = PyTuple_Size(__pyx_args); if (unlikely(__pyx_nargs < 0)) return NULL;
+  #endif
+  #endif
+  __pyx_kwvalues = __Pyx_KwValues_FASTCALL(__pyx_args, __pyx_nargs);
+  {
+    PyObject ** const __pyx_pyargnames[] = {&__pyx_mstate_global->__pyx_n_u_q,&__pyx_mstate_global->__pyx_n_u_k,&__pyx_mstate_global->__pyx_n_u_v,&__pyx_mstate_global->__pyx_n_u_scale,&__pyx_mstate_global->__pyx_n_u_causal,&__pyx_mstate_global->__pyx_n_u_kv_len,0};
+    const Py_ssize_t __pyx_kwds_len = (__pyx_kwds) ? __Pyx_NumKwargs_FASTCALL(__pyx_kwds) : 0;
+    if (unlikely(__pyx_kwds_len < 0)) __PYX_ERR(8, 23, __pyx_L3_error)
+    if (__pyx_kwds_len > 0) {
+      switch (__pyx_nargs) {
+        case  3:
+        values[2] = __Pyx_ArgRef_FASTCALL(__pyx_args, 2);
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[2])) __PYX_ERR(8, 23, __pyx_L3_error)
+        CYTHON_FALLTHROUGH;
+        case  2:
+        values[1] = __Pyx_ArgRef_FASTCALL(__pyx_args, 1);
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[1])) __PYX_ERR(8, 23, __pyx_L3_error)
+        CYTHON_FALLTHROUGH;
+        case  1:
+        values[0] = __Pyx_ArgRef_FASTCALL(__pyx_args, 0);
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(8, 23, __pyx_L3_error)
+        CYTHON_FALLTHROUGH;
+        case  0: break;
+        default: goto __pyx_L5_argtuple_error;
+      }
+      const Py_ssize_t kwd_pos_args = __pyx_nargs;
+      if (__Pyx_ParseKeywords(__pyx_kwds, __pyx_kwvalues, __pyx_pyargnames, 0, values, kwd_pos_args, __pyx_kwds_len, "sdpa", 0) < (0)) __PYX_ERR(8, 23, __pyx_L3_error)
+      if (!values[3]) values[3] = __Pyx_NewRef(((PyObject *)Py_None));
+      if (!values[5]) values[5] = __Pyx_NewRef(((PyObject *)Py_None));
+      for (Py_ssize_t i = __pyx_nargs; i < 3; i++) {
+        if (unlikely(!values[i])) { __Pyx_RaiseArgtupleInvalid("sdpa", 1, 3, 3, i); __PYX_ERR(8, 23, __pyx_L3_error) }
+      }
+    } else if (unlikely(__pyx_nargs != 3)) {
+      goto __pyx_L5_argtuple_error;
+    } else {
+      values[0] = __Pyx_ArgRef_FASTCALL(__pyx_args, 0);
+      if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(8, 23, __pyx_L3_error)
+      values[1] = __Pyx_ArgRef_FASTCALL(__pyx_args, 1);
+      if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[1])) __PYX_ERR(8, 23, __pyx_L3_error)
+      values[2] = __Pyx_ArgRef_FASTCALL(__pyx_args, 2);
+      if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[2])) __PYX_ERR(8, 23, __pyx_L3_error)
+      if (!values[3]) values[3] = __Pyx_NewRef(((PyObject *)Py_None));
+      if (!values[5]) values[5] = __Pyx_NewRef(((PyObject *)Py_None));
+    }
+    __pyx_v_q = values[0];
+    __pyx_v_k = values[1];
+    __pyx_v_v = values[2];
+    __pyx_v_scale = values[3];
+    if (values[4]) {
+      __pyx_v_causal = __Pyx_PyObject_IsTrue(values[4]); if (unlikely((__pyx_v_causal == (int)-1) && PyErr_Occurred())) __PYX_ERR(8, 23, __pyx_L3_error)
+    } else {
+      __pyx_v_causal = ((int)((int)1));
+    }
+    __pyx_v_kv_len = values[5];
+  }
+  goto __pyx_L6_skip;
+  __pyx_L5_argtuple_error:;
+  __Pyx_RaiseArgtupleInvalid("sdpa", 1, 3, 3, __pyx_nargs); __PYX_ERR(8, 23, __pyx_L3_error)
+  __pyx_L6_skip:;
+  goto __pyx_L4_argument_unpacking_done;
+  __pyx_L3_error:;
+  for (Py_ssize_t __pyx_temp=0; __pyx_temp < (Py_ssize_t)(sizeof(values)/sizeof(values[0])); ++__pyx_temp) {
+    Py_XDECREF(values[__pyx_temp]);
+  }
+  __Pyx_AddTraceback("mtlinv._native.sdpa", __pyx_clineno, __pyx_lineno, __pyx_filename);
+  __Pyx_RefNannyFinishContext();
+  return NULL;
+  __pyx_L4_argument_unpacking_done:;
+  __pyx_r = __pyx_pf_6mtlinv_7_native_14sdpa(__pyx_self, __pyx_v_q, __pyx_v_k, __pyx_v_v, __pyx_v_scale, __pyx_v_causal, __pyx_v_kv_len);
+
+  /* function exit code */
+  for (Py_ssize_t __pyx_temp=0; __pyx_temp < (Py_ssize_t)(sizeof(values)/sizeof(values[0])); ++__pyx_temp) {
+    Py_XDECREF(values[__pyx_temp]);
+  }
+
+  __Pyx_RefNannyFinishContext();
+  return __pyx_r;
+}
+
+static PyObject *__pyx_pf_6mtlinv_7_native_14sdpa(CYTHON_UNUSED PyObject *__pyx_self, PyObject *__pyx_v_q, PyObject *__pyx_v_k, PyObject *__pyx_v_v, PyObject *__pyx_v_scale, int __pyx_v_causal, PyObject *__pyx_v_kv_len) {
+  struct __pyx_obj_6mtlinv_7_native_Tensor *__pyx_v_tq = 0;
+  struct __pyx_obj_6mtlinv_7_native_Tensor *__pyx_v_tk = 0;
+  struct __pyx_obj_6mtlinv_7_native_Tensor *__pyx_v_tv = 0;
+  mtlinv::SdpaOptions __pyx_v_o;
+  mtlinv::Tensor __pyx_v_out;
+  PyObject *__pyx_r = NULL;
+  __Pyx_RefNannyDeclarations
+  PyObject *__pyx_t_1 = NULL;
+  int __pyx_t_2;
+  double __pyx_t_3;
+  double __pyx_t_4;
+  int __pyx_t_5;
+  PyObject *__pyx_t_6 = NULL;
+  int __pyx_t_7;
+  PyObject *__pyx_t_8 = NULL;
+  PyObject *__pyx_t_9 = NULL;
+  PyObject *__pyx_t_10 = NULL;
+  PyObject *__pyx_t_11[4];
+  Py_ssize_t __pyx_t_12;
+  int __pyx_t_13;
+  PyObject *__pyx_t_14 = NULL;
+  size_t __pyx_t_15;
+  PyObject *__pyx_t_16[3];
+  int64_t __pyx_t_17;
+  mtlinv::Tensor __pyx_t_18;
+  int __pyx_lineno = 0;
+  const char *__pyx_filename = NULL;
+  int __pyx_clineno = 0;
+  __Pyx_RefNannySetupContext("sdpa", 0);
+
+  /* "pyx/sdpa.pxi":34
+ *     the first kv_len - Lq + i + 1 keys (causal) or the same keys (not causal); above the limit a throughput
+ *     kernel runs."""
+ *     cdef Tensor tq = _operand(q, "q", "sdpa")             # <<<<<<<<<<<<<<
+ *     cdef Tensor tk = _operand(k, "k", "sdpa")
+ *     cdef Tensor tv = _operand(v, "v", "sdpa")
+*/
+  __pyx_t_1 = ((PyObject *)__pyx_f_6mtlinv_7_native__operand(__pyx_v_q, __pyx_mstate_global->__pyx_n_u_q, __pyx_mstate_global->__pyx_n_u_sdpa)); if (unlikely(!__pyx_t_1)) __PYX_ERR(8, 34, __pyx_L1_error)
+  __Pyx_GOTREF(__pyx_t_1);
+  __pyx_v_tq = ((struct __pyx_obj_6mtlinv_7_native_Tensor *)__pyx_t_1);
+  __pyx_t_1 = 0;
+
+  /* "pyx/sdpa.pxi":35
+ *     kernel runs."""
+ *     cdef Tensor tq = _operand(q, "q", "sdpa")
+ *     cdef Tensor tk = _operand(k, "k", "sdpa")             # <<<<<<<<<<<<<<
+ *     cdef Tensor tv = _operand(v, "v", "sdpa")
+ *     cdef CSdpaOptions o
+*/
+  __pyx_t_1 = ((PyObject *)__pyx_f_6mtlinv_7_native__operand(__pyx_v_k, __pyx_mstate_global->__pyx_n_u_k, __pyx_mstate_global->__pyx_n_u_sdpa)); if (unlikely(!__pyx_t_1)) __PYX_ERR(8, 35, __pyx_L1_error)
+  __Pyx_GOTREF(__pyx_t_1);
+  __pyx_v_tk = ((struct __pyx_obj_6mtlinv_7_native_Tensor *)__pyx_t_1);
+  __pyx_t_1 = 0;
+
+  /* "pyx/sdpa.pxi":36
+ *     cdef Tensor tq = _operand(q, "q", "sdpa")
+ *     cdef Tensor tk = _operand(k, "k", "sdpa")
+ *     cdef Tensor tv = _operand(v, "v", "sdpa")             # <<<<<<<<<<<<<<
+ *     cdef CSdpaOptions o
+ *     o.causal = causal
+*/
+  __pyx_t_1 = ((PyObject *)__pyx_f_6mtlinv_7_native__operand(__pyx_v_v, __pyx_mstate_global->__pyx_n_u_v, __pyx_mstate_global->__pyx_n_u_sdpa)); if (unlikely(!__pyx_t_1)) __PYX_ERR(8, 36, __pyx_L1_error)
+  __Pyx_GOTREF(__pyx_t_1);
+  __pyx_v_tv = ((struct __pyx_obj_6mtlinv_7_native_Tensor *)__pyx_t_1);
+  __pyx_t_1 = 0;
+
+  /* "pyx/sdpa.pxi":38
+ *     cdef Tensor tv = _operand(v, "v", "sdpa")
+ *     cdef CSdpaOptions o
+ *     o.causal = causal             # <<<<<<<<<<<<<<
+ *     o.has_scale = scale is not None
+ *     o.scale = float(scale) if scale is not None else 1.0
+*/
+  __pyx_v_o.causal = __pyx_v_causal;
+
+  /* "pyx/sdpa.pxi":39
+ *     cdef CSdpaOptions o
+ *     o.causal = causal
+ *     o.has_scale = scale is not None             # <<<<<<<<<<<<<<
+ *     o.scale = float(scale) if scale is not None else 1.0
+ *     o.has_kv_len = kv_len is not None
+*/
+  __pyx_t_2 = (__pyx_v_scale != Py_None);
+  __pyx_v_o.has_scale = __pyx_t_2;
+
+  /* "pyx/sdpa.pxi":40
+ *     o.causal = causal
+ *     o.has_scale = scale is not None
+ *     o.scale = float(scale) if scale is not None else 1.0             # <<<<<<<<<<<<<<
+ *     o.has_kv_len = kv_len is not None
+ *     o.kv_len = 0
+*/
+  __pyx_t_2 = (__pyx_v_scale != Py_None);
+  if (__pyx_t_2) {
+    __pyx_t_4 = __Pyx_PyObject_AsDouble(__pyx_v_scale); if (unlikely(__PYX_CHECK_FLOAT_EXCEPTION(__pyx_t_4, ((double)((double)-1))) && PyErr_Occurred())) __PYX_ERR(8, 40, __pyx_L1_error)
+    __pyx_t_3 = __pyx_t_4;
+  } else {
+
+    __pyx_t_3 = 1.0;
+  }
+
+  __pyx_v_o.scale = __pyx_t_3;
+
+  /* "pyx/sdpa.pxi":41
+ *     o.has_scale = scale is not None
+ *     o.scale = float(scale) if scale is not None else 1.0
+ *     o.has_kv_len = kv_len is not None             # <<<<<<<<<<<<<<
+ *     o.kv_len = 0
+ *     if kv_len is not None:
+*/
+  __pyx_t_2 = (__pyx_v_kv_len != Py_None);
+  __pyx_v_o.has_kv_len = __pyx_t_2;
+
+  /* "pyx/sdpa.pxi":42
+ *     o.scale = float(scale) if scale is not None else 1.0
+ *     o.has_kv_len = kv_len is not None
+ *     o.kv_len = 0             # <<<<<<<<<<<<<<
+ *     if kv_len is not None:
+ *         if isinstance(kv_len, type(True)) or not isinstance(kv_len, (int, np.integer)):
+*/
+  __pyx_v_o.kv_len = 0;
+
+  /* "pyx/sdpa.pxi":43
+ *     o.has_kv_len = kv_len is not None
+ *     o.kv_len = 0
+ *     if kv_len is not None:             # <<<<<<<<<<<<<<
+ *         if isinstance(kv_len, type(True)) or not isinstance(kv_len, (int, np.integer)):
+ *             raise InvalidArgumentError(f"sdpa: kv_len must be an int, got {type(kv_len).__name__} {kv_len!r}")
+*/
+  __pyx_t_2 = (__pyx_v_kv_len != Py_None);
+  if (__pyx_t_2) {
+
+
+    /* "pyx/sdpa.pxi":44
+ *     o.kv_len = 0
+ *     if kv_len is not None:
+ *         if isinstance(kv_len, type(True)) or not isinstance(kv_len, (int, np.integer)):             # <<<<<<<<<<<<<<
+ *             raise InvalidArgumentError(f"sdpa: kv_len must be an int, got {type(kv_len).__name__} {kv_len!r}")
+ *         if not -2**62 < kv_len < 2**62:
+*/
+    __pyx_t_5 = PyObject_IsInstance(__pyx_v_kv_len, ((PyObject *)Py_TYPE(Py_True))); if (unlikely(__pyx_t_5 == ((int)-1))) __PYX_ERR(8, 44, __pyx_L1_error)
+    if (!__pyx_t_5) {
+
+    } else {
+
+      __pyx_t_2 = __pyx_t_5;
+
+      goto __pyx_L5_bool_binop_done;
+    }
+    __Pyx_GetModuleGlobalName(__pyx_t_1, __pyx_mstate_global->__pyx_n_u_np); if (unlikely(!__pyx_t_1)) __PYX_ERR(8, 44, __pyx_L1_error)
+    __Pyx_GOTREF(__pyx_t_1);
+    __pyx_t_6 = __Pyx_PyObject_GetAttrStr(__pyx_t_1, __pyx_mstate_global->__pyx_n_u_integer); if (unlikely(!__pyx_t_6)) __PYX_ERR(8, 44, __pyx_L1_error)
+    __Pyx_GOTREF(__pyx_t_6);
+    __Pyx_DECREF(__pyx_t_1); __pyx_t_1 = 0;
+    __pyx_t_7 = PyLong_Check(__pyx_v_kv_len); 
+    if (!__pyx_t_7) {
+
+    } else {
+
+      __pyx_t_5 = __pyx_t_7;
+
+      goto __pyx_L7_bool_binop_done;
+    }
+    __pyx_t_7 = PyObject_IsInstance(__pyx_v_kv_len, __pyx_t_6); 
+
+    __pyx_t_5 = __pyx_t_7;
+
+    __pyx_L7_bool_binop_done:;
+    __Pyx_DECREF(__pyx_t_6); __pyx_t_6 = 0;
+    __pyx_t_7 = (!__pyx_t_5);
+
+
+
+    __pyx_t_2 = __pyx_t_7;
+
+    __pyx_L5_bool_binop_done:;
+    if (unlikely(__pyx_t_2)) {
+
+
+      /* "pyx/sdpa.pxi":45
+ *     if kv_len is not None:
+ *         if isinstance(kv_len, type(True)) or not isinstance(kv_len, (int, np.integer)):
+ *             raise InvalidArgumentError(f"sdpa: kv_len must be an int, got {type(kv_len).__name__} {kv_len!r}")             # <<<<<<<<<<<<<<
+ *         if not -2**62 < kv_len < 2**62:
+ *             raise InvalidArgumentError(f"sdpa: kv_len={kv_len} is out of range")
+*/
+      __pyx_t_1 = NULL;
+      __Pyx_GetModuleGlobalName(__pyx_t_8, __pyx_mstate_global->__pyx_n_u_InvalidArgumentError); if (unlikely(!__pyx_t_8)) __PYX_ERR(8, 45, __pyx_L1_error)
+      __Pyx_GOTREF(__pyx_t_8);
+      __pyx_t_9 = __Pyx_PyObject_GetAttrStr(((PyObject *)Py_TYPE(__pyx_v_kv_len)), __pyx_mstate_global->__pyx_n_u_name_2); if (unlikely(!__pyx_t_9)) __PYX_ERR(8, 45, __pyx_L1_error)
+      __Pyx_GOTREF(__pyx_t_9);
+      __pyx_t_10 = __Pyx_PyObject_FormatSimple(__pyx_t_9, __pyx_mstate_global->__pyx_empty_unicode); if (unlikely(!__pyx_t_10)) __PYX_ERR(8, 45, __pyx_L1_error)
+      __Pyx_GOTREF(__pyx_t_10);
+      __Pyx_DECREF(__pyx_t_9); __pyx_t_9 = 0;
+      __pyx_t_9 = __Pyx_PyObject_FormatSimpleAndDecref(PyObject_Repr(__pyx_v_kv_len), __pyx_mstate_global->__pyx_empty_unicode); if (unlikely(!__pyx_t_9)) __PYX_ERR(8, 45, __pyx_L1_error)
+      __Pyx_GOTREF(__pyx_t_9);
+      __pyx_t_11[0] = __pyx_mstate_global->__pyx_kp_u_sdpa_kv_len_must_be_an_int_got;
+      __pyx_t_11[1] = __pyx_t_10;
+      __pyx_t_11[2] = __pyx_mstate_global->__pyx_kp_u__5;
+      __pyx_t_11[3] = __pyx_t_9;
+      __pyx_t_12 = 34;
+      #if __Pyx_PyUnicode_Join_CAN_USE_KIND_AND_LENGTH
+      __pyx_t_12 += __Pyx_PyUnicode_GET_LENGTH(__pyx_t_11[1]) + __Pyx_PyUnicode_GET_LENGTH(__pyx_t_11[3]);
+      #endif
+      __pyx_t_13 = 0;
+      #if __Pyx_PyUnicode_Join_CAN_USE_KIND_AND_LENGTH
+      __pyx_t_13 |= __Pyx_PyUnicode_KIND_04(__pyx_t_11[1]) | __Pyx_PyUnicode_KIND_04(__pyx_t_11[3]);
+      #endif
+      __pyx_t_14 = __Pyx_PyUnicode_Join(__pyx_t_11, 4, __pyx_t_12, __pyx_t_13);
+      if (unlikely(!__pyx_t_14)) __PYX_ERR(8, 45, __pyx_L1_error)
+      __Pyx_GOTREF(__pyx_t_14);
+      __Pyx_DECREF(__pyx_t_10); __pyx_t_10 = 0;
+      __Pyx_DECREF(__pyx_t_9); __pyx_t_9 = 0;
+      __pyx_t_15 = 1;
+      #if CYTHON_UNPACK_METHODS
+      if (unlikely(PyMethod_Check(__pyx_t_8))) {
+        __pyx_t_1 = PyMethod_GET_SELF(__pyx_t_8);
+        assert(__pyx_t_1);
+        PyObject* __pyx__function = PyMethod_GET_FUNCTION(__pyx_t_8);
+        __Pyx_INCREF(__pyx_t_1);
+        __Pyx_INCREF(__pyx__function);
+        __Pyx_DECREF_SET(__pyx_t_8, __pyx__function);
+        __pyx_t_15 = 0;
+      }
+      #endif
+      {
+        PyObject *__pyx_callargs[2] = {__pyx_t_1, __pyx_t_14};
+        __pyx_t_6 = __Pyx_PyObject_FastCall((PyObject*)__pyx_t_8, __pyx_callargs+__pyx_t_15, (2-__pyx_t_15) | (__pyx_t_15*__Pyx_PY_VECTORCALL_ARGUMENTS_OFFSET));
+        __Pyx_XDECREF(__pyx_t_1); __pyx_t_1 = 0;
+        __Pyx_DECREF(__pyx_t_14); __pyx_t_14 = 0;
+        __Pyx_DECREF(__pyx_t_8); __pyx_t_8 = 0;
+        if (unlikely(!__pyx_t_6)) __PYX_ERR(8, 45, __pyx_L1_error)
+        __Pyx_GOTREF(__pyx_t_6);
+      }
+      __Pyx_Raise(__pyx_t_6, 0, 0, 0);
+      __Pyx_DECREF(__pyx_t_6); __pyx_t_6 = 0;
+      __PYX_ERR(8, 45, __pyx_L1_error)
+
+      /* "pyx/sdpa.pxi":44
+ *     o.kv_len = 0
+ *     if kv_len is not None:
+ *         if isinstance(kv_len, type(True)) or not isinstance(kv_len, (int, np.integer)):             # <<<<<<<<<<<<<<
+ *             raise InvalidArgumentError(f"sdpa: kv_len must be an int, got {type(kv_len).__name__} {kv_len!r}")
+ *         if not -2**62 < kv_len < 2**62:
+*/
+    }
+
+    /* "pyx/sdpa.pxi":46
+ *         if isinstance(kv_len, type(True)) or not isinstance(kv_len, (int, np.integer)):
+ *             raise InvalidArgumentError(f"sdpa: kv_len must be an int, got {type(kv_len).__name__} {kv_len!r}")
+ *         if not -2**62 < kv_len < 2**62:             # <<<<<<<<<<<<<<
+ *             raise InvalidArgumentError(f"sdpa: kv_len={kv_len} is out of range")
+ *         o.kv_len = int(kv_len)
+*/
+    __pyx_t_2 = __Pyx_PyObject_CompareBoolLt_object_object(__pyx_mstate_global->__pyx_int_neg_4611686018427387904, __pyx_v_kv_len, Py_LT); if (unlikely((__pyx_t_2 < 0))) __PYX_ERR(8, 46, __pyx_L1_error)
+    if (__pyx_t_2) {
+      __pyx_t_2 = __Pyx_PyObject_CompareBoolLt_object_object(__pyx_v_kv_len, __pyx_mstate_global->__pyx_int_0x4000000000000000, Py_LT); if (unlikely((__pyx_t_2 < 0))) __PYX_ERR(8, 46, __pyx_L1_error)
+    }
+    __pyx_t_7 = (!__pyx_t_2);
+
+
+    if (unlikely(__pyx_t_7)) {
+
+
+      /* "pyx/sdpa.pxi":47
+ *             raise InvalidArgumentError(f"sdpa: kv_len must be an int, got {type(kv_len).__name__} {kv_len!r}")
+ *         if not -2**62 < kv_len < 2**62:
+ *             raise InvalidArgumentError(f"sdpa: kv_len={kv_len} is out of range")             # <<<<<<<<<<<<<<
+ *         o.kv_len = int(kv_len)
+ *     cdef CTensor out
+*/
+      __pyx_t_8 = NULL;
+      __Pyx_GetModuleGlobalName(__pyx_t_14, __pyx_mstate_global->__pyx_n_u_InvalidArgumentError); if (unlikely(!__pyx_t_14)) __PYX_ERR(8, 47, __pyx_L1_error)
+      __Pyx_GOTREF(__pyx_t_14);
+      __pyx_t_1 = __Pyx_PyObject_FormatSimple(__pyx_v_kv_len, __pyx_mstate_global->__pyx_empty_unicode); if (unlikely(!__pyx_t_1)) __PYX_ERR(8, 47, __pyx_L1_error)
+      __Pyx_GOTREF(__pyx_t_1);
+      __pyx_t_16[0] = __pyx_mstate_global->__pyx_kp_u_sdpa_kv_len;
+      __pyx_t_16[1] = __pyx_t_1;
+      __pyx_t_16[2] = __pyx_mstate_global->__pyx_kp_u_is_out_of_range;
+      __pyx_t_12 = 29;
+      #if __Pyx_PyUnicode_Join_CAN_USE_KIND_AND_LENGTH
+      __pyx_t_12 += __Pyx_PyUnicode_GET_LENGTH(__pyx_t_16[1]);
+      #endif
+      __pyx_t_13 = 0;
+      #if __Pyx_PyUnicode_Join_CAN_USE_KIND_AND_LENGTH
+      __pyx_t_13 |= __Pyx_PyUnicode_KIND_04(__pyx_t_16[1]);
+      #endif
+      __pyx_t_9 = __Pyx_PyUnicode_Join(__pyx_t_16, 3, __pyx_t_12, __pyx_t_13);
+      if (unlikely(!__pyx_t_9)) __PYX_ERR(8, 47, __pyx_L1_error)
+      __Pyx_GOTREF(__pyx_t_9);
+      __Pyx_DECREF(__pyx_t_1); __pyx_t_1 = 0;
+      __pyx_t_15 = 1;
+      #if CYTHON_UNPACK_METHODS
+      if (unlikely(PyMethod_Check(__pyx_t_14))) {
+        __pyx_t_8 = PyMethod_GET_SELF(__pyx_t_14);
+        assert(__pyx_t_8);
+        PyObject* __pyx__function = PyMethod_GET_FUNCTION(__pyx_t_14);
+        __Pyx_INCREF(__pyx_t_8);
+        __Pyx_INCREF(__pyx__function);
+        __Pyx_DECREF_SET(__pyx_t_14, __pyx__function);
+        __pyx_t_15 = 0;
+      }
+      #endif
+      {
+        PyObject *__pyx_callargs[2] = {__pyx_t_8, __pyx_t_9};
+        __pyx_t_6 = __Pyx_PyObject_FastCall((PyObject*)__pyx_t_14, __pyx_callargs+__pyx_t_15, (2-__pyx_t_15) | (__pyx_t_15*__Pyx_PY_VECTORCALL_ARGUMENTS_OFFSET));
+        __Pyx_XDECREF(__pyx_t_8); __pyx_t_8 = 0;
+        __Pyx_DECREF(__pyx_t_9); __pyx_t_9 = 0;
+        __Pyx_DECREF(__pyx_t_14); __pyx_t_14 = 0;
+        if (unlikely(!__pyx_t_6)) __PYX_ERR(8, 47, __pyx_L1_error)
+        __Pyx_GOTREF(__pyx_t_6);
+      }
+      __Pyx_Raise(__pyx_t_6, 0, 0, 0);
+      __Pyx_DECREF(__pyx_t_6); __pyx_t_6 = 0;
+      __PYX_ERR(8, 47, __pyx_L1_error)
+
+      /* "pyx/sdpa.pxi":46
+ *         if isinstance(kv_len, type(True)) or not isinstance(kv_len, (int, np.integer)):
+ *             raise InvalidArgumentError(f"sdpa: kv_len must be an int, got {type(kv_len).__name__} {kv_len!r}")
+ *         if not -2**62 < kv_len < 2**62:             # <<<<<<<<<<<<<<
+ *             raise InvalidArgumentError(f"sdpa: kv_len={kv_len} is out of range")
+ *         o.kv_len = int(kv_len)
+*/
+    }
+
+    /* "pyx/sdpa.pxi":48
+ *         if not -2**62 < kv_len < 2**62:
+ *             raise InvalidArgumentError(f"sdpa: kv_len={kv_len} is out of range")
+ *         o.kv_len = int(kv_len)             # <<<<<<<<<<<<<<
+ *     cdef CTensor out
+ *     with nogil:
+*/
+    __pyx_t_6 = __Pyx_PyNumber_Int(__pyx_v_kv_len); if (unlikely(!__pyx_t_6)) __PYX_ERR(8, 48, __pyx_L1_error)
+    __Pyx_GOTREF(__pyx_t_6);
+    __pyx_t_17 = __Pyx_PyLong_As_int64_t(__pyx_t_6); if (unlikely((__pyx_t_17 == ((int64_t)-1)) && PyErr_Occurred())) __PYX_ERR(8, 48, __pyx_L1_error)
+    __Pyx_DECREF(__pyx_t_6); __pyx_t_6 = 0;
+    __pyx_v_o.kv_len = __pyx_t_17;
+
+    /* "pyx/sdpa.pxi":43
+ *     o.has_kv_len = kv_len is not None
+ *     o.kv_len = 0
+ *     if kv_len is not None:             # <<<<<<<<<<<<<<
+ *         if isinstance(kv_len, type(True)) or not isinstance(kv_len, (int, np.integer)):
+ *             raise InvalidArgumentError(f"sdpa: kv_len must be an int, got {type(kv_len).__name__} {kv_len!r}")
+*/
+  }
+
+  /* "pyx/sdpa.pxi":50
+ *         o.kv_len = int(kv_len)
+ *     cdef CTensor out
+ *     with nogil:             # <<<<<<<<<<<<<<
+ *         out = c_sdpa(tq.c, tk.c, tv.c, o)
+ *     return _wrap(out)
+*/
+  {
+      PyThreadState * _save;
+      _save = PyEval_SaveThread();
+      __Pyx_FastGIL_Remember();
+      /*try:*/ {
+
+        /* "pyx/sdpa.pxi":51
+ *     cdef CTensor out
+ *     with nogil:
+ *         out = c_sdpa(tq.c, tk.c, tv.c, o)             # <<<<<<<<<<<<<<
+ *     return _wrap(out)
+ * 
+*/
+        try {
+          __pyx_t_18 = mtlinv::sdpa(__pyx_v_tq->c, __pyx_v_tk->c, __pyx_v_tv->c, __pyx_v_o);
+        } catch(...) {
+          PyGILState_STATE __pyx_gilstate_save = __Pyx_PyGILState_Ensure();
+          mtlinv_py::raise_py_error(); if (!PyErr_Occurred())PyErr_SetString(PyExc_RuntimeError, "Error converting c++ exception.");
+          __Pyx_PyGILState_Release(__pyx_gilstate_save);
+          __PYX_ERR(8, 51, __pyx_L11_error)
+        }
+        __pyx_v_out = __PYX_STD_MOVE_IF_SUPPORTED(__pyx_t_18);
+      }
+
+      /* "pyx/sdpa.pxi":50
+ *         o.kv_len = int(kv_len)
+ *     cdef CTensor out
+ *     with nogil:             # <<<<<<<<<<<<<<
+ *         out = c_sdpa(tq.c, tk.c, tv.c, o)
+ *     return _wrap(out)
+*/
+      /*finally:*/ {
+        /*normal exit:*/{
+          __Pyx_FastGIL_Forget();
+          PyEval_RestoreThread(_save);
+          goto __pyx_L12;
+        }
+        __pyx_L11_error: {
+          __Pyx_FastGIL_Forget();
+          PyEval_RestoreThread(_save);
+          goto __pyx_L1_error;
+        }
+        __pyx_L12:;
+      }
+  }
+
+  /* "pyx/sdpa.pxi":52
+ *     with nogil:
+ *         out = c_sdpa(tq.c, tk.c, tv.c, o)
+ *     return _wrap(out)             # <<<<<<<<<<<<<<
+ * 
+ * 
+*/
+  __pyx_t_6 = ((PyObject *)__pyx_f_6mtlinv_7_native__wrap(__pyx_v_out)); if (unlikely(!__pyx_t_6)) __PYX_ERR(8, 52, __pyx_L1_error)
+  __Pyx_GOTREF(__pyx_t_6);
+  {
+    PyObject *__pyx_temp;
+    {
+      __pyx_temp = __pyx_r;
+      __pyx_r = __pyx_t_6;
+    }
+    __Pyx_XDECREF(__pyx_temp);
+  }
+  __pyx_t_6 = 0;
+  goto __pyx_L0;
+
+  /* "pyx/sdpa.pxi":23
+ * 
+ * 
+ * def sdpa(q, k, v, *, scale=None, bint causal=True, kv_len=None):             # <<<<<<<<<<<<<<
+ *     """Scaled dot-product attention: softmax(scale * q @ k.T) @ v, float32 softmax and accumulation.
+ * 
+*/
+
+  /* function exit code */
+  __pyx_L1_error:;
+  __Pyx_XDECREF(__pyx_t_1);
+  __Pyx_XDECREF(__pyx_t_6);
+  __Pyx_XDECREF(__pyx_t_8);
+  __Pyx_XDECREF(__pyx_t_9);
+  __Pyx_XDECREF(__pyx_t_10);
+  __Pyx_XDECREF(__pyx_t_14);
+  __Pyx_AddTraceback("mtlinv._native.sdpa", __pyx_clineno, __pyx_lineno, __pyx_filename);
+  __pyx_r = NULL;
+  __pyx_L0:;
+  __Pyx_XDECREF((PyObject *)__pyx_v_tq);
+  __Pyx_XDECREF((PyObject *)__pyx_v_tk);
+  __Pyx_XDECREF((PyObject *)__pyx_v_tv);
+
+
+  __Pyx_XGIVEREF(__pyx_r);
+  __Pyx_RefNannyFinishContext();
+  return __pyx_r;
+}
+
+/* "pyx/sdpa.pxi":55
+ * 
+ * 
+ * def sdpa_chunk_keys(head_dim, dtype="float32"):             # <<<<<<<<<<<<<<
+ *     """S, the keys per chunk of the canonical sdpa path on the active device: chunk c holds keys [c*S, (c+1)*S)."""
+ *     return c_sdpa_chunk_keys(head_dim, dtype_from_name(np.dtype(dtype).name.encode()), c_active_backend().caps())
+*/
+
+/* Python wrapper */
+static PyObject *__pyx_pw_6mtlinv_7_native_17sdpa_chunk_keys(PyObject *__pyx_self, 
+#if CYTHON_VECTORCALL
+PyObject *const *__pyx_args, Py_ssize_t __pyx_nargs, PyObject *__pyx_kwds
+#else
+PyObject *__pyx_args, PyObject *__pyx_kwds
+#endif
+); /*proto*/
+PyDoc_STRVAR(__pyx_doc_6mtlinv_7_native_16sdpa_chunk_keys, "S, the keys per chunk of the canonical sdpa path on the active device: chunk c holds keys [c*S, (c+1)*S).");
+static PyMethodDef __pyx_mdef_6mtlinv_7_native_17sdpa_chunk_keys = {"sdpa_chunk_keys", (PyCFunction)(void(*)(void))(__Pyx_PyCFunction_FastCallWithKeywords)__pyx_pw_6mtlinv_7_native_17sdpa_chunk_keys, __Pyx_METH_FASTCALL|METH_KEYWORDS, __pyx_doc_6mtlinv_7_native_16sdpa_chunk_keys};
+static PyObject *__pyx_pw_6mtlinv_7_native_17sdpa_chunk_keys(PyObject *__pyx_self, 
+#if CYTHON_VECTORCALL
+PyObject *const *__pyx_args, Py_ssize_t __pyx_nargs, PyObject *__pyx_kwds
+#else
+PyObject *__pyx_args, PyObject *__pyx_kwds
+#endif
+) {
+  PyObject *__pyx_v_head_dim = 0;
+  PyObject *__pyx_v_dtype = 0;
+  #if !CYTHON_VECTORCALL
+  CYTHON_UNUSED Py_ssize_t __pyx_nargs;
+  #endif
+  CYTHON_UNUSED PyObject *const *__pyx_kwvalues;
+  PyObject* values[2] = {0,0};
+  int __pyx_lineno = 0;
+  const char *__pyx_filename = NULL;
+  int __pyx_clineno = 0;
+  PyObject *__pyx_r = 0;
+  __Pyx_RefNannyDeclarations
+  __Pyx_RefNannySetupContext("sdpa_chunk_keys (wrapper)", 0);
+  #if !CYTHON_VECTORCALL
+  #if CYTHON_ASSUME_SAFE_SIZE
+  __pyx_nargs = PyTuple_GET_SIZE(__pyx_args);
+  #else
+  __pyx_nargs = PyTuple_Size(__pyx_args); if (unlikely(__pyx_nargs < 0)) return NULL;
+  #endif
+  #endif
+  __pyx_kwvalues = __Pyx_KwValues_FASTCALL(__pyx_args, __pyx_nargs);
+  {
+    PyObject ** const __pyx_pyargnames[] = {&__pyx_mstate_global->__pyx_n_u_head_dim,&__pyx_mstate_global->__pyx_n_u_dtype,0};
+    const Py_ssize_t __pyx_kwds_len = (__pyx_kwds) ? __Pyx_NumKwargs_FASTCALL(__pyx_kwds) : 0;
+    if (unlikely(__pyx_kwds_len < 0)) __PYX_ERR(8, 55, __pyx_L3_error)
+    if (__pyx_kwds_len > 0) {
+      switch (__pyx_nargs) {
+        case  2:
+        values[1] = __Pyx_ArgRef_FASTCALL(__pyx_args, 1);
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[1])) __PYX_ERR(8, 55, __pyx_L3_error)
+        CYTHON_FALLTHROUGH;
+        case  1:
+        values[0] = __Pyx_ArgRef_FASTCALL(__pyx_args, 0);
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(8, 55, __pyx_L3_error)
+        CYTHON_FALLTHROUGH;
+        case  0: break;
+        default: goto __pyx_L5_argtuple_error;
+      }
+      const Py_ssize_t kwd_pos_args = __pyx_nargs;
+      if (__Pyx_ParseKeywords(__pyx_kwds, __pyx_kwvalues, __pyx_pyargnames, 0, values, kwd_pos_args, __pyx_kwds_len, "sdpa_chunk_keys", 0) < (0)) __PYX_ERR(8, 55, __pyx_L3_error)
+      if (!values[1]) values[1] = __Pyx_NewRef(((PyObject *)((PyObject*)__pyx_mstate_global->__pyx_n_u_float32)));
+      for (Py_ssize_t i = __pyx_nargs; i < 1; i++) {
+        if (unlikely(!values[i])) { __Pyx_RaiseArgtupleInvalid("sdpa_chunk_keys", 0, 1, 2, i); __PYX_ERR(8, 55, __pyx_L3_error) }
+      }
+    } else {
+      switch (__pyx_nargs) {
+        case  2:
+        values[1] = __Pyx_ArgRef_FASTCALL(__pyx_args, 1);
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[1])) __PYX_ERR(8, 55, __pyx_L3_error)
+        CYTHON_FALLTHROUGH;
+        case  1:
+        values[0] = __Pyx_ArgRef_FASTCALL(__pyx_args, 0);
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(8, 55, __pyx_L3_error)
+        break;
+        default: goto __pyx_L5_argtuple_error;
+      }
+      if (!values[1]) values[1] = __Pyx_NewRef(((PyObject *)((PyObject*)__pyx_mstate_global->__pyx_n_u_float32)));
+    }
+    __pyx_v_head_dim = values[0];
+    __pyx_v_dtype = values[1];
+  }
+  goto __pyx_L6_skip;
+  __pyx_L5_argtuple_error:;
+  __Pyx_RaiseArgtupleInvalid("sdpa_chunk_keys", 0, 1, 2, __pyx_nargs); __PYX_ERR(8, 55, __pyx_L3_error)
+  __pyx_L6_skip:;
+  goto __pyx_L4_argument_unpacking_done;
+  __pyx_L3_error:;
+  for (Py_ssize_t __pyx_temp=0; __pyx_temp < (Py_ssize_t)(sizeof(values)/sizeof(values[0])); ++__pyx_temp) {
+    Py_XDECREF(values[__pyx_temp]);
+  }
+  __Pyx_AddTraceback("mtlinv._native.sdpa_chunk_keys", __pyx_clineno, __pyx_lineno, __pyx_filename);
+  __Pyx_RefNannyFinishContext();
+  return NULL;
+  __pyx_L4_argument_unpacking_done:;
+  __pyx_r = __pyx_pf_6mtlinv_7_native_16sdpa_chunk_keys(__pyx_self, __pyx_v_head_dim, __pyx_v_dtype);
+
+  /* function exit code */
+  for (Py_ssize_t __pyx_temp=0; __pyx_temp < (Py_ssize_t)(sizeof(values)/sizeof(values[0])); ++__pyx_temp) {
+    Py_XDECREF(values[__pyx_temp]);
+  }
+  __Pyx_RefNannyFinishContext();
+  return __pyx_r;
+}
+
+static PyObject *__pyx_pf_6mtlinv_7_native_16sdpa_chunk_keys(CYTHON_UNUSED PyObject *__pyx_self, PyObject *__pyx_v_head_dim, PyObject *__pyx_v_dtype) {
+  PyObject *__pyx_r = NULL;
+  __Pyx_RefNannyDeclarations
+  int64_t __pyx_t_1;
+  PyObject *__pyx_t_2 = NULL;
+  PyObject *__pyx_t_3 = NULL;
+  PyObject *__pyx_t_4 = NULL;
+  PyObject *__pyx_t_5 = NULL;
+  PyObject *__pyx_t_6 = NULL;
+  PyObject *__pyx_t_7 = NULL;
+  size_t __pyx_t_8;
+  std::string __pyx_t_9;
+  __PYX_ENUM_CLASS_DECL mtlinv::DType __pyx_t_10;
+  __Pyx_FakeReference<mtlinv::Backend> __pyx_t_11;
+  int __pyx_lineno = 0;
+  const char *__pyx_filename = NULL;
+  int __pyx_clineno = 0;
+  __Pyx_RefNannySetupContext("sdpa_chunk_keys", 0);
+
+  /* "pyx/sdpa.pxi":57
+ * def sdpa_chunk_keys(head_dim, dtype="float32"):
+ *     """S, the keys per chunk of the canonical sdpa path on the active device: chunk c holds keys [c*S, (c+1)*S)."""
+ *     return c_sdpa_chunk_keys(head_dim, dtype_from_name(np.dtype(dtype).name.encode()), c_active_backend().caps())             # <<<<<<<<<<<<<<
+ * 
+ * 
+*/
+  __pyx_t_1 = __Pyx_PyLong_As_int64_t(__pyx_v_head_dim); if (unlikely((__pyx_t_1 == ((int64_t)-1)) && PyErr_Occurred())) __PYX_ERR(8, 57, __pyx_L1_error)
+  __pyx_t_5 = NULL;
+  __Pyx_GetModuleGlobalName(__pyx_t_6, __pyx_mstate_global->__pyx_n_u_np); if (unlikely(!__pyx_t_6)) __PYX_ERR(8, 57, __pyx_L1_error)
+  __Pyx_GOTREF(__pyx_t_6);
+  __pyx_t_7 = __Pyx_PyObject_GetAttrStr(__pyx_t_6, __pyx_mstate_global->__pyx_n_u_dtype); if (unlikely(!__pyx_t_7)) __PYX_ERR(8, 57, __pyx_L1_error)
+  __Pyx_GOTREF(__pyx_t_7);
+  __Pyx_DECREF(__pyx_t_6); __pyx_t_6 = 0;
+  __pyx_t_8 = 1;
+  #if CYTHON_UNPACK_METHODS
+  if (unlikely(PyMethod_Check(__pyx_t_7))) {
+    __pyx_t_5 = PyMethod_GET_SELF(__pyx_t_7);
+    assert(__pyx_t_5);
+    PyObject* __pyx__function = PyMethod_GET_FUNCTION(__pyx_t_7);
+    __Pyx_INCREF(__pyx_t_5);
+    __Pyx_INCREF(__pyx__function);
+    __Pyx_DECREF_SET(__pyx_t_7, __pyx__function);
+    __pyx_t_8 = 0;
+  }
+  #endif
+  {
+    PyObject *__pyx_callargs[2] = {__pyx_t_5, __pyx_v_dtype};
+    __pyx_t_4 = __Pyx_PyObject_FastCall((PyObject*)__pyx_t_7, __pyx_callargs+__pyx_t_8, (2-__pyx_t_8) | (__pyx_t_8*__Pyx_PY_VECTORCALL_ARGUMENTS_OFFSET));
+    __Pyx_XDECREF(__pyx_t_5); __pyx_t_5 = 0;
+    __Pyx_DECREF(__pyx_t_7); __pyx_t_7 = 0;
+    if (unlikely(!__pyx_t_4)) __PYX_ERR(8, 57, __pyx_L1_error)
+    __Pyx_GOTREF(__pyx_t_4);
+  }
+  __pyx_t_7 = __Pyx_PyObject_GetAttrStr(__pyx_t_4, __pyx_mstate_global->__pyx_n_u_name); if (unlikely(!__pyx_t_7)) __PYX_ERR(8, 57, __pyx_L1_error)
+  __Pyx_GOTREF(__pyx_t_7);
+  __Pyx_DECREF(__pyx_t_4); __pyx_t_4 = 0;
+  __pyx_t_3 = __pyx_t_7;
+  __Pyx_INCREF(__pyx_t_3);
+  __pyx_t_8 = 0;
+  {
+    PyObject *__pyx_callargs[2] = {__pyx_t_3, NULL};
+    __pyx_t_2 = __Pyx_PyObject_FastCallMethod((PyObject*)__pyx_mstate_global->__pyx_n_u_encode, __pyx_callargs+__pyx_t_8, (1-__pyx_t_8) | (1*__Pyx_PY_VECTORCALL_ARGUMENTS_OFFSET));
+    __Pyx_XDECREF(__pyx_t_3); __pyx_t_3 = 0;
+    __Pyx_DECREF(__pyx_t_7); __pyx_t_7 = 0;
+    if (unlikely(!__pyx_t_2)) __PYX_ERR(8, 57, __pyx_L1_error)
+    __Pyx_GOTREF(__pyx_t_2);
+  }
+  __pyx_t_9 = __pyx_convert_string_from_py_6libcpp_6string_std__in_string(__pyx_t_2); if (unlikely(PyErr_Occurred())) __PYX_ERR(8, 57, __pyx_L1_error)
+  __Pyx_DECREF(__pyx_t_2); __pyx_t_2 = 0;
+  try {
+    __pyx_t_10 = mtlinv::dtype_from_name(__pyx_t_9);
+  } catch(...) {
+    mtlinv_py::raise_py_error(); if (!PyErr_Occurred())PyErr_SetString(PyExc_RuntimeError, "Error converting c++ exception.");
+    __PYX_ERR(8, 57, __pyx_L1_error)
+  }
+
+  try {
+    __pyx_t_11 = mtlinv::active_backend();
+  } catch(...) {
+    mtlinv_py::raise_py_error(); if (!PyErr_Occurred())PyErr_SetString(PyExc_RuntimeError, "Error converting c++ exception.");
+    __PYX_ERR(8, 57, __pyx_L1_error)
+  }
+  __pyx_t_2 = __Pyx_PyLong_From_uint32_t(mtlinv::sdpa_chunk_keys(__pyx_t_1, __pyx_t_10, __pyx_t_11->caps())); if (unlikely(!__pyx_t_2)) __PYX_ERR(8, 57, __pyx_L1_error)
+  __Pyx_GOTREF(__pyx_t_2);
+
+
+
+  {
+    PyObject *__pyx_temp;
+    {
+      __pyx_temp = __pyx_r;
+      __pyx_r = __pyx_t_2;
+    }
+    __Pyx_XDECREF(__pyx_temp);
+  }
+  __pyx_t_2 = 0;
+  goto __pyx_L0;
+
+  /* "pyx/sdpa.pxi":55
+ * 
+ * 
+ * def sdpa_chunk_keys(head_dim, dtype="float32"):             # <<<<<<<<<<<<<<
+ *     """S, the keys per chunk of the canonical sdpa path on the active device: chunk c holds keys [c*S, (c+1)*S)."""
+ *     return c_sdpa_chunk_keys(head_dim, dtype_from_name(np.dtype(dtype).name.encode()), c_active_backend().caps())
+*/
+
+  /* function exit code */
+  __pyx_L1_error:;
+  __Pyx_XDECREF(__pyx_t_2);
+  __Pyx_XDECREF(__pyx_t_3);
+  __Pyx_XDECREF(__pyx_t_4);
+  __Pyx_XDECREF(__pyx_t_5);
+  __Pyx_XDECREF(__pyx_t_6);
+  __Pyx_XDECREF(__pyx_t_7);
+  __Pyx_AddTraceback("mtlinv._native.sdpa_chunk_keys", __pyx_clineno, __pyx_lineno, __pyx_filename);
+  __pyx_r = NULL;
+  __pyx_L0:;
+  __Pyx_XGIVEREF(__pyx_r);
+  __Pyx_RefNannyFinishContext();
+  return __pyx_r;
+}
+
+/* "pyx/sdpa.pxi":60
+ * 
+ * 
+ * def plan_sdpa(*, q_len, kv_len, head_dim=128, q_heads=1, kv_heads=1, batch=1, capacity=None, dtype="float32",             # <<<<<<<<<<<<<<
+ *               causal=True, limit=None):
+ *     """The plan sdpa would use for this shape: {'canonical': bool, 'launches': [...], 'scratch_bytes': [...]}."""
+*/
+
+/* Python wrapper */
+static PyObject *__pyx_pw_6mtlinv_7_native_19plan_sdpa(PyObject *__pyx_self, 
+#if CYTHON_VECTORCALL
+PyObject *const *__pyx_args, Py_ssize_t __pyx_nargs, PyObject *__pyx_kwds
+#else
+PyObject *__pyx_args, PyObject *__pyx_kwds
+#endif
+); /*proto*/
+PyDoc_STRVAR(__pyx_doc_6mtlinv_7_native_18plan_sdpa, "The plan sdpa would use for this shape: {\047canonical\047: bool, \047launches\047: [...], \047scratch_bytes\047: [...]}.");
+static PyMethodDef __pyx_mdef_6mtlinv_7_native_19plan_sdpa = {"plan_sdpa", (PyCFunction)(void(*)(void))(__Pyx_PyCFunction_FastCallWithKeywords)__pyx_pw_6mtlinv_7_native_19plan_sdpa, __Pyx_METH_FASTCALL|METH_KEYWORDS, __pyx_doc_6mtlinv_7_native_18plan_sdpa};
+static PyObject *__pyx_pw_6mtlinv_7_native_19plan_sdpa(PyObject *__pyx_self, 
+#if CYTHON_VECTORCALL
+PyObject *const *__pyx_args, Py_ssize_t __pyx_nargs, PyObject *__pyx_kwds
+#else
+PyObject *__pyx_args, PyObject *__pyx_kwds
+#endif
+) {
+  PyObject *__pyx_v_q_len = 0;
+  PyObject *__pyx_v_kv_len = 0;
+  PyObject *__pyx_v_head_dim = 0;
+  PyObject *__pyx_v_q_heads = 0;
+  PyObject *__pyx_v_kv_heads = 0;
+  PyObject *__pyx_v_batch = 0;
+  PyObject *__pyx_v_capacity = 0;
+  PyObject *__pyx_v_dtype = 0;
+  PyObject *__pyx_v_causal = 0;
+  PyObject *__pyx_v_limit = 0;
+  #if !CYTHON_VECTORCALL
+  CYTHON_UNUSED Py_ssize_t __pyx_nargs;
+  #endif
+  CYTHON_UNUSED PyObject *const *__pyx_kwvalues;
+  PyObject* values[10] = {0,0,0,0,0,0,0,0,0,0};
+  int __pyx_lineno = 0;
+  const char *__pyx_filename = NULL;
+  int __pyx_clineno = 0;
+  PyObject *__pyx_r = 0;
+  __Pyx_RefNannyDeclarations
+  __Pyx_RefNannySetupContext("plan_sdpa (wrapper)", 0);
+  #if !CYTHON_VECTORCALL
+  #if CYTHON_ASSUME_SAFE_SIZE
+  __pyx_nargs = PyTuple_GET_SIZE(__pyx_args);
+  #else
+  __pyx_nargs = PyTuple_Size(__pyx_args); if (unlikely(__pyx_nargs < 0)) return NULL;
+  #endif
+  #endif
+  __pyx_kwvalues = __Pyx_KwValues_FASTCALL(__pyx_args, __pyx_nargs);
+  {
+    PyObject ** const __pyx_pyargnames[] = {&__pyx_mstate_global->__pyx_n_u_q_len,&__pyx_mstate_global->__pyx_n_u_kv_len,&__pyx_mstate_global->__pyx_n_u_head_dim,&__pyx_mstate_global->__pyx_n_u_q_heads,&__pyx_mstate_global->__pyx_n_u_kv_heads,&__pyx_mstate_global->__pyx_n_u_batch,&__pyx_mstate_global->__pyx_n_u_capacity,&__pyx_mstate_global->__pyx_n_u_dtype,&__pyx_mstate_global->__pyx_n_u_causal,&__pyx_mstate_global->__pyx_n_u_limit,0};
+    const Py_ssize_t __pyx_kwds_len = (__pyx_kwds) ? __Pyx_NumKwargs_FASTCALL(__pyx_kwds) : 0;
+    if (unlikely(__pyx_kwds_len < 0)) __PYX_ERR(8, 60, __pyx_L3_error)
+    if (likely(__pyx_kwds_len > 0)) {
+      switch (__pyx_nargs) {
+        case  0: break;
+        default: goto __pyx_L5_argtuple_error;
+      }
+      if (__Pyx_ParseKeywords(__pyx_kwds, __pyx_kwvalues, __pyx_pyargnames, 0, values, 0, __pyx_kwds_len, "plan_sdpa", 0) < (0)) __PYX_ERR(8, 60, __pyx_L3_error)
+      if (!values[2]) values[2] = __Pyx_NewRef(((PyObject *)((PyObject*)__pyx_mstate_global->__pyx_int_128)));
+      if (!values[3]) values[3] = __Pyx_NewRef(((PyObject *)((PyObject*)__pyx_mstate_global->__pyx_int_1)));
+      if (!values[4]) values[4] = __Pyx_NewRef(((PyObject *)((PyObject*)__pyx_mstate_global->__pyx_int_1)));
+      if (!values[5]) values[5] = __Pyx_NewRef(((PyObject *)((PyObject*)__pyx_mstate_global->__pyx_int_1)));
+      if (!values[6]) values[6] = __Pyx_NewRef(((PyObject *)Py_None));
+      if (!values[7]) values[7] = __Pyx_NewRef(((PyObject *)((PyObject*)__pyx_mstate_global->__pyx_n_u_float32)));
+
+      /* "pyx/sdpa.pxi":61
+ * 
+ * def plan_sdpa(*, q_len, kv_len, head_dim=128, q_heads=1, kv_heads=1, batch=1, capacity=None, dtype="float32",
+ *               causal=True, limit=None):             # <<<<<<<<<<<<<<
+ *     """The plan sdpa would use for this shape: {'canonical': bool, 'launches': [...], 'scratch_bytes': [...]}."""
+ *     cdef CSdpaShape s
+*/
+      if (!values[8]) values[8] = __Pyx_NewRef(((PyObject *)((PyObject*)Py_True)));
+      if (!values[9]) values[9] = __Pyx_NewRef(((PyObject *)Py_None));
+      for (Py_ssize_t i = 0; i < 2; i++) {
+        if (unlikely(!values[i])) { __Pyx_RaiseKeywordRequired("plan_sdpa", *(__pyx_pyargnames[i - 0])); __PYX_ERR(8, 60, __pyx_L3_error) }
+      }
+    } else if (unlikely(__pyx_nargs != 0)) {
+      goto __pyx_L5_argtuple_error;
+    } else {
+      __Pyx_RaiseKeywordRequired("plan_sdpa", __pyx_mstate_global->__pyx_n_u_q_len); __PYX_ERR(8, 60, __pyx_L3_error)
+    }
+    __pyx_v_q_len = values[0];
+    __pyx_v_kv_len = values[1];
+    __pyx_v_head_dim = values[2];
+    __pyx_v_q_heads = values[3];
+    __pyx_v_kv_heads = values[4];
+    __pyx_v_batch = values[5];
+    __pyx_v_capacity = values[6];
+    __pyx_v_dtype = values[7];
+    __pyx_v_causal = values[8];
+    __pyx_v_limit = values[9];
+  }
+  goto __pyx_L6_skip;
+  __pyx_L5_argtuple_error:;
+  __Pyx_RaiseArgtupleInvalid("plan_sdpa", 1, 0, 0, __pyx_nargs); __PYX_ERR(8, 60, __pyx_L3_error)
+  __pyx_L6_skip:;
+  goto __pyx_L4_argument_unpacking_done;
+  __pyx_L3_error:;
+  for (Py_ssize_t __pyx_temp=0; __pyx_temp < (Py_ssize_t)(sizeof(values)/sizeof(values[0])); ++__pyx_temp) {
+    Py_XDECREF(values[__pyx_temp]);
+  }
+  __Pyx_AddTraceback("mtlinv._native.plan_sdpa", __pyx_clineno, __pyx_lineno, __pyx_filename);
+  __Pyx_RefNannyFinishContext();
+  return NULL;
+  __pyx_L4_argument_unpacking_done:;
+  __pyx_r = __pyx_pf_6mtlinv_7_native_18plan_sdpa(__pyx_self, __pyx_v_q_len, __pyx_v_kv_len, __pyx_v_head_dim, __pyx_v_q_heads, __pyx_v_kv_heads, __pyx_v_batch, __pyx_v_capacity, __pyx_v_dtype, __pyx_v_causal, __pyx_v_limit);
+
+  /* "pyx/sdpa.pxi":60
+ * 
+ * 
+ * def plan_sdpa(*, q_len, kv_len, head_dim=128, q_heads=1, kv_heads=1, batch=1, capacity=None, dtype="float32",             # <<<<<<<<<<<<<<
+ *               causal=True, limit=None):
+ *     """The plan sdpa would use for this shape: {'canonical': bool, 'launches': [...], 'scratch_bytes': [...]}."""
+*/
+
+  /* function exit code */
+  for (Py_ssize_t __pyx_temp=0; __pyx_temp < (Py_ssize_t)(sizeof(values)/sizeof(values[0])); ++__pyx_temp) {
+    Py_XDECREF(values[__pyx_temp]);
+  }
+  __Pyx_RefNannyFinishContext();
+  return __pyx_r;
+}
+
+static PyObject *__pyx_pf_6mtlinv_7_native_18plan_sdpa(CYTHON_UNUSED PyObject *__pyx_self, PyObject *__pyx_v_q_len, PyObject *__pyx_v_kv_len, PyObject *__pyx_v_head_dim, PyObject *__pyx_v_q_heads, PyObject *__pyx_v_kv_heads, PyObject *__pyx_v_batch, PyObject *__pyx_v_capacity, PyObject *__pyx_v_dtype, PyObject *__pyx_v_causal, PyObject *__pyx_v_limit) {
+  mtlinv::SdpaShape __pyx_v_s;
+  mtlinv::Plan __pyx_v_p;
+  PyObject *__pyx_r = NULL;
+  __Pyx_RefNannyDeclarations
+  int64_t __pyx_t_1;
+  int64_t __pyx_t_2;
+  int64_t __pyx_t_3;
+  int64_t __pyx_t_4;
+  int64_t __pyx_t_5;
+  int __pyx_t_6;
+  PyObject *__pyx_t_7 = NULL;
+  PyObject *__pyx_t_8 = NULL;
+  PyObject *__pyx_t_9 = NULL;
+  PyObject *__pyx_t_10 = NULL;
+  PyObject *__pyx_t_11 = NULL;
+  PyObject *__pyx_t_12 = NULL;
+  size_t __pyx_t_13;
+  std::string __pyx_t_14;
+  __PYX_ENUM_CLASS_DECL mtlinv::DType __pyx_t_15;
+  bool __pyx_t_16;
+  float __pyx_t_17;
+  int __pyx_t_18;
+  int __pyx_t_19;
+  __Pyx_FakeReference<mtlinv::Backend> __pyx_t_20;
+  mtlinv::Plan __pyx_t_21;
+  int __pyx_lineno = 0;
+  const char *__pyx_filename = NULL;
+  int __pyx_clineno = 0;
+  __Pyx_RefNannySetupContext("plan_sdpa", 0);
+
+  /* "pyx/sdpa.pxi":64
+ *     """The plan sdpa would use for this shape: {'canonical': bool, 'launches': [...], 'scratch_bytes': [...]}."""
+ *     cdef CSdpaShape s
+ *     s.batch, s.q_heads, s.kv_heads, s.q_len, s.kv_len = batch, q_heads, kv_heads, q_len, kv_len             # <<<<<<<<<<<<<<
+ *     s.capacity = kv_len if capacity is None else capacity
+ *     s.head_dim = head_dim
+*/
+  __pyx_t_1 = __Pyx_PyLong_As_int64_t(__pyx_v_batch); if (unlikely((__pyx_t_1 == ((int64_t)-1)) && PyErr_Occurred())) __PYX_ERR(8, 64, __pyx_L1_error)
+  __pyx_t_2 = __Pyx_PyLong_As_int64_t(__pyx_v_q_heads); if (unlikely((__pyx_t_2 == ((int64_t)-1)) && PyErr_Occurred())) __PYX_ERR(8, 64, __pyx_L1_error)
+  __pyx_t_3 = __Pyx_PyLong_As_int64_t(__pyx_v_kv_heads); if (unlikely((__pyx_t_3 == ((int64_t)-1)) && PyErr_Occurred())) __PYX_ERR(8, 64, __pyx_L1_error)
+  __pyx_t_4 = __Pyx_PyLong_As_int64_t(__pyx_v_q_len); if (unlikely((__pyx_t_4 == ((int64_t)-1)) && PyErr_Occurred())) __PYX_ERR(8, 64, __pyx_L1_error)
+  __pyx_t_5 = __Pyx_PyLong_As_int64_t(__pyx_v_kv_len); if (unlikely((__pyx_t_5 == ((int64_t)-1)) && PyErr_Occurred())) __PYX_ERR(8, 64, __pyx_L1_error)
+  __pyx_v_s.batch = __pyx_t_1;
+  __pyx_v_s.q_heads = __pyx_t_2;
+  __pyx_v_s.kv_heads = __pyx_t_3;
+  __pyx_v_s.q_len = __pyx_t_4;
+  __pyx_v_s.kv_len = __pyx_t_5;
+
+  /* "pyx/sdpa.pxi":65
+ *     cdef CSdpaShape s
+ *     s.batch, s.q_heads, s.kv_heads, s.q_len, s.kv_len = batch, q_heads, kv_heads, q_len, kv_len
+ *     s.capacity = kv_len if capacity is None else capacity             # <<<<<<<<<<<<<<
+ *     s.head_dim = head_dim
+ *     s.dtype = dtype_from_name(np.dtype(dtype).name.encode())
+*/
+  __pyx_t_6 = (__pyx_v_capacity == Py_None);
+  if (__pyx_t_6) {
+    __pyx_t_4 = __Pyx_PyLong_As_int64_t(__pyx_v_kv_len); if (unlikely((__pyx_t_4 == ((int64_t)-1)) && PyErr_Occurred())) __PYX_ERR(8, 65, __pyx_L1_error)
+    __pyx_t_5 = __pyx_t_4;
+  } else {
+    __pyx_t_4 = __Pyx_PyLong_As_int64_t(__pyx_v_capacity); if (unlikely((__pyx_t_4 == ((int64_t)-1)) && PyErr_Occurred())) __PYX_ERR(8, 65, __pyx_L1_error)
+    __pyx_t_5 = __pyx_t_4;
+  }
+
+  __pyx_v_s.capacity = __pyx_t_5;
+
+  /* "pyx/sdpa.pxi":66
+ *     s.batch, s.q_heads, s.kv_heads, s.q_len, s.kv_len = batch, q_heads, kv_heads, q_len, kv_len
+ *     s.capacity = kv_len if capacity is None else capacity
+ *     s.head_dim = head_dim             # <<<<<<<<<<<<<<
+ *     s.dtype = dtype_from_name(np.dtype(dtype).name.encode())
+ *     s.causal = causal
+*/
+  __pyx_t_5 = __Pyx_PyLong_As_int64_t(__pyx_v_head_dim); if (unlikely((__pyx_t_5 == ((int64_t)-1)) && PyErr_Occurred())) __PYX_ERR(8, 66, __pyx_L1_error)
+  __pyx_v_s.head_dim = __pyx_t_5;
+
+  /* "pyx/sdpa.pxi":67
+ *     s.capacity = kv_len if capacity is None else capacity
+ *     s.head_dim = head_dim
+ *     s.dtype = dtype_from_name(np.dtype(dtype).name.encode())             # <<<<<<<<<<<<<<
+ *     s.causal = causal
+ *     s.scale = head_dim ** -0.5
+*/
+  __pyx_t_10 = NULL;
+  __Pyx_GetModuleGlobalName(__pyx_t_11, __pyx_mstate_global->__pyx_n_u_np); if (unlikely(!__pyx_t_11)) __PYX_ERR(8, 67, __pyx_L1_error)
+  __Pyx_GOTREF(__pyx_t_11);
+  __pyx_t_12 = __Pyx_PyObject_GetAttrStr(__pyx_t_11, __pyx_mstate_global->__pyx_n_u_dtype); if (unlikely(!__pyx_t_12)) __PYX_ERR(8, 67, __pyx_L1_error)
+  __Pyx_GOTREF(__pyx_t_12);
+  __Pyx_DECREF(__pyx_t_11); __pyx_t_11 = 0;
+  __pyx_t_13 = 1;
+  #if CYTHON_UNPACK_METHODS
+  if (unlikely(PyMethod_Check(__pyx_t_12))) {
+    __pyx_t_10 = PyMethod_GET_SELF(__pyx_t_12);
+    assert(__pyx_t_10);
+    PyObject* __pyx__function = PyMethod_GET_FUNCTION(__pyx_t_12);
+    __Pyx_INCREF(__pyx_t_10);
+    __Pyx_INCREF(__pyx__function);
+    __Pyx_DECREF_SET(__pyx_t_12, __pyx__function);
+    __pyx_t_13 = 0;
+  }
+  #endif
+  {
+    PyObject *__pyx_callargs[2] = {__pyx_t_10, __pyx_v_dtype};
+    __pyx_t_9 = __Pyx_PyObject_FastCall((PyObject*)__pyx_t_12, __pyx_callargs+__pyx_t_13, (2-__pyx_t_13) | (__pyx_t_13*__Pyx_PY_VECTORCALL_ARGUMENTS_OFFSET));
+    __Pyx_XDECREF(__pyx_t_10); __pyx_t_10 = 0;
+    __Pyx_DECREF(__pyx_t_12); __pyx_t_12 = 0;
+    if (unlikely(!__pyx_t_9)) __PYX_ERR(8, 67, __pyx_L1_error)
+    __Pyx_GOTREF(__pyx_t_9);
+  }
+  __pyx_t_12 = __Pyx_PyObject_GetAttrStr(__pyx_t_9, __pyx_mstate_global->__pyx_n_u_name); if (unlikely(!__pyx_t_12)) __PYX_ERR(8, 67, __pyx_L1_error)
+  __Pyx_GOTREF(__pyx_t_12);
+  __Pyx_DECREF(__pyx_t_9); __pyx_t_9 = 0;
+  __pyx_t_8 = __pyx_t_12;
+  __Pyx_INCREF(__pyx_t_8);
+  __pyx_t_13 = 0;
+  {
+    PyObject *__pyx_callargs[2] = {__pyx_t_8, NULL};
+    __pyx_t_7 = __Pyx_PyObject_FastCallMethod((PyObject*)__pyx_mstate_global->__pyx_n_u_encode, __pyx_callargs+__pyx_t_13, (1-__pyx_t_13) | (1*__Pyx_PY_VECTORCALL_ARGUMENTS_OFFSET));
+    __Pyx_XDECREF(__pyx_t_8); __pyx_t_8 = 0;
+    __Pyx_DECREF(__pyx_t_12); __pyx_t_12 = 0;
+    if (unlikely(!__pyx_t_7)) __PYX_ERR(8, 67, __pyx_L1_error)
+    __Pyx_GOTREF(__pyx_t_7);
+  }
+  __pyx_t_14 = __pyx_convert_string_from_py_6libcpp_6string_std__in_string(__pyx_t_7); if (unlikely(PyErr_Occurred())) __PYX_ERR(8, 67, __pyx_L1_error)
+  __Pyx_DECREF(__pyx_t_7); __pyx_t_7 = 0;
+  try {
+    __pyx_t_15 = mtlinv::dtype_from_name(__pyx_t_14);
+  } catch(...) {
+    mtlinv_py::raise_py_error(); if (!PyErr_Occurred())PyErr_SetString(PyExc_RuntimeError, "Error converting c++ exception.");
+    __PYX_ERR(8, 67, __pyx_L1_error)
+  }
+
+  __pyx_v_s.dtype = __pyx_t_15;
+
+  /* "pyx/sdpa.pxi":68
+ *     s.head_dim = head_dim
+ *     s.dtype = dtype_from_name(np.dtype(dtype).name.encode())
+ *     s.causal = causal             # <<<<<<<<<<<<<<
+ *     s.scale = head_dim ** -0.5
+ *     s.aligned = True
+*/
+  __pyx_t_16 = __Pyx_PyObject_IsTrue(__pyx_v_causal); if (unlikely((__pyx_t_16 == ((bool)-1)) && PyErr_Occurred())) __PYX_ERR(8, 68, __pyx_L1_error)
+  __pyx_v_s.causal = __pyx_t_16;
+
+  /* "pyx/sdpa.pxi":69
+ *     s.dtype = dtype_from_name(np.dtype(dtype).name.encode())
+ *     s.causal = causal
+ *     s.scale = head_dim ** -0.5             # <<<<<<<<<<<<<<
+ *     s.aligned = True
+ *     cdef CPlan p = c_plan_sdpa(s, c_get_limit() if limit is None else limit, c_active_backend().caps())
+*/
+  __pyx_t_7 = PyNumber_Power(__pyx_v_head_dim, __pyx_mstate_global->__pyx_float_neg_0_5, Py_None); if (unlikely(!__pyx_t_7)) __PYX_ERR(8, 69, __pyx_L1_error)
+  __Pyx_GOTREF(__pyx_t_7);
+  __pyx_t_17 = __Pyx_PyFloat_AsFloat(__pyx_t_7); if (unlikely((__pyx_t_17 == (float)-1) && PyErr_Occurred())) __PYX_ERR(8, 69, __pyx_L1_error)
+  __Pyx_DECREF(__pyx_t_7); __pyx_t_7 = 0;
+  __pyx_v_s.scale = __pyx_t_17;
+
+  /* "pyx/sdpa.pxi":70
+ *     s.causal = causal
+ *     s.scale = head_dim ** -0.5
+ *     s.aligned = True             # <<<<<<<<<<<<<<
+ *     cdef CPlan p = c_plan_sdpa(s, c_get_limit() if limit is None else limit, c_active_backend().caps())
+ *     return {"canonical": p.canonical, "launches": _launches(p), "scratch_bytes": list(p.scratch_bytes)}
+*/
+  __pyx_v_s.aligned = 1;
+
+  /* "pyx/sdpa.pxi":71
+ *     s.scale = head_dim ** -0.5
+ *     s.aligned = True
+ *     cdef CPlan p = c_plan_sdpa(s, c_get_limit() if limit is None else limit, c_active_backend().caps())             # <<<<<<<<<<<<<<
+ *     return {"canonical": p.canonical, "launches": _launches(p), "scratch_bytes": list(p.scratch_bytes)}
+*/
+  __pyx_t_6 = (__pyx_v_limit == Py_None);
+  if (__pyx_t_6) {
+
+    __pyx_t_18 = mtlinv::get_limit();
+  } else {
+    __pyx_t_19 = __Pyx_PyLong_As_int(__pyx_v_limit); if (unlikely((__pyx_t_19 == (int)-1) && PyErr_Occurred())) __PYX_ERR(8, 71, __pyx_L1_error)
+    __pyx_t_18 = __pyx_t_19;
+  }
+
+  try {
+    __pyx_t_20 = mtlinv::active_backend();
+  } catch(...) {
+    mtlinv_py::raise_py_error(); if (!PyErr_Occurred())PyErr_SetString(PyExc_RuntimeError, "Error converting c++ exception.");
+    __PYX_ERR(8, 71, __pyx_L1_error)
+  }
+  try {
+    __pyx_t_21 = mtlinv::plan_sdpa(__pyx_v_s, __pyx_t_18, __pyx_t_20->caps());
+  } catch(...) {
+    mtlinv_py::raise_py_error(); if (!PyErr_Occurred())PyErr_SetString(PyExc_RuntimeError, "Error converting c++ exception.");
+    __PYX_ERR(8, 71, __pyx_L1_error)
+  }
+
+
+  __pyx_v_p = __PYX_STD_MOVE_IF_SUPPORTED(__pyx_t_21);
+
+  /* "pyx/sdpa.pxi":72
+ *     s.aligned = True
+ *     cdef CPlan p = c_plan_sdpa(s, c_get_limit() if limit is None else limit, c_active_backend().caps())
+ *     return {"canonical": p.canonical, "launches": _launches(p), "scratch_bytes": list(p.scratch_bytes)}             # <<<<<<<<<<<<<<
+*/
+  __pyx_t_7 = __Pyx_PyDict_NewPresized(3); if (unlikely(!__pyx_t_7)) __PYX_ERR(8, 72, __pyx_L1_error)
+  __Pyx_GOTREF(__pyx_t_7);
+  __pyx_t_12 = __Pyx_PyBool_FromLong(__pyx_v_p.canonical); if (unlikely(!__pyx_t_12)) __PYX_ERR(8, 72, __pyx_L1_error)
+  __Pyx_GOTREF(__pyx_t_12);
+  if (PyDict_SetItem(__pyx_t_7, __pyx_mstate_global->__pyx_n_u_canonical, __pyx_t_12) < (0)) __PYX_ERR(8, 72, __pyx_L1_error)
+  __Pyx_DECREF(__pyx_t_12); __pyx_t_12 = 0;
+  __pyx_t_12 = __pyx_f_6mtlinv_7_native__launches(__pyx_v_p); if (unlikely(!__pyx_t_12)) __PYX_ERR(8, 72, __pyx_L1_error)
+  __Pyx_GOTREF(__pyx_t_12);
+  if (PyDict_SetItem(__pyx_t_7, __pyx_mstate_global->__pyx_n_u_launches, __pyx_t_12) < (0)) __PYX_ERR(8, 72, __pyx_L1_error)
+  __Pyx_DECREF(__pyx_t_12); __pyx_t_12 = 0;
+  __pyx_t_12 = __pyx_convert_vector_to_py_size_t(__pyx_v_p.scratch_bytes); if (unlikely(!__pyx_t_12)) __PYX_ERR(8, 72, __pyx_L1_error)
+  __Pyx_GOTREF(__pyx_t_12);
+  __pyx_t_8 = __Pyx_PySequence_ListKeepNew(__pyx_t_12); if (unlikely(!__pyx_t_8)) __PYX_ERR(8, 72, __pyx_L1_error)
+  __Pyx_GOTREF(__pyx_t_8);
+  __Pyx_DECREF(__pyx_t_12); __pyx_t_12 = 0;
+  if (PyDict_SetItem(__pyx_t_7, __pyx_mstate_global->__pyx_n_u_scratch_bytes, __pyx_t_8) < (0)) __PYX_ERR(8, 72, __pyx_L1_error)
+  __Pyx_DECREF(__pyx_t_8); __pyx_t_8 = 0;
+  {
+    PyObject *__pyx_temp;
+    {
+      __pyx_temp = __pyx_r;
+      __pyx_r = __pyx_t_7;
+    }
+    __Pyx_XDECREF(__pyx_temp);
+  }
+  __pyx_t_7 = 0;
+  goto __pyx_L0;
+
+  /* "pyx/sdpa.pxi":60
+ * 
+ * 
+ * def plan_sdpa(*, q_len, kv_len, head_dim=128, q_heads=1, kv_heads=1, batch=1, capacity=None, dtype="float32",             # <<<<<<<<<<<<<<
+ *               causal=True, limit=None):
+ *     """The plan sdpa would use for this shape: {'canonical': bool, 'launches': [...], 'scratch_bytes': [...]}."""
+*/
+
+  /* function exit code */
+  __pyx_L1_error:;
+  __Pyx_XDECREF(__pyx_t_7);
+  __Pyx_XDECREF(__pyx_t_8);
+  __Pyx_XDECREF(__pyx_t_9);
+  __Pyx_XDECREF(__pyx_t_10);
+  __Pyx_XDECREF(__pyx_t_11);
+  __Pyx_XDECREF(__pyx_t_12);
+  __Pyx_AddTraceback("mtlinv._native.plan_sdpa", __pyx_clineno, __pyx_lineno, __pyx_filename);
+  __pyx_r = NULL;
+  __pyx_L0:;
+
+
+  __Pyx_XGIVEREF(__pyx_r);
+  __Pyx_RefNannyFinishContext();
+  return __pyx_r;
+}
+
 /* "pyx/decoder_ops.pxi":14
  * 
  * 
@@ -13579,16 +16099,16 @@ static PyObject *__pyx_pf_6mtlinv_7_native_8plan_gemv(CYTHON_UNUSED PyObject *__
 */
 
 /* Python wrapper */
-static PyObject *__pyx_pw_6mtlinv_7_native_11add(PyObject *__pyx_self, 
+static PyObject *__pyx_pw_6mtlinv_7_native_21add(PyObject *__pyx_self, 
 #if CYTHON_VECTORCALL
 PyObject *const *__pyx_args, Py_ssize_t __pyx_nargs, PyObject *__pyx_kwds
 #else
 PyObject *__pyx_args, PyObject *__pyx_kwds
 #endif
 ); /*proto*/
-PyDoc_STRVAR(__pyx_doc_6mtlinv_7_native_10add, "a + b elementwise (same shape and dtype).");
-static PyMethodDef __pyx_mdef_6mtlinv_7_native_11add = {"add", (PyCFunction)(void(*)(void))(__Pyx_PyCFunction_FastCallWithKeywords)__pyx_pw_6mtlinv_7_native_11add, __Pyx_METH_FASTCALL|METH_KEYWORDS, __pyx_doc_6mtlinv_7_native_10add};
-static PyObject *__pyx_pw_6mtlinv_7_native_11add(PyObject *__pyx_self, 
+PyDoc_STRVAR(__pyx_doc_6mtlinv_7_native_20add, "a + b elementwise (same shape and dtype).");
+static PyMethodDef __pyx_mdef_6mtlinv_7_native_21add = {"add", (PyCFunction)(void(*)(void))(__Pyx_PyCFunction_FastCallWithKeywords)__pyx_pw_6mtlinv_7_native_21add, __Pyx_METH_FASTCALL|METH_KEYWORDS, __pyx_doc_6mtlinv_7_native_20add};
+static PyObject *__pyx_pw_6mtlinv_7_native_21add(PyObject *__pyx_self, 
 #if CYTHON_VECTORCALL
 PyObject *const *__pyx_args, Py_ssize_t __pyx_nargs, PyObject *__pyx_kwds
 #else
@@ -13619,39 +16139,39 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
   {
     PyObject ** const __pyx_pyargnames[] = {&__pyx_mstate_global->__pyx_n_u_a,&__pyx_mstate_global->__pyx_n_u_b,0};
     const Py_ssize_t __pyx_kwds_len = (__pyx_kwds) ? __Pyx_NumKwargs_FASTCALL(__pyx_kwds) : 0;
-    if (unlikely(__pyx_kwds_len < 0)) __PYX_ERR(7, 14, __pyx_L3_error)
+    if (unlikely(__pyx_kwds_len < 0)) __PYX_ERR(9, 14, __pyx_L3_error)
     if (__pyx_kwds_len > 0) {
       switch (__pyx_nargs) {
         case  2:
         values[1] = __Pyx_ArgRef_FASTCALL(__pyx_args, 1);
-        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[1])) __PYX_ERR(7, 14, __pyx_L3_error)
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[1])) __PYX_ERR(9, 14, __pyx_L3_error)
         CYTHON_FALLTHROUGH;
         case  1:
         values[0] = __Pyx_ArgRef_FASTCALL(__pyx_args, 0);
-        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(7, 14, __pyx_L3_error)
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(9, 14, __pyx_L3_error)
         CYTHON_FALLTHROUGH;
         case  0: break;
         default: goto __pyx_L5_argtuple_error;
       }
       const Py_ssize_t kwd_pos_args = __pyx_nargs;
-      if (__Pyx_ParseKeywords(__pyx_kwds, __pyx_kwvalues, __pyx_pyargnames, 0, values, kwd_pos_args, __pyx_kwds_len, "add", 0) < (0)) __PYX_ERR(7, 14, __pyx_L3_error)
+      if (__Pyx_ParseKeywords(__pyx_kwds, __pyx_kwvalues, __pyx_pyargnames, 0, values, kwd_pos_args, __pyx_kwds_len, "add", 0) < (0)) __PYX_ERR(9, 14, __pyx_L3_error)
       for (Py_ssize_t i = __pyx_nargs; i < 2; i++) {
-        if (unlikely(!values[i])) { __Pyx_RaiseArgtupleInvalid("add", 1, 2, 2, i); __PYX_ERR(7, 14, __pyx_L3_error) }
+        if (unlikely(!values[i])) { __Pyx_RaiseArgtupleInvalid("add", 1, 2, 2, i); __PYX_ERR(9, 14, __pyx_L3_error) }
       }
     } else if (unlikely(__pyx_nargs != 2)) {
       goto __pyx_L5_argtuple_error;
     } else {
       values[0] = __Pyx_ArgRef_FASTCALL(__pyx_args, 0);
-      if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(7, 14, __pyx_L3_error)
+      if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(9, 14, __pyx_L3_error)
       values[1] = __Pyx_ArgRef_FASTCALL(__pyx_args, 1);
-      if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[1])) __PYX_ERR(7, 14, __pyx_L3_error)
+      if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[1])) __PYX_ERR(9, 14, __pyx_L3_error)
     }
     __pyx_v_a = values[0];
     __pyx_v_b = values[1];
   }
   goto __pyx_L6_skip;
   __pyx_L5_argtuple_error:;
-  __Pyx_RaiseArgtupleInvalid("add", 1, 2, 2, __pyx_nargs); __PYX_ERR(7, 14, __pyx_L3_error)
+  __Pyx_RaiseArgtupleInvalid("add", 1, 2, 2, __pyx_nargs); __PYX_ERR(9, 14, __pyx_L3_error)
   __pyx_L6_skip:;
   goto __pyx_L4_argument_unpacking_done;
   __pyx_L3_error:;
@@ -13662,7 +16182,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
   __Pyx_RefNannyFinishContext();
   return NULL;
   __pyx_L4_argument_unpacking_done:;
-  __pyx_r = __pyx_pf_6mtlinv_7_native_10add(__pyx_self, __pyx_v_a, __pyx_v_b);
+  __pyx_r = __pyx_pf_6mtlinv_7_native_20add(__pyx_self, __pyx_v_a, __pyx_v_b);
 
   /* function exit code */
   for (Py_ssize_t __pyx_temp=0; __pyx_temp < (Py_ssize_t)(sizeof(values)/sizeof(values[0])); ++__pyx_temp) {
@@ -13672,7 +16192,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
   return __pyx_r;
 }
 
-static PyObject *__pyx_pf_6mtlinv_7_native_10add(CYTHON_UNUSED PyObject *__pyx_self, PyObject *__pyx_v_a, PyObject *__pyx_v_b) {
+static PyObject *__pyx_pf_6mtlinv_7_native_20add(CYTHON_UNUSED PyObject *__pyx_self, PyObject *__pyx_v_a, PyObject *__pyx_v_b) {
   struct __pyx_obj_6mtlinv_7_native_Tensor *__pyx_v_ta = 0;
   struct __pyx_obj_6mtlinv_7_native_Tensor *__pyx_v_tb = 0;
   mtlinv::Tensor __pyx_v_out;
@@ -13692,11 +16212,11 @@ static PyObject *__pyx_pf_6mtlinv_7_native_10add(CYTHON_UNUSED PyObject *__pyx_s
  *     cdef CTensor out
  *     with nogil:
 */
-  __pyx_t_1 = ((PyObject *)__pyx_f_6mtlinv_7_native__operand(__pyx_v_a, __pyx_mstate_global->__pyx_n_u_a, __pyx_mstate_global->__pyx_n_u_add)); if (unlikely(!__pyx_t_1)) __PYX_ERR(7, 16, __pyx_L1_error)
+  __pyx_t_1 = ((PyObject *)__pyx_f_6mtlinv_7_native__operand(__pyx_v_a, __pyx_mstate_global->__pyx_n_u_a, __pyx_mstate_global->__pyx_n_u_add)); if (unlikely(!__pyx_t_1)) __PYX_ERR(9, 16, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_1);
   __pyx_v_ta = ((struct __pyx_obj_6mtlinv_7_native_Tensor *)__pyx_t_1);
   __pyx_t_1 = 0;
-  __pyx_t_1 = ((PyObject *)__pyx_f_6mtlinv_7_native__operand(__pyx_v_b, __pyx_mstate_global->__pyx_n_u_b, __pyx_mstate_global->__pyx_n_u_add)); if (unlikely(!__pyx_t_1)) __PYX_ERR(7, 16, __pyx_L1_error)
+  __pyx_t_1 = ((PyObject *)__pyx_f_6mtlinv_7_native__operand(__pyx_v_b, __pyx_mstate_global->__pyx_n_u_b, __pyx_mstate_global->__pyx_n_u_add)); if (unlikely(!__pyx_t_1)) __PYX_ERR(9, 16, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_1);
   __pyx_v_tb = ((struct __pyx_obj_6mtlinv_7_native_Tensor *)__pyx_t_1);
   __pyx_t_1 = 0;
@@ -13727,7 +16247,7 @@ static PyObject *__pyx_pf_6mtlinv_7_native_10add(CYTHON_UNUSED PyObject *__pyx_s
           PyGILState_STATE __pyx_gilstate_save = __Pyx_PyGILState_Ensure();
           mtlinv_py::raise_py_error(); if (!PyErr_Occurred())PyErr_SetString(PyExc_RuntimeError, "Error converting c++ exception.");
           __Pyx_PyGILState_Release(__pyx_gilstate_save);
-          __PYX_ERR(7, 19, __pyx_L4_error)
+          __PYX_ERR(9, 19, __pyx_L4_error)
         }
         __pyx_v_out = __PYX_STD_MOVE_IF_SUPPORTED(__pyx_t_2);
       }
@@ -13761,7 +16281,7 @@ static PyObject *__pyx_pf_6mtlinv_7_native_10add(CYTHON_UNUSED PyObject *__pyx_s
  * 
  * 
 */
-  __pyx_t_1 = ((PyObject *)__pyx_f_6mtlinv_7_native__wrap(__pyx_v_out)); if (unlikely(!__pyx_t_1)) __PYX_ERR(7, 20, __pyx_L1_error)
+  __pyx_t_1 = ((PyObject *)__pyx_f_6mtlinv_7_native__wrap(__pyx_v_out)); if (unlikely(!__pyx_t_1)) __PYX_ERR(9, 20, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_1);
   {
     PyObject *__pyx_temp;
@@ -13805,16 +16325,16 @@ static PyObject *__pyx_pf_6mtlinv_7_native_10add(CYTHON_UNUSED PyObject *__pyx_s
 */
 
 /* Python wrapper */
-static PyObject *__pyx_pw_6mtlinv_7_native_13swiglu(PyObject *__pyx_self, 
+static PyObject *__pyx_pw_6mtlinv_7_native_23swiglu(PyObject *__pyx_self, 
 #if CYTHON_VECTORCALL
 PyObject *const *__pyx_args, Py_ssize_t __pyx_nargs, PyObject *__pyx_kwds
 #else
 PyObject *__pyx_args, PyObject *__pyx_kwds
 #endif
 ); /*proto*/
-PyDoc_STRVAR(__pyx_doc_6mtlinv_7_native_12swiglu, "silu(gate) * up elementwise, computed in float32.");
-static PyMethodDef __pyx_mdef_6mtlinv_7_native_13swiglu = {"swiglu", (PyCFunction)(void(*)(void))(__Pyx_PyCFunction_FastCallWithKeywords)__pyx_pw_6mtlinv_7_native_13swiglu, __Pyx_METH_FASTCALL|METH_KEYWORDS, __pyx_doc_6mtlinv_7_native_12swiglu};
-static PyObject *__pyx_pw_6mtlinv_7_native_13swiglu(PyObject *__pyx_self, 
+PyDoc_STRVAR(__pyx_doc_6mtlinv_7_native_22swiglu, "silu(gate) * up elementwise, computed in float32.");
+static PyMethodDef __pyx_mdef_6mtlinv_7_native_23swiglu = {"swiglu", (PyCFunction)(void(*)(void))(__Pyx_PyCFunction_FastCallWithKeywords)__pyx_pw_6mtlinv_7_native_23swiglu, __Pyx_METH_FASTCALL|METH_KEYWORDS, __pyx_doc_6mtlinv_7_native_22swiglu};
+static PyObject *__pyx_pw_6mtlinv_7_native_23swiglu(PyObject *__pyx_self, 
 #if CYTHON_VECTORCALL
 PyObject *const *__pyx_args, Py_ssize_t __pyx_nargs, PyObject *__pyx_kwds
 #else
@@ -13845,39 +16365,39 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
   {
     PyObject ** const __pyx_pyargnames[] = {&__pyx_mstate_global->__pyx_n_u_gate,&__pyx_mstate_global->__pyx_n_u_up,0};
     const Py_ssize_t __pyx_kwds_len = (__pyx_kwds) ? __Pyx_NumKwargs_FASTCALL(__pyx_kwds) : 0;
-    if (unlikely(__pyx_kwds_len < 0)) __PYX_ERR(7, 23, __pyx_L3_error)
+    if (unlikely(__pyx_kwds_len < 0)) __PYX_ERR(9, 23, __pyx_L3_error)
     if (__pyx_kwds_len > 0) {
       switch (__pyx_nargs) {
         case  2:
         values[1] = __Pyx_ArgRef_FASTCALL(__pyx_args, 1);
-        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[1])) __PYX_ERR(7, 23, __pyx_L3_error)
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[1])) __PYX_ERR(9, 23, __pyx_L3_error)
         CYTHON_FALLTHROUGH;
         case  1:
         values[0] = __Pyx_ArgRef_FASTCALL(__pyx_args, 0);
-        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(7, 23, __pyx_L3_error)
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(9, 23, __pyx_L3_error)
         CYTHON_FALLTHROUGH;
         case  0: break;
         default: goto __pyx_L5_argtuple_error;
       }
       const Py_ssize_t kwd_pos_args = __pyx_nargs;
-      if (__Pyx_ParseKeywords(__pyx_kwds, __pyx_kwvalues, __pyx_pyargnames, 0, values, kwd_pos_args, __pyx_kwds_len, "swiglu", 0) < (0)) __PYX_ERR(7, 23, __pyx_L3_error)
+      if (__Pyx_ParseKeywords(__pyx_kwds, __pyx_kwvalues, __pyx_pyargnames, 0, values, kwd_pos_args, __pyx_kwds_len, "swiglu", 0) < (0)) __PYX_ERR(9, 23, __pyx_L3_error)
       for (Py_ssize_t i = __pyx_nargs; i < 2; i++) {
-        if (unlikely(!values[i])) { __Pyx_RaiseArgtupleInvalid("swiglu", 1, 2, 2, i); __PYX_ERR(7, 23, __pyx_L3_error) }
+        if (unlikely(!values[i])) { __Pyx_RaiseArgtupleInvalid("swiglu", 1, 2, 2, i); __PYX_ERR(9, 23, __pyx_L3_error) }
       }
     } else if (unlikely(__pyx_nargs != 2)) {
       goto __pyx_L5_argtuple_error;
     } else {
       values[0] = __Pyx_ArgRef_FASTCALL(__pyx_args, 0);
-      if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(7, 23, __pyx_L3_error)
+      if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(9, 23, __pyx_L3_error)
       values[1] = __Pyx_ArgRef_FASTCALL(__pyx_args, 1);
-      if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[1])) __PYX_ERR(7, 23, __pyx_L3_error)
+      if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[1])) __PYX_ERR(9, 23, __pyx_L3_error)
     }
     __pyx_v_gate = values[0];
     __pyx_v_up = values[1];
   }
   goto __pyx_L6_skip;
   __pyx_L5_argtuple_error:;
-  __Pyx_RaiseArgtupleInvalid("swiglu", 1, 2, 2, __pyx_nargs); __PYX_ERR(7, 23, __pyx_L3_error)
+  __Pyx_RaiseArgtupleInvalid("swiglu", 1, 2, 2, __pyx_nargs); __PYX_ERR(9, 23, __pyx_L3_error)
   __pyx_L6_skip:;
   goto __pyx_L4_argument_unpacking_done;
   __pyx_L3_error:;
@@ -13888,7 +16408,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
   __Pyx_RefNannyFinishContext();
   return NULL;
   __pyx_L4_argument_unpacking_done:;
-  __pyx_r = __pyx_pf_6mtlinv_7_native_12swiglu(__pyx_self, __pyx_v_gate, __pyx_v_up);
+  __pyx_r = __pyx_pf_6mtlinv_7_native_22swiglu(__pyx_self, __pyx_v_gate, __pyx_v_up);
 
   /* function exit code */
   for (Py_ssize_t __pyx_temp=0; __pyx_temp < (Py_ssize_t)(sizeof(values)/sizeof(values[0])); ++__pyx_temp) {
@@ -13898,7 +16418,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
   return __pyx_r;
 }
 
-static PyObject *__pyx_pf_6mtlinv_7_native_12swiglu(CYTHON_UNUSED PyObject *__pyx_self, PyObject *__pyx_v_gate, PyObject *__pyx_v_up) {
+static PyObject *__pyx_pf_6mtlinv_7_native_22swiglu(CYTHON_UNUSED PyObject *__pyx_self, PyObject *__pyx_v_gate, PyObject *__pyx_v_up) {
   struct __pyx_obj_6mtlinv_7_native_Tensor *__pyx_v_tg = 0;
   struct __pyx_obj_6mtlinv_7_native_Tensor *__pyx_v_tu = 0;
   mtlinv::Tensor __pyx_v_out;
@@ -13918,11 +16438,11 @@ static PyObject *__pyx_pf_6mtlinv_7_native_12swiglu(CYTHON_UNUSED PyObject *__py
  *     cdef CTensor out
  *     with nogil:
 */
-  __pyx_t_1 = ((PyObject *)__pyx_f_6mtlinv_7_native__operand(__pyx_v_gate, __pyx_mstate_global->__pyx_n_u_gate, __pyx_mstate_global->__pyx_n_u_swiglu)); if (unlikely(!__pyx_t_1)) __PYX_ERR(7, 25, __pyx_L1_error)
+  __pyx_t_1 = ((PyObject *)__pyx_f_6mtlinv_7_native__operand(__pyx_v_gate, __pyx_mstate_global->__pyx_n_u_gate, __pyx_mstate_global->__pyx_n_u_swiglu)); if (unlikely(!__pyx_t_1)) __PYX_ERR(9, 25, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_1);
   __pyx_v_tg = ((struct __pyx_obj_6mtlinv_7_native_Tensor *)__pyx_t_1);
   __pyx_t_1 = 0;
-  __pyx_t_1 = ((PyObject *)__pyx_f_6mtlinv_7_native__operand(__pyx_v_up, __pyx_mstate_global->__pyx_n_u_up, __pyx_mstate_global->__pyx_n_u_swiglu)); if (unlikely(!__pyx_t_1)) __PYX_ERR(7, 25, __pyx_L1_error)
+  __pyx_t_1 = ((PyObject *)__pyx_f_6mtlinv_7_native__operand(__pyx_v_up, __pyx_mstate_global->__pyx_n_u_up, __pyx_mstate_global->__pyx_n_u_swiglu)); if (unlikely(!__pyx_t_1)) __PYX_ERR(9, 25, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_1);
   __pyx_v_tu = ((struct __pyx_obj_6mtlinv_7_native_Tensor *)__pyx_t_1);
   __pyx_t_1 = 0;
@@ -13953,7 +16473,7 @@ static PyObject *__pyx_pf_6mtlinv_7_native_12swiglu(CYTHON_UNUSED PyObject *__py
           PyGILState_STATE __pyx_gilstate_save = __Pyx_PyGILState_Ensure();
           mtlinv_py::raise_py_error(); if (!PyErr_Occurred())PyErr_SetString(PyExc_RuntimeError, "Error converting c++ exception.");
           __Pyx_PyGILState_Release(__pyx_gilstate_save);
-          __PYX_ERR(7, 28, __pyx_L4_error)
+          __PYX_ERR(9, 28, __pyx_L4_error)
         }
         __pyx_v_out = __PYX_STD_MOVE_IF_SUPPORTED(__pyx_t_2);
       }
@@ -13987,7 +16507,7 @@ static PyObject *__pyx_pf_6mtlinv_7_native_12swiglu(CYTHON_UNUSED PyObject *__py
  * 
  * 
 */
-  __pyx_t_1 = ((PyObject *)__pyx_f_6mtlinv_7_native__wrap(__pyx_v_out)); if (unlikely(!__pyx_t_1)) __PYX_ERR(7, 29, __pyx_L1_error)
+  __pyx_t_1 = ((PyObject *)__pyx_f_6mtlinv_7_native__wrap(__pyx_v_out)); if (unlikely(!__pyx_t_1)) __PYX_ERR(9, 29, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_1);
   {
     PyObject *__pyx_temp;
@@ -14031,16 +16551,16 @@ static PyObject *__pyx_pf_6mtlinv_7_native_12swiglu(CYTHON_UNUSED PyObject *__py
 */
 
 /* Python wrapper */
-static PyObject *__pyx_pw_6mtlinv_7_native_15write_heads(PyObject *__pyx_self, 
+static PyObject *__pyx_pw_6mtlinv_7_native_25write_heads(PyObject *__pyx_self, 
 #if CYTHON_VECTORCALL
 PyObject *const *__pyx_args, Py_ssize_t __pyx_nargs, PyObject *__pyx_kwds
 #else
 PyObject *__pyx_args, PyObject *__pyx_kwds
 #endif
 ); /*proto*/
-PyDoc_STRVAR(__pyx_doc_6mtlinv_7_native_14write_heads, "Writes x [L, H, D] into dst [H, C, D] (in place) at sequence indices seq_offset.., rotating interleaved\n    pairs for positions start_pos.. when `rotate` (RoPE as stored in llama GGUF files).");
-static PyMethodDef __pyx_mdef_6mtlinv_7_native_15write_heads = {"write_heads", (PyCFunction)(void(*)(void))(__Pyx_PyCFunction_FastCallWithKeywords)__pyx_pw_6mtlinv_7_native_15write_heads, __Pyx_METH_FASTCALL|METH_KEYWORDS, __pyx_doc_6mtlinv_7_native_14write_heads};
-static PyObject *__pyx_pw_6mtlinv_7_native_15write_heads(PyObject *__pyx_self, 
+PyDoc_STRVAR(__pyx_doc_6mtlinv_7_native_24write_heads, "Writes x [L, H, D] into dst [H, C, D] (in place) at sequence indices seq_offset.., rotating interleaved\n    pairs for positions start_pos.. when `rotate` (RoPE as stored in llama GGUF files).");
+static PyMethodDef __pyx_mdef_6mtlinv_7_native_25write_heads = {"write_heads", (PyCFunction)(void(*)(void))(__Pyx_PyCFunction_FastCallWithKeywords)__pyx_pw_6mtlinv_7_native_25write_heads, __Pyx_METH_FASTCALL|METH_KEYWORDS, __pyx_doc_6mtlinv_7_native_24write_heads};
+static PyObject *__pyx_pw_6mtlinv_7_native_25write_heads(PyObject *__pyx_self, 
 #if CYTHON_VECTORCALL
 PyObject *const *__pyx_args, Py_ssize_t __pyx_nargs, PyObject *__pyx_kwds
 #else
@@ -14075,88 +16595,88 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
   {
     PyObject ** const __pyx_pyargnames[] = {&__pyx_mstate_global->__pyx_n_u_x,&__pyx_mstate_global->__pyx_n_u_dst,&__pyx_mstate_global->__pyx_n_u_seq_offset,&__pyx_mstate_global->__pyx_n_u_start_pos,&__pyx_mstate_global->__pyx_n_u_rotate,&__pyx_mstate_global->__pyx_n_u_base,0};
     const Py_ssize_t __pyx_kwds_len = (__pyx_kwds) ? __Pyx_NumKwargs_FASTCALL(__pyx_kwds) : 0;
-    if (unlikely(__pyx_kwds_len < 0)) __PYX_ERR(7, 32, __pyx_L3_error)
+    if (unlikely(__pyx_kwds_len < 0)) __PYX_ERR(9, 32, __pyx_L3_error)
     if (__pyx_kwds_len > 0) {
       switch (__pyx_nargs) {
         case  6:
         values[5] = __Pyx_ArgRef_FASTCALL(__pyx_args, 5);
-        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[5])) __PYX_ERR(7, 32, __pyx_L3_error)
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[5])) __PYX_ERR(9, 32, __pyx_L3_error)
         CYTHON_FALLTHROUGH;
         case  5:
         values[4] = __Pyx_ArgRef_FASTCALL(__pyx_args, 4);
-        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[4])) __PYX_ERR(7, 32, __pyx_L3_error)
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[4])) __PYX_ERR(9, 32, __pyx_L3_error)
         CYTHON_FALLTHROUGH;
         case  4:
         values[3] = __Pyx_ArgRef_FASTCALL(__pyx_args, 3);
-        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[3])) __PYX_ERR(7, 32, __pyx_L3_error)
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[3])) __PYX_ERR(9, 32, __pyx_L3_error)
         CYTHON_FALLTHROUGH;
         case  3:
         values[2] = __Pyx_ArgRef_FASTCALL(__pyx_args, 2);
-        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[2])) __PYX_ERR(7, 32, __pyx_L3_error)
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[2])) __PYX_ERR(9, 32, __pyx_L3_error)
         CYTHON_FALLTHROUGH;
         case  2:
         values[1] = __Pyx_ArgRef_FASTCALL(__pyx_args, 1);
-        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[1])) __PYX_ERR(7, 32, __pyx_L3_error)
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[1])) __PYX_ERR(9, 32, __pyx_L3_error)
         CYTHON_FALLTHROUGH;
         case  1:
         values[0] = __Pyx_ArgRef_FASTCALL(__pyx_args, 0);
-        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(7, 32, __pyx_L3_error)
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(9, 32, __pyx_L3_error)
         CYTHON_FALLTHROUGH;
         case  0: break;
         default: goto __pyx_L5_argtuple_error;
       }
       const Py_ssize_t kwd_pos_args = __pyx_nargs;
-      if (__Pyx_ParseKeywords(__pyx_kwds, __pyx_kwvalues, __pyx_pyargnames, 0, values, kwd_pos_args, __pyx_kwds_len, "write_heads", 0) < (0)) __PYX_ERR(7, 32, __pyx_L3_error)
+      if (__Pyx_ParseKeywords(__pyx_kwds, __pyx_kwvalues, __pyx_pyargnames, 0, values, kwd_pos_args, __pyx_kwds_len, "write_heads", 0) < (0)) __PYX_ERR(9, 32, __pyx_L3_error)
       for (Py_ssize_t i = __pyx_nargs; i < 3; i++) {
-        if (unlikely(!values[i])) { __Pyx_RaiseArgtupleInvalid("write_heads", 0, 3, 6, i); __PYX_ERR(7, 32, __pyx_L3_error) }
+        if (unlikely(!values[i])) { __Pyx_RaiseArgtupleInvalid("write_heads", 0, 3, 6, i); __PYX_ERR(9, 32, __pyx_L3_error) }
       }
     } else {
       switch (__pyx_nargs) {
         case  6:
         values[5] = __Pyx_ArgRef_FASTCALL(__pyx_args, 5);
-        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[5])) __PYX_ERR(7, 32, __pyx_L3_error)
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[5])) __PYX_ERR(9, 32, __pyx_L3_error)
         CYTHON_FALLTHROUGH;
         case  5:
         values[4] = __Pyx_ArgRef_FASTCALL(__pyx_args, 4);
-        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[4])) __PYX_ERR(7, 32, __pyx_L3_error)
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[4])) __PYX_ERR(9, 32, __pyx_L3_error)
         CYTHON_FALLTHROUGH;
         case  4:
         values[3] = __Pyx_ArgRef_FASTCALL(__pyx_args, 3);
-        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[3])) __PYX_ERR(7, 32, __pyx_L3_error)
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[3])) __PYX_ERR(9, 32, __pyx_L3_error)
         CYTHON_FALLTHROUGH;
         case  3:
         values[2] = __Pyx_ArgRef_FASTCALL(__pyx_args, 2);
-        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[2])) __PYX_ERR(7, 32, __pyx_L3_error)
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[2])) __PYX_ERR(9, 32, __pyx_L3_error)
         values[1] = __Pyx_ArgRef_FASTCALL(__pyx_args, 1);
-        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[1])) __PYX_ERR(7, 32, __pyx_L3_error)
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[1])) __PYX_ERR(9, 32, __pyx_L3_error)
         values[0] = __Pyx_ArgRef_FASTCALL(__pyx_args, 0);
-        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(7, 32, __pyx_L3_error)
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(9, 32, __pyx_L3_error)
         break;
         default: goto __pyx_L5_argtuple_error;
       }
     }
     __pyx_v_x = values[0];
     __pyx_v_dst = ((struct __pyx_obj_6mtlinv_7_native_Tensor *)values[1]);
-    __pyx_v_seq_offset = __Pyx_PyLong_As_int64_t(values[2]); if (unlikely((__pyx_v_seq_offset == ((int64_t)-1)) && PyErr_Occurred())) __PYX_ERR(7, 32, __pyx_L3_error)
+    __pyx_v_seq_offset = __Pyx_PyLong_As_int64_t(values[2]); if (unlikely((__pyx_v_seq_offset == ((int64_t)-1)) && PyErr_Occurred())) __PYX_ERR(9, 32, __pyx_L3_error)
     if (values[3]) {
-      __pyx_v_start_pos = __Pyx_PyLong_As_int64_t(values[3]); if (unlikely((__pyx_v_start_pos == ((int64_t)-1)) && PyErr_Occurred())) __PYX_ERR(7, 32, __pyx_L3_error)
+      __pyx_v_start_pos = __Pyx_PyLong_As_int64_t(values[3]); if (unlikely((__pyx_v_start_pos == ((int64_t)-1)) && PyErr_Occurred())) __PYX_ERR(9, 32, __pyx_L3_error)
     } else {
       __pyx_v_start_pos = ((int64_t)((int64_t)0));
     }
     if (values[4]) {
-      __pyx_v_rotate = __Pyx_PyObject_IsTrue(values[4]); if (unlikely((__pyx_v_rotate == (int)-1) && PyErr_Occurred())) __PYX_ERR(7, 32, __pyx_L3_error)
+      __pyx_v_rotate = __Pyx_PyObject_IsTrue(values[4]); if (unlikely((__pyx_v_rotate == (int)-1) && PyErr_Occurred())) __PYX_ERR(9, 32, __pyx_L3_error)
     } else {
       __pyx_v_rotate = ((int)((int)0));
     }
     if (values[5]) {
-      __pyx_v_base = __Pyx_PyFloat_AsFloat(values[5]); if (unlikely((__pyx_v_base == (float)-1) && PyErr_Occurred())) __PYX_ERR(7, 32, __pyx_L3_error)
+      __pyx_v_base = __Pyx_PyFloat_AsFloat(values[5]); if (unlikely((__pyx_v_base == (float)-1) && PyErr_Occurred())) __PYX_ERR(9, 32, __pyx_L3_error)
     } else {
       __pyx_v_base = ((float)((double)10000.0));
     }
   }
   goto __pyx_L6_skip;
   __pyx_L5_argtuple_error:;
-  __Pyx_RaiseArgtupleInvalid("write_heads", 0, 3, 6, __pyx_nargs); __PYX_ERR(7, 32, __pyx_L3_error)
+  __Pyx_RaiseArgtupleInvalid("write_heads", 0, 3, 6, __pyx_nargs); __PYX_ERR(9, 32, __pyx_L3_error)
   __pyx_L6_skip:;
   goto __pyx_L4_argument_unpacking_done;
   __pyx_L3_error:;
@@ -14167,8 +16687,8 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
   __Pyx_RefNannyFinishContext();
   return NULL;
   __pyx_L4_argument_unpacking_done:;
-  if (unlikely(!__Pyx_ArgTypeTest(((PyObject *)__pyx_v_dst), __pyx_mstate_global->__pyx_ptype_6mtlinv_7_native_Tensor, 1, "dst", 0))) __PYX_ERR(7, 32, __pyx_L1_error)
-  __pyx_r = __pyx_pf_6mtlinv_7_native_14write_heads(__pyx_self, __pyx_v_x, __pyx_v_dst, __pyx_v_seq_offset, __pyx_v_start_pos, __pyx_v_rotate, __pyx_v_base);
+  if (unlikely(!__Pyx_ArgTypeTest(((PyObject *)__pyx_v_dst), __pyx_mstate_global->__pyx_ptype_6mtlinv_7_native_Tensor, 1, "dst", 0))) __PYX_ERR(9, 32, __pyx_L1_error)
+  __pyx_r = __pyx_pf_6mtlinv_7_native_24write_heads(__pyx_self, __pyx_v_x, __pyx_v_dst, __pyx_v_seq_offset, __pyx_v_start_pos, __pyx_v_rotate, __pyx_v_base);
 
   /* function exit code */
   goto __pyx_L0;
@@ -14191,7 +16711,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
   return __pyx_r;
 }
 
-static PyObject *__pyx_pf_6mtlinv_7_native_14write_heads(CYTHON_UNUSED PyObject *__pyx_self, PyObject *__pyx_v_x, struct __pyx_obj_6mtlinv_7_native_Tensor *__pyx_v_dst, int64_t __pyx_v_seq_offset, int64_t __pyx_v_start_pos, int __pyx_v_rotate, float __pyx_v_base) {
+static PyObject *__pyx_pf_6mtlinv_7_native_24write_heads(CYTHON_UNUSED PyObject *__pyx_self, PyObject *__pyx_v_x, struct __pyx_obj_6mtlinv_7_native_Tensor *__pyx_v_dst, int64_t __pyx_v_seq_offset, int64_t __pyx_v_start_pos, int __pyx_v_rotate, float __pyx_v_base) {
   struct __pyx_obj_6mtlinv_7_native_Tensor *__pyx_v_tx = 0;
   PyObject *__pyx_r = NULL;
   __Pyx_RefNannyDeclarations
@@ -14208,7 +16728,7 @@ static PyObject *__pyx_pf_6mtlinv_7_native_14write_heads(CYTHON_UNUSED PyObject 
  *     with nogil:
  *         c_write_heads(tx.c, dst.c, seq_offset, start_pos, rotate, base)
 */
-  __pyx_t_1 = ((PyObject *)__pyx_f_6mtlinv_7_native__operand(__pyx_v_x, __pyx_mstate_global->__pyx_n_u_x, __pyx_mstate_global->__pyx_n_u_write_heads)); if (unlikely(!__pyx_t_1)) __PYX_ERR(7, 35, __pyx_L1_error)
+  __pyx_t_1 = ((PyObject *)__pyx_f_6mtlinv_7_native__operand(__pyx_v_x, __pyx_mstate_global->__pyx_n_u_x, __pyx_mstate_global->__pyx_n_u_write_heads)); if (unlikely(!__pyx_t_1)) __PYX_ERR(9, 35, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_1);
   __pyx_v_tx = ((struct __pyx_obj_6mtlinv_7_native_Tensor *)__pyx_t_1);
   __pyx_t_1 = 0;
@@ -14239,7 +16759,7 @@ static PyObject *__pyx_pf_6mtlinv_7_native_14write_heads(CYTHON_UNUSED PyObject 
           PyGILState_STATE __pyx_gilstate_save = __Pyx_PyGILState_Ensure();
           mtlinv_py::raise_py_error(); if (!PyErr_Occurred())PyErr_SetString(PyExc_RuntimeError, "Error converting c++ exception.");
           __Pyx_PyGILState_Release(__pyx_gilstate_save);
-          __PYX_ERR(7, 37, __pyx_L4_error)
+          __PYX_ERR(9, 37, __pyx_L4_error)
         }
       }
 
@@ -14296,16 +16816,16 @@ static PyObject *__pyx_pf_6mtlinv_7_native_14write_heads(CYTHON_UNUSED PyObject 
 */
 
 /* Python wrapper */
-static PyObject *__pyx_pw_6mtlinv_7_native_17rope_heads(PyObject *__pyx_self, 
+static PyObject *__pyx_pw_6mtlinv_7_native_27rope_heads(PyObject *__pyx_self, 
 #if CYTHON_VECTORCALL
 PyObject *const *__pyx_args, Py_ssize_t __pyx_nargs, PyObject *__pyx_kwds
 #else
 PyObject *__pyx_args, PyObject *__pyx_kwds
 #endif
 ); /*proto*/
-PyDoc_STRVAR(__pyx_doc_6mtlinv_7_native_16rope_heads, "RoPE on x [L, H, D] for positions start_pos.., returned as [H, L, D] (the layout sdpa takes).");
-static PyMethodDef __pyx_mdef_6mtlinv_7_native_17rope_heads = {"rope_heads", (PyCFunction)(void(*)(void))(__Pyx_PyCFunction_FastCallWithKeywords)__pyx_pw_6mtlinv_7_native_17rope_heads, __Pyx_METH_FASTCALL|METH_KEYWORDS, __pyx_doc_6mtlinv_7_native_16rope_heads};
-static PyObject *__pyx_pw_6mtlinv_7_native_17rope_heads(PyObject *__pyx_self, 
+PyDoc_STRVAR(__pyx_doc_6mtlinv_7_native_26rope_heads, "RoPE on x [L, H, D] for positions start_pos.., returned as [H, L, D] (the layout sdpa takes).");
+static PyMethodDef __pyx_mdef_6mtlinv_7_native_27rope_heads = {"rope_heads", (PyCFunction)(void(*)(void))(__Pyx_PyCFunction_FastCallWithKeywords)__pyx_pw_6mtlinv_7_native_27rope_heads, __Pyx_METH_FASTCALL|METH_KEYWORDS, __pyx_doc_6mtlinv_7_native_26rope_heads};
+static PyObject *__pyx_pw_6mtlinv_7_native_27rope_heads(PyObject *__pyx_self, 
 #if CYTHON_VECTORCALL
 PyObject *const *__pyx_args, Py_ssize_t __pyx_nargs, PyObject *__pyx_kwds
 #else
@@ -14337,55 +16857,55 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
   {
     PyObject ** const __pyx_pyargnames[] = {&__pyx_mstate_global->__pyx_n_u_x,&__pyx_mstate_global->__pyx_n_u_start_pos,&__pyx_mstate_global->__pyx_n_u_base,0};
     const Py_ssize_t __pyx_kwds_len = (__pyx_kwds) ? __Pyx_NumKwargs_FASTCALL(__pyx_kwds) : 0;
-    if (unlikely(__pyx_kwds_len < 0)) __PYX_ERR(7, 40, __pyx_L3_error)
+    if (unlikely(__pyx_kwds_len < 0)) __PYX_ERR(9, 40, __pyx_L3_error)
     if (__pyx_kwds_len > 0) {
       switch (__pyx_nargs) {
         case  3:
         values[2] = __Pyx_ArgRef_FASTCALL(__pyx_args, 2);
-        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[2])) __PYX_ERR(7, 40, __pyx_L3_error)
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[2])) __PYX_ERR(9, 40, __pyx_L3_error)
         CYTHON_FALLTHROUGH;
         case  2:
         values[1] = __Pyx_ArgRef_FASTCALL(__pyx_args, 1);
-        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[1])) __PYX_ERR(7, 40, __pyx_L3_error)
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[1])) __PYX_ERR(9, 40, __pyx_L3_error)
         CYTHON_FALLTHROUGH;
         case  1:
         values[0] = __Pyx_ArgRef_FASTCALL(__pyx_args, 0);
-        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(7, 40, __pyx_L3_error)
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(9, 40, __pyx_L3_error)
         CYTHON_FALLTHROUGH;
         case  0: break;
         default: goto __pyx_L5_argtuple_error;
       }
       const Py_ssize_t kwd_pos_args = __pyx_nargs;
-      if (__Pyx_ParseKeywords(__pyx_kwds, __pyx_kwvalues, __pyx_pyargnames, 0, values, kwd_pos_args, __pyx_kwds_len, "rope_heads", 0) < (0)) __PYX_ERR(7, 40, __pyx_L3_error)
+      if (__Pyx_ParseKeywords(__pyx_kwds, __pyx_kwvalues, __pyx_pyargnames, 0, values, kwd_pos_args, __pyx_kwds_len, "rope_heads", 0) < (0)) __PYX_ERR(9, 40, __pyx_L3_error)
       for (Py_ssize_t i = __pyx_nargs; i < 2; i++) {
-        if (unlikely(!values[i])) { __Pyx_RaiseArgtupleInvalid("rope_heads", 0, 2, 3, i); __PYX_ERR(7, 40, __pyx_L3_error) }
+        if (unlikely(!values[i])) { __Pyx_RaiseArgtupleInvalid("rope_heads", 0, 2, 3, i); __PYX_ERR(9, 40, __pyx_L3_error) }
       }
     } else {
       switch (__pyx_nargs) {
         case  3:
         values[2] = __Pyx_ArgRef_FASTCALL(__pyx_args, 2);
-        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[2])) __PYX_ERR(7, 40, __pyx_L3_error)
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[2])) __PYX_ERR(9, 40, __pyx_L3_error)
         CYTHON_FALLTHROUGH;
         case  2:
         values[1] = __Pyx_ArgRef_FASTCALL(__pyx_args, 1);
-        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[1])) __PYX_ERR(7, 40, __pyx_L3_error)
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[1])) __PYX_ERR(9, 40, __pyx_L3_error)
         values[0] = __Pyx_ArgRef_FASTCALL(__pyx_args, 0);
-        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(7, 40, __pyx_L3_error)
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(9, 40, __pyx_L3_error)
         break;
         default: goto __pyx_L5_argtuple_error;
       }
     }
     __pyx_v_x = values[0];
-    __pyx_v_start_pos = __Pyx_PyLong_As_int64_t(values[1]); if (unlikely((__pyx_v_start_pos == ((int64_t)-1)) && PyErr_Occurred())) __PYX_ERR(7, 40, __pyx_L3_error)
+    __pyx_v_start_pos = __Pyx_PyLong_As_int64_t(values[1]); if (unlikely((__pyx_v_start_pos == ((int64_t)-1)) && PyErr_Occurred())) __PYX_ERR(9, 40, __pyx_L3_error)
     if (values[2]) {
-      __pyx_v_base = __Pyx_PyFloat_AsFloat(values[2]); if (unlikely((__pyx_v_base == (float)-1) && PyErr_Occurred())) __PYX_ERR(7, 40, __pyx_L3_error)
+      __pyx_v_base = __Pyx_PyFloat_AsFloat(values[2]); if (unlikely((__pyx_v_base == (float)-1) && PyErr_Occurred())) __PYX_ERR(9, 40, __pyx_L3_error)
     } else {
       __pyx_v_base = ((float)((double)10000.0));
     }
   }
   goto __pyx_L6_skip;
   __pyx_L5_argtuple_error:;
-  __Pyx_RaiseArgtupleInvalid("rope_heads", 0, 2, 3, __pyx_nargs); __PYX_ERR(7, 40, __pyx_L3_error)
+  __Pyx_RaiseArgtupleInvalid("rope_heads", 0, 2, 3, __pyx_nargs); __PYX_ERR(9, 40, __pyx_L3_error)
   __pyx_L6_skip:;
   goto __pyx_L4_argument_unpacking_done;
   __pyx_L3_error:;
@@ -14396,7 +16916,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
   __Pyx_RefNannyFinishContext();
   return NULL;
   __pyx_L4_argument_unpacking_done:;
-  __pyx_r = __pyx_pf_6mtlinv_7_native_16rope_heads(__pyx_self, __pyx_v_x, __pyx_v_start_pos, __pyx_v_base);
+  __pyx_r = __pyx_pf_6mtlinv_7_native_26rope_heads(__pyx_self, __pyx_v_x, __pyx_v_start_pos, __pyx_v_base);
 
   /* function exit code */
   for (Py_ssize_t __pyx_temp=0; __pyx_temp < (Py_ssize_t)(sizeof(values)/sizeof(values[0])); ++__pyx_temp) {
@@ -14408,7 +16928,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
   return __pyx_r;
 }
 
-static PyObject *__pyx_pf_6mtlinv_7_native_16rope_heads(CYTHON_UNUSED PyObject *__pyx_self, PyObject *__pyx_v_x, int64_t __pyx_v_start_pos, float __pyx_v_base) {
+static PyObject *__pyx_pf_6mtlinv_7_native_26rope_heads(CYTHON_UNUSED PyObject *__pyx_self, PyObject *__pyx_v_x, int64_t __pyx_v_start_pos, float __pyx_v_base) {
   struct __pyx_obj_6mtlinv_7_native_Tensor *__pyx_v_tx = 0;
   struct __pyx_obj_6mtlinv_7_native_Tensor *__pyx_v_out = 0;
   PyObject *__pyx_r = NULL;
@@ -14434,7 +16954,7 @@ static PyObject *__pyx_pf_6mtlinv_7_native_16rope_heads(CYTHON_UNUSED PyObject *
  *     if tx.ndim != 3:
  *         raise InvalidArgumentError(f"rope_heads: x must be [L, H, D], got {list(tx.shape)}")
 */
-  __pyx_t_1 = ((PyObject *)__pyx_f_6mtlinv_7_native__operand(__pyx_v_x, __pyx_mstate_global->__pyx_n_u_x, __pyx_mstate_global->__pyx_n_u_rope_heads)); if (unlikely(!__pyx_t_1)) __PYX_ERR(7, 42, __pyx_L1_error)
+  __pyx_t_1 = ((PyObject *)__pyx_f_6mtlinv_7_native__operand(__pyx_v_x, __pyx_mstate_global->__pyx_n_u_x, __pyx_mstate_global->__pyx_n_u_rope_heads)); if (unlikely(!__pyx_t_1)) __PYX_ERR(9, 42, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_1);
   __pyx_v_tx = ((struct __pyx_obj_6mtlinv_7_native_Tensor *)__pyx_t_1);
   __pyx_t_1 = 0;
@@ -14446,9 +16966,9 @@ static PyObject *__pyx_pf_6mtlinv_7_native_16rope_heads(CYTHON_UNUSED PyObject *
  *         raise InvalidArgumentError(f"rope_heads: x must be [L, H, D], got {list(tx.shape)}")
  *     cdef Tensor out = _wrap(CTensor.empty([tx.shape[1], tx.shape[0], tx.shape[2]], tx.c.dtype))
 */
-  __pyx_t_1 = __Pyx_PyObject_GetAttrStr(((PyObject *)__pyx_v_tx), __pyx_mstate_global->__pyx_n_u_ndim); if (unlikely(!__pyx_t_1)) __PYX_ERR(7, 43, __pyx_L1_error)
+  __pyx_t_1 = __Pyx_PyObject_GetAttrStr(((PyObject *)__pyx_v_tx), __pyx_mstate_global->__pyx_n_u_ndim); if (unlikely(!__pyx_t_1)) __PYX_ERR(9, 43, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_1);
-  __pyx_t_2 = (__Pyx_PyLong_BoolNeObjC(__pyx_t_1, __pyx_mstate_global->__pyx_int_3, 3, 0)); if (unlikely((__pyx_t_2 < 0))) __PYX_ERR(7, 43, __pyx_L1_error)
+  __pyx_t_2 = (__Pyx_PyLong_BoolNeObjC(__pyx_t_1, __pyx_mstate_global->__pyx_int_3, 3, 0)); if (unlikely((__pyx_t_2 < 0))) __PYX_ERR(9, 43, __pyx_L1_error)
   __Pyx_DECREF(__pyx_t_1); __pyx_t_1 = 0;
   if (unlikely(__pyx_t_2)) {
 
@@ -14461,17 +16981,17 @@ static PyObject *__pyx_pf_6mtlinv_7_native_16rope_heads(CYTHON_UNUSED PyObject *
  *     write_heads(tx, out, 0, start_pos, True, base)
 */
     __pyx_t_3 = NULL;
-    __Pyx_GetModuleGlobalName(__pyx_t_4, __pyx_mstate_global->__pyx_n_u_InvalidArgumentError); if (unlikely(!__pyx_t_4)) __PYX_ERR(7, 44, __pyx_L1_error)
+    __Pyx_GetModuleGlobalName(__pyx_t_4, __pyx_mstate_global->__pyx_n_u_InvalidArgumentError); if (unlikely(!__pyx_t_4)) __PYX_ERR(9, 44, __pyx_L1_error)
     __Pyx_GOTREF(__pyx_t_4);
-    __pyx_t_5 = __Pyx_PyObject_GetAttrStr(((PyObject *)__pyx_v_tx), __pyx_mstate_global->__pyx_n_u_shape); if (unlikely(!__pyx_t_5)) __PYX_ERR(7, 44, __pyx_L1_error)
+    __pyx_t_5 = __Pyx_PyObject_GetAttrStr(((PyObject *)__pyx_v_tx), __pyx_mstate_global->__pyx_n_u_shape); if (unlikely(!__pyx_t_5)) __PYX_ERR(9, 44, __pyx_L1_error)
     __Pyx_GOTREF(__pyx_t_5);
-    __pyx_t_6 = __Pyx_PySequence_ListKeepNew(__pyx_t_5); if (unlikely(!__pyx_t_6)) __PYX_ERR(7, 44, __pyx_L1_error)
+    __pyx_t_6 = __Pyx_PySequence_ListKeepNew(__pyx_t_5); if (unlikely(!__pyx_t_6)) __PYX_ERR(9, 44, __pyx_L1_error)
     __Pyx_GOTREF(__pyx_t_6);
     __Pyx_DECREF(__pyx_t_5); __pyx_t_5 = 0;
-    __pyx_t_5 = __Pyx_PyObject_FormatSimple(__pyx_t_6, __pyx_mstate_global->__pyx_empty_unicode); if (unlikely(!__pyx_t_5)) __PYX_ERR(7, 44, __pyx_L1_error)
+    __pyx_t_5 = __Pyx_PyObject_FormatSimple(__pyx_t_6, __pyx_mstate_global->__pyx_empty_unicode); if (unlikely(!__pyx_t_5)) __PYX_ERR(9, 44, __pyx_L1_error)
     __Pyx_GOTREF(__pyx_t_5);
     __Pyx_DECREF(__pyx_t_6); __pyx_t_6 = 0;
-    __pyx_t_6 = __Pyx_PyUnicode_Concat(__pyx_mstate_global->__pyx_kp_u_rope_heads_x_must_be_L_H_D_got, __pyx_t_5); if (unlikely(!__pyx_t_6)) __PYX_ERR(7, 44, __pyx_L1_error)
+    __pyx_t_6 = __Pyx_PyUnicode_Concat(__pyx_mstate_global->__pyx_kp_u_rope_heads_x_must_be_L_H_D_got, __pyx_t_5); if (unlikely(!__pyx_t_6)) __PYX_ERR(9, 44, __pyx_L1_error)
     __Pyx_GOTREF(__pyx_t_6);
     __Pyx_DECREF(__pyx_t_5); __pyx_t_5 = 0;
     __pyx_t_7 = 1;
@@ -14492,12 +17012,12 @@ static PyObject *__pyx_pf_6mtlinv_7_native_16rope_heads(CYTHON_UNUSED PyObject *
       __Pyx_XDECREF(__pyx_t_3); __pyx_t_3 = 0;
       __Pyx_DECREF(__pyx_t_6); __pyx_t_6 = 0;
       __Pyx_DECREF(__pyx_t_4); __pyx_t_4 = 0;
-      if (unlikely(!__pyx_t_1)) __PYX_ERR(7, 44, __pyx_L1_error)
+      if (unlikely(!__pyx_t_1)) __PYX_ERR(9, 44, __pyx_L1_error)
       __Pyx_GOTREF(__pyx_t_1);
     }
     __Pyx_Raise(__pyx_t_1, 0, 0, 0);
     __Pyx_DECREF(__pyx_t_1); __pyx_t_1 = 0;
-    __PYX_ERR(7, 44, __pyx_L1_error)
+    __PYX_ERR(9, 44, __pyx_L1_error)
 
     /* "pyx/decoder_ops.pxi":43
  *     """RoPE on x [L, H, D] for positions start_pos.., returned as [H, L, D] (the layout sdpa takes)."""
@@ -14515,42 +17035,42 @@ static PyObject *__pyx_pf_6mtlinv_7_native_16rope_heads(CYTHON_UNUSED PyObject *
  *     write_heads(tx, out, 0, start_pos, True, base)
  *     return out
 */
-  __pyx_t_1 = __Pyx_PyObject_GetAttrStr(((PyObject *)__pyx_v_tx), __pyx_mstate_global->__pyx_n_u_shape); if (unlikely(!__pyx_t_1)) __PYX_ERR(7, 45, __pyx_L1_error)
+  __pyx_t_1 = __Pyx_PyObject_GetAttrStr(((PyObject *)__pyx_v_tx), __pyx_mstate_global->__pyx_n_u_shape); if (unlikely(!__pyx_t_1)) __PYX_ERR(9, 45, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_1);
-  __pyx_t_4 = __Pyx_GetItemInt(__pyx_t_1, 1, long, 1, __Pyx_PyLong_From_long, 0, 0, 1, __Pyx_ReferenceSharing_OwnStrongReference); if (unlikely(!__pyx_t_4)) __PYX_ERR(7, 45, __pyx_L1_error)
+  __pyx_t_4 = __Pyx_GetItemInt(__pyx_t_1, 1, long, 1, __Pyx_PyLong_From_long, 0, 0, 1, __Pyx_ReferenceSharing_OwnStrongReference); if (unlikely(!__pyx_t_4)) __PYX_ERR(9, 45, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_4);
   __Pyx_DECREF(__pyx_t_1); __pyx_t_1 = 0;
-  __pyx_t_1 = __Pyx_PyObject_GetAttrStr(((PyObject *)__pyx_v_tx), __pyx_mstate_global->__pyx_n_u_shape); if (unlikely(!__pyx_t_1)) __PYX_ERR(7, 45, __pyx_L1_error)
+  __pyx_t_1 = __Pyx_PyObject_GetAttrStr(((PyObject *)__pyx_v_tx), __pyx_mstate_global->__pyx_n_u_shape); if (unlikely(!__pyx_t_1)) __PYX_ERR(9, 45, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_1);
-  __pyx_t_6 = __Pyx_GetItemInt(__pyx_t_1, 0, long, 1, __Pyx_PyLong_From_long, 0, 0, 1, __Pyx_ReferenceSharing_OwnStrongReference); if (unlikely(!__pyx_t_6)) __PYX_ERR(7, 45, __pyx_L1_error)
+  __pyx_t_6 = __Pyx_GetItemInt(__pyx_t_1, 0, long, 1, __Pyx_PyLong_From_long, 0, 0, 1, __Pyx_ReferenceSharing_OwnStrongReference); if (unlikely(!__pyx_t_6)) __PYX_ERR(9, 45, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_6);
   __Pyx_DECREF(__pyx_t_1); __pyx_t_1 = 0;
-  __pyx_t_1 = __Pyx_PyObject_GetAttrStr(((PyObject *)__pyx_v_tx), __pyx_mstate_global->__pyx_n_u_shape); if (unlikely(!__pyx_t_1)) __PYX_ERR(7, 45, __pyx_L1_error)
+  __pyx_t_1 = __Pyx_PyObject_GetAttrStr(((PyObject *)__pyx_v_tx), __pyx_mstate_global->__pyx_n_u_shape); if (unlikely(!__pyx_t_1)) __PYX_ERR(9, 45, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_1);
-  __pyx_t_3 = __Pyx_GetItemInt(__pyx_t_1, 2, long, 1, __Pyx_PyLong_From_long, 0, 0, 1, __Pyx_ReferenceSharing_OwnStrongReference); if (unlikely(!__pyx_t_3)) __PYX_ERR(7, 45, __pyx_L1_error)
+  __pyx_t_3 = __Pyx_GetItemInt(__pyx_t_1, 2, long, 1, __Pyx_PyLong_From_long, 0, 0, 1, __Pyx_ReferenceSharing_OwnStrongReference); if (unlikely(!__pyx_t_3)) __PYX_ERR(9, 45, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_3);
   __Pyx_DECREF(__pyx_t_1); __pyx_t_1 = 0;
-  __pyx_t_1 = PyList_New(3); if (unlikely(!__pyx_t_1)) __PYX_ERR(7, 45, __pyx_L1_error)
+  __pyx_t_1 = PyList_New(3); if (unlikely(!__pyx_t_1)) __PYX_ERR(9, 45, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_1);
   __Pyx_GIVEREF(__pyx_t_4);
-  if (__Pyx_PyList_SET_ITEM(__pyx_t_1, 0, __pyx_t_4) != (0)) __PYX_ERR(7, 45, __pyx_L1_error);
+  if (__Pyx_PyList_SET_ITEM(__pyx_t_1, 0, __pyx_t_4) != (0)) __PYX_ERR(9, 45, __pyx_L1_error);
   __Pyx_GIVEREF(__pyx_t_6);
-  if (__Pyx_PyList_SET_ITEM(__pyx_t_1, 1, __pyx_t_6) != (0)) __PYX_ERR(7, 45, __pyx_L1_error);
+  if (__Pyx_PyList_SET_ITEM(__pyx_t_1, 1, __pyx_t_6) != (0)) __PYX_ERR(9, 45, __pyx_L1_error);
   __Pyx_GIVEREF(__pyx_t_3);
-  if (__Pyx_PyList_SET_ITEM(__pyx_t_1, 2, __pyx_t_3) != (0)) __PYX_ERR(7, 45, __pyx_L1_error);
+  if (__Pyx_PyList_SET_ITEM(__pyx_t_1, 2, __pyx_t_3) != (0)) __PYX_ERR(9, 45, __pyx_L1_error);
   __pyx_t_4 = 0;
   __pyx_t_6 = 0;
   __pyx_t_3 = 0;
-  __pyx_t_8 = __pyx_convert_vector_from_py_int64_t(__pyx_t_1); if (unlikely(PyErr_Occurred())) __PYX_ERR(7, 45, __pyx_L1_error)
+  __pyx_t_8 = __pyx_convert_vector_from_py_int64_t(__pyx_t_1); if (unlikely(PyErr_Occurred())) __PYX_ERR(9, 45, __pyx_L1_error)
   __Pyx_DECREF(__pyx_t_1); __pyx_t_1 = 0;
   try {
     __pyx_t_9 = mtlinv::Tensor::empty(__pyx_t_8, __pyx_v_tx->c.dtype);
   } catch(...) {
     mtlinv_py::raise_py_error(); if (!PyErr_Occurred())PyErr_SetString(PyExc_RuntimeError, "Error converting c++ exception.");
-    __PYX_ERR(7, 45, __pyx_L1_error)
+    __PYX_ERR(9, 45, __pyx_L1_error)
   }
 
-  __pyx_t_1 = ((PyObject *)__pyx_f_6mtlinv_7_native__wrap(__pyx_t_9)); if (unlikely(!__pyx_t_1)) __PYX_ERR(7, 45, __pyx_L1_error)
+  __pyx_t_1 = ((PyObject *)__pyx_f_6mtlinv_7_native__wrap(__pyx_t_9)); if (unlikely(!__pyx_t_1)) __PYX_ERR(9, 45, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_1);
 
   __pyx_v_out = ((struct __pyx_obj_6mtlinv_7_native_Tensor *)__pyx_t_1);
@@ -14564,11 +17084,11 @@ static PyObject *__pyx_pf_6mtlinv_7_native_16rope_heads(CYTHON_UNUSED PyObject *
  * 
 */
   __pyx_t_3 = NULL;
-  __Pyx_GetModuleGlobalName(__pyx_t_6, __pyx_mstate_global->__pyx_n_u_write_heads); if (unlikely(!__pyx_t_6)) __PYX_ERR(7, 46, __pyx_L1_error)
+  __Pyx_GetModuleGlobalName(__pyx_t_6, __pyx_mstate_global->__pyx_n_u_write_heads); if (unlikely(!__pyx_t_6)) __PYX_ERR(9, 46, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_6);
-  __pyx_t_4 = __Pyx_PyLong_From_int64_t(__pyx_v_start_pos); if (unlikely(!__pyx_t_4)) __PYX_ERR(7, 46, __pyx_L1_error)
+  __pyx_t_4 = __Pyx_PyLong_From_int64_t(__pyx_v_start_pos); if (unlikely(!__pyx_t_4)) __PYX_ERR(9, 46, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_4);
-  __pyx_t_5 = PyFloat_FromDouble(__pyx_v_base); if (unlikely(!__pyx_t_5)) __PYX_ERR(7, 46, __pyx_L1_error)
+  __pyx_t_5 = PyFloat_FromDouble(__pyx_v_base); if (unlikely(!__pyx_t_5)) __PYX_ERR(9, 46, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_5);
   __pyx_t_7 = 1;
   #if CYTHON_UNPACK_METHODS
@@ -14589,7 +17109,7 @@ static PyObject *__pyx_pf_6mtlinv_7_native_16rope_heads(CYTHON_UNUSED PyObject *
     __Pyx_DECREF(__pyx_t_4); __pyx_t_4 = 0;
     __Pyx_DECREF(__pyx_t_5); __pyx_t_5 = 0;
     __Pyx_DECREF(__pyx_t_6); __pyx_t_6 = 0;
-    if (unlikely(!__pyx_t_1)) __PYX_ERR(7, 46, __pyx_L1_error)
+    if (unlikely(!__pyx_t_1)) __PYX_ERR(9, 46, __pyx_L1_error)
     __Pyx_GOTREF(__pyx_t_1);
   }
   __Pyx_DECREF(__pyx_t_1); __pyx_t_1 = 0;
@@ -14646,16 +17166,16 @@ static PyObject *__pyx_pf_6mtlinv_7_native_16rope_heads(CYTHON_UNUSED PyObject *
 */
 
 /* Python wrapper */
-static PyObject *__pyx_pw_6mtlinv_7_native_19heads_to_rows(PyObject *__pyx_self, 
+static PyObject *__pyx_pw_6mtlinv_7_native_29heads_to_rows(PyObject *__pyx_self, 
 #if CYTHON_VECTORCALL
 PyObject *const *__pyx_args, Py_ssize_t __pyx_nargs, PyObject *__pyx_kwds
 #else
 PyObject *__pyx_args, PyObject *__pyx_kwds
 #endif
 ); /*proto*/
-PyDoc_STRVAR(__pyx_doc_6mtlinv_7_native_18heads_to_rows, "x [H, L, D] -> [L, H * D].");
-static PyMethodDef __pyx_mdef_6mtlinv_7_native_19heads_to_rows = {"heads_to_rows", (PyCFunction)(void(*)(void))(__Pyx_PyCFunction_FastCallWithKeywords)__pyx_pw_6mtlinv_7_native_19heads_to_rows, __Pyx_METH_FASTCALL|METH_KEYWORDS, __pyx_doc_6mtlinv_7_native_18heads_to_rows};
-static PyObject *__pyx_pw_6mtlinv_7_native_19heads_to_rows(PyObject *__pyx_self, 
+PyDoc_STRVAR(__pyx_doc_6mtlinv_7_native_28heads_to_rows, "x [H, L, D] -> [L, H * D].");
+static PyMethodDef __pyx_mdef_6mtlinv_7_native_29heads_to_rows = {"heads_to_rows", (PyCFunction)(void(*)(void))(__Pyx_PyCFunction_FastCallWithKeywords)__pyx_pw_6mtlinv_7_native_29heads_to_rows, __Pyx_METH_FASTCALL|METH_KEYWORDS, __pyx_doc_6mtlinv_7_native_28heads_to_rows};
+static PyObject *__pyx_pw_6mtlinv_7_native_29heads_to_rows(PyObject *__pyx_self, 
 #if CYTHON_VECTORCALL
 PyObject *const *__pyx_args, Py_ssize_t __pyx_nargs, PyObject *__pyx_kwds
 #else
@@ -14685,32 +17205,32 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
   {
     PyObject ** const __pyx_pyargnames[] = {&__pyx_mstate_global->__pyx_n_u_x,0};
     const Py_ssize_t __pyx_kwds_len = (__pyx_kwds) ? __Pyx_NumKwargs_FASTCALL(__pyx_kwds) : 0;
-    if (unlikely(__pyx_kwds_len < 0)) __PYX_ERR(7, 50, __pyx_L3_error)
+    if (unlikely(__pyx_kwds_len < 0)) __PYX_ERR(9, 50, __pyx_L3_error)
     if (__pyx_kwds_len > 0) {
       switch (__pyx_nargs) {
         case  1:
         values[0] = __Pyx_ArgRef_FASTCALL(__pyx_args, 0);
-        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(7, 50, __pyx_L3_error)
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(9, 50, __pyx_L3_error)
         CYTHON_FALLTHROUGH;
         case  0: break;
         default: goto __pyx_L5_argtuple_error;
       }
       const Py_ssize_t kwd_pos_args = __pyx_nargs;
-      if (__Pyx_ParseKeywords(__pyx_kwds, __pyx_kwvalues, __pyx_pyargnames, 0, values, kwd_pos_args, __pyx_kwds_len, "heads_to_rows", 0) < (0)) __PYX_ERR(7, 50, __pyx_L3_error)
+      if (__Pyx_ParseKeywords(__pyx_kwds, __pyx_kwvalues, __pyx_pyargnames, 0, values, kwd_pos_args, __pyx_kwds_len, "heads_to_rows", 0) < (0)) __PYX_ERR(9, 50, __pyx_L3_error)
       for (Py_ssize_t i = __pyx_nargs; i < 1; i++) {
-        if (unlikely(!values[i])) { __Pyx_RaiseArgtupleInvalid("heads_to_rows", 1, 1, 1, i); __PYX_ERR(7, 50, __pyx_L3_error) }
+        if (unlikely(!values[i])) { __Pyx_RaiseArgtupleInvalid("heads_to_rows", 1, 1, 1, i); __PYX_ERR(9, 50, __pyx_L3_error) }
       }
     } else if (unlikely(__pyx_nargs != 1)) {
       goto __pyx_L5_argtuple_error;
     } else {
       values[0] = __Pyx_ArgRef_FASTCALL(__pyx_args, 0);
-      if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(7, 50, __pyx_L3_error)
+      if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(9, 50, __pyx_L3_error)
     }
     __pyx_v_x = values[0];
   }
   goto __pyx_L6_skip;
   __pyx_L5_argtuple_error:;
-  __Pyx_RaiseArgtupleInvalid("heads_to_rows", 1, 1, 1, __pyx_nargs); __PYX_ERR(7, 50, __pyx_L3_error)
+  __Pyx_RaiseArgtupleInvalid("heads_to_rows", 1, 1, 1, __pyx_nargs); __PYX_ERR(9, 50, __pyx_L3_error)
   __pyx_L6_skip:;
   goto __pyx_L4_argument_unpacking_done;
   __pyx_L3_error:;
@@ -14721,7 +17241,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
   __Pyx_RefNannyFinishContext();
   return NULL;
   __pyx_L4_argument_unpacking_done:;
-  __pyx_r = __pyx_pf_6mtlinv_7_native_18heads_to_rows(__pyx_self, __pyx_v_x);
+  __pyx_r = __pyx_pf_6mtlinv_7_native_28heads_to_rows(__pyx_self, __pyx_v_x);
 
   /* function exit code */
   for (Py_ssize_t __pyx_temp=0; __pyx_temp < (Py_ssize_t)(sizeof(values)/sizeof(values[0])); ++__pyx_temp) {
@@ -14731,7 +17251,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
   return __pyx_r;
 }
 
-static PyObject *__pyx_pf_6mtlinv_7_native_18heads_to_rows(CYTHON_UNUSED PyObject *__pyx_self, PyObject *__pyx_v_x) {
+static PyObject *__pyx_pf_6mtlinv_7_native_28heads_to_rows(CYTHON_UNUSED PyObject *__pyx_self, PyObject *__pyx_v_x) {
   struct __pyx_obj_6mtlinv_7_native_Tensor *__pyx_v_tx = 0;
   mtlinv::Tensor __pyx_v_out;
   PyObject *__pyx_r = NULL;
@@ -14750,7 +17270,7 @@ static PyObject *__pyx_pf_6mtlinv_7_native_18heads_to_rows(CYTHON_UNUSED PyObjec
  *     cdef CTensor out
  *     with nogil:
 */
-  __pyx_t_1 = ((PyObject *)__pyx_f_6mtlinv_7_native__operand(__pyx_v_x, __pyx_mstate_global->__pyx_n_u_x, __pyx_mstate_global->__pyx_n_u_heads_to_rows)); if (unlikely(!__pyx_t_1)) __PYX_ERR(7, 52, __pyx_L1_error)
+  __pyx_t_1 = ((PyObject *)__pyx_f_6mtlinv_7_native__operand(__pyx_v_x, __pyx_mstate_global->__pyx_n_u_x, __pyx_mstate_global->__pyx_n_u_heads_to_rows)); if (unlikely(!__pyx_t_1)) __PYX_ERR(9, 52, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_1);
   __pyx_v_tx = ((struct __pyx_obj_6mtlinv_7_native_Tensor *)__pyx_t_1);
   __pyx_t_1 = 0;
@@ -14781,7 +17301,7 @@ static PyObject *__pyx_pf_6mtlinv_7_native_18heads_to_rows(CYTHON_UNUSED PyObjec
           PyGILState_STATE __pyx_gilstate_save = __Pyx_PyGILState_Ensure();
           mtlinv_py::raise_py_error(); if (!PyErr_Occurred())PyErr_SetString(PyExc_RuntimeError, "Error converting c++ exception.");
           __Pyx_PyGILState_Release(__pyx_gilstate_save);
-          __PYX_ERR(7, 55, __pyx_L4_error)
+          __PYX_ERR(9, 55, __pyx_L4_error)
         }
         __pyx_v_out = __PYX_STD_MOVE_IF_SUPPORTED(__pyx_t_2);
       }
@@ -14815,7 +17335,7 @@ static PyObject *__pyx_pf_6mtlinv_7_native_18heads_to_rows(CYTHON_UNUSED PyObjec
  * 
  * 
 */
-  __pyx_t_1 = ((PyObject *)__pyx_f_6mtlinv_7_native__wrap(__pyx_v_out)); if (unlikely(!__pyx_t_1)) __PYX_ERR(7, 56, __pyx_L1_error)
+  __pyx_t_1 = ((PyObject *)__pyx_f_6mtlinv_7_native__wrap(__pyx_v_out)); if (unlikely(!__pyx_t_1)) __PYX_ERR(9, 56, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_1);
   {
     PyObject *__pyx_temp;
@@ -14858,16 +17378,16 @@ static PyObject *__pyx_pf_6mtlinv_7_native_18heads_to_rows(CYTHON_UNUSED PyObjec
 */
 
 /* Python wrapper */
-static PyObject *__pyx_pw_6mtlinv_7_native_21embedding(PyObject *__pyx_self, 
+static PyObject *__pyx_pw_6mtlinv_7_native_31embedding(PyObject *__pyx_self, 
 #if CYTHON_VECTORCALL
 PyObject *const *__pyx_args, Py_ssize_t __pyx_nargs, PyObject *__pyx_kwds
 #else
 PyObject *__pyx_args, PyObject *__pyx_kwds
 #endif
 ); /*proto*/
-PyDoc_STRVAR(__pyx_doc_6mtlinv_7_native_20embedding, "table [V, D], ids [L] (int32) -> table[ids] [L, D].");
-static PyMethodDef __pyx_mdef_6mtlinv_7_native_21embedding = {"embedding", (PyCFunction)(void(*)(void))(__Pyx_PyCFunction_FastCallWithKeywords)__pyx_pw_6mtlinv_7_native_21embedding, __Pyx_METH_FASTCALL|METH_KEYWORDS, __pyx_doc_6mtlinv_7_native_20embedding};
-static PyObject *__pyx_pw_6mtlinv_7_native_21embedding(PyObject *__pyx_self, 
+PyDoc_STRVAR(__pyx_doc_6mtlinv_7_native_30embedding, "table [V, D], ids [L] (int32) -> table[ids] [L, D].");
+static PyMethodDef __pyx_mdef_6mtlinv_7_native_31embedding = {"embedding", (PyCFunction)(void(*)(void))(__Pyx_PyCFunction_FastCallWithKeywords)__pyx_pw_6mtlinv_7_native_31embedding, __Pyx_METH_FASTCALL|METH_KEYWORDS, __pyx_doc_6mtlinv_7_native_30embedding};
+static PyObject *__pyx_pw_6mtlinv_7_native_31embedding(PyObject *__pyx_self, 
 #if CYTHON_VECTORCALL
 PyObject *const *__pyx_args, Py_ssize_t __pyx_nargs, PyObject *__pyx_kwds
 #else
@@ -14898,39 +17418,39 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
   {
     PyObject ** const __pyx_pyargnames[] = {&__pyx_mstate_global->__pyx_n_u_table,&__pyx_mstate_global->__pyx_n_u_ids,0};
     const Py_ssize_t __pyx_kwds_len = (__pyx_kwds) ? __Pyx_NumKwargs_FASTCALL(__pyx_kwds) : 0;
-    if (unlikely(__pyx_kwds_len < 0)) __PYX_ERR(7, 59, __pyx_L3_error)
+    if (unlikely(__pyx_kwds_len < 0)) __PYX_ERR(9, 59, __pyx_L3_error)
     if (__pyx_kwds_len > 0) {
       switch (__pyx_nargs) {
         case  2:
         values[1] = __Pyx_ArgRef_FASTCALL(__pyx_args, 1);
-        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[1])) __PYX_ERR(7, 59, __pyx_L3_error)
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[1])) __PYX_ERR(9, 59, __pyx_L3_error)
         CYTHON_FALLTHROUGH;
         case  1:
         values[0] = __Pyx_ArgRef_FASTCALL(__pyx_args, 0);
-        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(7, 59, __pyx_L3_error)
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(9, 59, __pyx_L3_error)
         CYTHON_FALLTHROUGH;
         case  0: break;
         default: goto __pyx_L5_argtuple_error;
       }
       const Py_ssize_t kwd_pos_args = __pyx_nargs;
-      if (__Pyx_ParseKeywords(__pyx_kwds, __pyx_kwvalues, __pyx_pyargnames, 0, values, kwd_pos_args, __pyx_kwds_len, "embedding", 0) < (0)) __PYX_ERR(7, 59, __pyx_L3_error)
+      if (__Pyx_ParseKeywords(__pyx_kwds, __pyx_kwvalues, __pyx_pyargnames, 0, values, kwd_pos_args, __pyx_kwds_len, "embedding", 0) < (0)) __PYX_ERR(9, 59, __pyx_L3_error)
       for (Py_ssize_t i = __pyx_nargs; i < 2; i++) {
-        if (unlikely(!values[i])) { __Pyx_RaiseArgtupleInvalid("embedding", 1, 2, 2, i); __PYX_ERR(7, 59, __pyx_L3_error) }
+        if (unlikely(!values[i])) { __Pyx_RaiseArgtupleInvalid("embedding", 1, 2, 2, i); __PYX_ERR(9, 59, __pyx_L3_error) }
       }
     } else if (unlikely(__pyx_nargs != 2)) {
       goto __pyx_L5_argtuple_error;
     } else {
       values[0] = __Pyx_ArgRef_FASTCALL(__pyx_args, 0);
-      if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(7, 59, __pyx_L3_error)
+      if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(9, 59, __pyx_L3_error)
       values[1] = __Pyx_ArgRef_FASTCALL(__pyx_args, 1);
-      if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[1])) __PYX_ERR(7, 59, __pyx_L3_error)
+      if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[1])) __PYX_ERR(9, 59, __pyx_L3_error)
     }
     __pyx_v_table = values[0];
     __pyx_v_ids = values[1];
   }
   goto __pyx_L6_skip;
   __pyx_L5_argtuple_error:;
-  __Pyx_RaiseArgtupleInvalid("embedding", 1, 2, 2, __pyx_nargs); __PYX_ERR(7, 59, __pyx_L3_error)
+  __Pyx_RaiseArgtupleInvalid("embedding", 1, 2, 2, __pyx_nargs); __PYX_ERR(9, 59, __pyx_L3_error)
   __pyx_L6_skip:;
   goto __pyx_L4_argument_unpacking_done;
   __pyx_L3_error:;
@@ -14941,7 +17461,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
   __Pyx_RefNannyFinishContext();
   return NULL;
   __pyx_L4_argument_unpacking_done:;
-  __pyx_r = __pyx_pf_6mtlinv_7_native_20embedding(__pyx_self, __pyx_v_table, __pyx_v_ids);
+  __pyx_r = __pyx_pf_6mtlinv_7_native_30embedding(__pyx_self, __pyx_v_table, __pyx_v_ids);
 
   /* function exit code */
   for (Py_ssize_t __pyx_temp=0; __pyx_temp < (Py_ssize_t)(sizeof(values)/sizeof(values[0])); ++__pyx_temp) {
@@ -14951,7 +17471,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
   return __pyx_r;
 }
 
-static PyObject *__pyx_pf_6mtlinv_7_native_20embedding(CYTHON_UNUSED PyObject *__pyx_self, PyObject *__pyx_v_table, PyObject *__pyx_v_ids) {
+static PyObject *__pyx_pf_6mtlinv_7_native_30embedding(CYTHON_UNUSED PyObject *__pyx_self, PyObject *__pyx_v_table, PyObject *__pyx_v_ids) {
   struct __pyx_obj_6mtlinv_7_native_Tensor *__pyx_v_tt = 0;
   struct __pyx_obj_6mtlinv_7_native_Tensor *__pyx_v_ti = 0;
   mtlinv::Tensor __pyx_v_out;
@@ -14981,7 +17501,7 @@ static PyObject *__pyx_pf_6mtlinv_7_native_20embedding(CYTHON_UNUSED PyObject *_
  *     cdef Tensor ti = ids if isinstance(ids, Tensor) else asarray(np.asarray(ids, dtype=np.int32))
  *     cdef CTensor out
 */
-  __pyx_t_1 = ((PyObject *)__pyx_f_6mtlinv_7_native__operand(__pyx_v_table, __pyx_mstate_global->__pyx_n_u_table, __pyx_mstate_global->__pyx_n_u_embedding)); if (unlikely(!__pyx_t_1)) __PYX_ERR(7, 61, __pyx_L1_error)
+  __pyx_t_1 = ((PyObject *)__pyx_f_6mtlinv_7_native__operand(__pyx_v_table, __pyx_mstate_global->__pyx_n_u_table, __pyx_mstate_global->__pyx_n_u_embedding)); if (unlikely(!__pyx_t_1)) __PYX_ERR(9, 61, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_1);
   __pyx_v_tt = ((struct __pyx_obj_6mtlinv_7_native_Tensor *)__pyx_t_1);
   __pyx_t_1 = 0;
@@ -14995,22 +17515,22 @@ static PyObject *__pyx_pf_6mtlinv_7_native_20embedding(CYTHON_UNUSED PyObject *_
 */
   __pyx_t_2 = __Pyx_TypeCheck(__pyx_v_ids, __pyx_mstate_global->__pyx_ptype_6mtlinv_7_native_Tensor); 
   if (__pyx_t_2) {
-    if (!(likely(((__pyx_v_ids) == Py_None) || likely(__Pyx_TypeTest(__pyx_v_ids, __pyx_mstate_global->__pyx_ptype_6mtlinv_7_native_Tensor))))) __PYX_ERR(7, 62, __pyx_L1_error)
+    if (!(likely(((__pyx_v_ids) == Py_None) || likely(__Pyx_TypeTest(__pyx_v_ids, __pyx_mstate_global->__pyx_ptype_6mtlinv_7_native_Tensor))))) __PYX_ERR(9, 62, __pyx_L1_error)
     __Pyx_INCREF(__pyx_v_ids);
     __pyx_t_1 = __pyx_v_ids;
   } else {
     __pyx_t_4 = NULL;
-    __Pyx_GetModuleGlobalName(__pyx_t_5, __pyx_mstate_global->__pyx_n_u_asarray); if (unlikely(!__pyx_t_5)) __PYX_ERR(7, 62, __pyx_L1_error)
+    __Pyx_GetModuleGlobalName(__pyx_t_5, __pyx_mstate_global->__pyx_n_u_asarray); if (unlikely(!__pyx_t_5)) __PYX_ERR(9, 62, __pyx_L1_error)
     __Pyx_GOTREF(__pyx_t_5);
     __pyx_t_7 = NULL;
-    __Pyx_GetModuleGlobalName(__pyx_t_8, __pyx_mstate_global->__pyx_n_u_np); if (unlikely(!__pyx_t_8)) __PYX_ERR(7, 62, __pyx_L1_error)
+    __Pyx_GetModuleGlobalName(__pyx_t_8, __pyx_mstate_global->__pyx_n_u_np); if (unlikely(!__pyx_t_8)) __PYX_ERR(9, 62, __pyx_L1_error)
     __Pyx_GOTREF(__pyx_t_8);
-    __pyx_t_9 = __Pyx_PyObject_GetAttrStr(__pyx_t_8, __pyx_mstate_global->__pyx_n_u_asarray); if (unlikely(!__pyx_t_9)) __PYX_ERR(7, 62, __pyx_L1_error)
+    __pyx_t_9 = __Pyx_PyObject_GetAttrStr(__pyx_t_8, __pyx_mstate_global->__pyx_n_u_asarray); if (unlikely(!__pyx_t_9)) __PYX_ERR(9, 62, __pyx_L1_error)
     __Pyx_GOTREF(__pyx_t_9);
     __Pyx_DECREF(__pyx_t_8); __pyx_t_8 = 0;
-    __Pyx_GetModuleGlobalName(__pyx_t_8, __pyx_mstate_global->__pyx_n_u_np); if (unlikely(!__pyx_t_8)) __PYX_ERR(7, 62, __pyx_L1_error)
+    __Pyx_GetModuleGlobalName(__pyx_t_8, __pyx_mstate_global->__pyx_n_u_np); if (unlikely(!__pyx_t_8)) __PYX_ERR(9, 62, __pyx_L1_error)
     __Pyx_GOTREF(__pyx_t_8);
-    __pyx_t_10 = __Pyx_PyObject_GetAttrStr(__pyx_t_8, __pyx_mstate_global->__pyx_n_u_int32); if (unlikely(!__pyx_t_10)) __PYX_ERR(7, 62, __pyx_L1_error)
+    __pyx_t_10 = __Pyx_PyObject_GetAttrStr(__pyx_t_8, __pyx_mstate_global->__pyx_n_u_int32); if (unlikely(!__pyx_t_10)) __PYX_ERR(9, 62, __pyx_L1_error)
     __Pyx_GOTREF(__pyx_t_10);
     __Pyx_DECREF(__pyx_t_8); __pyx_t_8 = 0;
     #if CYTHON_VECTORCALL
@@ -15031,13 +17551,13 @@ static PyObject *__pyx_pf_6mtlinv_7_native_20embedding(CYTHON_UNUSED PyObject *_
       PyObject *__pyx_callargs[3] = {__pyx_t_7, __pyx_v_ids, __pyx_t_10};
       #if CYTHON_VECTORCALL
       __pyx_t_8 = __pyx_mstate_global->__pyx_tuple[0];
-      if (unlikely(!__pyx_t_8)) __PYX_ERR(7, 62, __pyx_L1_error)
+      if (unlikely(!__pyx_t_8)) __PYX_ERR(9, 62, __pyx_L1_error)
       __Pyx_INCREF(__pyx_t_8);
       #else
       {
         PyObject *__pyx_temp[1] = {__pyx_mstate_global->__pyx_n_u_dtype};
         __pyx_t_8 = __Pyx_MakeKwargDict(__pyx_temp, __pyx_callargs+2, 1);
-        if (unlikely(!__pyx_t_8)) __PYX_ERR(7, 62, __pyx_L1_error)
+        if (unlikely(!__pyx_t_8)) __PYX_ERR(9, 62, __pyx_L1_error)
         __Pyx_GOTREF(__pyx_t_8);
       }
       #endif
@@ -15048,7 +17568,7 @@ static PyObject *__pyx_pf_6mtlinv_7_native_20embedding(CYTHON_UNUSED PyObject *_
       __Pyx_DECREF(__pyx_t_10); __pyx_t_10 = 0;
       __Pyx_DECREF(__pyx_t_8); __pyx_t_8 = 0;
       __Pyx_DECREF(__pyx_t_9); __pyx_t_9 = 0;
-      if (unlikely(!__pyx_t_6)) __PYX_ERR(7, 62, __pyx_L1_error)
+      if (unlikely(!__pyx_t_6)) __PYX_ERR(9, 62, __pyx_L1_error)
       __Pyx_GOTREF(__pyx_t_6);
     }
     __pyx_t_11 = 1;
@@ -15069,10 +17589,10 @@ static PyObject *__pyx_pf_6mtlinv_7_native_20embedding(CYTHON_UNUSED PyObject *_
       __Pyx_XDECREF(__pyx_t_4); __pyx_t_4 = 0;
       __Pyx_DECREF(__pyx_t_6); __pyx_t_6 = 0;
       __Pyx_DECREF(__pyx_t_5); __pyx_t_5 = 0;
-      if (unlikely(!__pyx_t_3)) __PYX_ERR(7, 62, __pyx_L1_error)
+      if (unlikely(!__pyx_t_3)) __PYX_ERR(9, 62, __pyx_L1_error)
       __Pyx_GOTREF(__pyx_t_3);
     }
-    if (!(likely(((__pyx_t_3) == Py_None) || likely(__Pyx_TypeTest(__pyx_t_3, __pyx_mstate_global->__pyx_ptype_6mtlinv_7_native_Tensor))))) __PYX_ERR(7, 62, __pyx_L1_error)
+    if (!(likely(((__pyx_t_3) == Py_None) || likely(__Pyx_TypeTest(__pyx_t_3, __pyx_mstate_global->__pyx_ptype_6mtlinv_7_native_Tensor))))) __PYX_ERR(9, 62, __pyx_L1_error)
     __pyx_t_1 = __pyx_t_3;
     __pyx_t_3 = 0;
   }
@@ -15105,7 +17625,7 @@ static PyObject *__pyx_pf_6mtlinv_7_native_20embedding(CYTHON_UNUSED PyObject *_
           PyGILState_STATE __pyx_gilstate_save = __Pyx_PyGILState_Ensure();
           mtlinv_py::raise_py_error(); if (!PyErr_Occurred())PyErr_SetString(PyExc_RuntimeError, "Error converting c++ exception.");
           __Pyx_PyGILState_Release(__pyx_gilstate_save);
-          __PYX_ERR(7, 65, __pyx_L4_error)
+          __PYX_ERR(9, 65, __pyx_L4_error)
         }
         __pyx_v_out = __PYX_STD_MOVE_IF_SUPPORTED(__pyx_t_12);
       }
@@ -15137,7 +17657,7 @@ static PyObject *__pyx_pf_6mtlinv_7_native_20embedding(CYTHON_UNUSED PyObject *_
  *         out = c_embedding(tt.c, ti.c)
  *     return _wrap(out)             # <<<<<<<<<<<<<<
 */
-  __pyx_t_1 = ((PyObject *)__pyx_f_6mtlinv_7_native__wrap(__pyx_v_out)); if (unlikely(!__pyx_t_1)) __PYX_ERR(7, 66, __pyx_L1_error)
+  __pyx_t_1 = ((PyObject *)__pyx_f_6mtlinv_7_native__wrap(__pyx_v_out)); if (unlikely(!__pyx_t_1)) __PYX_ERR(9, 66, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_1);
   {
     PyObject *__pyx_temp;
@@ -15189,16 +17709,16 @@ static PyObject *__pyx_pf_6mtlinv_7_native_20embedding(CYTHON_UNUSED PyObject *_
 */
 
 /* Python wrapper */
-static PyObject *__pyx_pw_6mtlinv_7_native_23_set_emu_check(PyObject *__pyx_self, 
+static PyObject *__pyx_pw_6mtlinv_7_native_33_set_emu_check(PyObject *__pyx_self, 
 #if CYTHON_VECTORCALL
 PyObject *const *__pyx_args, Py_ssize_t __pyx_nargs, PyObject *__pyx_kwds
 #else
 PyObject *__pyx_args, PyObject *__pyx_kwds
 #endif
 ); /*proto*/
-PyDoc_STRVAR(__pyx_doc_6mtlinv_7_native_22_set_emu_check, "Turns the emulator\047s checking mode on or off (random fiber order, double runs, bounds checks).");
-static PyMethodDef __pyx_mdef_6mtlinv_7_native_23_set_emu_check = {"_set_emu_check", (PyCFunction)(void(*)(void))(__Pyx_PyCFunction_FastCallWithKeywords)__pyx_pw_6mtlinv_7_native_23_set_emu_check, __Pyx_METH_FASTCALL|METH_KEYWORDS, __pyx_doc_6mtlinv_7_native_22_set_emu_check};
-static PyObject *__pyx_pw_6mtlinv_7_native_23_set_emu_check(PyObject *__pyx_self, 
+PyDoc_STRVAR(__pyx_doc_6mtlinv_7_native_32_set_emu_check, "Turns the emulator\047s checking mode on or off (random fiber order, double runs, bounds checks).");
+static PyMethodDef __pyx_mdef_6mtlinv_7_native_33_set_emu_check = {"_set_emu_check", (PyCFunction)(void(*)(void))(__Pyx_PyCFunction_FastCallWithKeywords)__pyx_pw_6mtlinv_7_native_33_set_emu_check, __Pyx_METH_FASTCALL|METH_KEYWORDS, __pyx_doc_6mtlinv_7_native_32_set_emu_check};
+static PyObject *__pyx_pw_6mtlinv_7_native_33_set_emu_check(PyObject *__pyx_self, 
 #if CYTHON_VECTORCALL
 PyObject *const *__pyx_args, Py_ssize_t __pyx_nargs, PyObject *__pyx_kwds
 #else
@@ -15229,48 +17749,48 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
   {
     PyObject ** const __pyx_pyargnames[] = {&__pyx_mstate_global->__pyx_n_u_on,&__pyx_mstate_global->__pyx_n_u_seed,0};
     const Py_ssize_t __pyx_kwds_len = (__pyx_kwds) ? __Pyx_NumKwargs_FASTCALL(__pyx_kwds) : 0;
-    if (unlikely(__pyx_kwds_len < 0)) __PYX_ERR(8, 15, __pyx_L3_error)
+    if (unlikely(__pyx_kwds_len < 0)) __PYX_ERR(10, 15, __pyx_L3_error)
     if (__pyx_kwds_len > 0) {
       switch (__pyx_nargs) {
         case  2:
         values[1] = __Pyx_ArgRef_FASTCALL(__pyx_args, 1);
-        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[1])) __PYX_ERR(8, 15, __pyx_L3_error)
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[1])) __PYX_ERR(10, 15, __pyx_L3_error)
         CYTHON_FALLTHROUGH;
         case  1:
         values[0] = __Pyx_ArgRef_FASTCALL(__pyx_args, 0);
-        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(8, 15, __pyx_L3_error)
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(10, 15, __pyx_L3_error)
         CYTHON_FALLTHROUGH;
         case  0: break;
         default: goto __pyx_L5_argtuple_error;
       }
       const Py_ssize_t kwd_pos_args = __pyx_nargs;
-      if (__Pyx_ParseKeywords(__pyx_kwds, __pyx_kwvalues, __pyx_pyargnames, 0, values, kwd_pos_args, __pyx_kwds_len, "_set_emu_check", 0) < (0)) __PYX_ERR(8, 15, __pyx_L3_error)
+      if (__Pyx_ParseKeywords(__pyx_kwds, __pyx_kwvalues, __pyx_pyargnames, 0, values, kwd_pos_args, __pyx_kwds_len, "_set_emu_check", 0) < (0)) __PYX_ERR(10, 15, __pyx_L3_error)
       for (Py_ssize_t i = __pyx_nargs; i < 1; i++) {
-        if (unlikely(!values[i])) { __Pyx_RaiseArgtupleInvalid("_set_emu_check", 0, 1, 2, i); __PYX_ERR(8, 15, __pyx_L3_error) }
+        if (unlikely(!values[i])) { __Pyx_RaiseArgtupleInvalid("_set_emu_check", 0, 1, 2, i); __PYX_ERR(10, 15, __pyx_L3_error) }
       }
     } else {
       switch (__pyx_nargs) {
         case  2:
         values[1] = __Pyx_ArgRef_FASTCALL(__pyx_args, 1);
-        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[1])) __PYX_ERR(8, 15, __pyx_L3_error)
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[1])) __PYX_ERR(10, 15, __pyx_L3_error)
         CYTHON_FALLTHROUGH;
         case  1:
         values[0] = __Pyx_ArgRef_FASTCALL(__pyx_args, 0);
-        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(8, 15, __pyx_L3_error)
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(10, 15, __pyx_L3_error)
         break;
         default: goto __pyx_L5_argtuple_error;
       }
     }
-    __pyx_v_on = __Pyx_PyObject_IsTrue(values[0]); if (unlikely((__pyx_v_on == (int)-1) && PyErr_Occurred())) __PYX_ERR(8, 15, __pyx_L3_error)
+    __pyx_v_on = __Pyx_PyObject_IsTrue(values[0]); if (unlikely((__pyx_v_on == (int)-1) && PyErr_Occurred())) __PYX_ERR(10, 15, __pyx_L3_error)
     if (values[1]) {
-      __pyx_v_seed = __Pyx_PyLong_As_uint64_t(values[1]); if (unlikely((__pyx_v_seed == ((uint64_t)-1)) && PyErr_Occurred())) __PYX_ERR(8, 15, __pyx_L3_error)
+      __pyx_v_seed = __Pyx_PyLong_As_uint64_t(values[1]); if (unlikely((__pyx_v_seed == ((uint64_t)-1)) && PyErr_Occurred())) __PYX_ERR(10, 15, __pyx_L3_error)
     } else {
       __pyx_v_seed = ((uint64_t)((uint64_t)0));
     }
   }
   goto __pyx_L6_skip;
   __pyx_L5_argtuple_error:;
-  __Pyx_RaiseArgtupleInvalid("_set_emu_check", 0, 1, 2, __pyx_nargs); __PYX_ERR(8, 15, __pyx_L3_error)
+  __Pyx_RaiseArgtupleInvalid("_set_emu_check", 0, 1, 2, __pyx_nargs); __PYX_ERR(10, 15, __pyx_L3_error)
   __pyx_L6_skip:;
   goto __pyx_L4_argument_unpacking_done;
   __pyx_L3_error:;
@@ -15281,7 +17801,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
   __Pyx_RefNannyFinishContext();
   return NULL;
   __pyx_L4_argument_unpacking_done:;
-  __pyx_r = __pyx_pf_6mtlinv_7_native_22_set_emu_check(__pyx_self, __pyx_v_on, __pyx_v_seed);
+  __pyx_r = __pyx_pf_6mtlinv_7_native_32_set_emu_check(__pyx_self, __pyx_v_on, __pyx_v_seed);
 
   /* function exit code */
   for (Py_ssize_t __pyx_temp=0; __pyx_temp < (Py_ssize_t)(sizeof(values)/sizeof(values[0])); ++__pyx_temp) {
@@ -15293,7 +17813,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
   return __pyx_r;
 }
 
-static PyObject *__pyx_pf_6mtlinv_7_native_22_set_emu_check(CYTHON_UNUSED PyObject *__pyx_self, int __pyx_v_on, uint64_t __pyx_v_seed) {
+static PyObject *__pyx_pf_6mtlinv_7_native_32_set_emu_check(CYTHON_UNUSED PyObject *__pyx_self, int __pyx_v_on, uint64_t __pyx_v_seed) {
   PyObject *__pyx_r = NULL;
   __Pyx_RefNannyDeclarations
   __Pyx_RefNannySetupContext("_set_emu_check", 0);
@@ -15331,22 +17851,22 @@ static PyObject *__pyx_pf_6mtlinv_7_native_22_set_emu_check(CYTHON_UNUSED PyObje
 */
 
 /* Python wrapper */
-static PyObject *__pyx_pw_6mtlinv_7_native_25_emu_check_mode(PyObject *__pyx_self, CYTHON_UNUSED PyObject *unused); /*proto*/
-static PyMethodDef __pyx_mdef_6mtlinv_7_native_25_emu_check_mode = {"_emu_check_mode", (PyCFunction)__pyx_pw_6mtlinv_7_native_25_emu_check_mode, METH_NOARGS, 0};
-static PyObject *__pyx_pw_6mtlinv_7_native_25_emu_check_mode(PyObject *__pyx_self, CYTHON_UNUSED PyObject *unused) {
+static PyObject *__pyx_pw_6mtlinv_7_native_35_emu_check_mode(PyObject *__pyx_self, CYTHON_UNUSED PyObject *unused); /*proto*/
+static PyMethodDef __pyx_mdef_6mtlinv_7_native_35_emu_check_mode = {"_emu_check_mode", (PyCFunction)__pyx_pw_6mtlinv_7_native_35_emu_check_mode, METH_NOARGS, 0};
+static PyObject *__pyx_pw_6mtlinv_7_native_35_emu_check_mode(PyObject *__pyx_self, CYTHON_UNUSED PyObject *unused) {
   CYTHON_UNUSED PyObject *const *__pyx_kwvalues;
   PyObject *__pyx_r = 0;
   __Pyx_RefNannyDeclarations
   __Pyx_RefNannySetupContext("_emu_check_mode (wrapper)", 0);
   __pyx_kwvalues = __Pyx_KwValues_VARARGS(__pyx_args, __pyx_nargs);
-  __pyx_r = __pyx_pf_6mtlinv_7_native_24_emu_check_mode(__pyx_self);
+  __pyx_r = __pyx_pf_6mtlinv_7_native_34_emu_check_mode(__pyx_self);
 
   /* function exit code */
   __Pyx_RefNannyFinishContext();
   return __pyx_r;
 }
 
-static PyObject *__pyx_pf_6mtlinv_7_native_24_emu_check_mode(CYTHON_UNUSED PyObject *__pyx_self) {
+static PyObject *__pyx_pf_6mtlinv_7_native_34_emu_check_mode(CYTHON_UNUSED PyObject *__pyx_self) {
   PyObject *__pyx_r = NULL;
   __Pyx_RefNannyDeclarations
   PyObject *__pyx_t_1 = NULL;
@@ -15362,7 +17882,7 @@ static PyObject *__pyx_pf_6mtlinv_7_native_24_emu_check_mode(CYTHON_UNUSED PyObj
  * 
  * 
 */
-  __pyx_t_1 = __Pyx_PyBool_FromLong(emu::check_mode()); if (unlikely(!__pyx_t_1)) __PYX_ERR(8, 21, __pyx_L1_error)
+  __pyx_t_1 = __Pyx_PyBool_FromLong(emu::check_mode()); if (unlikely(!__pyx_t_1)) __PYX_ERR(10, 21, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_1);
   {
     PyObject *__pyx_temp;
@@ -15403,16 +17923,16 @@ static PyObject *__pyx_pf_6mtlinv_7_native_24_emu_check_mode(CYTHON_UNUSED PyObj
 */
 
 /* Python wrapper */
-static PyObject *__pyx_pw_6mtlinv_7_native_27_launch(PyObject *__pyx_self, 
+static PyObject *__pyx_pw_6mtlinv_7_native_37_launch(PyObject *__pyx_self, 
 #if CYTHON_VECTORCALL
 PyObject *const *__pyx_args, Py_ssize_t __pyx_nargs, PyObject *__pyx_kwds
 #else
 PyObject *__pyx_args, PyObject *__pyx_kwds
 #endif
 ); /*proto*/
-PyDoc_STRVAR(__pyx_doc_6mtlinv_7_native_26_launch, "Runs `kernel` once: [[buffer(0)]] = `args`, [[buffer(i+1)]] = buffers[i] (Tensors).");
-static PyMethodDef __pyx_mdef_6mtlinv_7_native_27_launch = {"_launch", (PyCFunction)(void(*)(void))(__Pyx_PyCFunction_FastCallWithKeywords)__pyx_pw_6mtlinv_7_native_27_launch, __Pyx_METH_FASTCALL|METH_KEYWORDS, __pyx_doc_6mtlinv_7_native_26_launch};
-static PyObject *__pyx_pw_6mtlinv_7_native_27_launch(PyObject *__pyx_self, 
+PyDoc_STRVAR(__pyx_doc_6mtlinv_7_native_36_launch, "Runs `kernel` once: [[buffer(0)]] = `args`, [[buffer(i+1)]] = buffers[i] (Tensors).");
+static PyMethodDef __pyx_mdef_6mtlinv_7_native_37_launch = {"_launch", (PyCFunction)(void(*)(void))(__Pyx_PyCFunction_FastCallWithKeywords)__pyx_pw_6mtlinv_7_native_37_launch, __Pyx_METH_FASTCALL|METH_KEYWORDS, __pyx_doc_6mtlinv_7_native_36_launch};
+static PyObject *__pyx_pw_6mtlinv_7_native_37_launch(PyObject *__pyx_self, 
 #if CYTHON_VECTORCALL
 PyObject *const *__pyx_args, Py_ssize_t __pyx_nargs, PyObject *__pyx_kwds
 #else
@@ -15446,50 +17966,50 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
   {
     PyObject ** const __pyx_pyargnames[] = {&__pyx_mstate_global->__pyx_n_u_kernel,&__pyx_mstate_global->__pyx_n_u_threadgroups,&__pyx_mstate_global->__pyx_n_u_threads,&__pyx_mstate_global->__pyx_n_u_args,&__pyx_mstate_global->__pyx_n_u_buffers,0};
     const Py_ssize_t __pyx_kwds_len = (__pyx_kwds) ? __Pyx_NumKwargs_FASTCALL(__pyx_kwds) : 0;
-    if (unlikely(__pyx_kwds_len < 0)) __PYX_ERR(8, 24, __pyx_L3_error)
+    if (unlikely(__pyx_kwds_len < 0)) __PYX_ERR(10, 24, __pyx_L3_error)
     if (__pyx_kwds_len > 0) {
       switch (__pyx_nargs) {
         case  5:
         values[4] = __Pyx_ArgRef_FASTCALL(__pyx_args, 4);
-        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[4])) __PYX_ERR(8, 24, __pyx_L3_error)
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[4])) __PYX_ERR(10, 24, __pyx_L3_error)
         CYTHON_FALLTHROUGH;
         case  4:
         values[3] = __Pyx_ArgRef_FASTCALL(__pyx_args, 3);
-        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[3])) __PYX_ERR(8, 24, __pyx_L3_error)
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[3])) __PYX_ERR(10, 24, __pyx_L3_error)
         CYTHON_FALLTHROUGH;
         case  3:
         values[2] = __Pyx_ArgRef_FASTCALL(__pyx_args, 2);
-        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[2])) __PYX_ERR(8, 24, __pyx_L3_error)
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[2])) __PYX_ERR(10, 24, __pyx_L3_error)
         CYTHON_FALLTHROUGH;
         case  2:
         values[1] = __Pyx_ArgRef_FASTCALL(__pyx_args, 1);
-        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[1])) __PYX_ERR(8, 24, __pyx_L3_error)
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[1])) __PYX_ERR(10, 24, __pyx_L3_error)
         CYTHON_FALLTHROUGH;
         case  1:
         values[0] = __Pyx_ArgRef_FASTCALL(__pyx_args, 0);
-        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(8, 24, __pyx_L3_error)
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(10, 24, __pyx_L3_error)
         CYTHON_FALLTHROUGH;
         case  0: break;
         default: goto __pyx_L5_argtuple_error;
       }
       const Py_ssize_t kwd_pos_args = __pyx_nargs;
-      if (__Pyx_ParseKeywords(__pyx_kwds, __pyx_kwvalues, __pyx_pyargnames, 0, values, kwd_pos_args, __pyx_kwds_len, "_launch", 0) < (0)) __PYX_ERR(8, 24, __pyx_L3_error)
+      if (__Pyx_ParseKeywords(__pyx_kwds, __pyx_kwvalues, __pyx_pyargnames, 0, values, kwd_pos_args, __pyx_kwds_len, "_launch", 0) < (0)) __PYX_ERR(10, 24, __pyx_L3_error)
       for (Py_ssize_t i = __pyx_nargs; i < 5; i++) {
-        if (unlikely(!values[i])) { __Pyx_RaiseArgtupleInvalid("_launch", 1, 5, 5, i); __PYX_ERR(8, 24, __pyx_L3_error) }
+        if (unlikely(!values[i])) { __Pyx_RaiseArgtupleInvalid("_launch", 1, 5, 5, i); __PYX_ERR(10, 24, __pyx_L3_error) }
       }
     } else if (unlikely(__pyx_nargs != 5)) {
       goto __pyx_L5_argtuple_error;
     } else {
       values[0] = __Pyx_ArgRef_FASTCALL(__pyx_args, 0);
-      if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(8, 24, __pyx_L3_error)
+      if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(10, 24, __pyx_L3_error)
       values[1] = __Pyx_ArgRef_FASTCALL(__pyx_args, 1);
-      if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[1])) __PYX_ERR(8, 24, __pyx_L3_error)
+      if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[1])) __PYX_ERR(10, 24, __pyx_L3_error)
       values[2] = __Pyx_ArgRef_FASTCALL(__pyx_args, 2);
-      if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[2])) __PYX_ERR(8, 24, __pyx_L3_error)
+      if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[2])) __PYX_ERR(10, 24, __pyx_L3_error)
       values[3] = __Pyx_ArgRef_FASTCALL(__pyx_args, 3);
-      if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[3])) __PYX_ERR(8, 24, __pyx_L3_error)
+      if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[3])) __PYX_ERR(10, 24, __pyx_L3_error)
       values[4] = __Pyx_ArgRef_FASTCALL(__pyx_args, 4);
-      if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[4])) __PYX_ERR(8, 24, __pyx_L3_error)
+      if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[4])) __PYX_ERR(10, 24, __pyx_L3_error)
     }
     __pyx_v_kernel = ((PyObject*)values[0]);
     __pyx_v_threadgroups = values[1];
@@ -15499,7 +18019,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
   }
   goto __pyx_L6_skip;
   __pyx_L5_argtuple_error:;
-  __Pyx_RaiseArgtupleInvalid("_launch", 1, 5, 5, __pyx_nargs); __PYX_ERR(8, 24, __pyx_L3_error)
+  __Pyx_RaiseArgtupleInvalid("_launch", 1, 5, 5, __pyx_nargs); __PYX_ERR(10, 24, __pyx_L3_error)
   __pyx_L6_skip:;
   goto __pyx_L4_argument_unpacking_done;
   __pyx_L3_error:;
@@ -15510,9 +18030,9 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
   __Pyx_RefNannyFinishContext();
   return NULL;
   __pyx_L4_argument_unpacking_done:;
-  if (unlikely(!__Pyx_ArgTypeTest(((PyObject *)__pyx_v_kernel), (&PyUnicode_Type), 1, "kernel", 1))) __PYX_ERR(8, 24, __pyx_L1_error)
-  if (unlikely(!__Pyx_ArgTypeTest(((PyObject *)__pyx_v_args), (&PyBytes_Type), 1, "args", 1))) __PYX_ERR(8, 24, __pyx_L1_error)
-  __pyx_r = __pyx_pf_6mtlinv_7_native_26_launch(__pyx_self, __pyx_v_kernel, __pyx_v_threadgroups, __pyx_v_threads, __pyx_v_args, __pyx_v_buffers);
+  if (unlikely(!__Pyx_ArgTypeTest(((PyObject *)__pyx_v_kernel), (&PyUnicode_Type), 1, "kernel", 1))) __PYX_ERR(10, 24, __pyx_L1_error)
+  if (unlikely(!__Pyx_ArgTypeTest(((PyObject *)__pyx_v_args), (&PyBytes_Type), 1, "args", 1))) __PYX_ERR(10, 24, __pyx_L1_error)
+  __pyx_r = __pyx_pf_6mtlinv_7_native_36_launch(__pyx_self, __pyx_v_kernel, __pyx_v_threadgroups, __pyx_v_threads, __pyx_v_args, __pyx_v_buffers);
 
   /* function exit code */
   goto __pyx_L0;
@@ -15531,7 +18051,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
   return __pyx_r;
 }
 
-static PyObject *__pyx_pf_6mtlinv_7_native_26_launch(CYTHON_UNUSED PyObject *__pyx_self, PyObject *__pyx_v_kernel, PyObject *__pyx_v_threadgroups, PyObject *__pyx_v_threads, PyObject *__pyx_v_args, PyObject *__pyx_v_buffers) {
+static PyObject *__pyx_pf_6mtlinv_7_native_36_launch(CYTHON_UNUSED PyObject *__pyx_self, PyObject *__pyx_v_kernel, PyObject *__pyx_v_threadgroups, PyObject *__pyx_v_threads, PyObject *__pyx_v_args, PyObject *__pyx_v_buffers) {
   mtlinv::Dim3 __pyx_v_grid;
   mtlinv::Dim3 __pyx_v_block;
   std::vector<mtlinv::Tensor>  __pyx_v_tensors;
@@ -15562,12 +18082,12 @@ static PyObject *__pyx_pf_6mtlinv_7_native_26_launch(CYTHON_UNUSED PyObject *__p
  *     block.x, block.y, block.z = (tuple(threads) + (1, 1))[:3]
  *     cdef vector[CTensor] tensors
 */
-  __pyx_t_1 = __Pyx_PySequence_Tuple(__pyx_v_threadgroups); if (unlikely(!__pyx_t_1)) __PYX_ERR(8, 27, __pyx_L1_error)
+  __pyx_t_1 = __Pyx_PySequence_Tuple(__pyx_v_threadgroups); if (unlikely(!__pyx_t_1)) __PYX_ERR(10, 27, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_1);
-  __pyx_t_2 = PyNumber_Add(__pyx_t_1, __pyx_mstate_global->__pyx_tuple[2]); if (unlikely(!__pyx_t_2)) __PYX_ERR(8, 27, __pyx_L1_error)
+  __pyx_t_2 = PyNumber_Add(__pyx_t_1, __pyx_mstate_global->__pyx_tuple[2]); if (unlikely(!__pyx_t_2)) __PYX_ERR(10, 27, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_2);
   __Pyx_DECREF(__pyx_t_1); __pyx_t_1 = 0;
-  __pyx_t_1 = __Pyx_PyTuple_GetSlice(__pyx_t_2, 0, 3); if (unlikely(!__pyx_t_1)) __PYX_ERR(8, 27, __pyx_L1_error)
+  __pyx_t_1 = __Pyx_PyTuple_GetSlice(__pyx_t_2, 0, 3); if (unlikely(!__pyx_t_1)) __PYX_ERR(10, 27, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_1);
   __Pyx_DECREF(__pyx_t_2); __pyx_t_2 = 0;
   if (1) {
@@ -15576,7 +18096,7 @@ static PyObject *__pyx_pf_6mtlinv_7_native_26_launch(CYTHON_UNUSED PyObject *__p
     if (unlikely(size != 3)) {
       if (size > 3) __Pyx_RaiseTooManyValuesError(3);
       else if (size >= 0) __Pyx_RaiseNeedMoreValuesError(size);
-      __PYX_ERR(8, 27, __pyx_L1_error)
+      __PYX_ERR(10, 27, __pyx_L1_error)
     }
     #if CYTHON_ASSUME_SAFE_MACROS && !CYTHON_AVOID_BORROWED_REFS
     __pyx_t_2 = PyTuple_GET_ITEM(sequence, 0);
@@ -15586,20 +18106,20 @@ static PyObject *__pyx_pf_6mtlinv_7_native_26_launch(CYTHON_UNUSED PyObject *__p
     __pyx_t_4 = PyTuple_GET_ITEM(sequence, 2);
     __Pyx_INCREF(__pyx_t_4);
     #else
-    __pyx_t_2 = __Pyx_PySequence_ITEM(sequence, 0); if (unlikely(!__pyx_t_2)) __PYX_ERR(8, 27, __pyx_L1_error)
+    __pyx_t_2 = __Pyx_PySequence_ITEM(sequence, 0); if (unlikely(!__pyx_t_2)) __PYX_ERR(10, 27, __pyx_L1_error)
     __Pyx_GOTREF(__pyx_t_2);
-    __pyx_t_3 = __Pyx_PySequence_ITEM(sequence, 1); if (unlikely(!__pyx_t_3)) __PYX_ERR(8, 27, __pyx_L1_error)
+    __pyx_t_3 = __Pyx_PySequence_ITEM(sequence, 1); if (unlikely(!__pyx_t_3)) __PYX_ERR(10, 27, __pyx_L1_error)
     __Pyx_GOTREF(__pyx_t_3);
-    __pyx_t_4 = __Pyx_PySequence_ITEM(sequence, 2); if (unlikely(!__pyx_t_4)) __PYX_ERR(8, 27, __pyx_L1_error)
+    __pyx_t_4 = __Pyx_PySequence_ITEM(sequence, 2); if (unlikely(!__pyx_t_4)) __PYX_ERR(10, 27, __pyx_L1_error)
     __Pyx_GOTREF(__pyx_t_4);
     #endif
     __Pyx_DECREF(__pyx_t_1); __pyx_t_1 = 0;
   }
-  __pyx_t_5 = __Pyx_PyLong_As_uint32_t(__pyx_t_2); if (unlikely((__pyx_t_5 == ((uint32_t)-1)) && PyErr_Occurred())) __PYX_ERR(8, 27, __pyx_L1_error)
+  __pyx_t_5 = __Pyx_PyLong_As_uint32_t(__pyx_t_2); if (unlikely((__pyx_t_5 == ((uint32_t)-1)) && PyErr_Occurred())) __PYX_ERR(10, 27, __pyx_L1_error)
   __Pyx_DECREF(__pyx_t_2); __pyx_t_2 = 0;
-  __pyx_t_6 = __Pyx_PyLong_As_uint32_t(__pyx_t_3); if (unlikely((__pyx_t_6 == ((uint32_t)-1)) && PyErr_Occurred())) __PYX_ERR(8, 27, __pyx_L1_error)
+  __pyx_t_6 = __Pyx_PyLong_As_uint32_t(__pyx_t_3); if (unlikely((__pyx_t_6 == ((uint32_t)-1)) && PyErr_Occurred())) __PYX_ERR(10, 27, __pyx_L1_error)
   __Pyx_DECREF(__pyx_t_3); __pyx_t_3 = 0;
-  __pyx_t_7 = __Pyx_PyLong_As_uint32_t(__pyx_t_4); if (unlikely((__pyx_t_7 == ((uint32_t)-1)) && PyErr_Occurred())) __PYX_ERR(8, 27, __pyx_L1_error)
+  __pyx_t_7 = __Pyx_PyLong_As_uint32_t(__pyx_t_4); if (unlikely((__pyx_t_7 == ((uint32_t)-1)) && PyErr_Occurred())) __PYX_ERR(10, 27, __pyx_L1_error)
   __Pyx_DECREF(__pyx_t_4); __pyx_t_4 = 0;
   __pyx_v_grid.x = __pyx_t_5;
   __pyx_v_grid.y = __pyx_t_6;
@@ -15612,12 +18132,12 @@ static PyObject *__pyx_pf_6mtlinv_7_native_26_launch(CYTHON_UNUSED PyObject *__p
  *     cdef vector[CTensor] tensors
  *     for b in buffers:
 */
-  __pyx_t_1 = __Pyx_PySequence_Tuple(__pyx_v_threads); if (unlikely(!__pyx_t_1)) __PYX_ERR(8, 28, __pyx_L1_error)
+  __pyx_t_1 = __Pyx_PySequence_Tuple(__pyx_v_threads); if (unlikely(!__pyx_t_1)) __PYX_ERR(10, 28, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_1);
-  __pyx_t_4 = PyNumber_Add(__pyx_t_1, __pyx_mstate_global->__pyx_tuple[2]); if (unlikely(!__pyx_t_4)) __PYX_ERR(8, 28, __pyx_L1_error)
+  __pyx_t_4 = PyNumber_Add(__pyx_t_1, __pyx_mstate_global->__pyx_tuple[2]); if (unlikely(!__pyx_t_4)) __PYX_ERR(10, 28, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_4);
   __Pyx_DECREF(__pyx_t_1); __pyx_t_1 = 0;
-  __pyx_t_1 = __Pyx_PyTuple_GetSlice(__pyx_t_4, 0, 3); if (unlikely(!__pyx_t_1)) __PYX_ERR(8, 28, __pyx_L1_error)
+  __pyx_t_1 = __Pyx_PyTuple_GetSlice(__pyx_t_4, 0, 3); if (unlikely(!__pyx_t_1)) __PYX_ERR(10, 28, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_1);
   __Pyx_DECREF(__pyx_t_4); __pyx_t_4 = 0;
   if (1) {
@@ -15626,7 +18146,7 @@ static PyObject *__pyx_pf_6mtlinv_7_native_26_launch(CYTHON_UNUSED PyObject *__p
     if (unlikely(size != 3)) {
       if (size > 3) __Pyx_RaiseTooManyValuesError(3);
       else if (size >= 0) __Pyx_RaiseNeedMoreValuesError(size);
-      __PYX_ERR(8, 28, __pyx_L1_error)
+      __PYX_ERR(10, 28, __pyx_L1_error)
     }
     #if CYTHON_ASSUME_SAFE_MACROS && !CYTHON_AVOID_BORROWED_REFS
     __pyx_t_4 = PyTuple_GET_ITEM(sequence, 0);
@@ -15636,20 +18156,20 @@ static PyObject *__pyx_pf_6mtlinv_7_native_26_launch(CYTHON_UNUSED PyObject *__p
     __pyx_t_2 = PyTuple_GET_ITEM(sequence, 2);
     __Pyx_INCREF(__pyx_t_2);
     #else
-    __pyx_t_4 = __Pyx_PySequence_ITEM(sequence, 0); if (unlikely(!__pyx_t_4)) __PYX_ERR(8, 28, __pyx_L1_error)
+    __pyx_t_4 = __Pyx_PySequence_ITEM(sequence, 0); if (unlikely(!__pyx_t_4)) __PYX_ERR(10, 28, __pyx_L1_error)
     __Pyx_GOTREF(__pyx_t_4);
-    __pyx_t_3 = __Pyx_PySequence_ITEM(sequence, 1); if (unlikely(!__pyx_t_3)) __PYX_ERR(8, 28, __pyx_L1_error)
+    __pyx_t_3 = __Pyx_PySequence_ITEM(sequence, 1); if (unlikely(!__pyx_t_3)) __PYX_ERR(10, 28, __pyx_L1_error)
     __Pyx_GOTREF(__pyx_t_3);
-    __pyx_t_2 = __Pyx_PySequence_ITEM(sequence, 2); if (unlikely(!__pyx_t_2)) __PYX_ERR(8, 28, __pyx_L1_error)
+    __pyx_t_2 = __Pyx_PySequence_ITEM(sequence, 2); if (unlikely(!__pyx_t_2)) __PYX_ERR(10, 28, __pyx_L1_error)
     __Pyx_GOTREF(__pyx_t_2);
     #endif
     __Pyx_DECREF(__pyx_t_1); __pyx_t_1 = 0;
   }
-  __pyx_t_7 = __Pyx_PyLong_As_uint32_t(__pyx_t_4); if (unlikely((__pyx_t_7 == ((uint32_t)-1)) && PyErr_Occurred())) __PYX_ERR(8, 28, __pyx_L1_error)
+  __pyx_t_7 = __Pyx_PyLong_As_uint32_t(__pyx_t_4); if (unlikely((__pyx_t_7 == ((uint32_t)-1)) && PyErr_Occurred())) __PYX_ERR(10, 28, __pyx_L1_error)
   __Pyx_DECREF(__pyx_t_4); __pyx_t_4 = 0;
-  __pyx_t_6 = __Pyx_PyLong_As_uint32_t(__pyx_t_3); if (unlikely((__pyx_t_6 == ((uint32_t)-1)) && PyErr_Occurred())) __PYX_ERR(8, 28, __pyx_L1_error)
+  __pyx_t_6 = __Pyx_PyLong_As_uint32_t(__pyx_t_3); if (unlikely((__pyx_t_6 == ((uint32_t)-1)) && PyErr_Occurred())) __PYX_ERR(10, 28, __pyx_L1_error)
   __Pyx_DECREF(__pyx_t_3); __pyx_t_3 = 0;
-  __pyx_t_5 = __Pyx_PyLong_As_uint32_t(__pyx_t_2); if (unlikely((__pyx_t_5 == ((uint32_t)-1)) && PyErr_Occurred())) __PYX_ERR(8, 28, __pyx_L1_error)
+  __pyx_t_5 = __Pyx_PyLong_As_uint32_t(__pyx_t_2); if (unlikely((__pyx_t_5 == ((uint32_t)-1)) && PyErr_Occurred())) __PYX_ERR(10, 28, __pyx_L1_error)
   __Pyx_DECREF(__pyx_t_2); __pyx_t_2 = 0;
   __pyx_v_block.x = __pyx_t_7;
   __pyx_v_block.y = __pyx_t_6;
@@ -15667,9 +18187,9 @@ static PyObject *__pyx_pf_6mtlinv_7_native_26_launch(CYTHON_UNUSED PyObject *__p
     __pyx_t_8 = 0;
     __pyx_t_9 = NULL;
   } else {
-    __pyx_t_8 = -1; __pyx_t_1 = PyObject_GetIter(__pyx_v_buffers); if (unlikely(!__pyx_t_1)) __PYX_ERR(8, 30, __pyx_L1_error)
+    __pyx_t_8 = -1; __pyx_t_1 = PyObject_GetIter(__pyx_v_buffers); if (unlikely(!__pyx_t_1)) __PYX_ERR(10, 30, __pyx_L1_error)
     __Pyx_GOTREF(__pyx_t_1);
-    __pyx_t_9 = (CYTHON_COMPILING_IN_LIMITED_API) ? PyIter_Next : __Pyx_PyObject_GetIterNextFunc(__pyx_t_1); if (unlikely(!__pyx_t_9)) __PYX_ERR(8, 30, __pyx_L1_error)
+    __pyx_t_9 = (CYTHON_COMPILING_IN_LIMITED_API) ? PyIter_Next : __Pyx_PyObject_GetIterNextFunc(__pyx_t_1); if (unlikely(!__pyx_t_9)) __PYX_ERR(10, 30, __pyx_L1_error)
   }
   for (;;) {
     if (likely(!__pyx_t_9)) {
@@ -15677,7 +18197,7 @@ static PyObject *__pyx_pf_6mtlinv_7_native_26_launch(CYTHON_UNUSED PyObject *__p
         {
           Py_ssize_t __pyx_temp = __Pyx_PyList_GET_SIZE(__pyx_t_1);
           #if !CYTHON_ASSUME_SAFE_SIZE
-          if (unlikely((__pyx_temp < 0))) __PYX_ERR(8, 30, __pyx_L1_error)
+          if (unlikely((__pyx_temp < 0))) __PYX_ERR(10, 30, __pyx_L1_error)
           #endif
           if (__pyx_t_8 >= __pyx_temp) break;
         }
@@ -15687,7 +18207,7 @@ static PyObject *__pyx_pf_6mtlinv_7_native_26_launch(CYTHON_UNUSED PyObject *__p
         {
           Py_ssize_t __pyx_temp = __Pyx_PyTuple_GET_SIZE(__pyx_t_1);
           #if !CYTHON_ASSUME_SAFE_SIZE
-          if (unlikely((__pyx_temp < 0))) __PYX_ERR(8, 30, __pyx_L1_error)
+          if (unlikely((__pyx_temp < 0))) __PYX_ERR(10, 30, __pyx_L1_error)
           #endif
           if (__pyx_t_8 >= __pyx_temp) break;
         }
@@ -15698,13 +18218,13 @@ static PyObject *__pyx_pf_6mtlinv_7_native_26_launch(CYTHON_UNUSED PyObject *__p
         #endif
         ++__pyx_t_8;
       }
-      if (unlikely(!__pyx_t_2)) __PYX_ERR(8, 30, __pyx_L1_error)
+      if (unlikely(!__pyx_t_2)) __PYX_ERR(10, 30, __pyx_L1_error)
     } else {
       __pyx_t_2 = __pyx_t_9(__pyx_t_1);
       if (unlikely(!__pyx_t_2)) {
         PyObject* exc_type = PyErr_Occurred();
         if (exc_type) {
-          if (unlikely(!__Pyx_PyErr_GivenExceptionMatches(exc_type, PyExc_StopIteration))) __PYX_ERR(8, 30, __pyx_L1_error)
+          if (unlikely(!__Pyx_PyErr_GivenExceptionMatches(exc_type, PyExc_StopIteration))) __PYX_ERR(10, 30, __pyx_L1_error)
           PyErr_Clear();
         }
         break;
@@ -15721,12 +18241,12 @@ static PyObject *__pyx_pf_6mtlinv_7_native_26_launch(CYTHON_UNUSED PyObject *__p
  *     cdef string name = kernel.encode()
  *     cdef string raw = args
 */
-    if (!(likely(__Pyx_TypeTest(__pyx_v_b, __pyx_mstate_global->__pyx_ptype_6mtlinv_7_native_Tensor)))) __PYX_ERR(8, 31, __pyx_L1_error)
+    if (!(likely(__Pyx_TypeTest(__pyx_v_b, __pyx_mstate_global->__pyx_ptype_6mtlinv_7_native_Tensor)))) __PYX_ERR(10, 31, __pyx_L1_error)
     try {
       __pyx_v_tensors.push_back(((struct __pyx_obj_6mtlinv_7_native_Tensor *)__pyx_v_b)->c);
     } catch(...) {
       __Pyx_CppExn2PyErr();
-      __PYX_ERR(8, 31, __pyx_L1_error)
+      __PYX_ERR(10, 31, __pyx_L1_error)
     }
 
     /* "pyx/testing.pxi":30
@@ -15748,11 +18268,11 @@ static PyObject *__pyx_pf_6mtlinv_7_native_26_launch(CYTHON_UNUSED PyObject *__p
 */
   if (unlikely(__pyx_v_kernel == Py_None)) {
     PyErr_Format(PyExc_AttributeError, "\047NoneType\047 object has no attribute \047%.30s\047", "encode");
-    __PYX_ERR(8, 32, __pyx_L1_error)
+    __PYX_ERR(10, 32, __pyx_L1_error)
   }
-  __pyx_t_1 = PyUnicode_AsEncodedString(__pyx_v_kernel, NULL, NULL); if (unlikely(!__pyx_t_1)) __PYX_ERR(8, 32, __pyx_L1_error)
+  __pyx_t_1 = PyUnicode_AsEncodedString(__pyx_v_kernel, NULL, NULL); if (unlikely(!__pyx_t_1)) __PYX_ERR(10, 32, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_1);
-  __pyx_t_10 = __pyx_convert_string_from_py_6libcpp_6string_std__in_string(__pyx_t_1); if (unlikely(PyErr_Occurred())) __PYX_ERR(8, 32, __pyx_L1_error)
+  __pyx_t_10 = __pyx_convert_string_from_py_6libcpp_6string_std__in_string(__pyx_t_1); if (unlikely(PyErr_Occurred())) __PYX_ERR(10, 32, __pyx_L1_error)
   __Pyx_DECREF(__pyx_t_1); __pyx_t_1 = 0;
   __pyx_v_name = __PYX_STD_MOVE_IF_SUPPORTED(__pyx_t_10);
 
@@ -15763,7 +18283,7 @@ static PyObject *__pyx_pf_6mtlinv_7_native_26_launch(CYTHON_UNUSED PyObject *__p
  *     with nogil:
  *         c_launch_raw(name, grid, block, raw, tensors)
 */
-  __pyx_t_10 = __pyx_convert_string_from_py_6libcpp_6string_std__in_string(__pyx_v_args); if (unlikely(PyErr_Occurred())) __PYX_ERR(8, 33, __pyx_L1_error)
+  __pyx_t_10 = __pyx_convert_string_from_py_6libcpp_6string_std__in_string(__pyx_v_args); if (unlikely(PyErr_Occurred())) __PYX_ERR(10, 33, __pyx_L1_error)
   __pyx_v_raw = __PYX_STD_MOVE_IF_SUPPORTED(__pyx_t_10);
 
   /* "pyx/testing.pxi":34
@@ -15789,7 +18309,7 @@ static PyObject *__pyx_pf_6mtlinv_7_native_26_launch(CYTHON_UNUSED PyObject *__p
           PyGILState_STATE __pyx_gilstate_save = __Pyx_PyGILState_Ensure();
           mtlinv_py::raise_py_error(); if (!PyErr_Occurred())PyErr_SetString(PyExc_RuntimeError, "Error converting c++ exception.");
           __Pyx_PyGILState_Release(__pyx_gilstate_save);
-          __PYX_ERR(8, 35, __pyx_L7_error)
+          __PYX_ERR(10, 35, __pyx_L7_error)
         }
       }
 
@@ -15853,23 +18373,23 @@ static PyObject *__pyx_pf_6mtlinv_7_native_26_launch(CYTHON_UNUSED PyObject *__p
 */
 
 /* Python wrapper */
-static PyObject *__pyx_pw_6mtlinv_7_native_29get_limit(PyObject *__pyx_self, CYTHON_UNUSED PyObject *unused); /*proto*/
-PyDoc_STRVAR(__pyx_doc_6mtlinv_7_native_28get_limit, "The batch-invariance limit: calls with M <= limit rows take the canonical kernels.");
-static PyMethodDef __pyx_mdef_6mtlinv_7_native_29get_limit = {"get_limit", (PyCFunction)__pyx_pw_6mtlinv_7_native_29get_limit, METH_NOARGS, __pyx_doc_6mtlinv_7_native_28get_limit};
-static PyObject *__pyx_pw_6mtlinv_7_native_29get_limit(PyObject *__pyx_self, CYTHON_UNUSED PyObject *unused) {
+static PyObject *__pyx_pw_6mtlinv_7_native_39get_limit(PyObject *__pyx_self, CYTHON_UNUSED PyObject *unused); /*proto*/
+PyDoc_STRVAR(__pyx_doc_6mtlinv_7_native_38get_limit, "The batch-invariance limit: calls with M <= limit rows take the canonical kernels.");
+static PyMethodDef __pyx_mdef_6mtlinv_7_native_39get_limit = {"get_limit", (PyCFunction)__pyx_pw_6mtlinv_7_native_39get_limit, METH_NOARGS, __pyx_doc_6mtlinv_7_native_38get_limit};
+static PyObject *__pyx_pw_6mtlinv_7_native_39get_limit(PyObject *__pyx_self, CYTHON_UNUSED PyObject *unused) {
   CYTHON_UNUSED PyObject *const *__pyx_kwvalues;
   PyObject *__pyx_r = 0;
   __Pyx_RefNannyDeclarations
   __Pyx_RefNannySetupContext("get_limit (wrapper)", 0);
   __pyx_kwvalues = __Pyx_KwValues_VARARGS(__pyx_args, __pyx_nargs);
-  __pyx_r = __pyx_pf_6mtlinv_7_native_28get_limit(__pyx_self);
+  __pyx_r = __pyx_pf_6mtlinv_7_native_38get_limit(__pyx_self);
 
   /* function exit code */
   __Pyx_RefNannyFinishContext();
   return __pyx_r;
 }
 
-static PyObject *__pyx_pf_6mtlinv_7_native_28get_limit(CYTHON_UNUSED PyObject *__pyx_self) {
+static PyObject *__pyx_pf_6mtlinv_7_native_38get_limit(CYTHON_UNUSED PyObject *__pyx_self) {
   PyObject *__pyx_r = NULL;
   __Pyx_RefNannyDeclarations
   PyObject *__pyx_t_1 = NULL;
@@ -15926,16 +18446,16 @@ static PyObject *__pyx_pf_6mtlinv_7_native_28get_limit(CYTHON_UNUSED PyObject *_
 */
 
 /* Python wrapper */
-static PyObject *__pyx_pw_6mtlinv_7_native_31set_limit(PyObject *__pyx_self, 
+static PyObject *__pyx_pw_6mtlinv_7_native_41set_limit(PyObject *__pyx_self, 
 #if CYTHON_VECTORCALL
 PyObject *const *__pyx_args, Py_ssize_t __pyx_nargs, PyObject *__pyx_kwds
 #else
 PyObject *__pyx_args, PyObject *__pyx_kwds
 #endif
 ); /*proto*/
-PyDoc_STRVAR(__pyx_doc_6mtlinv_7_native_30set_limit, "Sets the batch-invariance limit (n >= 0) and returns the previous value.");
-static PyMethodDef __pyx_mdef_6mtlinv_7_native_31set_limit = {"set_limit", (PyCFunction)(void(*)(void))(__Pyx_PyCFunction_FastCallWithKeywords)__pyx_pw_6mtlinv_7_native_31set_limit, __Pyx_METH_FASTCALL|METH_KEYWORDS, __pyx_doc_6mtlinv_7_native_30set_limit};
-static PyObject *__pyx_pw_6mtlinv_7_native_31set_limit(PyObject *__pyx_self, 
+PyDoc_STRVAR(__pyx_doc_6mtlinv_7_native_40set_limit, "Sets the batch-invariance limit (n >= 0) and returns the previous value.");
+static PyMethodDef __pyx_mdef_6mtlinv_7_native_41set_limit = {"set_limit", (PyCFunction)(void(*)(void))(__Pyx_PyCFunction_FastCallWithKeywords)__pyx_pw_6mtlinv_7_native_41set_limit, __Pyx_METH_FASTCALL|METH_KEYWORDS, __pyx_doc_6mtlinv_7_native_40set_limit};
+static PyObject *__pyx_pw_6mtlinv_7_native_41set_limit(PyObject *__pyx_self, 
 #if CYTHON_VECTORCALL
 PyObject *const *__pyx_args, Py_ssize_t __pyx_nargs, PyObject *__pyx_kwds
 #else
@@ -16001,7 +18521,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
   __Pyx_RefNannyFinishContext();
   return NULL;
   __pyx_L4_argument_unpacking_done:;
-  __pyx_r = __pyx_pf_6mtlinv_7_native_30set_limit(__pyx_self, __pyx_v_n);
+  __pyx_r = __pyx_pf_6mtlinv_7_native_40set_limit(__pyx_self, __pyx_v_n);
 
   /* function exit code */
   for (Py_ssize_t __pyx_temp=0; __pyx_temp < (Py_ssize_t)(sizeof(values)/sizeof(values[0])); ++__pyx_temp) {
@@ -16011,7 +18531,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
   return __pyx_r;
 }
 
-static PyObject *__pyx_pf_6mtlinv_7_native_30set_limit(CYTHON_UNUSED PyObject *__pyx_self, PyObject *__pyx_v_n) {
+static PyObject *__pyx_pf_6mtlinv_7_native_40set_limit(CYTHON_UNUSED PyObject *__pyx_self, PyObject *__pyx_v_n) {
   PyObject *__pyx_r = NULL;
   __Pyx_RefNannyDeclarations
   int __pyx_t_1;
@@ -16285,22 +18805,22 @@ static PyObject *__pyx_pf_6mtlinv_7_native_30set_limit(CYTHON_UNUSED PyObject *_
 */
 
 /* Python wrapper */
-static PyObject *__pyx_pw_6mtlinv_7_native_33_init_limit_from_env(PyObject *__pyx_self, CYTHON_UNUSED PyObject *unused); /*proto*/
-static PyMethodDef __pyx_mdef_6mtlinv_7_native_33_init_limit_from_env = {"_init_limit_from_env", (PyCFunction)__pyx_pw_6mtlinv_7_native_33_init_limit_from_env, METH_NOARGS, 0};
-static PyObject *__pyx_pw_6mtlinv_7_native_33_init_limit_from_env(PyObject *__pyx_self, CYTHON_UNUSED PyObject *unused) {
+static PyObject *__pyx_pw_6mtlinv_7_native_43_init_limit_from_env(PyObject *__pyx_self, CYTHON_UNUSED PyObject *unused); /*proto*/
+static PyMethodDef __pyx_mdef_6mtlinv_7_native_43_init_limit_from_env = {"_init_limit_from_env", (PyCFunction)__pyx_pw_6mtlinv_7_native_43_init_limit_from_env, METH_NOARGS, 0};
+static PyObject *__pyx_pw_6mtlinv_7_native_43_init_limit_from_env(PyObject *__pyx_self, CYTHON_UNUSED PyObject *unused) {
   CYTHON_UNUSED PyObject *const *__pyx_kwvalues;
   PyObject *__pyx_r = 0;
   __Pyx_RefNannyDeclarations
   __Pyx_RefNannySetupContext("_init_limit_from_env (wrapper)", 0);
   __pyx_kwvalues = __Pyx_KwValues_VARARGS(__pyx_args, __pyx_nargs);
-  __pyx_r = __pyx_pf_6mtlinv_7_native_32_init_limit_from_env(__pyx_self);
+  __pyx_r = __pyx_pf_6mtlinv_7_native_42_init_limit_from_env(__pyx_self);
 
   /* function exit code */
   __Pyx_RefNannyFinishContext();
   return __pyx_r;
 }
 
-static PyObject *__pyx_pf_6mtlinv_7_native_32_init_limit_from_env(CYTHON_UNUSED PyObject *__pyx_self) {
+static PyObject *__pyx_pf_6mtlinv_7_native_42_init_limit_from_env(CYTHON_UNUSED PyObject *__pyx_self) {
   PyObject *__pyx_r = NULL;
   __Pyx_RefNannyDeclarations
   int __pyx_lineno = 0;
@@ -16351,23 +18871,23 @@ static PyObject *__pyx_pf_6mtlinv_7_native_32_init_limit_from_env(CYTHON_UNUSED 
 */
 
 /* Python wrapper */
-static PyObject *__pyx_pw_6mtlinv_7_native_35device_info(PyObject *__pyx_self, CYTHON_UNUSED PyObject *unused); /*proto*/
-PyDoc_STRVAR(__pyx_doc_6mtlinv_7_native_34device_info, "The active backend: {\047backend\047, \047name\047, \047threads\047 (emulator workers / GPU cores), \047simd_width\047, ...}.");
-static PyMethodDef __pyx_mdef_6mtlinv_7_native_35device_info = {"device_info", (PyCFunction)__pyx_pw_6mtlinv_7_native_35device_info, METH_NOARGS, __pyx_doc_6mtlinv_7_native_34device_info};
-static PyObject *__pyx_pw_6mtlinv_7_native_35device_info(PyObject *__pyx_self, CYTHON_UNUSED PyObject *unused) {
+static PyObject *__pyx_pw_6mtlinv_7_native_45device_info(PyObject *__pyx_self, CYTHON_UNUSED PyObject *unused); /*proto*/
+PyDoc_STRVAR(__pyx_doc_6mtlinv_7_native_44device_info, "The active backend: {\047backend\047, \047name\047, \047threads\047 (emulator workers / GPU cores), \047simd_width\047, ...}.");
+static PyMethodDef __pyx_mdef_6mtlinv_7_native_45device_info = {"device_info", (PyCFunction)__pyx_pw_6mtlinv_7_native_45device_info, METH_NOARGS, __pyx_doc_6mtlinv_7_native_44device_info};
+static PyObject *__pyx_pw_6mtlinv_7_native_45device_info(PyObject *__pyx_self, CYTHON_UNUSED PyObject *unused) {
   CYTHON_UNUSED PyObject *const *__pyx_kwvalues;
   PyObject *__pyx_r = 0;
   __Pyx_RefNannyDeclarations
   __Pyx_RefNannySetupContext("device_info (wrapper)", 0);
   __pyx_kwvalues = __Pyx_KwValues_VARARGS(__pyx_args, __pyx_nargs);
-  __pyx_r = __pyx_pf_6mtlinv_7_native_34device_info(__pyx_self);
+  __pyx_r = __pyx_pf_6mtlinv_7_native_44device_info(__pyx_self);
 
   /* function exit code */
   __Pyx_RefNannyFinishContext();
   return __pyx_r;
 }
 
-static PyObject *__pyx_pf_6mtlinv_7_native_34device_info(CYTHON_UNUSED PyObject *__pyx_self) {
+static PyObject *__pyx_pf_6mtlinv_7_native_44device_info(CYTHON_UNUSED PyObject *__pyx_self) {
   mtlinv::Backend *__pyx_v_b;
   mtlinv::DeviceCaps const *__pyx_v_c;
   std::string __pyx_8genexpr8__pyx_v_s;
@@ -16553,16 +19073,16 @@ static PyObject *__pyx_pf_6mtlinv_7_native_34device_info(CYTHON_UNUSED PyObject 
 */
 
 /* Python wrapper */
-static PyObject *__pyx_pw_6mtlinv_7_native_37kernel_names(PyObject *__pyx_self, CYTHON_UNUSED PyObject *unused); /*proto*/
-PyDoc_STRVAR(__pyx_doc_6mtlinv_7_native_36kernel_names, "Names of every kernel the active backend has (the MTLINV_KERNEL table of metal/*.metal).");
-static PyMethodDef __pyx_mdef_6mtlinv_7_native_37kernel_names = {"kernel_names", (PyCFunction)__pyx_pw_6mtlinv_7_native_37kernel_names, METH_NOARGS, __pyx_doc_6mtlinv_7_native_36kernel_names};
-static PyObject *__pyx_pw_6mtlinv_7_native_37kernel_names(PyObject *__pyx_self, CYTHON_UNUSED PyObject *unused) {
+static PyObject *__pyx_pw_6mtlinv_7_native_47kernel_names(PyObject *__pyx_self, CYTHON_UNUSED PyObject *unused); /*proto*/
+PyDoc_STRVAR(__pyx_doc_6mtlinv_7_native_46kernel_names, "Names of every kernel the active backend has (the MTLINV_KERNEL table of metal/*.metal).");
+static PyMethodDef __pyx_mdef_6mtlinv_7_native_47kernel_names = {"kernel_names", (PyCFunction)__pyx_pw_6mtlinv_7_native_47kernel_names, METH_NOARGS, __pyx_doc_6mtlinv_7_native_46kernel_names};
+static PyObject *__pyx_pw_6mtlinv_7_native_47kernel_names(PyObject *__pyx_self, CYTHON_UNUSED PyObject *unused) {
   CYTHON_UNUSED PyObject *const *__pyx_kwvalues;
   PyObject *__pyx_r = 0;
   __Pyx_RefNannyDeclarations
   __Pyx_RefNannySetupContext("kernel_names (wrapper)", 0);
   __pyx_kwvalues = __Pyx_KwValues_VARARGS(__pyx_args, __pyx_nargs);
-  __pyx_r = __pyx_pf_6mtlinv_7_native_36kernel_names(__pyx_self);
+  __pyx_r = __pyx_pf_6mtlinv_7_native_46kernel_names(__pyx_self);
 
   /* function exit code */
   __Pyx_RefNannyFinishContext();
@@ -16675,7 +19195,7 @@ static PyObject *__pyx_gb_6mtlinv_7_native_12kernel_names_2generator2(__pyx_Coro
  *     return sorted(s.decode() for s in c_active_backend().kernel_names())
 */
 
-static PyObject *__pyx_pf_6mtlinv_7_native_36kernel_names(CYTHON_UNUSED PyObject *__pyx_self) {
+static PyObject *__pyx_pf_6mtlinv_7_native_46kernel_names(CYTHON_UNUSED PyObject *__pyx_self) {
   PyObject *__pyx_gb_6mtlinv_7_native_12kernel_names_2generator2 = 0;
   PyObject *__pyx_r = NULL;
   __Pyx_RefNannyDeclarations
@@ -16746,15 +19266,15 @@ static PyObject *__pyx_pf_6mtlinv_7_native_36kernel_names(CYTHON_UNUSED PyObject
 */
 
 /* Python wrapper */
-static PyObject *__pyx_pw_6mtlinv_7_native_39__pyx_unpickle__RawBytes(PyObject *__pyx_self, 
+static PyObject *__pyx_pw_6mtlinv_7_native_49__pyx_unpickle__RawBytes(PyObject *__pyx_self, 
 #if CYTHON_VECTORCALL
 PyObject *const *__pyx_args, Py_ssize_t __pyx_nargs, PyObject *__pyx_kwds
 #else
 PyObject *__pyx_args, PyObject *__pyx_kwds
 #endif
 ); /*proto*/
-static PyMethodDef __pyx_mdef_6mtlinv_7_native_39__pyx_unpickle__RawBytes = {"__pyx_unpickle__RawBytes", (PyCFunction)(void(*)(void))(__Pyx_PyCFunction_FastCallWithKeywords)__pyx_pw_6mtlinv_7_native_39__pyx_unpickle__RawBytes, __Pyx_METH_FASTCALL|METH_KEYWORDS, 0};
-static PyObject *__pyx_pw_6mtlinv_7_native_39__pyx_unpickle__RawBytes(PyObject *__pyx_self, 
+static PyMethodDef __pyx_mdef_6mtlinv_7_native_49__pyx_unpickle__RawBytes = {"__pyx_unpickle__RawBytes", (PyCFunction)(void(*)(void))(__Pyx_PyCFunction_FastCallWithKeywords)__pyx_pw_6mtlinv_7_native_49__pyx_unpickle__RawBytes, __Pyx_METH_FASTCALL|METH_KEYWORDS, 0};
+static PyObject *__pyx_pw_6mtlinv_7_native_49__pyx_unpickle__RawBytes(PyObject *__pyx_self, 
 #if CYTHON_VECTORCALL
 PyObject *const *__pyx_args, Py_ssize_t __pyx_nargs, PyObject *__pyx_kwds
 #else
@@ -16837,7 +19357,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
   return NULL;
   __pyx_L4_argument_unpacking_done:;
   if (unlikely(!__Pyx_ArgTypeTest(((PyObject *)__pyx_v___pyx_state), (&PyTuple_Type), 1, "__pyx_state", 1))) __PYX_ERR(1, 4, __pyx_L1_error)
-  __pyx_r = __pyx_pf_6mtlinv_7_native_38__pyx_unpickle__RawBytes(__pyx_self, __pyx_v___pyx_type, __pyx_v___pyx_checksum, __pyx_v___pyx_state);
+  __pyx_r = __pyx_pf_6mtlinv_7_native_48__pyx_unpickle__RawBytes(__pyx_self, __pyx_v___pyx_type, __pyx_v___pyx_checksum, __pyx_v___pyx_state);
 
   /* function exit code */
   goto __pyx_L0;
@@ -16857,7 +19377,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
   return __pyx_r;
 }
 
-static PyObject *__pyx_pf_6mtlinv_7_native_38__pyx_unpickle__RawBytes(CYTHON_UNUSED PyObject *__pyx_self, PyObject *__pyx_v___pyx_type, long __pyx_v___pyx_checksum, PyObject *__pyx_v___pyx_state) {
+static PyObject *__pyx_pf_6mtlinv_7_native_48__pyx_unpickle__RawBytes(CYTHON_UNUSED PyObject *__pyx_self, PyObject *__pyx_v___pyx_type, long __pyx_v___pyx_checksum, PyObject *__pyx_v___pyx_state) {
   PyObject *__pyx_v___pyx_result = 0;
   PyObject *__pyx_r = NULL;
   __Pyx_RefNannyDeclarations
@@ -18394,7 +20914,7 @@ static int __Pyx_modinit_Type_import_code(__pyx_mstatetype *__pyx_mstate) {
   CYTHON_UNUSED_VAR(__pyx_mstate);
   __Pyx_RefNannySetupContext("__Pyx_modinit_Type_import_code", 0);
   /*--- Type import code ---*/
-  __pyx_t_1 = PyImport_ImportModule(__Pyx_BUILTIN_MODULE_NAME); if (unlikely(!__pyx_t_1)) __PYX_ERR(9, 9, __pyx_L1_error)
+  __pyx_t_1 = PyImport_ImportModule(__Pyx_BUILTIN_MODULE_NAME); if (unlikely(!__pyx_t_1)) __PYX_ERR(11, 9, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_1);
   __pyx_mstate->__pyx_ptype_7cpython_4type_type = __Pyx_ImportType_3_3_1(__pyx_t_1, __Pyx_BUILTIN_MODULE_NAME, "type",
   #if defined(PYPY_VERSION_NUM) && PYPY_VERSION_NUM < 0x050B0000
@@ -18404,7 +20924,7 @@ static int __Pyx_modinit_Type_import_code(__pyx_mstatetype *__pyx_mstate) {
   #else
   sizeof(PyHeapTypeObject), __PYX_GET_STRUCT_ALIGNMENT_3_3_1(PyHeapTypeObject),
   #endif
-  __Pyx_ImportType_CheckSize_Warn_3_3_1); if (!__pyx_mstate->__pyx_ptype_7cpython_4type_type) __PYX_ERR(9, 9, __pyx_L1_error)
+  __Pyx_ImportType_CheckSize_Warn_3_3_1); if (!__pyx_mstate->__pyx_ptype_7cpython_4type_type) __PYX_ERR(11, 9, __pyx_L1_error)
   __Pyx_DECREF(__pyx_t_1); __pyx_t_1 = 0;
   __pyx_t_1 = PyImport_ImportModule("numpy"); if (unlikely(!__pyx_t_1)) __PYX_ERR(2, 229, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_1);
@@ -18897,28 +21417,28 @@ __Pyx_RefNannySetupContext("PyInit__native", 0);
 */
   {
     PyObject* __pyx_temp[1] = {((PyObject *)(((PyTypeObject*)PyExc_Exception)))};
-    __pyx_t_2 = __Pyx_PyTuple_FromArray(__pyx_temp, 1); if (unlikely(!__pyx_t_2)) __PYX_ERR(10, 5, __pyx_L1_error)
+    __pyx_t_2 = __Pyx_PyTuple_FromArray(__pyx_temp, 1); if (unlikely(!__pyx_t_2)) __PYX_ERR(12, 5, __pyx_L1_error)
     __Pyx_GOTREF(__pyx_t_2);
   }
   __pyx_t_4 = __pyx_t_2;
   __Pyx_INCREF(__pyx_t_4);
-  __pyx_t_5 = __Pyx_PEP560_update_bases(__pyx_t_4); if (unlikely(!__pyx_t_5)) __PYX_ERR(10, 5, __pyx_L1_error)
+  __pyx_t_5 = __Pyx_PEP560_update_bases(__pyx_t_4); if (unlikely(!__pyx_t_5)) __PYX_ERR(12, 5, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_5);
   __Pyx_DECREF(__pyx_t_4); __pyx_t_4 = 0;
-  __pyx_t_4 = __Pyx_CalculateMetaclass(NULL, __pyx_t_5); if (unlikely(!__pyx_t_4)) __PYX_ERR(10, 5, __pyx_L1_error)
+  __pyx_t_4 = __Pyx_CalculateMetaclass(NULL, __pyx_t_5); if (unlikely(!__pyx_t_4)) __PYX_ERR(12, 5, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_4);
-  __pyx_t_6 = __Pyx_Py3MetaclassPrepare(__pyx_t_4, __pyx_t_5, __pyx_mstate_global->__pyx_n_u_MtlinvError, __pyx_mstate_global->__pyx_n_u_MtlinvError, (PyObject *) NULL, __pyx_mstate_global->__pyx_n_u_mtlinv__native, __pyx_mstate_global->__pyx_kp_u_Base_class_of_every_mtlinv_error); if (unlikely(!__pyx_t_6)) __PYX_ERR(10, 5, __pyx_L1_error)
+  __pyx_t_6 = __Pyx_Py3MetaclassPrepare(__pyx_t_4, __pyx_t_5, __pyx_mstate_global->__pyx_n_u_MtlinvError, __pyx_mstate_global->__pyx_n_u_MtlinvError, (PyObject *) NULL, __pyx_mstate_global->__pyx_n_u_mtlinv__native, __pyx_mstate_global->__pyx_kp_u_Base_class_of_every_mtlinv_error); if (unlikely(!__pyx_t_6)) __PYX_ERR(12, 5, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_6);
   if (__pyx_t_5 != __pyx_t_2) {
-    if (unlikely((PyDict_SetItemString(__pyx_t_6, "__orig_bases__", __pyx_t_2) < 0))) __PYX_ERR(10, 5, __pyx_L1_error)
+    if (unlikely((PyDict_SetItemString(__pyx_t_6, "__orig_bases__", __pyx_t_2) < 0))) __PYX_ERR(12, 5, __pyx_L1_error)
   }
   __Pyx_DECREF(__pyx_t_2); __pyx_t_2 = 0;
-  __pyx_t_2 = __Pyx_Py3ClassCreate(__pyx_t_4, __pyx_mstate_global->__pyx_n_u_MtlinvError, __pyx_t_5, __pyx_t_6, NULL, 0, 0); if (unlikely(!__pyx_t_2)) __PYX_ERR(10, 5, __pyx_L1_error)
+  __pyx_t_2 = __Pyx_Py3ClassCreate(__pyx_t_4, __pyx_mstate_global->__pyx_n_u_MtlinvError, __pyx_t_5, __pyx_t_6, NULL, 0, 0); if (unlikely(!__pyx_t_2)) __PYX_ERR(12, 5, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_2);
   #if CYTHON_COMPILING_IN_CPYTHON && PY_VERSION_HEX >= 0x030E0000
   PyUnstable_Object_EnableDeferredRefcount(__pyx_t_2);
   #endif
-  if (PyDict_SetItem(__pyx_mstate_global->__pyx_d, __pyx_mstate_global->__pyx_n_u_MtlinvError, __pyx_t_2) < (0)) __PYX_ERR(10, 5, __pyx_L1_error)
+  if (PyDict_SetItem(__pyx_mstate_global->__pyx_d, __pyx_mstate_global->__pyx_n_u_MtlinvError, __pyx_t_2) < (0)) __PYX_ERR(12, 5, __pyx_L1_error)
   __Pyx_DECREF(__pyx_t_2); __pyx_t_2 = 0;
   __Pyx_DECREF(__pyx_t_6); __pyx_t_6 = 0;
   __Pyx_DECREF(__pyx_t_4); __pyx_t_4 = 0;
@@ -18931,33 +21451,33 @@ __Pyx_RefNannySetupContext("PyInit__native", 0);
  *     """A bad shape, value or limit."""
  * 
 */
-  __Pyx_GetModuleGlobalName(__pyx_t_5, __pyx_mstate_global->__pyx_n_u_MtlinvError); if (unlikely(!__pyx_t_5)) __PYX_ERR(10, 9, __pyx_L1_error)
+  __Pyx_GetModuleGlobalName(__pyx_t_5, __pyx_mstate_global->__pyx_n_u_MtlinvError); if (unlikely(!__pyx_t_5)) __PYX_ERR(12, 9, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_5);
   {
     PyObject* __pyx_temp[2] = {__pyx_t_5, ((PyObject *)(((PyTypeObject*)PyExc_ValueError)))};
-    __pyx_t_4 = __Pyx_PyTuple_FromArray(__pyx_temp, 2); if (unlikely(!__pyx_t_4)) __PYX_ERR(10, 9, __pyx_L1_error)
+    __pyx_t_4 = __Pyx_PyTuple_FromArray(__pyx_temp, 2); if (unlikely(!__pyx_t_4)) __PYX_ERR(12, 9, __pyx_L1_error)
     __Pyx_GOTREF(__pyx_t_4);
   }
   __Pyx_DECREF(__pyx_t_5); __pyx_t_5 = 0;
   __pyx_t_5 = __pyx_t_4;
   __Pyx_INCREF(__pyx_t_5);
-  __pyx_t_6 = __Pyx_PEP560_update_bases(__pyx_t_5); if (unlikely(!__pyx_t_6)) __PYX_ERR(10, 9, __pyx_L1_error)
+  __pyx_t_6 = __Pyx_PEP560_update_bases(__pyx_t_5); if (unlikely(!__pyx_t_6)) __PYX_ERR(12, 9, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_6);
   __Pyx_DECREF(__pyx_t_5); __pyx_t_5 = 0;
-  __pyx_t_5 = __Pyx_CalculateMetaclass(NULL, __pyx_t_6); if (unlikely(!__pyx_t_5)) __PYX_ERR(10, 9, __pyx_L1_error)
+  __pyx_t_5 = __Pyx_CalculateMetaclass(NULL, __pyx_t_6); if (unlikely(!__pyx_t_5)) __PYX_ERR(12, 9, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_5);
-  __pyx_t_2 = __Pyx_Py3MetaclassPrepare(__pyx_t_5, __pyx_t_6, __pyx_mstate_global->__pyx_n_u_InvalidArgumentError, __pyx_mstate_global->__pyx_n_u_InvalidArgumentError, (PyObject *) NULL, __pyx_mstate_global->__pyx_n_u_mtlinv__native, __pyx_mstate_global->__pyx_kp_u_A_bad_shape_value_or_limit); if (unlikely(!__pyx_t_2)) __PYX_ERR(10, 9, __pyx_L1_error)
+  __pyx_t_2 = __Pyx_Py3MetaclassPrepare(__pyx_t_5, __pyx_t_6, __pyx_mstate_global->__pyx_n_u_InvalidArgumentError, __pyx_mstate_global->__pyx_n_u_InvalidArgumentError, (PyObject *) NULL, __pyx_mstate_global->__pyx_n_u_mtlinv__native, __pyx_mstate_global->__pyx_kp_u_A_bad_shape_value_or_limit); if (unlikely(!__pyx_t_2)) __PYX_ERR(12, 9, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_2);
   if (__pyx_t_6 != __pyx_t_4) {
-    if (unlikely((PyDict_SetItemString(__pyx_t_2, "__orig_bases__", __pyx_t_4) < 0))) __PYX_ERR(10, 9, __pyx_L1_error)
+    if (unlikely((PyDict_SetItemString(__pyx_t_2, "__orig_bases__", __pyx_t_4) < 0))) __PYX_ERR(12, 9, __pyx_L1_error)
   }
   __Pyx_DECREF(__pyx_t_4); __pyx_t_4 = 0;
-  __pyx_t_4 = __Pyx_Py3ClassCreate(__pyx_t_5, __pyx_mstate_global->__pyx_n_u_InvalidArgumentError, __pyx_t_6, __pyx_t_2, NULL, 0, 0); if (unlikely(!__pyx_t_4)) __PYX_ERR(10, 9, __pyx_L1_error)
+  __pyx_t_4 = __Pyx_Py3ClassCreate(__pyx_t_5, __pyx_mstate_global->__pyx_n_u_InvalidArgumentError, __pyx_t_6, __pyx_t_2, NULL, 0, 0); if (unlikely(!__pyx_t_4)) __PYX_ERR(12, 9, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_4);
   #if CYTHON_COMPILING_IN_CPYTHON && PY_VERSION_HEX >= 0x030E0000
   PyUnstable_Object_EnableDeferredRefcount(__pyx_t_4);
   #endif
-  if (PyDict_SetItem(__pyx_mstate_global->__pyx_d, __pyx_mstate_global->__pyx_n_u_InvalidArgumentError, __pyx_t_4) < (0)) __PYX_ERR(10, 9, __pyx_L1_error)
+  if (PyDict_SetItem(__pyx_mstate_global->__pyx_d, __pyx_mstate_global->__pyx_n_u_InvalidArgumentError, __pyx_t_4) < (0)) __PYX_ERR(12, 9, __pyx_L1_error)
   __Pyx_DECREF(__pyx_t_4); __pyx_t_4 = 0;
   __Pyx_DECREF(__pyx_t_2); __pyx_t_2 = 0;
   __Pyx_DECREF(__pyx_t_5); __pyx_t_5 = 0;
@@ -18970,33 +21490,33 @@ __Pyx_RefNannySetupContext("PyInit__native", 0);
  *     """An unsupported dtype or operands of different dtypes."""
  * 
 */
-  __Pyx_GetModuleGlobalName(__pyx_t_6, __pyx_mstate_global->__pyx_n_u_MtlinvError); if (unlikely(!__pyx_t_6)) __PYX_ERR(10, 13, __pyx_L1_error)
+  __Pyx_GetModuleGlobalName(__pyx_t_6, __pyx_mstate_global->__pyx_n_u_MtlinvError); if (unlikely(!__pyx_t_6)) __PYX_ERR(12, 13, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_6);
   {
     PyObject* __pyx_temp[2] = {__pyx_t_6, ((PyObject *)(((PyTypeObject*)PyExc_TypeError)))};
-    __pyx_t_5 = __Pyx_PyTuple_FromArray(__pyx_temp, 2); if (unlikely(!__pyx_t_5)) __PYX_ERR(10, 13, __pyx_L1_error)
+    __pyx_t_5 = __Pyx_PyTuple_FromArray(__pyx_temp, 2); if (unlikely(!__pyx_t_5)) __PYX_ERR(12, 13, __pyx_L1_error)
     __Pyx_GOTREF(__pyx_t_5);
   }
   __Pyx_DECREF(__pyx_t_6); __pyx_t_6 = 0;
   __pyx_t_6 = __pyx_t_5;
   __Pyx_INCREF(__pyx_t_6);
-  __pyx_t_2 = __Pyx_PEP560_update_bases(__pyx_t_6); if (unlikely(!__pyx_t_2)) __PYX_ERR(10, 13, __pyx_L1_error)
+  __pyx_t_2 = __Pyx_PEP560_update_bases(__pyx_t_6); if (unlikely(!__pyx_t_2)) __PYX_ERR(12, 13, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_2);
   __Pyx_DECREF(__pyx_t_6); __pyx_t_6 = 0;
-  __pyx_t_6 = __Pyx_CalculateMetaclass(NULL, __pyx_t_2); if (unlikely(!__pyx_t_6)) __PYX_ERR(10, 13, __pyx_L1_error)
+  __pyx_t_6 = __Pyx_CalculateMetaclass(NULL, __pyx_t_2); if (unlikely(!__pyx_t_6)) __PYX_ERR(12, 13, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_6);
-  __pyx_t_4 = __Pyx_Py3MetaclassPrepare(__pyx_t_6, __pyx_t_2, __pyx_mstate_global->__pyx_n_u_DTypeError, __pyx_mstate_global->__pyx_n_u_DTypeError, (PyObject *) NULL, __pyx_mstate_global->__pyx_n_u_mtlinv__native, __pyx_mstate_global->__pyx_kp_u_An_unsupported_dtype_or_operands); if (unlikely(!__pyx_t_4)) __PYX_ERR(10, 13, __pyx_L1_error)
+  __pyx_t_4 = __Pyx_Py3MetaclassPrepare(__pyx_t_6, __pyx_t_2, __pyx_mstate_global->__pyx_n_u_DTypeError, __pyx_mstate_global->__pyx_n_u_DTypeError, (PyObject *) NULL, __pyx_mstate_global->__pyx_n_u_mtlinv__native, __pyx_mstate_global->__pyx_kp_u_An_unsupported_dtype_or_operands); if (unlikely(!__pyx_t_4)) __PYX_ERR(12, 13, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_4);
   if (__pyx_t_2 != __pyx_t_5) {
-    if (unlikely((PyDict_SetItemString(__pyx_t_4, "__orig_bases__", __pyx_t_5) < 0))) __PYX_ERR(10, 13, __pyx_L1_error)
+    if (unlikely((PyDict_SetItemString(__pyx_t_4, "__orig_bases__", __pyx_t_5) < 0))) __PYX_ERR(12, 13, __pyx_L1_error)
   }
   __Pyx_DECREF(__pyx_t_5); __pyx_t_5 = 0;
-  __pyx_t_5 = __Pyx_Py3ClassCreate(__pyx_t_6, __pyx_mstate_global->__pyx_n_u_DTypeError, __pyx_t_2, __pyx_t_4, NULL, 0, 0); if (unlikely(!__pyx_t_5)) __PYX_ERR(10, 13, __pyx_L1_error)
+  __pyx_t_5 = __Pyx_Py3ClassCreate(__pyx_t_6, __pyx_mstate_global->__pyx_n_u_DTypeError, __pyx_t_2, __pyx_t_4, NULL, 0, 0); if (unlikely(!__pyx_t_5)) __PYX_ERR(12, 13, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_5);
   #if CYTHON_COMPILING_IN_CPYTHON && PY_VERSION_HEX >= 0x030E0000
   PyUnstable_Object_EnableDeferredRefcount(__pyx_t_5);
   #endif
-  if (PyDict_SetItem(__pyx_mstate_global->__pyx_d, __pyx_mstate_global->__pyx_n_u_DTypeError, __pyx_t_5) < (0)) __PYX_ERR(10, 13, __pyx_L1_error)
+  if (PyDict_SetItem(__pyx_mstate_global->__pyx_d, __pyx_mstate_global->__pyx_n_u_DTypeError, __pyx_t_5) < (0)) __PYX_ERR(12, 13, __pyx_L1_error)
   __Pyx_DECREF(__pyx_t_5); __pyx_t_5 = 0;
   __Pyx_DECREF(__pyx_t_4); __pyx_t_4 = 0;
   __Pyx_DECREF(__pyx_t_6); __pyx_t_6 = 0;
@@ -19009,33 +21529,33 @@ __Pyx_RefNannySetupContext("PyInit__native", 0);
  *     """No device, a backend that is not built, or a failed device command."""
  * 
 */
-  __Pyx_GetModuleGlobalName(__pyx_t_2, __pyx_mstate_global->__pyx_n_u_MtlinvError); if (unlikely(!__pyx_t_2)) __PYX_ERR(10, 17, __pyx_L1_error)
+  __Pyx_GetModuleGlobalName(__pyx_t_2, __pyx_mstate_global->__pyx_n_u_MtlinvError); if (unlikely(!__pyx_t_2)) __PYX_ERR(12, 17, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_2);
   {
     PyObject* __pyx_temp[2] = {__pyx_t_2, ((PyObject *)(((PyTypeObject*)PyExc_RuntimeError)))};
-    __pyx_t_6 = __Pyx_PyTuple_FromArray(__pyx_temp, 2); if (unlikely(!__pyx_t_6)) __PYX_ERR(10, 17, __pyx_L1_error)
+    __pyx_t_6 = __Pyx_PyTuple_FromArray(__pyx_temp, 2); if (unlikely(!__pyx_t_6)) __PYX_ERR(12, 17, __pyx_L1_error)
     __Pyx_GOTREF(__pyx_t_6);
   }
   __Pyx_DECREF(__pyx_t_2); __pyx_t_2 = 0;
   __pyx_t_2 = __pyx_t_6;
   __Pyx_INCREF(__pyx_t_2);
-  __pyx_t_4 = __Pyx_PEP560_update_bases(__pyx_t_2); if (unlikely(!__pyx_t_4)) __PYX_ERR(10, 17, __pyx_L1_error)
+  __pyx_t_4 = __Pyx_PEP560_update_bases(__pyx_t_2); if (unlikely(!__pyx_t_4)) __PYX_ERR(12, 17, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_4);
   __Pyx_DECREF(__pyx_t_2); __pyx_t_2 = 0;
-  __pyx_t_2 = __Pyx_CalculateMetaclass(NULL, __pyx_t_4); if (unlikely(!__pyx_t_2)) __PYX_ERR(10, 17, __pyx_L1_error)
+  __pyx_t_2 = __Pyx_CalculateMetaclass(NULL, __pyx_t_4); if (unlikely(!__pyx_t_2)) __PYX_ERR(12, 17, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_2);
-  __pyx_t_5 = __Pyx_Py3MetaclassPrepare(__pyx_t_2, __pyx_t_4, __pyx_mstate_global->__pyx_n_u_DeviceError, __pyx_mstate_global->__pyx_n_u_DeviceError, (PyObject *) NULL, __pyx_mstate_global->__pyx_n_u_mtlinv__native, __pyx_mstate_global->__pyx_kp_u_No_device_a_backend_that_is_not); if (unlikely(!__pyx_t_5)) __PYX_ERR(10, 17, __pyx_L1_error)
+  __pyx_t_5 = __Pyx_Py3MetaclassPrepare(__pyx_t_2, __pyx_t_4, __pyx_mstate_global->__pyx_n_u_DeviceError, __pyx_mstate_global->__pyx_n_u_DeviceError, (PyObject *) NULL, __pyx_mstate_global->__pyx_n_u_mtlinv__native, __pyx_mstate_global->__pyx_kp_u_No_device_a_backend_that_is_not); if (unlikely(!__pyx_t_5)) __PYX_ERR(12, 17, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_5);
   if (__pyx_t_4 != __pyx_t_6) {
-    if (unlikely((PyDict_SetItemString(__pyx_t_5, "__orig_bases__", __pyx_t_6) < 0))) __PYX_ERR(10, 17, __pyx_L1_error)
+    if (unlikely((PyDict_SetItemString(__pyx_t_5, "__orig_bases__", __pyx_t_6) < 0))) __PYX_ERR(12, 17, __pyx_L1_error)
   }
   __Pyx_DECREF(__pyx_t_6); __pyx_t_6 = 0;
-  __pyx_t_6 = __Pyx_Py3ClassCreate(__pyx_t_2, __pyx_mstate_global->__pyx_n_u_DeviceError, __pyx_t_4, __pyx_t_5, NULL, 0, 0); if (unlikely(!__pyx_t_6)) __PYX_ERR(10, 17, __pyx_L1_error)
+  __pyx_t_6 = __Pyx_Py3ClassCreate(__pyx_t_2, __pyx_mstate_global->__pyx_n_u_DeviceError, __pyx_t_4, __pyx_t_5, NULL, 0, 0); if (unlikely(!__pyx_t_6)) __PYX_ERR(12, 17, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_6);
   #if CYTHON_COMPILING_IN_CPYTHON && PY_VERSION_HEX >= 0x030E0000
   PyUnstable_Object_EnableDeferredRefcount(__pyx_t_6);
   #endif
-  if (PyDict_SetItem(__pyx_mstate_global->__pyx_d, __pyx_mstate_global->__pyx_n_u_DeviceError, __pyx_t_6) < (0)) __PYX_ERR(10, 17, __pyx_L1_error)
+  if (PyDict_SetItem(__pyx_mstate_global->__pyx_d, __pyx_mstate_global->__pyx_n_u_DeviceError, __pyx_t_6) < (0)) __PYX_ERR(12, 17, __pyx_L1_error)
   __Pyx_DECREF(__pyx_t_6); __pyx_t_6 = 0;
   __Pyx_DECREF(__pyx_t_5); __pyx_t_5 = 0;
   __Pyx_DECREF(__pyx_t_2); __pyx_t_2 = 0;
@@ -19048,33 +21568,33 @@ __Pyx_RefNannySetupContext("PyInit__native", 0);
  *     """A kernel faulted (emulator checks: out-of-range access, divergence, data race; CUDA/Metal errors)."""
  * 
 */
-  __Pyx_GetModuleGlobalName(__pyx_t_4, __pyx_mstate_global->__pyx_n_u_MtlinvError); if (unlikely(!__pyx_t_4)) __PYX_ERR(10, 21, __pyx_L1_error)
+  __Pyx_GetModuleGlobalName(__pyx_t_4, __pyx_mstate_global->__pyx_n_u_MtlinvError); if (unlikely(!__pyx_t_4)) __PYX_ERR(12, 21, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_4);
   {
     PyObject* __pyx_temp[2] = {__pyx_t_4, ((PyObject *)(((PyTypeObject*)PyExc_RuntimeError)))};
-    __pyx_t_2 = __Pyx_PyTuple_FromArray(__pyx_temp, 2); if (unlikely(!__pyx_t_2)) __PYX_ERR(10, 21, __pyx_L1_error)
+    __pyx_t_2 = __Pyx_PyTuple_FromArray(__pyx_temp, 2); if (unlikely(!__pyx_t_2)) __PYX_ERR(12, 21, __pyx_L1_error)
     __Pyx_GOTREF(__pyx_t_2);
   }
   __Pyx_DECREF(__pyx_t_4); __pyx_t_4 = 0;
   __pyx_t_4 = __pyx_t_2;
   __Pyx_INCREF(__pyx_t_4);
-  __pyx_t_5 = __Pyx_PEP560_update_bases(__pyx_t_4); if (unlikely(!__pyx_t_5)) __PYX_ERR(10, 21, __pyx_L1_error)
+  __pyx_t_5 = __Pyx_PEP560_update_bases(__pyx_t_4); if (unlikely(!__pyx_t_5)) __PYX_ERR(12, 21, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_5);
   __Pyx_DECREF(__pyx_t_4); __pyx_t_4 = 0;
-  __pyx_t_4 = __Pyx_CalculateMetaclass(NULL, __pyx_t_5); if (unlikely(!__pyx_t_4)) __PYX_ERR(10, 21, __pyx_L1_error)
+  __pyx_t_4 = __Pyx_CalculateMetaclass(NULL, __pyx_t_5); if (unlikely(!__pyx_t_4)) __PYX_ERR(12, 21, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_4);
-  __pyx_t_6 = __Pyx_Py3MetaclassPrepare(__pyx_t_4, __pyx_t_5, __pyx_mstate_global->__pyx_n_u_KernelError, __pyx_mstate_global->__pyx_n_u_KernelError, (PyObject *) NULL, __pyx_mstate_global->__pyx_n_u_mtlinv__native, __pyx_mstate_global->__pyx_kp_u_A_kernel_faulted_emulator_checks); if (unlikely(!__pyx_t_6)) __PYX_ERR(10, 21, __pyx_L1_error)
+  __pyx_t_6 = __Pyx_Py3MetaclassPrepare(__pyx_t_4, __pyx_t_5, __pyx_mstate_global->__pyx_n_u_KernelError, __pyx_mstate_global->__pyx_n_u_KernelError, (PyObject *) NULL, __pyx_mstate_global->__pyx_n_u_mtlinv__native, __pyx_mstate_global->__pyx_kp_u_A_kernel_faulted_emulator_checks); if (unlikely(!__pyx_t_6)) __PYX_ERR(12, 21, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_6);
   if (__pyx_t_5 != __pyx_t_2) {
-    if (unlikely((PyDict_SetItemString(__pyx_t_6, "__orig_bases__", __pyx_t_2) < 0))) __PYX_ERR(10, 21, __pyx_L1_error)
+    if (unlikely((PyDict_SetItemString(__pyx_t_6, "__orig_bases__", __pyx_t_2) < 0))) __PYX_ERR(12, 21, __pyx_L1_error)
   }
   __Pyx_DECREF(__pyx_t_2); __pyx_t_2 = 0;
-  __pyx_t_2 = __Pyx_Py3ClassCreate(__pyx_t_4, __pyx_mstate_global->__pyx_n_u_KernelError, __pyx_t_5, __pyx_t_6, NULL, 0, 0); if (unlikely(!__pyx_t_2)) __PYX_ERR(10, 21, __pyx_L1_error)
+  __pyx_t_2 = __Pyx_Py3ClassCreate(__pyx_t_4, __pyx_mstate_global->__pyx_n_u_KernelError, __pyx_t_5, __pyx_t_6, NULL, 0, 0); if (unlikely(!__pyx_t_2)) __PYX_ERR(12, 21, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_2);
   #if CYTHON_COMPILING_IN_CPYTHON && PY_VERSION_HEX >= 0x030E0000
   PyUnstable_Object_EnableDeferredRefcount(__pyx_t_2);
   #endif
-  if (PyDict_SetItem(__pyx_mstate_global->__pyx_d, __pyx_mstate_global->__pyx_n_u_KernelError, __pyx_t_2) < (0)) __PYX_ERR(10, 21, __pyx_L1_error)
+  if (PyDict_SetItem(__pyx_mstate_global->__pyx_d, __pyx_mstate_global->__pyx_n_u_KernelError, __pyx_t_2) < (0)) __PYX_ERR(12, 21, __pyx_L1_error)
   __Pyx_DECREF(__pyx_t_2); __pyx_t_2 = 0;
   __Pyx_DECREF(__pyx_t_6); __pyx_t_6 = 0;
   __Pyx_DECREF(__pyx_t_4); __pyx_t_4 = 0;
@@ -19087,33 +21607,33 @@ __Pyx_RefNannySetupContext("PyInit__native", 0);
  *     """A device allocation failed."""
  * 
 */
-  __Pyx_GetModuleGlobalName(__pyx_t_5, __pyx_mstate_global->__pyx_n_u_MtlinvError); if (unlikely(!__pyx_t_5)) __PYX_ERR(10, 25, __pyx_L1_error)
+  __Pyx_GetModuleGlobalName(__pyx_t_5, __pyx_mstate_global->__pyx_n_u_MtlinvError); if (unlikely(!__pyx_t_5)) __PYX_ERR(12, 25, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_5);
   {
     PyObject* __pyx_temp[2] = {__pyx_t_5, ((PyObject *)(((PyTypeObject*)PyExc_MemoryError)))};
-    __pyx_t_4 = __Pyx_PyTuple_FromArray(__pyx_temp, 2); if (unlikely(!__pyx_t_4)) __PYX_ERR(10, 25, __pyx_L1_error)
+    __pyx_t_4 = __Pyx_PyTuple_FromArray(__pyx_temp, 2); if (unlikely(!__pyx_t_4)) __PYX_ERR(12, 25, __pyx_L1_error)
     __Pyx_GOTREF(__pyx_t_4);
   }
   __Pyx_DECREF(__pyx_t_5); __pyx_t_5 = 0;
   __pyx_t_5 = __pyx_t_4;
   __Pyx_INCREF(__pyx_t_5);
-  __pyx_t_6 = __Pyx_PEP560_update_bases(__pyx_t_5); if (unlikely(!__pyx_t_6)) __PYX_ERR(10, 25, __pyx_L1_error)
+  __pyx_t_6 = __Pyx_PEP560_update_bases(__pyx_t_5); if (unlikely(!__pyx_t_6)) __PYX_ERR(12, 25, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_6);
   __Pyx_DECREF(__pyx_t_5); __pyx_t_5 = 0;
-  __pyx_t_5 = __Pyx_CalculateMetaclass(NULL, __pyx_t_6); if (unlikely(!__pyx_t_5)) __PYX_ERR(10, 25, __pyx_L1_error)
+  __pyx_t_5 = __Pyx_CalculateMetaclass(NULL, __pyx_t_6); if (unlikely(!__pyx_t_5)) __PYX_ERR(12, 25, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_5);
-  __pyx_t_2 = __Pyx_Py3MetaclassPrepare(__pyx_t_5, __pyx_t_6, __pyx_mstate_global->__pyx_n_u_OutOfMemoryError, __pyx_mstate_global->__pyx_n_u_OutOfMemoryError, (PyObject *) NULL, __pyx_mstate_global->__pyx_n_u_mtlinv__native, __pyx_mstate_global->__pyx_kp_u_A_device_allocation_failed); if (unlikely(!__pyx_t_2)) __PYX_ERR(10, 25, __pyx_L1_error)
+  __pyx_t_2 = __Pyx_Py3MetaclassPrepare(__pyx_t_5, __pyx_t_6, __pyx_mstate_global->__pyx_n_u_OutOfMemoryError, __pyx_mstate_global->__pyx_n_u_OutOfMemoryError, (PyObject *) NULL, __pyx_mstate_global->__pyx_n_u_mtlinv__native, __pyx_mstate_global->__pyx_kp_u_A_device_allocation_failed); if (unlikely(!__pyx_t_2)) __PYX_ERR(12, 25, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_2);
   if (__pyx_t_6 != __pyx_t_4) {
-    if (unlikely((PyDict_SetItemString(__pyx_t_2, "__orig_bases__", __pyx_t_4) < 0))) __PYX_ERR(10, 25, __pyx_L1_error)
+    if (unlikely((PyDict_SetItemString(__pyx_t_2, "__orig_bases__", __pyx_t_4) < 0))) __PYX_ERR(12, 25, __pyx_L1_error)
   }
   __Pyx_DECREF(__pyx_t_4); __pyx_t_4 = 0;
-  __pyx_t_4 = __Pyx_Py3ClassCreate(__pyx_t_5, __pyx_mstate_global->__pyx_n_u_OutOfMemoryError, __pyx_t_6, __pyx_t_2, NULL, 0, 0); if (unlikely(!__pyx_t_4)) __PYX_ERR(10, 25, __pyx_L1_error)
+  __pyx_t_4 = __Pyx_Py3ClassCreate(__pyx_t_5, __pyx_mstate_global->__pyx_n_u_OutOfMemoryError, __pyx_t_6, __pyx_t_2, NULL, 0, 0); if (unlikely(!__pyx_t_4)) __PYX_ERR(12, 25, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_4);
   #if CYTHON_COMPILING_IN_CPYTHON && PY_VERSION_HEX >= 0x030E0000
   PyUnstable_Object_EnableDeferredRefcount(__pyx_t_4);
   #endif
-  if (PyDict_SetItem(__pyx_mstate_global->__pyx_d, __pyx_mstate_global->__pyx_n_u_OutOfMemoryError, __pyx_t_4) < (0)) __PYX_ERR(10, 25, __pyx_L1_error)
+  if (PyDict_SetItem(__pyx_mstate_global->__pyx_d, __pyx_mstate_global->__pyx_n_u_OutOfMemoryError, __pyx_t_4) < (0)) __PYX_ERR(12, 25, __pyx_L1_error)
   __Pyx_DECREF(__pyx_t_4); __pyx_t_4 = 0;
   __Pyx_DECREF(__pyx_t_2); __pyx_t_2 = 0;
   __Pyx_DECREF(__pyx_t_5); __pyx_t_5 = 0;
@@ -19135,7 +21655,7 @@ __Pyx_RefNannySetupContext("PyInit__native", 0);
  * _classes.dtype = <PyObject*>DTypeError
  * _classes.device = <PyObject*>DeviceError
 */
-  __Pyx_GetModuleGlobalName(__pyx_t_6, __pyx_mstate_global->__pyx_n_u_InvalidArgumentError); if (unlikely(!__pyx_t_6)) __PYX_ERR(10, 30, __pyx_L1_error)
+  __Pyx_GetModuleGlobalName(__pyx_t_6, __pyx_mstate_global->__pyx_n_u_InvalidArgumentError); if (unlikely(!__pyx_t_6)) __PYX_ERR(12, 30, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_6);
   __pyx_v_6mtlinv_7_native__classes->invalid_argument = ((PyObject *)__pyx_t_6);
   __Pyx_DECREF(__pyx_t_6); __pyx_t_6 = 0;
@@ -19147,7 +21667,7 @@ __Pyx_RefNannySetupContext("PyInit__native", 0);
  * _classes.device = <PyObject*>DeviceError
  * _classes.kernel = <PyObject*>KernelError
 */
-  __Pyx_GetModuleGlobalName(__pyx_t_6, __pyx_mstate_global->__pyx_n_u_DTypeError); if (unlikely(!__pyx_t_6)) __PYX_ERR(10, 31, __pyx_L1_error)
+  __Pyx_GetModuleGlobalName(__pyx_t_6, __pyx_mstate_global->__pyx_n_u_DTypeError); if (unlikely(!__pyx_t_6)) __PYX_ERR(12, 31, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_6);
   __pyx_v_6mtlinv_7_native__classes->dtype = ((PyObject *)__pyx_t_6);
   __Pyx_DECREF(__pyx_t_6); __pyx_t_6 = 0;
@@ -19159,7 +21679,7 @@ __Pyx_RefNannySetupContext("PyInit__native", 0);
  * _classes.kernel = <PyObject*>KernelError
  * _classes.memory = <PyObject*>OutOfMemoryError
 */
-  __Pyx_GetModuleGlobalName(__pyx_t_6, __pyx_mstate_global->__pyx_n_u_DeviceError); if (unlikely(!__pyx_t_6)) __PYX_ERR(10, 32, __pyx_L1_error)
+  __Pyx_GetModuleGlobalName(__pyx_t_6, __pyx_mstate_global->__pyx_n_u_DeviceError); if (unlikely(!__pyx_t_6)) __PYX_ERR(12, 32, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_6);
   __pyx_v_6mtlinv_7_native__classes->device = ((PyObject *)__pyx_t_6);
   __Pyx_DECREF(__pyx_t_6); __pyx_t_6 = 0;
@@ -19171,7 +21691,7 @@ __Pyx_RefNannySetupContext("PyInit__native", 0);
  * _classes.memory = <PyObject*>OutOfMemoryError
  * _classes.base = <PyObject*>MtlinvError
 */
-  __Pyx_GetModuleGlobalName(__pyx_t_6, __pyx_mstate_global->__pyx_n_u_KernelError); if (unlikely(!__pyx_t_6)) __PYX_ERR(10, 33, __pyx_L1_error)
+  __Pyx_GetModuleGlobalName(__pyx_t_6, __pyx_mstate_global->__pyx_n_u_KernelError); if (unlikely(!__pyx_t_6)) __PYX_ERR(12, 33, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_6);
   __pyx_v_6mtlinv_7_native__classes->kernel = ((PyObject *)__pyx_t_6);
   __Pyx_DECREF(__pyx_t_6); __pyx_t_6 = 0;
@@ -19182,7 +21702,7 @@ __Pyx_RefNannySetupContext("PyInit__native", 0);
  * _classes.memory = <PyObject*>OutOfMemoryError             # <<<<<<<<<<<<<<
  * _classes.base = <PyObject*>MtlinvError
 */
-  __Pyx_GetModuleGlobalName(__pyx_t_6, __pyx_mstate_global->__pyx_n_u_OutOfMemoryError); if (unlikely(!__pyx_t_6)) __PYX_ERR(10, 34, __pyx_L1_error)
+  __Pyx_GetModuleGlobalName(__pyx_t_6, __pyx_mstate_global->__pyx_n_u_OutOfMemoryError); if (unlikely(!__pyx_t_6)) __PYX_ERR(12, 34, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_6);
   __pyx_v_6mtlinv_7_native__classes->memory = ((PyObject *)__pyx_t_6);
   __Pyx_DECREF(__pyx_t_6); __pyx_t_6 = 0;
@@ -19192,7 +21712,7 @@ __Pyx_RefNannySetupContext("PyInit__native", 0);
  * _classes.memory = <PyObject*>OutOfMemoryError
  * _classes.base = <PyObject*>MtlinvError             # <<<<<<<<<<<<<<
 */
-  __Pyx_GetModuleGlobalName(__pyx_t_6, __pyx_mstate_global->__pyx_n_u_MtlinvError); if (unlikely(!__pyx_t_6)) __PYX_ERR(10, 35, __pyx_L1_error)
+  __Pyx_GetModuleGlobalName(__pyx_t_6, __pyx_mstate_global->__pyx_n_u_MtlinvError); if (unlikely(!__pyx_t_6)) __PYX_ERR(12, 35, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_6);
   __pyx_v_6mtlinv_7_native__classes->base = ((PyObject *)__pyx_t_6);
   __Pyx_DECREF(__pyx_t_6); __pyx_t_6 = 0;
@@ -19681,6 +22201,134 @@ __Pyx_RefNannySetupContext("PyInit__native", 0);
   if (PyDict_SetItem(__pyx_mstate_global->__pyx_d, __pyx_mstate_global->__pyx_n_u_plan_gemv, __pyx_t_6) < (0)) __PYX_ERR(6, 29, __pyx_L1_error)
   __Pyx_DECREF(__pyx_t_6); __pyx_t_6 = 0;
 
+  /* "pyx/qgemv.pxi":16
+ * 
+ * 
+ * def qgemv(x, wq, scales, biases, *, int group_size, int bits, bias=None):             # <<<<<<<<<<<<<<
+ *     """y = x @ W.T (+ bias) for a weight W [N, K] quantized in MLX's affine format (mtlinv.quant.quantize):
+ *     wq uint32 [N, K*bits/32], scales and biases [N, K/group_size] in x's dtype, W = scales * q + biases per group.
+*/
+  __pyx_t_6 = __Pyx_PyDict_NewPresized(1); if (unlikely(!__pyx_t_6)) __PYX_ERR(7, 16, __pyx_L1_error)
+  __Pyx_GOTREF(__pyx_t_6);
+  if (PyDict_SetItem(__pyx_t_6, __pyx_mstate_global->__pyx_n_u_bias, Py_None) < (0)) __PYX_ERR(7, 16, __pyx_L1_error)
+  __pyx_t_5 = __Pyx_CyFunction_New(&__pyx_mdef_6mtlinv_7_native_11qgemv, 0, __pyx_mstate_global->__pyx_n_u_qgemv, NULL, __pyx_mstate_global->__pyx_n_u_mtlinv__native, __pyx_mstate_global->__pyx_d, ((PyObject *)__pyx_mstate_global->__pyx_codeobj_tab[15])); if (unlikely(!__pyx_t_5)) __PYX_ERR(7, 16, __pyx_L1_error)
+  __Pyx_GOTREF(__pyx_t_5);
+  #if CYTHON_COMPILING_IN_CPYTHON && PY_VERSION_HEX >= 0x030E0000
+  PyUnstable_Object_EnableDeferredRefcount(__pyx_t_5);
+  #endif
+  __Pyx_CyFunction_SetDefaultsKwDict(__pyx_t_5, __pyx_t_6);
+  __Pyx_DECREF(__pyx_t_6); __pyx_t_6 = 0;
+  if (PyDict_SetItem(__pyx_mstate_global->__pyx_d, __pyx_mstate_global->__pyx_n_u_qgemv, __pyx_t_5) < (0)) __PYX_ERR(7, 16, __pyx_L1_error)
+  __Pyx_DECREF(__pyx_t_5); __pyx_t_5 = 0;
+
+  /* "pyx/qgemv.pxi":46
+ * 
+ * 
+ * def plan_qgemv(*, rows, k, n, group_size=64, bits=4, dtype="float32", limit=None, bias=False):             # <<<<<<<<<<<<<<
+ *     """The plan qgemv would use for this shape: {'canonical': bool, 'launches': [...]}."""
+ *     cdef CQGemvShape s
+*/
+  __pyx_t_5 = __Pyx_PyDict_NewPresized(5); if (unlikely(!__pyx_t_5)) __PYX_ERR(7, 46, __pyx_L1_error)
+  __Pyx_GOTREF(__pyx_t_5);
+  if (PyDict_SetItem(__pyx_t_5, __pyx_mstate_global->__pyx_n_u_group_size, ((PyObject*)__pyx_mstate_global->__pyx_int_64)) < (0)) __PYX_ERR(7, 46, __pyx_L1_error)
+  if (PyDict_SetItem(__pyx_t_5, __pyx_mstate_global->__pyx_n_u_bits, ((PyObject*)__pyx_mstate_global->__pyx_int_4)) < (0)) __PYX_ERR(7, 46, __pyx_L1_error)
+  if (PyDict_SetItem(__pyx_t_5, __pyx_mstate_global->__pyx_n_u_dtype, ((PyObject*)__pyx_mstate_global->__pyx_n_u_float32)) < (0)) __PYX_ERR(7, 46, __pyx_L1_error)
+  if (PyDict_SetItem(__pyx_t_5, __pyx_mstate_global->__pyx_n_u_limit, Py_None) < (0)) __PYX_ERR(7, 46, __pyx_L1_error)
+  if (PyDict_SetItem(__pyx_t_5, __pyx_mstate_global->__pyx_n_u_bias, ((PyObject*)Py_False)) < (0)) __PYX_ERR(7, 46, __pyx_L1_error)
+  __pyx_t_6 = __Pyx_CyFunction_New(&__pyx_mdef_6mtlinv_7_native_13plan_qgemv, 0, __pyx_mstate_global->__pyx_n_u_plan_qgemv, NULL, __pyx_mstate_global->__pyx_n_u_mtlinv__native, __pyx_mstate_global->__pyx_d, ((PyObject *)__pyx_mstate_global->__pyx_codeobj_tab[16])); if (unlikely(!__pyx_t_6)) __PYX_ERR(7, 46, __pyx_L1_error)
+  __Pyx_GOTREF(__pyx_t_6);
+  #if CYTHON_COMPILING_IN_CPYTHON && PY_VERSION_HEX >= 0x030E0000
+  PyUnstable_Object_EnableDeferredRefcount(__pyx_t_6);
+  #endif
+  __Pyx_CyFunction_SetDefaultsKwDict(__pyx_t_6, __pyx_t_5);
+  __Pyx_DECREF(__pyx_t_5); __pyx_t_5 = 0;
+  if (PyDict_SetItem(__pyx_mstate_global->__pyx_d, __pyx_mstate_global->__pyx_n_u_plan_qgemv, __pyx_t_6) < (0)) __PYX_ERR(7, 46, __pyx_L1_error)
+  __Pyx_DECREF(__pyx_t_6); __pyx_t_6 = 0;
+
+  /* "pyx/sdpa.pxi":23
+ * 
+ * 
+ * def sdpa(q, k, v, *, scale=None, bint causal=True, kv_len=None):             # <<<<<<<<<<<<<<
+ *     """Scaled dot-product attention: softmax(scale * q @ k.T) @ v, float32 softmax and accumulation.
+ * 
+*/
+  __pyx_t_6 = __Pyx_PyDict_NewPresized(3); if (unlikely(!__pyx_t_6)) __PYX_ERR(8, 23, __pyx_L1_error)
+  __Pyx_GOTREF(__pyx_t_6);
+  if (PyDict_SetItem(__pyx_t_6, __pyx_mstate_global->__pyx_n_u_scale, Py_None) < (0)) __PYX_ERR(8, 23, __pyx_L1_error)
+  __pyx_t_5 = __Pyx_PyBool_FromLong(((int)1)); if (unlikely(!__pyx_t_5)) __PYX_ERR(8, 23, __pyx_L1_error)
+  __Pyx_GOTREF(__pyx_t_5);
+  if (PyDict_SetItem(__pyx_t_6, __pyx_mstate_global->__pyx_n_u_causal, __pyx_t_5) < (0)) __PYX_ERR(8, 23, __pyx_L1_error)
+  __Pyx_DECREF(__pyx_t_5); __pyx_t_5 = 0;
+  if (PyDict_SetItem(__pyx_t_6, __pyx_mstate_global->__pyx_n_u_kv_len, Py_None) < (0)) __PYX_ERR(8, 23, __pyx_L1_error)
+  __pyx_t_5 = __Pyx_CyFunction_New(&__pyx_mdef_6mtlinv_7_native_15sdpa, 0, __pyx_mstate_global->__pyx_n_u_sdpa, NULL, __pyx_mstate_global->__pyx_n_u_mtlinv__native, __pyx_mstate_global->__pyx_d, ((PyObject *)__pyx_mstate_global->__pyx_codeobj_tab[17])); if (unlikely(!__pyx_t_5)) __PYX_ERR(8, 23, __pyx_L1_error)
+  __Pyx_GOTREF(__pyx_t_5);
+  #if CYTHON_COMPILING_IN_CPYTHON && PY_VERSION_HEX >= 0x030E0000
+  PyUnstable_Object_EnableDeferredRefcount(__pyx_t_5);
+  #endif
+  __Pyx_CyFunction_SetDefaultsKwDict(__pyx_t_5, __pyx_t_6);
+  __Pyx_DECREF(__pyx_t_6); __pyx_t_6 = 0;
+  if (PyDict_SetItem(__pyx_mstate_global->__pyx_d, __pyx_mstate_global->__pyx_n_u_sdpa, __pyx_t_5) < (0)) __PYX_ERR(8, 23, __pyx_L1_error)
+  __Pyx_DECREF(__pyx_t_5); __pyx_t_5 = 0;
+
+  /* "pyx/sdpa.pxi":55
+ * 
+ * 
+ * def sdpa_chunk_keys(head_dim, dtype="float32"):             # <<<<<<<<<<<<<<
+ *     """S, the keys per chunk of the canonical sdpa path on the active device: chunk c holds keys [c*S, (c+1)*S)."""
+ *     return c_sdpa_chunk_keys(head_dim, dtype_from_name(np.dtype(dtype).name.encode()), c_active_backend().caps())
+*/
+  __pyx_t_5 = __Pyx_CyFunction_New(&__pyx_mdef_6mtlinv_7_native_17sdpa_chunk_keys, 0, __pyx_mstate_global->__pyx_n_u_sdpa_chunk_keys, NULL, __pyx_mstate_global->__pyx_n_u_mtlinv__native, __pyx_mstate_global->__pyx_d, ((PyObject *)__pyx_mstate_global->__pyx_codeobj_tab[18])); if (unlikely(!__pyx_t_5)) __PYX_ERR(8, 55, __pyx_L1_error)
+  __Pyx_GOTREF(__pyx_t_5);
+  #if CYTHON_COMPILING_IN_CPYTHON && PY_VERSION_HEX >= 0x030E0000
+  PyUnstable_Object_EnableDeferredRefcount(__pyx_t_5);
+  #endif
+  __Pyx_CyFunction_SetDefaultsTuple(__pyx_t_5, __pyx_mstate_global->__pyx_tuple[5]);
+  if (PyDict_SetItem(__pyx_mstate_global->__pyx_d, __pyx_mstate_global->__pyx_n_u_sdpa_chunk_keys, __pyx_t_5) < (0)) __PYX_ERR(8, 55, __pyx_L1_error)
+  __Pyx_DECREF(__pyx_t_5); __pyx_t_5 = 0;
+
+  /* "pyx/sdpa.pxi":60
+ * 
+ * 
+ * def plan_sdpa(*, q_len, kv_len, head_dim=128, q_heads=1, kv_heads=1, batch=1, capacity=None, dtype="float32",             # <<<<<<<<<<<<<<
+ *               causal=True, limit=None):
+ *     """The plan sdpa would use for this shape: {'canonical': bool, 'launches': [...], 'scratch_bytes': [...]}."""
+*/
+  __pyx_t_5 = __Pyx_PyDict_NewPresized(8); if (unlikely(!__pyx_t_5)) __PYX_ERR(8, 60, __pyx_L1_error)
+  __Pyx_GOTREF(__pyx_t_5);
+  if (PyDict_SetItem(__pyx_t_5, __pyx_mstate_global->__pyx_n_u_head_dim, ((PyObject*)__pyx_mstate_global->__pyx_int_128)) < (0)) __PYX_ERR(8, 60, __pyx_L1_error)
+  if (PyDict_SetItem(__pyx_t_5, __pyx_mstate_global->__pyx_n_u_q_heads, ((PyObject*)__pyx_mstate_global->__pyx_int_1)) < (0)) __PYX_ERR(8, 60, __pyx_L1_error)
+  if (PyDict_SetItem(__pyx_t_5, __pyx_mstate_global->__pyx_n_u_kv_heads, ((PyObject*)__pyx_mstate_global->__pyx_int_1)) < (0)) __PYX_ERR(8, 60, __pyx_L1_error)
+  if (PyDict_SetItem(__pyx_t_5, __pyx_mstate_global->__pyx_n_u_batch, ((PyObject*)__pyx_mstate_global->__pyx_int_1)) < (0)) __PYX_ERR(8, 60, __pyx_L1_error)
+  if (PyDict_SetItem(__pyx_t_5, __pyx_mstate_global->__pyx_n_u_capacity, Py_None) < (0)) __PYX_ERR(8, 60, __pyx_L1_error)
+  if (PyDict_SetItem(__pyx_t_5, __pyx_mstate_global->__pyx_n_u_dtype, ((PyObject*)__pyx_mstate_global->__pyx_n_u_float32)) < (0)) __PYX_ERR(8, 60, __pyx_L1_error)
+  if (PyDict_SetItem(__pyx_t_5, __pyx_mstate_global->__pyx_n_u_causal, ((PyObject*)Py_True)) < (0)) __PYX_ERR(8, 60, __pyx_L1_error)
+
+  /* "pyx/sdpa.pxi":61
+ * 
+ * def plan_sdpa(*, q_len, kv_len, head_dim=128, q_heads=1, kv_heads=1, batch=1, capacity=None, dtype="float32",
+ *               causal=True, limit=None):             # <<<<<<<<<<<<<<
+ *     """The plan sdpa would use for this shape: {'canonical': bool, 'launches': [...], 'scratch_bytes': [...]}."""
+ *     cdef CSdpaShape s
+*/
+  if (PyDict_SetItem(__pyx_t_5, __pyx_mstate_global->__pyx_n_u_limit, Py_None) < (0)) __PYX_ERR(8, 60, __pyx_L1_error)
+
+  /* "pyx/sdpa.pxi":60
+ * 
+ * 
+ * def plan_sdpa(*, q_len, kv_len, head_dim=128, q_heads=1, kv_heads=1, batch=1, capacity=None, dtype="float32",             # <<<<<<<<<<<<<<
+ *               causal=True, limit=None):
+ *     """The plan sdpa would use for this shape: {'canonical': bool, 'launches': [...], 'scratch_bytes': [...]}."""
+*/
+  __pyx_t_6 = __Pyx_CyFunction_New(&__pyx_mdef_6mtlinv_7_native_19plan_sdpa, 0, __pyx_mstate_global->__pyx_n_u_plan_sdpa, NULL, __pyx_mstate_global->__pyx_n_u_mtlinv__native, __pyx_mstate_global->__pyx_d, ((PyObject *)__pyx_mstate_global->__pyx_codeobj_tab[19])); if (unlikely(!__pyx_t_6)) __PYX_ERR(8, 60, __pyx_L1_error)
+  __Pyx_GOTREF(__pyx_t_6);
+  #if CYTHON_COMPILING_IN_CPYTHON && PY_VERSION_HEX >= 0x030E0000
+  PyUnstable_Object_EnableDeferredRefcount(__pyx_t_6);
+  #endif
+  __Pyx_CyFunction_SetDefaultsKwDict(__pyx_t_6, __pyx_t_5);
+  __Pyx_DECREF(__pyx_t_5); __pyx_t_5 = 0;
+  if (PyDict_SetItem(__pyx_mstate_global->__pyx_d, __pyx_mstate_global->__pyx_n_u_plan_sdpa, __pyx_t_6) < (0)) __PYX_ERR(8, 60, __pyx_L1_error)
+  __Pyx_DECREF(__pyx_t_6); __pyx_t_6 = 0;
+
   /* "pyx/decoder_ops.pxi":14
  * 
  * 
@@ -19688,12 +22336,12 @@ __Pyx_RefNannySetupContext("PyInit__native", 0);
  *     """a + b elementwise (same shape and dtype)."""
  *     cdef Tensor ta = _operand(a, "a", "add"), tb = _operand(b, "b", "add")
 */
-  __pyx_t_6 = __Pyx_CyFunction_New(&__pyx_mdef_6mtlinv_7_native_11add, 0, __pyx_mstate_global->__pyx_n_u_add, NULL, __pyx_mstate_global->__pyx_n_u_mtlinv__native, __pyx_mstate_global->__pyx_d, ((PyObject *)__pyx_mstate_global->__pyx_codeobj_tab[15])); if (unlikely(!__pyx_t_6)) __PYX_ERR(7, 14, __pyx_L1_error)
+  __pyx_t_6 = __Pyx_CyFunction_New(&__pyx_mdef_6mtlinv_7_native_21add, 0, __pyx_mstate_global->__pyx_n_u_add, NULL, __pyx_mstate_global->__pyx_n_u_mtlinv__native, __pyx_mstate_global->__pyx_d, ((PyObject *)__pyx_mstate_global->__pyx_codeobj_tab[20])); if (unlikely(!__pyx_t_6)) __PYX_ERR(9, 14, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_6);
   #if CYTHON_COMPILING_IN_CPYTHON && PY_VERSION_HEX >= 0x030E0000
   PyUnstable_Object_EnableDeferredRefcount(__pyx_t_6);
   #endif
-  if (PyDict_SetItem(__pyx_mstate_global->__pyx_d, __pyx_mstate_global->__pyx_n_u_add, __pyx_t_6) < (0)) __PYX_ERR(7, 14, __pyx_L1_error)
+  if (PyDict_SetItem(__pyx_mstate_global->__pyx_d, __pyx_mstate_global->__pyx_n_u_add, __pyx_t_6) < (0)) __PYX_ERR(9, 14, __pyx_L1_error)
   __Pyx_DECREF(__pyx_t_6); __pyx_t_6 = 0;
 
   /* "pyx/decoder_ops.pxi":23
@@ -19703,12 +22351,12 @@ __Pyx_RefNannySetupContext("PyInit__native", 0);
  *     """silu(gate) * up elementwise, computed in float32."""
  *     cdef Tensor tg = _operand(gate, "gate", "swiglu"), tu = _operand(up, "up", "swiglu")
 */
-  __pyx_t_6 = __Pyx_CyFunction_New(&__pyx_mdef_6mtlinv_7_native_13swiglu, 0, __pyx_mstate_global->__pyx_n_u_swiglu, NULL, __pyx_mstate_global->__pyx_n_u_mtlinv__native, __pyx_mstate_global->__pyx_d, ((PyObject *)__pyx_mstate_global->__pyx_codeobj_tab[16])); if (unlikely(!__pyx_t_6)) __PYX_ERR(7, 23, __pyx_L1_error)
+  __pyx_t_6 = __Pyx_CyFunction_New(&__pyx_mdef_6mtlinv_7_native_23swiglu, 0, __pyx_mstate_global->__pyx_n_u_swiglu, NULL, __pyx_mstate_global->__pyx_n_u_mtlinv__native, __pyx_mstate_global->__pyx_d, ((PyObject *)__pyx_mstate_global->__pyx_codeobj_tab[21])); if (unlikely(!__pyx_t_6)) __PYX_ERR(9, 23, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_6);
   #if CYTHON_COMPILING_IN_CPYTHON && PY_VERSION_HEX >= 0x030E0000
   PyUnstable_Object_EnableDeferredRefcount(__pyx_t_6);
   #endif
-  if (PyDict_SetItem(__pyx_mstate_global->__pyx_d, __pyx_mstate_global->__pyx_n_u_swiglu, __pyx_t_6) < (0)) __PYX_ERR(7, 23, __pyx_L1_error)
+  if (PyDict_SetItem(__pyx_mstate_global->__pyx_d, __pyx_mstate_global->__pyx_n_u_swiglu, __pyx_t_6) < (0)) __PYX_ERR(9, 23, __pyx_L1_error)
   __Pyx_DECREF(__pyx_t_6); __pyx_t_6 = 0;
 
   /* "pyx/decoder_ops.pxi":32
@@ -19718,28 +22366,28 @@ __Pyx_RefNannySetupContext("PyInit__native", 0);
  *     """Writes x [L, H, D] into dst [H, C, D] (in place) at sequence indices seq_offset.., rotating interleaved
  *     pairs for positions start_pos.. when `rotate` (RoPE as stored in llama GGUF files)."""
 */
-  __pyx_t_6 = __Pyx_PyLong_From_int64_t(((int64_t)0)); if (unlikely(!__pyx_t_6)) __PYX_ERR(7, 32, __pyx_L1_error)
+  __pyx_t_6 = __Pyx_PyLong_From_int64_t(((int64_t)0)); if (unlikely(!__pyx_t_6)) __PYX_ERR(9, 32, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_6);
-  __pyx_t_5 = __Pyx_PyBool_FromLong(((int)0)); if (unlikely(!__pyx_t_5)) __PYX_ERR(7, 32, __pyx_L1_error)
+  __pyx_t_5 = __Pyx_PyBool_FromLong(((int)0)); if (unlikely(!__pyx_t_5)) __PYX_ERR(9, 32, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_5);
-  __pyx_t_2 = PyFloat_FromDouble(((double)10000.0)); if (unlikely(!__pyx_t_2)) __PYX_ERR(7, 32, __pyx_L1_error)
+  __pyx_t_2 = PyFloat_FromDouble(((double)10000.0)); if (unlikely(!__pyx_t_2)) __PYX_ERR(9, 32, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_2);
   {
     PyObject* __pyx_temp[3] = {__pyx_t_6, __pyx_t_5, __pyx_t_2};
-    __pyx_t_4 = __Pyx_PyTuple_FromArray(__pyx_temp, 3); if (unlikely(!__pyx_t_4)) __PYX_ERR(7, 32, __pyx_L1_error)
+    __pyx_t_4 = __Pyx_PyTuple_FromArray(__pyx_temp, 3); if (unlikely(!__pyx_t_4)) __PYX_ERR(9, 32, __pyx_L1_error)
     __Pyx_GOTREF(__pyx_t_4);
   }
   __Pyx_DECREF(__pyx_t_6); __pyx_t_6 = 0;
   __Pyx_DECREF(__pyx_t_5); __pyx_t_5 = 0;
   __Pyx_DECREF(__pyx_t_2); __pyx_t_2 = 0;
-  __pyx_t_2 = __Pyx_CyFunction_New(&__pyx_mdef_6mtlinv_7_native_15write_heads, 0, __pyx_mstate_global->__pyx_n_u_write_heads, NULL, __pyx_mstate_global->__pyx_n_u_mtlinv__native, __pyx_mstate_global->__pyx_d, ((PyObject *)__pyx_mstate_global->__pyx_codeobj_tab[17])); if (unlikely(!__pyx_t_2)) __PYX_ERR(7, 32, __pyx_L1_error)
+  __pyx_t_2 = __Pyx_CyFunction_New(&__pyx_mdef_6mtlinv_7_native_25write_heads, 0, __pyx_mstate_global->__pyx_n_u_write_heads, NULL, __pyx_mstate_global->__pyx_n_u_mtlinv__native, __pyx_mstate_global->__pyx_d, ((PyObject *)__pyx_mstate_global->__pyx_codeobj_tab[22])); if (unlikely(!__pyx_t_2)) __PYX_ERR(9, 32, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_2);
   #if CYTHON_COMPILING_IN_CPYTHON && PY_VERSION_HEX >= 0x030E0000
   PyUnstable_Object_EnableDeferredRefcount(__pyx_t_2);
   #endif
   __Pyx_CyFunction_SetDefaultsTuple(__pyx_t_2, __pyx_t_4);
   __Pyx_DECREF(__pyx_t_4); __pyx_t_4 = 0;
-  if (PyDict_SetItem(__pyx_mstate_global->__pyx_d, __pyx_mstate_global->__pyx_n_u_write_heads, __pyx_t_2) < (0)) __PYX_ERR(7, 32, __pyx_L1_error)
+  if (PyDict_SetItem(__pyx_mstate_global->__pyx_d, __pyx_mstate_global->__pyx_n_u_write_heads, __pyx_t_2) < (0)) __PYX_ERR(9, 32, __pyx_L1_error)
   __Pyx_DECREF(__pyx_t_2); __pyx_t_2 = 0;
 
   /* "pyx/decoder_ops.pxi":40
@@ -19749,22 +22397,22 @@ __Pyx_RefNannySetupContext("PyInit__native", 0);
  *     """RoPE on x [L, H, D] for positions start_pos.., returned as [H, L, D] (the layout sdpa takes)."""
  *     cdef Tensor tx = _operand(x, "x", "rope_heads")
 */
-  __pyx_t_2 = PyFloat_FromDouble(((double)10000.0)); if (unlikely(!__pyx_t_2)) __PYX_ERR(7, 40, __pyx_L1_error)
+  __pyx_t_2 = PyFloat_FromDouble(((double)10000.0)); if (unlikely(!__pyx_t_2)) __PYX_ERR(9, 40, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_2);
   {
     PyObject* __pyx_temp[1] = {__pyx_t_2};
-    __pyx_t_4 = __Pyx_PyTuple_FromArray(__pyx_temp, 1); if (unlikely(!__pyx_t_4)) __PYX_ERR(7, 40, __pyx_L1_error)
+    __pyx_t_4 = __Pyx_PyTuple_FromArray(__pyx_temp, 1); if (unlikely(!__pyx_t_4)) __PYX_ERR(9, 40, __pyx_L1_error)
     __Pyx_GOTREF(__pyx_t_4);
   }
   __Pyx_DECREF(__pyx_t_2); __pyx_t_2 = 0;
-  __pyx_t_2 = __Pyx_CyFunction_New(&__pyx_mdef_6mtlinv_7_native_17rope_heads, 0, __pyx_mstate_global->__pyx_n_u_rope_heads, NULL, __pyx_mstate_global->__pyx_n_u_mtlinv__native, __pyx_mstate_global->__pyx_d, ((PyObject *)__pyx_mstate_global->__pyx_codeobj_tab[18])); if (unlikely(!__pyx_t_2)) __PYX_ERR(7, 40, __pyx_L1_error)
+  __pyx_t_2 = __Pyx_CyFunction_New(&__pyx_mdef_6mtlinv_7_native_27rope_heads, 0, __pyx_mstate_global->__pyx_n_u_rope_heads, NULL, __pyx_mstate_global->__pyx_n_u_mtlinv__native, __pyx_mstate_global->__pyx_d, ((PyObject *)__pyx_mstate_global->__pyx_codeobj_tab[23])); if (unlikely(!__pyx_t_2)) __PYX_ERR(9, 40, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_2);
   #if CYTHON_COMPILING_IN_CPYTHON && PY_VERSION_HEX >= 0x030E0000
   PyUnstable_Object_EnableDeferredRefcount(__pyx_t_2);
   #endif
   __Pyx_CyFunction_SetDefaultsTuple(__pyx_t_2, __pyx_t_4);
   __Pyx_DECREF(__pyx_t_4); __pyx_t_4 = 0;
-  if (PyDict_SetItem(__pyx_mstate_global->__pyx_d, __pyx_mstate_global->__pyx_n_u_rope_heads, __pyx_t_2) < (0)) __PYX_ERR(7, 40, __pyx_L1_error)
+  if (PyDict_SetItem(__pyx_mstate_global->__pyx_d, __pyx_mstate_global->__pyx_n_u_rope_heads, __pyx_t_2) < (0)) __PYX_ERR(9, 40, __pyx_L1_error)
   __Pyx_DECREF(__pyx_t_2); __pyx_t_2 = 0;
 
   /* "pyx/decoder_ops.pxi":50
@@ -19774,12 +22422,12 @@ __Pyx_RefNannySetupContext("PyInit__native", 0);
  *     """x [H, L, D] -> [L, H * D]."""
  *     cdef Tensor tx = _operand(x, "x", "heads_to_rows")
 */
-  __pyx_t_2 = __Pyx_CyFunction_New(&__pyx_mdef_6mtlinv_7_native_19heads_to_rows, 0, __pyx_mstate_global->__pyx_n_u_heads_to_rows, NULL, __pyx_mstate_global->__pyx_n_u_mtlinv__native, __pyx_mstate_global->__pyx_d, ((PyObject *)__pyx_mstate_global->__pyx_codeobj_tab[19])); if (unlikely(!__pyx_t_2)) __PYX_ERR(7, 50, __pyx_L1_error)
+  __pyx_t_2 = __Pyx_CyFunction_New(&__pyx_mdef_6mtlinv_7_native_29heads_to_rows, 0, __pyx_mstate_global->__pyx_n_u_heads_to_rows, NULL, __pyx_mstate_global->__pyx_n_u_mtlinv__native, __pyx_mstate_global->__pyx_d, ((PyObject *)__pyx_mstate_global->__pyx_codeobj_tab[24])); if (unlikely(!__pyx_t_2)) __PYX_ERR(9, 50, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_2);
   #if CYTHON_COMPILING_IN_CPYTHON && PY_VERSION_HEX >= 0x030E0000
   PyUnstable_Object_EnableDeferredRefcount(__pyx_t_2);
   #endif
-  if (PyDict_SetItem(__pyx_mstate_global->__pyx_d, __pyx_mstate_global->__pyx_n_u_heads_to_rows, __pyx_t_2) < (0)) __PYX_ERR(7, 50, __pyx_L1_error)
+  if (PyDict_SetItem(__pyx_mstate_global->__pyx_d, __pyx_mstate_global->__pyx_n_u_heads_to_rows, __pyx_t_2) < (0)) __PYX_ERR(9, 50, __pyx_L1_error)
   __Pyx_DECREF(__pyx_t_2); __pyx_t_2 = 0;
 
   /* "pyx/decoder_ops.pxi":59
@@ -19789,12 +22437,12 @@ __Pyx_RefNannySetupContext("PyInit__native", 0);
  *     """table [V, D], ids [L] (int32) -> table[ids] [L, D]."""
  *     cdef Tensor tt = _operand(table, "table", "embedding")
 */
-  __pyx_t_2 = __Pyx_CyFunction_New(&__pyx_mdef_6mtlinv_7_native_21embedding, 0, __pyx_mstate_global->__pyx_n_u_embedding, NULL, __pyx_mstate_global->__pyx_n_u_mtlinv__native, __pyx_mstate_global->__pyx_d, ((PyObject *)__pyx_mstate_global->__pyx_codeobj_tab[20])); if (unlikely(!__pyx_t_2)) __PYX_ERR(7, 59, __pyx_L1_error)
+  __pyx_t_2 = __Pyx_CyFunction_New(&__pyx_mdef_6mtlinv_7_native_31embedding, 0, __pyx_mstate_global->__pyx_n_u_embedding, NULL, __pyx_mstate_global->__pyx_n_u_mtlinv__native, __pyx_mstate_global->__pyx_d, ((PyObject *)__pyx_mstate_global->__pyx_codeobj_tab[25])); if (unlikely(!__pyx_t_2)) __PYX_ERR(9, 59, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_2);
   #if CYTHON_COMPILING_IN_CPYTHON && PY_VERSION_HEX >= 0x030E0000
   PyUnstable_Object_EnableDeferredRefcount(__pyx_t_2);
   #endif
-  if (PyDict_SetItem(__pyx_mstate_global->__pyx_d, __pyx_mstate_global->__pyx_n_u_embedding, __pyx_t_2) < (0)) __PYX_ERR(7, 59, __pyx_L1_error)
+  if (PyDict_SetItem(__pyx_mstate_global->__pyx_d, __pyx_mstate_global->__pyx_n_u_embedding, __pyx_t_2) < (0)) __PYX_ERR(9, 59, __pyx_L1_error)
   __Pyx_DECREF(__pyx_t_2); __pyx_t_2 = 0;
 
   /* "pyx/testing.pxi":15
@@ -19804,22 +22452,22 @@ __Pyx_RefNannySetupContext("PyInit__native", 0);
  *     """Turns the emulator's checking mode on or off (random fiber order, double runs, bounds checks)."""
  *     c_emu_set_check_mode(on, seed)
 */
-  __pyx_t_2 = __Pyx_PyLong_From_uint64_t(((uint64_t)0)); if (unlikely(!__pyx_t_2)) __PYX_ERR(8, 15, __pyx_L1_error)
+  __pyx_t_2 = __Pyx_PyLong_From_uint64_t(((uint64_t)0)); if (unlikely(!__pyx_t_2)) __PYX_ERR(10, 15, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_2);
   {
     PyObject* __pyx_temp[1] = {__pyx_t_2};
-    __pyx_t_4 = __Pyx_PyTuple_FromArray(__pyx_temp, 1); if (unlikely(!__pyx_t_4)) __PYX_ERR(8, 15, __pyx_L1_error)
+    __pyx_t_4 = __Pyx_PyTuple_FromArray(__pyx_temp, 1); if (unlikely(!__pyx_t_4)) __PYX_ERR(10, 15, __pyx_L1_error)
     __Pyx_GOTREF(__pyx_t_4);
   }
   __Pyx_DECREF(__pyx_t_2); __pyx_t_2 = 0;
-  __pyx_t_2 = __Pyx_CyFunction_New(&__pyx_mdef_6mtlinv_7_native_23_set_emu_check, 0, __pyx_mstate_global->__pyx_n_u_set_emu_check, NULL, __pyx_mstate_global->__pyx_n_u_mtlinv__native, __pyx_mstate_global->__pyx_d, ((PyObject *)__pyx_mstate_global->__pyx_codeobj_tab[21])); if (unlikely(!__pyx_t_2)) __PYX_ERR(8, 15, __pyx_L1_error)
+  __pyx_t_2 = __Pyx_CyFunction_New(&__pyx_mdef_6mtlinv_7_native_33_set_emu_check, 0, __pyx_mstate_global->__pyx_n_u_set_emu_check, NULL, __pyx_mstate_global->__pyx_n_u_mtlinv__native, __pyx_mstate_global->__pyx_d, ((PyObject *)__pyx_mstate_global->__pyx_codeobj_tab[26])); if (unlikely(!__pyx_t_2)) __PYX_ERR(10, 15, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_2);
   #if CYTHON_COMPILING_IN_CPYTHON && PY_VERSION_HEX >= 0x030E0000
   PyUnstable_Object_EnableDeferredRefcount(__pyx_t_2);
   #endif
   __Pyx_CyFunction_SetDefaultsTuple(__pyx_t_2, __pyx_t_4);
   __Pyx_DECREF(__pyx_t_4); __pyx_t_4 = 0;
-  if (PyDict_SetItem(__pyx_mstate_global->__pyx_d, __pyx_mstate_global->__pyx_n_u_set_emu_check, __pyx_t_2) < (0)) __PYX_ERR(8, 15, __pyx_L1_error)
+  if (PyDict_SetItem(__pyx_mstate_global->__pyx_d, __pyx_mstate_global->__pyx_n_u_set_emu_check, __pyx_t_2) < (0)) __PYX_ERR(10, 15, __pyx_L1_error)
   __Pyx_DECREF(__pyx_t_2); __pyx_t_2 = 0;
 
   /* "pyx/testing.pxi":20
@@ -19829,12 +22477,12 @@ __Pyx_RefNannySetupContext("PyInit__native", 0);
  *     return c_emu_check_mode()
  * 
 */
-  __pyx_t_2 = __Pyx_CyFunction_New(&__pyx_mdef_6mtlinv_7_native_25_emu_check_mode, 0, __pyx_mstate_global->__pyx_n_u_emu_check_mode, NULL, __pyx_mstate_global->__pyx_n_u_mtlinv__native, __pyx_mstate_global->__pyx_d, ((PyObject *)__pyx_mstate_global->__pyx_codeobj_tab[22])); if (unlikely(!__pyx_t_2)) __PYX_ERR(8, 20, __pyx_L1_error)
+  __pyx_t_2 = __Pyx_CyFunction_New(&__pyx_mdef_6mtlinv_7_native_35_emu_check_mode, 0, __pyx_mstate_global->__pyx_n_u_emu_check_mode, NULL, __pyx_mstate_global->__pyx_n_u_mtlinv__native, __pyx_mstate_global->__pyx_d, ((PyObject *)__pyx_mstate_global->__pyx_codeobj_tab[27])); if (unlikely(!__pyx_t_2)) __PYX_ERR(10, 20, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_2);
   #if CYTHON_COMPILING_IN_CPYTHON && PY_VERSION_HEX >= 0x030E0000
   PyUnstable_Object_EnableDeferredRefcount(__pyx_t_2);
   #endif
-  if (PyDict_SetItem(__pyx_mstate_global->__pyx_d, __pyx_mstate_global->__pyx_n_u_emu_check_mode, __pyx_t_2) < (0)) __PYX_ERR(8, 20, __pyx_L1_error)
+  if (PyDict_SetItem(__pyx_mstate_global->__pyx_d, __pyx_mstate_global->__pyx_n_u_emu_check_mode, __pyx_t_2) < (0)) __PYX_ERR(10, 20, __pyx_L1_error)
   __Pyx_DECREF(__pyx_t_2); __pyx_t_2 = 0;
 
   /* "pyx/testing.pxi":24
@@ -19844,12 +22492,12 @@ __Pyx_RefNannySetupContext("PyInit__native", 0);
  *     """Runs `kernel` once: [[buffer(0)]] = `args`, [[buffer(i+1)]] = buffers[i] (Tensors)."""
  *     cdef CDim3 grid, block
 */
-  __pyx_t_2 = __Pyx_CyFunction_New(&__pyx_mdef_6mtlinv_7_native_27_launch, 0, __pyx_mstate_global->__pyx_n_u_launch, NULL, __pyx_mstate_global->__pyx_n_u_mtlinv__native, __pyx_mstate_global->__pyx_d, ((PyObject *)__pyx_mstate_global->__pyx_codeobj_tab[23])); if (unlikely(!__pyx_t_2)) __PYX_ERR(8, 24, __pyx_L1_error)
+  __pyx_t_2 = __Pyx_CyFunction_New(&__pyx_mdef_6mtlinv_7_native_37_launch, 0, __pyx_mstate_global->__pyx_n_u_launch, NULL, __pyx_mstate_global->__pyx_n_u_mtlinv__native, __pyx_mstate_global->__pyx_d, ((PyObject *)__pyx_mstate_global->__pyx_codeobj_tab[28])); if (unlikely(!__pyx_t_2)) __PYX_ERR(10, 24, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_2);
   #if CYTHON_COMPILING_IN_CPYTHON && PY_VERSION_HEX >= 0x030E0000
   PyUnstable_Object_EnableDeferredRefcount(__pyx_t_2);
   #endif
-  if (PyDict_SetItem(__pyx_mstate_global->__pyx_d, __pyx_mstate_global->__pyx_n_u_launch, __pyx_t_2) < (0)) __PYX_ERR(8, 24, __pyx_L1_error)
+  if (PyDict_SetItem(__pyx_mstate_global->__pyx_d, __pyx_mstate_global->__pyx_n_u_launch, __pyx_t_2) < (0)) __PYX_ERR(10, 24, __pyx_L1_error)
   __Pyx_DECREF(__pyx_t_2); __pyx_t_2 = 0;
 
   /* "pyx/_native.pyx":28
@@ -19859,7 +22507,7 @@ __Pyx_RefNannySetupContext("PyInit__native", 0);
  *     """The batch-invariance limit: calls with M <= limit rows take the canonical kernels."""
  *     return c_get_limit()
 */
-  __pyx_t_2 = __Pyx_CyFunction_New(&__pyx_mdef_6mtlinv_7_native_29get_limit, 0, __pyx_mstate_global->__pyx_n_u_get_limit, NULL, __pyx_mstate_global->__pyx_n_u_mtlinv__native, __pyx_mstate_global->__pyx_d, ((PyObject *)__pyx_mstate_global->__pyx_codeobj_tab[24])); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 28, __pyx_L1_error)
+  __pyx_t_2 = __Pyx_CyFunction_New(&__pyx_mdef_6mtlinv_7_native_39get_limit, 0, __pyx_mstate_global->__pyx_n_u_get_limit, NULL, __pyx_mstate_global->__pyx_n_u_mtlinv__native, __pyx_mstate_global->__pyx_d, ((PyObject *)__pyx_mstate_global->__pyx_codeobj_tab[29])); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 28, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_2);
   #if CYTHON_COMPILING_IN_CPYTHON && PY_VERSION_HEX >= 0x030E0000
   PyUnstable_Object_EnableDeferredRefcount(__pyx_t_2);
@@ -19874,7 +22522,7 @@ __Pyx_RefNannySetupContext("PyInit__native", 0);
  *     """Sets the batch-invariance limit (n >= 0) and returns the previous value."""
  *     if isinstance(n, type(True)) or not isinstance(n, (int, np.integer)):
 */
-  __pyx_t_2 = __Pyx_CyFunction_New(&__pyx_mdef_6mtlinv_7_native_31set_limit, 0, __pyx_mstate_global->__pyx_n_u_set_limit, NULL, __pyx_mstate_global->__pyx_n_u_mtlinv__native, __pyx_mstate_global->__pyx_d, ((PyObject *)__pyx_mstate_global->__pyx_codeobj_tab[25])); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 33, __pyx_L1_error)
+  __pyx_t_2 = __Pyx_CyFunction_New(&__pyx_mdef_6mtlinv_7_native_41set_limit, 0, __pyx_mstate_global->__pyx_n_u_set_limit, NULL, __pyx_mstate_global->__pyx_n_u_mtlinv__native, __pyx_mstate_global->__pyx_d, ((PyObject *)__pyx_mstate_global->__pyx_codeobj_tab[30])); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 33, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_2);
   #if CYTHON_COMPILING_IN_CPYTHON && PY_VERSION_HEX >= 0x030E0000
   PyUnstable_Object_EnableDeferredRefcount(__pyx_t_2);
@@ -19889,7 +22537,7 @@ __Pyx_RefNannySetupContext("PyInit__native", 0);
  *     c_init_limit_from_env()
  * 
 */
-  __pyx_t_2 = __Pyx_CyFunction_New(&__pyx_mdef_6mtlinv_7_native_33_init_limit_from_env, 0, __pyx_mstate_global->__pyx_n_u_init_limit_from_env, NULL, __pyx_mstate_global->__pyx_n_u_mtlinv__native, __pyx_mstate_global->__pyx_d, ((PyObject *)__pyx_mstate_global->__pyx_codeobj_tab[26])); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 42, __pyx_L1_error)
+  __pyx_t_2 = __Pyx_CyFunction_New(&__pyx_mdef_6mtlinv_7_native_43_init_limit_from_env, 0, __pyx_mstate_global->__pyx_n_u_init_limit_from_env, NULL, __pyx_mstate_global->__pyx_n_u_mtlinv__native, __pyx_mstate_global->__pyx_d, ((PyObject *)__pyx_mstate_global->__pyx_codeobj_tab[31])); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 42, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_2);
   #if CYTHON_COMPILING_IN_CPYTHON && PY_VERSION_HEX >= 0x030E0000
   PyUnstable_Object_EnableDeferredRefcount(__pyx_t_2);
@@ -19904,7 +22552,7 @@ __Pyx_RefNannySetupContext("PyInit__native", 0);
  *     """The active backend: {'backend', 'name', 'threads' (emulator workers / GPU cores), 'simd_width', ...}."""
  *     cdef CBackend* b = &c_active_backend()
 */
-  __pyx_t_2 = __Pyx_CyFunction_New(&__pyx_mdef_6mtlinv_7_native_35device_info, 0, __pyx_mstate_global->__pyx_n_u_device_info, NULL, __pyx_mstate_global->__pyx_n_u_mtlinv__native, __pyx_mstate_global->__pyx_d, ((PyObject *)__pyx_mstate_global->__pyx_codeobj_tab[27])); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 46, __pyx_L1_error)
+  __pyx_t_2 = __Pyx_CyFunction_New(&__pyx_mdef_6mtlinv_7_native_45device_info, 0, __pyx_mstate_global->__pyx_n_u_device_info, NULL, __pyx_mstate_global->__pyx_n_u_mtlinv__native, __pyx_mstate_global->__pyx_d, ((PyObject *)__pyx_mstate_global->__pyx_codeobj_tab[32])); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 46, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_2);
   #if CYTHON_COMPILING_IN_CPYTHON && PY_VERSION_HEX >= 0x030E0000
   PyUnstable_Object_EnableDeferredRefcount(__pyx_t_2);
@@ -19919,7 +22567,7 @@ __Pyx_RefNannySetupContext("PyInit__native", 0);
  *     """Names of every kernel the active backend has (the MTLINV_KERNEL table of metal/[inserted by cython to avoid comment start]*.metal)."""
  *     return sorted(s.decode() for s in c_active_backend().kernel_names())
 */
-  __pyx_t_2 = __Pyx_CyFunction_New(&__pyx_mdef_6mtlinv_7_native_37kernel_names, 0, __pyx_mstate_global->__pyx_n_u_kernel_names, NULL, __pyx_mstate_global->__pyx_n_u_mtlinv__native, __pyx_mstate_global->__pyx_d, ((PyObject *)__pyx_mstate_global->__pyx_codeobj_tab[28])); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 61, __pyx_L1_error)
+  __pyx_t_2 = __Pyx_CyFunction_New(&__pyx_mdef_6mtlinv_7_native_47kernel_names, 0, __pyx_mstate_global->__pyx_n_u_kernel_names, NULL, __pyx_mstate_global->__pyx_n_u_mtlinv__native, __pyx_mstate_global->__pyx_d, ((PyObject *)__pyx_mstate_global->__pyx_codeobj_tab[33])); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 61, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_2);
   #if CYTHON_COMPILING_IN_CPYTHON && PY_VERSION_HEX >= 0x030E0000
   PyUnstable_Object_EnableDeferredRefcount(__pyx_t_2);
@@ -19934,7 +22582,7 @@ __Pyx_RefNannySetupContext("PyInit__native", 0);
  *     cdef object __pyx_result
  *     __Pyx_CheckUnpickleChecksum(__pyx_checksum, 0xcf4051e, 0x397e103, 0x2af2584, b'tensor')
 */
-  __pyx_t_2 = __Pyx_CyFunction_New(&__pyx_mdef_6mtlinv_7_native_39__pyx_unpickle__RawBytes, 0, __pyx_mstate_global->__pyx_n_u_pyx_unpickle__RawBytes, NULL, __pyx_mstate_global->__pyx_n_u_mtlinv__native, __pyx_mstate_global->__pyx_d, ((PyObject *)__pyx_mstate_global->__pyx_codeobj_tab[29])); if (unlikely(!__pyx_t_2)) __PYX_ERR(1, 4, __pyx_L1_error)
+  __pyx_t_2 = __Pyx_CyFunction_New(&__pyx_mdef_6mtlinv_7_native_49__pyx_unpickle__RawBytes, 0, __pyx_mstate_global->__pyx_n_u_pyx_unpickle__RawBytes, NULL, __pyx_mstate_global->__pyx_n_u_mtlinv__native, __pyx_mstate_global->__pyx_d, ((PyObject *)__pyx_mstate_global->__pyx_codeobj_tab[34])); if (unlikely(!__pyx_t_2)) __PYX_ERR(1, 4, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_2);
   #if CYTHON_COMPILING_IN_CPYTHON && PY_VERSION_HEX >= 0x030E0000
   PyUnstable_Object_EnableDeferredRefcount(__pyx_t_2);
@@ -20054,7 +22702,7 @@ static int __Pyx_InitCachedConstants(__pyx_mstatetype *__pyx_mstate) {
 */
   {
     PyObject* __pyx_temp[2] = {__pyx_mstate_global->__pyx_int_1, __pyx_mstate_global->__pyx_int_1};
-    __pyx_mstate_global->__pyx_tuple[2] = __Pyx_PyTuple_FromArray(__pyx_temp, 2); if (unlikely(!__pyx_mstate_global->__pyx_tuple[2])) __PYX_ERR(8, 27, __pyx_L1_error)
+    __pyx_mstate_global->__pyx_tuple[2] = __Pyx_PyTuple_FromArray(__pyx_temp, 2); if (unlikely(!__pyx_mstate_global->__pyx_tuple[2])) __PYX_ERR(10, 27, __pyx_L1_error)
     __Pyx_GOTREF(__pyx_mstate_global->__pyx_tuple[2]);
   }
   __Pyx_GIVEREF(__pyx_mstate_global->__pyx_tuple[2]);
@@ -20086,10 +22734,24 @@ static int __Pyx_InitCachedConstants(__pyx_mstatetype *__pyx_mstate) {
     __Pyx_GOTREF(__pyx_mstate_global->__pyx_tuple[4]);
   }
   __Pyx_GIVEREF(__pyx_mstate_global->__pyx_tuple[4]);
+
+  /* "pyx/sdpa.pxi":55
+ * 
+ * 
+ * def sdpa_chunk_keys(head_dim, dtype="float32"):             # <<<<<<<<<<<<<<
+ *     """S, the keys per chunk of the canonical sdpa path on the active device: chunk c holds keys [c*S, (c+1)*S)."""
+ *     return c_sdpa_chunk_keys(head_dim, dtype_from_name(np.dtype(dtype).name.encode()), c_active_backend().caps())
+*/
+  {
+    PyObject* __pyx_temp[1] = {((PyObject*)__pyx_mstate_global->__pyx_n_u_float32)};
+    __pyx_mstate_global->__pyx_tuple[5] = __Pyx_PyTuple_FromArray(__pyx_temp, 1); if (unlikely(!__pyx_mstate_global->__pyx_tuple[5])) __PYX_ERR(8, 55, __pyx_L1_error)
+    __Pyx_GOTREF(__pyx_mstate_global->__pyx_tuple[5]);
+  }
+  __Pyx_GIVEREF(__pyx_mstate_global->__pyx_tuple[5]);
   #if CYTHON_IMMORTAL_CONSTANTS
   {
     PyObject **table = __pyx_mstate->__pyx_tuple;
-    for (Py_ssize_t i=0; i<5; ++i) {
+    for (Py_ssize_t i=0; i<6; ++i) {
       #if PY_VERSION_HEX >= 0x030F0000
       PyUnstable_SetImmortal(table[i]);
       #elif CYTHON_COMPILING_IN_CPYTHON_FREETHREADING
@@ -20123,41 +22785,41 @@ static int __Pyx_InitConstants(__pyx_mstatetype *__pyx_mstate) {
   int __pyx_clineno = 0;
   CYTHON_UNUSED_VAR(__pyx_mstate);
   {
-    const struct { const unsigned int length: 8; } str_length_index[] = {{1},{4},{34},{11},{62},{30},{15},{1},{2},{8},{2},{39},{1},{28},{27},{98},{53},{33},{67},{4},{179},{73},{8},{15},{7},{6},{2},{9},{22},{20},{39},{34},{15},{19},{12},{16},{14},{15},{27},{23},{37},{58},{37},{44},{35},{42},{10},{11},{20},{11},{11},{16},{6},{16},{24},{26},{12},{14},{15},{15},{9},{27},{29},{20},{12},{9},{17},{8},{7},{8},{12},{8},{13},{10},{15},{8},{7},{11},{14},{12},{11},{10},{24},{12},{10},{17},{13},{12},{12},{19},{8},{5},{15},{20},{13},{7},{14},{1},{3},{4},{7},{24},{17},{6},{18},{1},{7},{4},{5},{8},{4},{5},{7},{14},{1},{9},{18},{5},{4},{5},{1},{4},{11},{3},{2},{5},{9},{5},{6},{3},{5},{7},{7},{10},{4},{4},{7},{9},{4},{13},{1},{3},{5},{5},{7},{5},{8},{1},{6},{12},{29},{5},{8},{5},{6},{27},{9},{14},{1},{4},{5},{4},{3},{4},{2},{5},{3},{2},{3},{1},{2},{9},{3},{4},{3},{7},{24},{8},{10},{6},{4},{1},{4},{4},{4},{10},{9},{10},{5},{10},{4},{9},{5},{7},{6},{1},{2},{5},{2},{7},{2},{24},{12},{7},{5},{2},{9},{2},{2},{2},{2},{6},{5},{2},{6},{12},{5},{6},{4},{1},{6},{11},{9},{1}};
-    const struct { const unsigned int length: 9; } bytes_length_index[] = {{9},{10},{7},{11},{109},{17},{9},{9},{38},{52},{53},{76},{96},{55},{114},{102},{101},{309},{140},{2},{2},{2},{249},{60},{14},{150},{120},{51},{65}};
+    const struct { const unsigned int length: 8; } str_length_index[] = {{1},{4},{34},{11},{62},{30},{16},{15},{1},{2},{8},{2},{39},{83},{1},{28},{27},{98},{53},{33},{67},{4},{179},{73},{8},{15},{7},{6},{2},{9},{22},{20},{39},{34},{15},{19},{12},{13},{16},{12},{14},{15},{20},{27},{23},{37},{33},{13},{58},{37},{44},{35},{42},{10},{11},{20},{11},{11},{16},{6},{16},{24},{26},{12},{14},{15},{15},{9},{27},{29},{20},{12},{9},{17},{8},{7},{8},{12},{8},{13},{10},{15},{8},{7},{11},{14},{12},{11},{10},{24},{12},{10},{17},{13},{12},{12},{19},{8},{5},{15},{20},{13},{7},{14},{1},{3},{4},{7},{24},{17},{6},{18},{1},{7},{4},{5},{8},{4},{6},{4},{5},{7},{14},{1},{9},{8},{6},{18},{5},{4},{5},{1},{4},{11},{3},{2},{5},{9},{5},{6},{3},{5},{7},{7},{7},{10},{4},{4},{7},{9},{4},{10},{8},{13},{1},{3},{5},{5},{7},{5},{8},{1},{6},{12},{29},{5},{8},{6},{8},{5},{6},{27},{9},{14},{1},{4},{5},{7},{4},{3},{4},{2},{5},{1},{3},{2},{3},{1},{2},{9},{10},{9},{3},{4},{1},{7},{5},{5},{3},{7},{24},{8},{10},{6},{4},{1},{5},{6},{13},{4},{15},{4},{4},{4},{10},{9},{10},{5},{10},{4},{9},{5},{7},{6},{1},{2},{5},{2},{3},{7},{2},{24},{12},{7},{5},{2},{2},{2},{9},{2},{2},{2},{2},{2},{3},{2},{6},{5},{2},{6},{12},{1},{5},{6},{4},{1},{6},{2},{8},{11},{9},{1}};
+    const struct { const unsigned int length: 9; } bytes_length_index[] = {{9},{10},{7},{11},{109},{17},{9},{9},{38},{52},{53},{76},{96},{55},{114},{102},{101},{309},{140},{2},{2},{2},{249},{246},{60},{14},{150},{46},{136},{191},{120},{51},{194},{65}};
     #ifndef CYTHON_COMPRESS_STRINGS
       #define CYTHON_COMPRESS_STRINGS 90
     #endif
-    #if (CYTHON_COMPRESS_STRINGS) == 1 /* compression: zlib (2843 bytes) */
-static const char cstring[] = "x\332uVM{\323\306\026N\300\201\360Q\250\223\360\325\226{\345\362\221\204\006\267N\322\224\206\336\333\353`ZJ\013\305$)PJ\365\214\245\261-\"K\262f\024\047\364\336\373\260\324RK-\265\324RK/\275\314RK/\363\023\372\023\356;#9\204\013\315\363D:\232\231\363\365\236\367\234\261\242\020\246(\032\261,\233+\r\252h\266\265M]Nu\205\333\n\261\024\342\272dwUQ\3328\246\363]\207f\242e+\r\257\331\244\356M\307\265\271\255\331\246\322\264\335\016\341\267\025\217Q\305r\312\204I\3259>\257\330\256\302\313\226\327qv\347\346\025C(s\205y\216cK?s\007\342\2522\307]J\225\246KZ\035j\361\371\371\005e!\363\372\217U\345\266Bw\034\252\t\225\246i\023\276\264\270\220\t\225\025\341\241\221\313\337V\225\006\321\025\326&\016]P\266\211\351Q\261m\032\035\203\227\253\212N\267\r\215*\3044m\215p\303\266\224&1L\252ck\213\272\026E\036\3043e\\\264\343\231\204CWkSm\213\255*\266\307o\332\315\233.\261Z\260\240i\2241\204g\000\257\026\2654x\323\t\047\212K4z[\271\263Y\253~\376\200rb*\324um\227\315\227\253\226\342Yo\362\316\320\204y\333\2410\2513\305n\302\232\000\025\271g\333\254\274F\000\247f\022&\267)|\355*\035n\032\326vf\267\374\320\316sZP\0102\327\266\250\205\332\265\t\037!\335\360\014\223/\010G$\317u\004\202fw:p\014\023\026}hs\232\251\335\331\345m\300\002m\235\232F\003\261qj\356*\214\273\006\300w\305!Kyt\367\321\315\345[\313`\210\256\270\364%\312\302P\322\206\014\224\312P\245[\303R\2624\224\037\232\312\256\355)\026\315\230\345\210\204\016)\3606\265\024F\271\020\224Y\311FY\035\025\352\206\325\232\0050.\234\000k\241\375\0351\031-oP\213!\253\016\355\330\000%\317\266m3~s\333`F\303\004\270p\337\226\211\210|3j\036\020\021v4\333\201\"\047\272\256B\227\346\224]\315K\243\033\214\300\n\265\304\263\245\031,\223t\270\243\031\n\267p\006De\010\224eE\311\203\232\223\364\373\207tUV5(\224A&nH\373\243* \000\243#\310p\370\230\207\036j\277s\302\331\335\371\\\265\210\310\277\014Y|\352T\263u\352\252\266\303\312\316\216!\226Z\264\263=\222\335\016CNng\364\315e\\o\276\030j\323\022\237.\225\261\256\216f\300\266A{Y\367(\007[H\214\230\206>Z""\006a\3256%:ZbG\351xL\016\216\347?-(\367\026\224\332\213\005\245%\372\233\232\315\262\366\227\203Ey\224\261\314n\010\356\210\331\2418\206\266\005\010[`\201*\273u5k\332\003\017\000\334\260\370\310\374_\034\002\343\236\177\261\240,\336\270\261\364E\036\212\244@N\226\236K\034\006\367.\302\277i[\340\265,\211 F^\300\321\334\222O\311\222\016\331\202\363\334Bm\003\324\270+:\257&I%\305\0372|\252n\313\023sK\256\375(\247\211\024\037H\313R\374\331\343?7\037H\306\312\357\314h\366,\253\252t\252\252\007\337.\325=\215\252\232\004\353\320:\322gh\220wv$\223r9\257\236Z\333x\366\350\256\272\361\263\372p\363\301\243g\371\023\237\331\372c\322[\333\005\035\016\204w\275\036\336z\307\261\252>\332\335\301\177\r\303A}Hw\370c\332D\036Y\003S\261\237\347\244\252\262\327\325\026\345\006\247\035\261\240\013\035\361\2665\361jz\226|\267F>\360\327!\206t\322\301$\315\364\305\207\255{f\266\355\332*\000w\r*7,\322\221\313\026\355\211\227\343R\207\270r\005\244W\2631\356u\262/\300\203\216\314\344\334\235\020E\347g\222gIF\3227\371\253j\327#\346\310I\216\222\372.^\243\005\272#>\004UG:\354Pj\357\201R\264\345\010\027\334>Y\304\"]\252\032\226\2213^m\272v\007Yo\253\006\0233\003\267\222aQ\325$\200\257-\275\035\250\022L6\342\266X\316\351\374U\376F\334}&\373g\031\327\026\356T\22704\0477Z\236\355\215\016\n\030\010\333\2654\303.\037\370`\215\374~i\340Rj\020\256\265G\227n\303 \254\001\253[\331\217\002&\207\277\232\237f\032\246\200m\031\360\251\231\"T\224\224\213[R\354k\246\315\250\230\303\232\355Y\\\0277h6\255q\252i\353\214\353\\Nc\332iP]\307x\240\035\207\357\342\272\005(\324aM\223\264X\036D\376\253@\300\223\205\321\002\272b&\346i\266F3\243\345\032\272\234_*\267U\327\3561\303\320\231a\351t\007\363ei\021\017\250\271\202\245,{\274\242[\331\217\203\354)\313\311\016\313\357@\272e\331=++\te\322)\346:\256\200\016\001\305\332\256t\216k?\227[\000\330\351\230jv\347\347\203(\237\367\226p \235X\270l\300l\330\347\226#;\035\323\323\266P\033\307i8&\261T\221\254c;\370I\246\273\244\227\017\200\374\365N\210\243\033\342\3158we\317""\n@p\047S]\214p&\352G\273\252\335l\n\276\216\020\204\240S\371CI\332fFGW{\206\316\333\002+\260\332\345\252c3Io\361\273A\307/\245\236\3212=\216\025q\207\362Fv\0371\336:\204\200\232]\345jC4\333\241\365\\\026/\273\207\351\201_K\014\346)\347\334\343=\276\343\311\262\211\347-\317\361\034p\210b\240\0374\230\374\r(\037L\\n\275\0365Zm\336\023\005\316\362\226\242\010k\347\365\370\260p\322\377,\250\013\341Tz\352\343\260\"\244KaQ\274f\243n|,&\257\307\367\013\307_\277\n\212\301\225`#,\206\263\321tT\213O&\245d9\361\372k}2\234<\223\236\3714*\245W\356\357\225\366\226\367\272\351\243\307\351\343\027\351\213\337\323\337\325!t]\177\312_\364\327\203#\260P\177s\272\236\326qn\035\236\375\333\001\tXX\022\356\367\361\271\354w\203\243\301R\3602\032\317\026\260/\204bp),\t\341\\\3604\254\207Zt.\"\373\047N\302\244o\343\273\021\2114\374/\203\361\240\370\366\251Nr\253_\351\337\351{\203j~\236\006\225`-\320\303O\303\352{t\232\321\275t\341\233\376\275Au\260\261w~\257\233+\265\021\246\033\316\204\217\303\356{\224Z\321\263\230\014\361\361$\274\037\221\310\213\037\364/\014\306\007S\203[{\225\275\273i\375I\372\344Y\372\354\327\334\326\026\240\3744\254EG\242\322[\266.\004\335\364\342\\\214L\224h<*F\327\"\370\232\030NN#\340{\341\367Qe8\371!\316\236\013Za=[\255\016\047\317#\260\356pRTl|8y5\252F\330\373H\000\n\215\245H\217\257\245\237\177\333\357\n\373\177\017\273\251\362Er\252\177{\260\205\002\014\013\323\301\327\341=\251\201R\375;\370*,\r\047?\213+\361O\3753\003\"BCQ\376<66q\302/\370\265\240\020\324\302c!\215*\321\303\344J\262\336?\332_\354C\363\204?\343o\006W\003\032\256\210\242D\273\311\321d)\321\372S\375\312~a\322\237\360\021\317Y\377U8\025~\035\255E0{!\330\016\237D\300\036\241\017\005\"3A5\370\005\332\027\342\211\030|\374sr\354\344\307\"\224b0#H\363ap<\350\302\263\031\227D\234\333\376\223\340.*\201\235\251\000\247\200\332>\036<\274\025}\225\235\000\034g\323\2637\342\2531\211{\311\326\340\302\336\370\376\333+\305\327g\375\377\206\365?\317\214M\234\177\303\247\341[\344*\\\016%.\236\377}\000\344?\360""\237\006\365\240)\360\022\037u\277\021\214\347\365l\"\376\307\010`1\334\210f\004\230\243\232V\367\047O\371K>\361{\201\206\374\227\303Wq1\276\026w\223\211\344I\277:<=\203D\212\341\265\260\013\366\302\016\361YP\002\367u\2614\224\252M0U\250.\206\317\020\337\351\251t\352zD\322\331\177\201\\\347\006d\200S\247\3755_\013\212\302\330\035\300t$3\027ME\313\240a\r\265XL6\372\330>+\033k\005\266V\020\344/\361Rl$\177\014J\303<B\027\264\"(\314zT@\202\007\216j\262\r>N76\323\315_\323_\237\247\317\177\033N^D1\332\2504\274\237\360\317\371\272\250\302\t4\372\327\202\217B\030\365\364b\270\031\225@B\022\271\361T\274\222\314$\233\375k\375\356\340\350\2402\220G/#W\251\374\211\230/\202\047\335\014\264e\004\364Q\270\204R \364\251`\036\305\255 \256\017.\206\005\321a\303\323\323\301b\360\034y\236\213\232\310\362x\262\003\263\005\030\305FE`\331\010\216!\010A\212\225x&\256\213\240\217\204\3630R\213\217\304s\311\325\244\321\037\357\317\3647\320\243\337\354\375\047\375\r3KK\265V\3322R\303I\235\256\214\005)\324\201\302X1(\2126\230\224\243\360Z k\263\022L\243z\323\341\032&F5z\022\337\211YR:p\257\005\347q\014\364?\342\317\241\246_\0021\"\251\351\037\007\031\210 ua\304\3423\376\313p<\275t#.\305\225t\341`4B7=\371IX\025,,a\032\200\332W\020\377Z\244\201D7\222Z\177\242_\357K\316\252\242\205\005}/\205\227eY\n3\301w\341\034\240\257`~\274\376\rHV\302\357\242\331\370R\222\365\207\214\352j\320@T\002`Y\010rP\206\360z6L+\351\330\305\360\355\211;\352\220v\3642\031\261\037\301Kn\273oq?\035C\350\373\005\030\020I\246c\227\323\313\345\330LW\357\357\315\247\353\033\002\315c\257\237\242\213Zh*p \3742:\036m\307\353\311\270\210\370Y>\323\217!\233\355x3\231\005\201\261\374\324\337\010\212YF\362\365\"\270\216\242\226\204\370<\030\027\343\354vHB\026}\026\377\222\254\364\247\373\367\007\255\364\001\n\253\246\252\236\352tX8\355?@z\013\221\231\314\343N\250\246c\327\242\372\377\345\047\256\254\363\242\017\337\177\265\255\213\251E%\253\212\250\327\"<UP\212#\375\353\350\310\231\301\343\301\366^}\217\246\353h\027\314\374\247\303""\202h\273\202$\312\217H\245\236\343\272\224.\335K\357\211n\022H\034\036A\002\323s\300\244\001\242\337\ty\364M\374G\177nPJ\013\177\013\267\342\242h\367\232`v\306\300\013\341\004F\316\224\014f6\231N\252I]20\370\036\005\257J\n\007\023\030\255\253Q\375\177\242\371k\333";
-    PyObject *data = __Pyx_DecompressString(cstring, 2843, 1);
+    #if (CYTHON_COMPRESS_STRINGS) == 1 /* compression: zlib (3387 bytes) */
+static const char cstring[] = "x\332\235VM{\323V\026N\300!\341\2430\371\000J[f\344\002MB\203[\047iJ\003\235\031C\240\224)\024\207\004\010\264U\257\245k[D\226l}\304\t\363\225\245\226Zj\251\245\226Zj\351e\226Zz\311O\340\047\314{\256\344$\024:\3173\223\347\211|\245\373q\316y\317{\336s%\211\331\222\2440\3030\035\251\306%\3054\266\270\345pUrL\211\031\022\263,\266\263,IM,S\235\2356\317\206\206)\325\334z\235[\327\332\226\351\230\212\251Ku\323j1\347\206\344\332\\2\332%f\213\2553\316\254dZ\222S2\334V{gfV\322h\263#\331n\273m\n;3\373C\230\301\254\351:\222Y\227,f4\370\214cq.\325-\326hq\303\231\235\235\223\3462/\276]\226nH|\273\315\025:\242\256\233\314Y\230\237\313\006\345%\262X\313\307\207\226\271\232\201U\322L\233)\233x\355\270\314p\264W\030u\271\326h:\366\034a\321rt\315\330*\211\311\322`\211dq\307\265\014[r\232\2745\373\227\212Tc\252d7Y\233\317I[Lw9Y\324\265\226\346\224*\222\312\2674\205KL\327M\2059\232iHu\246\351\\\305\324&\267\014\016\250\230\253\213\320y\313\325\231\203\275J\223+\233\3662\005\177\315\254_\023\301KLQ\270\r\257T\r)ipC\2015\2259\014\330(\374\206t{}\245\362\305\003\3560]\342\226eZ\366l\251bH\256q\000m\2260\034o\2669\216Tm\002V\325(o\2003\233\266K\267\0302\246\350\314\026\323\034\266vr\024\262sK\017\315<&\000\204\310\001\236\001z4\2313Hf\315\325tg\216\014\261<\326\001\010\212\331j\3010\2160\370C\323\341\331\266\333;N\023\260`\267\312u\255\006\337\034\256\357H\266ciH\224E\213\014\351\321\235G\327\026\257/\202\204*\340\177\211\024\332`MM8\312\205\253\302\254fHY\030\322\367ui\307t%\203g\344mS@\2076 u\206ds\207\006\322\264 \274\310\216\214\355\232\321\230\0060\026\214\000k\332}\227\3516/\255q\303FT-\3362\001J\036m\323\264\235k[\232\255\325t\200\013\363M\021\010\305\233\261\177\237\3538G1\333\330\3500U\225\261\227\347U\261\234\247F\325l\206S\270A\317\206\242\331\331H\2059\236\241p\035k\300}\033\216\332953\247f\004\375\276\025\246J\262\202\r%\220\311\321\304\371\203,\300\001\255Ed8\274\314E\2316\337Y\321\336\331\376B6\030\305_\302\230^U\256\230*\267d\263m\227\332\333\032}j\360\326\326`\3349\374b""\265l\004h\265\006\357\266\332f\203\261#\034>x\263\221\264\006\275\212\023\226\245n\347\220\274X\\\004\266<\320\244-\215w\263R;\230\002\nL\327\324\301g\260[nr\246\242~\266\245\226k\013!{\361\303\234toNZ\371yNj\220\336\300\237eisK\326\301\202\301\032\340\013Ixw\301\2676\327\353%\345weQz\224\021\330\254\021-I\371\244\266\246l\";\r\020L\026B\260\234\351\301\373m\375\336\"\220\371\305\227s\322\374\325\253\013_\346\216\013v\345<\354Z\254m\303\274\205`\257\231\006JFd\2338\227sc\240\272\342)\010\330b\2330\236\237\260\262\006\210\357PQ\257\010\276\212\341\367\031\232\025\253\341\222\312\212o\177\023B%\206\017\304\311b\370\243\353\374X\177 \212A\274g\207f\317\222,\013\243\262\274\377nq\325U\270\254\010\260\016}G\3706j\357\235\031A\322|\234\347Z^Y\333xtG^\373Q~\270\376\340\321F\376\304k\366}\225uo\355\200P\373\203w\255\036\236z\307\260,?\332\331\306\377\ntG~\310\267\235U^G\034\2316p\232\317c\222e!#r\203;\232\303[\364A\245=\364k*\364Sw\r\361\333\030\330\300_\213i\302H\013\"\235\355\247\027Su\365l\3322e\000ni\\L\030\254%>\033\274K?m\213\267\231%\276\240l\344\254C\270\255\354\r\360\240\330\263qn\216\206TA\331\3105\004#\371A\374\262\214n\246\017\214\344(\311\357\3425\370\300\267\351\205\250:\330c\037\n\355=PRa\017pAc\313<\246p\271\254\031Z\316x\271n\231-D\275%k6\311\021\032\236fpYg\200\257)\254\355oe\020Mf5\354\234\323\371O\351&\265U\335\376s\t\035\021\255\335b6\212\323\321\032\256\351\016\026\022\014\314\3361\024\315,\355\333\260ky\353\252\241\337\325\230\2434\007W\204\232\306l\372\307\022\315\261k8\1773\273\334\330\242\303\310\371>[\201\036\230\206\006\353\n\303\035Bsv\024\006\233\272\242S\010H\265C\215\231V+\272is\222~\305t\rG\245\246\2355\010\254\252\233\252\355\250\216P;\336\252qU\205l\360V\333\331A\207\007X\274m\327u\326\260s\347\362\273\215\370YZ$\3642\337\032\000\237\3443G\2411\220\224\206\245\251\r\204\334\226m\\\\H\026\221\221\226\220G\3311e\313\354\332\232\246\332\232\241\362mq\037\302\003\007YDk;{\274\342\233\331E%{\212\374\333\207\307\357\344`\3230\273\006\264S\230""\31144\313(\267\205S\3508hN-\006\2066-\341\n.$\371X8\333\322\345\3546\222\353X\336\211\0142\047L\032\252\310\255\201XP\0370\352\030m\241\027&D\3304\220\342v\273\326\326\231!\023(b\320\331\037\221\266\267\3156\256\252j\247\2239\331!\037\305\n\213us\261\311\177\336\211n\320\333\016\032\215%\364\201\260\264m,\345\331\303V,\242\225\\\243r#\233\364\017.\273\306\246\274\311wp\013\341*u\026\233\310\304;\262Y\257S\031\r2\207\201\312\305\325P\270ak-U\356j\252\323\244\214\240\330,Gn\233\266\250:\272)\251\260\321\325\032\272\353\340\013\335\032\234\232S\263\263^k;\215C\340\312\331\375%\363\353\320\367|L?f\027\272\266\351t\300`\303\206\025\252n\307q\235-\247\353t;\316vvu\246\347u\267\355\266Ah\216\256\263\257\002[\342\022,\03665\354nv\243\356v\272\235LA\273\304\257\014;1$\177\267w\207\373\205\023\336\347~\225\006\047\323\223\037\007e\032]\010\306\351g:\354D\307\"\266;\374\2720\272\373\312\037\367/\371k\301x0\035N\206+\321\211\270\030/\306nr+a\375\261\323\351\351O\303bz\351\376^qoq\257\223>ZMW\177N\177\376%\375E\356c\257\345Mx\363\336c\377\010N\250\036\254\256\246U\254{\014\313\336\r\237\371vP$\363\257\361\272\350u\374\243\376\202\3772\034\316>`\236\006\343\376\205\240H\203\263\376\263\240\032(\341\331\220\275>~\002Gz&\336k!\205\341}\345\017\373\343o\257j\305\327\223rr;q{\225|=\367\313\376-_\r>\r*\357\331S\017\357\245s7\223{\275Jom\357\334^\047\337\324\204\233V0\025\254\006\235\367lj\204\033\021\353\343\345ip?d\241\033=H\316\367\206{\023\275\353{\345\275;i\365i\372t#\335x\236\237\265\t(?\rV\302#a\361\255\263\316\373\235\364\303\231\010\221H\341p8\036^\tak\244?6\t\207\357\005\337\205\345\376\330\037\260\366\254\337\010\252\331\327J\177\354\034\034\353\364\307(c\303\375\261\313a%\304\334G\004(v,\204jt%\375\342/I\207\316\377S\320I\245/\343\223\311\215\336&\022\320/L\372\337\004\367\304\016\244\352\037\376\327A\261?\366yT\216~HN\367\030\271\206\244\274964r\334+x+~\301_\t\216\005<,\207\017\343K\361\343\344h2\237`\347qo\312[\367/\373<X\242\244\204;\361\321x!V\222\211\244\374\2720\346""\215x\360\347\214\367*\230\010\276\to\2058\366\274\277\025<\r\201=\\\357\023\"S~\305\177\202\335\347\243\221\010||36t\342cre\334\237\"\322\374\301\037\365;\260\254GE\362s\313{\352\337A&03\341c\025P{\215\207\023\\\017\277\316V\000\2163\351\231\253\321\345\210E\335x\263w~o\370\365\333_\306w\317x\377\n\252oN\017\215\234;\340S\377-r\025.\006\002\027\327\373\316\007\362\037x\317\374\252_\047\274\350\245\352\325\374\341<\237u\370\277\n\007\346\203\265p\212\300\034\344\264\362z\354\244\267\3401\257\353+\210\1771x\025\215GW\242N<\022?M*\375SS\010d<\270\022t\300^\234\303<\333/\202\373*}\352\213\255u0\225\266\316\007\033\360\357\324D:\361Y\310\322\351\277\202\\g{\254\207U\247\274[\236\342\217\323a\267\001\323\221\354\270p\"\\\004\rW\220\213\371x-\301\364\031QXK8k\tN>\211\026\"-\376{\257\330\317=\264@+\206\304<\016\013\010p\337\320\212(\203\217\323\265\365t\375y\372\374E\372\342\247\376\330\207HF\023\231\206\365\343\336YO\245,\034G\241\177C|\244\301\240\246\347\203\365\260\010\022\262\320\212&\242\245x*^O\256$\235\336\321^\271\047\226^D\254b\363\047\244/\304\223N\006\332\"\034\372(X@*\340\372\204?\213\344\226\341\327\007\037\006\005\252\260\376\251I\177\336\177\2018\317\206uD9\032o\343\330\002\016\305D\231\260\254\371\307\340\004\221b)\232\212\252\344\364\221`\026\207\254DG\242\231\370r\\K\206\223\251d\r5zs\357\237\351O\320,%U\032iCK\265v\332\356\010_\020B\025(\014\215\373\343T\006cB\n\257\370\"7K\376$\2627\031\334\202bT\302\247\321\355\310\216\213\373\346\025\377\034\226\201\376G\274\031\344\364+ \306\0045\275Q\220\201\021\251\013\003\026\237\366^\006\303\351\205\253Q1*\247s\373\322\210\275\351\211O\202\n\261\260\0105\000\265/\301\377[\241\002\022]\215W\222\221\244\232\010\316\312T\302D\337\013\301E\221\226\302\224\1777\230\001\364e\350\307\356O@\262\034\334\r\247\243\013qV\037\302\253\313~\r^\021\300\"\021l?\r\301g\231\230\226\323\241\263\376Oiq!.\2779\367\373\205\362\233\252\031\331}\356\221l\355\376\354\177\026\214\006b\270!4\367>\220\372.Z\216\253\364\351\027\250\3154l""\017\326\217\356v\275\006U\373Io\031u\326\014T\270\377ut)Z\213?\202~\177\337[\337\373t\357\0201\367\373\r\244\265\226\326\220;\265/x\323EX\047\000V\2762\374w\314bA\324\217PY\220\312\367\324,\325\312\201\252\247C\037\006o\367\231A\204\315\360e<\250y\244LT\264\365V\305\247CH\330\353\002\016\240\324\246C\027\323\213\245HO\227\357\357\315\246\217\327\210C\307v\237A;\020)1?\370*\034\r\267\242\307\361p\206R\326\311\216\301\353\255h=\236N\004<\317\2745\177<\313\343\370\000\327#\250\032\014_\370\303$\3427\002\026\330\341\347\321\223x)\231L\356\367\032\351\003\320YNe5Uy\277p\312{\200\244\316\205z<\013$+\351\320\037\003\344\t=\237\310\365\\\000d%\347P?\307z|\357\353t\025\210fu`\244\206I\253\315\350Y\372\325\335\236\016Zf!<\365*\344\024J\201\004c8\363\252\350_\017n\206\235\377\022I\036@\356\365M\350\324\321\360FT\217\357&\227\222\347\275n\372\020\267\206_\323_y\312\353\357\361Z\nOG\233\311\047\275\215=\023\367\213\376i\334X\016\000\245t|\2142x\026U\243\227\311h\262\263w\"]\245\226;(\200o\302\333\341\253\370\260\033\277\343d\316\336\rO#\t\373\177Q^I\377\212B\206h>I\237\000\317g\351\320\225\260\372\033R\321\355\350\034I\376\373oQ\217\251Ar!`\343\220\206y\030.\243\352\217$\237A\374\247z\253\275\255\275\352\036O\037\303\010Y\350\027H\341\013B\223\376\206\200\252y\t/\244\013\367\322{$\334\204\326\341\"&\"\237\005\021k\320\324\333\201\023\336\214\376\236\314\364\212\351\320\237\023\366f\3427\005?\272\353\210\302\024zM\342Ks\214J\356:*\371\222\270\027A\250\257\006\225\364\"\004#\276\227@\307\321&)\210&\220s(\214\267\ni0\263My\371\037\272m\343\220\313\363\341Z4\t\375/\304?\364\016.\200i\341\217\301&\254\2417\256P\033\310\344\372|0\"j\235\340\234\216\047\343\n\204\210\344\332\377\016\352X\021z\357\217\340\036\262\034V\377\003(\215L\200";
+    PyObject *data = __Pyx_DecompressString(cstring, 3387, 1);
     #define __Pyx_DecompressString_LZSS_UNUSED
     if (unlikely(!data)) __PYX_ERR(0, 1, __pyx_L1_error)
     const char* const bytes = __Pyx_PyBytes_AsString(data);
     #if !CYTHON_ASSUME_SAFE_MACROS
     if (likely(bytes)); else { Py_DECREF(data); __PYX_ERR(0, 1, __pyx_L1_error) }
     #endif
-    #elif (CYTHON_COMPRESS_STRINGS) > 0 && (CYTHON_COMPRESS_STRINGS) <= 90 /* compression: lzss (3786 bytes) */
-static const char cstring[] = "\377  as  ca\377nnot be \377converte\377d to an \377array:  }h$\000dtype\005\003\377no buffe\377r-protoc\377ol forma\377t; use n\357p.as6\002(t)\377 or t.nu\377mpy() is} g\001suppoc\002\375(\002\006: (tre\377e fragme\377nt)), , \376q\002=: ; ex\367pec\227\001floa\337t32, \004\00216\372^\001b\005\004?A ba\377d shape,\277 value}\001l\377imit.A d\377evice al\377location\177 failed\030\000\337kerne\305\000au\375l\374\001(emula\375t\272\000checks\377: out-of\337-rang?\000cc\327ess\234\000i\255 ge\373nck\000data \377race; CU\377DA/Metal\377 errors)?.An un\356\007\310#\356\231 opeP\000ds \037of di\321!\371\000\361\003\357s.Ba\314 cla\365s\032\002e\231@y mt\357linvR\003.No\356\315\004, a\367\000cke\335n\271@hat\342%bu/ilt,\201Aa\345\004\375\005\177command@\000\377neNote t\2363\001Cyth\224 \245@d\357elib\231\000tel?y stri\372 \310@\375h\224`PEP-48}4\237`d rej\224@_s sub\244\002e\305\002\356r\002in \260as. \377If you n\345e\324cp\315\001&\010the\337n set\200\000e \351\047\211\204\002\231B_\360`ing\305\047\226 r\371@\351 \224\204\001Fa\377lse.Tens~\330`memory\320e\377host-vis\047ibl\365@|\000h\304\002\361A\374\225\204\003\200\204\006to cop~6\000tadd_n\375\000\262\254\204\004:\355c\211@saC\000e\275n\002\001gcis\004\003d\\l\000\246\"n 8\255@m\203\000R\304`s\217C\216\004(\372b=\357\204\002\177._core.\312`\363ti\311\205\002\376%to i\371m\201\205\001\033\tumath\376\021\016pyx/_na\345t\351`.\t\000\013\001dec\377oder_ops\357.pxi\036\001gem\335v\004\005rms\321\000rm2\024\005t\250\"\004\007st\324 5\001\353re\246\205\002:\374\206\005vie\345w\270\205\003 \022\006\353`ali\376\316\205\004 rope_h\377eads: x \367mus\264\207\002[L, \377H, D], g{ot\311@lf.c\300\207\026\233 P\340cob\270a\270\207\001 \237pickl\351@\203`_\346\251\206\002: \260\206\002Y\006an \227intW\005t\017\023\357`[\3770, 2**30\362\204\004t\377A\246dwrap\337s a r\274\000-o\007nly\333\210\003\260\210\001\272D\260\210\005\364\210\002\375)\202\211\001make a\375 \351cDTypeEr\316\206\001D\305\207\002\006\002Inv\234!OArgu\264\210""\001\032\002K\311\207\002\362%\002M\253\206\0020\002OutO\303fM\255\204\002@\002\276\204\003\304\204\003._\355_\351\211\002__\007\006red\237uce_c\216\206\002\r\010s?etstat\t\016\340\211\002\374G\004\322D_DTYPE\377_TO_NUMP\361Y\000\003\013\001\022\003RawB\037ytes_\001\005\203\000g\014|\017\th\016__Pyx\001\000\377Dict_Nex\217tRef\305\000\313\213\001\234\001_\366\313\006__\301\210\002_getoitem\026\000_d0\001\356\037\000doc\013\001fun\362\003\002g\325\005:\000main\236\047\001meta:\003\021\001o\357dule\022\002ro_\237entri\276\000h\000n\273am\022\002new\\\001p_repar$\002p\242\000\362\301\212\003ux\000\n\001resu\017lt__\026\001\306#\006\002\337\214\001\306\017\003un\215\204\002e\000\233&_q\207ual]\005\225D\337\000\240-_F\260Dex\342\001\314\204\001\221\005s\320\010\360\2700\205@\217\000\222#emu_\376\364\213\002_mode_i\373ni\353\204\004_from\336\363\000v_is\327\207\001ou\177tine_la\274 \363h_\272\205\0012\006aadd\317args\205\216\004\214\216\004.<\376\370\214\001ls>.gen\377exprasco\177ntiguou\257\216\003\373as\346\216\001async\277io.cor^\003s\367bba\333\213\002base\337batch\355\215\005bi\177asblock\217\217\003\365s\357\213\002_\047\004scca\377nonicalc\311l\247\001\320@t\242\215\001J\001cl\367ose\204\212\001coun\315t\254\000ta\235\216\003\357\000fo\337dstdt\362\217\002em\377beddinge\277mptyen\371\210\001e\177psflags\377\216\004x\217\217\004\233!\226\220\003gate\220\211\001x\340\004\367`\323\207\003grid\273\210\002\377_to_rows\377iidsinde\377xint32in\3523\001r\242\204\001s\000\002ize)k\227\217\003\235\217\003_\344as\000\t\302.\337known\215Ces\376\367\217\002matmulm\337ax_th\372\207\001s_\327per\005\004g\336 pm#l_\334\221\002\302\213\005\351\212\004n\321\204\001l\002\177ndimnew\260@\367tnp\312\221\002objo\377noutppbp\357lan_\375\212\001pop\177prodraw\323\212\0040\332\212\004\345N\232\213\005\305\212\007ro\320\207\001\215!\377sseedsel\357fsen\005\000q_o\365f\010\000t\222\212\006setd\363ef\245\221\001\343\221\002simd\177_widths\251 \377start_po\371s\236\210\002\264\217\001dessw""\377igluttatv\320\215\001tb\212\214\003stg\210#\232\375\002_\305\216\003_b\215\210\001\r\010s\274\253$\266 owti\271`n\375s\\\000etttut\317wtxu\262B\002\0018u\377pupdateuGse_\235\211\005\377\222\002\204\223\002s\331\214\001\377wweightw\360\335A\301\214\003\006\002\347\216\001x\200\001\330\277\004\n\210+\220Q\005\001\013\337\320\013\033\2301\017\001\031\230\375\021\026\001\047\240q\250\006\250\377a\200\001\340\004\007\200z\377\220\021\220#\220T\230\021\377\230\047\240\023\240D\250\n\377\260!\2604\260u\270B\377\270a\330\010\016\320\016\"\377\240!\320#J\310!\310\3774\310q\320PR\320R\377]\320]^\320^_\330\3769\000r\210\022\2102\210S\353\220\002?\000Q$\007Q\320Q\376%\000S\330\004\013\210;\220_a\220s\230!{\001\340\014\000\3774\210q\220\003\2203\220\307j\240\001z\001\033\002\203\001\021\220\367\031\230!\214\001\025\220X\230\377Q\230c\240\025\240a\340\333\t\n~\000\210o\r\000b\240\376\315\000\013\2105\220\001\220\021\376\030\013m\2608\2701\270C\357\270u\300A)\004e\2201\377\220B\220d\230\"\230A\374}\001%\014f\240H\320,<\377\270H\300A\300T\310\026\353\310q^\004h\244\000r\230\024\357\230R\230q\"\020g\240Y\377\250a\330\004\025\220W\230\377J\240a\240u\250M\270\377\027\300\001\300\022\3008\310\3771\310E\320QW\320W\257Y\320YZ\252\004k\310 \"\277\230D\240\002\240!t\n\027\277\220q\320\030(\250\227@ \177\240\001\240\021\240%\240i\000\357\005\330\010\023\256\000H\230G\337\2401\330\010\020\336\000\025\220\367g\230Q\020\003A\330\010\026\356\275 q\330\010\256A\001\330\010/$\240A\240\345 \032\315!/\000\3773\240d\250%\320/?\373\270q\307A\037\230q\320 \1770\260\013\270;\300k\376 \177\330\004\023\2209\230H-\002\376\344@|\2207\230!\330\010\377+\2501\250L\270\016\300\366\314\000\013\210\221`\360\006\000\005\377\t\210\004\210D\220\004\220\377D\230\006\230e\2401\240\377N\260#\260S\270\003\270\3772\270Q\330\004\t\210\024\377\210U\220$\220e\2306\376\221A\240y\260\003\2603\260\377c\270\022\2701\340\004\010\367\210\005\210\365@\017\210z\230\277\022\2309\240B\240\243 \027\237\220v\230W\240\371 \270\000""\330\276\277A\024\220A\220V;\000\027\377\250\005\250Q\200\001\360\010\367\000\n\033\207\001\021\220\024\220\276\262`\020\220\007\220qw\000l\375\250\254 \007\200v\210W\220\231E\207@\314`\022\220\256\000\263 \340\377\010\027\220t\2308\2407\374\034\003\214 \017\320\017*\250$\377\250a\250w\260k\300\027\357\310\001\340\010\005\n\021\200\017\377\210~\230Q\360\016\000\005\261\026\306g\275A\323g\004\035\343 \004\277\007\200u\210G\220\367 \r\277\210X\220Q\220f\254!\330\377\010\r\210Q\210b\220\001\352\372df\275\000R~\0002\230T\353\240\024\374 \004\201\204\005A\340\010\377\013\2103\210a\210w\220\375c\375\0004\230z\250\021\250\377%\250q\260\005\260W\270\357A\330\014\024\306\000\021\230%\327\230q\240\270@\016%\000s\220_!\2203\220d\017\001\3306\002wf\220B6\0022\230Y\270 \377\014\022\320\022&\240a\320{\047@\332`\025\300a\300\366@\177\014\210B\210c\220\021I\001\365C\244 \002I\003\240\022\2404\357\240u\250D\211@2\260TU\270\034\000\017\324\205\0026\204@6\242\000\377V\2503\250i\260{\300\375!a\003a\210r\220\025\220\235a\226@S\240\004\230@`\006D\376\202\205\002\033\320TU\320UZ\377\320Z[\320[\\\330\010\275\030\204`h\240a\240\364`\t\357\210\025\210d\202A\t\210\022?\2109\220A\330\010\005\001\314\206\005\3772\230U\240!\2403\240\377a\240r\250\022\2506\260\377\024\260U\270%\270q\300\357\003\3001\300&\002\035\220dn\360a\t\210\034\334\207\001\330\010\242\000\365\200\260\"4\216\000\032\2303\230\273c\240\327\000\022\220)\332@1\336\260`\r\030\230\004\336\205\001\330\014\377\023\2202\220[\240\001\240w\025\240f\343\000\007\260xT\000\351\004R\000\026\0001\221\207\001b\220\006\373\220a\220b6\250\024\250Q\376\261\001\002\230)\2401\240D\377\250\002\250(\260$\260b\377\270\001\270\024\270T\300\022\377\300<\310}\320\\]\320\377]c\320cg\320gi\337\320ip\320p\277a\210q\357\230!\230Q\354 \000\021\220u\021\203\205\001\010\206\211\002%\220q\230A\3776\220\023\220E\230\023\230\377B\230f\240A\240W\250\277C\250s\260!\330w\005c\373\220\026$\000\004\010\210\002\210}(\321@5\230\006\230a\214\211\001Wq\210\007\212`a\305""\206\001\004\276\204\005\377\016\210j\230\001\320\031*?\250!\2501\320,\222\211\0069\000\337\320\n\034\230A\202\204\001!\240\375\021\250\207\001#\2401\240B\240\375c\302`*\260D\270\005\270\313Q\270\360\207\002_\361\206\001\326\205\001\031\230\375\035\222B\004\024\220F\230(\376\370 1\330\004\005\200\\\220\377\032\2301\230F\240\047\250\353\031\260\275\205\002q\221\002$\220bs\230\006\334\"\261@\035\220a\267A\366\202B\230&\307\211\0031\320\000\030\337\230\001\340\004\025\220\205\017h\240\243j\260\366\204\005\272\000\327\204\002r\357\204\n\320\315\000\270\000\340\004>\000\247\206\001\320\000\377\035\320\035.\250l\320:\277J\310)\320ST\321\207\001\006\377\200X\210Q\210g\220Q\376\200a\2305\240\007\240v\250\327S\260\001\256\001Y\315\212\004\006\240}a\022\000U\260\047\270\021\305\001\257X\210T\220\004\002\\\001\003]\277\220&\230\002\230!\340\001[\373\220\001\313\210\001;\230a\230s\377\240+\250V\2606\270\023\377\270J\300g\320M]\320\377]_\320_d\320de\377\330\004\014\210M\230\021\230\377,\240l\260)\2701\270\277A\320\000%\240Q\321\014\007?\200r\210\026\210s\325\207\001\307\214\021\377S\330\004\026\220e\2308\257\2406\250\021\255@2g\0001\376\210@\002\270&\300\001\300\024\377\300R\300v\310Q\310e\377\320SU\320UW\320W\347X\330\004\363\205\001\346A\023\230K\362\335\000Q\356\214\001\325 3\3203H\303\320H\312\205\001\333\211\001\367\207\t\317\214\001\025\220\375Q\231@\004\230C\230t\240\377<\250{\270(\300!\320\377\004\036\230k\250\021\330\010\347\014\210D\326\204\001\374c\027\230\005\357\230T\240\022\210\002\047\260\023o\260A\260Q\375b\220G\356@\375A\312\205\002\220\005\220V\230:\003\240Q";
-    PyObject *data = __Pyx_DecompressString_LZSS(cstring, 3786, 4862);
+    #elif (CYTHON_COMPRESS_STRINGS) > 0 && (CYTHON_COMPRESS_STRINGS) <= 90 /* compression: lzss (4520 bytes) */
+static const char cstring[] = "\377  as  ca\377nnot be \377converte\377d to an \377array:  }h$\000dtype\005\003\377no buffe\377r-protoc\377ol forma\377t; use n\357p.as6\002(t)\377 or t.nu\377mpy() is} g\001suppoc\002\361(\002\006d\000\033\000out \377of range\377(tree fr\377agment))\357, , \201\002=: \177; expec\247\001\377float32,- \004\00216n\001b\005\004\034\010\367uin#\000 (pa\373ck\336\000quant\373iz\350\000weigh\367ts,\210!mtli\327nv.\030\002.\033\005 r\377eturns t\377hem)?A b\377ad shape\177, value\340\001\377limit.A \377device a\377llocatio\377n failed\276\030\000kerne\250 a\373ul\337!(emul\373at\235 check\367s: \372\000-of-~\370\002 acces\223\000{di\220@genck\000\357data\231 ce;\377 CUDA/Me\377tal erro\377rs).An uqn\321\047\253C\374 ope\315 \033ds\325!di\264A\314 \304#\357s.Ba\257@cla5s\032\002e\374@y \200#R\003\207.No\315\004\236 \367\000\272 n\356\234`hat\305Ebui\227lt,\344Aa\345\004\375\005c\277ommand@\000n\237eNote\276 4\000C\347yth\224 \210`del\373ib\231\000tely Ostri\315@\253`h\367`\377PEP-484 \364<\000\374 j\347@s su\345b\244\002e\305\002r\002in \376\223\204\001s. If y_ou ne\267\204\003p\315\001|&\010\270@n set\300A\363 \047\354\204\002\231B_typ\377ing\047 dir\370\314`\351 \367\204\001False\377.Tensor \277memory\263\204\005h\377ost-visi\023bl\365@|\000h\304\002\361A\370\204\003~\343\204\006to cop6\000?tadd_n\375\000\217\205\004\331:\300\204\003p\000saC\000en^\002\001gcis\004\003dl\000.\246\"n 8\224\000m\203\000\304`\251s\224\204\004\217\003(\372b=\322\205\002.\277_core.\312`t\371i\254\206\002\376%to im|\344\205\001\033\tumath\021\016\377pyx/_nat\362\351`.\t\000\013\001deco\377der_ops.\367pxi\036\001gemv\272\004\005q\001\trms\336\000r\275m!\005sdpa-\005t\214\301\"\004\007st\355 N\001=\002:\267 wq\324\207\010re\323\205\002:^\214\210\005view\345\205\003 \022\006\277invali\373\205\004 \377rope_hea\377ds: x mu\375s\304\210\002[L, H,\377 D], got\375 \214\001: kv_l\373en\033\006an in\375t\017\017=self.mc\376\210\026 P\273\204\003ob\223\204\001~\366\210\001 pickl\304`\232\336`_\204\207""\002: \213\207\002V\023e\375t\017\023in [0,\277 2**30\262\004t\374\332a\201\204\004wraps \367a r\352\000-onlAy\231\212\003\356\211\001\260\210\004\356\211\005\262\212\002)\300\212\001\317make0\000\304\204\003DT/ypeE\251\207\001D\240\210\002\006\002=I\310#Argu\342\211\001\032\002\311K\244\210\002%\002M\214\211\0020\002Ou\017tOfM\210\205\002@\002\231\205\003\237\205\003\267.__\247\213\002__\007\006r\177educe_c\351\206\002\376\r\010setstat\360\t\016\236\213\002G\004\200d_DTY\377PE_TO_NU\307MPY\000\003\013\001\022\003Ra\177wBytes_\001\005\360\203\000g\014\017\th\016__Py\375x\001\000Dict_N?extRef\305\000\211\215\001\332\234\001_\313\006__\234\211\002_g\277etitem\026\000_\271d0\001\037\000doc\013\001f\313un\003\002g\325\005:\000ma{in\047\001meta:\003\276\021\001odule\022\002r\177o_entri\276\000\356h\000nam\022\002new~\\\001prepar$\002\311p\242\000\234\213\003ux\000\n\001re?sult__\026\001\306#\030\006\002\235\216\001\017\003un\215\204\002e\000\233&\037_qual]\005\225D\337\000\032\240-_\260Dex\342\001\314\204\001\221\005\301s\320\010\2700\205@\217\000\222#em\373u_\317\214\002_mode\357_ini\353\204\004_fr{om\363\000v_is\262\210\001\377outine_l\315a\274 h_\272\205\0012\006aa?ddargs\303\217\004\312\217\004\373.<\323\215\001ls>.g\377enexpras\377contiguo\355u\355\217\003as\244\220\001asy\377ncio.cor\356^\003sbb\364\216\001ndb\377asebatch^\233\217\005bias\000\001e\003\000\177tsblock\327\220\003\365s\324\214\002_1\004scca\377nonicalc\377apacityc\235aq\000lcl\277\001\350@t\367racX\000ckcl\367ose\367\212\001coun\315t\304\000ta\220\217\003\207 fo\337dstdt\310\221\002em\377beddinge\277mptyen\354\211\001e\177psflags\305\220\004\314\325\220\004\336\220\00264\272!\363\221\003ga\323te\212\212\001\377\004g\313\207\005gr\367idg\360\000p_si{ze\223\211\001_dim\232\211\002\377_to_rows\377iidsinde\255x\213\221\002inE\001r\323\204\001s\236\000\002izek\243\220\003\251\220\003_\362\225\204\001s\000\t\363.know\307nkv\200\212\003\337\211\003\314Ces\376\221\221\002matmulm\337ax_th\271\210\001s_\347per""\005\004\250\002ml_\310\331\223\002\334\214\005\203\214\004n\220\205\001z\002nd\272\205\224\002n\311\000new\366@t\373np\316\223\002oobjo\377noutppbpOlan_\237\214\001\004\002q\001\006\376\211\214\001popprod\313qq\245\213\003q\205\213\001\275\214\002ra\301w\355\213\004\364\213\004\321n\324\214\005\337\213\007ro,\274\210\001\310!ss\214`e\000\002\010\000\215r\323a_b\217\210\001\375\214\001\201\215\001_\377chunk_ke\277ysseed\326\213\001s\373en\005\000q_off\374\207\211\001\205\213\005setdef\374\227\223\001\325\223\002simd_w\357idth\305Asta?rt_pos\265\211\002\246\221\001\377desswigl\337uttat\302\217\001tbwtbs\346\215\003stg\343#\220\204c\272\220\003\222\003\r\010s\206D\221@o\377wtitktqt\317ransc\000\236\212\001tt\377utvtwtwq\363tx\265\225\003\275\225\0018upu\377pdateuse\245_\302\212\005v\200\225\002\205\225\002s\255\216\001w^\314\225\003wqwq\220\213\003w\334a\370\237\216\003\006\002\362\220\001x\200\001\330\004\337\n\210+\220Q\005\001\013\320\357\013\033\2301\017\001\031\230\021\376\026\001\047\240q\250\006\250a\377\200\001\340\004\007\200z\220\377\021\220#\220T\230\021\230\377\047\240\023\240D\250\n\260\377!\2604\260u\270B\270\377a\330\010\016\320\016\"\240\377!\320#J\310!\3104\377\310q\320PR\320R]\177\320]^\320^_\3309\000\377r\210\022\2102\210S\220u\002?\000Q$\007Q\320Q%\000\377S\330\004\013\210;\220a\257\220s\230!{\001\340\014\0004\377\210q\220\003\2203\220j\343\240\001z\001\033\002\203\001\021\220\031\373\230!\214\001\025\220X\230Q\377\230c\240\025\240a\340\tm\n~\000\210o\r\000b\240\315\000\177\013\2105\220\001\220\021\030\013\377m\2608\2701\270C\270\367u\300A)\004e\2201\220\177B\220d\230\"\230A}\001\376%\014f\240H\320,<\270\377H\300A\300T\310\026\310\365q^\004h\244\000r\230\024\230\367R\230q\"\020g\240Y\250\377a\330\004\025\220W\230J\377\240a\240u\250M\270\027\377\300\001\300\022\3008\3101\377\310E\320QW\320WY\327\320YZ\252\004k\310 \"\230\337D\240\002\240!t\n\027\220\337q\320\030(\250\227@ \240\277\001\240\021\240%\240i\000\005\367\330\010\023\256\000H\230G\240\3571""\330\010\020\336\000\025\220g{\230Q\020\003A\330\010\026\275 \367q\330\010\256A\001\330\010$\227\240A\240\345 \032\315!/\0003\377\240d\250%\320/?\270\375q\307A\037\230q\320 0\277\260\013\270;\300k\376 \330?\004\023\2209\230H-\002\344@\377|\2207\230!\330\010+\177\2501\250L\270\016\300\314\000\373\013\210\221`\360\006\000\005\t\377\210\004\210D\220\004\220D\377\230\006\230e\2401\240N\377\260#\260S\270\003\2702\377\270Q\330\004\t\210\024\210\177U\220$\220e\2306\221A\377\240y\260\003\2603\260c\377\270\022\2701\340\004\010\210\373\005\210\365@\017\210z\230\022\337\2309\240B\240\243 \027\220Ov\230W\240\371 \270\000\330\277A\337\024\220A\220V;\000\027\250\377\005\250Q\200\001\360\010\000{\n\033\207\001\021\220\024\220\262`\337\020\220\007\220qw\000l\250\376\254 \007\200v\210W\220E\314\207@\314`\022\220\256\000\263 \340\010\177\027\220t\2308\2407\034\003\376\214 \017\320\017*\250$\250\377a\250w\260k\300\027\310\367\001\340\010\005\n\021\200\017\210\377~\230Q\360\016\000\005\026\330\306g\275A\323g\004\035\343 \004\007\337\200u\210G\220\367 \r\210\337X\220Q\220f\254!\330\010\177\r\210Q\210b\220\001\372d\365f\275\000R~\0002\230T\240\365\024\374 \004\201\204\005A\340\010\013\377\2103\210a\210w\220c\376\375\0004\230z\250\021\250%\377\250q\260\005\260W\270A\367\330\014\024\306\000\021\230%\230\353q\240\270@\016%\000s\220!\257\2203\220d\017\001\3306\002f\273\220B6\0022\230Y\270 \014\377\022\320\022&\240a\320\047\275@\332`\025\300a\300\366@\014\277\210B\210c\220\021I\001C\372\244 \002I\003\240\022\2404\240\367u\250D\211@2\260T\270\252\034\000\017\324\205\0026\204@6\242\000V\377\2503\250i\260{\300!\376a\003a\210r\220\025\220aN\226@S\240\004\230@`\006D\202\205\002\377\033\320TU\320UZ\320\377Z[\320[\\\330\010\030\336\204`h\240a\240\364`\t\210\367\025\210d\202A\t\210\022\210\2379\220A\330\010\005\001\314\206\0052\377\230U\240!\2403\240a\377\240r\250\022\2506\260\024\377\260U\270%\270q\300\003w\3001\300&\002\035\220d\360a\267\t\210\034\334\207\001\330\010\242\000\200\372\260\"4\216\000""\032\2303\230c]\240\327\000\022\220)\332@1\260`\357\r\030\230\004\336\205\001\330\014\023\377\2202\220[\240\001\240\025\273\240f\343\000\007\260xT\000\004\364R\000\026\0001\221\207\001b\220\006\220}a\220b6\250\024\250Q\261\001\377\002\230)\2401\240D\250\377\002\250(\260$\260b\270\377\001\270\024\270T\300\022\300\377<\310}\320\\]\320]\377c\320cg\320gi\320\357ip\320p\277a\210q\230\367!\230Q\354 \000\021\220\021\272\203\205\001\010\206\211\002%\220q\230A6\377\220\023\220E\230\023\230B\377\230f\240A\240W\250C\337\250s\260!\330w\005c\220\375\026$\000\004\010\210\002\210(\276\321@5\230\006\230a\214\211\001q\253\210\007\212`a\305\206\001\004\276\204\005\016\377\210j\230\001\320\031*\250\237!\2501\320,\222\211\0069\000\320\357\n\034\230A\202\204\001!\240\021\376\250\207\001#\2401\240B\240c\376\302`*\260D\270\005\270Q\345\270\360\207\002_\361\206\001\326\205\001\031\230\035~\222B\004\024\220F\230(\370 \3771\330\004\005\200\\\220\032\377\2301\230F\240\047\250\031\365\260\275\205\002q\221\002$\220b\2309\006\334\"\261@\035\220a\267A\202B\373\230&\307\211\0031\320\000\025\220\377\\\320!3\2601\360\026\274\217\205\027\247\205\014\005\200Z\210\263\210\001\200\337]\220&\230\007\252\211\001\005\200\353Y\210\360\211\001J\247 G\250:\373\260Q\221\001^\2207\230\047\372\332@\004)\004\007\200w\210g\376\352\206\001\013\210:\220Q\220h\373\230d\267`7\250#\250T\377\260\032\2701\270I\300U\237\310\"\310A\330\371\204\006\347\213\006W_\320Wb\320b\271@d\256\205\001w4\210w\324\000\n\240!\"\005\337\240\177\260a\260\244\204\002\032\220\3413\247\211\001\241\206\020\250\205\001\314\212\007\320\000\030\337\230\001\340\004\025\206\207\017h\240\243j\260\354\206\005\260@\315\206\002r\345\206\n\320\315\000\256@\340\004>\000\235\210\001\320\000\377\035\320\035.\250l\320:\277J\310)\320ST\307\211\001\006\317\200X\210Q\346\001\366\204\001\2305\377\240\007\240v\250S\260\001\272\244AY\303\214\004\006\240a\022\000U\357\260\047\270\021\273AX\210T\345\220\004\002\\\001\003\324!\002\230!\356\326A[\220\001\301\212\001;""\230a\377\230s\240+\250V\2606\377\270\023\270J\300g\320M\377]\320]_\320_d\320\377de\330\004\014\210M\230\377\021\230,\240l\260)\270\3771\270A\320\000\036\230a_\340\004\013\320\013\331aZ\234\"\377r\270\026\270q\300\006\300\377e\3107\320RW\320W\336\202\205\003n\320no*\001o\250\377X\3205F\300l\320R\335S\275\003W\210A\221\001\220%\374\254\207\002\270\002]\220!\2208\230\305<\255\214\002\200\263\024\272\004\257\004<\230\377q\240\003\240;\250f\260\377F\270#\270Z\300w\320\377N^\320^`\320`e\367\320ef\243\020 \240\016\250\377k\270\034\300Y\310o\320\177]^\330\016\033\2301\307\047\376\213A\033\240A\240X\250Q\377\250j\270\007\270y\310\n\363\320R\357\215\001\371\204\0059\240C\240\343z\260\274)\3304\267\204\004Y\210i\374\223\220\001\256\2015D\320@Q\320Q\377U\320UV\320VW\320\177WX\320\000%\240Q\306l\177\007\200r\210\026\210s\300\214\001\376\262\221\021S\330\004\026\220e\230\3778\2406\250\021\250!\250\3752\334@1\260D\270\002\270\377&\300\001\300\024\300R\300\377v\310Q\310e\320SU\233\320U^\001\330\004\336\212\001\321\207\001\023\353\230K\322`Q\331\221\0011\320\000?3\3203H\320H\265\212\001\306\216\001\374\342\214\t\272\221\001\025\220Q\220b\230\377\004\230C\230t\240<\250\377{\270(\300!\320\000>\357\270a\360\022\213\215\014\007\200t\320\224\206\002\253\212\002\371\211\001\202\222\001a\241\214\0018\220\3677\230#\223\221\002\014\022\220*\377\230A\320\0353\2601\260\317H\270A\340\243\215\001\301\001h\230Aa\\\000\304\000\331\215\005\304\205\002\022\005x\224A\365\340\304\215\047g\250\0102\240T\250\377\023\250D\260\004\260L\300\376\367\222\007\320\004\036\230k\250\021\237\330\010\014\210D\203\213\001\251\212\003\027\277\230\005\230T\240\022\312\"\047\277\260\023\260A\260Q\252\212\002\220\337G\2301\230A\367\213\002\220\005?\220V\230:\240Q";
+    PyObject *data = __Pyx_DecompressString_LZSS(cstring, 4520, 6041);
     #define __Pyx_DecompressString_UNUSED
     if (unlikely(!data)) __PYX_ERR(0, 1, __pyx_L1_error)
     const char* const bytes = __Pyx_PyBytes_AsString(data);
     #if !CYTHON_ASSUME_SAFE_MACROS
     if (likely(bytes)); else { Py_DECREF(data); __PYX_ERR(0, 1, __pyx_L1_error) }
     #endif
-    #else /* compression: none (4862 bytes) */
-static const char bytes[] = "  as  cannot be converted to an array:  has dtype  has no buffer-protocol format; use np.asarray(t) or t.numpy() is not supported (supported: (tree fragment)), , dtype=: ; expected float32, float16 or bfloat16?A bad shape, value or limit.A device allocation failed.A kernel faulted (emulator checks: out-of-range access, divergence, data race; CUDA/Metal errors).An unsupported dtype or operands of different dtypes.Base class of every mtlinv error.No device, a backend that is not built, or a failed device command.NoneNote that Cython is deliberately stricter than PEP-484 and rejects subclasses of builtin types. If you need to pass subclasses then set the \047annotation_typing\047 directive to False.Tensor memory is not host-visible on this device; use .numpy() to copy itadd_noteasarray: dtype disableenablegcisenabledmore than 8 dimensionsmtlinv.Tensor(shape=numpy._core.multiarray failed to importnumpy._core.umath failed to importpyx/_native.pyxpyx/decoder_ops.pxipyx/gemv.pxipyx/rms_norm.pxipyx/tensor.pxipyx/testing.pxireshape: cannot view shape reshape: invalid shape rope_heads: x must be [L, H, D], got self.c cannot be converted to a Python object for picklingset_limit: limit must be an int, got set_limit: limit must be in [0, 2**30], got this Tensor wraps a read-only arrayuse mtlinv.asarray(array) to make a TensorDTypeErrorDeviceErrorInvalidArgumentErrorKernelErrorMtlinvErrorOutOfMemoryErrorTensorTensor.__array__Tensor.__reduce_cython__Tensor.__setstate_cython__Tensor.numpyTensor.reshape_DTYPE_TO_NUMPY_NUMPY_TO_DTYPE_RawBytes_RawBytes.__reduce_cython___RawBytes.__setstate_cython____Pyx_PyDict_NextRef__annotate____array____class_getitem____dict____doc____func____getstate____main____metaclass____module____mro_entries____name____new____prepare____pyx_checksum__pyx_result__pyx_state__pyx_type__pyx_unpickle__RawBytes__qualname____reduce____reduce_cython____reduce_ex____set_name____setstate____setstate_cython____test___dict_emu_check_mode_init_limit_from_env_is_coroutine_l""aunch_set_emu_checkaaddargsasarrayasarray.<locals>.genexprascontiguousarrayastypeasyncio.coroutinesbbackendbasebatchbfloat16biasblockbuffersbuilt_backendsccanonicalcline_in_tracebackclosecopycountddatadevice_infodstdtdtypeembeddingemptyencodeepsflagsfloat16float32frombuffergategemvgenexprget_limitgridheads_to_rowsiidsindexint32integeritemsitemsizekkernelkernel_nameskernel_names.<locals>.genexprknownlauncheslimitmatmulmax_threads_per_threadgroupml_dtypesmtlinv._nativennamenamesndimnewnextnpnumpyobjonoutppbplan_gemvpopprodrawreshapereshape.<locals>.genexprrms_normrope_headsrotaterowssseedselfsendseq_offsetset_limitsetdefaultshapesimd_widthsizestart_posstatestridesswigluttatabletbtensorstgthreadgroup_memory_bytesthreadgroupsthreadsthrowtitransposetttutwtxuint32uint8upupdateuse_setstatevaluevaluesviewwweightwrite_headswriteablex\200\001\330\004\n\210+\220Q\200\001\330\004\013\320\013\033\2301\200\001\330\004\031\230\021\200\001\330\004\047\240q\250\006\250a\200\001\340\004\007\200z\220\021\220#\220T\230\021\230\047\240\023\240D\250\n\260!\2604\260u\270B\270a\330\010\016\320\016\"\240!\320#J\310!\3104\310q\320PR\320R]\320]^\320^_\330\004\007\200r\210\022\2102\210S\220\002\220#\220Q\330\010\016\320\016\"\240!\320#Q\320QR\320RS\330\004\013\210;\220a\220s\230!\2301\200\001\340\004\013\2104\210q\220\003\2203\220j\240\001\200\001\340\004\013\210;\220a\200\001\340\004\021\220\031\230!\200\001\340\004\025\220X\230Q\230c\240\025\240a\340\t\n\330\010\016\210o\230Q\230b\240\001\330\004\013\2105\220\001\220\021\200\001\340\004\025\220X\230Q\230c\240\025\240m\2608\2701\270C\270u\300A\340\t\n\330\010\016\210e\2201\220B\220d\230\"\230A\330\004\013\2105\220\001\220\021\200\001\340\004\025\220X\230Q\230f\240H\320,<\270H\300A\300T\310\026\310q\340\t\n\330\010\016\210h\220a\220r\230\024\230R\230q\330\004\013\2105\220\001\220\021\200\001\340\004\025\220X\230Q\230g\240Y\250a\330\004\025\220W\230J\240a\240u\250M\270\027\300\001\300\022\3008\3101\310E\320QW\320WY\320YZ\340\t\n\330\010\016""\210k\230\021\230\"\230D\240\002\240!\330\004\013\2105\220\001\220\021\200\001\340\004\027\220q\320\030(\250\001\330\004 \240\001\240\021\240%\240q\330\004\005\330\010\023\2201\220H\230G\2401\330\010\020\220\001\220\025\220g\230Q\330\010\023\2201\220A\330\010\026\220a\220q\330\010\047\240q\250\001\330\010$\240A\240Q\330\010\032\230!\2301\230G\2403\240d\250%\320/?\270q\200\001\340\004\037\230q\320 0\260\013\270;\300k\320QR\330\004\023\2209\230H\240A\240Q\330\004\007\200|\2207\230!\330\010+\2501\250L\270\016\300a\330\004\013\2101\200\001\360\006\000\005\t\210\004\210D\220\004\220D\230\006\230e\2401\240N\260#\260S\270\003\2702\270Q\330\004\t\210\024\210U\220$\220e\2306\240\025\240a\240y\260\003\2603\260c\270\022\2701\340\004\010\210\005\210Q\330\010\017\210z\230\022\2309\240B\240a\330\004\027\220v\230W\240A\330\004\026\220a\330\t\n\330\010\024\220A\220V\2306\240\027\250\005\250Q\200\001\360\010\000\n\033\230!\330\010\021\220\024\220Q\330\010\020\220\007\220q\230\006\230l\250!\330\004\007\200v\210W\220E\230\024\230Q\330\010\022\220!\330\010\027\220q\340\010\027\220t\2308\2407\250!\330\004\007\200q\330\010\017\320\017*\250$\250a\250w\260k\300\027\310\001\340\010\017\320\017*\250$\250a\250w\260k\300\021\200\017\210~\230Q\360\016\000\005\026\220X\230Q\230c\240\025\240a\330\004\025\220X\230Q\230c\240\025\240a\340\004\035\230Q\330\004\007\200u\210G\2201\330\010\r\210X\220Q\220f\230H\240A\330\010\r\210Q\210b\220\001\340\t\n\330\010\016\210f\220A\220R\220t\2302\230T\240\024\240Q\330\004\013\2105\220\001\220\021\200A\340\010\013\2103\210a\210w\220c\230\022\2304\230z\250\021\250%\250q\260\005\260W\270A\330\014\024\220E\230\021\230%\230q\240\001\330\010\016\210a\210s\220!\2203\220d\230%\230q\330\010\013\2103\210f\220B\220c\230\022\2302\230Y\240a\330\014\022\320\022&\240a\320\047@\300\001\300\025\300a\300q\330\010\014\210B\210c\220\021\330\014\024\220C\220q\230\002\230%\230q\240\001\240\022\2404\240u\250D\260\003\2602\260T\270\021\330\014\017\210q\220\003\2206\230\022\2306\240""\024\240V\2503\250i\260{\300!\330\010\013\2103\210a\210r\220\025\220a\220v\230S\240\004\240A\330\014\022\320\022&\240a\320\047D\300A\300T\310\033\320TU\320UZ\320Z[\320[\\\330\010\030\230\006\230h\240a\240q\330\010\t\210\025\210d\220!\330\010\t\210\022\2109\220A\330\010\t\210\022\210;\220a\220s\230!\2302\230U\240!\2403\240a\240r\250\022\2506\260\024\260U\270%\270q\300\003\3001\300A\330\010\t\210\035\220d\230!\330\010\t\210\034\220T\230\021\330\010\017\210q\200A\340\010\013\2104\210r\220\032\2303\230c\240\021\330\014\022\220)\2308\2401\240A\330\r\030\230\004\230J\240a\330\014\023\2202\220[\240\001\240\025\240f\250D\260\007\260x\270q\300\004\300A\330\014\023\2201\330\010\016\210b\220\006\220a\220t\2308\2406\250\024\250Q\330\010\030\230\002\230)\2401\240D\250\002\250(\260$\260b\270\001\270\024\270T\300\022\300<\310}\320\\]\320]c\320cg\320gi\320ip\320pq\330\010\017\210q\230!\230Q\240a\320\000\021\220\021\360\006\000\005\010\200z\220\021\220%\220q\330\010\013\2106\220\023\220E\230\023\230B\230f\240A\240W\250C\250s\260!\330\014\023\2201\330\010\016\210c\220\026\220q\330\004\010\210\002\210(\220!\2205\230\006\230a\330\004\007\200q\210\007\210w\220a\330\010\020\220\004\220E\230\024\230Q\330\010\016\210j\230\001\320\031*\250!\2501\320,Q\320QR\320RS\330\004\010\210\002\320\n\034\230A\230Q\330\004!\240\021\240!\330\004#\2401\240B\240c\250\021\250*\260D\270\005\270Q\270a\330\004\025\220_\240A\240Q\240a\330\004\031\230\035\240a\240q\330\004\024\220F\230(\240!\2401\330\004\005\200\\\220\032\2301\230F\240\047\250\031\260!\330\004\007\200q\210\002\210(\220$\220b\230\006\230c\240\021\330\010\t\210\035\220a\330\010\t\210\034\220T\230\021\230&\240\001\330\004\013\2101\320\000\030\230\001\340\004\025\220X\230Q\230c\240\025\240a\330\004\025\220X\230Q\230h\240j\260\001\340\t\n\330\010\016\210j\230\001\230\022\2304\230r\240\024\240Q\330\004\013\2105\220\001\220\021\320\000\034\230A\340\004\030\230\001\230\024\230Q\320\000\035\320\035.\250l\320:J\310)\320ST\360\006\000\005\006\200X\210Q""\210g\220Q\220d\230!\2305\240\007\240v\250S\260\001\330\004\005\200Y\210o\230Q\230b\240\006\240a\240v\250U\260\047\270\021\330\004\005\200X\210T\220\021\330\004\005\200\\\220\021\330\004\005\200]\220&\230\002\230!\330\004\005\200[\220\001\330\004\023\220;\230a\230s\240+\250V\2606\270\023\270J\300g\320M]\320]_\320_d\320de\330\004\014\210M\230\021\230,\240l\260)\2701\270A\320\000%\240Q\340\004\025\220X\230Q\230c\240\025\240a\330\004\007\200r\210\026\210s\220!\330\010\016\320\016\"\240!\320#J\310!\3104\310q\320PR\320RS\330\004\026\220e\2308\2406\250\021\250!\2502\250V\2601\260D\270\002\270&\300\001\300\024\300R\300v\310Q\310e\320SU\320UW\320WX\330\004\017\210q\220\004\220E\230\023\230K\240v\250Q\330\004\013\2101\320\0003\3203H\320H[\320[\\\360\006\000\005\026\220X\230Q\230c\240\025\240a\330\t\n\330\010\025\220Q\220b\230\004\230C\230t\240<\250{\270(\300!\320\004\036\230k\250\021\330\010\014\210D\220\006\220a\330\010\013\2106\220\027\230\005\230T\240\022\2406\250\021\250\047\260\023\260A\260Q\330\014\023\2201\220G\2301\230A\330\010\017\210q\220\005\220V\230:\240Q";
+    #else /* compression: none (6041 bytes) */
+static const char bytes[] = "  as  cannot be converted to an array:  has dtype  has no buffer-protocol format; use np.asarray(t) or t.numpy() is not supported (supported:  is out of range(tree fragment)), , dtype=: ; expected float32, float16 or bfloat16; expected uint32 (packed quantized weights, as mtlinv.quant.quantize returns them)?A bad shape, value or limit.A device allocation failed.A kernel faulted (emulator checks: out-of-range access, divergence, data race; CUDA/Metal errors).An unsupported dtype or operands of different dtypes.Base class of every mtlinv error.No device, a backend that is not built, or a failed device command.NoneNote that Cython is deliberately stricter than PEP-484 and rejects subclasses of builtin types. If you need to pass subclasses then set the \047annotation_typing\047 directive to False.Tensor memory is not host-visible on this device; use .numpy() to copy itadd_noteasarray: dtype disableenablegcisenabledmore than 8 dimensionsmtlinv.Tensor(shape=numpy._core.multiarray failed to importnumpy._core.umath failed to importpyx/_native.pyxpyx/decoder_ops.pxipyx/gemv.pxipyx/qgemv.pxipyx/rms_norm.pxipyx/sdpa.pxipyx/tensor.pxipyx/testing.pxiqgemv: wq has dtype reshape: cannot view shape reshape: invalid shape rope_heads: x must be [L, H, D], got sdpa: kv_len must be an int, got sdpa: kv_len=self.c cannot be converted to a Python object for picklingset_limit: limit must be an int, got set_limit: limit must be in [0, 2**30], got this Tensor wraps a read-only arrayuse mtlinv.asarray(array) to make a TensorDTypeErrorDeviceErrorInvalidArgumentErrorKernelErrorMtlinvErrorOutOfMemoryErrorTensorTensor.__array__Tensor.__reduce_cython__Tensor.__setstate_cython__Tensor.numpyTensor.reshape_DTYPE_TO_NUMPY_NUMPY_TO_DTYPE_RawBytes_RawBytes.__reduce_cython___RawBytes.__setstate_cython____Pyx_PyDict_NextRef__annotate____array____class_getitem____dict____doc____func____getstate____main____metaclass____module____mro_entries____name____new____prepare____pyx_checksum__pyx_result__pyx_state__""pyx_type__pyx_unpickle__RawBytes__qualname____reduce____reduce_cython____reduce_ex____set_name____setstate____setstate_cython____test___dict_emu_check_mode_init_limit_from_env_is_coroutine_launch_set_emu_checkaaddargsasarrayasarray.<locals>.genexprascontiguousarrayastypeasyncio.coroutinesbbackendbasebatchbfloat16biasbiasesbitsblockbuffersbuilt_backendsccanonicalcapacitycausalcline_in_tracebackclosecopycountddatadevice_infodstdtdtypeembeddingemptyencodeepsflagsfloat16float32float64frombuffergategemvgenexprget_limitgridgroup_sizehead_dimheads_to_rowsiidsindexint32integeritemsitemsizekkernelkernel_nameskernel_names.<locals>.genexprknownkv_headskv_lenlauncheslimitmatmulmax_threads_per_threadgroupml_dtypesmtlinv._nativennamenamesndarrayndimnewnextnpnumpyoobjonoutppbplan_gemvplan_qgemvplan_sdpapopprodqq_headsq_lenqgemvrawreshapereshape.<locals>.genexprrms_normrope_headsrotaterowssscalescalesscratch_bytessdpasdpa_chunk_keysseedselfsendseq_offsetset_limitsetdefaultshapesimd_widthsizestart_posstatestridesswigluttatabletbtbstensorstgthreadgroup_memory_bytesthreadgroupsthreadsthrowtitktqtransposetstttutvtwtwqtxuint32uint8upupdateuse_setstatevvaluevaluesviewwweightwqwq_arraywrite_headswriteablex\200\001\330\004\n\210+\220Q\200\001\330\004\013\320\013\033\2301\200\001\330\004\031\230\021\200\001\330\004\047\240q\250\006\250a\200\001\340\004\007\200z\220\021\220#\220T\230\021\230\047\240\023\240D\250\n\260!\2604\260u\270B\270a\330\010\016\320\016\"\240!\320#J\310!\3104\310q\320PR\320R]\320]^\320^_\330\004\007\200r\210\022\2102\210S\220\002\220#\220Q\330\010\016\320\016\"\240!\320#Q\320QR\320RS\330\004\013\210;\220a\220s\230!\2301\200\001\340\004\013\2104\210q\220\003\2203\220j\240\001\200\001\340\004\013\210;\220a\200\001\340\004\021\220\031\230!\200\001\340\004\025\220X\230Q\230c\240\025\240a\340\t\n\330\010\016\210o\230Q\230b\240\001\330\004\013\2105\220\001\220\021\200\001\340\004\025\220X\230Q\230c\240\025\240m\2608\2701\270C\270u\300A\340\t\n\330\010\016\210e\2201\220B\220d""\230\"\230A\330\004\013\2105\220\001\220\021\200\001\340\004\025\220X\230Q\230f\240H\320,<\270H\300A\300T\310\026\310q\340\t\n\330\010\016\210h\220a\220r\230\024\230R\230q\330\004\013\2105\220\001\220\021\200\001\340\004\025\220X\230Q\230g\240Y\250a\330\004\025\220W\230J\240a\240u\250M\270\027\300\001\300\022\3008\3101\310E\320QW\320WY\320YZ\340\t\n\330\010\016\210k\230\021\230\"\230D\240\002\240!\330\004\013\2105\220\001\220\021\200\001\340\004\027\220q\320\030(\250\001\330\004 \240\001\240\021\240%\240q\330\004\005\330\010\023\2201\220H\230G\2401\330\010\020\220\001\220\025\220g\230Q\330\010\023\2201\220A\330\010\026\220a\220q\330\010\047\240q\250\001\330\010$\240A\240Q\330\010\032\230!\2301\230G\2403\240d\250%\320/?\270q\200\001\340\004\037\230q\320 0\260\013\270;\300k\320QR\330\004\023\2209\230H\240A\240Q\330\004\007\200|\2207\230!\330\010+\2501\250L\270\016\300a\330\004\013\2101\200\001\360\006\000\005\t\210\004\210D\220\004\220D\230\006\230e\2401\240N\260#\260S\270\003\2702\270Q\330\004\t\210\024\210U\220$\220e\2306\240\025\240a\240y\260\003\2603\260c\270\022\2701\340\004\010\210\005\210Q\330\010\017\210z\230\022\2309\240B\240a\330\004\027\220v\230W\240A\330\004\026\220a\330\t\n\330\010\024\220A\220V\2306\240\027\250\005\250Q\200\001\360\010\000\n\033\230!\330\010\021\220\024\220Q\330\010\020\220\007\220q\230\006\230l\250!\330\004\007\200v\210W\220E\230\024\230Q\330\010\022\220!\330\010\027\220q\340\010\027\220t\2308\2407\250!\330\004\007\200q\330\010\017\320\017*\250$\250a\250w\260k\300\027\310\001\340\010\017\320\017*\250$\250a\250w\260k\300\021\200\017\210~\230Q\360\016\000\005\026\220X\230Q\230c\240\025\240a\330\004\025\220X\230Q\230c\240\025\240a\340\004\035\230Q\330\004\007\200u\210G\2201\330\010\r\210X\220Q\220f\230H\240A\330\010\r\210Q\210b\220\001\340\t\n\330\010\016\210f\220A\220R\220t\2302\230T\240\024\240Q\330\004\013\2105\220\001\220\021\200A\340\010\013\2103\210a\210w\220c\230\022\2304\230z\250\021\250%\250q\260\005\260W\270A\330\014\024\220E""\230\021\230%\230q\240\001\330\010\016\210a\210s\220!\2203\220d\230%\230q\330\010\013\2103\210f\220B\220c\230\022\2302\230Y\240a\330\014\022\320\022&\240a\320\047@\300\001\300\025\300a\300q\330\010\014\210B\210c\220\021\330\014\024\220C\220q\230\002\230%\230q\240\001\240\022\2404\240u\250D\260\003\2602\260T\270\021\330\014\017\210q\220\003\2206\230\022\2306\240\024\240V\2503\250i\260{\300!\330\010\013\2103\210a\210r\220\025\220a\220v\230S\240\004\240A\330\014\022\320\022&\240a\320\047D\300A\300T\310\033\320TU\320UZ\320Z[\320[\\\330\010\030\230\006\230h\240a\240q\330\010\t\210\025\210d\220!\330\010\t\210\022\2109\220A\330\010\t\210\022\210;\220a\220s\230!\2302\230U\240!\2403\240a\240r\250\022\2506\260\024\260U\270%\270q\300\003\3001\300A\330\010\t\210\035\220d\230!\330\010\t\210\034\220T\230\021\330\010\017\210q\200A\340\010\013\2104\210r\220\032\2303\230c\240\021\330\014\022\220)\2308\2401\240A\330\r\030\230\004\230J\240a\330\014\023\2202\220[\240\001\240\025\240f\250D\260\007\260x\270q\300\004\300A\330\014\023\2201\330\010\016\210b\220\006\220a\220t\2308\2406\250\024\250Q\330\010\030\230\002\230)\2401\240D\250\002\250(\260$\260b\270\001\270\024\270T\300\022\300<\310}\320\\]\320]c\320cg\320gi\320ip\320pq\330\010\017\210q\230!\230Q\240a\320\000\021\220\021\360\006\000\005\010\200z\220\021\220%\220q\330\010\013\2106\220\023\220E\230\023\230B\230f\240A\240W\250C\250s\260!\330\014\023\2201\330\010\016\210c\220\026\220q\330\004\010\210\002\210(\220!\2205\230\006\230a\330\004\007\200q\210\007\210w\220a\330\010\020\220\004\220E\230\024\230Q\330\010\016\210j\230\001\320\031*\250!\2501\320,Q\320QR\320RS\330\004\010\210\002\320\n\034\230A\230Q\330\004!\240\021\240!\330\004#\2401\240B\240c\250\021\250*\260D\270\005\270Q\270a\330\004\025\220_\240A\240Q\240a\330\004\031\230\035\240a\240q\330\004\024\220F\230(\240!\2401\330\004\005\200\\\220\032\2301\230F\240\047\250\031\260!\330\004\007\200q\210\002\210(\220$\220b\230\006\230c\240\021\330\010\t\210\035\220a\330\010\t\210\034""\220T\230\021\230&\240\001\330\004\013\2101\320\000\025\220\\\320!3\2601\360\026\000\005\026\220X\230Q\230c\240\025\240a\330\004\025\220X\230Q\230c\240\025\240a\330\004\025\220X\230Q\230c\240\025\240a\340\004\005\200Z\210q\330\004\005\200]\220&\230\007\230q\330\004\005\200Y\210e\2201\220J\230f\240G\250:\260Q\330\004\005\200^\2207\230\047\240\021\330\004\005\200Z\210q\330\004\007\200w\210g\220Q\330\010\013\210:\220Q\220h\230d\240!\2407\250#\250T\260\032\2701\270I\300U\310\"\310A\330\014\022\320\022&\240a\320\047J\310!\3104\310q\320PW\320Wb\320bc\320cd\330\010\013\2104\210w\220b\230\n\240!\330\014\022\320\022&\240a\240\177\260a\260q\330\010\t\210\032\2203\220a\220q\340\t\n\330\010\016\210f\220A\220R\220t\2302\230T\240\022\2404\240q\330\004\013\2105\220\001\220\021\320\000\030\230\001\340\004\025\220X\230Q\230c\240\025\240a\330\004\025\220X\230Q\230h\240j\260\001\340\t\n\330\010\016\210j\230\001\230\022\2304\230r\240\024\240Q\330\004\013\2105\220\001\220\021\320\000\034\230A\340\004\030\230\001\230\024\230Q\320\000\035\320\035.\250l\320:J\310)\320ST\360\006\000\005\006\200X\210Q\210g\220Q\220d\230!\2305\240\007\240v\250S\260\001\330\004\005\200Y\210o\230Q\230b\240\006\240a\240v\250U\260\047\270\021\330\004\005\200X\210T\220\021\330\004\005\200\\\220\021\330\004\005\200]\220&\230\002\230!\330\004\005\200[\220\001\330\004\023\220;\230a\230s\240+\250V\2606\270\023\270J\300g\320M]\320]_\320_d\320de\330\004\014\210M\230\021\230,\240l\260)\2701\270A\320\000\036\230a\340\004\013\320\013\034\230A\230Z\240\177\260a\260r\270\026\270q\300\006\300e\3107\320RW\320Wg\320gi\320in\320no\320\000\036\230o\250X\3205F\300l\320RS\360\006\000\005\006\200W\210A\210T\220\021\220%\220v\230S\240\001\330\004\005\200]\220!\2208\230<\240q\330\004\005\200Y\210o\230Q\230b\240\006\240a\240v\250U\260\047\270\021\330\004\005\200\\\220\021\330\004\005\200[\220\001\330\004\023\220<\230q\240\003\240;\250f\260F\270#\270Z\300w\320N^\320^`\320`e\320ef\330\004\014\210M\230\021\230,\240l\260)\2701\270A\320""\000 \240\016\250k\270\034\300Y\310o\320]^\330\016\033\2301\360\006\000\005\006\200X\210Q\210j\230\001\230\033\240A\240X\250Q\250j\270\007\270y\310\n\320RY\320YZ\330\004\005\200\\\220\032\2309\240C\240z\260\021\330\004\005\200\\\220\021\330\004\005\200Y\210o\230Q\230b\240\006\240a\240v\250U\260\047\270\021\330\004\005\200Z\210q\330\004\005\200Y\210i\220s\230!\330\004\005\200[\220\001\330\004\023\220;\230a\230s\240+\250V\2606\270\023\270J\300g\320M]\320]_\320_d\320de\330\004\014\210M\230\021\230,\240l\260)\2701\270D\320@Q\320QU\320UV\320VW\320WX\320\000%\240Q\340\004\025\220X\230Q\230c\240\025\240a\330\004\007\200r\210\026\210s\220!\330\010\016\320\016\"\240!\320#J\310!\3104\310q\320PR\320RS\330\004\026\220e\2308\2406\250\021\250!\2502\250V\2601\260D\270\002\270&\300\001\300\024\300R\300v\310Q\310e\320SU\320UW\320WX\330\004\017\210q\220\004\220E\230\023\230K\240v\250Q\330\004\013\2101\320\0003\3203H\320H[\320[\\\360\006\000\005\026\220X\230Q\230c\240\025\240a\330\t\n\330\010\025\220Q\220b\230\004\230C\230t\240<\250{\270(\300!\320\000>\270a\360\022\000\005\026\220X\230Q\230c\240\025\240a\330\004\007\200t\210:\220Q\220d\230!\330\010\023\2202\220X\230Q\230a\330\010\013\2108\2207\230#\230R\230q\330\014\022\220*\230A\320\0353\2601\260H\270A\340\010\r\210Q\330\004\026\220h\230a\230t\2406\250\021\330\004\025\220X\230Q\230h\240j\260\001\330\004\026\220h\230a\230x\240z\260\021\340\004\035\230Q\330\004\007\200u\210G\2201\330\010\r\210X\220Q\220f\230H\240A\330\010\r\210Q\210b\220\001\340\t\n\330\010\016\210g\220Q\220b\230\004\230C\230t\2402\240T\250\023\250D\260\004\260L\300\001\330\004\013\2105\220\001\220\021\320\004\036\230k\250\021\330\010\014\210D\220\006\220a\330\010\013\2106\220\027\230\005\230T\240\022\2406\250\021\250\047\260\023\260A\260Q\330\014\023\2201\220G\2301\230A\330\010\017\210q\220\005\220V\230:\240Q";
     PyObject *data = NULL;
     #define __Pyx_DecompressString_UNUSED
     #define __Pyx_DecompressString_LZSS_UNUSED
     #endif
     PyObject **stringtab = __pyx_mstate->__pyx_string_tab;
     Py_ssize_t pos = 0;
-    for (int i = 0; i < 224; i++) {
+    for (int i = 0; i < 262; i++) {
       Py_ssize_t bytes_length = str_length_index[i].length;
       PyObject *string = PyUnicode_DecodeUTF8(bytes + pos, bytes_length, NULL);
-      if (likely(string) && i >= 46) PyUnicode_InternInPlace(&string);
+      if (likely(string) && i >= 53) PyUnicode_InternInPlace(&string);
       if (unlikely(!string)) {
         Py_XDECREF(data);
         __PYX_ERR(0, 1, __pyx_L1_error)
@@ -20165,8 +22827,8 @@ static const char bytes[] = "  as  cannot be converted to an array:  has dtype  
       stringtab[i] = string;
       pos += bytes_length;
     }
-    for (int i = 224; i < 253; i++) {
-      Py_ssize_t bytes_length = bytes_length_index[i-224].length;
+    for (int i = 262; i < 296; i++) {
+      Py_ssize_t bytes_length = bytes_length_index[i-262].length;
       PyObject *string = PyBytes_FromStringAndSize(bytes + pos, bytes_length);
       stringtab[i] = string;
       pos += bytes_length;
@@ -20176,15 +22838,15 @@ static const char bytes[] = "  as  cannot be converted to an array:  has dtype  
       }
     }
     Py_XDECREF(data);
-    for (Py_ssize_t i = 0; i < 253; i++) {
+    for (Py_ssize_t i = 0; i < 296; i++) {
       if (unlikely(PyObject_Hash(stringtab[i]) == -1)) {
         __PYX_ERR(0, 1, __pyx_L1_error)
       }
     }
     #if CYTHON_IMMORTAL_CONSTANTS
     {
-      PyObject **table = stringtab + 224;
-      for (Py_ssize_t i=0; i<29; ++i) {
+      PyObject **table = stringtab + 262;
+      for (Py_ssize_t i=0; i<34; ++i) {
         #if PY_VERSION_HEX >= 0x030F0000
         PyUnstable_SetImmortal(table[i]);
         #elif CYTHON_COMPILING_IN_CPYTHON_FREETHREADING
@@ -20206,18 +22868,28 @@ static const char bytes[] = "  as  cannot be converted to an array:  has dtype  
     #endif
   }
   {
-    PyObject **numbertab = __pyx_mstate->__pyx_number_tab + 0;
-    int8_t const cint_constants_1[] = {0,-1,1,3};
+    PyObject **numbertab = __pyx_mstate->__pyx_number_tab;
+    double const c_constants[] = {-0.5};
+    for (int i = 0; i < 1; i++) {
+      numbertab[i] = PyFloat_FromDouble(c_constants[i]);
+      if (unlikely(!numbertab[i])) __PYX_ERR(0, 1, __pyx_L1_error)
+    }
+  }
+  {
+    PyObject **numbertab = __pyx_mstate->__pyx_number_tab + 1;
+    int8_t const cint_constants_1[] = {0,-1,1,3,4,64};
+    int16_t const cint_constants_2[] = {128};
     int32_t const cint_constants_4[] = {217318686L,1073741824L};
-    for (int i = 0; i < 6; i++) {
-      numbertab[i] = PyLong_FromLong((i < 4 ? cint_constants_1[i - 0] : cint_constants_4[i - 4]));
+    int64_t const cint_constants_8[] = {4611686018427387904LL,-4611686018427387904LL};
+    for (int i = 0; i < 11; i++) {
+      numbertab[i] = PyLong_FromLongLong((i < 6 ? cint_constants_1[i - 0] : (i < 7 ? cint_constants_2[i - 6] : (i < 9 ? cint_constants_4[i - 7] : cint_constants_8[i - 9]))));
       if (unlikely(!numbertab[i])) __PYX_ERR(0, 1, __pyx_L1_error)
     }
   }
   #if CYTHON_IMMORTAL_CONSTANTS
   {
     PyObject **table = __pyx_mstate->__pyx_number_tab;
-    for (Py_ssize_t i=0; i<6; ++i) {
+    for (Py_ssize_t i=0; i<12; ++i) {
       #if PY_VERSION_HEX >= 0x030F0000
       PyUnstable_SetImmortal(table[i]);
       #elif CYTHON_COMPILING_IN_CPYTHON_FREETHREADING
@@ -20346,79 +23018,104 @@ static int __Pyx_CreateCodeObjects(__pyx_mstatetype *__pyx_mstate) {
     __pyx_mstate_global->__pyx_codeobj_tab[14] = __Pyx_PyCode_New(descr, varnames, __pyx_mstate->__pyx_kp_u_pyx_gemv_pxi, __pyx_mstate->__pyx_n_u_plan_gemv, __pyx_mstate->__pyx_kp_b_iso88591_l_J_ST_XQgQd_5_vS_YoQb_avU_XT_a, tuple_dedup_map); if (unlikely(!__pyx_mstate_global->__pyx_codeobj_tab[14])) goto bad;
   }
   {
+    const __Pyx_PyCode_New_function_description descr = {4, 0, 3, 15, (unsigned int)(CO_OPTIMIZED|CO_NEWLOCALS), 16};
+    PyObject* const varnames[] = {__pyx_mstate->__pyx_n_u_x, __pyx_mstate->__pyx_n_u_wq, __pyx_mstate->__pyx_n_u_scales, __pyx_mstate->__pyx_n_u_biases, __pyx_mstate->__pyx_n_u_group_size, __pyx_mstate->__pyx_n_u_bits, __pyx_mstate->__pyx_n_u_bias, __pyx_mstate->__pyx_n_u_tx, __pyx_mstate->__pyx_n_u_wq_array, __pyx_mstate->__pyx_n_u_twq, __pyx_mstate->__pyx_n_u_ts, __pyx_mstate->__pyx_n_u_tbs, __pyx_mstate->__pyx_n_u_tb, __pyx_mstate->__pyx_n_u_pb, __pyx_mstate->__pyx_n_u_out};
+    __pyx_mstate_global->__pyx_codeobj_tab[15] = __Pyx_PyCode_New(descr, varnames, __pyx_mstate->__pyx_kp_u_pyx_qgemv_pxi, __pyx_mstate->__pyx_n_u_qgemv, __pyx_mstate->__pyx_kp_b_iso88591_a_XQc_a_t_Qd_2XQa_87_Rq_A_31HA, tuple_dedup_map); if (unlikely(!__pyx_mstate_global->__pyx_codeobj_tab[15])) goto bad;
+  }
+  {
+    const __Pyx_PyCode_New_function_description descr = {0, 0, 8, 10, (unsigned int)(CO_OPTIMIZED|CO_NEWLOCALS), 46};
+    PyObject* const varnames[] = {__pyx_mstate->__pyx_n_u_rows, __pyx_mstate->__pyx_n_u_k, __pyx_mstate->__pyx_n_u_n, __pyx_mstate->__pyx_n_u_group_size, __pyx_mstate->__pyx_n_u_bits, __pyx_mstate->__pyx_n_u_dtype, __pyx_mstate->__pyx_n_u_limit, __pyx_mstate->__pyx_n_u_bias, __pyx_mstate->__pyx_n_u_s, __pyx_mstate->__pyx_n_u_p};
+    __pyx_mstate_global->__pyx_codeobj_tab[16] = __Pyx_PyCode_New(descr, varnames, __pyx_mstate->__pyx_kp_u_pyx_qgemv_pxi, __pyx_mstate->__pyx_n_u_plan_qgemv, __pyx_mstate->__pyx_kp_b_iso88591_oX5FlRS_WAT_vS_8_q_YoQb_avU_q_f, tuple_dedup_map); if (unlikely(!__pyx_mstate_global->__pyx_codeobj_tab[16])) goto bad;
+  }
+  {
+    const __Pyx_PyCode_New_function_description descr = {3, 0, 3, 11, (unsigned int)(CO_OPTIMIZED|CO_NEWLOCALS), 23};
+    PyObject* const varnames[] = {__pyx_mstate->__pyx_n_u_q, __pyx_mstate->__pyx_n_u_k, __pyx_mstate->__pyx_n_u_v, __pyx_mstate->__pyx_n_u_scale, __pyx_mstate->__pyx_n_u_causal, __pyx_mstate->__pyx_n_u_kv_len, __pyx_mstate->__pyx_n_u_tq, __pyx_mstate->__pyx_n_u_tk, __pyx_mstate->__pyx_n_u_tv, __pyx_mstate->__pyx_n_u_o, __pyx_mstate->__pyx_n_u_out};
+    __pyx_mstate_global->__pyx_codeobj_tab[17] = __Pyx_PyCode_New(descr, varnames, __pyx_mstate->__pyx_kp_u_pyx_sdpa_pxi, __pyx_mstate->__pyx_n_u_sdpa, __pyx_mstate->__pyx_kp_b_iso88591_31_XQc_a_XQc_a_XQc_a_Zq_q_Ye1Jf, tuple_dedup_map); if (unlikely(!__pyx_mstate_global->__pyx_codeobj_tab[17])) goto bad;
+  }
+  {
+    const __Pyx_PyCode_New_function_description descr = {2, 0, 0, 2, (unsigned int)(CO_OPTIMIZED|CO_NEWLOCALS), 55};
+    PyObject* const varnames[] = {__pyx_mstate->__pyx_n_u_head_dim, __pyx_mstate->__pyx_n_u_dtype};
+    __pyx_mstate_global->__pyx_codeobj_tab[18] = __Pyx_PyCode_New(descr, varnames, __pyx_mstate->__pyx_kp_u_pyx_sdpa_pxi, __pyx_mstate->__pyx_n_u_sdpa_chunk_keys, __pyx_mstate->__pyx_kp_b_iso88591_a_AZ_ar_q_e7RWWggiinno, tuple_dedup_map); if (unlikely(!__pyx_mstate_global->__pyx_codeobj_tab[18])) goto bad;
+  }
+  {
+    const __Pyx_PyCode_New_function_description descr = {0, 0, 10, 12, (unsigned int)(CO_OPTIMIZED|CO_NEWLOCALS), 60};
+    PyObject* const varnames[] = {__pyx_mstate->__pyx_n_u_q_len, __pyx_mstate->__pyx_n_u_kv_len, __pyx_mstate->__pyx_n_u_head_dim, __pyx_mstate->__pyx_n_u_q_heads, __pyx_mstate->__pyx_n_u_kv_heads, __pyx_mstate->__pyx_n_u_batch, __pyx_mstate->__pyx_n_u_capacity, __pyx_mstate->__pyx_n_u_dtype, __pyx_mstate->__pyx_n_u_causal, __pyx_mstate->__pyx_n_u_limit, __pyx_mstate->__pyx_n_u_s, __pyx_mstate->__pyx_n_u_p};
+    __pyx_mstate_global->__pyx_codeobj_tab[19] = __Pyx_PyCode_New(descr, varnames, __pyx_mstate->__pyx_kp_u_pyx_sdpa_pxi, __pyx_mstate->__pyx_n_u_plan_sdpa, __pyx_mstate->__pyx_kp_b_iso88591_k_Yo_1_XQj_AXQj_y_RYYZ_9Cz_YoQb, tuple_dedup_map); if (unlikely(!__pyx_mstate_global->__pyx_codeobj_tab[19])) goto bad;
+  }
+  {
     const __Pyx_PyCode_New_function_description descr = {2, 0, 0, 5, (unsigned int)(CO_OPTIMIZED|CO_NEWLOCALS), 14};
     PyObject* const varnames[] = {__pyx_mstate->__pyx_n_u_a, __pyx_mstate->__pyx_n_u_b, __pyx_mstate->__pyx_n_u_ta, __pyx_mstate->__pyx_n_u_tb, __pyx_mstate->__pyx_n_u_out};
-    __pyx_mstate_global->__pyx_codeobj_tab[15] = __Pyx_PyCode_New(descr, varnames, __pyx_mstate->__pyx_kp_u_pyx_decoder_ops_pxi, __pyx_mstate->__pyx_n_u_add, __pyx_mstate->__pyx_kp_b_iso88591_XQc_m81CuA_e1Bd_A_5, tuple_dedup_map); if (unlikely(!__pyx_mstate_global->__pyx_codeobj_tab[15])) goto bad;
+    __pyx_mstate_global->__pyx_codeobj_tab[20] = __Pyx_PyCode_New(descr, varnames, __pyx_mstate->__pyx_kp_u_pyx_decoder_ops_pxi, __pyx_mstate->__pyx_n_u_add, __pyx_mstate->__pyx_kp_b_iso88591_XQc_m81CuA_e1Bd_A_5, tuple_dedup_map); if (unlikely(!__pyx_mstate_global->__pyx_codeobj_tab[20])) goto bad;
   }
   {
     const __Pyx_PyCode_New_function_description descr = {2, 0, 0, 5, (unsigned int)(CO_OPTIMIZED|CO_NEWLOCALS), 23};
     PyObject* const varnames[] = {__pyx_mstate->__pyx_n_u_gate, __pyx_mstate->__pyx_n_u_up, __pyx_mstate->__pyx_n_u_tg, __pyx_mstate->__pyx_n_u_tu, __pyx_mstate->__pyx_n_u_out};
-    __pyx_mstate_global->__pyx_codeobj_tab[16] = __Pyx_PyCode_New(descr, varnames, __pyx_mstate->__pyx_kp_u_pyx_decoder_ops_pxi, __pyx_mstate->__pyx_n_u_swiglu, __pyx_mstate->__pyx_kp_b_iso88591_XQfH_HAT_q_har_Rq_5, tuple_dedup_map); if (unlikely(!__pyx_mstate_global->__pyx_codeobj_tab[16])) goto bad;
+    __pyx_mstate_global->__pyx_codeobj_tab[21] = __Pyx_PyCode_New(descr, varnames, __pyx_mstate->__pyx_kp_u_pyx_decoder_ops_pxi, __pyx_mstate->__pyx_n_u_swiglu, __pyx_mstate->__pyx_kp_b_iso88591_XQfH_HAT_q_har_Rq_5, tuple_dedup_map); if (unlikely(!__pyx_mstate_global->__pyx_codeobj_tab[21])) goto bad;
   }
   {
     const __Pyx_PyCode_New_function_description descr = {6, 0, 0, 7, (unsigned int)(CO_OPTIMIZED|CO_NEWLOCALS), 32};
     PyObject* const varnames[] = {__pyx_mstate->__pyx_n_u_x, __pyx_mstate->__pyx_n_u_dst, __pyx_mstate->__pyx_n_u_seq_offset, __pyx_mstate->__pyx_n_u_start_pos, __pyx_mstate->__pyx_n_u_rotate, __pyx_mstate->__pyx_n_u_base, __pyx_mstate->__pyx_n_u_tx};
-    __pyx_mstate_global->__pyx_codeobj_tab[17] = __Pyx_PyCode_New(descr, varnames, __pyx_mstate->__pyx_kp_u_pyx_decoder_ops_pxi, __pyx_mstate->__pyx_n_u_write_heads, __pyx_mstate->__pyx_kp_b_iso88591_33HH_XQc_a_Qb_Ct, tuple_dedup_map); if (unlikely(!__pyx_mstate_global->__pyx_codeobj_tab[17])) goto bad;
+    __pyx_mstate_global->__pyx_codeobj_tab[22] = __Pyx_PyCode_New(descr, varnames, __pyx_mstate->__pyx_kp_u_pyx_decoder_ops_pxi, __pyx_mstate->__pyx_n_u_write_heads, __pyx_mstate->__pyx_kp_b_iso88591_33HH_XQc_a_Qb_Ct, tuple_dedup_map); if (unlikely(!__pyx_mstate_global->__pyx_codeobj_tab[22])) goto bad;
   }
   {
     const __Pyx_PyCode_New_function_description descr = {3, 0, 0, 5, (unsigned int)(CO_OPTIMIZED|CO_NEWLOCALS), 40};
     PyObject* const varnames[] = {__pyx_mstate->__pyx_n_u_x, __pyx_mstate->__pyx_n_u_start_pos, __pyx_mstate->__pyx_n_u_base, __pyx_mstate->__pyx_n_u_tx, __pyx_mstate->__pyx_n_u_out};
-    __pyx_mstate_global->__pyx_codeobj_tab[18] = __Pyx_PyCode_New(descr, varnames, __pyx_mstate->__pyx_kp_u_pyx_decoder_ops_pxi, __pyx_mstate->__pyx_n_u_rope_heads, __pyx_mstate->__pyx_kp_b_iso88591_Q_XQc_a_r_s_J_4qPRRS_e86_2V1D_R, tuple_dedup_map); if (unlikely(!__pyx_mstate_global->__pyx_codeobj_tab[18])) goto bad;
+    __pyx_mstate_global->__pyx_codeobj_tab[23] = __Pyx_PyCode_New(descr, varnames, __pyx_mstate->__pyx_kp_u_pyx_decoder_ops_pxi, __pyx_mstate->__pyx_n_u_rope_heads, __pyx_mstate->__pyx_kp_b_iso88591_Q_XQc_a_r_s_J_4qPRRS_e86_2V1D_R, tuple_dedup_map); if (unlikely(!__pyx_mstate_global->__pyx_codeobj_tab[23])) goto bad;
   }
   {
     const __Pyx_PyCode_New_function_description descr = {1, 0, 0, 3, (unsigned int)(CO_OPTIMIZED|CO_NEWLOCALS), 50};
     PyObject* const varnames[] = {__pyx_mstate->__pyx_n_u_x, __pyx_mstate->__pyx_n_u_tx, __pyx_mstate->__pyx_n_u_out};
-    __pyx_mstate_global->__pyx_codeobj_tab[19] = __Pyx_PyCode_New(descr, varnames, __pyx_mstate->__pyx_kp_u_pyx_decoder_ops_pxi, __pyx_mstate->__pyx_n_u_heads_to_rows, __pyx_mstate->__pyx_kp_b_iso88591_XQc_a_oQb_5, tuple_dedup_map); if (unlikely(!__pyx_mstate_global->__pyx_codeobj_tab[19])) goto bad;
+    __pyx_mstate_global->__pyx_codeobj_tab[24] = __Pyx_PyCode_New(descr, varnames, __pyx_mstate->__pyx_kp_u_pyx_decoder_ops_pxi, __pyx_mstate->__pyx_n_u_heads_to_rows, __pyx_mstate->__pyx_kp_b_iso88591_XQc_a_oQb_5, tuple_dedup_map); if (unlikely(!__pyx_mstate_global->__pyx_codeobj_tab[24])) goto bad;
   }
   {
     const __Pyx_PyCode_New_function_description descr = {2, 0, 0, 5, (unsigned int)(CO_OPTIMIZED|CO_NEWLOCALS), 59};
     PyObject* const varnames[] = {__pyx_mstate->__pyx_n_u_table, __pyx_mstate->__pyx_n_u_ids, __pyx_mstate->__pyx_n_u_tt, __pyx_mstate->__pyx_n_u_ti, __pyx_mstate->__pyx_n_u_out};
-    __pyx_mstate_global->__pyx_codeobj_tab[20] = __Pyx_PyCode_New(descr, varnames, __pyx_mstate->__pyx_kp_u_pyx_decoder_ops_pxi, __pyx_mstate->__pyx_n_u_embedding, __pyx_mstate->__pyx_kp_b_iso88591_XQgYa_WJauM_81EQWWYYZ_k_D_5, tuple_dedup_map); if (unlikely(!__pyx_mstate_global->__pyx_codeobj_tab[20])) goto bad;
+    __pyx_mstate_global->__pyx_codeobj_tab[25] = __Pyx_PyCode_New(descr, varnames, __pyx_mstate->__pyx_kp_u_pyx_decoder_ops_pxi, __pyx_mstate->__pyx_n_u_embedding, __pyx_mstate->__pyx_kp_b_iso88591_XQgYa_WJauM_81EQWWYYZ_k_D_5, tuple_dedup_map); if (unlikely(!__pyx_mstate_global->__pyx_codeobj_tab[25])) goto bad;
   }
   {
     const __Pyx_PyCode_New_function_description descr = {2, 0, 0, 2, (unsigned int)(CO_OPTIMIZED|CO_NEWLOCALS), 15};
     PyObject* const varnames[] = {__pyx_mstate->__pyx_n_u_on, __pyx_mstate->__pyx_n_u_seed};
-    __pyx_mstate_global->__pyx_codeobj_tab[21] = __Pyx_PyCode_New(descr, varnames, __pyx_mstate->__pyx_kp_u_pyx_testing_pxi, __pyx_mstate->__pyx_n_u_set_emu_check, __pyx_mstate->__pyx_kp_b_iso88591_A_Q, tuple_dedup_map); if (unlikely(!__pyx_mstate_global->__pyx_codeobj_tab[21])) goto bad;
+    __pyx_mstate_global->__pyx_codeobj_tab[26] = __Pyx_PyCode_New(descr, varnames, __pyx_mstate->__pyx_kp_u_pyx_testing_pxi, __pyx_mstate->__pyx_n_u_set_emu_check, __pyx_mstate->__pyx_kp_b_iso88591_A_Q, tuple_dedup_map); if (unlikely(!__pyx_mstate_global->__pyx_codeobj_tab[26])) goto bad;
   }
   {
     const __Pyx_PyCode_New_function_description descr = {0, 0, 0, 0, (unsigned int)(CO_OPTIMIZED|CO_NEWLOCALS), 20};
     PyObject* const varnames[] = {0};
-    __pyx_mstate_global->__pyx_codeobj_tab[22] = __Pyx_PyCode_New(descr, varnames, __pyx_mstate->__pyx_kp_u_pyx_testing_pxi, __pyx_mstate->__pyx_n_u_emu_check_mode, __pyx_mstate->__pyx_kp_b_iso88591_1, tuple_dedup_map); if (unlikely(!__pyx_mstate_global->__pyx_codeobj_tab[22])) goto bad;
+    __pyx_mstate_global->__pyx_codeobj_tab[27] = __Pyx_PyCode_New(descr, varnames, __pyx_mstate->__pyx_kp_u_pyx_testing_pxi, __pyx_mstate->__pyx_n_u_emu_check_mode, __pyx_mstate->__pyx_kp_b_iso88591_1, tuple_dedup_map); if (unlikely(!__pyx_mstate_global->__pyx_codeobj_tab[27])) goto bad;
   }
   {
     const __Pyx_PyCode_New_function_description descr = {5, 0, 0, 11, (unsigned int)(CO_OPTIMIZED|CO_NEWLOCALS), 24};
     PyObject* const varnames[] = {__pyx_mstate->__pyx_n_u_kernel, __pyx_mstate->__pyx_n_u_threadgroups, __pyx_mstate->__pyx_n_u_threads, __pyx_mstate->__pyx_n_u_args, __pyx_mstate->__pyx_n_u_buffers, __pyx_mstate->__pyx_n_u_grid, __pyx_mstate->__pyx_n_u_block, __pyx_mstate->__pyx_n_u_tensors, __pyx_mstate->__pyx_n_u_b, __pyx_mstate->__pyx_n_u_name, __pyx_mstate->__pyx_n_u_raw};
-    __pyx_mstate_global->__pyx_codeobj_tab[23] = __Pyx_PyCode_New(descr, varnames, __pyx_mstate->__pyx_kp_u_pyx_testing_pxi, __pyx_mstate->__pyx_n_u_launch, __pyx_mstate->__pyx_kp_b_iso88591_D_D_e1N_S_2Q_U_e6_ay_3c_1_Q_z_9, tuple_dedup_map); if (unlikely(!__pyx_mstate_global->__pyx_codeobj_tab[23])) goto bad;
+    __pyx_mstate_global->__pyx_codeobj_tab[28] = __Pyx_PyCode_New(descr, varnames, __pyx_mstate->__pyx_kp_u_pyx_testing_pxi, __pyx_mstate->__pyx_n_u_launch, __pyx_mstate->__pyx_kp_b_iso88591_D_D_e1N_S_2Q_U_e6_ay_3c_1_Q_z_9, tuple_dedup_map); if (unlikely(!__pyx_mstate_global->__pyx_codeobj_tab[28])) goto bad;
   }
   {
     const __Pyx_PyCode_New_function_description descr = {0, 0, 0, 0, (unsigned int)(CO_OPTIMIZED|CO_NEWLOCALS), 28};
     PyObject* const varnames[] = {0};
-    __pyx_mstate_global->__pyx_codeobj_tab[24] = __Pyx_PyCode_New(descr, varnames, __pyx_mstate->__pyx_kp_u_pyx__native_pyx, __pyx_mstate->__pyx_n_u_get_limit, __pyx_mstate->__pyx_kp_b_iso88591_a_3, tuple_dedup_map); if (unlikely(!__pyx_mstate_global->__pyx_codeobj_tab[24])) goto bad;
+    __pyx_mstate_global->__pyx_codeobj_tab[29] = __Pyx_PyCode_New(descr, varnames, __pyx_mstate->__pyx_kp_u_pyx__native_pyx, __pyx_mstate->__pyx_n_u_get_limit, __pyx_mstate->__pyx_kp_b_iso88591_a_3, tuple_dedup_map); if (unlikely(!__pyx_mstate_global->__pyx_codeobj_tab[29])) goto bad;
   }
   {
     const __Pyx_PyCode_New_function_description descr = {1, 0, 0, 1, (unsigned int)(CO_OPTIMIZED|CO_NEWLOCALS), 33};
     PyObject* const varnames[] = {__pyx_mstate->__pyx_n_u_n};
-    __pyx_mstate_global->__pyx_codeobj_tab[25] = __Pyx_PyCode_New(descr, varnames, __pyx_mstate->__pyx_kp_u_pyx__native_pyx, __pyx_mstate->__pyx_n_u_set_limit, __pyx_mstate->__pyx_kp_b_iso88591_z_T_D_4uBa_J_4qPRR___r_2S_Q_QQR, tuple_dedup_map); if (unlikely(!__pyx_mstate_global->__pyx_codeobj_tab[25])) goto bad;
+    __pyx_mstate_global->__pyx_codeobj_tab[30] = __Pyx_PyCode_New(descr, varnames, __pyx_mstate->__pyx_kp_u_pyx__native_pyx, __pyx_mstate->__pyx_n_u_set_limit, __pyx_mstate->__pyx_kp_b_iso88591_z_T_D_4uBa_J_4qPRR___r_2S_Q_QQR, tuple_dedup_map); if (unlikely(!__pyx_mstate_global->__pyx_codeobj_tab[30])) goto bad;
   }
   {
     const __Pyx_PyCode_New_function_description descr = {0, 0, 0, 0, (unsigned int)(CO_OPTIMIZED|CO_NEWLOCALS), 42};
     PyObject* const varnames[] = {0};
-    __pyx_mstate_global->__pyx_codeobj_tab[26] = __Pyx_PyCode_New(descr, varnames, __pyx_mstate->__pyx_kp_u_pyx__native_pyx, __pyx_mstate->__pyx_n_u_init_limit_from_env, __pyx_mstate->__pyx_kp_b_iso88591__7, tuple_dedup_map); if (unlikely(!__pyx_mstate_global->__pyx_codeobj_tab[26])) goto bad;
+    __pyx_mstate_global->__pyx_codeobj_tab[31] = __Pyx_PyCode_New(descr, varnames, __pyx_mstate->__pyx_kp_u_pyx__native_pyx, __pyx_mstate->__pyx_n_u_init_limit_from_env, __pyx_mstate->__pyx_kp_b_iso88591__7, tuple_dedup_map); if (unlikely(!__pyx_mstate_global->__pyx_codeobj_tab[31])) goto bad;
   }
   {
     const __Pyx_PyCode_New_function_description descr = {0, 0, 0, 3, (unsigned int)(CO_OPTIMIZED|CO_NEWLOCALS), 46};
     PyObject* const varnames[] = {__pyx_mstate->__pyx_n_u_b, __pyx_mstate->__pyx_n_u_c, __pyx_mstate->__pyx_n_u_s};
-    __pyx_mstate_global->__pyx_codeobj_tab[27] = __Pyx_PyCode_New(descr, varnames, __pyx_mstate->__pyx_kp_u_pyx__native_pyx, __pyx_mstate->__pyx_n_u_device_info, __pyx_mstate->__pyx_kp_b_iso88591_q_q_1HG1_gQ_1A_aq_q_AQ_1G3d_q, tuple_dedup_map); if (unlikely(!__pyx_mstate_global->__pyx_codeobj_tab[27])) goto bad;
+    __pyx_mstate_global->__pyx_codeobj_tab[32] = __Pyx_PyCode_New(descr, varnames, __pyx_mstate->__pyx_kp_u_pyx__native_pyx, __pyx_mstate->__pyx_n_u_device_info, __pyx_mstate->__pyx_kp_b_iso88591_q_q_1HG1_gQ_1A_aq_q_AQ_1G3d_q, tuple_dedup_map); if (unlikely(!__pyx_mstate_global->__pyx_codeobj_tab[32])) goto bad;
   }
   {
     const __Pyx_PyCode_New_function_description descr = {0, 0, 0, 2, (unsigned int)(CO_OPTIMIZED|CO_NEWLOCALS), 61};
     PyObject* const varnames[] = {__pyx_mstate->__pyx_n_u_genexpr, __pyx_mstate->__pyx_n_u_genexpr};
-    __pyx_mstate_global->__pyx_codeobj_tab[28] = __Pyx_PyCode_New(descr, varnames, __pyx_mstate->__pyx_kp_u_pyx__native_pyx, __pyx_mstate->__pyx_n_u_kernel_names, __pyx_mstate->__pyx_kp_b_iso88591__8, tuple_dedup_map); if (unlikely(!__pyx_mstate_global->__pyx_codeobj_tab[28])) goto bad;
+    __pyx_mstate_global->__pyx_codeobj_tab[33] = __Pyx_PyCode_New(descr, varnames, __pyx_mstate->__pyx_kp_u_pyx__native_pyx, __pyx_mstate->__pyx_n_u_kernel_names, __pyx_mstate->__pyx_kp_b_iso88591__8, tuple_dedup_map); if (unlikely(!__pyx_mstate_global->__pyx_codeobj_tab[33])) goto bad;
   }
   {
     const __Pyx_PyCode_New_function_description descr = {3, 0, 0, 4, (unsigned int)(CO_OPTIMIZED|CO_NEWLOCALS), 4};
     PyObject* const varnames[] = {__pyx_mstate->__pyx_n_u_pyx_type, __pyx_mstate->__pyx_n_u_pyx_checksum, __pyx_mstate->__pyx_n_u_pyx_state, __pyx_mstate->__pyx_n_u_pyx_result};
-    __pyx_mstate_global->__pyx_codeobj_tab[29] = __Pyx_PyCode_New(descr, varnames, __pyx_mstate->__pyx_kp_u_tree_fragment, __pyx_mstate->__pyx_n_u_pyx_unpickle__RawBytes, __pyx_mstate->__pyx_kp_b_iso88591_q_0_kQR_9HAQ_7_1L_a_1, tuple_dedup_map); if (unlikely(!__pyx_mstate_global->__pyx_codeobj_tab[29])) goto bad;
+    __pyx_mstate_global->__pyx_codeobj_tab[34] = __Pyx_PyCode_New(descr, varnames, __pyx_mstate->__pyx_kp_u_tree_fragment, __pyx_mstate->__pyx_n_u_pyx_unpickle__RawBytes, __pyx_mstate->__pyx_kp_b_iso88591_q_0_kQR_9HAQ_7_1L_a_1, tuple_dedup_map); if (unlikely(!__pyx_mstate_global->__pyx_codeobj_tab[34])) goto bad;
   }
   Py_DECREF(tuple_dedup_map);
   return 0;
@@ -24278,6 +26975,577 @@ __pyx_return_false:
     Py_RETURN_FALSE;
 }
 
+/* pybytes_as_double (used by pyobject_as_double) */
+static double __Pyx_SlowPyString_AsDouble(PyObject *obj) {
+    PyObject *float_value = PyFloat_FromString(obj);
+    if (likely(float_value)) {
+        double value = __Pyx_PyFloat_AS_DOUBLE(float_value);
+        Py_DECREF(float_value);
+        return value;
+    }
+    return (double)-1;
+}
+static const char* __Pyx__PyBytes_AsDouble_Copy(const char* start, char* buffer, Py_ssize_t length) {
+    int last_was_punctuation = 1;
+    int parse_error_found = 0;
+    Py_ssize_t i;
+    for (i=0; i < length; i++) {
+        char chr = start[i];
+        int is_punctuation = (chr == '_') | (chr == '.') | (chr == 'e') | (chr == 'E');
+        *buffer = chr;
+        buffer += (chr != '_');
+        parse_error_found |= last_was_punctuation & is_punctuation;
+        last_was_punctuation = is_punctuation;
+    }
+    parse_error_found |= last_was_punctuation;
+    *buffer = '\0';
+    return unlikely(parse_error_found) ? NULL : buffer;
+}
+static double __Pyx__PyBytes_AsDouble_inf_nan(const char* start, Py_ssize_t length) {
+    int matches = 1;
+    char sign = start[0];
+    int is_signed = (sign == '+') | (sign == '-');
+    start += is_signed;
+    length -= is_signed;
+    switch (start[0]) {
+        #ifdef Py_NAN
+        case 'n':
+        case 'N':
+            if (unlikely(length != 3)) goto parse_failure;
+            matches &= (start[1] == 'a' || start[1] == 'A');
+            matches &= (start[2] == 'n' || start[2] == 'N');
+            if (unlikely(!matches)) goto parse_failure;
+            return (sign == '-') ? -Py_NAN : Py_NAN;
+        #endif
+        case 'i':
+        case 'I':
+            if (unlikely(length < 3)) goto parse_failure;
+            matches &= (start[1] == 'n' || start[1] == 'N');
+            matches &= (start[2] == 'f' || start[2] == 'F');
+            if (likely(length == 3 && matches))
+                return (sign == '-') ? -Py_HUGE_VAL : Py_HUGE_VAL;
+            if (unlikely(length != 8)) goto parse_failure;
+            matches &= (start[3] == 'i' || start[3] == 'I');
+            matches &= (start[4] == 'n' || start[4] == 'N');
+            matches &= (start[5] == 'i' || start[5] == 'I');
+            matches &= (start[6] == 't' || start[6] == 'T');
+            matches &= (start[7] == 'y' || start[7] == 'Y');
+            if (unlikely(!matches)) goto parse_failure;
+            return (sign == '-') ? -Py_HUGE_VAL : Py_HUGE_VAL;
+        case '.': case '0': case '1': case '2': case '3': case '4': case '5': case '6': case '7': case '8': case '9':
+            break;
+        default:
+            goto parse_failure;
+    }
+    return 0.0;
+parse_failure:
+    return -1.0;
+}
+static CYTHON_INLINE int __Pyx__PyBytes_AsDouble_IsSpace(char ch) {
+    return (ch == 0x20) | !((ch < 0x9) | (ch > 0xd));
+}
+CYTHON_UNUSED static double __Pyx__PyBytes_AsDouble(PyObject *obj, const char* start, Py_ssize_t length) {
+    double value;
+    Py_ssize_t i, digits;
+    const char *last = start + length;
+    char *end;
+    int valid_parse;
+    while (__Pyx__PyBytes_AsDouble_IsSpace(*start))
+        start++;
+    while (start < last - 1 && __Pyx__PyBytes_AsDouble_IsSpace(last[-1]))
+        last--;
+    length = last - start;
+    if (unlikely(length <= 0)) goto fallback;
+    value = __Pyx__PyBytes_AsDouble_inf_nan(start, length);
+    if (value != 0.0) {
+        if (unlikely(value == -1.0)) goto fallback;
+        return value;
+    }
+    digits = 0;
+    for (i=0; i < length; digits += start[i++] != '_');
+    if (likely(digits == length)) {
+        value = PyOS_string_to_double(start, &end, NULL);
+        valid_parse = (end == last);
+    } else if (digits < 40) {
+        char number[40];
+        last = __Pyx__PyBytes_AsDouble_Copy(start, number, length);
+        if (unlikely(!last)) goto fallback;
+        value = PyOS_string_to_double(number, &end, NULL);
+        valid_parse = (end == last);
+    } else {
+        char *number = (char*) PyMem_Malloc(((size_t) digits + 1) * sizeof(char));
+        if (unlikely(!number)) goto fallback;
+        last = __Pyx__PyBytes_AsDouble_Copy(start, number, length);
+        if (unlikely(!last)) {
+            PyMem_Free(number);
+            goto fallback;
+        }
+        value = PyOS_string_to_double(number, &end, NULL);
+        valid_parse = (end == last);
+        PyMem_Free(number);
+    }
+    if (likely(valid_parse) || (value == (double)-1 && PyErr_Occurred())) {
+        return value;
+    }
+fallback:
+    return __Pyx_SlowPyString_AsDouble(obj);
+}
+
+/* pyobject_as_double */
+static double __Pyx__PyObject_AsDouble(PyObject* obj) {
+    if (PyUnicode_CheckExact(obj)) {
+        return __Pyx_PyUnicode_AsDouble(obj);
+    } else if (PyBytes_CheckExact(obj)) {
+        return __Pyx_PyBytes_AsDouble(obj);
+    } else if (PyByteArray_CheckExact(obj)) {
+        return __Pyx_PyByteArray_AsDouble(obj);
+    } else {
+        PyObject* float_value;
+#if !CYTHON_USE_TYPE_SLOTS
+        float_value = PyNumber_Float(obj);  if ((0)) goto bad;
+        (void)&__Pyx_PyObject_CallOneArg;
+#else
+        PyNumberMethods *nb = Py_TYPE(obj)->tp_as_number;
+        if (likely(nb) && likely(nb->nb_float)) {
+            float_value = nb->nb_float(obj);
+            if (likely(float_value) && unlikely(!PyFloat_Check(float_value))) {
+                __Pyx_RaiseTypeErrorWithObjectType(
+                    "__float__ returned non-float (type " __Pyx_FMT_TYPENAME ")",
+                    float_value);
+                Py_DECREF(float_value);
+                goto bad;
+            }
+        } else {
+            float_value = __Pyx_PyObject_CallOneArg((PyObject*)&PyFloat_Type, obj);
+        }
+#endif
+        if (likely(float_value)) {
+            double value = __Pyx_PyFloat_AS_DOUBLE(float_value);
+            Py_DECREF(float_value);
+            return value;
+        }
+    }
+bad:
+    return (double)-1;
+}
+
+/* PyObjectFormatAndDecref */
+static CYTHON_INLINE PyObject* __Pyx_PyObject_FormatSimpleAndDecref(PyObject* s, PyObject* f) {
+    if (unlikely(!s)) return NULL;
+    if (likely(PyUnicode_CheckExact(s))) return s;
+    return __Pyx_PyObject_FormatAndDecref(s, f);
+}
+static CYTHON_INLINE PyObject* __Pyx_PyObject_FormatAndDecref(PyObject* s, PyObject* f) {
+    PyObject *result;
+    if (unlikely(!s)) return NULL;
+    result = PyObject_Format(s, f);
+    Py_DECREF(s);
+    return result;
+}
+
+/* PyObjectCompare */
+#ifndef __Pyx_DEFINED_PyObject_CompareStrStrBoolLt
+#define __Pyx_DEFINED_PyObject_CompareStrStrBoolLt
+static CYTHON_INLINE int __Pyx_PyObject_CompareStrStrBoolLt(PyObject* s1, PyObject* s2) {
+    int result = PyUnicode_Compare(s1, s2);
+    if (unlikely((result == -1) && PyErr_Occurred())) return -1;
+    if (result < 0) goto __pyx_return_true; else goto __pyx_return_false;
+__pyx_return_true:
+    return 1;
+__pyx_return_false:
+    return 0;
+}
+#endif
+#if !(CYTHON_COMPILING_IN_PYPY || CYTHON_COMPILING_IN_GRAAL)
+#ifndef __Pyx_DEFINED_PyObject_ComparePyBytesPyBytesBoolLt
+#define __Pyx_DEFINED_PyObject_ComparePyBytesPyBytesBoolLt
+static CYTHON_INLINE int __Pyx_PyObject_ComparePyBytesPyBytesBoolLt(PyObject* s1, PyObject* s2) {
+    Py_ssize_t cmp;
+    Py_ssize_t length1, length2, short_length;
+    #if CYTHON_ASSUME_SAFE_SIZE && CYTHON_ASSUME_SAFE_MACROS
+    const char *ps1, *ps2;
+    length1 = __Pyx_PyBytes_GET_SIZE(s1);
+    length2 = __Pyx_PyBytes_GET_SIZE(s2);
+    short_length = (length1 < length2) ? length1 : length2;
+    if (short_length == 0) {
+        if (length1 == 0) goto __pyx_return_true; else goto __pyx_return_false;
+    }
+    ps1 = PyBytes_AS_STRING(s1);
+    ps2 = PyBytes_AS_STRING(s2);
+    #else
+    char *ps1, *ps2;
+    if (unlikely(PyBytes_AsStringAndSize(s1, &ps1, &length1) == -1)) return -1;
+    if (unlikely(PyBytes_AsStringAndSize(s2, &ps2, &length2) == -1)) return -1;
+    short_length = (length1 < length2) ? length1 : length2;
+    if (short_length == 0) {
+        if (length1 == 0) goto __pyx_return_true; else goto __pyx_return_false;
+    }
+    #endif
+    cmp = (Py_ssize_t) ((const unsigned char*) ps1)[0] - (Py_ssize_t) ((const unsigned char*) ps2)[0];
+    if (cmp == 0 && short_length > 1) {
+        cmp = memcmp(ps1, ps2, (size_t)short_length);
+    }
+    if (cmp == 0) cmp = (length1 - length2);
+    if (cmp < 0) goto __pyx_return_true; else goto __pyx_return_false;
+__pyx_return_true:
+    return 1;
+__pyx_return_false:
+    return 0;
+}
+#endif
+#endif
+#if !(CYTHON_COMPILING_IN_PYPY || CYTHON_COMPILING_IN_GRAAL)
+#ifndef __Pyx_DEFINED_PyObject_ComparePyBytesPyByteArrayBoolLt
+#define __Pyx_DEFINED_PyObject_ComparePyBytesPyByteArrayBoolLt
+static CYTHON_INLINE int __Pyx_PyObject_ComparePyBytesPyByteArrayBoolLt(PyObject* s1, PyObject* s2) {
+    Py_ssize_t cmp;
+    Py_ssize_t length1, length2, short_length;
+    #if CYTHON_ASSUME_SAFE_SIZE && CYTHON_ASSUME_SAFE_MACROS
+    const char *ps1, *ps2;
+    length1 = __Pyx_PyBytes_GET_SIZE(s1);
+    length2 = __Pyx_PyByteArray_GET_SIZE(s2);
+    short_length = (length1 < length2) ? length1 : length2;
+    if (short_length == 0) {
+        if (length1 == 0) goto __pyx_return_true; else goto __pyx_return_false;
+    }
+    ps1 = PyBytes_AS_STRING(s1);
+    ps2 = PyByteArray_AS_STRING(s2);
+    #else
+    char *ps1, *ps2;
+    if (unlikely(PyBytes_AsStringAndSize(s1, &ps1, &length1) == -1)) return -1;
+    ps2 = __Pyx_PyByteArray_AsString(s2); if (unlikely(!ps2)) return -1;
+    length2 = __Pyx_PyByteArray_GET_SIZE(s2); if (unlikely(length2 == -1)) return -1;
+    short_length = (length1 < length2) ? length1 : length2;
+    if (short_length == 0) {
+        if (length1 == 0) goto __pyx_return_true; else goto __pyx_return_false;
+    }
+    #endif
+    cmp = (Py_ssize_t) ((const unsigned char*) ps1)[0] - (Py_ssize_t) ((const unsigned char*) ps2)[0];
+    if (cmp == 0 && short_length > 1) {
+        cmp = memcmp(ps1, ps2, (size_t)short_length);
+    }
+    if (cmp == 0) cmp = (length1 - length2);
+    if (cmp < 0) goto __pyx_return_true; else goto __pyx_return_false;
+__pyx_return_true:
+    return 1;
+__pyx_return_false:
+    return 0;
+}
+#endif
+#endif
+#if !(CYTHON_COMPILING_IN_PYPY || CYTHON_COMPILING_IN_GRAAL)
+#ifndef __Pyx_DEFINED_PyObject_ComparePyByteArrayPyBytesBoolLt
+#define __Pyx_DEFINED_PyObject_ComparePyByteArrayPyBytesBoolLt
+static CYTHON_INLINE int __Pyx_PyObject_ComparePyByteArrayPyBytesBoolLt(PyObject* s1, PyObject* s2) {
+    Py_ssize_t cmp;
+    Py_ssize_t length1, length2, short_length;
+    #if CYTHON_ASSUME_SAFE_SIZE && CYTHON_ASSUME_SAFE_MACROS
+    const char *ps1, *ps2;
+    length1 = __Pyx_PyByteArray_GET_SIZE(s1);
+    length2 = __Pyx_PyBytes_GET_SIZE(s2);
+    short_length = (length1 < length2) ? length1 : length2;
+    if (short_length == 0) {
+        if (length1 == 0) goto __pyx_return_true; else goto __pyx_return_false;
+    }
+    ps1 = PyByteArray_AS_STRING(s1);
+    ps2 = PyBytes_AS_STRING(s2);
+    #else
+    char *ps1, *ps2;
+    ps1 = __Pyx_PyByteArray_AsString(s1); if (unlikely(!ps1)) return -1;
+    length1 = __Pyx_PyByteArray_GET_SIZE(s1); if (unlikely(length1 == -1)) return -1;
+    if (unlikely(PyBytes_AsStringAndSize(s2, &ps2, &length2) == -1)) return -1;
+    short_length = (length1 < length2) ? length1 : length2;
+    if (short_length == 0) {
+        if (length1 == 0) goto __pyx_return_true; else goto __pyx_return_false;
+    }
+    #endif
+    cmp = (Py_ssize_t) ((const unsigned char*) ps1)[0] - (Py_ssize_t) ((const unsigned char*) ps2)[0];
+    if (cmp == 0 && short_length > 1) {
+        cmp = memcmp(ps1, ps2, (size_t)short_length);
+    }
+    if (cmp == 0) cmp = (length1 - length2);
+    if (cmp < 0) goto __pyx_return_true; else goto __pyx_return_false;
+__pyx_return_true:
+    return 1;
+__pyx_return_false:
+    return 0;
+}
+#endif
+#endif
+#if !(CYTHON_COMPILING_IN_PYPY || CYTHON_COMPILING_IN_GRAAL)
+#ifndef __Pyx_DEFINED_PyObject_ComparePyByteArrayPyByteArrayBoolLt
+#define __Pyx_DEFINED_PyObject_ComparePyByteArrayPyByteArrayBoolLt
+static CYTHON_INLINE int __Pyx_PyObject_ComparePyByteArrayPyByteArrayBoolLt(PyObject* s1, PyObject* s2) {
+    Py_ssize_t cmp;
+    Py_ssize_t length1, length2, short_length;
+    #if CYTHON_ASSUME_SAFE_SIZE && CYTHON_ASSUME_SAFE_MACROS
+    const char *ps1, *ps2;
+    length1 = __Pyx_PyByteArray_GET_SIZE(s1);
+    length2 = __Pyx_PyByteArray_GET_SIZE(s2);
+    short_length = (length1 < length2) ? length1 : length2;
+    if (short_length == 0) {
+        if (length1 == 0) goto __pyx_return_true; else goto __pyx_return_false;
+    }
+    ps1 = PyByteArray_AS_STRING(s1);
+    ps2 = PyByteArray_AS_STRING(s2);
+    #else
+    char *ps1, *ps2;
+    ps1 = __Pyx_PyByteArray_AsString(s1); if (unlikely(!ps1)) return -1;
+    length1 = __Pyx_PyByteArray_GET_SIZE(s1); if (unlikely(length1 == -1)) return -1;
+    ps2 = __Pyx_PyByteArray_AsString(s2); if (unlikely(!ps2)) return -1;
+    length2 = __Pyx_PyByteArray_GET_SIZE(s2); if (unlikely(length2 == -1)) return -1;
+    short_length = (length1 < length2) ? length1 : length2;
+    if (short_length == 0) {
+        if (length1 == 0) goto __pyx_return_true; else goto __pyx_return_false;
+    }
+    #endif
+    cmp = (Py_ssize_t) ((const unsigned char*) ps1)[0] - (Py_ssize_t) ((const unsigned char*) ps2)[0];
+    if (cmp == 0 && short_length > 1) {
+        cmp = memcmp(ps1, ps2, (size_t)short_length);
+    }
+    if (cmp == 0) cmp = (length1 - length2);
+    if (cmp < 0) goto __pyx_return_true; else goto __pyx_return_false;
+__pyx_return_true:
+    return 1;
+__pyx_return_false:
+    return 0;
+}
+#endif
+#endif
+#ifndef __Pyx_DEFINED_PyObject_CompareFloatIntBoolLt
+#define __Pyx_DEFINED_PyObject_CompareFloatIntBoolLt
+static int __Pyx_PyObject_CompareFloatIntBoolLt(PyObject *op1, PyObject *op2) {
+    double float_op1 = __Pyx_PyFloat_AS_DOUBLE(op1);
+    #if !CYTHON_ASSUME_SAFE_MACROS
+    if (unlikely(float_op1 == -1. && PyErr_Occurred())) return -1;
+    #endif
+    #if CYTHON_USE_PYLONG_INTERNALS
+    if (__Pyx_PyLong_IsCompact(op2)) {
+        Py_ssize_t iop2 = __Pyx_PyLong_CompactValue(op2);
+        if (float_op1 < ((double)iop2)) goto __pyx_return_true; else goto __pyx_return_false;
+    }
+    if (unlikely(!__Pyx_isfinite(float_op1))) {
+        if (float_op1 < 0.0) goto __pyx_return_true; else goto __pyx_return_false;
+    } else {
+        int sign2 = __Pyx_PyLong_Sign(op2);
+        if (float_op1 >= 0.) {
+            if (sign2 < 0) goto __pyx_return_false;
+            if (float_op1 < (double) (1L << PyLong_SHIFT)) goto __pyx_return_true;
+        } else {
+            if (sign2 > 0) goto __pyx_return_true;
+            if (float_op1 > -(double) (1L << PyLong_SHIFT)) goto __pyx_return_false;
+        }
+    }
+    #else
+    if (unlikely(!__Pyx_isfinite(float_op1))) {
+        if (float_op1 < 0.0) goto __pyx_return_true; else goto __pyx_return_false;
+    } else {
+        int overflow2;
+        long iop2 = PyLong_AsLongAndOverflow(op2, &overflow2);
+        if (likely(!overflow2)) {
+            if ((long long) iop2 >= (1LL << 53)) {
+                overflow2 = 1;
+            } else if ((long long) iop2 <= - (1LL << 53)) {
+                overflow2 = -1;
+            } else {
+                if (float_op1 < ((double) iop2)) goto __pyx_return_true; else goto __pyx_return_false;
+            }
+        }
+        if (overflow2 > 0) {
+            if (float_op1 < ((double) (1LL << 53))) goto __pyx_return_true;
+        } else {
+            if (float_op1 > - ((double) (1LL << 53))) goto __pyx_return_false;
+        }
+    }
+    #endif
+    return __Pyx_PyObject_RichCompareBool(op1, op2, Py_LT);
+__pyx_return_true:
+    return 1;
+__pyx_return_false:
+    return 0;
+}
+#endif
+#ifndef __Pyx_DEFINED_PyObject_CompareIntFloatBoolLt
+#define __Pyx_DEFINED_PyObject_CompareIntFloatBoolLt
+static int __Pyx_PyObject_CompareIntFloatBoolLt(PyObject *op1, PyObject *op2) {
+    double float_op2 = __Pyx_PyFloat_AS_DOUBLE(op2);
+    #if !CYTHON_ASSUME_SAFE_MACROS
+    if (unlikely(float_op2 == -1. && PyErr_Occurred())) return -1;
+    #endif
+    #if CYTHON_USE_PYLONG_INTERNALS
+    if (__Pyx_PyLong_IsCompact(op1)) {
+        Py_ssize_t iop1 = __Pyx_PyLong_CompactValue(op1);
+        if (((double)iop1) < float_op2) goto __pyx_return_true; else goto __pyx_return_false;
+    }
+    if (unlikely(!__Pyx_isfinite(float_op2))) {
+        if (0.0 < float_op2) goto __pyx_return_true; else goto __pyx_return_false;
+    } else {
+        int sign1 = __Pyx_PyLong_Sign(op1);
+        if (float_op2 >= 0.) {
+            if (sign1 < 0) goto __pyx_return_true;
+            if (float_op2 < (double) (1L << PyLong_SHIFT)) goto __pyx_return_false;
+        } else {
+            if (sign1 > 0) goto __pyx_return_false;
+            if (float_op2 > -(double) (1L << PyLong_SHIFT)) goto __pyx_return_true;
+        }
+    }
+    #else
+    if (unlikely(!__Pyx_isfinite(float_op2))) {
+        if (0.0 < float_op2) goto __pyx_return_true; else goto __pyx_return_false;
+    } else {
+        int overflow1;
+        long iop1 = PyLong_AsLongAndOverflow(op1, &overflow1);
+        if (likely(!overflow1)) {
+            if ((long long) iop1 >= (1LL << 53)) {
+                overflow1 = 1;
+            } else if ((long long) iop1 <= - (1LL << 53)) {
+                overflow1 = -1;
+            } else {
+                if (((double) iop1) < float_op2) goto __pyx_return_true; else goto __pyx_return_false;
+            }
+        }
+        if (overflow1 < 0) {
+            if (float_op2 > ((double) (1LL << 53))) goto __pyx_return_true;
+        } else {
+            if (float_op2 < - ((double) (1LL << 53))) goto __pyx_return_false;
+        }
+    }
+    #endif
+    return __Pyx_PyObject_RichCompareBool(op1, op2, Py_LT);
+__pyx_return_true:
+    return 1;
+__pyx_return_false:
+    return 0;
+}
+#endif
+#if CYTHON_USE_PYLONG_INTERNALS
+#ifndef __Pyx_DEFINED_PyObject_CompareIntIntBoolLt
+#define __Pyx_DEFINED_PyObject_CompareIntIntBoolLt
+static int __Pyx_PyObject_CompareIntIntBoolLt(PyObject *op1, PyObject *op2) {
+    Py_ssize_t cmp = __Pyx_PyLong_CompareSignAndSize(op1, op2);
+    if (cmp == 0) {
+        Py_ssize_t size = __Pyx_PyLong_DigitCount(op1);
+        if (size > 0) {
+            const digit* digits1 = __Pyx_PyLong_Digits(op1);
+            const digit* digits2 = __Pyx_PyLong_Digits(op2);
+            if (size == 1) {
+                cmp = (Py_ssize_t) digits1[0] - (Py_ssize_t) digits2[0];
+            } else if ((size == 2) && (8 * sizeof(Py_ssize_t) >= 2 * PyLong_SHIFT)) {
+                cmp = (Py_ssize_t) (((((size_t)digits1[1]) << PyLong_SHIFT) | (size_t)digits1[0])) - (Py_ssize_t) (((((size_t)digits2[1]) << PyLong_SHIFT) | (size_t)digits2[0]));
+            } else {
+                for (Py_ssize_t i=size-1; i >= 0 && !cmp; --i) {
+                    cmp = (Py_ssize_t) digits1[i] - (Py_ssize_t) digits2[i];
+                }
+            }
+        }
+        if (cmp == 0) return 0;
+        if (__Pyx_PyLong_IsNeg(op1)) cmp = -cmp;
+    }
+    return (cmp < 0);
+}
+#endif
+#ifndef __Pyx_DEFINED_PyObject_CompareIntIntBoolLt
+#define __Pyx_DEFINED_PyObject_CompareIntIntBoolLt
+static CYTHON_INLINE PyObject* __Pyx_PyObject_CompareIntIntLt(PyObject *op1, PyObject *op2) {
+    int result = __Pyx_PyObject_CompareIntIntBoolLt(op1, op2);
+    if (unlikely(result == -1)) return NULL;
+    return __Pyx_NewRef(result ? Py_True : Py_False);
+}
+#endif
+#else
+#ifndef __Pyx_DEFINED_PyObject_CompareIntIntBoolLt
+#define __Pyx_DEFINED_PyObject_CompareIntIntBoolLt
+static int __Pyx_PyObject_CompareIntIntBoolLt(PyObject *op1, PyObject *op2) {
+    int overflow1, overflow2;
+    long long iop1 = PyLong_AsLongLongAndOverflow(op1, &overflow1);
+    long long iop2 = PyLong_AsLongLongAndOverflow(op2, &overflow2);
+    if (likely(!(overflow1 | overflow2))) {
+        if (iop1 < iop2) goto __pyx_return_true; else goto __pyx_return_false;
+    } else if (overflow1 != overflow2) {
+        if (overflow1 < overflow2) goto __pyx_return_true; else goto __pyx_return_false;
+    } else {
+        return __Pyx_PyObject_RichCompareBool(op1, op2, Py_LT);
+    }
+__pyx_return_true:
+    return 1;
+__pyx_return_false:
+    return 0;
+}
+#endif
+#endif
+static CYTHON_INLINE int __Pyx_PyObject_CompareBoolLt_object_object(PyObject *op1, PyObject *op2, int pyop) {
+    CYTHON_UNUSED_VAR(pyop);
+    if (PyFloat_CheckExact(op1)) {
+        if (PyFloat_CheckExact(op2)) {
+            double float_op1 = __Pyx_PyFloat_AS_DOUBLE(op1);
+            #if !CYTHON_ASSUME_SAFE_MACROS
+            if (unlikely(float_op1 == -1. && PyErr_Occurred())) return -1;
+            #endif
+            double float_op2 = __Pyx_PyFloat_AS_DOUBLE(op2);
+            #if !CYTHON_ASSUME_SAFE_MACROS
+            if (unlikely(float_op2 == -1. && PyErr_Occurred())) return -1;
+            #endif
+            if (float_op1 < float_op2) goto __pyx_return_true; else goto __pyx_return_false;
+        }
+        if (PyLong_CheckExact(op2)) {
+            return __Pyx_PyObject_CompareFloatIntBoolLt(op1, op2);
+        }
+        goto __pyx_richcmp;
+    }
+    if (PyLong_CheckExact(op1)) {
+        if (op1 == op2) goto __pyx_return_false;
+        if (PyLong_CheckExact(op2)) {
+            return __Pyx_PyObject_CompareIntIntBoolLt(op1, op2);
+        }
+        if (PyFloat_CheckExact(op2)) {
+            return __Pyx_PyObject_CompareIntFloatBoolLt(op1, op2);
+        }
+        goto __pyx_richcmp;
+    }
+    
+    if (PyUnicode_CheckExact(op1)) {
+        if (op1 == op2) goto __pyx_return_false;
+        if (PyUnicode_CheckExact(op2)) {
+            return __Pyx_PyObject_CompareStrStrBoolLt(op1, op2);
+        }
+        goto __pyx_richcmp;
+    }
+    
+    #if !(CYTHON_COMPILING_IN_PYPY || CYTHON_COMPILING_IN_GRAAL)
+    if (PyBytes_CheckExact(op1)) {
+        if (op1 == op2) goto __pyx_return_false;
+        if (PyBytes_CheckExact(op2)) {
+            return __Pyx_PyObject_ComparePyBytesPyBytesBoolLt(op1, op2);
+        }
+        if (PyByteArray_CheckExact(op2)) {
+            return __Pyx_PyObject_ComparePyBytesPyByteArrayBoolLt(op1, op2);
+        }
+        goto __pyx_richcmp;
+    }
+    #endif
+    #if !(CYTHON_COMPILING_IN_PYPY || CYTHON_COMPILING_IN_GRAAL)
+    if (PyByteArray_CheckExact(op1)) {
+        if (op1 == op2) goto __pyx_return_false;
+        if (PyByteArray_CheckExact(op2)) {
+            return __Pyx_PyObject_ComparePyByteArrayPyByteArrayBoolLt(op1, op2);
+        }
+        if (PyBytes_CheckExact(op2)) {
+            return __Pyx_PyObject_ComparePyByteArrayPyBytesBoolLt(op1, op2);
+        }
+        goto __pyx_richcmp;
+    }
+    #endif
+    if ((0)) goto __pyx_richcmp;
+    if ((0)) goto __pyx_return_true;
+    if ((0)) goto __pyx_return_false;
+__pyx_richcmp:
+    return __Pyx_PyObject_RichCompareBool(op1, op2, Py_LT);
+__pyx_return_true:
+    return 1;
+__pyx_return_false:
+    return 0;
+}
+
 /* ArgTypeTestError (used by ArgTypeTest) */
 static void __Pyx_ArgTypeError(PyObject *obj, PyTypeObject *type, const char *name, int exact)
 {
@@ -24352,20 +27620,6 @@ static CYTHON_INLINE void __Pyx_RaiseNeedMoreValuesError(Py_ssize_t index) {
     PyErr_Format(PyExc_ValueError,
                  "need more than %" CYTHON_FORMAT_SSIZE_T "d value%.1s to unpack",
                  index, (index == 1) ? "" : "s");
-}
-
-/* PyObjectFormatAndDecref */
-static CYTHON_INLINE PyObject* __Pyx_PyObject_FormatSimpleAndDecref(PyObject* s, PyObject* f) {
-    if (unlikely(!s)) return NULL;
-    if (likely(PyUnicode_CheckExact(s))) return s;
-    return __Pyx_PyObject_FormatAndDecref(s, f);
-}
-static CYTHON_INLINE PyObject* __Pyx_PyObject_FormatAndDecref(PyObject* s, PyObject* f) {
-    PyObject *result;
-    if (unlikely(!s)) return NULL;
-    result = PyObject_Format(s, f);
-    Py_DECREF(s);
-    return result;
 }
 
 /* PyObjectCompare */

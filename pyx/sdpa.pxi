@@ -1,1 +1,72 @@
-# sdpa: the op, its extern declarations and its plan introspection (filled by the sdpa work).
+# sdpa: the attention op, its extern declarations and its plan introspection.
+
+cdef extern from "../src/core/ops.h" namespace "mtlinv" nogil:
+    cdef cppclass CSdpaOptions "mtlinv::SdpaOptions":
+        bool causal
+        bool has_scale
+        float scale
+        bool has_kv_len
+        int64_t kv_len
+    CTensor c_sdpa "mtlinv::sdpa"(const CTensor&, const CTensor&, const CTensor&,
+                                  const CSdpaOptions&) except +raise_py_error
+
+cdef extern from "../src/core/plans/sdpa.h" namespace "mtlinv":
+    cdef cppclass CSdpaShape "mtlinv::SdpaShape":
+        int64_t batch, q_heads, kv_heads, q_len, kv_len, capacity, head_dim
+        CDType dtype
+        bool causal, aligned
+        float scale
+    CPlan c_plan_sdpa "mtlinv::plan_sdpa"(const CSdpaShape&, int, const CDeviceCaps&) except +raise_py_error
+    uint32_t c_sdpa_chunk_keys "mtlinv::sdpa_chunk_keys"(int64_t, CDType, const CDeviceCaps&)
+
+
+def sdpa(q, k, v, *, scale=None, bint causal=True, kv_len=None):
+    """Scaled dot-product attention: softmax(scale * q @ k.T) @ v, float32 softmax and accumulation.
+
+    q [B, Hq, Lq, D]; k, v [B, Hkv, C, D] with Hq a multiple of Hkv (GQA, MQA). Only the first kv_len keys are
+    used (default: all C), so a preallocated KV cache needs no copy. causal: query i sits at absolute position
+    kv_len - Lq + i and sees keys 0 .. that position. scale defaults to 1/sqrt(D). D in {64, 80, 96, 128, 256};
+    float32, float16 or bfloat16 (one dtype); the output has q's shape and dtype.
+
+    With Lq <= get_limit() (and always for Lq == 1) query i's output is bit-identical to a single-query call over
+    the first kv_len - Lq + i + 1 keys (causal) or the same keys (not causal); above the limit a throughput
+    kernel runs."""
+    cdef Tensor tq = _operand(q, "q", "sdpa")
+    cdef Tensor tk = _operand(k, "k", "sdpa")
+    cdef Tensor tv = _operand(v, "v", "sdpa")
+    cdef CSdpaOptions o
+    o.causal = causal
+    o.has_scale = scale is not None
+    o.scale = float(scale) if scale is not None else 1.0
+    o.has_kv_len = kv_len is not None
+    o.kv_len = 0
+    if kv_len is not None:
+        if isinstance(kv_len, type(True)) or not isinstance(kv_len, (int, np.integer)):
+            raise InvalidArgumentError(f"sdpa: kv_len must be an int, got {type(kv_len).__name__} {kv_len!r}")
+        if not -2**62 < kv_len < 2**62:
+            raise InvalidArgumentError(f"sdpa: kv_len={kv_len} is out of range")
+        o.kv_len = int(kv_len)
+    cdef CTensor out
+    with nogil:
+        out = c_sdpa(tq.c, tk.c, tv.c, o)
+    return _wrap(out)
+
+
+def sdpa_chunk_keys(head_dim, dtype="float32"):
+    """S, the keys per chunk of the canonical sdpa path on the active device: chunk c holds keys [c*S, (c+1)*S)."""
+    return c_sdpa_chunk_keys(head_dim, dtype_from_name(np.dtype(dtype).name.encode()), c_active_backend().caps())
+
+
+def plan_sdpa(*, q_len, kv_len, head_dim=128, q_heads=1, kv_heads=1, batch=1, capacity=None, dtype="float32",
+              causal=True, limit=None):
+    """The plan sdpa would use for this shape: {'canonical': bool, 'launches': [...], 'scratch_bytes': [...]}."""
+    cdef CSdpaShape s
+    s.batch, s.q_heads, s.kv_heads, s.q_len, s.kv_len = batch, q_heads, kv_heads, q_len, kv_len
+    s.capacity = kv_len if capacity is None else capacity
+    s.head_dim = head_dim
+    s.dtype = dtype_from_name(np.dtype(dtype).name.encode())
+    s.causal = causal
+    s.scale = head_dim ** -0.5
+    s.aligned = True
+    cdef CPlan p = c_plan_sdpa(s, c_get_limit() if limit is None else limit, c_active_backend().caps())
+    return {"canonical": p.canonical, "launches": _launches(p), "scratch_bytes": list(p.scratch_bytes)}

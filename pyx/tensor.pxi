@@ -191,6 +191,8 @@ cdef Tensor _operand(obj, str name, str op):
         return obj
     try:
         a = np.asarray(obj)
+        if not isinstance(obj, np.ndarray) and a.dtype == np.float64:
+            a = a.astype(np.float32)  # Python floats and lists: float32, the widest dtype the kernels take
     except Exception as e:
         raise InvalidArgumentError(f"{op}: {name} cannot be converted to an array: {e}") from None
     if a.dtype not in _NUMPY_TO_DTYPE:

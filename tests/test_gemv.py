@@ -79,6 +79,7 @@ def test_batched_weights(dtype, rng):
 
 
 def test_leading_dims_and_vector_x(rng):
+    mtlinv.set_limit(16)
     w = weights(rng, 24, 32, np.float32, True)
     x = random(rng, (2, 3, 32), np.float32)
     y = mtlinv.gemv(x, w)

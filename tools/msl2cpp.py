@@ -13,6 +13,12 @@ cannot:
 * ``threadgroup T name[N];`` declarations become storage shared by the threadgroup: ``static thread_local`` on the
   emulator (all fibers of a threadgroup run on one OS thread) and ``__shared__`` on CUDA.
 * ``device X*`` pointer types become ``EMU_DPTR(X)`` on the emulator, a bounds-checked pointer in checked builds.
+* CUDA only: every other function defined at namespace or class scope (helpers such as ``simd_ladder_sum``, member
+  functions of helper structs) gains ``__device__``, and program-scope ``constant`` data that is not ``constexpr``
+  becomes ``__device__`` data: nvcc compiles unannotated functions for the host alone.
+* CUDA only: the address-space keywords are erased here (``constant`` becomes ``const``) rather than by macros as on
+  the emulator: CUDA's ``__device__`` and ``__constant__`` are macros that expand through the very tokens
+  ``device`` and ``constant``, so keyword macros would break them.
 
 ``#line`` directives keep compiler messages pointing at the .metal source.
 """
@@ -143,18 +149,162 @@ def _rewrite_kernels(text: str, target: dict, path: str) -> str:
     return "".join(out)
 
 
+def _code_mask(text: str) -> str:
+    """`text` with comments, string and character literals and preprocessor lines blanked (newlines kept), so
+    that a scan for braces and semicolons sees code only; offsets are unchanged."""
+    out = list(text)
+    i, n = 0, len(text)
+    line_start = True
+    while i < n:
+        ch = text[i]
+        if line_start and ch == "#" or text.startswith("//", i):
+            end = i
+            while end < n and text[end] != "\n":
+                end += 2 if text.startswith("\\\n", end) else 1
+        elif text.startswith("/*", i):
+            end = text.find("*/", i + 2)
+            end = n if end < 0 else end + 2
+        elif ch in "\"'":
+            end = i + 1
+            while end < n and text[end] != ch:
+                end += 2 if text[end] == "\\" else 1
+            end += 1
+        else:
+            if ch == "\n":
+                line_start = True
+            elif not ch.isspace():
+                line_start = False
+            i += 1
+            continue
+        for j in range(i, min(end, n)):
+            if out[j] != "\n":
+                out[j] = " "
+        i = end
+    return "".join(out)
+
+
+def _after_template_header(code: str, start: int, end: int) -> int:
+    """The offset of the first token of the declaration in code[start:end] after any `template <...>` headers."""
+    pos = start
+    while True:
+        m = re.compile(r"\s*").match(code, pos, end)
+        pos = m.end()
+        t = re.compile(r"template\s*<").match(code, pos, end)
+        if not t:
+            return pos
+        depth, pos = 1, t.end()
+        while pos < end and depth:
+            depth += {"<": 1, ">": -1}.get(code[pos], 0)
+            pos += 1
+
+
+FUNCTION_HEAD = re.compile(r"\)\s*(?:const|noexcept|override|final|&&?|\s)*$")
+OPERATOR_NAME = re.compile(r"\boperator\s*(?:\(\s*\)|[^\s(]+)")
+
+
+def _is_function_head(head: str) -> bool:
+    """Whether a declaration (comments blanked) that reaches a `{` or `;` is a function: it ends with a parameter
+    list and has no `=` outside parentheses (operator names aside)."""
+    head = OPERATOR_NAME.sub("operator", head)
+    if not FUNCTION_HEAD.search(head) or re.search(r"\b(typedef|using|return)\b", head):
+        return False
+    depth = 0
+    for ch in head:
+        depth += {"(": 1, ")": -1, "[": 1, "]": -1}.get(ch, 0)
+        if ch == "=" and depth == 0:
+            return False
+    return True
+
+
+def _annotate_device_functions(text: str) -> str:
+    """CUDA: `__device__` on every function declared or defined at namespace or class scope (kernels are already
+    `__device__`), and on program-scope `constant` data that is not constexpr. Tracks scopes by braces over the
+    code with comments, literals and preprocessor lines blanked; an `MTLINV_KERNEL(...)` line ends a declaration."""
+    code = _code_mask(text)
+    inserts: list[int] = []
+    scopes = ["namespace"]  # namespace, class, body (a function body or an initializer: not scanned)
+    head_start, paren, i = 0, 0, 0
+
+    def annotate(end: int, function: bool) -> None:
+        at = _after_template_header(code, head_start, end)
+        head = code[at:end]
+        if "__device__" in head or "__global__" in head:
+            return
+        if function or (re.match(r"constant\b", head) and not re.search(r"\bconstexpr\b", head)):
+            inserts.append(at)
+
+    while i < len(code):
+        ch = code[i]
+        if scopes[-1] == "body":
+            if ch == "{":
+                scopes.append("body")
+            elif ch == "}":
+                scopes.pop()
+                head_start = i + 1
+            i += 1
+            continue
+        if code.startswith("MTLINV_KERNEL", i) and not code[head_start:i].strip():
+            close = _matching_paren(code, code.index("(", i))
+            i = head_start = close + 1
+            continue
+        if ch == "(":
+            paren += 1
+        elif ch == ")":
+            paren -= 1
+        elif ch == ";" and paren == 0:
+            head = code[head_start:i]
+            annotate(i, _is_function_head(head))
+            head_start = i + 1
+        elif ch == "{":
+            head = code[head_start:i]
+            if paren > 0:
+                scopes.append("body")
+            elif re.search(r"\bnamespace\b|\bextern\b", head):
+                scopes.append("namespace")
+            elif _is_function_head(head):
+                annotate(i, True)
+                scopes.append("body")
+            elif re.match(r"\s*(typedef\s+)?(struct|class|union|enum)\b", code[_after_template_header(code, head_start, i):i]):
+                scopes.append("class")
+            else:
+                annotate(i, False)
+                scopes.append("body")
+            head_start = i + 1
+        elif ch == "}":
+            scopes.pop()
+            head_start = i + 1
+        i += 1
+    for at in reversed(inserts):
+        text = text[:at] + "__device__ " + text[at:]
+    return text
+
+
+ADDRESS_SPACE = re.compile(r"\b(device|threadgroup|thread|constant|kernel)\b")
+
+
+def _erase_address_spaces(text: str) -> str:
+    """CUDA: drops MSL's address-space keywords from code (not comments or preprocessor lines); `constant`
+    becomes `const`. Generic addressing reaches global and shared memory through plain pointers."""
+    code = _code_mask(text)
+    out, pos = [], 0
+    for m in ADDRESS_SPACE.finditer(code):
+        out.append(text[pos:m.start()])
+        out.append("const" if m.group(1) == "constant" else "")
+        pos = m.end()
+    out.append(text[pos:])
+    return "".join(out)
+
+
 def translate(text: str, path: str, target_name: str) -> str:
     target = TARGETS[target_name]
     text = _rewrite_kernels(text, target, path)
     text = THREADGROUP_ARRAY.sub(lambda m: f"{m.group(1)}{target['shared']} {m.group(2)} {m.group(3)}{m.group(4)};", text)
-    if target_name == "emu":
-        def pointer(m: re.Match) -> str:
-            const = "const " if (m.group(1) or m.group(2)) else ""
-            return f"EMU_DPTR({const}{m.group(3)})"
-    else:
-        def pointer(m: re.Match) -> str:
-            const = "const " if (m.group(1) or m.group(2)) else ""
-            return f"{const}{m.group(3)}*"
+    if target_name == "cuda":
+        return _erase_address_spaces(_annotate_device_functions(text))
+
+    def pointer(m: re.Match) -> str:
+        const = "const " if (m.group(1) or m.group(2)) else ""
+        return f"EMU_DPTR({const}{m.group(3)})"
     return DEVICE_POINTER.sub(pointer, text)
 
 

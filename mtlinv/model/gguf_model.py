@@ -119,7 +119,8 @@ def _read_config(metadata: dict[str, Any], tensors: dict[str, GGUFTensor], path)
     if rope_dims != head_dim:
         raise GGUFModelError(f"{path}: partial RoPE ({rope_dims} of {head_dim} dims) is not supported")
     # Older files omit vocab_size; the embedding's row count is the truth either way.
-    vocab = int(key("vocab_size", tensors["token_embd.weight"].shape[0]))
+    embd = tensors.get("token_embd.weight")
+    vocab = int(key("vocab_size", embd.shape[0] if embd is not None else None))
     return LlamaConfig(
         n_layers=int(key("block_count")),
         n_heads=n_heads,

@@ -4,8 +4,9 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdint>
-#include <new>
+#include <system_error>
 
 #if EMU_ASAN
 #include <sanitizer/asan_interface.h>
@@ -49,10 +50,13 @@ Stack stack_alloc(size_t size) {
   // MAP_NORESERVE: a fiber touches only the top page or two of its stack, so don't charge the rest up front.
   void* base = mmap(nullptr, size + page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_STACK,
                     -1, 0);
-  if (base == MAP_FAILED) throw std::bad_alloc();
+  // Each stack costs two memory mappings (stack and guard): many workers times 1024-thread threadgroups can
+  // reach vm.max_map_count, hence the errno in the message.
+  if (base == MAP_FAILED) throw std::system_error(errno, std::generic_category(), "mmap of a fiber stack");
   if (mprotect(base, page, PROT_NONE) != 0) {
+    const int err = errno;
     munmap(base, size + page);
-    throw std::bad_alloc();
+    throw std::system_error(err, std::generic_category(), "mprotect of a fiber stack's guard page");
   }
   return Stack{static_cast<char*>(base) + page, size};
 }

@@ -43,6 +43,10 @@ std::string site_str(Site s) {
   return std::string(slash ? slash + 1 : f) + ":" + std::to_string(s.line);
 }
 
+std::string count_str(uint32_t n, const char* unit) {
+  return std::to_string(n) + " " + unit + (n == 1 ? "" : "s");
+}
+
 std::string dim_str(dim3 d) {
   return "(" + std::to_string(d.x) + "," + std::to_string(d.y) + "," + std::to_string(d.z) + ")";
 }
@@ -102,7 +106,7 @@ class Threadgroup {
   std::vector<SimdGroup> simds_;
   std::vector<uint16_t> ready_, next_;  // this round's runnable fibers; those released during it
   size_t ready_pos_ = 0;                // ready_[ready_pos_..] have not run yet this round
-  Context home_;                        // the OS thread's own stack, where schedule() runs
+  Context home_;                        // the OS thread's own stack: run() waits there until no fiber can run
   const Launch* launch_ = nullptr;
   dim3 pos_;  // this threadgroup's position in the grid
   KernelFn fn_ = nullptr;
@@ -251,8 +255,8 @@ void Threadgroup::barrier(Site site) {
   if (barrier_arrived_ == 0) {
     barrier_site_ = site;
   } else if (!same_site(site, barrier_site_)) {
-    throw Fault("barrier at " + site_str(site) + " reached while " + std::to_string(barrier_arrived_) +
-                " threads wait at a different barrier at " + site_str(barrier_site_));
+    throw Fault("barrier at " + site_str(site) + " reached while " + count_str(barrier_arrived_, "thread") +
+                " wait at a different barrier at " + site_str(barrier_site_));
   }
   fibers_[current_].wait = Wait::kBarrier;
   // Every thread must arrive: on a GPU, a thread that returned before a barrier makes the barrier undefined.
@@ -277,7 +281,7 @@ void Threadgroup::simd_exchange(const void* in, int32_t param, void* out, size_t
   } else if (!same_site(site, g.site) || combine != g.combine || bytes != g.bytes) {
     throw Fault("simd function at " + site_str(site) + " reached by lane " + std::to_string(lane) + " of simdgroup " +
                 std::to_string(f.k.simdgroup_index_in_threadgroup) + " while " +
-                std::to_string(__builtin_popcount(g.arrived)) + " lanes wait at a different simd function at " +
+                count_str(__builtin_popcount(g.arrived), "lane") + " wait at a different simd function at " +
                 site_str(g.site));
   }
   std::memcpy(g.in + lane * bytes, in, bytes);

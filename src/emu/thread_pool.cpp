@@ -3,6 +3,7 @@
 
 #include <pthread.h>
 
+#include <system_error>
 #include <thread>
 
 namespace emu::detail {
@@ -22,22 +23,25 @@ ThreadPool& ThreadPool::instance() {
 }
 
 void ThreadPool::run(int helpers, Job job, void* arg) {
-  if (helpers <= 0) {
-    job(arg);
-    return;
-  }
-  {
-    std::lock_guard<std::mutex> lock(mu_);
+  std::unique_lock<std::mutex> lock(mu_);
+  // Where threads cannot be created (a container's limit), run with the ones there are.
+  try {
     for (; threads_ < helpers; ++threads_) std::thread(&ThreadPool::worker, this, threads_).detach();
+  } catch (const std::system_error&) {
+    helpers = threads_;
+  }
+  if (helpers > 0) {
     job_ = job;
     arg_ = arg;
     wanted_ = helpers;
     running_ = helpers;
     ++generation_;
   }
-  wake_.notify_all();
+  lock.unlock();
+  if (helpers > 0) wake_.notify_all();
   job(arg);
-  std::unique_lock<std::mutex> lock(mu_);
+  if (helpers <= 0) return;
+  lock.lock();
   done_.wait(lock, [&] { return running_ == 0; });
 }
 

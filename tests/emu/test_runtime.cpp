@@ -173,13 +173,14 @@ static void k_reduce(const KernelCtx& c) {
   }
 }
 
-// Shuffles in a threadgroup of 48 threads: simdgroup 1 has only 16 lanes.
+// Shuffles; with 48 threads per threadgroup, simdgroup 1 has only 16 lanes.
 static void k_shuffles(const KernelCtx& c) {
   const int v = static_cast<int>(group_linear(c) * 1000 + c.thread_index_in_threadgroup);
+  const uint32_t lanes = std::min(32u, group_size(c) - c.simdgroup_index_in_threadgroup * 32);
   auto* out = static_cast<int*>(c.buffers[0]) + global_linear(c) * 5;
   out[0] = simd(v, 3, shuffle_down);
   out[1] = simd(v, 5, shuffle_xor);
-  out[2] = simd(v, 2, broadcast);
+  out[2] = simd(v, lanes > 2 ? 2 : 0, broadcast);
   out[3] = simd(v, 0, sum_i32);
   out[4] = static_cast<int>(c.threads_per_simdgroup);
 }
@@ -272,6 +273,9 @@ static void test_barrier() {
   std::vector<int> out(40 * 1024);
   run1("neighbour1024", k_neighbour, {40, 1, 1}, {1024, 1, 1}, out);
   check_neighbour(out, 40, 1024);
+  std::vector<int> single(10);
+  run1("neighbour1", k_neighbour, {10, 1, 1}, {1, 1, 1}, single);
+  check_neighbour(single, 10, 1);
 }
 
 static void test_positions() {
@@ -302,8 +306,8 @@ static void test_reduce() {
   }
 }
 
-static void test_shuffles() {
-  const uint32_t groups = 3, n = 48;
+static void check_shuffles(uint32_t n) {
+  const uint32_t groups = 3;
   std::vector<int> out(groups * n * 5);
   run1("shuffles", k_shuffles, {groups, 1, 1}, {n, 1, 1}, out);
   bool ok = true;
@@ -316,9 +320,13 @@ static void test_shuffles() {
       const int* o = &out[(g * n + t) * 5];
       ok = ok && o[0] == val(lane + 3 < lanes ? lane + 3 : lane);
       ok = ok && o[1] == val((lane ^ 5) < lanes ? lane ^ 5 : lane);
-      ok = ok && o[2] == val(2) && o[3] == sum && o[4] == 32;
+      ok = ok && o[2] == val(lanes > 2 ? 2 : 0) && o[3] == sum && o[4] == 32;
     }
   EXPECT(ok);
+}
+
+static void test_shuffles() {
+  for (uint32_t n : {48u, 64u, 1u}) check_shuffles(n);
 }
 
 static void test_check_mode() {

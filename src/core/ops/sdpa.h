@@ -1,8 +1,24 @@
 #pragma once
+#include <cstdint>
+
 #include "../tensor.h"
 
 namespace mtlinv {
 
-// (sdpa: declarations land here)
+struct SdpaOptions {
+  bool causal = true;
+  bool has_scale = false;   // false: scale = 1 / sqrt(D)
+  float scale = 1.0f;
+  bool has_kv_len = false;  // false: kv_len = C, every key of k and v
+  int64_t kv_len = 0;
+};
+
+// Scaled dot-product attention, softmax(scale * q k^T) v with float32 softmax and accumulation. q [B, Hq, Lq, D];
+// k and v [B, Hkv, C, D] with Hq % Hkv == 0 (GQA), of which the first kv_len <= C keys are valid (a preallocated
+// KV cache needs no copy). Causal: query i sits at absolute position kv_len - Lq + i and sees keys 0 .. that
+// position. D in {64, 80, 96, 128, 256}; float32, float16 or bfloat16, one dtype; out [B, Hq, Lq, D].
+// Lq <= get_limit() (and Lq == 1 always) takes the canonical kernels: query i's bits equal those of a
+// single-query call over the first kv_len - Lq + i + 1 keys (causal), or over the same keys (not causal).
+Tensor sdpa(const Tensor& q, const Tensor& k, const Tensor& v, const SdpaOptions& options);
 
 }  // namespace mtlinv

@@ -1,0 +1,259 @@
+#!/usr/bin/env python3
+"""mtlinv on an NVIDIA GPU against PyTorch (cuBLAS, SDPA) on the same data: gemv, qgemv and sdpa.
+
+    MTLINV_DEVICE=cuda python benchmarks/bench_cuda.py [--out results.json] [--quick]
+
+Method (the device-timing rules of /work/.library/device/METHOD.md):
+  * Kernel time from CUDA events around each call, median of --reps calls after a warm-up of every input copy.
+    The ops run with MTLINV_CUDA_ASYNC=1 (set here), so they return without waiting and calls queue on the one
+    stream; a sleep kernel first holds the GPU while the host queues every call, so no launch gap falls inside
+    an event pair.
+  * Inputs rotate through copies totalling about 1 GiB, far beyond the 60 MB L2, so weights and KV caches come
+    from HBM as in decoding. PyTorch reads the very same memory through DLPack.
+  * Achieved bandwidth counts the bytes a call must move (weights or KV read once, activations in and out)
+    against the device-to-device copy bandwidth measured at the start of the same run (bytes read + written).
+Goals (issue 8): canonical gemv/qgemv at M=1 >= 85% of copy bandwidth, canonical(8)/canonical(1) <= 1.3,
+canonical no slower than cuBLAS for M <= 16; sdpa decode >= 80% of copy bandwidth at 16K+ keys, verify (Lq=8)
+within 1.3x of decode and bit-exact.
+"""
+import os
+
+os.environ["MTLINV_CUDA_ASYNC"] = "1"  # before mtlinv creates its backend
+os.environ.setdefault("MTLINV_DEVICE", "cuda")
+
+import argparse  # noqa: E402
+import json  # noqa: E402
+import math  # noqa: E402
+import statistics  # noqa: E402
+import traceback  # noqa: E402
+
+import ml_dtypes  # noqa: E402
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+from torch.nn.attention.bias import causal_lower_right  # noqa: E402
+
+import mtlinv  # noqa: E402
+from mtlinv import _native as ops  # noqa: E402
+
+BF16 = ml_dtypes.bfloat16
+ROTATION_BYTES = 1 << 30
+SHAPES = [(4096, 4096), (4096, 14336), (8192, 8192)]  # (K, N)
+SLEEP_CYCLES = 20_000_000  # ~10 ms at boost clock: longer than the host needs to queue --reps calls
+RNG = np.random.default_rng(0)
+
+
+def event_median(calls, reps):
+    """Median seconds of one call, each call timed alone by an event pair; `calls` rotate (distinct inputs)."""
+    for call in calls:
+        call()
+    torch.cuda.synchronize()
+    starts = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
+    ends = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
+    torch.cuda._sleep(SLEEP_CYCLES)
+    for i in range(reps):
+        starts[i].record()
+        calls[i % len(calls)]()
+        ends[i].record()
+    torch.cuda.synchronize()
+    return statistics.median(s.elapsed_time(e) for s, e in zip(starts, ends)) / 1e3
+
+
+def copies_for(nbytes, cap=64):
+    return max(2, min(cap, math.ceil(ROTATION_BYTES / nbytes)))
+
+
+def copy_bandwidth():
+    """Device-to-device copy, bytes read + written per second (the memory-bound ceiling)."""
+    n = 2 << 30
+    a = torch.empty(n, dtype=torch.uint8, device="cuda")
+    b = torch.empty_like(a)
+    a.random_()
+    t = event_median([lambda: b.copy_(a)], 20)
+    return 2 * n / t
+
+
+def tensors(host, copies):
+    """`copies` device copies of one host array: mtlinv Tensors and the torch views of the same memory."""
+    mt = [mtlinv.asarray(host) for _ in range(copies)]
+    return mt, [torch.from_dlpack(t) for t in mt]
+
+
+def row(cells):
+    return "| " + " | ".join(str(c) for c in cells) + " |"
+
+
+def fmt_us(t):
+    return f"{t * 1e6:.1f}" if t is not None else "-"
+
+
+def bench_gemv(ms, reps, copy_bw, results):
+    print("\n## gemv, bf16, y = x @ W.T, W [N, K]\n")
+    print(row(["K", "N", "M", "canonical us", "throughput us", "cuBLAS us", "canonical GB/s", "% of copy",
+               "can(M)/can(1)", "can/cuBLAS"]))
+    print(row(["---:"] * 10))
+    for k, n in SHAPES:
+        w_host = (RNG.standard_normal((n, k), dtype=np.float32) * k ** -0.5).astype(BF16)
+        w_mt, w_th = tensors(w_host, copies_for(w_host.nbytes))
+        can1 = None
+        for m in ms:
+            x = mtlinv.asarray(RNG.standard_normal((m, k), dtype=np.float32).astype(BF16))
+            xt = torch.from_dlpack(x)
+            calls = [lambda w=w: ops.gemv(x, w) for w in w_mt]
+            with mtlinv.batch_invariant(16):
+                t_can = event_median(calls, reps)
+            t_thr = None
+            if m > 1:
+                with mtlinv.batch_invariant(0):
+                    t_thr = event_median(calls, reps)
+            t_torch = event_median([lambda w=w: F.linear(xt, w) for w in w_th], reps)
+            can1 = can1 or t_can
+            nbytes = w_host.nbytes + 2 * (m * k + m * n)
+            bw = nbytes / t_can
+            results.append({"op": "gemv", "k": k, "n": n, "m": m, "canonical_s": t_can, "throughput_s": t_thr,
+                            "cublas_s": t_torch, "canonical_bytes": nbytes})
+            print(row([k, n, m, fmt_us(t_can), fmt_us(t_thr), fmt_us(t_torch), f"{bw / 1e9:.0f}",
+                       f"{100 * bw / copy_bw:.0f}%", f"{t_can / can1:.2f}", f"{t_can / t_torch:.2f}"]), flush=True)
+        check_gemv_rows(x_rows=8, k=k, w=w_mt[0])
+        del w_mt, w_th
+        torch.cuda.empty_cache()
+
+
+def check_gemv_rows(x_rows, k, w):
+    """Row r of an 8-row canonical call has the bits of the call on row r alone (the op tests do this in depth)."""
+    x = RNG.standard_normal((x_rows, k), dtype=np.float32).astype(BF16)
+    with mtlinv.batch_invariant(16):
+        full = np.asarray(ops.gemv(x, w))
+        same = all(np.asarray(ops.gemv(x[r:r + 1], w)).tobytes() == full[r:r + 1].tobytes() for r in range(x_rows))
+    print(f"\n(K={k}: rows of the 8-row canonical call bit-identical to single-row calls: {same})\n", flush=True)
+
+
+def bench_qgemv(ms, reps, copy_bw, results, group=64, bits=4):
+    print(f"\n## qgemv, {bits}-bit g{group} weights, bf16 activations (cuBLAS: dense bf16 of the same shape)\n")
+    print(row(["K", "N", "M", "canonical us", "throughput us", "cuBLAS bf16 us", "canonical GB/s", "% of copy",
+               "can(M)/can(1)", "can/cuBLAS"]))
+    print(row(["---:"] * 10))
+    cublas = {(r["k"], r["n"], r["m"]): r["cublas_s"] for r in results if r["op"] == "gemv"}
+    for k, n in SHAPES:
+        # Random codes and plausible scales: the timing does not depend on the values.
+        wq_host = RNG.integers(0, 2**32, size=(n, k * bits // 32), dtype=np.uint32)
+        scales_host = (RNG.random((n, k // group), dtype=np.float32) * 0.02).astype(BF16)
+        biases_host = (-RNG.random((n, k // group), dtype=np.float32) * 0.1).astype(BF16)
+        wbytes = wq_host.nbytes + scales_host.nbytes + biases_host.nbytes
+        copies = copies_for(wbytes)
+        packs = [tuple(mtlinv.asarray(a) for a in (wq_host, scales_host, biases_host)) for _ in range(copies)]
+        can1 = None
+        for m in ms:
+            x = mtlinv.asarray(RNG.standard_normal((m, k), dtype=np.float32).astype(BF16))
+            calls = [lambda p=p: ops.qgemv(x, *p, group_size=group, bits=bits) for p in packs]
+            with mtlinv.batch_invariant(16):
+                t_can = event_median(calls, reps)
+            t_thr = None
+            if m > 1:
+                with mtlinv.batch_invariant(0):
+                    t_thr = event_median(calls, reps)
+            can1 = can1 or t_can
+            nbytes = wbytes + 2 * (m * k + m * n)
+            bw = nbytes / t_can
+            t_torch = cublas.get((k, n, m))
+            results.append({"op": "qgemv", "k": k, "n": n, "m": m, "bits": bits, "group": group, "canonical_s": t_can,
+                            "throughput_s": t_thr, "cublas_bf16_s": t_torch, "canonical_bytes": nbytes})
+            print(row([k, n, m, fmt_us(t_can), fmt_us(t_thr), fmt_us(t_torch), f"{bw / 1e9:.0f}",
+                       f"{100 * bw / copy_bw:.0f}%", f"{t_can / can1:.2f}",
+                       f"{t_can / t_torch:.2f}" if t_torch else "-"]), flush=True)
+        del packs
+
+
+def bench_sdpa(lengths, q_lens, reps, copy_bw, results, hq=32, hkv=8, d=128):
+    print(f"\n## sdpa, bf16, Hq={hq}, Hkv={hkv}, D={d}, causal (bottom-right), canonical = limit 8\n")
+    print(row(["keys", "Lq", "canonical us", "throughput us", "torch SDPA us", "canonical KV GB/s", "% of copy",
+               "can(Lq)/can(1)", "can/torch", "bit-exact"]))
+    print(row(["---:"] * 9 + [":---:"]))
+    for keys in lengths:
+        kv_host = RNG.standard_normal((1, hkv, keys, d), dtype=np.float32).astype(BF16)
+        copies = copies_for(2 * kv_host.nbytes)
+        k_mt, k_th = tensors(kv_host, copies)
+        v_mt, v_th = tensors(kv_host[:, :, ::-1].copy(), copies)
+        decode = None
+        for lq in q_lens:
+            q_host = RNG.standard_normal((1, hq, lq, d), dtype=np.float32).astype(BF16)
+            q = mtlinv.asarray(q_host)
+            qt = torch.from_dlpack(q)
+            calls = [lambda k=k, v=v: ops.sdpa(q, k, v) for k, v in zip(k_mt, v_mt)]
+            with mtlinv.batch_invariant(8):
+                t_can = event_median(calls, reps)
+            t_thr = None
+            if lq > 1:
+                with mtlinv.batch_invariant(0):
+                    t_thr = event_median(calls, reps)
+            t_torch = event_median(torch_sdpa_calls(qt, k_th, v_th, lq, keys), reps)
+            decode = decode or t_can
+            exact = verify_exact(q_host, k_mt[0], v_mt[0], keys) if lq > 1 else True
+            nbytes = 2 * kv_host.nbytes + 2 * 2 * q_host.size
+            bw = nbytes / t_can
+            results.append({"op": "sdpa", "keys": keys, "q_len": lq, "canonical_s": t_can, "throughput_s": t_thr,
+                            "torch_s": t_torch, "canonical_bytes": nbytes, "bit_exact": exact})
+            print(row([keys, lq, fmt_us(t_can), fmt_us(t_thr), fmt_us(t_torch), f"{bw / 1e9:.0f}",
+                       f"{100 * bw / copy_bw:.0f}%", f"{t_can / decode:.2f}", f"{t_can / t_torch:.2f}",
+                       "yes" if exact else "NO"]), flush=True)
+        del k_mt, k_th, v_mt, v_th
+        torch.cuda.empty_cache()
+
+
+def torch_sdpa_calls(q, ks, vs, lq, keys):
+    """PyTorch's attention on the same memory, with the bottom-right causal mask that verification needs."""
+    mask = None
+    if lq > 1:
+        mask = causal_lower_right(lq, keys)
+        try:
+            F.scaled_dot_product_attention(q, ks[0], vs[0], attn_mask=mask, enable_gqa=True)
+        except (TypeError, RuntimeError, NotImplementedError):  # a CausalBias without GQA support: a dense mask
+            mask = torch.ones(lq, keys, dtype=torch.bool, device="cuda").tril(keys - lq)
+    return [lambda k=k, v=v: F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=True)
+            for k, v in zip(ks, vs)]
+
+
+def verify_exact(q_host, k, v, keys):
+    """Query i of the canonical Lq-query call has the bits of the single-query call over the first
+    keys - Lq + i + 1 keys (design.md §1)."""
+    lq = q_host.shape[2]
+    with mtlinv.batch_invariant(8):
+        full = np.asarray(ops.sdpa(q_host, k, v))
+        return all(np.asarray(ops.sdpa(q_host[:, :, i:i + 1], k, v, kv_len=keys - lq + i + 1)).tobytes()
+                   == full[:, :, i:i + 1].tobytes() for i in range(lq))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", help="write every measurement here as JSON")
+    ap.add_argument("--reps", type=int, default=100)
+    ap.add_argument("--quick", action="store_true", help="M in 1, 2, 8, 16; 1K and 16K keys")
+    ap.add_argument("--only", nargs="+", choices=["gemv", "qgemv", "sdpa"], default=["gemv", "qgemv", "sdpa"])
+    args = ap.parse_args()
+    ms = [1, 2, 8, 16] if args.quick else list(range(1, 17))
+    lengths = [1024, 16384] if args.quick else [1024, 4096, 16384, 65536]
+    info = mtlinv.device_info()
+    print(f"# mtlinv on {info['name']} ({info['backend']}); torch {torch.__version__} on "
+          f"{torch.cuda.get_device_name()}; medians of {args.reps} event-timed calls\n")
+    copy_bw = copy_bandwidth()
+    print(f"device-to-device copy: {copy_bw / 1e9:.0f} GB/s (read + write)", flush=True)
+    results = []
+    sections = {"gemv": lambda: bench_gemv(ms, args.reps, copy_bw, results),
+                "qgemv": lambda: bench_qgemv(ms, args.reps, copy_bw, results),
+                "sdpa": lambda: bench_sdpa(lengths, list(range(1, 9)), args.reps, copy_bw, results)}
+    failed = False
+    for name in args.only:
+        try:
+            sections[name]()
+        except Exception:  # report and go on: one broken section must not cost the others their GPU time
+            failed = True
+            print(f"\n{name} FAILED:\n{traceback.format_exc()}", flush=True)
+    if args.out:
+        with open(args.out, "w") as f:
+            json.dump({"device": info["name"], "torch": torch.__version__, "copy_bytes_per_s": copy_bw,
+                       "reps": args.reps, "results": results}, f, indent=1)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,347 @@
+// Scaled dot-product attention: out = softmax(scale * q k^T, causal mask) v, float32 softmax and accumulation.
+//
+// Two-pass kernels (decode, verification, short blocks):
+//   pass 1 (sdpa_partials) splits the keys into blocks and, per (query, block), writes the block's float32 max
+//   score m, sum of exponentials l and unnormalised output o[D]; pass 2 (sdpa_combine) merges the blocks of each
+//   query in index order and normalises.
+//   * sdpa_chunks_*: the canonical path. Block c is the chunk of keys [c*S, (c+1)*S) at absolute positions, S a
+//     function of D, dtype and device only. Within a chunk every reduction order is fixed by S and D, and a query
+//     at position p reads chunks 0..p/S, each over the keys <= p it holds: exactly what a single-query call over
+//     the first p+1 keys computes, so the query's bits cannot depend on Lq, kv_len beyond p, or other queries
+//     (design.md §2).
+//   * sdpa_split_*: the small-Lq throughput path. Key i goes to block i % n_blocks, n_blocks chosen by the plan
+//     from Lq and kv_len to fill the device (as MLX's sdpa_vector_2pass does); its bits depend on the block count.
+// Single-pass kernel (prefill): sdpa_flash_*, a tiled flash attention with an online softmax per query.
+//
+// Scores are kept in base 2 (scale * log2(e) folded into the scale), so every exponential is an exp2.
+#include "common.h"
+#include "sdpa_args.h"
+
+constant constexpr uint SDPA_THREADS = 128;     // threads of a sdpa_partials threadgroup
+constant constexpr uint SDPA_QUERIES = 8;       // queries per sdpa_partials threadgroup (a query tile)
+constant constexpr uint SDPA_BLOCK_KEYS = 256;  // most keys per block
+constant constexpr uint SDPA_MAX_D4 = 64;       // head_dim / 4 at most (D = 256)
+// The softmax of a block gives each query SDPA_SLICES threads, each over SDPA_SLICE_KEYS consecutive keys.
+constant constexpr uint SDPA_SLICES = SDPA_THREADS / SDPA_QUERIES;
+constant constexpr uint SDPA_SLICE_KEYS = SDPA_BLOCK_KEYS / SDPA_SLICES;
+
+constant constexpr uint FLASH_QUERIES = 32;  // queries (one per thread) of a sdpa_flash threadgroup
+constant constexpr uint FLASH_TILE = 768;    // float4 slots of one staged K or V tile: 12 KiB each
+constant constexpr uint FLASH_MAX_TILE_KEYS = FLASH_TILE / 16;  // keys per tile at D = 64
+
+// The last key query i of the block sees (the op guarantees q_len <= kv_len for causal attention).
+inline uint sdpa_last_key(constant SdpaArgs& args, uint i) {
+  return args.causal != 0 ? args.kv_len - args.q_len + i : args.kv_len - 1;
+}
+
+// Four consecutive elements as floats: one vector load when the plan proved the rows 16-byte aligned, else
+// element by element. Both hand the same floats on.
+template <typename T>
+inline float4 sdpa_load4(device const T* p, bool vector_loads) {
+  if (vector_loads) {
+    return float4(*((device const vec<T, 4>*)p));
+  }
+  return float4(float(p[0]), float(p[1]), float(p[2]), float(p[3]));
+}
+
+// The four lanes of a dot-product accumulator, added in a fixed order.
+inline float sdpa_hsum(float4 a) {
+  return (a.x + a.y) + (a.z + a.w);
+}
+
+template <typename T>
+inline void sdpa_store4(device T* p, float4 y) {
+  p[0] = T(y.x);
+  p[1] = T(y.y);
+  p[2] = T(y.z);
+  p[3] = T(y.w);
+}
+
+// Pass 1. Grid: (query tiles, n_blocks, B * Hkv); SDPA_THREADS threads. A threadgroup takes one block of keys of
+// one kv head and up to SDPA_QUERIES of the group * Lq queries of that head (query heads h*G .. h*G+G-1, all
+// positions), so each K and V row of the block is loaded once per tile of queries, not once per query.
+// Phases, each over fixed index sets:
+//   scores   thread t owns keys t, t + 128 of the block; per query a float4 fma chain over D, then a fixed sum
+//   softmax  16 threads per query, 16 consecutive keys each: slice maxima, the block max (slices in order),
+//            then exp2(s - m) and slice sums in key order
+//   p @ v    D/4 threads per split of the block's keys, one float4 of the output each; the splits (a function of
+//            D) are added in index order through threadgroup memory
+// A query's results depend on the keys it sees in the block and on S and D alone. Masked keys are skipped,
+// never weighted by zero; a query that sees no key of the block writes m = -inf, l = 0, o = 0.
+template <typename T, bool SPLIT>
+[[kernel]] void sdpa_partials(
+    constant SdpaArgs& args [[buffer(0)]],
+    device const T* q [[buffer(1)]],
+    device const T* k [[buffer(2)]],
+    device const T* v [[buffer(3)]],
+    device float4* part_o [[buffer(4)]],
+    device float2* part_ml [[buffer(5)]],
+    uint3 tile [[threadgroup_position_in_grid]],
+    uint tid [[thread_index_in_threadgroup]]) {
+  threadgroup float4 q_tile[SDPA_QUERIES][SDPA_MAX_D4];
+  threadgroup float scores[SDPA_QUERIES][SDPA_BLOCK_KEYS];
+  threadgroup float4 running[SDPA_QUERIES][SDPA_MAX_D4];
+  threadgroup float slice_max[SDPA_QUERIES][SDPA_SLICES];
+  threadgroup float slice_sum[SDPA_QUERIES][SDPA_SLICES];
+
+  const uint D = args.head_dim;
+  const uint D4 = D / 4;
+  const bool vector_loads = args.vector_loads != 0;
+  const uint per_head = args.group * args.q_len;  // queries served by one kv head
+  const uint j0 = tile.x * SDPA_QUERIES;          // first query of the tile, numbered g * Lq + i
+  const uint nq = min(SDPA_QUERIES, per_head - j0);
+  const uint block = tile.y;
+  // q [B, Hq, Lq, D] is [B, Hkv, G * Lq, D]: the tile's queries are consecutive rows, as are its scratch rows.
+  const ulong row0 = ulong(tile.z) * per_head + j0;
+  q += row0 * D;
+  k += ulong(tile.z) * args.kv_capacity * D;
+  v += ulong(tile.z) * args.kv_capacity * D;
+
+  // Key t of the block is first + t * step.
+  const uint first = SPLIT ? block : block * args.block_keys;
+  const uint step = SPLIT ? args.n_blocks : 1;
+  uint visible[SDPA_QUERIES];  // keys of the block each query sees: t < visible[jj]
+  uint n_keys = 0;             // keys any query of the tile sees
+  for (uint jj = 0; jj < SDPA_QUERIES; ++jj) {
+    visible[jj] = 0;
+    if (jj < nq) {
+      const uint last = sdpa_last_key(args, (j0 + jj) % args.q_len);
+      visible[jj] = last >= first ? min(args.block_keys, (last - first) / step + 1) : 0;
+    }
+    n_keys = max(n_keys, visible[jj]);
+  }
+
+  for (uint idx = tid; idx < nq * D4; idx += SDPA_THREADS) {
+    q_tile[idx / D4][idx % D4] = sdpa_load4(q + (idx / D4) * D + (idx % D4) * 4, vector_loads);
+  }
+  threadgroup_barrier(mem_flags::mem_threadgroup);
+
+  // Scores, query loop innermost: a query's fma chain is the same whatever the other queries of the tile are.
+  for (uint t = tid; t < n_keys; t += SDPA_THREADS) {
+    device const T* kr = k + ulong(first + t * step) * D;
+    float4 acc[SDPA_QUERIES];
+    for (uint jj = 0; jj < SDPA_QUERIES; ++jj) {
+      acc[jj] = float4(0.0f);
+    }
+    for (uint d4 = 0; d4 < D4; ++d4) {
+      const float4 kv = sdpa_load4(kr + d4 * 4, vector_loads);
+      for (uint jj = 0; jj < nq; ++jj) {
+        acc[jj] = fma(q_tile[jj][d4], kv, acc[jj]);
+      }
+    }
+    for (uint jj = 0; jj < nq; ++jj) {
+      scores[jj][t] = sdpa_hsum(acc[jj]) * args.scale_log2;
+    }
+  }
+  threadgroup_barrier(mem_flags::mem_threadgroup);
+
+  // Softmax of the block: thread (sq, slice) covers keys [slice * 16, slice * 16 + 16) of query sq.
+  const uint sq = tid / SDPA_SLICES;
+  const uint slice = tid % SDPA_SLICES;
+  const uint t_begin = slice * SDPA_SLICE_KEYS;
+  const uint t_end = min(t_begin + SDPA_SLICE_KEYS, visible[sq]);
+  float slice_m = -INFINITY;
+  for (uint t = t_begin; t < t_end; ++t) {
+    slice_m = max(slice_m, scores[sq][t]);
+  }
+  slice_max[sq][slice] = slice_m;
+  threadgroup_barrier(mem_flags::mem_threadgroup);
+
+  float m = slice_max[sq][0];
+  for (uint s = 1; s < SDPA_SLICES; ++s) {
+    m = max(m, slice_max[sq][s]);
+  }
+  float slice_l = 0.0f;
+  for (uint t = t_begin; t < t_end; ++t) {
+    const float e = exp2(scores[sq][t] - m);
+    scores[sq][t] = e;
+    slice_l += e;
+  }
+  slice_sum[sq][slice] = slice_l;
+  threadgroup_barrier(mem_flags::mem_threadgroup);
+
+  if (slice == 0 && sq < nq) {
+    float l = slice_sum[sq][0];
+    for (uint s = 1; s < SDPA_SLICES; ++s) {
+      l += slice_sum[sq][s];
+    }
+    part_ml[(row0 + sq) * args.n_blocks + block] = float2(m, l);
+  }
+
+  // p @ v: split `split` sums the weighted V rows of its keys in ascending order for output float4 d4.
+  const uint splits = SDPA_THREADS / D4;
+  const uint split = tid / D4;
+  const uint d4 = tid % D4;
+  const uint split_keys = (args.block_keys + splits - 1) / splits;
+  float4 acc[SDPA_QUERIES];
+  for (uint jj = 0; jj < SDPA_QUERIES; ++jj) {
+    acc[jj] = float4(0.0f);
+  }
+  if (split < splits) {
+    const uint t_stop = min((split + 1) * split_keys, n_keys);
+    for (uint t = split * split_keys; t < t_stop; ++t) {
+      const float4 vv = sdpa_load4(v + ulong(first + t * step) * D + d4 * 4, vector_loads);
+      for (uint jj = 0; jj < nq; ++jj) {
+        if (t < visible[jj]) {
+          acc[jj] = fma(float4(scores[jj][t]), vv, acc[jj]);
+        }
+      }
+    }
+  }
+  // Splits added in index order: after round s, running holds ((split 0 + split 1) + ...) + split s; the last
+  // split writes the block's output.
+  for (uint s = 0; s < splits; ++s) {
+    if (split == s) {
+      for (uint jj = 0; jj < nq; ++jj) {
+        float4 total = acc[jj];
+        if (s > 0) {
+          total = running[jj][d4] + total;
+        }
+        if (s + 1 < splits) {
+          running[jj][d4] = total;
+        } else {
+          part_o[((row0 + jj) * args.n_blocks + block) * D4 + d4] = total;
+        }
+      }
+    }
+    if (s + 1 < splits) {
+      threadgroup_barrier(mem_flags::mem_threadgroup);
+    }
+  }
+}
+
+// Pass 2. Grid: (Lq, Hq, B); D/4 threads, thread d4 writes output elements [4 d4, 4 d4 + 4) of one query.
+// Only the blocks holding a key the query sees are read (the chunks 0..p/S on the canonical path): none of them
+// is empty, and blocks past the query's position, present when the query shares a call with later ones, are
+// never touched. They are merged in index order: the max first, then the rescaled sums.
+template <typename T, bool SPLIT>
+[[kernel]] void sdpa_combine(
+    constant SdpaArgs& args [[buffer(0)]],
+    device const float4* part_o [[buffer(1)]],
+    device const float2* part_ml [[buffer(2)]],
+    device T* out [[buffer(3)]],
+    uint3 pos [[threadgroup_position_in_grid]],
+    uint d4 [[thread_index_in_threadgroup]]) {
+  const uint D4 = args.head_dim / 4;
+  const uint i = pos.x;
+  const ulong row = (ulong(pos.z) * args.q_heads + pos.y) * args.q_len + i;
+  const uint last = sdpa_last_key(args, i);
+  const uint n = min(args.n_blocks, SPLIT ? last + 1 : last / args.block_keys + 1);
+  part_ml += row * args.n_blocks;
+  part_o += row * args.n_blocks * D4 + d4;
+
+  float m = part_ml[0].x;
+  for (uint j = 1; j < n; ++j) {
+    m = max(m, part_ml[j].x);
+  }
+  float l = 0.0f;
+  float4 o = float4(0.0f);
+  for (uint j = 0; j < n; ++j) {
+    const float2 ml = part_ml[j];
+    const float w = exp2(ml.x - m);
+    l = fma(ml.y, w, l);
+    o = fma(part_o[j * D4], float4(w), o);
+  }
+  sdpa_store4(out + row * args.head_dim + d4 * 4, o / l);
+}
+
+// Prefill: tiled flash attention in one pass. Grid: (ceil(Lq / 32), Hq, B); FLASH_QUERIES threads, one query
+// each (q and the output accumulator in registers). The threadgroup stages tiles of K and V rows as float in
+// threadgroup memory (FLASH_TILE / (D/4) keys per tile) up to the last key its last query sees; each query runs
+// an online softmax over the visible keys of each tile, rescaling its accumulator once per tile.
+template <typename T>
+[[kernel]] void sdpa_flash(
+    constant SdpaArgs& args [[buffer(0)]],
+    device const T* q [[buffer(1)]],
+    device const T* k [[buffer(2)]],
+    device const T* v [[buffer(3)]],
+    device T* out [[buffer(4)]],
+    uint3 pos [[threadgroup_position_in_grid]],
+    uint tid [[thread_index_in_threadgroup]]) {
+  threadgroup float4 k_tile[FLASH_TILE];
+  threadgroup float4 v_tile[FLASH_TILE];
+
+  const uint D = args.head_dim;
+  const uint D4 = D / 4;
+  const bool vector_loads = args.vector_loads != 0;
+  const uint tile_keys = FLASH_TILE / D4;
+  const uint i = pos.x * FLASH_QUERIES + tid;
+  const bool active = i < args.q_len;
+  const ulong row = (ulong(pos.z) * args.q_heads + pos.y) * args.q_len + i;
+  const ulong kv_head = ulong(pos.z) * args.kv_heads + pos.y / args.group;
+  k += kv_head * args.kv_capacity * D;
+  v += kv_head * args.kv_capacity * D;
+  const uint end = sdpa_last_key(args, min(args.q_len, (pos.x + 1) * FLASH_QUERIES) - 1) + 1;
+  const uint last = active ? sdpa_last_key(args, i) : 0;
+
+  float4 qv[SDPA_MAX_D4];
+  float4 acc[SDPA_MAX_D4];
+  for (uint d4 = 0; d4 < D4; ++d4) {
+    qv[d4] = active ? sdpa_load4(q + row * D + d4 * 4, vector_loads) : float4(0.0f);
+    acc[d4] = float4(0.0f);
+  }
+  float m = -INFINITY;
+  float l = 0.0f;
+
+  for (uint k0 = 0; k0 < end; k0 += tile_keys) {
+    const uint n = min(tile_keys, end - k0);
+    // The tile's rows are contiguous: slot idx holds elements [4 idx, 4 idx + 4) from key k0 on.
+    for (uint idx = tid; idx < n * D4; idx += FLASH_QUERIES) {
+      const ulong offset = ulong(k0) * D + idx * 4;
+      k_tile[idx] = sdpa_load4(k + offset, vector_loads);
+      v_tile[idx] = sdpa_load4(v + offset, vector_loads);
+    }
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+
+    if (active && last >= k0) {
+      const uint nv = min(n, last - k0 + 1);
+      float s[FLASH_MAX_TILE_KEYS];
+      float m_tile = -INFINITY;
+      for (uint t = 0; t < nv; ++t) {
+        float4 dot4 = float4(0.0f);
+        for (uint d4 = 0; d4 < D4; ++d4) {
+          dot4 = fma(qv[d4], k_tile[t * D4 + d4], dot4);
+        }
+        s[t] = sdpa_hsum(dot4) * args.scale_log2;
+        m_tile = max(m_tile, s[t]);
+      }
+      const float m_new = max(m, m_tile);
+      const float factor = exp2(m - m_new);
+      l *= factor;
+      for (uint d4 = 0; d4 < D4; ++d4) {
+        acc[d4] *= factor;
+      }
+      for (uint t = 0; t < nv; ++t) {
+        const float p = exp2(s[t] - m_new);
+        l += p;
+        for (uint d4 = 0; d4 < D4; ++d4) {
+          acc[d4] = fma(float4(p), v_tile[t * D4 + d4], acc[d4]);
+        }
+      }
+      m = m_new;
+    }
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+  }
+
+  if (active) {
+    for (uint d4 = 0; d4 < D4; ++d4) {
+      sdpa_store4(out + row * D + d4 * 4, acc[d4] / l);
+    }
+  }
+}
+
+MTLINV_KERNEL(sdpa_chunks_f32, sdpa_partials, float, false)
+MTLINV_KERNEL(sdpa_chunks_f16, sdpa_partials, half, false)
+MTLINV_KERNEL(sdpa_chunks_bf16, sdpa_partials, bfloat, false)
+MTLINV_KERNEL(sdpa_split_f32, sdpa_partials, float, true)
+MTLINV_KERNEL(sdpa_split_f16, sdpa_partials, half, true)
+MTLINV_KERNEL(sdpa_split_bf16, sdpa_partials, bfloat, true)
+MTLINV_KERNEL(sdpa_combine_chunks_f32, sdpa_combine, float, false)
+MTLINV_KERNEL(sdpa_combine_chunks_f16, sdpa_combine, half, false)
+MTLINV_KERNEL(sdpa_combine_chunks_bf16, sdpa_combine, bfloat, false)
+MTLINV_KERNEL(sdpa_combine_split_f32, sdpa_combine, float, true)
+MTLINV_KERNEL(sdpa_combine_split_f16, sdpa_combine, half, true)
+MTLINV_KERNEL(sdpa_combine_split_bf16, sdpa_combine, bfloat, true)
+MTLINV_KERNEL(sdpa_flash_f32, sdpa_flash, float)
+MTLINV_KERNEL(sdpa_flash_f16, sdpa_flash, half)
+MTLINV_KERNEL(sdpa_flash_bf16, sdpa_flash, bfloat)

@@ -1,0 +1,154 @@
+"""The llama decoder on mtlinv ops: every step of the forward pass runs on the active device, activations in
+bfloat16, weights as imported losslessly from the GGUF blocks into mtlinv's affine format.
+
+With ``mtlinv.set_limit(L)`` and M <= L tokens per call, every op is row-invariant, so the logits of a position
+have the same bits whether it is decoded alone (M = 1) or verified among k + 1 positions — which is what makes
+greedy speculative decoding reproduce greedy decoding exactly.
+"""
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+import ml_dtypes
+import numpy as np
+
+import mtlinv
+
+from .. import gguf_blocks
+from .gguf_model import GGUFModel, GGUFTensor, LlamaConfig
+
+ACTIVATION = ml_dtypes.bfloat16
+# GGUF scales (float16 d, m) mostly do not fit bfloat16's 8 significant bits; float32 keeps the import lossless.
+SCALE_DTYPE = np.float32
+
+_IMPORTERS = {
+    "Q4_0": (gguf_blocks.q4_0_to_affine, 4),
+    "Q4_1": (gguf_blocks.q4_1_to_affine, 4),
+    "Q8_0": (gguf_blocks.q8_0_to_affine, 8),
+}
+
+
+@dataclass(frozen=True)
+class QuantLinear:
+    """A projection y = x @ W.T with W [N, K] in the affine format (group 32) on the device."""
+
+    wq: mtlinv.Tensor
+    scales: mtlinv.Tensor
+    biases: mtlinv.Tensor
+    bits: int
+    group_size: int = gguf_blocks.QK
+
+    @classmethod
+    def from_gguf(cls, t: GGUFTensor) -> QuantLinear:
+        kind = t.ggml_type.name
+        if kind in _IMPORTERS:
+            importer, bits = _IMPORTERS[kind]
+            wq, scales, biases = importer(t.data, t.shape, dtype=SCALE_DTYPE)
+            return cls(mtlinv.asarray(wq), mtlinv.asarray(scales), mtlinv.asarray(biases), bits)
+        raise ValueError(f"{t.name}: type {kind} has no quantized kernel; supported: {', '.join(_IMPORTERS)}")
+
+    def __call__(self, x):
+        return mtlinv.qgemv(x, self.wq, self.scales, self.biases, group_size=self.group_size, bits=self.bits)
+
+
+def _vector(t: GGUFTensor) -> mtlinv.Tensor:
+    return mtlinv.asarray(t.dequantize().astype(ACTIVATION))
+
+
+@dataclass(frozen=True)
+class DeviceLayer:
+    attn_norm: mtlinv.Tensor
+    wq: QuantLinear
+    wk: QuantLinear
+    wv: QuantLinear
+    wo: QuantLinear
+    ffn_norm: mtlinv.Tensor
+    w_gate: QuantLinear
+    w_up: QuantLinear
+    w_down: QuantLinear
+
+
+@dataclass(frozen=True)
+class DeviceWeights:
+    config: LlamaConfig
+    embedding: mtlinv.Tensor  # [V, H] bfloat16, for the lookup
+    layers: tuple[DeviceLayer, ...]
+    output_norm: mtlinv.Tensor
+    output: QuantLinear  # [V, H]: the logits projection (the embedding itself when tied)
+
+    @classmethod
+    def from_gguf(cls, model: GGUFModel, progress=None) -> DeviceWeights:
+        """Imports every tensor; `progress(done, total)` is called after each layer."""
+        c = model.config
+        layers = []
+        for i in range(c.n_layers):
+            layers.append(DeviceLayer(
+                _vector(model.layer(i, "attn_norm")),
+                *(QuantLinear.from_gguf(model.layer(i, n)) for n in ("attn_q", "attn_k", "attn_v", "attn_output")),
+                _vector(model.layer(i, "ffn_norm")),
+                *(QuantLinear.from_gguf(model.layer(i, n)) for n in ("ffn_gate", "ffn_up", "ffn_down")),
+            ))
+            if progress:
+                progress(i + 1, c.n_layers)
+        embedding = mtlinv.asarray(model.tensors["token_embd.weight"].dequantize().astype(ACTIVATION))
+        return cls(c, embedding, tuple(layers), _vector(model.tensors["output_norm.weight"]),
+                   QuantLinear.from_gguf(model.output))
+
+
+class DeviceModel:
+    """A DecoderModel (mtlinv.model.decoding) whose forward pass runs on the active mtlinv device.
+
+    capacity: KV-cache positions preallocated per layer. skip_layers: layers this instance leaves out (a cheap
+    draft sharing the target's weights). Each instance owns its KV cache.
+    """
+
+    def __init__(self, weights: DeviceWeights, capacity: int, skip_layers: Iterable[int] = ()):
+        c = weights.config
+        self.weights = weights
+        self.capacity = capacity
+        self.skip_layers = frozenset(skip_layers)
+        if not self.skip_layers <= set(range(c.n_layers)):
+            raise ValueError(f"skip_layers {sorted(self.skip_layers)} outside 0..{c.n_layers - 1}")
+        shape = (1, c.n_kv_heads, capacity, c.head_dim)
+        self._k = [mtlinv.asarray(np.zeros(shape, ACTIVATION)) for _ in range(c.n_layers)]
+        self._v = [mtlinv.asarray(np.zeros(shape, ACTIVATION)) for _ in range(c.n_layers)]
+        self.kv_len = 0
+
+    def rollback(self, n_valid: int) -> None:
+        """Keep the first n_valid cache positions; later ones are overwritten by the next forward."""
+        if not 0 <= n_valid <= self.kv_len:
+            raise ValueError(f"rollback({n_valid}) with {self.kv_len} cached positions")
+        self.kv_len = n_valid
+
+    def forward(self, tokens: Sequence[int], start_pos: int) -> np.ndarray:
+        """Logits [M, V] (float32) for tokens at positions start_pos.. (== the cache length)."""
+        c = self.weights.config
+        m = len(tokens)
+        if start_pos != self.kv_len:
+            raise ValueError(f"forward at start_pos={start_pos} but the cache holds {self.kv_len} positions")
+        if m == 0 or start_pos + m > self.capacity:
+            raise ValueError(f"forward of {m} tokens at {start_pos} does not fit the cache capacity {self.capacity}")
+        x = mtlinv.embedding(self.weights.embedding, np.asarray(tokens, np.int32))
+        for i, layer in enumerate(self.weights.layers):
+            if i in self.skip_layers:
+                continue
+            h = mtlinv.rms_norm(x, layer.attn_norm, c.rms_eps)
+            x = mtlinv.add(x, self._attention(i, layer, h, start_pos))
+            h = mtlinv.rms_norm(x, layer.ffn_norm, c.rms_eps)
+            x = mtlinv.add(x, layer.w_down(mtlinv.swiglu(layer.w_gate(h), layer.w_up(h))))
+        self.kv_len = start_pos + m
+        logits = self.weights.output(mtlinv.rms_norm(x, self.weights.output_norm, c.rms_eps))
+        return np.asarray(logits).astype(np.float32)
+
+    def _attention(self, i: int, layer: DeviceLayer, h, start: int):
+        c = self.weights.config
+        m, d = h.shape[0], c.head_dim
+        q = mtlinv.rope_heads(layer.wq(h).reshape(m, c.n_heads, d), start, c.rope_theta)  # [Hq, M, D]
+        k_cache, v_cache = self._k[i], self._v[i]
+        kv_heads = k_cache.reshape(c.n_kv_heads, self.capacity, d)
+        mtlinv.write_heads(layer.wk(h).reshape(m, c.n_kv_heads, d), kv_heads, start, start, True, c.rope_theta)
+        mtlinv.write_heads(layer.wv(h).reshape(m, c.n_kv_heads, d), v_cache.reshape(c.n_kv_heads, self.capacity, d),
+                           start, start, False)
+        o = mtlinv.sdpa(q.reshape(1, c.n_heads, m, d), k_cache, v_cache, causal=True, kv_len=start + m)
+        return layer.wo(mtlinv.heads_to_rows(o.reshape(c.n_heads, m, d)))

@@ -1,0 +1,85 @@
+#include <cmath>
+#include <cstdint>
+
+#include "../limit.h"
+#include "../ops.h"
+#include "../plans/sdpa.h"
+#include "../run_plan.h"
+#include "checks.h"
+
+namespace mtlinv {
+
+namespace {
+
+bool aligned16(const Tensor& t) {
+  if (t.offset % 16 != 0) return false;
+  return t.storage->host == nullptr || reinterpret_cast<uintptr_t>(t.storage->host) % 16 == 0;
+}
+
+bool supported_head_dim(int64_t d) { return d == 64 || d == 80 || d == 96 || d == 128 || d == 256; }
+
+}  // namespace
+
+Tensor sdpa(const Tensor& q, const Tensor& k, const Tensor& v, const SdpaOptions& options) {
+  const char* op = "sdpa";
+  require_float(op, "q", q);
+  require_same_dtype(op, "q", q, "k", k);
+  require_same_dtype(op, "q", q, "v", v);
+  q.require_contiguous(op, "q");
+  k.require_contiguous(op, "k");
+  v.require_contiguous(op, "v");
+  if (q.ndim() != 4) throw InvalidArgument(op, ": q must be [B, Hq, Lq, D], got shape ", shape_str(q.shape));
+  if (k.ndim() != 4) throw InvalidArgument(op, ": k must be [B, Hkv, C, D], got shape ", shape_str(k.shape));
+  if (v.shape != k.shape) {
+    throw InvalidArgument(op, ": v has shape ", shape_str(v.shape), " but k has shape ", shape_str(k.shape));
+  }
+
+  SdpaShape s;
+  s.batch = q.dim(0);
+  s.q_heads = q.dim(1);
+  s.q_len = q.dim(2);
+  s.head_dim = q.dim(3);
+  s.kv_heads = k.dim(1);
+  s.capacity = k.dim(2);
+  s.dtype = q.dtype;
+  s.causal = options.causal;
+  if (k.dim(0) != s.batch) {
+    throw InvalidArgument(op, ": q has batch B=", s.batch, " but k has B=", k.dim(0), " (q ", shape_str(q.shape),
+                          ", k ", shape_str(k.shape), ")");
+  }
+  if (k.dim(3) != s.head_dim) {
+    throw InvalidArgument(op, ": q has head dim D=", s.head_dim, " but k has D=", k.dim(3), " (q ",
+                          shape_str(q.shape), ", k ", shape_str(k.shape), ")");
+  }
+  if (!supported_head_dim(s.head_dim)) {
+    throw InvalidArgument(op, ": head dim D=", s.head_dim, " is not supported (supported: 64, 80, 96, 128, 256)");
+  }
+  if (s.kv_heads < 1 || s.q_heads % s.kv_heads != 0) {
+    throw InvalidArgument(op, ": q has Hq=", s.q_heads, " heads, which is not a multiple of k's Hkv=", s.kv_heads,
+                          " (q ", shape_str(q.shape), ", k ", shape_str(k.shape), ")");
+  }
+  s.kv_len = options.has_kv_len ? options.kv_len : s.capacity;
+  if (s.kv_len < 1 || s.kv_len > s.capacity) {
+    throw InvalidArgument(op, ": kv_len=", s.kv_len, " must be in [1, C] for k with C=", s.capacity, " keys (k ",
+                          shape_str(k.shape), ")");
+  }
+  if (s.causal && s.q_len > s.kv_len) {
+    throw InvalidArgument(op, ": causal attention needs Lq <= kv_len, got Lq=", s.q_len, " queries and kv_len=",
+                          s.kv_len, " keys");
+  }
+  if (options.has_scale && !std::isfinite(options.scale)) {
+    throw InvalidArgument(op, ": scale must be finite, got ", options.scale);
+  }
+  s.scale = options.has_scale ? options.scale : static_cast<float>(1.0 / std::sqrt(static_cast<double>(s.head_dim)));
+
+  require_u32(op, "B*Hq*Lq", s.batch * s.q_heads * s.q_len);
+  require_u32(op, "C", s.capacity);
+
+  Tensor out = Tensor::empty(q.shape, q.dtype);
+  if (out.numel() == 0) return out;
+  s.aligned = aligned16(q) && aligned16(k) && aligned16(v);
+  run_plan(plan_sdpa(s, get_limit(), active_backend().caps()), {&q, &k, &v, &out});
+  return out;
+}
+
+}  // namespace mtlinv

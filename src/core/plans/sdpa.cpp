@@ -1,0 +1,100 @@
+#include "sdpa.h"
+
+#include <algorithm>
+
+#include "../../../metal/sdpa_args.h"
+#include "../kernel_args.h"
+#include "../limit.h"
+
+namespace mtlinv {
+
+static_assert(sizeof(SdpaArgs) == 48, "SdpaArgs layout must match metal/sdpa_args.h on every target");
+
+namespace {
+constexpr uint32_t kThreads = 128;        // SDPA_THREADS in metal/sdpa.metal
+constexpr uint32_t kQueriesPerTile = 8;   // SDPA_QUERIES
+constexpr uint32_t kBlockKeys = 256;      // SDPA_BLOCK_KEYS: the most keys a block may hold
+constexpr uint32_t kFlashQueries = 32;    // FLASH_QUERIES
+constexpr int64_t kSplitMinKeys = 32;     // split blocks shorter than this cost more in pass 2 than they gain
+constexpr int64_t kSplitWavesPerCore = 4; // threadgroups per compute unit the split path aims for
+constexpr double kLog2e = 1.4426950408889634074;
+
+uint32_t ceil_div(int64_t a, int64_t b) { return static_cast<uint32_t>((a + b - 1) / b); }
+}  // namespace
+
+// 256 on every device and head dim: the largest block the kernel's threadgroup arrays hold at D = 256, and
+// smaller chunks would only add work to pass 2. What must not enter here is any count of the call.
+uint32_t sdpa_chunk_keys(int64_t /*head_dim*/, DType /*dtype*/, const DeviceCaps& /*caps*/) { return kBlockKeys; }
+
+uint32_t sdpa_split_blocks(const SdpaShape& s, const DeviceCaps& caps) {
+  const int64_t per_block = s.batch * s.kv_heads * ceil_div(s.q_len * (s.q_heads / s.kv_heads), kQueriesPerTile);
+  const int64_t fill = (kSplitWavesPerCore * caps.compute_units + per_block - 1) / per_block;
+  const int64_t most = std::max<int64_t>(1, s.kv_len / kSplitMinKeys);
+  const int64_t least = ceil_div(s.kv_len, kBlockKeys);
+  return static_cast<uint32_t>(std::max(least, std::min(fill, most)));
+}
+
+Plan plan_sdpa(const SdpaShape& s, int limit, const DeviceCaps& caps) {
+  Plan plan;
+  plan.canonical = use_canonical(s.q_len, limit);
+
+  SdpaArgs args{};
+  args.q_heads = static_cast<uint32_t>(s.q_heads);
+  args.kv_heads = static_cast<uint32_t>(s.kv_heads);
+  args.group = static_cast<uint32_t>(s.q_heads / s.kv_heads);
+  args.q_len = static_cast<uint32_t>(s.q_len);
+  args.kv_len = static_cast<uint32_t>(s.kv_len);
+  args.kv_capacity = static_cast<uint32_t>(s.capacity);
+  args.head_dim = static_cast<uint32_t>(s.head_dim);
+  args.causal = s.causal ? 1 : 0;
+  args.scale_log2 = static_cast<float>(static_cast<double>(s.scale) * kLog2e);
+  args.vector_loads = s.aligned && (s.head_dim * static_cast<int64_t>(dtype_size(s.dtype))) % 16 == 0;
+  const std::string suffix = dtype_suffix(s.dtype);
+  const uint32_t batch = static_cast<uint32_t>(s.batch);
+  const uint32_t q_heads = static_cast<uint32_t>(s.q_heads);
+
+  if (!plan.canonical && s.q_len > kSdpaSplitMaxQueries) {
+    PlanLaunch flash;
+    flash.kernel = "sdpa_flash_" + suffix;
+    flash.threadgroups = {ceil_div(s.q_len, kFlashQueries), q_heads, batch};
+    flash.threads = {kFlashQueries, 1, 1};
+    flash.args = args_bytes(args);
+    flash.buffers = {PlanBuffer::op(0), PlanBuffer::op(1), PlanBuffer::op(2), PlanBuffer::op(3)};
+    plan.launches.push_back(std::move(flash));
+    return plan;
+  }
+
+  const bool split = !plan.canonical;
+  if (split) {
+    args.n_blocks = sdpa_split_blocks(s, caps);
+    args.block_keys = ceil_div(s.kv_len, args.n_blocks);
+  } else {
+    args.block_keys = sdpa_chunk_keys(s.head_dim, s.dtype, caps);
+    args.n_blocks = ceil_div(s.kv_len, args.block_keys);
+  }
+  const std::string path = split ? "split_" : "chunks_";
+  const int64_t rows = s.batch * s.q_heads * s.q_len;
+  plan.scratch_bytes = {static_cast<size_t>(rows * args.n_blocks * s.head_dim) * sizeof(float),
+                        static_cast<size_t>(rows * args.n_blocks) * 2 * sizeof(float)};
+
+  PlanLaunch partials;
+  partials.kernel = "sdpa_" + path + suffix;
+  partials.threadgroups = {ceil_div(s.q_len * args.group, kQueriesPerTile), args.n_blocks,
+                           static_cast<uint32_t>(s.batch * s.kv_heads)};
+  partials.threads = {kThreads, 1, 1};
+  partials.args = args_bytes(args);
+  partials.buffers = {PlanBuffer::op(0), PlanBuffer::op(1), PlanBuffer::op(2), PlanBuffer::tmp(0), PlanBuffer::tmp(1)};
+
+  PlanLaunch combine;
+  combine.kernel = "sdpa_combine_" + path + suffix;
+  combine.threadgroups = {static_cast<uint32_t>(s.q_len), q_heads, batch};
+  combine.threads = {static_cast<uint32_t>(s.head_dim / 4), 1, 1};
+  combine.args = partials.args;
+  combine.buffers = {PlanBuffer::tmp(0), PlanBuffer::tmp(1), PlanBuffer::op(3)};
+
+  plan.launches.push_back(std::move(partials));
+  plan.launches.push_back(std::move(combine));
+  return plan;
+}
+
+}  // namespace mtlinv

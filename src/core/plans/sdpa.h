@@ -1,0 +1,39 @@
+#pragma once
+#include "../dtype.h"
+#include "../plan.h"
+
+namespace mtlinv {
+
+// One sdpa call after validation. q [batch, q_heads, q_len, head_dim]; k and v [batch, kv_heads, capacity,
+// head_dim] of which the first kv_len keys are valid.
+struct SdpaShape {
+  int64_t batch = 1;
+  int64_t q_heads = 1;
+  int64_t kv_heads = 1;
+  int64_t q_len = 1;
+  int64_t kv_len = 1;
+  int64_t capacity = 1;
+  int64_t head_dim = 64;
+  DType dtype = DType::f32;
+  bool causal = true;
+  float scale = 1.0f;     // the softmax scale (the op has already applied the 1/sqrt(D) default)
+  bool aligned = false;   // q, k, v 16-byte aligned: full-vector loads allowed
+};
+
+// Operands: 0 q, 1 k, 2 v, 3 out.
+// q_len <= limit (and q_len == 1 always) -> canonical two-pass sdpa_chunks + sdpa_combine_chunks (two scratch
+// buffers of float32 partials); otherwise q_len <= kSdpaSplitMaxQueries -> the two-pass sdpa_split +
+// sdpa_combine_split, and longer blocks -> the single-pass sdpa_flash.
+Plan plan_sdpa(const SdpaShape& s, int limit, const DeviceCaps& caps);
+
+// Above the limit, blocks of at most this many queries per head take the split kernel (MLX's vector mode bound).
+constexpr int64_t kSdpaSplitMaxQueries = 8;
+
+// S, the keys per chunk of the canonical path: chunk c holds keys [c*S, (c+1)*S). A function of the head dim,
+// dtype and device only, never of the query or key count.
+uint32_t sdpa_chunk_keys(int64_t head_dim, DType dtype, const DeviceCaps& caps);
+
+// The key blocks of the split path, derived from the query count and kv_len to fill the device.
+uint32_t sdpa_split_blocks(const SdpaShape& s, const DeviceCaps& caps);
+
+}  // namespace mtlinv

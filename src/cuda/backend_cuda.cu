@@ -1,0 +1,262 @@
+// The CUDA backend (see backend_cuda.h). Kernels run on the legacy default stream, the one PyTorch and CuPy use
+// unless told otherwise, so their work and ours are ordered without events; cudaMemcpy orders itself after both.
+#include "backend_cuda.h"
+
+#include <cuda_runtime.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "../core/errors.h"
+#include "launch.h"
+
+namespace mtlinv {
+
+namespace {
+
+std::string describe(cudaError_t e) { return concat(cudaGetErrorName(e), ": ", cudaGetErrorString(e)); }
+
+void check(cudaError_t e, const char* what) {
+  if (e != cudaSuccess) throw DeviceError("cuda: ", what, " failed (", describe(e), ")");
+}
+
+// Device memory is recycled rather than returned: cudaMalloc and cudaFree cost tens of microseconds and cudaFree
+// synchronises the device, while an op allocates its output on every call. Blocks are reused by rounded size.
+// Reuse is safe without events because every kernel and copy runs on the one legacy stream, in order.
+class Pool {
+ public:
+  void* take(size_t bytes) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      auto it = free_.find(bytes);
+      if (it != free_.end() && !it->second.empty()) {
+        void* p = it->second.back();
+        it->second.pop_back();
+        cached_ -= bytes;
+        return p;
+      }
+    }
+    void* p = nullptr;
+    cudaError_t e = cudaMalloc(&p, bytes);
+    if (e == cudaErrorMemoryAllocation) {
+      (void)cudaGetLastError();  // not sticky: clear it, give the cache back, try once more
+      release_all();
+      e = cudaMalloc(&p, bytes);
+    }
+    if (e != cudaSuccess) {
+      (void)cudaGetLastError();
+      throw OutOfMemory("cuda: cannot allocate ", bytes, " bytes of device memory (", describe(e), ")");
+    }
+    return p;
+  }
+
+  // Never throws: called from Storage destructors, also during interpreter shutdown when the runtime may be gone.
+  void give(void* p, size_t bytes) noexcept {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (cached_ + bytes > kMaxCachedBytes) {
+      (void)cudaFree(p);
+      return;
+    }
+    free_[bytes].push_back(p);
+    cached_ += bytes;
+  }
+
+  static size_t rounded(size_t bytes) {
+    const size_t unit = bytes < (size_t{1} << 20) ? 512 : (size_t{1} << 20);
+    return (bytes + unit - 1) / unit * unit;
+  }
+
+ private:
+  static constexpr size_t kMaxCachedBytes = size_t{2} << 30;
+
+  void release_all() noexcept {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (auto& entry : free_) {
+      for (void* p : entry.second) (void)cudaFree(p);
+    }
+    free_.clear();
+    cached_ = 0;
+  }
+
+  std::mutex mutex_;
+  std::map<size_t, std::vector<void*>> free_;
+  size_t cached_ = 0;
+};
+
+// Holds its pool, so memory that outlives the backend (a Tensor kept to interpreter exit) still has a home.
+struct CudaStorage : Storage {
+  std::shared_ptr<Pool> pool;
+  size_t block = 0;
+  ~CudaStorage() override {
+    if (device) pool->give(device, block);
+  }
+};
+
+class CudaBackend final : public Backend {
+ public:
+  CudaBackend() {
+    int count = 0;
+    check(cudaGetDeviceCount(&count), "cudaGetDeviceCount");
+    if (count < 1) throw DeviceError("cuda: no CUDA device is visible");
+    check(cudaSetDevice(0), "cudaSetDevice(0)");
+    cudaDeviceProp prop{};
+    check(cudaGetDeviceProperties(&prop, 0), "cudaGetDeviceProperties");
+    caps_.backend = "cuda";
+    caps_.name = concat(prop.name, " (sm_", prop.major, prop.minor, ", ", prop.multiProcessorCount, " SMs)");
+    caps_.simd_width = static_cast<uint32_t>(prop.warpSize);
+    caps_.max_threads_per_threadgroup = static_cast<uint32_t>(prop.maxThreadsPerBlock);
+    // Static __shared__ arrays may use up to sharedMemPerBlock (48 KiB); the plans stay within Metal's 32 KiB.
+    caps_.threadgroup_memory_bytes = static_cast<uint32_t>(prop.sharedMemPerBlock);
+    caps_.compute_units = static_cast<uint32_t>(prop.multiProcessorCount);
+    caps_.bfloat = true;
+    // Benchmarks only: MTLINV_CUDA_ASYNC=1 lets synchronize() return without waiting, so that back-to-back ops
+    // queue on the device and can be timed with events. Reads (download) still wait, as cudaMemcpy does.
+    const char* async = std::getenv("MTLINV_CUDA_ASYNC");
+    async_ = async && std::strcmp(async, "1") == 0;
+  }
+
+  const DeviceCaps& caps() const override { return caps_; }
+
+  StoragePtr allocate(size_t bytes) override {
+    auto s = std::make_shared<CudaStorage>();
+    s->pool = pool_;
+    s->block = Pool::rounded(bytes ? bytes : 1);
+    s->device = pool_->take(s->block);
+    s->bytes = bytes;
+    return s;
+  }
+
+  // CUDA memory is not host memory: Tensor::from_host copies through upload().
+  StoragePtr wrap_host(void*, size_t) override { return nullptr; }
+
+  void upload(Storage& dst, size_t offset, const void* src, size_t bytes) override {
+    if (bytes == 0) return;
+    copy(static_cast<char*>(dst.device) + offset, src, bytes, cudaMemcpyHostToDevice, "upload");
+  }
+  void download(const Storage& src, size_t offset, void* dst, size_t bytes) override {
+    if (bytes == 0) return;
+    copy(dst, static_cast<const char*>(src.device) + offset, bytes, cudaMemcpyDeviceToHost, "download");
+  }
+
+  bool has_kernel(const std::string& name) const override { return cu::find_kernel(name.c_str()) != nullptr; }
+  std::vector<std::string> kernel_names() const override { return cu::kernel_names(); }
+
+  void dispatch(const Dispatch& d) override {
+    const cu::KernelHandle entry = cu::find_kernel(d.kernel.c_str());
+    if (entry == nullptr) {
+      throw KernelError("cuda: no kernel named '", d.kernel, "' is registered (", cu::kernel_names().size(),
+                        " kernels built)");
+    }
+    const cu::LaunchArgs args = launch_args(d);
+    const Dim3& g = d.threadgroups;
+    const Dim3& t = d.threads_per_threadgroup;
+    if (g.x == 0 || g.y == 0 || g.z == 0) return;  // an empty grid runs nothing, as on Metal
+    check_launch_shape(d, entry);
+    void* params[] = {const_cast<cu::LaunchArgs*>(&args)};
+    const cudaError_t e = cudaLaunchKernel(entry, dim3(g.x, g.y, g.z), dim3(t.x, t.y, t.z), params, 0, nullptr);
+    if (e != cudaSuccess) {
+      (void)cudaGetLastError();
+      throw KernelError("cuda: launching ", d.kernel, " with grid (", g.x, ", ", g.y, ", ", g.z, ") x threads (",
+                        t.x, ", ", t.y, ", ", t.z, ") failed (", describe(e), ")");
+    }
+    std::lock_guard<std::mutex> lock(last_mutex_);
+    last_kernel_ = d.kernel;
+  }
+
+  void synchronize() override {
+    const cudaError_t e = async_ ? cudaPeekAtLastError() : cudaDeviceSynchronize();
+    if (e != cudaSuccess) throw failure(e, "synchronize");
+  }
+
+ private:
+  cu::LaunchArgs launch_args(const Dispatch& d) const {
+    if (d.bindings.empty() || d.bindings[0].storage != nullptr) {
+      throw KernelError("cuda: ", d.kernel, ": binding 0 must be the inline argument struct");
+    }
+    if (d.bindings.size() > static_cast<size_t>(cu::kMaxBindings)) {
+      throw KernelError("cuda: ", d.kernel, " binds ", d.bindings.size(), " buffers; at most ", cu::kMaxBindings);
+    }
+    cu::LaunchArgs args{};
+    const std::vector<uint8_t>& bytes = d.bindings[0].bytes;
+    if (bytes.size() > cu::kMaxArgBytes) {
+      throw KernelError("cuda: ", d.kernel, ": argument struct of ", bytes.size(), " bytes; at most ",
+                        cu::kMaxArgBytes);
+    }
+    if (!bytes.empty()) std::memcpy(args.arg_bytes, bytes.data(), bytes.size());
+    for (size_t i = 1; i < d.bindings.size(); ++i) {
+      const Binding& b = d.bindings[i];
+      if (b.storage == nullptr) {
+        throw KernelError("cuda: ", d.kernel, ": binding ", i, " is inline bytes; only binding 0 may be");
+      }
+      args.buffers[i] = static_cast<char*>(b.storage->device) + b.offset;
+    }
+    return args;
+  }
+
+  // Reports what the device refuses before launching, with the kernel's own limit: a kernel that needs many
+  // registers can run fewer threads per block than the device maximum.
+  void check_launch_shape(const Dispatch& d, cu::KernelHandle entry) {
+    const Dim3& g = d.threadgroups;
+    const Dim3& t = d.threads_per_threadgroup;
+    const uint64_t threads = uint64_t{t.x} * t.y * t.z;
+    const int max_threads = max_threads_of(d.kernel, entry);
+    if (threads == 0 || threads > static_cast<uint64_t>(max_threads)) {
+      throw KernelError("cuda: ", d.kernel, " asked for ", threads, " threads per threadgroup; it can run 1..",
+                        max_threads);
+    }
+    if (g.y > 65535 || g.z > 65535) {
+      throw KernelError("cuda: ", d.kernel, " grid (", g.x, ", ", g.y, ", ", g.z,
+                        ") exceeds CUDA's 65535 threadgroups in y or z");
+    }
+  }
+
+  int max_threads_of(const std::string& name, cu::KernelHandle entry) {
+    std::lock_guard<std::mutex> lock(attr_mutex_);
+    auto it = max_threads_.find(name);
+    if (it != max_threads_.end()) return it->second;
+    cudaFuncAttributes attr{};
+    check(cudaFuncGetAttributes(&attr, entry), "cudaFuncGetAttributes");
+    return max_threads_[name] = attr.maxThreadsPerBlock;
+  }
+
+  void copy(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind, const char* what) {
+    const cudaError_t e = cudaMemcpy(dst, src, bytes, kind);
+    if (e != cudaSuccess) throw failure(e, what);
+  }
+
+  // An error at a synchronising call belongs to the last kernel launched (or an earlier one, when asynchronous).
+  // Faults such as an illegal address are sticky: the process's CUDA context is unusable afterwards.
+  KernelError failure(cudaError_t e, const char* what) {
+    std::lock_guard<std::mutex> lock(last_mutex_);
+    return KernelError("cuda: ", what, " after kernel ", last_kernel_.empty() ? "(none)" : last_kernel_, ": ",
+                       describe(e), e == cudaErrorIllegalAddress || e == cudaErrorLaunchFailure ||
+                                            e == cudaErrorMisalignedAddress || e == cudaErrorIllegalInstruction
+                                        ? "; the CUDA context is lost, restart the process"
+                                        : "");
+  }
+
+  DeviceCaps caps_;
+  bool async_ = false;
+  std::shared_ptr<Pool> pool_ = std::make_shared<Pool>();
+  std::mutex attr_mutex_;
+  std::map<std::string, int> max_threads_;
+  std::mutex last_mutex_;
+  std::string last_kernel_;
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_cuda_backend() { return std::make_unique<CudaBackend>(); }
+
+bool cuda_device_available() {
+  int count = 0;
+  const cudaError_t e = cudaGetDeviceCount(&count);
+  if (e != cudaSuccess) (void)cudaGetLastError();
+  return e == cudaSuccess && count > 0;
+}
+
+}  // namespace mtlinv

@@ -1,0 +1,102 @@
+// Kernel-side bindings on CUDA: the context a kernel body reads its thread position and buffers from, the bind_*
+// and attr functions the pre-pass (tools/msl2cpp.py --target cuda) emits for a kernel's parameters, and
+// MTLINV_KERNEL, which turns each instantiation into a __global__ entry registered under its host name.
+#pragma once
+#include <cstdint>
+#include <type_traits>
+
+#include "../launch.h"
+#include "vec.cuh"
+
+namespace cu {
+
+struct dim3u {
+  uint32_t x, y, z;
+};
+
+// The MSL thread-position attributes (the same fields as the emulator's emu::KernelCtx), derived from CUDA's
+// built-ins. The entry builds it and the kernel body, inlined, keeps only the fields it reads.
+struct KernelCtx {
+  const LaunchArgs* launch;
+  dim3u threadgroup_position_in_grid;
+  dim3u threadgroups_per_grid;
+  dim3u thread_position_in_threadgroup;
+  dim3u threads_per_threadgroup;
+  dim3u thread_position_in_grid;
+  uint32_t thread_index_in_threadgroup;
+  uint32_t simdgroup_index_in_threadgroup;
+  uint32_t thread_index_in_simdgroup;
+  uint32_t simdgroups_per_threadgroup;
+  uint32_t threads_per_simdgroup;
+};
+
+__device__ __forceinline__ KernelCtx make_ctx(const LaunchArgs& launch) {
+  KernelCtx c;
+  c.launch = &launch;
+  c.threadgroup_position_in_grid = {blockIdx.x, blockIdx.y, blockIdx.z};
+  c.threadgroups_per_grid = {gridDim.x, gridDim.y, gridDim.z};
+  c.thread_position_in_threadgroup = {threadIdx.x, threadIdx.y, threadIdx.z};
+  c.threads_per_threadgroup = {blockDim.x, blockDim.y, blockDim.z};
+  c.thread_position_in_grid = {blockIdx.x * blockDim.x + threadIdx.x, blockIdx.y * blockDim.y + threadIdx.y,
+                               blockIdx.z * blockDim.z + threadIdx.z};
+  const uint32_t threads = blockDim.x * blockDim.y * blockDim.z;
+  c.thread_index_in_threadgroup = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
+  c.simdgroup_index_in_threadgroup = c.thread_index_in_threadgroup / 32;
+  c.thread_index_in_simdgroup = c.thread_index_in_threadgroup % 32;
+  c.simdgroups_per_threadgroup = (threads + 31) / 32;
+  c.threads_per_simdgroup = 32;
+  return c;
+}
+
+// [[buffer(i)]] as a device pointer; the backend checked that the dispatch binds it.
+template <class T>
+__device__ __forceinline__ T* bind_device(const KernelCtx& ctx, int i) {
+  return static_cast<T*>(ctx.launch->buffers[i]);
+}
+
+// [[buffer(0)]] as the argument struct, read in place from the kernel's parameter space (__grid_constant__).
+template <class S>
+__device__ __forceinline__ const S& bind_constant(const KernelCtx& ctx, int i) {
+  static_assert(sizeof(S) <= kMaxArgBytes, "argument struct larger than cu::kMaxArgBytes");
+  static_assert(std::is_trivially_copyable<S>::value, "argument structs are plain data");
+  // Only slot 0 is inline; a constant struct bound from a buffer would be read from device memory.
+  return i == 0 ? *reinterpret_cast<const S*>(ctx.launch->arg_bytes)
+                : *static_cast<const S*>(ctx.launch->buffers[i]);
+}
+
+// A thread-position attribute in the parameter's declared type: uint/ushort (the x component), uint2/uint3/...
+// (the leading components), or uint/ushort from a scalar index.
+template <class T>
+__device__ __forceinline__ std::remove_cv_t<T> attr(const dim3u& d) {
+  using U = std::remove_cv_t<T>;
+  if constexpr (::metal::is_vec<U>::value) {
+    using E = typename U::value_type;
+    const uint32_t c[3] = {d.x, d.y, d.z};
+    U r;
+#pragma unroll
+    for (int i = 0; i < U::size; ++i) r[i] = static_cast<E>(c[i]);
+    return r;
+  } else {
+    static_assert(std::is_integral<U>::value, "position attributes are integers or integer vectors");
+    return static_cast<U>(d.x);
+  }
+}
+template <class T>
+__device__ __forceinline__ std::remove_cv_t<T> attr(uint32_t v) {
+  static_assert(std::is_integral<std::remove_cv_t<T>>::value, "index attributes are integers");
+  return static_cast<std::remove_cv_t<T>>(v);
+}
+
+}  // namespace cu
+
+// One __global__ entry per instantiation, named after the kernel's host name (so profilers and
+// compute-sanitizer name it too) in namespace <variant>::entry, and registered under that name. The body is
+// named with its full qualification: a host name may equal the template's name. The template arguments may
+// contain commas (fn<half, 8>).
+#define MTLINV_KERNEL(name, fn, ...)                                                            \
+  namespace entry {                                                                             \
+  __global__ void name(const __grid_constant__ ::cu::LaunchArgs launch) {                       \
+    ::MTLINV_VARIANT_NS::fn<__VA_ARGS__>(::cu::make_ctx(launch));                               \
+  }                                                                                             \
+  static const ::cu::Registrar registrar_##name(#name, reinterpret_cast<::cu::KernelHandle>(&name)); \
+  }

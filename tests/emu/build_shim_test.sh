@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# Builds and runs tests/emu/test_shim.cpp with every compiler found (g++, clang++), each with the software
+# half conversions and with F16C/FMA, and compiles every metal/*.metal kernel through tools/msl2cpp.py in both
+# builds (fast, checked) with the same warnings-as-errors flags the emulator uses.
+#
+# Links the real runtime (src/emu/*.cpp, *.S) when src/emu/runtime.cpp exists; otherwise the test brings a
+# one-lane stand-in. Usage: tests/emu/build_shim_test.sh [OUT_DIR]   (default build/shim_test)
+set -euo pipefail
+root="$(cd "$(dirname "$0")/../.." && pwd)"
+out="${1:-$root/build/shim_test}"
+mkdir -p "$out"
+flags=(-std=c++17 -O2 -Wall -Wextra -Werror -ffp-contract=off)
+
+compilers=(g++)
+for c in clang++ clang++-{30..14}; do
+  if command -v "$c" >/dev/null; then compilers+=("$c"); break; fi
+done
+
+# Reference conversions: numpy's float32 -> float16 and ml_dtypes' float32 -> bfloat16 (skipped when missing).
+python3 - "$out" <<'PY' || echo "note: numpy reference files not written"
+import sys, numpy as np
+out = sys.argv[1]
+rng = np.random.default_rng(2024)
+bits = np.concatenate([
+    rng.integers(0, 2**32, size=500_000, dtype=np.uint64).astype(np.uint32),
+    # signs, exponents 2^-27 .. 2^17 (the half range and its edges), random significands
+    (rng.integers(0, 2, 500_000, dtype=np.uint32) << 31) | (rng.integers(100, 145, 500_000, dtype=np.uint32) << 23)
+    | rng.integers(0, 2**23, 500_000, dtype=np.uint32),
+]).astype(np.uint32)
+def write(name, results):
+    with open(f"{out}/{name}", "wb") as f:
+        f.write(np.uint32(bits.size).tobytes()); f.write(bits.tobytes()); f.write(results.astype(np.uint16).tobytes())
+with np.errstate(all="ignore"):
+    write("f16_numpy.bin", bits.view(np.float32).astype(np.float16).view(np.uint16))
+    try:
+        import ml_dtypes
+        write("bf16_ml_dtypes.bin", bits.view(np.float32).astype(ml_dtypes.bfloat16).view(np.uint16))
+    except ImportError:
+        print("note: ml_dtypes missing, bfloat reference skipped")
+PY
+
+runtime_srcs=()
+runtime_flag=()
+if [[ -f "$root/src/emu/runtime.cpp" ]]; then
+  runtime_srcs=("$root"/src/emu/*.cpp)
+  shopt -s nullglob
+  runtime_srcs+=("$root"/src/emu/*.S)
+  shopt -u nullglob
+  runtime_flag=(-DSHIM_TEST_WITH_RUNTIME)
+fi
+
+gen="$out/gen"
+python3 "$root/tools/msl2cpp.py" --target emu --out "$gen" "$root"/metal/*.metal "$root"/metal/*.h
+
+for cxx in "${compilers[@]}"; do
+  for isa in soft f16c; do
+    isa_flags=()
+    [[ $isa == f16c ]] && isa_flags=(-mf16c -mfma)
+    tag="$(basename "$cxx")-$isa"
+    inc=(-I"$root/src/emu" -I"$root/metal")
+    echo "== $tag"
+    "$cxx" "${flags[@]}" "${isa_flags[@]}" "${inc[@]}" "${runtime_flag[@]}" -DEMU_CHECKED=1 \
+      -c "$root/tests/emu/test_shim.cpp" -o "$out/test_shim_checked-$tag.o"
+    "$cxx" "${flags[@]}" "${isa_flags[@]}" "${inc[@]}" "${runtime_flag[@]}" -DEMU_CHECKED=0 \
+      "$root/tests/emu/test_shim.cpp" "$out/test_shim_checked-$tag.o" "${runtime_srcs[@]}" -pthread \
+      -o "$out/test_shim-$tag"
+    "$out/test_shim-$tag" "$out"
+    for src in "$gen"/*.cpp; do
+      for checked in 0 1; do
+        "$cxx" "${flags[@]}" "${isa_flags[@]}" -I"$root/src/emu" -I"$gen" -DEMU_CHECKED=$checked \
+          -c "$src" -o "$out/kernel.o"
+      done
+    done
+    echo "   metal/*.metal compile in both builds"
+  done
+done
+echo "shim tests passed"

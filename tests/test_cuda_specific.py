@@ -1,0 +1,116 @@
+"""What only the CUDA backend has: device memory exchanged with PyTorch and CuPy without copies (DLPack,
+__cuda_array_interface__), CUDA errors as exceptions that name the kernel, and the device's description.
+The kernels themselves are covered by the op tests, which run unchanged with MTLINV_DEVICE=cuda."""
+import struct
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+import mtlinv
+from mtlinv import _native
+
+pytestmark = pytest.mark.skipif(mtlinv.device_info()["backend"] != "cuda",
+                                reason="CUDA backend not active (build with MTLINV_CUDA=1, run with MTLINV_DEVICE=cuda)")
+
+DTYPES = [np.float32, np.float16, ml_dtypes.bfloat16]
+
+
+@pytest.fixture
+def torch():
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("torch sees no CUDA device")
+    return torch
+
+
+def test_device_info_describes_the_gpu():
+    info = mtlinv.device_info()
+    assert info["simd_width"] == 32 and info["threads"] >= 1  # threads: the SM count
+    assert info["threadgroup_memory_bytes"] >= 32768
+    assert "cuda" in info["built_backends"]
+
+
+def test_memory_is_not_host_visible(rng):
+    t = mtlinv.asarray(rng.standard_normal((3, 4)).astype(np.float32))
+    with pytest.raises(BufferError, match="host-visible"):
+        memoryview(t)
+    assert not np.shares_memory(t.numpy(), t.numpy())  # each read is a copy
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=["f32", "f16", "bf16"])
+def test_dlpack_to_torch_shares_memory(dtype, torch, rng):
+    a = rng.standard_normal((5, 7)).astype(dtype)
+    t = mtlinv.asarray(a)
+    assert t.__dlpack_device__() == (2, 0)
+    tt = torch.from_dlpack(t)
+    assert tt.is_cuda and tuple(tt.shape) == (5, 7)
+    assert tt.cpu().view(torch.int16 if a.itemsize == 2 else torch.int32).numpy().tobytes() == a.tobytes()
+    tt.mul_(2)  # the same memory: mtlinv sees the write
+    assert np.array_equal(np.asarray(t).astype(np.float32), (a.astype(np.float32) * 2).astype(dtype).astype(np.float32))
+
+
+def test_dlpack_capsule_keeps_the_tensor_alive(torch, rng):
+    a = rng.standard_normal(1000).astype(np.float32)
+    tt = torch.from_dlpack(mtlinv.asarray(a))  # the Tensor itself is dropped at once
+    mtlinv.asarray(np.zeros(1000, np.float32))  # would reuse the block if it had been freed
+    assert np.array_equal(tt.cpu().numpy(), a)
+
+
+def test_unconsumed_capsule_is_freed():
+    t = mtlinv.asarray(np.ones(4, np.float32))
+    capsule = t.__dlpack__()
+    del capsule  # the destructor releases the reference it held; nothing to observe but no crash or leak
+
+
+def test_cuda_array_interface(torch, rng):
+    a = rng.standard_normal((4, 3)).astype(np.float16)
+    t = mtlinv.asarray(a)
+    cai = t.__cuda_array_interface__
+    assert cai["shape"] == (4, 3) and cai["typestr"] == "<f2" and cai["version"] == 3
+    tt = torch.as_tensor(t, device="cuda")
+    assert tt.data_ptr() == cai["data"][0]
+    assert np.array_equal(tt.cpu().numpy(), a)
+
+
+def test_cuda_array_interface_refuses_bfloat16():
+    t = mtlinv.asarray(np.ones(3, ml_dtypes.bfloat16))
+    with pytest.raises(TypeError, match="DLPack"):
+        t.__cuda_array_interface__
+
+
+def test_cupy_reads_through_the_interface(rng):
+    cupy = pytest.importorskip("cupy")
+    a = rng.standard_normal((6, 2)).astype(np.float32)
+    c = cupy.asarray(mtlinv.asarray(a))
+    assert np.array_equal(cupy.asnumpy(c), a)
+
+
+def test_gemv_output_matches_torch(torch, rng):
+    x = rng.standard_normal((3, 256)).astype(np.float32)
+    w = (rng.standard_normal((96, 256)) / 16).astype(np.float32)
+    y = torch.from_dlpack(mtlinv.gemv(x, w))
+    ref = torch.from_numpy(x.astype(np.float64)) @ torch.from_numpy(w.astype(np.float64)).T
+    assert torch.allclose(y.cpu().double(), ref, rtol=1e-5, atol=1e-5)
+
+
+def test_unknown_kernel_is_a_kernel_error():
+    t = mtlinv.asarray(np.zeros(4, np.float32))
+    with pytest.raises(mtlinv.KernelError, match="no kernel named 'no_such_kernel'"):
+        _native._launch("no_such_kernel", (1,), (32,), b"", [t])
+
+
+def test_too_many_threads_names_the_kernel():
+    x = mtlinv.asarray(np.zeros(8, np.float32))
+    with pytest.raises(mtlinv.KernelError, match=r"add_f32 asked for 2048 threads"):
+        _native._launch("add_f32", (1,), (2048,), struct.pack("<I", 8) + bytes(60), [x, x, x])
+
+
+def test_every_kernel_of_the_metal_table_is_built():
+    import pathlib
+    import re
+    root = pathlib.Path(__file__).resolve().parents[1]
+    table = set()
+    for f in (root / "metal").glob("*.metal"):
+        table |= set(re.findall(r"^MTLINV_KERNEL\((\w+),", f.read_text(), re.M))
+    assert set(mtlinv.kernel_names()) == table

@@ -1,0 +1,124 @@
+#!/usr/bin/env python3
+"""Runs every kernel family once or twice on small shapes with tails, on the active device: the workload for
+compute-sanitizer on the CUDA backend (the emulator's checking mode does the same job on the CPU).
+
+    MTLINV_DEVICE=cuda compute-sanitizer --tool memcheck  python tools/cuda_exercise.py
+    MTLINV_DEVICE=cuda compute-sanitizer --tool racecheck python tools/cuda_exercise.py
+
+Each call's output is checked loosely against NumPy (the op tests check it closely), so a kernel that the tool
+slows down or perturbs still has to produce sane numbers. Prints the kernels it ran, as the backend names them.
+"""
+import sys
+
+import ml_dtypes
+import numpy as np
+
+import mtlinv
+from mtlinv import _native as ops  # every op, whichever of them mtlinv/__init__.py exports yet
+from mtlinv import quant
+
+RNG = np.random.default_rng(7)
+DTYPES = {"f32": np.float32, "f16": np.float16, "bf16": ml_dtypes.bfloat16}
+
+
+def close(got, ref, what, tol=3e-2):
+    got = np.asarray(got, dtype=np.float64)
+    err = np.abs(got - ref).max() / (np.abs(ref).max() + 1e-6)
+    if not np.all(np.isfinite(got)) or err > tol:
+        raise SystemExit(f"{what}: relative error {err:.3g}")
+
+
+def rand(shape, dtype, scale=1.0):
+    return (RNG.standard_normal(shape) * scale).astype(dtype)
+
+
+def rms_norm(dtype):
+    for rows, cols in ((3, 70), (2, 4096)):
+        x, w = rand((rows, cols), dtype), rand(cols, dtype)
+        x64 = np.asarray(x, np.float64)
+        ref = x64 / np.sqrt((x64 ** 2).mean(-1, keepdims=True) + 1e-6) * np.asarray(w, np.float64)
+        close(ops.rms_norm(x, w, 1e-6), ref, "rms_norm")
+
+
+def gemv(dtype):
+    for k, n in ((70, 13), (4097, 130)):
+        for transpose in (True, False):
+            w = rand((n, k) if transpose else (k, n), dtype, k ** -0.5)
+            bias = rand(n, dtype)
+            w64 = np.asarray(w, np.float64)
+            for limit, m in ((16, 1), (16, 9), (0, 5)):  # canonical (one and two row tiles), throughput
+                x = rand((m, k), dtype)
+                with mtlinv.batch_invariant(limit):
+                    y = ops.gemv(x, w, bias, transpose=transpose)
+                ref = np.asarray(x, np.float64) @ (w64.T if transpose else w64) + np.asarray(bias, np.float64)
+                close(y, ref, f"gemv k={k} n={n} transpose={transpose} limit={limit} m={m}")
+
+
+def qgemv(dtype, all_bits):
+    k, n, group = 256, 40, 64
+    for bits in (2, 3, 4, 5, 6, 8) if all_bits else (4,):
+        wq, scales, biases = quant.quantize(rand((n, k), np.float32).astype(dtype), group, bits)
+        w = quant.dequantize_float32(wq, scales, biases, group, bits).astype(np.float64)
+        for limit, m in ((16, 1), (16, 9), (0, 5)):
+            x = rand((m, k), dtype)
+            with mtlinv.batch_invariant(limit):
+                y = ops.qgemv(x, wq, scales, biases, group_size=group, bits=bits)
+            close(y, np.asarray(x, np.float64) @ w.T, f"qgemv bits={bits} limit={limit} m={m}")
+
+
+def sdpa(dtype):
+    for d, kv_len in ((64, 70), (128, 1300)):
+        k, v = rand((1, 2, kv_len, d), dtype), rand((1, 2, kv_len, d), dtype)
+        for limit, q_len in ((8, 1), (8, 4), (0, 4), (0, 16)):  # canonical decode/verify, split, flash
+            q = rand((1, 4, q_len, d), dtype)
+            with mtlinv.batch_invariant(limit):
+                o = ops.sdpa(q, k, v, causal=True)
+            close(o, reference_sdpa(q, k, v), f"sdpa d={d} kv={kv_len} limit={limit} q_len={q_len}")
+
+
+def reference_sdpa(q, k, v):
+    q, k, v = (np.asarray(a, np.float64) for a in (q, k, v))
+    group = q.shape[1] // k.shape[1]
+    k, v = np.repeat(k, group, axis=1), np.repeat(v, group, axis=1)
+    s = q @ np.swapaxes(k, -1, -2) / np.sqrt(q.shape[-1])
+    lq, lk = s.shape[-2:]
+    s = np.where(np.arange(lk)[None, :] <= (lk - lq + np.arange(lq))[:, None], s, -np.inf)
+    p = np.exp(s - s.max(-1, keepdims=True))
+    return (p / p.sum(-1, keepdims=True)) @ v
+
+
+def decoder_ops(dtype):
+    a, b = rand((3, 70), dtype), rand((3, 70), dtype)
+    a64, b64 = np.asarray(a, np.float64), np.asarray(b, np.float64)
+    close(ops.add(a, b), a64 + b64, "add")
+    close(ops.swiglu(a, b), a64 / (1 + np.exp(-a64)) * b64, "swiglu")
+    x = rand((3, 2, 8), dtype)  # [L, H, D] at positions 5, 6, 7
+    heads = ops.rope_heads(x, 5)
+    x64 = np.asarray(x, np.float64)
+    angle = (5 + np.arange(3))[:, None, None] * 10000.0 ** (-2 * np.arange(4) / 8)[None, None, :]
+    rotated = np.empty_like(x64)
+    rotated[..., 0::2] = x64[..., 0::2] * np.cos(angle) - x64[..., 1::2] * np.sin(angle)
+    rotated[..., 1::2] = x64[..., 0::2] * np.sin(angle) + x64[..., 1::2] * np.cos(angle)
+    close(heads, np.swapaxes(rotated, 0, 1), "rope_heads")
+    close(ops.heads_to_rows(heads), rotated.reshape(3, 16), "heads_to_rows")
+    cache = mtlinv.asarray(np.zeros((2, 6, 8), dtype))
+    ops.write_heads(x, cache, 2)
+    close(np.asarray(cache)[:, 2:5], np.swapaxes(np.asarray(x, np.float64), 0, 1), "write_heads")
+    table = rand((11, 8), dtype)
+    close(ops.embedding(table, [3, 0, 10]), np.asarray(table, np.float64)[[3, 0, 10]], "embedding")
+
+
+def main():
+    info = mtlinv.device_info()
+    print(f"exercising every kernel family on {info['backend']} ({info['name']})", flush=True)
+    for name, dtype in DTYPES.items():
+        for family in (rms_norm, gemv, sdpa, decoder_ops):
+            family(dtype)
+        qgemv(dtype, all_bits=name == "f16")
+        print(f"  {name}: ok", flush=True)
+    print("kernels built:", " ".join(mtlinv.kernel_names()))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
