@@ -20,6 +20,7 @@ from ._native import (
     rms_norm,
     set_limit,
 )
+from ._native import add, embedding, heads_to_rows, rope_heads, swiglu, write_heads  # decoder building blocks
 from ._native import _init_limit_from_env
 from .limits import batch_invariant
 

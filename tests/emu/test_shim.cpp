@@ -635,7 +635,8 @@ bool tree_reduce(const std::vector<T>& v, uint32_t active, int lo, int hi, Add a
 }
 
 template <class T>
-std::vector<T> combine(emu::SimdCombine fn, const std::vector<T>& in, uint32_t active, std::vector<int32_t> params = {}) {
+std::vector<T> combine(emu::SimdCombine fn, const std::vector<T>& in, uint32_t active,
+                       std::vector<int32_t> params = {}) {
   params.resize(32, 0);
   std::vector<T> out(32, T{});
   fn(reinterpret_cast<const unsigned char*>(in.data()), params.data(), active,
@@ -683,7 +684,8 @@ void test_simd_combines() {
   float sequential = 0.0f;
   for (float x : v) sequential += x;
   const float tree = combine(&F::sum, v, 0xffffffffu)[0];
-  CHECK(tree != sequential, "pick values where order matters: tree %a, sequential %a", double(tree), double(sequential));
+  CHECK(tree != sequential, "pick values where order matters: tree %a, sequential %a", double(tree),
+        double(sequential));
 
   std::vector<int32_t> lanes(32);
   for (int i = 0; i < 32; ++i) lanes[static_cast<size_t>(i)] = (i * 7) % 40;  // some beyond 31

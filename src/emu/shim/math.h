@@ -194,6 +194,8 @@ EMU_SHIM_CLASSIFY(isfinite)
 template <class T>
 struct numeric_limits : std::numeric_limits<T> {};
 
+// The limits of a 16-bit format, given as bit patterns (largest finite, smallest normal, epsilon, smallest
+// subnormal, infinity, quiet NaN) and the significand's digits including the implicit bit.
 template <class F, uint16_t Max, uint16_t Min, uint16_t Eps, uint16_t DenormMin, uint16_t Inf, uint16_t NaN,
           int Digits>
 struct storage_float_limits {
@@ -216,9 +218,11 @@ struct storage_float_limits {
   static constexpr T quiet_NaN() { return T::from_bits(NaN); }
 };
 template <>
-struct numeric_limits<half> : storage_float_limits<detail::binary16, 0x7bff, 0x0400, 0x1400, 0x0001, 0x7c00, 0x7e00, 11> {};
+struct numeric_limits<half>
+    : storage_float_limits<detail::binary16, 0x7bff, 0x0400, 0x1400, 0x0001, 0x7c00, 0x7e00, 11> {};
 template <>
-struct numeric_limits<bfloat> : storage_float_limits<detail::bfloat16, 0x7f7f, 0x0080, 0x3c00, 0x0001, 0x7f80, 0x7fc0, 8> {};
+struct numeric_limits<bfloat>
+    : storage_float_limits<detail::bfloat16, 0x7f7f, 0x0080, 0x3c00, 0x0001, 0x7f80, 0x7fc0, 8> {};
 
 }  // namespace metal
 

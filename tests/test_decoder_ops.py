@@ -1,0 +1,83 @@
+"""The per-element decoder ops: add, swiglu, RoPE relayouts, KV-cache writes, embedding lookup."""
+import ml_dtypes
+import numpy as np
+import pytest
+
+import mtlinv
+from helpers import DTYPE_IDS, FLOAT_DTYPES, RTOL, random, same_bits
+
+
+def rope_reference(x, positions, base):
+    """x [L, H, D] float64, interleaved pairs."""
+    d = x.shape[-1]
+    freqs = base ** (-np.arange(0, d, 2, dtype=np.float64) / d)
+    ang = positions[:, None] * freqs
+    cos, sin = np.cos(ang)[:, None, :], np.sin(ang)[:, None, :]
+    out = np.empty_like(x)
+    out[..., 0::2] = x[..., 0::2] * cos - x[..., 1::2] * sin
+    out[..., 1::2] = x[..., 0::2] * sin + x[..., 1::2] * cos
+    return out
+
+
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES, ids=DTYPE_IDS)
+def test_add_and_swiglu(dtype, rng):
+    a, b = random(rng, (3, 77), dtype), random(rng, (3, 77), dtype)
+    a64, b64 = a.astype(np.float64), b.astype(np.float64)
+    tol = RTOL[np.dtype(dtype)]
+    np.testing.assert_allclose(np.asarray(mtlinv.add(a, b), np.float64), a64 + b64, rtol=tol, atol=tol)
+    ref = a64 / (1 + np.exp(-a64)) * b64
+    np.testing.assert_allclose(np.asarray(mtlinv.swiglu(a, b), np.float64), ref, rtol=tol, atol=tol)
+    assert same_bits(np.asarray(mtlinv.add(a, b))[1:2], mtlinv.add(a[1:2], b[1:2]))
+
+
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES, ids=DTYPE_IDS)
+def test_rope_heads_matches_reference_and_is_row_invariant(dtype, rng):
+    x = random(rng, (5, 3, 64), dtype)
+    out = np.asarray(mtlinv.rope_heads(x, 7, 10000.0))
+    assert out.shape == (3, 5, 64)
+    ref = rope_reference(x.astype(np.float64), np.arange(7, 12), 10000.0).transpose(1, 0, 2)
+    tol = RTOL[np.dtype(dtype)]
+    np.testing.assert_allclose(out.astype(np.float64), ref, rtol=tol, atol=10 * tol)
+    alone = np.asarray(mtlinv.rope_heads(x[2:3], 9, 10000.0))
+    assert same_bits(out[:, 2:3], alone)
+
+
+def test_write_heads_into_cache(rng):
+    dtype = ml_dtypes.bfloat16
+    cache = mtlinv.asarray(np.zeros((2, 10, 8), dtype))
+    k = random(rng, (3, 2, 8), dtype)
+    mtlinv.write_heads(k, cache, 4, 4, rotate=False)
+    c = np.asarray(cache)
+    assert same_bits(c[:, 4:7], k.transpose(1, 0, 2))
+    assert not c[:, :4].any() and not c[:, 7:].any()
+    mtlinv.write_heads(k, cache, 0, 4, rotate=True, base=100.0)
+    assert same_bits(np.asarray(cache)[:, 0:3], mtlinv.rope_heads(k, 4, 100.0))
+
+
+def test_write_heads_errors(rng):
+    cache = mtlinv.asarray(np.zeros((2, 4, 8), np.float32))
+    with pytest.raises(ValueError, match="do not fit dst capacity 4"):
+        mtlinv.write_heads(random(rng, (3, 2, 8), np.float32), cache, 2)
+    with pytest.raises(ValueError, match=r"x must be \[L, H, D\]"):
+        mtlinv.write_heads(random(rng, (3, 3, 8), np.float32), cache, 0)
+
+
+def test_heads_to_rows(rng):
+    x = random(rng, (3, 5, 4), np.float32)
+    assert same_bits(mtlinv.heads_to_rows(x), x.transpose(1, 0, 2).reshape(5, 12))
+
+
+def test_embedding(rng):
+    table = random(rng, (50, 16), ml_dtypes.bfloat16)
+    ids = np.array([3, 0, 49, 3], np.int32)
+    assert same_bits(mtlinv.embedding(table, ids), table[ids])
+    with pytest.raises(ValueError, match=r"ids\[1\]=50 is outside \[0, 50\)"):
+        mtlinv.embedding(table, np.array([1, 50], np.int32))
+
+
+def test_tensor_reshape():
+    t = mtlinv.asarray(np.arange(12, dtype=np.float32))
+    r = t.reshape(3, -1)
+    assert r.shape == (3, 4) and np.array_equal(np.asarray(r), np.arange(12).reshape(3, 4))
+    with pytest.raises(ValueError, match="cannot view"):
+        t.reshape(5, 3)
