@@ -139,7 +139,11 @@ template <typename T, uint BITS>
       for (uint c = 0; c < QGEMV_COLS; ++c) {
         qgemv_dequantize_sub<BITS>(words[c], s, group_scale[c], group_bias[c], wv[c]);
       }
-      for (uint r = 0; r < rows; ++r) {
+      // A constant trip count and a break rather than `r < rows`: GPU compilers unroll it and keep acc in registers.
+      for (uint r = 0; r < QGEMV_ROWS; ++r) {
+        if (r >= rows) {
+          break;
+        }
         float xv[QGEMV_SUB];
         load_floats<T, QGEMV_SUB>(x + r * K + b * QGEMV_BLOCK + s, QGEMV_SUB, vector_loads, xv);
         // The four columns spelled out: named accumulators stay in registers on every target (the emulator's
@@ -164,7 +168,10 @@ template <typename T, uint BITS>
 
   // `rows` is uniform over the threadgroup, so every lane takes part in every ladder: the fixed ladder
   // (16, 8, 4, 2, 1) over a row's four outputs at once; lane 0 holds the simdgroup's sums.
-  for (uint r = 0; r < rows; ++r) {
+  for (uint r = 0; r < QGEMV_ROWS; ++r) {
+    if (r >= rows) {
+      break;
+    }
     float4 total = float4(acc[r][0], acc[r][1], acc[r][2], acc[r][3]);
     for (ushort delta = SIMD_WIDTH / 2; delta > 0; delta >>= 1) {
       total += simd_shuffle_down(total, delta);

@@ -12,6 +12,8 @@
 //   * sdpa_split_*: the small-Lq throughput path. Key i goes to block i % n_blocks, n_blocks chosen by the plan
 //     from Lq and kv_len to fill the device (as MLX's sdpa_vector_2pass does); its bits depend on the block count.
 // Single-pass kernel (prefill): sdpa_flash_*, a tiled flash attention with an online softmax per query.
+// The kernels that read q, k and v come in two builds: vector loads (rows 16-byte aligned, the usual case) and
+// element loads (*_unaligned_*); both compute the same bits.
 //
 // Scores are kept in base 2 (scale * log2(e) folded into the scale), so every exponential is an exp2.
 #include "common.h"
@@ -34,11 +36,13 @@ inline uint sdpa_last_key(constant SdpaArgs& args, uint i) {
   return args.causal != 0 ? args.kv_len - args.q_len + i : args.kv_len - 1;
 }
 
-// Four consecutive elements as floats: one vector load when the plan proved the rows 16-byte aligned, else
-// element by element. Both hand the same floats on.
-template <typename T>
-inline float4 sdpa_load4(device const T* p, bool vector_loads) {
-  if (vector_loads) {
+// Four consecutive elements as floats: one vector load in the kernels the plan picks when q, k and v are 16-byte
+// aligned (VEC), else element by element. Both hand the same floats on. VEC is a template parameter, not a
+// runtime flag: a compiler may execute both sides of a runtime choice and keep one, and a speculated aligned
+// vector load from a misaligned row faults (the emulator's fast build does exactly that).
+template <bool VEC, typename T>
+inline float4 sdpa_load4(device const T* p) {
+  if (VEC) {
     return float4(*((device const vec<T, 4>*)p));
   }
   return float4(float(p[0]), float(p[1]), float(p[2]), float(p[3]));
@@ -68,7 +72,7 @@ inline void sdpa_store4(device T* p, float4 y) {
 //            D) are added in index order through threadgroup memory
 // A query's results depend on the keys it sees in the block and on S and D alone. Masked keys are skipped,
 // never weighted by zero; a query that sees no key of the block writes m = -inf, l = 0, o = 0.
-template <typename T, bool SPLIT>
+template <typename T, bool SPLIT, bool VEC>
 [[kernel]] void sdpa_partials(
     constant SdpaArgs& args [[buffer(0)]],
     device const T* q [[buffer(1)]],
@@ -86,7 +90,6 @@ template <typename T, bool SPLIT>
 
   const uint D = args.head_dim;
   const uint D4 = D / 4;
-  const bool vector_loads = args.vector_loads != 0;
   const uint per_head = args.group * args.q_len;  // queries served by one kv head
   const uint j0 = tile.x * SDPA_QUERIES;          // first query of the tile, numbered g * Lq + i
   const uint nq = min(SDPA_QUERIES, per_head - j0);
@@ -112,7 +115,7 @@ template <typename T, bool SPLIT>
   }
 
   for (uint idx = tid; idx < nq * D4; idx += SDPA_THREADS) {
-    q_tile[idx / D4][idx % D4] = sdpa_load4(q + (idx / D4) * D + (idx % D4) * 4, vector_loads);
+    q_tile[idx / D4][idx % D4] = sdpa_load4<VEC>(q + (idx / D4) * D + (idx % D4) * 4);
   }
   threadgroup_barrier(mem_flags::mem_threadgroup);
 
@@ -124,7 +127,7 @@ template <typename T, bool SPLIT>
       acc[jj] = float4(0.0f);
     }
     for (uint d4 = 0; d4 < D4; ++d4) {
-      const float4 kv = sdpa_load4(kr + d4 * 4, vector_loads);
+      const float4 kv = sdpa_load4<VEC>(kr + d4 * 4);
       for (uint jj = 0; jj < nq; ++jj) {
         acc[jj] = fma(q_tile[jj][d4], kv, acc[jj]);
       }
@@ -180,7 +183,7 @@ template <typename T, bool SPLIT>
   if (split < splits) {
     const uint t_stop = min((split + 1) * split_keys, n_keys);
     for (uint t = split * split_keys; t < t_stop; ++t) {
-      const float4 vv = sdpa_load4(v + ulong(first + t * step) * D + d4 * 4, vector_loads);
+      const float4 vv = sdpa_load4<VEC>(v + ulong(first + t * step) * D + d4 * 4);
       for (uint jj = 0; jj < nq; ++jj) {
         if (t < visible[jj]) {
           acc[jj] = fma(float4(scores[jj][t]), vv, acc[jj]);
@@ -249,7 +252,7 @@ template <typename T, bool SPLIT>
 // each (q and the output accumulator in registers). The threadgroup stages tiles of K and V rows as float in
 // threadgroup memory (FLASH_TILE / (D/4) keys per tile) up to the last key its last query sees; each query runs
 // an online softmax over the visible keys of each tile, rescaling its accumulator once per tile.
-template <typename T>
+template <typename T, bool VEC>
 [[kernel]] void sdpa_flash(
     constant SdpaArgs& args [[buffer(0)]],
     device const T* q [[buffer(1)]],
@@ -263,7 +266,6 @@ template <typename T>
 
   const uint D = args.head_dim;
   const uint D4 = D / 4;
-  const bool vector_loads = args.vector_loads != 0;
   const uint tile_keys = FLASH_TILE / D4;
   const uint i = pos.x * FLASH_QUERIES + tid;
   const bool active = i < args.q_len;
@@ -277,7 +279,7 @@ template <typename T>
   float4 qv[SDPA_MAX_D4];
   float4 acc[SDPA_MAX_D4];
   for (uint d4 = 0; d4 < D4; ++d4) {
-    qv[d4] = active ? sdpa_load4(q + row * D + d4 * 4, vector_loads) : float4(0.0f);
+    qv[d4] = active ? sdpa_load4<VEC>(q + row * D + d4 * 4) : float4(0.0f);
     acc[d4] = float4(0.0f);
   }
   float m = -INFINITY;
@@ -288,8 +290,8 @@ template <typename T>
     // The tile's rows are contiguous: slot idx holds elements [4 idx, 4 idx + 4) from key k0 on.
     for (uint idx = tid; idx < n * D4; idx += FLASH_QUERIES) {
       const ulong offset = ulong(k0) * D + idx * 4;
-      k_tile[idx] = sdpa_load4(k + offset, vector_loads);
-      v_tile[idx] = sdpa_load4(v + offset, vector_loads);
+      k_tile[idx] = sdpa_load4<VEC>(k + offset);
+      v_tile[idx] = sdpa_load4<VEC>(v + offset);
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
 
@@ -330,18 +332,27 @@ template <typename T>
   }
 }
 
-MTLINV_KERNEL(sdpa_chunks_f32, sdpa_partials, float, false)
-MTLINV_KERNEL(sdpa_chunks_f16, sdpa_partials, half, false)
-MTLINV_KERNEL(sdpa_chunks_bf16, sdpa_partials, bfloat, false)
-MTLINV_KERNEL(sdpa_split_f32, sdpa_partials, float, true)
-MTLINV_KERNEL(sdpa_split_f16, sdpa_partials, half, true)
-MTLINV_KERNEL(sdpa_split_bf16, sdpa_partials, bfloat, true)
+MTLINV_KERNEL(sdpa_chunks_f32, sdpa_partials, float, false, true)
+MTLINV_KERNEL(sdpa_chunks_f16, sdpa_partials, half, false, true)
+MTLINV_KERNEL(sdpa_chunks_bf16, sdpa_partials, bfloat, false, true)
+MTLINV_KERNEL(sdpa_chunks_unaligned_f32, sdpa_partials, float, false, false)
+MTLINV_KERNEL(sdpa_chunks_unaligned_f16, sdpa_partials, half, false, false)
+MTLINV_KERNEL(sdpa_chunks_unaligned_bf16, sdpa_partials, bfloat, false, false)
+MTLINV_KERNEL(sdpa_split_f32, sdpa_partials, float, true, true)
+MTLINV_KERNEL(sdpa_split_f16, sdpa_partials, half, true, true)
+MTLINV_KERNEL(sdpa_split_bf16, sdpa_partials, bfloat, true, true)
+MTLINV_KERNEL(sdpa_split_unaligned_f32, sdpa_partials, float, true, false)
+MTLINV_KERNEL(sdpa_split_unaligned_f16, sdpa_partials, half, true, false)
+MTLINV_KERNEL(sdpa_split_unaligned_bf16, sdpa_partials, bfloat, true, false)
 MTLINV_KERNEL(sdpa_combine_chunks_f32, sdpa_combine, float, false)
 MTLINV_KERNEL(sdpa_combine_chunks_f16, sdpa_combine, half, false)
 MTLINV_KERNEL(sdpa_combine_chunks_bf16, sdpa_combine, bfloat, false)
 MTLINV_KERNEL(sdpa_combine_split_f32, sdpa_combine, float, true)
 MTLINV_KERNEL(sdpa_combine_split_f16, sdpa_combine, half, true)
 MTLINV_KERNEL(sdpa_combine_split_bf16, sdpa_combine, bfloat, true)
-MTLINV_KERNEL(sdpa_flash_f32, sdpa_flash, float)
-MTLINV_KERNEL(sdpa_flash_f16, sdpa_flash, half)
-MTLINV_KERNEL(sdpa_flash_bf16, sdpa_flash, bfloat)
+MTLINV_KERNEL(sdpa_flash_f32, sdpa_flash, float, true)
+MTLINV_KERNEL(sdpa_flash_f16, sdpa_flash, half, true)
+MTLINV_KERNEL(sdpa_flash_bf16, sdpa_flash, bfloat, true)
+MTLINV_KERNEL(sdpa_flash_unaligned_f32, sdpa_flash, float, false)
+MTLINV_KERNEL(sdpa_flash_unaligned_f16, sdpa_flash, half, false)
+MTLINV_KERNEL(sdpa_flash_unaligned_bf16, sdpa_flash, bfloat, false)

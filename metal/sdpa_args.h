@@ -21,5 +21,4 @@ struct SdpaArgs {
   float scale_log2;       // softmax scale * log2(e): scores are kept in base 2, so exp2 is the exponential
   uint32_t n_blocks;      // key blocks of the two-pass kernels: chunks (canonical) or strided splits
   uint32_t block_keys;    // keys per block, at most SDPA_BLOCK_KEYS (the chunk size S on the canonical path)
-  uint32_t vector_loads;  // 1: q, k, v start 16-byte aligned, rows may be read with 4-wide vector loads
 };

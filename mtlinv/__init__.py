@@ -17,16 +17,21 @@ from ._native import (
     get_limit,
     kernel_names,
     matmul,
+    qgemv,
     rms_norm,
+    sdpa,
     set_limit,
 )
 from ._native import add, embedding, heads_to_rows, rope_heads, swiglu, write_heads  # decoder building blocks
 from ._native import _init_limit_from_env
 from .limits import batch_invariant
+from .quant import dequantize, quantize
 
 _init_limit_from_env()
 
 __all__ = [
     "DTypeError", "DeviceError", "InvalidArgumentError", "KernelError", "MtlinvError", "OutOfMemoryError",
-    "Tensor", "asarray", "batch_invariant", "device_info", "gemv", "get_limit", "kernel_names", "matmul", "rms_norm", "set_limit",
+    "Tensor", "add", "asarray", "batch_invariant", "dequantize", "device_info", "embedding", "gemv", "get_limit",
+    "heads_to_rows", "kernel_names", "matmul", "qgemv", "quantize", "rms_norm", "rope_heads", "sdpa", "set_limit",
+    "swiglu", "write_heads",
 ]

@@ -4061,7 +4061,7 @@ static PyObject *__pyx_pf_6mtlinv_7_native_10qgemv(CYTHON_UNUSED PyObject *__pyx
 static PyObject *__pyx_pf_6mtlinv_7_native_12plan_qgemv(CYTHON_UNUSED PyObject *__pyx_self, PyObject *__pyx_v_rows, PyObject *__pyx_v_k, PyObject *__pyx_v_n, PyObject *__pyx_v_group_size, PyObject *__pyx_v_bits, PyObject *__pyx_v_dtype, PyObject *__pyx_v_limit, PyObject *__pyx_v_bias); /* proto */
 static PyObject *__pyx_pf_6mtlinv_7_native_14sdpa(CYTHON_UNUSED PyObject *__pyx_self, PyObject *__pyx_v_q, PyObject *__pyx_v_k, PyObject *__pyx_v_v, PyObject *__pyx_v_scale, int __pyx_v_causal, PyObject *__pyx_v_kv_len); /* proto */
 static PyObject *__pyx_pf_6mtlinv_7_native_16sdpa_chunk_keys(CYTHON_UNUSED PyObject *__pyx_self, PyObject *__pyx_v_head_dim, PyObject *__pyx_v_dtype); /* proto */
-static PyObject *__pyx_pf_6mtlinv_7_native_18plan_sdpa(CYTHON_UNUSED PyObject *__pyx_self, PyObject *__pyx_v_q_len, PyObject *__pyx_v_kv_len, PyObject *__pyx_v_head_dim, PyObject *__pyx_v_q_heads, PyObject *__pyx_v_kv_heads, PyObject *__pyx_v_batch, PyObject *__pyx_v_capacity, PyObject *__pyx_v_dtype, PyObject *__pyx_v_causal, PyObject *__pyx_v_limit); /* proto */
+static PyObject *__pyx_pf_6mtlinv_7_native_18plan_sdpa(CYTHON_UNUSED PyObject *__pyx_self, PyObject *__pyx_v_q_len, PyObject *__pyx_v_kv_len, PyObject *__pyx_v_head_dim, PyObject *__pyx_v_q_heads, PyObject *__pyx_v_kv_heads, PyObject *__pyx_v_batch, PyObject *__pyx_v_capacity, PyObject *__pyx_v_dtype, PyObject *__pyx_v_causal, PyObject *__pyx_v_aligned, PyObject *__pyx_v_limit); /* proto */
 static PyObject *__pyx_pf_6mtlinv_7_native_20add(CYTHON_UNUSED PyObject *__pyx_self, PyObject *__pyx_v_a, PyObject *__pyx_v_b); /* proto */
 static PyObject *__pyx_pf_6mtlinv_7_native_22swiglu(CYTHON_UNUSED PyObject *__pyx_self, PyObject *__pyx_v_gate, PyObject *__pyx_v_up); /* proto */
 static PyObject *__pyx_pf_6mtlinv_7_native_24write_heads(CYTHON_UNUSED PyObject *__pyx_self, PyObject *__pyx_v_x, struct __pyx_obj_6mtlinv_7_native_Tensor *__pyx_v_dst, int64_t __pyx_v_seq_offset, int64_t __pyx_v_start_pos, int __pyx_v_rotate, float __pyx_v_base); /* proto */
@@ -4255,7 +4255,7 @@ namespace {
     __Pyx_CachedCFunction __pyx_umethod_PyList_Type__index;
     PyObject *__pyx_tuple[6];
     PyObject *__pyx_codeobj_tab[35];
-    PyObject *__pyx_string_tab[296];
+    PyObject *__pyx_string_tab[297];
     PyObject *__pyx_number_tab[12];
 /* #### Code section: module_state_contents ### */
 /* PyFrozenDict.module_state_decls */
@@ -4434,196 +4434,197 @@ static __pyx_mstatetype * const __pyx_mstate_global = &__pyx_mstate_global_stati
 #define __pyx_n_u_set_emu_check __pyx_string_tab[103]
 #define __pyx_n_u_a __pyx_string_tab[104]
 #define __pyx_n_u_add __pyx_string_tab[105]
-#define __pyx_n_u_args __pyx_string_tab[106]
-#define __pyx_n_u_asarray __pyx_string_tab[107]
-#define __pyx_n_u_asarray_locals_genexpr __pyx_string_tab[108]
-#define __pyx_n_u_ascontiguousarray __pyx_string_tab[109]
-#define __pyx_n_u_astype __pyx_string_tab[110]
-#define __pyx_n_u_asyncio_coroutines __pyx_string_tab[111]
-#define __pyx_n_u_b __pyx_string_tab[112]
-#define __pyx_n_u_backend __pyx_string_tab[113]
-#define __pyx_n_u_base __pyx_string_tab[114]
-#define __pyx_n_u_batch __pyx_string_tab[115]
-#define __pyx_n_u_bfloat16 __pyx_string_tab[116]
-#define __pyx_n_u_bias __pyx_string_tab[117]
-#define __pyx_n_u_biases __pyx_string_tab[118]
-#define __pyx_n_u_bits __pyx_string_tab[119]
-#define __pyx_n_u_block __pyx_string_tab[120]
-#define __pyx_n_u_buffers __pyx_string_tab[121]
-#define __pyx_n_u_built_backends __pyx_string_tab[122]
-#define __pyx_n_u_c __pyx_string_tab[123]
-#define __pyx_n_u_canonical __pyx_string_tab[124]
-#define __pyx_n_u_capacity __pyx_string_tab[125]
-#define __pyx_n_u_causal __pyx_string_tab[126]
-#define __pyx_n_u_cline_in_traceback __pyx_string_tab[127]
-#define __pyx_n_u_close __pyx_string_tab[128]
-#define __pyx_n_u_copy __pyx_string_tab[129]
-#define __pyx_n_u_count __pyx_string_tab[130]
-#define __pyx_n_u_d __pyx_string_tab[131]
-#define __pyx_n_u_data __pyx_string_tab[132]
-#define __pyx_n_u_device_info __pyx_string_tab[133]
-#define __pyx_n_u_dst __pyx_string_tab[134]
-#define __pyx_n_u_dt __pyx_string_tab[135]
-#define __pyx_n_u_dtype __pyx_string_tab[136]
-#define __pyx_n_u_embedding __pyx_string_tab[137]
-#define __pyx_n_u_empty __pyx_string_tab[138]
-#define __pyx_n_u_encode __pyx_string_tab[139]
-#define __pyx_n_u_eps __pyx_string_tab[140]
-#define __pyx_n_u_flags __pyx_string_tab[141]
-#define __pyx_n_u_float16 __pyx_string_tab[142]
-#define __pyx_n_u_float32 __pyx_string_tab[143]
-#define __pyx_n_u_float64 __pyx_string_tab[144]
-#define __pyx_n_u_frombuffer __pyx_string_tab[145]
-#define __pyx_n_u_gate __pyx_string_tab[146]
-#define __pyx_n_u_gemv __pyx_string_tab[147]
-#define __pyx_n_u_genexpr __pyx_string_tab[148]
-#define __pyx_n_u_get_limit __pyx_string_tab[149]
-#define __pyx_n_u_grid __pyx_string_tab[150]
-#define __pyx_n_u_group_size __pyx_string_tab[151]
-#define __pyx_n_u_head_dim __pyx_string_tab[152]
-#define __pyx_n_u_heads_to_rows __pyx_string_tab[153]
-#define __pyx_n_u_i __pyx_string_tab[154]
-#define __pyx_n_u_ids __pyx_string_tab[155]
-#define __pyx_n_u_index __pyx_string_tab[156]
-#define __pyx_n_u_int32 __pyx_string_tab[157]
-#define __pyx_n_u_integer __pyx_string_tab[158]
-#define __pyx_n_u_items __pyx_string_tab[159]
-#define __pyx_n_u_itemsize __pyx_string_tab[160]
-#define __pyx_n_u_k __pyx_string_tab[161]
-#define __pyx_n_u_kernel __pyx_string_tab[162]
-#define __pyx_n_u_kernel_names __pyx_string_tab[163]
-#define __pyx_n_u_kernel_names_locals_genexpr __pyx_string_tab[164]
-#define __pyx_n_u_known __pyx_string_tab[165]
-#define __pyx_n_u_kv_heads __pyx_string_tab[166]
-#define __pyx_n_u_kv_len __pyx_string_tab[167]
-#define __pyx_n_u_launches __pyx_string_tab[168]
-#define __pyx_n_u_limit __pyx_string_tab[169]
-#define __pyx_n_u_matmul __pyx_string_tab[170]
-#define __pyx_n_u_max_threads_per_threadgroup __pyx_string_tab[171]
-#define __pyx_n_u_ml_dtypes __pyx_string_tab[172]
-#define __pyx_n_u_mtlinv__native __pyx_string_tab[173]
-#define __pyx_n_u_n __pyx_string_tab[174]
-#define __pyx_n_u_name __pyx_string_tab[175]
-#define __pyx_n_u_names __pyx_string_tab[176]
-#define __pyx_n_u_ndarray __pyx_string_tab[177]
-#define __pyx_n_u_ndim __pyx_string_tab[178]
-#define __pyx_n_u_new_2 __pyx_string_tab[179]
-#define __pyx_n_u_next __pyx_string_tab[180]
-#define __pyx_n_u_np __pyx_string_tab[181]
-#define __pyx_n_u_numpy __pyx_string_tab[182]
-#define __pyx_n_u_o __pyx_string_tab[183]
-#define __pyx_n_u_obj __pyx_string_tab[184]
-#define __pyx_n_u_on __pyx_string_tab[185]
-#define __pyx_n_u_out __pyx_string_tab[186]
-#define __pyx_n_u_p __pyx_string_tab[187]
-#define __pyx_n_u_pb __pyx_string_tab[188]
-#define __pyx_n_u_plan_gemv __pyx_string_tab[189]
-#define __pyx_n_u_plan_qgemv __pyx_string_tab[190]
-#define __pyx_n_u_plan_sdpa __pyx_string_tab[191]
-#define __pyx_n_u_pop __pyx_string_tab[192]
-#define __pyx_n_u_prod __pyx_string_tab[193]
-#define __pyx_n_u_q __pyx_string_tab[194]
-#define __pyx_n_u_q_heads __pyx_string_tab[195]
-#define __pyx_n_u_q_len __pyx_string_tab[196]
-#define __pyx_n_u_qgemv __pyx_string_tab[197]
-#define __pyx_n_u_raw __pyx_string_tab[198]
-#define __pyx_n_u_reshape __pyx_string_tab[199]
-#define __pyx_n_u_reshape_locals_genexpr __pyx_string_tab[200]
-#define __pyx_n_u_rms_norm __pyx_string_tab[201]
-#define __pyx_n_u_rope_heads __pyx_string_tab[202]
-#define __pyx_n_u_rotate __pyx_string_tab[203]
-#define __pyx_n_u_rows __pyx_string_tab[204]
-#define __pyx_n_u_s __pyx_string_tab[205]
-#define __pyx_n_u_scale __pyx_string_tab[206]
-#define __pyx_n_u_scales __pyx_string_tab[207]
-#define __pyx_n_u_scratch_bytes __pyx_string_tab[208]
-#define __pyx_n_u_sdpa __pyx_string_tab[209]
-#define __pyx_n_u_sdpa_chunk_keys __pyx_string_tab[210]
-#define __pyx_n_u_seed __pyx_string_tab[211]
-#define __pyx_n_u_self __pyx_string_tab[212]
-#define __pyx_n_u_send __pyx_string_tab[213]
-#define __pyx_n_u_seq_offset __pyx_string_tab[214]
-#define __pyx_n_u_set_limit __pyx_string_tab[215]
-#define __pyx_n_u_setdefault __pyx_string_tab[216]
-#define __pyx_n_u_shape __pyx_string_tab[217]
-#define __pyx_n_u_simd_width __pyx_string_tab[218]
-#define __pyx_n_u_size __pyx_string_tab[219]
-#define __pyx_n_u_start_pos __pyx_string_tab[220]
-#define __pyx_n_u_state __pyx_string_tab[221]
-#define __pyx_n_u_strides __pyx_string_tab[222]
-#define __pyx_n_u_swiglu __pyx_string_tab[223]
-#define __pyx_n_u_t __pyx_string_tab[224]
-#define __pyx_n_u_ta __pyx_string_tab[225]
-#define __pyx_n_u_table __pyx_string_tab[226]
-#define __pyx_n_u_tb __pyx_string_tab[227]
-#define __pyx_n_u_tbs __pyx_string_tab[228]
-#define __pyx_n_u_tensors __pyx_string_tab[229]
-#define __pyx_n_u_tg __pyx_string_tab[230]
-#define __pyx_n_u_threadgroup_memory_bytes __pyx_string_tab[231]
-#define __pyx_n_u_threadgroups __pyx_string_tab[232]
-#define __pyx_n_u_threads __pyx_string_tab[233]
-#define __pyx_n_u_throw __pyx_string_tab[234]
-#define __pyx_n_u_ti __pyx_string_tab[235]
-#define __pyx_n_u_tk __pyx_string_tab[236]
-#define __pyx_n_u_tq __pyx_string_tab[237]
-#define __pyx_n_u_transpose __pyx_string_tab[238]
-#define __pyx_n_u_ts __pyx_string_tab[239]
-#define __pyx_n_u_tt __pyx_string_tab[240]
-#define __pyx_n_u_tu __pyx_string_tab[241]
-#define __pyx_n_u_tv __pyx_string_tab[242]
-#define __pyx_n_u_tw __pyx_string_tab[243]
-#define __pyx_n_u_twq __pyx_string_tab[244]
-#define __pyx_n_u_tx __pyx_string_tab[245]
-#define __pyx_n_u_uint32 __pyx_string_tab[246]
-#define __pyx_n_u_uint8 __pyx_string_tab[247]
-#define __pyx_n_u_up __pyx_string_tab[248]
-#define __pyx_n_u_update __pyx_string_tab[249]
-#define __pyx_n_u_use_setstate __pyx_string_tab[250]
-#define __pyx_n_u_v __pyx_string_tab[251]
-#define __pyx_n_u_value __pyx_string_tab[252]
-#define __pyx_n_u_values __pyx_string_tab[253]
-#define __pyx_n_u_view __pyx_string_tab[254]
-#define __pyx_n_u_w __pyx_string_tab[255]
-#define __pyx_n_u_weight __pyx_string_tab[256]
-#define __pyx_n_u_wq __pyx_string_tab[257]
-#define __pyx_n_u_wq_array __pyx_string_tab[258]
-#define __pyx_n_u_write_heads __pyx_string_tab[259]
-#define __pyx_n_u_writeable __pyx_string_tab[260]
-#define __pyx_n_u_x __pyx_string_tab[261]
-#define __pyx_kp_b_iso88591_Q_2 __pyx_string_tab[262]
-#define __pyx_kp_b_iso88591_1 __pyx_string_tab[263]
-#define __pyx_kp_b_iso88591__7 __pyx_string_tab[264]
-#define __pyx_kp_b_iso88591_q_a __pyx_string_tab[265]
-#define __pyx_kp_b_iso88591_z_T_D_4uBa_J_4qPRR___r_2S_Q_QQR __pyx_string_tab[266]
-#define __pyx_kp_b_iso88591_4q_3j __pyx_string_tab[267]
-#define __pyx_kp_b_iso88591_a_3 __pyx_string_tab[268]
-#define __pyx_kp_b_iso88591__8 __pyx_string_tab[269]
-#define __pyx_kp_b_iso88591_XQc_a_oQb_5 __pyx_string_tab[270]
-#define __pyx_kp_b_iso88591_XQc_m81CuA_e1Bd_A_5 __pyx_string_tab[271]
-#define __pyx_kp_b_iso88591_XQfH_HAT_q_har_Rq_5 __pyx_string_tab[272]
-#define __pyx_kp_b_iso88591_XQgYa_WJauM_81EQWWYYZ_k_D_5 __pyx_string_tab[273]
-#define __pyx_kp_b_iso88591_q_q_1HG1_gQ_1A_aq_q_AQ_1G3d_q __pyx_string_tab[274]
-#define __pyx_kp_b_iso88591_q_0_kQR_9HAQ_7_1L_a_1 __pyx_string_tab[275]
-#define __pyx_kp_b_iso88591_D_D_e1N_S_2Q_U_e6_ay_3c_1_Q_z_9 __pyx_string_tab[276]
-#define __pyx_kp_b_iso88591_Q_q_l_vWE_Q_q_t87_q_awk_awk __pyx_string_tab[277]
-#define __pyx_kp_b_iso88591_Q_XQc_a_XQc_a_Q_uG1_XQfHA_Qb_fA __pyx_string_tab[278]
-#define __pyx_kp_b_iso88591_A_3awc_4z_q_WA_E_q_as_3d_q_3fBc __pyx_string_tab[279]
-#define __pyx_kp_b_iso88591_A_4r_3c_81A_Ja_2_fD_xq_A_1_b_at8 __pyx_string_tab[280]
-#define __pyx_kp_b_iso88591__6 __pyx_string_tab[281]
-#define __pyx_kp_b_iso88591_Q __pyx_string_tab[282]
-#define __pyx_kp_b_iso88591_a_2 __pyx_string_tab[283]
-#define __pyx_kp_b_iso88591_z_q_6_E_BfAWCs_1_c_q_5_a_q_wa_E __pyx_string_tab[284]
-#define __pyx_kp_b_iso88591_31_XQc_a_XQc_a_XQc_a_Zq_q_Ye1Jf __pyx_string_tab[285]
-#define __pyx_kp_b_iso88591_XQc_a_XQhj_j_4r_Q_5 __pyx_string_tab[286]
-#define __pyx_kp_b_iso88591_A_Q __pyx_string_tab[287]
-#define __pyx_kp_b_iso88591_l_J_ST_XQgQd_5_vS_YoQb_avU_XT_a __pyx_string_tab[288]
-#define __pyx_kp_b_iso88591_a_AZ_ar_q_e7RWWggiinno __pyx_string_tab[289]
-#define __pyx_kp_b_iso88591_oX5FlRS_WAT_vS_8_q_YoQb_avU_q_f __pyx_string_tab[290]
-#define __pyx_kp_b_iso88591_k_Yo_1_XQj_AXQj_y_RYYZ_9Cz_YoQb __pyx_string_tab[291]
-#define __pyx_kp_b_iso88591_Q_XQc_a_r_s_J_4qPRRS_e86_2V1D_R __pyx_string_tab[292]
-#define __pyx_kp_b_iso88591_33HH_XQc_a_Qb_Ct __pyx_string_tab[293]
-#define __pyx_kp_b_iso88591_a_XQc_a_t_Qd_2XQa_87_Rq_A_31HA __pyx_string_tab[294]
-#define __pyx_kp_b_iso88591_k_D_a_6_T_6_AQ_1G1A_q_V_Q __pyx_string_tab[295]
+#define __pyx_n_u_aligned __pyx_string_tab[106]
+#define __pyx_n_u_args __pyx_string_tab[107]
+#define __pyx_n_u_asarray __pyx_string_tab[108]
+#define __pyx_n_u_asarray_locals_genexpr __pyx_string_tab[109]
+#define __pyx_n_u_ascontiguousarray __pyx_string_tab[110]
+#define __pyx_n_u_astype __pyx_string_tab[111]
+#define __pyx_n_u_asyncio_coroutines __pyx_string_tab[112]
+#define __pyx_n_u_b __pyx_string_tab[113]
+#define __pyx_n_u_backend __pyx_string_tab[114]
+#define __pyx_n_u_base __pyx_string_tab[115]
+#define __pyx_n_u_batch __pyx_string_tab[116]
+#define __pyx_n_u_bfloat16 __pyx_string_tab[117]
+#define __pyx_n_u_bias __pyx_string_tab[118]
+#define __pyx_n_u_biases __pyx_string_tab[119]
+#define __pyx_n_u_bits __pyx_string_tab[120]
+#define __pyx_n_u_block __pyx_string_tab[121]
+#define __pyx_n_u_buffers __pyx_string_tab[122]
+#define __pyx_n_u_built_backends __pyx_string_tab[123]
+#define __pyx_n_u_c __pyx_string_tab[124]
+#define __pyx_n_u_canonical __pyx_string_tab[125]
+#define __pyx_n_u_capacity __pyx_string_tab[126]
+#define __pyx_n_u_causal __pyx_string_tab[127]
+#define __pyx_n_u_cline_in_traceback __pyx_string_tab[128]
+#define __pyx_n_u_close __pyx_string_tab[129]
+#define __pyx_n_u_copy __pyx_string_tab[130]
+#define __pyx_n_u_count __pyx_string_tab[131]
+#define __pyx_n_u_d __pyx_string_tab[132]
+#define __pyx_n_u_data __pyx_string_tab[133]
+#define __pyx_n_u_device_info __pyx_string_tab[134]
+#define __pyx_n_u_dst __pyx_string_tab[135]
+#define __pyx_n_u_dt __pyx_string_tab[136]
+#define __pyx_n_u_dtype __pyx_string_tab[137]
+#define __pyx_n_u_embedding __pyx_string_tab[138]
+#define __pyx_n_u_empty __pyx_string_tab[139]
+#define __pyx_n_u_encode __pyx_string_tab[140]
+#define __pyx_n_u_eps __pyx_string_tab[141]
+#define __pyx_n_u_flags __pyx_string_tab[142]
+#define __pyx_n_u_float16 __pyx_string_tab[143]
+#define __pyx_n_u_float32 __pyx_string_tab[144]
+#define __pyx_n_u_float64 __pyx_string_tab[145]
+#define __pyx_n_u_frombuffer __pyx_string_tab[146]
+#define __pyx_n_u_gate __pyx_string_tab[147]
+#define __pyx_n_u_gemv __pyx_string_tab[148]
+#define __pyx_n_u_genexpr __pyx_string_tab[149]
+#define __pyx_n_u_get_limit __pyx_string_tab[150]
+#define __pyx_n_u_grid __pyx_string_tab[151]
+#define __pyx_n_u_group_size __pyx_string_tab[152]
+#define __pyx_n_u_head_dim __pyx_string_tab[153]
+#define __pyx_n_u_heads_to_rows __pyx_string_tab[154]
+#define __pyx_n_u_i __pyx_string_tab[155]
+#define __pyx_n_u_ids __pyx_string_tab[156]
+#define __pyx_n_u_index __pyx_string_tab[157]
+#define __pyx_n_u_int32 __pyx_string_tab[158]
+#define __pyx_n_u_integer __pyx_string_tab[159]
+#define __pyx_n_u_items __pyx_string_tab[160]
+#define __pyx_n_u_itemsize __pyx_string_tab[161]
+#define __pyx_n_u_k __pyx_string_tab[162]
+#define __pyx_n_u_kernel __pyx_string_tab[163]
+#define __pyx_n_u_kernel_names __pyx_string_tab[164]
+#define __pyx_n_u_kernel_names_locals_genexpr __pyx_string_tab[165]
+#define __pyx_n_u_known __pyx_string_tab[166]
+#define __pyx_n_u_kv_heads __pyx_string_tab[167]
+#define __pyx_n_u_kv_len __pyx_string_tab[168]
+#define __pyx_n_u_launches __pyx_string_tab[169]
+#define __pyx_n_u_limit __pyx_string_tab[170]
+#define __pyx_n_u_matmul __pyx_string_tab[171]
+#define __pyx_n_u_max_threads_per_threadgroup __pyx_string_tab[172]
+#define __pyx_n_u_ml_dtypes __pyx_string_tab[173]
+#define __pyx_n_u_mtlinv__native __pyx_string_tab[174]
+#define __pyx_n_u_n __pyx_string_tab[175]
+#define __pyx_n_u_name __pyx_string_tab[176]
+#define __pyx_n_u_names __pyx_string_tab[177]
+#define __pyx_n_u_ndarray __pyx_string_tab[178]
+#define __pyx_n_u_ndim __pyx_string_tab[179]
+#define __pyx_n_u_new_2 __pyx_string_tab[180]
+#define __pyx_n_u_next __pyx_string_tab[181]
+#define __pyx_n_u_np __pyx_string_tab[182]
+#define __pyx_n_u_numpy __pyx_string_tab[183]
+#define __pyx_n_u_o __pyx_string_tab[184]
+#define __pyx_n_u_obj __pyx_string_tab[185]
+#define __pyx_n_u_on __pyx_string_tab[186]
+#define __pyx_n_u_out __pyx_string_tab[187]
+#define __pyx_n_u_p __pyx_string_tab[188]
+#define __pyx_n_u_pb __pyx_string_tab[189]
+#define __pyx_n_u_plan_gemv __pyx_string_tab[190]
+#define __pyx_n_u_plan_qgemv __pyx_string_tab[191]
+#define __pyx_n_u_plan_sdpa __pyx_string_tab[192]
+#define __pyx_n_u_pop __pyx_string_tab[193]
+#define __pyx_n_u_prod __pyx_string_tab[194]
+#define __pyx_n_u_q __pyx_string_tab[195]
+#define __pyx_n_u_q_heads __pyx_string_tab[196]
+#define __pyx_n_u_q_len __pyx_string_tab[197]
+#define __pyx_n_u_qgemv __pyx_string_tab[198]
+#define __pyx_n_u_raw __pyx_string_tab[199]
+#define __pyx_n_u_reshape __pyx_string_tab[200]
+#define __pyx_n_u_reshape_locals_genexpr __pyx_string_tab[201]
+#define __pyx_n_u_rms_norm __pyx_string_tab[202]
+#define __pyx_n_u_rope_heads __pyx_string_tab[203]
+#define __pyx_n_u_rotate __pyx_string_tab[204]
+#define __pyx_n_u_rows __pyx_string_tab[205]
+#define __pyx_n_u_s __pyx_string_tab[206]
+#define __pyx_n_u_scale __pyx_string_tab[207]
+#define __pyx_n_u_scales __pyx_string_tab[208]
+#define __pyx_n_u_scratch_bytes __pyx_string_tab[209]
+#define __pyx_n_u_sdpa __pyx_string_tab[210]
+#define __pyx_n_u_sdpa_chunk_keys __pyx_string_tab[211]
+#define __pyx_n_u_seed __pyx_string_tab[212]
+#define __pyx_n_u_self __pyx_string_tab[213]
+#define __pyx_n_u_send __pyx_string_tab[214]
+#define __pyx_n_u_seq_offset __pyx_string_tab[215]
+#define __pyx_n_u_set_limit __pyx_string_tab[216]
+#define __pyx_n_u_setdefault __pyx_string_tab[217]
+#define __pyx_n_u_shape __pyx_string_tab[218]
+#define __pyx_n_u_simd_width __pyx_string_tab[219]
+#define __pyx_n_u_size __pyx_string_tab[220]
+#define __pyx_n_u_start_pos __pyx_string_tab[221]
+#define __pyx_n_u_state __pyx_string_tab[222]
+#define __pyx_n_u_strides __pyx_string_tab[223]
+#define __pyx_n_u_swiglu __pyx_string_tab[224]
+#define __pyx_n_u_t __pyx_string_tab[225]
+#define __pyx_n_u_ta __pyx_string_tab[226]
+#define __pyx_n_u_table __pyx_string_tab[227]
+#define __pyx_n_u_tb __pyx_string_tab[228]
+#define __pyx_n_u_tbs __pyx_string_tab[229]
+#define __pyx_n_u_tensors __pyx_string_tab[230]
+#define __pyx_n_u_tg __pyx_string_tab[231]
+#define __pyx_n_u_threadgroup_memory_bytes __pyx_string_tab[232]
+#define __pyx_n_u_threadgroups __pyx_string_tab[233]
+#define __pyx_n_u_threads __pyx_string_tab[234]
+#define __pyx_n_u_throw __pyx_string_tab[235]
+#define __pyx_n_u_ti __pyx_string_tab[236]
+#define __pyx_n_u_tk __pyx_string_tab[237]
+#define __pyx_n_u_tq __pyx_string_tab[238]
+#define __pyx_n_u_transpose __pyx_string_tab[239]
+#define __pyx_n_u_ts __pyx_string_tab[240]
+#define __pyx_n_u_tt __pyx_string_tab[241]
+#define __pyx_n_u_tu __pyx_string_tab[242]
+#define __pyx_n_u_tv __pyx_string_tab[243]
+#define __pyx_n_u_tw __pyx_string_tab[244]
+#define __pyx_n_u_twq __pyx_string_tab[245]
+#define __pyx_n_u_tx __pyx_string_tab[246]
+#define __pyx_n_u_uint32 __pyx_string_tab[247]
+#define __pyx_n_u_uint8 __pyx_string_tab[248]
+#define __pyx_n_u_up __pyx_string_tab[249]
+#define __pyx_n_u_update __pyx_string_tab[250]
+#define __pyx_n_u_use_setstate __pyx_string_tab[251]
+#define __pyx_n_u_v __pyx_string_tab[252]
+#define __pyx_n_u_value __pyx_string_tab[253]
+#define __pyx_n_u_values __pyx_string_tab[254]
+#define __pyx_n_u_view __pyx_string_tab[255]
+#define __pyx_n_u_w __pyx_string_tab[256]
+#define __pyx_n_u_weight __pyx_string_tab[257]
+#define __pyx_n_u_wq __pyx_string_tab[258]
+#define __pyx_n_u_wq_array __pyx_string_tab[259]
+#define __pyx_n_u_write_heads __pyx_string_tab[260]
+#define __pyx_n_u_writeable __pyx_string_tab[261]
+#define __pyx_n_u_x __pyx_string_tab[262]
+#define __pyx_kp_b_iso88591_Q_2 __pyx_string_tab[263]
+#define __pyx_kp_b_iso88591_1 __pyx_string_tab[264]
+#define __pyx_kp_b_iso88591__7 __pyx_string_tab[265]
+#define __pyx_kp_b_iso88591_q_a __pyx_string_tab[266]
+#define __pyx_kp_b_iso88591_z_T_D_4uBa_J_4qPRR___r_2S_Q_QQR __pyx_string_tab[267]
+#define __pyx_kp_b_iso88591_4q_3j __pyx_string_tab[268]
+#define __pyx_kp_b_iso88591_a_3 __pyx_string_tab[269]
+#define __pyx_kp_b_iso88591__8 __pyx_string_tab[270]
+#define __pyx_kp_b_iso88591_XQc_a_oQb_5 __pyx_string_tab[271]
+#define __pyx_kp_b_iso88591_XQc_m81CuA_e1Bd_A_5 __pyx_string_tab[272]
+#define __pyx_kp_b_iso88591_XQfH_HAT_q_har_Rq_5 __pyx_string_tab[273]
+#define __pyx_kp_b_iso88591_XQgYa_WJauM_81EQWWYYZ_k_D_5 __pyx_string_tab[274]
+#define __pyx_kp_b_iso88591_q_q_1HG1_gQ_1A_aq_q_AQ_1G3d_q __pyx_string_tab[275]
+#define __pyx_kp_b_iso88591_q_0_kQR_9HAQ_7_1L_a_1 __pyx_string_tab[276]
+#define __pyx_kp_b_iso88591_D_D_e1N_S_2Q_U_e6_ay_3c_1_Q_z_9 __pyx_string_tab[277]
+#define __pyx_kp_b_iso88591_Q_q_l_vWE_Q_q_t87_q_awk_awk __pyx_string_tab[278]
+#define __pyx_kp_b_iso88591_Q_XQc_a_XQc_a_Q_uG1_XQfHA_Qb_fA __pyx_string_tab[279]
+#define __pyx_kp_b_iso88591_A_3awc_4z_q_WA_E_q_as_3d_q_3fBc __pyx_string_tab[280]
+#define __pyx_kp_b_iso88591_A_4r_3c_81A_Ja_2_fD_xq_A_1_b_at8 __pyx_string_tab[281]
+#define __pyx_kp_b_iso88591__6 __pyx_string_tab[282]
+#define __pyx_kp_b_iso88591_Q __pyx_string_tab[283]
+#define __pyx_kp_b_iso88591_a_2 __pyx_string_tab[284]
+#define __pyx_kp_b_iso88591_z_q_6_E_BfAWCs_1_c_q_5_a_q_wa_E __pyx_string_tab[285]
+#define __pyx_kp_b_iso88591_31_XQc_a_XQc_a_XQc_a_Zq_q_Ye1Jf __pyx_string_tab[286]
+#define __pyx_kp_b_iso88591_XQc_a_XQhj_j_4r_Q_5 __pyx_string_tab[287]
+#define __pyx_kp_b_iso88591_A_Q __pyx_string_tab[288]
+#define __pyx_kp_b_iso88591_l_J_ST_XQgQd_5_vS_YoQb_avU_XT_a __pyx_string_tab[289]
+#define __pyx_kp_b_iso88591_a_AZ_ar_q_e7RWWggiinno __pyx_string_tab[290]
+#define __pyx_kp_b_iso88591_oX5FlRS_WAT_vS_8_q_YoQb_avU_q_f __pyx_string_tab[291]
+#define __pyx_kp_b_iso88591_k_Yo_XQj_AXQj_y_RYYZ_9Cz_YoQb_a __pyx_string_tab[292]
+#define __pyx_kp_b_iso88591_Q_XQc_a_r_s_J_4qPRRS_e86_2V1D_R __pyx_string_tab[293]
+#define __pyx_kp_b_iso88591_33HH_XQc_a_Qb_Ct __pyx_string_tab[294]
+#define __pyx_kp_b_iso88591_a_XQc_a_t_Qd_2XQa_87_Rq_A_31HA __pyx_string_tab[295]
+#define __pyx_kp_b_iso88591_k_D_a_6_T_6_AQ_1G1A_q_V_Q __pyx_string_tab[296]
 #define __pyx_float_neg_0_5 __pyx_number_tab[0]
 #define __pyx_int_0 __pyx_number_tab[1]
 #define __pyx_int_neg_1 __pyx_number_tab[2]
@@ -4683,7 +4684,7 @@ static CYTHON_SMALL_CODE int __pyx_m_clear(PyObject *m) {
   Py_CLEAR(clear_module_state->__pyx_umethod_PyList_Type__index.method);
   for (int i=0; i<6; ++i) { Py_CLEAR(clear_module_state->__pyx_tuple[i]); }
   for (int i=0; i<35; ++i) { Py_CLEAR(clear_module_state->__pyx_codeobj_tab[i]); }
-  for (int i=0; i<296; ++i) { Py_CLEAR(clear_module_state->__pyx_string_tab[i]); }
+  for (int i=0; i<297; ++i) { Py_CLEAR(clear_module_state->__pyx_string_tab[i]); }
   for (int i=0; i<12; ++i) { Py_CLEAR(clear_module_state->__pyx_number_tab[i]); }
 /* #### Code section: module_state_clear_contents ### */
 /* CommonTypesMetaclass.module_state_clear */
@@ -4743,7 +4744,7 @@ static CYTHON_SMALL_CODE int __pyx_m_traverse(PyObject *m, visitproc visit, void
   Py_VISIT(traverse_module_state->__pyx_umethod_PyList_Type__index.method);
   for (int i=0; i<6; ++i) { __Pyx_VISIT_CONST(traverse_module_state->__pyx_tuple[i]); }
   for (int i=0; i<35; ++i) { __Pyx_VISIT_CONST(traverse_module_state->__pyx_codeobj_tab[i]); }
-  for (int i=0; i<296; ++i) { __Pyx_VISIT_CONST(traverse_module_state->__pyx_string_tab[i]); }
+  for (int i=0; i<297; ++i) { __Pyx_VISIT_CONST(traverse_module_state->__pyx_string_tab[i]); }
   for (int i=0; i<12; ++i) { __Pyx_VISIT_CONST(traverse_module_state->__pyx_number_tab[i]); }
 /* #### Code section: module_state_traverse_contents ### */
 /* CommonTypesMetaclass.module_state_traverse */
@@ -15707,7 +15708,7 @@ static PyObject *__pyx_pf_6mtlinv_7_native_16sdpa_chunk_keys(CYTHON_UNUSED PyObj
  * 
  * 
  * def plan_sdpa(*, q_len, kv_len, head_dim=128, q_heads=1, kv_heads=1, batch=1, capacity=None, dtype="float32",             # <<<<<<<<<<<<<<
- *               causal=True, limit=None):
+ *               causal=True, aligned=True, limit=None):
  *     """The plan sdpa would use for this shape: {'canonical': bool, 'launches': [...], 'scratch_bytes': [...]}."""
 */
 
@@ -15737,12 +15738,13 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
   PyObject *__pyx_v_capacity = 0;
   PyObject *__pyx_v_dtype = 0;
   PyObject *__pyx_v_causal = 0;
+  PyObject *__pyx_v_aligned = 0;
   PyObject *__pyx_v_limit = 0;
   #if !CYTHON_VECTORCALL
   CYTHON_UNUSED Py_ssize_t __pyx_nargs;
   #endif
   CYTHON_UNUSED PyObject *const *__pyx_kwvalues;
-  PyObject* values[10] = {0,0,0,0,0,0,0,0,0,0};
+  PyObject* values[11] = {0,0,0,0,0,0,0,0,0,0,0};
   int __pyx_lineno = 0;
   const char *__pyx_filename = NULL;
   int __pyx_clineno = 0;
@@ -15758,7 +15760,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
   #endif
   __pyx_kwvalues = __Pyx_KwValues_FASTCALL(__pyx_args, __pyx_nargs);
   {
-    PyObject ** const __pyx_pyargnames[] = {&__pyx_mstate_global->__pyx_n_u_q_len,&__pyx_mstate_global->__pyx_n_u_kv_len,&__pyx_mstate_global->__pyx_n_u_head_dim,&__pyx_mstate_global->__pyx_n_u_q_heads,&__pyx_mstate_global->__pyx_n_u_kv_heads,&__pyx_mstate_global->__pyx_n_u_batch,&__pyx_mstate_global->__pyx_n_u_capacity,&__pyx_mstate_global->__pyx_n_u_dtype,&__pyx_mstate_global->__pyx_n_u_causal,&__pyx_mstate_global->__pyx_n_u_limit,0};
+    PyObject ** const __pyx_pyargnames[] = {&__pyx_mstate_global->__pyx_n_u_q_len,&__pyx_mstate_global->__pyx_n_u_kv_len,&__pyx_mstate_global->__pyx_n_u_head_dim,&__pyx_mstate_global->__pyx_n_u_q_heads,&__pyx_mstate_global->__pyx_n_u_kv_heads,&__pyx_mstate_global->__pyx_n_u_batch,&__pyx_mstate_global->__pyx_n_u_capacity,&__pyx_mstate_global->__pyx_n_u_dtype,&__pyx_mstate_global->__pyx_n_u_causal,&__pyx_mstate_global->__pyx_n_u_aligned,&__pyx_mstate_global->__pyx_n_u_limit,0};
     const Py_ssize_t __pyx_kwds_len = (__pyx_kwds) ? __Pyx_NumKwargs_FASTCALL(__pyx_kwds) : 0;
     if (unlikely(__pyx_kwds_len < 0)) __PYX_ERR(8, 60, __pyx_L3_error)
     if (likely(__pyx_kwds_len > 0)) {
@@ -15777,12 +15779,13 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
       /* "pyx/sdpa.pxi":61
  * 
  * def plan_sdpa(*, q_len, kv_len, head_dim=128, q_heads=1, kv_heads=1, batch=1, capacity=None, dtype="float32",
- *               causal=True, limit=None):             # <<<<<<<<<<<<<<
+ *               causal=True, aligned=True, limit=None):             # <<<<<<<<<<<<<<
  *     """The plan sdpa would use for this shape: {'canonical': bool, 'launches': [...], 'scratch_bytes': [...]}."""
  *     cdef CSdpaShape s
 */
       if (!values[8]) values[8] = __Pyx_NewRef(((PyObject *)((PyObject*)Py_True)));
-      if (!values[9]) values[9] = __Pyx_NewRef(((PyObject *)Py_None));
+      if (!values[9]) values[9] = __Pyx_NewRef(((PyObject *)((PyObject*)Py_True)));
+      if (!values[10]) values[10] = __Pyx_NewRef(((PyObject *)Py_None));
       for (Py_ssize_t i = 0; i < 2; i++) {
         if (unlikely(!values[i])) { __Pyx_RaiseKeywordRequired("plan_sdpa", *(__pyx_pyargnames[i - 0])); __PYX_ERR(8, 60, __pyx_L3_error) }
       }
@@ -15800,7 +15803,8 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
     __pyx_v_capacity = values[6];
     __pyx_v_dtype = values[7];
     __pyx_v_causal = values[8];
-    __pyx_v_limit = values[9];
+    __pyx_v_aligned = values[9];
+    __pyx_v_limit = values[10];
   }
   goto __pyx_L6_skip;
   __pyx_L5_argtuple_error:;
@@ -15815,13 +15819,13 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
   __Pyx_RefNannyFinishContext();
   return NULL;
   __pyx_L4_argument_unpacking_done:;
-  __pyx_r = __pyx_pf_6mtlinv_7_native_18plan_sdpa(__pyx_self, __pyx_v_q_len, __pyx_v_kv_len, __pyx_v_head_dim, __pyx_v_q_heads, __pyx_v_kv_heads, __pyx_v_batch, __pyx_v_capacity, __pyx_v_dtype, __pyx_v_causal, __pyx_v_limit);
+  __pyx_r = __pyx_pf_6mtlinv_7_native_18plan_sdpa(__pyx_self, __pyx_v_q_len, __pyx_v_kv_len, __pyx_v_head_dim, __pyx_v_q_heads, __pyx_v_kv_heads, __pyx_v_batch, __pyx_v_capacity, __pyx_v_dtype, __pyx_v_causal, __pyx_v_aligned, __pyx_v_limit);
 
   /* "pyx/sdpa.pxi":60
  * 
  * 
  * def plan_sdpa(*, q_len, kv_len, head_dim=128, q_heads=1, kv_heads=1, batch=1, capacity=None, dtype="float32",             # <<<<<<<<<<<<<<
- *               causal=True, limit=None):
+ *               causal=True, aligned=True, limit=None):
  *     """The plan sdpa would use for this shape: {'canonical': bool, 'launches': [...], 'scratch_bytes': [...]}."""
 */
 
@@ -15833,7 +15837,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
   return __pyx_r;
 }
 
-static PyObject *__pyx_pf_6mtlinv_7_native_18plan_sdpa(CYTHON_UNUSED PyObject *__pyx_self, PyObject *__pyx_v_q_len, PyObject *__pyx_v_kv_len, PyObject *__pyx_v_head_dim, PyObject *__pyx_v_q_heads, PyObject *__pyx_v_kv_heads, PyObject *__pyx_v_batch, PyObject *__pyx_v_capacity, PyObject *__pyx_v_dtype, PyObject *__pyx_v_causal, PyObject *__pyx_v_limit) {
+static PyObject *__pyx_pf_6mtlinv_7_native_18plan_sdpa(CYTHON_UNUSED PyObject *__pyx_self, PyObject *__pyx_v_q_len, PyObject *__pyx_v_kv_len, PyObject *__pyx_v_head_dim, PyObject *__pyx_v_q_heads, PyObject *__pyx_v_kv_heads, PyObject *__pyx_v_batch, PyObject *__pyx_v_capacity, PyObject *__pyx_v_dtype, PyObject *__pyx_v_causal, PyObject *__pyx_v_aligned, PyObject *__pyx_v_limit) {
   mtlinv::SdpaShape __pyx_v_s;
   mtlinv::Plan __pyx_v_p;
   PyObject *__pyx_r = NULL;
@@ -15973,7 +15977,7 @@ static PyObject *__pyx_pf_6mtlinv_7_native_18plan_sdpa(CYTHON_UNUSED PyObject *_
  *     s.dtype = dtype_from_name(np.dtype(dtype).name.encode())
  *     s.causal = causal             # <<<<<<<<<<<<<<
  *     s.scale = head_dim ** -0.5
- *     s.aligned = True
+ *     s.aligned = aligned
 */
   __pyx_t_16 = __Pyx_PyObject_IsTrue(__pyx_v_causal); if (unlikely((__pyx_t_16 == ((bool)-1)) && PyErr_Occurred())) __PYX_ERR(8, 68, __pyx_L1_error)
   __pyx_v_s.causal = __pyx_t_16;
@@ -15982,7 +15986,7 @@ static PyObject *__pyx_pf_6mtlinv_7_native_18plan_sdpa(CYTHON_UNUSED PyObject *_
  *     s.dtype = dtype_from_name(np.dtype(dtype).name.encode())
  *     s.causal = causal
  *     s.scale = head_dim ** -0.5             # <<<<<<<<<<<<<<
- *     s.aligned = True
+ *     s.aligned = aligned
  *     cdef CPlan p = c_plan_sdpa(s, c_get_limit() if limit is None else limit, c_active_backend().caps())
 */
   __pyx_t_7 = PyNumber_Power(__pyx_v_head_dim, __pyx_mstate_global->__pyx_float_neg_0_5, Py_None); if (unlikely(!__pyx_t_7)) __PYX_ERR(8, 69, __pyx_L1_error)
@@ -15994,15 +15998,16 @@ static PyObject *__pyx_pf_6mtlinv_7_native_18plan_sdpa(CYTHON_UNUSED PyObject *_
   /* "pyx/sdpa.pxi":70
  *     s.causal = causal
  *     s.scale = head_dim ** -0.5
- *     s.aligned = True             # <<<<<<<<<<<<<<
+ *     s.aligned = aligned             # <<<<<<<<<<<<<<
  *     cdef CPlan p = c_plan_sdpa(s, c_get_limit() if limit is None else limit, c_active_backend().caps())
  *     return {"canonical": p.canonical, "launches": _launches(p), "scratch_bytes": list(p.scratch_bytes)}
 */
-  __pyx_v_s.aligned = 1;
+  __pyx_t_16 = __Pyx_PyObject_IsTrue(__pyx_v_aligned); if (unlikely((__pyx_t_16 == ((bool)-1)) && PyErr_Occurred())) __PYX_ERR(8, 70, __pyx_L1_error)
+  __pyx_v_s.aligned = __pyx_t_16;
 
   /* "pyx/sdpa.pxi":71
  *     s.scale = head_dim ** -0.5
- *     s.aligned = True
+ *     s.aligned = aligned
  *     cdef CPlan p = c_plan_sdpa(s, c_get_limit() if limit is None else limit, c_active_backend().caps())             # <<<<<<<<<<<<<<
  *     return {"canonical": p.canonical, "launches": _launches(p), "scratch_bytes": list(p.scratch_bytes)}
 */
@@ -16032,7 +16037,7 @@ static PyObject *__pyx_pf_6mtlinv_7_native_18plan_sdpa(CYTHON_UNUSED PyObject *_
   __pyx_v_p = __PYX_STD_MOVE_IF_SUPPORTED(__pyx_t_21);
 
   /* "pyx/sdpa.pxi":72
- *     s.aligned = True
+ *     s.aligned = aligned
  *     cdef CPlan p = c_plan_sdpa(s, c_get_limit() if limit is None else limit, c_active_backend().caps())
  *     return {"canonical": p.canonical, "launches": _launches(p), "scratch_bytes": list(p.scratch_bytes)}             # <<<<<<<<<<<<<<
 */
@@ -16068,7 +16073,7 @@ static PyObject *__pyx_pf_6mtlinv_7_native_18plan_sdpa(CYTHON_UNUSED PyObject *_
  * 
  * 
  * def plan_sdpa(*, q_len, kv_len, head_dim=128, q_heads=1, kv_heads=1, batch=1, capacity=None, dtype="float32",             # <<<<<<<<<<<<<<
- *               causal=True, limit=None):
+ *               causal=True, aligned=True, limit=None):
  *     """The plan sdpa would use for this shape: {'canonical': bool, 'launches': [...], 'scratch_bytes': [...]}."""
 */
 
@@ -22290,10 +22295,10 @@ __Pyx_RefNannySetupContext("PyInit__native", 0);
  * 
  * 
  * def plan_sdpa(*, q_len, kv_len, head_dim=128, q_heads=1, kv_heads=1, batch=1, capacity=None, dtype="float32",             # <<<<<<<<<<<<<<
- *               causal=True, limit=None):
+ *               causal=True, aligned=True, limit=None):
  *     """The plan sdpa would use for this shape: {'canonical': bool, 'launches': [...], 'scratch_bytes': [...]}."""
 */
-  __pyx_t_5 = __Pyx_PyDict_NewPresized(8); if (unlikely(!__pyx_t_5)) __PYX_ERR(8, 60, __pyx_L1_error)
+  __pyx_t_5 = __Pyx_PyDict_NewPresized(9); if (unlikely(!__pyx_t_5)) __PYX_ERR(8, 60, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_5);
   if (PyDict_SetItem(__pyx_t_5, __pyx_mstate_global->__pyx_n_u_head_dim, ((PyObject*)__pyx_mstate_global->__pyx_int_128)) < (0)) __PYX_ERR(8, 60, __pyx_L1_error)
   if (PyDict_SetItem(__pyx_t_5, __pyx_mstate_global->__pyx_n_u_q_heads, ((PyObject*)__pyx_mstate_global->__pyx_int_1)) < (0)) __PYX_ERR(8, 60, __pyx_L1_error)
@@ -22302,11 +22307,12 @@ __Pyx_RefNannySetupContext("PyInit__native", 0);
   if (PyDict_SetItem(__pyx_t_5, __pyx_mstate_global->__pyx_n_u_capacity, Py_None) < (0)) __PYX_ERR(8, 60, __pyx_L1_error)
   if (PyDict_SetItem(__pyx_t_5, __pyx_mstate_global->__pyx_n_u_dtype, ((PyObject*)__pyx_mstate_global->__pyx_n_u_float32)) < (0)) __PYX_ERR(8, 60, __pyx_L1_error)
   if (PyDict_SetItem(__pyx_t_5, __pyx_mstate_global->__pyx_n_u_causal, ((PyObject*)Py_True)) < (0)) __PYX_ERR(8, 60, __pyx_L1_error)
+  if (PyDict_SetItem(__pyx_t_5, __pyx_mstate_global->__pyx_n_u_aligned, ((PyObject*)Py_True)) < (0)) __PYX_ERR(8, 60, __pyx_L1_error)
 
   /* "pyx/sdpa.pxi":61
  * 
  * def plan_sdpa(*, q_len, kv_len, head_dim=128, q_heads=1, kv_heads=1, batch=1, capacity=None, dtype="float32",
- *               causal=True, limit=None):             # <<<<<<<<<<<<<<
+ *               causal=True, aligned=True, limit=None):             # <<<<<<<<<<<<<<
  *     """The plan sdpa would use for this shape: {'canonical': bool, 'launches': [...], 'scratch_bytes': [...]}."""
  *     cdef CSdpaShape s
 */
@@ -22316,7 +22322,7 @@ __Pyx_RefNannySetupContext("PyInit__native", 0);
  * 
  * 
  * def plan_sdpa(*, q_len, kv_len, head_dim=128, q_heads=1, kv_heads=1, batch=1, capacity=None, dtype="float32",             # <<<<<<<<<<<<<<
- *               causal=True, limit=None):
+ *               causal=True, aligned=True, limit=None):
  *     """The plan sdpa would use for this shape: {'canonical': bool, 'launches': [...], 'scratch_bytes': [...]}."""
 */
   __pyx_t_6 = __Pyx_CyFunction_New(&__pyx_mdef_6mtlinv_7_native_19plan_sdpa, 0, __pyx_mstate_global->__pyx_n_u_plan_sdpa, NULL, __pyx_mstate_global->__pyx_n_u_mtlinv__native, __pyx_mstate_global->__pyx_d, ((PyObject *)__pyx_mstate_global->__pyx_codeobj_tab[19])); if (unlikely(!__pyx_t_6)) __PYX_ERR(8, 60, __pyx_L1_error)
@@ -22785,38 +22791,38 @@ static int __Pyx_InitConstants(__pyx_mstatetype *__pyx_mstate) {
   int __pyx_clineno = 0;
   CYTHON_UNUSED_VAR(__pyx_mstate);
   {
-    const struct { const unsigned int length: 8; } str_length_index[] = {{1},{4},{34},{11},{62},{30},{16},{15},{1},{2},{8},{2},{39},{83},{1},{28},{27},{98},{53},{33},{67},{4},{179},{73},{8},{15},{7},{6},{2},{9},{22},{20},{39},{34},{15},{19},{12},{13},{16},{12},{14},{15},{20},{27},{23},{37},{33},{13},{58},{37},{44},{35},{42},{10},{11},{20},{11},{11},{16},{6},{16},{24},{26},{12},{14},{15},{15},{9},{27},{29},{20},{12},{9},{17},{8},{7},{8},{12},{8},{13},{10},{15},{8},{7},{11},{14},{12},{11},{10},{24},{12},{10},{17},{13},{12},{12},{19},{8},{5},{15},{20},{13},{7},{14},{1},{3},{4},{7},{24},{17},{6},{18},{1},{7},{4},{5},{8},{4},{6},{4},{5},{7},{14},{1},{9},{8},{6},{18},{5},{4},{5},{1},{4},{11},{3},{2},{5},{9},{5},{6},{3},{5},{7},{7},{7},{10},{4},{4},{7},{9},{4},{10},{8},{13},{1},{3},{5},{5},{7},{5},{8},{1},{6},{12},{29},{5},{8},{6},{8},{5},{6},{27},{9},{14},{1},{4},{5},{7},{4},{3},{4},{2},{5},{1},{3},{2},{3},{1},{2},{9},{10},{9},{3},{4},{1},{7},{5},{5},{3},{7},{24},{8},{10},{6},{4},{1},{5},{6},{13},{4},{15},{4},{4},{4},{10},{9},{10},{5},{10},{4},{9},{5},{7},{6},{1},{2},{5},{2},{3},{7},{2},{24},{12},{7},{5},{2},{2},{2},{9},{2},{2},{2},{2},{2},{3},{2},{6},{5},{2},{6},{12},{1},{5},{6},{4},{1},{6},{2},{8},{11},{9},{1}};
-    const struct { const unsigned int length: 9; } bytes_length_index[] = {{9},{10},{7},{11},{109},{17},{9},{9},{38},{52},{53},{76},{96},{55},{114},{102},{101},{309},{140},{2},{2},{2},{249},{246},{60},{14},{150},{46},{136},{191},{120},{51},{194},{65}};
+    const struct { const unsigned int length: 8; } str_length_index[] = {{1},{4},{34},{11},{62},{30},{16},{15},{1},{2},{8},{2},{39},{83},{1},{28},{27},{98},{53},{33},{67},{4},{179},{73},{8},{15},{7},{6},{2},{9},{22},{20},{39},{34},{15},{19},{12},{13},{16},{12},{14},{15},{20},{27},{23},{37},{33},{13},{58},{37},{44},{35},{42},{10},{11},{20},{11},{11},{16},{6},{16},{24},{26},{12},{14},{15},{15},{9},{27},{29},{20},{12},{9},{17},{8},{7},{8},{12},{8},{13},{10},{15},{8},{7},{11},{14},{12},{11},{10},{24},{12},{10},{17},{13},{12},{12},{19},{8},{5},{15},{20},{13},{7},{14},{1},{3},{7},{4},{7},{24},{17},{6},{18},{1},{7},{4},{5},{8},{4},{6},{4},{5},{7},{14},{1},{9},{8},{6},{18},{5},{4},{5},{1},{4},{11},{3},{2},{5},{9},{5},{6},{3},{5},{7},{7},{7},{10},{4},{4},{7},{9},{4},{10},{8},{13},{1},{3},{5},{5},{7},{5},{8},{1},{6},{12},{29},{5},{8},{6},{8},{5},{6},{27},{9},{14},{1},{4},{5},{7},{4},{3},{4},{2},{5},{1},{3},{2},{3},{1},{2},{9},{10},{9},{3},{4},{1},{7},{5},{5},{3},{7},{24},{8},{10},{6},{4},{1},{5},{6},{13},{4},{15},{4},{4},{4},{10},{9},{10},{5},{10},{4},{9},{5},{7},{6},{1},{2},{5},{2},{3},{7},{2},{24},{12},{7},{5},{2},{2},{2},{9},{2},{2},{2},{2},{2},{3},{2},{6},{5},{2},{6},{12},{1},{5},{6},{4},{1},{6},{2},{8},{11},{9},{1}};
+    const struct { const unsigned int length: 9; } bytes_length_index[] = {{9},{10},{7},{11},{109},{17},{9},{9},{38},{52},{53},{76},{96},{55},{114},{102},{101},{309},{140},{2},{2},{2},{249},{246},{60},{14},{150},{46},{136},{193},{120},{51},{194},{65}};
     #ifndef CYTHON_COMPRESS_STRINGS
       #define CYTHON_COMPRESS_STRINGS 90
     #endif
-    #if (CYTHON_COMPRESS_STRINGS) == 1 /* compression: zlib (3387 bytes) */
-static const char cstring[] = "x\332\235VM{\323V\026N\300!\341\2430\371\000J[f\344\002MB\203[\047iJ\003\235\031C\240\224)\024\207\004\010\264U\257\245k[D\226l}\304\t\363\225\245\226Zj\251\245\226Zj\351e\226Zz\311O\340\047\314{\256\344$\024:\3173\223\347\211|\245\373q\316y\317{\336s%\211\331\222\2440\3030\035\251\306%\3054\266\270\345pUrL\211\031\022\263,\266\263,IM,S\235\2356\317\206\206)\325\334z\235[\327\332\226\351\230\212\251Ku\323j1\347\206\344\332\\2\332%f\213\2553\316\254dZ\222S2\334V{gfV\322h\263#\331n\273m\n;3\373C\230\301\254\351:\222Y\227,f4\370\214cq.\325-\326hq\303\231\235\235\223\3462/\276]\226nH|\273\315\025:\242\256\233\314Y\230\237\313\006\345%\262X\313\307\207\226\271\232\201U\322L\233)\233x\355\270\314p\264W\030u\271\326h:\366\034a\321rt\315\330*\211\311\322`\211dq\307\265\014[r\232\2745\373\227\212Tc\252d7Y\233\317I[Lw9Y\324\265\226\346\224*\222\312\2674\205KL\327M\2059\232iHu\246\351\\\305\324&\267\014\016\250\230\253\213\320y\313\325\231\203\275J\223+\233\3662\005\177\315\254_\023\301KLQ\270\r\257T\r)ipC\2015\2259\014\330(\374\206t{}\245\362\305\003\3560]\342\226eZ\366l\251bH\256q\000m\2260\034o\2669\216Tm\002V\325(o\2003\233\266K\267\0302\246\350\314\026\323\034\266vr\024\262sK\017\315<&\000\204\310\001\236\001z4\2313Hf\315\325tg\216\014\261<\326\001\010\212\331j\3010\2160\370C\323\341\331\266\333;N\023\260`\267\312u\255\006\337\034\256\357H\266ciH\224E\213\014\351\321\235G\327\026\257/\202\204*\340\177\211\024\332`MM8\312\205\253\302\254fHY\030\322\367ui\307t%\203g\344mS@\2076 u\206ds\207\006\322\264 \274\310\216\214\355\232\321\230\0060\026\214\000k\332}\227\3516/\255q\303FT-\3362\001J\036m\323\264\235k[\232\255\325t\200\013\363M\021\010\305\233\261\177\237\3538G1\333\330\3500U\225\261\227\347U\261\234\247F\325l\206S\270A\317\206\242\331\331H\2059\236\241p\035k\300}\033\216\332953\247f\004\375\276\025\246J\262\202\r%\220\311\321\304\371\203,\300\001\255Ed8\274\314E\2316\337Y\321\336\331\376B6\030\305_\302\230^U\256\230*\267d\263m\227\332\333\032}j\360\326\326`\3349\374b""\265l\004h\265\006\357\266\332f\203\261#\034>x\263\221\264\006\275\212\023\226\245n\347\220\274X\\\004\266<\320\244-\215w\263R;\230\002\nL\327\324\301g\260[nr\246\242~\266\245\226k\013!{\361\303\234toNZ\371yNj\220\336\300\237eisK\326\301\202\301\032\340\013Ixw\301\2676\327\353%\345weQz\224\021\330\254\021-I\371\244\266\246l\";\r\020L\026B\260\234\351\301\373m\375\336\"\220\371\305\227s\322\374\325\253\013_\346\216\013v\345<\354Z\254m\303\274\205`\257\231\006JFd\2338\227sc\240\272\342)\010\330b\2330\236\237\260\262\006\210\357PQ\257\010\276\212\341\367\031\232\025\253\341\222\312\212o\177\023B%\206\017\304\311b\370\243\353\374X\177 \212A\274g\207f\317\222,\013\243\262\274\377nq\325U\270\254\010\260\016}G\3706j\357\235\031A\322|\234\347Z^Y\333xtG^\373Q~\270\376\340\321F\376\304k\366}\225uo\355\200P\373\203w\255\036\236z\307\260,?\332\331\306\377\ntG~\310\267\235U^G\034\2316p\232\317c\222e!#r\203;\232\303[\364A\245=\364k*\364Sw\r\361\333\030\330\300_\213i\302H\013\"\235\355\247\027Su\365l\3322e\000ni\\L\030\254%>\033\274K?m\213\267\231%\276\240l\344\254C\270\255\354\r\360\240\330\263qn\216\206TA\331\3105\004#\371A\374\262\214n\246\017\214\344(\311\357\3425\370\300\267\351\205\250:\330c\037\n\355=PRa\017pAc\313<\246p\271\254\031Z\316x\271n\231-D\275%k6\311\021\032\236fpYg\200\257)\254\355oe\020Mf5\354\234\323\371O\351&\265U\335\376s\t\035\021\255\335b6\212\323\321\032\256\351\016\026\022\014\314\3361\024\315,\355\333\260ky\353\252\241\337\325\230\2434\007W\204\232\306l\372\307\022\315\261k8\1773\273\334\330\242\303\310\371>[\201\036\230\206\006\353\n\303\035Bsv\024\006\233\272\242S\010H\265C\215\231V+\272is\222~\305t\rG\245\246\2355\010\254\252\233\252\355\250\216P;\336\252qU\205l\360V\333\331A\207\007X\274m\327u\326\260s\347\362\273\215\370YZ$\3642\337\032\000\237\3443G\2411\220\224\206\245\251\r\204\334\226m\\\\H\026\221\221\226\220G\3311e\313\354\332\232\246\332\232\241\362mq\037\302\003\007YDk;{\274\342\233\331E%{\212\374\333\207\307\357\344`\3230\273\006\264S\230""\31144\313(\267\205S\3508hN-\006\2066-\341\n.$\371X8\333\322\345\3546\222\353X\336\211\0142\047L\032\252\310\255\201XP\0370\352\030m\241\027&D\3304\220\342v\273\326\326\231!\023(b\320\331\037\221\266\267\3156\256\252j\247\2239\331!\037\305\n\213us\261\311\177\336\211n\320\333\016\032\215%\364\201\260\264m,\345\331\303V,\242\225\\\243r#\233\364\017.\273\306\246\274\311wp\013\341*u\026\233\310\304;\262Y\257S\031\r2\207\201\312\305\325P\270ak-U\356j\252\323\244\214\240\330,Gn\233\266\250:\272)\251\260\321\325\032\272\353\340\013\335\032\234\232S\263\263^k;\215C\340\312\331\375%\363\353\320\367|L?f\027\272\266\351t\300`\303\206\025\252n\307q\235-\247\353t;\316vvu\246\347u\267\355\266Ah\216\256\263\257\002[\342\022,\03665\354nv\243\356v\272\235LA\273\304\257\014;1$\177\267w\207\373\205\023\336\347~\225\006\047\323\223\037\007e\032]\010\306\351g:\354D\307\"\266;\374\2720\272\373\312\037\367/\371k\301x0\035N\206+\321\211\270\030/\306nr+a\375\261\323\351\351O\303bz\351\376^qoq\257\223>ZMW\177N\177\376%\375E\356c\257\345Mx\363\336c\377\010N\250\036\254\256\246U\254{\014\313\336\r\237\371vP$\363\257\361\272\350u\374\243\376\202\3772\034\316>`\236\006\343\376\205\240H\203\263\376\263\240\032(\341\331\220\275>~\002Gz&\336k!\205\341}\345\017\373\343o\257j\305\327\223rr;q{\225|=\367\313\376-_\r>\r*\357\331S\017\357\245s7\223{\275Jom\357\334^\047\337\324\204\233V0\025\254\006\235\367lj\204\033\021\353\343\345ip?d\241\033=H\316\367\206{\023\275\353{\345\275;i\365i\372t#\335x\236\237\265\t(?\rV\302#a\361\255\263\316\373\235\364\303\231\010\221H\341p8\036^\tak\244?6\t\207\357\005\337\205\345\376\330\037\260\366\254\337\010\252\331\327J\177\354\034\034\353\364\307(c\303\375\261\313a%\304\334G\004(v,\204jt%\375\342/I\207\316\377S\320I\245/\343\223\311\215\336&\022\320/L\372\337\004\367\304\016\244\352\037\376\327A\261?\366yT\216~HN\367\030\271\206\244\274964r\334+x+~\301_\t\216\005<,\207\017\343K\361\343\344h2\237`\347qo\312[\367/\373<X\242\244\204;\361\321x!V\222\211\244\374\2720\346""\215x\360\347\214\367*\230\010\276\to\2058\366\274\277\025<\r\201=\\\357\023\"S~\305\177\202\335\347\243\221\010||36t\342cre\334\237\"\322\374\301\037\365;\260\254GE\362s\313{\352\337A&03\341c\025P{\215\207\023\\\017\277\316V\000\2163\351\231\253\321\345\210E\335x\263w~o\370\365\333_\306w\317x\377\n\252oN\017\215\234;\340S\377-r\025.\006\002\027\327\373\316\007\362\037x\317\374\252_\047\274\350\245\352\325\374\341<\237u\370\277\n\007\346\203\265p\212\300\034\344\264\362z\354\244\267\3401\257\353+\210\1771x\025\215GW\242N<\022?M*\375SS\010d<\270\022t\300^\234\303<\333/\202\373*}\352\213\255u0\225\266\316\007\033\360\357\324D:\361Y\310\322\351\277\202\\g{\254\207U\247\274[\236\342\217\323a\267\001\323\221\354\270p\"\\\004\rW\220\213\371x-\301\364\031QXK8k\tN>\211\026\"-\376{\257\330\317=\264@+\206\304<\016\013\010p\337\320\212(\203\217\323\265\365t\375y\372\374E\372\342\247\376\330\207HF\023\231\206\365\343\336YO\245,\034G\241\177C|\244\301\240\246\347\203\365\260\010\022\262\320\212&\242\245x*^O\256$\235\336\321^\271\047\226^D\254b\363\047\244/\304\223N\006\332\"\034\372(X@*\340\372\204?\213\344\226\341\327\007\037\006\005\252\260\376\251I\177\336\177\2018\317\206uD9\032o\343\330\002\016\305D\231\260\254\371\307\340\004\221b)\232\212\252\344\364\221`\026\207\254DG\242\231\370r\\K\206\223\251d\r5zs\357\237\351O\320,%U\032iCK\265v\332\356\010_\020B\025(\014\215\373\343T\006cB\n\257\370\"7K\376$\2627\031\334\202bT\302\247\321\355\310\216\213\373\346\025\377\034\226\201\376G\274\031\344\364+ \306\0045\275Q\220\201\021\251\013\003\026\237\366^\006\303\351\205\253Q1*\247s\373\322\210\275\351\211O\202\n\261\260\0105\000\265/\301\377[\241\002\022]\215W\222\221\244\232\010\316\312T\302D\337\013\301E\221\226\302\224\1777\230\001\364e\350\307\356O@\262\034\334\r\247\243\013qV\037\302\253\313~\r^\021\300\"\021l?\r\301g\231\230\226\323\241\263\376Oiq!.\2779\367\373\205\362\233\252\031\331}\356\221l\355\376\354\177\026\214\006b\270!4\367>\220\372.Z\216\253\364\351\027\250\3154l""\017\326\217\356v\275\006U\373Io\031u\326\014T\270\377ut)Z\213?\202~\177\337[\337\373t\357\0201\367\373\r\244\265\226\326\220;\265/x\323EX\047\000V\2762\374w\314bA\324\217PY\220\312\367\324,\325\312\201\252\247C\037\006o\367\231A\204\315\360e<\250y\244LT\264\365V\305\247CH\330\353\002\016\240\324\246C\027\323\213\245HO\227\357\357\315\246\217\327\210C\307v\237A;\020)1?\370*\034\r\267\242\307\361p\206R\326\311\216\301\353\255h=\236N\004<\317\2745\177<\313\343\370\000\327#\250\032\014_\370\303$\3427\002\026\330\341\347\321\223x)\231L\356\367\032\351\003\320YNe5Uy\277p\312{\200\244\316\205z<\013$+\351\320\037\003\344\t=\237\310\365\\\000d%\347P?\307z|\357\353t\025\210fu`\244\206I\253\315\350Y\372\325\335\236\016Zf!<\365*\344\024J\201\004c8\363\252\350_\017n\206\235\377\022I\036@\356\365M\350\324\321\360FT\217\357&\227\222\347\275n\372\020\267\206_\323_y\312\353\357\361Z\nOG\233\311\047\275\215=\023\367\213\376i\334X\016\000\245t|\2142x\026U\243\227\311h\262\263w\"]\245\226;(\200o\302\333\341\253\370\260\033\277\343d\316\336\rO#\t\373\177Q^I\377\212B\206h>I\237\000\317g\351\320\225\260\372\033R\321\355\350\034I\376\373oQ\217\251Ar!`\343\220\206y\030.\243\352\217$\237A\374\247z\253\275\255\275\352\036O\037\303\010Y\350\027H\341\013B\223\376\206\200\252y\t/\244\013\367\322{$\334\204\326\341\"&\"\237\005\021k\320\324\333\201\023\336\214\376\236\314\364\212\351\320\237\023\366f\3427\005?\272\353\210\302\024zM\342Ks\214J\356:*\371\222\270\027A\250\257\006\225\364\"\004#\276\227@\307\321&)\210&\220s(\214\267\ni0\263My\371\037\272m\343\220\313\363\341Z4\t\375/\304?\364\016.\200i\341\217\301&\254\2417\256P\033\310\344\372|0\"j\235\340\234\216\047\343\n\204\210\344\332\377\016\352X\021z\357\217\340\036\262\034V\377\003(\215L\200";
-    PyObject *data = __Pyx_DecompressString(cstring, 3387, 1);
+    #if (CYTHON_COMPRESS_STRINGS) == 1 /* compression: zlib (3396 bytes) */
+static const char cstring[] = "x\332\235VK{\323\326\326N\300!\341r\340\344\002\224R\316\047\027h\022\032\334:IS\032h{\014\201RN\2418$@\240\255\316\266\264m\213\310\222\255K\234pn\031j\250\241\206\032j\250\241\206\036f\250\241\207\374\004~\302\367\256-9\t\205~\317\363\235<O\344-\355\313Z\353]\357z\327\226$fK\222\302\014\303t\244\032\227\024\323\330\342\226\303U\3111%fH\314\262\330\316\262$5\261Luv\332<\033\032\246Ts\353un]o[\246c*\246.\325M\253\305\234\233\222ks\311h\227\230-\266\3168\263\222iIN\311p[\355\235\231YI\243\315\216d\273\355\266)\354\314\354\017a\006\263\246\353Hf]\262\230\321\3403\216\305\271T\267X\243\305\rgvvN\232\313\274\370vY\272)\361\3556W\350\210\272n2ga~.\033\224\227\310b-\037\037Z\346j\006VI3m\246l\342\265\3432\303\321^c\324\345Z\243\351\330s\204E\313\3215c\253$&K\203%\222\305\035\3272l\311i\362\326\354\367\025\251\306T\311n\2626\237\223\266\230\356r\262\250k-\315)U$\225oi\n\227\230\256\233\ns4\323\220\352L\323\271\212\251Mn\031\034P1W\027\241\363\226\2533\007{\225&W6\355e\n\376\272Y\277.\202\227\230\242p\033^\251\032R\322\340\206\002k*s\030\260Q\370M\351\316\372J\345\213\207\334a\272\304-\313\264\354\331R\305\220\\\343\000\332,a8\336ls\034\251\332\004\254\252Q\336\000g6m\227n3dL\321\231-\2469l\355\344(d\347\226\036\231yL\000\010\221\003<\003\364h2g\220\314\232\253\351\316\034\031by\254\003\020\024\263\325\202a\034a\360G\246\303\263mwv\234&`\301n\225\353Z\r\2769\\\337\221l\307\322\220(\213\026\031\322\343\273\217\257/\336X\004\tU\300\377\n)\264\301\232\232p\224\013W\205Y\315\220\2620\244\037\353\322\216\351J\006\317\310\333\246\200\016m@\352\014\311\346\016\r\244iAx\221\035\031\3335\2431\r`,\030\001\326\264\373\036\323m^Z\343\206\215\250Z\274e\002\224<\332\246i;\327\2674[\253\351\000\027\346\233\"\020\2127c\377>\327q\216b\266\261\321a\252*c/\317\253b9O\215\252\331\014\247p\203\236\rE\263\263\221\ns<C\341\006\326\200\3736\034\265sjfN\315\010\372}+L\225d\005\033J \223\243\211\363\007Y\200\003Z\213\310px\231\2132m\276\267\242\275\263\375\205l0\212\277\2041\275\252\\1Un\311f\333.""\265\2675\372\324\340\255\255\301\270s\370\305j\331\010\320j\r\336m\265\315\006cG8|\360f#i\rz\025\047,K\335\316!y\261\270\010ly\240I[\032\357f\245v0\005\024\230\256\251\203\317`\267\334\344LE\375lK-\327\026B\366\362\2479\351\376\234\264\362\353\234\324 \275\201?\313\322\346\226\254\203\005\2035\300\027\222\360\376\202om\256\327K\312\037\312\242\3648#\260Y#Z\222\362ImM\331Dv\032 \230,\204`9\323\203\017\333\372\243E \363\313/\347\244\371k\327\026\276\314\035\027\354\312y\330\265X\333\206y\013\301^7\r\224\214\3106q.\347\306@u\305S\020\260\3056a<?ae\r\020\337\245\242^\021|\025\303\03734+V\303%\225\025\337\376&\204J\014\037\212\223\305\360g\327\371\271\376P\024\203x\317\016\315\236%Y\026Fey\377\335\342\252\253pY\021`\035\372\216\360m\324\336{3\202\244\3718\317\265\274\262\266\361\370\256\274\366\263\374h\375\341\343\215\374\211\327\354\373*\353\336\336\001\241\366\007\357[=<\365\236aY~\274\263\215\377\025\350\216\374\210o;\253\274\21682m\3404\237\307$\313BF\344\006w4\207\267\350\203J{\350\327T\350\247\356\032\342\2671\260\201\277\026\323\204\221\026D:\333O/\246\352\352\331\264e\312\000\334\322\270\2300XK|6x\227~\332\026o3K|A\331\310Y\207p[\331\033\340A\261g\343\334\034\r\251\202\262\221k\010F\362\203\370e\031\335L\037\030\311Q\222\337\307k\360\201o\323\013Qu\260\307>\024\332\007\240\244\302\036\340\202\306\226yL\341rY3\264\234\361r\3352[\210zK\326l\222#4<\315\340\262\316\000_SX\333\337\312 \232 f\303\340*\263\032vN\355\374\247t\213\272\253n\177WBcD\207\267\230\215\032u\264\206k\272\203\205\204\006\263w\014E3K\373\246\354Z\336\301jh{5\346(\315\301M\241\2461\233\376\261Ds\354\032\316\337\314\3568\266h4r\276\317V \013\246\241\301\272\302p\225\320\234\035\205\301\246\256\350\024\t2\356P\177\246\325\212n\332\234:\200b\272\206\243R\357\316\372\004V\325M\325vTG\210\036o\325\270\252B=x\253\355\354\240\321\0033\336\266\353:k\330\271s\371\025G\374,-\022\210\231o\r\344\200T4G\2411P\226\206\245\251\r\204\334\226m\334_H\035\221\230\226PI\3311e\313\354\332\232\246\332\232\241\362mq-""\302\003\007Y\304n;{\274\346\233\331}%{\n\032\330\207\307\357\345`\3230\273\006$T\230\311\2444K,\267\205Sh<\350Q-\006\2426-\341\n\356%\371X8\333\322\345\354R\222\313Y\336\220\0142\047L\032\252\310\255\201XP&0\352\030m!\033&\264\3304\220\342v\273\326\326\231!\023(b\320\331\037\221\304\267\3156n\254j\247\2239\331!\037\305\n\213us\315\311\177\336\213n\320\342\016\372\215%d\202\260\264m,\345\331\303V,\242\225\\\243\252#\233\364\017J\273\306\246\274\311wp\031\341*5\030\233\310\304;\262Y\257S5\r2\207\201\312\305\rQ\270ak-U\356j\252\323\244\214\240\346,Gn\233\266(>\2720\251\260\321\325\032\272\353\340\013]\036\234\232S\263\263\226k;\215C\340\312\3315&\363\353\320\367|L?f\027\362\266\351t\300`\303\206\025*r\307q\235-\247\353t;\316vv\203\246\347\r\267\355\266Ah\216\346\263/\006[\342.,\0366\365\355nv\261\356v\272\235LH\273\304\257\014;1$\177\267w\207\373\205\023\336\347~\225\006\047\323\223\027\2032\215.\004\343\3643\035v\242c\021\333\035~S\030\335}\355\217\373\227\375\265`<\230\016\047\303\225\350D\\\214\027c7\271\235\260\376\330\351\364\364\247a1\275\374`\257\270\267\270\327I\037\257\246\253\277\246\277\376\226\376&\367\261\327\362&\274y\357\211\177\004\047T\017VW\323*\326=\201e\357\246\317|;(\222\3717x]\364:\376Q\177\301\177\025\016g\0370O\203q\377BP\244\301Y\377yP\r\224\360l\310\336\034?\201#=\023\357\265\220\302\360\276\362\207\375\361wW\265\342\033I9\271\223\270\275J\276\236\373e\377\266\257\006\237\006\225\017\354\251\207\367\323\271[\311\375^\245\267\266wn\257\223oj\302M+\230\nV\203\316\00765\302\215\210\365\361\362,x\020\262\320\215\036&\347{\303\275\211\336\215\275\362\336\335\264\372,}\266\221n\274\310\317\332\004\224\237\006+\341\221\260\370\316Y\347\375N\372\321L\204H\244p8\034\017\257\206\2605\322\037\233\204\303\367\203\037\302r\177\354\317X{\326o\004\325\354k\245?v\016\216u\372c\224\261\341\376\330\225\260\022b\356c\002\024;\026B5\272\232~\361}\322\241\363\377\047\350\244\322\227\361\311\344fo\023\t\350\027&\375o\202\373b\007R\365O\377\353\240\330\037\373<*G?%""\247{\214\\CR\336\036\033\0329\356\025\274\025\277\340\257\004\307\002\036\226\303G\361\345\370Ir4\231O\260\363\2707\345\255\373W|\036,QR\302\235\370h\274\020+\311DR~S\030\363F<\370s\306{\035L\004\337\204\267C\034{\336\337\n\236\205\300\036\256\367\t\221)\277\342?\305\356\363\321H\004>\276\035\033:q\221\\\031\367\247\2104\177\366G\375\016,\353Q\221\374\334\362\236\371w\221\t\314L\370X\005\324\336\340\341\0047\302\257\263\025\200\343Lz\346Zt%bQ7\336\354\235\337\033~\363\356\227\361\3353\336\277\203\352\333\323C#\347\016\370\324\177\207\\\205K\201\300\305\365~\360\201\374\237\274\347~\325\257\023^\364R\365j\376p\236\317:\374_\205\003\363\301Z8E`\016rZy3v\322[\360\230\327\365\025\304\277\030\274\216\306\243\253Q\047\036\211\237%\225\376\251)\0042\036\\\r:`/\316a\236\355\027\301}\225>\365\305\326:\230J[\347\203\r\370wj\"\235\370,d\351\364_A\256\263=\326\303\252S\336mO\361\307\351\260;\200\351Hv\\8\021.\202\206+\310\305|\274\226`\372\214(\254%\234\265\004\047\237F\013\221\026\377\243W\354\347\036Z\240\025Cb\236\204\005\004\270ohE\224\301\305tm=]\177\221\276x\231\276\374\245?\366\021\222\321D\246a\375\270w\326S)\013\307Q\350\337\020\037i0\250\351\371`=,\202\204,\264\242\211h)\236\212\327\223\253I\247w\264W\356\211\245\227\020\253\330\374\t\351\013\361\244\223\201\266\010\207>\016\026\220\n\270>\341\317\"\271e\370\365\247\217\202\002UX\377\324\244?\357\277D\234g\303:\242\034\215\267ql\001\207b\242LX\326\374cp\202H\261\024MEUr\372H0\213CV\242#\321L|%\256%\303\311T\262\206\032\275\265\367\257\364\027h\226\222*\215\264\241\245Z;mw\204/\010\241\n\024\206\306\375q*\2031!\205W}\221\233%\177\022\331\233\014nC1*\341\263\350Nd\307\305}\363\212\177\016\313@\377#\336\014r\372\025\020c\202\232\336(\310\300\210\324\205\001\213O{\257\202\341\364\302\265\250\030\225\323\271}i\304\336\364\304\047A\205XX\204\032\200\332\227\341\377\355P\001\211\256\305+\311HRM\004ge*a\242\357\205\340\222HKa\312\277\027\314\000\3722\364c\367\027 Y\016\356\205\323\321\2058\253\017\341\325\025\277\006\257""\010`\221\010\266\237\206\340\263LL\313\351\320Y\377\227\264\270\020\227\337\236\373\343B\371]\325\214\354\276\360H\266v\177\365?\013F\0031\334\020\232\373\000H\375\020-\307U\372\364\033\324f\032\266\007\353Gw\273^\203\252\375\244\267\214:k\006*\334\377:\272\034\255\305\037C\277\177\354\255\357}\272w\210\230\373\375\006\322ZKk\310\235\332\027\274\351\"\254\023\000+_\031\376\047f\261 \352\307\250,H\345\007j\226j\345@\325\323\241\217\202w\373\314 \302f\370*\036\324<R&*\332z\247\342\323!$\354M\001\007Pj\323\241K\351\245R\244\247\313\017\366f\323\047k\304\241c\273\317\241\035\210\224\230\037|\025\216\206[\321\223x8C)\353d\307\340\365V\264\036O\047\002\236\347\336\232?\236\345q|\200\353\021T\r\206/\375a\022\361\233\001\013\354\360\363\350i\274\224L&\017z\215\364!\350,\247\262\232\252\274_8\345=DR\347B=\236\005\222\225t\350/\001\362\204\236O\344z!\000\262\222s\250\237c=\276\367u\272\nD\263:0R\303\244\325f\364<\375\352^O\007-\263\020\236y\025r\n\245@\2021\234yU\364o\004\267\302\316\377\021I\036@\356\365-\350\324\321\360fT\217\357%\227\223\027\275n\372\010\267\206\277\247\177\347)\257\177\300k)<\035m&\237\3646\366L\334/\372\247/\006\337E\343\007\220RB.\242\020\236G\325\350U2\232\354\354\235HW\251\351\016J\340\233\360N\370:>\354\310\037\270\231\363w\303\323H\304\376[\234W\322\277\242\224!\233O\323\247@\364y:t5\254\376\216Vt?:G\242\377\341{\324\023j\221\\H\3308\304a\036\206\313\250\373#\311g\220\377\251\336jok\257\272\307\323\0470B\026\372\005\322\370\202P\245\277!\240j^\304\013\351\302\375\364>I7\241u\270\214\211\312gA\305\032T\365N\340\204\267\242\177$3\275b:\364]\302\336N\374\256\344Gw\035Q\232B\261I~i\216Q\321\335@-_\0267#H\365\265\240\222^\202d\304\367\023(9\032%\005\321\004r\016\205\361N)\rf\266)/\377\217~\3338\344\362|\270\026M\242\003\024\342\237z\007W\300\264\360\227`\023\326\320\035W\250\021d\202}>\030\021\325NpN\307\223q\005RD\202\355\377\000}\254\010\305\367Gp\023Y\016\253\377\013\251\rP\032";
+    PyObject *data = __Pyx_DecompressString(cstring, 3396, 1);
     #define __Pyx_DecompressString_LZSS_UNUSED
     if (unlikely(!data)) __PYX_ERR(0, 1, __pyx_L1_error)
     const char* const bytes = __Pyx_PyBytes_AsString(data);
     #if !CYTHON_ASSUME_SAFE_MACROS
     if (likely(bytes)); else { Py_DECREF(data); __PYX_ERR(0, 1, __pyx_L1_error) }
     #endif
-    #elif (CYTHON_COMPRESS_STRINGS) > 0 && (CYTHON_COMPRESS_STRINGS) <= 90 /* compression: lzss (4520 bytes) */
-static const char cstring[] = "\377  as  ca\377nnot be \377converte\377d to an \377array:  }h$\000dtype\005\003\377no buffe\377r-protoc\377ol forma\377t; use n\357p.as6\002(t)\377 or t.nu\377mpy() is} g\001suppoc\002\361(\002\006d\000\033\000out \377of range\377(tree fr\377agment))\357, , \201\002=: \177; expec\247\001\377float32,- \004\00216n\001b\005\004\034\010\367uin#\000 (pa\373ck\336\000quant\373iz\350\000weigh\367ts,\210!mtli\327nv.\030\002.\033\005 r\377eturns t\377hem)?A b\377ad shape\177, value\340\001\377limit.A \377device a\377llocatio\377n failed\276\030\000kerne\250 a\373ul\337!(emul\373at\235 check\367s: \372\000-of-~\370\002 acces\223\000{di\220@genck\000\357data\231 ce;\377 CUDA/Me\377tal erro\377rs).An uqn\321\047\253C\374 ope\315 \033ds\325!di\264A\314 \304#\357s.Ba\257@cla5s\032\002e\374@y \200#R\003\207.No\315\004\236 \367\000\272 n\356\234`hat\305Ebui\227lt,\344Aa\345\004\375\005c\277ommand@\000n\237eNote\276 4\000C\347yth\224 \210`del\373ib\231\000tely Ostri\315@\253`h\367`\377PEP-484 \364<\000\374 j\347@s su\345b\244\002e\305\002r\002in \376\223\204\001s. If y_ou ne\267\204\003p\315\001|&\010\270@n set\300A\363 \047\354\204\002\231B_typ\377ing\047 dir\370\314`\351 \367\204\001False\377.Tensor \277memory\263\204\005h\377ost-visi\023bl\365@|\000h\304\002\361A\370\204\003~\343\204\006to cop6\000?tadd_n\375\000\217\205\004\331:\300\204\003p\000saC\000en^\002\001gcis\004\003dl\000.\246\"n 8\224\000m\203\000\304`\251s\224\204\004\217\003(\372b=\322\205\002.\277_core.\312`t\371i\254\206\002\376%to im|\344\205\001\033\tumath\021\016\377pyx/_nat\362\351`.\t\000\013\001deco\377der_ops.\367pxi\036\001gemv\272\004\005q\001\trms\336\000r\275m!\005sdpa-\005t\214\301\"\004\007st\355 N\001=\002:\267 wq\324\207\010re\323\205\002:^\214\210\005view\345\205\003 \022\006\277invali\373\205\004 \377rope_hea\377ds: x mu\375s\304\210\002[L, H,\377 D], got\375 \214\001: kv_l\373en\033\006an in\375t\017\017=self.mc\376\210\026 P\273\204\003ob\223\204\001~\366\210\001 pickl\304`\232\336`_\204\207""\002: \213\207\002V\023e\375t\017\023in [0,\277 2**30\262\004t\374\332a\201\204\004wraps \367a r\352\000-onlAy\231\212\003\356\211\001\260\210\004\356\211\005\262\212\002)\300\212\001\317make0\000\304\204\003DT/ypeE\251\207\001D\240\210\002\006\002=I\310#Argu\342\211\001\032\002\311K\244\210\002%\002M\214\211\0020\002Ou\017tOfM\210\205\002@\002\231\205\003\237\205\003\267.__\247\213\002__\007\006r\177educe_c\351\206\002\376\r\010setstat\360\t\016\236\213\002G\004\200d_DTY\377PE_TO_NU\307MPY\000\003\013\001\022\003Ra\177wBytes_\001\005\360\203\000g\014\017\th\016__Py\375x\001\000Dict_N?extRef\305\000\211\215\001\332\234\001_\313\006__\234\211\002_g\277etitem\026\000_\271d0\001\037\000doc\013\001f\313un\003\002g\325\005:\000ma{in\047\001meta:\003\276\021\001odule\022\002r\177o_entri\276\000\356h\000nam\022\002new~\\\001prepar$\002\311p\242\000\234\213\003ux\000\n\001re?sult__\026\001\306#\030\006\002\235\216\001\017\003un\215\204\002e\000\233&\037_qual]\005\225D\337\000\032\240-_\260Dex\342\001\314\204\001\221\005\301s\320\010\2700\205@\217\000\222#em\373u_\317\214\002_mode\357_ini\353\204\004_fr{om\363\000v_is\262\210\001\377outine_l\315a\274 h_\272\205\0012\006aa?ddargs\303\217\004\312\217\004\373.<\323\215\001ls>.g\377enexpras\377contiguo\355u\355\217\003as\244\220\001asy\377ncio.cor\356^\003sbb\364\216\001ndb\377asebatch^\233\217\005bias\000\001e\003\000\177tsblock\327\220\003\365s\324\214\002_1\004scca\377nonicalc\377apacityc\235aq\000lcl\277\001\350@t\367racX\000ckcl\367ose\367\212\001coun\315t\304\000ta\220\217\003\207 fo\337dstdt\310\221\002em\377beddinge\277mptyen\354\211\001e\177psflags\305\220\004\314\325\220\004\336\220\00264\272!\363\221\003ga\323te\212\212\001\377\004g\313\207\005gr\367idg\360\000p_si{ze\223\211\001_dim\232\211\002\377_to_rows\377iidsinde\255x\213\221\002inE\001r\323\204\001s\236\000\002izek\243\220\003\251\220\003_\362\225\204\001s\000\t\363.know\307nkv\200\212\003\337\211\003\314Ces\376\221\221\002matmulm\337ax_th\271\210\001s_\347per""\005\004\250\002ml_\310\331\223\002\334\214\005\203\214\004n\220\205\001z\002nd\272\205\224\002n\311\000new\366@t\373np\316\223\002oobjo\377noutppbpOlan_\237\214\001\004\002q\001\006\376\211\214\001popprod\313qq\245\213\003q\205\213\001\275\214\002ra\301w\355\213\004\364\213\004\321n\324\214\005\337\213\007ro,\274\210\001\310!ss\214`e\000\002\010\000\215r\323a_b\217\210\001\375\214\001\201\215\001_\377chunk_ke\277ysseed\326\213\001s\373en\005\000q_off\374\207\211\001\205\213\005setdef\374\227\223\001\325\223\002simd_w\357idth\305Asta?rt_pos\265\211\002\246\221\001\377desswigl\337uttat\302\217\001tbwtbs\346\215\003stg\343#\220\204c\272\220\003\222\003\r\010s\206D\221@o\377wtitktqt\317ransc\000\236\212\001tt\377utvtwtwq\363tx\265\225\003\275\225\0018upu\377pdateuse\245_\302\212\005v\200\225\002\205\225\002s\255\216\001w^\314\225\003wqwq\220\213\003w\334a\370\237\216\003\006\002\362\220\001x\200\001\330\004\337\n\210+\220Q\005\001\013\320\357\013\033\2301\017\001\031\230\021\376\026\001\047\240q\250\006\250a\377\200\001\340\004\007\200z\220\377\021\220#\220T\230\021\230\377\047\240\023\240D\250\n\260\377!\2604\260u\270B\270\377a\330\010\016\320\016\"\240\377!\320#J\310!\3104\377\310q\320PR\320R]\177\320]^\320^_\3309\000\377r\210\022\2102\210S\220u\002?\000Q$\007Q\320Q%\000\377S\330\004\013\210;\220a\257\220s\230!{\001\340\014\0004\377\210q\220\003\2203\220j\343\240\001z\001\033\002\203\001\021\220\031\373\230!\214\001\025\220X\230Q\377\230c\240\025\240a\340\tm\n~\000\210o\r\000b\240\315\000\177\013\2105\220\001\220\021\030\013\377m\2608\2701\270C\270\367u\300A)\004e\2201\220\177B\220d\230\"\230A}\001\376%\014f\240H\320,<\270\377H\300A\300T\310\026\310\365q^\004h\244\000r\230\024\230\367R\230q\"\020g\240Y\250\377a\330\004\025\220W\230J\377\240a\240u\250M\270\027\377\300\001\300\022\3008\3101\377\310E\320QW\320WY\327\320YZ\252\004k\310 \"\230\337D\240\002\240!t\n\027\220\337q\320\030(\250\227@ \240\277\001\240\021\240%\240i\000\005\367\330\010\023\256\000H\230G\240\3571""\330\010\020\336\000\025\220g{\230Q\020\003A\330\010\026\275 \367q\330\010\256A\001\330\010$\227\240A\240\345 \032\315!/\0003\377\240d\250%\320/?\270\375q\307A\037\230q\320 0\277\260\013\270;\300k\376 \330?\004\023\2209\230H-\002\344@\377|\2207\230!\330\010+\177\2501\250L\270\016\300\314\000\373\013\210\221`\360\006\000\005\t\377\210\004\210D\220\004\220D\377\230\006\230e\2401\240N\377\260#\260S\270\003\2702\377\270Q\330\004\t\210\024\210\177U\220$\220e\2306\221A\377\240y\260\003\2603\260c\377\270\022\2701\340\004\010\210\373\005\210\365@\017\210z\230\022\337\2309\240B\240\243 \027\220Ov\230W\240\371 \270\000\330\277A\337\024\220A\220V;\000\027\250\377\005\250Q\200\001\360\010\000{\n\033\207\001\021\220\024\220\262`\337\020\220\007\220qw\000l\250\376\254 \007\200v\210W\220E\314\207@\314`\022\220\256\000\263 \340\010\177\027\220t\2308\2407\034\003\376\214 \017\320\017*\250$\250\377a\250w\260k\300\027\310\367\001\340\010\005\n\021\200\017\210\377~\230Q\360\016\000\005\026\330\306g\275A\323g\004\035\343 \004\007\337\200u\210G\220\367 \r\210\337X\220Q\220f\254!\330\010\177\r\210Q\210b\220\001\372d\365f\275\000R~\0002\230T\240\365\024\374 \004\201\204\005A\340\010\013\377\2103\210a\210w\220c\376\375\0004\230z\250\021\250%\377\250q\260\005\260W\270A\367\330\014\024\306\000\021\230%\230\353q\240\270@\016%\000s\220!\257\2203\220d\017\001\3306\002f\273\220B6\0022\230Y\270 \014\377\022\320\022&\240a\320\047\275@\332`\025\300a\300\366@\014\277\210B\210c\220\021I\001C\372\244 \002I\003\240\022\2404\240\367u\250D\211@2\260T\270\252\034\000\017\324\205\0026\204@6\242\000V\377\2503\250i\260{\300!\376a\003a\210r\220\025\220aN\226@S\240\004\230@`\006D\202\205\002\377\033\320TU\320UZ\320\377Z[\320[\\\330\010\030\336\204`h\240a\240\364`\t\210\367\025\210d\202A\t\210\022\210\2379\220A\330\010\005\001\314\206\0052\377\230U\240!\2403\240a\377\240r\250\022\2506\260\024\377\260U\270%\270q\300\003w\3001\300&\002\035\220d\360a\267\t\210\034\334\207\001\330\010\242\000\200\372\260\"4\216\000""\032\2303\230c]\240\327\000\022\220)\332@1\260`\357\r\030\230\004\336\205\001\330\014\023\377\2202\220[\240\001\240\025\273\240f\343\000\007\260xT\000\004\364R\000\026\0001\221\207\001b\220\006\220}a\220b6\250\024\250Q\261\001\377\002\230)\2401\240D\250\377\002\250(\260$\260b\270\377\001\270\024\270T\300\022\300\377<\310}\320\\]\320]\377c\320cg\320gi\320\357ip\320p\277a\210q\230\367!\230Q\354 \000\021\220\021\272\203\205\001\010\206\211\002%\220q\230A6\377\220\023\220E\230\023\230B\377\230f\240A\240W\250C\337\250s\260!\330w\005c\220\375\026$\000\004\010\210\002\210(\276\321@5\230\006\230a\214\211\001q\253\210\007\212`a\305\206\001\004\276\204\005\016\377\210j\230\001\320\031*\250\237!\2501\320,\222\211\0069\000\320\357\n\034\230A\202\204\001!\240\021\376\250\207\001#\2401\240B\240c\376\302`*\260D\270\005\270Q\345\270\360\207\002_\361\206\001\326\205\001\031\230\035~\222B\004\024\220F\230(\370 \3771\330\004\005\200\\\220\032\377\2301\230F\240\047\250\031\365\260\275\205\002q\221\002$\220b\2309\006\334\"\261@\035\220a\267A\202B\373\230&\307\211\0031\320\000\025\220\377\\\320!3\2601\360\026\274\217\205\027\247\205\014\005\200Z\210\263\210\001\200\337]\220&\230\007\252\211\001\005\200\353Y\210\360\211\001J\247 G\250:\373\260Q\221\001^\2207\230\047\372\332@\004)\004\007\200w\210g\376\352\206\001\013\210:\220Q\220h\373\230d\267`7\250#\250T\377\260\032\2701\270I\300U\237\310\"\310A\330\371\204\006\347\213\006W_\320Wb\320b\271@d\256\205\001w4\210w\324\000\n\240!\"\005\337\240\177\260a\260\244\204\002\032\220\3413\247\211\001\241\206\020\250\205\001\314\212\007\320\000\030\337\230\001\340\004\025\206\207\017h\240\243j\260\354\206\005\260@\315\206\002r\345\206\n\320\315\000\256@\340\004>\000\235\210\001\320\000\377\035\320\035.\250l\320:\277J\310)\320ST\307\211\001\006\317\200X\210Q\346\001\366\204\001\2305\377\240\007\240v\250S\260\001\272\244AY\303\214\004\006\240a\022\000U\357\260\047\270\021\273AX\210T\345\220\004\002\\\001\003\324!\002\230!\356\326A[\220\001\301\212\001;""\230a\377\230s\240+\250V\2606\377\270\023\270J\300g\320M\377]\320]_\320_d\320\377de\330\004\014\210M\230\377\021\230,\240l\260)\270\3771\270A\320\000\036\230a_\340\004\013\320\013\331aZ\234\"\377r\270\026\270q\300\006\300\377e\3107\320RW\320W\336\202\205\003n\320no*\001o\250\377X\3205F\300l\320R\335S\275\003W\210A\221\001\220%\374\254\207\002\270\002]\220!\2208\230\305<\255\214\002\200\263\024\272\004\257\004<\230\377q\240\003\240;\250f\260\377F\270#\270Z\300w\320\377N^\320^`\320`e\367\320ef\243\020 \240\016\250\377k\270\034\300Y\310o\320\177]^\330\016\033\2301\307\047\376\213A\033\240A\240X\250Q\377\250j\270\007\270y\310\n\363\320R\357\215\001\371\204\0059\240C\240\343z\260\274)\3304\267\204\004Y\210i\374\223\220\001\256\2015D\320@Q\320Q\377U\320UV\320VW\320\177WX\320\000%\240Q\306l\177\007\200r\210\026\210s\300\214\001\376\262\221\021S\330\004\026\220e\230\3778\2406\250\021\250!\250\3752\334@1\260D\270\002\270\377&\300\001\300\024\300R\300\377v\310Q\310e\320SU\233\320U^\001\330\004\336\212\001\321\207\001\023\353\230K\322`Q\331\221\0011\320\000?3\3203H\320H\265\212\001\306\216\001\374\342\214\t\272\221\001\025\220Q\220b\230\377\004\230C\230t\240<\250\377{\270(\300!\320\000>\357\270a\360\022\213\215\014\007\200t\320\224\206\002\253\212\002\371\211\001\202\222\001a\241\214\0018\220\3677\230#\223\221\002\014\022\220*\377\230A\320\0353\2601\260\317H\270A\340\243\215\001\301\001h\230Aa\\\000\304\000\331\215\005\304\205\002\022\005x\224A\365\340\304\215\047g\250\0102\240T\250\377\023\250D\260\004\260L\300\376\367\222\007\320\004\036\230k\250\021\237\330\010\014\210D\203\213\001\251\212\003\027\277\230\005\230T\240\022\312\"\047\277\260\023\260A\260Q\252\212\002\220\337G\2301\230A\367\213\002\220\005?\220V\230:\240Q";
-    PyObject *data = __Pyx_DecompressString_LZSS(cstring, 4520, 6041);
+    #elif (CYTHON_COMPRESS_STRINGS) > 0 && (CYTHON_COMPRESS_STRINGS) <= 90 /* compression: lzss (4530 bytes) */
+static const char cstring[] = "\377  as  ca\377nnot be \377converte\377d to an \377array:  }h$\000dtype\005\003\377no buffe\377r-protoc\377ol forma\377t; use n\357p.as6\002(t)\377 or t.nu\377mpy() is} g\001suppoc\002\361(\002\006d\000\033\000out \377of range\377(tree fr\377agment))\357, , \201\002=: \177; expec\247\001\377float32,- \004\00216n\001b\005\004\034\010\367uin#\000 (pa\373ck\336\000quant\373iz\350\000weigh\367ts,\210!mtli\327nv.\030\002.\033\005 r\377eturns t\377hem)?A b\377ad shape\177, value\340\001\377limit.A \377device a\377llocatio\377n failed\276\030\000kerne\250 a\373ul\337!(emul\373at\235 check\367s: \372\000-of-~\370\002 acces\223\000{di\220@genck\000\357data\231 ce;\377 CUDA/Me\377tal erro\377rs).An uqn\321\047\253C\374 ope\315 \033ds\325!di\264A\314 \304#\357s.Ba\257@cla5s\032\002e\374@y \200#R\003\207.No\315\004\236 \367\000\272 n\356\234`hat\305Ebui\227lt,\344Aa\345\004\375\005c\277ommand@\000n\237eNote\276 4\000C\347yth\224 \210`del\373ib\231\000tely Ostri\315@\253`h\367`\377PEP-484 \364<\000\374 j\347@s su\345b\244\002e\305\002r\002in \376\223\204\001s. If y_ou ne\267\204\003p\315\001|&\010\270@n set\300A\363 \047\354\204\002\231B_typ\377ing\047 dir\370\314`\351 \367\204\001False\377.Tensor \277memory\263\204\005h\377ost-visi\023bl\365@|\000h\304\002\361A\370\204\003~\343\204\006to cop6\000?tadd_n\375\000\217\205\004\331:\300\204\003p\000saC\000en^\002\001gcis\004\003dl\000.\246\"n 8\224\000m\203\000\304`\251s\224\204\004\217\003(\372b=\322\205\002.\277_core.\312`t\371i\254\206\002\376%to im|\344\205\001\033\tumath\021\016\377pyx/_nat\362\351`.\t\000\013\001deco\377der_ops.\367pxi\036\001gemv\272\004\005q\001\trms\336\000r\275m!\005sdpa-\005t\214\301\"\004\007st\355 N\001=\002:\267 wq\324\207\010re\323\205\002:^\214\210\005view\345\205\003 \022\006\277invali\373\205\004 \377rope_hea\377ds: x mu\375s\304\210\002[L, H,\377 D], got\375 \214\001: kv_l\373en\033\006an in\375t\017\017=self.mc\376\210\026 P\273\204\003ob\223\204\001~\366\210\001 pickl\304`\232\336`_\204\207""\002: \213\207\002V\023e\375t\017\023in [0,\277 2**30\262\004t\374\332a\201\204\004wraps \367a r\352\000-onlAy\231\212\003\356\211\001\260\210\004\356\211\005\262\212\002)\300\212\001\317make0\000\304\204\003DT/ypeE\251\207\001D\240\210\002\006\002=I\310#Argu\342\211\001\032\002\311K\244\210\002%\002M\214\211\0020\002Ou\017tOfM\210\205\002@\002\231\205\003\237\205\003\267.__\247\213\002__\007\006r\177educe_c\351\206\002\376\r\010setstat\360\t\016\236\213\002G\004\200d_DTY\377PE_TO_NU\307MPY\000\003\013\001\022\003Ra\177wBytes_\001\005\360\203\000g\014\017\th\016__Py\375x\001\000Dict_N?extRef\305\000\211\215\001\332\234\001_\313\006__\234\211\002_g\277etitem\026\000_\271d0\001\037\000doc\013\001f\313un\003\002g\325\005:\000ma{in\047\001meta:\003\276\021\001odule\022\002r\177o_entri\276\000\356h\000nam\022\002new~\\\001prepar$\002\311p\242\000\234\213\003ux\000\n\001re?sult__\026\001\306#\030\006\002\235\216\001\017\003un\215\204\002e\000\233&\037_qual]\005\225D\337\000\032\240-_\260Dex\342\001\314\204\001\221\005\301s\320\010\2700\205@\217\000\222#em\373u_\317\214\002_mode\357_ini\353\204\004_fr{om\363\000v_is\262\210\001\377outine_l\315a\274 h_\272\205\0012\006aa\377ddaligne\237dargs\312\217\004\321\217\004.\375<\332\215\001ls>.ge\377nexprasc\377ontiguou\366\364\217\003as\253\220\001asyn\177cio.core\003\367sbb\373\216\001ndba\177sebatch\242\217\005\257bias\000\001e\003\000t\277sblock\336\220\003s\372\333\214\002_1\004sccan\377onicalca\377pacityca\316q\000lcl\306\001\357@tr\373acX\000ckclo\373se\376\212\001count\346\313\000ta\227\217\003\216 fod\357stdt\317\221\002emb\377eddingem\337ptyen\363\211\001ep?sflags\314\220\004\334\220\004\346\345\220\00264\301!\372\221\003gat\351e\221\212\001\377\004g\322\207\005gri\373dg\360\000p_siz\275e\232\211\001_dim\241\211\002_\377to_rowsi\377idsindexV\222\221\002inE\001r\332\204\001s\000\002Oizek\252\220\003\260\220\003_\234\204\001\371s\000\t\363.knownckv\207\212\003\346\211\003\323Ces\230\221\002\377matmulma\357x_th\300\210\001s_""pser\005\004\250\002ml_\340\223\002d\343\214\005\212\214\004n\227\205\001z\002nd\214\224\002\335n\311\000new\366@tn\375p\325\223\002oobjon\377outppbpl\047an_\246\214\001\004\002q\001\006\220\214\001\377popprodq\345q\254\213\003q\214\213\001\304\214\002raw`\364\213\004\373\213\004\321n\333\214\005\346\213\007ro\303\210\001\226\310!ss\214`e\000\002\010\000r\306\323a_b\226\210\001\204\215\001\210\215\001_c\377hunk_key\337sseed\335\213\001se}n\005\000q_off\216\211\001~\214\213\005setdef\236\223\001\376\334\223\002simd_wi\367dth\305Astar\237t_pos\274\211\002\255\221\001d\377esswiglu\357ttat\311\217\001tbt;bs\355\215\003stg\343#\204c\310\301\220\003\222\003\r\010s\206D\221@ow\377titktqtr\347ansc\000\245\212\001ttu\377tvtwtwqt\371x\274\225\003\304\225\0018upup\377dateuse_R\311\212\005v\207\225\002\214\225\002s\264\216\001w\323\225\003/wqwq\227\213\003w\334a\246\216\003\374\006\002\371\220\001x\200\001\330\004\n\357\210+\220Q\005\001\013\320\013w\033\2301\017\001\031\230\021\026\001\377\047\240q\250\006\250a\200\377\001\340\004\007\200z\220\021\377\220#\220T\230\021\230\047\377\240\023\240D\250\n\260!\377\2604\260u\270B\270a\377\330\010\016\320\016\"\240!\377\320#J\310!\3104\310\377q\320PR\320R]\320\277]^\320^_\3309\000r\377\210\022\2102\210S\220\002\272?\000Q$\007Q\320Q%\000S\377\330\004\013\210;\220a\220\327s\230!{\001\340\014\0004\210\377q\220\003\2203\220j\240\361\001z\001\033\002\203\001\021\220\031\230\375!\214\001\025\220X\230Q\230\377c\240\025\240a\340\t\n\266~\000\210o\r\000b\240\315\000\013\277\2105\220\001\220\021\030\013m\377\2608\2701\270C\270u\373\300A)\004e\2201\220B?\220d\230\"\230A}\001%\014\377f\240H\320,<\270H\377\300A\300T\310\026\310q\372^\004h\244\000r\230\024\230R\373\230q\"\020g\240Y\250a\377\330\004\025\220W\230J\240\377a\240u\250M\270\027\300\377\001\300\022\3008\3101\310\377E\320QW\320WY\320\353YZ\252\004k\310 \"\230D\357\240\002\240!t\n\027\220q\357\320\030(\250\227@ \240\001\337\240\021\240%\240i\000\005\330\373\010\023\256\000H\230G\2401\367""\330\010\020\336\000\025\220g\230\275Q\020\003A\330\010\026\275 q\373\330\010\256A\001\330\010$\240\313A\240\345 \032\315!/\0003\240\377d\250%\320/?\270q\376\307A\037\230q\320 0\260\337\013\270;\300k\376 \330\004\237\023\2209\230H-\002\344@|\377\2207\230!\330\010+\250\2771\250L\270\016\300\314\000\013\375\210\221`\360\006\000\005\t\210\377\004\210D\220\004\220D\230\377\006\230e\2401\240N\260\377#\260S\270\003\2702\270\377Q\330\004\t\210\024\210U\277\220$\220e\2306\221A\240\377y\260\003\2603\260c\270\377\022\2701\340\004\010\210\005\375\210\365@\017\210z\230\022\230\3579\240B\240\243 \027\220v\247\230W\240\371 \270\000\330\277A\024\357\220A\220V;\000\027\250\005\377\250Q\200\001\360\010\000\n\275\033\207\001\021\220\024\220\262`\020o\220\007\220qw\000l\250\254 \177\007\200v\210W\220E\207@\346\314`\022\220\256\000\263 \340\010\027?\220t\2308\2407\034\003\214 \377\017\320\017*\250$\250a\377\250w\260k\300\027\310\001\373\340\010\005\n\021\200\017\210~\177\230Q\360\016\000\005\026\306g\354\275A\323g\004\035\343 \004\007\200\357u\210G\220\367 \r\210X\357\220Q\220f\254!\330\010\r\277\210Q\210b\220\001\372df\372\275\000R~\0002\230T\240\024\372\374 \004\201\204\005A\340\010\013\210\1773\210a\210w\220c\375\000\3774\230z\250\021\250%\250\377q\260\005\260W\270A\330\373\014\024\306\000\021\230%\230q\365\240\270@\016%\000s\220!\220\3273\220d\017\001\3306\002f\220\335B6\0022\230Y\270 \014\022\377\320\022&\240a\320\047@\336\332`\025\300a\300\366@\014\210_B\210c\220\021I\001C\244 \375\002I\003\240\022\2404\240u{\250D\211@2\260T\270\034\000\325\017\324\205\0026\204@6\242\000V\250\1773\250i\260{\300!a\003\177a\210r\220\025\220a\226@\247S\240\004\230@`\006D\202\205\002\033\377\320TU\320UZ\320Z\177[\320[\\\330\010\030\204`\357h\240a\240\364`\t\210\025\373\210d\202A\t\210\022\2109\317\220A\330\010\005\001\314\206\0052\230\377U\240!\2403\240a\240\377r\250\022\2506\260\024\260\377U\270%\270q\300\003\300\2731\300&\002\035\220d\360a\t[\210\034\334\207\001\330\010\242\000\200\260\"\3754\216""\000\032\2303\230c\240\256\327\000\022\220)\332@1\260`\r\367\030\230\004\336\205\001\330\014\023\220\3772\220[\240\001\240\025\240]f\343\000\007\260xT\000\004R\000\372\026\0001\221\207\001b\220\006\220a\276\220b6\250\024\250Q\261\001\002\377\230)\2401\240D\250\002\377\250(\260$\260b\270\001\377\270\024\270T\300\022\300<\377\310}\320\\]\320]c\377\320cg\320gi\320i\367p\320p\277a\210q\230!{\230Q\354 \000\021\220\021\203\205\001\335\010\206\211\002%\220q\230A6\220\377\023\220E\230\023\230B\230\377f\240A\240W\250C\250\357s\260!\330w\005c\220\026~$\000\004\010\210\002\210(\321@\3375\230\006\230a\214\211\001q\210\325\007\212`a\305\206\001\004\276\204\005\016\210\377j\230\001\320\031*\250!\317\2501\320,\222\211\0069\000\320\nw\034\230A\202\204\001!\240\021\250\207\001\177#\2401\240B\240c\302`\377*\260D\270\005\270Q\270r\360\207\002_\361\206\001\326\205\001\031\230\035\222B\277\004\024\220F\230(\370 1\377\330\004\005\200\\\220\032\230\3771\230F\240\047\250\031\260\372\275\205\002q\221\002$\220b\230\006\234\334\"\261@\035\220a\267A\202B\230\375&\307\211\0031\320\000\025\220\\\177\320!3\2601\360\026\217\205\027\336\247\205\014\005\200Z\210\263\210\001\200]\357\220&\230\007\252\211\001\005\200Y\365\210\360\211\001J\247 G\250:\260}Q\221\001^\2207\230\047\332@}\004)\004\007\200w\210g\352\206\001\377\013\210:\220Q\220h\230\375d\267`7\250#\250T\260\377\032\2701\270I\300U\310\317\"\310A\330\371\204\006\347\213\006W\320\257Wb\320b\271@d\256\205\0014\273\210w\324\000\n\240!\"\005\240\357\177\260a\260\244\204\002\032\2203\360\247\211\001\241\206\020\250\205\001\314\212\007\320\000\030\230\357\001\340\004\025\206\207\017h\240j\321\260\354\206\005\260@\315\206\002r\345\206\n\320\000\346\256@\340\004>\000\235\210\001\320\000\035\377\320\035.\250l\320:J\337\310)\320ST\307\211\001\006\200\347X\210Q\346\001\366\204\001\2305\240\177\007\240v\250S\260\001\244A\335Y\303\214\004\006\240a\022\000U\260\367\047\270\021\273AX\210T\220r\004\002\\\001\003\324!\002\230!\326A\367[\220\001\301\212\001;""\230a\230\377s\240+\250V\2606\270\377\023\270J\300g\320M]\377\320]_\320_d\320d\377e\330\004\014\210M\230\021\377\230,\240l\260)\2701\377\270A\320\000\036\230a\340\257\004\013\320\013\331aZ\234\"r\377\270\026\270q\300\006\300e\177\3107\320RW\320W\202\205\003\357n\320no*\001o\250X\377\3205F\300l\320RSn\275\003W\210A\221\001\220%\254\207\002\376\270\002]\220!\2208\230<\342\255\214\002\200\263\024\272\004\257\004<\230q\377\240\003\240;\250f\260F\377\270#\270Z\300w\320N\377^\320^`\320`e\320\373ef\243\020 \240\016\250k\377\270\034\300Y\310o\320]\377^\330\016\033\230>\250\021\374\311\047\215A\033\240A\240X\250\377Q\250j\270\007\270y\310\347\n\320R\361\215\001\373\204\0059\240C\307\240z\260\276)\3324\271\204\004Y\210\371i\225\220\001\260\2015D\320@Q\320\377QU\320UV\320VW\377\320WX\320\000%\240Q\376\310l\007\200r\210\026\210s\374\302\214\001\264\221\021S\330\004\026\220e\377\2308\2406\250\021\250!\373\2502\336@1\260D\270\002\377\270&\300\001\300\024\300R\377\300v\310Q\310e\320S7U\320U^\001\330\004\340\212\001\323\207\001\327\023\230K\324`Q\333\221\0011\320\177\0003\3203H\320H\267\212\001\370\310\216\001\344\214\t\274\221\001\025\220Q\220b\377\230\004\230C\230t\240<\377\250{\270(\300!\320\000\337>\270a\360\022\215\215\014\007\200\241t\226\206\002\255\212\002\373\211\001\204\222\001a\243\214\0018\357\2207\230#\225\221\002\014\022\220\377*\230A\320\0353\2601\237\260H\270A\340\245\215\001\301\001h\203\230a\\\000\304\000\333\215\005\306\205\002\022\005x\352\224A\340\306\215\047g\250\0102\240T\377\250\023\250D\260\004\260L\375\300\371\222\007\320\004\036\230k\250?\021\330\010\014\210D\205\213\001\253\212\003\177\027\230\005\230T\240\022\312\"\177\047\260\023\260A\260Q\254\212\002\277\220G\2301\230A\371\213\002\220\177\005\220V\230:\240Q";
+    PyObject *data = __Pyx_DecompressString_LZSS(cstring, 4530, 6050);
     #define __Pyx_DecompressString_UNUSED
     if (unlikely(!data)) __PYX_ERR(0, 1, __pyx_L1_error)
     const char* const bytes = __Pyx_PyBytes_AsString(data);
     #if !CYTHON_ASSUME_SAFE_MACROS
     if (likely(bytes)); else { Py_DECREF(data); __PYX_ERR(0, 1, __pyx_L1_error) }
     #endif
-    #else /* compression: none (6041 bytes) */
-static const char bytes[] = "  as  cannot be converted to an array:  has dtype  has no buffer-protocol format; use np.asarray(t) or t.numpy() is not supported (supported:  is out of range(tree fragment)), , dtype=: ; expected float32, float16 or bfloat16; expected uint32 (packed quantized weights, as mtlinv.quant.quantize returns them)?A bad shape, value or limit.A device allocation failed.A kernel faulted (emulator checks: out-of-range access, divergence, data race; CUDA/Metal errors).An unsupported dtype or operands of different dtypes.Base class of every mtlinv error.No device, a backend that is not built, or a failed device command.NoneNote that Cython is deliberately stricter than PEP-484 and rejects subclasses of builtin types. If you need to pass subclasses then set the \047annotation_typing\047 directive to False.Tensor memory is not host-visible on this device; use .numpy() to copy itadd_noteasarray: dtype disableenablegcisenabledmore than 8 dimensionsmtlinv.Tensor(shape=numpy._core.multiarray failed to importnumpy._core.umath failed to importpyx/_native.pyxpyx/decoder_ops.pxipyx/gemv.pxipyx/qgemv.pxipyx/rms_norm.pxipyx/sdpa.pxipyx/tensor.pxipyx/testing.pxiqgemv: wq has dtype reshape: cannot view shape reshape: invalid shape rope_heads: x must be [L, H, D], got sdpa: kv_len must be an int, got sdpa: kv_len=self.c cannot be converted to a Python object for picklingset_limit: limit must be an int, got set_limit: limit must be in [0, 2**30], got this Tensor wraps a read-only arrayuse mtlinv.asarray(array) to make a TensorDTypeErrorDeviceErrorInvalidArgumentErrorKernelErrorMtlinvErrorOutOfMemoryErrorTensorTensor.__array__Tensor.__reduce_cython__Tensor.__setstate_cython__Tensor.numpyTensor.reshape_DTYPE_TO_NUMPY_NUMPY_TO_DTYPE_RawBytes_RawBytes.__reduce_cython___RawBytes.__setstate_cython____Pyx_PyDict_NextRef__annotate____array____class_getitem____dict____doc____func____getstate____main____metaclass____module____mro_entries____name____new____prepare____pyx_checksum__pyx_result__pyx_state__""pyx_type__pyx_unpickle__RawBytes__qualname____reduce____reduce_cython____reduce_ex____set_name____setstate____setstate_cython____test___dict_emu_check_mode_init_limit_from_env_is_coroutine_launch_set_emu_checkaaddargsasarrayasarray.<locals>.genexprascontiguousarrayastypeasyncio.coroutinesbbackendbasebatchbfloat16biasbiasesbitsblockbuffersbuilt_backendsccanonicalcapacitycausalcline_in_tracebackclosecopycountddatadevice_infodstdtdtypeembeddingemptyencodeepsflagsfloat16float32float64frombuffergategemvgenexprget_limitgridgroup_sizehead_dimheads_to_rowsiidsindexint32integeritemsitemsizekkernelkernel_nameskernel_names.<locals>.genexprknownkv_headskv_lenlauncheslimitmatmulmax_threads_per_threadgroupml_dtypesmtlinv._nativennamenamesndarrayndimnewnextnpnumpyoobjonoutppbplan_gemvplan_qgemvplan_sdpapopprodqq_headsq_lenqgemvrawreshapereshape.<locals>.genexprrms_normrope_headsrotaterowssscalescalesscratch_bytessdpasdpa_chunk_keysseedselfsendseq_offsetset_limitsetdefaultshapesimd_widthsizestart_posstatestridesswigluttatabletbtbstensorstgthreadgroup_memory_bytesthreadgroupsthreadsthrowtitktqtransposetstttutvtwtwqtxuint32uint8upupdateuse_setstatevvaluevaluesviewwweightwqwq_arraywrite_headswriteablex\200\001\330\004\n\210+\220Q\200\001\330\004\013\320\013\033\2301\200\001\330\004\031\230\021\200\001\330\004\047\240q\250\006\250a\200\001\340\004\007\200z\220\021\220#\220T\230\021\230\047\240\023\240D\250\n\260!\2604\260u\270B\270a\330\010\016\320\016\"\240!\320#J\310!\3104\310q\320PR\320R]\320]^\320^_\330\004\007\200r\210\022\2102\210S\220\002\220#\220Q\330\010\016\320\016\"\240!\320#Q\320QR\320RS\330\004\013\210;\220a\220s\230!\2301\200\001\340\004\013\2104\210q\220\003\2203\220j\240\001\200\001\340\004\013\210;\220a\200\001\340\004\021\220\031\230!\200\001\340\004\025\220X\230Q\230c\240\025\240a\340\t\n\330\010\016\210o\230Q\230b\240\001\330\004\013\2105\220\001\220\021\200\001\340\004\025\220X\230Q\230c\240\025\240m\2608\2701\270C\270u\300A\340\t\n\330\010\016\210e\2201\220B\220d""\230\"\230A\330\004\013\2105\220\001\220\021\200\001\340\004\025\220X\230Q\230f\240H\320,<\270H\300A\300T\310\026\310q\340\t\n\330\010\016\210h\220a\220r\230\024\230R\230q\330\004\013\2105\220\001\220\021\200\001\340\004\025\220X\230Q\230g\240Y\250a\330\004\025\220W\230J\240a\240u\250M\270\027\300\001\300\022\3008\3101\310E\320QW\320WY\320YZ\340\t\n\330\010\016\210k\230\021\230\"\230D\240\002\240!\330\004\013\2105\220\001\220\021\200\001\340\004\027\220q\320\030(\250\001\330\004 \240\001\240\021\240%\240q\330\004\005\330\010\023\2201\220H\230G\2401\330\010\020\220\001\220\025\220g\230Q\330\010\023\2201\220A\330\010\026\220a\220q\330\010\047\240q\250\001\330\010$\240A\240Q\330\010\032\230!\2301\230G\2403\240d\250%\320/?\270q\200\001\340\004\037\230q\320 0\260\013\270;\300k\320QR\330\004\023\2209\230H\240A\240Q\330\004\007\200|\2207\230!\330\010+\2501\250L\270\016\300a\330\004\013\2101\200\001\360\006\000\005\t\210\004\210D\220\004\220D\230\006\230e\2401\240N\260#\260S\270\003\2702\270Q\330\004\t\210\024\210U\220$\220e\2306\240\025\240a\240y\260\003\2603\260c\270\022\2701\340\004\010\210\005\210Q\330\010\017\210z\230\022\2309\240B\240a\330\004\027\220v\230W\240A\330\004\026\220a\330\t\n\330\010\024\220A\220V\2306\240\027\250\005\250Q\200\001\360\010\000\n\033\230!\330\010\021\220\024\220Q\330\010\020\220\007\220q\230\006\230l\250!\330\004\007\200v\210W\220E\230\024\230Q\330\010\022\220!\330\010\027\220q\340\010\027\220t\2308\2407\250!\330\004\007\200q\330\010\017\320\017*\250$\250a\250w\260k\300\027\310\001\340\010\017\320\017*\250$\250a\250w\260k\300\021\200\017\210~\230Q\360\016\000\005\026\220X\230Q\230c\240\025\240a\330\004\025\220X\230Q\230c\240\025\240a\340\004\035\230Q\330\004\007\200u\210G\2201\330\010\r\210X\220Q\220f\230H\240A\330\010\r\210Q\210b\220\001\340\t\n\330\010\016\210f\220A\220R\220t\2302\230T\240\024\240Q\330\004\013\2105\220\001\220\021\200A\340\010\013\2103\210a\210w\220c\230\022\2304\230z\250\021\250%\250q\260\005\260W\270A\330\014\024\220E""\230\021\230%\230q\240\001\330\010\016\210a\210s\220!\2203\220d\230%\230q\330\010\013\2103\210f\220B\220c\230\022\2302\230Y\240a\330\014\022\320\022&\240a\320\047@\300\001\300\025\300a\300q\330\010\014\210B\210c\220\021\330\014\024\220C\220q\230\002\230%\230q\240\001\240\022\2404\240u\250D\260\003\2602\260T\270\021\330\014\017\210q\220\003\2206\230\022\2306\240\024\240V\2503\250i\260{\300!\330\010\013\2103\210a\210r\220\025\220a\220v\230S\240\004\240A\330\014\022\320\022&\240a\320\047D\300A\300T\310\033\320TU\320UZ\320Z[\320[\\\330\010\030\230\006\230h\240a\240q\330\010\t\210\025\210d\220!\330\010\t\210\022\2109\220A\330\010\t\210\022\210;\220a\220s\230!\2302\230U\240!\2403\240a\240r\250\022\2506\260\024\260U\270%\270q\300\003\3001\300A\330\010\t\210\035\220d\230!\330\010\t\210\034\220T\230\021\330\010\017\210q\200A\340\010\013\2104\210r\220\032\2303\230c\240\021\330\014\022\220)\2308\2401\240A\330\r\030\230\004\230J\240a\330\014\023\2202\220[\240\001\240\025\240f\250D\260\007\260x\270q\300\004\300A\330\014\023\2201\330\010\016\210b\220\006\220a\220t\2308\2406\250\024\250Q\330\010\030\230\002\230)\2401\240D\250\002\250(\260$\260b\270\001\270\024\270T\300\022\300<\310}\320\\]\320]c\320cg\320gi\320ip\320pq\330\010\017\210q\230!\230Q\240a\320\000\021\220\021\360\006\000\005\010\200z\220\021\220%\220q\330\010\013\2106\220\023\220E\230\023\230B\230f\240A\240W\250C\250s\260!\330\014\023\2201\330\010\016\210c\220\026\220q\330\004\010\210\002\210(\220!\2205\230\006\230a\330\004\007\200q\210\007\210w\220a\330\010\020\220\004\220E\230\024\230Q\330\010\016\210j\230\001\320\031*\250!\2501\320,Q\320QR\320RS\330\004\010\210\002\320\n\034\230A\230Q\330\004!\240\021\240!\330\004#\2401\240B\240c\250\021\250*\260D\270\005\270Q\270a\330\004\025\220_\240A\240Q\240a\330\004\031\230\035\240a\240q\330\004\024\220F\230(\240!\2401\330\004\005\200\\\220\032\2301\230F\240\047\250\031\260!\330\004\007\200q\210\002\210(\220$\220b\230\006\230c\240\021\330\010\t\210\035\220a\330\010\t\210\034""\220T\230\021\230&\240\001\330\004\013\2101\320\000\025\220\\\320!3\2601\360\026\000\005\026\220X\230Q\230c\240\025\240a\330\004\025\220X\230Q\230c\240\025\240a\330\004\025\220X\230Q\230c\240\025\240a\340\004\005\200Z\210q\330\004\005\200]\220&\230\007\230q\330\004\005\200Y\210e\2201\220J\230f\240G\250:\260Q\330\004\005\200^\2207\230\047\240\021\330\004\005\200Z\210q\330\004\007\200w\210g\220Q\330\010\013\210:\220Q\220h\230d\240!\2407\250#\250T\260\032\2701\270I\300U\310\"\310A\330\014\022\320\022&\240a\320\047J\310!\3104\310q\320PW\320Wb\320bc\320cd\330\010\013\2104\210w\220b\230\n\240!\330\014\022\320\022&\240a\240\177\260a\260q\330\010\t\210\032\2203\220a\220q\340\t\n\330\010\016\210f\220A\220R\220t\2302\230T\240\022\2404\240q\330\004\013\2105\220\001\220\021\320\000\030\230\001\340\004\025\220X\230Q\230c\240\025\240a\330\004\025\220X\230Q\230h\240j\260\001\340\t\n\330\010\016\210j\230\001\230\022\2304\230r\240\024\240Q\330\004\013\2105\220\001\220\021\320\000\034\230A\340\004\030\230\001\230\024\230Q\320\000\035\320\035.\250l\320:J\310)\320ST\360\006\000\005\006\200X\210Q\210g\220Q\220d\230!\2305\240\007\240v\250S\260\001\330\004\005\200Y\210o\230Q\230b\240\006\240a\240v\250U\260\047\270\021\330\004\005\200X\210T\220\021\330\004\005\200\\\220\021\330\004\005\200]\220&\230\002\230!\330\004\005\200[\220\001\330\004\023\220;\230a\230s\240+\250V\2606\270\023\270J\300g\320M]\320]_\320_d\320de\330\004\014\210M\230\021\230,\240l\260)\2701\270A\320\000\036\230a\340\004\013\320\013\034\230A\230Z\240\177\260a\260r\270\026\270q\300\006\300e\3107\320RW\320Wg\320gi\320in\320no\320\000\036\230o\250X\3205F\300l\320RS\360\006\000\005\006\200W\210A\210T\220\021\220%\220v\230S\240\001\330\004\005\200]\220!\2208\230<\240q\330\004\005\200Y\210o\230Q\230b\240\006\240a\240v\250U\260\047\270\021\330\004\005\200\\\220\021\330\004\005\200[\220\001\330\004\023\220<\230q\240\003\240;\250f\260F\270#\270Z\300w\320N^\320^`\320`e\320ef\330\004\014\210M\230\021\230,\240l\260)\2701\270A\320""\000 \240\016\250k\270\034\300Y\310o\320]^\330\016\033\2301\360\006\000\005\006\200X\210Q\210j\230\001\230\033\240A\240X\250Q\250j\270\007\270y\310\n\320RY\320YZ\330\004\005\200\\\220\032\2309\240C\240z\260\021\330\004\005\200\\\220\021\330\004\005\200Y\210o\230Q\230b\240\006\240a\240v\250U\260\047\270\021\330\004\005\200Z\210q\330\004\005\200Y\210i\220s\230!\330\004\005\200[\220\001\330\004\023\220;\230a\230s\240+\250V\2606\270\023\270J\300g\320M]\320]_\320_d\320de\330\004\014\210M\230\021\230,\240l\260)\2701\270D\320@Q\320QU\320UV\320VW\320WX\320\000%\240Q\340\004\025\220X\230Q\230c\240\025\240a\330\004\007\200r\210\026\210s\220!\330\010\016\320\016\"\240!\320#J\310!\3104\310q\320PR\320RS\330\004\026\220e\2308\2406\250\021\250!\2502\250V\2601\260D\270\002\270&\300\001\300\024\300R\300v\310Q\310e\320SU\320UW\320WX\330\004\017\210q\220\004\220E\230\023\230K\240v\250Q\330\004\013\2101\320\0003\3203H\320H[\320[\\\360\006\000\005\026\220X\230Q\230c\240\025\240a\330\t\n\330\010\025\220Q\220b\230\004\230C\230t\240<\250{\270(\300!\320\000>\270a\360\022\000\005\026\220X\230Q\230c\240\025\240a\330\004\007\200t\210:\220Q\220d\230!\330\010\023\2202\220X\230Q\230a\330\010\013\2108\2207\230#\230R\230q\330\014\022\220*\230A\320\0353\2601\260H\270A\340\010\r\210Q\330\004\026\220h\230a\230t\2406\250\021\330\004\025\220X\230Q\230h\240j\260\001\330\004\026\220h\230a\230x\240z\260\021\340\004\035\230Q\330\004\007\200u\210G\2201\330\010\r\210X\220Q\220f\230H\240A\330\010\r\210Q\210b\220\001\340\t\n\330\010\016\210g\220Q\220b\230\004\230C\230t\2402\240T\250\023\250D\260\004\260L\300\001\330\004\013\2105\220\001\220\021\320\004\036\230k\250\021\330\010\014\210D\220\006\220a\330\010\013\2106\220\027\230\005\230T\240\022\2406\250\021\250\047\260\023\260A\260Q\330\014\023\2201\220G\2301\230A\330\010\017\210q\220\005\220V\230:\240Q";
+    #else /* compression: none (6050 bytes) */
+static const char bytes[] = "  as  cannot be converted to an array:  has dtype  has no buffer-protocol format; use np.asarray(t) or t.numpy() is not supported (supported:  is out of range(tree fragment)), , dtype=: ; expected float32, float16 or bfloat16; expected uint32 (packed quantized weights, as mtlinv.quant.quantize returns them)?A bad shape, value or limit.A device allocation failed.A kernel faulted (emulator checks: out-of-range access, divergence, data race; CUDA/Metal errors).An unsupported dtype or operands of different dtypes.Base class of every mtlinv error.No device, a backend that is not built, or a failed device command.NoneNote that Cython is deliberately stricter than PEP-484 and rejects subclasses of builtin types. If you need to pass subclasses then set the \047annotation_typing\047 directive to False.Tensor memory is not host-visible on this device; use .numpy() to copy itadd_noteasarray: dtype disableenablegcisenabledmore than 8 dimensionsmtlinv.Tensor(shape=numpy._core.multiarray failed to importnumpy._core.umath failed to importpyx/_native.pyxpyx/decoder_ops.pxipyx/gemv.pxipyx/qgemv.pxipyx/rms_norm.pxipyx/sdpa.pxipyx/tensor.pxipyx/testing.pxiqgemv: wq has dtype reshape: cannot view shape reshape: invalid shape rope_heads: x must be [L, H, D], got sdpa: kv_len must be an int, got sdpa: kv_len=self.c cannot be converted to a Python object for picklingset_limit: limit must be an int, got set_limit: limit must be in [0, 2**30], got this Tensor wraps a read-only arrayuse mtlinv.asarray(array) to make a TensorDTypeErrorDeviceErrorInvalidArgumentErrorKernelErrorMtlinvErrorOutOfMemoryErrorTensorTensor.__array__Tensor.__reduce_cython__Tensor.__setstate_cython__Tensor.numpyTensor.reshape_DTYPE_TO_NUMPY_NUMPY_TO_DTYPE_RawBytes_RawBytes.__reduce_cython___RawBytes.__setstate_cython____Pyx_PyDict_NextRef__annotate____array____class_getitem____dict____doc____func____getstate____main____metaclass____module____mro_entries____name____new____prepare____pyx_checksum__pyx_result__pyx_state__""pyx_type__pyx_unpickle__RawBytes__qualname____reduce____reduce_cython____reduce_ex____set_name____setstate____setstate_cython____test___dict_emu_check_mode_init_limit_from_env_is_coroutine_launch_set_emu_checkaaddalignedargsasarrayasarray.<locals>.genexprascontiguousarrayastypeasyncio.coroutinesbbackendbasebatchbfloat16biasbiasesbitsblockbuffersbuilt_backendsccanonicalcapacitycausalcline_in_tracebackclosecopycountddatadevice_infodstdtdtypeembeddingemptyencodeepsflagsfloat16float32float64frombuffergategemvgenexprget_limitgridgroup_sizehead_dimheads_to_rowsiidsindexint32integeritemsitemsizekkernelkernel_nameskernel_names.<locals>.genexprknownkv_headskv_lenlauncheslimitmatmulmax_threads_per_threadgroupml_dtypesmtlinv._nativennamenamesndarrayndimnewnextnpnumpyoobjonoutppbplan_gemvplan_qgemvplan_sdpapopprodqq_headsq_lenqgemvrawreshapereshape.<locals>.genexprrms_normrope_headsrotaterowssscalescalesscratch_bytessdpasdpa_chunk_keysseedselfsendseq_offsetset_limitsetdefaultshapesimd_widthsizestart_posstatestridesswigluttatabletbtbstensorstgthreadgroup_memory_bytesthreadgroupsthreadsthrowtitktqtransposetstttutvtwtwqtxuint32uint8upupdateuse_setstatevvaluevaluesviewwweightwqwq_arraywrite_headswriteablex\200\001\330\004\n\210+\220Q\200\001\330\004\013\320\013\033\2301\200\001\330\004\031\230\021\200\001\330\004\047\240q\250\006\250a\200\001\340\004\007\200z\220\021\220#\220T\230\021\230\047\240\023\240D\250\n\260!\2604\260u\270B\270a\330\010\016\320\016\"\240!\320#J\310!\3104\310q\320PR\320R]\320]^\320^_\330\004\007\200r\210\022\2102\210S\220\002\220#\220Q\330\010\016\320\016\"\240!\320#Q\320QR\320RS\330\004\013\210;\220a\220s\230!\2301\200\001\340\004\013\2104\210q\220\003\2203\220j\240\001\200\001\340\004\013\210;\220a\200\001\340\004\021\220\031\230!\200\001\340\004\025\220X\230Q\230c\240\025\240a\340\t\n\330\010\016\210o\230Q\230b\240\001\330\004\013\2105\220\001\220\021\200\001\340\004\025\220X\230Q\230c\240\025\240m\2608\2701\270C\270u\300A\340\t\n\330\010\016\210e\2201""\220B\220d\230\"\230A\330\004\013\2105\220\001\220\021\200\001\340\004\025\220X\230Q\230f\240H\320,<\270H\300A\300T\310\026\310q\340\t\n\330\010\016\210h\220a\220r\230\024\230R\230q\330\004\013\2105\220\001\220\021\200\001\340\004\025\220X\230Q\230g\240Y\250a\330\004\025\220W\230J\240a\240u\250M\270\027\300\001\300\022\3008\3101\310E\320QW\320WY\320YZ\340\t\n\330\010\016\210k\230\021\230\"\230D\240\002\240!\330\004\013\2105\220\001\220\021\200\001\340\004\027\220q\320\030(\250\001\330\004 \240\001\240\021\240%\240q\330\004\005\330\010\023\2201\220H\230G\2401\330\010\020\220\001\220\025\220g\230Q\330\010\023\2201\220A\330\010\026\220a\220q\330\010\047\240q\250\001\330\010$\240A\240Q\330\010\032\230!\2301\230G\2403\240d\250%\320/?\270q\200\001\340\004\037\230q\320 0\260\013\270;\300k\320QR\330\004\023\2209\230H\240A\240Q\330\004\007\200|\2207\230!\330\010+\2501\250L\270\016\300a\330\004\013\2101\200\001\360\006\000\005\t\210\004\210D\220\004\220D\230\006\230e\2401\240N\260#\260S\270\003\2702\270Q\330\004\t\210\024\210U\220$\220e\2306\240\025\240a\240y\260\003\2603\260c\270\022\2701\340\004\010\210\005\210Q\330\010\017\210z\230\022\2309\240B\240a\330\004\027\220v\230W\240A\330\004\026\220a\330\t\n\330\010\024\220A\220V\2306\240\027\250\005\250Q\200\001\360\010\000\n\033\230!\330\010\021\220\024\220Q\330\010\020\220\007\220q\230\006\230l\250!\330\004\007\200v\210W\220E\230\024\230Q\330\010\022\220!\330\010\027\220q\340\010\027\220t\2308\2407\250!\330\004\007\200q\330\010\017\320\017*\250$\250a\250w\260k\300\027\310\001\340\010\017\320\017*\250$\250a\250w\260k\300\021\200\017\210~\230Q\360\016\000\005\026\220X\230Q\230c\240\025\240a\330\004\025\220X\230Q\230c\240\025\240a\340\004\035\230Q\330\004\007\200u\210G\2201\330\010\r\210X\220Q\220f\230H\240A\330\010\r\210Q\210b\220\001\340\t\n\330\010\016\210f\220A\220R\220t\2302\230T\240\024\240Q\330\004\013\2105\220\001\220\021\200A\340\010\013\2103\210a\210w\220c\230\022\2304\230z\250\021\250%\250q\260\005\260W\270A\330\014""\024\220E\230\021\230%\230q\240\001\330\010\016\210a\210s\220!\2203\220d\230%\230q\330\010\013\2103\210f\220B\220c\230\022\2302\230Y\240a\330\014\022\320\022&\240a\320\047@\300\001\300\025\300a\300q\330\010\014\210B\210c\220\021\330\014\024\220C\220q\230\002\230%\230q\240\001\240\022\2404\240u\250D\260\003\2602\260T\270\021\330\014\017\210q\220\003\2206\230\022\2306\240\024\240V\2503\250i\260{\300!\330\010\013\2103\210a\210r\220\025\220a\220v\230S\240\004\240A\330\014\022\320\022&\240a\320\047D\300A\300T\310\033\320TU\320UZ\320Z[\320[\\\330\010\030\230\006\230h\240a\240q\330\010\t\210\025\210d\220!\330\010\t\210\022\2109\220A\330\010\t\210\022\210;\220a\220s\230!\2302\230U\240!\2403\240a\240r\250\022\2506\260\024\260U\270%\270q\300\003\3001\300A\330\010\t\210\035\220d\230!\330\010\t\210\034\220T\230\021\330\010\017\210q\200A\340\010\013\2104\210r\220\032\2303\230c\240\021\330\014\022\220)\2308\2401\240A\330\r\030\230\004\230J\240a\330\014\023\2202\220[\240\001\240\025\240f\250D\260\007\260x\270q\300\004\300A\330\014\023\2201\330\010\016\210b\220\006\220a\220t\2308\2406\250\024\250Q\330\010\030\230\002\230)\2401\240D\250\002\250(\260$\260b\270\001\270\024\270T\300\022\300<\310}\320\\]\320]c\320cg\320gi\320ip\320pq\330\010\017\210q\230!\230Q\240a\320\000\021\220\021\360\006\000\005\010\200z\220\021\220%\220q\330\010\013\2106\220\023\220E\230\023\230B\230f\240A\240W\250C\250s\260!\330\014\023\2201\330\010\016\210c\220\026\220q\330\004\010\210\002\210(\220!\2205\230\006\230a\330\004\007\200q\210\007\210w\220a\330\010\020\220\004\220E\230\024\230Q\330\010\016\210j\230\001\320\031*\250!\2501\320,Q\320QR\320RS\330\004\010\210\002\320\n\034\230A\230Q\330\004!\240\021\240!\330\004#\2401\240B\240c\250\021\250*\260D\270\005\270Q\270a\330\004\025\220_\240A\240Q\240a\330\004\031\230\035\240a\240q\330\004\024\220F\230(\240!\2401\330\004\005\200\\\220\032\2301\230F\240\047\250\031\260!\330\004\007\200q\210\002\210(\220$\220b\230\006\230c\240\021\330\010\t\210\035\220a\330\010\t""\210\034\220T\230\021\230&\240\001\330\004\013\2101\320\000\025\220\\\320!3\2601\360\026\000\005\026\220X\230Q\230c\240\025\240a\330\004\025\220X\230Q\230c\240\025\240a\330\004\025\220X\230Q\230c\240\025\240a\340\004\005\200Z\210q\330\004\005\200]\220&\230\007\230q\330\004\005\200Y\210e\2201\220J\230f\240G\250:\260Q\330\004\005\200^\2207\230\047\240\021\330\004\005\200Z\210q\330\004\007\200w\210g\220Q\330\010\013\210:\220Q\220h\230d\240!\2407\250#\250T\260\032\2701\270I\300U\310\"\310A\330\014\022\320\022&\240a\320\047J\310!\3104\310q\320PW\320Wb\320bc\320cd\330\010\013\2104\210w\220b\230\n\240!\330\014\022\320\022&\240a\240\177\260a\260q\330\010\t\210\032\2203\220a\220q\340\t\n\330\010\016\210f\220A\220R\220t\2302\230T\240\022\2404\240q\330\004\013\2105\220\001\220\021\320\000\030\230\001\340\004\025\220X\230Q\230c\240\025\240a\330\004\025\220X\230Q\230h\240j\260\001\340\t\n\330\010\016\210j\230\001\230\022\2304\230r\240\024\240Q\330\004\013\2105\220\001\220\021\320\000\034\230A\340\004\030\230\001\230\024\230Q\320\000\035\320\035.\250l\320:J\310)\320ST\360\006\000\005\006\200X\210Q\210g\220Q\220d\230!\2305\240\007\240v\250S\260\001\330\004\005\200Y\210o\230Q\230b\240\006\240a\240v\250U\260\047\270\021\330\004\005\200X\210T\220\021\330\004\005\200\\\220\021\330\004\005\200]\220&\230\002\230!\330\004\005\200[\220\001\330\004\023\220;\230a\230s\240+\250V\2606\270\023\270J\300g\320M]\320]_\320_d\320de\330\004\014\210M\230\021\230,\240l\260)\2701\270A\320\000\036\230a\340\004\013\320\013\034\230A\230Z\240\177\260a\260r\270\026\270q\300\006\300e\3107\320RW\320Wg\320gi\320in\320no\320\000\036\230o\250X\3205F\300l\320RS\360\006\000\005\006\200W\210A\210T\220\021\220%\220v\230S\240\001\330\004\005\200]\220!\2208\230<\240q\330\004\005\200Y\210o\230Q\230b\240\006\240a\240v\250U\260\047\270\021\330\004\005\200\\\220\021\330\004\005\200[\220\001\330\004\023\220<\230q\240\003\240;\250f\260F\270#\270Z\300w\320N^\320^`\320`e\320ef\330\004\014\210M\230\021\230,\240l\260)\2701\270A""\320\000 \240\016\250k\270\034\300Y\310o\320]^\330\016\033\230>\250\021\360\006\000\005\006\200X\210Q\210j\230\001\230\033\240A\240X\250Q\250j\270\007\270y\310\n\320RY\320YZ\330\004\005\200\\\220\032\2309\240C\240z\260\021\330\004\005\200\\\220\021\330\004\005\200Y\210o\230Q\230b\240\006\240a\240v\250U\260\047\270\021\330\004\005\200Z\210q\330\004\005\200Y\210i\220s\230!\330\004\005\200[\220\001\330\004\023\220;\230a\230s\240+\250V\2606\270\023\270J\300g\320M]\320]_\320_d\320de\330\004\014\210M\230\021\230,\240l\260)\2701\270D\320@Q\320QU\320UV\320VW\320WX\320\000%\240Q\340\004\025\220X\230Q\230c\240\025\240a\330\004\007\200r\210\026\210s\220!\330\010\016\320\016\"\240!\320#J\310!\3104\310q\320PR\320RS\330\004\026\220e\2308\2406\250\021\250!\2502\250V\2601\260D\270\002\270&\300\001\300\024\300R\300v\310Q\310e\320SU\320UW\320WX\330\004\017\210q\220\004\220E\230\023\230K\240v\250Q\330\004\013\2101\320\0003\3203H\320H[\320[\\\360\006\000\005\026\220X\230Q\230c\240\025\240a\330\t\n\330\010\025\220Q\220b\230\004\230C\230t\240<\250{\270(\300!\320\000>\270a\360\022\000\005\026\220X\230Q\230c\240\025\240a\330\004\007\200t\210:\220Q\220d\230!\330\010\023\2202\220X\230Q\230a\330\010\013\2108\2207\230#\230R\230q\330\014\022\220*\230A\320\0353\2601\260H\270A\340\010\r\210Q\330\004\026\220h\230a\230t\2406\250\021\330\004\025\220X\230Q\230h\240j\260\001\330\004\026\220h\230a\230x\240z\260\021\340\004\035\230Q\330\004\007\200u\210G\2201\330\010\r\210X\220Q\220f\230H\240A\330\010\r\210Q\210b\220\001\340\t\n\330\010\016\210g\220Q\220b\230\004\230C\230t\2402\240T\250\023\250D\260\004\260L\300\001\330\004\013\2105\220\001\220\021\320\004\036\230k\250\021\330\010\014\210D\220\006\220a\330\010\013\2106\220\027\230\005\230T\240\022\2406\250\021\250\047\260\023\260A\260Q\330\014\023\2201\220G\2301\230A\330\010\017\210q\220\005\220V\230:\240Q";
     PyObject *data = NULL;
     #define __Pyx_DecompressString_UNUSED
     #define __Pyx_DecompressString_LZSS_UNUSED
     #endif
     PyObject **stringtab = __pyx_mstate->__pyx_string_tab;
     Py_ssize_t pos = 0;
-    for (int i = 0; i < 262; i++) {
+    for (int i = 0; i < 263; i++) {
       Py_ssize_t bytes_length = str_length_index[i].length;
       PyObject *string = PyUnicode_DecodeUTF8(bytes + pos, bytes_length, NULL);
       if (likely(string) && i >= 53) PyUnicode_InternInPlace(&string);
@@ -22827,8 +22833,8 @@ static const char bytes[] = "  as  cannot be converted to an array:  has dtype  
       stringtab[i] = string;
       pos += bytes_length;
     }
-    for (int i = 262; i < 296; i++) {
-      Py_ssize_t bytes_length = bytes_length_index[i-262].length;
+    for (int i = 263; i < 297; i++) {
+      Py_ssize_t bytes_length = bytes_length_index[i-263].length;
       PyObject *string = PyBytes_FromStringAndSize(bytes + pos, bytes_length);
       stringtab[i] = string;
       pos += bytes_length;
@@ -22838,14 +22844,14 @@ static const char bytes[] = "  as  cannot be converted to an array:  has dtype  
       }
     }
     Py_XDECREF(data);
-    for (Py_ssize_t i = 0; i < 296; i++) {
+    for (Py_ssize_t i = 0; i < 297; i++) {
       if (unlikely(PyObject_Hash(stringtab[i]) == -1)) {
         __PYX_ERR(0, 1, __pyx_L1_error)
       }
     }
     #if CYTHON_IMMORTAL_CONSTANTS
     {
-      PyObject **table = stringtab + 262;
+      PyObject **table = stringtab + 263;
       for (Py_ssize_t i=0; i<34; ++i) {
         #if PY_VERSION_HEX >= 0x030F0000
         PyUnstable_SetImmortal(table[i]);
@@ -23038,9 +23044,9 @@ static int __Pyx_CreateCodeObjects(__pyx_mstatetype *__pyx_mstate) {
     __pyx_mstate_global->__pyx_codeobj_tab[18] = __Pyx_PyCode_New(descr, varnames, __pyx_mstate->__pyx_kp_u_pyx_sdpa_pxi, __pyx_mstate->__pyx_n_u_sdpa_chunk_keys, __pyx_mstate->__pyx_kp_b_iso88591_a_AZ_ar_q_e7RWWggiinno, tuple_dedup_map); if (unlikely(!__pyx_mstate_global->__pyx_codeobj_tab[18])) goto bad;
   }
   {
-    const __Pyx_PyCode_New_function_description descr = {0, 0, 10, 12, (unsigned int)(CO_OPTIMIZED|CO_NEWLOCALS), 60};
-    PyObject* const varnames[] = {__pyx_mstate->__pyx_n_u_q_len, __pyx_mstate->__pyx_n_u_kv_len, __pyx_mstate->__pyx_n_u_head_dim, __pyx_mstate->__pyx_n_u_q_heads, __pyx_mstate->__pyx_n_u_kv_heads, __pyx_mstate->__pyx_n_u_batch, __pyx_mstate->__pyx_n_u_capacity, __pyx_mstate->__pyx_n_u_dtype, __pyx_mstate->__pyx_n_u_causal, __pyx_mstate->__pyx_n_u_limit, __pyx_mstate->__pyx_n_u_s, __pyx_mstate->__pyx_n_u_p};
-    __pyx_mstate_global->__pyx_codeobj_tab[19] = __Pyx_PyCode_New(descr, varnames, __pyx_mstate->__pyx_kp_u_pyx_sdpa_pxi, __pyx_mstate->__pyx_n_u_plan_sdpa, __pyx_mstate->__pyx_kp_b_iso88591_k_Yo_1_XQj_AXQj_y_RYYZ_9Cz_YoQb, tuple_dedup_map); if (unlikely(!__pyx_mstate_global->__pyx_codeobj_tab[19])) goto bad;
+    const __Pyx_PyCode_New_function_description descr = {0, 0, 11, 13, (unsigned int)(CO_OPTIMIZED|CO_NEWLOCALS), 60};
+    PyObject* const varnames[] = {__pyx_mstate->__pyx_n_u_q_len, __pyx_mstate->__pyx_n_u_kv_len, __pyx_mstate->__pyx_n_u_head_dim, __pyx_mstate->__pyx_n_u_q_heads, __pyx_mstate->__pyx_n_u_kv_heads, __pyx_mstate->__pyx_n_u_batch, __pyx_mstate->__pyx_n_u_capacity, __pyx_mstate->__pyx_n_u_dtype, __pyx_mstate->__pyx_n_u_causal, __pyx_mstate->__pyx_n_u_aligned, __pyx_mstate->__pyx_n_u_limit, __pyx_mstate->__pyx_n_u_s, __pyx_mstate->__pyx_n_u_p};
+    __pyx_mstate_global->__pyx_codeobj_tab[19] = __Pyx_PyCode_New(descr, varnames, __pyx_mstate->__pyx_kp_u_pyx_sdpa_pxi, __pyx_mstate->__pyx_n_u_plan_sdpa, __pyx_mstate->__pyx_kp_b_iso88591_k_Yo_XQj_AXQj_y_RYYZ_9Cz_YoQb_a, tuple_dedup_map); if (unlikely(!__pyx_mstate_global->__pyx_codeobj_tab[19])) goto bad;
   }
   {
     const __Pyx_PyCode_New_function_description descr = {2, 0, 0, 5, (unsigned int)(CO_OPTIMIZED|CO_NEWLOCALS), 14};

@@ -58,7 +58,7 @@ def sdpa_chunk_keys(head_dim, dtype="float32"):
 
 
 def plan_sdpa(*, q_len, kv_len, head_dim=128, q_heads=1, kv_heads=1, batch=1, capacity=None, dtype="float32",
-              causal=True, limit=None):
+              causal=True, aligned=True, limit=None):
     """The plan sdpa would use for this shape: {'canonical': bool, 'launches': [...], 'scratch_bytes': [...]}."""
     cdef CSdpaShape s
     s.batch, s.q_heads, s.kv_heads, s.q_len, s.kv_len = batch, q_heads, kv_heads, q_len, kv_len
@@ -67,6 +67,6 @@ def plan_sdpa(*, q_len, kv_len, head_dim=128, q_heads=1, kv_heads=1, batch=1, ca
     s.dtype = dtype_from_name(np.dtype(dtype).name.encode())
     s.causal = causal
     s.scale = head_dim ** -0.5
-    s.aligned = True
+    s.aligned = aligned
     cdef CPlan p = c_plan_sdpa(s, c_get_limit() if limit is None else limit, c_active_backend().caps())
     return {"canonical": p.canonical, "launches": _launches(p), "scratch_bytes": list(p.scratch_bytes)}

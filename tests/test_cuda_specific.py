@@ -1,7 +1,10 @@
 """What only the CUDA backend has: device memory exchanged with PyTorch and CuPy without copies (DLPack,
 __cuda_array_interface__), CUDA errors as exceptions that name the kernel, and the device's description.
 The kernels themselves are covered by the op tests, which run unchanged with MTLINV_DEVICE=cuda."""
+import pathlib
+import shutil
 import struct
+import subprocess
 
 import ml_dtypes
 import numpy as np
@@ -106,11 +109,24 @@ def test_too_many_threads_names_the_kernel():
         _native._launch("add_f32", (1,), (2048,), struct.pack("<I", 8) + bytes(60), [x, x, x])
 
 
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+
+
 def test_every_kernel_of_the_metal_table_is_built():
-    import pathlib
     import re
-    root = pathlib.Path(__file__).resolve().parents[1]
     table = set()
-    for f in (root / "metal").glob("*.metal"):
+    for f in (ROOT / "metal").glob("*.metal"):
         table |= set(re.findall(r"^MTLINV_KERNEL\((\w+),", f.read_text(), re.M))
     assert set(mtlinv.kernel_names()) == table
+
+
+def test_shim_semantics_on_the_gpu(tmp_path):
+    """src/cuda/tests/shim_test.cu: simd_* trees and shuffles (partial warps too), 16-bit rounding, fused fma."""
+    nvcc = shutil.which("nvcc")
+    if nvcc is None:
+        pytest.skip("nvcc not on PATH: cannot build src/cuda/tests/shim_test.cu")
+    exe = tmp_path / "shim_test"
+    subprocess.run([nvcc, "-std=c++17", "-arch=native", "--fmad=false", "-I", str(ROOT / "src" / "cuda"),
+                    str(ROOT / "src" / "cuda" / "tests" / "shim_test.cu"), "-o", str(exe)], check=True)
+    run = subprocess.run([str(exe)], capture_output=True, text=True)
+    assert run.returncode == 0, run.stdout + run.stderr

@@ -278,6 +278,9 @@ def test_routing(q_len, limit, path):
         assert kernels == ["sdpa_flash_bf16"]
     else:
         assert kernels == [f"sdpa_{path}_bf16", f"sdpa_combine_{path}_bf16"]
+    unaligned = plan_sdpa(q_len=q_len, kv_len=4096, head_dim=128, q_heads=32, kv_heads=8, dtype="bfloat16",
+                          limit=limit, aligned=False)
+    assert unaligned["launches"][0]["kernel"] == kernels[0].replace("_bf16", "_unaligned_bf16")
 
 
 def test_plan_chunks_do_not_depend_on_q_len():

@@ -1,8 +1,8 @@
 """Builds the CUDA part of mtlinv's extension (called from setup.py when MTLINV_CUDA=1).
 
 Runs the MSL pre-pass for the CUDA target (tools/msl2cpp.py --target cuda: build/gen/cuda/*.cu), compiles those
-kernels and src/cuda/*.cu with nvcc into objects, and returns what the extension needs to link them. Objects are
-rebuilt only when older than their inputs; independent files compile in parallel.
+kernels and src/cuda/*.cu with nvcc into objects, and returns what the extension needs to link them. An object is
+rebuilt only when its flags or inputs changed (a content key beside it); independent files compile in parallel.
 
 Code generation: sm_90 machine code (H100/H200) plus compute_90 PTX, which the driver compiles for later GPUs.
 MTLINV_CUDA_ARCH=80 (say) builds for another architecture instead. Always IEEE arithmetic: --fmad=false (no
@@ -10,6 +10,7 @@ contraction of a * b + c, design.md §2 rule 4), precise division and square roo
 """
 from __future__ import annotations
 
+import hashlib
 import os
 import pathlib
 import re
@@ -41,15 +42,17 @@ def nvcc_flags(debug: bool) -> list[str]:
     flags = ["-std=c++17", f"-arch=sm_{arch}", "-gencode", f"arch=compute_{arch},code=compute_{arch}",
              "--fmad=false", "--prec-div=true", "--prec-sqrt=true", "--ftz=false",
              "-lineinfo",  # source lines (the .metal files, through #line) in compute-sanitizer reports
-             "-Xcompiler", "-fPIC", "-Xcompiler", "-Wall"]
+             "-Xcompiler", "-fPIC", "-Xcompiler", "-Wall", "-Xcompiler", "-Wno-unknown-pragmas"]
     return flags + (["-O1", "-g"] if debug else ["-O3"])
 
 
-def _stale(obj: pathlib.Path, inputs: list[pathlib.Path]) -> bool:
-    if not obj.exists():
-        return True
-    built = obj.stat().st_mtime
-    return any(p.stat().st_mtime > built for p in inputs)
+def _key(flags: list[str], inputs: list[pathlib.Path]) -> str:
+    """What an object is built from: the flags and the contents of its source and of every header. Contents, not
+    times, so that objects carried to another machine (or a fresh checkout) are reused exactly when valid."""
+    h = hashlib.sha256("\0".join(flags).encode())
+    for p in inputs:
+        h.update(p.read_bytes())
+    return h.hexdigest()
 
 
 def build(root: pathlib.Path, gen: pathlib.Path, debug: bool = False) -> dict:
@@ -69,7 +72,7 @@ def build(root: pathlib.Path, gen: pathlib.Path, debug: bool = False) -> dict:
     units = sorted(gen.glob("*.cu")) + sorted(cuda_src.glob("*.cu"))
     obj_dir = gen.parent / "cuda-obj"
     obj_dir.mkdir(parents=True, exist_ok=True)
-    flags = nvcc_flags(debug) + ["-I", str(cuda_src)]
+    flags = nvcc_flags(debug)
 
     stems = [u.stem for u in units]
     if len(set(stems)) != len(stems):
@@ -77,10 +80,13 @@ def build(root: pathlib.Path, gen: pathlib.Path, debug: bool = False) -> dict:
 
     def compile_unit(src: pathlib.Path) -> pathlib.Path:
         obj = obj_dir / f"{src.stem}.o"
-        if _stale(obj, [src] + headers):
-            cmd = [nvcc] + flags + ["-c", str(src), "-o", str(obj)]
+        stamp = obj.with_suffix(".key")
+        key = _key(flags, [src] + headers)
+        if not obj.exists() or not stamp.exists() or stamp.read_text() != key:
+            cmd = [nvcc] + flags + ["-I", str(cuda_src), "-c", str(src), "-o", str(obj)]
             print(" ".join(cmd), flush=True)
             subprocess.check_call(cmd)
+            stamp.write_text(key)
         return obj
 
     with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:

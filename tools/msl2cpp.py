@@ -113,7 +113,7 @@ def _binding(param: str, target: dict, where: str) -> str:
         if pointer:
             const = "const " if (pointer.group(1) or pointer.group(2)) else ""
             element = const + pointer.group(3)
-            return f"{_pointer_type(element, target)} {name} = {ns}::bind_device<{element}>(__ctx, {index});"
+            return f'{_pointer_type(element, target)} {name} = {ns}::bind_device<{element}>(__ctx, {index}, "{name}");'
         raise PrepassError(f"{where}: buffer parameter '{param}' must be 'constant S&' or 'device T*'")
     if attr in POSITION_ATTRIBUTES:
         return f"{type_} {name} = {ns}::attr<{type_}>(__ctx.{attr});"

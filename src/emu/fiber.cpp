@@ -71,17 +71,16 @@ void stack_forget_frames([[maybe_unused]] Stack s) {
 #endif
 }
 
-void context_started() {
+void context_started([[maybe_unused]] Context& self) {
 #if EMU_ASAN
-  __sanitizer_finish_switch_fiber(nullptr, &tl_switching_from->stack_lo, &tl_switching_from->stack_size);
+  __sanitizer_finish_switch_fiber(self.asan_fake_stack, &tl_switching_from->stack_lo, &tl_switching_from->stack_size);
 #endif
 }
 
 void context_exit(Context& from, Context& to) {
 #if EMU_ASAN
   tl_switching_from = &from;
-  // A null save slot tells ASan this fiber is gone, so it drops the fiber's fake stack frames.
-  __sanitizer_start_switch_fiber(nullptr, to.stack_lo, to.stack_size);
+  __sanitizer_start_switch_fiber(&from.asan_fake_stack, to.stack_lo, to.stack_size);
 #endif
   raw_switch(from, to);
   __builtin_unreachable();

@@ -127,9 +127,9 @@ Threadgroup& running() {
 }
 
 void Threadgroup::fiber_main(void* self) {
-  context_started();
   auto* tg = static_cast<Threadgroup*>(self);
   Fiber& f = tg->fibers_[tg->current_];
+  context_started(f.ctx);
   // Nothing may unwind past this frame: below it is no caller, only the trampoline.
   try {
     tg->fn_(f.k);

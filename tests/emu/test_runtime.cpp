@@ -436,7 +436,7 @@ namespace bench {
 emu::detail::Context home, fiber;
 long switches_left;
 void entry(void*) {
-  emu::detail::context_started();
+  emu::detail::context_started(fiber);
   while (--switches_left > 0) emu::detail::context_switch(fiber, home);
   emu::detail::context_exit(fiber, home);
 }

@@ -8,7 +8,7 @@
 
 namespace mtlinv {
 
-static_assert(sizeof(SdpaArgs) == 48, "SdpaArgs layout must match metal/sdpa_args.h on every target");
+static_assert(sizeof(SdpaArgs) == 44, "SdpaArgs layout must match metal/sdpa_args.h on every target");
 
 namespace {
 constexpr uint32_t kThreads = 128;        // SDPA_THREADS in metal/sdpa.metal
@@ -48,14 +48,16 @@ Plan plan_sdpa(const SdpaShape& s, int limit, const DeviceCaps& caps) {
   args.head_dim = static_cast<uint32_t>(s.head_dim);
   args.causal = s.causal ? 1 : 0;
   args.scale_log2 = static_cast<float>(static_cast<double>(s.scale) * kLog2e);
-  args.vector_loads = s.aligned && (s.head_dim * static_cast<int64_t>(dtype_size(s.dtype))) % 16 == 0;
+  // Vector loads need every row 16-byte aligned: the base pointers, and rows of D elements (true for every D).
+  const bool vector_loads = s.aligned && (s.head_dim * static_cast<int64_t>(dtype_size(s.dtype))) % 16 == 0;
   const std::string suffix = dtype_suffix(s.dtype);
+  const std::string loads = vector_loads ? "" : "unaligned_";
   const uint32_t batch = static_cast<uint32_t>(s.batch);
   const uint32_t q_heads = static_cast<uint32_t>(s.q_heads);
 
   if (!plan.canonical && s.q_len > kSdpaSplitMaxQueries) {
     PlanLaunch flash;
-    flash.kernel = "sdpa_flash_" + suffix;
+    flash.kernel = "sdpa_flash_" + loads + suffix;
     flash.threadgroups = {ceil_div(s.q_len, kFlashQueries), q_heads, batch};
     flash.threads = {kFlashQueries, 1, 1};
     flash.args = args_bytes(args);
@@ -78,7 +80,7 @@ Plan plan_sdpa(const SdpaShape& s, int limit, const DeviceCaps& caps) {
                         static_cast<size_t>(rows * args.n_blocks) * 2 * sizeof(float)};
 
   PlanLaunch partials;
-  partials.kernel = "sdpa_" + path + suffix;
+  partials.kernel = "sdpa_" + path + loads + suffix;
   partials.threadgroups = {ceil_div(s.q_len * args.group, kQueriesPerTile), args.n_blocks,
                            static_cast<uint32_t>(s.batch * s.kv_heads)};
   partials.threads = {kThreads, 1, 1};

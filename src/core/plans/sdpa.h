@@ -23,7 +23,8 @@ struct SdpaShape {
 // Operands: 0 q, 1 k, 2 v, 3 out.
 // q_len <= limit (and q_len == 1 always) -> canonical two-pass sdpa_chunks + sdpa_combine_chunks (two scratch
 // buffers of float32 partials); otherwise q_len <= kSdpaSplitMaxQueries -> the two-pass sdpa_split +
-// sdpa_combine_split, and longer blocks -> the single-pass sdpa_flash.
+// sdpa_combine_split, and longer blocks -> the single-pass sdpa_flash. Without `aligned`, the kernels reading
+// q, k, v are the element-load builds (sdpa_chunks_unaligned_*, ...), with the same bits.
 Plan plan_sdpa(const SdpaShape& s, int limit, const DeviceCaps& caps);
 
 // Above the limit, blocks of at most this many queries per head take the split kernel (MLX's vector mode bound).

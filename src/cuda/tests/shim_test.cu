@@ -1,0 +1,178 @@
+// The CUDA shim's documented semantics, checked on a GPU (tests/test_cuda_specific.py builds and runs this):
+// the simd_* reduction tree and its lane-independence, shuffles that leave the warp or reach an absent lane,
+// prefix sums in lane order, partial warps, and the 16-bit float conversions. Prints one line per failure and
+// exits non-zero on any.
+//
+//   nvcc -std=c++17 -arch=sm_90 --fmad=false -I src/cuda src/cuda/tests/shim_test.cu -o shim_test && ./shim_test
+// (In a folder of its own: tools/build_cuda.py links every src/cuda/*.cu into the extension.)
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <iterator>
+#include <random>
+#include <vector>
+
+#include "cuda_shim.cuh"
+
+namespace MTLINV_VARIANT_NS {
+
+constexpr int kOps = 8;  // results per thread, see ops()
+
+// Each thread: simd_sum, simd_max, shuffle_down by 3, shuffle_xor 5, shuffle_up 1, prefix sums, broadcast 2.
+__global__ void ops(const float* in, float* out) {
+  const uint t = threadIdx.x;
+  const float v = in[t];
+  float* o = out + t * kOps;
+  o[0] = simd_sum(v);
+  o[1] = simd_max(v);
+  o[2] = simd_shuffle_down(v, 3);
+  o[3] = simd_shuffle_xor(v, 5);
+  o[4] = simd_shuffle_up(v, 1);
+  o[5] = simd_prefix_inclusive_sum(v);
+  o[6] = simd_prefix_exclusive_sum(v);
+  o[7] = simd_broadcast(v, 2);
+}
+
+__global__ void convert(const uint32_t* bits, uint16_t* h, uint16_t* b, float* fma_out, int n) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) {
+    float f;
+    memcpy(&f, bits + i, 4);
+    h[i] = half(f).bits;
+    b[i] = bfloat(f).bits;
+    fma_out[i] = fma(f, 1.0f + 0x1p-23f, -f);  // the exact product's tail survives only a fused operation
+  }
+}
+
+}  // namespace MTLINV_VARIANT_NS
+
+namespace {
+
+int failures = 0;
+
+void expect(bool ok, const char* what, int lane, double got, double want) {
+  if (!ok && failures++ < 20) std::printf("FAIL %s lane %d: got %.9g, want %.9g\n", what, lane, got, want);
+}
+
+bool same(float a, float b) { return std::memcmp(&a, &b, 4) == 0; }
+
+// The emulator's tree: level 1 adds lanes (0,1) (2,3) ..., level 2 those pairs, ...; absent lanes skipped.
+float tree_sum(const float* v, int present) {
+  float val[32];
+  bool has[32];
+  for (int i = 0; i < 32; ++i) {
+    has[i] = i < present;
+    val[i] = has[i] ? v[i] : 0.0f;
+  }
+  for (int width = 1; width < 32; width *= 2) {
+    for (int i = 0; i < 32; i += 2 * width) {
+      if (!has[i + width]) continue;
+      val[i] = has[i] ? val[i] + val[i + width] : val[i + width];
+      has[i] = true;
+    }
+  }
+  return val[0];
+}
+
+void check_warp_ops(int threads) {
+  std::mt19937 gen(threads);
+  std::vector<float> in(threads);
+  for (int i = 0; i < threads; ++i) {
+    // Magnitudes from 2^-20 to 2^20: any other association order changes the sum's bits.
+    in[i] = std::ldexp(std::uniform_real_distribution<float>(-1, 1)(gen), static_cast<int>(gen() % 41) - 20);
+  }
+  float *d_in, *d_out;
+  cudaMalloc(&d_in, threads * 4);
+  cudaMalloc(&d_out, threads * cu_kernels::kOps * 4);
+  cudaMemcpy(d_in, in.data(), threads * 4, cudaMemcpyHostToDevice);
+  cu_kernels::ops<<<1, threads>>>(d_in, d_out);
+  std::vector<float> out(threads * cu_kernels::kOps);
+  if (cudaMemcpy(out.data(), d_out, out.size() * 4, cudaMemcpyDeviceToHost) != cudaSuccess) {
+    std::printf("FAIL launch with %d threads: %s\n", threads, cudaGetErrorString(cudaGetLastError()));
+    ++failures;
+    return;
+  }
+  for (int t = 0; t < threads; ++t) {
+    const int base = t / 32 * 32, lane = t % 32, present = std::min(32, threads - base);
+    const float* v = in.data() + base;
+    const float* o = out.data() + t * cu_kernels::kOps;
+    float mx = v[0], inclusive = 0, exclusive = 0;
+    for (int i = 0; i < present; ++i) {
+      mx = std::max(mx, v[i]);
+      if (i < lane) exclusive = i == 0 ? v[0] : exclusive + v[i];
+      if (i <= lane) inclusive = i == 0 ? v[0] : inclusive + v[i];
+    }
+    auto from = [&](int src) { return src >= 0 && src < present ? v[src] : v[lane]; };
+    expect(same(o[0], tree_sum(v, present)), "simd_sum", t, o[0], tree_sum(v, present));
+    expect(same(o[1], mx), "simd_max", t, o[1], mx);
+    expect(same(o[2], from(lane + 3)), "simd_shuffle_down", t, o[2], from(lane + 3));
+    expect(same(o[3], from(lane ^ 5)), "simd_shuffle_xor", t, o[3], from(lane ^ 5));
+    expect(same(o[4], from(lane - 1)), "simd_shuffle_up", t, o[4], from(lane - 1));
+    expect(same(o[5], inclusive), "simd_prefix_inclusive_sum", t, o[5], inclusive);
+    expect(same(o[6], exclusive), "simd_prefix_exclusive_sum", t, o[6], exclusive);
+    expect(same(o[7], from(2)), "simd_broadcast", t, o[7], from(2));
+  }
+  cudaFree(d_in);
+  cudaFree(d_out);
+}
+
+// bfloat16 round to nearest even, as the emulator does it (src/emu/shim/scalar.h); NaNs are checked for NaN only.
+uint16_t bf16_reference(uint32_t x) { return static_cast<uint16_t>((x + 0x7fffu + ((x >> 16) & 1u)) >> 16); }
+
+void check_conversions() {
+  std::mt19937 gen(1);
+  std::vector<uint32_t> bits(1 << 20);
+  for (auto& b : bits) b = gen();
+  const uint32_t edges[] = {0x00000000u, 0x80000000u, 0x7f800000u, 0xff800000u, 0x477fefffu, 0x477ff000u,
+                            0x33000000u, 0x33000001u, 0x38800000u, 0x387fffffu, 0x3f808000u, 0x3f818000u,
+                            0x7f7fffffu, 0x00000001u};
+  std::copy(std::begin(edges), std::end(edges), bits.begin());
+  const int n = static_cast<int>(bits.size());
+  uint32_t* d_bits;
+  uint16_t *d_h, *d_b;
+  float* d_fma;
+  cudaMalloc(&d_bits, n * 4);
+  cudaMalloc(&d_h, n * 2);
+  cudaMalloc(&d_b, n * 2);
+  cudaMalloc(&d_fma, n * 4);
+  cudaMemcpy(d_bits, bits.data(), n * 4, cudaMemcpyHostToDevice);
+  cu_kernels::convert<<<(n + 255) / 256, 256>>>(d_bits, d_h, d_b, d_fma, n);
+  std::vector<uint16_t> h(n), b(n);
+  std::vector<float> f(n);
+  cudaMemcpy(h.data(), d_h, n * 2, cudaMemcpyDeviceToHost);
+  cudaMemcpy(b.data(), d_b, n * 2, cudaMemcpyDeviceToHost);
+  cudaMemcpy(f.data(), d_fma, n * 4, cudaMemcpyDeviceToHost);
+  for (int i = 0; i < n; ++i) {
+    float x;
+    std::memcpy(&x, &bits[i], 4);
+    if (std::isnan(x)) {
+      expect((b[i] & 0x7f80u) == 0x7f80u && (b[i] & 0x7fu), "bfloat(NaN) is NaN", i, b[i], 0);
+      expect((h[i] & 0x7c00u) == 0x7c00u && (h[i] & 0x3ffu), "half(NaN) is NaN", i, h[i], 0);
+      continue;
+    }
+    expect(b[i] == bf16_reference(bits[i]), "bfloat rounding", i, b[i], bf16_reference(bits[i]));
+    // The host half of cuda_fp16 is a software implementation of the same IEEE rounding.
+    const uint16_t want = __half_as_ushort(__float2half_rn(x));
+    expect(h[i] == want, "half rounding", i, h[i], want);
+    const float fused = std::fmaf(x, 1.0f + 0x1p-23f, -x);  // glibc's fmaf rounds once, like the GPU's
+    expect(same(f[i], fused) || !std::isfinite(x), "fma is fused", i, f[i], fused);
+  }
+  cudaFree(d_bits);
+  cudaFree(d_h);
+  cudaFree(d_b);
+  cudaFree(d_fma);
+}
+
+}  // namespace
+
+int main() {
+  for (int threads : {32, 64, 40, 7}) check_warp_ops(threads);  // full warps, then a partial last warp
+  check_conversions();
+  if (failures) {
+    std::printf("%d failures\n", failures);
+    return 1;
+  }
+  std::printf("shim semantics: all checks passed\n");
+  return 0;
+}
