@@ -98,8 +98,11 @@ def extension() -> Extension:
         sources += sorted(rel(p) for p in (ROOT / folder).glob("*.cpp"))
         sources += sorted(rel(p) for p in (ROOT / folder).glob("*.S"))
     sources += generate_emulator_kernels()
-    compile_args = ["-std=c++17", "-ffp-contract=off", "-fno-fast-math", "-Wall", "-Wno-unused-function"]
-    compile_args += ["-O1", "-g"] if DEBUG else ["-O2"]
+    # Hidden visibility: kernel helpers (the shim's vector fma, conversions) are then called directly and inlined
+    # instead of through the PLT; only the module's init function is exported.
+    compile_args = ["-std=c++17", "-ffp-contract=off", "-fno-fast-math", "-fvisibility=hidden",
+                    "-fvisibility-inlines-hidden", "-Wall", "-Wno-unused-function"]
+    compile_args += ["-O1", "-g"] if DEBUG else ["-O3"]
     compile_args += cpu_flags()
     link_args = []
     macros = [("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")]

@@ -8,11 +8,13 @@
 set -u
 OUT=${OUT:-$PWD/cuda-run}
 mkdir -p "$OUT"
-export PYTHONUNBUFFERED=1 MTLINV_DEVICE=cuda
+# The build is in place (setup.py build_ext --inplace): scripts under benchmarks/ and tools/ import mtlinv from here.
+export PYTHONUNBUFFERED=1 MTLINV_DEVICE=cuda PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 SANITIZER=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -1)
 
-step() {  # name, seconds, command...: runs it with a limit, logs everything, prints the rc and the log's tail
-  local name=$1 limit=$2 start=$SECONDS rc
+step() {  # name, seconds, command...: runs it with a limit (LIMIT_<name> overrides), logs it, prints its tail
+  local name=$1 limit=$2 start=$SECONDS rc over="LIMIT_$1"
+  limit=${!over:-$limit}
   shift 2
   timeout "$limit" "$@" > "$OUT/$name.log" 2>&1
   rc=$?
@@ -23,16 +25,28 @@ step() {  # name, seconds, command...: runs it with a limit, logs everything, pr
 
 run() {
   case $1 in
-    build) step build 300 env MTLINV_CUDA=1 python3 setup.py build_ext --inplace &&
-             python3 -c "import mtlinv; i = mtlinv.device_info(); assert i['backend'] == 'cuda', i; print(i)" ;;
-    tests) step tests 240 python3 -m pytest -q -rs -p no:cacheprovider -n 8 --durations=5 tests ;;
-    bench) step bench 240 python3 benchmarks/bench_cuda.py --out "$OUT/bench.json" ;;
-    memcheck) step memcheck 150 "$SANITIZER" --tool memcheck --error-exitcode 9 python3 tools/cuda_exercise.py ;;
-    racecheck) step racecheck 200 "$SANITIZER" --tool racecheck --racecheck-report all --error-exitcode 9 \
+    build) step build 300 env MTLINV_CUDA=1 python3 setup.py build_ext --inplace --force &&
+             { ldd mtlinv/_native*.so | grep -E "stdc|cuda"; \
+               python3 -X faulthandler -c "import mtlinv; i = mtlinv.device_info(); assert i['backend'] == 'cuda', i; print(i)"; } ;;
+    # No registry there: PIP_NO_INDEX makes the model fixture's fetch fail at once (its tests skip).
+    tests) step tests 150 env PIP_NO_INDEX=1 python3 -m pytest -q -rs -p no:cacheprovider --durations=5 \
+             $(python3 -c "import xdist" 2>/dev/null && echo "-n 8") tests ;;
+    bench) step bench 170 python3 benchmarks/bench_cuda.py --out "$OUT/bench.json" ${BENCH_ARGS:-} ;;
+    memcheck) step memcheck 90 "$SANITIZER" --tool memcheck --error-exitcode 9 python3 tools/cuda_exercise.py ;;
+    racecheck) step racecheck 120 "$SANITIZER" --tool racecheck --racecheck-report all --error-exitcode 9 \
                  python3 tools/cuda_exercise.py ;;
   esac
 }
 
+# The CUDA image's Python builds extensions with /opt/gcc/bin/g++, which linked libstdc++ statically into
+# _native.so (seen 2026-11-29): the first `std::ostringstream << int` then crashed inside that copy (a facet of the
+# wrong type, as its locale data bound to another copy). Build with the system compiler and the shared libstdc++.
+if [ -x /usr/bin/g++ ]; then
+  export CC=/usr/bin/gcc CXX=/usr/bin/g++ LDSHARED="/usr/bin/g++ -shared"
+else
+  export LDFLAGS="-Wl,-Bsymbolic"  # at least keep the static copy's data to itself
+fi
+echo "compiler: ${CXX:-default}; LDFLAGS=${LDFLAGS:-}"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv,noheader
 for s in "${@:-build tests bench memcheck racecheck}"; do
   for t in $s; do

@@ -3,86 +3,62 @@
 // [k * BITS, (k + 1) * BITS) of row n's little-endian stream of uint32 words (wq [N, K * BITS / 32]).
 //
 // Two kernels share the unpacking and the dequantisation:
-//   * qgemv, canonical (M <= limit, and M == 1): the quantized sibling of gemv_nk, with the same invariance
-//     argument (design.md §2). Lanes own fixed 32-value blocks of K, each lane's partial sums are combined by a
-//     fixed shuffle ladder and the k_splits simdgroups (a function of K) in index order; every row has its own
-//     accumulators with the row loop innermost, so row r runs exactly the fma sequence it runs alone, whatever
-//     the other rows hold. The weight words, scales and biases of a block are read and dequantised once for all
-//     rows of the tile.
+//   * qgemv, canonical (M <= limit, and M == 1): the quantized sibling of gemv_nk, with the same structure and
+//     invariance argument (design.md §2). Lanes own fixed runs of 8 K positions, each lane's partial sums are
+//     combined by a fixed shuffle ladder and the k_splits simdgroups (a function of K and the device) in index
+//     order; every row has its own accumulators with the row loop innermost, so row r runs exactly the fma
+//     sequence it runs alone, whatever the other rows hold. The weight words, scales and biases of a run are read
+//     and dequantised once for all rows of the tile.
 //   * qgemm, throughput (M above the limit): dequantises a 32 x 32 weight tile into threadgroup memory and runs a
 //     tiled GEMM whose threads accumulate over K in ascending order: a different reduction order from qgemv,
 //     which is why the two must never serve the same rows below the limit.
 //
-// The unit of work is a block of 32 consecutive K positions of one weight row: 32 values of any width fill
-// exactly BITS whole words, and 32 divides every group size, so a block starts on a word boundary and lies in one
-// group (one scale, one bias). For 3, 5 and 6 bits single values straddle two words inside the block.
+// The unit of unpacking is a run of 8 consecutive values of one weight row, starting at a multiple of 8: its
+// 8 * BITS bits start on a byte boundary and span at most two words, and it lies inside one group (8 divides every
+// group size), so it has one scale and one bias. For 3, 5 and 6 bits single values straddle two words.
 #include "common.h"
 #include "qgemv_args.h"
 #include "load.h"
 
-constant constexpr uint QGEMV_BLOCK = 32;  // K positions per block
-constant constexpr uint QGEMV_SUB = 8;     // values dequantised (and x values loaded) together
+constant constexpr uint QGEMV_RUN = 8;     // K positions a lane unpacks (and x values it loads) at once
 constant constexpr uint QGEMV_ROWS = 8;    // rows of x per canonical threadgroup; more rows run as further tiles
 constant constexpr uint QGEMV_COLS = 4;    // weight rows (outputs) per canonical simdgroup (spelled out as a0..a3)
 constant constexpr uint QGEMM_TILE = 32;   // throughput outputs per threadgroup along M and along N
+constant constexpr uint QGEMM_BK = 32;     // K positions staged per throughput step
 
 // The dequantisation of every kernel here, and of mtlinv.quant.dequantize_float32: scale * q + bias in float32,
 // the product rounded before the add. Two roundings rather than an fma because that is the value the Python
 // format helpers and the lossless GGUF importers reproduce; the kernels are compiled without contraction
 // (design.md §2 rule 4), so no target fuses it.
-template <typename F>
-inline F qgemv_dequantize(F scale, F q, F bias) {
-  return scale * q + bias;
+inline float qgemv_dequantize(float scale, uint q, float bias) {
+  return scale * float(q) + bias;
 }
 
-// The BITS words of one block, read with 16-byte loads when the width allows and the plan proved alignment.
+// Dequantises the run of QGEMV_RUN values of weight row `row` that starts at K position k (a multiple of 8).
+// The run's bits start `shift` bits into word `word` (a multiple of 8 bits) and end at most 64 bits later, so two
+// words `lo` and `hi` hold it; each half of 4 values (4 * BITS <= 32 bits) is cut from them as one window.
 template <uint BITS>
-inline void qgemv_load_words(device const uint* p, bool vector_loads, thread uint* words) {
-  if (BITS % 4 == 0 && vector_loads) {
-    for (uint i = 0; i < BITS; i += 4) {
-      uint4 v = *((device const uint4*)(p + i));
-      words[i] = v.x;
-      words[i + 1] = v.y;
-      words[i + 2] = v.z;
-      words[i + 3] = v.w;
-    }
-  } else {
-    for (uint i = 0; i < BITS; ++i) {
-      words[i] = p[i];
-    }
-  }
-}
-
-// Values [j, j + 4) of a block (j a multiple of 4) as one 32-bit window: value j + i is
-// (window >> (i * BITS)) & mask. 4 * BITS <= 32, so the window needs at most two words, both inside the block.
-template <uint BITS>
-inline uint qgemv_window4(thread const uint* words, uint j) {
-  const uint bit = j * BITS;
+inline void qgemv_dequantize_run(device const uint* row, uint k, float scale, float bias, thread float* out) {
+  const uint bit = k * BITS;
   const uint word = bit / 32;
   const uint shift = bit % 32;
-  uint window = words[word] >> shift;
-  if (shift + 4 * BITS > 32) {
-    window |= words[word + 1] << (32 - shift);
-  }
-  return window;
-}
-
-// Dequantises the QGEMV_SUB values [j, j + QGEMV_SUB) of a block into out[0..QGEMV_SUB).
-template <uint BITS>
-inline void qgemv_dequantize_sub(thread const uint* words, uint j, float scale, float bias, thread float* out) {
-  for (uint h = 0; h < QGEMV_SUB; h += 4) {
-    uint window = qgemv_window4<BITS>(words, j + h);
+  const uint lo = row[word];
+  const uint hi = shift + QGEMV_RUN * BITS > 32 ? row[word + 1] : 0u;
+  for (uint h = 0; h < QGEMV_RUN; h += 4) {
+    const uint s = shift + h * BITS;  // where value k + h starts in (lo, hi); s + 4 * BITS <= 64
+    uint window = s == 0 ? lo : (s >= 32 ? hi >> (s - 32) : (lo >> s) | (hi << (32 - s)));
     for (uint i = 0; i < 4; ++i) {
-      out[h + i] = qgemv_dequantize(scale, float(window & ((1u << BITS) - 1u)), bias);
+      out[h + i] = qgemv_dequantize(scale, window & ((1u << BITS) - 1u), bias);
       window >>= BITS;
     }
   }
 }
 
 // Canonical. Threadgroup: k_splits simdgroups, all on the same QGEMV_COLS outputs. Lane `lane` of simdgroup `sg`
-// owns the blocks b = sg * 32 + lane + i * (k_splits * 32), i.e. K positions [32 b, 32 b + 32); per block it
-// reads each column's BITS words, scale and bias once, dequantises QGEMV_SUB values of the four columns at a time and
-// applies them to every row of the tile. Grid: (ceil(N / 4), ceil(rows / QGEMV_ROWS), 1).
+// owns the K positions [8 j, 8 j + 8) for j = sg * 32 + lane + i * (k_splits * 32), as in gemv_nk: a simdgroup's
+// step covers 256 consecutive positions, so its loads of x and of the packed words are contiguous across lanes.
+// Per run it reads each column's (at most two) words, scale and bias once, dequantises them and applies them to
+// every row of the tile. Grid: (ceil(N / 4), ceil(rows / QGEMV_ROWS), 1).
 template <typename T, uint BITS>
 [[kernel]] void qgemv(
     constant QGemvArgs& args [[buffer(0)]],
@@ -101,8 +77,6 @@ template <typename T, uint BITS>
   const uint r0 = tile.y * QGEMV_ROWS;
   const uint rows = min(QGEMV_ROWS, args.rows - r0);
   const uint K = args.k;
-  const uint blocks = K / QGEMV_BLOCK;
-  const uint blocks_per_group = args.group_size / QGEMV_BLOCK;
   const uint groups = K / args.group_size;
   const bool vector_loads = args.vector_loads != 0;
   x += ulong(r0) * K;
@@ -113,7 +87,7 @@ template <typename T, uint BITS>
   device const T* brow[QGEMV_COLS];
   for (uint c = 0; c < QGEMV_COLS; ++c) {
     const uint n = min(n0 + c, args.n - 1);
-    wrow[c] = wq + ulong(n) * (blocks * BITS);
+    wrow[c] = wq + ulong(n) * (K / 32 * BITS);
     srow[c] = scales + ulong(n) * groups;
     brow[c] = biases + ulong(n) * groups;
   }
@@ -124,45 +98,36 @@ template <typename T, uint BITS>
       acc[r][c] = 0.0f;
     }
   }
-  for (uint b = sg * SIMD_WIDTH + lane; b < blocks; b += args.k_splits * SIMD_WIDTH) {
-    uint words[QGEMV_COLS][BITS];
-    float group_scale[QGEMV_COLS];
-    float group_bias[QGEMV_COLS];
-    const uint g = b / blocks_per_group;
+  const uint step = args.k_splits * SIMD_WIDTH * QGEMV_RUN;
+  for (uint k = (sg * SIMD_WIDTH + lane) * QGEMV_RUN; k < K; k += step) {
+    const uint g = k / args.group_size;
+    float wv[QGEMV_COLS][QGEMV_RUN];  // column c's weight at K position k + i
     for (uint c = 0; c < QGEMV_COLS; ++c) {
-      qgemv_load_words<BITS>(wrow[c] + b * BITS, vector_loads, words[c]);
-      group_scale[c] = float(srow[c][g]);
-      group_bias[c] = float(brow[c][g]);
+      qgemv_dequantize_run<BITS>(wrow[c], k, float(srow[c][g]), float(brow[c][g]), wv[c]);
     }
-    for (uint s = 0; s < QGEMV_BLOCK; s += QGEMV_SUB) {
-      float wv[QGEMV_COLS][QGEMV_SUB];  // column c's weight at K position 32 b + s + i
-      for (uint c = 0; c < QGEMV_COLS; ++c) {
-        qgemv_dequantize_sub<BITS>(words[c], s, group_scale[c], group_bias[c], wv[c]);
+    // A constant trip count and a break rather than `r < rows`: GPU compilers unroll it and keep acc in registers.
+    for (uint r = 0; r < QGEMV_ROWS; ++r) {
+      if (r >= rows) {
+        break;
       }
-      // A constant trip count and a break rather than `r < rows`: GPU compilers unroll it and keep acc in registers.
-      for (uint r = 0; r < QGEMV_ROWS; ++r) {
-        if (r >= rows) {
-          break;
-        }
-        float xv[QGEMV_SUB];
-        load_floats<T, QGEMV_SUB>(x + r * K + b * QGEMV_BLOCK + s, QGEMV_SUB, vector_loads, xv);
-        // The four columns spelled out: named accumulators stay in registers on every target (the emulator's
-        // compiler does not unroll loops at -O2).
-        float a0 = acc[r][0];
-        float a1 = acc[r][1];
-        float a2 = acc[r][2];
-        float a3 = acc[r][3];
-        for (uint i = 0; i < QGEMV_SUB; ++i) {
-          a0 = fma(xv[i], wv[0][i], a0);
-          a1 = fma(xv[i], wv[1][i], a1);
-          a2 = fma(xv[i], wv[2][i], a2);
-          a3 = fma(xv[i], wv[3][i], a3);
-        }
-        acc[r][0] = a0;
-        acc[r][1] = a1;
-        acc[r][2] = a2;
-        acc[r][3] = a3;
+      float xv[QGEMV_RUN];
+      load_floats<T, QGEMV_RUN>(x + r * K + k, QGEMV_RUN, vector_loads, xv);
+      // The four columns spelled out: named accumulators stay in registers on every target (the emulator's
+      // compiler does not unroll loops at -O2).
+      float a0 = acc[r][0];
+      float a1 = acc[r][1];
+      float a2 = acc[r][2];
+      float a3 = acc[r][3];
+      for (uint i = 0; i < QGEMV_RUN; ++i) {
+        a0 = fma(xv[i], wv[0][i], a0);
+        a1 = fma(xv[i], wv[1][i], a1);
+        a2 = fma(xv[i], wv[2][i], a2);
+        a3 = fma(xv[i], wv[3][i], a3);
       }
+      acc[r][0] = a0;
+      acc[r][1] = a1;
+      acc[r][2] = a2;
+      acc[r][3] = a3;
     }
   }
 
@@ -197,8 +162,8 @@ template <typename T, uint BITS>
   }
 }
 
-// Throughput. 128 threads per 32 x 32 output tile; K advances one block (32 positions, inside one group) per
-// step. Staging: thread t fills the QGEMV_SUB positions [8 (t % 4), 8 (t % 4) + 8) of tile row and weight row t / 4,
+// Throughput. 128 threads per 32 x 32 output tile; K advances QGEMM_BK positions per step (K is a multiple of 32).
+// Staging: thread t fills the run [k0 + 8 (t % 4), k0 + 8 (t % 4) + 8) of tile row and weight row t / 4,
 // dequantising its weights into threadgroup memory. Compute: thread t owns rows m0 + 2 (t / 8) + {0, 1} and
 // columns n0 + t % 8 + 8 j, j = 0..3, each accumulated over all of K in ascending order.
 // Grid: (ceil(N / 32), ceil(rows / 32), 1).
@@ -213,25 +178,24 @@ template <typename T, uint BITS>
     device T* y [[buffer(6)]],
     uint2 tile [[threadgroup_position_in_grid]],
     uint tid [[thread_index_in_threadgroup]]) {
-  threadgroup float xs[QGEMM_TILE][QGEMV_BLOCK + 1];  // +1: no bank conflicts on the column reads
-  threadgroup float ws[QGEMM_TILE][QGEMV_BLOCK + 1];
+  threadgroup float xs[QGEMM_TILE][QGEMM_BK + 1];  // +1: no bank conflicts on the column reads
+  threadgroup float ws[QGEMM_TILE][QGEMM_BK + 1];
 
   const uint K = args.k;
   const uint N = args.n;
-  const uint blocks = K / QGEMV_BLOCK;
-  const uint blocks_per_group = args.group_size / QGEMV_BLOCK;
   const uint groups = K / args.group_size;
   const bool vector_loads = args.vector_loads != 0;
   const uint m0 = tile.y * QGEMM_TILE;
   const uint n0 = tile.x * QGEMM_TILE;
 
-  // This thread's staging line: rows past M load zeros, weight rows past N are clamped (staged, never stored).
-  const uint line = tid / (QGEMV_BLOCK / QGEMV_SUB);
-  const uint s = (tid % (QGEMV_BLOCK / QGEMV_SUB)) * QGEMV_SUB;
-  const uint x_valid = m0 + line < args.rows ? QGEMV_SUB : 0;
+  // This thread's staging line and run: rows past M load zeros, weight rows past N are clamped (staged, never
+  // stored).
+  const uint line = tid / (QGEMM_BK / QGEMV_RUN);
+  const uint s = (tid % (QGEMM_BK / QGEMV_RUN)) * QGEMV_RUN;
+  const uint x_valid = m0 + line < args.rows ? QGEMV_RUN : 0;
   device const T* xrow = x + ulong(min(m0 + line, args.rows - 1)) * K;
   const uint n_line = min(n0 + line, N - 1);
-  device const uint* wrow = wq + ulong(n_line) * (blocks * BITS);
+  device const uint* wrow = wq + ulong(n_line) * (K / 32 * BITS);
   device const T* srow = scales + ulong(n_line) * groups;
   device const T* brow = biases + ulong(n_line) * groups;
 
@@ -241,20 +205,18 @@ template <typename T, uint BITS>
   const uint tn = tid % 8;
   float a00 = 0.0f, a01 = 0.0f, a02 = 0.0f, a03 = 0.0f;
   float a10 = 0.0f, a11 = 0.0f, a12 = 0.0f, a13 = 0.0f;
-  for (uint b = 0; b < blocks; ++b) {
-    float xv[QGEMV_SUB];
-    load_floats<T, QGEMV_SUB>(xrow + b * QGEMV_BLOCK + s, x_valid, vector_loads, xv);
-    uint words[BITS];
-    qgemv_load_words<BITS>(wrow + b * BITS, vector_loads, words);
-    const uint g = b / blocks_per_group;
-    float wv[QGEMV_SUB];
-    qgemv_dequantize_sub<BITS>(words, s, float(srow[g]), float(brow[g]), wv);
-    for (uint i = 0; i < QGEMV_SUB; ++i) {
+  for (uint k0 = 0; k0 < K; k0 += QGEMM_BK) {
+    float xv[QGEMV_RUN];
+    load_floats<T, QGEMV_RUN>(xrow + k0 + s, x_valid, vector_loads, xv);
+    const uint g = (k0 + s) / args.group_size;
+    float wv[QGEMV_RUN];
+    qgemv_dequantize_run<BITS>(wrow, k0 + s, float(srow[g]), float(brow[g]), wv);
+    for (uint i = 0; i < QGEMV_RUN; ++i) {
       xs[line][s + i] = xv[i];
       ws[line][s + i] = wv[i];
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    for (uint kk = 0; kk < QGEMV_BLOCK; ++kk) {
+    for (uint kk = 0; kk < QGEMM_BK; ++kk) {
       const float x0 = xs[2 * tm][kk];
       const float x1 = xs[2 * tm + 1][kk];
       const float w0 = ws[tn][kk];

@@ -14,7 +14,7 @@ struct QGemvArgs {
   uint32_t k;             // reduced extent, a multiple of group_size
   uint32_t n;             // outputs per row
   uint32_t group_size;    // 32, 64 or 128: K positions sharing one scale and bias
-  uint32_t k_splits;      // simdgroups sharing one output tile's K range (canonical kernel); a function of K only
+  uint32_t k_splits;      // simdgroups sharing one output tile's K range (canonical kernel); from K and the device
   uint32_t has_bias;      // 1: add bias[n] in the epilogue
-  uint32_t vector_loads;  // 1: x and wq start 16-byte aligned, full vectors may be loaded at once
+  uint32_t vector_loads;  // 1: x starts 16-byte aligned, full vectors of it may be loaded at once
 };

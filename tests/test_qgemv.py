@@ -169,6 +169,19 @@ def test_tensor_operands(rng):
     assert same_bits(run(mtlinv.asarray(x), tensors, 64, 4), run(x, q, 64, 4))
 
 
+@pytest.mark.parametrize("limit", [0, 16], ids=["throughput", "canonical"])
+def test_unaligned_x_same_bits(limit, rng):
+    """x two bytes off a 16-byte boundary takes the element-wise loads: same bits as the vector loads."""
+    mtlinv.set_limit(limit)
+    q = quantized(40, 256, 64, 4, np.dtype(np.float16))
+    x = random(rng, (5, 256), np.float16)
+    storage = np.empty(x.size + 8, np.float16)
+    offset = next(i for i in range(1, 8) if (storage.ctypes.data + 2 * i) % 16)
+    unaligned = storage[offset:offset + x.size].reshape(x.shape)
+    unaligned[...] = x
+    assert same_bits(run(unaligned, q, 64, 4), run(x, q, 64, 4))
+
+
 def test_errors_name_values(rng):
     wq, scales, biases = quantized(16, 128, 64, 4, np.dtype(np.float32))
     x = random(rng, (2, 128), np.float32)

@@ -54,8 +54,8 @@ def assert_block_matches(q, k, v, kv_len, alone, causal=True):
     offset = len(alone) - lq
     for i in range(lq):
         row = full[:, :, i:i + 1]
-        assert same_bits(row, alone[offset + i]), (
-            f"Lq={lq} kv_len={kv_len} query {i} (position {kv_len - lq + i}): {first_difference(row, alone[offset + i])}")
+        assert same_bits(row, alone[offset + i]), (f"Lq={lq} kv_len={kv_len} query {i} (position "
+                                                   f"{kv_len - lq + i}): {first_difference(row, alone[offset + i])}")
 
 
 @pytest.mark.parametrize("kv_len", [1028, 8196, 16388, 65540])

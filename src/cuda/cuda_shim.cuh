@@ -9,14 +9,16 @@
 //   shim/simd.cuh    mem_flags, threadgroup_barrier, simdgroup_barrier, simd_* (warp shuffles)
 //   shim/device.cuh  cu::KernelCtx, cu::bind_device / bind_constant / attr, MTLINV_KERNEL
 //
-// Types and functions live in namespace metal (with metal::precise and metal::fast) and are brought into the
+// Types and functions live in namespace cu_msl (with cu_msl::precise and cu_msl::fast) and are brought into the
 // kernels' namespace by using-declarations: CUDA declares float4, uint2, max, fma, ... at global scope, and a
-// using-declaration in the kernels' namespace hides those instead of competing with them.
+// using-declaration in the kernels' namespace hides those instead of competing with them. There, `metal` is an
+// alias of cu_msl, for kernels that write metal::precise::exp. Not `namespace metal` itself: the emulator's shim
+// defines templates of the same names there, and both are linked into one library (one definition rule).
 //
 // Unlike the emulator's shim, this one defines no keyword macros: the pre-pass erases MSL's address spaces itself,
 // because CUDA's __device__ and __constant__ expand through the tokens `device` and `constant`.
 #pragma once
-// CUDA's own `half` typedef (of __half) would only add confusion next to metal::half.
+// CUDA's own `half` typedef (of __half) would only add confusion next to cu_msl::half.
 #ifndef CUDA_NO_HALF
 #define CUDA_NO_HALF
 #endif
@@ -40,12 +42,12 @@
   X(uint) X(ushort) X(uchar) X(ulong) X(half) X(bfloat)
 // Every vector name: float2 ... packed_bool4.
 #define MTLINV_CU_VEC_USING(name)                                                                 \
-  using ::metal::name##2; using ::metal::name##3; using ::metal::name##4;                        \
-  using ::metal::packed_##name##2; using ::metal::packed_##name##3; using ::metal::packed_##name##4;
+  using ::cu_msl::name##2; using ::cu_msl::name##3; using ::cu_msl::name##4;                        \
+  using ::cu_msl::packed_##name##2; using ::cu_msl::packed_##name##3; using ::cu_msl::packed_##name##4;
 #define MTLINV_CU_VEC_ELEMENTS(X) X(float) X(half) X(bfloat) X(int) X(uint) X(short) X(ushort) X(char) X(uchar) X(bool)
-#define MTLINV_CU_USING(name) using ::metal::name;
+#define MTLINV_CU_USING(name) using ::cu_msl::name;
 
-namespace metal {
+namespace cu_msl {
 // On CUDA, too, the precise and fast variants are both the precise (IEEE) functions: canonical kernels depend on
 // it, and the others lose little.
 namespace precise {
@@ -54,7 +56,7 @@ MTLINV_CU_MATH_NAMES(MTLINV_CU_USING)
 namespace fast {
 MTLINV_CU_MATH_NAMES(MTLINV_CU_USING)
 }
-}  // namespace metal
+}  // namespace cu_msl
 
 #ifndef MTLINV_VARIANT_NS
 #define MTLINV_VARIANT_NS cu_kernels
@@ -64,6 +66,7 @@ namespace MTLINV_VARIANT_NS {
 MTLINV_CU_MATH_NAMES(MTLINV_CU_USING)
 MTLINV_CU_OTHER_NAMES(MTLINV_CU_USING)
 MTLINV_CU_VEC_ELEMENTS(MTLINV_CU_VEC_USING)
-namespace precise = ::metal::precise;
-namespace fast = ::metal::fast;
+namespace metal = ::cu_msl;
+namespace precise = ::cu_msl::precise;
+namespace fast = ::cu_msl::fast;
 }  // namespace MTLINV_VARIANT_NS

@@ -48,8 +48,8 @@ Stack stack_alloc(size_t size) {
   const size_t page = page_bytes();
   size = (size + page - 1) / page * page;
   // MAP_NORESERVE: a fiber touches only the top page or two of its stack, so don't charge the rest up front.
-  void* base = mmap(nullptr, size + page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_STACK,
-                    -1, 0);
+  void* base = mmap(nullptr, size + page, PROT_READ | PROT_WRITE,
+                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_STACK, -1, 0);
   // Each stack costs two memory mappings (stack and guard): many workers times 1024-thread threadgroups can
   // reach vm.max_map_count, hence the errno in the message.
   if (base == MAP_FAILED) throw std::system_error(errno, std::generic_category(), "mmap of a fiber stack");

@@ -42,7 +42,9 @@ Settings& settings() {
   return *s;
 }
 
-std::string kernel_prefix(const Launch& l) { return std::string("kernel ") + (l.kernel_name ? l.kernel_name : "?") + ": "; }
+std::string kernel_prefix(const Launch& l) {
+  return std::string("kernel ") + (l.kernel_name ? l.kernel_name : "?") + ": ";
+}
 
 // The shared state of one parallel launch.
 struct Grid {
@@ -52,10 +54,16 @@ struct Grid {
   std::atomic<bool> stop{false};  // set by the first fault; the other threads finish their threadgroup and quit
   std::mutex mu;
   std::string fault;
+  uint64_t fault_group = UINT64_MAX;
 
-  void fail(std::string msg) {
+  // Keeps the fault of the lowest threadgroup: threadgroups are taken in order and every one taken is finished,
+  // so that is the same one whatever the number of workers.
+  void fail(uint64_t group, std::string msg) {
     std::lock_guard<std::mutex> lock(mu);
-    if (fault.empty()) fault = std::move(msg);
+    if (group < fault_group) {
+      fault_group = group;
+      fault = std::move(msg);
+    }
     stop = true;
   }
 
@@ -67,9 +75,9 @@ struct Grid {
       try {
         detail::run_threadgroup(*g.l, i, detail::Order::kNatural, 0);
       } catch (const Fault& f) {
-        g.fail(f.what());
+        g.fail(i, f.what());
       } catch (const std::exception& e) {
-        g.fail(kernel_prefix(*g.l) + "emulator error: " + e.what());
+        g.fail(i, kernel_prefix(*g.l) + "emulator error: " + e.what());
       }
     }
   }
@@ -82,7 +90,7 @@ void run_parallel(const Launch& l, uint64_t total) {
   const int workers = num_workers();
   const uint64_t helpers = std::min<uint64_t>(static_cast<uint64_t>(workers - 1), total - 1);
   detail::ThreadPool::instance().run(static_cast<int>(helpers), &Grid::work, &grid);
-  if (!grid.fault.empty()) throw Fault(grid.fault);
+  if (grid.fault_group != UINT64_MAX) throw Fault(grid.fault);
 }
 
 std::vector<std::vector<unsigned char>> copy_buffers(const Launch& l) {
@@ -103,7 +111,9 @@ std::string hex_byte(unsigned char b) {
 // order reversed, threadgroups backwards. Any read racing a write sees different values in the two.
 void run_checked(const Launch& l, uint64_t total) {
   uint64_t seed = settings().seed.load();
-  for (const char* c = l.kernel_name ? l.kernel_name : ""; *c; ++c) seed = (seed ^ static_cast<unsigned char>(*c)) * 0x100000001b3ull;
+  // Mixing in the kernel name (FNV-1a) gives each kernel its own orders, independent of earlier launches.
+  for (const char* c = l.kernel_name ? l.kernel_name : ""; *c; ++c)
+    seed = (seed ^ static_cast<unsigned char>(*c)) * 0x100000001b3ull;
   const auto inputs = copy_buffers(l);
   for (uint64_t g = 0; g < total; ++g) detail::run_threadgroup(l, g, detail::Order::kRandom, seed);
   const auto first = copy_buffers(l);

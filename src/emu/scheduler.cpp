@@ -93,6 +93,7 @@ class Threadgroup {
 
  private:
   static void fiber_main(void* self);
+  void run_kernel(Fiber& f);
   void start(const Launch& l, uint64_t group);
   void prepare(uint32_t t);
   Context& pick();
@@ -126,23 +127,29 @@ Threadgroup& running() {
   return *tl_running;
 }
 
-void Threadgroup::fiber_main(void* self) {
+// Never returns, so it must not take a frame on ASan's fake stack (reused by the next fiber: the frame would
+// leak, fill it, and slow every later allocation); the real work is in run_kernel, which returns.
+__attribute__((no_sanitize_address)) void Threadgroup::fiber_main(void* self) {
   auto* tg = static_cast<Threadgroup*>(self);
   Fiber& f = tg->fibers_[tg->current_];
   context_started(f.ctx);
+  tg->run_kernel(f);
+  context_exit(f.ctx, tg->failed_ ? tg->home_ : tg->pick());
+}
+
+void Threadgroup::run_kernel(Fiber& f) {
   // Nothing may unwind past this frame: below it is no caller, only the trampoline.
   try {
-    tg->fn_(f.k);
+    fn_(f.k);
   } catch (const std::exception& e) {
-    tg->failed_ = true;
-    tg->failure_ = "thread " + dim_str(f.k.thread_position_in_threadgroup) + ": " + e.what();
+    failed_ = true;
+    failure_ = "thread " + dim_str(f.k.thread_position_in_threadgroup) + ": " + e.what();
   } catch (...) {
-    tg->failed_ = true;
-    tg->failure_ = "thread " + dim_str(f.k.thread_position_in_threadgroup) + ": unknown exception";
+    failed_ = true;
+    failure_ = "thread " + dim_str(f.k.thread_position_in_threadgroup) + ": unknown exception";
   }
   f.wait = Wait::kDone;
-  ++tg->done_;
-  context_exit(f.ctx, tg->failed_ ? tg->home_ : tg->pick());
+  ++done_;
 }
 
 // Sets up fiber t just before its first run, while its stack top is about to be hot in the cache anyway.

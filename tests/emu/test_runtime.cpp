@@ -217,6 +217,25 @@ static void k_divergent_simd(const KernelCtx& c) {
   if (c.thread_index_in_simdgroup < 16) simd(1, 0, sum_i32);
 }
 
+static int g_simd_a, g_simd_b;
+static void k_mismatched_simd(const KernelCtx& c) {
+  if (c.thread_index_in_simdgroup % 2) {
+    g_simd_a = __LINE__; simd(1, 0, sum_i32);
+  } else {
+    g_simd_b = __LINE__; simd(1, 0, sum_i32);
+  }
+}
+
+// Half the threads wait at a simd call, the other half at a barrier: neither can complete.
+static int g_simd_line, g_barrier_line;
+static void k_simd_vs_barrier(const KernelCtx& c) {
+  if (c.thread_index_in_threadgroup < 16) {
+    g_simd_line = __LINE__; simd(1, 0, sum_i32);
+  } else {
+    g_barrier_line = __LINE__; emu::barrier(Site::here());
+  }
+}
+
 static void k_throws(const KernelCtx& c) {
   emu::barrier(Site::here());
   if (group_linear(c) == 7 && c.thread_index_in_threadgroup == 5) throw std::runtime_error("boom");
@@ -368,6 +387,16 @@ static void test_divergence() {
   f = fault_of("div_simd", k_divergent_simd, {2, 1, 1}, {64, 1, 1}, out);
   EXPECT(contains(f, "kernel div_simd: threadgroup ("));
   EXPECT(contains(f, "reached by 16 of 32 lanes of simdgroup 0 (lanes 16..31 finished without reaching it)"));
+
+  f = fault_of("mismatch_simd", k_mismatched_simd, {1, 1, 1}, {32, 1, 1}, out);
+  EXPECT(contains(f, "test_runtime.cpp:" + std::to_string(g_simd_a)));
+  EXPECT(contains(f, "test_runtime.cpp:" + std::to_string(g_simd_b)));
+  EXPECT(contains(f, "different simd function"));
+
+  f = fault_of("simd_vs_barrier", k_simd_vs_barrier, {1, 1, 1}, {32, 1, 1}, out);
+  EXPECT(contains(f, "barrier at test_runtime.cpp:" + std::to_string(g_barrier_line) +
+                         " reached by 16 of 32 threads (threads 0..15 wait at simd function at test_runtime.cpp:" +
+                         std::to_string(g_simd_line) + ")"));
 
   // The emulator still works after faults.
   std::vector<int> nb(64 * 10);

@@ -84,6 +84,7 @@ Tensor qgemv(const Tensor& x, const Tensor& wq, const Tensor& scales, const Tens
   require_u32(op, "M", s.rows);
   require_u32(op, "rows*K", s.rows * k);
   require_u32(op, "rows*N", s.rows * n);
+  require_u32(op, "K*bits", k * bits);
   require_u32(op, "wq words", wq.numel());
 
   Shape out_shape(x.shape.begin(), x.shape.end() - 1);
@@ -92,7 +93,7 @@ Tensor qgemv(const Tensor& x, const Tensor& wq, const Tensor& scales, const Tens
   if (y.numel() == 0) return y;
   if (k == 0) throw InvalidArgument(op, ": K must be >= 1, got x ", shape_str(x.shape));
   s.has_bias = bias != nullptr;
-  s.aligned = aligned16(x) && aligned16(wq);
+  s.aligned = aligned16(x);
   const Tensor* b = bias ? bias : &y;  // an unread placeholder binding when there is no bias
   run_plan(plan_qgemv(s, get_limit(), active_backend().caps()), {&x, &wq, &scales, &biases, b, &y});
   return y;

@@ -17,7 +17,10 @@ constexpr uint32_t kMaxSplits = 8;      // partials[8] in gemv_nk
 uint32_t ceil_div(int64_t a, int64_t b) { return static_cast<uint32_t>((a + b - 1) / b); }
 }  // namespace
 
-uint32_t gemv_k_splits(int64_t k, DType dtype, bool w_kn) {
+uint32_t gemv_k_splits(int64_t k, DType dtype, bool w_kn, const DeviceCaps& caps) {
+  // The emulator pays for every simdgroup in fiber switches (the ladder, the barrier): one simdgroup per output
+  // tile keeps its work per switch high. GPUs need the splits to keep enough loads in flight.
+  if (caps.backend == "emu") return 1;
   if (w_kn) {
     // Consecutive K ranges of at least 256 per simdgroup.
     return static_cast<uint32_t>(std::clamp<int64_t>(k / 256, 1, kMaxSplits));
@@ -29,7 +32,6 @@ uint32_t gemv_k_splits(int64_t k, DType dtype, bool w_kn) {
 }
 
 Plan plan_gemv(const GemvShape& s, int limit, const DeviceCaps& caps) {
-  (void)caps;
   Plan plan;
   plan.canonical = use_canonical(s.rows, limit);
 
@@ -48,7 +50,7 @@ Plan plan_gemv(const GemvShape& s, int limit, const DeviceCaps& caps) {
   PlanLaunch launch;
   const uint32_t batch = static_cast<uint32_t>(s.batch);
   if (plan.canonical) {
-    args.k_splits = gemv_k_splits(s.k, s.dtype, s.w_kn);
+    args.k_splits = gemv_k_splits(s.k, s.dtype, s.w_kn, caps);
     launch.kernel = std::string(s.w_kn ? "gemv_kn_" : "gemv_nk_") + dtype_suffix(s.dtype);
     const uint32_t cols = s.w_kn ? kKnCols : kNkCols;
     launch.threadgroups = {ceil_div(s.n, cols), ceil_div(s.rows, kRowsPerTile), batch};

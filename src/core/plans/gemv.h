@@ -22,7 +22,7 @@ struct GemvShape {
 // M <= limit (and M == 1 always) -> canonical gemv_nk / gemv_kn; otherwise the tiled GEMM.
 Plan plan_gemv(const GemvShape& s, int limit, const DeviceCaps& caps);
 
-// The number of simdgroups that split one output tile's K range, from K and the dtype only (never M).
-uint32_t gemv_k_splits(int64_t k, DType dtype, bool w_kn);
+// The number of simdgroups that split one output tile's K range, from K, the dtype and the device (never M).
+uint32_t gemv_k_splits(int64_t k, DType dtype, bool w_kn, const DeviceCaps& caps);
 
 }  // namespace mtlinv

@@ -13,7 +13,7 @@ struct QGemvShape {
   int bits = 4;
   DType dtype = DType::f32;  // of x, scales, biases, bias and y
   bool has_bias = false;
-  bool aligned = false;   // x and wq 16-byte aligned: full-vector loads allowed
+  bool aligned = false;   // x 16-byte aligned: full-vector loads allowed
 };
 
 // The bit widths and group sizes the kernels are built for (MLX's affine widths; 32 divides every group size).
@@ -25,7 +25,7 @@ bool qgemv_supported_group_size(int group_size);
 // Throws InvalidArgument for an unsupported bits or group size, or K not a multiple of the group size.
 Plan plan_qgemv(const QGemvShape& s, int limit, const DeviceCaps& caps);
 
-// The number of simdgroups that split one output tile's K range, from K alone (never M).
-uint32_t qgemv_k_splits(int64_t k);
+// The number of simdgroups that split one output tile's K range, from K and the device (never M).
+uint32_t qgemv_k_splits(int64_t k, const DeviceCaps& caps);
 
 }  // namespace mtlinv

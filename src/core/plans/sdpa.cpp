@@ -22,13 +22,14 @@ constexpr double kLog2e = 1.4426950408889634074;
 uint32_t ceil_div(int64_t a, int64_t b) { return static_cast<uint32_t>((a + b - 1) / b); }
 }  // namespace
 
-// 256 on every device and head dim: the largest block the kernel's threadgroup arrays hold at D = 256, and
-// smaller chunks would only add work to pass 2. What must not enter here is any count of the call.
+// 256 on every device and head dim: the most the kernel's threadgroup arrays hold (within 32 KiB at D = 256 too),
+// which keeps pass 2 short. A device that wants more blocks for short contexts may pick a smaller S here; what
+// must never enter is a count of the call (Lq, kv_len).
 uint32_t sdpa_chunk_keys(int64_t /*head_dim*/, DType /*dtype*/, const DeviceCaps& /*caps*/) { return kBlockKeys; }
 
 uint32_t sdpa_split_blocks(const SdpaShape& s, const DeviceCaps& caps) {
-  const int64_t per_block = s.batch * s.kv_heads * ceil_div(s.q_len * (s.q_heads / s.kv_heads), kQueriesPerTile);
-  const int64_t fill = (kSplitWavesPerCore * caps.compute_units + per_block - 1) / per_block;
+  const int64_t groups_per_block = s.batch * s.kv_heads * ceil_div(s.q_len * (s.q_heads / s.kv_heads), kQueriesPerTile);
+  const int64_t fill = (kSplitWavesPerCore * caps.compute_units + groups_per_block - 1) / groups_per_block;
   const int64_t most = std::max<int64_t>(1, s.kv_len / kSplitMinKeys);
   const int64_t least = ceil_div(s.kv_len, kBlockKeys);
   return static_cast<uint32_t>(std::max(least, std::min(fill, most)));

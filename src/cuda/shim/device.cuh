@@ -70,7 +70,7 @@ __device__ __forceinline__ const S& bind_constant(const KernelCtx& ctx, int i) {
 template <class T>
 __device__ __forceinline__ std::remove_cv_t<T> attr(const dim3u& d) {
   using U = std::remove_cv_t<T>;
-  if constexpr (::metal::is_vec<U>::value) {
+  if constexpr (::cu_msl::is_vec<U>::value) {
     using E = typename U::value_type;
     const uint32_t c[3] = {d.x, d.y, d.z};
     U r;

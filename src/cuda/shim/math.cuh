@@ -15,7 +15,7 @@
 #include "scalar.cuh"
 #include "vec.cuh"
 
-namespace metal {
+namespace cu_msl {
 namespace detail {
 template <class F>
 using if_float = std::enable_if_t<is_float_v<F>, F>;
@@ -235,12 +235,12 @@ struct numeric_limits<half> : storage_float_limits<detail::binary16, 0x7bff, 0x0
 template <>
 struct numeric_limits<bfloat> : storage_float_limits<detail::bfloat16, 0x7f7f, 0x0080, 0x3c00, 0x0001, 0x7f80, 0x7fc0, 8> {};
 
-}  // namespace metal
+}  // namespace cu_msl
 
 // MSL constants that <cmath> / <cfloat> do not define (INFINITY, NAN, FLT_MAX, FLT_MIN come from there and work
 // in device code).
-#define HALF_MAX (::metal::half::from_bits(0x7bffu))
-#define HALF_MIN (::metal::half::from_bits(0x0400u))
+#define HALF_MAX (::cu_msl::half::from_bits(0x7bffu))
+#define HALF_MIN (::cu_msl::half::from_bits(0x0400u))
 #define M_PI_F 3.14159265358979323846264338327950288f
 #define M_LOG2E_F 1.44269504088896340735992468100189214f
 #define M_LN2_F 0.693147180559945309417232121458176568f

@@ -6,7 +6,7 @@
 // for p = 11 and p = 8. CUDA's own __half operators would give the same bits; going through float keeps one code
 // path for both formats and for the mixed-type rules below.
 //
-// Everything lives in namespace metal; cuda_shim.cuh brings the names into the kernels' namespace, because CUDA
+// Everything lives in namespace cu_msl; cuda_shim.cuh brings the names into the kernels' namespace, because CUDA
 // declares its own `float4`, `uint2`, ... (and, unless CUDA_NO_HALF, `half`) at global scope.
 #pragma once
 #include <cstdint>
@@ -19,7 +19,7 @@
 // Host and device, always inlined: these are one or two instructions each.
 #define MTLINV_HD __host__ __device__ __forceinline__
 
-namespace metal {
+namespace cu_msl {
 
 using uint = unsigned int;
 using ushort = unsigned short;
@@ -159,4 +159,4 @@ MTLINV_HD U as_type(const V& v) {
   return u;
 }
 
-}  // namespace metal
+}  // namespace cu_msl

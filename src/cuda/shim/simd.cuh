@@ -4,8 +4,9 @@
 //   multiple of 32) returns the calling lane's own value.
 // - simd_sum / _max / _min / _and / _or / _xor reduce by a fixed pairwise tree over lane indices: level 1 combines
 //   lanes (0,1) (2,3) ..., level 2 combines those pairs, up to 32; an absent lane is skipped. It runs as an xor
-//   butterfly in which every lane evaluates op(lower half, upper half) of its group, so every lane computes the
-//   very same operations and holds the same bits as the tree's root, whatever the hardware's own simd order.
+//   butterfly in which every lane evaluates op(lower half, upper half) of its group, so in a full warp every lane
+//   computes the very same operations and holds the tree's root. In a partial warp only the group leaders do (a
+//   lane whose partner is absent misses the rest of that partner's group), so lane 0 broadcasts the root.
 // - simd_prefix_*_sum add left to right in lane order (a serial chain of broadcasts: slow, but that is the order).
 // All lanes of a warp must call (converged control flow, design rule 6); each call names exactly the present lanes
 // in its mask, so the hardware, not a convention, enforces that.
@@ -17,7 +18,7 @@
 #include "scalar.cuh"
 #include "vec.cuh"
 
-namespace metal {
+namespace cu_msl {
 
 enum class mem_flags : unsigned { mem_none = 0, mem_device = 1, mem_threadgroup = 2, mem_texture = 4 };
 MTLINV_HD constexpr mem_flags operator|(mem_flags a, mem_flags b) {
@@ -72,7 +73,7 @@ MTLINV_D T tree(T v, Op op) {
       v = (lane & width) ? op(other, v) : op(v, other);
     }
   }
-  return v;
+  return mask == 0xffffffffu ? v : shuffle_words(mask, v, 0);
 }
 
 template <class T>
@@ -165,4 +166,4 @@ MTLINV_D bool simd_is_first() { return detail::lane_id() == 0; }
 
 #undef MTLINV_D
 
-}  // namespace metal
+}  // namespace cu_msl

@@ -1,6 +1,6 @@
 // MSL vector types on CUDA: vec<T, N> (N = 2, 3, 4) with .x .y .z .w (and .r .g .b .a), operator[], element-wise
 // arithmetic and comparisons, MSL's sizes and alignments (so a `vec<bfloat, 4>*` load is one 8-byte access), and
-// packed vectors. The same API as the emulator's src/emu/shim/vec.h; see there for the rules. In namespace metal:
+// packed vectors. The same API as the emulator's src/emu/shim/vec.h; see there for the rules. In namespace cu_msl:
 // CUDA's own float4, uint2, ... stay untouched at global scope.
 #pragma once
 #include <cstddef>
@@ -8,7 +8,7 @@
 
 #include "scalar.cuh"
 
-namespace metal {
+namespace cu_msl {
 
 template <class T, int N, bool Packed = false>
 struct vec;
@@ -235,7 +235,7 @@ MTLINV_HD T dot(const vec<T, N, P>& a, const vec<T, N, Q>& b) {
   return s;
 }
 
-// The MSL names, in namespace metal (cuda_shim.cuh makes them visible to the kernels).
+// The MSL names, in namespace cu_msl (cuda_shim.cuh makes them visible to the kernels).
 #define MTLINV_CU_VEC_NAMES(T, name)       \
   using name##2 = vec<T, 2>;               \
   using name##3 = vec<T, 3>;               \
@@ -261,4 +261,4 @@ static_assert(sizeof(bfloat4) == 8 && alignof(bfloat4) == 8, "MSL bfloat4 layout
 static_assert(sizeof(packed_float3) == 12 && alignof(packed_float3) == 4, "MSL packed_float3 layout");
 static_assert(std::is_trivially_copyable<float4>::value, "vectors must be copyable as bytes");
 
-}  // namespace metal
+}  // namespace cu_msl

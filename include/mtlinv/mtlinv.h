@@ -1,0 +1,69 @@
+/* mtlinv's C API: plain functions and opaque handles over the C++ core, for C and Swift callers.
+ *
+ * Every function returns MTLINV_OK or an error status; mtlinv_last_error() then describes the error (the message
+ * names the offending arguments and values) until the next call on the same thread. Tensors are created from
+ * host memory (copied onto the active device) and released with mtlinv_tensor_free. Ops are synchronous. */
+#ifndef MTLINV_H
+#define MTLINV_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct mtlinv_tensor mtlinv_tensor;
+
+typedef enum {
+  MTLINV_FLOAT32 = 0,
+  MTLINV_FLOAT16 = 1,
+  MTLINV_BFLOAT16 = 2,
+  MTLINV_UINT32 = 3,
+  MTLINV_INT32 = 4,
+} mtlinv_dtype;
+
+typedef enum {
+  MTLINV_OK = 0,
+  MTLINV_ERROR_INVALID_ARGUMENT = 1, /* bad shape, value or limit */
+  MTLINV_ERROR_DTYPE = 2,            /* unsupported or mixed dtypes */
+  MTLINV_ERROR_DEVICE = 3,           /* no device, backend not built, device command failed */
+  MTLINV_ERROR_KERNEL = 4,           /* a kernel faulted */
+  MTLINV_ERROR_OUT_OF_MEMORY = 5,
+  MTLINV_ERROR_INTERNAL = 6,
+} mtlinv_status;
+
+const char* mtlinv_last_error(void);
+
+/* The batch-invariance limit: calls with M <= limit rows (or queries) take the canonical kernels. */
+mtlinv_status mtlinv_set_limit(int limit, int* previous /* may be NULL */);
+int mtlinv_get_limit(void);
+
+/* Name of the active backend ("emu", "metal", "cuda") and device, written NUL-terminated into buf. */
+mtlinv_status mtlinv_device_name(char* buf, size_t size);
+
+mtlinv_status mtlinv_tensor_from_host(const void* data, const int64_t* shape, int ndim, mtlinv_dtype dtype,
+                                      mtlinv_tensor** out);
+mtlinv_status mtlinv_tensor_to_host(const mtlinv_tensor* t, void* data, size_t bytes);
+int mtlinv_tensor_ndim(const mtlinv_tensor* t);
+int64_t mtlinv_tensor_dim(const mtlinv_tensor* t, int i);
+size_t mtlinv_tensor_nbytes(const mtlinv_tensor* t);
+void mtlinv_tensor_free(mtlinv_tensor* t);
+
+/* y = x @ w^T (+ bias) for w [N, K] (transpose != 0) or y = x @ w for w [K, N]; bias may be NULL. */
+mtlinv_status mtlinv_gemv(const mtlinv_tensor* x, const mtlinv_tensor* w, const mtlinv_tensor* bias, int transpose,
+                          mtlinv_tensor** out);
+/* Quantized (MLX affine format) y = x @ W^T (+ bias); bias may be NULL. */
+mtlinv_status mtlinv_qgemv(const mtlinv_tensor* x, const mtlinv_tensor* wq, const mtlinv_tensor* scales,
+                           const mtlinv_tensor* biases, const mtlinv_tensor* bias, int group_size, int bits,
+                           mtlinv_tensor** out);
+/* Attention; kv_len < 0: all C keys; scale <= 0: 1/sqrt(D). */
+mtlinv_status mtlinv_sdpa(const mtlinv_tensor* q, const mtlinv_tensor* k, const mtlinv_tensor* v, int causal,
+                          int64_t kv_len, float scale, mtlinv_tensor** out);
+mtlinv_status mtlinv_rms_norm(const mtlinv_tensor* x, const mtlinv_tensor* weight, float eps, mtlinv_tensor** out);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* MTLINV_H */
