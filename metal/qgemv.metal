@@ -59,13 +59,13 @@ inline void qgemv_dequantize_run(device const uint* row, uint k, float scale, fl
 // step covers 256 consecutive positions, so its loads of x and of the packed words are contiguous across lanes.
 // Per run it reads each column's (at most two) words, scale and bias once, dequantises them and applies them to
 // every row of the tile. Grid: (ceil(N / 4), ceil(rows / QGEMV_ROWS), 1).
-template <typename T, uint BITS>
+template <typename T, uint BITS, typename S>
 [[kernel]] void qgemv(
     constant QGemvArgs& args [[buffer(0)]],
     device const T* x [[buffer(1)]],
     device const uint* wq [[buffer(2)]],
-    device const T* scales [[buffer(3)]],
-    device const T* biases [[buffer(4)]],
+    device const S* scales [[buffer(3)]],
+    device const S* biases [[buffer(4)]],
     device const T* bias [[buffer(5)]],
     device T* y [[buffer(6)]],
     uint2 tile [[threadgroup_position_in_grid]],
@@ -83,8 +83,8 @@ template <typename T, uint BITS>
 
   // Weight rows past N are clamped to the last row: loaded, never stored.
   device const uint* wrow[QGEMV_COLS];
-  device const T* srow[QGEMV_COLS];
-  device const T* brow[QGEMV_COLS];
+  device const S* srow[QGEMV_COLS];
+  device const S* brow[QGEMV_COLS];
   for (uint c = 0; c < QGEMV_COLS; ++c) {
     const uint n = min(n0 + c, args.n - 1);
     wrow[c] = wq + ulong(n) * (K / 32 * BITS);
@@ -167,13 +167,13 @@ template <typename T, uint BITS>
 // dequantising its weights into threadgroup memory. Compute: thread t owns rows m0 + 2 (t / 8) + {0, 1} and
 // columns n0 + t % 8 + 8 j, j = 0..3, each accumulated over all of K in ascending order.
 // Grid: (ceil(N / 32), ceil(rows / 32), 1).
-template <typename T, uint BITS>
+template <typename T, uint BITS, typename S>
 [[kernel]] void qgemm(
     constant QGemvArgs& args [[buffer(0)]],
     device const T* x [[buffer(1)]],
     device const uint* wq [[buffer(2)]],
-    device const T* scales [[buffer(3)]],
-    device const T* biases [[buffer(4)]],
+    device const S* scales [[buffer(3)]],
+    device const S* biases [[buffer(4)]],
     device const T* bias [[buffer(5)]],
     device T* y [[buffer(6)]],
     uint2 tile [[threadgroup_position_in_grid]],
@@ -196,8 +196,8 @@ template <typename T, uint BITS>
   device const T* xrow = x + ulong(min(m0 + line, args.rows - 1)) * K;
   const uint n_line = min(n0 + line, N - 1);
   device const uint* wrow = wq + ulong(n_line) * (K / 32 * BITS);
-  device const T* srow = scales + ulong(n_line) * groups;
-  device const T* brow = biases + ulong(n_line) * groups;
+  device const S* srow = scales + ulong(n_line) * groups;
+  device const S* brow = biases + ulong(n_line) * groups;
 
   // Named accumulators (row i, column j) stay in registers on every target; the emulator's compiler does not
   // unroll loops at -O2.
@@ -251,39 +251,50 @@ template <typename T, uint BITS>
   }
 }
 
-MTLINV_KERNEL(qgemv_b2_f32, qgemv, float, 2)
-MTLINV_KERNEL(qgemv_b2_f16, qgemv, half, 2)
-MTLINV_KERNEL(qgemv_b2_bf16, qgemv, bfloat, 2)
-MTLINV_KERNEL(qgemv_b3_f32, qgemv, float, 3)
-MTLINV_KERNEL(qgemv_b3_f16, qgemv, half, 3)
-MTLINV_KERNEL(qgemv_b3_bf16, qgemv, bfloat, 3)
-MTLINV_KERNEL(qgemv_b4_f32, qgemv, float, 4)
-MTLINV_KERNEL(qgemv_b4_f16, qgemv, half, 4)
-MTLINV_KERNEL(qgemv_b4_bf16, qgemv, bfloat, 4)
-MTLINV_KERNEL(qgemv_b5_f32, qgemv, float, 5)
-MTLINV_KERNEL(qgemv_b5_f16, qgemv, half, 5)
-MTLINV_KERNEL(qgemv_b5_bf16, qgemv, bfloat, 5)
-MTLINV_KERNEL(qgemv_b6_f32, qgemv, float, 6)
-MTLINV_KERNEL(qgemv_b6_f16, qgemv, half, 6)
-MTLINV_KERNEL(qgemv_b6_bf16, qgemv, bfloat, 6)
-MTLINV_KERNEL(qgemv_b8_f32, qgemv, float, 8)
-MTLINV_KERNEL(qgemv_b8_f16, qgemv, half, 8)
-MTLINV_KERNEL(qgemv_b8_bf16, qgemv, bfloat, 8)
-MTLINV_KERNEL(qgemm_b2_f32, qgemm, float, 2)
-MTLINV_KERNEL(qgemm_b2_f16, qgemm, half, 2)
-MTLINV_KERNEL(qgemm_b2_bf16, qgemm, bfloat, 2)
-MTLINV_KERNEL(qgemm_b3_f32, qgemm, float, 3)
-MTLINV_KERNEL(qgemm_b3_f16, qgemm, half, 3)
-MTLINV_KERNEL(qgemm_b3_bf16, qgemm, bfloat, 3)
-MTLINV_KERNEL(qgemm_b4_f32, qgemm, float, 4)
-MTLINV_KERNEL(qgemm_b4_f16, qgemm, half, 4)
-MTLINV_KERNEL(qgemm_b4_bf16, qgemm, bfloat, 4)
-MTLINV_KERNEL(qgemm_b5_f32, qgemm, float, 5)
-MTLINV_KERNEL(qgemm_b5_f16, qgemm, half, 5)
-MTLINV_KERNEL(qgemm_b5_bf16, qgemm, bfloat, 5)
-MTLINV_KERNEL(qgemm_b6_f32, qgemm, float, 6)
-MTLINV_KERNEL(qgemm_b6_f16, qgemm, half, 6)
-MTLINV_KERNEL(qgemm_b6_bf16, qgemm, bfloat, 6)
-MTLINV_KERNEL(qgemm_b8_f32, qgemm, float, 8)
-MTLINV_KERNEL(qgemm_b8_f16, qgemm, half, 8)
-MTLINV_KERNEL(qgemm_b8_bf16, qgemm, bfloat, 8)
+MTLINV_KERNEL(qgemv_b2_f32, qgemv, float, 2, float)
+MTLINV_KERNEL(qgemv_b2_f16, qgemv, half, 2, half)
+MTLINV_KERNEL(qgemv_b2_bf16, qgemv, bfloat, 2, bfloat)
+MTLINV_KERNEL(qgemv_b3_f32, qgemv, float, 3, float)
+MTLINV_KERNEL(qgemv_b3_f16, qgemv, half, 3, half)
+MTLINV_KERNEL(qgemv_b3_bf16, qgemv, bfloat, 3, bfloat)
+MTLINV_KERNEL(qgemv_b4_f32, qgemv, float, 4, float)
+MTLINV_KERNEL(qgemv_b4_f16, qgemv, half, 4, half)
+MTLINV_KERNEL(qgemv_b4_bf16, qgemv, bfloat, 4, bfloat)
+MTLINV_KERNEL(qgemv_b5_f32, qgemv, float, 5, float)
+MTLINV_KERNEL(qgemv_b5_f16, qgemv, half, 5, half)
+MTLINV_KERNEL(qgemv_b5_bf16, qgemv, bfloat, 5, bfloat)
+MTLINV_KERNEL(qgemv_b6_f32, qgemv, float, 6, float)
+MTLINV_KERNEL(qgemv_b6_f16, qgemv, half, 6, half)
+MTLINV_KERNEL(qgemv_b6_bf16, qgemv, bfloat, 6, bfloat)
+MTLINV_KERNEL(qgemv_b8_f32, qgemv, float, 8, float)
+MTLINV_KERNEL(qgemv_b8_f16, qgemv, half, 8, half)
+MTLINV_KERNEL(qgemv_b8_bf16, qgemv, bfloat, 8, bfloat)
+MTLINV_KERNEL(qgemm_b2_f32, qgemm, float, 2, float)
+MTLINV_KERNEL(qgemm_b2_f16, qgemm, half, 2, half)
+MTLINV_KERNEL(qgemm_b2_bf16, qgemm, bfloat, 2, bfloat)
+MTLINV_KERNEL(qgemm_b3_f32, qgemm, float, 3, float)
+MTLINV_KERNEL(qgemm_b3_f16, qgemm, half, 3, half)
+MTLINV_KERNEL(qgemm_b3_bf16, qgemm, bfloat, 3, bfloat)
+MTLINV_KERNEL(qgemm_b4_f32, qgemm, float, 4, float)
+MTLINV_KERNEL(qgemm_b4_f16, qgemm, half, 4, half)
+MTLINV_KERNEL(qgemm_b4_bf16, qgemm, bfloat, 4, bfloat)
+MTLINV_KERNEL(qgemm_b5_f32, qgemm, float, 5, float)
+MTLINV_KERNEL(qgemm_b5_f16, qgemm, half, 5, half)
+MTLINV_KERNEL(qgemm_b5_bf16, qgemm, bfloat, 5, bfloat)
+MTLINV_KERNEL(qgemm_b6_f32, qgemm, float, 6, float)
+MTLINV_KERNEL(qgemm_b6_f16, qgemm, half, 6, half)
+MTLINV_KERNEL(qgemm_b6_bf16, qgemm, bfloat, 6, bfloat)
+MTLINV_KERNEL(qgemm_b8_f32, qgemm, float, 8, float)
+MTLINV_KERNEL(qgemm_b8_f16, qgemm, half, 8, half)
+MTLINV_KERNEL(qgemm_b8_bf16, qgemm, bfloat, 8, bfloat)
+
+// float32 scales and biases with 16-bit activations: GGUF's float16 block scales do not fit bfloat16, so
+// imported GGUF weights keep their scales in float32 (mtlinv.gguf_blocks).
+MTLINV_KERNEL(qgemv_b4_f16_sf32, qgemv, half, 4, float)
+MTLINV_KERNEL(qgemv_b4_bf16_sf32, qgemv, bfloat, 4, float)
+MTLINV_KERNEL(qgemv_b8_f16_sf32, qgemv, half, 8, float)
+MTLINV_KERNEL(qgemv_b8_bf16_sf32, qgemv, bfloat, 8, float)
+MTLINV_KERNEL(qgemm_b4_f16_sf32, qgemm, half, 4, float)
+MTLINV_KERNEL(qgemm_b4_bf16_sf32, qgemm, bfloat, 4, float)
+MTLINV_KERNEL(qgemm_b8_f16_sf32, qgemm, half, 8, float)
+MTLINV_KERNEL(qgemm_b8_bf16_sf32, qgemm, bfloat, 8, float)

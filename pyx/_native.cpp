@@ -33,9 +33,11 @@
             "-std=c++17",
             "-ffp-contract=off",
             "-fno-fast-math",
+            "-fvisibility=hidden",
+            "-fvisibility-inlines-hidden",
             "-Wall",
             "-Wno-unused-function",
-            "-O2",
+            "-O3",
             "-mfma",
             "-mf16c",
             "-mavx2"
@@ -4058,7 +4060,7 @@ static PyObject *__pyx_pf_6mtlinv_7_native_4gemv(CYTHON_UNUSED PyObject *__pyx_s
 static PyObject *__pyx_pf_6mtlinv_7_native_6matmul(CYTHON_UNUSED PyObject *__pyx_self, PyObject *__pyx_v_a, PyObject *__pyx_v_b); /* proto */
 static PyObject *__pyx_pf_6mtlinv_7_native_8plan_gemv(CYTHON_UNUSED PyObject *__pyx_self, PyObject *__pyx_v_rows, PyObject *__pyx_v_k, PyObject *__pyx_v_n, PyObject *__pyx_v_dtype, PyObject *__pyx_v_limit, PyObject *__pyx_v_transpose, PyObject *__pyx_v_batch, PyObject *__pyx_v_bias); /* proto */
 static PyObject *__pyx_pf_6mtlinv_7_native_10qgemv(CYTHON_UNUSED PyObject *__pyx_self, PyObject *__pyx_v_x, PyObject *__pyx_v_wq, PyObject *__pyx_v_scales, PyObject *__pyx_v_biases, int __pyx_v_group_size, int __pyx_v_bits, PyObject *__pyx_v_bias); /* proto */
-static PyObject *__pyx_pf_6mtlinv_7_native_12plan_qgemv(CYTHON_UNUSED PyObject *__pyx_self, PyObject *__pyx_v_rows, PyObject *__pyx_v_k, PyObject *__pyx_v_n, PyObject *__pyx_v_group_size, PyObject *__pyx_v_bits, PyObject *__pyx_v_dtype, PyObject *__pyx_v_limit, PyObject *__pyx_v_bias); /* proto */
+static PyObject *__pyx_pf_6mtlinv_7_native_12plan_qgemv(CYTHON_UNUSED PyObject *__pyx_self, PyObject *__pyx_v_rows, PyObject *__pyx_v_k, PyObject *__pyx_v_n, PyObject *__pyx_v_group_size, PyObject *__pyx_v_bits, PyObject *__pyx_v_dtype, PyObject *__pyx_v_scale_dtype, PyObject *__pyx_v_limit, PyObject *__pyx_v_bias); /* proto */
 static PyObject *__pyx_pf_6mtlinv_7_native_14sdpa(CYTHON_UNUSED PyObject *__pyx_self, PyObject *__pyx_v_q, PyObject *__pyx_v_k, PyObject *__pyx_v_v, PyObject *__pyx_v_scale, int __pyx_v_causal, PyObject *__pyx_v_kv_len); /* proto */
 static PyObject *__pyx_pf_6mtlinv_7_native_16sdpa_chunk_keys(CYTHON_UNUSED PyObject *__pyx_self, PyObject *__pyx_v_head_dim, PyObject *__pyx_v_dtype); /* proto */
 static PyObject *__pyx_pf_6mtlinv_7_native_18plan_sdpa(CYTHON_UNUSED PyObject *__pyx_self, PyObject *__pyx_v_q_len, PyObject *__pyx_v_kv_len, PyObject *__pyx_v_head_dim, PyObject *__pyx_v_q_heads, PyObject *__pyx_v_kv_heads, PyObject *__pyx_v_batch, PyObject *__pyx_v_capacity, PyObject *__pyx_v_dtype, PyObject *__pyx_v_causal, PyObject *__pyx_v_aligned, PyObject *__pyx_v_limit); /* proto */
@@ -4255,7 +4257,7 @@ namespace {
     __Pyx_CachedCFunction __pyx_umethod_PyList_Type__index;
     PyObject *__pyx_tuple[6];
     PyObject *__pyx_codeobj_tab[35];
-    PyObject *__pyx_string_tab[297];
+    PyObject *__pyx_string_tab[298];
     PyObject *__pyx_number_tab[12];
 /* #### Code section: module_state_contents ### */
 /* PyFrozenDict.module_state_decls */
@@ -4536,95 +4538,96 @@ static __pyx_mstatetype * const __pyx_mstate_global = &__pyx_mstate_global_stati
 #define __pyx_n_u_rows __pyx_string_tab[205]
 #define __pyx_n_u_s __pyx_string_tab[206]
 #define __pyx_n_u_scale __pyx_string_tab[207]
-#define __pyx_n_u_scales __pyx_string_tab[208]
-#define __pyx_n_u_scratch_bytes __pyx_string_tab[209]
-#define __pyx_n_u_sdpa __pyx_string_tab[210]
-#define __pyx_n_u_sdpa_chunk_keys __pyx_string_tab[211]
-#define __pyx_n_u_seed __pyx_string_tab[212]
-#define __pyx_n_u_self __pyx_string_tab[213]
-#define __pyx_n_u_send __pyx_string_tab[214]
-#define __pyx_n_u_seq_offset __pyx_string_tab[215]
-#define __pyx_n_u_set_limit __pyx_string_tab[216]
-#define __pyx_n_u_setdefault __pyx_string_tab[217]
-#define __pyx_n_u_shape __pyx_string_tab[218]
-#define __pyx_n_u_simd_width __pyx_string_tab[219]
-#define __pyx_n_u_size __pyx_string_tab[220]
-#define __pyx_n_u_start_pos __pyx_string_tab[221]
-#define __pyx_n_u_state __pyx_string_tab[222]
-#define __pyx_n_u_strides __pyx_string_tab[223]
-#define __pyx_n_u_swiglu __pyx_string_tab[224]
-#define __pyx_n_u_t __pyx_string_tab[225]
-#define __pyx_n_u_ta __pyx_string_tab[226]
-#define __pyx_n_u_table __pyx_string_tab[227]
-#define __pyx_n_u_tb __pyx_string_tab[228]
-#define __pyx_n_u_tbs __pyx_string_tab[229]
-#define __pyx_n_u_tensors __pyx_string_tab[230]
-#define __pyx_n_u_tg __pyx_string_tab[231]
-#define __pyx_n_u_threadgroup_memory_bytes __pyx_string_tab[232]
-#define __pyx_n_u_threadgroups __pyx_string_tab[233]
-#define __pyx_n_u_threads __pyx_string_tab[234]
-#define __pyx_n_u_throw __pyx_string_tab[235]
-#define __pyx_n_u_ti __pyx_string_tab[236]
-#define __pyx_n_u_tk __pyx_string_tab[237]
-#define __pyx_n_u_tq __pyx_string_tab[238]
-#define __pyx_n_u_transpose __pyx_string_tab[239]
-#define __pyx_n_u_ts __pyx_string_tab[240]
-#define __pyx_n_u_tt __pyx_string_tab[241]
-#define __pyx_n_u_tu __pyx_string_tab[242]
-#define __pyx_n_u_tv __pyx_string_tab[243]
-#define __pyx_n_u_tw __pyx_string_tab[244]
-#define __pyx_n_u_twq __pyx_string_tab[245]
-#define __pyx_n_u_tx __pyx_string_tab[246]
-#define __pyx_n_u_uint32 __pyx_string_tab[247]
-#define __pyx_n_u_uint8 __pyx_string_tab[248]
-#define __pyx_n_u_up __pyx_string_tab[249]
-#define __pyx_n_u_update __pyx_string_tab[250]
-#define __pyx_n_u_use_setstate __pyx_string_tab[251]
-#define __pyx_n_u_v __pyx_string_tab[252]
-#define __pyx_n_u_value __pyx_string_tab[253]
-#define __pyx_n_u_values __pyx_string_tab[254]
-#define __pyx_n_u_view __pyx_string_tab[255]
-#define __pyx_n_u_w __pyx_string_tab[256]
-#define __pyx_n_u_weight __pyx_string_tab[257]
-#define __pyx_n_u_wq __pyx_string_tab[258]
-#define __pyx_n_u_wq_array __pyx_string_tab[259]
-#define __pyx_n_u_write_heads __pyx_string_tab[260]
-#define __pyx_n_u_writeable __pyx_string_tab[261]
-#define __pyx_n_u_x __pyx_string_tab[262]
-#define __pyx_kp_b_iso88591_Q_2 __pyx_string_tab[263]
-#define __pyx_kp_b_iso88591_1 __pyx_string_tab[264]
-#define __pyx_kp_b_iso88591__7 __pyx_string_tab[265]
-#define __pyx_kp_b_iso88591_q_a __pyx_string_tab[266]
-#define __pyx_kp_b_iso88591_z_T_D_4uBa_J_4qPRR___r_2S_Q_QQR __pyx_string_tab[267]
-#define __pyx_kp_b_iso88591_4q_3j __pyx_string_tab[268]
-#define __pyx_kp_b_iso88591_a_3 __pyx_string_tab[269]
-#define __pyx_kp_b_iso88591__8 __pyx_string_tab[270]
-#define __pyx_kp_b_iso88591_XQc_a_oQb_5 __pyx_string_tab[271]
-#define __pyx_kp_b_iso88591_XQc_m81CuA_e1Bd_A_5 __pyx_string_tab[272]
-#define __pyx_kp_b_iso88591_XQfH_HAT_q_har_Rq_5 __pyx_string_tab[273]
-#define __pyx_kp_b_iso88591_XQgYa_WJauM_81EQWWYYZ_k_D_5 __pyx_string_tab[274]
-#define __pyx_kp_b_iso88591_q_q_1HG1_gQ_1A_aq_q_AQ_1G3d_q __pyx_string_tab[275]
-#define __pyx_kp_b_iso88591_q_0_kQR_9HAQ_7_1L_a_1 __pyx_string_tab[276]
-#define __pyx_kp_b_iso88591_D_D_e1N_S_2Q_U_e6_ay_3c_1_Q_z_9 __pyx_string_tab[277]
-#define __pyx_kp_b_iso88591_Q_q_l_vWE_Q_q_t87_q_awk_awk __pyx_string_tab[278]
-#define __pyx_kp_b_iso88591_Q_XQc_a_XQc_a_Q_uG1_XQfHA_Qb_fA __pyx_string_tab[279]
-#define __pyx_kp_b_iso88591_A_3awc_4z_q_WA_E_q_as_3d_q_3fBc __pyx_string_tab[280]
-#define __pyx_kp_b_iso88591_A_4r_3c_81A_Ja_2_fD_xq_A_1_b_at8 __pyx_string_tab[281]
-#define __pyx_kp_b_iso88591__6 __pyx_string_tab[282]
-#define __pyx_kp_b_iso88591_Q __pyx_string_tab[283]
-#define __pyx_kp_b_iso88591_a_2 __pyx_string_tab[284]
-#define __pyx_kp_b_iso88591_z_q_6_E_BfAWCs_1_c_q_5_a_q_wa_E __pyx_string_tab[285]
-#define __pyx_kp_b_iso88591_31_XQc_a_XQc_a_XQc_a_Zq_q_Ye1Jf __pyx_string_tab[286]
-#define __pyx_kp_b_iso88591_XQc_a_XQhj_j_4r_Q_5 __pyx_string_tab[287]
-#define __pyx_kp_b_iso88591_A_Q __pyx_string_tab[288]
-#define __pyx_kp_b_iso88591_l_J_ST_XQgQd_5_vS_YoQb_avU_XT_a __pyx_string_tab[289]
-#define __pyx_kp_b_iso88591_a_AZ_ar_q_e7RWWggiinno __pyx_string_tab[290]
-#define __pyx_kp_b_iso88591_oX5FlRS_WAT_vS_8_q_YoQb_avU_q_f __pyx_string_tab[291]
-#define __pyx_kp_b_iso88591_k_Yo_XQj_AXQj_y_RYYZ_9Cz_YoQb_a __pyx_string_tab[292]
-#define __pyx_kp_b_iso88591_Q_XQc_a_r_s_J_4qPRRS_e86_2V1D_R __pyx_string_tab[293]
-#define __pyx_kp_b_iso88591_33HH_XQc_a_Qb_Ct __pyx_string_tab[294]
-#define __pyx_kp_b_iso88591_a_XQc_a_t_Qd_2XQa_87_Rq_A_31HA __pyx_string_tab[295]
-#define __pyx_kp_b_iso88591_k_D_a_6_T_6_AQ_1G1A_q_V_Q __pyx_string_tab[296]
+#define __pyx_n_u_scale_dtype __pyx_string_tab[208]
+#define __pyx_n_u_scales __pyx_string_tab[209]
+#define __pyx_n_u_scratch_bytes __pyx_string_tab[210]
+#define __pyx_n_u_sdpa __pyx_string_tab[211]
+#define __pyx_n_u_sdpa_chunk_keys __pyx_string_tab[212]
+#define __pyx_n_u_seed __pyx_string_tab[213]
+#define __pyx_n_u_self __pyx_string_tab[214]
+#define __pyx_n_u_send __pyx_string_tab[215]
+#define __pyx_n_u_seq_offset __pyx_string_tab[216]
+#define __pyx_n_u_set_limit __pyx_string_tab[217]
+#define __pyx_n_u_setdefault __pyx_string_tab[218]
+#define __pyx_n_u_shape __pyx_string_tab[219]
+#define __pyx_n_u_simd_width __pyx_string_tab[220]
+#define __pyx_n_u_size __pyx_string_tab[221]
+#define __pyx_n_u_start_pos __pyx_string_tab[222]
+#define __pyx_n_u_state __pyx_string_tab[223]
+#define __pyx_n_u_strides __pyx_string_tab[224]
+#define __pyx_n_u_swiglu __pyx_string_tab[225]
+#define __pyx_n_u_t __pyx_string_tab[226]
+#define __pyx_n_u_ta __pyx_string_tab[227]
+#define __pyx_n_u_table __pyx_string_tab[228]
+#define __pyx_n_u_tb __pyx_string_tab[229]
+#define __pyx_n_u_tbs __pyx_string_tab[230]
+#define __pyx_n_u_tensors __pyx_string_tab[231]
+#define __pyx_n_u_tg __pyx_string_tab[232]
+#define __pyx_n_u_threadgroup_memory_bytes __pyx_string_tab[233]
+#define __pyx_n_u_threadgroups __pyx_string_tab[234]
+#define __pyx_n_u_threads __pyx_string_tab[235]
+#define __pyx_n_u_throw __pyx_string_tab[236]
+#define __pyx_n_u_ti __pyx_string_tab[237]
+#define __pyx_n_u_tk __pyx_string_tab[238]
+#define __pyx_n_u_tq __pyx_string_tab[239]
+#define __pyx_n_u_transpose __pyx_string_tab[240]
+#define __pyx_n_u_ts __pyx_string_tab[241]
+#define __pyx_n_u_tt __pyx_string_tab[242]
+#define __pyx_n_u_tu __pyx_string_tab[243]
+#define __pyx_n_u_tv __pyx_string_tab[244]
+#define __pyx_n_u_tw __pyx_string_tab[245]
+#define __pyx_n_u_twq __pyx_string_tab[246]
+#define __pyx_n_u_tx __pyx_string_tab[247]
+#define __pyx_n_u_uint32 __pyx_string_tab[248]
+#define __pyx_n_u_uint8 __pyx_string_tab[249]
+#define __pyx_n_u_up __pyx_string_tab[250]
+#define __pyx_n_u_update __pyx_string_tab[251]
+#define __pyx_n_u_use_setstate __pyx_string_tab[252]
+#define __pyx_n_u_v __pyx_string_tab[253]
+#define __pyx_n_u_value __pyx_string_tab[254]
+#define __pyx_n_u_values __pyx_string_tab[255]
+#define __pyx_n_u_view __pyx_string_tab[256]
+#define __pyx_n_u_w __pyx_string_tab[257]
+#define __pyx_n_u_weight __pyx_string_tab[258]
+#define __pyx_n_u_wq __pyx_string_tab[259]
+#define __pyx_n_u_wq_array __pyx_string_tab[260]
+#define __pyx_n_u_write_heads __pyx_string_tab[261]
+#define __pyx_n_u_writeable __pyx_string_tab[262]
+#define __pyx_n_u_x __pyx_string_tab[263]
+#define __pyx_kp_b_iso88591_Q_2 __pyx_string_tab[264]
+#define __pyx_kp_b_iso88591_1 __pyx_string_tab[265]
+#define __pyx_kp_b_iso88591__7 __pyx_string_tab[266]
+#define __pyx_kp_b_iso88591_q_a __pyx_string_tab[267]
+#define __pyx_kp_b_iso88591_z_T_D_4uBa_J_4qPRR___r_2S_Q_QQR __pyx_string_tab[268]
+#define __pyx_kp_b_iso88591_4q_3j __pyx_string_tab[269]
+#define __pyx_kp_b_iso88591_a_3 __pyx_string_tab[270]
+#define __pyx_kp_b_iso88591__8 __pyx_string_tab[271]
+#define __pyx_kp_b_iso88591_XQc_a_oQb_5 __pyx_string_tab[272]
+#define __pyx_kp_b_iso88591_XQc_m81CuA_e1Bd_A_5 __pyx_string_tab[273]
+#define __pyx_kp_b_iso88591_XQfH_HAT_q_har_Rq_5 __pyx_string_tab[274]
+#define __pyx_kp_b_iso88591_XQgYa_WJauM_81EQWWYYZ_k_D_5 __pyx_string_tab[275]
+#define __pyx_kp_b_iso88591_q_q_1HG1_gQ_1A_aq_q_AQ_1G3d_q __pyx_string_tab[276]
+#define __pyx_kp_b_iso88591_q_0_kQR_9HAQ_7_1L_a_1 __pyx_string_tab[277]
+#define __pyx_kp_b_iso88591_D_D_e1N_S_2Q_U_e6_ay_3c_1_Q_z_9 __pyx_string_tab[278]
+#define __pyx_kp_b_iso88591_Q_q_l_vWE_Q_q_t87_q_awk_awk __pyx_string_tab[279]
+#define __pyx_kp_b_iso88591_Q_XQc_a_XQc_a_Q_uG1_XQfHA_Qb_fA __pyx_string_tab[280]
+#define __pyx_kp_b_iso88591_A_3awc_4z_q_WA_E_q_as_3d_q_3fBc __pyx_string_tab[281]
+#define __pyx_kp_b_iso88591_A_4r_3c_81A_Ja_2_fD_xq_A_1_b_at8 __pyx_string_tab[282]
+#define __pyx_kp_b_iso88591__6 __pyx_string_tab[283]
+#define __pyx_kp_b_iso88591_Q __pyx_string_tab[284]
+#define __pyx_kp_b_iso88591_a_2 __pyx_string_tab[285]
+#define __pyx_kp_b_iso88591_z_q_6_E_BfAWCs_1_c_q_5_a_q_wa_E __pyx_string_tab[286]
+#define __pyx_kp_b_iso88591_31_XQc_a_XQc_a_XQc_a_Zq_q_Ye1Jf __pyx_string_tab[287]
+#define __pyx_kp_b_iso88591_XQc_a_XQhj_j_4r_Q_5 __pyx_string_tab[288]
+#define __pyx_kp_b_iso88591_A_Q __pyx_string_tab[289]
+#define __pyx_kp_b_iso88591_l_J_ST_XQgQd_5_vS_YoQb_avU_XT_a __pyx_string_tab[290]
+#define __pyx_kp_b_iso88591_a_AZ_ar_q_e7RWWggiinno __pyx_string_tab[291]
+#define __pyx_kp_b_iso88591_oX5FFXXdde_WAT_vS_8_q_YoQb_avU __pyx_string_tab[292]
+#define __pyx_kp_b_iso88591_k_Yo_XQj_AXQj_y_RYYZ_9Cz_YoQb_a __pyx_string_tab[293]
+#define __pyx_kp_b_iso88591_Q_XQc_a_r_s_J_4qPRRS_e86_2V1D_R __pyx_string_tab[294]
+#define __pyx_kp_b_iso88591_33HH_XQc_a_Qb_Ct __pyx_string_tab[295]
+#define __pyx_kp_b_iso88591_a_XQc_a_t_Qd_2XQa_87_Rq_A_31HA __pyx_string_tab[296]
+#define __pyx_kp_b_iso88591_k_D_a_6_T_6_AQ_1G1A_q_V_Q __pyx_string_tab[297]
 #define __pyx_float_neg_0_5 __pyx_number_tab[0]
 #define __pyx_int_0 __pyx_number_tab[1]
 #define __pyx_int_neg_1 __pyx_number_tab[2]
@@ -4684,7 +4687,7 @@ static CYTHON_SMALL_CODE int __pyx_m_clear(PyObject *m) {
   Py_CLEAR(clear_module_state->__pyx_umethod_PyList_Type__index.method);
   for (int i=0; i<6; ++i) { Py_CLEAR(clear_module_state->__pyx_tuple[i]); }
   for (int i=0; i<35; ++i) { Py_CLEAR(clear_module_state->__pyx_codeobj_tab[i]); }
-  for (int i=0; i<297; ++i) { Py_CLEAR(clear_module_state->__pyx_string_tab[i]); }
+  for (int i=0; i<298; ++i) { Py_CLEAR(clear_module_state->__pyx_string_tab[i]); }
   for (int i=0; i<12; ++i) { Py_CLEAR(clear_module_state->__pyx_number_tab[i]); }
 /* #### Code section: module_state_clear_contents ### */
 /* CommonTypesMetaclass.module_state_clear */
@@ -4744,7 +4747,7 @@ static CYTHON_SMALL_CODE int __pyx_m_traverse(PyObject *m, visitproc visit, void
   Py_VISIT(traverse_module_state->__pyx_umethod_PyList_Type__index.method);
   for (int i=0; i<6; ++i) { __Pyx_VISIT_CONST(traverse_module_state->__pyx_tuple[i]); }
   for (int i=0; i<35; ++i) { __Pyx_VISIT_CONST(traverse_module_state->__pyx_codeobj_tab[i]); }
-  for (int i=0; i<297; ++i) { __Pyx_VISIT_CONST(traverse_module_state->__pyx_string_tab[i]); }
+  for (int i=0; i<298; ++i) { __Pyx_VISIT_CONST(traverse_module_state->__pyx_string_tab[i]); }
   for (int i=0; i<12; ++i) { __Pyx_VISIT_CONST(traverse_module_state->__pyx_number_tab[i]); }
 /* #### Code section: module_state_traverse_contents ### */
 /* CommonTypesMetaclass.module_state_traverse */
@@ -14074,7 +14077,7 @@ static PyObject *__pyx_pf_6mtlinv_7_native_8plan_gemv(CYTHON_UNUSED PyObject *__
  * 
  * def qgemv(x, wq, scales, biases, *, int group_size, int bits, bias=None):             # <<<<<<<<<<<<<<
  *     """y = x @ W.T (+ bias) for a weight W [N, K] quantized in MLX's affine format (mtlinv.quant.quantize):
- *     wq uint32 [N, K*bits/32], scales and biases [N, K/group_size] in x's dtype, W = scales * q + biases per group.
+ *     wq uint32 [N, K*bits/32], scales and biases [N, K/group_size] in x's dtype
 */
 
 /* Python wrapper */
@@ -14085,7 +14088,7 @@ PyObject *const *__pyx_args, Py_ssize_t __pyx_nargs, PyObject *__pyx_kwds
 PyObject *__pyx_args, PyObject *__pyx_kwds
 #endif
 ); /*proto*/
-PyDoc_STRVAR(__pyx_doc_6mtlinv_7_native_10qgemv, "y = x @ W.T (+ bias) for a weight W [N, K] quantized in MLX\047s affine format (mtlinv.quant.quantize):\n    wq uint32 [N, K*bits/32], scales and biases [N, K/group_size] in x\047s dtype, W = scales * q + biases per group.\n    x is [K] or [..., M, K], float32/float16/bfloat16; bits 2, 3, 4, 5, 6 or 8; group_size 32, 64 or 128.\n    The weights are dequantised in float32 exactly as mtlinv.quant.dequantize_float32 does (scale * q, rounded,\n    plus bias), accumulation is float32, the output has x\047s dtype.\n\n    With M <= get_limit() rows (and always for M == 1) each output row is bit-identical to the call on that row\n    alone; above the limit a throughput kernel runs.");
+PyDoc_STRVAR(__pyx_doc_6mtlinv_7_native_10qgemv, "y = x @ W.T (+ bias) for a weight W [N, K] quantized in MLX\047s affine format (mtlinv.quant.quantize):\n    wq uint32 [N, K*bits/32], scales and biases [N, K/group_size] in x\047s dtype\n    (or float32, for 16-bit x with bits 4 or 8: lossless GGUF imports), W = scales * q + biases per group.\n    x is [K] or [..., M, K], float32/float16/bfloat16; bits 2, 3, 4, 5, 6 or 8; group_size 32, 64 or 128.\n    The weights are dequantised in float32 exactly as mtlinv.quant.dequantize_float32 does (scale * q, rounded,\n    plus bias), accumulation is float32, the output has x\047s dtype.\n\n    With M <= get_limit() rows (and always for M == 1) each output row is bit-identical to the call on that row\n    alone; above the limit a throughput kernel runs.");
 static PyMethodDef __pyx_mdef_6mtlinv_7_native_11qgemv = {"qgemv", (PyCFunction)(void(*)(void))(__Pyx_PyCFunction_FastCallWithKeywords)__pyx_pw_6mtlinv_7_native_11qgemv, __Pyx_METH_FASTCALL|METH_KEYWORDS, __pyx_doc_6mtlinv_7_native_10qgemv};
 static PyObject *__pyx_pw_6mtlinv_7_native_11qgemv(PyObject *__pyx_self, 
 #if CYTHON_VECTORCALL
@@ -14221,19 +14224,19 @@ static PyObject *__pyx_pf_6mtlinv_7_native_10qgemv(CYTHON_UNUSED PyObject *__pyx
   __Pyx_RefNannySetupContext("qgemv", 0);
   __Pyx_INCREF(__pyx_v_wq);
 
-  /* "pyx/qgemv.pxi":25
+  /* "pyx/qgemv.pxi":26
  *     With M <= get_limit() rows (and always for M == 1) each output row is bit-identical to the call on that row
  *     alone; above the limit a throughput kernel runs."""
  *     cdef Tensor tx = _operand(x, "x", "qgemv")             # <<<<<<<<<<<<<<
  *     if not isinstance(wq, Tensor):
  *         wq_array = np.asarray(wq)
 */
-  __pyx_t_1 = ((PyObject *)__pyx_f_6mtlinv_7_native__operand(__pyx_v_x, __pyx_mstate_global->__pyx_n_u_x, __pyx_mstate_global->__pyx_n_u_qgemv)); if (unlikely(!__pyx_t_1)) __PYX_ERR(7, 25, __pyx_L1_error)
+  __pyx_t_1 = ((PyObject *)__pyx_f_6mtlinv_7_native__operand(__pyx_v_x, __pyx_mstate_global->__pyx_n_u_x, __pyx_mstate_global->__pyx_n_u_qgemv)); if (unlikely(!__pyx_t_1)) __PYX_ERR(7, 26, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_1);
   __pyx_v_tx = ((struct __pyx_obj_6mtlinv_7_native_Tensor *)__pyx_t_1);
   __pyx_t_1 = 0;
 
-  /* "pyx/qgemv.pxi":26
+  /* "pyx/qgemv.pxi":27
  *     alone; above the limit a throughput kernel runs."""
  *     cdef Tensor tx = _operand(x, "x", "qgemv")
  *     if not isinstance(wq, Tensor):             # <<<<<<<<<<<<<<
@@ -14247,7 +14250,7 @@ static PyObject *__pyx_pf_6mtlinv_7_native_10qgemv(CYTHON_UNUSED PyObject *__pyx
   if (__pyx_t_3) {
 
 
-    /* "pyx/qgemv.pxi":27
+    /* "pyx/qgemv.pxi":28
  *     cdef Tensor tx = _operand(x, "x", "qgemv")
  *     if not isinstance(wq, Tensor):
  *         wq_array = np.asarray(wq)             # <<<<<<<<<<<<<<
@@ -14255,9 +14258,9 @@ static PyObject *__pyx_pf_6mtlinv_7_native_10qgemv(CYTHON_UNUSED PyObject *__pyx
  *             raise DTypeError(f"qgemv: wq has dtype {wq_array.dtype}; expected uint32 (packed quantized weights, "
 */
     __pyx_t_4 = NULL;
-    __Pyx_GetModuleGlobalName(__pyx_t_5, __pyx_mstate_global->__pyx_n_u_np); if (unlikely(!__pyx_t_5)) __PYX_ERR(7, 27, __pyx_L1_error)
+    __Pyx_GetModuleGlobalName(__pyx_t_5, __pyx_mstate_global->__pyx_n_u_np); if (unlikely(!__pyx_t_5)) __PYX_ERR(7, 28, __pyx_L1_error)
     __Pyx_GOTREF(__pyx_t_5);
-    __pyx_t_6 = __Pyx_PyObject_GetAttrStr(__pyx_t_5, __pyx_mstate_global->__pyx_n_u_asarray); if (unlikely(!__pyx_t_6)) __PYX_ERR(7, 27, __pyx_L1_error)
+    __pyx_t_6 = __Pyx_PyObject_GetAttrStr(__pyx_t_5, __pyx_mstate_global->__pyx_n_u_asarray); if (unlikely(!__pyx_t_6)) __PYX_ERR(7, 28, __pyx_L1_error)
     __Pyx_GOTREF(__pyx_t_6);
     __Pyx_DECREF(__pyx_t_5); __pyx_t_5 = 0;
     __pyx_t_7 = 1;
@@ -14277,33 +14280,33 @@ static PyObject *__pyx_pf_6mtlinv_7_native_10qgemv(CYTHON_UNUSED PyObject *__pyx
       __pyx_t_1 = __Pyx_PyObject_FastCall((PyObject*)__pyx_t_6, __pyx_callargs+__pyx_t_7, (2-__pyx_t_7) | (__pyx_t_7*__Pyx_PY_VECTORCALL_ARGUMENTS_OFFSET));
       __Pyx_XDECREF(__pyx_t_4); __pyx_t_4 = 0;
       __Pyx_DECREF(__pyx_t_6); __pyx_t_6 = 0;
-      if (unlikely(!__pyx_t_1)) __PYX_ERR(7, 27, __pyx_L1_error)
+      if (unlikely(!__pyx_t_1)) __PYX_ERR(7, 28, __pyx_L1_error)
       __Pyx_GOTREF(__pyx_t_1);
     }
     __pyx_v_wq_array = __pyx_t_1;
     __pyx_t_1 = 0;
 
-    /* "pyx/qgemv.pxi":28
+    /* "pyx/qgemv.pxi":29
  *     if not isinstance(wq, Tensor):
  *         wq_array = np.asarray(wq)
  *         if wq_array.dtype != np.uint32:             # <<<<<<<<<<<<<<
  *             raise DTypeError(f"qgemv: wq has dtype {wq_array.dtype}; expected uint32 (packed quantized weights, "
  *                              f"as mtlinv.quant.quantize returns them)")
 */
-    __pyx_t_1 = __Pyx_PyObject_GetAttrStr(__pyx_v_wq_array, __pyx_mstate_global->__pyx_n_u_dtype); if (unlikely(!__pyx_t_1)) __PYX_ERR(7, 28, __pyx_L1_error)
+    __pyx_t_1 = __Pyx_PyObject_GetAttrStr(__pyx_v_wq_array, __pyx_mstate_global->__pyx_n_u_dtype); if (unlikely(!__pyx_t_1)) __PYX_ERR(7, 29, __pyx_L1_error)
     __Pyx_GOTREF(__pyx_t_1);
-    __Pyx_GetModuleGlobalName(__pyx_t_6, __pyx_mstate_global->__pyx_n_u_np); if (unlikely(!__pyx_t_6)) __PYX_ERR(7, 28, __pyx_L1_error)
+    __Pyx_GetModuleGlobalName(__pyx_t_6, __pyx_mstate_global->__pyx_n_u_np); if (unlikely(!__pyx_t_6)) __PYX_ERR(7, 29, __pyx_L1_error)
     __Pyx_GOTREF(__pyx_t_6);
-    __pyx_t_4 = __Pyx_PyObject_GetAttrStr(__pyx_t_6, __pyx_mstate_global->__pyx_n_u_uint32); if (unlikely(!__pyx_t_4)) __PYX_ERR(7, 28, __pyx_L1_error)
+    __pyx_t_4 = __Pyx_PyObject_GetAttrStr(__pyx_t_6, __pyx_mstate_global->__pyx_n_u_uint32); if (unlikely(!__pyx_t_4)) __PYX_ERR(7, 29, __pyx_L1_error)
     __Pyx_GOTREF(__pyx_t_4);
     __Pyx_DECREF(__pyx_t_6); __pyx_t_6 = 0;
-    __pyx_t_3 = __Pyx_PyObject_CompareBoolNe_object_object(__pyx_t_1, __pyx_t_4, Py_NE); if (unlikely((__pyx_t_3 < 0))) __PYX_ERR(7, 28, __pyx_L1_error)
+    __pyx_t_3 = __Pyx_PyObject_CompareBoolNe_object_object(__pyx_t_1, __pyx_t_4, Py_NE); if (unlikely((__pyx_t_3 < 0))) __PYX_ERR(7, 29, __pyx_L1_error)
     __Pyx_DECREF(__pyx_t_1); __pyx_t_1 = 0;
     __Pyx_DECREF(__pyx_t_4); __pyx_t_4 = 0;
     if (unlikely(__pyx_t_3)) {
 
 
-      /* "pyx/qgemv.pxi":29
+      /* "pyx/qgemv.pxi":30
  *         wq_array = np.asarray(wq)
  *         if wq_array.dtype != np.uint32:
  *             raise DTypeError(f"qgemv: wq has dtype {wq_array.dtype}; expected uint32 (packed quantized weights, "             # <<<<<<<<<<<<<<
@@ -14311,11 +14314,11 @@ static PyObject *__pyx_pf_6mtlinv_7_native_10qgemv(CYTHON_UNUSED PyObject *__pyx
  *         wq = wq_array
 */
       __pyx_t_1 = NULL;
-      __Pyx_GetModuleGlobalName(__pyx_t_6, __pyx_mstate_global->__pyx_n_u_DTypeError); if (unlikely(!__pyx_t_6)) __PYX_ERR(7, 29, __pyx_L1_error)
+      __Pyx_GetModuleGlobalName(__pyx_t_6, __pyx_mstate_global->__pyx_n_u_DTypeError); if (unlikely(!__pyx_t_6)) __PYX_ERR(7, 30, __pyx_L1_error)
       __Pyx_GOTREF(__pyx_t_6);
-      __pyx_t_5 = __Pyx_PyObject_GetAttrStr(__pyx_v_wq_array, __pyx_mstate_global->__pyx_n_u_dtype); if (unlikely(!__pyx_t_5)) __PYX_ERR(7, 29, __pyx_L1_error)
+      __pyx_t_5 = __Pyx_PyObject_GetAttrStr(__pyx_v_wq_array, __pyx_mstate_global->__pyx_n_u_dtype); if (unlikely(!__pyx_t_5)) __PYX_ERR(7, 30, __pyx_L1_error)
       __Pyx_GOTREF(__pyx_t_5);
-      __pyx_t_8 = __Pyx_PyObject_FormatSimple(__pyx_t_5, __pyx_mstate_global->__pyx_empty_unicode); if (unlikely(!__pyx_t_8)) __PYX_ERR(7, 29, __pyx_L1_error)
+      __pyx_t_8 = __Pyx_PyObject_FormatSimple(__pyx_t_5, __pyx_mstate_global->__pyx_empty_unicode); if (unlikely(!__pyx_t_8)) __PYX_ERR(7, 30, __pyx_L1_error)
       __Pyx_GOTREF(__pyx_t_8);
       __Pyx_DECREF(__pyx_t_5); __pyx_t_5 = 0;
       __pyx_t_9[0] = __pyx_mstate_global->__pyx_kp_u_qgemv_wq_has_dtype;
@@ -14330,7 +14333,7 @@ static PyObject *__pyx_pf_6mtlinv_7_native_10qgemv(CYTHON_UNUSED PyObject *__pyx
       __pyx_t_11 |= __Pyx_PyUnicode_KIND_04(__pyx_t_9[1]);
       #endif
       __pyx_t_5 = __Pyx_PyUnicode_Join(__pyx_t_9, 3, __pyx_t_10, __pyx_t_11);
-      if (unlikely(!__pyx_t_5)) __PYX_ERR(7, 29, __pyx_L1_error)
+      if (unlikely(!__pyx_t_5)) __PYX_ERR(7, 30, __pyx_L1_error)
       __Pyx_GOTREF(__pyx_t_5);
       __Pyx_DECREF(__pyx_t_8); __pyx_t_8 = 0;
       __pyx_t_7 = 1;
@@ -14351,14 +14354,14 @@ static PyObject *__pyx_pf_6mtlinv_7_native_10qgemv(CYTHON_UNUSED PyObject *__pyx
         __Pyx_XDECREF(__pyx_t_1); __pyx_t_1 = 0;
         __Pyx_DECREF(__pyx_t_5); __pyx_t_5 = 0;
         __Pyx_DECREF(__pyx_t_6); __pyx_t_6 = 0;
-        if (unlikely(!__pyx_t_4)) __PYX_ERR(7, 29, __pyx_L1_error)
+        if (unlikely(!__pyx_t_4)) __PYX_ERR(7, 30, __pyx_L1_error)
         __Pyx_GOTREF(__pyx_t_4);
       }
       __Pyx_Raise(__pyx_t_4, 0, 0, 0);
       __Pyx_DECREF(__pyx_t_4); __pyx_t_4 = 0;
-      __PYX_ERR(7, 29, __pyx_L1_error)
+      __PYX_ERR(7, 30, __pyx_L1_error)
 
-      /* "pyx/qgemv.pxi":28
+      /* "pyx/qgemv.pxi":29
  *     if not isinstance(wq, Tensor):
  *         wq_array = np.asarray(wq)
  *         if wq_array.dtype != np.uint32:             # <<<<<<<<<<<<<<
@@ -14367,7 +14370,7 @@ static PyObject *__pyx_pf_6mtlinv_7_native_10qgemv(CYTHON_UNUSED PyObject *__pyx
 */
     }
 
-    /* "pyx/qgemv.pxi":31
+    /* "pyx/qgemv.pxi":32
  *             raise DTypeError(f"qgemv: wq has dtype {wq_array.dtype}; expected uint32 (packed quantized weights, "
  *                              f"as mtlinv.quant.quantize returns them)")
  *         wq = wq_array             # <<<<<<<<<<<<<<
@@ -14377,7 +14380,7 @@ static PyObject *__pyx_pf_6mtlinv_7_native_10qgemv(CYTHON_UNUSED PyObject *__pyx
     __Pyx_INCREF(__pyx_v_wq_array);
     __Pyx_DECREF_SET(__pyx_v_wq, __pyx_v_wq_array);
 
-    /* "pyx/qgemv.pxi":26
+    /* "pyx/qgemv.pxi":27
  *     alone; above the limit a throughput kernel runs."""
  *     cdef Tensor tx = _operand(x, "x", "qgemv")
  *     if not isinstance(wq, Tensor):             # <<<<<<<<<<<<<<
@@ -14386,43 +14389,43 @@ static PyObject *__pyx_pf_6mtlinv_7_native_10qgemv(CYTHON_UNUSED PyObject *__pyx
 */
   }
 
-  /* "pyx/qgemv.pxi":32
+  /* "pyx/qgemv.pxi":33
  *                              f"as mtlinv.quant.quantize returns them)")
  *         wq = wq_array
  *     cdef Tensor twq = _operand(wq, "wq", "qgemv")             # <<<<<<<<<<<<<<
  *     cdef Tensor ts = _operand(scales, "scales", "qgemv")
  *     cdef Tensor tbs = _operand(biases, "biases", "qgemv")
 */
-  __pyx_t_4 = ((PyObject *)__pyx_f_6mtlinv_7_native__operand(__pyx_v_wq, __pyx_mstate_global->__pyx_n_u_wq, __pyx_mstate_global->__pyx_n_u_qgemv)); if (unlikely(!__pyx_t_4)) __PYX_ERR(7, 32, __pyx_L1_error)
+  __pyx_t_4 = ((PyObject *)__pyx_f_6mtlinv_7_native__operand(__pyx_v_wq, __pyx_mstate_global->__pyx_n_u_wq, __pyx_mstate_global->__pyx_n_u_qgemv)); if (unlikely(!__pyx_t_4)) __PYX_ERR(7, 33, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_4);
   __pyx_v_twq = ((struct __pyx_obj_6mtlinv_7_native_Tensor *)__pyx_t_4);
   __pyx_t_4 = 0;
 
-  /* "pyx/qgemv.pxi":33
+  /* "pyx/qgemv.pxi":34
  *         wq = wq_array
  *     cdef Tensor twq = _operand(wq, "wq", "qgemv")
  *     cdef Tensor ts = _operand(scales, "scales", "qgemv")             # <<<<<<<<<<<<<<
  *     cdef Tensor tbs = _operand(biases, "biases", "qgemv")
  *     cdef Tensor tb
 */
-  __pyx_t_4 = ((PyObject *)__pyx_f_6mtlinv_7_native__operand(__pyx_v_scales, __pyx_mstate_global->__pyx_n_u_scales, __pyx_mstate_global->__pyx_n_u_qgemv)); if (unlikely(!__pyx_t_4)) __PYX_ERR(7, 33, __pyx_L1_error)
+  __pyx_t_4 = ((PyObject *)__pyx_f_6mtlinv_7_native__operand(__pyx_v_scales, __pyx_mstate_global->__pyx_n_u_scales, __pyx_mstate_global->__pyx_n_u_qgemv)); if (unlikely(!__pyx_t_4)) __PYX_ERR(7, 34, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_4);
   __pyx_v_ts = ((struct __pyx_obj_6mtlinv_7_native_Tensor *)__pyx_t_4);
   __pyx_t_4 = 0;
 
-  /* "pyx/qgemv.pxi":34
+  /* "pyx/qgemv.pxi":35
  *     cdef Tensor twq = _operand(wq, "wq", "qgemv")
  *     cdef Tensor ts = _operand(scales, "scales", "qgemv")
  *     cdef Tensor tbs = _operand(biases, "biases", "qgemv")             # <<<<<<<<<<<<<<
  *     cdef Tensor tb
  *     cdef const CTensor* pb = NULL
 */
-  __pyx_t_4 = ((PyObject *)__pyx_f_6mtlinv_7_native__operand(__pyx_v_biases, __pyx_mstate_global->__pyx_n_u_biases, __pyx_mstate_global->__pyx_n_u_qgemv)); if (unlikely(!__pyx_t_4)) __PYX_ERR(7, 34, __pyx_L1_error)
+  __pyx_t_4 = ((PyObject *)__pyx_f_6mtlinv_7_native__operand(__pyx_v_biases, __pyx_mstate_global->__pyx_n_u_biases, __pyx_mstate_global->__pyx_n_u_qgemv)); if (unlikely(!__pyx_t_4)) __PYX_ERR(7, 35, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_4);
   __pyx_v_tbs = ((struct __pyx_obj_6mtlinv_7_native_Tensor *)__pyx_t_4);
   __pyx_t_4 = 0;
 
-  /* "pyx/qgemv.pxi":36
+  /* "pyx/qgemv.pxi":37
  *     cdef Tensor tbs = _operand(biases, "biases", "qgemv")
  *     cdef Tensor tb
  *     cdef const CTensor* pb = NULL             # <<<<<<<<<<<<<<
@@ -14431,7 +14434,7 @@ static PyObject *__pyx_pf_6mtlinv_7_native_10qgemv(CYTHON_UNUSED PyObject *__pyx
 */
   __pyx_v_pb = NULL;
 
-  /* "pyx/qgemv.pxi":37
+  /* "pyx/qgemv.pxi":38
  *     cdef Tensor tb
  *     cdef const CTensor* pb = NULL
  *     if bias is not None:             # <<<<<<<<<<<<<<
@@ -14442,19 +14445,19 @@ static PyObject *__pyx_pf_6mtlinv_7_native_10qgemv(CYTHON_UNUSED PyObject *__pyx
   if (__pyx_t_3) {
 
 
-    /* "pyx/qgemv.pxi":38
+    /* "pyx/qgemv.pxi":39
  *     cdef const CTensor* pb = NULL
  *     if bias is not None:
  *         tb = _operand(bias, "bias", "qgemv")             # <<<<<<<<<<<<<<
  *         pb = &tb.c
  *     cdef CTensor out
 */
-    __pyx_t_4 = ((PyObject *)__pyx_f_6mtlinv_7_native__operand(__pyx_v_bias, __pyx_mstate_global->__pyx_n_u_bias, __pyx_mstate_global->__pyx_n_u_qgemv)); if (unlikely(!__pyx_t_4)) __PYX_ERR(7, 38, __pyx_L1_error)
+    __pyx_t_4 = ((PyObject *)__pyx_f_6mtlinv_7_native__operand(__pyx_v_bias, __pyx_mstate_global->__pyx_n_u_bias, __pyx_mstate_global->__pyx_n_u_qgemv)); if (unlikely(!__pyx_t_4)) __PYX_ERR(7, 39, __pyx_L1_error)
     __Pyx_GOTREF(__pyx_t_4);
     __pyx_v_tb = ((struct __pyx_obj_6mtlinv_7_native_Tensor *)__pyx_t_4);
     __pyx_t_4 = 0;
 
-    /* "pyx/qgemv.pxi":39
+    /* "pyx/qgemv.pxi":40
  *     if bias is not None:
  *         tb = _operand(bias, "bias", "qgemv")
  *         pb = &tb.c             # <<<<<<<<<<<<<<
@@ -14463,7 +14466,7 @@ static PyObject *__pyx_pf_6mtlinv_7_native_10qgemv(CYTHON_UNUSED PyObject *__pyx
 */
     __pyx_v_pb = (&__pyx_v_tb->c);
 
-    /* "pyx/qgemv.pxi":37
+    /* "pyx/qgemv.pxi":38
  *     cdef Tensor tb
  *     cdef const CTensor* pb = NULL
  *     if bias is not None:             # <<<<<<<<<<<<<<
@@ -14472,7 +14475,7 @@ static PyObject *__pyx_pf_6mtlinv_7_native_10qgemv(CYTHON_UNUSED PyObject *__pyx
 */
   }
 
-  /* "pyx/qgemv.pxi":41
+  /* "pyx/qgemv.pxi":42
  *         pb = &tb.c
  *     cdef CTensor out
  *     with nogil:             # <<<<<<<<<<<<<<
@@ -14485,7 +14488,7 @@ static PyObject *__pyx_pf_6mtlinv_7_native_10qgemv(CYTHON_UNUSED PyObject *__pyx
       __Pyx_FastGIL_Remember();
       /*try:*/ {
 
-        /* "pyx/qgemv.pxi":42
+        /* "pyx/qgemv.pxi":43
  *     cdef CTensor out
  *     with nogil:
  *         out = c_qgemv(tx.c, twq.c, ts.c, tbs.c, pb, group_size, bits)             # <<<<<<<<<<<<<<
@@ -14498,12 +14501,12 @@ static PyObject *__pyx_pf_6mtlinv_7_native_10qgemv(CYTHON_UNUSED PyObject *__pyx
           PyGILState_STATE __pyx_gilstate_save = __Pyx_PyGILState_Ensure();
           mtlinv_py::raise_py_error(); if (!PyErr_Occurred())PyErr_SetString(PyExc_RuntimeError, "Error converting c++ exception.");
           __Pyx_PyGILState_Release(__pyx_gilstate_save);
-          __PYX_ERR(7, 42, __pyx_L7_error)
+          __PYX_ERR(7, 43, __pyx_L7_error)
         }
         __pyx_v_out = __PYX_STD_MOVE_IF_SUPPORTED(__pyx_t_12);
       }
 
-      /* "pyx/qgemv.pxi":41
+      /* "pyx/qgemv.pxi":42
  *         pb = &tb.c
  *     cdef CTensor out
  *     with nogil:             # <<<<<<<<<<<<<<
@@ -14525,14 +14528,14 @@ static PyObject *__pyx_pf_6mtlinv_7_native_10qgemv(CYTHON_UNUSED PyObject *__pyx
       }
   }
 
-  /* "pyx/qgemv.pxi":43
+  /* "pyx/qgemv.pxi":44
  *     with nogil:
  *         out = c_qgemv(tx.c, twq.c, ts.c, tbs.c, pb, group_size, bits)
  *     return _wrap(out)             # <<<<<<<<<<<<<<
  * 
  * 
 */
-  __pyx_t_4 = ((PyObject *)__pyx_f_6mtlinv_7_native__wrap(__pyx_v_out)); if (unlikely(!__pyx_t_4)) __PYX_ERR(7, 43, __pyx_L1_error)
+  __pyx_t_4 = ((PyObject *)__pyx_f_6mtlinv_7_native__wrap(__pyx_v_out)); if (unlikely(!__pyx_t_4)) __PYX_ERR(7, 44, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_4);
   {
     PyObject *__pyx_temp;
@@ -14550,7 +14553,7 @@ static PyObject *__pyx_pf_6mtlinv_7_native_10qgemv(CYTHON_UNUSED PyObject *__pyx
  * 
  * def qgemv(x, wq, scales, biases, *, int group_size, int bits, bias=None):             # <<<<<<<<<<<<<<
  *     """y = x @ W.T (+ bias) for a weight W [N, K] quantized in MLX's affine format (mtlinv.quant.quantize):
- *     wq uint32 [N, K*bits/32], scales and biases [N, K/group_size] in x's dtype, W = scales * q + biases per group.
+ *     wq uint32 [N, K*bits/32], scales and biases [N, K/group_size] in x's dtype
 */
 
   /* function exit code */
@@ -14577,10 +14580,10 @@ static PyObject *__pyx_pf_6mtlinv_7_native_10qgemv(CYTHON_UNUSED PyObject *__pyx
   return __pyx_r;
 }
 
-/* "pyx/qgemv.pxi":46
+/* "pyx/qgemv.pxi":47
  * 
  * 
- * def plan_qgemv(*, rows, k, n, group_size=64, bits=4, dtype="float32", limit=None, bias=False):             # <<<<<<<<<<<<<<
+ * def plan_qgemv(*, rows, k, n, group_size=64, bits=4, dtype="float32", scale_dtype=None, limit=None, bias=False):             # <<<<<<<<<<<<<<
  *     """The plan qgemv would use for this shape: {'canonical': bool, 'launches': [...]}."""
  *     cdef CQGemvShape s
 */
@@ -14608,13 +14611,14 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
   PyObject *__pyx_v_group_size = 0;
   PyObject *__pyx_v_bits = 0;
   PyObject *__pyx_v_dtype = 0;
+  PyObject *__pyx_v_scale_dtype = 0;
   PyObject *__pyx_v_limit = 0;
   PyObject *__pyx_v_bias = 0;
   #if !CYTHON_VECTORCALL
   CYTHON_UNUSED Py_ssize_t __pyx_nargs;
   #endif
   CYTHON_UNUSED PyObject *const *__pyx_kwvalues;
-  PyObject* values[8] = {0,0,0,0,0,0,0,0};
+  PyObject* values[9] = {0,0,0,0,0,0,0,0,0};
   int __pyx_lineno = 0;
   const char *__pyx_filename = NULL;
   int __pyx_clineno = 0;
@@ -14630,27 +14634,28 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
   #endif
   __pyx_kwvalues = __Pyx_KwValues_FASTCALL(__pyx_args, __pyx_nargs);
   {
-    PyObject ** const __pyx_pyargnames[] = {&__pyx_mstate_global->__pyx_n_u_rows,&__pyx_mstate_global->__pyx_n_u_k,&__pyx_mstate_global->__pyx_n_u_n,&__pyx_mstate_global->__pyx_n_u_group_size,&__pyx_mstate_global->__pyx_n_u_bits,&__pyx_mstate_global->__pyx_n_u_dtype,&__pyx_mstate_global->__pyx_n_u_limit,&__pyx_mstate_global->__pyx_n_u_bias,0};
+    PyObject ** const __pyx_pyargnames[] = {&__pyx_mstate_global->__pyx_n_u_rows,&__pyx_mstate_global->__pyx_n_u_k,&__pyx_mstate_global->__pyx_n_u_n,&__pyx_mstate_global->__pyx_n_u_group_size,&__pyx_mstate_global->__pyx_n_u_bits,&__pyx_mstate_global->__pyx_n_u_dtype,&__pyx_mstate_global->__pyx_n_u_scale_dtype,&__pyx_mstate_global->__pyx_n_u_limit,&__pyx_mstate_global->__pyx_n_u_bias,0};
     const Py_ssize_t __pyx_kwds_len = (__pyx_kwds) ? __Pyx_NumKwargs_FASTCALL(__pyx_kwds) : 0;
-    if (unlikely(__pyx_kwds_len < 0)) __PYX_ERR(7, 46, __pyx_L3_error)
+    if (unlikely(__pyx_kwds_len < 0)) __PYX_ERR(7, 47, __pyx_L3_error)
     if (likely(__pyx_kwds_len > 0)) {
       switch (__pyx_nargs) {
         case  0: break;
         default: goto __pyx_L5_argtuple_error;
       }
-      if (__Pyx_ParseKeywords(__pyx_kwds, __pyx_kwvalues, __pyx_pyargnames, 0, values, 0, __pyx_kwds_len, "plan_qgemv", 0) < (0)) __PYX_ERR(7, 46, __pyx_L3_error)
+      if (__Pyx_ParseKeywords(__pyx_kwds, __pyx_kwvalues, __pyx_pyargnames, 0, values, 0, __pyx_kwds_len, "plan_qgemv", 0) < (0)) __PYX_ERR(7, 47, __pyx_L3_error)
       if (!values[3]) values[3] = __Pyx_NewRef(((PyObject *)((PyObject*)__pyx_mstate_global->__pyx_int_64)));
       if (!values[4]) values[4] = __Pyx_NewRef(((PyObject *)((PyObject*)__pyx_mstate_global->__pyx_int_4)));
       if (!values[5]) values[5] = __Pyx_NewRef(((PyObject *)((PyObject*)__pyx_mstate_global->__pyx_n_u_float32)));
       if (!values[6]) values[6] = __Pyx_NewRef(((PyObject *)Py_None));
-      if (!values[7]) values[7] = __Pyx_NewRef(((PyObject *)((PyObject*)Py_False)));
+      if (!values[7]) values[7] = __Pyx_NewRef(((PyObject *)Py_None));
+      if (!values[8]) values[8] = __Pyx_NewRef(((PyObject *)((PyObject*)Py_False)));
       for (Py_ssize_t i = 0; i < 3; i++) {
-        if (unlikely(!values[i])) { __Pyx_RaiseKeywordRequired("plan_qgemv", *(__pyx_pyargnames[i - 0])); __PYX_ERR(7, 46, __pyx_L3_error) }
+        if (unlikely(!values[i])) { __Pyx_RaiseKeywordRequired("plan_qgemv", *(__pyx_pyargnames[i - 0])); __PYX_ERR(7, 47, __pyx_L3_error) }
       }
     } else if (unlikely(__pyx_nargs != 0)) {
       goto __pyx_L5_argtuple_error;
     } else {
-      __Pyx_RaiseKeywordRequired("plan_qgemv", __pyx_mstate_global->__pyx_n_u_rows); __PYX_ERR(7, 46, __pyx_L3_error)
+      __Pyx_RaiseKeywordRequired("plan_qgemv", __pyx_mstate_global->__pyx_n_u_rows); __PYX_ERR(7, 47, __pyx_L3_error)
     }
     __pyx_v_rows = values[0];
     __pyx_v_k = values[1];
@@ -14658,12 +14663,13 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
     __pyx_v_group_size = values[3];
     __pyx_v_bits = values[4];
     __pyx_v_dtype = values[5];
-    __pyx_v_limit = values[6];
-    __pyx_v_bias = values[7];
+    __pyx_v_scale_dtype = values[6];
+    __pyx_v_limit = values[7];
+    __pyx_v_bias = values[8];
   }
   goto __pyx_L6_skip;
   __pyx_L5_argtuple_error:;
-  __Pyx_RaiseArgtupleInvalid("plan_qgemv", 1, 0, 0, __pyx_nargs); __PYX_ERR(7, 46, __pyx_L3_error)
+  __Pyx_RaiseArgtupleInvalid("plan_qgemv", 1, 0, 0, __pyx_nargs); __PYX_ERR(7, 47, __pyx_L3_error)
   __pyx_L6_skip:;
   goto __pyx_L4_argument_unpacking_done;
   __pyx_L3_error:;
@@ -14674,7 +14680,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
   __Pyx_RefNannyFinishContext();
   return NULL;
   __pyx_L4_argument_unpacking_done:;
-  __pyx_r = __pyx_pf_6mtlinv_7_native_12plan_qgemv(__pyx_self, __pyx_v_rows, __pyx_v_k, __pyx_v_n, __pyx_v_group_size, __pyx_v_bits, __pyx_v_dtype, __pyx_v_limit, __pyx_v_bias);
+  __pyx_r = __pyx_pf_6mtlinv_7_native_12plan_qgemv(__pyx_self, __pyx_v_rows, __pyx_v_k, __pyx_v_n, __pyx_v_group_size, __pyx_v_bits, __pyx_v_dtype, __pyx_v_scale_dtype, __pyx_v_limit, __pyx_v_bias);
 
   /* function exit code */
   for (Py_ssize_t __pyx_temp=0; __pyx_temp < (Py_ssize_t)(sizeof(values)/sizeof(values[0])); ++__pyx_temp) {
@@ -14684,7 +14690,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
   return __pyx_r;
 }
 
-static PyObject *__pyx_pf_6mtlinv_7_native_12plan_qgemv(CYTHON_UNUSED PyObject *__pyx_self, PyObject *__pyx_v_rows, PyObject *__pyx_v_k, PyObject *__pyx_v_n, PyObject *__pyx_v_group_size, PyObject *__pyx_v_bits, PyObject *__pyx_v_dtype, PyObject *__pyx_v_limit, PyObject *__pyx_v_bias) {
+static PyObject *__pyx_pf_6mtlinv_7_native_12plan_qgemv(CYTHON_UNUSED PyObject *__pyx_self, PyObject *__pyx_v_rows, PyObject *__pyx_v_k, PyObject *__pyx_v_n, PyObject *__pyx_v_group_size, PyObject *__pyx_v_bits, PyObject *__pyx_v_dtype, PyObject *__pyx_v_scale_dtype, PyObject *__pyx_v_limit, PyObject *__pyx_v_bias) {
   mtlinv::QGemvShape __pyx_v_s;
   mtlinv::Plan __pyx_v_p;
   PyObject *__pyx_r = NULL;
@@ -14703,52 +14709,53 @@ static PyObject *__pyx_pf_6mtlinv_7_native_12plan_qgemv(CYTHON_UNUSED PyObject *
   size_t __pyx_t_12;
   std::string __pyx_t_13;
   __PYX_ENUM_CLASS_DECL mtlinv::DType __pyx_t_14;
-  bool __pyx_t_15;
-  int __pyx_t_16;
-  __Pyx_FakeReference<mtlinv::Backend> __pyx_t_17;
-  mtlinv::Plan __pyx_t_18;
+  int __pyx_t_15;
+  __PYX_ENUM_CLASS_DECL mtlinv::DType __pyx_t_16;
+  bool __pyx_t_17;
+  __Pyx_FakeReference<mtlinv::Backend> __pyx_t_18;
+  mtlinv::Plan __pyx_t_19;
   int __pyx_lineno = 0;
   const char *__pyx_filename = NULL;
   int __pyx_clineno = 0;
   __Pyx_RefNannySetupContext("plan_qgemv", 0);
 
-  /* "pyx/qgemv.pxi":49
+  /* "pyx/qgemv.pxi":50
  *     """The plan qgemv would use for this shape: {'canonical': bool, 'launches': [...]}."""
  *     cdef CQGemvShape s
  *     s.rows, s.k, s.n = rows, k, n             # <<<<<<<<<<<<<<
  *     s.group_size, s.bits = group_size, bits
  *     s.dtype = dtype_from_name(np.dtype(dtype).name.encode())
 */
-  __pyx_t_1 = __Pyx_PyLong_As_int64_t(__pyx_v_rows); if (unlikely((__pyx_t_1 == ((int64_t)-1)) && PyErr_Occurred())) __PYX_ERR(7, 49, __pyx_L1_error)
-  __pyx_t_2 = __Pyx_PyLong_As_int64_t(__pyx_v_k); if (unlikely((__pyx_t_2 == ((int64_t)-1)) && PyErr_Occurred())) __PYX_ERR(7, 49, __pyx_L1_error)
-  __pyx_t_3 = __Pyx_PyLong_As_int64_t(__pyx_v_n); if (unlikely((__pyx_t_3 == ((int64_t)-1)) && PyErr_Occurred())) __PYX_ERR(7, 49, __pyx_L1_error)
+  __pyx_t_1 = __Pyx_PyLong_As_int64_t(__pyx_v_rows); if (unlikely((__pyx_t_1 == ((int64_t)-1)) && PyErr_Occurred())) __PYX_ERR(7, 50, __pyx_L1_error)
+  __pyx_t_2 = __Pyx_PyLong_As_int64_t(__pyx_v_k); if (unlikely((__pyx_t_2 == ((int64_t)-1)) && PyErr_Occurred())) __PYX_ERR(7, 50, __pyx_L1_error)
+  __pyx_t_3 = __Pyx_PyLong_As_int64_t(__pyx_v_n); if (unlikely((__pyx_t_3 == ((int64_t)-1)) && PyErr_Occurred())) __PYX_ERR(7, 50, __pyx_L1_error)
   __pyx_v_s.rows = __pyx_t_1;
   __pyx_v_s.k = __pyx_t_2;
   __pyx_v_s.n = __pyx_t_3;
 
-  /* "pyx/qgemv.pxi":50
+  /* "pyx/qgemv.pxi":51
  *     cdef CQGemvShape s
  *     s.rows, s.k, s.n = rows, k, n
  *     s.group_size, s.bits = group_size, bits             # <<<<<<<<<<<<<<
  *     s.dtype = dtype_from_name(np.dtype(dtype).name.encode())
- *     s.has_bias = bias
+ *     s.scale_dtype = s.dtype if scale_dtype is None else dtype_from_name(np.dtype(scale_dtype).name.encode())
 */
-  __pyx_t_4 = __Pyx_PyLong_As_int(__pyx_v_group_size); if (unlikely((__pyx_t_4 == (int)-1) && PyErr_Occurred())) __PYX_ERR(7, 50, __pyx_L1_error)
-  __pyx_t_5 = __Pyx_PyLong_As_int(__pyx_v_bits); if (unlikely((__pyx_t_5 == (int)-1) && PyErr_Occurred())) __PYX_ERR(7, 50, __pyx_L1_error)
+  __pyx_t_4 = __Pyx_PyLong_As_int(__pyx_v_group_size); if (unlikely((__pyx_t_4 == (int)-1) && PyErr_Occurred())) __PYX_ERR(7, 51, __pyx_L1_error)
+  __pyx_t_5 = __Pyx_PyLong_As_int(__pyx_v_bits); if (unlikely((__pyx_t_5 == (int)-1) && PyErr_Occurred())) __PYX_ERR(7, 51, __pyx_L1_error)
   __pyx_v_s.group_size = __pyx_t_4;
   __pyx_v_s.bits = __pyx_t_5;
 
-  /* "pyx/qgemv.pxi":51
+  /* "pyx/qgemv.pxi":52
  *     s.rows, s.k, s.n = rows, k, n
  *     s.group_size, s.bits = group_size, bits
  *     s.dtype = dtype_from_name(np.dtype(dtype).name.encode())             # <<<<<<<<<<<<<<
+ *     s.scale_dtype = s.dtype if scale_dtype is None else dtype_from_name(np.dtype(scale_dtype).name.encode())
  *     s.has_bias = bias
- *     s.aligned = True
 */
   __pyx_t_9 = NULL;
-  __Pyx_GetModuleGlobalName(__pyx_t_10, __pyx_mstate_global->__pyx_n_u_np); if (unlikely(!__pyx_t_10)) __PYX_ERR(7, 51, __pyx_L1_error)
+  __Pyx_GetModuleGlobalName(__pyx_t_10, __pyx_mstate_global->__pyx_n_u_np); if (unlikely(!__pyx_t_10)) __PYX_ERR(7, 52, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_10);
-  __pyx_t_11 = __Pyx_PyObject_GetAttrStr(__pyx_t_10, __pyx_mstate_global->__pyx_n_u_dtype); if (unlikely(!__pyx_t_11)) __PYX_ERR(7, 51, __pyx_L1_error)
+  __pyx_t_11 = __Pyx_PyObject_GetAttrStr(__pyx_t_10, __pyx_mstate_global->__pyx_n_u_dtype); if (unlikely(!__pyx_t_11)) __PYX_ERR(7, 52, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_11);
   __Pyx_DECREF(__pyx_t_10); __pyx_t_10 = 0;
   __pyx_t_12 = 1;
@@ -14768,10 +14775,10 @@ static PyObject *__pyx_pf_6mtlinv_7_native_12plan_qgemv(CYTHON_UNUSED PyObject *
     __pyx_t_8 = __Pyx_PyObject_FastCall((PyObject*)__pyx_t_11, __pyx_callargs+__pyx_t_12, (2-__pyx_t_12) | (__pyx_t_12*__Pyx_PY_VECTORCALL_ARGUMENTS_OFFSET));
     __Pyx_XDECREF(__pyx_t_9); __pyx_t_9 = 0;
     __Pyx_DECREF(__pyx_t_11); __pyx_t_11 = 0;
-    if (unlikely(!__pyx_t_8)) __PYX_ERR(7, 51, __pyx_L1_error)
+    if (unlikely(!__pyx_t_8)) __PYX_ERR(7, 52, __pyx_L1_error)
     __Pyx_GOTREF(__pyx_t_8);
   }
-  __pyx_t_11 = __Pyx_PyObject_GetAttrStr(__pyx_t_8, __pyx_mstate_global->__pyx_n_u_name); if (unlikely(!__pyx_t_11)) __PYX_ERR(7, 51, __pyx_L1_error)
+  __pyx_t_11 = __Pyx_PyObject_GetAttrStr(__pyx_t_8, __pyx_mstate_global->__pyx_n_u_name); if (unlikely(!__pyx_t_11)) __PYX_ERR(7, 52, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_11);
   __Pyx_DECREF(__pyx_t_8); __pyx_t_8 = 0;
   __pyx_t_7 = __pyx_t_11;
@@ -14782,32 +14789,98 @@ static PyObject *__pyx_pf_6mtlinv_7_native_12plan_qgemv(CYTHON_UNUSED PyObject *
     __pyx_t_6 = __Pyx_PyObject_FastCallMethod((PyObject*)__pyx_mstate_global->__pyx_n_u_encode, __pyx_callargs+__pyx_t_12, (1-__pyx_t_12) | (1*__Pyx_PY_VECTORCALL_ARGUMENTS_OFFSET));
     __Pyx_XDECREF(__pyx_t_7); __pyx_t_7 = 0;
     __Pyx_DECREF(__pyx_t_11); __pyx_t_11 = 0;
-    if (unlikely(!__pyx_t_6)) __PYX_ERR(7, 51, __pyx_L1_error)
+    if (unlikely(!__pyx_t_6)) __PYX_ERR(7, 52, __pyx_L1_error)
     __Pyx_GOTREF(__pyx_t_6);
   }
-  __pyx_t_13 = __pyx_convert_string_from_py_6libcpp_6string_std__in_string(__pyx_t_6); if (unlikely(PyErr_Occurred())) __PYX_ERR(7, 51, __pyx_L1_error)
+  __pyx_t_13 = __pyx_convert_string_from_py_6libcpp_6string_std__in_string(__pyx_t_6); if (unlikely(PyErr_Occurred())) __PYX_ERR(7, 52, __pyx_L1_error)
   __Pyx_DECREF(__pyx_t_6); __pyx_t_6 = 0;
   try {
     __pyx_t_14 = mtlinv::dtype_from_name(__pyx_t_13);
   } catch(...) {
     mtlinv_py::raise_py_error(); if (!PyErr_Occurred())PyErr_SetString(PyExc_RuntimeError, "Error converting c++ exception.");
-    __PYX_ERR(7, 51, __pyx_L1_error)
+    __PYX_ERR(7, 52, __pyx_L1_error)
   }
 
   __pyx_v_s.dtype = __pyx_t_14;
 
-  /* "pyx/qgemv.pxi":52
+  /* "pyx/qgemv.pxi":53
  *     s.group_size, s.bits = group_size, bits
  *     s.dtype = dtype_from_name(np.dtype(dtype).name.encode())
+ *     s.scale_dtype = s.dtype if scale_dtype is None else dtype_from_name(np.dtype(scale_dtype).name.encode())             # <<<<<<<<<<<<<<
+ *     s.has_bias = bias
+ *     s.aligned = True
+*/
+  __pyx_t_15 = (__pyx_v_scale_dtype == Py_None);
+  if (__pyx_t_15) {
+
+    __pyx_t_14 = __pyx_v_s.dtype;
+  } else {
+    __pyx_t_8 = NULL;
+    __Pyx_GetModuleGlobalName(__pyx_t_9, __pyx_mstate_global->__pyx_n_u_np); if (unlikely(!__pyx_t_9)) __PYX_ERR(7, 53, __pyx_L1_error)
+    __Pyx_GOTREF(__pyx_t_9);
+    __pyx_t_10 = __Pyx_PyObject_GetAttrStr(__pyx_t_9, __pyx_mstate_global->__pyx_n_u_dtype); if (unlikely(!__pyx_t_10)) __PYX_ERR(7, 53, __pyx_L1_error)
+    __Pyx_GOTREF(__pyx_t_10);
+    __Pyx_DECREF(__pyx_t_9); __pyx_t_9 = 0;
+    __pyx_t_12 = 1;
+    #if CYTHON_UNPACK_METHODS
+    if (unlikely(PyMethod_Check(__pyx_t_10))) {
+      __pyx_t_8 = PyMethod_GET_SELF(__pyx_t_10);
+      assert(__pyx_t_8);
+      PyObject* __pyx__function = PyMethod_GET_FUNCTION(__pyx_t_10);
+      __Pyx_INCREF(__pyx_t_8);
+      __Pyx_INCREF(__pyx__function);
+      __Pyx_DECREF_SET(__pyx_t_10, __pyx__function);
+      __pyx_t_12 = 0;
+    }
+    #endif
+    {
+      PyObject *__pyx_callargs[2] = {__pyx_t_8, __pyx_v_scale_dtype};
+      __pyx_t_7 = __Pyx_PyObject_FastCall((PyObject*)__pyx_t_10, __pyx_callargs+__pyx_t_12, (2-__pyx_t_12) | (__pyx_t_12*__Pyx_PY_VECTORCALL_ARGUMENTS_OFFSET));
+      __Pyx_XDECREF(__pyx_t_8); __pyx_t_8 = 0;
+      __Pyx_DECREF(__pyx_t_10); __pyx_t_10 = 0;
+      if (unlikely(!__pyx_t_7)) __PYX_ERR(7, 53, __pyx_L1_error)
+      __Pyx_GOTREF(__pyx_t_7);
+    }
+    __pyx_t_10 = __Pyx_PyObject_GetAttrStr(__pyx_t_7, __pyx_mstate_global->__pyx_n_u_name); if (unlikely(!__pyx_t_10)) __PYX_ERR(7, 53, __pyx_L1_error)
+    __Pyx_GOTREF(__pyx_t_10);
+    __Pyx_DECREF(__pyx_t_7); __pyx_t_7 = 0;
+    __pyx_t_11 = __pyx_t_10;
+    __Pyx_INCREF(__pyx_t_11);
+    __pyx_t_12 = 0;
+    {
+      PyObject *__pyx_callargs[2] = {__pyx_t_11, NULL};
+      __pyx_t_6 = __Pyx_PyObject_FastCallMethod((PyObject*)__pyx_mstate_global->__pyx_n_u_encode, __pyx_callargs+__pyx_t_12, (1-__pyx_t_12) | (1*__Pyx_PY_VECTORCALL_ARGUMENTS_OFFSET));
+      __Pyx_XDECREF(__pyx_t_11); __pyx_t_11 = 0;
+      __Pyx_DECREF(__pyx_t_10); __pyx_t_10 = 0;
+      if (unlikely(!__pyx_t_6)) __PYX_ERR(7, 53, __pyx_L1_error)
+      __Pyx_GOTREF(__pyx_t_6);
+    }
+    __pyx_t_13 = __pyx_convert_string_from_py_6libcpp_6string_std__in_string(__pyx_t_6); if (unlikely(PyErr_Occurred())) __PYX_ERR(7, 53, __pyx_L1_error)
+    __Pyx_DECREF(__pyx_t_6); __pyx_t_6 = 0;
+    try {
+      __pyx_t_16 = mtlinv::dtype_from_name(__pyx_t_13);
+    } catch(...) {
+      mtlinv_py::raise_py_error(); if (!PyErr_Occurred())PyErr_SetString(PyExc_RuntimeError, "Error converting c++ exception.");
+      __PYX_ERR(7, 53, __pyx_L1_error)
+    }
+
+    __pyx_t_14 = __pyx_t_16;
+  }
+
+  __pyx_v_s.scale_dtype = __pyx_t_14;
+
+  /* "pyx/qgemv.pxi":54
+ *     s.dtype = dtype_from_name(np.dtype(dtype).name.encode())
+ *     s.scale_dtype = s.dtype if scale_dtype is None else dtype_from_name(np.dtype(scale_dtype).name.encode())
  *     s.has_bias = bias             # <<<<<<<<<<<<<<
  *     s.aligned = True
  *     cdef CPlan p = c_plan_qgemv(s, c_get_limit() if limit is None else limit, c_active_backend().caps())
 */
-  __pyx_t_15 = __Pyx_PyObject_IsTrue(__pyx_v_bias); if (unlikely((__pyx_t_15 == ((bool)-1)) && PyErr_Occurred())) __PYX_ERR(7, 52, __pyx_L1_error)
-  __pyx_v_s.has_bias = __pyx_t_15;
+  __pyx_t_17 = __Pyx_PyObject_IsTrue(__pyx_v_bias); if (unlikely((__pyx_t_17 == ((bool)-1)) && PyErr_Occurred())) __PYX_ERR(7, 54, __pyx_L1_error)
+  __pyx_v_s.has_bias = __pyx_t_17;
 
-  /* "pyx/qgemv.pxi":53
- *     s.dtype = dtype_from_name(np.dtype(dtype).name.encode())
+  /* "pyx/qgemv.pxi":55
+ *     s.scale_dtype = s.dtype if scale_dtype is None else dtype_from_name(np.dtype(scale_dtype).name.encode())
  *     s.has_bias = bias
  *     s.aligned = True             # <<<<<<<<<<<<<<
  *     cdef CPlan p = c_plan_qgemv(s, c_get_limit() if limit is None else limit, c_active_backend().caps())
@@ -14815,52 +14888,52 @@ static PyObject *__pyx_pf_6mtlinv_7_native_12plan_qgemv(CYTHON_UNUSED PyObject *
 */
   __pyx_v_s.aligned = 1;
 
-  /* "pyx/qgemv.pxi":54
+  /* "pyx/qgemv.pxi":56
  *     s.has_bias = bias
  *     s.aligned = True
  *     cdef CPlan p = c_plan_qgemv(s, c_get_limit() if limit is None else limit, c_active_backend().caps())             # <<<<<<<<<<<<<<
  *     return {"canonical": p.canonical, "launches": _launches(p)}
 */
-  __pyx_t_16 = (__pyx_v_limit == Py_None);
-  if (__pyx_t_16) {
+  __pyx_t_15 = (__pyx_v_limit == Py_None);
+  if (__pyx_t_15) {
 
     __pyx_t_5 = mtlinv::get_limit();
   } else {
-    __pyx_t_4 = __Pyx_PyLong_As_int(__pyx_v_limit); if (unlikely((__pyx_t_4 == (int)-1) && PyErr_Occurred())) __PYX_ERR(7, 54, __pyx_L1_error)
+    __pyx_t_4 = __Pyx_PyLong_As_int(__pyx_v_limit); if (unlikely((__pyx_t_4 == (int)-1) && PyErr_Occurred())) __PYX_ERR(7, 56, __pyx_L1_error)
     __pyx_t_5 = __pyx_t_4;
   }
 
   try {
-    __pyx_t_17 = mtlinv::active_backend();
+    __pyx_t_18 = mtlinv::active_backend();
   } catch(...) {
     mtlinv_py::raise_py_error(); if (!PyErr_Occurred())PyErr_SetString(PyExc_RuntimeError, "Error converting c++ exception.");
-    __PYX_ERR(7, 54, __pyx_L1_error)
+    __PYX_ERR(7, 56, __pyx_L1_error)
   }
   try {
-    __pyx_t_18 = mtlinv::plan_qgemv(__pyx_v_s, __pyx_t_5, __pyx_t_17->caps());
+    __pyx_t_19 = mtlinv::plan_qgemv(__pyx_v_s, __pyx_t_5, __pyx_t_18->caps());
   } catch(...) {
     mtlinv_py::raise_py_error(); if (!PyErr_Occurred())PyErr_SetString(PyExc_RuntimeError, "Error converting c++ exception.");
-    __PYX_ERR(7, 54, __pyx_L1_error)
+    __PYX_ERR(7, 56, __pyx_L1_error)
   }
 
 
-  __pyx_v_p = __PYX_STD_MOVE_IF_SUPPORTED(__pyx_t_18);
+  __pyx_v_p = __PYX_STD_MOVE_IF_SUPPORTED(__pyx_t_19);
 
-  /* "pyx/qgemv.pxi":55
+  /* "pyx/qgemv.pxi":57
  *     s.aligned = True
  *     cdef CPlan p = c_plan_qgemv(s, c_get_limit() if limit is None else limit, c_active_backend().caps())
  *     return {"canonical": p.canonical, "launches": _launches(p)}             # <<<<<<<<<<<<<<
 */
-  __pyx_t_6 = __Pyx_PyDict_NewPresized(2); if (unlikely(!__pyx_t_6)) __PYX_ERR(7, 55, __pyx_L1_error)
+  __pyx_t_6 = __Pyx_PyDict_NewPresized(2); if (unlikely(!__pyx_t_6)) __PYX_ERR(7, 57, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_6);
-  __pyx_t_11 = __Pyx_PyBool_FromLong(__pyx_v_p.canonical); if (unlikely(!__pyx_t_11)) __PYX_ERR(7, 55, __pyx_L1_error)
-  __Pyx_GOTREF(__pyx_t_11);
-  if (PyDict_SetItem(__pyx_t_6, __pyx_mstate_global->__pyx_n_u_canonical, __pyx_t_11) < (0)) __PYX_ERR(7, 55, __pyx_L1_error)
-  __Pyx_DECREF(__pyx_t_11); __pyx_t_11 = 0;
-  __pyx_t_11 = __pyx_f_6mtlinv_7_native__launches(__pyx_v_p); if (unlikely(!__pyx_t_11)) __PYX_ERR(7, 55, __pyx_L1_error)
-  __Pyx_GOTREF(__pyx_t_11);
-  if (PyDict_SetItem(__pyx_t_6, __pyx_mstate_global->__pyx_n_u_launches, __pyx_t_11) < (0)) __PYX_ERR(7, 55, __pyx_L1_error)
-  __Pyx_DECREF(__pyx_t_11); __pyx_t_11 = 0;
+  __pyx_t_10 = __Pyx_PyBool_FromLong(__pyx_v_p.canonical); if (unlikely(!__pyx_t_10)) __PYX_ERR(7, 57, __pyx_L1_error)
+  __Pyx_GOTREF(__pyx_t_10);
+  if (PyDict_SetItem(__pyx_t_6, __pyx_mstate_global->__pyx_n_u_canonical, __pyx_t_10) < (0)) __PYX_ERR(7, 57, __pyx_L1_error)
+  __Pyx_DECREF(__pyx_t_10); __pyx_t_10 = 0;
+  __pyx_t_10 = __pyx_f_6mtlinv_7_native__launches(__pyx_v_p); if (unlikely(!__pyx_t_10)) __PYX_ERR(7, 57, __pyx_L1_error)
+  __Pyx_GOTREF(__pyx_t_10);
+  if (PyDict_SetItem(__pyx_t_6, __pyx_mstate_global->__pyx_n_u_launches, __pyx_t_10) < (0)) __PYX_ERR(7, 57, __pyx_L1_error)
+  __Pyx_DECREF(__pyx_t_10); __pyx_t_10 = 0;
   {
     PyObject *__pyx_temp;
     {
@@ -14872,10 +14945,10 @@ static PyObject *__pyx_pf_6mtlinv_7_native_12plan_qgemv(CYTHON_UNUSED PyObject *
   __pyx_t_6 = 0;
   goto __pyx_L0;
 
-  /* "pyx/qgemv.pxi":46
+  /* "pyx/qgemv.pxi":47
  * 
  * 
- * def plan_qgemv(*, rows, k, n, group_size=64, bits=4, dtype="float32", limit=None, bias=False):             # <<<<<<<<<<<<<<
+ * def plan_qgemv(*, rows, k, n, group_size=64, bits=4, dtype="float32", scale_dtype=None, limit=None, bias=False):             # <<<<<<<<<<<<<<
  *     """The plan qgemv would use for this shape: {'canonical': bool, 'launches': [...]}."""
  *     cdef CQGemvShape s
 */
@@ -22211,7 +22284,7 @@ __Pyx_RefNannySetupContext("PyInit__native", 0);
  * 
  * def qgemv(x, wq, scales, biases, *, int group_size, int bits, bias=None):             # <<<<<<<<<<<<<<
  *     """y = x @ W.T (+ bias) for a weight W [N, K] quantized in MLX's affine format (mtlinv.quant.quantize):
- *     wq uint32 [N, K*bits/32], scales and biases [N, K/group_size] in x's dtype, W = scales * q + biases per group.
+ *     wq uint32 [N, K*bits/32], scales and biases [N, K/group_size] in x's dtype
 */
   __pyx_t_6 = __Pyx_PyDict_NewPresized(1); if (unlikely(!__pyx_t_6)) __PYX_ERR(7, 16, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_6);
@@ -22226,28 +22299,29 @@ __Pyx_RefNannySetupContext("PyInit__native", 0);
   if (PyDict_SetItem(__pyx_mstate_global->__pyx_d, __pyx_mstate_global->__pyx_n_u_qgemv, __pyx_t_5) < (0)) __PYX_ERR(7, 16, __pyx_L1_error)
   __Pyx_DECREF(__pyx_t_5); __pyx_t_5 = 0;
 
-  /* "pyx/qgemv.pxi":46
+  /* "pyx/qgemv.pxi":47
  * 
  * 
- * def plan_qgemv(*, rows, k, n, group_size=64, bits=4, dtype="float32", limit=None, bias=False):             # <<<<<<<<<<<<<<
+ * def plan_qgemv(*, rows, k, n, group_size=64, bits=4, dtype="float32", scale_dtype=None, limit=None, bias=False):             # <<<<<<<<<<<<<<
  *     """The plan qgemv would use for this shape: {'canonical': bool, 'launches': [...]}."""
  *     cdef CQGemvShape s
 */
-  __pyx_t_5 = __Pyx_PyDict_NewPresized(5); if (unlikely(!__pyx_t_5)) __PYX_ERR(7, 46, __pyx_L1_error)
+  __pyx_t_5 = __Pyx_PyDict_NewPresized(6); if (unlikely(!__pyx_t_5)) __PYX_ERR(7, 47, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_5);
-  if (PyDict_SetItem(__pyx_t_5, __pyx_mstate_global->__pyx_n_u_group_size, ((PyObject*)__pyx_mstate_global->__pyx_int_64)) < (0)) __PYX_ERR(7, 46, __pyx_L1_error)
-  if (PyDict_SetItem(__pyx_t_5, __pyx_mstate_global->__pyx_n_u_bits, ((PyObject*)__pyx_mstate_global->__pyx_int_4)) < (0)) __PYX_ERR(7, 46, __pyx_L1_error)
-  if (PyDict_SetItem(__pyx_t_5, __pyx_mstate_global->__pyx_n_u_dtype, ((PyObject*)__pyx_mstate_global->__pyx_n_u_float32)) < (0)) __PYX_ERR(7, 46, __pyx_L1_error)
-  if (PyDict_SetItem(__pyx_t_5, __pyx_mstate_global->__pyx_n_u_limit, Py_None) < (0)) __PYX_ERR(7, 46, __pyx_L1_error)
-  if (PyDict_SetItem(__pyx_t_5, __pyx_mstate_global->__pyx_n_u_bias, ((PyObject*)Py_False)) < (0)) __PYX_ERR(7, 46, __pyx_L1_error)
-  __pyx_t_6 = __Pyx_CyFunction_New(&__pyx_mdef_6mtlinv_7_native_13plan_qgemv, 0, __pyx_mstate_global->__pyx_n_u_plan_qgemv, NULL, __pyx_mstate_global->__pyx_n_u_mtlinv__native, __pyx_mstate_global->__pyx_d, ((PyObject *)__pyx_mstate_global->__pyx_codeobj_tab[16])); if (unlikely(!__pyx_t_6)) __PYX_ERR(7, 46, __pyx_L1_error)
+  if (PyDict_SetItem(__pyx_t_5, __pyx_mstate_global->__pyx_n_u_group_size, ((PyObject*)__pyx_mstate_global->__pyx_int_64)) < (0)) __PYX_ERR(7, 47, __pyx_L1_error)
+  if (PyDict_SetItem(__pyx_t_5, __pyx_mstate_global->__pyx_n_u_bits, ((PyObject*)__pyx_mstate_global->__pyx_int_4)) < (0)) __PYX_ERR(7, 47, __pyx_L1_error)
+  if (PyDict_SetItem(__pyx_t_5, __pyx_mstate_global->__pyx_n_u_dtype, ((PyObject*)__pyx_mstate_global->__pyx_n_u_float32)) < (0)) __PYX_ERR(7, 47, __pyx_L1_error)
+  if (PyDict_SetItem(__pyx_t_5, __pyx_mstate_global->__pyx_n_u_scale_dtype, Py_None) < (0)) __PYX_ERR(7, 47, __pyx_L1_error)
+  if (PyDict_SetItem(__pyx_t_5, __pyx_mstate_global->__pyx_n_u_limit, Py_None) < (0)) __PYX_ERR(7, 47, __pyx_L1_error)
+  if (PyDict_SetItem(__pyx_t_5, __pyx_mstate_global->__pyx_n_u_bias, ((PyObject*)Py_False)) < (0)) __PYX_ERR(7, 47, __pyx_L1_error)
+  __pyx_t_6 = __Pyx_CyFunction_New(&__pyx_mdef_6mtlinv_7_native_13plan_qgemv, 0, __pyx_mstate_global->__pyx_n_u_plan_qgemv, NULL, __pyx_mstate_global->__pyx_n_u_mtlinv__native, __pyx_mstate_global->__pyx_d, ((PyObject *)__pyx_mstate_global->__pyx_codeobj_tab[16])); if (unlikely(!__pyx_t_6)) __PYX_ERR(7, 47, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_6);
   #if CYTHON_COMPILING_IN_CPYTHON && PY_VERSION_HEX >= 0x030E0000
   PyUnstable_Object_EnableDeferredRefcount(__pyx_t_6);
   #endif
   __Pyx_CyFunction_SetDefaultsKwDict(__pyx_t_6, __pyx_t_5);
   __Pyx_DECREF(__pyx_t_5); __pyx_t_5 = 0;
-  if (PyDict_SetItem(__pyx_mstate_global->__pyx_d, __pyx_mstate_global->__pyx_n_u_plan_qgemv, __pyx_t_6) < (0)) __PYX_ERR(7, 46, __pyx_L1_error)
+  if (PyDict_SetItem(__pyx_mstate_global->__pyx_d, __pyx_mstate_global->__pyx_n_u_plan_qgemv, __pyx_t_6) < (0)) __PYX_ERR(7, 47, __pyx_L1_error)
   __Pyx_DECREF(__pyx_t_6); __pyx_t_6 = 0;
 
   /* "pyx/sdpa.pxi":23
@@ -22791,38 +22865,38 @@ static int __Pyx_InitConstants(__pyx_mstatetype *__pyx_mstate) {
   int __pyx_clineno = 0;
   CYTHON_UNUSED_VAR(__pyx_mstate);
   {
-    const struct { const unsigned int length: 8; } str_length_index[] = {{1},{4},{34},{11},{62},{30},{16},{15},{1},{2},{8},{2},{39},{83},{1},{28},{27},{98},{53},{33},{67},{4},{179},{73},{8},{15},{7},{6},{2},{9},{22},{20},{39},{34},{15},{19},{12},{13},{16},{12},{14},{15},{20},{27},{23},{37},{33},{13},{58},{37},{44},{35},{42},{10},{11},{20},{11},{11},{16},{6},{16},{24},{26},{12},{14},{15},{15},{9},{27},{29},{20},{12},{9},{17},{8},{7},{8},{12},{8},{13},{10},{15},{8},{7},{11},{14},{12},{11},{10},{24},{12},{10},{17},{13},{12},{12},{19},{8},{5},{15},{20},{13},{7},{14},{1},{3},{7},{4},{7},{24},{17},{6},{18},{1},{7},{4},{5},{8},{4},{6},{4},{5},{7},{14},{1},{9},{8},{6},{18},{5},{4},{5},{1},{4},{11},{3},{2},{5},{9},{5},{6},{3},{5},{7},{7},{7},{10},{4},{4},{7},{9},{4},{10},{8},{13},{1},{3},{5},{5},{7},{5},{8},{1},{6},{12},{29},{5},{8},{6},{8},{5},{6},{27},{9},{14},{1},{4},{5},{7},{4},{3},{4},{2},{5},{1},{3},{2},{3},{1},{2},{9},{10},{9},{3},{4},{1},{7},{5},{5},{3},{7},{24},{8},{10},{6},{4},{1},{5},{6},{13},{4},{15},{4},{4},{4},{10},{9},{10},{5},{10},{4},{9},{5},{7},{6},{1},{2},{5},{2},{3},{7},{2},{24},{12},{7},{5},{2},{2},{2},{9},{2},{2},{2},{2},{2},{3},{2},{6},{5},{2},{6},{12},{1},{5},{6},{4},{1},{6},{2},{8},{11},{9},{1}};
-    const struct { const unsigned int length: 9; } bytes_length_index[] = {{9},{10},{7},{11},{109},{17},{9},{9},{38},{52},{53},{76},{96},{55},{114},{102},{101},{309},{140},{2},{2},{2},{249},{246},{60},{14},{150},{46},{136},{193},{120},{51},{194},{65}};
+    const struct { const unsigned int length: 8; } str_length_index[] = {{1},{4},{34},{11},{62},{30},{16},{15},{1},{2},{8},{2},{39},{83},{1},{28},{27},{98},{53},{33},{67},{4},{179},{73},{8},{15},{7},{6},{2},{9},{22},{20},{39},{34},{15},{19},{12},{13},{16},{12},{14},{15},{20},{27},{23},{37},{33},{13},{58},{37},{44},{35},{42},{10},{11},{20},{11},{11},{16},{6},{16},{24},{26},{12},{14},{15},{15},{9},{27},{29},{20},{12},{9},{17},{8},{7},{8},{12},{8},{13},{10},{15},{8},{7},{11},{14},{12},{11},{10},{24},{12},{10},{17},{13},{12},{12},{19},{8},{5},{15},{20},{13},{7},{14},{1},{3},{7},{4},{7},{24},{17},{6},{18},{1},{7},{4},{5},{8},{4},{6},{4},{5},{7},{14},{1},{9},{8},{6},{18},{5},{4},{5},{1},{4},{11},{3},{2},{5},{9},{5},{6},{3},{5},{7},{7},{7},{10},{4},{4},{7},{9},{4},{10},{8},{13},{1},{3},{5},{5},{7},{5},{8},{1},{6},{12},{29},{5},{8},{6},{8},{5},{6},{27},{9},{14},{1},{4},{5},{7},{4},{3},{4},{2},{5},{1},{3},{2},{3},{1},{2},{9},{10},{9},{3},{4},{1},{7},{5},{5},{3},{7},{24},{8},{10},{6},{4},{1},{5},{11},{6},{13},{4},{15},{4},{4},{4},{10},{9},{10},{5},{10},{4},{9},{5},{7},{6},{1},{2},{5},{2},{3},{7},{2},{24},{12},{7},{5},{2},{2},{2},{9},{2},{2},{2},{2},{2},{3},{2},{6},{5},{2},{6},{12},{1},{5},{6},{4},{1},{6},{2},{8},{11},{9},{1}};
+    const struct { const unsigned int length: 9; } bytes_length_index[] = {{9},{10},{7},{11},{109},{17},{9},{9},{38},{52},{53},{76},{96},{55},{114},{102},{101},{309},{140},{2},{2},{2},{249},{246},{60},{14},{150},{46},{178},{193},{120},{51},{194},{65}};
     #ifndef CYTHON_COMPRESS_STRINGS
       #define CYTHON_COMPRESS_STRINGS 90
     #endif
-    #if (CYTHON_COMPRESS_STRINGS) == 1 /* compression: zlib (3396 bytes) */
-static const char cstring[] = "x\332\235VK{\323\326\326N\300!\341r\340\344\002\224R\316\047\027h\022\032\334:IS\032h{\014\201RN\2418$@\240\255\316\266\264m\213\310\222\255K\234pn\031j\250\241\206\032j\250\241\206\036f\250\241\207\374\004~\302\367\256-9\t\205~\317\363\235<O\344-\355\313Z\353]\357z\327\226$fK\222\302\014\303t\244\032\227\024\323\330\342\226\303U\3111%fH\314\262\330\316\262$5\261Luv\332<\033\032\246Ts\353un]o[\246c*\246.\325M\253\305\234\233\222ks\311h\227\230-\266\3168\263\222iIN\311p[\355\235\231YI\243\315\216d\273\355\266)\354\314\354\017a\006\263\246\353Hf]\262\230\321\3403\216\305\271T\267X\243\305\rgvvN\232\313\274\370vY\272)\361\3556W\350\210\272n2ga~.\033\224\227\310b-\037\037Z\346j\006VI3m\246l\342\265\3432\303\321^c\324\345Z\243\351\330s\204E\313\3215c\253$&K\203%\222\305\035\3272l\311i\362\326\354\367\025\251\306T\311n\2626\237\223\266\230\356r\262\250k-\315)U$\225oi\n\227\230\256\233\ns4\323\220\352L\323\271\212\251Mn\031\034P1W\027\241\363\226\2533\007{\225&W6\355e\n\376\272Y\277.\202\227\230\242p\033^\251\032R\322\340\206\002k*s\030\260Q\370M\351\316\372J\345\213\207\334a\272\304-\313\264\354\331R\305\220\\\343\000\332,a8\336ls\034\251\332\004\254\252Q\336\000g6m\227n3dL\321\231-\2469l\355\344(d\347\226\036\231yL\000\010\221\003<\003\364h2g\220\314\232\253\351\316\034\031by\254\003\020\024\263\325\202a\034a\360G\246\303\263mwv\234&`\301n\225\353Z\r\2769\\\337\221l\307\322\220(\213\026\031\322\343\273\217\257/\336X\004\tU\300\377\n)\264\301\232\232p\224\013W\205Y\315\220\2620\244\037\353\322\216\351J\006\317\310\333\246\200\016m@\352\014\311\346\016\r\244iAx\221\035\031\3335\2431\r`,\030\001\326\264\373\036\323m^Z\343\206\215\250Z\274e\002\224<\332\246i;\327\2674[\253\351\000\027\346\233\"\020\2127c\377>\327q\216b\266\261\321a\252*c/\317\253b9O\215\252\331\014\247p\203\236\rE\263\263\221\ns<C\341\006\326\200\3736\034\265sjfN\315\010\372}+L\225d\005\033J \223\243\211\363\007Y\200\003Z\213\310px\231\2132m\276\267\242\275\263\375\205l0\212\277\2041\275\252\\1Un\311f\333.""\265\2675\372\324\340\255\255\301\270s\370\305j\331\010\320j\r\336m\265\315\006cG8|\360f#i\rz\025\047,K\335\316!y\261\270\010ly\240I[\032\357f\245v0\005\024\230\256\251\203\317`\267\334\344LE\375lK-\327\026B\366\362\2479\351\376\234\264\362\353\234\324 \275\201?\313\322\346\226\254\203\005\2035\300\027\222\360\376\202om\256\327K\312\037\312\242\3648#\260Y#Z\222\362ImM\331Dv\032 \230,\204`9\323\203\017\333\372\243E \363\313/\347\244\371k\327\026\276\314\035\027\354\312y\330\265X\333\206y\013\301^7\r\224\214\3106q.\347\306@u\305S\020\260\3056a<?ae\r\020\337\245\242^\021|\025\303\03734+V\303%\225\025\337\376&\204J\014\037\212\223\305\360g\327\371\271\376P\024\203x\317\016\315\236%Y\026Fey\377\335\342\252\253pY\021`\035\372\216\360m\324\336{3\202\244\3718\317\265\274\262\266\361\370\256\274\366\263\374h\375\341\343\215\374\211\327\354\373*\353\336\336\001\241\366\007\357[=<\365\236aY~\274\263\215\377\025\350\216\374\210o;\253\274\21682m\3404\237\307$\313BF\344\006w4\207\267\350\203J{\350\327T\350\247\356\032\342\2671\260\201\277\026\323\204\221\026D:\333O/\246\352\352\331\264e\312\000\334\322\270\2300XK|6x\227~\332\026o3K|A\331\310Y\207p[\331\033\340A\261g\343\334\034\r\251\202\262\221k\010F\362\203\370e\031\335L\037\030\311Q\222\337\307k\360\201o\323\013Qu\260\307>\024\332\007\240\244\302\036\340\202\306\226yL\341rY3\264\234\361r\3352[\210zK\326l\222#4<\315\340\262\316\000_SX\333\337\312 \232 f\303\340*\263\032vN\355\374\247t\213\272\253n\177WBcD\207\267\230\215\032u\264\206k\272\203\205\204\006\263w\014E3K\373\246\354Z\336\301jh{5\346(\315\301M\241\2461\233\376\261Ds\354\032\316\337\314\3568\266h4r\276\317V \013\246\241\301\272\302p\225\320\234\035\205\301\246\256\350\024\t2\356P\177\246\325\212n\332\234:\200b\272\206\243R\357\316\372\004V\325M\325vTG\210\036o\325\270\252B=x\253\355\354\240\321\0033\336\266\353:k\330\271s\371\025G\374,-\022\210\231o\r\344\200T4G\2411P\226\206\245\251\r\204\334\226m\334_H\035\221\230\226PI\3311e\313\354\332\232\246\332\232\241\362mq-""\302\003\007Y\304n;{\274\346\233\331}%{\n\032\330\207\307\357\345`\3230\273\006$T\230\311\2444K,\267\205Sh<\350Q-\006\2426-\341\n\356%\371X8\333\322\345\354R\222\313Y\336\220\0142\047L\032\252\310\255\201XP&0\352\030m!\033&\264\3304\220\342v\273\326\326\231!\023(b\320\331\037\221\304\267\3156n\254j\247\2239\331!\037\305\n\213us\315\311\177\336\213n\320\342\016\372\215%d\202\260\264m,\345\331\303V,\242\225\\\243\252#\233\364\017J\273\306\246\274\311wp\031\341*5\030\233\310\304;\262Y\257S5\r2\207\201\312\305\rQ\270ak-U\356j\252\323\244\214\240\346,Gn\233\266(>\2720\251\260\321\325\032\272\353\340\013]\036\234\232S\263\263\226k;\215C\340\312\3315&\363\353\320\367|L?f\027\362\266\351t\300`\303\206\025*r\307q\235-\247\353t;\316vv\203\246\347\r\267\355\266Ah\216\346\263/\006[\342.,\0366\365\355nv\261\356v\272\235LH\273\304\257\014;1$\177\267w\207\373\205\023\336\347~\225\006\047\323\223\027\2032\215.\004\343\3643\035v\242c\021\333\035~S\030\335}\355\217\373\227\375\265`<\230\016\047\303\225\350D\\\214\027c7\271\235\260\376\330\351\364\364\247a1\275\374`\257\270\267\270\327I\037\257\246\253\277\246\277\376\226\376&\367\261\327\362&\274y\357\211\177\004\047T\017VW\323*\326=\201e\357\246\317|;(\222\3717x]\364:\376Q\177\301\177\025\016g\0370O\203q\377BP\244\301Y\377yP\r\224\360l\310\336\034?\201#=\023\357\265\220\302\360\276\362\207\375\361wW\265\342\033I9\271\223\270\275J\276\236\373e\377\266\257\006\237\006\225\017\354\251\207\367\323\271[\311\375^\245\267\266wn\257\223oj\302M+\230\nV\203\316\00765\302\215\210\365\361\362,x\020\262\320\215\036&\347{\303\275\211\336\215\275\362\336\335\264\372,}\266\221n\274\310\317\332\004\224\237\006+\341\221\260\370\316Y\347\375N\372\321L\204H\244p8\034\017\257\206\2605\322\037\233\204\303\367\203\037\302r\177\354\317X{\326o\004\325\354k\245?v\016\216u\372c\224\261\341\376\330\225\260\022b\356c\002\024;\026B5\272\232~\361}\322\241\363\377\047\350\244\322\227\361\311\344fo\023\t\350\027&\375o\202\373b\007R\365O\377\353\240\330\037\373<*G?%""\247{\214\\CR\336\036\033\0329\356\025\274\025\277\340\257\004\307\002\036\226\303G\361\345\370Ir4\231O\260\363\2707\345\255\373W|\036,QR\302\235\370h\274\020+\311DR~S\030\363F<\370s\306{\035L\004\337\204\267C\034{\336\337\n\236\205\300\036\256\367\t\221)\277\342?\305\356\363\321H\004>\276\035\033:q\221\\\031\367\247\2104\177\366G\375\016,\353Q\221\374\334\362\236\371w\221\t\314L\370X\005\324\336\340\341\0047\302\257\263\025\200\343Lz\346Zt%bQ7\336\354\235\337\033~\363\356\227\361\3353\336\277\203\352\333\323C#\347\016\370\324\177\207\\\205K\201\300\305\365~\360\201\374\237\274\347~\325\257\023^\364R\365j\376p\236\317:\374_\205\003\363\301Z8E`\016rZy3v\322[\360\230\327\365\025\304\277\030\274\216\306\243\253Q\047\036\211\237%\225\376\251)\0042\036\\\r:`/\316a\236\355\027\301}\225>\365\305\326:\230J[\347\203\r\370wj\"\235\370,d\351\364_A\256\263=\326\303\252S\336mO\361\307\351\260;\200\351Hv\\8\021.\202\206+\310\305|\274\226`\372\214(\254%\234\265\004\047\237F\013\221\026\377\243W\354\347\036Z\240\025Cb\236\204\005\004\270ohE\224\301\305tm=]\177\221\276x\231\276\374\245?\366\021\222\321D\246a\375\270w\326S)\013\307Q\350\337\020\037i0\250\351\371`=,\202\204,\264\242\211h)\236\212\327\223\253I\247w\264W\356\211\245\227\020\253\330\374\t\351\013\361\244\223\201\266\010\207>\016\026\220\n\270>\341\317\"\271e\370\365\247\217\202\002UX\377\324\244?\357\277D\234g\303:\242\034\215\267ql\001\207b\242LX\326\374cp\202H\261\024MEUr\372H0\213CV\242#\321L|%\256%\303\311T\262\206\032\275\265\367\257\364\027h\226\222*\215\264\241\245Z;mw\204/\010\241\n\024\206\306\375q*\2031!\205W}\221\233%\177\022\331\233\014nC1*\341\263\350Nd\307\305}\363\212\177\016\313@\377#\336\014r\372\025\020c\202\232\336(\310\300\210\324\205\001\213O{\257\202\341\364\302\265\250\030\225\323\271}i\304\336\364\304\047A\205XX\204\032\200\332\227\341\377\355P\001\211\256\305+\311HRM\004ge*a\242\357\205\340\222HKa\312\277\027\314\000\3722\364c\367\027 Y\016\356\205\323\321\2058\253\017\341\325\025\277\006\257""\010`\221\010\266\237\206\340\263LL\313\351\320Y\377\227\264\270\020\227\337\236\373\343B\371]\325\214\354\276\360H\266v\177\365?\013F\0031\334\020\232\373\000H\375\020-\307U\372\364\033\324f\032\266\007\353Gw\273^\203\252\375\244\267\214:k\006*\334\377:\272\034\255\305\037C\277\177\354\255\357}\272w\210\230\373\375\006\322ZKk\310\235\332\027\274\351\"\254\023\000+_\031\376\047f\261 \352\307\250,H\345\007j\226j\345@\325\323\241\217\202w\373\314 \302f\370*\036\324<R&*\332z\247\342\323!$\354M\001\007Pj\323\241K\351\245R\244\247\313\017\366f\323\047k\304\241c\273\317\241\035\210\224\230\037|\025\216\206[\321\223x8C)\353d\307\340\365V\264\036O\047\002\236\347\336\232?\236\345q|\200\353\021T\r\206/\375a\022\361\233\001\013\354\360\363\350i\274\224L&\017z\215\364!\350,\247\262\232\252\274_8\345=DR\347B=\236\005\222\225t\350/\001\362\204\236O\344z!\000\262\222s\250\237c=\276\367u\272\nD\263:0R\303\244\325f\364<\375\352^O\007-\263\020\236y\025r\n\245@\2021\234yU\364o\004\267\302\316\377\021I\036@\356\365-\350\324\321\360fT\217\357%\227\223\027\275n\372\010\267\206\277\247\177\347)\257\177\300k)<\035m&\237\3646\366L\334/\372\247/\006\337E\343\007\220RB.\242\020\236G\325\350U2\232\354\354\235HW\251\351\016J\340\233\360N\370:>\354\310\037\270\231\363w\303\323H\304\376[\234W\322\277\242\224!\233O\323\247@\364y:t5\254\376\216Vt?:G\242\377\341{\324\023j\221\\H\3308\304a\036\206\313\250\373#\311g\220\377\251\336jok\257\272\307\323\0470B\026\372\005\322\370\202P\245\277!\240j^\304\013\351\302\375\364>I7\241u\270\214\211\312gA\305\032T\365N\340\204\267\242\177$3\275b:\364]\302\336N\374\256\344Gw\035Q\232B\261I~i\216Q\321\335@-_\0267#H\365\265\240\222^\202d\304\367\023(9\032%\005\321\004r\016\205\361N)\rf\266)/\377\217~\3338\344\362|\270\026M\242\003\024\342\237z\007W\300\264\360\227`\023\326\320\035W\250\021d\202}>\030\021\325NpN\307\223q\005RD\202\355\377\000}\254\010\305\367Gp\023Y\016\253\377\013\251\rP\032";
-    PyObject *data = __Pyx_DecompressString(cstring, 3396, 1);
+    #if (CYTHON_COMPRESS_STRINGS) == 1 /* compression: zlib (3430 bytes) */
+static const char cstring[] = "x\332\235VK{\324V\266\265M\031\233GC\373\001\204\020\372\252\302\30361\225\224\3558\304\220t\027\030B\350@(c\203\rI\324\247\244SU\302UR\225\036.\233\356{\257\207\032j\250\241\206\032j\250a\rk\250a\r\371\t\374\204\273\366\221\3126\201\334\357\353\366\367Yu\244\363\330{\257\275\366\332G\222\230%I\n\323u\303\226*\\R\014}\207\2336W%\333\220\230.1\323d{+\222T\3072\325\336k\361t\250\033R\305\251V\271y\263e\032\266\241\030\r\251j\230Mf\337\226\034\213Kz\253\300,\261u\326\236\223\014S\262\013\272\323l\355\315\316I\032m\266%\313i\265\014ag\366`\0103\2305\034[2\252\222\311\364\032\237\265M\316\245\252\311jM\256\333ss\363\322|\352\305w+\322m\211\357\266\270BGT\033\006\263\027\027\346\323Aq\231,V\262\361\221e\216\246c\2254\333b\3126^\333\016\323m\355\rF\035\256\325\352\2665OX4\355\206\246\357\024\304da\260D2\271\355\230\272%\331u\336\234\373kI\2520U\262\352\254\305\347\245\035\326p8YlhM\315.\224$\225\357h\n\227X\243a(\314\326\014]\2522\255\301ULmsS\347\200\2129\r\021:o:\rfc\257R\347\312\266\265B\301\3374\2527E\360\022S\024n\301+UCJj\\W`Me6\0036\n\277-\335\333X-}\371\230\333\254!q\3234Lk\256P\322%G?\2046M\030\2167Z\034G\252\026\001\253j\2247\300\231N[\205\273\014\031S\032\314\022\323\034\266\3662\024\322s\013O\214,&\000\204\310\001\236\016z\324\231=Hf\305\321\032\366<\031bY\254\003\020\024\243\331\204a\034\241\363\047\206\315\323m\367\366\354:`\301n\2257\264\n|\263ycO\262lSC\242LZ\244KO\357?\275\271tk\t$T\001\377k\244\320\002k*\302Q.\\\025f5]J\303\220~\254J{\206#\351<%o\213\002:\262\001\251\323%\213\3334\220f\004\341Evdl\327\364\332\014\2001a\004X\323\356\007\254a\361\302:\327-D\325\344M\003\240d\321\326\r\313\276\271\243YZ\245\001pa\276.\002\241xS\366\037p\035\347(F\013\033m\246\2522\366\362\254*V\262\324\250\232\305p\n\327\351YS4+\035\2510\307S\024na\r\270o\301Q+\243f\352\324\254\240\337w\302TAV\260\241\0002\331\2328\177\220\0058\2405\211\014G\2279(\323\372\007+Z{\273_\312:\243\370\013\030\323\253\312\025C\345\246l\264\254BkW\243O5\336\334\031\214\333G_\314\246\205\000\315""\346\340\335R[l0\266\205\303\207o\026\222V\243Wq\302\212\324i\037\221\027\223\213\300V\006\232\264\243\361NZj\207S@\20154u\360\031\354\226\353\234\251\250\237]\251\351XB\310^\3754/=\234\227V\177\235\227j\2447\360gE\332\336\221\033`\301`\r\360\205$|\270\340;\2137\252\005\345\017eQz\232\022\330\250\020-I\371\244\226\246l#;5\020L\026B\260\222\352\301\307m\375\321\"\220\371\325W\363\322\302\215\033\213_e\216\013ve<\354\230\254e\301\274\211`o\032:JFd\2338\227qc\240\272\342)\010\330d\3330\236\235\260\272\016\210\357SQ\257\n\276\212\341\217)\232%\263\346\220\312\212o\177\027B%\206\217\305\311b\370\263c\377\\},\212A\274\247\207\246\317\202,\013\243\262|\360nr\325Q\270\254\010\260\216|G\370\026j\357\203\031A\322l\234\345Z^]\337zz_^\377Y~\262\361\370\351V\366\304k\372}\215u\356\356\201P\007\203\017\255\036\235\372\300\260,?\335\333\305\377*tG~\302w\3555^E\034\2516p\232\317b\222e!#r\215\333\232\315\233\364A\245=\364k(\364Sut\361[\033\330\300_\223i\302H\023\"\235\356\247\027Cu\032\351\264i\310\000\334\324\270\230\320YS|\326y\207~Z&o1S|A\331\310i\207p\232\351\033\340A\261\247\343\314\034\r\251\202\322\221\243\013F\362\303\370e\031\335\25410\222\241$\177\210\327\340\003\337\245\027\242\352`\217u$\264\217@I\205=\300\005\215-\365\230\302\345\262\246k\031\343\345\252i4\021\365\216\254Y$Ghx\232\316\345\006\003|ua\355`+\203h\202\2305\235\253\314\254Y\031\265\263\237\302\035\352\256\r\353\373\002\032#:\274\311,\324\250\255\325\034\303\031,$4\230\265\247+\232Q80eU\262\016VA\333\2530[\251\017n\n\025\215Y\364\217%\232mUp\376vz\307\261D\243\221\263}\226\002Y0t\r\326\025\206\253\204f\357)\0146\033J\203\"A\306m\352\317\264Zi\030\026\247\016\240\030\216n\253\324\273\323>\201UUC\265l\325\026\242\307\233\025\256\252P\017\336l\331{h\364\300\214\267\254j\203\325\254\314\271\354\212#~\226\227\010\304\324\267\032r@*\232\241P\033(K\315\324\324\032Bn\311\026\356/\244\216HLS\250\244l\033\262it,MS-MW\371\256\270\026\341\201\203Lb\267\225>\336\360\355\364\276\222>\005\r\254\243\343\017r\260\255\033\035""\035\022*\314\244R\232&\226[\302)4\036\364\250&\003Q\353\246p\005\367\222l,\234m6\344\364R\222\311Y\326\220t2\047L\352\252\310\255\216XP&0j\353-!\033\006\264\330\320\221\342V\253\322j0]&P\304\240}0\"\211o\031-\334X\325v;u\262M>\212\025&\353d\232\223\375|\020\335\240\305\035\366\033S\310\004aiYX\312\305#\213@\274[\212I\014\223+T\200d\236\376\301nG\337\226\267\371\036\356%\\\245^c\021\257x[6\252U*\254A\0221P\271\270,\n\217,\255\251\312\035M\265\353\224\034\224\237i\313-\303\022uHw\047\0256:Z\255\341\330\370B\367\010\273bW\254\264\373Zv\355\010\316rz\243I\375:\362=\033\323\217\321\201\322m\333m\220Y\267`\205\352\335\266\035{\307\356\330\235\266\275\233^\246\351y\313i9-p\233\243\017\035\350\302\216\270\026\213\207E-\274\223\336\261;\355N;\325\324\016Q-\205Q\014\311\337\335\375\341~\356\244\373\205W\246\301\251\344\324%\277H\243\213\376\004\375\314\004\355\360x\310\366\207\337\346\306\366\337x\023\336\025o\335\237\360g\202\251`5<\031\345\243\245\310\211\357\306\254?~&9\363y\220O\256<\352\345{K\275v\362t-Y\3735\371\365\267\3447\271\217\275\246;\351.\270\317\274\021\234P>\\]N\312X\367\014\226\335\333\036\363,?O\346\337\342u\311m{\307\274E\357u0\234~\300<\r&\274\213~\236\006\347\274M\277\354+\301\271\200\275=q\022G\272\006\336+\001\205\341~\355\r{\023\357\257jF\267\342b|/v\272\245l=\367\212\336]O\365?\367K\037\331S\r\036&\363w\342\207\335Rw\275w\276\327\3166\325\341\246\351O\373k~\373#\233j\301V\310\372xy\341?\nX\340\204\217\343\013\335\341\356d\367V\257\330\273\237\224_$/\266\222\255\227\331Y\333\200\362s\1775\030\t\362\357\235u\301k\047\237\314\206\210D\n\206\203\211\340Z\000[\243\375\361)8\374\320\377!(\366\307\377\214\265\347\274\232_N\277\226\372\343\347\341X\273?N\031\033\356\217_\rJ\001\346>%@\261c1P\303k\311\227\177\215\333t\376\177\371\355D\372*:\025\337\356n#\001\375\334\224\367\255\377P\354@\252\376\345}\343\347\373\343_\204\305\360\247\370L\227\221kH\312\273\343C\243\047\334\234\273\352\345\274U\377\270\317\203b\360$\272\022=\213\217\305\0131v\236p\247\335\r""\357\252\307\375eJJ\260\027\035\213\026#%\236\214\213os\343\356\250\013\177\316\272o\374I\377\333\340n\200c/x;\376\213\000\330\303\365>!2\355\225\274\347\330}!\034\r\301\307w\343C\047/\221+\023\3364\221\346\317\336\230\327\206\345F\230\047?w\334\027\336}d\0023\223\036V\001\265\267x\330\376\255\340\233t\005\3408\233\234\275\021^\rY\330\211\266\273\027z\303o\337\3772\261\177\326\375\037\277\374\356\314\320\350\371C>\365\337#W\356\262/pq\334\037< \377\047w\323+{U\302\213^\312n\305\033\316\362Y\205\377kp`\301_\017\246\t\314ANKo\307O\271\213.s;\236\202\370\227\3747\341Dx-lG\243\321\213\270\324?=\215@&\374k~\033\354\3059\314\265\274<\270\257\322\247\276\330Z\005Si\353\202\277\005\377NO&\223\327\003\226\314\374\r\344:\327e]\254:\355\336u\025o\202\016\273\007\230F\322\343\202\311`\t4\\E.\026\242\365\030\323gEa-\343\254e8\371<\\\014\265\350\237\335|?\363\320\004\255\030\022\363,\310!\300\003C\253\242\014.%\353\033\311\306\313\344\345\253\344\325/\375\361O\220\214:2\r\353\047\334s\256JY8\201B\377\226\370H\203AM/\370\033A\036$d\201\031N\206\313\321t\264\021_\213\333\335c\335bW,\275\214X\305\346\317H_\210\047\355\024\264%8\364\251\277\210T\300\365Io\016\311-\302\257?}\342\347\250\302\372\247\247\274\005\357\025\342<\027T\021\345X\264\213cs8\024\023E\302\262\342\035\207\023D\212\345p:,\223\323#\376\034\016Y\rG\302\331\350jT\211\207\343\351x\0355z\247\367\337\311/\320,%QjIMK\264V\322j\013_\020B\031(\014Mx\023T\006\343B\n\257y\"7\313\336\024\2627\345\337\205b\224\202\027\341\275\320\212\362\007\346\025\357<\226\201\376#\356,r\3725\020c\202\232\356\030\310\300\210\324\271\001\213\317\270\257\375\341\344\342\2150\037\026\223\371\003i\304\336\344\344g~\211X\230\207\032\200\332W\340\377\335@\001\211nD\253\361h\\\216\005ge*a\242\357E\377\262HKn\332{\340\317\002\372\"\364c\377\027 Y\364\037\0043\341\305(\255\017\341\325U\257\002\257\010`\221\010v\220\006\377z*\246\305d\350\234\367K\222_\214\212\357\316\377q\241\374\256jF\367_\272$[\373\277z\327\3751_\014\267\204\346>\002R?\204+Q\231>""\375\006\265\231\201\355\301\372\261\375\216[\243j?\345\256\240\316\352\276\n\367\277\t\257\204\353\321\247\320\357\037\273\033\275\317{G\210y\320o \255\225\244\202\334\251}\301\233\016\302:\t\260\262\225\301\377F,\022D\375\024\225\005\251\374H\315R\255\034\252z2\364\211\377~\237\031DX\017^G\203\232G\312DE\233\357U|2\204\204\275\315\341\000Jm2t9\271\\\010\033\311\312\243\336\\\362l\2358t|\177\023\332\201H\211\371\376\327\301X\260\023>\213\206S\224\322Nv\034^\357\204\033\321L,\340\331t\327\275\2114\217\023\003\\GP5\030\276\362\206I\304o\373\314\267\202/\302\347\321r<\025?\352\326\222\307\240\263\234\310j\242\362~\356\264\373\030I\235\017\032\321\034\220,%C\177\361\221\047\364|\"\327K\001\220\031\237G\375\034\357\362\3367\311\032\020M\353@Ot\203V\033\341f\362\365\203\344\301f\262I\047\246a\274pK\344\030\312\201Dc8\365,\357\335\362\357\004\355\377\047\032\031\270\277\364\377\005\371y\035\237\355\266{#\275\353\311Sp\036\016#\2150\372\372H\250Y|w\240h\307\202\333a5z\020_\211_v;\311\023\334/\376\221\374\203\047\274\372\221\370\244\340L\270\035\177\326\335\352\031\270\211\364\317\\\362\277\017\047\016\301\247\324]B\311l\206e81\026\357\365N&k\324\236\007\305\362mp/x\023\035\305\374\017\202\311\230\276\345j$w\377iFV\223\277\001\000\010\354\363\3449\260\337L\206\256\005\345\337\021\220nR\347\251=|\374\306\365\214\232)\027b7\001\031Y\200\341\"\024b$\276\216F1\335]\353\356\364\312=\236<\203\021\262\320\317Q7\310\t\375\372;\002*g\345\276\230,>L\036\222\310\023ZG\013\236H\177\016\244\255@\177\357\371vp\047\374g<\333\315\047C\337\307\354\335\364\357\304al\337\026E,\264\235\204\232\346\030\225\347-T\375\025q\207\202\250\337\360K\311e\210K\3640\206\346\243\245R\020u gS\030\357\025\335`f\227\362\362ot\346\332\021\227\027\202\365p\n\275\"\027\375\324=\274,&\271\277\370\333\260\206>\272J-#\225\366\013\376\250\320\005\202s&\232\212J\020-\222v\357\007(iI\364\006o\024w\226\225\240\374\177\332\021h\203";
+    PyObject *data = __Pyx_DecompressString(cstring, 3430, 1);
     #define __Pyx_DecompressString_LZSS_UNUSED
     if (unlikely(!data)) __PYX_ERR(0, 1, __pyx_L1_error)
     const char* const bytes = __Pyx_PyBytes_AsString(data);
     #if !CYTHON_ASSUME_SAFE_MACROS
     if (likely(bytes)); else { Py_DECREF(data); __PYX_ERR(0, 1, __pyx_L1_error) }
     #endif
-    #elif (CYTHON_COMPRESS_STRINGS) > 0 && (CYTHON_COMPRESS_STRINGS) <= 90 /* compression: lzss (4530 bytes) */
-static const char cstring[] = "\377  as  ca\377nnot be \377converte\377d to an \377array:  }h$\000dtype\005\003\377no buffe\377r-protoc\377ol forma\377t; use n\357p.as6\002(t)\377 or t.nu\377mpy() is} g\001suppoc\002\361(\002\006d\000\033\000out \377of range\377(tree fr\377agment))\357, , \201\002=: \177; expec\247\001\377float32,- \004\00216n\001b\005\004\034\010\367uin#\000 (pa\373ck\336\000quant\373iz\350\000weigh\367ts,\210!mtli\327nv.\030\002.\033\005 r\377eturns t\377hem)?A b\377ad shape\177, value\340\001\377limit.A \377device a\377llocatio\377n failed\276\030\000kerne\250 a\373ul\337!(emul\373at\235 check\367s: \372\000-of-~\370\002 acces\223\000{di\220@genck\000\357data\231 ce;\377 CUDA/Me\377tal erro\377rs).An uqn\321\047\253C\374 ope\315 \033ds\325!di\264A\314 \304#\357s.Ba\257@cla5s\032\002e\374@y \200#R\003\207.No\315\004\236 \367\000\272 n\356\234`hat\305Ebui\227lt,\344Aa\345\004\375\005c\277ommand@\000n\237eNote\276 4\000C\347yth\224 \210`del\373ib\231\000tely Ostri\315@\253`h\367`\377PEP-484 \364<\000\374 j\347@s su\345b\244\002e\305\002r\002in \376\223\204\001s. If y_ou ne\267\204\003p\315\001|&\010\270@n set\300A\363 \047\354\204\002\231B_typ\377ing\047 dir\370\314`\351 \367\204\001False\377.Tensor \277memory\263\204\005h\377ost-visi\023bl\365@|\000h\304\002\361A\370\204\003~\343\204\006to cop6\000?tadd_n\375\000\217\205\004\331:\300\204\003p\000saC\000en^\002\001gcis\004\003dl\000.\246\"n 8\224\000m\203\000\304`\251s\224\204\004\217\003(\372b=\322\205\002.\277_core.\312`t\371i\254\206\002\376%to im|\344\205\001\033\tumath\021\016\377pyx/_nat\362\351`.\t\000\013\001deco\377der_ops.\367pxi\036\001gemv\272\004\005q\001\trms\336\000r\275m!\005sdpa-\005t\214\301\"\004\007st\355 N\001=\002:\267 wq\324\207\010re\323\205\002:^\214\210\005view\345\205\003 \022\006\277invali\373\205\004 \377rope_hea\377ds: x mu\375s\304\210\002[L, H,\377 D], got\375 \214\001: kv_l\373en\033\006an in\375t\017\017=self.mc\376\210\026 P\273\204\003ob\223\204\001~\366\210\001 pickl\304`\232\336`_\204\207""\002: \213\207\002V\023e\375t\017\023in [0,\277 2**30\262\004t\374\332a\201\204\004wraps \367a r\352\000-onlAy\231\212\003\356\211\001\260\210\004\356\211\005\262\212\002)\300\212\001\317make0\000\304\204\003DT/ypeE\251\207\001D\240\210\002\006\002=I\310#Argu\342\211\001\032\002\311K\244\210\002%\002M\214\211\0020\002Ou\017tOfM\210\205\002@\002\231\205\003\237\205\003\267.__\247\213\002__\007\006r\177educe_c\351\206\002\376\r\010setstat\360\t\016\236\213\002G\004\200d_DTY\377PE_TO_NU\307MPY\000\003\013\001\022\003Ra\177wBytes_\001\005\360\203\000g\014\017\th\016__Py\375x\001\000Dict_N?extRef\305\000\211\215\001\332\234\001_\313\006__\234\211\002_g\277etitem\026\000_\271d0\001\037\000doc\013\001f\313un\003\002g\325\005:\000ma{in\047\001meta:\003\276\021\001odule\022\002r\177o_entri\276\000\356h\000nam\022\002new~\\\001prepar$\002\311p\242\000\234\213\003ux\000\n\001re?sult__\026\001\306#\030\006\002\235\216\001\017\003un\215\204\002e\000\233&\037_qual]\005\225D\337\000\032\240-_\260Dex\342\001\314\204\001\221\005\301s\320\010\2700\205@\217\000\222#em\373u_\317\214\002_mode\357_ini\353\204\004_fr{om\363\000v_is\262\210\001\377outine_l\315a\274 h_\272\205\0012\006aa\377ddaligne\237dargs\312\217\004\321\217\004.\375<\332\215\001ls>.ge\377nexprasc\377ontiguou\366\364\217\003as\253\220\001asyn\177cio.core\003\367sbb\373\216\001ndba\177sebatch\242\217\005\257bias\000\001e\003\000t\277sblock\336\220\003s\372\333\214\002_1\004sccan\377onicalca\377pacityca\316q\000lcl\306\001\357@tr\373acX\000ckclo\373se\376\212\001count\346\313\000ta\227\217\003\216 fod\357stdt\317\221\002emb\377eddingem\337ptyen\363\211\001ep?sflags\314\220\004\334\220\004\346\345\220\00264\301!\372\221\003gat\351e\221\212\001\377\004g\322\207\005gri\373dg\360\000p_siz\275e\232\211\001_dim\241\211\002_\377to_rowsi\377idsindexV\222\221\002inE\001r\332\204\001s\000\002Oizek\252\220\003\260\220\003_\234\204\001\371s\000\t\363.knownckv\207\212\003\346\211\003\323Ces\230\221\002\377matmulma\357x_th\300\210\001s_""pser\005\004\250\002ml_\340\223\002d\343\214\005\212\214\004n\227\205\001z\002nd\214\224\002\335n\311\000new\366@tn\375p\325\223\002oobjon\377outppbpl\047an_\246\214\001\004\002q\001\006\220\214\001\377popprodq\345q\254\213\003q\214\213\001\304\214\002raw`\364\213\004\373\213\004\321n\333\214\005\346\213\007ro\303\210\001\226\310!ss\214`e\000\002\010\000r\306\323a_b\226\210\001\204\215\001\210\215\001_c\377hunk_key\337sseed\335\213\001se}n\005\000q_off\216\211\001~\214\213\005setdef\236\223\001\376\334\223\002simd_wi\367dth\305Astar\237t_pos\274\211\002\255\221\001d\377esswiglu\357ttat\311\217\001tbt;bs\355\215\003stg\343#\204c\310\301\220\003\222\003\r\010s\206D\221@ow\377titktqtr\347ansc\000\245\212\001ttu\377tvtwtwqt\371x\274\225\003\304\225\0018upup\377dateuse_R\311\212\005v\207\225\002\214\225\002s\264\216\001w\323\225\003/wqwq\227\213\003w\334a\246\216\003\374\006\002\371\220\001x\200\001\330\004\n\357\210+\220Q\005\001\013\320\013w\033\2301\017\001\031\230\021\026\001\377\047\240q\250\006\250a\200\377\001\340\004\007\200z\220\021\377\220#\220T\230\021\230\047\377\240\023\240D\250\n\260!\377\2604\260u\270B\270a\377\330\010\016\320\016\"\240!\377\320#J\310!\3104\310\377q\320PR\320R]\320\277]^\320^_\3309\000r\377\210\022\2102\210S\220\002\272?\000Q$\007Q\320Q%\000S\377\330\004\013\210;\220a\220\327s\230!{\001\340\014\0004\210\377q\220\003\2203\220j\240\361\001z\001\033\002\203\001\021\220\031\230\375!\214\001\025\220X\230Q\230\377c\240\025\240a\340\t\n\266~\000\210o\r\000b\240\315\000\013\277\2105\220\001\220\021\030\013m\377\2608\2701\270C\270u\373\300A)\004e\2201\220B?\220d\230\"\230A}\001%\014\377f\240H\320,<\270H\377\300A\300T\310\026\310q\372^\004h\244\000r\230\024\230R\373\230q\"\020g\240Y\250a\377\330\004\025\220W\230J\240\377a\240u\250M\270\027\300\377\001\300\022\3008\3101\310\377E\320QW\320WY\320\353YZ\252\004k\310 \"\230D\357\240\002\240!t\n\027\220q\357\320\030(\250\227@ \240\001\337\240\021\240%\240i\000\005\330\373\010\023\256\000H\230G\2401\367""\330\010\020\336\000\025\220g\230\275Q\020\003A\330\010\026\275 q\373\330\010\256A\001\330\010$\240\313A\240\345 \032\315!/\0003\240\377d\250%\320/?\270q\376\307A\037\230q\320 0\260\337\013\270;\300k\376 \330\004\237\023\2209\230H-\002\344@|\377\2207\230!\330\010+\250\2771\250L\270\016\300\314\000\013\375\210\221`\360\006\000\005\t\210\377\004\210D\220\004\220D\230\377\006\230e\2401\240N\260\377#\260S\270\003\2702\270\377Q\330\004\t\210\024\210U\277\220$\220e\2306\221A\240\377y\260\003\2603\260c\270\377\022\2701\340\004\010\210\005\375\210\365@\017\210z\230\022\230\3579\240B\240\243 \027\220v\247\230W\240\371 \270\000\330\277A\024\357\220A\220V;\000\027\250\005\377\250Q\200\001\360\010\000\n\275\033\207\001\021\220\024\220\262`\020o\220\007\220qw\000l\250\254 \177\007\200v\210W\220E\207@\346\314`\022\220\256\000\263 \340\010\027?\220t\2308\2407\034\003\214 \377\017\320\017*\250$\250a\377\250w\260k\300\027\310\001\373\340\010\005\n\021\200\017\210~\177\230Q\360\016\000\005\026\306g\354\275A\323g\004\035\343 \004\007\200\357u\210G\220\367 \r\210X\357\220Q\220f\254!\330\010\r\277\210Q\210b\220\001\372df\372\275\000R~\0002\230T\240\024\372\374 \004\201\204\005A\340\010\013\210\1773\210a\210w\220c\375\000\3774\230z\250\021\250%\250\377q\260\005\260W\270A\330\373\014\024\306\000\021\230%\230q\365\240\270@\016%\000s\220!\220\3273\220d\017\001\3306\002f\220\335B6\0022\230Y\270 \014\022\377\320\022&\240a\320\047@\336\332`\025\300a\300\366@\014\210_B\210c\220\021I\001C\244 \375\002I\003\240\022\2404\240u{\250D\211@2\260T\270\034\000\325\017\324\205\0026\204@6\242\000V\250\1773\250i\260{\300!a\003\177a\210r\220\025\220a\226@\247S\240\004\230@`\006D\202\205\002\033\377\320TU\320UZ\320Z\177[\320[\\\330\010\030\204`\357h\240a\240\364`\t\210\025\373\210d\202A\t\210\022\2109\317\220A\330\010\005\001\314\206\0052\230\377U\240!\2403\240a\240\377r\250\022\2506\260\024\260\377U\270%\270q\300\003\300\2731\300&\002\035\220d\360a\t[\210\034\334\207\001\330\010\242\000\200\260\"\3754\216""\000\032\2303\230c\240\256\327\000\022\220)\332@1\260`\r\367\030\230\004\336\205\001\330\014\023\220\3772\220[\240\001\240\025\240]f\343\000\007\260xT\000\004R\000\372\026\0001\221\207\001b\220\006\220a\276\220b6\250\024\250Q\261\001\002\377\230)\2401\240D\250\002\377\250(\260$\260b\270\001\377\270\024\270T\300\022\300<\377\310}\320\\]\320]c\377\320cg\320gi\320i\367p\320p\277a\210q\230!{\230Q\354 \000\021\220\021\203\205\001\335\010\206\211\002%\220q\230A6\220\377\023\220E\230\023\230B\230\377f\240A\240W\250C\250\357s\260!\330w\005c\220\026~$\000\004\010\210\002\210(\321@\3375\230\006\230a\214\211\001q\210\325\007\212`a\305\206\001\004\276\204\005\016\210\377j\230\001\320\031*\250!\317\2501\320,\222\211\0069\000\320\nw\034\230A\202\204\001!\240\021\250\207\001\177#\2401\240B\240c\302`\377*\260D\270\005\270Q\270r\360\207\002_\361\206\001\326\205\001\031\230\035\222B\277\004\024\220F\230(\370 1\377\330\004\005\200\\\220\032\230\3771\230F\240\047\250\031\260\372\275\205\002q\221\002$\220b\230\006\234\334\"\261@\035\220a\267A\202B\230\375&\307\211\0031\320\000\025\220\\\177\320!3\2601\360\026\217\205\027\336\247\205\014\005\200Z\210\263\210\001\200]\357\220&\230\007\252\211\001\005\200Y\365\210\360\211\001J\247 G\250:\260}Q\221\001^\2207\230\047\332@}\004)\004\007\200w\210g\352\206\001\377\013\210:\220Q\220h\230\375d\267`7\250#\250T\260\377\032\2701\270I\300U\310\317\"\310A\330\371\204\006\347\213\006W\320\257Wb\320b\271@d\256\205\0014\273\210w\324\000\n\240!\"\005\240\357\177\260a\260\244\204\002\032\2203\360\247\211\001\241\206\020\250\205\001\314\212\007\320\000\030\230\357\001\340\004\025\206\207\017h\240j\321\260\354\206\005\260@\315\206\002r\345\206\n\320\000\346\256@\340\004>\000\235\210\001\320\000\035\377\320\035.\250l\320:J\337\310)\320ST\307\211\001\006\200\347X\210Q\346\001\366\204\001\2305\240\177\007\240v\250S\260\001\244A\335Y\303\214\004\006\240a\022\000U\260\367\047\270\021\273AX\210T\220r\004\002\\\001\003\324!\002\230!\326A\367[\220\001\301\212\001;""\230a\230\377s\240+\250V\2606\270\377\023\270J\300g\320M]\377\320]_\320_d\320d\377e\330\004\014\210M\230\021\377\230,\240l\260)\2701\377\270A\320\000\036\230a\340\257\004\013\320\013\331aZ\234\"r\377\270\026\270q\300\006\300e\177\3107\320RW\320W\202\205\003\357n\320no*\001o\250X\377\3205F\300l\320RSn\275\003W\210A\221\001\220%\254\207\002\376\270\002]\220!\2208\230<\342\255\214\002\200\263\024\272\004\257\004<\230q\377\240\003\240;\250f\260F\377\270#\270Z\300w\320N\377^\320^`\320`e\320\373ef\243\020 \240\016\250k\377\270\034\300Y\310o\320]\377^\330\016\033\230>\250\021\374\311\047\215A\033\240A\240X\250\377Q\250j\270\007\270y\310\347\n\320R\361\215\001\373\204\0059\240C\307\240z\260\276)\3324\271\204\004Y\210\371i\225\220\001\260\2015D\320@Q\320\377QU\320UV\320VW\377\320WX\320\000%\240Q\376\310l\007\200r\210\026\210s\374\302\214\001\264\221\021S\330\004\026\220e\377\2308\2406\250\021\250!\373\2502\336@1\260D\270\002\377\270&\300\001\300\024\300R\377\300v\310Q\310e\320S7U\320U^\001\330\004\340\212\001\323\207\001\327\023\230K\324`Q\333\221\0011\320\177\0003\3203H\320H\267\212\001\370\310\216\001\344\214\t\274\221\001\025\220Q\220b\377\230\004\230C\230t\240<\377\250{\270(\300!\320\000\337>\270a\360\022\215\215\014\007\200\241t\226\206\002\255\212\002\373\211\001\204\222\001a\243\214\0018\357\2207\230#\225\221\002\014\022\220\377*\230A\320\0353\2601\237\260H\270A\340\245\215\001\301\001h\203\230a\\\000\304\000\333\215\005\306\205\002\022\005x\352\224A\340\306\215\047g\250\0102\240T\377\250\023\250D\260\004\260L\375\300\371\222\007\320\004\036\230k\250?\021\330\010\014\210D\205\213\001\253\212\003\177\027\230\005\230T\240\022\312\"\177\047\260\023\260A\260Q\254\212\002\277\220G\2301\230A\371\213\002\220\177\005\220V\230:\240Q";
-    PyObject *data = __Pyx_DecompressString_LZSS(cstring, 4530, 6050);
+    #elif (CYTHON_COMPRESS_STRINGS) > 0 && (CYTHON_COMPRESS_STRINGS) <= 90 /* compression: lzss (4575 bytes) */
+static const char cstring[] = "\377  as  ca\377nnot be \377converte\377d to an \377array:  }h$\000dtype\005\003\377no buffe\377r-protoc\377ol forma\377t; use n\357p.as6\002(t)\377 or t.nu\377mpy() is} g\001suppoc\002\361(\002\006d\000\033\000out \377of range\377(tree fr\377agment))\357, , \201\002=: \177; expec\247\001\377float32,- \004\00216n\001b\005\004\034\010\367uin#\000 (pa\373ck\336\000quant\373iz\350\000weigh\367ts,\210!mtli\327nv.\030\002.\033\005 r\377eturns t\377hem)?A b\377ad shape\177, value\340\001\377limit.A \377device a\377llocatio\377n failed\276\030\000kerne\250 a\373ul\337!(emul\373at\235 check\367s: \372\000-of-~\370\002 acces\223\000{di\220@genck\000\357data\231 ce;\377 CUDA/Me\377tal erro\377rs).An uqn\321\047\253C\374 ope\315 \033ds\325!di\264A\314 \304#\357s.Ba\257@cla5s\032\002e\374@y \200#R\003\207.No\315\004\236 \367\000\272 n\356\234`hat\305Ebui\227lt,\344Aa\345\004\375\005c\277ommand@\000n\237eNote\276 4\000C\347yth\224 \210`del\373ib\231\000tely Ostri\315@\253`h\367`\377PEP-484 \364<\000\374 j\347@s su\345b\244\002e\305\002r\002in \376\223\204\001s. If y_ou ne\267\204\003p\315\001|&\010\270@n set\300A\363 \047\354\204\002\231B_typ\377ing\047 dir\370\314`\351 \367\204\001False\377.Tensor \277memory\263\204\005h\377ost-visi\023bl\365@|\000h\304\002\361A\370\204\003~\343\204\006to cop6\000?tadd_n\375\000\217\205\004\331:\300\204\003p\000saC\000en^\002\001gcis\004\003dl\000.\246\"n 8\224\000m\203\000\304`\251s\224\204\004\217\003(\372b=\322\205\002.\277_core.\312`t\371i\254\206\002\376%to im|\344\205\001\033\tumath\021\016\377pyx/_nat\362\351`.\t\000\013\001deco\377der_ops.\367pxi\036\001gemv\272\004\005q\001\trms\336\000r\275m!\005sdpa-\005t\214\301\"\004\007st\355 N\001=\002:\267 wq\324\207\010re\323\205\002:^\214\210\005view\345\205\003 \022\006\277invali\373\205\004 \377rope_hea\377ds: x mu\375s\304\210\002[L, H,\377 D], got\375 \214\001: kv_l\373en\033\006an in\375t\017\017=self.mc\376\210\026 P\273\204\003ob\223\204\001~\366\210\001 pickl\304`\232\336`_\204\207""\002: \213\207\002V\023e\375t\017\023in [0,\277 2**30\262\004t\374\332a\201\204\004wraps \367a r\352\000-onlAy\231\212\003\356\211\001\260\210\004\356\211\005\262\212\002)\300\212\001\317make0\000\304\204\003DT/ypeE\251\207\001D\240\210\002\006\002=I\310#Argu\342\211\001\032\002\311K\244\210\002%\002M\214\211\0020\002Ou\017tOfM\210\205\002@\002\231\205\003\237\205\003\267.__\247\213\002__\007\006r\177educe_c\351\206\002\376\r\010setstat\360\t\016\236\213\002G\004\200d_DTY\377PE_TO_NU\307MPY\000\003\013\001\022\003Ra\177wBytes_\001\005\360\203\000g\014\017\th\016__Py\375x\001\000Dict_N?extRef\305\000\211\215\001\332\234\001_\313\006__\234\211\002_g\277etitem\026\000_\271d0\001\037\000doc\013\001f\313un\003\002g\325\005:\000ma{in\047\001meta:\003\276\021\001odule\022\002r\177o_entri\276\000\356h\000nam\022\002new~\\\001prepar$\002\311p\242\000\234\213\003ux\000\n\001re?sult__\026\001\306#\030\006\002\235\216\001\017\003un\215\204\002e\000\233&\037_qual]\005\225D\337\000\032\240-_\260Dex\342\001\314\204\001\221\005\301s\320\010\2700\205@\217\000\222#em\373u_\317\214\002_mode\357_ini\353\204\004_fr{om\363\000v_is\262\210\001\377outine_l\315a\274 h_\272\205\0012\006aa\377ddaligne\237dargs\312\217\004\321\217\004.\375<\332\215\001ls>.ge\377nexprasc\377ontiguou\366\364\217\003as\253\220\001asyn\177cio.core\003\367sbb\373\216\001ndba\177sebatch\242\217\005\257bias\000\001e\003\000t\277sblock\336\220\003s\372\333\214\002_1\004sccan\377onicalca\377pacityca\316q\000lcl\306\001\357@tr\373acX\000ckclo\373se\376\212\001count\346\313\000ta\227\217\003\216 fod\357stdt\317\221\002emb\377eddingem\337ptyen\363\211\001ep?sflags\314\220\004\334\220\004\346\345\220\00264\301!\372\221\003gat\351e\221\212\001\377\004g\322\207\005gri\373dg\360\000p_siz\275e\232\211\001_dim\241\211\002_\377to_rowsi\377idsindexV\222\221\002inE\001r\332\204\001s\000\002Oizek\252\220\003\260\220\003_\234\204\001\371s\000\t\363.knownckv\207\212\003\346\211\003\323Ces\230\221\002\377matmulma\357x_th\300\210\001s_""pser\005\004\250\002ml_\340\223\002d\343\214\005\212\214\004n\227\205\001z\002nd\214\224\002\335n\311\000new\366@tn\375p\325\223\002oobjon\377outppbpl\047an_\246\214\001\004\002q\001\006\220\214\001\377popprodq\345q\254\213\003q\214\213\001\304\214\002raw`\364\213\004\373\213\004\321n\333\214\005\346\213\007ro\303\210\001\026\310!ss\214`e\000\002\273\004\013\0027scr\336a_b\241\210\001\217\215\001\376\223\215\001_chunk_\377keysseed\356\350\213\001sen\005\000q_o\363ff\231\211\001\227\213\005setd\363ef\251\223\001\347\223\002simd\277_width\320As\377tart_pos\374\307\211\002\270\221\001desswi\177gluttat\324\217\001\337tbtbs\370\215\003stAg\356#\217c\314\220\003\222\003\r\010s\221D\376\234@owtitkt?qtransc\000\260\212\001\377ttutvtwt\317wqtx\307\225\003\317\225\0018u\377pupdateu\227se_\324\212\005v\222\225\002\227\225\002sz\277\216\001w\336\225\003wqwq\242\213\003\341w\347a\261\216\003\006\002\204\221\001x\200\001\177\330\004\n\210+\220Q\005\001\277\013\320\013\033\2301\017\001\031\373\230\021\026\001\047\240q\250\006\377\250a\200\001\340\004\007\200\377z\220\021\220#\220T\230\377\021\230\047\240\023\240D\250\377\n\260!\2604\260u\270\377B\270a\330\010\016\320\016\377\"\240!\320#J\310!\377\3104\310q\320PR\320\377R]\320]^\320^_\375\3309\000r\210\022\2102\210\327S\220\002?\000Q$\007Q\320\375Q%\000S\330\004\013\210;\277\220a\220s\230!{\001\340\376\014\0004\210q\220\003\2203\217\220j\240\001z\001\033\002\203\001\021\357\220\031\230!\214\001\025\220X\377\230Q\230c\240\025\240a\267\340\t\n~\000\210o\r\000b\375\240\315\000\013\2105\220\001\220\375\021\030\013m\2608\2701\270\337C\270u\300A)\004e\220\3771\220B\220d\230\"\230\371A}\001%\014f\240H\320,\377<\270H\300A\300T\310\327\026\310q^\004h\244\000r\230\337\024\230R\230q\"\020g\240\377Y\250a\330\004\025\220W\377\230J\240a\240u\250M\377\270\027\300\001\300\022\3008\377\3101\310E\320QW\320_WY\320YZ\252\004k\310 \177\"\230D\240\002\240!t\n\177\027\220q\320\030(\250\227@\377 \240\001\240\021\240%\240\336i\000\005\330\010\023\256\000H""\230\277G\2401\330\010\020\336\000\025\357\220g\230Q\020\003A\330\010\335\026\275 q\330\010\256A\001\330_\010$\240A\240\345 \032\315!\376/\0003\240d\250%\320/\367?\270q\307A\037\230q\320\377 0\260\013\270;\300k\376\376 \330\004\023\2209\230H\374-\002\344@|\2207\230!\330\377\010+\2501\250L\270\016\355\300\314\000\013\210\221`\360\006\000\377\005\t\210\004\210D\220\004\377\220D\230\006\230e\2401\377\240N\260#\260S\270\003\377\2702\270Q\330\004\t\210\377\024\210U\220$\220e\230\3756\221A\240y\260\003\2603\377\260c\270\022\2701\340\004\357\010\210\005\210\365@\017\210z\177\230\022\2309\240B\240\243 ?\027\220v\230W\240\371 \270\000}\330\277A\024\220A\220V;\000\377\027\250\005\250Q\200\001\360\357\010\000\n\033\207\001\021\220\024}\220\262`\020\220\007\220qw\000\373l\250\254 \007\200v\210W3\220E\207@\314`\022\220\256\000\263 \377\340\010\027\220t\2308\240\3717\034\003\214 \017\320\017*\250\377$\250a\250w\260k\300\337\027\310\001\340\010\005\n\021\200\377\017\210~\230Q\360\016\000c\005\026\306g\275A\323g\004\035\343 \177\004\007\200u\210G\220\367 \177\r\210X\220Q\220f\254!\377\330\010\r\210Q\210b\220\325\001\372df\275\000R~\0002\230\327T\240\024\374 \004\201\204\005A\340\377\010\013\2103\210a\210w\373\220c\375\0004\230z\250\021\377\250%\250q\260\005\260W\337\270A\330\014\024\306\000\021\230\257%\230q\240\270@\016%\000s\277\220!\2203\220d\017\001\330\3566\002f\220B6\0022\230Y\376\270 \014\022\320\022&\240a\367\320\047@\332`\025\300a\300\376\366@\014\210B\210c\220\021\352I\001C\244 \002I\003\240\022\240\3374\240u\250D\211@2\260\253T\270\034\000\017\324\205\0026\204@6\376\242\000V\2503\250i\260{\373\300!a\003a\210r\220\025;\220a\226@S\240\004\230@`\006\375D\202\205\002\033\320TU\320U\377Z\320Z[\320[\\\330{\010\030\204`h\240a\240\364`\337\t\210\025\210d\202A\t\210\177\022\2109\220A\330\010\005\001\376\314\206\0052\230U\240!\2403\377\240a\240r\250\022\2506\377\260\024\260U\270%\270q\337\300\003\3001\300&\002\035\220\335d\360a\t\210\034\334\207\001\330\010\352\242\000\200\260""\"4\216\000\032\2303w\230c\240\327\000\022\220)\332@\2751\260`\r\030\230\004\336\205\001\330\377\014\023\2202\220[\240\001\357\240\025\240f\343\000\007\260x\322T\000\004R\000\026\0001\221\207\001b\220\367\006\220a\220b6\250\024\250\375Q\261\001\002\230)\2401\240\377D\250\002\250(\260$\260\377b\270\001\270\024\270T\300\377\022\300<\310}\320\\]\377\320]c\320cg\320g\277i\320ip\320p\277a\210\337q\230!\230Q\354 \000\021\353\220\021\203\205\001\010\206\211\002%\220q\376\230A6\220\023\220E\230\023\377\230B\230f\240A\240W\177\250C\250s\260!\330w\005\367c\220\026$\000\004\010\210\002\373\210(\321@5\230\006\230a\256\214\211\001q\210\007\212`a\305\206\001\004\376\276\204\005\016\210j\230\001\320\031\177*\250!\2501\320,\222\211\006\2769\000\320\n\034\230A\202\204\001!\373\240\021\250\207\001#\2401\240B\373\240c\302`*\260D\270\005\227\270Q\270\360\207\002_\361\206\001\326\205\001\031\373\230\035\222B\004\024\220F\230\375(\370 1\330\004\005\200\\\377\220\032\2301\230F\240\047\327\250\031\260\275\205\002q\221\002$\220\347b\230\006\334\"\261@\035\220a\354\267A\202B\230&\307\211\0031\320\000\377\025\220\\\320!3\2601\363\360\026\217\205\027\247\205\014\005\200Z\210~\263\210\001\200]\220&\230\007\252\211\001\257\005\200Y\210\360\211\001J\247 G\357\250:\260Q\221\001^\2207\353\230\047\332@\004)\004\007\200w\373\210g\352\206\001\013\210:\220Q\357\220h\230d\267`7\250#\377\250T\260\032\2701\270I\177\300U\310\"\310A\330\371\204\006~\347\213\006W\320Wb\320b\271@\335d\256\205\0014\210w\324\000\n\240}!\"\005\240\177\260a\260\244\204\002\207\032\2203\247\211\001\241\206\020\250\205\001\314\212\007\320\177\000\030\230\001\340\004\025\206\207\017\217h\240j\260\354\206\005\260@\315\206\002r6\345\206\n\320\000\256@\340\004>\000\235\210\001\377\320\000\035\320\035.\250l\377\320:J\310)\320ST>\307\211\001\006\200X\210Q\346\001\366\204\001\377\2305\240\007\240v\250S\353\260\001\244AY\303\214\004\006\240a\276\022\000U\260\047\270\021\273AX\227\210T\220\004\002\\\001\003\324!\002\273\230!\326A[\220\001""\301\212\001;\377\230a\230s\240+\250V\377\2606\270\023\270J\300g\377\320M]\320]_\320_\377d\320de\330\004\014\210\377M\230\021\230,\240l\260\377)\2701\270A\320\000\036\177\230a\340\004\013\320\013\331a\375Z\234\"r\270\026\270q\300\377\006\300e\3107\320RW{\320W\202\205\003n\320no*\001\377o\250X\3205F\320F\347X\320XN\001\301\003W\210A\346\225\001\220%\260\207\002\274\002]\220!\257\2208\230<\261\214\002\200\267\024_\377\220A\220Z\230|\2503\377\250j\270\017\300q\310\002\377\310&\320PQ\320Q]{\320]\304@i\320ij\255\204\003\375\021\325\010<\230q\240\003\240\377;\250f\260F\270#\270\377Z\300w\320N^\320^\177`\320`e\320ef\315\020\377 \240\016\250k\270\034\300\377Y\310o\320]^\330\016\237\033\230>\250\021\363\047\267A\033\277\240A\240X\250Q\202\000\007?\270y\310\n\320R\233\216\001\245\205\005?9\240C\240z\260\350)\204T\316\343\204\004Y\210i\277\220\001\332\2015D\320\377@Q\320QU\320UV\377\320VW\320WX\320\000\367%\240Q\362l\007\200r\210\347\026\210s\354\214\001\336\221\021S\330\004\377\026\220e\2308\2406\250\337\021\250!\2502\210`1\260\377D\270\002\270&\300\001\300\377\024\300R\300v\310Q\310\277e\320SU\320U^\001\330\271\004\212\213\001\375\207\001\023\230K\376`Q\376\205\222\0011\320\0003\3203H\303\320H\341\212\001\362\216\001\216\215\t\346\221\001\025\220\377Q\220b\230\004\230C\230\377t\240<\250{\270(\300\377!\320\000>\270a\360\024\016\267\215\014\007\200t\300\206\002\327\212\002\245\212\001\256\222\001}a\315\214\0018\2207\230#\277\221\002\377\014\022\220*\230A\320\035\3773\2601\260H\270A\340\034\317\215\001\301\001h\230a\\\000\304\000\205\216\005T\360\205\002\022\005x\224A\340\360\215\047g\250\010\3772\240T\250\023\250D\260\357\004\260L\300\243\223\007\320\004\036\377\230k\250\021\330\010\014\210\371D\257\213\001\325\212\003\027\230\005\230T\373\240\022\312\"\047\260\023\260A\373\260Q\326\212\002\220G\2301\230\375A\243\214\002\220\005\220V\230:\003\240Q";
+    PyObject *data = __Pyx_DecompressString_LZSS(cstring, 4575, 6103);
     #define __Pyx_DecompressString_UNUSED
     if (unlikely(!data)) __PYX_ERR(0, 1, __pyx_L1_error)
     const char* const bytes = __Pyx_PyBytes_AsString(data);
     #if !CYTHON_ASSUME_SAFE_MACROS
     if (likely(bytes)); else { Py_DECREF(data); __PYX_ERR(0, 1, __pyx_L1_error) }
     #endif
-    #else /* compression: none (6050 bytes) */
-static const char bytes[] = "  as  cannot be converted to an array:  has dtype  has no buffer-protocol format; use np.asarray(t) or t.numpy() is not supported (supported:  is out of range(tree fragment)), , dtype=: ; expected float32, float16 or bfloat16; expected uint32 (packed quantized weights, as mtlinv.quant.quantize returns them)?A bad shape, value or limit.A device allocation failed.A kernel faulted (emulator checks: out-of-range access, divergence, data race; CUDA/Metal errors).An unsupported dtype or operands of different dtypes.Base class of every mtlinv error.No device, a backend that is not built, or a failed device command.NoneNote that Cython is deliberately stricter than PEP-484 and rejects subclasses of builtin types. If you need to pass subclasses then set the \047annotation_typing\047 directive to False.Tensor memory is not host-visible on this device; use .numpy() to copy itadd_noteasarray: dtype disableenablegcisenabledmore than 8 dimensionsmtlinv.Tensor(shape=numpy._core.multiarray failed to importnumpy._core.umath failed to importpyx/_native.pyxpyx/decoder_ops.pxipyx/gemv.pxipyx/qgemv.pxipyx/rms_norm.pxipyx/sdpa.pxipyx/tensor.pxipyx/testing.pxiqgemv: wq has dtype reshape: cannot view shape reshape: invalid shape rope_heads: x must be [L, H, D], got sdpa: kv_len must be an int, got sdpa: kv_len=self.c cannot be converted to a Python object for picklingset_limit: limit must be an int, got set_limit: limit must be in [0, 2**30], got this Tensor wraps a read-only arrayuse mtlinv.asarray(array) to make a TensorDTypeErrorDeviceErrorInvalidArgumentErrorKernelErrorMtlinvErrorOutOfMemoryErrorTensorTensor.__array__Tensor.__reduce_cython__Tensor.__setstate_cython__Tensor.numpyTensor.reshape_DTYPE_TO_NUMPY_NUMPY_TO_DTYPE_RawBytes_RawBytes.__reduce_cython___RawBytes.__setstate_cython____Pyx_PyDict_NextRef__annotate____array____class_getitem____dict____doc____func____getstate____main____metaclass____module____mro_entries____name____new____prepare____pyx_checksum__pyx_result__pyx_state__""pyx_type__pyx_unpickle__RawBytes__qualname____reduce____reduce_cython____reduce_ex____set_name____setstate____setstate_cython____test___dict_emu_check_mode_init_limit_from_env_is_coroutine_launch_set_emu_checkaaddalignedargsasarrayasarray.<locals>.genexprascontiguousarrayastypeasyncio.coroutinesbbackendbasebatchbfloat16biasbiasesbitsblockbuffersbuilt_backendsccanonicalcapacitycausalcline_in_tracebackclosecopycountddatadevice_infodstdtdtypeembeddingemptyencodeepsflagsfloat16float32float64frombuffergategemvgenexprget_limitgridgroup_sizehead_dimheads_to_rowsiidsindexint32integeritemsitemsizekkernelkernel_nameskernel_names.<locals>.genexprknownkv_headskv_lenlauncheslimitmatmulmax_threads_per_threadgroupml_dtypesmtlinv._nativennamenamesndarrayndimnewnextnpnumpyoobjonoutppbplan_gemvplan_qgemvplan_sdpapopprodqq_headsq_lenqgemvrawreshapereshape.<locals>.genexprrms_normrope_headsrotaterowssscalescalesscratch_bytessdpasdpa_chunk_keysseedselfsendseq_offsetset_limitsetdefaultshapesimd_widthsizestart_posstatestridesswigluttatabletbtbstensorstgthreadgroup_memory_bytesthreadgroupsthreadsthrowtitktqtransposetstttutvtwtwqtxuint32uint8upupdateuse_setstatevvaluevaluesviewwweightwqwq_arraywrite_headswriteablex\200\001\330\004\n\210+\220Q\200\001\330\004\013\320\013\033\2301\200\001\330\004\031\230\021\200\001\330\004\047\240q\250\006\250a\200\001\340\004\007\200z\220\021\220#\220T\230\021\230\047\240\023\240D\250\n\260!\2604\260u\270B\270a\330\010\016\320\016\"\240!\320#J\310!\3104\310q\320PR\320R]\320]^\320^_\330\004\007\200r\210\022\2102\210S\220\002\220#\220Q\330\010\016\320\016\"\240!\320#Q\320QR\320RS\330\004\013\210;\220a\220s\230!\2301\200\001\340\004\013\2104\210q\220\003\2203\220j\240\001\200\001\340\004\013\210;\220a\200\001\340\004\021\220\031\230!\200\001\340\004\025\220X\230Q\230c\240\025\240a\340\t\n\330\010\016\210o\230Q\230b\240\001\330\004\013\2105\220\001\220\021\200\001\340\004\025\220X\230Q\230c\240\025\240m\2608\2701\270C\270u\300A\340\t\n\330\010\016\210e\2201""\220B\220d\230\"\230A\330\004\013\2105\220\001\220\021\200\001\340\004\025\220X\230Q\230f\240H\320,<\270H\300A\300T\310\026\310q\340\t\n\330\010\016\210h\220a\220r\230\024\230R\230q\330\004\013\2105\220\001\220\021\200\001\340\004\025\220X\230Q\230g\240Y\250a\330\004\025\220W\230J\240a\240u\250M\270\027\300\001\300\022\3008\3101\310E\320QW\320WY\320YZ\340\t\n\330\010\016\210k\230\021\230\"\230D\240\002\240!\330\004\013\2105\220\001\220\021\200\001\340\004\027\220q\320\030(\250\001\330\004 \240\001\240\021\240%\240q\330\004\005\330\010\023\2201\220H\230G\2401\330\010\020\220\001\220\025\220g\230Q\330\010\023\2201\220A\330\010\026\220a\220q\330\010\047\240q\250\001\330\010$\240A\240Q\330\010\032\230!\2301\230G\2403\240d\250%\320/?\270q\200\001\340\004\037\230q\320 0\260\013\270;\300k\320QR\330\004\023\2209\230H\240A\240Q\330\004\007\200|\2207\230!\330\010+\2501\250L\270\016\300a\330\004\013\2101\200\001\360\006\000\005\t\210\004\210D\220\004\220D\230\006\230e\2401\240N\260#\260S\270\003\2702\270Q\330\004\t\210\024\210U\220$\220e\2306\240\025\240a\240y\260\003\2603\260c\270\022\2701\340\004\010\210\005\210Q\330\010\017\210z\230\022\2309\240B\240a\330\004\027\220v\230W\240A\330\004\026\220a\330\t\n\330\010\024\220A\220V\2306\240\027\250\005\250Q\200\001\360\010\000\n\033\230!\330\010\021\220\024\220Q\330\010\020\220\007\220q\230\006\230l\250!\330\004\007\200v\210W\220E\230\024\230Q\330\010\022\220!\330\010\027\220q\340\010\027\220t\2308\2407\250!\330\004\007\200q\330\010\017\320\017*\250$\250a\250w\260k\300\027\310\001\340\010\017\320\017*\250$\250a\250w\260k\300\021\200\017\210~\230Q\360\016\000\005\026\220X\230Q\230c\240\025\240a\330\004\025\220X\230Q\230c\240\025\240a\340\004\035\230Q\330\004\007\200u\210G\2201\330\010\r\210X\220Q\220f\230H\240A\330\010\r\210Q\210b\220\001\340\t\n\330\010\016\210f\220A\220R\220t\2302\230T\240\024\240Q\330\004\013\2105\220\001\220\021\200A\340\010\013\2103\210a\210w\220c\230\022\2304\230z\250\021\250%\250q\260\005\260W\270A\330\014""\024\220E\230\021\230%\230q\240\001\330\010\016\210a\210s\220!\2203\220d\230%\230q\330\010\013\2103\210f\220B\220c\230\022\2302\230Y\240a\330\014\022\320\022&\240a\320\047@\300\001\300\025\300a\300q\330\010\014\210B\210c\220\021\330\014\024\220C\220q\230\002\230%\230q\240\001\240\022\2404\240u\250D\260\003\2602\260T\270\021\330\014\017\210q\220\003\2206\230\022\2306\240\024\240V\2503\250i\260{\300!\330\010\013\2103\210a\210r\220\025\220a\220v\230S\240\004\240A\330\014\022\320\022&\240a\320\047D\300A\300T\310\033\320TU\320UZ\320Z[\320[\\\330\010\030\230\006\230h\240a\240q\330\010\t\210\025\210d\220!\330\010\t\210\022\2109\220A\330\010\t\210\022\210;\220a\220s\230!\2302\230U\240!\2403\240a\240r\250\022\2506\260\024\260U\270%\270q\300\003\3001\300A\330\010\t\210\035\220d\230!\330\010\t\210\034\220T\230\021\330\010\017\210q\200A\340\010\013\2104\210r\220\032\2303\230c\240\021\330\014\022\220)\2308\2401\240A\330\r\030\230\004\230J\240a\330\014\023\2202\220[\240\001\240\025\240f\250D\260\007\260x\270q\300\004\300A\330\014\023\2201\330\010\016\210b\220\006\220a\220t\2308\2406\250\024\250Q\330\010\030\230\002\230)\2401\240D\250\002\250(\260$\260b\270\001\270\024\270T\300\022\300<\310}\320\\]\320]c\320cg\320gi\320ip\320pq\330\010\017\210q\230!\230Q\240a\320\000\021\220\021\360\006\000\005\010\200z\220\021\220%\220q\330\010\013\2106\220\023\220E\230\023\230B\230f\240A\240W\250C\250s\260!\330\014\023\2201\330\010\016\210c\220\026\220q\330\004\010\210\002\210(\220!\2205\230\006\230a\330\004\007\200q\210\007\210w\220a\330\010\020\220\004\220E\230\024\230Q\330\010\016\210j\230\001\320\031*\250!\2501\320,Q\320QR\320RS\330\004\010\210\002\320\n\034\230A\230Q\330\004!\240\021\240!\330\004#\2401\240B\240c\250\021\250*\260D\270\005\270Q\270a\330\004\025\220_\240A\240Q\240a\330\004\031\230\035\240a\240q\330\004\024\220F\230(\240!\2401\330\004\005\200\\\220\032\2301\230F\240\047\250\031\260!\330\004\007\200q\210\002\210(\220$\220b\230\006\230c\240\021\330\010\t\210\035\220a\330\010\t""\210\034\220T\230\021\230&\240\001\330\004\013\2101\320\000\025\220\\\320!3\2601\360\026\000\005\026\220X\230Q\230c\240\025\240a\330\004\025\220X\230Q\230c\240\025\240a\330\004\025\220X\230Q\230c\240\025\240a\340\004\005\200Z\210q\330\004\005\200]\220&\230\007\230q\330\004\005\200Y\210e\2201\220J\230f\240G\250:\260Q\330\004\005\200^\2207\230\047\240\021\330\004\005\200Z\210q\330\004\007\200w\210g\220Q\330\010\013\210:\220Q\220h\230d\240!\2407\250#\250T\260\032\2701\270I\300U\310\"\310A\330\014\022\320\022&\240a\320\047J\310!\3104\310q\320PW\320Wb\320bc\320cd\330\010\013\2104\210w\220b\230\n\240!\330\014\022\320\022&\240a\240\177\260a\260q\330\010\t\210\032\2203\220a\220q\340\t\n\330\010\016\210f\220A\220R\220t\2302\230T\240\022\2404\240q\330\004\013\2105\220\001\220\021\320\000\030\230\001\340\004\025\220X\230Q\230c\240\025\240a\330\004\025\220X\230Q\230h\240j\260\001\340\t\n\330\010\016\210j\230\001\230\022\2304\230r\240\024\240Q\330\004\013\2105\220\001\220\021\320\000\034\230A\340\004\030\230\001\230\024\230Q\320\000\035\320\035.\250l\320:J\310)\320ST\360\006\000\005\006\200X\210Q\210g\220Q\220d\230!\2305\240\007\240v\250S\260\001\330\004\005\200Y\210o\230Q\230b\240\006\240a\240v\250U\260\047\270\021\330\004\005\200X\210T\220\021\330\004\005\200\\\220\021\330\004\005\200]\220&\230\002\230!\330\004\005\200[\220\001\330\004\023\220;\230a\230s\240+\250V\2606\270\023\270J\300g\320M]\320]_\320_d\320de\330\004\014\210M\230\021\230,\240l\260)\2701\270A\320\000\036\230a\340\004\013\320\013\034\230A\230Z\240\177\260a\260r\270\026\270q\300\006\300e\3107\320RW\320Wg\320gi\320in\320no\320\000\036\230o\250X\3205F\300l\320RS\360\006\000\005\006\200W\210A\210T\220\021\220%\220v\230S\240\001\330\004\005\200]\220!\2208\230<\240q\330\004\005\200Y\210o\230Q\230b\240\006\240a\240v\250U\260\047\270\021\330\004\005\200\\\220\021\330\004\005\200[\220\001\330\004\023\220<\230q\240\003\240;\250f\260F\270#\270Z\300w\320N^\320^`\320`e\320ef\330\004\014\210M\230\021\230,\240l\260)\2701\270A""\320\000 \240\016\250k\270\034\300Y\310o\320]^\330\016\033\230>\250\021\360\006\000\005\006\200X\210Q\210j\230\001\230\033\240A\240X\250Q\250j\270\007\270y\310\n\320RY\320YZ\330\004\005\200\\\220\032\2309\240C\240z\260\021\330\004\005\200\\\220\021\330\004\005\200Y\210o\230Q\230b\240\006\240a\240v\250U\260\047\270\021\330\004\005\200Z\210q\330\004\005\200Y\210i\220s\230!\330\004\005\200[\220\001\330\004\023\220;\230a\230s\240+\250V\2606\270\023\270J\300g\320M]\320]_\320_d\320de\330\004\014\210M\230\021\230,\240l\260)\2701\270D\320@Q\320QU\320UV\320VW\320WX\320\000%\240Q\340\004\025\220X\230Q\230c\240\025\240a\330\004\007\200r\210\026\210s\220!\330\010\016\320\016\"\240!\320#J\310!\3104\310q\320PR\320RS\330\004\026\220e\2308\2406\250\021\250!\2502\250V\2601\260D\270\002\270&\300\001\300\024\300R\300v\310Q\310e\320SU\320UW\320WX\330\004\017\210q\220\004\220E\230\023\230K\240v\250Q\330\004\013\2101\320\0003\3203H\320H[\320[\\\360\006\000\005\026\220X\230Q\230c\240\025\240a\330\t\n\330\010\025\220Q\220b\230\004\230C\230t\240<\250{\270(\300!\320\000>\270a\360\022\000\005\026\220X\230Q\230c\240\025\240a\330\004\007\200t\210:\220Q\220d\230!\330\010\023\2202\220X\230Q\230a\330\010\013\2108\2207\230#\230R\230q\330\014\022\220*\230A\320\0353\2601\260H\270A\340\010\r\210Q\330\004\026\220h\230a\230t\2406\250\021\330\004\025\220X\230Q\230h\240j\260\001\330\004\026\220h\230a\230x\240z\260\021\340\004\035\230Q\330\004\007\200u\210G\2201\330\010\r\210X\220Q\220f\230H\240A\330\010\r\210Q\210b\220\001\340\t\n\330\010\016\210g\220Q\220b\230\004\230C\230t\2402\240T\250\023\250D\260\004\260L\300\001\330\004\013\2105\220\001\220\021\320\004\036\230k\250\021\330\010\014\210D\220\006\220a\330\010\013\2106\220\027\230\005\230T\240\022\2406\250\021\250\047\260\023\260A\260Q\330\014\023\2201\220G\2301\230A\330\010\017\210q\220\005\220V\230:\240Q";
+    #else /* compression: none (6103 bytes) */
+static const char bytes[] = "  as  cannot be converted to an array:  has dtype  has no buffer-protocol format; use np.asarray(t) or t.numpy() is not supported (supported:  is out of range(tree fragment)), , dtype=: ; expected float32, float16 or bfloat16; expected uint32 (packed quantized weights, as mtlinv.quant.quantize returns them)?A bad shape, value or limit.A device allocation failed.A kernel faulted (emulator checks: out-of-range access, divergence, data race; CUDA/Metal errors).An unsupported dtype or operands of different dtypes.Base class of every mtlinv error.No device, a backend that is not built, or a failed device command.NoneNote that Cython is deliberately stricter than PEP-484 and rejects subclasses of builtin types. If you need to pass subclasses then set the \047annotation_typing\047 directive to False.Tensor memory is not host-visible on this device; use .numpy() to copy itadd_noteasarray: dtype disableenablegcisenabledmore than 8 dimensionsmtlinv.Tensor(shape=numpy._core.multiarray failed to importnumpy._core.umath failed to importpyx/_native.pyxpyx/decoder_ops.pxipyx/gemv.pxipyx/qgemv.pxipyx/rms_norm.pxipyx/sdpa.pxipyx/tensor.pxipyx/testing.pxiqgemv: wq has dtype reshape: cannot view shape reshape: invalid shape rope_heads: x must be [L, H, D], got sdpa: kv_len must be an int, got sdpa: kv_len=self.c cannot be converted to a Python object for picklingset_limit: limit must be an int, got set_limit: limit must be in [0, 2**30], got this Tensor wraps a read-only arrayuse mtlinv.asarray(array) to make a TensorDTypeErrorDeviceErrorInvalidArgumentErrorKernelErrorMtlinvErrorOutOfMemoryErrorTensorTensor.__array__Tensor.__reduce_cython__Tensor.__setstate_cython__Tensor.numpyTensor.reshape_DTYPE_TO_NUMPY_NUMPY_TO_DTYPE_RawBytes_RawBytes.__reduce_cython___RawBytes.__setstate_cython____Pyx_PyDict_NextRef__annotate____array____class_getitem____dict____doc____func____getstate____main____metaclass____module____mro_entries____name____new____prepare____pyx_checksum__pyx_result__pyx_state__""pyx_type__pyx_unpickle__RawBytes__qualname____reduce____reduce_cython____reduce_ex____set_name____setstate____setstate_cython____test___dict_emu_check_mode_init_limit_from_env_is_coroutine_launch_set_emu_checkaaddalignedargsasarrayasarray.<locals>.genexprascontiguousarrayastypeasyncio.coroutinesbbackendbasebatchbfloat16biasbiasesbitsblockbuffersbuilt_backendsccanonicalcapacitycausalcline_in_tracebackclosecopycountddatadevice_infodstdtdtypeembeddingemptyencodeepsflagsfloat16float32float64frombuffergategemvgenexprget_limitgridgroup_sizehead_dimheads_to_rowsiidsindexint32integeritemsitemsizekkernelkernel_nameskernel_names.<locals>.genexprknownkv_headskv_lenlauncheslimitmatmulmax_threads_per_threadgroupml_dtypesmtlinv._nativennamenamesndarrayndimnewnextnpnumpyoobjonoutppbplan_gemvplan_qgemvplan_sdpapopprodqq_headsq_lenqgemvrawreshapereshape.<locals>.genexprrms_normrope_headsrotaterowssscalescale_dtypescalesscratch_bytessdpasdpa_chunk_keysseedselfsendseq_offsetset_limitsetdefaultshapesimd_widthsizestart_posstatestridesswigluttatabletbtbstensorstgthreadgroup_memory_bytesthreadgroupsthreadsthrowtitktqtransposetstttutvtwtwqtxuint32uint8upupdateuse_setstatevvaluevaluesviewwweightwqwq_arraywrite_headswriteablex\200\001\330\004\n\210+\220Q\200\001\330\004\013\320\013\033\2301\200\001\330\004\031\230\021\200\001\330\004\047\240q\250\006\250a\200\001\340\004\007\200z\220\021\220#\220T\230\021\230\047\240\023\240D\250\n\260!\2604\260u\270B\270a\330\010\016\320\016\"\240!\320#J\310!\3104\310q\320PR\320R]\320]^\320^_\330\004\007\200r\210\022\2102\210S\220\002\220#\220Q\330\010\016\320\016\"\240!\320#Q\320QR\320RS\330\004\013\210;\220a\220s\230!\2301\200\001\340\004\013\2104\210q\220\003\2203\220j\240\001\200\001\340\004\013\210;\220a\200\001\340\004\021\220\031\230!\200\001\340\004\025\220X\230Q\230c\240\025\240a\340\t\n\330\010\016\210o\230Q\230b\240\001\330\004\013\2105\220\001\220\021\200\001\340\004\025\220X\230Q\230c\240\025\240m\2608\2701\270C\270u\300A\340\t\n\330\010\016""\210e\2201\220B\220d\230\"\230A\330\004\013\2105\220\001\220\021\200\001\340\004\025\220X\230Q\230f\240H\320,<\270H\300A\300T\310\026\310q\340\t\n\330\010\016\210h\220a\220r\230\024\230R\230q\330\004\013\2105\220\001\220\021\200\001\340\004\025\220X\230Q\230g\240Y\250a\330\004\025\220W\230J\240a\240u\250M\270\027\300\001\300\022\3008\3101\310E\320QW\320WY\320YZ\340\t\n\330\010\016\210k\230\021\230\"\230D\240\002\240!\330\004\013\2105\220\001\220\021\200\001\340\004\027\220q\320\030(\250\001\330\004 \240\001\240\021\240%\240q\330\004\005\330\010\023\2201\220H\230G\2401\330\010\020\220\001\220\025\220g\230Q\330\010\023\2201\220A\330\010\026\220a\220q\330\010\047\240q\250\001\330\010$\240A\240Q\330\010\032\230!\2301\230G\2403\240d\250%\320/?\270q\200\001\340\004\037\230q\320 0\260\013\270;\300k\320QR\330\004\023\2209\230H\240A\240Q\330\004\007\200|\2207\230!\330\010+\2501\250L\270\016\300a\330\004\013\2101\200\001\360\006\000\005\t\210\004\210D\220\004\220D\230\006\230e\2401\240N\260#\260S\270\003\2702\270Q\330\004\t\210\024\210U\220$\220e\2306\240\025\240a\240y\260\003\2603\260c\270\022\2701\340\004\010\210\005\210Q\330\010\017\210z\230\022\2309\240B\240a\330\004\027\220v\230W\240A\330\004\026\220a\330\t\n\330\010\024\220A\220V\2306\240\027\250\005\250Q\200\001\360\010\000\n\033\230!\330\010\021\220\024\220Q\330\010\020\220\007\220q\230\006\230l\250!\330\004\007\200v\210W\220E\230\024\230Q\330\010\022\220!\330\010\027\220q\340\010\027\220t\2308\2407\250!\330\004\007\200q\330\010\017\320\017*\250$\250a\250w\260k\300\027\310\001\340\010\017\320\017*\250$\250a\250w\260k\300\021\200\017\210~\230Q\360\016\000\005\026\220X\230Q\230c\240\025\240a\330\004\025\220X\230Q\230c\240\025\240a\340\004\035\230Q\330\004\007\200u\210G\2201\330\010\r\210X\220Q\220f\230H\240A\330\010\r\210Q\210b\220\001\340\t\n\330\010\016\210f\220A\220R\220t\2302\230T\240\024\240Q\330\004\013\2105\220\001\220\021\200A\340\010\013\2103\210a\210w\220c\230\022\2304\230z\250\021\250%\250q\260\005\260W\270A""\330\014\024\220E\230\021\230%\230q\240\001\330\010\016\210a\210s\220!\2203\220d\230%\230q\330\010\013\2103\210f\220B\220c\230\022\2302\230Y\240a\330\014\022\320\022&\240a\320\047@\300\001\300\025\300a\300q\330\010\014\210B\210c\220\021\330\014\024\220C\220q\230\002\230%\230q\240\001\240\022\2404\240u\250D\260\003\2602\260T\270\021\330\014\017\210q\220\003\2206\230\022\2306\240\024\240V\2503\250i\260{\300!\330\010\013\2103\210a\210r\220\025\220a\220v\230S\240\004\240A\330\014\022\320\022&\240a\320\047D\300A\300T\310\033\320TU\320UZ\320Z[\320[\\\330\010\030\230\006\230h\240a\240q\330\010\t\210\025\210d\220!\330\010\t\210\022\2109\220A\330\010\t\210\022\210;\220a\220s\230!\2302\230U\240!\2403\240a\240r\250\022\2506\260\024\260U\270%\270q\300\003\3001\300A\330\010\t\210\035\220d\230!\330\010\t\210\034\220T\230\021\330\010\017\210q\200A\340\010\013\2104\210r\220\032\2303\230c\240\021\330\014\022\220)\2308\2401\240A\330\r\030\230\004\230J\240a\330\014\023\2202\220[\240\001\240\025\240f\250D\260\007\260x\270q\300\004\300A\330\014\023\2201\330\010\016\210b\220\006\220a\220t\2308\2406\250\024\250Q\330\010\030\230\002\230)\2401\240D\250\002\250(\260$\260b\270\001\270\024\270T\300\022\300<\310}\320\\]\320]c\320cg\320gi\320ip\320pq\330\010\017\210q\230!\230Q\240a\320\000\021\220\021\360\006\000\005\010\200z\220\021\220%\220q\330\010\013\2106\220\023\220E\230\023\230B\230f\240A\240W\250C\250s\260!\330\014\023\2201\330\010\016\210c\220\026\220q\330\004\010\210\002\210(\220!\2205\230\006\230a\330\004\007\200q\210\007\210w\220a\330\010\020\220\004\220E\230\024\230Q\330\010\016\210j\230\001\320\031*\250!\2501\320,Q\320QR\320RS\330\004\010\210\002\320\n\034\230A\230Q\330\004!\240\021\240!\330\004#\2401\240B\240c\250\021\250*\260D\270\005\270Q\270a\330\004\025\220_\240A\240Q\240a\330\004\031\230\035\240a\240q\330\004\024\220F\230(\240!\2401\330\004\005\200\\\220\032\2301\230F\240\047\250\031\260!\330\004\007\200q\210\002\210(\220$\220b\230\006\230c\240\021\330\010\t\210\035\220a\330""\010\t\210\034\220T\230\021\230&\240\001\330\004\013\2101\320\000\025\220\\\320!3\2601\360\026\000\005\026\220X\230Q\230c\240\025\240a\330\004\025\220X\230Q\230c\240\025\240a\330\004\025\220X\230Q\230c\240\025\240a\340\004\005\200Z\210q\330\004\005\200]\220&\230\007\230q\330\004\005\200Y\210e\2201\220J\230f\240G\250:\260Q\330\004\005\200^\2207\230\047\240\021\330\004\005\200Z\210q\330\004\007\200w\210g\220Q\330\010\013\210:\220Q\220h\230d\240!\2407\250#\250T\260\032\2701\270I\300U\310\"\310A\330\014\022\320\022&\240a\320\047J\310!\3104\310q\320PW\320Wb\320bc\320cd\330\010\013\2104\210w\220b\230\n\240!\330\014\022\320\022&\240a\240\177\260a\260q\330\010\t\210\032\2203\220a\220q\340\t\n\330\010\016\210f\220A\220R\220t\2302\230T\240\022\2404\240q\330\004\013\2105\220\001\220\021\320\000\030\230\001\340\004\025\220X\230Q\230c\240\025\240a\330\004\025\220X\230Q\230h\240j\260\001\340\t\n\330\010\016\210j\230\001\230\022\2304\230r\240\024\240Q\330\004\013\2105\220\001\220\021\320\000\034\230A\340\004\030\230\001\230\024\230Q\320\000\035\320\035.\250l\320:J\310)\320ST\360\006\000\005\006\200X\210Q\210g\220Q\220d\230!\2305\240\007\240v\250S\260\001\330\004\005\200Y\210o\230Q\230b\240\006\240a\240v\250U\260\047\270\021\330\004\005\200X\210T\220\021\330\004\005\200\\\220\021\330\004\005\200]\220&\230\002\230!\330\004\005\200[\220\001\330\004\023\220;\230a\230s\240+\250V\2606\270\023\270J\300g\320M]\320]_\320_d\320de\330\004\014\210M\230\021\230,\240l\260)\2701\270A\320\000\036\230a\340\004\013\320\013\034\230A\230Z\240\177\260a\260r\270\026\270q\300\006\300e\3107\320RW\320Wg\320gi\320in\320no\320\000\036\230o\250X\3205F\320FX\320Xd\320de\360\006\000\005\006\200W\210A\210T\220\021\220%\220v\230S\240\001\330\004\005\200]\220!\2208\230<\240q\330\004\005\200Y\210o\230Q\230b\240\006\240a\240v\250U\260\047\270\021\330\004\005\200_\220A\220Z\230|\2503\250j\270\017\300q\310\002\310&\320PQ\320Q]\320]b\320bi\320ij\330\004\005\200\\\220\021\330\004\005\200[\220\001\330\004\023\220<\230q""\240\003\240;\250f\260F\270#\270Z\300w\320N^\320^`\320`e\320ef\330\004\014\210M\230\021\230,\240l\260)\2701\270A\320\000 \240\016\250k\270\034\300Y\310o\320]^\330\016\033\230>\250\021\360\006\000\005\006\200X\210Q\210j\230\001\230\033\240A\240X\250Q\250j\270\007\270y\310\n\320RY\320YZ\330\004\005\200\\\220\032\2309\240C\240z\260\021\330\004\005\200\\\220\021\330\004\005\200Y\210o\230Q\230b\240\006\240a\240v\250U\260\047\270\021\330\004\005\200Z\210q\330\004\005\200Y\210i\220s\230!\330\004\005\200[\220\001\330\004\023\220;\230a\230s\240+\250V\2606\270\023\270J\300g\320M]\320]_\320_d\320de\330\004\014\210M\230\021\230,\240l\260)\2701\270D\320@Q\320QU\320UV\320VW\320WX\320\000%\240Q\340\004\025\220X\230Q\230c\240\025\240a\330\004\007\200r\210\026\210s\220!\330\010\016\320\016\"\240!\320#J\310!\3104\310q\320PR\320RS\330\004\026\220e\2308\2406\250\021\250!\2502\250V\2601\260D\270\002\270&\300\001\300\024\300R\300v\310Q\310e\320SU\320UW\320WX\330\004\017\210q\220\004\220E\230\023\230K\240v\250Q\330\004\013\2101\320\0003\3203H\320H[\320[\\\360\006\000\005\026\220X\230Q\230c\240\025\240a\330\t\n\330\010\025\220Q\220b\230\004\230C\230t\240<\250{\270(\300!\320\000>\270a\360\024\000\005\026\220X\230Q\230c\240\025\240a\330\004\007\200t\210:\220Q\220d\230!\330\010\023\2202\220X\230Q\230a\330\010\013\2108\2207\230#\230R\230q\330\014\022\220*\230A\320\0353\2601\260H\270A\340\010\r\210Q\330\004\026\220h\230a\230t\2406\250\021\330\004\025\220X\230Q\230h\240j\260\001\330\004\026\220h\230a\230x\240z\260\021\340\004\035\230Q\330\004\007\200u\210G\2201\330\010\r\210X\220Q\220f\230H\240A\330\010\r\210Q\210b\220\001\340\t\n\330\010\016\210g\220Q\220b\230\004\230C\230t\2402\240T\250\023\250D\260\004\260L\300\001\330\004\013\2105\220\001\220\021\320\004\036\230k\250\021\330\010\014\210D\220\006\220a\330\010\013\2106\220\027\230\005\230T\240\022\2406\250\021\250\047\260\023\260A\260Q\330\014\023\2201\220G\2301\230A\330\010\017\210q\220\005\220V\230:\240Q";
     PyObject *data = NULL;
     #define __Pyx_DecompressString_UNUSED
     #define __Pyx_DecompressString_LZSS_UNUSED
     #endif
     PyObject **stringtab = __pyx_mstate->__pyx_string_tab;
     Py_ssize_t pos = 0;
-    for (int i = 0; i < 263; i++) {
+    for (int i = 0; i < 264; i++) {
       Py_ssize_t bytes_length = str_length_index[i].length;
       PyObject *string = PyUnicode_DecodeUTF8(bytes + pos, bytes_length, NULL);
       if (likely(string) && i >= 53) PyUnicode_InternInPlace(&string);
@@ -22833,8 +22907,8 @@ static const char bytes[] = "  as  cannot be converted to an array:  has dtype  
       stringtab[i] = string;
       pos += bytes_length;
     }
-    for (int i = 263; i < 297; i++) {
-      Py_ssize_t bytes_length = bytes_length_index[i-263].length;
+    for (int i = 264; i < 298; i++) {
+      Py_ssize_t bytes_length = bytes_length_index[i-264].length;
       PyObject *string = PyBytes_FromStringAndSize(bytes + pos, bytes_length);
       stringtab[i] = string;
       pos += bytes_length;
@@ -22844,14 +22918,14 @@ static const char bytes[] = "  as  cannot be converted to an array:  has dtype  
       }
     }
     Py_XDECREF(data);
-    for (Py_ssize_t i = 0; i < 297; i++) {
+    for (Py_ssize_t i = 0; i < 298; i++) {
       if (unlikely(PyObject_Hash(stringtab[i]) == -1)) {
         __PYX_ERR(0, 1, __pyx_L1_error)
       }
     }
     #if CYTHON_IMMORTAL_CONSTANTS
     {
-      PyObject **table = stringtab + 263;
+      PyObject **table = stringtab + 264;
       for (Py_ssize_t i=0; i<34; ++i) {
         #if PY_VERSION_HEX >= 0x030F0000
         PyUnstable_SetImmortal(table[i]);
@@ -23029,9 +23103,9 @@ static int __Pyx_CreateCodeObjects(__pyx_mstatetype *__pyx_mstate) {
     __pyx_mstate_global->__pyx_codeobj_tab[15] = __Pyx_PyCode_New(descr, varnames, __pyx_mstate->__pyx_kp_u_pyx_qgemv_pxi, __pyx_mstate->__pyx_n_u_qgemv, __pyx_mstate->__pyx_kp_b_iso88591_a_XQc_a_t_Qd_2XQa_87_Rq_A_31HA, tuple_dedup_map); if (unlikely(!__pyx_mstate_global->__pyx_codeobj_tab[15])) goto bad;
   }
   {
-    const __Pyx_PyCode_New_function_description descr = {0, 0, 8, 10, (unsigned int)(CO_OPTIMIZED|CO_NEWLOCALS), 46};
-    PyObject* const varnames[] = {__pyx_mstate->__pyx_n_u_rows, __pyx_mstate->__pyx_n_u_k, __pyx_mstate->__pyx_n_u_n, __pyx_mstate->__pyx_n_u_group_size, __pyx_mstate->__pyx_n_u_bits, __pyx_mstate->__pyx_n_u_dtype, __pyx_mstate->__pyx_n_u_limit, __pyx_mstate->__pyx_n_u_bias, __pyx_mstate->__pyx_n_u_s, __pyx_mstate->__pyx_n_u_p};
-    __pyx_mstate_global->__pyx_codeobj_tab[16] = __Pyx_PyCode_New(descr, varnames, __pyx_mstate->__pyx_kp_u_pyx_qgemv_pxi, __pyx_mstate->__pyx_n_u_plan_qgemv, __pyx_mstate->__pyx_kp_b_iso88591_oX5FlRS_WAT_vS_8_q_YoQb_avU_q_f, tuple_dedup_map); if (unlikely(!__pyx_mstate_global->__pyx_codeobj_tab[16])) goto bad;
+    const __Pyx_PyCode_New_function_description descr = {0, 0, 9, 11, (unsigned int)(CO_OPTIMIZED|CO_NEWLOCALS), 47};
+    PyObject* const varnames[] = {__pyx_mstate->__pyx_n_u_rows, __pyx_mstate->__pyx_n_u_k, __pyx_mstate->__pyx_n_u_n, __pyx_mstate->__pyx_n_u_group_size, __pyx_mstate->__pyx_n_u_bits, __pyx_mstate->__pyx_n_u_dtype, __pyx_mstate->__pyx_n_u_scale_dtype, __pyx_mstate->__pyx_n_u_limit, __pyx_mstate->__pyx_n_u_bias, __pyx_mstate->__pyx_n_u_s, __pyx_mstate->__pyx_n_u_p};
+    __pyx_mstate_global->__pyx_codeobj_tab[16] = __Pyx_PyCode_New(descr, varnames, __pyx_mstate->__pyx_kp_u_pyx_qgemv_pxi, __pyx_mstate->__pyx_n_u_plan_qgemv, __pyx_mstate->__pyx_kp_b_iso88591_oX5FFXXdde_WAT_vS_8_q_YoQb_avU, tuple_dedup_map); if (unlikely(!__pyx_mstate_global->__pyx_codeobj_tab[16])) goto bad;
   }
   {
     const __Pyx_PyCode_New_function_description descr = {3, 0, 3, 11, (unsigned int)(CO_OPTIMIZED|CO_NEWLOCALS), 23};

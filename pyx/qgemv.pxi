@@ -8,14 +8,15 @@ cdef extern from "../src/core/plans/qgemv.h" namespace "mtlinv":
     cdef cppclass CQGemvShape "mtlinv::QGemvShape":
         int64_t rows, k, n
         int group_size, bits
-        CDType dtype
+        CDType dtype, scale_dtype
         bool has_bias, aligned
     CPlan c_plan_qgemv "mtlinv::plan_qgemv"(const CQGemvShape&, int, const CDeviceCaps&) except +raise_py_error
 
 
 def qgemv(x, wq, scales, biases, *, int group_size, int bits, bias=None):
     """y = x @ W.T (+ bias) for a weight W [N, K] quantized in MLX's affine format (mtlinv.quant.quantize):
-    wq uint32 [N, K*bits/32], scales and biases [N, K/group_size] in x's dtype, W = scales * q + biases per group.
+    wq uint32 [N, K*bits/32], scales and biases [N, K/group_size] in x's dtype
+    (or float32, for 16-bit x with bits 4 or 8: lossless GGUF imports), W = scales * q + biases per group.
     x is [K] or [..., M, K], float32/float16/bfloat16; bits 2, 3, 4, 5, 6 or 8; group_size 32, 64 or 128.
     The weights are dequantised in float32 exactly as mtlinv.quant.dequantize_float32 does (scale * q, rounded,
     plus bias), accumulation is float32, the output has x's dtype.
@@ -43,12 +44,13 @@ def qgemv(x, wq, scales, biases, *, int group_size, int bits, bias=None):
     return _wrap(out)
 
 
-def plan_qgemv(*, rows, k, n, group_size=64, bits=4, dtype="float32", limit=None, bias=False):
+def plan_qgemv(*, rows, k, n, group_size=64, bits=4, dtype="float32", scale_dtype=None, limit=None, bias=False):
     """The plan qgemv would use for this shape: {'canonical': bool, 'launches': [...]}."""
     cdef CQGemvShape s
     s.rows, s.k, s.n = rows, k, n
     s.group_size, s.bits = group_size, bits
     s.dtype = dtype_from_name(np.dtype(dtype).name.encode())
+    s.scale_dtype = s.dtype if scale_dtype is None else dtype_from_name(np.dtype(scale_dtype).name.encode())
     s.has_bias = bias
     s.aligned = True
     cdef CPlan p = c_plan_qgemv(s, c_get_limit() if limit is None else limit, c_active_backend().caps())

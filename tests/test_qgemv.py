@@ -2,6 +2,8 @@
 errors, routing."""
 import functools
 
+import ml_dtypes
+
 import numpy as np
 import pytest
 
@@ -206,8 +208,8 @@ def test_errors_name_values(rng):
         call(group_size=16)
     with pytest.raises(TypeError, match="x is float32 but scales is float16"):
         call(scales=scales.astype(np.float16))
-    with pytest.raises(TypeError, match="x is float16 but scales is float32"):
-        call(x=x.astype(np.float16))
+    with pytest.raises(TypeError, match="scales is float32 but biases is float16"):
+        call(x=x.astype(np.float16), biases=biases.astype(np.float16))
     with pytest.raises(TypeError, match="wq has dtype int32; expected uint32"):
         call(wq=wq.astype(np.int32))
     with pytest.raises(TypeError, match="wq has dtype int32; expected uint32"):
@@ -247,3 +249,31 @@ def test_every_kernel_is_built():
     for bits in quant.SUPPORTED_BITS:
         for suffix in ("f32", "f16", "bf16"):
             assert {f"qgemv_b{bits}_{suffix}", f"qgemm_b{bits}_{suffix}"} <= names
+
+
+@pytest.mark.parametrize("dtype", [np.float16, ml_dtypes.bfloat16], ids=["f16", "bf16"])
+@pytest.mark.parametrize("bits", [4, 8])
+def test_float32_scales_with_16bit_activations(dtype, bits, rng):
+    """GGUF imports keep float32 scales (float16 block scales do not fit bfloat16): same invariance, and the
+    weights dequantise exactly as mtlinv.quant.dequantize_float32 says."""
+    from mtlinv import gguf_blocks, quant
+    k, n = 256, 40
+    w = rng.standard_normal((n, k)).astype(np.float32)
+    raw = gguf_blocks.quantize_q4_1(w) if bits == 4 else gguf_blocks.quantize_q8_0(w)
+    to_affine = gguf_blocks.q4_1_to_affine if bits == 4 else gguf_blocks.q8_0_to_affine
+    wq, scales, biases = to_affine(raw, (n, k), dtype=np.float32)
+    x = rng.standard_normal((6, k)).astype(dtype)
+    mtlinv.set_limit(8)
+    full = np.asarray(mtlinv.qgemv(x, wq, scales, biases, group_size=32, bits=bits))
+    for r in range(6):
+        alone = np.asarray(mtlinv.qgemv(x[r:r + 1], wq, scales, biases, group_size=32, bits=bits))
+        assert same_bits(full[r:r + 1], alone), f"row {r}"
+    w_deq = quant.dequantize_float32(wq, scales, biases, group_size=32, bits=bits).astype(np.float64)
+    ref = x.astype(np.float64) @ w_deq.T
+    tol = 1.6e-2 if dtype == ml_dtypes.bfloat16 else 2e-3
+    np.testing.assert_allclose(full.astype(np.float64), ref, rtol=tol, atol=tol * np.abs(ref).max())
+    plan = mtlinv._native.plan_qgemv(rows=1, k=k, n=n, group_size=32, bits=bits, dtype=dtype, scale_dtype="float32")
+    assert plan["launches"][0]["kernel"].endswith("_sf32")
+    wq2, scales2, biases2 = quant.quantize(w, group_size=32, bits=2)  # float32 scales, 2 bits: no kernel
+    with pytest.raises(TypeError, match="scales must have x's dtype, or be float32 with bits 4 or 8"):
+        mtlinv.qgemv(x, wq2, scales2, biases2, group_size=32, bits=2)

@@ -34,8 +34,8 @@ Tensor qgemv(const Tensor& x, const Tensor& wq, const Tensor& scales, const Tens
     throw DTypeError(op, ": wq has dtype ", dtype_name(wq.dtype),
                      "; expected uint32 (packed quantized weights, as mtlinv.quant.quantize returns them)");
   }
-  require_same_dtype(op, "x", x, "scales", scales);
-  require_same_dtype(op, "x", x, "biases", biases);
+  if (scales.dtype != DType::f32) require_same_dtype(op, "x", x, "scales", scales);
+  require_same_dtype(op, "scales", scales, "biases", biases);
   if (!qgemv_supported_bits(bits)) {
     throw InvalidArgument(op, ": bits=", bits, " is not supported; use 2, 3, 4, 5, 6 or 8");
   }
@@ -79,6 +79,7 @@ Tensor qgemv(const Tensor& x, const Tensor& wq, const Tensor& scales, const Tens
   s.group_size = group_size;
   s.bits = bits;
   s.dtype = x.dtype;
+  s.scale_dtype = scales.dtype;
   require_u32(op, "K", k);
   require_u32(op, "N", n);
   require_u32(op, "M", s.rows);

@@ -64,7 +64,15 @@ Plan plan_qgemv(const QGemvShape& s, int limit, const DeviceCaps& caps) {
   args.vector_loads = s.aligned ? 1 : 0;
 
   PlanLaunch launch;
-  const std::string suffix = "_b" + std::to_string(s.bits) + "_" + dtype_suffix(s.dtype);
+  std::string suffix = "_b" + std::to_string(s.bits) + "_" + dtype_suffix(s.dtype);
+  if (s.scale_dtype != s.dtype) {
+    // Only float32 scales with 16-bit activations at 4 and 8 bits are built (what GGUF imports produce).
+    if (s.scale_dtype != DType::f32 || (s.bits != 4 && s.bits != 8)) {
+      throw DTypeError("qgemv: scales are ", dtype_name(s.scale_dtype), " with ", dtype_name(s.dtype), " x and bits=",
+                       s.bits, "; scales must have x's dtype, or be float32 with bits 4 or 8");
+    }
+    suffix += "_sf32";
+  }
   if (plan.canonical) {
     args.k_splits = qgemv_k_splits(s.k, caps);
     launch.kernel = "qgemv" + suffix;

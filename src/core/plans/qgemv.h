@@ -11,7 +11,8 @@ struct QGemvShape {
   int64_t n = 0;
   int group_size = 64;
   int bits = 4;
-  DType dtype = DType::f32;  // of x, scales, biases, bias and y
+  DType dtype = DType::f32;  // of x, bias and y
+  DType scale_dtype = DType::f32;  // of scales and biases: dtype, or float32 with 4/8-bit 16-bit activations
   bool has_bias = false;
   bool aligned = false;   // x 16-byte aligned: full-vector loads allowed
 };
@@ -22,7 +23,8 @@ bool qgemv_supported_group_size(int group_size);
 
 // Operands: 0 x, 1 wq, 2 scales, 3 biases, 4 bias (or any valid buffer when absent), 5 y.
 // M <= limit (and M == 1 always) -> the canonical qgemv kernel; otherwise the tiled qgemm.
-// Throws InvalidArgument for an unsupported bits or group size, or K not a multiple of the group size.
+// Throws InvalidArgument for an unsupported bits or group size, or K not a multiple of the group size, and
+// DTypeError for a scale dtype without a kernel.
 Plan plan_qgemv(const QGemvShape& s, int limit, const DeviceCaps& caps);
 
 // The number of simdgroups that split one output tile's K range, from K and the device (never M).

@@ -90,11 +90,13 @@ struct vec : detail::vec_storage<T, N, Packed> {
     (put(i, parts), ...);
   }
 
-  // Element type conversion is explicit: float4(h4).
+  // Element type conversion is explicit: float4(h4). The source is copied whole first: float4(*(half4*)p) then
+  // reads memory as one 8-byte vector load, where element-wise reads became four 2-byte loads (seen in the PTX).
   template <class U, bool Q, std::enable_if_t<!std::is_same<U, T>::value, int> = 0>
   MTLINV_HD constexpr explicit vec(const vec<U, N, Q>& o) : detail::vec_storage<T, N, Packed>{} {
+    const vec<U, N, Q> whole = o;
 #pragma unroll
-    for (int i = 0; i < N; ++i) this->v[i] = static_cast<T>(o[i]);
+    for (int i = 0; i < N; ++i) this->v[i] = static_cast<T>(whole[i]);
   }
   // Packed <-> unpacked with the same elements is implicit.
   template <bool Q, std::enable_if_t<Q != Packed, int> = 0>
