@@ -5,6 +5,7 @@ Environment:
   MTLINV_DEBUG=1            -O1 -g, and every emulator kernel bounds-checked (not only in checking mode)
   MTLINV_SANITIZE=address,undefined   build with sanitizers (run python with the sanitizer runtime preloaded)
   MTLINV_NATIVE_ARCH=0      do not tune for this CPU (default: use FMA/F16C/AVX2 when the CPU has them)
+  MTLINV_CUDA=1             also build the CUDA backend (needs nvcc; MTLINV_CUDA_ARCH=90 picks the GPU generation)
 """
 import os
 import pathlib
@@ -92,6 +93,17 @@ def metal_backend(sources, macros, include_dirs, link_args):
     link_args += ["-framework", "Metal", "-framework", "Foundation"]
 
 
+def cuda_backend(macros, link_args) -> list[str]:
+    """With MTLINV_CUDA=1: the CUDA backend and every kernel, compiled by nvcc (tools/build_cuda.py); returns the
+    objects to link."""
+    sys.path.insert(0, str(ROOT / "tools"))
+    import build_cuda
+    cuda = build_cuda.build(ROOT, GEN / "cuda", DEBUG)
+    macros += cuda["define_macros"]
+    link_args += [f"-L{d}" for d in cuda["library_dirs"]] + [f"-l{lib}" for lib in cuda["libraries"]]
+    return cuda["extra_objects"]
+
+
 def extension() -> Extension:
     sources = ["pyx/_native.pyx"]
     for folder in ("src/core", "src/core/plans", "src/core/ops", "src/emu"):
@@ -109,12 +121,15 @@ def extension() -> Extension:
     include_dirs = [str(GEN / "emu"), "src/emu", "pyx", numpy.get_include()]
     if sys.platform == "darwin":
         metal_backend(sources, macros, include_dirs, link_args)
+    cuda_objects = cuda_backend(macros, link_args) if os.environ.get("MTLINV_CUDA") == "1" else []
     if SANITIZE:
         compile_args += [f"-fsanitize={SANITIZE}", "-fno-omit-frame-pointer"]
         link_args += [f"-fsanitize={SANITIZE}"]
     return Extension(
         "mtlinv._native",
         sources=sources,
+        extra_objects=cuda_objects,
+        depends=cuda_objects,  # relink when only the CUDA objects changed
         language="c++",
         include_dirs=include_dirs,
         extra_compile_args=compile_args,

@@ -1,16 +1,15 @@
 // Scaled dot-product attention: out = softmax(scale * q k^T, causal mask) v, float32 softmax and accumulation.
 //
-// Two-pass kernels (decode, verification, short blocks):
-//   pass 1 (sdpa_partials) splits the keys into blocks and, per (query, block), writes the block's float32 max
-//   score m, sum of exponentials l and unnormalised output o[D]; pass 2 (sdpa_combine) merges the blocks of each
-//   query in index order and normalises.
-//   * sdpa_chunks_*: the canonical path. Block c is the chunk of keys [c*S, (c+1)*S) at absolute positions, S a
-//     function of D, dtype and device only. Within a chunk every reduction order is fixed by S and D, and a query
-//     at position p reads chunks 0..p/S, each over the keys <= p it holds: exactly what a single-query call over
-//     the first p+1 keys computes, so the query's bits cannot depend on Lq, kv_len beyond p, or other queries
-//     (design.md §2).
-//   * sdpa_split_*: the small-Lq throughput path. Key i goes to block i % n_blocks, n_blocks chosen by the plan
-//     from Lq and kv_len to fill the device (as MLX's sdpa_vector_2pass does); its bits depend on the block count.
+// Two-pass kernels (decode, verification, short blocks): pass 1 (sdpa_blocks) splits the keys into blocks of
+// block_keys consecutive keys, block j holding [j * block_keys, (j + 1) * block_keys), and writes per (query,
+// block) the block's float32 max score m, sum of exponentials l and unnormalised output o[D]; pass 2
+// (sdpa_combine) merges the blocks of each query in index order and normalises. The plan picks the blocks:
+//   * canonical path: chunks of S keys at absolute positions, S a function of D, dtype and device only. Within a
+//     chunk every reduction order is fixed by S and D, and a query at position p reads chunks 0..p/S, each over
+//     the keys <= p it holds: exactly what a single-query call over the first p+1 keys computes, so the query's
+//     bits cannot depend on Lq, kv_len beyond p, or other queries (design.md §2).
+//   * small-Lq throughput path: a block count chosen from Lq and kv_len to fill the device, as engines do today
+//     (MLX's sdpa_vector_2pass); the bits then depend on Lq.
 // Single-pass kernel (prefill): sdpa_flash_*, a tiled flash attention with an online softmax per query.
 // The kernels that read q, k and v come in two builds: vector loads (rows 16-byte aligned, the usual case) and
 // element loads (*_unaligned_*); both compute the same bits.
@@ -70,10 +69,10 @@ inline void sdpa_store4(device T* p, float4 y) {
 //            then exp2(s - m) and slice sums in key order
 //   p @ v    D/4 threads per split of the block's keys, one float4 of the output each; the splits (a function of
 //            D) are added in index order through threadgroup memory
-// A query's results depend on the keys it sees in the block and on S and D alone. Masked keys are skipped,
+// A query's results depend on the keys it sees in the block, block_keys and D alone. Masked keys are skipped,
 // never weighted by zero; a query that sees no key of the block writes m = -inf, l = 0, o = 0.
-template <typename T, bool SPLIT, bool VEC>
-[[kernel]] void sdpa_partials(
+template <typename T, bool VEC>
+[[kernel]] void sdpa_blocks(
     constant SdpaArgs& args [[buffer(0)]],
     device const T* q [[buffer(1)]],
     device const T* k [[buffer(2)]],
@@ -100,16 +99,15 @@ template <typename T, bool SPLIT, bool VEC>
   k += ulong(tile.z) * args.kv_capacity * D;
   v += ulong(tile.z) * args.kv_capacity * D;
 
-  // Key t of the block is first + t * step.
-  const uint first = SPLIT ? block : block * args.block_keys;
-  const uint step = SPLIT ? args.n_blocks : 1;
+  // Key t of the block is first + t.
+  const uint first = block * args.block_keys;
   uint visible[SDPA_QUERIES];  // keys of the block each query sees: t < visible[jj]
   uint n_keys = 0;             // keys any query of the tile sees
   for (uint jj = 0; jj < SDPA_QUERIES; ++jj) {
     visible[jj] = 0;
     if (jj < nq) {
       const uint last = sdpa_last_key(args, (j0 + jj) % args.q_len);
-      visible[jj] = last >= first ? min(args.block_keys, (last - first) / step + 1) : 0;
+      visible[jj] = last >= first ? min(args.block_keys, last - first + 1) : 0;
     }
     n_keys = max(n_keys, visible[jj]);
   }
@@ -121,7 +119,7 @@ template <typename T, bool SPLIT, bool VEC>
 
   // Scores, query loop innermost: a query's fma chain is the same whatever the other queries of the tile are.
   for (uint t = tid; t < n_keys; t += SDPA_THREADS) {
-    device const T* kr = k + ulong(first + t * step) * D;
+    device const T* kr = k + ulong(first + t) * D;
     float4 acc[SDPA_QUERIES];
     for (uint jj = 0; jj < SDPA_QUERIES; ++jj) {
       acc[jj] = float4(0.0f);
@@ -183,7 +181,7 @@ template <typename T, bool SPLIT, bool VEC>
   if (split < splits) {
     const uint t_stop = min((split + 1) * split_keys, n_keys);
     for (uint t = split * split_keys; t < t_stop; ++t) {
-      const float4 vv = sdpa_load4<VEC>(v + ulong(first + t * step) * D + d4 * 4);
+      const float4 vv = sdpa_load4<VEC>(v + ulong(first + t) * D + d4 * 4);
       for (uint jj = 0; jj < nq; ++jj) {
         if (t < visible[jj]) {
           acc[jj] = fma(float4(scores[jj][t]), vv, acc[jj]);
@@ -217,7 +215,7 @@ template <typename T, bool SPLIT, bool VEC>
 // Only the blocks holding a key the query sees are read (the chunks 0..p/S on the canonical path): none of them
 // is empty, and blocks past the query's position, present when the query shares a call with later ones, are
 // never touched. They are merged in index order: the max first, then the rescaled sums.
-template <typename T, bool SPLIT>
+template <typename T>
 [[kernel]] void sdpa_combine(
     constant SdpaArgs& args [[buffer(0)]],
     device const float4* part_o [[buffer(1)]],
@@ -229,7 +227,7 @@ template <typename T, bool SPLIT>
   const uint i = pos.x;
   const ulong row = (ulong(pos.z) * args.q_heads + pos.y) * args.q_len + i;
   const uint last = sdpa_last_key(args, i);
-  const uint n = min(args.n_blocks, SPLIT ? last + 1 : last / args.block_keys + 1);
+  const uint n = min(args.n_blocks, last / args.block_keys + 1);
   part_ml += row * args.n_blocks;
   part_o += row * args.n_blocks * D4 + d4;
 
@@ -332,24 +330,15 @@ template <typename T, bool VEC>
   }
 }
 
-MTLINV_KERNEL(sdpa_chunks_f32, sdpa_partials, float, false, true)
-MTLINV_KERNEL(sdpa_chunks_f16, sdpa_partials, half, false, true)
-MTLINV_KERNEL(sdpa_chunks_bf16, sdpa_partials, bfloat, false, true)
-MTLINV_KERNEL(sdpa_chunks_unaligned_f32, sdpa_partials, float, false, false)
-MTLINV_KERNEL(sdpa_chunks_unaligned_f16, sdpa_partials, half, false, false)
-MTLINV_KERNEL(sdpa_chunks_unaligned_bf16, sdpa_partials, bfloat, false, false)
-MTLINV_KERNEL(sdpa_split_f32, sdpa_partials, float, true, true)
-MTLINV_KERNEL(sdpa_split_f16, sdpa_partials, half, true, true)
-MTLINV_KERNEL(sdpa_split_bf16, sdpa_partials, bfloat, true, true)
-MTLINV_KERNEL(sdpa_split_unaligned_f32, sdpa_partials, float, true, false)
-MTLINV_KERNEL(sdpa_split_unaligned_f16, sdpa_partials, half, true, false)
-MTLINV_KERNEL(sdpa_split_unaligned_bf16, sdpa_partials, bfloat, true, false)
-MTLINV_KERNEL(sdpa_combine_chunks_f32, sdpa_combine, float, false)
-MTLINV_KERNEL(sdpa_combine_chunks_f16, sdpa_combine, half, false)
-MTLINV_KERNEL(sdpa_combine_chunks_bf16, sdpa_combine, bfloat, false)
-MTLINV_KERNEL(sdpa_combine_split_f32, sdpa_combine, float, true)
-MTLINV_KERNEL(sdpa_combine_split_f16, sdpa_combine, half, true)
-MTLINV_KERNEL(sdpa_combine_split_bf16, sdpa_combine, bfloat, true)
+MTLINV_KERNEL(sdpa_blocks_f32, sdpa_blocks, float, true)
+MTLINV_KERNEL(sdpa_blocks_f16, sdpa_blocks, half, true)
+MTLINV_KERNEL(sdpa_blocks_bf16, sdpa_blocks, bfloat, true)
+MTLINV_KERNEL(sdpa_blocks_unaligned_f32, sdpa_blocks, float, false)
+MTLINV_KERNEL(sdpa_blocks_unaligned_f16, sdpa_blocks, half, false)
+MTLINV_KERNEL(sdpa_blocks_unaligned_bf16, sdpa_blocks, bfloat, false)
+MTLINV_KERNEL(sdpa_combine_f32, sdpa_combine, float)
+MTLINV_KERNEL(sdpa_combine_f16, sdpa_combine, half)
+MTLINV_KERNEL(sdpa_combine_bf16, sdpa_combine, bfloat)
 MTLINV_KERNEL(sdpa_flash_f32, sdpa_flash, float, true)
 MTLINV_KERNEL(sdpa_flash_f16, sdpa_flash, half, true)
 MTLINV_KERNEL(sdpa_flash_bf16, sdpa_flash, bfloat, true)

@@ -19,6 +19,6 @@ struct SdpaArgs {
   uint32_t head_dim;      // D: 64, 80, 96, 128 or 256
   uint32_t causal;        // 1: bottom-right aligned causal mask
   float scale_log2;       // softmax scale * log2(e): scores are kept in base 2, so exp2 is the exponential
-  uint32_t n_blocks;      // key blocks of the two-pass kernels: chunks (canonical) or strided splits
-  uint32_t block_keys;    // keys per block, at most SDPA_BLOCK_KEYS (the chunk size S on the canonical path)
+  uint32_t n_blocks;      // key blocks of the two-pass kernels: block j holds keys [j, j + 1) * block_keys
+  uint32_t block_keys;    // keys per block, at most SDPA_BLOCK_KEYS: the chunk size S on the canonical path
 };

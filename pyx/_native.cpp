@@ -1388,6 +1388,7 @@ static int __Pyx_init_tpflags_variables(void) {
 #include "../src/core/plan.h"
 #include "../src/core/ops.h"
 #include "../src/core/plans/gemv.h"
+#include <stdlib.h>
 #include "../src/core/plans/qgemv.h"
 #include "../src/core/plans/sdpa.h"
 #include "../src/core/ops/decoder_ops.h"
@@ -1642,6 +1643,7 @@ static const char* const __pyx_f[] = {
   "vector.to_py",
   "numpy/__init__.cython-30.pxd",
   "pyx/tensor.pxi",
+  "pyx/interop.pxi",
   "pyx/plans.pxi",
   "pyx/rms_norm.pxi",
   "pyx/gemv.pxi",
@@ -1830,17 +1832,17 @@ static const char* const __pyx_f[] = {
 #define __Pyx_END_CRITICAL_SECTION Py_END_CRITICAL_SECTION
 #endif
 
+/* ForceInitThreads.proto */
+#ifndef __PYX_FORCE_INIT_THREADS
+  #define __PYX_FORCE_INIT_THREADS 0
+#endif
+
 /* NoFastGil.proto */
 #define __Pyx_PyGILState_Ensure PyGILState_Ensure
 #define __Pyx_PyGILState_Release PyGILState_Release
 #define __Pyx_FastGIL_Remember()
 #define __Pyx_FastGIL_Forget()
 #define __Pyx_FastGilFuncInit()
-
-/* ForceInitThreads.proto */
-#ifndef __PYX_FORCE_INIT_THREADS
-  #define __PYX_FORCE_INIT_THREADS 0
-#endif
 
 /* IncludeStructmemberH.proto (used by CythonFunctionShared) */
 #include <structmember.h>
@@ -2044,6 +2046,81 @@ struct __pyx_obj_6mtlinv_7_native_Tensor;
 struct __pyx_obj_6mtlinv_7_native___pyx_scope_struct__genexpr;
 struct __pyx_obj_6mtlinv_7_native___pyx_scope_struct_1_genexpr;
 struct __pyx_obj_6mtlinv_7_native___pyx_scope_struct_2_genexpr;
+struct __pyx_t_6mtlinv_7_native_DLDevice;
+struct __pyx_t_6mtlinv_7_native_DLDataType;
+struct __pyx_t_6mtlinv_7_native_DLTensor;
+struct __pyx_t_6mtlinv_7_native_DLManagedTensor;
+
+/* "pyx/interop.pxi":34
+ *     void (*deleter)(DLManagedTensor*) noexcept
+ * 
+ * cdef enum:             # <<<<<<<<<<<<<<
+ *     kDLCPU = 1
+ *     kDLCUDA = 2
+*/
+enum  {
+  __pyx_e_6mtlinv_7_native_kDLCPU = 1,
+  __pyx_e_6mtlinv_7_native_kDLCUDA = 2,
+  __pyx_e_6mtlinv_7_native_kDLInt = 0,
+  __pyx_e_6mtlinv_7_native_kDLUInt = 1,
+  __pyx_e_6mtlinv_7_native_kDLFloat = 2,
+  __pyx_e_6mtlinv_7_native_kDLBfloat = 4
+};
+
+/* "pyx/interop.pxi":11
+ * 
+ * # The legacy (unversioned) DLPack ABI, dlpack.h v0.8: what every consumer accepts.
+ * cdef struct DLDevice:             # <<<<<<<<<<<<<<
+ *     int32_t device_type
+ *     int32_t device_id
+*/
+struct __pyx_t_6mtlinv_7_native_DLDevice {
+  int32_t device_type;
+  int32_t device_id;
+};
+
+/* "pyx/interop.pxi":15
+ *     int32_t device_id
+ * 
+ * cdef struct DLDataType:             # <<<<<<<<<<<<<<
+ *     uint8_t code
+ *     uint8_t bits
+*/
+struct __pyx_t_6mtlinv_7_native_DLDataType {
+  uint8_t code;
+  uint8_t bits;
+  uint16_t lanes;
+};
+
+/* "pyx/interop.pxi":20
+ *     uint16_t lanes
+ * 
+ * cdef struct DLTensor:             # <<<<<<<<<<<<<<
+ *     void* data
+ *     DLDevice device
+*/
+struct __pyx_t_6mtlinv_7_native_DLTensor {
+  void *data;
+  struct __pyx_t_6mtlinv_7_native_DLDevice device;
+  int32_t ndim;
+  struct __pyx_t_6mtlinv_7_native_DLDataType dtype;
+  int64_t *shape;
+  int64_t *strides;
+  uint64_t byte_offset;
+};
+
+/* "pyx/interop.pxi":29
+ *     uint64_t byte_offset
+ * 
+ * cdef struct DLManagedTensor:             # <<<<<<<<<<<<<<
+ *     DLTensor dl_tensor
+ *     void* manager_ctx
+*/
+struct __pyx_t_6mtlinv_7_native_DLManagedTensor {
+  struct __pyx_t_6mtlinv_7_native_DLTensor dl_tensor;
+  void *manager_ctx;
+  void (*deleter)(struct __pyx_t_6mtlinv_7_native_DLManagedTensor *);
+};
 
 /* "pyx/tensor.pxi":31
  * 
@@ -2089,7 +2166,7 @@ struct __pyx_obj_6mtlinv_7_native___pyx_scope_struct__genexpr {
 };
 
 
-/* "pyx/tensor.pxi":173
+/* "pyx/tensor.pxi":187
  *     a = np.asarray(obj, dtype=dtype)
  *     if a.dtype not in _NUMPY_TO_DTYPE:
  *         names = ", ".join(str(d) for d in _NUMPY_TO_DTYPE)             # <<<<<<<<<<<<<<
@@ -2103,7 +2180,7 @@ struct __pyx_obj_6mtlinv_7_native___pyx_scope_struct_1_genexpr {
 };
 
 
-/* "pyx/_native.pyx":63
+/* "pyx/_native.pyx":64
  * def kernel_names():
  *     """Names of every kernel the active backend has (the MTLINV_KERNEL table of metal/[inserted by cython to avoid comment start]*.metal)."""
  *     return sorted(s.decode() for s in c_active_backend().kernel_names())             # <<<<<<<<<<<<<<
@@ -2912,6 +2989,53 @@ static CYTHON_INLINE void __Pyx__ExceptionSwap(PyThreadState *tstate, PyObject *
 static CYTHON_INLINE void __Pyx_ExceptionSwap(PyObject **type, PyObject **value, PyObject **tb);
 #endif
 
+/* WriteUnraisableException.proto */
+static void __Pyx_WriteUnraisable(const char *name, int clineno,
+                                  int lineno, const char *filename,
+                                  int full_traceback, int nogil);
+
+/* PyMemoryError_Check.proto */
+#define __Pyx_PyExc_MemoryError_Check(obj)  __Pyx_TypeCheck(obj, PyExc_MemoryError)
+
+/* RaiseTooManyValuesToUnpack.proto */
+static CYTHON_INLINE void __Pyx_RaiseTooManyValuesError(Py_ssize_t expected);
+
+/* RaiseNeedMoreValuesToUnpack.proto */
+static CYTHON_INLINE void __Pyx_RaiseNeedMoreValuesError(Py_ssize_t index);
+
+/* IterFinish.proto */
+static CYTHON_INLINE int __Pyx_IterFinish(void);
+
+/* UnpackItemEndCheck.proto */
+static int __Pyx_IternextUnpackEndCheck(PyObject *retval, Py_ssize_t expected);
+
+/* PyRange_Check.proto */
+#if CYTHON_COMPILING_IN_PYPY && !defined(PyRange_Check)
+  #define PyRange_Check(obj)  __Pyx_TypeCheck((obj), &PyRange_Type)
+#endif
+
+/* pybuiltin_invalid.export */
+static void __Pyx_PyBuiltin_Invalid(PyObject *obj, const char *builtin_type_name, const char *argname);
+
+/* pyint_simplify.proto */
+static CYTHON_INLINE int __Pyx_PyInt_FromNumber(PyObject **number_var, const char *argname, int accept_none);
+
+/* PyNumberBinop.proto */
+#if CYTHON_COMPILING_IN_PYPY || CYTHON_COMPILING_IN_GRAAL || CYTHON_COMPILING_IN_LIMITED_API
+#define __Pyx_PyNumber_Add_int_int(op1, op2)  PyNumber_Add(op1, op2)
+#define __Pyx_PyNumber_InPlaceAdd_int_int(op1, op2)  PyNumber_InPlaceAdd(op1, op2)
+#else
+#define __Pyx_PyNumber_Add_int_int(op1, op2)  __Pyx__PyNumber_Add_int_int(op1, op2, 0)
+#define __Pyx_PyNumber_InPlaceAdd_int_int(op1, op2)  __Pyx__PyNumber_Add_int_int(op1, op2, 1)
+static CYTHON_INLINE PyObject* __Pyx__PyNumber_Add_int_int(PyObject *op1, PyObject *op2, int inplace);
+#endif
+
+/* PyBaseException_Check.proto */
+#define __Pyx_PyExc_BaseException_Check(obj)  PyExceptionInstance_Check(obj)
+
+/* PyAttributeError_Check.proto */
+#define __Pyx_PyExc_AttributeError_Check(obj)  __Pyx_TypeCheck(obj, PyExc_AttributeError)
+
 /* IncludeCppStringH.proto (used by decode_cpp_string) */
 #include <string>
 
@@ -3147,12 +3271,6 @@ static void __Pyx_ArgTypeError(PyObject *obj, PyTypeObject *type, const char *na
 /* ArgTypeTest.proto */
 static CYTHON_INLINE int __Pyx_ArgTypeTest(PyObject *obj, PyTypeObject *type, int none_allowed, const char *name, int exact);
 
-/* RaiseTooManyValuesToUnpack.proto */
-static CYTHON_INLINE void __Pyx_RaiseTooManyValuesError(Py_ssize_t expected);
-
-/* RaiseNeedMoreValuesToUnpack.proto */
-static CYTHON_INLINE void __Pyx_RaiseNeedMoreValuesError(Py_ssize_t index);
-
 /* PyObjectCompare.proto */
 static CYTHON_INLINE int __Pyx_PyObject_CompareBoolGt_object_int(PyObject *op1, PyObject *op2, int pyop);
 
@@ -3299,15 +3417,6 @@ static PyObject *__Pyx_Py3ClassCreate(PyObject *metaclass, PyObject *name, PyObj
 
 /* PyRuntimeError_Check.proto */
 #define __Pyx_PyExc_RuntimeError_Check(obj)  __Pyx_TypeCheck(obj, PyExc_RuntimeError)
-
-/* PyMemoryError_Check.proto */
-#define __Pyx_PyExc_MemoryError_Check(obj)  __Pyx_TypeCheck(obj, PyExc_MemoryError)
-
-/* IterFinish.proto (used by dict_iter_common) */
-static CYTHON_INLINE int __Pyx_IterFinish(void);
-
-/* UnpackItemEndCheck.proto (used by UnpackTuple2) */
-static int __Pyx_IternextUnpackEndCheck(PyObject *retval, Py_ssize_t expected);
 
 /* RaiseNoneIterError.proto (used by UnpackTupleError) */
 static CYTHON_INLINE void __Pyx_RaiseNoneNotIterableError(void);
@@ -3730,6 +3839,9 @@ static CYTHON_INLINE PyObject* __Pyx_PyLong_From_int(int value);
 /* CIntFromPy.proto */
 static CYTHON_INLINE int __Pyx_PyLong_As_int(PyObject *);
 
+/* CIntToPy.proto */
+static CYTHON_INLINE PyObject* __Pyx_PyLong_From___pyx_anon_enum(int value);
+
 /* CIntFromPy.proto */
 static CYTHON_INLINE int64_t __Pyx_PyLong_As_int64_t(PyObject *);
 
@@ -3747,6 +3859,18 @@ static CYTHON_INLINE long __Pyx_PyLong_As_long(PyObject *);
 
 /* CIntToPy.proto */
 static CYTHON_INLINE PyObject* __Pyx_PyLong_From_long(long value);
+
+/* CIntFromPy.proto */
+static CYTHON_INLINE int32_t __Pyx_PyLong_As_int32_t(PyObject *);
+
+/* CIntFromPy.proto */
+static CYTHON_INLINE uint8_t __Pyx_PyLong_As_uint8_t(PyObject *);
+
+/* CIntToPy.proto */
+static CYTHON_INLINE PyObject* __Pyx_PyLong_From_int32_t(int32_t value);
+
+/* CIntFromPy.proto */
+static CYTHON_INLINE size_t __Pyx_PyLong_As_size_t(PyObject *);
 
 /* CIntToPy.proto */
 static CYTHON_INLINE PyObject* __Pyx_PyLong_From_uint32_t(uint32_t value);
@@ -4004,6 +4128,10 @@ static CYTHON_INLINE int __pyx_f_5numpy_import_array(void); /*proto*/
 
 /* Module declarations from "native" */
 
+/* Module declarations from "cpython.pycapsule" */
+
+/* Module declarations from "libc.stdlib" */
+
 /* Module declarations from "mtlinv._native" */
 static mtlinv_py::ErrorClasses *__pyx_v_6mtlinv_7_native__classes;
 static PyObject *__pyx_7genexpr__pyx_v_6mtlinv_7_native_k;
@@ -4011,6 +4139,12 @@ static PyObject *__pyx_7genexpr__pyx_v_6mtlinv_7_native_v;
 static char *__pyx_f_6mtlinv_7_native__buffer_format(__PYX_ENUM_CLASS_DECL mtlinv::DType); /*proto*/
 static struct __pyx_obj_6mtlinv_7_native_Tensor *__pyx_f_6mtlinv_7_native__wrap(mtlinv::Tensor const &); /*proto*/
 static struct __pyx_obj_6mtlinv_7_native_Tensor *__pyx_f_6mtlinv_7_native__operand(PyObject *, PyObject *, PyObject *); /*proto*/
+static void *__pyx_f_6mtlinv_7_native__device_address(struct __pyx_obj_6mtlinv_7_native_Tensor *); /*proto*/
+static PyObject *__pyx_f_6mtlinv_7_native__dlpack_device(struct __pyx_obj_6mtlinv_7_native_Tensor *); /*proto*/
+static void __pyx_f_6mtlinv_7_native__dlpack_deleter(struct __pyx_t_6mtlinv_7_native_DLManagedTensor *); /*proto*/
+static void __pyx_f_6mtlinv_7_native__dlpack_capsule_destructor(PyObject *); /*proto*/
+static PyObject *__pyx_f_6mtlinv_7_native__to_dlpack(struct __pyx_obj_6mtlinv_7_native_Tensor *, PyObject *, PyObject *); /*proto*/
+static PyObject *__pyx_f_6mtlinv_7_native__cuda_array_interface(struct __pyx_obj_6mtlinv_7_native_Tensor *); /*proto*/
 static PyObject *__pyx_f_6mtlinv_7_native__launches(mtlinv::Plan &); /*proto*/
 static PyObject *__pyx_f_6mtlinv_7_native___pyx_unpickle__RawBytes__set_state(struct __pyx_obj_6mtlinv_7_native__RawBytes *, PyObject *); /*proto*/
 static PyObject *__pyx_convert_vector_to_py_int64_t(std::vector<int64_t>  const &); /*proto*/
@@ -4030,7 +4164,10 @@ int __pyx_module_is_main_mtlinv___native = 0;
 /* Implementation of "mtlinv._native" */
 /* #### Code section: global_var ### */
 /* #### Code section: string_decls ### */
+static const char __pyx_k_cuda[] = "cuda";
 static const char __pyx_k_tensor[] = "tensor";
+static const char __pyx_k_dltensor[] = "dltensor";
+static const char __pyx_k_used_dltensor[] = "used_dltensor";
 static const char __pyx_k_mtlinv_s_native_layer_Tensor_the[] = "mtlinv\047s native layer: Tensor, the limit, device info and the ops, over the C++ core (src/core).";
 /* #### Code section: decls ### */
 static int __pyx_pf_6mtlinv_7_native_9_RawBytes___getbuffer__(struct __pyx_obj_6mtlinv_7_native__RawBytes *__pyx_v_self, Py_buffer *__pyx_v_buf, int __pyx_v_flags); /* proto */
@@ -4049,10 +4186,13 @@ static PyObject *__pyx_pf_6mtlinv_7_native_6Tensor_4numpy(struct __pyx_obj_6mtli
 static PyObject *__pyx_pf_6mtlinv_7_native_6Tensor_6__array__(struct __pyx_obj_6mtlinv_7_native_Tensor *__pyx_v_self, PyObject *__pyx_v_dtype, PyObject *__pyx_v_copy); /* proto */
 static int __pyx_pf_6mtlinv_7_native_6Tensor_8__getbuffer__(struct __pyx_obj_6mtlinv_7_native_Tensor *__pyx_v_self, Py_buffer *__pyx_v_buf, int __pyx_v_flags); /* proto */
 static void __pyx_pf_6mtlinv_7_native_6Tensor_10__releasebuffer__(CYTHON_UNUSED struct __pyx_obj_6mtlinv_7_native_Tensor *__pyx_v_self, CYTHON_UNUSED Py_buffer *__pyx_v_buf); /* proto */
-static PyObject *__pyx_pf_6mtlinv_7_native_6Tensor_12__repr__(struct __pyx_obj_6mtlinv_7_native_Tensor *__pyx_v_self); /* proto */
+static PyObject *__pyx_pf_6mtlinv_7_native_6Tensor_12__dlpack__(struct __pyx_obj_6mtlinv_7_native_Tensor *__pyx_v_self, CYTHON_UNUSED PyObject *__pyx_v_stream, CYTHON_UNUSED PyObject *__pyx_v_max_version, PyObject *__pyx_v_dl_device, PyObject *__pyx_v_copy); /* proto */
+static PyObject *__pyx_pf_6mtlinv_7_native_6Tensor_14__dlpack_device__(struct __pyx_obj_6mtlinv_7_native_Tensor *__pyx_v_self); /* proto */
+static PyObject *__pyx_pf_6mtlinv_7_native_6Tensor_24__cuda_array_interface_____get__(struct __pyx_obj_6mtlinv_7_native_Tensor *__pyx_v_self); /* proto */
+static PyObject *__pyx_pf_6mtlinv_7_native_6Tensor_16__repr__(struct __pyx_obj_6mtlinv_7_native_Tensor *__pyx_v_self); /* proto */
 static PyObject *__pyx_pf_6mtlinv_7_native_6Tensor_8readonly___get__(struct __pyx_obj_6mtlinv_7_native_Tensor *__pyx_v_self); /* proto */
-static PyObject *__pyx_pf_6mtlinv_7_native_6Tensor_14__reduce_cython__(CYTHON_UNUSED struct __pyx_obj_6mtlinv_7_native_Tensor *__pyx_v_self); /* proto */
-static PyObject *__pyx_pf_6mtlinv_7_native_6Tensor_16__setstate_cython__(CYTHON_UNUSED struct __pyx_obj_6mtlinv_7_native_Tensor *__pyx_v_self, CYTHON_UNUSED PyObject *__pyx_v___pyx_state); /* proto */
+static PyObject *__pyx_pf_6mtlinv_7_native_6Tensor_18__reduce_cython__(CYTHON_UNUSED struct __pyx_obj_6mtlinv_7_native_Tensor *__pyx_v_self); /* proto */
+static PyObject *__pyx_pf_6mtlinv_7_native_6Tensor_20__setstate_cython__(CYTHON_UNUSED struct __pyx_obj_6mtlinv_7_native_Tensor *__pyx_v_self, CYTHON_UNUSED PyObject *__pyx_v___pyx_state); /* proto */
 static PyObject *__pyx_pf_6mtlinv_7_native_7asarray_genexpr(CYTHON_UNUSED PyObject *__pyx_self, PyObject *__pyx_genexpr_arg_0); /* proto */
 static PyObject *__pyx_pf_6mtlinv_7_native_asarray(CYTHON_UNUSED PyObject *__pyx_self, PyObject *__pyx_v_obj, PyObject *__pyx_v_dtype); /* proto */
 static PyObject *__pyx_pf_6mtlinv_7_native_2rms_norm(CYTHON_UNUSED PyObject *__pyx_self, PyObject *__pyx_v_x, PyObject *__pyx_v_weight, float __pyx_v_eps); /* proto */
@@ -4256,9 +4396,9 @@ namespace {
     __Pyx_CachedCFunction __pyx_umethod_PyList_Type__count;
     __Pyx_CachedCFunction __pyx_umethod_PyList_Type__index;
     PyObject *__pyx_tuple[6];
-    PyObject *__pyx_codeobj_tab[35];
-    PyObject *__pyx_string_tab[298];
-    PyObject *__pyx_number_tab[12];
+    PyObject *__pyx_codeobj_tab[37];
+    PyObject *__pyx_string_tab[319];
+    PyObject *__pyx_number_tab[15];
 /* #### Code section: module_state_contents ### */
 /* PyFrozenDict.module_state_decls */
 #if CYTHON_COMPILING_IN_LIMITED_API
@@ -4341,305 +4481,329 @@ static __pyx_mstatetype * const __pyx_mstate_global = &__pyx_mstate_global_stati
 #define __pyx_kp_u__2 __pyx_string_tab[8]
 #define __pyx_kp_u__3 __pyx_string_tab[9]
 #define __pyx_kp_u_dtype_2 __pyx_string_tab[10]
-#define __pyx_kp_u__4 __pyx_string_tab[11]
-#define __pyx_kp_u_expected_float32_float16_or_bfl __pyx_string_tab[12]
-#define __pyx_kp_u_expected_uint32_packed_quantize __pyx_string_tab[13]
-#define __pyx_kp_u_ __pyx_string_tab[14]
-#define __pyx_kp_u_A_bad_shape_value_or_limit __pyx_string_tab[15]
-#define __pyx_kp_u_A_device_allocation_failed __pyx_string_tab[16]
-#define __pyx_kp_u_A_kernel_faulted_emulator_checks __pyx_string_tab[17]
-#define __pyx_kp_u_An_unsupported_dtype_or_operands __pyx_string_tab[18]
-#define __pyx_kp_u_Base_class_of_every_mtlinv_error __pyx_string_tab[19]
-#define __pyx_kp_u_No_device_a_backend_that_is_not __pyx_string_tab[20]
-#define __pyx_kp_u_None __pyx_string_tab[21]
-#define __pyx_kp_u_Note_that_Cython_is_deliberately __pyx_string_tab[22]
-#define __pyx_kp_u_Tensor_memory_is_not_host_visibl __pyx_string_tab[23]
-#define __pyx_kp_u_add_note __pyx_string_tab[24]
-#define __pyx_kp_u_asarray_dtype __pyx_string_tab[25]
-#define __pyx_kp_u_disable __pyx_string_tab[26]
-#define __pyx_kp_u_enable __pyx_string_tab[27]
-#define __pyx_kp_u_gc __pyx_string_tab[28]
-#define __pyx_kp_u_isenabled __pyx_string_tab[29]
-#define __pyx_kp_u_more_than_8_dimensions __pyx_string_tab[30]
-#define __pyx_kp_u_mtlinv_Tensor_shape __pyx_string_tab[31]
-#define __pyx_kp_u_numpy__core_multiarray_failed_to __pyx_string_tab[32]
-#define __pyx_kp_u_numpy__core_umath_failed_to_impo __pyx_string_tab[33]
-#define __pyx_kp_u_pyx__native_pyx __pyx_string_tab[34]
-#define __pyx_kp_u_pyx_decoder_ops_pxi __pyx_string_tab[35]
-#define __pyx_kp_u_pyx_gemv_pxi __pyx_string_tab[36]
-#define __pyx_kp_u_pyx_qgemv_pxi __pyx_string_tab[37]
-#define __pyx_kp_u_pyx_rms_norm_pxi __pyx_string_tab[38]
-#define __pyx_kp_u_pyx_sdpa_pxi __pyx_string_tab[39]
-#define __pyx_kp_u_pyx_tensor_pxi __pyx_string_tab[40]
-#define __pyx_kp_u_pyx_testing_pxi __pyx_string_tab[41]
-#define __pyx_kp_u_qgemv_wq_has_dtype __pyx_string_tab[42]
-#define __pyx_kp_u_reshape_cannot_view_shape __pyx_string_tab[43]
-#define __pyx_kp_u_reshape_invalid_shape __pyx_string_tab[44]
-#define __pyx_kp_u_rope_heads_x_must_be_L_H_D_got __pyx_string_tab[45]
-#define __pyx_kp_u_sdpa_kv_len_must_be_an_int_got __pyx_string_tab[46]
-#define __pyx_kp_u_sdpa_kv_len __pyx_string_tab[47]
-#define __pyx_kp_u_self_c_cannot_be_converted_to_a __pyx_string_tab[48]
-#define __pyx_kp_u_set_limit_limit_must_be_an_int_g __pyx_string_tab[49]
-#define __pyx_kp_u_set_limit_limit_must_be_in_0_2_3 __pyx_string_tab[50]
-#define __pyx_kp_u_this_Tensor_wraps_a_read_only_ar __pyx_string_tab[51]
-#define __pyx_kp_u_use_mtlinv_asarray_array_to_make __pyx_string_tab[52]
-#define __pyx_n_u_DTypeError __pyx_string_tab[53]
-#define __pyx_n_u_DeviceError __pyx_string_tab[54]
-#define __pyx_n_u_InvalidArgumentError __pyx_string_tab[55]
-#define __pyx_n_u_KernelError __pyx_string_tab[56]
-#define __pyx_n_u_MtlinvError __pyx_string_tab[57]
-#define __pyx_n_u_OutOfMemoryError __pyx_string_tab[58]
-#define __pyx_n_u_Tensor __pyx_string_tab[59]
-#define __pyx_n_u_Tensor___array __pyx_string_tab[60]
-#define __pyx_n_u_Tensor___reduce_cython __pyx_string_tab[61]
-#define __pyx_n_u_Tensor___setstate_cython __pyx_string_tab[62]
-#define __pyx_n_u_Tensor_numpy __pyx_string_tab[63]
-#define __pyx_n_u_Tensor_reshape __pyx_string_tab[64]
-#define __pyx_n_u_DTYPE_TO_NUMPY __pyx_string_tab[65]
-#define __pyx_n_u_NUMPY_TO_DTYPE __pyx_string_tab[66]
-#define __pyx_n_u_RawBytes __pyx_string_tab[67]
-#define __pyx_n_u_RawBytes___reduce_cython __pyx_string_tab[68]
-#define __pyx_n_u_RawBytes___setstate_cython __pyx_string_tab[69]
-#define __pyx_n_u_Pyx_PyDict_NextRef __pyx_string_tab[70]
-#define __pyx_n_u_annotate __pyx_string_tab[71]
-#define __pyx_n_u_array __pyx_string_tab[72]
-#define __pyx_n_u_class_getitem __pyx_string_tab[73]
-#define __pyx_n_u_dict __pyx_string_tab[74]
-#define __pyx_n_u_doc __pyx_string_tab[75]
-#define __pyx_n_u_func __pyx_string_tab[76]
-#define __pyx_n_u_getstate __pyx_string_tab[77]
-#define __pyx_n_u_main __pyx_string_tab[78]
-#define __pyx_n_u_metaclass __pyx_string_tab[79]
-#define __pyx_n_u_module __pyx_string_tab[80]
-#define __pyx_n_u_mro_entries __pyx_string_tab[81]
-#define __pyx_n_u_name_2 __pyx_string_tab[82]
-#define __pyx_n_u_new __pyx_string_tab[83]
-#define __pyx_n_u_prepare __pyx_string_tab[84]
-#define __pyx_n_u_pyx_checksum __pyx_string_tab[85]
-#define __pyx_n_u_pyx_result __pyx_string_tab[86]
-#define __pyx_n_u_pyx_state __pyx_string_tab[87]
-#define __pyx_n_u_pyx_type __pyx_string_tab[88]
-#define __pyx_n_u_pyx_unpickle__RawBytes __pyx_string_tab[89]
-#define __pyx_n_u_qualname __pyx_string_tab[90]
-#define __pyx_n_u_reduce __pyx_string_tab[91]
-#define __pyx_n_u_reduce_cython __pyx_string_tab[92]
-#define __pyx_n_u_reduce_ex __pyx_string_tab[93]
-#define __pyx_n_u_set_name __pyx_string_tab[94]
-#define __pyx_n_u_setstate __pyx_string_tab[95]
-#define __pyx_n_u_setstate_cython __pyx_string_tab[96]
-#define __pyx_n_u_test __pyx_string_tab[97]
-#define __pyx_n_u_dict_2 __pyx_string_tab[98]
-#define __pyx_n_u_emu_check_mode __pyx_string_tab[99]
-#define __pyx_n_u_init_limit_from_env __pyx_string_tab[100]
-#define __pyx_n_u_is_coroutine __pyx_string_tab[101]
-#define __pyx_n_u_launch __pyx_string_tab[102]
-#define __pyx_n_u_set_emu_check __pyx_string_tab[103]
-#define __pyx_n_u_a __pyx_string_tab[104]
-#define __pyx_n_u_add __pyx_string_tab[105]
-#define __pyx_n_u_aligned __pyx_string_tab[106]
-#define __pyx_n_u_args __pyx_string_tab[107]
-#define __pyx_n_u_asarray __pyx_string_tab[108]
-#define __pyx_n_u_asarray_locals_genexpr __pyx_string_tab[109]
-#define __pyx_n_u_ascontiguousarray __pyx_string_tab[110]
-#define __pyx_n_u_astype __pyx_string_tab[111]
-#define __pyx_n_u_asyncio_coroutines __pyx_string_tab[112]
-#define __pyx_n_u_b __pyx_string_tab[113]
-#define __pyx_n_u_backend __pyx_string_tab[114]
-#define __pyx_n_u_base __pyx_string_tab[115]
-#define __pyx_n_u_batch __pyx_string_tab[116]
-#define __pyx_n_u_bfloat16 __pyx_string_tab[117]
-#define __pyx_n_u_bias __pyx_string_tab[118]
-#define __pyx_n_u_biases __pyx_string_tab[119]
-#define __pyx_n_u_bits __pyx_string_tab[120]
-#define __pyx_n_u_block __pyx_string_tab[121]
-#define __pyx_n_u_buffers __pyx_string_tab[122]
-#define __pyx_n_u_built_backends __pyx_string_tab[123]
-#define __pyx_n_u_c __pyx_string_tab[124]
-#define __pyx_n_u_canonical __pyx_string_tab[125]
-#define __pyx_n_u_capacity __pyx_string_tab[126]
-#define __pyx_n_u_causal __pyx_string_tab[127]
-#define __pyx_n_u_cline_in_traceback __pyx_string_tab[128]
-#define __pyx_n_u_close __pyx_string_tab[129]
-#define __pyx_n_u_copy __pyx_string_tab[130]
-#define __pyx_n_u_count __pyx_string_tab[131]
-#define __pyx_n_u_d __pyx_string_tab[132]
-#define __pyx_n_u_data __pyx_string_tab[133]
-#define __pyx_n_u_device_info __pyx_string_tab[134]
-#define __pyx_n_u_dst __pyx_string_tab[135]
-#define __pyx_n_u_dt __pyx_string_tab[136]
-#define __pyx_n_u_dtype __pyx_string_tab[137]
-#define __pyx_n_u_embedding __pyx_string_tab[138]
-#define __pyx_n_u_empty __pyx_string_tab[139]
-#define __pyx_n_u_encode __pyx_string_tab[140]
-#define __pyx_n_u_eps __pyx_string_tab[141]
-#define __pyx_n_u_flags __pyx_string_tab[142]
-#define __pyx_n_u_float16 __pyx_string_tab[143]
-#define __pyx_n_u_float32 __pyx_string_tab[144]
-#define __pyx_n_u_float64 __pyx_string_tab[145]
-#define __pyx_n_u_frombuffer __pyx_string_tab[146]
-#define __pyx_n_u_gate __pyx_string_tab[147]
-#define __pyx_n_u_gemv __pyx_string_tab[148]
-#define __pyx_n_u_genexpr __pyx_string_tab[149]
-#define __pyx_n_u_get_limit __pyx_string_tab[150]
-#define __pyx_n_u_grid __pyx_string_tab[151]
-#define __pyx_n_u_group_size __pyx_string_tab[152]
-#define __pyx_n_u_head_dim __pyx_string_tab[153]
-#define __pyx_n_u_heads_to_rows __pyx_string_tab[154]
-#define __pyx_n_u_i __pyx_string_tab[155]
-#define __pyx_n_u_ids __pyx_string_tab[156]
-#define __pyx_n_u_index __pyx_string_tab[157]
-#define __pyx_n_u_int32 __pyx_string_tab[158]
-#define __pyx_n_u_integer __pyx_string_tab[159]
-#define __pyx_n_u_items __pyx_string_tab[160]
-#define __pyx_n_u_itemsize __pyx_string_tab[161]
-#define __pyx_n_u_k __pyx_string_tab[162]
-#define __pyx_n_u_kernel __pyx_string_tab[163]
-#define __pyx_n_u_kernel_names __pyx_string_tab[164]
-#define __pyx_n_u_kernel_names_locals_genexpr __pyx_string_tab[165]
-#define __pyx_n_u_known __pyx_string_tab[166]
-#define __pyx_n_u_kv_heads __pyx_string_tab[167]
-#define __pyx_n_u_kv_len __pyx_string_tab[168]
-#define __pyx_n_u_launches __pyx_string_tab[169]
-#define __pyx_n_u_limit __pyx_string_tab[170]
-#define __pyx_n_u_matmul __pyx_string_tab[171]
-#define __pyx_n_u_max_threads_per_threadgroup __pyx_string_tab[172]
-#define __pyx_n_u_ml_dtypes __pyx_string_tab[173]
-#define __pyx_n_u_mtlinv__native __pyx_string_tab[174]
-#define __pyx_n_u_n __pyx_string_tab[175]
-#define __pyx_n_u_name __pyx_string_tab[176]
-#define __pyx_n_u_names __pyx_string_tab[177]
-#define __pyx_n_u_ndarray __pyx_string_tab[178]
-#define __pyx_n_u_ndim __pyx_string_tab[179]
-#define __pyx_n_u_new_2 __pyx_string_tab[180]
-#define __pyx_n_u_next __pyx_string_tab[181]
-#define __pyx_n_u_np __pyx_string_tab[182]
-#define __pyx_n_u_numpy __pyx_string_tab[183]
-#define __pyx_n_u_o __pyx_string_tab[184]
-#define __pyx_n_u_obj __pyx_string_tab[185]
-#define __pyx_n_u_on __pyx_string_tab[186]
-#define __pyx_n_u_out __pyx_string_tab[187]
-#define __pyx_n_u_p __pyx_string_tab[188]
-#define __pyx_n_u_pb __pyx_string_tab[189]
-#define __pyx_n_u_plan_gemv __pyx_string_tab[190]
-#define __pyx_n_u_plan_qgemv __pyx_string_tab[191]
-#define __pyx_n_u_plan_sdpa __pyx_string_tab[192]
-#define __pyx_n_u_pop __pyx_string_tab[193]
-#define __pyx_n_u_prod __pyx_string_tab[194]
-#define __pyx_n_u_q __pyx_string_tab[195]
-#define __pyx_n_u_q_heads __pyx_string_tab[196]
-#define __pyx_n_u_q_len __pyx_string_tab[197]
-#define __pyx_n_u_qgemv __pyx_string_tab[198]
-#define __pyx_n_u_raw __pyx_string_tab[199]
-#define __pyx_n_u_reshape __pyx_string_tab[200]
-#define __pyx_n_u_reshape_locals_genexpr __pyx_string_tab[201]
-#define __pyx_n_u_rms_norm __pyx_string_tab[202]
-#define __pyx_n_u_rope_heads __pyx_string_tab[203]
-#define __pyx_n_u_rotate __pyx_string_tab[204]
-#define __pyx_n_u_rows __pyx_string_tab[205]
-#define __pyx_n_u_s __pyx_string_tab[206]
-#define __pyx_n_u_scale __pyx_string_tab[207]
-#define __pyx_n_u_scale_dtype __pyx_string_tab[208]
-#define __pyx_n_u_scales __pyx_string_tab[209]
-#define __pyx_n_u_scratch_bytes __pyx_string_tab[210]
-#define __pyx_n_u_sdpa __pyx_string_tab[211]
-#define __pyx_n_u_sdpa_chunk_keys __pyx_string_tab[212]
-#define __pyx_n_u_seed __pyx_string_tab[213]
-#define __pyx_n_u_self __pyx_string_tab[214]
-#define __pyx_n_u_send __pyx_string_tab[215]
-#define __pyx_n_u_seq_offset __pyx_string_tab[216]
-#define __pyx_n_u_set_limit __pyx_string_tab[217]
-#define __pyx_n_u_setdefault __pyx_string_tab[218]
-#define __pyx_n_u_shape __pyx_string_tab[219]
-#define __pyx_n_u_simd_width __pyx_string_tab[220]
-#define __pyx_n_u_size __pyx_string_tab[221]
-#define __pyx_n_u_start_pos __pyx_string_tab[222]
-#define __pyx_n_u_state __pyx_string_tab[223]
-#define __pyx_n_u_strides __pyx_string_tab[224]
-#define __pyx_n_u_swiglu __pyx_string_tab[225]
-#define __pyx_n_u_t __pyx_string_tab[226]
-#define __pyx_n_u_ta __pyx_string_tab[227]
-#define __pyx_n_u_table __pyx_string_tab[228]
-#define __pyx_n_u_tb __pyx_string_tab[229]
-#define __pyx_n_u_tbs __pyx_string_tab[230]
-#define __pyx_n_u_tensors __pyx_string_tab[231]
-#define __pyx_n_u_tg __pyx_string_tab[232]
-#define __pyx_n_u_threadgroup_memory_bytes __pyx_string_tab[233]
-#define __pyx_n_u_threadgroups __pyx_string_tab[234]
-#define __pyx_n_u_threads __pyx_string_tab[235]
-#define __pyx_n_u_throw __pyx_string_tab[236]
-#define __pyx_n_u_ti __pyx_string_tab[237]
-#define __pyx_n_u_tk __pyx_string_tab[238]
-#define __pyx_n_u_tq __pyx_string_tab[239]
-#define __pyx_n_u_transpose __pyx_string_tab[240]
-#define __pyx_n_u_ts __pyx_string_tab[241]
-#define __pyx_n_u_tt __pyx_string_tab[242]
-#define __pyx_n_u_tu __pyx_string_tab[243]
-#define __pyx_n_u_tv __pyx_string_tab[244]
-#define __pyx_n_u_tw __pyx_string_tab[245]
-#define __pyx_n_u_twq __pyx_string_tab[246]
-#define __pyx_n_u_tx __pyx_string_tab[247]
-#define __pyx_n_u_uint32 __pyx_string_tab[248]
-#define __pyx_n_u_uint8 __pyx_string_tab[249]
-#define __pyx_n_u_up __pyx_string_tab[250]
-#define __pyx_n_u_update __pyx_string_tab[251]
-#define __pyx_n_u_use_setstate __pyx_string_tab[252]
-#define __pyx_n_u_v __pyx_string_tab[253]
-#define __pyx_n_u_value __pyx_string_tab[254]
-#define __pyx_n_u_values __pyx_string_tab[255]
-#define __pyx_n_u_view __pyx_string_tab[256]
-#define __pyx_n_u_w __pyx_string_tab[257]
-#define __pyx_n_u_weight __pyx_string_tab[258]
-#define __pyx_n_u_wq __pyx_string_tab[259]
-#define __pyx_n_u_wq_array __pyx_string_tab[260]
-#define __pyx_n_u_write_heads __pyx_string_tab[261]
-#define __pyx_n_u_writeable __pyx_string_tab[262]
-#define __pyx_n_u_x __pyx_string_tab[263]
-#define __pyx_kp_b_iso88591_Q_2 __pyx_string_tab[264]
-#define __pyx_kp_b_iso88591_1 __pyx_string_tab[265]
-#define __pyx_kp_b_iso88591__7 __pyx_string_tab[266]
-#define __pyx_kp_b_iso88591_q_a __pyx_string_tab[267]
-#define __pyx_kp_b_iso88591_z_T_D_4uBa_J_4qPRR___r_2S_Q_QQR __pyx_string_tab[268]
-#define __pyx_kp_b_iso88591_4q_3j __pyx_string_tab[269]
-#define __pyx_kp_b_iso88591_a_3 __pyx_string_tab[270]
-#define __pyx_kp_b_iso88591__8 __pyx_string_tab[271]
-#define __pyx_kp_b_iso88591_XQc_a_oQb_5 __pyx_string_tab[272]
-#define __pyx_kp_b_iso88591_XQc_m81CuA_e1Bd_A_5 __pyx_string_tab[273]
-#define __pyx_kp_b_iso88591_XQfH_HAT_q_har_Rq_5 __pyx_string_tab[274]
-#define __pyx_kp_b_iso88591_XQgYa_WJauM_81EQWWYYZ_k_D_5 __pyx_string_tab[275]
-#define __pyx_kp_b_iso88591_q_q_1HG1_gQ_1A_aq_q_AQ_1G3d_q __pyx_string_tab[276]
-#define __pyx_kp_b_iso88591_q_0_kQR_9HAQ_7_1L_a_1 __pyx_string_tab[277]
-#define __pyx_kp_b_iso88591_D_D_e1N_S_2Q_U_e6_ay_3c_1_Q_z_9 __pyx_string_tab[278]
-#define __pyx_kp_b_iso88591_Q_q_l_vWE_Q_q_t87_q_awk_awk __pyx_string_tab[279]
-#define __pyx_kp_b_iso88591_Q_XQc_a_XQc_a_Q_uG1_XQfHA_Qb_fA __pyx_string_tab[280]
-#define __pyx_kp_b_iso88591_A_3awc_4z_q_WA_E_q_as_3d_q_3fBc __pyx_string_tab[281]
-#define __pyx_kp_b_iso88591_A_4r_3c_81A_Ja_2_fD_xq_A_1_b_at8 __pyx_string_tab[282]
-#define __pyx_kp_b_iso88591__6 __pyx_string_tab[283]
-#define __pyx_kp_b_iso88591_Q __pyx_string_tab[284]
-#define __pyx_kp_b_iso88591_a_2 __pyx_string_tab[285]
-#define __pyx_kp_b_iso88591_z_q_6_E_BfAWCs_1_c_q_5_a_q_wa_E __pyx_string_tab[286]
-#define __pyx_kp_b_iso88591_31_XQc_a_XQc_a_XQc_a_Zq_q_Ye1Jf __pyx_string_tab[287]
-#define __pyx_kp_b_iso88591_XQc_a_XQhj_j_4r_Q_5 __pyx_string_tab[288]
-#define __pyx_kp_b_iso88591_A_Q __pyx_string_tab[289]
-#define __pyx_kp_b_iso88591_l_J_ST_XQgQd_5_vS_YoQb_avU_XT_a __pyx_string_tab[290]
-#define __pyx_kp_b_iso88591_a_AZ_ar_q_e7RWWggiinno __pyx_string_tab[291]
-#define __pyx_kp_b_iso88591_oX5FFXXdde_WAT_vS_8_q_YoQb_avU __pyx_string_tab[292]
-#define __pyx_kp_b_iso88591_k_Yo_XQj_AXQj_y_RYYZ_9Cz_YoQb_a __pyx_string_tab[293]
-#define __pyx_kp_b_iso88591_Q_XQc_a_r_s_J_4qPRRS_e86_2V1D_R __pyx_string_tab[294]
-#define __pyx_kp_b_iso88591_33HH_XQc_a_Qb_Ct __pyx_string_tab[295]
-#define __pyx_kp_b_iso88591_a_XQc_a_t_Qd_2XQa_87_Rq_A_31HA __pyx_string_tab[296]
-#define __pyx_kp_b_iso88591_k_D_a_6_T_6_AQ_1G1A_q_V_Q __pyx_string_tab[297]
+#define __pyx_kp_u_not __pyx_string_tab[11]
+#define __pyx_kp_u__4 __pyx_string_tab[12]
+#define __pyx_kp_u_expected_float32_float16_or_bfl __pyx_string_tab[13]
+#define __pyx_kp_u_expected_uint32_packed_quantize __pyx_string_tab[14]
+#define __pyx_kp_u_ __pyx_string_tab[15]
+#define __pyx_kp_u_A_bad_shape_value_or_limit __pyx_string_tab[16]
+#define __pyx_kp_u_A_device_allocation_failed __pyx_string_tab[17]
+#define __pyx_kp_u_A_kernel_faulted_emulator_checks __pyx_string_tab[18]
+#define __pyx_kp_u_An_unsupported_dtype_or_operands __pyx_string_tab[19]
+#define __pyx_kp_u_Base_class_of_every_mtlinv_error __pyx_string_tab[20]
+#define __pyx_kp_u_No_device_a_backend_that_is_not __pyx_string_tab[21]
+#define __pyx_kp_u_None __pyx_string_tab[22]
+#define __pyx_kp_u_Note_that_Cython_is_deliberately __pyx_string_tab[23]
+#define __pyx_kp_u_Tensor_memory_is_not_host_visibl __pyx_string_tab[24]
+#define __pyx_kp_u_cuda_array_interface___has_no __pyx_string_tab[25]
+#define __pyx_kp_u_cuda_array_interface___this_Te __pyx_string_tab[26]
+#define __pyx_kp_u_dlpack___cannot_allocate_the_D __pyx_string_tab[27]
+#define __pyx_kp_u_dlpack___mtlinv_exports_withou __pyx_string_tab[28]
+#define __pyx_kp_u_dlpack___the_Tensor_is_on_DLPa __pyx_string_tab[29]
+#define __pyx_kp_u_dlpack___this_Tensor_wraps_a_r __pyx_string_tab[30]
+#define __pyx_kp_u_add_note __pyx_string_tab[31]
+#define __pyx_kp_u_asarray_dtype __pyx_string_tab[32]
+#define __pyx_kp_u_disable __pyx_string_tab[33]
+#define __pyx_kp_u_enable __pyx_string_tab[34]
+#define __pyx_kp_u_gc __pyx_string_tab[35]
+#define __pyx_kp_u_isenabled __pyx_string_tab[36]
+#define __pyx_kp_u_more_than_8_dimensions __pyx_string_tab[37]
+#define __pyx_kp_u_mtlinv_Tensor_shape __pyx_string_tab[38]
+#define __pyx_kp_u_numpy__core_multiarray_failed_to __pyx_string_tab[39]
+#define __pyx_kp_u_numpy__core_umath_failed_to_impo __pyx_string_tab[40]
+#define __pyx_kp_u_pyx__native_pyx __pyx_string_tab[41]
+#define __pyx_kp_u_pyx_decoder_ops_pxi __pyx_string_tab[42]
+#define __pyx_kp_u_pyx_gemv_pxi __pyx_string_tab[43]
+#define __pyx_kp_u_pyx_qgemv_pxi __pyx_string_tab[44]
+#define __pyx_kp_u_pyx_rms_norm_pxi __pyx_string_tab[45]
+#define __pyx_kp_u_pyx_sdpa_pxi __pyx_string_tab[46]
+#define __pyx_kp_u_pyx_tensor_pxi __pyx_string_tab[47]
+#define __pyx_kp_u_pyx_testing_pxi __pyx_string_tab[48]
+#define __pyx_kp_u_qgemv_wq_has_dtype __pyx_string_tab[49]
+#define __pyx_kp_u_reshape_cannot_view_shape __pyx_string_tab[50]
+#define __pyx_kp_u_reshape_invalid_shape __pyx_string_tab[51]
+#define __pyx_kp_u_rope_heads_x_must_be_L_H_D_got __pyx_string_tab[52]
+#define __pyx_kp_u_sdpa_kv_len_must_be_an_int_got __pyx_string_tab[53]
+#define __pyx_kp_u_sdpa_kv_len __pyx_string_tab[54]
+#define __pyx_kp_u_self_c_cannot_be_converted_to_a __pyx_string_tab[55]
+#define __pyx_kp_u_set_limit_limit_must_be_an_int_g __pyx_string_tab[56]
+#define __pyx_kp_u_set_limit_limit_must_be_in_0_2_3 __pyx_string_tab[57]
+#define __pyx_kp_u_this_Tensor_wraps_a_read_only_ar __pyx_string_tab[58]
+#define __pyx_kp_u_this_Tensor_s_memory_can_be_expo __pyx_string_tab[59]
+#define __pyx_kp_u_use_mtlinv_asarray_array_to_make __pyx_string_tab[60]
+#define __pyx_n_u_DTypeError __pyx_string_tab[61]
+#define __pyx_n_u_DeviceError __pyx_string_tab[62]
+#define __pyx_n_u_InvalidArgumentError __pyx_string_tab[63]
+#define __pyx_n_u_KernelError __pyx_string_tab[64]
+#define __pyx_n_u_MtlinvError __pyx_string_tab[65]
+#define __pyx_n_u_OutOfMemoryError __pyx_string_tab[66]
+#define __pyx_n_u_Tensor __pyx_string_tab[67]
+#define __pyx_n_u_Tensor___array __pyx_string_tab[68]
+#define __pyx_n_u_Tensor___dlpack __pyx_string_tab[69]
+#define __pyx_n_u_Tensor___dlpack_device __pyx_string_tab[70]
+#define __pyx_n_u_Tensor___reduce_cython __pyx_string_tab[71]
+#define __pyx_n_u_Tensor___setstate_cython __pyx_string_tab[72]
+#define __pyx_n_u_Tensor_numpy __pyx_string_tab[73]
+#define __pyx_n_u_Tensor_reshape __pyx_string_tab[74]
+#define __pyx_n_u_DLPACK_TYPES __pyx_string_tab[75]
+#define __pyx_n_u_DTYPE_TO_NUMPY __pyx_string_tab[76]
+#define __pyx_n_u_NUMPY_TO_DTYPE __pyx_string_tab[77]
+#define __pyx_n_u_RawBytes __pyx_string_tab[78]
+#define __pyx_n_u_RawBytes___reduce_cython __pyx_string_tab[79]
+#define __pyx_n_u_RawBytes___setstate_cython __pyx_string_tab[80]
+#define __pyx_n_u_Pyx_PyDict_NextRef __pyx_string_tab[81]
+#define __pyx_n_u_annotate __pyx_string_tab[82]
+#define __pyx_n_u_array __pyx_string_tab[83]
+#define __pyx_n_u_class_getitem __pyx_string_tab[84]
+#define __pyx_n_u_dict __pyx_string_tab[85]
+#define __pyx_n_u_dlpack __pyx_string_tab[86]
+#define __pyx_n_u_dlpack_device __pyx_string_tab[87]
+#define __pyx_n_u_doc __pyx_string_tab[88]
+#define __pyx_n_u_func __pyx_string_tab[89]
+#define __pyx_n_u_getstate __pyx_string_tab[90]
+#define __pyx_n_u_main __pyx_string_tab[91]
+#define __pyx_n_u_metaclass __pyx_string_tab[92]
+#define __pyx_n_u_module __pyx_string_tab[93]
+#define __pyx_n_u_mro_entries __pyx_string_tab[94]
+#define __pyx_n_u_name_2 __pyx_string_tab[95]
+#define __pyx_n_u_new __pyx_string_tab[96]
+#define __pyx_n_u_prepare __pyx_string_tab[97]
+#define __pyx_n_u_pyx_checksum __pyx_string_tab[98]
+#define __pyx_n_u_pyx_result __pyx_string_tab[99]
+#define __pyx_n_u_pyx_state __pyx_string_tab[100]
+#define __pyx_n_u_pyx_type __pyx_string_tab[101]
+#define __pyx_n_u_pyx_unpickle__RawBytes __pyx_string_tab[102]
+#define __pyx_n_u_qualname __pyx_string_tab[103]
+#define __pyx_n_u_reduce __pyx_string_tab[104]
+#define __pyx_n_u_reduce_cython __pyx_string_tab[105]
+#define __pyx_n_u_reduce_ex __pyx_string_tab[106]
+#define __pyx_n_u_set_name __pyx_string_tab[107]
+#define __pyx_n_u_setstate __pyx_string_tab[108]
+#define __pyx_n_u_setstate_cython __pyx_string_tab[109]
+#define __pyx_n_u_test __pyx_string_tab[110]
+#define __pyx_n_u_dict_2 __pyx_string_tab[111]
+#define __pyx_n_u_emu_check_mode __pyx_string_tab[112]
+#define __pyx_n_u_init_limit_from_env __pyx_string_tab[113]
+#define __pyx_n_u_is_coroutine __pyx_string_tab[114]
+#define __pyx_n_u_launch __pyx_string_tab[115]
+#define __pyx_n_u_set_emu_check __pyx_string_tab[116]
+#define __pyx_n_u_a __pyx_string_tab[117]
+#define __pyx_n_u_add __pyx_string_tab[118]
+#define __pyx_n_u_aligned __pyx_string_tab[119]
+#define __pyx_n_u_args __pyx_string_tab[120]
+#define __pyx_n_u_asarray __pyx_string_tab[121]
+#define __pyx_n_u_asarray_locals_genexpr __pyx_string_tab[122]
+#define __pyx_n_u_ascontiguousarray __pyx_string_tab[123]
+#define __pyx_n_u_astype __pyx_string_tab[124]
+#define __pyx_n_u_asyncio_coroutines __pyx_string_tab[125]
+#define __pyx_n_u_b __pyx_string_tab[126]
+#define __pyx_n_u_backend __pyx_string_tab[127]
+#define __pyx_n_u_base __pyx_string_tab[128]
+#define __pyx_n_u_batch __pyx_string_tab[129]
+#define __pyx_n_u_bfloat16 __pyx_string_tab[130]
+#define __pyx_n_u_bias __pyx_string_tab[131]
+#define __pyx_n_u_biases __pyx_string_tab[132]
+#define __pyx_n_u_bits __pyx_string_tab[133]
+#define __pyx_n_u_block __pyx_string_tab[134]
+#define __pyx_n_u_buffers __pyx_string_tab[135]
+#define __pyx_n_u_built_backends __pyx_string_tab[136]
+#define __pyx_n_u_c __pyx_string_tab[137]
+#define __pyx_n_u_canonical __pyx_string_tab[138]
+#define __pyx_n_u_capacity __pyx_string_tab[139]
+#define __pyx_n_u_causal __pyx_string_tab[140]
+#define __pyx_n_u_cline_in_traceback __pyx_string_tab[141]
+#define __pyx_n_u_close __pyx_string_tab[142]
+#define __pyx_n_u_copy __pyx_string_tab[143]
+#define __pyx_n_u_count __pyx_string_tab[144]
+#define __pyx_n_u_d __pyx_string_tab[145]
+#define __pyx_n_u_data __pyx_string_tab[146]
+#define __pyx_n_u_device_info __pyx_string_tab[147]
+#define __pyx_n_u_dl_device __pyx_string_tab[148]
+#define __pyx_n_u_dst __pyx_string_tab[149]
+#define __pyx_n_u_dt __pyx_string_tab[150]
+#define __pyx_n_u_dtype __pyx_string_tab[151]
+#define __pyx_n_u_embedding __pyx_string_tab[152]
+#define __pyx_n_u_empty __pyx_string_tab[153]
+#define __pyx_n_u_encode __pyx_string_tab[154]
+#define __pyx_n_u_eps __pyx_string_tab[155]
+#define __pyx_n_u_flags __pyx_string_tab[156]
+#define __pyx_n_u_float16 __pyx_string_tab[157]
+#define __pyx_n_u_float32 __pyx_string_tab[158]
+#define __pyx_n_u_float64 __pyx_string_tab[159]
+#define __pyx_n_u_frombuffer __pyx_string_tab[160]
+#define __pyx_n_u_gate __pyx_string_tab[161]
+#define __pyx_n_u_gemv __pyx_string_tab[162]
+#define __pyx_n_u_genexpr __pyx_string_tab[163]
+#define __pyx_n_u_get_limit __pyx_string_tab[164]
+#define __pyx_n_u_grid __pyx_string_tab[165]
+#define __pyx_n_u_group_size __pyx_string_tab[166]
+#define __pyx_n_u_head_dim __pyx_string_tab[167]
+#define __pyx_n_u_heads_to_rows __pyx_string_tab[168]
+#define __pyx_n_u_i __pyx_string_tab[169]
+#define __pyx_n_u_ids __pyx_string_tab[170]
+#define __pyx_n_u_index __pyx_string_tab[171]
+#define __pyx_n_u_int32 __pyx_string_tab[172]
+#define __pyx_n_u_integer __pyx_string_tab[173]
+#define __pyx_n_u_items __pyx_string_tab[174]
+#define __pyx_n_u_itemsize __pyx_string_tab[175]
+#define __pyx_n_u_k __pyx_string_tab[176]
+#define __pyx_n_u_kernel __pyx_string_tab[177]
+#define __pyx_n_u_kernel_names __pyx_string_tab[178]
+#define __pyx_n_u_kernel_names_locals_genexpr __pyx_string_tab[179]
+#define __pyx_n_u_known __pyx_string_tab[180]
+#define __pyx_n_u_kv_heads __pyx_string_tab[181]
+#define __pyx_n_u_kv_len __pyx_string_tab[182]
+#define __pyx_n_u_launches __pyx_string_tab[183]
+#define __pyx_n_u_limit __pyx_string_tab[184]
+#define __pyx_n_u_matmul __pyx_string_tab[185]
+#define __pyx_n_u_max_threads_per_threadgroup __pyx_string_tab[186]
+#define __pyx_n_u_max_version __pyx_string_tab[187]
+#define __pyx_n_u_ml_dtypes __pyx_string_tab[188]
+#define __pyx_n_u_mtlinv__native __pyx_string_tab[189]
+#define __pyx_n_u_n __pyx_string_tab[190]
+#define __pyx_n_u_name __pyx_string_tab[191]
+#define __pyx_n_u_names __pyx_string_tab[192]
+#define __pyx_n_u_ndarray __pyx_string_tab[193]
+#define __pyx_n_u_ndim __pyx_string_tab[194]
+#define __pyx_n_u_new_2 __pyx_string_tab[195]
+#define __pyx_n_u_next __pyx_string_tab[196]
+#define __pyx_n_u_np __pyx_string_tab[197]
+#define __pyx_n_u_numpy __pyx_string_tab[198]
+#define __pyx_n_u_o __pyx_string_tab[199]
+#define __pyx_n_u_obj __pyx_string_tab[200]
+#define __pyx_n_u_on __pyx_string_tab[201]
+#define __pyx_n_u_out __pyx_string_tab[202]
+#define __pyx_n_u_p __pyx_string_tab[203]
+#define __pyx_n_u_pb __pyx_string_tab[204]
+#define __pyx_n_u_plan_gemv __pyx_string_tab[205]
+#define __pyx_n_u_plan_qgemv __pyx_string_tab[206]
+#define __pyx_n_u_plan_sdpa __pyx_string_tab[207]
+#define __pyx_n_u_pop __pyx_string_tab[208]
+#define __pyx_n_u_prod __pyx_string_tab[209]
+#define __pyx_n_u_q __pyx_string_tab[210]
+#define __pyx_n_u_q_heads __pyx_string_tab[211]
+#define __pyx_n_u_q_len __pyx_string_tab[212]
+#define __pyx_n_u_qgemv __pyx_string_tab[213]
+#define __pyx_n_u_raw __pyx_string_tab[214]
+#define __pyx_n_u_reshape __pyx_string_tab[215]
+#define __pyx_n_u_reshape_locals_genexpr __pyx_string_tab[216]
+#define __pyx_n_u_rms_norm __pyx_string_tab[217]
+#define __pyx_n_u_rope_heads __pyx_string_tab[218]
+#define __pyx_n_u_rotate __pyx_string_tab[219]
+#define __pyx_n_u_rows __pyx_string_tab[220]
+#define __pyx_n_u_s __pyx_string_tab[221]
+#define __pyx_n_u_scale __pyx_string_tab[222]
+#define __pyx_n_u_scale_dtype __pyx_string_tab[223]
+#define __pyx_n_u_scales __pyx_string_tab[224]
+#define __pyx_n_u_scratch_bytes __pyx_string_tab[225]
+#define __pyx_n_u_sdpa __pyx_string_tab[226]
+#define __pyx_n_u_sdpa_chunk_keys __pyx_string_tab[227]
+#define __pyx_n_u_seed __pyx_string_tab[228]
+#define __pyx_n_u_self __pyx_string_tab[229]
+#define __pyx_n_u_send __pyx_string_tab[230]
+#define __pyx_n_u_seq_offset __pyx_string_tab[231]
+#define __pyx_n_u_set_limit __pyx_string_tab[232]
+#define __pyx_n_u_setdefault __pyx_string_tab[233]
+#define __pyx_n_u_shape __pyx_string_tab[234]
+#define __pyx_n_u_simd_width __pyx_string_tab[235]
+#define __pyx_n_u_size __pyx_string_tab[236]
+#define __pyx_n_u_start_pos __pyx_string_tab[237]
+#define __pyx_n_u_state __pyx_string_tab[238]
+#define __pyx_n_u_str __pyx_string_tab[239]
+#define __pyx_n_u_stream __pyx_string_tab[240]
+#define __pyx_n_u_strides __pyx_string_tab[241]
+#define __pyx_n_u_swiglu __pyx_string_tab[242]
+#define __pyx_n_u_t __pyx_string_tab[243]
+#define __pyx_n_u_ta __pyx_string_tab[244]
+#define __pyx_n_u_table __pyx_string_tab[245]
+#define __pyx_n_u_tb __pyx_string_tab[246]
+#define __pyx_n_u_tbs __pyx_string_tab[247]
+#define __pyx_n_u_tensors __pyx_string_tab[248]
+#define __pyx_n_u_tg __pyx_string_tab[249]
+#define __pyx_n_u_threadgroup_memory_bytes __pyx_string_tab[250]
+#define __pyx_n_u_threadgroups __pyx_string_tab[251]
+#define __pyx_n_u_threads __pyx_string_tab[252]
+#define __pyx_n_u_throw __pyx_string_tab[253]
+#define __pyx_n_u_ti __pyx_string_tab[254]
+#define __pyx_n_u_tk __pyx_string_tab[255]
+#define __pyx_n_u_tq __pyx_string_tab[256]
+#define __pyx_n_u_transpose __pyx_string_tab[257]
+#define __pyx_n_u_ts __pyx_string_tab[258]
+#define __pyx_n_u_tt __pyx_string_tab[259]
+#define __pyx_n_u_tu __pyx_string_tab[260]
+#define __pyx_n_u_tv __pyx_string_tab[261]
+#define __pyx_n_u_tw __pyx_string_tab[262]
+#define __pyx_n_u_twq __pyx_string_tab[263]
+#define __pyx_n_u_tx __pyx_string_tab[264]
+#define __pyx_n_u_typestr __pyx_string_tab[265]
+#define __pyx_n_u_uint32 __pyx_string_tab[266]
+#define __pyx_n_u_uint8 __pyx_string_tab[267]
+#define __pyx_n_u_up __pyx_string_tab[268]
+#define __pyx_n_u_update __pyx_string_tab[269]
+#define __pyx_n_u_use_setstate __pyx_string_tab[270]
+#define __pyx_n_u_v __pyx_string_tab[271]
+#define __pyx_n_u_value __pyx_string_tab[272]
+#define __pyx_n_u_values __pyx_string_tab[273]
+#define __pyx_n_u_version __pyx_string_tab[274]
+#define __pyx_n_u_view __pyx_string_tab[275]
+#define __pyx_n_u_w __pyx_string_tab[276]
+#define __pyx_n_u_weight __pyx_string_tab[277]
+#define __pyx_n_u_wq __pyx_string_tab[278]
+#define __pyx_n_u_wq_array __pyx_string_tab[279]
+#define __pyx_n_u_write_heads __pyx_string_tab[280]
+#define __pyx_n_u_writeable __pyx_string_tab[281]
+#define __pyx_n_u_x __pyx_string_tab[282]
+#define __pyx_kp_b_iso88591_Q_2 __pyx_string_tab[283]
+#define __pyx_kp_b_iso88591_1 __pyx_string_tab[284]
+#define __pyx_kp_b_iso88591__7 __pyx_string_tab[285]
+#define __pyx_kp_b_iso88591_q_a __pyx_string_tab[286]
+#define __pyx_kp_b_iso88591_z_T_D_4uBa_J_4qPRR___r_2S_Q_QQR __pyx_string_tab[287]
+#define __pyx_kp_b_iso88591_4q_3j __pyx_string_tab[288]
+#define __pyx_kp_b_iso88591_a_3 __pyx_string_tab[289]
+#define __pyx_kp_b_iso88591__8 __pyx_string_tab[290]
+#define __pyx_kp_b_iso88591_XQc_a_oQb_5 __pyx_string_tab[291]
+#define __pyx_kp_b_iso88591_XQc_m81CuA_e1Bd_A_5 __pyx_string_tab[292]
+#define __pyx_kp_b_iso88591_XQfH_HAT_q_har_Rq_5 __pyx_string_tab[293]
+#define __pyx_kp_b_iso88591_XQgYa_WJauM_81EQWWYYZ_k_D_5 __pyx_string_tab[294]
+#define __pyx_kp_b_iso88591_q_q_1HG1_gQ_1A_aq_q_AQ_1G3d_q __pyx_string_tab[295]
+#define __pyx_kp_b_iso88591_q_0_kQR_9HAQ_7_1L_a_1 __pyx_string_tab[296]
+#define __pyx_kp_b_iso88591_D_D_e1N_S_2Q_U_e6_ay_3c_1_Q_z_9 __pyx_string_tab[297]
+#define __pyx_kp_b_iso88591_Q_q_l_vWE_Q_q_t87_q_awk_awk __pyx_string_tab[298]
+#define __pyx_kp_b_iso88591_Q_XQc_a_XQc_a_Q_uG1_XQfHA_Qb_fA __pyx_string_tab[299]
+#define __pyx_kp_b_iso88591_A_Qa __pyx_string_tab[300]
+#define __pyx_kp_b_iso88591_A_3awc_4z_q_WA_E_q_as_3d_q_3fBc __pyx_string_tab[301]
+#define __pyx_kp_b_iso88591_A_4r_3c_81A_Ja_2_fD_xq_A_1_b_at8 __pyx_string_tab[302]
+#define __pyx_kp_b_iso88591__6 __pyx_string_tab[303]
+#define __pyx_kp_b_iso88591_Q __pyx_string_tab[304]
+#define __pyx_kp_b_iso88591_a_2 __pyx_string_tab[305]
+#define __pyx_kp_b_iso88591_z_q_6_E_BfAWCs_1_c_q_5_a_q_wa_E __pyx_string_tab[306]
+#define __pyx_kp_b_iso88591_31_XQc_a_XQc_a_XQc_a_Zq_q_Ye1Jf __pyx_string_tab[307]
+#define __pyx_kp_b_iso88591_XQc_a_XQhj_j_4r_Q_5 __pyx_string_tab[308]
+#define __pyx_kp_b_iso88591_A_Q __pyx_string_tab[309]
+#define __pyx_kp_b_iso88591_l_J_ST_XQgQd_5_vS_YoQb_avU_XT_a __pyx_string_tab[310]
+#define __pyx_kp_b_iso88591_a_AZ_ar_q_e7RWWggiinno __pyx_string_tab[311]
+#define __pyx_kp_b_iso88591_oX5FFXXdde_WAT_vS_8_q_YoQb_avU __pyx_string_tab[312]
+#define __pyx_kp_b_iso88591_k_Yo_XQj_AXQj_y_RYYZ_9Cz_YoQb_a __pyx_string_tab[313]
+#define __pyx_kp_b_iso88591_Q_XQc_a_r_s_J_4qPRRS_e86_2V1D_R __pyx_string_tab[314]
+#define __pyx_kp_b_iso88591_33HH_XQc_a_Qb_Ct __pyx_string_tab[315]
+#define __pyx_kp_b_iso88591_a_XQc_a_t_Qd_2XQa_87_Rq_A_31HA __pyx_string_tab[316]
+#define __pyx_kp_b_iso88591_k_D_a_6_T_6_AQ_1G1A_q_V_Q __pyx_string_tab[317]
+#define __pyx_kp_b_iso88591_55E_PQ_z_1 __pyx_string_tab[318]
 #define __pyx_float_neg_0_5 __pyx_number_tab[0]
 #define __pyx_int_0 __pyx_number_tab[1]
 #define __pyx_int_neg_1 __pyx_number_tab[2]
 #define __pyx_int_1 __pyx_number_tab[3]
 #define __pyx_int_3 __pyx_number_tab[4]
 #define __pyx_int_4 __pyx_number_tab[5]
-#define __pyx_int_64 __pyx_number_tab[6]
-#define __pyx_int_128 __pyx_number_tab[7]
-#define __pyx_int_217318686 __pyx_number_tab[8]
-#define __pyx_int_1073741824 __pyx_number_tab[9]
-#define __pyx_int_0x4000000000000000 __pyx_number_tab[10]
-#define __pyx_int_neg_4611686018427387904 __pyx_number_tab[11]
+#define __pyx_int_8 __pyx_number_tab[6]
+#define __pyx_int_16 __pyx_number_tab[7]
+#define __pyx_int_32 __pyx_number_tab[8]
+#define __pyx_int_64 __pyx_number_tab[9]
+#define __pyx_int_128 __pyx_number_tab[10]
+#define __pyx_int_217318686 __pyx_number_tab[11]
+#define __pyx_int_1073741824 __pyx_number_tab[12]
+#define __pyx_int_0x4000000000000000 __pyx_number_tab[13]
+#define __pyx_int_neg_4611686018427387904 __pyx_number_tab[14]
 /* #### Code section: module_state_clear ### */
 #if CYTHON_USE_MODULE_STATE
 static CYTHON_SMALL_CODE int __pyx_m_clear(PyObject *m) {
@@ -4686,9 +4850,9 @@ static CYTHON_SMALL_CODE int __pyx_m_clear(PyObject *m) {
   Py_CLEAR(clear_module_state->__pyx_umethod_PyList_Type__count.method);
   Py_CLEAR(clear_module_state->__pyx_umethod_PyList_Type__index.method);
   for (int i=0; i<6; ++i) { Py_CLEAR(clear_module_state->__pyx_tuple[i]); }
-  for (int i=0; i<35; ++i) { Py_CLEAR(clear_module_state->__pyx_codeobj_tab[i]); }
-  for (int i=0; i<298; ++i) { Py_CLEAR(clear_module_state->__pyx_string_tab[i]); }
-  for (int i=0; i<12; ++i) { Py_CLEAR(clear_module_state->__pyx_number_tab[i]); }
+  for (int i=0; i<37; ++i) { Py_CLEAR(clear_module_state->__pyx_codeobj_tab[i]); }
+  for (int i=0; i<319; ++i) { Py_CLEAR(clear_module_state->__pyx_string_tab[i]); }
+  for (int i=0; i<15; ++i) { Py_CLEAR(clear_module_state->__pyx_number_tab[i]); }
 /* #### Code section: module_state_clear_contents ### */
 /* CommonTypesMetaclass.module_state_clear */
 Py_CLEAR(clear_module_state->__pyx_CommonTypesMetaclassType);
@@ -4746,9 +4910,9 @@ static CYTHON_SMALL_CODE int __pyx_m_traverse(PyObject *m, visitproc visit, void
   Py_VISIT(traverse_module_state->__pyx_umethod_PyList_Type__count.method);
   Py_VISIT(traverse_module_state->__pyx_umethod_PyList_Type__index.method);
   for (int i=0; i<6; ++i) { __Pyx_VISIT_CONST(traverse_module_state->__pyx_tuple[i]); }
-  for (int i=0; i<35; ++i) { __Pyx_VISIT_CONST(traverse_module_state->__pyx_codeobj_tab[i]); }
-  for (int i=0; i<298; ++i) { __Pyx_VISIT_CONST(traverse_module_state->__pyx_string_tab[i]); }
-  for (int i=0; i<12; ++i) { __Pyx_VISIT_CONST(traverse_module_state->__pyx_number_tab[i]); }
+  for (int i=0; i<37; ++i) { __Pyx_VISIT_CONST(traverse_module_state->__pyx_codeobj_tab[i]); }
+  for (int i=0; i<319; ++i) { __Pyx_VISIT_CONST(traverse_module_state->__pyx_string_tab[i]); }
+  for (int i=0; i<15; ++i) { __Pyx_VISIT_CONST(traverse_module_state->__pyx_number_tab[i]); }
 /* #### Code section: module_state_traverse_contents ### */
 /* CommonTypesMetaclass.module_state_traverse */
 Py_VISIT(traverse_module_state->__pyx_CommonTypesMetaclassType);
@@ -10964,27 +11128,342 @@ static void __pyx_pf_6mtlinv_7_native_6Tensor_10__releasebuffer__(CYTHON_UNUSED 
 /* "pyx/tensor.pxi":154
  *         pass
  * 
- *     def __repr__(self):             # <<<<<<<<<<<<<<
- *         return f"mtlinv.Tensor(shape={self.shape}, dtype={self.dtype})"
+ *     def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):             # <<<<<<<<<<<<<<
+ *         """A DLPack capsule sharing this Tensor's memory, host or CUDA (torch.from_dlpack(t), ...). `stream` needs
+ *         no handshake (every op synchronises before it returns); the capsule is DLPack's unversioned kind, which
+*/
+
+/* Python wrapper */
+static PyObject *__pyx_pw_6mtlinv_7_native_6Tensor_13__dlpack__(PyObject *__pyx_v_self, 
+#if CYTHON_VECTORCALL
+PyObject *const *__pyx_args, Py_ssize_t __pyx_nargs, PyObject *__pyx_kwds
+#else
+PyObject *__pyx_args, PyObject *__pyx_kwds
+#endif
+); /*proto*/
+PyDoc_STRVAR(__pyx_doc_6mtlinv_7_native_6Tensor_12__dlpack__, "A DLPack capsule sharing this Tensor\047s memory, host or CUDA (torch.from_dlpack(t), ...). `stream` needs\n        no handshake (every op synchronises before it returns); the capsule is DLPack\047s unversioned kind, which\n        every consumer accepts whatever its max_version.");
+static PyMethodDef __pyx_mdef_6mtlinv_7_native_6Tensor_13__dlpack__ = {"__dlpack__", (PyCFunction)(void(*)(void))(__Pyx_PyCFunction_FastCallWithKeywords)__pyx_pw_6mtlinv_7_native_6Tensor_13__dlpack__, __Pyx_METH_FASTCALL|METH_KEYWORDS, __pyx_doc_6mtlinv_7_native_6Tensor_12__dlpack__};
+static PyObject *__pyx_pw_6mtlinv_7_native_6Tensor_13__dlpack__(PyObject *__pyx_v_self, 
+#if CYTHON_VECTORCALL
+PyObject *const *__pyx_args, Py_ssize_t __pyx_nargs, PyObject *__pyx_kwds
+#else
+PyObject *__pyx_args, PyObject *__pyx_kwds
+#endif
+) {
+  CYTHON_UNUSED PyObject *__pyx_v_stream = 0;
+  CYTHON_UNUSED PyObject *__pyx_v_max_version = 0;
+  PyObject *__pyx_v_dl_device = 0;
+  PyObject *__pyx_v_copy = 0;
+  #if !CYTHON_VECTORCALL
+  CYTHON_UNUSED Py_ssize_t __pyx_nargs;
+  #endif
+  CYTHON_UNUSED PyObject *const *__pyx_kwvalues;
+  PyObject* values[4] = {0,0,0,0};
+  int __pyx_lineno = 0;
+  const char *__pyx_filename = NULL;
+  int __pyx_clineno = 0;
+  PyObject *__pyx_r = 0;
+  __Pyx_RefNannyDeclarations
+  __Pyx_RefNannySetupContext("__dlpack__ (wrapper)", 0);
+  #if !CYTHON_VECTORCALL
+  #if CYTHON_ASSUME_SAFE_SIZE
+  __pyx_nargs = PyTuple_GET_SIZE(__pyx_args);
+  #else
+  __pyx_nargs = PyTuple_Size(__pyx_args); if (unlikely(__pyx_nargs < 0)) return NULL;
+  #endif
+  #endif
+  __pyx_kwvalues = __Pyx_KwValues_FASTCALL(__pyx_args, __pyx_nargs);
+  {
+    PyObject ** const __pyx_pyargnames[] = {&__pyx_mstate_global->__pyx_n_u_stream,&__pyx_mstate_global->__pyx_n_u_max_version,&__pyx_mstate_global->__pyx_n_u_dl_device,&__pyx_mstate_global->__pyx_n_u_copy,0};
+    const Py_ssize_t __pyx_kwds_len = (__pyx_kwds) ? __Pyx_NumKwargs_FASTCALL(__pyx_kwds) : 0;
+    if (unlikely(__pyx_kwds_len < 0)) __PYX_ERR(3, 154, __pyx_L3_error)
+    if (__pyx_kwds_len > 0) {
+      switch (__pyx_nargs) {
+        case  0: break;
+        default: goto __pyx_L5_argtuple_error;
+      }
+      if (__Pyx_ParseKeywords(__pyx_kwds, __pyx_kwvalues, __pyx_pyargnames, 0, values, 0, __pyx_kwds_len, "__dlpack__", 0) < (0)) __PYX_ERR(3, 154, __pyx_L3_error)
+      if (!values[0]) values[0] = __Pyx_NewRef(((PyObject *)Py_None));
+      if (!values[1]) values[1] = __Pyx_NewRef(((PyObject *)Py_None));
+      if (!values[2]) values[2] = __Pyx_NewRef(((PyObject *)Py_None));
+      if (!values[3]) values[3] = __Pyx_NewRef(((PyObject *)Py_None));
+    } else if (unlikely(__pyx_nargs != 0)) {
+      goto __pyx_L5_argtuple_error;
+    } else {
+      if (!values[0]) values[0] = __Pyx_NewRef(((PyObject *)Py_None));
+      if (!values[1]) values[1] = __Pyx_NewRef(((PyObject *)Py_None));
+      if (!values[2]) values[2] = __Pyx_NewRef(((PyObject *)Py_None));
+      if (!values[3]) values[3] = __Pyx_NewRef(((PyObject *)Py_None));
+    }
+    __pyx_v_stream = values[0];
+    __pyx_v_max_version = values[1];
+    __pyx_v_dl_device = values[2];
+    __pyx_v_copy = values[3];
+  }
+  goto __pyx_L6_skip;
+  __pyx_L5_argtuple_error:;
+  __Pyx_RaiseArgtupleInvalid("__dlpack__", 1, 0, 0, __pyx_nargs); __PYX_ERR(3, 154, __pyx_L3_error)
+  __pyx_L6_skip:;
+  goto __pyx_L4_argument_unpacking_done;
+  __pyx_L3_error:;
+  for (Py_ssize_t __pyx_temp=0; __pyx_temp < (Py_ssize_t)(sizeof(values)/sizeof(values[0])); ++__pyx_temp) {
+    Py_XDECREF(values[__pyx_temp]);
+  }
+  __Pyx_AddTraceback("mtlinv._native.Tensor.__dlpack__", __pyx_clineno, __pyx_lineno, __pyx_filename);
+  __Pyx_RefNannyFinishContext();
+  return NULL;
+  __pyx_L4_argument_unpacking_done:;
+  __pyx_r = __pyx_pf_6mtlinv_7_native_6Tensor_12__dlpack__(((struct __pyx_obj_6mtlinv_7_native_Tensor *)__pyx_v_self), __pyx_v_stream, __pyx_v_max_version, __pyx_v_dl_device, __pyx_v_copy);
+
+  /* function exit code */
+  for (Py_ssize_t __pyx_temp=0; __pyx_temp < (Py_ssize_t)(sizeof(values)/sizeof(values[0])); ++__pyx_temp) {
+    Py_XDECREF(values[__pyx_temp]);
+  }
+  __Pyx_RefNannyFinishContext();
+  return __pyx_r;
+}
+
+static PyObject *__pyx_pf_6mtlinv_7_native_6Tensor_12__dlpack__(struct __pyx_obj_6mtlinv_7_native_Tensor *__pyx_v_self, CYTHON_UNUSED PyObject *__pyx_v_stream, CYTHON_UNUSED PyObject *__pyx_v_max_version, PyObject *__pyx_v_dl_device, PyObject *__pyx_v_copy) {
+  PyObject *__pyx_r = NULL;
+  __Pyx_RefNannyDeclarations
+  PyObject *__pyx_t_1 = NULL;
+  int __pyx_lineno = 0;
+  const char *__pyx_filename = NULL;
+  int __pyx_clineno = 0;
+  __Pyx_RefNannySetupContext("__dlpack__", 0);
+
+  /* "pyx/tensor.pxi":158
+ *         no handshake (every op synchronises before it returns); the capsule is DLPack's unversioned kind, which
+ *         every consumer accepts whatever its max_version."""
+ *         return _to_dlpack(self, dl_device, copy)             # <<<<<<<<<<<<<<
+ * 
+ *     def __dlpack_device__(self):
+*/
+  __pyx_t_1 = __pyx_f_6mtlinv_7_native__to_dlpack(__pyx_v_self, __pyx_v_dl_device, __pyx_v_copy); if (unlikely(!__pyx_t_1)) __PYX_ERR(3, 158, __pyx_L1_error)
+  __Pyx_GOTREF(__pyx_t_1);
+  {
+    PyObject *__pyx_temp;
+    {
+      __pyx_temp = __pyx_r;
+      __pyx_r = __pyx_t_1;
+    }
+    __Pyx_XDECREF(__pyx_temp);
+  }
+  __pyx_t_1 = 0;
+  goto __pyx_L0;
+
+  /* "pyx/tensor.pxi":154
+ *         pass
+ * 
+ *     def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):             # <<<<<<<<<<<<<<
+ *         """A DLPack capsule sharing this Tensor's memory, host or CUDA (torch.from_dlpack(t), ...). `stream` needs
+ *         no handshake (every op synchronises before it returns); the capsule is DLPack's unversioned kind, which
+*/
+
+  /* function exit code */
+  __pyx_L1_error:;
+  __Pyx_XDECREF(__pyx_t_1);
+  __Pyx_AddTraceback("mtlinv._native.Tensor.__dlpack__", __pyx_clineno, __pyx_lineno, __pyx_filename);
+  __pyx_r = NULL;
+  __pyx_L0:;
+  __Pyx_XGIVEREF(__pyx_r);
+  __Pyx_RefNannyFinishContext();
+  return __pyx_r;
+}
+
+/* "pyx/tensor.pxi":160
+ *         return _to_dlpack(self, dl_device, copy)
+ * 
+ *     def __dlpack_device__(self):             # <<<<<<<<<<<<<<
+ *         return _dlpack_device(self)
  * 
 */
 
 /* Python wrapper */
-static PyObject *__pyx_pw_6mtlinv_7_native_6Tensor_13__repr__(PyObject *__pyx_v_self); /*proto*/
-static PyObject *__pyx_pw_6mtlinv_7_native_6Tensor_13__repr__(PyObject *__pyx_v_self) {
+static PyObject *__pyx_pw_6mtlinv_7_native_6Tensor_15__dlpack_device__(PyObject *__pyx_v_self, 
+#if CYTHON_VECTORCALL
+PyObject *const *__pyx_args, Py_ssize_t __pyx_nargs, PyObject *__pyx_kwds
+#else
+PyObject *__pyx_args, PyObject *__pyx_kwds
+#endif
+); /*proto*/
+static PyMethodDef __pyx_mdef_6mtlinv_7_native_6Tensor_15__dlpack_device__ = {"__dlpack_device__", (PyCFunction)(void(*)(void))(__Pyx_PyCFunction_FastCallWithKeywords)__pyx_pw_6mtlinv_7_native_6Tensor_15__dlpack_device__, __Pyx_METH_FASTCALL|METH_KEYWORDS, 0};
+static PyObject *__pyx_pw_6mtlinv_7_native_6Tensor_15__dlpack_device__(PyObject *__pyx_v_self, 
+#if CYTHON_VECTORCALL
+PyObject *const *__pyx_args, Py_ssize_t __pyx_nargs, PyObject *__pyx_kwds
+#else
+PyObject *__pyx_args, PyObject *__pyx_kwds
+#endif
+) {
+  #if !CYTHON_VECTORCALL
+  CYTHON_UNUSED Py_ssize_t __pyx_nargs;
+  #endif
   CYTHON_UNUSED PyObject *const *__pyx_kwvalues;
   PyObject *__pyx_r = 0;
   __Pyx_RefNannyDeclarations
-  __Pyx_RefNannySetupContext("__repr__ (wrapper)", 0);
-  __pyx_kwvalues = __Pyx_KwValues_VARARGS(__pyx_args, __pyx_nargs);
-  __pyx_r = __pyx_pf_6mtlinv_7_native_6Tensor_12__repr__(((struct __pyx_obj_6mtlinv_7_native_Tensor *)__pyx_v_self));
+  __Pyx_RefNannySetupContext("__dlpack_device__ (wrapper)", 0);
+  #if !CYTHON_VECTORCALL
+  #if CYTHON_ASSUME_SAFE_SIZE
+  __pyx_nargs = PyTuple_GET_SIZE(__pyx_args);
+  #else
+  __pyx_nargs = PyTuple_Size(__pyx_args); if (unlikely(__pyx_nargs < 0)) return NULL;
+  #endif
+  #endif
+  __pyx_kwvalues = __Pyx_KwValues_FASTCALL(__pyx_args, __pyx_nargs);
+  if (unlikely(__pyx_nargs > 0)) { __Pyx_RaiseArgtupleInvalid("__dlpack_device__", 1, 0, 0, __pyx_nargs); return NULL; }
+  const Py_ssize_t __pyx_kwds_len = unlikely(__pyx_kwds) ? __Pyx_NumKwargs_FASTCALL(__pyx_kwds) : 0;
+  if (unlikely(__pyx_kwds_len < 0)) return NULL;
+  if (unlikely(__pyx_kwds_len > 0)) {__Pyx_RejectKeywords("__dlpack_device__", __pyx_kwds); return NULL;}
+  __pyx_r = __pyx_pf_6mtlinv_7_native_6Tensor_14__dlpack_device__(((struct __pyx_obj_6mtlinv_7_native_Tensor *)__pyx_v_self));
 
   /* function exit code */
   __Pyx_RefNannyFinishContext();
   return __pyx_r;
 }
 
-static PyObject *__pyx_pf_6mtlinv_7_native_6Tensor_12__repr__(struct __pyx_obj_6mtlinv_7_native_Tensor *__pyx_v_self) {
+static PyObject *__pyx_pf_6mtlinv_7_native_6Tensor_14__dlpack_device__(struct __pyx_obj_6mtlinv_7_native_Tensor *__pyx_v_self) {
+  PyObject *__pyx_r = NULL;
+  __Pyx_RefNannyDeclarations
+  PyObject *__pyx_t_1 = NULL;
+  int __pyx_lineno = 0;
+  const char *__pyx_filename = NULL;
+  int __pyx_clineno = 0;
+  __Pyx_RefNannySetupContext("__dlpack_device__", 0);
+
+  /* "pyx/tensor.pxi":161
+ * 
+ *     def __dlpack_device__(self):
+ *         return _dlpack_device(self)             # <<<<<<<<<<<<<<
+ * 
+ *     @property
+*/
+  __pyx_t_1 = __pyx_f_6mtlinv_7_native__dlpack_device(__pyx_v_self); if (unlikely(!__pyx_t_1)) __PYX_ERR(3, 161, __pyx_L1_error)
+  __Pyx_GOTREF(__pyx_t_1);
+  {
+    PyObject *__pyx_temp;
+    {
+      __pyx_temp = __pyx_r;
+      __pyx_r = __pyx_t_1;
+    }
+    __Pyx_XDECREF(__pyx_temp);
+  }
+  __pyx_t_1 = 0;
+  goto __pyx_L0;
+
+  /* "pyx/tensor.pxi":160
+ *         return _to_dlpack(self, dl_device, copy)
+ * 
+ *     def __dlpack_device__(self):             # <<<<<<<<<<<<<<
+ *         return _dlpack_device(self)
+ * 
+*/
+
+  /* function exit code */
+  __pyx_L1_error:;
+  __Pyx_XDECREF(__pyx_t_1);
+  __Pyx_AddTraceback("mtlinv._native.Tensor.__dlpack_device__", __pyx_clineno, __pyx_lineno, __pyx_filename);
+  __pyx_r = NULL;
+  __pyx_L0:;
+  __Pyx_XGIVEREF(__pyx_r);
+  __Pyx_RefNannyFinishContext();
+  return __pyx_r;
+}
+
+/* "pyx/tensor.pxi":163
+ *         return _dlpack_device(self)
+ * 
+ *     @property             # <<<<<<<<<<<<<<
+ *     def __cuda_array_interface__(self):
+ *         """For CUDA memory (CuPy, Numba, torch.as_tensor); AttributeError on other devices."""
+*/
+
+/* Python wrapper */
+static PyObject *__pyx_pw_6mtlinv_7_native_6Tensor_24__cuda_array_interface___1__get__(PyObject *__pyx_v_self); /*proto*/
+static PyObject *__pyx_pw_6mtlinv_7_native_6Tensor_24__cuda_array_interface___1__get__(PyObject *__pyx_v_self) {
+  CYTHON_UNUSED PyObject *const *__pyx_kwvalues;
+  PyObject *__pyx_r = 0;
+  __Pyx_RefNannyDeclarations
+  __Pyx_RefNannySetupContext("__get__ (wrapper)", 0);
+  __pyx_kwvalues = __Pyx_KwValues_VARARGS(__pyx_args, __pyx_nargs);
+  __pyx_r = __pyx_pf_6mtlinv_7_native_6Tensor_24__cuda_array_interface_____get__(((struct __pyx_obj_6mtlinv_7_native_Tensor *)__pyx_v_self));
+
+  /* function exit code */
+  __Pyx_RefNannyFinishContext();
+  return __pyx_r;
+}
+
+static PyObject *__pyx_pf_6mtlinv_7_native_6Tensor_24__cuda_array_interface_____get__(struct __pyx_obj_6mtlinv_7_native_Tensor *__pyx_v_self) {
+  PyObject *__pyx_r = NULL;
+  __Pyx_RefNannyDeclarations
+  PyObject *__pyx_t_1 = NULL;
+  int __pyx_lineno = 0;
+  const char *__pyx_filename = NULL;
+  int __pyx_clineno = 0;
+  __Pyx_RefNannySetupContext("__get__", 0);
+
+  /* "pyx/tensor.pxi":166
+ *     def __cuda_array_interface__(self):
+ *         """For CUDA memory (CuPy, Numba, torch.as_tensor); AttributeError on other devices."""
+ *         return _cuda_array_interface(self)             # <<<<<<<<<<<<<<
+ * 
+ *     def __repr__(self):
+*/
+  __pyx_t_1 = __pyx_f_6mtlinv_7_native__cuda_array_interface(__pyx_v_self); if (unlikely(!__pyx_t_1)) __PYX_ERR(3, 166, __pyx_L1_error)
+  __Pyx_GOTREF(__pyx_t_1);
+  {
+    PyObject *__pyx_temp;
+    {
+      __pyx_temp = __pyx_r;
+      __pyx_r = __pyx_t_1;
+    }
+    __Pyx_XDECREF(__pyx_temp);
+  }
+  __pyx_t_1 = 0;
+  goto __pyx_L0;
+
+  /* "pyx/tensor.pxi":163
+ *         return _dlpack_device(self)
+ * 
+ *     @property             # <<<<<<<<<<<<<<
+ *     def __cuda_array_interface__(self):
+ *         """For CUDA memory (CuPy, Numba, torch.as_tensor); AttributeError on other devices."""
+*/
+
+  /* function exit code */
+  __pyx_L1_error:;
+  __Pyx_XDECREF(__pyx_t_1);
+  __Pyx_AddTraceback("mtlinv._native.Tensor.__cuda_array_interface__.__get__", __pyx_clineno, __pyx_lineno, __pyx_filename);
+  __pyx_r = NULL;
+  __pyx_L0:;
+  __Pyx_XGIVEREF(__pyx_r);
+  __Pyx_RefNannyFinishContext();
+  return __pyx_r;
+}
+
+/* "pyx/tensor.pxi":168
+ *         return _cuda_array_interface(self)
+ * 
+ *     def __repr__(self):             # <<<<<<<<<<<<<<
+ *         return f"mtlinv.Tensor(shape={self.shape}, dtype={self.dtype})"
+ * 
+*/
+
+/* Python wrapper */
+static PyObject *__pyx_pw_6mtlinv_7_native_6Tensor_17__repr__(PyObject *__pyx_v_self); /*proto*/
+static PyObject *__pyx_pw_6mtlinv_7_native_6Tensor_17__repr__(PyObject *__pyx_v_self) {
+  CYTHON_UNUSED PyObject *const *__pyx_kwvalues;
+  PyObject *__pyx_r = 0;
+  __Pyx_RefNannyDeclarations
+  __Pyx_RefNannySetupContext("__repr__ (wrapper)", 0);
+  __pyx_kwvalues = __Pyx_KwValues_VARARGS(__pyx_args, __pyx_nargs);
+  __pyx_r = __pyx_pf_6mtlinv_7_native_6Tensor_16__repr__(((struct __pyx_obj_6mtlinv_7_native_Tensor *)__pyx_v_self));
+
+  /* function exit code */
+  __Pyx_RefNannyFinishContext();
+  return __pyx_r;
+}
+
+static PyObject *__pyx_pf_6mtlinv_7_native_6Tensor_16__repr__(struct __pyx_obj_6mtlinv_7_native_Tensor *__pyx_v_self) {
   PyObject *__pyx_r = NULL;
   __Pyx_RefNannyDeclarations
   PyObject *__pyx_t_1 = NULL;
@@ -10998,21 +11477,21 @@ static PyObject *__pyx_pf_6mtlinv_7_native_6Tensor_12__repr__(struct __pyx_obj_6
   int __pyx_clineno = 0;
   __Pyx_RefNannySetupContext("__repr__", 0);
 
-  /* "pyx/tensor.pxi":155
+  /* "pyx/tensor.pxi":169
  * 
  *     def __repr__(self):
  *         return f"mtlinv.Tensor(shape={self.shape}, dtype={self.dtype})"             # <<<<<<<<<<<<<<
  * 
  * 
 */
-  __pyx_t_1 = __Pyx_PyObject_GetAttrStr(((PyObject *)__pyx_v_self), __pyx_mstate_global->__pyx_n_u_shape); if (unlikely(!__pyx_t_1)) __PYX_ERR(3, 155, __pyx_L1_error)
+  __pyx_t_1 = __Pyx_PyObject_GetAttrStr(((PyObject *)__pyx_v_self), __pyx_mstate_global->__pyx_n_u_shape); if (unlikely(!__pyx_t_1)) __PYX_ERR(3, 169, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_1);
-  __pyx_t_2 = __Pyx_PyObject_FormatSimple(__pyx_t_1, __pyx_mstate_global->__pyx_empty_unicode); if (unlikely(!__pyx_t_2)) __PYX_ERR(3, 155, __pyx_L1_error)
+  __pyx_t_2 = __Pyx_PyObject_FormatSimple(__pyx_t_1, __pyx_mstate_global->__pyx_empty_unicode); if (unlikely(!__pyx_t_2)) __PYX_ERR(3, 169, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_2);
   __Pyx_DECREF(__pyx_t_1); __pyx_t_1 = 0;
-  __pyx_t_1 = __Pyx_PyObject_GetAttrStr(((PyObject *)__pyx_v_self), __pyx_mstate_global->__pyx_n_u_dtype); if (unlikely(!__pyx_t_1)) __PYX_ERR(3, 155, __pyx_L1_error)
+  __pyx_t_1 = __Pyx_PyObject_GetAttrStr(((PyObject *)__pyx_v_self), __pyx_mstate_global->__pyx_n_u_dtype); if (unlikely(!__pyx_t_1)) __PYX_ERR(3, 169, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_1);
-  __pyx_t_3 = __Pyx_PyObject_FormatSimple(__pyx_t_1, __pyx_mstate_global->__pyx_empty_unicode); if (unlikely(!__pyx_t_3)) __PYX_ERR(3, 155, __pyx_L1_error)
+  __pyx_t_3 = __Pyx_PyObject_FormatSimple(__pyx_t_1, __pyx_mstate_global->__pyx_empty_unicode); if (unlikely(!__pyx_t_3)) __PYX_ERR(3, 169, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_3);
   __Pyx_DECREF(__pyx_t_1); __pyx_t_1 = 0;
   __pyx_t_4[0] = __pyx_mstate_global->__pyx_kp_u_mtlinv_Tensor_shape;
@@ -11029,7 +11508,7 @@ static PyObject *__pyx_pf_6mtlinv_7_native_6Tensor_12__repr__(struct __pyx_obj_6
   __pyx_t_6 |= __Pyx_PyUnicode_KIND_04(__pyx_t_4[1]) | __Pyx_PyUnicode_KIND_04(__pyx_t_4[3]);
   #endif
   __pyx_t_1 = __Pyx_PyUnicode_Join(__pyx_t_4, 5, __pyx_t_5, __pyx_t_6);
-  if (unlikely(!__pyx_t_1)) __PYX_ERR(3, 155, __pyx_L1_error)
+  if (unlikely(!__pyx_t_1)) __PYX_ERR(3, 169, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_1);
   __Pyx_DECREF(__pyx_t_2); __pyx_t_2 = 0;
   __Pyx_DECREF(__pyx_t_3); __pyx_t_3 = 0;
@@ -11044,8 +11523,8 @@ static PyObject *__pyx_pf_6mtlinv_7_native_6Tensor_12__repr__(struct __pyx_obj_6
   __pyx_t_1 = 0;
   goto __pyx_L0;
 
-  /* "pyx/tensor.pxi":154
- *         pass
+  /* "pyx/tensor.pxi":168
+ *         return _cuda_array_interface(self)
  * 
  *     def __repr__(self):             # <<<<<<<<<<<<<<
  *         return f"mtlinv.Tensor(shape={self.shape}, dtype={self.dtype})"
@@ -11154,15 +11633,15 @@ static PyObject *__pyx_pf_6mtlinv_7_native_6Tensor_8readonly___get__(struct __py
 */
 
 /* Python wrapper */
-static PyObject *__pyx_pw_6mtlinv_7_native_6Tensor_15__reduce_cython__(PyObject *__pyx_v_self, 
+static PyObject *__pyx_pw_6mtlinv_7_native_6Tensor_19__reduce_cython__(PyObject *__pyx_v_self, 
 #if CYTHON_VECTORCALL
 PyObject *const *__pyx_args, Py_ssize_t __pyx_nargs, PyObject *__pyx_kwds
 #else
 PyObject *__pyx_args, PyObject *__pyx_kwds
 #endif
 ); /*proto*/
-static PyMethodDef __pyx_mdef_6mtlinv_7_native_6Tensor_15__reduce_cython__ = {"__reduce_cython__", (PyCFunction)(void(*)(void))(__Pyx_PyCFunction_FastCallWithKeywords)__pyx_pw_6mtlinv_7_native_6Tensor_15__reduce_cython__, __Pyx_METH_FASTCALL|METH_KEYWORDS, 0};
-static PyObject *__pyx_pw_6mtlinv_7_native_6Tensor_15__reduce_cython__(PyObject *__pyx_v_self, 
+static PyMethodDef __pyx_mdef_6mtlinv_7_native_6Tensor_19__reduce_cython__ = {"__reduce_cython__", (PyCFunction)(void(*)(void))(__Pyx_PyCFunction_FastCallWithKeywords)__pyx_pw_6mtlinv_7_native_6Tensor_19__reduce_cython__, __Pyx_METH_FASTCALL|METH_KEYWORDS, 0};
+static PyObject *__pyx_pw_6mtlinv_7_native_6Tensor_19__reduce_cython__(PyObject *__pyx_v_self, 
 #if CYTHON_VECTORCALL
 PyObject *const *__pyx_args, Py_ssize_t __pyx_nargs, PyObject *__pyx_kwds
 #else
@@ -11188,14 +11667,14 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
   const Py_ssize_t __pyx_kwds_len = unlikely(__pyx_kwds) ? __Pyx_NumKwargs_FASTCALL(__pyx_kwds) : 0;
   if (unlikely(__pyx_kwds_len < 0)) return NULL;
   if (unlikely(__pyx_kwds_len > 0)) {__Pyx_RejectKeywords("__reduce_cython__", __pyx_kwds); return NULL;}
-  __pyx_r = __pyx_pf_6mtlinv_7_native_6Tensor_14__reduce_cython__(((struct __pyx_obj_6mtlinv_7_native_Tensor *)__pyx_v_self));
+  __pyx_r = __pyx_pf_6mtlinv_7_native_6Tensor_18__reduce_cython__(((struct __pyx_obj_6mtlinv_7_native_Tensor *)__pyx_v_self));
 
   /* function exit code */
   __Pyx_RefNannyFinishContext();
   return __pyx_r;
 }
 
-static PyObject *__pyx_pf_6mtlinv_7_native_6Tensor_14__reduce_cython__(CYTHON_UNUSED struct __pyx_obj_6mtlinv_7_native_Tensor *__pyx_v_self) {
+static PyObject *__pyx_pf_6mtlinv_7_native_6Tensor_18__reduce_cython__(CYTHON_UNUSED struct __pyx_obj_6mtlinv_7_native_Tensor *__pyx_v_self) {
   PyObject *__pyx_r = NULL;
   __Pyx_RefNannyDeclarations
   int __pyx_lineno = 0;
@@ -11235,15 +11714,15 @@ static PyObject *__pyx_pf_6mtlinv_7_native_6Tensor_14__reduce_cython__(CYTHON_UN
 */
 
 /* Python wrapper */
-static PyObject *__pyx_pw_6mtlinv_7_native_6Tensor_17__setstate_cython__(PyObject *__pyx_v_self, 
+static PyObject *__pyx_pw_6mtlinv_7_native_6Tensor_21__setstate_cython__(PyObject *__pyx_v_self, 
 #if CYTHON_VECTORCALL
 PyObject *const *__pyx_args, Py_ssize_t __pyx_nargs, PyObject *__pyx_kwds
 #else
 PyObject *__pyx_args, PyObject *__pyx_kwds
 #endif
 ); /*proto*/
-static PyMethodDef __pyx_mdef_6mtlinv_7_native_6Tensor_17__setstate_cython__ = {"__setstate_cython__", (PyCFunction)(void(*)(void))(__Pyx_PyCFunction_FastCallWithKeywords)__pyx_pw_6mtlinv_7_native_6Tensor_17__setstate_cython__, __Pyx_METH_FASTCALL|METH_KEYWORDS, 0};
-static PyObject *__pyx_pw_6mtlinv_7_native_6Tensor_17__setstate_cython__(PyObject *__pyx_v_self, 
+static PyMethodDef __pyx_mdef_6mtlinv_7_native_6Tensor_21__setstate_cython__ = {"__setstate_cython__", (PyCFunction)(void(*)(void))(__Pyx_PyCFunction_FastCallWithKeywords)__pyx_pw_6mtlinv_7_native_6Tensor_21__setstate_cython__, __Pyx_METH_FASTCALL|METH_KEYWORDS, 0};
+static PyObject *__pyx_pw_6mtlinv_7_native_6Tensor_21__setstate_cython__(PyObject *__pyx_v_self, 
 #if CYTHON_VECTORCALL
 PyObject *const *__pyx_args, Py_ssize_t __pyx_nargs, PyObject *__pyx_kwds
 #else
@@ -11309,7 +11788,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
   __Pyx_RefNannyFinishContext();
   return NULL;
   __pyx_L4_argument_unpacking_done:;
-  __pyx_r = __pyx_pf_6mtlinv_7_native_6Tensor_16__setstate_cython__(((struct __pyx_obj_6mtlinv_7_native_Tensor *)__pyx_v_self), __pyx_v___pyx_state);
+  __pyx_r = __pyx_pf_6mtlinv_7_native_6Tensor_20__setstate_cython__(((struct __pyx_obj_6mtlinv_7_native_Tensor *)__pyx_v_self), __pyx_v___pyx_state);
 
   /* function exit code */
   for (Py_ssize_t __pyx_temp=0; __pyx_temp < (Py_ssize_t)(sizeof(values)/sizeof(values[0])); ++__pyx_temp) {
@@ -11319,7 +11798,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
   return __pyx_r;
 }
 
-static PyObject *__pyx_pf_6mtlinv_7_native_6Tensor_16__setstate_cython__(CYTHON_UNUSED struct __pyx_obj_6mtlinv_7_native_Tensor *__pyx_v_self, CYTHON_UNUSED PyObject *__pyx_v___pyx_state) {
+static PyObject *__pyx_pf_6mtlinv_7_native_6Tensor_20__setstate_cython__(CYTHON_UNUSED struct __pyx_obj_6mtlinv_7_native_Tensor *__pyx_v_self, CYTHON_UNUSED PyObject *__pyx_v___pyx_state) {
   PyObject *__pyx_r = NULL;
   __Pyx_RefNannyDeclarations
   int __pyx_lineno = 0;
@@ -11351,7 +11830,7 @@ static PyObject *__pyx_pf_6mtlinv_7_native_6Tensor_16__setstate_cython__(CYTHON_
   return __pyx_r;
 }
 
-/* "pyx/tensor.pxi":158
+/* "pyx/tensor.pxi":172
  * 
  * 
  * cdef Tensor _wrap(const CTensor& c):             # <<<<<<<<<<<<<<
@@ -11369,19 +11848,19 @@ static struct __pyx_obj_6mtlinv_7_native_Tensor *__pyx_f_6mtlinv_7_native__wrap(
   int __pyx_clineno = 0;
   __Pyx_RefNannySetupContext("_wrap", 0);
 
-  /* "pyx/tensor.pxi":159
+  /* "pyx/tensor.pxi":173
  * 
  * cdef Tensor _wrap(const CTensor& c):
  *     cdef Tensor t = Tensor.__new__(Tensor)             # <<<<<<<<<<<<<<
  *     t.c = c
  *     return t
 */
-  __pyx_t_1 = ((PyObject *)__pyx_tp_new_6mtlinv_7_native_Tensor(((PyTypeObject *)__pyx_mstate_global->__pyx_ptype_6mtlinv_7_native_Tensor), __pyx_mstate_global->__pyx_empty_tuple, NULL)); if (unlikely(!__pyx_t_1)) __PYX_ERR(3, 159, __pyx_L1_error)
+  __pyx_t_1 = ((PyObject *)__pyx_tp_new_6mtlinv_7_native_Tensor(((PyTypeObject *)__pyx_mstate_global->__pyx_ptype_6mtlinv_7_native_Tensor), __pyx_mstate_global->__pyx_empty_tuple, NULL)); if (unlikely(!__pyx_t_1)) __PYX_ERR(3, 173, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_1);
   __pyx_v_t = ((struct __pyx_obj_6mtlinv_7_native_Tensor *)__pyx_t_1);
   __pyx_t_1 = 0;
 
-  /* "pyx/tensor.pxi":160
+  /* "pyx/tensor.pxi":174
  * cdef Tensor _wrap(const CTensor& c):
  *     cdef Tensor t = Tensor.__new__(Tensor)
  *     t.c = c             # <<<<<<<<<<<<<<
@@ -11390,7 +11869,7 @@ static struct __pyx_obj_6mtlinv_7_native_Tensor *__pyx_f_6mtlinv_7_native__wrap(
 */
   __pyx_v_t->c = __pyx_v_c;
 
-  /* "pyx/tensor.pxi":161
+  /* "pyx/tensor.pxi":175
  *     cdef Tensor t = Tensor.__new__(Tensor)
  *     t.c = c
  *     return t             # <<<<<<<<<<<<<<
@@ -11408,7 +11887,7 @@ static struct __pyx_obj_6mtlinv_7_native_Tensor *__pyx_f_6mtlinv_7_native__wrap(
   }
   goto __pyx_L0;
 
-  /* "pyx/tensor.pxi":158
+  /* "pyx/tensor.pxi":172
  * 
  * 
  * cdef Tensor _wrap(const CTensor& c):             # <<<<<<<<<<<<<<
@@ -11428,7 +11907,7 @@ static struct __pyx_obj_6mtlinv_7_native_Tensor *__pyx_f_6mtlinv_7_native__wrap(
   return __pyx_r;
 }
 
-/* "pyx/tensor.pxi":164
+/* "pyx/tensor.pxi":178
  * 
  * 
  * def asarray(obj, dtype=None):             # <<<<<<<<<<<<<<
@@ -11477,35 +11956,35 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
   {
     PyObject ** const __pyx_pyargnames[] = {&__pyx_mstate_global->__pyx_n_u_obj,&__pyx_mstate_global->__pyx_n_u_dtype,0};
     const Py_ssize_t __pyx_kwds_len = (__pyx_kwds) ? __Pyx_NumKwargs_FASTCALL(__pyx_kwds) : 0;
-    if (unlikely(__pyx_kwds_len < 0)) __PYX_ERR(3, 164, __pyx_L3_error)
+    if (unlikely(__pyx_kwds_len < 0)) __PYX_ERR(3, 178, __pyx_L3_error)
     if (__pyx_kwds_len > 0) {
       switch (__pyx_nargs) {
         case  2:
         values[1] = __Pyx_ArgRef_FASTCALL(__pyx_args, 1);
-        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[1])) __PYX_ERR(3, 164, __pyx_L3_error)
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[1])) __PYX_ERR(3, 178, __pyx_L3_error)
         CYTHON_FALLTHROUGH;
         case  1:
         values[0] = __Pyx_ArgRef_FASTCALL(__pyx_args, 0);
-        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(3, 164, __pyx_L3_error)
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(3, 178, __pyx_L3_error)
         CYTHON_FALLTHROUGH;
         case  0: break;
         default: goto __pyx_L5_argtuple_error;
       }
       const Py_ssize_t kwd_pos_args = __pyx_nargs;
-      if (__Pyx_ParseKeywords(__pyx_kwds, __pyx_kwvalues, __pyx_pyargnames, 0, values, kwd_pos_args, __pyx_kwds_len, "asarray", 0) < (0)) __PYX_ERR(3, 164, __pyx_L3_error)
+      if (__Pyx_ParseKeywords(__pyx_kwds, __pyx_kwvalues, __pyx_pyargnames, 0, values, kwd_pos_args, __pyx_kwds_len, "asarray", 0) < (0)) __PYX_ERR(3, 178, __pyx_L3_error)
       if (!values[1]) values[1] = __Pyx_NewRef(((PyObject *)Py_None));
       for (Py_ssize_t i = __pyx_nargs; i < 1; i++) {
-        if (unlikely(!values[i])) { __Pyx_RaiseArgtupleInvalid("asarray", 0, 1, 2, i); __PYX_ERR(3, 164, __pyx_L3_error) }
+        if (unlikely(!values[i])) { __Pyx_RaiseArgtupleInvalid("asarray", 0, 1, 2, i); __PYX_ERR(3, 178, __pyx_L3_error) }
       }
     } else {
       switch (__pyx_nargs) {
         case  2:
         values[1] = __Pyx_ArgRef_FASTCALL(__pyx_args, 1);
-        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[1])) __PYX_ERR(3, 164, __pyx_L3_error)
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[1])) __PYX_ERR(3, 178, __pyx_L3_error)
         CYTHON_FALLTHROUGH;
         case  1:
         values[0] = __Pyx_ArgRef_FASTCALL(__pyx_args, 0);
-        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(3, 164, __pyx_L3_error)
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(3, 178, __pyx_L3_error)
         break;
         default: goto __pyx_L5_argtuple_error;
       }
@@ -11516,7 +11995,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
   }
   goto __pyx_L6_skip;
   __pyx_L5_argtuple_error:;
-  __Pyx_RaiseArgtupleInvalid("asarray", 0, 1, 2, __pyx_nargs); __PYX_ERR(3, 164, __pyx_L3_error)
+  __Pyx_RaiseArgtupleInvalid("asarray", 0, 1, 2, __pyx_nargs); __PYX_ERR(3, 178, __pyx_L3_error)
   __pyx_L6_skip:;
   goto __pyx_L4_argument_unpacking_done;
   __pyx_L3_error:;
@@ -11538,7 +12017,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
 }
 static PyObject *__pyx_gb_6mtlinv_7_native_7asarray_2generator1(__pyx_CoroutineObject *__pyx_generator, CYTHON_UNUSED PyThreadState *__pyx_tstate, PyObject *__pyx_sent_value); /* proto */
 
-/* "pyx/tensor.pxi":173
+/* "pyx/tensor.pxi":187
  *     a = np.asarray(obj, dtype=dtype)
  *     if a.dtype not in _NUMPY_TO_DTYPE:
  *         names = ", ".join(str(d) for d in _NUMPY_TO_DTYPE)             # <<<<<<<<<<<<<<
@@ -11558,7 +12037,7 @@ static PyObject *__pyx_pf_6mtlinv_7_native_7asarray_genexpr(CYTHON_UNUSED PyObje
   if (unlikely(!__pyx_cur_scope)) {
     __pyx_cur_scope = ((struct __pyx_obj_6mtlinv_7_native___pyx_scope_struct_1_genexpr *)Py_None);
     __Pyx_INCREF(Py_None);
-    __PYX_ERR(3, 173, __pyx_L1_error)
+    __PYX_ERR(3, 187, __pyx_L1_error)
   } else {
     __Pyx_GOTREF((PyObject *)__pyx_cur_scope);
   }
@@ -11566,7 +12045,7 @@ static PyObject *__pyx_pf_6mtlinv_7_native_7asarray_genexpr(CYTHON_UNUSED PyObje
   __Pyx_INCREF(__pyx_cur_scope->__pyx_genexpr_arg_0);
   __Pyx_GIVEREF(__pyx_cur_scope->__pyx_genexpr_arg_0);
   {
-    __pyx_CoroutineObject *gen = __Pyx_Generator_New((__pyx_coroutine_body_t) __pyx_gb_6mtlinv_7_native_7asarray_2generator1, ((PyObject *)__pyx_mstate_global->__pyx_codeobj_tab[1]), (PyObject *) __pyx_cur_scope, __pyx_mstate_global->__pyx_n_u_genexpr, __pyx_mstate_global->__pyx_n_u_asarray_locals_genexpr, __pyx_mstate_global->__pyx_n_u_mtlinv__native); if (unlikely(!gen)) __PYX_ERR(3, 173, __pyx_L1_error)
+    __pyx_CoroutineObject *gen = __Pyx_Generator_New((__pyx_coroutine_body_t) __pyx_gb_6mtlinv_7_native_7asarray_2generator1, ((PyObject *)__pyx_mstate_global->__pyx_codeobj_tab[1]), (PyObject *) __pyx_cur_scope, __pyx_mstate_global->__pyx_n_u_genexpr, __pyx_mstate_global->__pyx_n_u_asarray_locals_genexpr, __pyx_mstate_global->__pyx_n_u_mtlinv__native); if (unlikely(!gen)) __PYX_ERR(3, 187, __pyx_L1_error)
     __Pyx_DECREF(__pyx_cur_scope);
     __Pyx_RefNannyFinishContext();
     return (PyObject *) gen;
@@ -11602,18 +12081,18 @@ static PyObject *__pyx_gb_6mtlinv_7_native_7asarray_2generator1(__pyx_CoroutineO
     return NULL;
   }
   __pyx_L3_first_run:;
-  if (unlikely(!__pyx_sent_value)) __PYX_ERR(3, 173, __pyx_L1_error)
-  __pyx_r = PyList_New(0); if (unlikely(!__pyx_r)) __PYX_ERR(3, 173, __pyx_L1_error)
+  if (unlikely(!__pyx_sent_value)) __PYX_ERR(3, 187, __pyx_L1_error)
+  __pyx_r = PyList_New(0); if (unlikely(!__pyx_r)) __PYX_ERR(3, 187, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_r);
-  if (unlikely(!__pyx_cur_scope->__pyx_genexpr_arg_0)) { __Pyx_RaiseUnboundLocalError(".0"); __PYX_ERR(3, 173, __pyx_L1_error) }
+  if (unlikely(!__pyx_cur_scope->__pyx_genexpr_arg_0)) { __Pyx_RaiseUnboundLocalError(".0"); __PYX_ERR(3, 187, __pyx_L1_error) }
   if (likely(PyList_CheckExact(__pyx_cur_scope->__pyx_genexpr_arg_0)) || PyTuple_CheckExact(__pyx_cur_scope->__pyx_genexpr_arg_0)) {
     __pyx_t_1 = __pyx_cur_scope->__pyx_genexpr_arg_0; __Pyx_INCREF(__pyx_t_1);
     __pyx_t_2 = 0;
     __pyx_t_3 = NULL;
   } else {
-    __pyx_t_2 = -1; __pyx_t_1 = PyObject_GetIter(__pyx_cur_scope->__pyx_genexpr_arg_0); if (unlikely(!__pyx_t_1)) __PYX_ERR(3, 173, __pyx_L1_error)
+    __pyx_t_2 = -1; __pyx_t_1 = PyObject_GetIter(__pyx_cur_scope->__pyx_genexpr_arg_0); if (unlikely(!__pyx_t_1)) __PYX_ERR(3, 187, __pyx_L1_error)
     __Pyx_GOTREF(__pyx_t_1);
-    __pyx_t_3 = (CYTHON_COMPILING_IN_LIMITED_API) ? PyIter_Next : __Pyx_PyObject_GetIterNextFunc(__pyx_t_1); if (unlikely(!__pyx_t_3)) __PYX_ERR(3, 173, __pyx_L1_error)
+    __pyx_t_3 = (CYTHON_COMPILING_IN_LIMITED_API) ? PyIter_Next : __Pyx_PyObject_GetIterNextFunc(__pyx_t_1); if (unlikely(!__pyx_t_3)) __PYX_ERR(3, 187, __pyx_L1_error)
   }
   for (;;) {
     if (likely(!__pyx_t_3)) {
@@ -11621,7 +12100,7 @@ static PyObject *__pyx_gb_6mtlinv_7_native_7asarray_2generator1(__pyx_CoroutineO
         {
           Py_ssize_t __pyx_temp = __Pyx_PyList_GET_SIZE(__pyx_t_1);
           #if !CYTHON_ASSUME_SAFE_SIZE
-          if (unlikely((__pyx_temp < 0))) __PYX_ERR(3, 173, __pyx_L1_error)
+          if (unlikely((__pyx_temp < 0))) __PYX_ERR(3, 187, __pyx_L1_error)
           #endif
           if (__pyx_t_2 >= __pyx_temp) break;
         }
@@ -11631,7 +12110,7 @@ static PyObject *__pyx_gb_6mtlinv_7_native_7asarray_2generator1(__pyx_CoroutineO
         {
           Py_ssize_t __pyx_temp = __Pyx_PyTuple_GET_SIZE(__pyx_t_1);
           #if !CYTHON_ASSUME_SAFE_SIZE
-          if (unlikely((__pyx_temp < 0))) __PYX_ERR(3, 173, __pyx_L1_error)
+          if (unlikely((__pyx_temp < 0))) __PYX_ERR(3, 187, __pyx_L1_error)
           #endif
           if (__pyx_t_2 >= __pyx_temp) break;
         }
@@ -11642,13 +12121,13 @@ static PyObject *__pyx_gb_6mtlinv_7_native_7asarray_2generator1(__pyx_CoroutineO
         #endif
         ++__pyx_t_2;
       }
-      if (unlikely(!__pyx_t_4)) __PYX_ERR(3, 173, __pyx_L1_error)
+      if (unlikely(!__pyx_t_4)) __PYX_ERR(3, 187, __pyx_L1_error)
     } else {
       __pyx_t_4 = __pyx_t_3(__pyx_t_1);
       if (unlikely(!__pyx_t_4)) {
         PyObject* exc_type = PyErr_Occurred();
         if (exc_type) {
-          if (unlikely(!__Pyx_PyErr_GivenExceptionMatches(exc_type, PyExc_StopIteration))) __PYX_ERR(3, 173, __pyx_L1_error)
+          if (unlikely(!__Pyx_PyErr_GivenExceptionMatches(exc_type, PyExc_StopIteration))) __PYX_ERR(3, 187, __pyx_L1_error)
           PyErr_Clear();
         }
         break;
@@ -11659,10 +12138,10 @@ static PyObject *__pyx_gb_6mtlinv_7_native_7asarray_2generator1(__pyx_CoroutineO
     __Pyx_XDECREF_SET(__pyx_cur_scope->__pyx_v_d, __pyx_t_4);
     __Pyx_GIVEREF(__pyx_t_4);
     __pyx_t_4 = 0;
-    __pyx_t_4 = __Pyx_PyObject_Unicode(__pyx_cur_scope->__pyx_v_d); if (unlikely(!__pyx_t_4)) __PYX_ERR(3, 173, __pyx_L1_error)
+    __pyx_t_4 = __Pyx_PyObject_Unicode(__pyx_cur_scope->__pyx_v_d); if (unlikely(!__pyx_t_4)) __PYX_ERR(3, 187, __pyx_L1_error)
     __Pyx_GOTREF(__pyx_t_4);
     __Pyx_GIVEREF(__pyx_t_4);
-    if (unlikely(__Pyx_ListComp_AppendAndDecref(__pyx_r, __pyx_t_4))) __PYX_ERR(3, 173, __pyx_L1_error)
+    if (unlikely(__Pyx_ListComp_AppendAndDecref(__pyx_r, __pyx_t_4))) __PYX_ERR(3, 187, __pyx_L1_error)
     __pyx_t_4 = 0;
   }
   __Pyx_DECREF(__pyx_t_1); __pyx_t_1 = 0;
@@ -11689,7 +12168,7 @@ static PyObject *__pyx_gb_6mtlinv_7_native_7asarray_2generator1(__pyx_CoroutineO
   return __pyx_r;
 }
 
-/* "pyx/tensor.pxi":164
+/* "pyx/tensor.pxi":178
  * 
  * 
  * def asarray(obj, dtype=None):             # <<<<<<<<<<<<<<
@@ -11731,7 +12210,7 @@ static PyObject *__pyx_pf_6mtlinv_7_native_asarray(CYTHON_UNUSED PyObject *__pyx
   __Pyx_RefNannySetupContext("asarray", 0);
   __Pyx_INCREF(__pyx_v_obj);
 
-  /* "pyx/tensor.pxi":167
+  /* "pyx/tensor.pxi":181
  *     """A Tensor with the contents of `obj` (an ndarray, anything np.asarray accepts, or a Tensor). Shares the
  *     memory of a contiguous ndarray on host-visible devices (like np.asarray); otherwise copies."""
  *     if isinstance(obj, Tensor):             # <<<<<<<<<<<<<<
@@ -11742,7 +12221,7 @@ static PyObject *__pyx_pf_6mtlinv_7_native_asarray(CYTHON_UNUSED PyObject *__pyx
   if (__pyx_t_1) {
 
 
-    /* "pyx/tensor.pxi":168
+    /* "pyx/tensor.pxi":182
  *     memory of a contiguous ndarray on host-visible devices (like np.asarray); otherwise copies."""
  *     if isinstance(obj, Tensor):
  *         if dtype is None or np.dtype(dtype) == obj.dtype:             # <<<<<<<<<<<<<<
@@ -11759,9 +12238,9 @@ static PyObject *__pyx_pf_6mtlinv_7_native_asarray(CYTHON_UNUSED PyObject *__pyx
       goto __pyx_L5_bool_binop_done;
     }
     __pyx_t_4 = NULL;
-    __Pyx_GetModuleGlobalName(__pyx_t_5, __pyx_mstate_global->__pyx_n_u_np); if (unlikely(!__pyx_t_5)) __PYX_ERR(3, 168, __pyx_L1_error)
+    __Pyx_GetModuleGlobalName(__pyx_t_5, __pyx_mstate_global->__pyx_n_u_np); if (unlikely(!__pyx_t_5)) __PYX_ERR(3, 182, __pyx_L1_error)
     __Pyx_GOTREF(__pyx_t_5);
-    __pyx_t_6 = __Pyx_PyObject_GetAttrStr(__pyx_t_5, __pyx_mstate_global->__pyx_n_u_dtype); if (unlikely(!__pyx_t_6)) __PYX_ERR(3, 168, __pyx_L1_error)
+    __pyx_t_6 = __Pyx_PyObject_GetAttrStr(__pyx_t_5, __pyx_mstate_global->__pyx_n_u_dtype); if (unlikely(!__pyx_t_6)) __PYX_ERR(3, 182, __pyx_L1_error)
     __Pyx_GOTREF(__pyx_t_6);
     __Pyx_DECREF(__pyx_t_5); __pyx_t_5 = 0;
     __pyx_t_7 = 1;
@@ -11781,12 +12260,12 @@ static PyObject *__pyx_pf_6mtlinv_7_native_asarray(CYTHON_UNUSED PyObject *__pyx
       __pyx_t_3 = __Pyx_PyObject_FastCall((PyObject*)__pyx_t_6, __pyx_callargs+__pyx_t_7, (2-__pyx_t_7) | (__pyx_t_7*__Pyx_PY_VECTORCALL_ARGUMENTS_OFFSET));
       __Pyx_XDECREF(__pyx_t_4); __pyx_t_4 = 0;
       __Pyx_DECREF(__pyx_t_6); __pyx_t_6 = 0;
-      if (unlikely(!__pyx_t_3)) __PYX_ERR(3, 168, __pyx_L1_error)
+      if (unlikely(!__pyx_t_3)) __PYX_ERR(3, 182, __pyx_L1_error)
       __Pyx_GOTREF(__pyx_t_3);
     }
-    __pyx_t_6 = __Pyx_PyObject_GetAttrStr(__pyx_v_obj, __pyx_mstate_global->__pyx_n_u_dtype); if (unlikely(!__pyx_t_6)) __PYX_ERR(3, 168, __pyx_L1_error)
+    __pyx_t_6 = __Pyx_PyObject_GetAttrStr(__pyx_v_obj, __pyx_mstate_global->__pyx_n_u_dtype); if (unlikely(!__pyx_t_6)) __PYX_ERR(3, 182, __pyx_L1_error)
     __Pyx_GOTREF(__pyx_t_6);
-    __pyx_t_2 = __Pyx_PyObject_CompareBoolEq_object_object(__pyx_t_3, __pyx_t_6, Py_EQ); if (unlikely((__pyx_t_2 < 0))) __PYX_ERR(3, 168, __pyx_L1_error)
+    __pyx_t_2 = __Pyx_PyObject_CompareBoolEq_object_object(__pyx_t_3, __pyx_t_6, Py_EQ); if (unlikely((__pyx_t_2 < 0))) __PYX_ERR(3, 182, __pyx_L1_error)
     __Pyx_DECREF(__pyx_t_3); __pyx_t_3 = 0;
     __Pyx_DECREF(__pyx_t_6); __pyx_t_6 = 0;
 
@@ -11796,7 +12275,7 @@ static PyObject *__pyx_pf_6mtlinv_7_native_asarray(CYTHON_UNUSED PyObject *__pyx
     if (__pyx_t_1) {
 
 
-      /* "pyx/tensor.pxi":169
+      /* "pyx/tensor.pxi":183
  *     if isinstance(obj, Tensor):
  *         if dtype is None or np.dtype(dtype) == obj.dtype:
  *             return obj             # <<<<<<<<<<<<<<
@@ -11814,7 +12293,7 @@ static PyObject *__pyx_pf_6mtlinv_7_native_asarray(CYTHON_UNUSED PyObject *__pyx
       }
       goto __pyx_L0;
 
-      /* "pyx/tensor.pxi":168
+      /* "pyx/tensor.pxi":182
  *     memory of a contiguous ndarray on host-visible devices (like np.asarray); otherwise copies."""
  *     if isinstance(obj, Tensor):
  *         if dtype is None or np.dtype(dtype) == obj.dtype:             # <<<<<<<<<<<<<<
@@ -11823,7 +12302,7 @@ static PyObject *__pyx_pf_6mtlinv_7_native_asarray(CYTHON_UNUSED PyObject *__pyx
 */
     }
 
-    /* "pyx/tensor.pxi":170
+    /* "pyx/tensor.pxi":184
  *         if dtype is None or np.dtype(dtype) == obj.dtype:
  *             return obj
  *         obj = obj.numpy()             # <<<<<<<<<<<<<<
@@ -11837,13 +12316,13 @@ static PyObject *__pyx_pf_6mtlinv_7_native_asarray(CYTHON_UNUSED PyObject *__pyx
       PyObject *__pyx_callargs[2] = {__pyx_t_3, NULL};
       __pyx_t_6 = __Pyx_PyObject_FastCallMethod((PyObject*)__pyx_mstate_global->__pyx_n_u_numpy, __pyx_callargs+__pyx_t_7, (1-__pyx_t_7) | (1*__Pyx_PY_VECTORCALL_ARGUMENTS_OFFSET));
       __Pyx_XDECREF(__pyx_t_3); __pyx_t_3 = 0;
-      if (unlikely(!__pyx_t_6)) __PYX_ERR(3, 170, __pyx_L1_error)
+      if (unlikely(!__pyx_t_6)) __PYX_ERR(3, 184, __pyx_L1_error)
       __Pyx_GOTREF(__pyx_t_6);
     }
     __Pyx_DECREF_SET(__pyx_v_obj, __pyx_t_6);
     __pyx_t_6 = 0;
 
-    /* "pyx/tensor.pxi":167
+    /* "pyx/tensor.pxi":181
  *     """A Tensor with the contents of `obj` (an ndarray, anything np.asarray accepts, or a Tensor). Shares the
  *     memory of a contiguous ndarray on host-visible devices (like np.asarray); otherwise copies."""
  *     if isinstance(obj, Tensor):             # <<<<<<<<<<<<<<
@@ -11852,7 +12331,7 @@ static PyObject *__pyx_pf_6mtlinv_7_native_asarray(CYTHON_UNUSED PyObject *__pyx
 */
   }
 
-  /* "pyx/tensor.pxi":171
+  /* "pyx/tensor.pxi":185
  *             return obj
  *         obj = obj.numpy()
  *     a = np.asarray(obj, dtype=dtype)             # <<<<<<<<<<<<<<
@@ -11860,9 +12339,9 @@ static PyObject *__pyx_pf_6mtlinv_7_native_asarray(CYTHON_UNUSED PyObject *__pyx
  *         names = ", ".join(str(d) for d in _NUMPY_TO_DTYPE)
 */
   __pyx_t_3 = NULL;
-  __Pyx_GetModuleGlobalName(__pyx_t_4, __pyx_mstate_global->__pyx_n_u_np); if (unlikely(!__pyx_t_4)) __PYX_ERR(3, 171, __pyx_L1_error)
+  __Pyx_GetModuleGlobalName(__pyx_t_4, __pyx_mstate_global->__pyx_n_u_np); if (unlikely(!__pyx_t_4)) __PYX_ERR(3, 185, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_4);
-  __pyx_t_5 = __Pyx_PyObject_GetAttrStr(__pyx_t_4, __pyx_mstate_global->__pyx_n_u_asarray); if (unlikely(!__pyx_t_5)) __PYX_ERR(3, 171, __pyx_L1_error)
+  __pyx_t_5 = __Pyx_PyObject_GetAttrStr(__pyx_t_4, __pyx_mstate_global->__pyx_n_u_asarray); if (unlikely(!__pyx_t_5)) __PYX_ERR(3, 185, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_5);
   __Pyx_DECREF(__pyx_t_4); __pyx_t_4 = 0;
   #if CYTHON_VECTORCALL
@@ -11883,13 +12362,13 @@ static PyObject *__pyx_pf_6mtlinv_7_native_asarray(CYTHON_UNUSED PyObject *__pyx
     PyObject *__pyx_callargs[3] = {__pyx_t_3, __pyx_v_obj, __pyx_v_dtype};
     #if CYTHON_VECTORCALL
     __pyx_t_4 = __pyx_mstate_global->__pyx_tuple[0];
-    if (unlikely(!__pyx_t_4)) __PYX_ERR(3, 171, __pyx_L1_error)
+    if (unlikely(!__pyx_t_4)) __PYX_ERR(3, 185, __pyx_L1_error)
     __Pyx_INCREF(__pyx_t_4);
     #else
     {
       PyObject *__pyx_temp[1] = {__pyx_mstate_global->__pyx_n_u_dtype};
       __pyx_t_4 = __Pyx_MakeKwargDict(__pyx_temp, __pyx_callargs+2, 1);
-      if (unlikely(!__pyx_t_4)) __PYX_ERR(3, 171, __pyx_L1_error)
+      if (unlikely(!__pyx_t_4)) __PYX_ERR(3, 185, __pyx_L1_error)
       __Pyx_GOTREF(__pyx_t_4);
     }
     #endif
@@ -11899,51 +12378,51 @@ static PyObject *__pyx_pf_6mtlinv_7_native_asarray(CYTHON_UNUSED PyObject *__pyx
     #endif
     __Pyx_DECREF(__pyx_t_4); __pyx_t_4 = 0;
     __Pyx_DECREF(__pyx_t_5); __pyx_t_5 = 0;
-    if (unlikely(!__pyx_t_6)) __PYX_ERR(3, 171, __pyx_L1_error)
+    if (unlikely(!__pyx_t_6)) __PYX_ERR(3, 185, __pyx_L1_error)
     __Pyx_GOTREF(__pyx_t_6);
   }
   __pyx_v_a = __pyx_t_6;
   __pyx_t_6 = 0;
 
-  /* "pyx/tensor.pxi":172
+  /* "pyx/tensor.pxi":186
  *         obj = obj.numpy()
  *     a = np.asarray(obj, dtype=dtype)
  *     if a.dtype not in _NUMPY_TO_DTYPE:             # <<<<<<<<<<<<<<
  *         names = ", ".join(str(d) for d in _NUMPY_TO_DTYPE)
  *         raise DTypeError(f"asarray: dtype {a.dtype} is not supported (supported: {names})")
 */
-  __pyx_t_6 = __Pyx_PyObject_GetAttrStr(__pyx_v_a, __pyx_mstate_global->__pyx_n_u_dtype); if (unlikely(!__pyx_t_6)) __PYX_ERR(3, 172, __pyx_L1_error)
+  __pyx_t_6 = __Pyx_PyObject_GetAttrStr(__pyx_v_a, __pyx_mstate_global->__pyx_n_u_dtype); if (unlikely(!__pyx_t_6)) __PYX_ERR(3, 186, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_6);
-  __Pyx_GetModuleGlobalName(__pyx_t_5, __pyx_mstate_global->__pyx_n_u_NUMPY_TO_DTYPE); if (unlikely(!__pyx_t_5)) __PYX_ERR(3, 172, __pyx_L1_error)
+  __Pyx_GetModuleGlobalName(__pyx_t_5, __pyx_mstate_global->__pyx_n_u_NUMPY_TO_DTYPE); if (unlikely(!__pyx_t_5)) __PYX_ERR(3, 186, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_5);
-  __pyx_t_1 = (__Pyx_PySequence_ContainsTF(__pyx_t_6, __pyx_t_5, Py_NE)); if (unlikely((__pyx_t_1 < 0))) __PYX_ERR(3, 172, __pyx_L1_error)
+  __pyx_t_1 = (__Pyx_PySequence_ContainsTF(__pyx_t_6, __pyx_t_5, Py_NE)); if (unlikely((__pyx_t_1 < 0))) __PYX_ERR(3, 186, __pyx_L1_error)
   __Pyx_DECREF(__pyx_t_6); __pyx_t_6 = 0;
   __Pyx_DECREF(__pyx_t_5); __pyx_t_5 = 0;
   if (unlikely(__pyx_t_1)) {
 
 
-    /* "pyx/tensor.pxi":173
+    /* "pyx/tensor.pxi":187
  *     a = np.asarray(obj, dtype=dtype)
  *     if a.dtype not in _NUMPY_TO_DTYPE:
  *         names = ", ".join(str(d) for d in _NUMPY_TO_DTYPE)             # <<<<<<<<<<<<<<
  *         raise DTypeError(f"asarray: dtype {a.dtype} is not supported (supported: {names})")
  *     a = np.ascontiguousarray(a)
 */
-    __Pyx_GetModuleGlobalName(__pyx_t_5, __pyx_mstate_global->__pyx_n_u_NUMPY_TO_DTYPE); if (unlikely(!__pyx_t_5)) __PYX_ERR(3, 173, __pyx_L1_error)
+    __Pyx_GetModuleGlobalName(__pyx_t_5, __pyx_mstate_global->__pyx_n_u_NUMPY_TO_DTYPE); if (unlikely(!__pyx_t_5)) __PYX_ERR(3, 187, __pyx_L1_error)
     __Pyx_GOTREF(__pyx_t_5);
-    __pyx_t_6 = __pyx_pf_6mtlinv_7_native_7asarray_genexpr(NULL, __pyx_t_5); if (unlikely(!__pyx_t_6)) __PYX_ERR(3, 173, __pyx_L1_error)
+    __pyx_t_6 = __pyx_pf_6mtlinv_7_native_7asarray_genexpr(NULL, __pyx_t_5); if (unlikely(!__pyx_t_6)) __PYX_ERR(3, 187, __pyx_L1_error)
     __Pyx_GOTREF(__pyx_t_6);
     __Pyx_DECREF(__pyx_t_5); __pyx_t_5 = 0;
-    __pyx_t_5 = __Pyx_Generator_GetInlinedResult(__pyx_t_6); if (unlikely(!__pyx_t_5)) __PYX_ERR(3, 173, __pyx_L1_error)
+    __pyx_t_5 = __Pyx_Generator_GetInlinedResult(__pyx_t_6); if (unlikely(!__pyx_t_5)) __PYX_ERR(3, 187, __pyx_L1_error)
     __Pyx_GOTREF(__pyx_t_5);
     __Pyx_DECREF(__pyx_t_6); __pyx_t_6 = 0;
-    __pyx_t_6 = PyUnicode_Join(__pyx_mstate_global->__pyx_kp_u__3, __pyx_t_5); if (unlikely(!__pyx_t_6)) __PYX_ERR(3, 173, __pyx_L1_error)
+    __pyx_t_6 = PyUnicode_Join(__pyx_mstate_global->__pyx_kp_u__3, __pyx_t_5); if (unlikely(!__pyx_t_6)) __PYX_ERR(3, 187, __pyx_L1_error)
     __Pyx_GOTREF(__pyx_t_6);
     __Pyx_DECREF(__pyx_t_5); __pyx_t_5 = 0;
     __pyx_v_names = ((PyObject*)__pyx_t_6);
     __pyx_t_6 = 0;
 
-    /* "pyx/tensor.pxi":174
+    /* "pyx/tensor.pxi":188
  *     if a.dtype not in _NUMPY_TO_DTYPE:
  *         names = ", ".join(str(d) for d in _NUMPY_TO_DTYPE)
  *         raise DTypeError(f"asarray: dtype {a.dtype} is not supported (supported: {names})")             # <<<<<<<<<<<<<<
@@ -11951,14 +12430,14 @@ static PyObject *__pyx_pf_6mtlinv_7_native_asarray(CYTHON_UNUSED PyObject *__pyx
  *     cdef vector[int64_t] shape = a.shape
 */
     __pyx_t_5 = NULL;
-    __Pyx_GetModuleGlobalName(__pyx_t_4, __pyx_mstate_global->__pyx_n_u_DTypeError); if (unlikely(!__pyx_t_4)) __PYX_ERR(3, 174, __pyx_L1_error)
+    __Pyx_GetModuleGlobalName(__pyx_t_4, __pyx_mstate_global->__pyx_n_u_DTypeError); if (unlikely(!__pyx_t_4)) __PYX_ERR(3, 188, __pyx_L1_error)
     __Pyx_GOTREF(__pyx_t_4);
-    __pyx_t_3 = __Pyx_PyObject_GetAttrStr(__pyx_v_a, __pyx_mstate_global->__pyx_n_u_dtype); if (unlikely(!__pyx_t_3)) __PYX_ERR(3, 174, __pyx_L1_error)
+    __pyx_t_3 = __Pyx_PyObject_GetAttrStr(__pyx_v_a, __pyx_mstate_global->__pyx_n_u_dtype); if (unlikely(!__pyx_t_3)) __PYX_ERR(3, 188, __pyx_L1_error)
     __Pyx_GOTREF(__pyx_t_3);
-    __pyx_t_8 = __Pyx_PyObject_FormatSimple(__pyx_t_3, __pyx_mstate_global->__pyx_empty_unicode); if (unlikely(!__pyx_t_8)) __PYX_ERR(3, 174, __pyx_L1_error)
+    __pyx_t_8 = __Pyx_PyObject_FormatSimple(__pyx_t_3, __pyx_mstate_global->__pyx_empty_unicode); if (unlikely(!__pyx_t_8)) __PYX_ERR(3, 188, __pyx_L1_error)
     __Pyx_GOTREF(__pyx_t_8);
     __Pyx_DECREF(__pyx_t_3); __pyx_t_3 = 0;
-    __pyx_t_3 = __Pyx_PyUnicode_Unicode(__pyx_v_names); if (unlikely(!__pyx_t_3)) __PYX_ERR(3, 174, __pyx_L1_error)
+    __pyx_t_3 = __Pyx_PyUnicode_Unicode(__pyx_v_names); if (unlikely(!__pyx_t_3)) __PYX_ERR(3, 188, __pyx_L1_error)
     __Pyx_GOTREF(__pyx_t_3);
     __pyx_t_9[0] = __pyx_mstate_global->__pyx_kp_u_asarray_dtype;
     __pyx_t_9[1] = __pyx_t_8;
@@ -11974,7 +12453,7 @@ static PyObject *__pyx_pf_6mtlinv_7_native_asarray(CYTHON_UNUSED PyObject *__pyx
     __pyx_t_11 |= __Pyx_PyUnicode_KIND_04(__pyx_t_9[1]) | __Pyx_PyUnicode_KIND_04(__pyx_t_9[3]);
     #endif
     __pyx_t_12 = __Pyx_PyUnicode_Join(__pyx_t_9, 5, __pyx_t_10, __pyx_t_11);
-    if (unlikely(!__pyx_t_12)) __PYX_ERR(3, 174, __pyx_L1_error)
+    if (unlikely(!__pyx_t_12)) __PYX_ERR(3, 188, __pyx_L1_error)
     __Pyx_GOTREF(__pyx_t_12);
     __Pyx_DECREF(__pyx_t_8); __pyx_t_8 = 0;
     __Pyx_DECREF(__pyx_t_3); __pyx_t_3 = 0;
@@ -11996,14 +12475,14 @@ static PyObject *__pyx_pf_6mtlinv_7_native_asarray(CYTHON_UNUSED PyObject *__pyx
       __Pyx_XDECREF(__pyx_t_5); __pyx_t_5 = 0;
       __Pyx_DECREF(__pyx_t_12); __pyx_t_12 = 0;
       __Pyx_DECREF(__pyx_t_4); __pyx_t_4 = 0;
-      if (unlikely(!__pyx_t_6)) __PYX_ERR(3, 174, __pyx_L1_error)
+      if (unlikely(!__pyx_t_6)) __PYX_ERR(3, 188, __pyx_L1_error)
       __Pyx_GOTREF(__pyx_t_6);
     }
     __Pyx_Raise(__pyx_t_6, 0, 0, 0);
     __Pyx_DECREF(__pyx_t_6); __pyx_t_6 = 0;
-    __PYX_ERR(3, 174, __pyx_L1_error)
+    __PYX_ERR(3, 188, __pyx_L1_error)
 
-    /* "pyx/tensor.pxi":172
+    /* "pyx/tensor.pxi":186
  *         obj = obj.numpy()
  *     a = np.asarray(obj, dtype=dtype)
  *     if a.dtype not in _NUMPY_TO_DTYPE:             # <<<<<<<<<<<<<<
@@ -12012,7 +12491,7 @@ static PyObject *__pyx_pf_6mtlinv_7_native_asarray(CYTHON_UNUSED PyObject *__pyx
 */
   }
 
-  /* "pyx/tensor.pxi":175
+  /* "pyx/tensor.pxi":189
  *         names = ", ".join(str(d) for d in _NUMPY_TO_DTYPE)
  *         raise DTypeError(f"asarray: dtype {a.dtype} is not supported (supported: {names})")
  *     a = np.ascontiguousarray(a)             # <<<<<<<<<<<<<<
@@ -12020,9 +12499,9 @@ static PyObject *__pyx_pf_6mtlinv_7_native_asarray(CYTHON_UNUSED PyObject *__pyx
  *     cdef vector[int64_t] strides = [s // a.itemsize for s in a.strides]
 */
   __pyx_t_4 = NULL;
-  __Pyx_GetModuleGlobalName(__pyx_t_12, __pyx_mstate_global->__pyx_n_u_np); if (unlikely(!__pyx_t_12)) __PYX_ERR(3, 175, __pyx_L1_error)
+  __Pyx_GetModuleGlobalName(__pyx_t_12, __pyx_mstate_global->__pyx_n_u_np); if (unlikely(!__pyx_t_12)) __PYX_ERR(3, 189, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_12);
-  __pyx_t_5 = __Pyx_PyObject_GetAttrStr(__pyx_t_12, __pyx_mstate_global->__pyx_n_u_ascontiguousarray); if (unlikely(!__pyx_t_5)) __PYX_ERR(3, 175, __pyx_L1_error)
+  __pyx_t_5 = __Pyx_PyObject_GetAttrStr(__pyx_t_12, __pyx_mstate_global->__pyx_n_u_ascontiguousarray); if (unlikely(!__pyx_t_5)) __PYX_ERR(3, 189, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_5);
   __Pyx_DECREF(__pyx_t_12); __pyx_t_12 = 0;
   __pyx_t_7 = 1;
@@ -12042,26 +12521,26 @@ static PyObject *__pyx_pf_6mtlinv_7_native_asarray(CYTHON_UNUSED PyObject *__pyx
     __pyx_t_6 = __Pyx_PyObject_FastCall((PyObject*)__pyx_t_5, __pyx_callargs+__pyx_t_7, (2-__pyx_t_7) | (__pyx_t_7*__Pyx_PY_VECTORCALL_ARGUMENTS_OFFSET));
     __Pyx_XDECREF(__pyx_t_4); __pyx_t_4 = 0;
     __Pyx_DECREF(__pyx_t_5); __pyx_t_5 = 0;
-    if (unlikely(!__pyx_t_6)) __PYX_ERR(3, 175, __pyx_L1_error)
+    if (unlikely(!__pyx_t_6)) __PYX_ERR(3, 189, __pyx_L1_error)
     __Pyx_GOTREF(__pyx_t_6);
   }
   __Pyx_DECREF_SET(__pyx_v_a, __pyx_t_6);
   __pyx_t_6 = 0;
 
-  /* "pyx/tensor.pxi":176
+  /* "pyx/tensor.pxi":190
  *         raise DTypeError(f"asarray: dtype {a.dtype} is not supported (supported: {names})")
  *     a = np.ascontiguousarray(a)
  *     cdef vector[int64_t] shape = a.shape             # <<<<<<<<<<<<<<
  *     cdef vector[int64_t] strides = [s // a.itemsize for s in a.strides]
  *     cdef CDType dt = _NUMPY_TO_DTYPE[a.dtype]
 */
-  __pyx_t_6 = __Pyx_PyObject_GetAttrStr(__pyx_v_a, __pyx_mstate_global->__pyx_n_u_shape); if (unlikely(!__pyx_t_6)) __PYX_ERR(3, 176, __pyx_L1_error)
+  __pyx_t_6 = __Pyx_PyObject_GetAttrStr(__pyx_v_a, __pyx_mstate_global->__pyx_n_u_shape); if (unlikely(!__pyx_t_6)) __PYX_ERR(3, 190, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_6);
-  __pyx_t_13 = __pyx_convert_vector_from_py_int64_t(__pyx_t_6); if (unlikely(PyErr_Occurred())) __PYX_ERR(3, 176, __pyx_L1_error)
+  __pyx_t_13 = __pyx_convert_vector_from_py_int64_t(__pyx_t_6); if (unlikely(PyErr_Occurred())) __PYX_ERR(3, 190, __pyx_L1_error)
   __Pyx_DECREF(__pyx_t_6); __pyx_t_6 = 0;
   __pyx_v_shape = __PYX_STD_MOVE_IF_SUPPORTED(__pyx_t_13);
 
-  /* "pyx/tensor.pxi":177
+  /* "pyx/tensor.pxi":191
  *     a = np.ascontiguousarray(a)
  *     cdef vector[int64_t] shape = a.shape
  *     cdef vector[int64_t] strides = [s // a.itemsize for s in a.strides]             # <<<<<<<<<<<<<<
@@ -12069,18 +12548,18 @@ static PyObject *__pyx_pf_6mtlinv_7_native_asarray(CYTHON_UNUSED PyObject *__pyx
  *     cdef void* data = cnp.PyArray_DATA(a)
 */
   { /* enter inner scope */
-    __pyx_t_6 = PyList_New(0); if (unlikely(!__pyx_t_6)) __PYX_ERR(3, 177, __pyx_L10_error)
+    __pyx_t_6 = PyList_New(0); if (unlikely(!__pyx_t_6)) __PYX_ERR(3, 191, __pyx_L10_error)
     __Pyx_GOTREF(__pyx_t_6);
-    __pyx_t_5 = __Pyx_PyObject_GetAttrStr(__pyx_v_a, __pyx_mstate_global->__pyx_n_u_strides); if (unlikely(!__pyx_t_5)) __PYX_ERR(3, 177, __pyx_L10_error)
+    __pyx_t_5 = __Pyx_PyObject_GetAttrStr(__pyx_v_a, __pyx_mstate_global->__pyx_n_u_strides); if (unlikely(!__pyx_t_5)) __PYX_ERR(3, 191, __pyx_L10_error)
     __Pyx_GOTREF(__pyx_t_5);
     if (likely(PyList_CheckExact(__pyx_t_5)) || PyTuple_CheckExact(__pyx_t_5)) {
       __pyx_t_4 = __pyx_t_5; __Pyx_INCREF(__pyx_t_4);
       __pyx_t_10 = 0;
       __pyx_t_14 = NULL;
     } else {
-      __pyx_t_10 = -1; __pyx_t_4 = PyObject_GetIter(__pyx_t_5); if (unlikely(!__pyx_t_4)) __PYX_ERR(3, 177, __pyx_L10_error)
+      __pyx_t_10 = -1; __pyx_t_4 = PyObject_GetIter(__pyx_t_5); if (unlikely(!__pyx_t_4)) __PYX_ERR(3, 191, __pyx_L10_error)
       __Pyx_GOTREF(__pyx_t_4);
-      __pyx_t_14 = (CYTHON_COMPILING_IN_LIMITED_API) ? PyIter_Next : __Pyx_PyObject_GetIterNextFunc(__pyx_t_4); if (unlikely(!__pyx_t_14)) __PYX_ERR(3, 177, __pyx_L10_error)
+      __pyx_t_14 = (CYTHON_COMPILING_IN_LIMITED_API) ? PyIter_Next : __Pyx_PyObject_GetIterNextFunc(__pyx_t_4); if (unlikely(!__pyx_t_14)) __PYX_ERR(3, 191, __pyx_L10_error)
     }
     __Pyx_DECREF(__pyx_t_5); __pyx_t_5 = 0;
     for (;;) {
@@ -12089,7 +12568,7 @@ static PyObject *__pyx_pf_6mtlinv_7_native_asarray(CYTHON_UNUSED PyObject *__pyx
           {
             Py_ssize_t __pyx_temp = __Pyx_PyList_GET_SIZE(__pyx_t_4);
             #if !CYTHON_ASSUME_SAFE_SIZE
-            if (unlikely((__pyx_temp < 0))) __PYX_ERR(3, 177, __pyx_L10_error)
+            if (unlikely((__pyx_temp < 0))) __PYX_ERR(3, 191, __pyx_L10_error)
             #endif
             if (__pyx_t_10 >= __pyx_temp) break;
           }
@@ -12099,7 +12578,7 @@ static PyObject *__pyx_pf_6mtlinv_7_native_asarray(CYTHON_UNUSED PyObject *__pyx
           {
             Py_ssize_t __pyx_temp = __Pyx_PyTuple_GET_SIZE(__pyx_t_4);
             #if !CYTHON_ASSUME_SAFE_SIZE
-            if (unlikely((__pyx_temp < 0))) __PYX_ERR(3, 177, __pyx_L10_error)
+            if (unlikely((__pyx_temp < 0))) __PYX_ERR(3, 191, __pyx_L10_error)
             #endif
             if (__pyx_t_10 >= __pyx_temp) break;
           }
@@ -12110,13 +12589,13 @@ static PyObject *__pyx_pf_6mtlinv_7_native_asarray(CYTHON_UNUSED PyObject *__pyx
           #endif
           ++__pyx_t_10;
         }
-        if (unlikely(!__pyx_t_5)) __PYX_ERR(3, 177, __pyx_L10_error)
+        if (unlikely(!__pyx_t_5)) __PYX_ERR(3, 191, __pyx_L10_error)
       } else {
         __pyx_t_5 = __pyx_t_14(__pyx_t_4);
         if (unlikely(!__pyx_t_5)) {
           PyObject* exc_type = PyErr_Occurred();
           if (exc_type) {
-            if (unlikely(!__Pyx_PyErr_GivenExceptionMatches(exc_type, PyExc_StopIteration))) __PYX_ERR(3, 177, __pyx_L10_error)
+            if (unlikely(!__Pyx_PyErr_GivenExceptionMatches(exc_type, PyExc_StopIteration))) __PYX_ERR(3, 191, __pyx_L10_error)
             PyErr_Clear();
           }
           break;
@@ -12125,13 +12604,13 @@ static PyObject *__pyx_pf_6mtlinv_7_native_asarray(CYTHON_UNUSED PyObject *__pyx
       __Pyx_GOTREF(__pyx_t_5);
       __Pyx_XDECREF_SET(__pyx_8genexpr6__pyx_v_s, __pyx_t_5);
       __pyx_t_5 = 0;
-      __pyx_t_5 = __Pyx_PyObject_GetAttrStr(__pyx_v_a, __pyx_mstate_global->__pyx_n_u_itemsize); if (unlikely(!__pyx_t_5)) __PYX_ERR(3, 177, __pyx_L10_error)
+      __pyx_t_5 = __Pyx_PyObject_GetAttrStr(__pyx_v_a, __pyx_mstate_global->__pyx_n_u_itemsize); if (unlikely(!__pyx_t_5)) __PYX_ERR(3, 191, __pyx_L10_error)
       __Pyx_GOTREF(__pyx_t_5);
-      __pyx_t_12 = PyNumber_FloorDivide(__pyx_8genexpr6__pyx_v_s, __pyx_t_5); if (unlikely(!__pyx_t_12)) __PYX_ERR(3, 177, __pyx_L10_error)
+      __pyx_t_12 = PyNumber_FloorDivide(__pyx_8genexpr6__pyx_v_s, __pyx_t_5); if (unlikely(!__pyx_t_12)) __PYX_ERR(3, 191, __pyx_L10_error)
       __Pyx_GOTREF(__pyx_t_12);
       __Pyx_DECREF(__pyx_t_5); __pyx_t_5 = 0;
       __Pyx_GIVEREF(__pyx_t_12);
-      if (unlikely(__Pyx_ListComp_AppendAndDecref(__pyx_t_6, __pyx_t_12))) __PYX_ERR(3, 177, __pyx_L10_error)
+      if (unlikely(__Pyx_ListComp_AppendAndDecref(__pyx_t_6, __pyx_t_12))) __PYX_ERR(3, 191, __pyx_L10_error)
       __pyx_t_12 = 0;
     }
     __Pyx_DECREF(__pyx_t_4); __pyx_t_4 = 0;
@@ -12142,52 +12621,52 @@ static PyObject *__pyx_pf_6mtlinv_7_native_asarray(CYTHON_UNUSED PyObject *__pyx
     goto __pyx_L1_error;
     __pyx_L14_exit_scope:;
   } /* exit inner scope */
-  __pyx_t_13 = __pyx_convert_vector_from_py_int64_t(__pyx_t_6); if (unlikely(PyErr_Occurred())) __PYX_ERR(3, 177, __pyx_L1_error)
+  __pyx_t_13 = __pyx_convert_vector_from_py_int64_t(__pyx_t_6); if (unlikely(PyErr_Occurred())) __PYX_ERR(3, 191, __pyx_L1_error)
   __Pyx_DECREF(__pyx_t_6); __pyx_t_6 = 0;
   __pyx_v_strides = __PYX_STD_MOVE_IF_SUPPORTED(__pyx_t_13);
 
-  /* "pyx/tensor.pxi":178
+  /* "pyx/tensor.pxi":192
  *     cdef vector[int64_t] shape = a.shape
  *     cdef vector[int64_t] strides = [s // a.itemsize for s in a.strides]
  *     cdef CDType dt = _NUMPY_TO_DTYPE[a.dtype]             # <<<<<<<<<<<<<<
  *     cdef void* data = cnp.PyArray_DATA(a)
  *     cdef Tensor t = Tensor.__new__(Tensor)
 */
-  __Pyx_GetModuleGlobalName(__pyx_t_6, __pyx_mstate_global->__pyx_n_u_NUMPY_TO_DTYPE); if (unlikely(!__pyx_t_6)) __PYX_ERR(3, 178, __pyx_L1_error)
+  __Pyx_GetModuleGlobalName(__pyx_t_6, __pyx_mstate_global->__pyx_n_u_NUMPY_TO_DTYPE); if (unlikely(!__pyx_t_6)) __PYX_ERR(3, 192, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_6);
-  __pyx_t_4 = __Pyx_PyObject_GetAttrStr(__pyx_v_a, __pyx_mstate_global->__pyx_n_u_dtype); if (unlikely(!__pyx_t_4)) __PYX_ERR(3, 178, __pyx_L1_error)
+  __pyx_t_4 = __Pyx_PyObject_GetAttrStr(__pyx_v_a, __pyx_mstate_global->__pyx_n_u_dtype); if (unlikely(!__pyx_t_4)) __PYX_ERR(3, 192, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_4);
-  __pyx_t_12 = __Pyx_PyObject_GetItem(__pyx_t_6, __pyx_t_4); if (unlikely(!__pyx_t_12)) __PYX_ERR(3, 178, __pyx_L1_error)
+  __pyx_t_12 = __Pyx_PyObject_GetItem(__pyx_t_6, __pyx_t_4); if (unlikely(!__pyx_t_12)) __PYX_ERR(3, 192, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_12);
   __Pyx_DECREF(__pyx_t_6); __pyx_t_6 = 0;
   __Pyx_DECREF(__pyx_t_4); __pyx_t_4 = 0;
-  __pyx_t_15 = (mtlinv::DType)__Pyx_PyLong_As_int(__pyx_t_12); if (unlikely(PyErr_Occurred())) __PYX_ERR(3, 178, __pyx_L1_error)
+  __pyx_t_15 = (mtlinv::DType)__Pyx_PyLong_As_int(__pyx_t_12); if (unlikely(PyErr_Occurred())) __PYX_ERR(3, 192, __pyx_L1_error)
   __Pyx_DECREF(__pyx_t_12); __pyx_t_12 = 0;
   __pyx_v_dt = __pyx_t_15;
 
-  /* "pyx/tensor.pxi":179
+  /* "pyx/tensor.pxi":193
  *     cdef vector[int64_t] strides = [s // a.itemsize for s in a.strides]
  *     cdef CDType dt = _NUMPY_TO_DTYPE[a.dtype]
  *     cdef void* data = cnp.PyArray_DATA(a)             # <<<<<<<<<<<<<<
  *     cdef Tensor t = Tensor.__new__(Tensor)
  *     t.c = CTensor.from_host(data, shape, strides, dt)
 */
-  if (!(likely(((__pyx_v_a) == Py_None) || likely(__Pyx_TypeTest(__pyx_v_a, __pyx_mstate_global->__pyx_ptype_5numpy_ndarray))))) __PYX_ERR(3, 179, __pyx_L1_error)
+  if (!(likely(((__pyx_v_a) == Py_None) || likely(__Pyx_TypeTest(__pyx_v_a, __pyx_mstate_global->__pyx_ptype_5numpy_ndarray))))) __PYX_ERR(3, 193, __pyx_L1_error)
   __pyx_v_data = PyArray_DATA(((PyArrayObject *)__pyx_v_a));
 
-  /* "pyx/tensor.pxi":180
+  /* "pyx/tensor.pxi":194
  *     cdef CDType dt = _NUMPY_TO_DTYPE[a.dtype]
  *     cdef void* data = cnp.PyArray_DATA(a)
  *     cdef Tensor t = Tensor.__new__(Tensor)             # <<<<<<<<<<<<<<
  *     t.c = CTensor.from_host(data, shape, strides, dt)
  *     if t.c.storage.get().host == data:
 */
-  __pyx_t_12 = ((PyObject *)__pyx_tp_new_6mtlinv_7_native_Tensor(((PyTypeObject *)__pyx_mstate_global->__pyx_ptype_6mtlinv_7_native_Tensor), __pyx_mstate_global->__pyx_empty_tuple, NULL)); if (unlikely(!__pyx_t_12)) __PYX_ERR(3, 180, __pyx_L1_error)
+  __pyx_t_12 = ((PyObject *)__pyx_tp_new_6mtlinv_7_native_Tensor(((PyTypeObject *)__pyx_mstate_global->__pyx_ptype_6mtlinv_7_native_Tensor), __pyx_mstate_global->__pyx_empty_tuple, NULL)); if (unlikely(!__pyx_t_12)) __PYX_ERR(3, 194, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_12);
   __pyx_v_t = ((struct __pyx_obj_6mtlinv_7_native_Tensor *)__pyx_t_12);
   __pyx_t_12 = 0;
 
-  /* "pyx/tensor.pxi":181
+  /* "pyx/tensor.pxi":195
  *     cdef void* data = cnp.PyArray_DATA(a)
  *     cdef Tensor t = Tensor.__new__(Tensor)
  *     t.c = CTensor.from_host(data, shape, strides, dt)             # <<<<<<<<<<<<<<
@@ -12198,11 +12677,11 @@ static PyObject *__pyx_pf_6mtlinv_7_native_asarray(CYTHON_UNUSED PyObject *__pyx
     __pyx_t_16 = mtlinv::Tensor::from_host(__pyx_v_data, __pyx_v_shape, __pyx_v_strides, __pyx_v_dt);
   } catch(...) {
     mtlinv_py::raise_py_error(); if (!PyErr_Occurred())PyErr_SetString(PyExc_RuntimeError, "Error converting c++ exception.");
-    __PYX_ERR(3, 181, __pyx_L1_error)
+    __PYX_ERR(3, 195, __pyx_L1_error)
   }
   __pyx_v_t->c = __PYX_STD_MOVE_IF_SUPPORTED(__pyx_t_16);
 
-  /* "pyx/tensor.pxi":182
+  /* "pyx/tensor.pxi":196
  *     cdef Tensor t = Tensor.__new__(Tensor)
  *     t.c = CTensor.from_host(data, shape, strides, dt)
  *     if t.c.storage.get().host == data:             # <<<<<<<<<<<<<<
@@ -12214,7 +12693,7 @@ static PyObject *__pyx_pf_6mtlinv_7_native_asarray(CYTHON_UNUSED PyObject *__pyx
   if (__pyx_t_1) {
 
 
-    /* "pyx/tensor.pxi":183
+    /* "pyx/tensor.pxi":197
  *     t.c = CTensor.from_host(data, shape, strides, dt)
  *     if t.c.storage.get().host == data:
  *         t.keepalive = a             # <<<<<<<<<<<<<<
@@ -12226,24 +12705,24 @@ static PyObject *__pyx_pf_6mtlinv_7_native_asarray(CYTHON_UNUSED PyObject *__pyx
     __Pyx_GOTREF(__pyx_v_t->keepalive);
     __Pyx_DECREF_SET(__pyx_v_t->keepalive, __pyx_v_a);
 
-    /* "pyx/tensor.pxi":184
+    /* "pyx/tensor.pxi":198
  *     if t.c.storage.get().host == data:
  *         t.keepalive = a
  *         t.readonly = not a.flags.writeable             # <<<<<<<<<<<<<<
  *     return t
  * 
 */
-    __pyx_t_12 = __Pyx_PyObject_GetAttrStr(__pyx_v_a, __pyx_mstate_global->__pyx_n_u_flags); if (unlikely(!__pyx_t_12)) __PYX_ERR(3, 184, __pyx_L1_error)
+    __pyx_t_12 = __Pyx_PyObject_GetAttrStr(__pyx_v_a, __pyx_mstate_global->__pyx_n_u_flags); if (unlikely(!__pyx_t_12)) __PYX_ERR(3, 198, __pyx_L1_error)
     __Pyx_GOTREF(__pyx_t_12);
-    __pyx_t_4 = __Pyx_PyObject_GetAttrStr(__pyx_t_12, __pyx_mstate_global->__pyx_n_u_writeable); if (unlikely(!__pyx_t_4)) __PYX_ERR(3, 184, __pyx_L1_error)
+    __pyx_t_4 = __Pyx_PyObject_GetAttrStr(__pyx_t_12, __pyx_mstate_global->__pyx_n_u_writeable); if (unlikely(!__pyx_t_4)) __PYX_ERR(3, 198, __pyx_L1_error)
     __Pyx_GOTREF(__pyx_t_4);
     __Pyx_DECREF(__pyx_t_12); __pyx_t_12 = 0;
-    __pyx_t_1 = __Pyx_PyObject_IsTrue(__pyx_t_4); if (unlikely((__pyx_t_1 < 0))) __PYX_ERR(3, 184, __pyx_L1_error)
+    __pyx_t_1 = __Pyx_PyObject_IsTrue(__pyx_t_4); if (unlikely((__pyx_t_1 < 0))) __PYX_ERR(3, 198, __pyx_L1_error)
     __Pyx_DECREF(__pyx_t_4); __pyx_t_4 = 0;
     __pyx_v_t->readonly = (!__pyx_t_1);
 
 
-    /* "pyx/tensor.pxi":182
+    /* "pyx/tensor.pxi":196
  *     cdef Tensor t = Tensor.__new__(Tensor)
  *     t.c = CTensor.from_host(data, shape, strides, dt)
  *     if t.c.storage.get().host == data:             # <<<<<<<<<<<<<<
@@ -12252,7 +12731,7 @@ static PyObject *__pyx_pf_6mtlinv_7_native_asarray(CYTHON_UNUSED PyObject *__pyx
 */
   }
 
-  /* "pyx/tensor.pxi":185
+  /* "pyx/tensor.pxi":199
  *         t.keepalive = a
  *         t.readonly = not a.flags.writeable
  *     return t             # <<<<<<<<<<<<<<
@@ -12270,7 +12749,7 @@ static PyObject *__pyx_pf_6mtlinv_7_native_asarray(CYTHON_UNUSED PyObject *__pyx
   }
   goto __pyx_L0;
 
-  /* "pyx/tensor.pxi":164
+  /* "pyx/tensor.pxi":178
  * 
  * 
  * def asarray(obj, dtype=None):             # <<<<<<<<<<<<<<
@@ -12304,7 +12783,7 @@ static PyObject *__pyx_pf_6mtlinv_7_native_asarray(CYTHON_UNUSED PyObject *__pyx
   return __pyx_r;
 }
 
-/* "pyx/tensor.pxi":188
+/* "pyx/tensor.pxi":202
  * 
  * 
  * cdef Tensor _operand(obj, str name, str op):             # <<<<<<<<<<<<<<
@@ -12351,7 +12830,7 @@ static struct __pyx_obj_6mtlinv_7_native_Tensor *__pyx_f_6mtlinv_7_native__opera
   int __pyx_clineno = 0;
   __Pyx_RefNannySetupContext("_operand", 0);
 
-  /* "pyx/tensor.pxi":190
+  /* "pyx/tensor.pxi":204
  * cdef Tensor _operand(obj, str name, str op):
  *     """An op's argument as a Tensor, with the op and argument named in any error."""
  *     if isinstance(obj, Tensor):             # <<<<<<<<<<<<<<
@@ -12362,14 +12841,14 @@ static struct __pyx_obj_6mtlinv_7_native_Tensor *__pyx_f_6mtlinv_7_native__opera
   if (__pyx_t_1) {
 
 
-    /* "pyx/tensor.pxi":191
+    /* "pyx/tensor.pxi":205
  *     """An op's argument as a Tensor, with the op and argument named in any error."""
  *     if isinstance(obj, Tensor):
  *         return obj             # <<<<<<<<<<<<<<
  *     try:
  *         a = np.asarray(obj)
 */
-    if (!(likely(((__pyx_v_obj) == Py_None) || likely(__Pyx_TypeTest(__pyx_v_obj, __pyx_mstate_global->__pyx_ptype_6mtlinv_7_native_Tensor))))) __PYX_ERR(3, 191, __pyx_L1_error)
+    if (!(likely(((__pyx_v_obj) == Py_None) || likely(__Pyx_TypeTest(__pyx_v_obj, __pyx_mstate_global->__pyx_ptype_6mtlinv_7_native_Tensor))))) __PYX_ERR(3, 205, __pyx_L1_error)
     {
       struct __pyx_obj_6mtlinv_7_native_Tensor *__pyx_temp;
       {
@@ -12381,7 +12860,7 @@ static struct __pyx_obj_6mtlinv_7_native_Tensor *__pyx_f_6mtlinv_7_native__opera
     }
     goto __pyx_L0;
 
-    /* "pyx/tensor.pxi":190
+    /* "pyx/tensor.pxi":204
  * cdef Tensor _operand(obj, str name, str op):
  *     """An op's argument as a Tensor, with the op and argument named in any error."""
  *     if isinstance(obj, Tensor):             # <<<<<<<<<<<<<<
@@ -12390,7 +12869,7 @@ static struct __pyx_obj_6mtlinv_7_native_Tensor *__pyx_f_6mtlinv_7_native__opera
 */
   }
 
-  /* "pyx/tensor.pxi":192
+  /* "pyx/tensor.pxi":206
  *     if isinstance(obj, Tensor):
  *         return obj
  *     try:             # <<<<<<<<<<<<<<
@@ -12406,7 +12885,7 @@ static struct __pyx_obj_6mtlinv_7_native_Tensor *__pyx_f_6mtlinv_7_native__opera
     __Pyx_XGOTREF(__pyx_t_4);
     /*try:*/ {
 
-      /* "pyx/tensor.pxi":193
+      /* "pyx/tensor.pxi":207
  *         return obj
  *     try:
  *         a = np.asarray(obj)             # <<<<<<<<<<<<<<
@@ -12414,9 +12893,9 @@ static struct __pyx_obj_6mtlinv_7_native_Tensor *__pyx_f_6mtlinv_7_native__opera
  *             a = a.astype(np.float32)  # Python floats and lists: float32, the widest dtype the kernels take
 */
       __pyx_t_6 = NULL;
-      __Pyx_GetModuleGlobalName(__pyx_t_7, __pyx_mstate_global->__pyx_n_u_np); if (unlikely(!__pyx_t_7)) __PYX_ERR(3, 193, __pyx_L4_error)
+      __Pyx_GetModuleGlobalName(__pyx_t_7, __pyx_mstate_global->__pyx_n_u_np); if (unlikely(!__pyx_t_7)) __PYX_ERR(3, 207, __pyx_L4_error)
       __Pyx_GOTREF(__pyx_t_7);
-      __pyx_t_8 = __Pyx_PyObject_GetAttrStr(__pyx_t_7, __pyx_mstate_global->__pyx_n_u_asarray); if (unlikely(!__pyx_t_8)) __PYX_ERR(3, 193, __pyx_L4_error)
+      __pyx_t_8 = __Pyx_PyObject_GetAttrStr(__pyx_t_7, __pyx_mstate_global->__pyx_n_u_asarray); if (unlikely(!__pyx_t_8)) __PYX_ERR(3, 207, __pyx_L4_error)
       __Pyx_GOTREF(__pyx_t_8);
       __Pyx_DECREF(__pyx_t_7); __pyx_t_7 = 0;
       __pyx_t_9 = 1;
@@ -12436,25 +12915,25 @@ static struct __pyx_obj_6mtlinv_7_native_Tensor *__pyx_f_6mtlinv_7_native__opera
         __pyx_t_5 = __Pyx_PyObject_FastCall((PyObject*)__pyx_t_8, __pyx_callargs+__pyx_t_9, (2-__pyx_t_9) | (__pyx_t_9*__Pyx_PY_VECTORCALL_ARGUMENTS_OFFSET));
         __Pyx_XDECREF(__pyx_t_6); __pyx_t_6 = 0;
         __Pyx_DECREF(__pyx_t_8); __pyx_t_8 = 0;
-        if (unlikely(!__pyx_t_5)) __PYX_ERR(3, 193, __pyx_L4_error)
+        if (unlikely(!__pyx_t_5)) __PYX_ERR(3, 207, __pyx_L4_error)
         __Pyx_GOTREF(__pyx_t_5);
       }
       __pyx_v_a = __pyx_t_5;
       __pyx_t_5 = 0;
 
-      /* "pyx/tensor.pxi":194
+      /* "pyx/tensor.pxi":208
  *     try:
  *         a = np.asarray(obj)
  *         if not isinstance(obj, np.ndarray) and a.dtype == np.float64:             # <<<<<<<<<<<<<<
  *             a = a.astype(np.float32)  # Python floats and lists: float32, the widest dtype the kernels take
  *     except Exception as e:
 */
-      __Pyx_GetModuleGlobalName(__pyx_t_5, __pyx_mstate_global->__pyx_n_u_np); if (unlikely(!__pyx_t_5)) __PYX_ERR(3, 194, __pyx_L4_error)
+      __Pyx_GetModuleGlobalName(__pyx_t_5, __pyx_mstate_global->__pyx_n_u_np); if (unlikely(!__pyx_t_5)) __PYX_ERR(3, 208, __pyx_L4_error)
       __Pyx_GOTREF(__pyx_t_5);
-      __pyx_t_8 = __Pyx_PyObject_GetAttrStr(__pyx_t_5, __pyx_mstate_global->__pyx_n_u_ndarray); if (unlikely(!__pyx_t_8)) __PYX_ERR(3, 194, __pyx_L4_error)
+      __pyx_t_8 = __Pyx_PyObject_GetAttrStr(__pyx_t_5, __pyx_mstate_global->__pyx_n_u_ndarray); if (unlikely(!__pyx_t_8)) __PYX_ERR(3, 208, __pyx_L4_error)
       __Pyx_GOTREF(__pyx_t_8);
       __Pyx_DECREF(__pyx_t_5); __pyx_t_5 = 0;
-      __pyx_t_10 = PyObject_IsInstance(__pyx_v_obj, __pyx_t_8); if (unlikely(__pyx_t_10 == ((int)-1))) __PYX_ERR(3, 194, __pyx_L4_error)
+      __pyx_t_10 = PyObject_IsInstance(__pyx_v_obj, __pyx_t_8); if (unlikely(__pyx_t_10 == ((int)-1))) __PYX_ERR(3, 208, __pyx_L4_error)
       __Pyx_DECREF(__pyx_t_8); __pyx_t_8 = 0;
       __pyx_t_11 = (!__pyx_t_10);
 
@@ -12467,14 +12946,14 @@ static struct __pyx_obj_6mtlinv_7_native_Tensor *__pyx_f_6mtlinv_7_native__opera
 
         goto __pyx_L11_bool_binop_done;
       }
-      __pyx_t_8 = __Pyx_PyObject_GetAttrStr(__pyx_v_a, __pyx_mstate_global->__pyx_n_u_dtype); if (unlikely(!__pyx_t_8)) __PYX_ERR(3, 194, __pyx_L4_error)
+      __pyx_t_8 = __Pyx_PyObject_GetAttrStr(__pyx_v_a, __pyx_mstate_global->__pyx_n_u_dtype); if (unlikely(!__pyx_t_8)) __PYX_ERR(3, 208, __pyx_L4_error)
       __Pyx_GOTREF(__pyx_t_8);
-      __Pyx_GetModuleGlobalName(__pyx_t_5, __pyx_mstate_global->__pyx_n_u_np); if (unlikely(!__pyx_t_5)) __PYX_ERR(3, 194, __pyx_L4_error)
+      __Pyx_GetModuleGlobalName(__pyx_t_5, __pyx_mstate_global->__pyx_n_u_np); if (unlikely(!__pyx_t_5)) __PYX_ERR(3, 208, __pyx_L4_error)
       __Pyx_GOTREF(__pyx_t_5);
-      __pyx_t_6 = __Pyx_PyObject_GetAttrStr(__pyx_t_5, __pyx_mstate_global->__pyx_n_u_float64); if (unlikely(!__pyx_t_6)) __PYX_ERR(3, 194, __pyx_L4_error)
+      __pyx_t_6 = __Pyx_PyObject_GetAttrStr(__pyx_t_5, __pyx_mstate_global->__pyx_n_u_float64); if (unlikely(!__pyx_t_6)) __PYX_ERR(3, 208, __pyx_L4_error)
       __Pyx_GOTREF(__pyx_t_6);
       __Pyx_DECREF(__pyx_t_5); __pyx_t_5 = 0;
-      __pyx_t_11 = __Pyx_PyObject_CompareBoolEq_object_object(__pyx_t_8, __pyx_t_6, Py_EQ); if (unlikely((__pyx_t_11 < 0))) __PYX_ERR(3, 194, __pyx_L4_error)
+      __pyx_t_11 = __Pyx_PyObject_CompareBoolEq_object_object(__pyx_t_8, __pyx_t_6, Py_EQ); if (unlikely((__pyx_t_11 < 0))) __PYX_ERR(3, 208, __pyx_L4_error)
       __Pyx_DECREF(__pyx_t_8); __pyx_t_8 = 0;
       __Pyx_DECREF(__pyx_t_6); __pyx_t_6 = 0;
 
@@ -12484,7 +12963,7 @@ static struct __pyx_obj_6mtlinv_7_native_Tensor *__pyx_f_6mtlinv_7_native__opera
       if (__pyx_t_1) {
 
 
-        /* "pyx/tensor.pxi":195
+        /* "pyx/tensor.pxi":209
  *         a = np.asarray(obj)
  *         if not isinstance(obj, np.ndarray) and a.dtype == np.float64:
  *             a = a.astype(np.float32)  # Python floats and lists: float32, the widest dtype the kernels take             # <<<<<<<<<<<<<<
@@ -12493,9 +12972,9 @@ static struct __pyx_obj_6mtlinv_7_native_Tensor *__pyx_f_6mtlinv_7_native__opera
 */
         __pyx_t_8 = __pyx_v_a;
         __Pyx_INCREF(__pyx_t_8);
-        __Pyx_GetModuleGlobalName(__pyx_t_5, __pyx_mstate_global->__pyx_n_u_np); if (unlikely(!__pyx_t_5)) __PYX_ERR(3, 195, __pyx_L4_error)
+        __Pyx_GetModuleGlobalName(__pyx_t_5, __pyx_mstate_global->__pyx_n_u_np); if (unlikely(!__pyx_t_5)) __PYX_ERR(3, 209, __pyx_L4_error)
         __Pyx_GOTREF(__pyx_t_5);
-        __pyx_t_7 = __Pyx_PyObject_GetAttrStr(__pyx_t_5, __pyx_mstate_global->__pyx_n_u_float32); if (unlikely(!__pyx_t_7)) __PYX_ERR(3, 195, __pyx_L4_error)
+        __pyx_t_7 = __Pyx_PyObject_GetAttrStr(__pyx_t_5, __pyx_mstate_global->__pyx_n_u_float32); if (unlikely(!__pyx_t_7)) __PYX_ERR(3, 209, __pyx_L4_error)
         __Pyx_GOTREF(__pyx_t_7);
         __Pyx_DECREF(__pyx_t_5); __pyx_t_5 = 0;
         __pyx_t_9 = 0;
@@ -12504,13 +12983,13 @@ static struct __pyx_obj_6mtlinv_7_native_Tensor *__pyx_f_6mtlinv_7_native__opera
           __pyx_t_6 = __Pyx_PyObject_FastCallMethod((PyObject*)__pyx_mstate_global->__pyx_n_u_astype, __pyx_callargs+__pyx_t_9, (2-__pyx_t_9) | (1*__Pyx_PY_VECTORCALL_ARGUMENTS_OFFSET));
           __Pyx_XDECREF(__pyx_t_8); __pyx_t_8 = 0;
           __Pyx_DECREF(__pyx_t_7); __pyx_t_7 = 0;
-          if (unlikely(!__pyx_t_6)) __PYX_ERR(3, 195, __pyx_L4_error)
+          if (unlikely(!__pyx_t_6)) __PYX_ERR(3, 209, __pyx_L4_error)
           __Pyx_GOTREF(__pyx_t_6);
         }
         __Pyx_DECREF_SET(__pyx_v_a, __pyx_t_6);
         __pyx_t_6 = 0;
 
-        /* "pyx/tensor.pxi":194
+        /* "pyx/tensor.pxi":208
  *     try:
  *         a = np.asarray(obj)
  *         if not isinstance(obj, np.ndarray) and a.dtype == np.float64:             # <<<<<<<<<<<<<<
@@ -12519,7 +12998,7 @@ static struct __pyx_obj_6mtlinv_7_native_Tensor *__pyx_f_6mtlinv_7_native__opera
 */
       }
 
-      /* "pyx/tensor.pxi":192
+      /* "pyx/tensor.pxi":206
  *     if isinstance(obj, Tensor):
  *         return obj
  *     try:             # <<<<<<<<<<<<<<
@@ -12537,7 +13016,7 @@ static struct __pyx_obj_6mtlinv_7_native_Tensor *__pyx_f_6mtlinv_7_native__opera
     __Pyx_XDECREF(__pyx_t_7); __pyx_t_7 = 0;
     __Pyx_XDECREF(__pyx_t_8); __pyx_t_8 = 0;
 
-    /* "pyx/tensor.pxi":196
+    /* "pyx/tensor.pxi":210
  *         if not isinstance(obj, np.ndarray) and a.dtype == np.float64:
  *             a = a.astype(np.float32)  # Python floats and lists: float32, the widest dtype the kernels take
  *     except Exception as e:             # <<<<<<<<<<<<<<
@@ -12547,7 +13026,7 @@ static struct __pyx_obj_6mtlinv_7_native_Tensor *__pyx_f_6mtlinv_7_native__opera
     __pyx_t_12 = __Pyx_PyErr_ExceptionMatches(((PyObject *)(((PyTypeObject*)PyExc_Exception))));
     if (__pyx_t_12) {
       __Pyx_AddTraceback("mtlinv._native._operand", __pyx_clineno, __pyx_lineno, __pyx_filename);
-      if (__Pyx_GetException(&__pyx_t_6, &__pyx_t_7, &__pyx_t_8) < 0) __PYX_ERR(3, 196, __pyx_L6_except_error)
+      if (__Pyx_GetException(&__pyx_t_6, &__pyx_t_7, &__pyx_t_8) < 0) __PYX_ERR(3, 210, __pyx_L6_except_error)
       __Pyx_XGOTREF(__pyx_t_6);
       __Pyx_XGOTREF(__pyx_t_7);
       __Pyx_XGOTREF(__pyx_t_8);
@@ -12555,7 +13034,7 @@ static struct __pyx_obj_6mtlinv_7_native_Tensor *__pyx_f_6mtlinv_7_native__opera
       __pyx_v_e = __pyx_t_7;
       /*try:*/ {
 
-        /* "pyx/tensor.pxi":197
+        /* "pyx/tensor.pxi":211
  *             a = a.astype(np.float32)  # Python floats and lists: float32, the widest dtype the kernels take
  *     except Exception as e:
  *         raise InvalidArgumentError(f"{op}: {name} cannot be converted to an array: {e}") from None             # <<<<<<<<<<<<<<
@@ -12563,13 +13042,13 @@ static struct __pyx_obj_6mtlinv_7_native_Tensor *__pyx_f_6mtlinv_7_native__opera
  *         raise DTypeError(f"{op}: {name} has dtype {a.dtype}; expected float32, float16 or bfloat16")
 */
         __pyx_t_13 = NULL;
-        __Pyx_GetModuleGlobalName(__pyx_t_14, __pyx_mstate_global->__pyx_n_u_InvalidArgumentError); if (unlikely(!__pyx_t_14)) __PYX_ERR(3, 197, __pyx_L18_error)
+        __Pyx_GetModuleGlobalName(__pyx_t_14, __pyx_mstate_global->__pyx_n_u_InvalidArgumentError); if (unlikely(!__pyx_t_14)) __PYX_ERR(3, 211, __pyx_L18_error)
         __Pyx_GOTREF(__pyx_t_14);
-        __pyx_t_15 = __Pyx_PyUnicode_Unicode(__pyx_v_op); if (unlikely(!__pyx_t_15)) __PYX_ERR(3, 197, __pyx_L18_error)
+        __pyx_t_15 = __Pyx_PyUnicode_Unicode(__pyx_v_op); if (unlikely(!__pyx_t_15)) __PYX_ERR(3, 211, __pyx_L18_error)
         __Pyx_GOTREF(__pyx_t_15);
-        __pyx_t_16 = __Pyx_PyUnicode_Unicode(__pyx_v_name); if (unlikely(!__pyx_t_16)) __PYX_ERR(3, 197, __pyx_L18_error)
+        __pyx_t_16 = __Pyx_PyUnicode_Unicode(__pyx_v_name); if (unlikely(!__pyx_t_16)) __PYX_ERR(3, 211, __pyx_L18_error)
         __Pyx_GOTREF(__pyx_t_16);
-        __pyx_t_17 = __Pyx_PyObject_FormatSimple(__pyx_v_e, __pyx_mstate_global->__pyx_empty_unicode); if (unlikely(!__pyx_t_17)) __PYX_ERR(3, 197, __pyx_L18_error)
+        __pyx_t_17 = __Pyx_PyObject_FormatSimple(__pyx_v_e, __pyx_mstate_global->__pyx_empty_unicode); if (unlikely(!__pyx_t_17)) __PYX_ERR(3, 211, __pyx_L18_error)
         __Pyx_GOTREF(__pyx_t_17);
         __pyx_t_18[0] = __pyx_t_15;
         __pyx_t_18[1] = __pyx_mstate_global->__pyx_kp_u__4;
@@ -12585,7 +13064,7 @@ static struct __pyx_obj_6mtlinv_7_native_Tensor *__pyx_f_6mtlinv_7_native__opera
         __pyx_t_12 |= __Pyx_PyUnicode_KIND_04(__pyx_t_18[0]) | __Pyx_PyUnicode_KIND_04(__pyx_t_18[2]) | __Pyx_PyUnicode_KIND_04(__pyx_t_18[4]);
         #endif
         __pyx_t_20 = __Pyx_PyUnicode_Join(__pyx_t_18, 5, __pyx_t_19, __pyx_t_12);
-        if (unlikely(!__pyx_t_20)) __PYX_ERR(3, 197, __pyx_L18_error)
+        if (unlikely(!__pyx_t_20)) __PYX_ERR(3, 211, __pyx_L18_error)
         __Pyx_GOTREF(__pyx_t_20);
         __Pyx_DECREF(__pyx_t_15); __pyx_t_15 = 0;
         __Pyx_DECREF(__pyx_t_16); __pyx_t_16 = 0;
@@ -12608,15 +13087,15 @@ static struct __pyx_obj_6mtlinv_7_native_Tensor *__pyx_f_6mtlinv_7_native__opera
           __Pyx_XDECREF(__pyx_t_13); __pyx_t_13 = 0;
           __Pyx_DECREF(__pyx_t_20); __pyx_t_20 = 0;
           __Pyx_DECREF(__pyx_t_14); __pyx_t_14 = 0;
-          if (unlikely(!__pyx_t_5)) __PYX_ERR(3, 197, __pyx_L18_error)
+          if (unlikely(!__pyx_t_5)) __PYX_ERR(3, 211, __pyx_L18_error)
           __Pyx_GOTREF(__pyx_t_5);
         }
         __Pyx_Raise(__pyx_t_5, 0, 0, Py_None);
         __Pyx_DECREF(__pyx_t_5); __pyx_t_5 = 0;
-        __PYX_ERR(3, 197, __pyx_L18_error)
+        __PYX_ERR(3, 211, __pyx_L18_error)
       }
 
-      /* "pyx/tensor.pxi":196
+      /* "pyx/tensor.pxi":210
  *         if not isinstance(obj, np.ndarray) and a.dtype == np.float64:
  *             a = a.astype(np.float32)  # Python floats and lists: float32, the widest dtype the kernels take
  *     except Exception as e:             # <<<<<<<<<<<<<<
@@ -12664,7 +13143,7 @@ static struct __pyx_obj_6mtlinv_7_native_Tensor *__pyx_f_6mtlinv_7_native__opera
     }
     goto __pyx_L6_except_error;
 
-    /* "pyx/tensor.pxi":192
+    /* "pyx/tensor.pxi":206
  *     if isinstance(obj, Tensor):
  *         return obj
  *     try:             # <<<<<<<<<<<<<<
@@ -12680,39 +13159,39 @@ static struct __pyx_obj_6mtlinv_7_native_Tensor *__pyx_f_6mtlinv_7_native__opera
     __pyx_L9_try_end:;
   }
 
-  /* "pyx/tensor.pxi":198
+  /* "pyx/tensor.pxi":212
  *     except Exception as e:
  *         raise InvalidArgumentError(f"{op}: {name} cannot be converted to an array: {e}") from None
  *     if a.dtype not in _NUMPY_TO_DTYPE:             # <<<<<<<<<<<<<<
  *         raise DTypeError(f"{op}: {name} has dtype {a.dtype}; expected float32, float16 or bfloat16")
  *     return asarray(a)
 */
-  __pyx_t_8 = __Pyx_PyObject_GetAttrStr(__pyx_v_a, __pyx_mstate_global->__pyx_n_u_dtype); if (unlikely(!__pyx_t_8)) __PYX_ERR(3, 198, __pyx_L1_error)
+  __pyx_t_8 = __Pyx_PyObject_GetAttrStr(__pyx_v_a, __pyx_mstate_global->__pyx_n_u_dtype); if (unlikely(!__pyx_t_8)) __PYX_ERR(3, 212, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_8);
-  __Pyx_GetModuleGlobalName(__pyx_t_7, __pyx_mstate_global->__pyx_n_u_NUMPY_TO_DTYPE); if (unlikely(!__pyx_t_7)) __PYX_ERR(3, 198, __pyx_L1_error)
+  __Pyx_GetModuleGlobalName(__pyx_t_7, __pyx_mstate_global->__pyx_n_u_NUMPY_TO_DTYPE); if (unlikely(!__pyx_t_7)) __PYX_ERR(3, 212, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_7);
-  __pyx_t_1 = (__Pyx_PySequence_ContainsTF(__pyx_t_8, __pyx_t_7, Py_NE)); if (unlikely((__pyx_t_1 < 0))) __PYX_ERR(3, 198, __pyx_L1_error)
+  __pyx_t_1 = (__Pyx_PySequence_ContainsTF(__pyx_t_8, __pyx_t_7, Py_NE)); if (unlikely((__pyx_t_1 < 0))) __PYX_ERR(3, 212, __pyx_L1_error)
   __Pyx_DECREF(__pyx_t_8); __pyx_t_8 = 0;
   __Pyx_DECREF(__pyx_t_7); __pyx_t_7 = 0;
   if (unlikely(__pyx_t_1)) {
 
 
-    /* "pyx/tensor.pxi":199
+    /* "pyx/tensor.pxi":213
  *         raise InvalidArgumentError(f"{op}: {name} cannot be converted to an array: {e}") from None
  *     if a.dtype not in _NUMPY_TO_DTYPE:
  *         raise DTypeError(f"{op}: {name} has dtype {a.dtype}; expected float32, float16 or bfloat16")             # <<<<<<<<<<<<<<
  *     return asarray(a)
 */
     __pyx_t_8 = NULL;
-    __Pyx_GetModuleGlobalName(__pyx_t_6, __pyx_mstate_global->__pyx_n_u_DTypeError); if (unlikely(!__pyx_t_6)) __PYX_ERR(3, 199, __pyx_L1_error)
+    __Pyx_GetModuleGlobalName(__pyx_t_6, __pyx_mstate_global->__pyx_n_u_DTypeError); if (unlikely(!__pyx_t_6)) __PYX_ERR(3, 213, __pyx_L1_error)
     __Pyx_GOTREF(__pyx_t_6);
-    __pyx_t_5 = __Pyx_PyUnicode_Unicode(__pyx_v_op); if (unlikely(!__pyx_t_5)) __PYX_ERR(3, 199, __pyx_L1_error)
+    __pyx_t_5 = __Pyx_PyUnicode_Unicode(__pyx_v_op); if (unlikely(!__pyx_t_5)) __PYX_ERR(3, 213, __pyx_L1_error)
     __Pyx_GOTREF(__pyx_t_5);
-    __pyx_t_14 = __Pyx_PyUnicode_Unicode(__pyx_v_name); if (unlikely(!__pyx_t_14)) __PYX_ERR(3, 199, __pyx_L1_error)
+    __pyx_t_14 = __Pyx_PyUnicode_Unicode(__pyx_v_name); if (unlikely(!__pyx_t_14)) __PYX_ERR(3, 213, __pyx_L1_error)
     __Pyx_GOTREF(__pyx_t_14);
-    __pyx_t_20 = __Pyx_PyObject_GetAttrStr(__pyx_v_a, __pyx_mstate_global->__pyx_n_u_dtype); if (unlikely(!__pyx_t_20)) __PYX_ERR(3, 199, __pyx_L1_error)
+    __pyx_t_20 = __Pyx_PyObject_GetAttrStr(__pyx_v_a, __pyx_mstate_global->__pyx_n_u_dtype); if (unlikely(!__pyx_t_20)) __PYX_ERR(3, 213, __pyx_L1_error)
     __Pyx_GOTREF(__pyx_t_20);
-    __pyx_t_13 = __Pyx_PyObject_FormatSimple(__pyx_t_20, __pyx_mstate_global->__pyx_empty_unicode); if (unlikely(!__pyx_t_13)) __PYX_ERR(3, 199, __pyx_L1_error)
+    __pyx_t_13 = __Pyx_PyObject_FormatSimple(__pyx_t_20, __pyx_mstate_global->__pyx_empty_unicode); if (unlikely(!__pyx_t_13)) __PYX_ERR(3, 213, __pyx_L1_error)
     __Pyx_GOTREF(__pyx_t_13);
     __Pyx_DECREF(__pyx_t_20); __pyx_t_20 = 0;
     __pyx_t_29[0] = __pyx_t_5;
@@ -12730,7 +13209,7 @@ static struct __pyx_obj_6mtlinv_7_native_Tensor *__pyx_f_6mtlinv_7_native__opera
     __pyx_t_21 |= __Pyx_PyUnicode_KIND_04(__pyx_t_29[0]) | __Pyx_PyUnicode_KIND_04(__pyx_t_29[2]) | __Pyx_PyUnicode_KIND_04(__pyx_t_29[4]);
     #endif
     __pyx_t_20 = __Pyx_PyUnicode_Join(__pyx_t_29, 6, __pyx_t_19, __pyx_t_21);
-    if (unlikely(!__pyx_t_20)) __PYX_ERR(3, 199, __pyx_L1_error)
+    if (unlikely(!__pyx_t_20)) __PYX_ERR(3, 213, __pyx_L1_error)
     __Pyx_GOTREF(__pyx_t_20);
     __Pyx_DECREF(__pyx_t_5); __pyx_t_5 = 0;
     __Pyx_DECREF(__pyx_t_14); __pyx_t_14 = 0;
@@ -12753,14 +13232,14 @@ static struct __pyx_obj_6mtlinv_7_native_Tensor *__pyx_f_6mtlinv_7_native__opera
       __Pyx_XDECREF(__pyx_t_8); __pyx_t_8 = 0;
       __Pyx_DECREF(__pyx_t_20); __pyx_t_20 = 0;
       __Pyx_DECREF(__pyx_t_6); __pyx_t_6 = 0;
-      if (unlikely(!__pyx_t_7)) __PYX_ERR(3, 199, __pyx_L1_error)
+      if (unlikely(!__pyx_t_7)) __PYX_ERR(3, 213, __pyx_L1_error)
       __Pyx_GOTREF(__pyx_t_7);
     }
     __Pyx_Raise(__pyx_t_7, 0, 0, 0);
     __Pyx_DECREF(__pyx_t_7); __pyx_t_7 = 0;
-    __PYX_ERR(3, 199, __pyx_L1_error)
+    __PYX_ERR(3, 213, __pyx_L1_error)
 
-    /* "pyx/tensor.pxi":198
+    /* "pyx/tensor.pxi":212
  *     except Exception as e:
  *         raise InvalidArgumentError(f"{op}: {name} cannot be converted to an array: {e}") from None
  *     if a.dtype not in _NUMPY_TO_DTYPE:             # <<<<<<<<<<<<<<
@@ -12769,13 +13248,13 @@ static struct __pyx_obj_6mtlinv_7_native_Tensor *__pyx_f_6mtlinv_7_native__opera
 */
   }
 
-  /* "pyx/tensor.pxi":200
+  /* "pyx/tensor.pxi":214
  *     if a.dtype not in _NUMPY_TO_DTYPE:
  *         raise DTypeError(f"{op}: {name} has dtype {a.dtype}; expected float32, float16 or bfloat16")
  *     return asarray(a)             # <<<<<<<<<<<<<<
 */
   __pyx_t_6 = NULL;
-  __Pyx_GetModuleGlobalName(__pyx_t_20, __pyx_mstate_global->__pyx_n_u_asarray); if (unlikely(!__pyx_t_20)) __PYX_ERR(3, 200, __pyx_L1_error)
+  __Pyx_GetModuleGlobalName(__pyx_t_20, __pyx_mstate_global->__pyx_n_u_asarray); if (unlikely(!__pyx_t_20)) __PYX_ERR(3, 214, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_20);
   __pyx_t_9 = 1;
   #if CYTHON_UNPACK_METHODS
@@ -12794,10 +13273,10 @@ static struct __pyx_obj_6mtlinv_7_native_Tensor *__pyx_f_6mtlinv_7_native__opera
     __pyx_t_7 = __Pyx_PyObject_FastCall((PyObject*)__pyx_t_20, __pyx_callargs+__pyx_t_9, (2-__pyx_t_9) | (__pyx_t_9*__Pyx_PY_VECTORCALL_ARGUMENTS_OFFSET));
     __Pyx_XDECREF(__pyx_t_6); __pyx_t_6 = 0;
     __Pyx_DECREF(__pyx_t_20); __pyx_t_20 = 0;
-    if (unlikely(!__pyx_t_7)) __PYX_ERR(3, 200, __pyx_L1_error)
+    if (unlikely(!__pyx_t_7)) __PYX_ERR(3, 214, __pyx_L1_error)
     __Pyx_GOTREF(__pyx_t_7);
   }
-  if (!(likely(((__pyx_t_7) == Py_None) || likely(__Pyx_TypeTest(__pyx_t_7, __pyx_mstate_global->__pyx_ptype_6mtlinv_7_native_Tensor))))) __PYX_ERR(3, 200, __pyx_L1_error)
+  if (!(likely(((__pyx_t_7) == Py_None) || likely(__Pyx_TypeTest(__pyx_t_7, __pyx_mstate_global->__pyx_ptype_6mtlinv_7_native_Tensor))))) __PYX_ERR(3, 214, __pyx_L1_error)
   {
     struct __pyx_obj_6mtlinv_7_native_Tensor *__pyx_temp;
     {
@@ -12809,7 +13288,7 @@ static struct __pyx_obj_6mtlinv_7_native_Tensor *__pyx_f_6mtlinv_7_native__opera
   __pyx_t_7 = 0;
   goto __pyx_L0;
 
-  /* "pyx/tensor.pxi":188
+  /* "pyx/tensor.pxi":202
  * 
  * 
  * cdef Tensor _operand(obj, str name, str op):             # <<<<<<<<<<<<<<
@@ -12835,6 +13314,1452 @@ static struct __pyx_obj_6mtlinv_7_native_Tensor *__pyx_f_6mtlinv_7_native__opera
   __Pyx_XDECREF(__pyx_v_a);
   __Pyx_XDECREF(__pyx_v_e);
   __Pyx_XGIVEREF((PyObject *)__pyx_r);
+  __Pyx_RefNannyFinishContext();
+  return __pyx_r;
+}
+
+/* "pyx/interop.pxi":49
+ * 
+ * 
+ * cdef void* _device_address(Tensor t):             # <<<<<<<<<<<<<<
+ *     """The tensor's first byte in the memory its device addresses: host memory, or a CUDA device pointer."""
+ *     cdef CStorage* s = t.c.storage.get()
+*/
+
+static void *__pyx_f_6mtlinv_7_native__device_address(struct __pyx_obj_6mtlinv_7_native_Tensor *__pyx_v_t) {
+  mtlinv::Storage *__pyx_v_s;
+  void *__pyx_r;
+  int __pyx_t_1;
+
+  /* "pyx/interop.pxi":51
+ * cdef void* _device_address(Tensor t):
+ *     """The tensor's first byte in the memory its device addresses: host memory, or a CUDA device pointer."""
+ *     cdef CStorage* s = t.c.storage.get()             # <<<<<<<<<<<<<<
+ *     if s.host != NULL:
+ *         return <char*>s.host + t.c.offset
+*/
+  __pyx_v_s = __pyx_v_t->c.storage.get();
+
+  /* "pyx/interop.pxi":52
+ *     """The tensor's first byte in the memory its device addresses: host memory, or a CUDA device pointer."""
+ *     cdef CStorage* s = t.c.storage.get()
+ *     if s.host != NULL:             # <<<<<<<<<<<<<<
+ *         return <char*>s.host + t.c.offset
+ *     return <char*>s.device + t.c.offset
+*/
+  __pyx_t_1 = (__pyx_v_s->host != NULL);
+
+  if (__pyx_t_1) {
+
+
+    /* "pyx/interop.pxi":53
+ *     cdef CStorage* s = t.c.storage.get()
+ *     if s.host != NULL:
+ *         return <char*>s.host + t.c.offset             # <<<<<<<<<<<<<<
+ *     return <char*>s.device + t.c.offset
+ * 
+*/
+    {
+
+      __pyx_r = (((char *)__pyx_v_s->host) + __pyx_v_t->c.offset);
+    }
+    goto __pyx_L0;
+
+    /* "pyx/interop.pxi":52
+ *     """The tensor's first byte in the memory its device addresses: host memory, or a CUDA device pointer."""
+ *     cdef CStorage* s = t.c.storage.get()
+ *     if s.host != NULL:             # <<<<<<<<<<<<<<
+ *         return <char*>s.host + t.c.offset
+ *     return <char*>s.device + t.c.offset
+*/
+  }
+
+  /* "pyx/interop.pxi":54
+ *     if s.host != NULL:
+ *         return <char*>s.host + t.c.offset
+ *     return <char*>s.device + t.c.offset             # <<<<<<<<<<<<<<
+ * 
+ * 
+*/
+  {
+
+    __pyx_r = (((char *)__pyx_v_s->device) + __pyx_v_t->c.offset);
+  }
+  goto __pyx_L0;
+
+  /* "pyx/interop.pxi":49
+ * 
+ * 
+ * cdef void* _device_address(Tensor t):             # <<<<<<<<<<<<<<
+ *     """The tensor's first byte in the memory its device addresses: host memory, or a CUDA device pointer."""
+ *     cdef CStorage* s = t.c.storage.get()
+*/
+
+  /* function exit code */
+  __pyx_L0:;
+
+
+  return __pyx_r;
+}
+
+/* "pyx/interop.pxi":57
+ * 
+ * 
+ * cdef tuple _dlpack_device(Tensor t):             # <<<<<<<<<<<<<<
+ *     if t.c.host_data() != NULL:
+ *         return (kDLCPU, 0)
+*/
+
+static PyObject *__pyx_f_6mtlinv_7_native__dlpack_device(struct __pyx_obj_6mtlinv_7_native_Tensor *__pyx_v_t) {
+  PyObject *__pyx_r = NULL;
+  __Pyx_RefNannyDeclarations
+  int __pyx_t_1;
+  PyObject *__pyx_t_2 = NULL;
+  PyObject *__pyx_t_3 = NULL;
+  __Pyx_FakeReference<mtlinv::Backend> __pyx_t_4;
+  size_t __pyx_t_5;
+  int __pyx_lineno = 0;
+  const char *__pyx_filename = NULL;
+  int __pyx_clineno = 0;
+  __Pyx_RefNannySetupContext("_dlpack_device", 0);
+
+  /* "pyx/interop.pxi":58
+ * 
+ * cdef tuple _dlpack_device(Tensor t):
+ *     if t.c.host_data() != NULL:             # <<<<<<<<<<<<<<
+ *         return (kDLCPU, 0)
+ *     if c_active_backend().caps().backend == b"cuda":
+*/
+  __pyx_t_1 = (__pyx_v_t->c.host_data() != NULL);
+
+  if (__pyx_t_1) {
+
+
+    /* "pyx/interop.pxi":59
+ * cdef tuple _dlpack_device(Tensor t):
+ *     if t.c.host_data() != NULL:
+ *         return (kDLCPU, 0)             # <<<<<<<<<<<<<<
+ *     if c_active_backend().caps().backend == b"cuda":
+ *         return (kDLCUDA, 0)  # the CUDA backend runs on the first visible device
+*/
+    __pyx_t_2 = __Pyx_PyLong_From___pyx_anon_enum(__pyx_e_6mtlinv_7_native_kDLCPU); if (unlikely(!__pyx_t_2)) __PYX_ERR(4, 59, __pyx_L1_error)
+    __Pyx_GOTREF(__pyx_t_2);
+    __pyx_t_3 = PyTuple_New(2); if (unlikely(!__pyx_t_3)) __PYX_ERR(4, 59, __pyx_L1_error)
+    __Pyx_GOTREF(__pyx_t_3);
+    __Pyx_GIVEREF(__pyx_t_2);
+    if (__Pyx_PyTuple_SET_ITEM(__pyx_t_3, 0, __pyx_t_2) != (0)) __PYX_ERR(4, 59, __pyx_L1_error);
+    __Pyx_INCREF(__pyx_mstate_global->__pyx_int_0);
+    __Pyx_GIVEREF(__pyx_mstate_global->__pyx_int_0);
+    if (__Pyx_PyTuple_SET_ITEM(__pyx_t_3, 1, __pyx_mstate_global->__pyx_int_0) != (0)) __PYX_ERR(4, 59, __pyx_L1_error);
+    __pyx_t_2 = 0;
+    {
+      PyObject *__pyx_temp;
+      {
+        __pyx_temp = __pyx_r;
+        __pyx_r = ((PyObject*)__pyx_t_3);
+      }
+      __Pyx_XDECREF(__pyx_temp);
+    }
+    __pyx_t_3 = 0;
+    goto __pyx_L0;
+
+    /* "pyx/interop.pxi":58
+ * 
+ * cdef tuple _dlpack_device(Tensor t):
+ *     if t.c.host_data() != NULL:             # <<<<<<<<<<<<<<
+ *         return (kDLCPU, 0)
+ *     if c_active_backend().caps().backend == b"cuda":
+*/
+  }
+
+  /* "pyx/interop.pxi":60
+ *     if t.c.host_data() != NULL:
+ *         return (kDLCPU, 0)
+ *     if c_active_backend().caps().backend == b"cuda":             # <<<<<<<<<<<<<<
+ *         return (kDLCUDA, 0)  # the CUDA backend runs on the first visible device
+ *     raise BufferError("this Tensor's memory can be exported neither as host nor as CUDA memory")
+*/
+  try {
+    __pyx_t_4 = mtlinv::active_backend();
+  } catch(...) {
+    mtlinv_py::raise_py_error(); if (!PyErr_Occurred())PyErr_SetString(PyExc_RuntimeError, "Error converting c++ exception.");
+    __PYX_ERR(4, 60, __pyx_L1_error)
+  }
+  __pyx_t_1 = (__pyx_t_4->caps().backend == __pyx_k_cuda);
+
+
+  if (__pyx_t_1) {
+
+
+    /* "pyx/interop.pxi":61
+ *         return (kDLCPU, 0)
+ *     if c_active_backend().caps().backend == b"cuda":
+ *         return (kDLCUDA, 0)  # the CUDA backend runs on the first visible device             # <<<<<<<<<<<<<<
+ *     raise BufferError("this Tensor's memory can be exported neither as host nor as CUDA memory")
+ * 
+*/
+    __pyx_t_3 = __Pyx_PyLong_From___pyx_anon_enum(__pyx_e_6mtlinv_7_native_kDLCUDA); if (unlikely(!__pyx_t_3)) __PYX_ERR(4, 61, __pyx_L1_error)
+    __Pyx_GOTREF(__pyx_t_3);
+    __pyx_t_2 = PyTuple_New(2); if (unlikely(!__pyx_t_2)) __PYX_ERR(4, 61, __pyx_L1_error)
+    __Pyx_GOTREF(__pyx_t_2);
+    __Pyx_GIVEREF(__pyx_t_3);
+    if (__Pyx_PyTuple_SET_ITEM(__pyx_t_2, 0, __pyx_t_3) != (0)) __PYX_ERR(4, 61, __pyx_L1_error);
+    __Pyx_INCREF(__pyx_mstate_global->__pyx_int_0);
+    __Pyx_GIVEREF(__pyx_mstate_global->__pyx_int_0);
+    if (__Pyx_PyTuple_SET_ITEM(__pyx_t_2, 1, __pyx_mstate_global->__pyx_int_0) != (0)) __PYX_ERR(4, 61, __pyx_L1_error);
+    __pyx_t_3 = 0;
+    {
+      PyObject *__pyx_temp;
+      {
+        __pyx_temp = __pyx_r;
+        __pyx_r = ((PyObject*)__pyx_t_2);
+      }
+      __Pyx_XDECREF(__pyx_temp);
+    }
+    __pyx_t_2 = 0;
+    goto __pyx_L0;
+
+    /* "pyx/interop.pxi":60
+ *     if t.c.host_data() != NULL:
+ *         return (kDLCPU, 0)
+ *     if c_active_backend().caps().backend == b"cuda":             # <<<<<<<<<<<<<<
+ *         return (kDLCUDA, 0)  # the CUDA backend runs on the first visible device
+ *     raise BufferError("this Tensor's memory can be exported neither as host nor as CUDA memory")
+*/
+  }
+
+  /* "pyx/interop.pxi":62
+ *     if c_active_backend().caps().backend == b"cuda":
+ *         return (kDLCUDA, 0)  # the CUDA backend runs on the first visible device
+ *     raise BufferError("this Tensor's memory can be exported neither as host nor as CUDA memory")             # <<<<<<<<<<<<<<
+ * 
+ * 
+*/
+  __pyx_t_3 = NULL;
+  __pyx_t_5 = 1;
+  {
+    PyObject *__pyx_callargs[2] = {__pyx_t_3, __pyx_mstate_global->__pyx_kp_u_this_Tensor_s_memory_can_be_expo};
+    __pyx_t_2 = __Pyx_PyObject_FastCall((PyObject*)(((PyTypeObject*)PyExc_BufferError)), __pyx_callargs+__pyx_t_5, (2-__pyx_t_5) | (__pyx_t_5*__Pyx_PY_VECTORCALL_ARGUMENTS_OFFSET));
+    __Pyx_XDECREF(__pyx_t_3); __pyx_t_3 = 0;
+    if (unlikely(!__pyx_t_2)) __PYX_ERR(4, 62, __pyx_L1_error)
+    __Pyx_GOTREF(__pyx_t_2);
+  }
+  __Pyx_Raise(__pyx_t_2, 0, 0, 0);
+  __Pyx_DECREF(__pyx_t_2); __pyx_t_2 = 0;
+  __PYX_ERR(4, 62, __pyx_L1_error)
+
+  /* "pyx/interop.pxi":57
+ * 
+ * 
+ * cdef tuple _dlpack_device(Tensor t):             # <<<<<<<<<<<<<<
+ *     if t.c.host_data() != NULL:
+ *         return (kDLCPU, 0)
+*/
+
+  /* function exit code */
+  __pyx_L1_error:;
+  __Pyx_XDECREF(__pyx_t_2);
+  __Pyx_XDECREF(__pyx_t_3);
+  __Pyx_AddTraceback("mtlinv._native._dlpack_device", __pyx_clineno, __pyx_lineno, __pyx_filename);
+  __pyx_r = 0;
+  __pyx_L0:;
+  __Pyx_XGIVEREF(__pyx_r);
+  __Pyx_RefNannyFinishContext();
+  return __pyx_r;
+}
+
+/* "pyx/interop.pxi":65
+ * 
+ * 
+ * cdef void _dlpack_deleter(DLManagedTensor* m) noexcept with gil:             # <<<<<<<<<<<<<<
+ *     Py_DECREF(<object>m.manager_ctx)
+ *     free(m)
+*/
+
+static void __pyx_f_6mtlinv_7_native__dlpack_deleter(struct __pyx_t_6mtlinv_7_native_DLManagedTensor *__pyx_v_m) {
+  __Pyx_RefNannyDeclarations
+  PyObject *__pyx_t_1 = NULL;
+  PyGILState_STATE __pyx_gilstate_save = __Pyx_PyGILState_Ensure();
+  __Pyx_RefNannySetupContext("_dlpack_deleter", 0);
+
+
+  /* "pyx/interop.pxi":66
+ * 
+ * cdef void _dlpack_deleter(DLManagedTensor* m) noexcept with gil:
+ *     Py_DECREF(<object>m.manager_ctx)             # <<<<<<<<<<<<<<
+ *     free(m)
+ * 
+*/
+  __pyx_t_1 = ((PyObject *)__pyx_v_m->manager_ctx);
+  __Pyx_INCREF(__pyx_t_1);
+  Py_DECREF(__pyx_t_1);
+  __Pyx_DECREF(__pyx_t_1); __pyx_t_1 = 0;
+
+  /* "pyx/interop.pxi":67
+ * cdef void _dlpack_deleter(DLManagedTensor* m) noexcept with gil:
+ *     Py_DECREF(<object>m.manager_ctx)
+ *     free(m)             # <<<<<<<<<<<<<<
+ * 
+ * 
+*/
+  free(__pyx_v_m);
+
+  /* "pyx/interop.pxi":65
+ * 
+ * 
+ * cdef void _dlpack_deleter(DLManagedTensor* m) noexcept with gil:             # <<<<<<<<<<<<<<
+ *     Py_DECREF(<object>m.manager_ctx)
+ *     free(m)
+*/
+
+  /* function exit code */
+
+
+  __Pyx_RefNannyFinishContext();
+  __Pyx_PyGILState_Release(__pyx_gilstate_save);
+}
+
+/* "pyx/interop.pxi":70
+ * 
+ * 
+ * cdef void _dlpack_capsule_destructor(object capsule) noexcept:             # <<<<<<<<<<<<<<
+ *     # A capsule that a consumer took is renamed "used_dltensor" and is the consumer's to free.
+ *     if PyCapsule_IsValid(capsule, b"used_dltensor"):
+*/
+
+static void __pyx_f_6mtlinv_7_native__dlpack_capsule_destructor(PyObject *__pyx_v_capsule) {
+  struct __pyx_t_6mtlinv_7_native_DLManagedTensor *__pyx_v_m;
+  int __pyx_t_1;
+  void *__pyx_t_2;
+  int __pyx_lineno = 0;
+  const char *__pyx_filename = NULL;
+  int __pyx_clineno = 0;
+
+  /* "pyx/interop.pxi":72
+ * cdef void _dlpack_capsule_destructor(object capsule) noexcept:
+ *     # A capsule that a consumer took is renamed "used_dltensor" and is the consumer's to free.
+ *     if PyCapsule_IsValid(capsule, b"used_dltensor"):             # <<<<<<<<<<<<<<
+ *         return
+ *     cdef DLManagedTensor* m = <DLManagedTensor*>PyCapsule_GetPointer(capsule, b"dltensor")
+*/
+  __pyx_t_1 = PyCapsule_IsValid(__pyx_v_capsule, __pyx_k_used_dltensor);
+
+  if (__pyx_t_1) {
+
+
+    /* "pyx/interop.pxi":73
+ *     # A capsule that a consumer took is renamed "used_dltensor" and is the consumer's to free.
+ *     if PyCapsule_IsValid(capsule, b"used_dltensor"):
+ *         return             # <<<<<<<<<<<<<<
+ *     cdef DLManagedTensor* m = <DLManagedTensor*>PyCapsule_GetPointer(capsule, b"dltensor")
+ *     if m != NULL:
+*/
+    {
+    }
+    goto __pyx_L0;
+
+    /* "pyx/interop.pxi":72
+ * cdef void _dlpack_capsule_destructor(object capsule) noexcept:
+ *     # A capsule that a consumer took is renamed "used_dltensor" and is the consumer's to free.
+ *     if PyCapsule_IsValid(capsule, b"used_dltensor"):             # <<<<<<<<<<<<<<
+ *         return
+ *     cdef DLManagedTensor* m = <DLManagedTensor*>PyCapsule_GetPointer(capsule, b"dltensor")
+*/
+  }
+
+  /* "pyx/interop.pxi":74
+ *     if PyCapsule_IsValid(capsule, b"used_dltensor"):
+ *         return
+ *     cdef DLManagedTensor* m = <DLManagedTensor*>PyCapsule_GetPointer(capsule, b"dltensor")             # <<<<<<<<<<<<<<
+ *     if m != NULL:
+ *         m.deleter(m)
+*/
+  __pyx_t_2 = PyCapsule_GetPointer(__pyx_v_capsule, __pyx_k_dltensor); if (unlikely(__pyx_t_2 == ((void *)NULL) && PyErr_Occurred())) __PYX_ERR(4, 74, __pyx_L1_error)
+  __pyx_v_m = ((struct __pyx_t_6mtlinv_7_native_DLManagedTensor *)__pyx_t_2);
+
+
+  /* "pyx/interop.pxi":75
+ *         return
+ *     cdef DLManagedTensor* m = <DLManagedTensor*>PyCapsule_GetPointer(capsule, b"dltensor")
+ *     if m != NULL:             # <<<<<<<<<<<<<<
+ *         m.deleter(m)
+ * 
+*/
+  __pyx_t_1 = (__pyx_v_m != NULL);
+
+  if (__pyx_t_1) {
+
+
+    /* "pyx/interop.pxi":76
+ *     cdef DLManagedTensor* m = <DLManagedTensor*>PyCapsule_GetPointer(capsule, b"dltensor")
+ *     if m != NULL:
+ *         m.deleter(m)             # <<<<<<<<<<<<<<
+ * 
+ * 
+*/
+    __pyx_v_m->deleter(__pyx_v_m);
+
+    /* "pyx/interop.pxi":75
+ *         return
+ *     cdef DLManagedTensor* m = <DLManagedTensor*>PyCapsule_GetPointer(capsule, b"dltensor")
+ *     if m != NULL:             # <<<<<<<<<<<<<<
+ *         m.deleter(m)
+ * 
+*/
+  }
+
+  /* "pyx/interop.pxi":70
+ * 
+ * 
+ * cdef void _dlpack_capsule_destructor(object capsule) noexcept:             # <<<<<<<<<<<<<<
+ *     # A capsule that a consumer took is renamed "used_dltensor" and is the consumer's to free.
+ *     if PyCapsule_IsValid(capsule, b"used_dltensor"):
+*/
+
+  /* function exit code */
+  goto __pyx_L0;
+  __pyx_L1_error:;
+  __Pyx_WriteUnraisable("mtlinv._native._dlpack_capsule_destructor", __pyx_clineno, __pyx_lineno, __pyx_filename, 1, 0);
+  __pyx_L0:;
+
+
+}
+
+/* "pyx/interop.pxi":79
+ * 
+ * 
+ * cdef object _to_dlpack(Tensor t, dl_device, copy):             # <<<<<<<<<<<<<<
+ *     """The "dltensor" capsule of `t`, sharing its memory; the capsule holds a reference to `t`."""
+ *     if copy:
+*/
+
+static PyObject *__pyx_f_6mtlinv_7_native__to_dlpack(struct __pyx_obj_6mtlinv_7_native_Tensor *__pyx_v_t, PyObject *__pyx_v_dl_device, PyObject *__pyx_v_copy) {
+  PyObject *__pyx_v_device = NULL;
+  int32_t __pyx_v_ndim;
+  struct __pyx_t_6mtlinv_7_native_DLManagedTensor *__pyx_v_m;
+  int64_t *__pyx_v_dims;
+  PyObject *__pyx_v_code = NULL;
+  PyObject *__pyx_v_bits = NULL;
+  PyObject *__pyx_v_i = NULL;
+  PyObject *__pyx_r = NULL;
+  __Pyx_RefNannyDeclarations
+  int __pyx_t_1;
+  PyObject *__pyx_t_2 = NULL;
+  PyObject *__pyx_t_3 = NULL;
+  size_t __pyx_t_4;
+  int __pyx_t_5;
+  PyObject *__pyx_t_6 = NULL;
+  PyObject *__pyx_t_7 = NULL;
+  PyObject *__pyx_t_8 = NULL;
+  PyObject *__pyx_t_9[4];
+  Py_ssize_t __pyx_t_10;
+  int __pyx_t_11;
+  long __pyx_t_12;
+  int32_t __pyx_t_13;
+  long __pyx_t_14;
+  PyObject *(*__pyx_t_15)(PyObject *);
+  void *__pyx_t_16;
+  uint8_t __pyx_t_17;
+  PyObject *(*__pyx_t_18)(PyObject *);
+  std::vector<int64_t> ::size_type __pyx_t_19;
+  PyObject *__pyx_t_20 = NULL;
+  PyObject *__pyx_t_21 = NULL;
+  PyObject *__pyx_t_22 = NULL;
+  int __pyx_lineno = 0;
+  const char *__pyx_filename = NULL;
+  int __pyx_clineno = 0;
+  __Pyx_RefNannySetupContext("_to_dlpack", 0);
+
+  /* "pyx/interop.pxi":81
+ * cdef object _to_dlpack(Tensor t, dl_device, copy):
+ *     """The "dltensor" capsule of `t`, sharing its memory; the capsule holds a reference to `t`."""
+ *     if copy:             # <<<<<<<<<<<<<<
+ *         raise BufferError("__dlpack__: mtlinv exports without copying (copy=True is not supported)")
+ *     device = _dlpack_device(t)
+*/
+  __pyx_t_1 = __Pyx_PyObject_IsTrue(__pyx_v_copy); if (unlikely((__pyx_t_1 < 0))) __PYX_ERR(4, 81, __pyx_L1_error)
+  if (unlikely(__pyx_t_1)) {
+
+
+    /* "pyx/interop.pxi":82
+ *     """The "dltensor" capsule of `t`, sharing its memory; the capsule holds a reference to `t`."""
+ *     if copy:
+ *         raise BufferError("__dlpack__: mtlinv exports without copying (copy=True is not supported)")             # <<<<<<<<<<<<<<
+ *     device = _dlpack_device(t)
+ *     if dl_device is not None and tuple(dl_device) != device:
+*/
+    __pyx_t_3 = NULL;
+    __pyx_t_4 = 1;
+    {
+      PyObject *__pyx_callargs[2] = {__pyx_t_3, __pyx_mstate_global->__pyx_kp_u_dlpack___mtlinv_exports_withou};
+      __pyx_t_2 = __Pyx_PyObject_FastCall((PyObject*)(((PyTypeObject*)PyExc_BufferError)), __pyx_callargs+__pyx_t_4, (2-__pyx_t_4) | (__pyx_t_4*__Pyx_PY_VECTORCALL_ARGUMENTS_OFFSET));
+      __Pyx_XDECREF(__pyx_t_3); __pyx_t_3 = 0;
+      if (unlikely(!__pyx_t_2)) __PYX_ERR(4, 82, __pyx_L1_error)
+      __Pyx_GOTREF(__pyx_t_2);
+    }
+    __Pyx_Raise(__pyx_t_2, 0, 0, 0);
+    __Pyx_DECREF(__pyx_t_2); __pyx_t_2 = 0;
+    __PYX_ERR(4, 82, __pyx_L1_error)
+
+    /* "pyx/interop.pxi":81
+ * cdef object _to_dlpack(Tensor t, dl_device, copy):
+ *     """The "dltensor" capsule of `t`, sharing its memory; the capsule holds a reference to `t`."""
+ *     if copy:             # <<<<<<<<<<<<<<
+ *         raise BufferError("__dlpack__: mtlinv exports without copying (copy=True is not supported)")
+ *     device = _dlpack_device(t)
+*/
+  }
+
+  /* "pyx/interop.pxi":83
+ *     if copy:
+ *         raise BufferError("__dlpack__: mtlinv exports without copying (copy=True is not supported)")
+ *     device = _dlpack_device(t)             # <<<<<<<<<<<<<<
+ *     if dl_device is not None and tuple(dl_device) != device:
+ *         raise BufferError(f"__dlpack__: the Tensor is on DLPack device {device}, not {tuple(dl_device)}")
+*/
+  __pyx_t_2 = __pyx_f_6mtlinv_7_native__dlpack_device(__pyx_v_t); if (unlikely(!__pyx_t_2)) __PYX_ERR(4, 83, __pyx_L1_error)
+  __Pyx_GOTREF(__pyx_t_2);
+  __pyx_v_device = ((PyObject*)__pyx_t_2);
+  __pyx_t_2 = 0;
+
+  /* "pyx/interop.pxi":84
+ *         raise BufferError("__dlpack__: mtlinv exports without copying (copy=True is not supported)")
+ *     device = _dlpack_device(t)
+ *     if dl_device is not None and tuple(dl_device) != device:             # <<<<<<<<<<<<<<
+ *         raise BufferError(f"__dlpack__: the Tensor is on DLPack device {device}, not {tuple(dl_device)}")
+ *     if t.readonly:
+*/
+  __pyx_t_5 = (__pyx_v_dl_device != Py_None);
+  if (__pyx_t_5) {
+
+  } else {
+
+    __pyx_t_1 = __pyx_t_5;
+
+    goto __pyx_L5_bool_binop_done;
+  }
+  __pyx_t_2 = __Pyx_PySequence_Tuple(__pyx_v_dl_device); if (unlikely(!__pyx_t_2)) __PYX_ERR(4, 84, __pyx_L1_error)
+  __Pyx_GOTREF(__pyx_t_2);
+  __pyx_t_5 = __Pyx_PyObject_RichCompareBool(__pyx_t_2, __pyx_v_device, Py_NE); if (unlikely((__pyx_t_5 < 0))) __PYX_ERR(4, 84, __pyx_L1_error)
+  __Pyx_DECREF(__pyx_t_2); __pyx_t_2 = 0;
+
+  __pyx_t_1 = __pyx_t_5;
+
+  __pyx_L5_bool_binop_done:;
+  if (unlikely(__pyx_t_1)) {
+
+
+    /* "pyx/interop.pxi":85
+ *     device = _dlpack_device(t)
+ *     if dl_device is not None and tuple(dl_device) != device:
+ *         raise BufferError(f"__dlpack__: the Tensor is on DLPack device {device}, not {tuple(dl_device)}")             # <<<<<<<<<<<<<<
+ *     if t.readonly:
+ *         raise BufferError("__dlpack__: this Tensor wraps a read-only array, which DLPack cannot mark read-only")
+*/
+    __pyx_t_3 = NULL;
+    __pyx_t_6 = __Pyx_PyObject_FormatSimple(__pyx_v_device, __pyx_mstate_global->__pyx_empty_unicode); if (unlikely(!__pyx_t_6)) __PYX_ERR(4, 85, __pyx_L1_error)
+    __Pyx_GOTREF(__pyx_t_6);
+    __pyx_t_7 = __Pyx_PySequence_Tuple(__pyx_v_dl_device); if (unlikely(!__pyx_t_7)) __PYX_ERR(4, 85, __pyx_L1_error)
+    __Pyx_GOTREF(__pyx_t_7);
+    __pyx_t_8 = __Pyx_PyObject_FormatSimple(__pyx_t_7, __pyx_mstate_global->__pyx_empty_unicode); if (unlikely(!__pyx_t_8)) __PYX_ERR(4, 85, __pyx_L1_error)
+    __Pyx_GOTREF(__pyx_t_8);
+    __Pyx_DECREF(__pyx_t_7); __pyx_t_7 = 0;
+    __pyx_t_9[0] = __pyx_mstate_global->__pyx_kp_u_dlpack___the_Tensor_is_on_DLPa;
+    __pyx_t_9[1] = __pyx_t_6;
+    __pyx_t_9[2] = __pyx_mstate_global->__pyx_kp_u_not;
+    __pyx_t_9[3] = __pyx_t_8;
+    __pyx_t_10 = 49;
+    #if __Pyx_PyUnicode_Join_CAN_USE_KIND_AND_LENGTH
+    __pyx_t_10 += __Pyx_PyUnicode_GET_LENGTH(__pyx_t_9[1]) + __Pyx_PyUnicode_GET_LENGTH(__pyx_t_9[3]);
+    #endif
+    __pyx_t_11 = 0;
+    #if __Pyx_PyUnicode_Join_CAN_USE_KIND_AND_LENGTH
+    __pyx_t_11 |= __Pyx_PyUnicode_KIND_04(__pyx_t_9[1]) | __Pyx_PyUnicode_KIND_04(__pyx_t_9[3]);
+    #endif
+    __pyx_t_7 = __Pyx_PyUnicode_Join(__pyx_t_9, 4, __pyx_t_10, __pyx_t_11);
+    if (unlikely(!__pyx_t_7)) __PYX_ERR(4, 85, __pyx_L1_error)
+    __Pyx_GOTREF(__pyx_t_7);
+    __Pyx_DECREF(__pyx_t_6); __pyx_t_6 = 0;
+    __Pyx_DECREF(__pyx_t_8); __pyx_t_8 = 0;
+    __pyx_t_4 = 1;
+    {
+      PyObject *__pyx_callargs[2] = {__pyx_t_3, __pyx_t_7};
+      __pyx_t_2 = __Pyx_PyObject_FastCall((PyObject*)(((PyTypeObject*)PyExc_BufferError)), __pyx_callargs+__pyx_t_4, (2-__pyx_t_4) | (__pyx_t_4*__Pyx_PY_VECTORCALL_ARGUMENTS_OFFSET));
+      __Pyx_XDECREF(__pyx_t_3); __pyx_t_3 = 0;
+      __Pyx_DECREF(__pyx_t_7); __pyx_t_7 = 0;
+      if (unlikely(!__pyx_t_2)) __PYX_ERR(4, 85, __pyx_L1_error)
+      __Pyx_GOTREF(__pyx_t_2);
+    }
+    __Pyx_Raise(__pyx_t_2, 0, 0, 0);
+    __Pyx_DECREF(__pyx_t_2); __pyx_t_2 = 0;
+    __PYX_ERR(4, 85, __pyx_L1_error)
+
+    /* "pyx/interop.pxi":84
+ *         raise BufferError("__dlpack__: mtlinv exports without copying (copy=True is not supported)")
+ *     device = _dlpack_device(t)
+ *     if dl_device is not None and tuple(dl_device) != device:             # <<<<<<<<<<<<<<
+ *         raise BufferError(f"__dlpack__: the Tensor is on DLPack device {device}, not {tuple(dl_device)}")
+ *     if t.readonly:
+*/
+  }
+
+  /* "pyx/interop.pxi":86
+ *     if dl_device is not None and tuple(dl_device) != device:
+ *         raise BufferError(f"__dlpack__: the Tensor is on DLPack device {device}, not {tuple(dl_device)}")
+ *     if t.readonly:             # <<<<<<<<<<<<<<
+ *         raise BufferError("__dlpack__: this Tensor wraps a read-only array, which DLPack cannot mark read-only")
+ *     cdef int32_t ndim = t.c.shape.size()
+*/
+  if (unlikely(__pyx_v_t->readonly)) {
+
+    /* "pyx/interop.pxi":87
+ *         raise BufferError(f"__dlpack__: the Tensor is on DLPack device {device}, not {tuple(dl_device)}")
+ *     if t.readonly:
+ *         raise BufferError("__dlpack__: this Tensor wraps a read-only array, which DLPack cannot mark read-only")             # <<<<<<<<<<<<<<
+ *     cdef int32_t ndim = t.c.shape.size()
+ *     # One allocation: the struct, then shape[ndim] and strides[ndim].
+*/
+    __pyx_t_7 = NULL;
+    __pyx_t_4 = 1;
+    {
+      PyObject *__pyx_callargs[2] = {__pyx_t_7, __pyx_mstate_global->__pyx_kp_u_dlpack___this_Tensor_wraps_a_r};
+      __pyx_t_2 = __Pyx_PyObject_FastCall((PyObject*)(((PyTypeObject*)PyExc_BufferError)), __pyx_callargs+__pyx_t_4, (2-__pyx_t_4) | (__pyx_t_4*__Pyx_PY_VECTORCALL_ARGUMENTS_OFFSET));
+      __Pyx_XDECREF(__pyx_t_7); __pyx_t_7 = 0;
+      if (unlikely(!__pyx_t_2)) __PYX_ERR(4, 87, __pyx_L1_error)
+      __Pyx_GOTREF(__pyx_t_2);
+    }
+    __Pyx_Raise(__pyx_t_2, 0, 0, 0);
+    __Pyx_DECREF(__pyx_t_2); __pyx_t_2 = 0;
+    __PYX_ERR(4, 87, __pyx_L1_error)
+
+    /* "pyx/interop.pxi":86
+ *     if dl_device is not None and tuple(dl_device) != device:
+ *         raise BufferError(f"__dlpack__: the Tensor is on DLPack device {device}, not {tuple(dl_device)}")
+ *     if t.readonly:             # <<<<<<<<<<<<<<
+ *         raise BufferError("__dlpack__: this Tensor wraps a read-only array, which DLPack cannot mark read-only")
+ *     cdef int32_t ndim = t.c.shape.size()
+*/
+  }
+
+  /* "pyx/interop.pxi":88
+ *     if t.readonly:
+ *         raise BufferError("__dlpack__: this Tensor wraps a read-only array, which DLPack cannot mark read-only")
+ *     cdef int32_t ndim = t.c.shape.size()             # <<<<<<<<<<<<<<
+ *     # One allocation: the struct, then shape[ndim] and strides[ndim].
+ *     cdef DLManagedTensor* m = <DLManagedTensor*>malloc(sizeof(DLManagedTensor) + 2 * max(ndim, 1) * sizeof(int64_t))
+*/
+  __pyx_v_ndim = __pyx_v_t->c.shape.size();
+
+  /* "pyx/interop.pxi":90
+ *     cdef int32_t ndim = t.c.shape.size()
+ *     # One allocation: the struct, then shape[ndim] and strides[ndim].
+ *     cdef DLManagedTensor* m = <DLManagedTensor*>malloc(sizeof(DLManagedTensor) + 2 * max(ndim, 1) * sizeof(int64_t))             # <<<<<<<<<<<<<<
+ *     if m == NULL:
+ *         raise MemoryError("__dlpack__: cannot allocate the DLPack descriptor")
+*/
+
+  __pyx_t_12 = 1;
+
+  __pyx_t_13 = __pyx_v_ndim;
+  __pyx_t_1 = (__pyx_t_12 > __pyx_t_13);
+
+  if (__pyx_t_1) {
+
+    __pyx_t_14 = __pyx_t_12;
+  } else {
+
+    __pyx_t_14 = __pyx_t_13;
+  }
+
+  __pyx_v_m = ((struct __pyx_t_6mtlinv_7_native_DLManagedTensor *)malloc(((sizeof(struct __pyx_t_6mtlinv_7_native_DLManagedTensor)) + ((2 * __pyx_t_14) * (sizeof(int64_t))))));
+
+
+  /* "pyx/interop.pxi":91
+ *     # One allocation: the struct, then shape[ndim] and strides[ndim].
+ *     cdef DLManagedTensor* m = <DLManagedTensor*>malloc(sizeof(DLManagedTensor) + 2 * max(ndim, 1) * sizeof(int64_t))
+ *     if m == NULL:             # <<<<<<<<<<<<<<
+ *         raise MemoryError("__dlpack__: cannot allocate the DLPack descriptor")
+ *     cdef int64_t* dims = <int64_t*>(<char*>m + sizeof(DLManagedTensor))
+*/
+  __pyx_t_1 = (__pyx_v_m == NULL);
+
+  if (unlikely(__pyx_t_1)) {
+
+
+    /* "pyx/interop.pxi":92
+ *     cdef DLManagedTensor* m = <DLManagedTensor*>malloc(sizeof(DLManagedTensor) + 2 * max(ndim, 1) * sizeof(int64_t))
+ *     if m == NULL:
+ *         raise MemoryError("__dlpack__: cannot allocate the DLPack descriptor")             # <<<<<<<<<<<<<<
+ *     cdef int64_t* dims = <int64_t*>(<char*>m + sizeof(DLManagedTensor))
+ *     code, bits = _DLPACK_TYPES[int(t.c.dtype)]
+*/
+    __pyx_t_7 = NULL;
+    __pyx_t_4 = 1;
+    {
+      PyObject *__pyx_callargs[2] = {__pyx_t_7, __pyx_mstate_global->__pyx_kp_u_dlpack___cannot_allocate_the_D};
+      __pyx_t_2 = __Pyx_PyObject_FastCall((PyObject*)(((PyTypeObject*)PyExc_MemoryError)), __pyx_callargs+__pyx_t_4, (2-__pyx_t_4) | (__pyx_t_4*__Pyx_PY_VECTORCALL_ARGUMENTS_OFFSET));
+      __Pyx_XDECREF(__pyx_t_7); __pyx_t_7 = 0;
+      if (unlikely(!__pyx_t_2)) __PYX_ERR(4, 92, __pyx_L1_error)
+      __Pyx_GOTREF(__pyx_t_2);
+    }
+    __Pyx_Raise(__pyx_t_2, 0, 0, 0);
+    __Pyx_DECREF(__pyx_t_2); __pyx_t_2 = 0;
+    __PYX_ERR(4, 92, __pyx_L1_error)
+
+    /* "pyx/interop.pxi":91
+ *     # One allocation: the struct, then shape[ndim] and strides[ndim].
+ *     cdef DLManagedTensor* m = <DLManagedTensor*>malloc(sizeof(DLManagedTensor) + 2 * max(ndim, 1) * sizeof(int64_t))
+ *     if m == NULL:             # <<<<<<<<<<<<<<
+ *         raise MemoryError("__dlpack__: cannot allocate the DLPack descriptor")
+ *     cdef int64_t* dims = <int64_t*>(<char*>m + sizeof(DLManagedTensor))
+*/
+  }
+
+  /* "pyx/interop.pxi":93
+ *     if m == NULL:
+ *         raise MemoryError("__dlpack__: cannot allocate the DLPack descriptor")
+ *     cdef int64_t* dims = <int64_t*>(<char*>m + sizeof(DLManagedTensor))             # <<<<<<<<<<<<<<
+ *     code, bits = _DLPACK_TYPES[int(t.c.dtype)]
+ *     m.dl_tensor.data = _device_address(t)
+*/
+  __pyx_v_dims = ((int64_t *)(((char *)__pyx_v_m) + (sizeof(struct __pyx_t_6mtlinv_7_native_DLManagedTensor))));
+
+  /* "pyx/interop.pxi":94
+ *         raise MemoryError("__dlpack__: cannot allocate the DLPack descriptor")
+ *     cdef int64_t* dims = <int64_t*>(<char*>m + sizeof(DLManagedTensor))
+ *     code, bits = _DLPACK_TYPES[int(t.c.dtype)]             # <<<<<<<<<<<<<<
+ *     m.dl_tensor.data = _device_address(t)
+ *     m.dl_tensor.device.device_type = device[0]
+*/
+  __Pyx_GetModuleGlobalName(__pyx_t_2, __pyx_mstate_global->__pyx_n_u_DLPACK_TYPES); if (unlikely(!__pyx_t_2)) __PYX_ERR(4, 94, __pyx_L1_error)
+  __Pyx_GOTREF(__pyx_t_2);
+  __pyx_t_3 = NULL;
+  __pyx_t_8 = [](const mtlinv::DType& x){return __Pyx_PyLong_From_int((int)x);}(__pyx_v_t->c.dtype); if (unlikely(!__pyx_t_8)) __PYX_ERR(4, 94, __pyx_L1_error)
+  __Pyx_GOTREF(__pyx_t_8);
+  __pyx_t_4 = 1;
+  {
+    PyObject *__pyx_callargs[2] = {__pyx_t_3, __pyx_t_8};
+    __pyx_t_7 = __Pyx_PyObject_FastCall((PyObject*)(&PyLong_Type), __pyx_callargs+__pyx_t_4, (2-__pyx_t_4) | (__pyx_t_4*__Pyx_PY_VECTORCALL_ARGUMENTS_OFFSET));
+    __Pyx_XDECREF(__pyx_t_3); __pyx_t_3 = 0;
+    __Pyx_DECREF(__pyx_t_8); __pyx_t_8 = 0;
+    if (unlikely(!__pyx_t_7)) __PYX_ERR(4, 94, __pyx_L1_error)
+    __Pyx_GOTREF(__pyx_t_7);
+  }
+  __pyx_t_8 = __Pyx_PyObject_GetItem(__pyx_t_2, __pyx_t_7); if (unlikely(!__pyx_t_8)) __PYX_ERR(4, 94, __pyx_L1_error)
+  __Pyx_GOTREF(__pyx_t_8);
+  __Pyx_DECREF(__pyx_t_2); __pyx_t_2 = 0;
+  __Pyx_DECREF(__pyx_t_7); __pyx_t_7 = 0;
+  if ((likely(PyTuple_CheckExact(__pyx_t_8))) || (PyList_CheckExact(__pyx_t_8))) {
+    PyObject* sequence = __pyx_t_8;
+    Py_ssize_t size = __Pyx_PySequence_SIZE(sequence);
+    if (unlikely(size != 2)) {
+      if (size > 2) __Pyx_RaiseTooManyValuesError(2);
+      else if (size >= 0) __Pyx_RaiseNeedMoreValuesError(size);
+      __PYX_ERR(4, 94, __pyx_L1_error)
+    }
+    #if CYTHON_ASSUME_SAFE_MACROS && !CYTHON_AVOID_BORROWED_REFS
+    if (likely(PyTuple_CheckExact(sequence))) {
+      __pyx_t_7 = PyTuple_GET_ITEM(sequence, 0);
+      __Pyx_INCREF(__pyx_t_7);
+      __pyx_t_2 = PyTuple_GET_ITEM(sequence, 1);
+      __Pyx_INCREF(__pyx_t_2);
+    } else {
+      __pyx_t_7 = __Pyx_PyList_GET_ITEM_REF(sequence, 0, __Pyx_ReferenceSharing_SharedReference);
+      if (unlikely(!__pyx_t_7)) __PYX_ERR(4, 94, __pyx_L1_error)
+      __Pyx_XGOTREF(__pyx_t_7);
+      __pyx_t_2 = __Pyx_PyList_GET_ITEM_REF(sequence, 1, __Pyx_ReferenceSharing_SharedReference);
+      if (unlikely(!__pyx_t_2)) __PYX_ERR(4, 94, __pyx_L1_error)
+      __Pyx_XGOTREF(__pyx_t_2);
+    }
+    #else
+    __pyx_t_7 = __Pyx_PySequence_ITEM(sequence, 0); if (unlikely(!__pyx_t_7)) __PYX_ERR(4, 94, __pyx_L1_error)
+    __Pyx_GOTREF(__pyx_t_7);
+    __pyx_t_2 = __Pyx_PySequence_ITEM(sequence, 1); if (unlikely(!__pyx_t_2)) __PYX_ERR(4, 94, __pyx_L1_error)
+    __Pyx_GOTREF(__pyx_t_2);
+    #endif
+    __Pyx_DECREF(__pyx_t_8); __pyx_t_8 = 0;
+  } else {
+    Py_ssize_t index = -1;
+    __pyx_t_3 = PyObject_GetIter(__pyx_t_8); if (unlikely(!__pyx_t_3)) __PYX_ERR(4, 94, __pyx_L1_error)
+    __Pyx_GOTREF(__pyx_t_3);
+    __Pyx_DECREF(__pyx_t_8); __pyx_t_8 = 0;
+    __pyx_t_15 = (CYTHON_COMPILING_IN_LIMITED_API) ? PyIter_Next : __Pyx_PyObject_GetIterNextFunc(__pyx_t_3);
+    index = 0; __pyx_t_7 = __pyx_t_15(__pyx_t_3); if (unlikely(!__pyx_t_7)) goto __pyx_L9_unpacking_failed;
+    __Pyx_GOTREF(__pyx_t_7);
+    index = 1; __pyx_t_2 = __pyx_t_15(__pyx_t_3); if (unlikely(!__pyx_t_2)) goto __pyx_L9_unpacking_failed;
+    __Pyx_GOTREF(__pyx_t_2);
+    if (__Pyx_IternextUnpackEndCheck(__pyx_t_15(__pyx_t_3), 2) < (0)) __PYX_ERR(4, 94, __pyx_L1_error)
+    __pyx_t_15 = NULL;
+    __Pyx_DECREF(__pyx_t_3); __pyx_t_3 = 0;
+    goto __pyx_L10_unpacking_done;
+    __pyx_L9_unpacking_failed:;
+    __Pyx_DECREF(__pyx_t_3); __pyx_t_3 = 0;
+    __pyx_t_15 = NULL;
+    if (__Pyx_IterFinish() == 0) __Pyx_RaiseNeedMoreValuesError(index);
+    __PYX_ERR(4, 94, __pyx_L1_error)
+    __pyx_L10_unpacking_done:;
+  }
+  __pyx_v_code = __pyx_t_7;
+  __pyx_t_7 = 0;
+  __pyx_v_bits = __pyx_t_2;
+  __pyx_t_2 = 0;
+
+  /* "pyx/interop.pxi":95
+ *     cdef int64_t* dims = <int64_t*>(<char*>m + sizeof(DLManagedTensor))
+ *     code, bits = _DLPACK_TYPES[int(t.c.dtype)]
+ *     m.dl_tensor.data = _device_address(t)             # <<<<<<<<<<<<<<
+ *     m.dl_tensor.device.device_type = device[0]
+ *     m.dl_tensor.device.device_id = device[1]
+*/
+  __pyx_t_16 = __pyx_f_6mtlinv_7_native__device_address(__pyx_v_t); if (unlikely(__pyx_t_16 == ((void *)NULL) && PyErr_Occurred())) __PYX_ERR(4, 95, __pyx_L1_error)
+  __pyx_v_m->dl_tensor.data = __pyx_t_16;
+
+  /* "pyx/interop.pxi":96
+ *     code, bits = _DLPACK_TYPES[int(t.c.dtype)]
+ *     m.dl_tensor.data = _device_address(t)
+ *     m.dl_tensor.device.device_type = device[0]             # <<<<<<<<<<<<<<
+ *     m.dl_tensor.device.device_id = device[1]
+ *     m.dl_tensor.ndim = ndim
+*/
+  if (unlikely(__pyx_v_device == Py_None)) {
+    PyErr_SetString(PyExc_TypeError, "\047NoneType\047 object is not subscriptable");
+    __PYX_ERR(4, 96, __pyx_L1_error)
+  }
+  __pyx_t_13 = __Pyx_PyLong_As_int32_t(__Pyx_PyTuple_GET_ITEM(__pyx_v_device, 0)); if (unlikely((__pyx_t_13 == ((int32_t)-1)) && PyErr_Occurred())) __PYX_ERR(4, 96, __pyx_L1_error)
+  __pyx_v_m->dl_tensor.device.device_type = __pyx_t_13;
+
+  /* "pyx/interop.pxi":97
+ *     m.dl_tensor.data = _device_address(t)
+ *     m.dl_tensor.device.device_type = device[0]
+ *     m.dl_tensor.device.device_id = device[1]             # <<<<<<<<<<<<<<
+ *     m.dl_tensor.ndim = ndim
+ *     m.dl_tensor.dtype.code = code
+*/
+  if (unlikely(__pyx_v_device == Py_None)) {
+    PyErr_SetString(PyExc_TypeError, "\047NoneType\047 object is not subscriptable");
+    __PYX_ERR(4, 97, __pyx_L1_error)
+  }
+  __pyx_t_13 = __Pyx_PyLong_As_int32_t(__Pyx_PyTuple_GET_ITEM(__pyx_v_device, 1)); if (unlikely((__pyx_t_13 == ((int32_t)-1)) && PyErr_Occurred())) __PYX_ERR(4, 97, __pyx_L1_error)
+  __pyx_v_m->dl_tensor.device.device_id = __pyx_t_13;
+
+  /* "pyx/interop.pxi":98
+ *     m.dl_tensor.device.device_type = device[0]
+ *     m.dl_tensor.device.device_id = device[1]
+ *     m.dl_tensor.ndim = ndim             # <<<<<<<<<<<<<<
+ *     m.dl_tensor.dtype.code = code
+ *     m.dl_tensor.dtype.bits = bits
+*/
+  __pyx_v_m->dl_tensor.ndim = __pyx_v_ndim;
+
+  /* "pyx/interop.pxi":99
+ *     m.dl_tensor.device.device_id = device[1]
+ *     m.dl_tensor.ndim = ndim
+ *     m.dl_tensor.dtype.code = code             # <<<<<<<<<<<<<<
+ *     m.dl_tensor.dtype.bits = bits
+ *     m.dl_tensor.dtype.lanes = 1
+*/
+  __pyx_t_17 = __Pyx_PyLong_As_uint8_t(__pyx_v_code); if (unlikely((__pyx_t_17 == ((uint8_t)-1)) && PyErr_Occurred())) __PYX_ERR(4, 99, __pyx_L1_error)
+  __pyx_v_m->dl_tensor.dtype.code = __pyx_t_17;
+
+  /* "pyx/interop.pxi":100
+ *     m.dl_tensor.ndim = ndim
+ *     m.dl_tensor.dtype.code = code
+ *     m.dl_tensor.dtype.bits = bits             # <<<<<<<<<<<<<<
+ *     m.dl_tensor.dtype.lanes = 1
+ *     m.dl_tensor.shape = dims
+*/
+  __pyx_t_17 = __Pyx_PyLong_As_uint8_t(__pyx_v_bits); if (unlikely((__pyx_t_17 == ((uint8_t)-1)) && PyErr_Occurred())) __PYX_ERR(4, 100, __pyx_L1_error)
+  __pyx_v_m->dl_tensor.dtype.bits = __pyx_t_17;
+
+  /* "pyx/interop.pxi":101
+ *     m.dl_tensor.dtype.code = code
+ *     m.dl_tensor.dtype.bits = bits
+ *     m.dl_tensor.dtype.lanes = 1             # <<<<<<<<<<<<<<
+ *     m.dl_tensor.shape = dims
+ *     m.dl_tensor.strides = dims + ndim
+*/
+  __pyx_v_m->dl_tensor.dtype.lanes = 1;
+
+  /* "pyx/interop.pxi":102
+ *     m.dl_tensor.dtype.bits = bits
+ *     m.dl_tensor.dtype.lanes = 1
+ *     m.dl_tensor.shape = dims             # <<<<<<<<<<<<<<
+ *     m.dl_tensor.strides = dims + ndim
+ *     m.dl_tensor.byte_offset = 0
+*/
+  __pyx_v_m->dl_tensor.shape = __pyx_v_dims;
+
+  /* "pyx/interop.pxi":103
+ *     m.dl_tensor.dtype.lanes = 1
+ *     m.dl_tensor.shape = dims
+ *     m.dl_tensor.strides = dims + ndim             # <<<<<<<<<<<<<<
+ *     m.dl_tensor.byte_offset = 0
+ *     for i in range(ndim):
+*/
+  __pyx_v_m->dl_tensor.strides = (__pyx_v_dims + __pyx_v_ndim);
+
+  /* "pyx/interop.pxi":104
+ *     m.dl_tensor.shape = dims
+ *     m.dl_tensor.strides = dims + ndim
+ *     m.dl_tensor.byte_offset = 0             # <<<<<<<<<<<<<<
+ *     for i in range(ndim):
+ *         dims[i] = t.c.shape[i]
+*/
+  __pyx_v_m->dl_tensor.byte_offset = 0;
+
+  /* "pyx/interop.pxi":105
+ *     m.dl_tensor.strides = dims + ndim
+ *     m.dl_tensor.byte_offset = 0
+ *     for i in range(ndim):             # <<<<<<<<<<<<<<
+ *         dims[i] = t.c.shape[i]
+ *         dims[ndim + i] = t.c.strides[i]  # in elements, as DLPack counts them
+*/
+  __pyx_t_2 = NULL;
+  __pyx_t_7 = __Pyx_PyLong_From_int32_t(__pyx_v_ndim); if (unlikely(!__pyx_t_7)) __PYX_ERR(4, 105, __pyx_L1_error)
+  __Pyx_GOTREF(__pyx_t_7);
+  __pyx_t_4 = 1;
+  {
+    PyObject *__pyx_callargs[2] = {__pyx_t_2, __pyx_t_7};
+    __pyx_t_8 = __Pyx_PyObject_FastCall((PyObject*)(&PyRange_Type), __pyx_callargs+__pyx_t_4, (2-__pyx_t_4) | (__pyx_t_4*__Pyx_PY_VECTORCALL_ARGUMENTS_OFFSET));
+    __Pyx_XDECREF(__pyx_t_2); __pyx_t_2 = 0;
+    __Pyx_DECREF(__pyx_t_7); __pyx_t_7 = 0;
+    if (unlikely(!__pyx_t_8)) __PYX_ERR(4, 105, __pyx_L1_error)
+    __Pyx_GOTREF(__pyx_t_8);
+  }
+  __pyx_t_7 = PyObject_GetIter(__pyx_t_8); if (unlikely(!__pyx_t_7)) __PYX_ERR(4, 105, __pyx_L1_error)
+  __Pyx_GOTREF(__pyx_t_7);
+  __pyx_t_18 = (CYTHON_COMPILING_IN_LIMITED_API) ? PyIter_Next : __Pyx_PyObject_GetIterNextFunc(__pyx_t_7); if (unlikely(!__pyx_t_18)) __PYX_ERR(4, 105, __pyx_L1_error)
+  __Pyx_DECREF(__pyx_t_8); __pyx_t_8 = 0;
+  for (;;) {
+    {
+      __pyx_t_8 = __pyx_t_18(__pyx_t_7);
+      if (unlikely(!__pyx_t_8)) {
+        PyObject* exc_type = PyErr_Occurred();
+        if (exc_type) {
+          if (unlikely(!__Pyx_PyErr_GivenExceptionMatches(exc_type, PyExc_StopIteration))) __PYX_ERR(4, 105, __pyx_L1_error)
+          PyErr_Clear();
+        }
+        break;
+      }
+    }
+    __Pyx_GOTREF(__pyx_t_8);
+    if (__Pyx_PyInt_FromNumber(&__pyx_t_8, NULL, 1) < (0)) __PYX_ERR(4, 105, __pyx_L1_error)
+    __Pyx_XDECREF_SET(__pyx_v_i, ((PyObject*)__pyx_t_8));
+    __pyx_t_8 = 0;
+
+    /* "pyx/interop.pxi":106
+ *     m.dl_tensor.byte_offset = 0
+ *     for i in range(ndim):
+ *         dims[i] = t.c.shape[i]             # <<<<<<<<<<<<<<
+ *         dims[ndim + i] = t.c.strides[i]  # in elements, as DLPack counts them
+ *     Py_INCREF(t)
+*/
+    __pyx_t_19 = __Pyx_PyLong_As_size_t(__pyx_v_i); if (unlikely((__pyx_t_19 == (size_t)-1) && PyErr_Occurred())) __PYX_ERR(4, 106, __pyx_L1_error)
+    __pyx_t_10 = __Pyx_PyIndex_AsSsize_t(__pyx_v_i); if (unlikely((__pyx_t_10 == (Py_ssize_t)-1) && PyErr_Occurred())) __PYX_ERR(4, 106, __pyx_L1_error)
+    (__pyx_v_dims[__pyx_t_10]) = (__pyx_v_t->c.shape[__pyx_t_19]);
+
+
+
+    /* "pyx/interop.pxi":107
+ *     for i in range(ndim):
+ *         dims[i] = t.c.shape[i]
+ *         dims[ndim + i] = t.c.strides[i]  # in elements, as DLPack counts them             # <<<<<<<<<<<<<<
+ *     Py_INCREF(t)
+ *     m.manager_ctx = <void*>t
+*/
+    __pyx_t_19 = __Pyx_PyLong_As_size_t(__pyx_v_i); if (unlikely((__pyx_t_19 == (size_t)-1) && PyErr_Occurred())) __PYX_ERR(4, 107, __pyx_L1_error)
+    __pyx_t_8 = __Pyx_PyLong_From_int32_t(__pyx_v_ndim); if (unlikely(!__pyx_t_8)) __PYX_ERR(4, 107, __pyx_L1_error)
+    __Pyx_GOTREF(__pyx_t_8);
+    __pyx_t_2 = __Pyx_PyNumber_Add_int_int(__pyx_t_8, __pyx_v_i); if (unlikely(!__pyx_t_2)) __PYX_ERR(4, 107, __pyx_L1_error)
+    __Pyx_GOTREF(__pyx_t_2);
+    __Pyx_DECREF(__pyx_t_8); __pyx_t_8 = 0;
+    __pyx_t_10 = __Pyx_PyIndex_AsSsize_t(__pyx_t_2); if (unlikely((__pyx_t_10 == (Py_ssize_t)-1) && PyErr_Occurred())) __PYX_ERR(4, 107, __pyx_L1_error)
+    __Pyx_DECREF(__pyx_t_2); __pyx_t_2 = 0;
+    (__pyx_v_dims[__pyx_t_10]) = (__pyx_v_t->c.strides[__pyx_t_19]);
+
+
+
+    /* "pyx/interop.pxi":105
+ *     m.dl_tensor.strides = dims + ndim
+ *     m.dl_tensor.byte_offset = 0
+ *     for i in range(ndim):             # <<<<<<<<<<<<<<
+ *         dims[i] = t.c.shape[i]
+ *         dims[ndim + i] = t.c.strides[i]  # in elements, as DLPack counts them
+*/
+  }
+  __Pyx_DECREF(__pyx_t_7); __pyx_t_7 = 0;
+
+  /* "pyx/interop.pxi":108
+ *         dims[i] = t.c.shape[i]
+ *         dims[ndim + i] = t.c.strides[i]  # in elements, as DLPack counts them
+ *     Py_INCREF(t)             # <<<<<<<<<<<<<<
+ *     m.manager_ctx = <void*>t
+ *     m.deleter = _dlpack_deleter
+*/
+  Py_INCREF(((PyObject *)__pyx_v_t));
+
+  /* "pyx/interop.pxi":109
+ *         dims[ndim + i] = t.c.strides[i]  # in elements, as DLPack counts them
+ *     Py_INCREF(t)
+ *     m.manager_ctx = <void*>t             # <<<<<<<<<<<<<<
+ *     m.deleter = _dlpack_deleter
+ *     try:
+*/
+  __pyx_v_m->manager_ctx = ((void *)__pyx_v_t);
+
+  /* "pyx/interop.pxi":110
+ *     Py_INCREF(t)
+ *     m.manager_ctx = <void*>t
+ *     m.deleter = _dlpack_deleter             # <<<<<<<<<<<<<<
+ *     try:
+ *         return PyCapsule_New(m, b"dltensor", _dlpack_capsule_destructor)
+*/
+  __pyx_v_m->deleter = __pyx_f_6mtlinv_7_native__dlpack_deleter;
+
+  /* "pyx/interop.pxi":111
+ *     m.manager_ctx = <void*>t
+ *     m.deleter = _dlpack_deleter
+ *     try:             # <<<<<<<<<<<<<<
+ *         return PyCapsule_New(m, b"dltensor", _dlpack_capsule_destructor)
+ *     except BaseException:
+*/
+  {
+    __Pyx_PyThreadState_declare
+    __Pyx_PyThreadState_assign
+    __Pyx_ExceptionSave(&__pyx_t_20, &__pyx_t_21, &__pyx_t_22);
+    __Pyx_XGOTREF(__pyx_t_20);
+    __Pyx_XGOTREF(__pyx_t_21);
+    __Pyx_XGOTREF(__pyx_t_22);
+    /*try:*/ {
+
+      /* "pyx/interop.pxi":112
+ *     m.deleter = _dlpack_deleter
+ *     try:
+ *         return PyCapsule_New(m, b"dltensor", _dlpack_capsule_destructor)             # <<<<<<<<<<<<<<
+ *     except BaseException:
+ *         _dlpack_deleter(m)
+*/
+      __pyx_t_7 = PyCapsule_New(__pyx_v_m, __pyx_k_dltensor, __pyx_f_6mtlinv_7_native__dlpack_capsule_destructor); if (unlikely(!__pyx_t_7)) __PYX_ERR(4, 112, __pyx_L14_error)
+      __Pyx_GOTREF(__pyx_t_7);
+      {
+        PyObject *__pyx_temp;
+        {
+          __pyx_temp = __pyx_r;
+          __pyx_r = __pyx_t_7;
+        }
+        __Pyx_XDECREF(__pyx_temp);
+      }
+      __pyx_t_7 = 0;
+      goto __pyx_L18_try_return;
+
+      /* "pyx/interop.pxi":111
+ *     m.manager_ctx = <void*>t
+ *     m.deleter = _dlpack_deleter
+ *     try:             # <<<<<<<<<<<<<<
+ *         return PyCapsule_New(m, b"dltensor", _dlpack_capsule_destructor)
+ *     except BaseException:
+*/
+    }
+    __pyx_L14_error:;
+    __Pyx_XDECREF(__pyx_t_2); __pyx_t_2 = 0;
+    __Pyx_XDECREF(__pyx_t_3); __pyx_t_3 = 0;
+    __Pyx_XDECREF(__pyx_t_6); __pyx_t_6 = 0;
+    __Pyx_XDECREF(__pyx_t_7); __pyx_t_7 = 0;
+    __Pyx_XDECREF(__pyx_t_8); __pyx_t_8 = 0;
+
+    /* "pyx/interop.pxi":113
+ *     try:
+ *         return PyCapsule_New(m, b"dltensor", _dlpack_capsule_destructor)
+ *     except BaseException:             # <<<<<<<<<<<<<<
+ *         _dlpack_deleter(m)
+ *         raise
+*/
+    __pyx_t_11 = __Pyx_PyErr_ExceptionMatches(((PyObject *)(((PyTypeObject*)PyExc_BaseException))));
+    if (__pyx_t_11) {
+      __Pyx_AddTraceback("mtlinv._native._to_dlpack", __pyx_clineno, __pyx_lineno, __pyx_filename);
+      if (__Pyx_GetException(&__pyx_t_7, &__pyx_t_2, &__pyx_t_8) < 0) __PYX_ERR(4, 113, __pyx_L16_except_error)
+      __Pyx_XGOTREF(__pyx_t_7);
+      __Pyx_XGOTREF(__pyx_t_2);
+      __Pyx_XGOTREF(__pyx_t_8);
+
+      /* "pyx/interop.pxi":114
+ *         return PyCapsule_New(m, b"dltensor", _dlpack_capsule_destructor)
+ *     except BaseException:
+ *         _dlpack_deleter(m)             # <<<<<<<<<<<<<<
+ *         raise
+ * 
+*/
+      __pyx_f_6mtlinv_7_native__dlpack_deleter(__pyx_v_m);
+
+      /* "pyx/interop.pxi":115
+ *     except BaseException:
+ *         _dlpack_deleter(m)
+ *         raise             # <<<<<<<<<<<<<<
+ * 
+ * 
+*/
+      __Pyx_GIVEREF(__pyx_t_7);
+      __Pyx_GIVEREF(__pyx_t_2);
+      __Pyx_XGIVEREF(__pyx_t_8);
+      __Pyx_ErrRestoreWithState(__pyx_t_7, __pyx_t_2, __pyx_t_8);
+      __pyx_t_7 = 0;  __pyx_t_2 = 0;  __pyx_t_8 = 0; 
+      __PYX_ERR(4, 115, __pyx_L16_except_error)
+    }
+    goto __pyx_L16_except_error;
+
+    /* "pyx/interop.pxi":111
+ *     m.manager_ctx = <void*>t
+ *     m.deleter = _dlpack_deleter
+ *     try:             # <<<<<<<<<<<<<<
+ *         return PyCapsule_New(m, b"dltensor", _dlpack_capsule_destructor)
+ *     except BaseException:
+*/
+    __pyx_L16_except_error:;
+    __Pyx_XGIVEREF(__pyx_t_20);
+    __Pyx_XGIVEREF(__pyx_t_21);
+    __Pyx_XGIVEREF(__pyx_t_22);
+    __Pyx_ExceptionReset(__pyx_t_20, __pyx_t_21, __pyx_t_22);
+    goto __pyx_L1_error;
+    __pyx_L18_try_return:;
+    __Pyx_XGIVEREF(__pyx_t_20);
+    __Pyx_XGIVEREF(__pyx_t_21);
+    __Pyx_XGIVEREF(__pyx_t_22);
+    __Pyx_ExceptionReset(__pyx_t_20, __pyx_t_21, __pyx_t_22);
+    goto __pyx_L0;
+  }
+
+  /* "pyx/interop.pxi":79
+ * 
+ * 
+ * cdef object _to_dlpack(Tensor t, dl_device, copy):             # <<<<<<<<<<<<<<
+ *     """The "dltensor" capsule of `t`, sharing its memory; the capsule holds a reference to `t`."""
+ *     if copy:
+*/
+
+  /* function exit code */
+  __pyx_L1_error:;
+  __Pyx_XDECREF(__pyx_t_2);
+  __Pyx_XDECREF(__pyx_t_3);
+  __Pyx_XDECREF(__pyx_t_6);
+  __Pyx_XDECREF(__pyx_t_7);
+  __Pyx_XDECREF(__pyx_t_8);
+  __Pyx_AddTraceback("mtlinv._native._to_dlpack", __pyx_clineno, __pyx_lineno, __pyx_filename);
+  __pyx_r = 0;
+  __pyx_L0:;
+  __Pyx_XDECREF(__pyx_v_device);
+
+
+
+  __Pyx_XDECREF(__pyx_v_code);
+  __Pyx_XDECREF(__pyx_v_bits);
+  __Pyx_XDECREF(__pyx_v_i);
+  __Pyx_XGIVEREF(__pyx_r);
+  __Pyx_RefNannyFinishContext();
+  return __pyx_r;
+}
+
+/* "pyx/interop.pxi":118
+ * 
+ * 
+ * cdef dict _cuda_array_interface(Tensor t):             # <<<<<<<<<<<<<<
+ *     if t.c.host_data() != NULL or c_active_backend().caps().backend != b"cuda":
+ *         raise AttributeError("__cuda_array_interface__: this Tensor is not in CUDA memory "
+*/
+
+static PyObject *__pyx_f_6mtlinv_7_native__cuda_array_interface(struct __pyx_obj_6mtlinv_7_native_Tensor *__pyx_v_t) {
+  PyObject *__pyx_r = NULL;
+  __Pyx_RefNannyDeclarations
+  int __pyx_t_1;
+  int __pyx_t_2;
+  __Pyx_FakeReference<mtlinv::Backend> __pyx_t_3;
+  PyObject *__pyx_t_4 = NULL;
+  PyObject *__pyx_t_5 = NULL;
+  __Pyx_FakeReference<mtlinv::Backend> __pyx_t_6;
+  PyObject *__pyx_t_7 = NULL;
+  PyObject *__pyx_t_8[3];
+  Py_ssize_t __pyx_t_9;
+  int __pyx_t_10;
+  PyObject *__pyx_t_11 = NULL;
+  size_t __pyx_t_12;
+  PyObject *__pyx_t_13 = NULL;
+  void *__pyx_t_14;
+  int __pyx_lineno = 0;
+  const char *__pyx_filename = NULL;
+  int __pyx_clineno = 0;
+  __Pyx_RefNannySetupContext("_cuda_array_interface", 0);
+
+  /* "pyx/interop.pxi":119
+ * 
+ * cdef dict _cuda_array_interface(Tensor t):
+ *     if t.c.host_data() != NULL or c_active_backend().caps().backend != b"cuda":             # <<<<<<<<<<<<<<
+ *         raise AttributeError("__cuda_array_interface__: this Tensor is not in CUDA memory "
+ *                              f"(backend {c_active_backend().caps().backend.decode()})")
+*/
+  __pyx_t_2 = (__pyx_v_t->c.host_data() != NULL);
+
+  if (!__pyx_t_2) {
+
+  } else {
+
+    __pyx_t_1 = __pyx_t_2;
+
+    goto __pyx_L4_bool_binop_done;
+  }
+  try {
+    __pyx_t_3 = mtlinv::active_backend();
+  } catch(...) {
+    mtlinv_py::raise_py_error(); if (!PyErr_Occurred())PyErr_SetString(PyExc_RuntimeError, "Error converting c++ exception.");
+    __PYX_ERR(4, 119, __pyx_L1_error)
+  }
+  __pyx_t_2 = (__pyx_t_3->caps().backend != __pyx_k_cuda);
+
+
+
+  __pyx_t_1 = __pyx_t_2;
+
+  __pyx_L4_bool_binop_done:;
+  if (unlikely(__pyx_t_1)) {
+
+
+    /* "pyx/interop.pxi":120
+ * cdef dict _cuda_array_interface(Tensor t):
+ *     if t.c.host_data() != NULL or c_active_backend().caps().backend != b"cuda":
+ *         raise AttributeError("__cuda_array_interface__: this Tensor is not in CUDA memory "             # <<<<<<<<<<<<<<
+ *                              f"(backend {c_active_backend().caps().backend.decode()})")
+ *     if t.c.dtype == CDType.bf16:
+*/
+    __pyx_t_5 = NULL;
+
+    /* "pyx/interop.pxi":121
+ *     if t.c.host_data() != NULL or c_active_backend().caps().backend != b"cuda":
+ *         raise AttributeError("__cuda_array_interface__: this Tensor is not in CUDA memory "
+ *                              f"(backend {c_active_backend().caps().backend.decode()})")             # <<<<<<<<<<<<<<
+ *     if t.c.dtype == CDType.bf16:
+ *         raise TypeError("__cuda_array_interface__ has no bfloat16 type; use DLPack (torch.from_dlpack(t))")
+*/
+    try {
+      __pyx_t_6 = mtlinv::active_backend();
+    } catch(...) {
+      mtlinv_py::raise_py_error(); if (!PyErr_Occurred())PyErr_SetString(PyExc_RuntimeError, "Error converting c++ exception.");
+      __PYX_ERR(4, 121, __pyx_L1_error)
+    }
+    __pyx_t_7 = __Pyx_decode_cpp_string(__pyx_t_6->caps().backend, 0, PY_SSIZE_T_MAX, NULL, NULL, NULL); if (unlikely(!__pyx_t_7)) __PYX_ERR(4, 121, __pyx_L1_error)
+    __Pyx_GOTREF(__pyx_t_7);
+
+    __pyx_t_8[0] = __pyx_mstate_global->__pyx_kp_u_cuda_array_interface___this_Te;
+    __pyx_t_8[1] = __pyx_t_7;
+    __pyx_t_8[2] = __pyx_mstate_global->__pyx_kp_u__2;
+
+    /* "pyx/interop.pxi":120
+ * cdef dict _cuda_array_interface(Tensor t):
+ *     if t.c.host_data() != NULL or c_active_backend().caps().backend != b"cuda":
+ *         raise AttributeError("__cuda_array_interface__: this Tensor is not in CUDA memory "             # <<<<<<<<<<<<<<
+ *                              f"(backend {c_active_backend().caps().backend.decode()})")
+ *     if t.c.dtype == CDType.bf16:
+*/
+    __pyx_t_9 = 70;
+    #if __Pyx_PyUnicode_Join_CAN_USE_KIND_AND_LENGTH
+    __pyx_t_9 += __Pyx_PyUnicode_GET_LENGTH(__pyx_t_8[1]);
+    #endif
+    __pyx_t_10 = 0;
+    #if __Pyx_PyUnicode_Join_CAN_USE_KIND_AND_LENGTH
+    __pyx_t_10 |= __Pyx_PyUnicode_KIND_04(__pyx_t_8[1]);
+    #endif
+    __pyx_t_11 = __Pyx_PyUnicode_Join(__pyx_t_8, 3, __pyx_t_9, __pyx_t_10);
+    if (unlikely(!__pyx_t_11)) __PYX_ERR(4, 120, __pyx_L1_error)
+    __Pyx_GOTREF(__pyx_t_11);
+    __Pyx_DECREF(__pyx_t_7); __pyx_t_7 = 0;
+    __pyx_t_12 = 1;
+    {
+      PyObject *__pyx_callargs[2] = {__pyx_t_5, __pyx_t_11};
+      __pyx_t_4 = __Pyx_PyObject_FastCall((PyObject*)(((PyTypeObject*)PyExc_AttributeError)), __pyx_callargs+__pyx_t_12, (2-__pyx_t_12) | (__pyx_t_12*__Pyx_PY_VECTORCALL_ARGUMENTS_OFFSET));
+      __Pyx_XDECREF(__pyx_t_5); __pyx_t_5 = 0;
+      __Pyx_DECREF(__pyx_t_11); __pyx_t_11 = 0;
+      if (unlikely(!__pyx_t_4)) __PYX_ERR(4, 120, __pyx_L1_error)
+      __Pyx_GOTREF(__pyx_t_4);
+    }
+    __Pyx_Raise(__pyx_t_4, 0, 0, 0);
+    __Pyx_DECREF(__pyx_t_4); __pyx_t_4 = 0;
+    __PYX_ERR(4, 120, __pyx_L1_error)
+
+    /* "pyx/interop.pxi":119
+ * 
+ * cdef dict _cuda_array_interface(Tensor t):
+ *     if t.c.host_data() != NULL or c_active_backend().caps().backend != b"cuda":             # <<<<<<<<<<<<<<
+ *         raise AttributeError("__cuda_array_interface__: this Tensor is not in CUDA memory "
+ *                              f"(backend {c_active_backend().caps().backend.decode()})")
+*/
+  }
+
+  /* "pyx/interop.pxi":122
+ *         raise AttributeError("__cuda_array_interface__: this Tensor is not in CUDA memory "
+ *                              f"(backend {c_active_backend().caps().backend.decode()})")
+ *     if t.c.dtype == CDType.bf16:             # <<<<<<<<<<<<<<
+ *         raise TypeError("__cuda_array_interface__ has no bfloat16 type; use DLPack (torch.from_dlpack(t))")
+ *     return {
+*/
+  __pyx_t_1 = (__pyx_v_t->c.dtype == mtlinv::DType::bf16);
+
+  if (unlikely(__pyx_t_1)) {
+
+
+    /* "pyx/interop.pxi":123
+ *                              f"(backend {c_active_backend().caps().backend.decode()})")
+ *     if t.c.dtype == CDType.bf16:
+ *         raise TypeError("__cuda_array_interface__ has no bfloat16 type; use DLPack (torch.from_dlpack(t))")             # <<<<<<<<<<<<<<
+ *     return {
+ *         "shape": t.shape,
+*/
+    __pyx_t_11 = NULL;
+    __pyx_t_12 = 1;
+    {
+      PyObject *__pyx_callargs[2] = {__pyx_t_11, __pyx_mstate_global->__pyx_kp_u_cuda_array_interface___has_no};
+      __pyx_t_4 = __Pyx_PyObject_FastCall((PyObject*)(((PyTypeObject*)PyExc_TypeError)), __pyx_callargs+__pyx_t_12, (2-__pyx_t_12) | (__pyx_t_12*__Pyx_PY_VECTORCALL_ARGUMENTS_OFFSET));
+      __Pyx_XDECREF(__pyx_t_11); __pyx_t_11 = 0;
+      if (unlikely(!__pyx_t_4)) __PYX_ERR(4, 123, __pyx_L1_error)
+      __Pyx_GOTREF(__pyx_t_4);
+    }
+    __Pyx_Raise(__pyx_t_4, 0, 0, 0);
+    __Pyx_DECREF(__pyx_t_4); __pyx_t_4 = 0;
+    __PYX_ERR(4, 123, __pyx_L1_error)
+
+    /* "pyx/interop.pxi":122
+ *         raise AttributeError("__cuda_array_interface__: this Tensor is not in CUDA memory "
+ *                              f"(backend {c_active_backend().caps().backend.decode()})")
+ *     if t.c.dtype == CDType.bf16:             # <<<<<<<<<<<<<<
+ *         raise TypeError("__cuda_array_interface__ has no bfloat16 type; use DLPack (torch.from_dlpack(t))")
+ *     return {
+*/
+  }
+
+  /* "pyx/interop.pxi":125
+ *         raise TypeError("__cuda_array_interface__ has no bfloat16 type; use DLPack (torch.from_dlpack(t))")
+ *     return {
+ *         "shape": t.shape,             # <<<<<<<<<<<<<<
+ *         "typestr": np.dtype(t.dtype).str,
+ *         "data": (<uintptr_t>_device_address(t), t.readonly),
+*/
+  __pyx_t_4 = __Pyx_PyDict_NewPresized(6); if (unlikely(!__pyx_t_4)) __PYX_ERR(4, 125, __pyx_L1_error)
+  __Pyx_GOTREF(__pyx_t_4);
+  __pyx_t_11 = __Pyx_PyObject_GetAttrStr(((PyObject *)__pyx_v_t), __pyx_mstate_global->__pyx_n_u_shape); if (unlikely(!__pyx_t_11)) __PYX_ERR(4, 125, __pyx_L1_error)
+  __Pyx_GOTREF(__pyx_t_11);
+  if (PyDict_SetItem(__pyx_t_4, __pyx_mstate_global->__pyx_n_u_shape, __pyx_t_11) < (0)) __PYX_ERR(4, 125, __pyx_L1_error)
+  __Pyx_DECREF(__pyx_t_11); __pyx_t_11 = 0;
+
+  /* "pyx/interop.pxi":126
+ *     return {
+ *         "shape": t.shape,
+ *         "typestr": np.dtype(t.dtype).str,             # <<<<<<<<<<<<<<
+ *         "data": (<uintptr_t>_device_address(t), t.readonly),
+ *         "strides": None,  # C-contiguous
+*/
+  __pyx_t_5 = NULL;
+  __Pyx_GetModuleGlobalName(__pyx_t_7, __pyx_mstate_global->__pyx_n_u_np); if (unlikely(!__pyx_t_7)) __PYX_ERR(4, 126, __pyx_L1_error)
+  __Pyx_GOTREF(__pyx_t_7);
+  __pyx_t_13 = __Pyx_PyObject_GetAttrStr(__pyx_t_7, __pyx_mstate_global->__pyx_n_u_dtype); if (unlikely(!__pyx_t_13)) __PYX_ERR(4, 126, __pyx_L1_error)
+  __Pyx_GOTREF(__pyx_t_13);
+  __Pyx_DECREF(__pyx_t_7); __pyx_t_7 = 0;
+  __pyx_t_7 = __Pyx_PyObject_GetAttrStr(((PyObject *)__pyx_v_t), __pyx_mstate_global->__pyx_n_u_dtype); if (unlikely(!__pyx_t_7)) __PYX_ERR(4, 126, __pyx_L1_error)
+  __Pyx_GOTREF(__pyx_t_7);
+  __pyx_t_12 = 1;
+  #if CYTHON_UNPACK_METHODS
+  if (unlikely(PyMethod_Check(__pyx_t_13))) {
+    __pyx_t_5 = PyMethod_GET_SELF(__pyx_t_13);
+    assert(__pyx_t_5);
+    PyObject* __pyx__function = PyMethod_GET_FUNCTION(__pyx_t_13);
+    __Pyx_INCREF(__pyx_t_5);
+    __Pyx_INCREF(__pyx__function);
+    __Pyx_DECREF_SET(__pyx_t_13, __pyx__function);
+    __pyx_t_12 = 0;
+  }
+  #endif
+  {
+    PyObject *__pyx_callargs[2] = {__pyx_t_5, __pyx_t_7};
+    __pyx_t_11 = __Pyx_PyObject_FastCall((PyObject*)__pyx_t_13, __pyx_callargs+__pyx_t_12, (2-__pyx_t_12) | (__pyx_t_12*__Pyx_PY_VECTORCALL_ARGUMENTS_OFFSET));
+    __Pyx_XDECREF(__pyx_t_5); __pyx_t_5 = 0;
+    __Pyx_DECREF(__pyx_t_7); __pyx_t_7 = 0;
+    __Pyx_DECREF(__pyx_t_13); __pyx_t_13 = 0;
+    if (unlikely(!__pyx_t_11)) __PYX_ERR(4, 126, __pyx_L1_error)
+    __Pyx_GOTREF(__pyx_t_11);
+  }
+  __pyx_t_13 = __Pyx_PyObject_GetAttrStr(__pyx_t_11, __pyx_mstate_global->__pyx_n_u_str); if (unlikely(!__pyx_t_13)) __PYX_ERR(4, 126, __pyx_L1_error)
+  __Pyx_GOTREF(__pyx_t_13);
+  __Pyx_DECREF(__pyx_t_11); __pyx_t_11 = 0;
+  if (PyDict_SetItem(__pyx_t_4, __pyx_mstate_global->__pyx_n_u_typestr, __pyx_t_13) < (0)) __PYX_ERR(4, 125, __pyx_L1_error)
+  __Pyx_DECREF(__pyx_t_13); __pyx_t_13 = 0;
+
+  /* "pyx/interop.pxi":127
+ *         "shape": t.shape,
+ *         "typestr": np.dtype(t.dtype).str,
+ *         "data": (<uintptr_t>_device_address(t), t.readonly),             # <<<<<<<<<<<<<<
+ *         "strides": None,  # C-contiguous
+ *         "stream": None,   # complete: every op has synchronised
+*/
+  __pyx_t_14 = __pyx_f_6mtlinv_7_native__device_address(__pyx_v_t); if (unlikely(__pyx_t_14 == ((void *)NULL) && PyErr_Occurred())) __PYX_ERR(4, 127, __pyx_L1_error)
+  __pyx_t_13 = __Pyx_PyLong_FromSize_t(((uintptr_t)__pyx_t_14)); if (unlikely(!__pyx_t_13)) __PYX_ERR(4, 127, __pyx_L1_error)
+  __Pyx_GOTREF(__pyx_t_13);
+
+  __pyx_t_11 = __Pyx_PyBool_FromLong(__pyx_v_t->readonly); if (unlikely(!__pyx_t_11)) __PYX_ERR(4, 127, __pyx_L1_error)
+  __Pyx_GOTREF(__pyx_t_11);
+  __pyx_t_7 = PyTuple_New(2); if (unlikely(!__pyx_t_7)) __PYX_ERR(4, 127, __pyx_L1_error)
+  __Pyx_GOTREF(__pyx_t_7);
+  __Pyx_GIVEREF(__pyx_t_13);
+  if (__Pyx_PyTuple_SET_ITEM(__pyx_t_7, 0, __pyx_t_13) != (0)) __PYX_ERR(4, 127, __pyx_L1_error);
+  __Pyx_GIVEREF(__pyx_t_11);
+  if (__Pyx_PyTuple_SET_ITEM(__pyx_t_7, 1, __pyx_t_11) != (0)) __PYX_ERR(4, 127, __pyx_L1_error);
+  __pyx_t_13 = 0;
+  __pyx_t_11 = 0;
+  if (PyDict_SetItem(__pyx_t_4, __pyx_mstate_global->__pyx_n_u_data, __pyx_t_7) < (0)) __PYX_ERR(4, 125, __pyx_L1_error)
+  __Pyx_DECREF(__pyx_t_7); __pyx_t_7 = 0;
+
+  /* "pyx/interop.pxi":128
+ *         "typestr": np.dtype(t.dtype).str,
+ *         "data": (<uintptr_t>_device_address(t), t.readonly),
+ *         "strides": None,  # C-contiguous             # <<<<<<<<<<<<<<
+ *         "stream": None,   # complete: every op has synchronised
+ *         "version": 3,
+*/
+  if (PyDict_SetItem(__pyx_t_4, __pyx_mstate_global->__pyx_n_u_strides, Py_None) < (0)) __PYX_ERR(4, 125, __pyx_L1_error)
+
+  /* "pyx/interop.pxi":129
+ *         "data": (<uintptr_t>_device_address(t), t.readonly),
+ *         "strides": None,  # C-contiguous
+ *         "stream": None,   # complete: every op has synchronised             # <<<<<<<<<<<<<<
+ *         "version": 3,
+ *     }
+*/
+  if (PyDict_SetItem(__pyx_t_4, __pyx_mstate_global->__pyx_n_u_stream, Py_None) < (0)) __PYX_ERR(4, 125, __pyx_L1_error)
+  if (PyDict_SetItem(__pyx_t_4, __pyx_mstate_global->__pyx_n_u_version, __pyx_mstate_global->__pyx_int_3) < (0)) __PYX_ERR(4, 125, __pyx_L1_error)
+  {
+    PyObject *__pyx_temp;
+    {
+      __pyx_temp = __pyx_r;
+      __pyx_r = ((PyObject*)__pyx_t_4);
+    }
+    __Pyx_XDECREF(__pyx_temp);
+  }
+  __pyx_t_4 = 0;
+  goto __pyx_L0;
+
+  /* "pyx/interop.pxi":118
+ * 
+ * 
+ * cdef dict _cuda_array_interface(Tensor t):             # <<<<<<<<<<<<<<
+ *     if t.c.host_data() != NULL or c_active_backend().caps().backend != b"cuda":
+ *         raise AttributeError("__cuda_array_interface__: this Tensor is not in CUDA memory "
+*/
+
+  /* function exit code */
+  __pyx_L1_error:;
+  __Pyx_XDECREF(__pyx_t_4);
+  __Pyx_XDECREF(__pyx_t_5);
+  __Pyx_XDECREF(__pyx_t_7);
+  __Pyx_XDECREF(__pyx_t_11);
+  __Pyx_XDECREF(__pyx_t_13);
+  __Pyx_AddTraceback("mtlinv._native._cuda_array_interface", __pyx_clineno, __pyx_lineno, __pyx_filename);
+  __pyx_r = 0;
+  __pyx_L0:;
+  __Pyx_XGIVEREF(__pyx_r);
   __Pyx_RefNannyFinishContext();
   return __pyx_r;
 }
@@ -12871,7 +14796,7 @@ static PyObject *__pyx_f_6mtlinv_7_native__launches(mtlinv::Plan &__pyx_v_plan) 
  *              "threads": (l.threads.x, l.threads.y, l.threads.z)} for l in plan.launches]
 */
   { /* enter inner scope */
-    __pyx_t_1 = PyList_New(0); if (unlikely(!__pyx_t_1)) __PYX_ERR(4, 5, __pyx_L1_error)
+    __pyx_t_1 = PyList_New(0); if (unlikely(!__pyx_t_1)) __PYX_ERR(5, 5, __pyx_L1_error)
     __Pyx_GOTREF(__pyx_t_1);
 
     /* "pyx/plans.pxi":6
@@ -12890,30 +14815,30 @@ static PyObject *__pyx_f_6mtlinv_7_native__launches(mtlinv::Plan &__pyx_v_plan) 
  *     return [{"kernel": l.kernel.decode(), "threadgroups": (l.threadgroups.x, l.threadgroups.y, l.threadgroups.z),             # <<<<<<<<<<<<<<
  *              "threads": (l.threads.x, l.threads.y, l.threads.z)} for l in plan.launches]
 */
-      __pyx_t_4 = __Pyx_PyDict_NewPresized(3); if (unlikely(!__pyx_t_4)) __PYX_ERR(4, 5, __pyx_L1_error)
+      __pyx_t_4 = __Pyx_PyDict_NewPresized(3); if (unlikely(!__pyx_t_4)) __PYX_ERR(5, 5, __pyx_L1_error)
       __Pyx_GOTREF(__pyx_t_4);
-      __pyx_t_5 = __Pyx_decode_cpp_string(__pyx_8genexpr7__pyx_v_l.kernel, 0, PY_SSIZE_T_MAX, NULL, NULL, NULL); if (unlikely(!__pyx_t_5)) __PYX_ERR(4, 5, __pyx_L1_error)
+      __pyx_t_5 = __Pyx_decode_cpp_string(__pyx_8genexpr7__pyx_v_l.kernel, 0, PY_SSIZE_T_MAX, NULL, NULL, NULL); if (unlikely(!__pyx_t_5)) __PYX_ERR(5, 5, __pyx_L1_error)
       __Pyx_GOTREF(__pyx_t_5);
-      if (PyDict_SetItem(__pyx_t_4, __pyx_mstate_global->__pyx_n_u_kernel, __pyx_t_5) < (0)) __PYX_ERR(4, 5, __pyx_L1_error)
+      if (PyDict_SetItem(__pyx_t_4, __pyx_mstate_global->__pyx_n_u_kernel, __pyx_t_5) < (0)) __PYX_ERR(5, 5, __pyx_L1_error)
       __Pyx_DECREF(__pyx_t_5); __pyx_t_5 = 0;
-      __pyx_t_5 = __Pyx_PyLong_From_uint32_t(__pyx_8genexpr7__pyx_v_l.threadgroups.x); if (unlikely(!__pyx_t_5)) __PYX_ERR(4, 5, __pyx_L1_error)
+      __pyx_t_5 = __Pyx_PyLong_From_uint32_t(__pyx_8genexpr7__pyx_v_l.threadgroups.x); if (unlikely(!__pyx_t_5)) __PYX_ERR(5, 5, __pyx_L1_error)
       __Pyx_GOTREF(__pyx_t_5);
-      __pyx_t_6 = __Pyx_PyLong_From_uint32_t(__pyx_8genexpr7__pyx_v_l.threadgroups.y); if (unlikely(!__pyx_t_6)) __PYX_ERR(4, 5, __pyx_L1_error)
+      __pyx_t_6 = __Pyx_PyLong_From_uint32_t(__pyx_8genexpr7__pyx_v_l.threadgroups.y); if (unlikely(!__pyx_t_6)) __PYX_ERR(5, 5, __pyx_L1_error)
       __Pyx_GOTREF(__pyx_t_6);
-      __pyx_t_7 = __Pyx_PyLong_From_uint32_t(__pyx_8genexpr7__pyx_v_l.threadgroups.z); if (unlikely(!__pyx_t_7)) __PYX_ERR(4, 5, __pyx_L1_error)
+      __pyx_t_7 = __Pyx_PyLong_From_uint32_t(__pyx_8genexpr7__pyx_v_l.threadgroups.z); if (unlikely(!__pyx_t_7)) __PYX_ERR(5, 5, __pyx_L1_error)
       __Pyx_GOTREF(__pyx_t_7);
-      __pyx_t_8 = PyTuple_New(3); if (unlikely(!__pyx_t_8)) __PYX_ERR(4, 5, __pyx_L1_error)
+      __pyx_t_8 = PyTuple_New(3); if (unlikely(!__pyx_t_8)) __PYX_ERR(5, 5, __pyx_L1_error)
       __Pyx_GOTREF(__pyx_t_8);
       __Pyx_GIVEREF(__pyx_t_5);
-      if (__Pyx_PyTuple_SET_ITEM(__pyx_t_8, 0, __pyx_t_5) != (0)) __PYX_ERR(4, 5, __pyx_L1_error);
+      if (__Pyx_PyTuple_SET_ITEM(__pyx_t_8, 0, __pyx_t_5) != (0)) __PYX_ERR(5, 5, __pyx_L1_error);
       __Pyx_GIVEREF(__pyx_t_6);
-      if (__Pyx_PyTuple_SET_ITEM(__pyx_t_8, 1, __pyx_t_6) != (0)) __PYX_ERR(4, 5, __pyx_L1_error);
+      if (__Pyx_PyTuple_SET_ITEM(__pyx_t_8, 1, __pyx_t_6) != (0)) __PYX_ERR(5, 5, __pyx_L1_error);
       __Pyx_GIVEREF(__pyx_t_7);
-      if (__Pyx_PyTuple_SET_ITEM(__pyx_t_8, 2, __pyx_t_7) != (0)) __PYX_ERR(4, 5, __pyx_L1_error);
+      if (__Pyx_PyTuple_SET_ITEM(__pyx_t_8, 2, __pyx_t_7) != (0)) __PYX_ERR(5, 5, __pyx_L1_error);
       __pyx_t_5 = 0;
       __pyx_t_6 = 0;
       __pyx_t_7 = 0;
-      if (PyDict_SetItem(__pyx_t_4, __pyx_mstate_global->__pyx_n_u_threadgroups, __pyx_t_8) < (0)) __PYX_ERR(4, 5, __pyx_L1_error)
+      if (PyDict_SetItem(__pyx_t_4, __pyx_mstate_global->__pyx_n_u_threadgroups, __pyx_t_8) < (0)) __PYX_ERR(5, 5, __pyx_L1_error)
       __Pyx_DECREF(__pyx_t_8); __pyx_t_8 = 0;
 
       /* "pyx/plans.pxi":6
@@ -12921,27 +14846,27 @@ static PyObject *__pyx_f_6mtlinv_7_native__launches(mtlinv::Plan &__pyx_v_plan) 
  *     return [{"kernel": l.kernel.decode(), "threadgroups": (l.threadgroups.x, l.threadgroups.y, l.threadgroups.z),
  *              "threads": (l.threads.x, l.threads.y, l.threads.z)} for l in plan.launches]             # <<<<<<<<<<<<<<
 */
-      __pyx_t_8 = __Pyx_PyLong_From_uint32_t(__pyx_8genexpr7__pyx_v_l.threads.x); if (unlikely(!__pyx_t_8)) __PYX_ERR(4, 6, __pyx_L1_error)
+      __pyx_t_8 = __Pyx_PyLong_From_uint32_t(__pyx_8genexpr7__pyx_v_l.threads.x); if (unlikely(!__pyx_t_8)) __PYX_ERR(5, 6, __pyx_L1_error)
       __Pyx_GOTREF(__pyx_t_8);
-      __pyx_t_7 = __Pyx_PyLong_From_uint32_t(__pyx_8genexpr7__pyx_v_l.threads.y); if (unlikely(!__pyx_t_7)) __PYX_ERR(4, 6, __pyx_L1_error)
+      __pyx_t_7 = __Pyx_PyLong_From_uint32_t(__pyx_8genexpr7__pyx_v_l.threads.y); if (unlikely(!__pyx_t_7)) __PYX_ERR(5, 6, __pyx_L1_error)
       __Pyx_GOTREF(__pyx_t_7);
-      __pyx_t_6 = __Pyx_PyLong_From_uint32_t(__pyx_8genexpr7__pyx_v_l.threads.z); if (unlikely(!__pyx_t_6)) __PYX_ERR(4, 6, __pyx_L1_error)
+      __pyx_t_6 = __Pyx_PyLong_From_uint32_t(__pyx_8genexpr7__pyx_v_l.threads.z); if (unlikely(!__pyx_t_6)) __PYX_ERR(5, 6, __pyx_L1_error)
       __Pyx_GOTREF(__pyx_t_6);
-      __pyx_t_5 = PyTuple_New(3); if (unlikely(!__pyx_t_5)) __PYX_ERR(4, 6, __pyx_L1_error)
+      __pyx_t_5 = PyTuple_New(3); if (unlikely(!__pyx_t_5)) __PYX_ERR(5, 6, __pyx_L1_error)
       __Pyx_GOTREF(__pyx_t_5);
       __Pyx_GIVEREF(__pyx_t_8);
-      if (__Pyx_PyTuple_SET_ITEM(__pyx_t_5, 0, __pyx_t_8) != (0)) __PYX_ERR(4, 6, __pyx_L1_error);
+      if (__Pyx_PyTuple_SET_ITEM(__pyx_t_5, 0, __pyx_t_8) != (0)) __PYX_ERR(5, 6, __pyx_L1_error);
       __Pyx_GIVEREF(__pyx_t_7);
-      if (__Pyx_PyTuple_SET_ITEM(__pyx_t_5, 1, __pyx_t_7) != (0)) __PYX_ERR(4, 6, __pyx_L1_error);
+      if (__Pyx_PyTuple_SET_ITEM(__pyx_t_5, 1, __pyx_t_7) != (0)) __PYX_ERR(5, 6, __pyx_L1_error);
       __Pyx_GIVEREF(__pyx_t_6);
-      if (__Pyx_PyTuple_SET_ITEM(__pyx_t_5, 2, __pyx_t_6) != (0)) __PYX_ERR(4, 6, __pyx_L1_error);
+      if (__Pyx_PyTuple_SET_ITEM(__pyx_t_5, 2, __pyx_t_6) != (0)) __PYX_ERR(5, 6, __pyx_L1_error);
       __pyx_t_8 = 0;
       __pyx_t_7 = 0;
       __pyx_t_6 = 0;
-      if (PyDict_SetItem(__pyx_t_4, __pyx_mstate_global->__pyx_n_u_threads, __pyx_t_5) < (0)) __PYX_ERR(4, 5, __pyx_L1_error)
+      if (PyDict_SetItem(__pyx_t_4, __pyx_mstate_global->__pyx_n_u_threads, __pyx_t_5) < (0)) __PYX_ERR(5, 5, __pyx_L1_error)
       __Pyx_DECREF(__pyx_t_5); __pyx_t_5 = 0;
       __Pyx_GIVEREF(__pyx_t_4);
-      if (unlikely(__Pyx_ListComp_AppendAndDecref(__pyx_t_1, __pyx_t_4))) __PYX_ERR(4, 5, __pyx_L1_error)
+      if (unlikely(__Pyx_ListComp_AppendAndDecref(__pyx_t_1, __pyx_t_4))) __PYX_ERR(5, 5, __pyx_L1_error)
       __pyx_t_4 = 0;
     }
 
@@ -13032,40 +14957,40 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
   {
     PyObject ** const __pyx_pyargnames[] = {&__pyx_mstate_global->__pyx_n_u_x,&__pyx_mstate_global->__pyx_n_u_weight,&__pyx_mstate_global->__pyx_n_u_eps,0};
     const Py_ssize_t __pyx_kwds_len = (__pyx_kwds) ? __Pyx_NumKwargs_FASTCALL(__pyx_kwds) : 0;
-    if (unlikely(__pyx_kwds_len < 0)) __PYX_ERR(5, 5, __pyx_L3_error)
+    if (unlikely(__pyx_kwds_len < 0)) __PYX_ERR(6, 5, __pyx_L3_error)
     if (__pyx_kwds_len > 0) {
       switch (__pyx_nargs) {
         case  3:
         values[2] = __Pyx_ArgRef_FASTCALL(__pyx_args, 2);
-        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[2])) __PYX_ERR(5, 5, __pyx_L3_error)
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[2])) __PYX_ERR(6, 5, __pyx_L3_error)
         CYTHON_FALLTHROUGH;
         case  2:
         values[1] = __Pyx_ArgRef_FASTCALL(__pyx_args, 1);
-        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[1])) __PYX_ERR(5, 5, __pyx_L3_error)
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[1])) __PYX_ERR(6, 5, __pyx_L3_error)
         CYTHON_FALLTHROUGH;
         case  1:
         values[0] = __Pyx_ArgRef_FASTCALL(__pyx_args, 0);
-        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(5, 5, __pyx_L3_error)
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(6, 5, __pyx_L3_error)
         CYTHON_FALLTHROUGH;
         case  0: break;
         default: goto __pyx_L5_argtuple_error;
       }
       const Py_ssize_t kwd_pos_args = __pyx_nargs;
-      if (__Pyx_ParseKeywords(__pyx_kwds, __pyx_kwvalues, __pyx_pyargnames, 0, values, kwd_pos_args, __pyx_kwds_len, "rms_norm", 0) < (0)) __PYX_ERR(5, 5, __pyx_L3_error)
+      if (__Pyx_ParseKeywords(__pyx_kwds, __pyx_kwvalues, __pyx_pyargnames, 0, values, kwd_pos_args, __pyx_kwds_len, "rms_norm", 0) < (0)) __PYX_ERR(6, 5, __pyx_L3_error)
       for (Py_ssize_t i = __pyx_nargs; i < 2; i++) {
-        if (unlikely(!values[i])) { __Pyx_RaiseArgtupleInvalid("rms_norm", 0, 2, 3, i); __PYX_ERR(5, 5, __pyx_L3_error) }
+        if (unlikely(!values[i])) { __Pyx_RaiseArgtupleInvalid("rms_norm", 0, 2, 3, i); __PYX_ERR(6, 5, __pyx_L3_error) }
       }
     } else {
       switch (__pyx_nargs) {
         case  3:
         values[2] = __Pyx_ArgRef_FASTCALL(__pyx_args, 2);
-        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[2])) __PYX_ERR(5, 5, __pyx_L3_error)
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[2])) __PYX_ERR(6, 5, __pyx_L3_error)
         CYTHON_FALLTHROUGH;
         case  2:
         values[1] = __Pyx_ArgRef_FASTCALL(__pyx_args, 1);
-        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[1])) __PYX_ERR(5, 5, __pyx_L3_error)
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[1])) __PYX_ERR(6, 5, __pyx_L3_error)
         values[0] = __Pyx_ArgRef_FASTCALL(__pyx_args, 0);
-        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(5, 5, __pyx_L3_error)
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(6, 5, __pyx_L3_error)
         break;
         default: goto __pyx_L5_argtuple_error;
       }
@@ -13073,14 +14998,14 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
     __pyx_v_x = values[0];
     __pyx_v_weight = values[1];
     if (values[2]) {
-      __pyx_v_eps = __Pyx_PyFloat_AsFloat(values[2]); if (unlikely((__pyx_v_eps == (float)-1) && PyErr_Occurred())) __PYX_ERR(5, 5, __pyx_L3_error)
+      __pyx_v_eps = __Pyx_PyFloat_AsFloat(values[2]); if (unlikely((__pyx_v_eps == (float)-1) && PyErr_Occurred())) __PYX_ERR(6, 5, __pyx_L3_error)
     } else {
       __pyx_v_eps = ((float)((double)1e-6));
     }
   }
   goto __pyx_L6_skip;
   __pyx_L5_argtuple_error:;
-  __Pyx_RaiseArgtupleInvalid("rms_norm", 0, 2, 3, __pyx_nargs); __PYX_ERR(5, 5, __pyx_L3_error)
+  __Pyx_RaiseArgtupleInvalid("rms_norm", 0, 2, 3, __pyx_nargs); __PYX_ERR(6, 5, __pyx_L3_error)
   __pyx_L6_skip:;
   goto __pyx_L4_argument_unpacking_done;
   __pyx_L3_error:;
@@ -13122,7 +15047,7 @@ static PyObject *__pyx_pf_6mtlinv_7_native_2rms_norm(CYTHON_UNUSED PyObject *__p
  *     cdef Tensor tw = _operand(weight, "weight", "rms_norm")
  *     cdef CTensor out
 */
-  __pyx_t_1 = ((PyObject *)__pyx_f_6mtlinv_7_native__operand(__pyx_v_x, __pyx_mstate_global->__pyx_n_u_x, __pyx_mstate_global->__pyx_n_u_rms_norm)); if (unlikely(!__pyx_t_1)) __PYX_ERR(5, 7, __pyx_L1_error)
+  __pyx_t_1 = ((PyObject *)__pyx_f_6mtlinv_7_native__operand(__pyx_v_x, __pyx_mstate_global->__pyx_n_u_x, __pyx_mstate_global->__pyx_n_u_rms_norm)); if (unlikely(!__pyx_t_1)) __PYX_ERR(6, 7, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_1);
   __pyx_v_tx = ((struct __pyx_obj_6mtlinv_7_native_Tensor *)__pyx_t_1);
   __pyx_t_1 = 0;
@@ -13134,7 +15059,7 @@ static PyObject *__pyx_pf_6mtlinv_7_native_2rms_norm(CYTHON_UNUSED PyObject *__p
  *     cdef CTensor out
  *     with nogil:
 */
-  __pyx_t_1 = ((PyObject *)__pyx_f_6mtlinv_7_native__operand(__pyx_v_weight, __pyx_mstate_global->__pyx_n_u_weight, __pyx_mstate_global->__pyx_n_u_rms_norm)); if (unlikely(!__pyx_t_1)) __PYX_ERR(5, 8, __pyx_L1_error)
+  __pyx_t_1 = ((PyObject *)__pyx_f_6mtlinv_7_native__operand(__pyx_v_weight, __pyx_mstate_global->__pyx_n_u_weight, __pyx_mstate_global->__pyx_n_u_rms_norm)); if (unlikely(!__pyx_t_1)) __PYX_ERR(6, 8, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_1);
   __pyx_v_tw = ((struct __pyx_obj_6mtlinv_7_native_Tensor *)__pyx_t_1);
   __pyx_t_1 = 0;
@@ -13164,7 +15089,7 @@ static PyObject *__pyx_pf_6mtlinv_7_native_2rms_norm(CYTHON_UNUSED PyObject *__p
           PyGILState_STATE __pyx_gilstate_save = __Pyx_PyGILState_Ensure();
           mtlinv_py::raise_py_error(); if (!PyErr_Occurred())PyErr_SetString(PyExc_RuntimeError, "Error converting c++ exception.");
           __Pyx_PyGILState_Release(__pyx_gilstate_save);
-          __PYX_ERR(5, 11, __pyx_L4_error)
+          __PYX_ERR(6, 11, __pyx_L4_error)
         }
         __pyx_v_out = __PYX_STD_MOVE_IF_SUPPORTED(__pyx_t_2);
       }
@@ -13196,7 +15121,7 @@ static PyObject *__pyx_pf_6mtlinv_7_native_2rms_norm(CYTHON_UNUSED PyObject *__p
  *         out = c_rms_norm(tx.c, tw.c, eps)
  *     return _wrap(out)             # <<<<<<<<<<<<<<
 */
-  __pyx_t_1 = ((PyObject *)__pyx_f_6mtlinv_7_native__wrap(__pyx_v_out)); if (unlikely(!__pyx_t_1)) __PYX_ERR(5, 12, __pyx_L1_error)
+  __pyx_t_1 = ((PyObject *)__pyx_f_6mtlinv_7_native__wrap(__pyx_v_out)); if (unlikely(!__pyx_t_1)) __PYX_ERR(6, 12, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_1);
   {
     PyObject *__pyx_temp;
@@ -13282,41 +15207,41 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
   {
     PyObject ** const __pyx_pyargnames[] = {&__pyx_mstate_global->__pyx_n_u_x,&__pyx_mstate_global->__pyx_n_u_w,&__pyx_mstate_global->__pyx_n_u_bias,&__pyx_mstate_global->__pyx_n_u_transpose,0};
     const Py_ssize_t __pyx_kwds_len = (__pyx_kwds) ? __Pyx_NumKwargs_FASTCALL(__pyx_kwds) : 0;
-    if (unlikely(__pyx_kwds_len < 0)) __PYX_ERR(6, 4, __pyx_L3_error)
+    if (unlikely(__pyx_kwds_len < 0)) __PYX_ERR(7, 4, __pyx_L3_error)
     if (__pyx_kwds_len > 0) {
       switch (__pyx_nargs) {
         case  3:
         values[2] = __Pyx_ArgRef_FASTCALL(__pyx_args, 2);
-        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[2])) __PYX_ERR(6, 4, __pyx_L3_error)
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[2])) __PYX_ERR(7, 4, __pyx_L3_error)
         CYTHON_FALLTHROUGH;
         case  2:
         values[1] = __Pyx_ArgRef_FASTCALL(__pyx_args, 1);
-        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[1])) __PYX_ERR(6, 4, __pyx_L3_error)
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[1])) __PYX_ERR(7, 4, __pyx_L3_error)
         CYTHON_FALLTHROUGH;
         case  1:
         values[0] = __Pyx_ArgRef_FASTCALL(__pyx_args, 0);
-        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(6, 4, __pyx_L3_error)
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(7, 4, __pyx_L3_error)
         CYTHON_FALLTHROUGH;
         case  0: break;
         default: goto __pyx_L5_argtuple_error;
       }
       const Py_ssize_t kwd_pos_args = __pyx_nargs;
-      if (__Pyx_ParseKeywords(__pyx_kwds, __pyx_kwvalues, __pyx_pyargnames, 0, values, kwd_pos_args, __pyx_kwds_len, "gemv", 0) < (0)) __PYX_ERR(6, 4, __pyx_L3_error)
+      if (__Pyx_ParseKeywords(__pyx_kwds, __pyx_kwvalues, __pyx_pyargnames, 0, values, kwd_pos_args, __pyx_kwds_len, "gemv", 0) < (0)) __PYX_ERR(7, 4, __pyx_L3_error)
       if (!values[2]) values[2] = __Pyx_NewRef(((PyObject *)Py_None));
       for (Py_ssize_t i = __pyx_nargs; i < 2; i++) {
-        if (unlikely(!values[i])) { __Pyx_RaiseArgtupleInvalid("gemv", 0, 2, 3, i); __PYX_ERR(6, 4, __pyx_L3_error) }
+        if (unlikely(!values[i])) { __Pyx_RaiseArgtupleInvalid("gemv", 0, 2, 3, i); __PYX_ERR(7, 4, __pyx_L3_error) }
       }
     } else {
       switch (__pyx_nargs) {
         case  3:
         values[2] = __Pyx_ArgRef_FASTCALL(__pyx_args, 2);
-        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[2])) __PYX_ERR(6, 4, __pyx_L3_error)
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[2])) __PYX_ERR(7, 4, __pyx_L3_error)
         CYTHON_FALLTHROUGH;
         case  2:
         values[1] = __Pyx_ArgRef_FASTCALL(__pyx_args, 1);
-        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[1])) __PYX_ERR(6, 4, __pyx_L3_error)
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[1])) __PYX_ERR(7, 4, __pyx_L3_error)
         values[0] = __Pyx_ArgRef_FASTCALL(__pyx_args, 0);
-        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(6, 4, __pyx_L3_error)
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(7, 4, __pyx_L3_error)
         break;
         default: goto __pyx_L5_argtuple_error;
       }
@@ -13326,14 +15251,14 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
     __pyx_v_w = values[1];
     __pyx_v_bias = values[2];
     if (values[3]) {
-      __pyx_v_transpose = __Pyx_PyObject_IsTrue(values[3]); if (unlikely((__pyx_v_transpose == ((bool)-1)) && PyErr_Occurred())) __PYX_ERR(6, 4, __pyx_L3_error)
+      __pyx_v_transpose = __Pyx_PyObject_IsTrue(values[3]); if (unlikely((__pyx_v_transpose == ((bool)-1)) && PyErr_Occurred())) __PYX_ERR(7, 4, __pyx_L3_error)
     } else {
       __pyx_v_transpose = ((bool)((int)1));
     }
   }
   goto __pyx_L6_skip;
   __pyx_L5_argtuple_error:;
-  __Pyx_RaiseArgtupleInvalid("gemv", 0, 2, 3, __pyx_nargs); __PYX_ERR(6, 4, __pyx_L3_error)
+  __Pyx_RaiseArgtupleInvalid("gemv", 0, 2, 3, __pyx_nargs); __PYX_ERR(7, 4, __pyx_L3_error)
   __pyx_L6_skip:;
   goto __pyx_L4_argument_unpacking_done;
   __pyx_L3_error:;
@@ -13378,7 +15303,7 @@ static PyObject *__pyx_pf_6mtlinv_7_native_4gemv(CYTHON_UNUSED PyObject *__pyx_s
  *     cdef Tensor tw = _operand(w, "w", "gemv")
  *     cdef Tensor tb
 */
-  __pyx_t_1 = ((PyObject *)__pyx_f_6mtlinv_7_native__operand(__pyx_v_x, __pyx_mstate_global->__pyx_n_u_x, __pyx_mstate_global->__pyx_n_u_gemv)); if (unlikely(!__pyx_t_1)) __PYX_ERR(6, 11, __pyx_L1_error)
+  __pyx_t_1 = ((PyObject *)__pyx_f_6mtlinv_7_native__operand(__pyx_v_x, __pyx_mstate_global->__pyx_n_u_x, __pyx_mstate_global->__pyx_n_u_gemv)); if (unlikely(!__pyx_t_1)) __PYX_ERR(7, 11, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_1);
   __pyx_v_tx = ((struct __pyx_obj_6mtlinv_7_native_Tensor *)__pyx_t_1);
   __pyx_t_1 = 0;
@@ -13390,7 +15315,7 @@ static PyObject *__pyx_pf_6mtlinv_7_native_4gemv(CYTHON_UNUSED PyObject *__pyx_s
  *     cdef Tensor tb
  *     cdef const CTensor* pb = NULL
 */
-  __pyx_t_1 = ((PyObject *)__pyx_f_6mtlinv_7_native__operand(__pyx_v_w, __pyx_mstate_global->__pyx_n_u_w, __pyx_mstate_global->__pyx_n_u_gemv)); if (unlikely(!__pyx_t_1)) __PYX_ERR(6, 12, __pyx_L1_error)
+  __pyx_t_1 = ((PyObject *)__pyx_f_6mtlinv_7_native__operand(__pyx_v_w, __pyx_mstate_global->__pyx_n_u_w, __pyx_mstate_global->__pyx_n_u_gemv)); if (unlikely(!__pyx_t_1)) __PYX_ERR(7, 12, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_1);
   __pyx_v_tw = ((struct __pyx_obj_6mtlinv_7_native_Tensor *)__pyx_t_1);
   __pyx_t_1 = 0;
@@ -13422,7 +15347,7 @@ static PyObject *__pyx_pf_6mtlinv_7_native_4gemv(CYTHON_UNUSED PyObject *__pyx_s
  *         pb = &tb.c
  *     cdef CTensor out
 */
-    __pyx_t_1 = ((PyObject *)__pyx_f_6mtlinv_7_native__operand(__pyx_v_bias, __pyx_mstate_global->__pyx_n_u_bias, __pyx_mstate_global->__pyx_n_u_gemv)); if (unlikely(!__pyx_t_1)) __PYX_ERR(6, 16, __pyx_L1_error)
+    __pyx_t_1 = ((PyObject *)__pyx_f_6mtlinv_7_native__operand(__pyx_v_bias, __pyx_mstate_global->__pyx_n_u_bias, __pyx_mstate_global->__pyx_n_u_gemv)); if (unlikely(!__pyx_t_1)) __PYX_ERR(7, 16, __pyx_L1_error)
     __Pyx_GOTREF(__pyx_t_1);
     __pyx_v_tb = ((struct __pyx_obj_6mtlinv_7_native_Tensor *)__pyx_t_1);
     __pyx_t_1 = 0;
@@ -13471,7 +15396,7 @@ static PyObject *__pyx_pf_6mtlinv_7_native_4gemv(CYTHON_UNUSED PyObject *__pyx_s
           PyGILState_STATE __pyx_gilstate_save = __Pyx_PyGILState_Ensure();
           mtlinv_py::raise_py_error(); if (!PyErr_Occurred())PyErr_SetString(PyExc_RuntimeError, "Error converting c++ exception.");
           __Pyx_PyGILState_Release(__pyx_gilstate_save);
-          __PYX_ERR(6, 20, __pyx_L5_error)
+          __PYX_ERR(7, 20, __pyx_L5_error)
         }
         __pyx_v_out = __PYX_STD_MOVE_IF_SUPPORTED(__pyx_t_3);
       }
@@ -13505,7 +15430,7 @@ static PyObject *__pyx_pf_6mtlinv_7_native_4gemv(CYTHON_UNUSED PyObject *__pyx_s
  * 
  * 
 */
-  __pyx_t_1 = ((PyObject *)__pyx_f_6mtlinv_7_native__wrap(__pyx_v_out)); if (unlikely(!__pyx_t_1)) __PYX_ERR(6, 21, __pyx_L1_error)
+  __pyx_t_1 = ((PyObject *)__pyx_f_6mtlinv_7_native__wrap(__pyx_v_out)); if (unlikely(!__pyx_t_1)) __PYX_ERR(7, 21, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_1);
   {
     PyObject *__pyx_temp;
@@ -13591,39 +15516,39 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
   {
     PyObject ** const __pyx_pyargnames[] = {&__pyx_mstate_global->__pyx_n_u_a,&__pyx_mstate_global->__pyx_n_u_b,0};
     const Py_ssize_t __pyx_kwds_len = (__pyx_kwds) ? __Pyx_NumKwargs_FASTCALL(__pyx_kwds) : 0;
-    if (unlikely(__pyx_kwds_len < 0)) __PYX_ERR(6, 24, __pyx_L3_error)
+    if (unlikely(__pyx_kwds_len < 0)) __PYX_ERR(7, 24, __pyx_L3_error)
     if (__pyx_kwds_len > 0) {
       switch (__pyx_nargs) {
         case  2:
         values[1] = __Pyx_ArgRef_FASTCALL(__pyx_args, 1);
-        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[1])) __PYX_ERR(6, 24, __pyx_L3_error)
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[1])) __PYX_ERR(7, 24, __pyx_L3_error)
         CYTHON_FALLTHROUGH;
         case  1:
         values[0] = __Pyx_ArgRef_FASTCALL(__pyx_args, 0);
-        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(6, 24, __pyx_L3_error)
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(7, 24, __pyx_L3_error)
         CYTHON_FALLTHROUGH;
         case  0: break;
         default: goto __pyx_L5_argtuple_error;
       }
       const Py_ssize_t kwd_pos_args = __pyx_nargs;
-      if (__Pyx_ParseKeywords(__pyx_kwds, __pyx_kwvalues, __pyx_pyargnames, 0, values, kwd_pos_args, __pyx_kwds_len, "matmul", 0) < (0)) __PYX_ERR(6, 24, __pyx_L3_error)
+      if (__Pyx_ParseKeywords(__pyx_kwds, __pyx_kwvalues, __pyx_pyargnames, 0, values, kwd_pos_args, __pyx_kwds_len, "matmul", 0) < (0)) __PYX_ERR(7, 24, __pyx_L3_error)
       for (Py_ssize_t i = __pyx_nargs; i < 2; i++) {
-        if (unlikely(!values[i])) { __Pyx_RaiseArgtupleInvalid("matmul", 1, 2, 2, i); __PYX_ERR(6, 24, __pyx_L3_error) }
+        if (unlikely(!values[i])) { __Pyx_RaiseArgtupleInvalid("matmul", 1, 2, 2, i); __PYX_ERR(7, 24, __pyx_L3_error) }
       }
     } else if (unlikely(__pyx_nargs != 2)) {
       goto __pyx_L5_argtuple_error;
     } else {
       values[0] = __Pyx_ArgRef_FASTCALL(__pyx_args, 0);
-      if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(6, 24, __pyx_L3_error)
+      if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(7, 24, __pyx_L3_error)
       values[1] = __Pyx_ArgRef_FASTCALL(__pyx_args, 1);
-      if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[1])) __PYX_ERR(6, 24, __pyx_L3_error)
+      if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[1])) __PYX_ERR(7, 24, __pyx_L3_error)
     }
     __pyx_v_a = values[0];
     __pyx_v_b = values[1];
   }
   goto __pyx_L6_skip;
   __pyx_L5_argtuple_error:;
-  __Pyx_RaiseArgtupleInvalid("matmul", 1, 2, 2, __pyx_nargs); __PYX_ERR(6, 24, __pyx_L3_error)
+  __Pyx_RaiseArgtupleInvalid("matmul", 1, 2, 2, __pyx_nargs); __PYX_ERR(7, 24, __pyx_L3_error)
   __pyx_L6_skip:;
   goto __pyx_L4_argument_unpacking_done;
   __pyx_L3_error:;
@@ -13665,7 +15590,7 @@ static PyObject *__pyx_pf_6mtlinv_7_native_6matmul(CYTHON_UNUSED PyObject *__pyx
  * 
 */
   __pyx_t_2 = NULL;
-  __Pyx_GetModuleGlobalName(__pyx_t_3, __pyx_mstate_global->__pyx_n_u_gemv); if (unlikely(!__pyx_t_3)) __PYX_ERR(6, 26, __pyx_L1_error)
+  __Pyx_GetModuleGlobalName(__pyx_t_3, __pyx_mstate_global->__pyx_n_u_gemv); if (unlikely(!__pyx_t_3)) __PYX_ERR(7, 26, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_3);
   #if CYTHON_VECTORCALL
   #endif
@@ -13685,13 +15610,13 @@ static PyObject *__pyx_pf_6mtlinv_7_native_6matmul(CYTHON_UNUSED PyObject *__pyx
     PyObject *__pyx_callargs[4] = {__pyx_t_2, __pyx_v_a, __pyx_v_b, Py_False};
     #if CYTHON_VECTORCALL
     __pyx_t_5 = __pyx_mstate_global->__pyx_tuple[1];
-    if (unlikely(!__pyx_t_5)) __PYX_ERR(6, 26, __pyx_L1_error)
+    if (unlikely(!__pyx_t_5)) __PYX_ERR(7, 26, __pyx_L1_error)
     __Pyx_INCREF(__pyx_t_5);
     #else
     {
       PyObject *__pyx_temp[1] = {__pyx_mstate_global->__pyx_n_u_transpose};
       __pyx_t_5 = __Pyx_MakeKwargDict(__pyx_temp, __pyx_callargs+3, 1);
-      if (unlikely(!__pyx_t_5)) __PYX_ERR(6, 26, __pyx_L1_error)
+      if (unlikely(!__pyx_t_5)) __PYX_ERR(7, 26, __pyx_L1_error)
       __Pyx_GOTREF(__pyx_t_5);
     }
     #endif
@@ -13701,7 +15626,7 @@ static PyObject *__pyx_pf_6mtlinv_7_native_6matmul(CYTHON_UNUSED PyObject *__pyx
     #endif
     __Pyx_DECREF(__pyx_t_5); __pyx_t_5 = 0;
     __Pyx_DECREF(__pyx_t_3); __pyx_t_3 = 0;
-    if (unlikely(!__pyx_t_1)) __PYX_ERR(6, 26, __pyx_L1_error)
+    if (unlikely(!__pyx_t_1)) __PYX_ERR(7, 26, __pyx_L1_error)
     __Pyx_GOTREF(__pyx_t_1);
   }
   {
@@ -13792,25 +15717,25 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
   {
     PyObject ** const __pyx_pyargnames[] = {&__pyx_mstate_global->__pyx_n_u_rows,&__pyx_mstate_global->__pyx_n_u_k,&__pyx_mstate_global->__pyx_n_u_n,&__pyx_mstate_global->__pyx_n_u_dtype,&__pyx_mstate_global->__pyx_n_u_limit,&__pyx_mstate_global->__pyx_n_u_transpose,&__pyx_mstate_global->__pyx_n_u_batch,&__pyx_mstate_global->__pyx_n_u_bias,0};
     const Py_ssize_t __pyx_kwds_len = (__pyx_kwds) ? __Pyx_NumKwargs_FASTCALL(__pyx_kwds) : 0;
-    if (unlikely(__pyx_kwds_len < 0)) __PYX_ERR(6, 29, __pyx_L3_error)
+    if (unlikely(__pyx_kwds_len < 0)) __PYX_ERR(7, 29, __pyx_L3_error)
     if (likely(__pyx_kwds_len > 0)) {
       switch (__pyx_nargs) {
         case  0: break;
         default: goto __pyx_L5_argtuple_error;
       }
-      if (__Pyx_ParseKeywords(__pyx_kwds, __pyx_kwvalues, __pyx_pyargnames, 0, values, 0, __pyx_kwds_len, "plan_gemv", 0) < (0)) __PYX_ERR(6, 29, __pyx_L3_error)
+      if (__Pyx_ParseKeywords(__pyx_kwds, __pyx_kwvalues, __pyx_pyargnames, 0, values, 0, __pyx_kwds_len, "plan_gemv", 0) < (0)) __PYX_ERR(7, 29, __pyx_L3_error)
       if (!values[3]) values[3] = __Pyx_NewRef(((PyObject *)((PyObject*)__pyx_mstate_global->__pyx_n_u_float32)));
       if (!values[4]) values[4] = __Pyx_NewRef(((PyObject *)Py_None));
       if (!values[5]) values[5] = __Pyx_NewRef(((PyObject *)((PyObject*)Py_True)));
       if (!values[6]) values[6] = __Pyx_NewRef(((PyObject *)((PyObject*)__pyx_mstate_global->__pyx_int_1)));
       if (!values[7]) values[7] = __Pyx_NewRef(((PyObject *)((PyObject*)Py_False)));
       for (Py_ssize_t i = 0; i < 3; i++) {
-        if (unlikely(!values[i])) { __Pyx_RaiseKeywordRequired("plan_gemv", *(__pyx_pyargnames[i - 0])); __PYX_ERR(6, 29, __pyx_L3_error) }
+        if (unlikely(!values[i])) { __Pyx_RaiseKeywordRequired("plan_gemv", *(__pyx_pyargnames[i - 0])); __PYX_ERR(7, 29, __pyx_L3_error) }
       }
     } else if (unlikely(__pyx_nargs != 0)) {
       goto __pyx_L5_argtuple_error;
     } else {
-      __Pyx_RaiseKeywordRequired("plan_gemv", __pyx_mstate_global->__pyx_n_u_rows); __PYX_ERR(6, 29, __pyx_L3_error)
+      __Pyx_RaiseKeywordRequired("plan_gemv", __pyx_mstate_global->__pyx_n_u_rows); __PYX_ERR(7, 29, __pyx_L3_error)
     }
     __pyx_v_rows = values[0];
     __pyx_v_k = values[1];
@@ -13823,7 +15748,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
   }
   goto __pyx_L6_skip;
   __pyx_L5_argtuple_error:;
-  __Pyx_RaiseArgtupleInvalid("plan_gemv", 1, 0, 0, __pyx_nargs); __PYX_ERR(6, 29, __pyx_L3_error)
+  __Pyx_RaiseArgtupleInvalid("plan_gemv", 1, 0, 0, __pyx_nargs); __PYX_ERR(7, 29, __pyx_L3_error)
   __pyx_L6_skip:;
   goto __pyx_L4_argument_unpacking_done;
   __pyx_L3_error:;
@@ -13880,10 +15805,10 @@ static PyObject *__pyx_pf_6mtlinv_7_native_8plan_gemv(CYTHON_UNUSED PyObject *__
  *     s.dtype = dtype_from_name(np.dtype(dtype).name.encode())
  *     s.w_kn = not transpose
 */
-  __pyx_t_1 = __Pyx_PyLong_As_int64_t(__pyx_v_batch); if (unlikely((__pyx_t_1 == ((int64_t)-1)) && PyErr_Occurred())) __PYX_ERR(6, 32, __pyx_L1_error)
-  __pyx_t_2 = __Pyx_PyLong_As_int64_t(__pyx_v_rows); if (unlikely((__pyx_t_2 == ((int64_t)-1)) && PyErr_Occurred())) __PYX_ERR(6, 32, __pyx_L1_error)
-  __pyx_t_3 = __Pyx_PyLong_As_int64_t(__pyx_v_k); if (unlikely((__pyx_t_3 == ((int64_t)-1)) && PyErr_Occurred())) __PYX_ERR(6, 32, __pyx_L1_error)
-  __pyx_t_4 = __Pyx_PyLong_As_int64_t(__pyx_v_n); if (unlikely((__pyx_t_4 == ((int64_t)-1)) && PyErr_Occurred())) __PYX_ERR(6, 32, __pyx_L1_error)
+  __pyx_t_1 = __Pyx_PyLong_As_int64_t(__pyx_v_batch); if (unlikely((__pyx_t_1 == ((int64_t)-1)) && PyErr_Occurred())) __PYX_ERR(7, 32, __pyx_L1_error)
+  __pyx_t_2 = __Pyx_PyLong_As_int64_t(__pyx_v_rows); if (unlikely((__pyx_t_2 == ((int64_t)-1)) && PyErr_Occurred())) __PYX_ERR(7, 32, __pyx_L1_error)
+  __pyx_t_3 = __Pyx_PyLong_As_int64_t(__pyx_v_k); if (unlikely((__pyx_t_3 == ((int64_t)-1)) && PyErr_Occurred())) __PYX_ERR(7, 32, __pyx_L1_error)
+  __pyx_t_4 = __Pyx_PyLong_As_int64_t(__pyx_v_n); if (unlikely((__pyx_t_4 == ((int64_t)-1)) && PyErr_Occurred())) __PYX_ERR(7, 32, __pyx_L1_error)
   __pyx_v_s.batch = __pyx_t_1;
   __pyx_v_s.rows = __pyx_t_2;
   __pyx_v_s.k = __pyx_t_3;
@@ -13897,9 +15822,9 @@ static PyObject *__pyx_pf_6mtlinv_7_native_8plan_gemv(CYTHON_UNUSED PyObject *__
  *     s.has_bias = bias
 */
   __pyx_t_8 = NULL;
-  __Pyx_GetModuleGlobalName(__pyx_t_9, __pyx_mstate_global->__pyx_n_u_np); if (unlikely(!__pyx_t_9)) __PYX_ERR(6, 33, __pyx_L1_error)
+  __Pyx_GetModuleGlobalName(__pyx_t_9, __pyx_mstate_global->__pyx_n_u_np); if (unlikely(!__pyx_t_9)) __PYX_ERR(7, 33, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_9);
-  __pyx_t_10 = __Pyx_PyObject_GetAttrStr(__pyx_t_9, __pyx_mstate_global->__pyx_n_u_dtype); if (unlikely(!__pyx_t_10)) __PYX_ERR(6, 33, __pyx_L1_error)
+  __pyx_t_10 = __Pyx_PyObject_GetAttrStr(__pyx_t_9, __pyx_mstate_global->__pyx_n_u_dtype); if (unlikely(!__pyx_t_10)) __PYX_ERR(7, 33, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_10);
   __Pyx_DECREF(__pyx_t_9); __pyx_t_9 = 0;
   __pyx_t_11 = 1;
@@ -13919,10 +15844,10 @@ static PyObject *__pyx_pf_6mtlinv_7_native_8plan_gemv(CYTHON_UNUSED PyObject *__
     __pyx_t_7 = __Pyx_PyObject_FastCall((PyObject*)__pyx_t_10, __pyx_callargs+__pyx_t_11, (2-__pyx_t_11) | (__pyx_t_11*__Pyx_PY_VECTORCALL_ARGUMENTS_OFFSET));
     __Pyx_XDECREF(__pyx_t_8); __pyx_t_8 = 0;
     __Pyx_DECREF(__pyx_t_10); __pyx_t_10 = 0;
-    if (unlikely(!__pyx_t_7)) __PYX_ERR(6, 33, __pyx_L1_error)
+    if (unlikely(!__pyx_t_7)) __PYX_ERR(7, 33, __pyx_L1_error)
     __Pyx_GOTREF(__pyx_t_7);
   }
-  __pyx_t_10 = __Pyx_PyObject_GetAttrStr(__pyx_t_7, __pyx_mstate_global->__pyx_n_u_name); if (unlikely(!__pyx_t_10)) __PYX_ERR(6, 33, __pyx_L1_error)
+  __pyx_t_10 = __Pyx_PyObject_GetAttrStr(__pyx_t_7, __pyx_mstate_global->__pyx_n_u_name); if (unlikely(!__pyx_t_10)) __PYX_ERR(7, 33, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_10);
   __Pyx_DECREF(__pyx_t_7); __pyx_t_7 = 0;
   __pyx_t_6 = __pyx_t_10;
@@ -13933,16 +15858,16 @@ static PyObject *__pyx_pf_6mtlinv_7_native_8plan_gemv(CYTHON_UNUSED PyObject *__
     __pyx_t_5 = __Pyx_PyObject_FastCallMethod((PyObject*)__pyx_mstate_global->__pyx_n_u_encode, __pyx_callargs+__pyx_t_11, (1-__pyx_t_11) | (1*__Pyx_PY_VECTORCALL_ARGUMENTS_OFFSET));
     __Pyx_XDECREF(__pyx_t_6); __pyx_t_6 = 0;
     __Pyx_DECREF(__pyx_t_10); __pyx_t_10 = 0;
-    if (unlikely(!__pyx_t_5)) __PYX_ERR(6, 33, __pyx_L1_error)
+    if (unlikely(!__pyx_t_5)) __PYX_ERR(7, 33, __pyx_L1_error)
     __Pyx_GOTREF(__pyx_t_5);
   }
-  __pyx_t_12 = __pyx_convert_string_from_py_6libcpp_6string_std__in_string(__pyx_t_5); if (unlikely(PyErr_Occurred())) __PYX_ERR(6, 33, __pyx_L1_error)
+  __pyx_t_12 = __pyx_convert_string_from_py_6libcpp_6string_std__in_string(__pyx_t_5); if (unlikely(PyErr_Occurred())) __PYX_ERR(7, 33, __pyx_L1_error)
   __Pyx_DECREF(__pyx_t_5); __pyx_t_5 = 0;
   try {
     __pyx_t_13 = mtlinv::dtype_from_name(__pyx_t_12);
   } catch(...) {
     mtlinv_py::raise_py_error(); if (!PyErr_Occurred())PyErr_SetString(PyExc_RuntimeError, "Error converting c++ exception.");
-    __PYX_ERR(6, 33, __pyx_L1_error)
+    __PYX_ERR(7, 33, __pyx_L1_error)
   }
 
   __pyx_v_s.dtype = __pyx_t_13;
@@ -13954,7 +15879,7 @@ static PyObject *__pyx_pf_6mtlinv_7_native_8plan_gemv(CYTHON_UNUSED PyObject *__
  *     s.has_bias = bias
  *     s.w_batched = batch > 1
 */
-  __pyx_t_14 = __Pyx_PyObject_IsTrue(__pyx_v_transpose); if (unlikely((__pyx_t_14 < 0))) __PYX_ERR(6, 34, __pyx_L1_error)
+  __pyx_t_14 = __Pyx_PyObject_IsTrue(__pyx_v_transpose); if (unlikely((__pyx_t_14 < 0))) __PYX_ERR(7, 34, __pyx_L1_error)
   __pyx_v_s.w_kn = (!__pyx_t_14);
 
 
@@ -13965,7 +15890,7 @@ static PyObject *__pyx_pf_6mtlinv_7_native_8plan_gemv(CYTHON_UNUSED PyObject *__
  *     s.w_batched = batch > 1
  *     s.aligned = True
 */
-  __pyx_t_15 = __Pyx_PyObject_IsTrue(__pyx_v_bias); if (unlikely((__pyx_t_15 == ((bool)-1)) && PyErr_Occurred())) __PYX_ERR(6, 35, __pyx_L1_error)
+  __pyx_t_15 = __Pyx_PyObject_IsTrue(__pyx_v_bias); if (unlikely((__pyx_t_15 == ((bool)-1)) && PyErr_Occurred())) __PYX_ERR(7, 35, __pyx_L1_error)
   __pyx_v_s.has_bias = __pyx_t_15;
 
   /* "pyx/gemv.pxi":36
@@ -13975,8 +15900,8 @@ static PyObject *__pyx_pf_6mtlinv_7_native_8plan_gemv(CYTHON_UNUSED PyObject *__
  *     s.aligned = True
  *     cdef CPlan p = c_plan_gemv(s, c_get_limit() if limit is None else limit, c_active_backend().caps())
 */
-  __pyx_t_5 = __Pyx_PyObject_CompareGt_object_int(__pyx_v_batch, __pyx_mstate_global->__pyx_int_1, Py_GT); __Pyx_XGOTREF(__pyx_t_5); if (unlikely(!__pyx_t_5)) __PYX_ERR(6, 36, __pyx_L1_error)
-  __pyx_t_15 = __Pyx_PyObject_IsTrue(__pyx_t_5); if (unlikely((__pyx_t_15 == ((bool)-1)) && PyErr_Occurred())) __PYX_ERR(6, 36, __pyx_L1_error)
+  __pyx_t_5 = __Pyx_PyObject_CompareGt_object_int(__pyx_v_batch, __pyx_mstate_global->__pyx_int_1, Py_GT); __Pyx_XGOTREF(__pyx_t_5); if (unlikely(!__pyx_t_5)) __PYX_ERR(7, 36, __pyx_L1_error)
+  __pyx_t_15 = __Pyx_PyObject_IsTrue(__pyx_t_5); if (unlikely((__pyx_t_15 == ((bool)-1)) && PyErr_Occurred())) __PYX_ERR(7, 36, __pyx_L1_error)
   __Pyx_DECREF(__pyx_t_5); __pyx_t_5 = 0;
   __pyx_v_s.w_batched = __pyx_t_15;
 
@@ -14000,7 +15925,7 @@ static PyObject *__pyx_pf_6mtlinv_7_native_8plan_gemv(CYTHON_UNUSED PyObject *__
 
     __pyx_t_16 = mtlinv::get_limit();
   } else {
-    __pyx_t_17 = __Pyx_PyLong_As_int(__pyx_v_limit); if (unlikely((__pyx_t_17 == (int)-1) && PyErr_Occurred())) __PYX_ERR(6, 38, __pyx_L1_error)
+    __pyx_t_17 = __Pyx_PyLong_As_int(__pyx_v_limit); if (unlikely((__pyx_t_17 == (int)-1) && PyErr_Occurred())) __PYX_ERR(7, 38, __pyx_L1_error)
     __pyx_t_16 = __pyx_t_17;
   }
 
@@ -14008,13 +15933,13 @@ static PyObject *__pyx_pf_6mtlinv_7_native_8plan_gemv(CYTHON_UNUSED PyObject *__
     __pyx_t_18 = mtlinv::active_backend();
   } catch(...) {
     mtlinv_py::raise_py_error(); if (!PyErr_Occurred())PyErr_SetString(PyExc_RuntimeError, "Error converting c++ exception.");
-    __PYX_ERR(6, 38, __pyx_L1_error)
+    __PYX_ERR(7, 38, __pyx_L1_error)
   }
   try {
     __pyx_t_19 = mtlinv::plan_gemv(__pyx_v_s, __pyx_t_16, __pyx_t_18->caps());
   } catch(...) {
     mtlinv_py::raise_py_error(); if (!PyErr_Occurred())PyErr_SetString(PyExc_RuntimeError, "Error converting c++ exception.");
-    __PYX_ERR(6, 38, __pyx_L1_error)
+    __PYX_ERR(7, 38, __pyx_L1_error)
   }
 
 
@@ -14025,15 +15950,15 @@ static PyObject *__pyx_pf_6mtlinv_7_native_8plan_gemv(CYTHON_UNUSED PyObject *__
  *     cdef CPlan p = c_plan_gemv(s, c_get_limit() if limit is None else limit, c_active_backend().caps())
  *     return {"canonical": p.canonical, "launches": _launches(p)}             # <<<<<<<<<<<<<<
 */
-  __pyx_t_5 = __Pyx_PyDict_NewPresized(2); if (unlikely(!__pyx_t_5)) __PYX_ERR(6, 39, __pyx_L1_error)
+  __pyx_t_5 = __Pyx_PyDict_NewPresized(2); if (unlikely(!__pyx_t_5)) __PYX_ERR(7, 39, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_5);
-  __pyx_t_10 = __Pyx_PyBool_FromLong(__pyx_v_p.canonical); if (unlikely(!__pyx_t_10)) __PYX_ERR(6, 39, __pyx_L1_error)
+  __pyx_t_10 = __Pyx_PyBool_FromLong(__pyx_v_p.canonical); if (unlikely(!__pyx_t_10)) __PYX_ERR(7, 39, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_10);
-  if (PyDict_SetItem(__pyx_t_5, __pyx_mstate_global->__pyx_n_u_canonical, __pyx_t_10) < (0)) __PYX_ERR(6, 39, __pyx_L1_error)
+  if (PyDict_SetItem(__pyx_t_5, __pyx_mstate_global->__pyx_n_u_canonical, __pyx_t_10) < (0)) __PYX_ERR(7, 39, __pyx_L1_error)
   __Pyx_DECREF(__pyx_t_10); __pyx_t_10 = 0;
-  __pyx_t_10 = __pyx_f_6mtlinv_7_native__launches(__pyx_v_p); if (unlikely(!__pyx_t_10)) __PYX_ERR(6, 39, __pyx_L1_error)
+  __pyx_t_10 = __pyx_f_6mtlinv_7_native__launches(__pyx_v_p); if (unlikely(!__pyx_t_10)) __PYX_ERR(7, 39, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_10);
-  if (PyDict_SetItem(__pyx_t_5, __pyx_mstate_global->__pyx_n_u_launches, __pyx_t_10) < (0)) __PYX_ERR(6, 39, __pyx_L1_error)
+  if (PyDict_SetItem(__pyx_t_5, __pyx_mstate_global->__pyx_n_u_launches, __pyx_t_10) < (0)) __PYX_ERR(7, 39, __pyx_L1_error)
   __Pyx_DECREF(__pyx_t_10); __pyx_t_10 = 0;
   {
     PyObject *__pyx_temp;
@@ -14126,53 +16051,53 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
   {
     PyObject ** const __pyx_pyargnames[] = {&__pyx_mstate_global->__pyx_n_u_x,&__pyx_mstate_global->__pyx_n_u_wq,&__pyx_mstate_global->__pyx_n_u_scales,&__pyx_mstate_global->__pyx_n_u_biases,&__pyx_mstate_global->__pyx_n_u_group_size,&__pyx_mstate_global->__pyx_n_u_bits,&__pyx_mstate_global->__pyx_n_u_bias,0};
     const Py_ssize_t __pyx_kwds_len = (__pyx_kwds) ? __Pyx_NumKwargs_FASTCALL(__pyx_kwds) : 0;
-    if (unlikely(__pyx_kwds_len < 0)) __PYX_ERR(7, 16, __pyx_L3_error)
+    if (unlikely(__pyx_kwds_len < 0)) __PYX_ERR(8, 16, __pyx_L3_error)
     if (likely(__pyx_kwds_len > 0)) {
       switch (__pyx_nargs) {
         case  4:
         values[3] = __Pyx_ArgRef_FASTCALL(__pyx_args, 3);
-        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[3])) __PYX_ERR(7, 16, __pyx_L3_error)
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[3])) __PYX_ERR(8, 16, __pyx_L3_error)
         CYTHON_FALLTHROUGH;
         case  3:
         values[2] = __Pyx_ArgRef_FASTCALL(__pyx_args, 2);
-        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[2])) __PYX_ERR(7, 16, __pyx_L3_error)
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[2])) __PYX_ERR(8, 16, __pyx_L3_error)
         CYTHON_FALLTHROUGH;
         case  2:
         values[1] = __Pyx_ArgRef_FASTCALL(__pyx_args, 1);
-        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[1])) __PYX_ERR(7, 16, __pyx_L3_error)
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[1])) __PYX_ERR(8, 16, __pyx_L3_error)
         CYTHON_FALLTHROUGH;
         case  1:
         values[0] = __Pyx_ArgRef_FASTCALL(__pyx_args, 0);
-        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(7, 16, __pyx_L3_error)
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(8, 16, __pyx_L3_error)
         CYTHON_FALLTHROUGH;
         case  0: break;
         default: goto __pyx_L5_argtuple_error;
       }
       const Py_ssize_t kwd_pos_args = __pyx_nargs;
-      if (__Pyx_ParseKeywords(__pyx_kwds, __pyx_kwvalues, __pyx_pyargnames, 0, values, kwd_pos_args, __pyx_kwds_len, "qgemv", 0) < (0)) __PYX_ERR(7, 16, __pyx_L3_error)
+      if (__Pyx_ParseKeywords(__pyx_kwds, __pyx_kwvalues, __pyx_pyargnames, 0, values, kwd_pos_args, __pyx_kwds_len, "qgemv", 0) < (0)) __PYX_ERR(8, 16, __pyx_L3_error)
       if (!values[6]) values[6] = __Pyx_NewRef(((PyObject *)Py_None));
       for (Py_ssize_t i = __pyx_nargs; i < 4; i++) {
-        if (unlikely(!values[i])) { __Pyx_RaiseArgtupleInvalid("qgemv", 1, 4, 4, i); __PYX_ERR(7, 16, __pyx_L3_error) }
+        if (unlikely(!values[i])) { __Pyx_RaiseArgtupleInvalid("qgemv", 1, 4, 4, i); __PYX_ERR(8, 16, __pyx_L3_error) }
       }
       for (Py_ssize_t i = 4; i < 6; i++) {
-        if (unlikely(!values[i])) { __Pyx_RaiseKeywordRequired("qgemv", *(__pyx_pyargnames[i - 0])); __PYX_ERR(7, 16, __pyx_L3_error) }
+        if (unlikely(!values[i])) { __Pyx_RaiseKeywordRequired("qgemv", *(__pyx_pyargnames[i - 0])); __PYX_ERR(8, 16, __pyx_L3_error) }
       }
     } else if (unlikely(__pyx_nargs != 4)) {
       goto __pyx_L5_argtuple_error;
     } else {
-      __Pyx_RaiseKeywordRequired("qgemv", __pyx_mstate_global->__pyx_n_u_group_size); __PYX_ERR(7, 16, __pyx_L3_error)
+      __Pyx_RaiseKeywordRequired("qgemv", __pyx_mstate_global->__pyx_n_u_group_size); __PYX_ERR(8, 16, __pyx_L3_error)
     }
     __pyx_v_x = values[0];
     __pyx_v_wq = values[1];
     __pyx_v_scales = values[2];
     __pyx_v_biases = values[3];
-    __pyx_v_group_size = __Pyx_PyLong_As_int(values[4]); if (unlikely((__pyx_v_group_size == (int)-1) && PyErr_Occurred())) __PYX_ERR(7, 16, __pyx_L3_error)
-    __pyx_v_bits = __Pyx_PyLong_As_int(values[5]); if (unlikely((__pyx_v_bits == (int)-1) && PyErr_Occurred())) __PYX_ERR(7, 16, __pyx_L3_error)
+    __pyx_v_group_size = __Pyx_PyLong_As_int(values[4]); if (unlikely((__pyx_v_group_size == (int)-1) && PyErr_Occurred())) __PYX_ERR(8, 16, __pyx_L3_error)
+    __pyx_v_bits = __Pyx_PyLong_As_int(values[5]); if (unlikely((__pyx_v_bits == (int)-1) && PyErr_Occurred())) __PYX_ERR(8, 16, __pyx_L3_error)
     __pyx_v_bias = values[6];
   }
   goto __pyx_L6_skip;
   __pyx_L5_argtuple_error:;
-  __Pyx_RaiseArgtupleInvalid("qgemv", 1, 4, 4, __pyx_nargs); __PYX_ERR(7, 16, __pyx_L3_error)
+  __Pyx_RaiseArgtupleInvalid("qgemv", 1, 4, 4, __pyx_nargs); __PYX_ERR(8, 16, __pyx_L3_error)
   __pyx_L6_skip:;
   goto __pyx_L4_argument_unpacking_done;
   __pyx_L3_error:;
@@ -14231,7 +16156,7 @@ static PyObject *__pyx_pf_6mtlinv_7_native_10qgemv(CYTHON_UNUSED PyObject *__pyx
  *     if not isinstance(wq, Tensor):
  *         wq_array = np.asarray(wq)
 */
-  __pyx_t_1 = ((PyObject *)__pyx_f_6mtlinv_7_native__operand(__pyx_v_x, __pyx_mstate_global->__pyx_n_u_x, __pyx_mstate_global->__pyx_n_u_qgemv)); if (unlikely(!__pyx_t_1)) __PYX_ERR(7, 26, __pyx_L1_error)
+  __pyx_t_1 = ((PyObject *)__pyx_f_6mtlinv_7_native__operand(__pyx_v_x, __pyx_mstate_global->__pyx_n_u_x, __pyx_mstate_global->__pyx_n_u_qgemv)); if (unlikely(!__pyx_t_1)) __PYX_ERR(8, 26, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_1);
   __pyx_v_tx = ((struct __pyx_obj_6mtlinv_7_native_Tensor *)__pyx_t_1);
   __pyx_t_1 = 0;
@@ -14258,9 +16183,9 @@ static PyObject *__pyx_pf_6mtlinv_7_native_10qgemv(CYTHON_UNUSED PyObject *__pyx
  *             raise DTypeError(f"qgemv: wq has dtype {wq_array.dtype}; expected uint32 (packed quantized weights, "
 */
     __pyx_t_4 = NULL;
-    __Pyx_GetModuleGlobalName(__pyx_t_5, __pyx_mstate_global->__pyx_n_u_np); if (unlikely(!__pyx_t_5)) __PYX_ERR(7, 28, __pyx_L1_error)
+    __Pyx_GetModuleGlobalName(__pyx_t_5, __pyx_mstate_global->__pyx_n_u_np); if (unlikely(!__pyx_t_5)) __PYX_ERR(8, 28, __pyx_L1_error)
     __Pyx_GOTREF(__pyx_t_5);
-    __pyx_t_6 = __Pyx_PyObject_GetAttrStr(__pyx_t_5, __pyx_mstate_global->__pyx_n_u_asarray); if (unlikely(!__pyx_t_6)) __PYX_ERR(7, 28, __pyx_L1_error)
+    __pyx_t_6 = __Pyx_PyObject_GetAttrStr(__pyx_t_5, __pyx_mstate_global->__pyx_n_u_asarray); if (unlikely(!__pyx_t_6)) __PYX_ERR(8, 28, __pyx_L1_error)
     __Pyx_GOTREF(__pyx_t_6);
     __Pyx_DECREF(__pyx_t_5); __pyx_t_5 = 0;
     __pyx_t_7 = 1;
@@ -14280,7 +16205,7 @@ static PyObject *__pyx_pf_6mtlinv_7_native_10qgemv(CYTHON_UNUSED PyObject *__pyx
       __pyx_t_1 = __Pyx_PyObject_FastCall((PyObject*)__pyx_t_6, __pyx_callargs+__pyx_t_7, (2-__pyx_t_7) | (__pyx_t_7*__Pyx_PY_VECTORCALL_ARGUMENTS_OFFSET));
       __Pyx_XDECREF(__pyx_t_4); __pyx_t_4 = 0;
       __Pyx_DECREF(__pyx_t_6); __pyx_t_6 = 0;
-      if (unlikely(!__pyx_t_1)) __PYX_ERR(7, 28, __pyx_L1_error)
+      if (unlikely(!__pyx_t_1)) __PYX_ERR(8, 28, __pyx_L1_error)
       __Pyx_GOTREF(__pyx_t_1);
     }
     __pyx_v_wq_array = __pyx_t_1;
@@ -14293,14 +16218,14 @@ static PyObject *__pyx_pf_6mtlinv_7_native_10qgemv(CYTHON_UNUSED PyObject *__pyx
  *             raise DTypeError(f"qgemv: wq has dtype {wq_array.dtype}; expected uint32 (packed quantized weights, "
  *                              f"as mtlinv.quant.quantize returns them)")
 */
-    __pyx_t_1 = __Pyx_PyObject_GetAttrStr(__pyx_v_wq_array, __pyx_mstate_global->__pyx_n_u_dtype); if (unlikely(!__pyx_t_1)) __PYX_ERR(7, 29, __pyx_L1_error)
+    __pyx_t_1 = __Pyx_PyObject_GetAttrStr(__pyx_v_wq_array, __pyx_mstate_global->__pyx_n_u_dtype); if (unlikely(!__pyx_t_1)) __PYX_ERR(8, 29, __pyx_L1_error)
     __Pyx_GOTREF(__pyx_t_1);
-    __Pyx_GetModuleGlobalName(__pyx_t_6, __pyx_mstate_global->__pyx_n_u_np); if (unlikely(!__pyx_t_6)) __PYX_ERR(7, 29, __pyx_L1_error)
+    __Pyx_GetModuleGlobalName(__pyx_t_6, __pyx_mstate_global->__pyx_n_u_np); if (unlikely(!__pyx_t_6)) __PYX_ERR(8, 29, __pyx_L1_error)
     __Pyx_GOTREF(__pyx_t_6);
-    __pyx_t_4 = __Pyx_PyObject_GetAttrStr(__pyx_t_6, __pyx_mstate_global->__pyx_n_u_uint32); if (unlikely(!__pyx_t_4)) __PYX_ERR(7, 29, __pyx_L1_error)
+    __pyx_t_4 = __Pyx_PyObject_GetAttrStr(__pyx_t_6, __pyx_mstate_global->__pyx_n_u_uint32); if (unlikely(!__pyx_t_4)) __PYX_ERR(8, 29, __pyx_L1_error)
     __Pyx_GOTREF(__pyx_t_4);
     __Pyx_DECREF(__pyx_t_6); __pyx_t_6 = 0;
-    __pyx_t_3 = __Pyx_PyObject_CompareBoolNe_object_object(__pyx_t_1, __pyx_t_4, Py_NE); if (unlikely((__pyx_t_3 < 0))) __PYX_ERR(7, 29, __pyx_L1_error)
+    __pyx_t_3 = __Pyx_PyObject_CompareBoolNe_object_object(__pyx_t_1, __pyx_t_4, Py_NE); if (unlikely((__pyx_t_3 < 0))) __PYX_ERR(8, 29, __pyx_L1_error)
     __Pyx_DECREF(__pyx_t_1); __pyx_t_1 = 0;
     __Pyx_DECREF(__pyx_t_4); __pyx_t_4 = 0;
     if (unlikely(__pyx_t_3)) {
@@ -14314,11 +16239,11 @@ static PyObject *__pyx_pf_6mtlinv_7_native_10qgemv(CYTHON_UNUSED PyObject *__pyx
  *         wq = wq_array
 */
       __pyx_t_1 = NULL;
-      __Pyx_GetModuleGlobalName(__pyx_t_6, __pyx_mstate_global->__pyx_n_u_DTypeError); if (unlikely(!__pyx_t_6)) __PYX_ERR(7, 30, __pyx_L1_error)
+      __Pyx_GetModuleGlobalName(__pyx_t_6, __pyx_mstate_global->__pyx_n_u_DTypeError); if (unlikely(!__pyx_t_6)) __PYX_ERR(8, 30, __pyx_L1_error)
       __Pyx_GOTREF(__pyx_t_6);
-      __pyx_t_5 = __Pyx_PyObject_GetAttrStr(__pyx_v_wq_array, __pyx_mstate_global->__pyx_n_u_dtype); if (unlikely(!__pyx_t_5)) __PYX_ERR(7, 30, __pyx_L1_error)
+      __pyx_t_5 = __Pyx_PyObject_GetAttrStr(__pyx_v_wq_array, __pyx_mstate_global->__pyx_n_u_dtype); if (unlikely(!__pyx_t_5)) __PYX_ERR(8, 30, __pyx_L1_error)
       __Pyx_GOTREF(__pyx_t_5);
-      __pyx_t_8 = __Pyx_PyObject_FormatSimple(__pyx_t_5, __pyx_mstate_global->__pyx_empty_unicode); if (unlikely(!__pyx_t_8)) __PYX_ERR(7, 30, __pyx_L1_error)
+      __pyx_t_8 = __Pyx_PyObject_FormatSimple(__pyx_t_5, __pyx_mstate_global->__pyx_empty_unicode); if (unlikely(!__pyx_t_8)) __PYX_ERR(8, 30, __pyx_L1_error)
       __Pyx_GOTREF(__pyx_t_8);
       __Pyx_DECREF(__pyx_t_5); __pyx_t_5 = 0;
       __pyx_t_9[0] = __pyx_mstate_global->__pyx_kp_u_qgemv_wq_has_dtype;
@@ -14333,7 +16258,7 @@ static PyObject *__pyx_pf_6mtlinv_7_native_10qgemv(CYTHON_UNUSED PyObject *__pyx
       __pyx_t_11 |= __Pyx_PyUnicode_KIND_04(__pyx_t_9[1]);
       #endif
       __pyx_t_5 = __Pyx_PyUnicode_Join(__pyx_t_9, 3, __pyx_t_10, __pyx_t_11);
-      if (unlikely(!__pyx_t_5)) __PYX_ERR(7, 30, __pyx_L1_error)
+      if (unlikely(!__pyx_t_5)) __PYX_ERR(8, 30, __pyx_L1_error)
       __Pyx_GOTREF(__pyx_t_5);
       __Pyx_DECREF(__pyx_t_8); __pyx_t_8 = 0;
       __pyx_t_7 = 1;
@@ -14354,12 +16279,12 @@ static PyObject *__pyx_pf_6mtlinv_7_native_10qgemv(CYTHON_UNUSED PyObject *__pyx
         __Pyx_XDECREF(__pyx_t_1); __pyx_t_1 = 0;
         __Pyx_DECREF(__pyx_t_5); __pyx_t_5 = 0;
         __Pyx_DECREF(__pyx_t_6); __pyx_t_6 = 0;
-        if (unlikely(!__pyx_t_4)) __PYX_ERR(7, 30, __pyx_L1_error)
+        if (unlikely(!__pyx_t_4)) __PYX_ERR(8, 30, __pyx_L1_error)
         __Pyx_GOTREF(__pyx_t_4);
       }
       __Pyx_Raise(__pyx_t_4, 0, 0, 0);
       __Pyx_DECREF(__pyx_t_4); __pyx_t_4 = 0;
-      __PYX_ERR(7, 30, __pyx_L1_error)
+      __PYX_ERR(8, 30, __pyx_L1_error)
 
       /* "pyx/qgemv.pxi":29
  *     if not isinstance(wq, Tensor):
@@ -14396,7 +16321,7 @@ static PyObject *__pyx_pf_6mtlinv_7_native_10qgemv(CYTHON_UNUSED PyObject *__pyx
  *     cdef Tensor ts = _operand(scales, "scales", "qgemv")
  *     cdef Tensor tbs = _operand(biases, "biases", "qgemv")
 */
-  __pyx_t_4 = ((PyObject *)__pyx_f_6mtlinv_7_native__operand(__pyx_v_wq, __pyx_mstate_global->__pyx_n_u_wq, __pyx_mstate_global->__pyx_n_u_qgemv)); if (unlikely(!__pyx_t_4)) __PYX_ERR(7, 33, __pyx_L1_error)
+  __pyx_t_4 = ((PyObject *)__pyx_f_6mtlinv_7_native__operand(__pyx_v_wq, __pyx_mstate_global->__pyx_n_u_wq, __pyx_mstate_global->__pyx_n_u_qgemv)); if (unlikely(!__pyx_t_4)) __PYX_ERR(8, 33, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_4);
   __pyx_v_twq = ((struct __pyx_obj_6mtlinv_7_native_Tensor *)__pyx_t_4);
   __pyx_t_4 = 0;
@@ -14408,7 +16333,7 @@ static PyObject *__pyx_pf_6mtlinv_7_native_10qgemv(CYTHON_UNUSED PyObject *__pyx
  *     cdef Tensor tbs = _operand(biases, "biases", "qgemv")
  *     cdef Tensor tb
 */
-  __pyx_t_4 = ((PyObject *)__pyx_f_6mtlinv_7_native__operand(__pyx_v_scales, __pyx_mstate_global->__pyx_n_u_scales, __pyx_mstate_global->__pyx_n_u_qgemv)); if (unlikely(!__pyx_t_4)) __PYX_ERR(7, 34, __pyx_L1_error)
+  __pyx_t_4 = ((PyObject *)__pyx_f_6mtlinv_7_native__operand(__pyx_v_scales, __pyx_mstate_global->__pyx_n_u_scales, __pyx_mstate_global->__pyx_n_u_qgemv)); if (unlikely(!__pyx_t_4)) __PYX_ERR(8, 34, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_4);
   __pyx_v_ts = ((struct __pyx_obj_6mtlinv_7_native_Tensor *)__pyx_t_4);
   __pyx_t_4 = 0;
@@ -14420,7 +16345,7 @@ static PyObject *__pyx_pf_6mtlinv_7_native_10qgemv(CYTHON_UNUSED PyObject *__pyx
  *     cdef Tensor tb
  *     cdef const CTensor* pb = NULL
 */
-  __pyx_t_4 = ((PyObject *)__pyx_f_6mtlinv_7_native__operand(__pyx_v_biases, __pyx_mstate_global->__pyx_n_u_biases, __pyx_mstate_global->__pyx_n_u_qgemv)); if (unlikely(!__pyx_t_4)) __PYX_ERR(7, 35, __pyx_L1_error)
+  __pyx_t_4 = ((PyObject *)__pyx_f_6mtlinv_7_native__operand(__pyx_v_biases, __pyx_mstate_global->__pyx_n_u_biases, __pyx_mstate_global->__pyx_n_u_qgemv)); if (unlikely(!__pyx_t_4)) __PYX_ERR(8, 35, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_4);
   __pyx_v_tbs = ((struct __pyx_obj_6mtlinv_7_native_Tensor *)__pyx_t_4);
   __pyx_t_4 = 0;
@@ -14452,7 +16377,7 @@ static PyObject *__pyx_pf_6mtlinv_7_native_10qgemv(CYTHON_UNUSED PyObject *__pyx
  *         pb = &tb.c
  *     cdef CTensor out
 */
-    __pyx_t_4 = ((PyObject *)__pyx_f_6mtlinv_7_native__operand(__pyx_v_bias, __pyx_mstate_global->__pyx_n_u_bias, __pyx_mstate_global->__pyx_n_u_qgemv)); if (unlikely(!__pyx_t_4)) __PYX_ERR(7, 39, __pyx_L1_error)
+    __pyx_t_4 = ((PyObject *)__pyx_f_6mtlinv_7_native__operand(__pyx_v_bias, __pyx_mstate_global->__pyx_n_u_bias, __pyx_mstate_global->__pyx_n_u_qgemv)); if (unlikely(!__pyx_t_4)) __PYX_ERR(8, 39, __pyx_L1_error)
     __Pyx_GOTREF(__pyx_t_4);
     __pyx_v_tb = ((struct __pyx_obj_6mtlinv_7_native_Tensor *)__pyx_t_4);
     __pyx_t_4 = 0;
@@ -14501,7 +16426,7 @@ static PyObject *__pyx_pf_6mtlinv_7_native_10qgemv(CYTHON_UNUSED PyObject *__pyx
           PyGILState_STATE __pyx_gilstate_save = __Pyx_PyGILState_Ensure();
           mtlinv_py::raise_py_error(); if (!PyErr_Occurred())PyErr_SetString(PyExc_RuntimeError, "Error converting c++ exception.");
           __Pyx_PyGILState_Release(__pyx_gilstate_save);
-          __PYX_ERR(7, 43, __pyx_L7_error)
+          __PYX_ERR(8, 43, __pyx_L7_error)
         }
         __pyx_v_out = __PYX_STD_MOVE_IF_SUPPORTED(__pyx_t_12);
       }
@@ -14535,7 +16460,7 @@ static PyObject *__pyx_pf_6mtlinv_7_native_10qgemv(CYTHON_UNUSED PyObject *__pyx
  * 
  * 
 */
-  __pyx_t_4 = ((PyObject *)__pyx_f_6mtlinv_7_native__wrap(__pyx_v_out)); if (unlikely(!__pyx_t_4)) __PYX_ERR(7, 44, __pyx_L1_error)
+  __pyx_t_4 = ((PyObject *)__pyx_f_6mtlinv_7_native__wrap(__pyx_v_out)); if (unlikely(!__pyx_t_4)) __PYX_ERR(8, 44, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_4);
   {
     PyObject *__pyx_temp;
@@ -14636,13 +16561,13 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
   {
     PyObject ** const __pyx_pyargnames[] = {&__pyx_mstate_global->__pyx_n_u_rows,&__pyx_mstate_global->__pyx_n_u_k,&__pyx_mstate_global->__pyx_n_u_n,&__pyx_mstate_global->__pyx_n_u_group_size,&__pyx_mstate_global->__pyx_n_u_bits,&__pyx_mstate_global->__pyx_n_u_dtype,&__pyx_mstate_global->__pyx_n_u_scale_dtype,&__pyx_mstate_global->__pyx_n_u_limit,&__pyx_mstate_global->__pyx_n_u_bias,0};
     const Py_ssize_t __pyx_kwds_len = (__pyx_kwds) ? __Pyx_NumKwargs_FASTCALL(__pyx_kwds) : 0;
-    if (unlikely(__pyx_kwds_len < 0)) __PYX_ERR(7, 47, __pyx_L3_error)
+    if (unlikely(__pyx_kwds_len < 0)) __PYX_ERR(8, 47, __pyx_L3_error)
     if (likely(__pyx_kwds_len > 0)) {
       switch (__pyx_nargs) {
         case  0: break;
         default: goto __pyx_L5_argtuple_error;
       }
-      if (__Pyx_ParseKeywords(__pyx_kwds, __pyx_kwvalues, __pyx_pyargnames, 0, values, 0, __pyx_kwds_len, "plan_qgemv", 0) < (0)) __PYX_ERR(7, 47, __pyx_L3_error)
+      if (__Pyx_ParseKeywords(__pyx_kwds, __pyx_kwvalues, __pyx_pyargnames, 0, values, 0, __pyx_kwds_len, "plan_qgemv", 0) < (0)) __PYX_ERR(8, 47, __pyx_L3_error)
       if (!values[3]) values[3] = __Pyx_NewRef(((PyObject *)((PyObject*)__pyx_mstate_global->__pyx_int_64)));
       if (!values[4]) values[4] = __Pyx_NewRef(((PyObject *)((PyObject*)__pyx_mstate_global->__pyx_int_4)));
       if (!values[5]) values[5] = __Pyx_NewRef(((PyObject *)((PyObject*)__pyx_mstate_global->__pyx_n_u_float32)));
@@ -14650,12 +16575,12 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
       if (!values[7]) values[7] = __Pyx_NewRef(((PyObject *)Py_None));
       if (!values[8]) values[8] = __Pyx_NewRef(((PyObject *)((PyObject*)Py_False)));
       for (Py_ssize_t i = 0; i < 3; i++) {
-        if (unlikely(!values[i])) { __Pyx_RaiseKeywordRequired("plan_qgemv", *(__pyx_pyargnames[i - 0])); __PYX_ERR(7, 47, __pyx_L3_error) }
+        if (unlikely(!values[i])) { __Pyx_RaiseKeywordRequired("plan_qgemv", *(__pyx_pyargnames[i - 0])); __PYX_ERR(8, 47, __pyx_L3_error) }
       }
     } else if (unlikely(__pyx_nargs != 0)) {
       goto __pyx_L5_argtuple_error;
     } else {
-      __Pyx_RaiseKeywordRequired("plan_qgemv", __pyx_mstate_global->__pyx_n_u_rows); __PYX_ERR(7, 47, __pyx_L3_error)
+      __Pyx_RaiseKeywordRequired("plan_qgemv", __pyx_mstate_global->__pyx_n_u_rows); __PYX_ERR(8, 47, __pyx_L3_error)
     }
     __pyx_v_rows = values[0];
     __pyx_v_k = values[1];
@@ -14669,7 +16594,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
   }
   goto __pyx_L6_skip;
   __pyx_L5_argtuple_error:;
-  __Pyx_RaiseArgtupleInvalid("plan_qgemv", 1, 0, 0, __pyx_nargs); __PYX_ERR(7, 47, __pyx_L3_error)
+  __Pyx_RaiseArgtupleInvalid("plan_qgemv", 1, 0, 0, __pyx_nargs); __PYX_ERR(8, 47, __pyx_L3_error)
   __pyx_L6_skip:;
   goto __pyx_L4_argument_unpacking_done;
   __pyx_L3_error:;
@@ -14726,9 +16651,9 @@ static PyObject *__pyx_pf_6mtlinv_7_native_12plan_qgemv(CYTHON_UNUSED PyObject *
  *     s.group_size, s.bits = group_size, bits
  *     s.dtype = dtype_from_name(np.dtype(dtype).name.encode())
 */
-  __pyx_t_1 = __Pyx_PyLong_As_int64_t(__pyx_v_rows); if (unlikely((__pyx_t_1 == ((int64_t)-1)) && PyErr_Occurred())) __PYX_ERR(7, 50, __pyx_L1_error)
-  __pyx_t_2 = __Pyx_PyLong_As_int64_t(__pyx_v_k); if (unlikely((__pyx_t_2 == ((int64_t)-1)) && PyErr_Occurred())) __PYX_ERR(7, 50, __pyx_L1_error)
-  __pyx_t_3 = __Pyx_PyLong_As_int64_t(__pyx_v_n); if (unlikely((__pyx_t_3 == ((int64_t)-1)) && PyErr_Occurred())) __PYX_ERR(7, 50, __pyx_L1_error)
+  __pyx_t_1 = __Pyx_PyLong_As_int64_t(__pyx_v_rows); if (unlikely((__pyx_t_1 == ((int64_t)-1)) && PyErr_Occurred())) __PYX_ERR(8, 50, __pyx_L1_error)
+  __pyx_t_2 = __Pyx_PyLong_As_int64_t(__pyx_v_k); if (unlikely((__pyx_t_2 == ((int64_t)-1)) && PyErr_Occurred())) __PYX_ERR(8, 50, __pyx_L1_error)
+  __pyx_t_3 = __Pyx_PyLong_As_int64_t(__pyx_v_n); if (unlikely((__pyx_t_3 == ((int64_t)-1)) && PyErr_Occurred())) __PYX_ERR(8, 50, __pyx_L1_error)
   __pyx_v_s.rows = __pyx_t_1;
   __pyx_v_s.k = __pyx_t_2;
   __pyx_v_s.n = __pyx_t_3;
@@ -14740,8 +16665,8 @@ static PyObject *__pyx_pf_6mtlinv_7_native_12plan_qgemv(CYTHON_UNUSED PyObject *
  *     s.dtype = dtype_from_name(np.dtype(dtype).name.encode())
  *     s.scale_dtype = s.dtype if scale_dtype is None else dtype_from_name(np.dtype(scale_dtype).name.encode())
 */
-  __pyx_t_4 = __Pyx_PyLong_As_int(__pyx_v_group_size); if (unlikely((__pyx_t_4 == (int)-1) && PyErr_Occurred())) __PYX_ERR(7, 51, __pyx_L1_error)
-  __pyx_t_5 = __Pyx_PyLong_As_int(__pyx_v_bits); if (unlikely((__pyx_t_5 == (int)-1) && PyErr_Occurred())) __PYX_ERR(7, 51, __pyx_L1_error)
+  __pyx_t_4 = __Pyx_PyLong_As_int(__pyx_v_group_size); if (unlikely((__pyx_t_4 == (int)-1) && PyErr_Occurred())) __PYX_ERR(8, 51, __pyx_L1_error)
+  __pyx_t_5 = __Pyx_PyLong_As_int(__pyx_v_bits); if (unlikely((__pyx_t_5 == (int)-1) && PyErr_Occurred())) __PYX_ERR(8, 51, __pyx_L1_error)
   __pyx_v_s.group_size = __pyx_t_4;
   __pyx_v_s.bits = __pyx_t_5;
 
@@ -14753,9 +16678,9 @@ static PyObject *__pyx_pf_6mtlinv_7_native_12plan_qgemv(CYTHON_UNUSED PyObject *
  *     s.has_bias = bias
 */
   __pyx_t_9 = NULL;
-  __Pyx_GetModuleGlobalName(__pyx_t_10, __pyx_mstate_global->__pyx_n_u_np); if (unlikely(!__pyx_t_10)) __PYX_ERR(7, 52, __pyx_L1_error)
+  __Pyx_GetModuleGlobalName(__pyx_t_10, __pyx_mstate_global->__pyx_n_u_np); if (unlikely(!__pyx_t_10)) __PYX_ERR(8, 52, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_10);
-  __pyx_t_11 = __Pyx_PyObject_GetAttrStr(__pyx_t_10, __pyx_mstate_global->__pyx_n_u_dtype); if (unlikely(!__pyx_t_11)) __PYX_ERR(7, 52, __pyx_L1_error)
+  __pyx_t_11 = __Pyx_PyObject_GetAttrStr(__pyx_t_10, __pyx_mstate_global->__pyx_n_u_dtype); if (unlikely(!__pyx_t_11)) __PYX_ERR(8, 52, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_11);
   __Pyx_DECREF(__pyx_t_10); __pyx_t_10 = 0;
   __pyx_t_12 = 1;
@@ -14775,10 +16700,10 @@ static PyObject *__pyx_pf_6mtlinv_7_native_12plan_qgemv(CYTHON_UNUSED PyObject *
     __pyx_t_8 = __Pyx_PyObject_FastCall((PyObject*)__pyx_t_11, __pyx_callargs+__pyx_t_12, (2-__pyx_t_12) | (__pyx_t_12*__Pyx_PY_VECTORCALL_ARGUMENTS_OFFSET));
     __Pyx_XDECREF(__pyx_t_9); __pyx_t_9 = 0;
     __Pyx_DECREF(__pyx_t_11); __pyx_t_11 = 0;
-    if (unlikely(!__pyx_t_8)) __PYX_ERR(7, 52, __pyx_L1_error)
+    if (unlikely(!__pyx_t_8)) __PYX_ERR(8, 52, __pyx_L1_error)
     __Pyx_GOTREF(__pyx_t_8);
   }
-  __pyx_t_11 = __Pyx_PyObject_GetAttrStr(__pyx_t_8, __pyx_mstate_global->__pyx_n_u_name); if (unlikely(!__pyx_t_11)) __PYX_ERR(7, 52, __pyx_L1_error)
+  __pyx_t_11 = __Pyx_PyObject_GetAttrStr(__pyx_t_8, __pyx_mstate_global->__pyx_n_u_name); if (unlikely(!__pyx_t_11)) __PYX_ERR(8, 52, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_11);
   __Pyx_DECREF(__pyx_t_8); __pyx_t_8 = 0;
   __pyx_t_7 = __pyx_t_11;
@@ -14789,16 +16714,16 @@ static PyObject *__pyx_pf_6mtlinv_7_native_12plan_qgemv(CYTHON_UNUSED PyObject *
     __pyx_t_6 = __Pyx_PyObject_FastCallMethod((PyObject*)__pyx_mstate_global->__pyx_n_u_encode, __pyx_callargs+__pyx_t_12, (1-__pyx_t_12) | (1*__Pyx_PY_VECTORCALL_ARGUMENTS_OFFSET));
     __Pyx_XDECREF(__pyx_t_7); __pyx_t_7 = 0;
     __Pyx_DECREF(__pyx_t_11); __pyx_t_11 = 0;
-    if (unlikely(!__pyx_t_6)) __PYX_ERR(7, 52, __pyx_L1_error)
+    if (unlikely(!__pyx_t_6)) __PYX_ERR(8, 52, __pyx_L1_error)
     __Pyx_GOTREF(__pyx_t_6);
   }
-  __pyx_t_13 = __pyx_convert_string_from_py_6libcpp_6string_std__in_string(__pyx_t_6); if (unlikely(PyErr_Occurred())) __PYX_ERR(7, 52, __pyx_L1_error)
+  __pyx_t_13 = __pyx_convert_string_from_py_6libcpp_6string_std__in_string(__pyx_t_6); if (unlikely(PyErr_Occurred())) __PYX_ERR(8, 52, __pyx_L1_error)
   __Pyx_DECREF(__pyx_t_6); __pyx_t_6 = 0;
   try {
     __pyx_t_14 = mtlinv::dtype_from_name(__pyx_t_13);
   } catch(...) {
     mtlinv_py::raise_py_error(); if (!PyErr_Occurred())PyErr_SetString(PyExc_RuntimeError, "Error converting c++ exception.");
-    __PYX_ERR(7, 52, __pyx_L1_error)
+    __PYX_ERR(8, 52, __pyx_L1_error)
   }
 
   __pyx_v_s.dtype = __pyx_t_14;
@@ -14816,9 +16741,9 @@ static PyObject *__pyx_pf_6mtlinv_7_native_12plan_qgemv(CYTHON_UNUSED PyObject *
     __pyx_t_14 = __pyx_v_s.dtype;
   } else {
     __pyx_t_8 = NULL;
-    __Pyx_GetModuleGlobalName(__pyx_t_9, __pyx_mstate_global->__pyx_n_u_np); if (unlikely(!__pyx_t_9)) __PYX_ERR(7, 53, __pyx_L1_error)
+    __Pyx_GetModuleGlobalName(__pyx_t_9, __pyx_mstate_global->__pyx_n_u_np); if (unlikely(!__pyx_t_9)) __PYX_ERR(8, 53, __pyx_L1_error)
     __Pyx_GOTREF(__pyx_t_9);
-    __pyx_t_10 = __Pyx_PyObject_GetAttrStr(__pyx_t_9, __pyx_mstate_global->__pyx_n_u_dtype); if (unlikely(!__pyx_t_10)) __PYX_ERR(7, 53, __pyx_L1_error)
+    __pyx_t_10 = __Pyx_PyObject_GetAttrStr(__pyx_t_9, __pyx_mstate_global->__pyx_n_u_dtype); if (unlikely(!__pyx_t_10)) __PYX_ERR(8, 53, __pyx_L1_error)
     __Pyx_GOTREF(__pyx_t_10);
     __Pyx_DECREF(__pyx_t_9); __pyx_t_9 = 0;
     __pyx_t_12 = 1;
@@ -14838,10 +16763,10 @@ static PyObject *__pyx_pf_6mtlinv_7_native_12plan_qgemv(CYTHON_UNUSED PyObject *
       __pyx_t_7 = __Pyx_PyObject_FastCall((PyObject*)__pyx_t_10, __pyx_callargs+__pyx_t_12, (2-__pyx_t_12) | (__pyx_t_12*__Pyx_PY_VECTORCALL_ARGUMENTS_OFFSET));
       __Pyx_XDECREF(__pyx_t_8); __pyx_t_8 = 0;
       __Pyx_DECREF(__pyx_t_10); __pyx_t_10 = 0;
-      if (unlikely(!__pyx_t_7)) __PYX_ERR(7, 53, __pyx_L1_error)
+      if (unlikely(!__pyx_t_7)) __PYX_ERR(8, 53, __pyx_L1_error)
       __Pyx_GOTREF(__pyx_t_7);
     }
-    __pyx_t_10 = __Pyx_PyObject_GetAttrStr(__pyx_t_7, __pyx_mstate_global->__pyx_n_u_name); if (unlikely(!__pyx_t_10)) __PYX_ERR(7, 53, __pyx_L1_error)
+    __pyx_t_10 = __Pyx_PyObject_GetAttrStr(__pyx_t_7, __pyx_mstate_global->__pyx_n_u_name); if (unlikely(!__pyx_t_10)) __PYX_ERR(8, 53, __pyx_L1_error)
     __Pyx_GOTREF(__pyx_t_10);
     __Pyx_DECREF(__pyx_t_7); __pyx_t_7 = 0;
     __pyx_t_11 = __pyx_t_10;
@@ -14852,16 +16777,16 @@ static PyObject *__pyx_pf_6mtlinv_7_native_12plan_qgemv(CYTHON_UNUSED PyObject *
       __pyx_t_6 = __Pyx_PyObject_FastCallMethod((PyObject*)__pyx_mstate_global->__pyx_n_u_encode, __pyx_callargs+__pyx_t_12, (1-__pyx_t_12) | (1*__Pyx_PY_VECTORCALL_ARGUMENTS_OFFSET));
       __Pyx_XDECREF(__pyx_t_11); __pyx_t_11 = 0;
       __Pyx_DECREF(__pyx_t_10); __pyx_t_10 = 0;
-      if (unlikely(!__pyx_t_6)) __PYX_ERR(7, 53, __pyx_L1_error)
+      if (unlikely(!__pyx_t_6)) __PYX_ERR(8, 53, __pyx_L1_error)
       __Pyx_GOTREF(__pyx_t_6);
     }
-    __pyx_t_13 = __pyx_convert_string_from_py_6libcpp_6string_std__in_string(__pyx_t_6); if (unlikely(PyErr_Occurred())) __PYX_ERR(7, 53, __pyx_L1_error)
+    __pyx_t_13 = __pyx_convert_string_from_py_6libcpp_6string_std__in_string(__pyx_t_6); if (unlikely(PyErr_Occurred())) __PYX_ERR(8, 53, __pyx_L1_error)
     __Pyx_DECREF(__pyx_t_6); __pyx_t_6 = 0;
     try {
       __pyx_t_16 = mtlinv::dtype_from_name(__pyx_t_13);
     } catch(...) {
       mtlinv_py::raise_py_error(); if (!PyErr_Occurred())PyErr_SetString(PyExc_RuntimeError, "Error converting c++ exception.");
-      __PYX_ERR(7, 53, __pyx_L1_error)
+      __PYX_ERR(8, 53, __pyx_L1_error)
     }
 
     __pyx_t_14 = __pyx_t_16;
@@ -14876,7 +16801,7 @@ static PyObject *__pyx_pf_6mtlinv_7_native_12plan_qgemv(CYTHON_UNUSED PyObject *
  *     s.aligned = True
  *     cdef CPlan p = c_plan_qgemv(s, c_get_limit() if limit is None else limit, c_active_backend().caps())
 */
-  __pyx_t_17 = __Pyx_PyObject_IsTrue(__pyx_v_bias); if (unlikely((__pyx_t_17 == ((bool)-1)) && PyErr_Occurred())) __PYX_ERR(7, 54, __pyx_L1_error)
+  __pyx_t_17 = __Pyx_PyObject_IsTrue(__pyx_v_bias); if (unlikely((__pyx_t_17 == ((bool)-1)) && PyErr_Occurred())) __PYX_ERR(8, 54, __pyx_L1_error)
   __pyx_v_s.has_bias = __pyx_t_17;
 
   /* "pyx/qgemv.pxi":55
@@ -14899,7 +16824,7 @@ static PyObject *__pyx_pf_6mtlinv_7_native_12plan_qgemv(CYTHON_UNUSED PyObject *
 
     __pyx_t_5 = mtlinv::get_limit();
   } else {
-    __pyx_t_4 = __Pyx_PyLong_As_int(__pyx_v_limit); if (unlikely((__pyx_t_4 == (int)-1) && PyErr_Occurred())) __PYX_ERR(7, 56, __pyx_L1_error)
+    __pyx_t_4 = __Pyx_PyLong_As_int(__pyx_v_limit); if (unlikely((__pyx_t_4 == (int)-1) && PyErr_Occurred())) __PYX_ERR(8, 56, __pyx_L1_error)
     __pyx_t_5 = __pyx_t_4;
   }
 
@@ -14907,13 +16832,13 @@ static PyObject *__pyx_pf_6mtlinv_7_native_12plan_qgemv(CYTHON_UNUSED PyObject *
     __pyx_t_18 = mtlinv::active_backend();
   } catch(...) {
     mtlinv_py::raise_py_error(); if (!PyErr_Occurred())PyErr_SetString(PyExc_RuntimeError, "Error converting c++ exception.");
-    __PYX_ERR(7, 56, __pyx_L1_error)
+    __PYX_ERR(8, 56, __pyx_L1_error)
   }
   try {
     __pyx_t_19 = mtlinv::plan_qgemv(__pyx_v_s, __pyx_t_5, __pyx_t_18->caps());
   } catch(...) {
     mtlinv_py::raise_py_error(); if (!PyErr_Occurred())PyErr_SetString(PyExc_RuntimeError, "Error converting c++ exception.");
-    __PYX_ERR(7, 56, __pyx_L1_error)
+    __PYX_ERR(8, 56, __pyx_L1_error)
   }
 
 
@@ -14924,15 +16849,15 @@ static PyObject *__pyx_pf_6mtlinv_7_native_12plan_qgemv(CYTHON_UNUSED PyObject *
  *     cdef CPlan p = c_plan_qgemv(s, c_get_limit() if limit is None else limit, c_active_backend().caps())
  *     return {"canonical": p.canonical, "launches": _launches(p)}             # <<<<<<<<<<<<<<
 */
-  __pyx_t_6 = __Pyx_PyDict_NewPresized(2); if (unlikely(!__pyx_t_6)) __PYX_ERR(7, 57, __pyx_L1_error)
+  __pyx_t_6 = __Pyx_PyDict_NewPresized(2); if (unlikely(!__pyx_t_6)) __PYX_ERR(8, 57, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_6);
-  __pyx_t_10 = __Pyx_PyBool_FromLong(__pyx_v_p.canonical); if (unlikely(!__pyx_t_10)) __PYX_ERR(7, 57, __pyx_L1_error)
+  __pyx_t_10 = __Pyx_PyBool_FromLong(__pyx_v_p.canonical); if (unlikely(!__pyx_t_10)) __PYX_ERR(8, 57, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_10);
-  if (PyDict_SetItem(__pyx_t_6, __pyx_mstate_global->__pyx_n_u_canonical, __pyx_t_10) < (0)) __PYX_ERR(7, 57, __pyx_L1_error)
+  if (PyDict_SetItem(__pyx_t_6, __pyx_mstate_global->__pyx_n_u_canonical, __pyx_t_10) < (0)) __PYX_ERR(8, 57, __pyx_L1_error)
   __Pyx_DECREF(__pyx_t_10); __pyx_t_10 = 0;
-  __pyx_t_10 = __pyx_f_6mtlinv_7_native__launches(__pyx_v_p); if (unlikely(!__pyx_t_10)) __PYX_ERR(7, 57, __pyx_L1_error)
+  __pyx_t_10 = __pyx_f_6mtlinv_7_native__launches(__pyx_v_p); if (unlikely(!__pyx_t_10)) __PYX_ERR(8, 57, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_10);
-  if (PyDict_SetItem(__pyx_t_6, __pyx_mstate_global->__pyx_n_u_launches, __pyx_t_10) < (0)) __PYX_ERR(7, 57, __pyx_L1_error)
+  if (PyDict_SetItem(__pyx_t_6, __pyx_mstate_global->__pyx_n_u_launches, __pyx_t_10) < (0)) __PYX_ERR(8, 57, __pyx_L1_error)
   __Pyx_DECREF(__pyx_t_10); __pyx_t_10 = 0;
   {
     PyObject *__pyx_temp;
@@ -15024,40 +16949,40 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
   {
     PyObject ** const __pyx_pyargnames[] = {&__pyx_mstate_global->__pyx_n_u_q,&__pyx_mstate_global->__pyx_n_u_k,&__pyx_mstate_global->__pyx_n_u_v,&__pyx_mstate_global->__pyx_n_u_scale,&__pyx_mstate_global->__pyx_n_u_causal,&__pyx_mstate_global->__pyx_n_u_kv_len,0};
     const Py_ssize_t __pyx_kwds_len = (__pyx_kwds) ? __Pyx_NumKwargs_FASTCALL(__pyx_kwds) : 0;
-    if (unlikely(__pyx_kwds_len < 0)) __PYX_ERR(8, 23, __pyx_L3_error)
+    if (unlikely(__pyx_kwds_len < 0)) __PYX_ERR(9, 23, __pyx_L3_error)
     if (__pyx_kwds_len > 0) {
       switch (__pyx_nargs) {
         case  3:
         values[2] = __Pyx_ArgRef_FASTCALL(__pyx_args, 2);
-        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[2])) __PYX_ERR(8, 23, __pyx_L3_error)
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[2])) __PYX_ERR(9, 23, __pyx_L3_error)
         CYTHON_FALLTHROUGH;
         case  2:
         values[1] = __Pyx_ArgRef_FASTCALL(__pyx_args, 1);
-        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[1])) __PYX_ERR(8, 23, __pyx_L3_error)
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[1])) __PYX_ERR(9, 23, __pyx_L3_error)
         CYTHON_FALLTHROUGH;
         case  1:
         values[0] = __Pyx_ArgRef_FASTCALL(__pyx_args, 0);
-        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(8, 23, __pyx_L3_error)
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(9, 23, __pyx_L3_error)
         CYTHON_FALLTHROUGH;
         case  0: break;
         default: goto __pyx_L5_argtuple_error;
       }
       const Py_ssize_t kwd_pos_args = __pyx_nargs;
-      if (__Pyx_ParseKeywords(__pyx_kwds, __pyx_kwvalues, __pyx_pyargnames, 0, values, kwd_pos_args, __pyx_kwds_len, "sdpa", 0) < (0)) __PYX_ERR(8, 23, __pyx_L3_error)
+      if (__Pyx_ParseKeywords(__pyx_kwds, __pyx_kwvalues, __pyx_pyargnames, 0, values, kwd_pos_args, __pyx_kwds_len, "sdpa", 0) < (0)) __PYX_ERR(9, 23, __pyx_L3_error)
       if (!values[3]) values[3] = __Pyx_NewRef(((PyObject *)Py_None));
       if (!values[5]) values[5] = __Pyx_NewRef(((PyObject *)Py_None));
       for (Py_ssize_t i = __pyx_nargs; i < 3; i++) {
-        if (unlikely(!values[i])) { __Pyx_RaiseArgtupleInvalid("sdpa", 1, 3, 3, i); __PYX_ERR(8, 23, __pyx_L3_error) }
+        if (unlikely(!values[i])) { __Pyx_RaiseArgtupleInvalid("sdpa", 1, 3, 3, i); __PYX_ERR(9, 23, __pyx_L3_error) }
       }
     } else if (unlikely(__pyx_nargs != 3)) {
       goto __pyx_L5_argtuple_error;
     } else {
       values[0] = __Pyx_ArgRef_FASTCALL(__pyx_args, 0);
-      if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(8, 23, __pyx_L3_error)
+      if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(9, 23, __pyx_L3_error)
       values[1] = __Pyx_ArgRef_FASTCALL(__pyx_args, 1);
-      if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[1])) __PYX_ERR(8, 23, __pyx_L3_error)
+      if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[1])) __PYX_ERR(9, 23, __pyx_L3_error)
       values[2] = __Pyx_ArgRef_FASTCALL(__pyx_args, 2);
-      if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[2])) __PYX_ERR(8, 23, __pyx_L3_error)
+      if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[2])) __PYX_ERR(9, 23, __pyx_L3_error)
       if (!values[3]) values[3] = __Pyx_NewRef(((PyObject *)Py_None));
       if (!values[5]) values[5] = __Pyx_NewRef(((PyObject *)Py_None));
     }
@@ -15066,7 +16991,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
     __pyx_v_v = values[2];
     __pyx_v_scale = values[3];
     if (values[4]) {
-      __pyx_v_causal = __Pyx_PyObject_IsTrue(values[4]); if (unlikely((__pyx_v_causal == (int)-1) && PyErr_Occurred())) __PYX_ERR(8, 23, __pyx_L3_error)
+      __pyx_v_causal = __Pyx_PyObject_IsTrue(values[4]); if (unlikely((__pyx_v_causal == (int)-1) && PyErr_Occurred())) __PYX_ERR(9, 23, __pyx_L3_error)
     } else {
       __pyx_v_causal = ((int)((int)1));
     }
@@ -15074,7 +16999,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
   }
   goto __pyx_L6_skip;
   __pyx_L5_argtuple_error:;
-  __Pyx_RaiseArgtupleInvalid("sdpa", 1, 3, 3, __pyx_nargs); __PYX_ERR(8, 23, __pyx_L3_error)
+  __Pyx_RaiseArgtupleInvalid("sdpa", 1, 3, 3, __pyx_nargs); __PYX_ERR(9, 23, __pyx_L3_error)
   __pyx_L6_skip:;
   goto __pyx_L4_argument_unpacking_done;
   __pyx_L3_error:;
@@ -15134,7 +17059,7 @@ static PyObject *__pyx_pf_6mtlinv_7_native_14sdpa(CYTHON_UNUSED PyObject *__pyx_
  *     cdef Tensor tk = _operand(k, "k", "sdpa")
  *     cdef Tensor tv = _operand(v, "v", "sdpa")
 */
-  __pyx_t_1 = ((PyObject *)__pyx_f_6mtlinv_7_native__operand(__pyx_v_q, __pyx_mstate_global->__pyx_n_u_q, __pyx_mstate_global->__pyx_n_u_sdpa)); if (unlikely(!__pyx_t_1)) __PYX_ERR(8, 34, __pyx_L1_error)
+  __pyx_t_1 = ((PyObject *)__pyx_f_6mtlinv_7_native__operand(__pyx_v_q, __pyx_mstate_global->__pyx_n_u_q, __pyx_mstate_global->__pyx_n_u_sdpa)); if (unlikely(!__pyx_t_1)) __PYX_ERR(9, 34, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_1);
   __pyx_v_tq = ((struct __pyx_obj_6mtlinv_7_native_Tensor *)__pyx_t_1);
   __pyx_t_1 = 0;
@@ -15146,7 +17071,7 @@ static PyObject *__pyx_pf_6mtlinv_7_native_14sdpa(CYTHON_UNUSED PyObject *__pyx_
  *     cdef Tensor tv = _operand(v, "v", "sdpa")
  *     cdef CSdpaOptions o
 */
-  __pyx_t_1 = ((PyObject *)__pyx_f_6mtlinv_7_native__operand(__pyx_v_k, __pyx_mstate_global->__pyx_n_u_k, __pyx_mstate_global->__pyx_n_u_sdpa)); if (unlikely(!__pyx_t_1)) __PYX_ERR(8, 35, __pyx_L1_error)
+  __pyx_t_1 = ((PyObject *)__pyx_f_6mtlinv_7_native__operand(__pyx_v_k, __pyx_mstate_global->__pyx_n_u_k, __pyx_mstate_global->__pyx_n_u_sdpa)); if (unlikely(!__pyx_t_1)) __PYX_ERR(9, 35, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_1);
   __pyx_v_tk = ((struct __pyx_obj_6mtlinv_7_native_Tensor *)__pyx_t_1);
   __pyx_t_1 = 0;
@@ -15158,7 +17083,7 @@ static PyObject *__pyx_pf_6mtlinv_7_native_14sdpa(CYTHON_UNUSED PyObject *__pyx_
  *     cdef CSdpaOptions o
  *     o.causal = causal
 */
-  __pyx_t_1 = ((PyObject *)__pyx_f_6mtlinv_7_native__operand(__pyx_v_v, __pyx_mstate_global->__pyx_n_u_v, __pyx_mstate_global->__pyx_n_u_sdpa)); if (unlikely(!__pyx_t_1)) __PYX_ERR(8, 36, __pyx_L1_error)
+  __pyx_t_1 = ((PyObject *)__pyx_f_6mtlinv_7_native__operand(__pyx_v_v, __pyx_mstate_global->__pyx_n_u_v, __pyx_mstate_global->__pyx_n_u_sdpa)); if (unlikely(!__pyx_t_1)) __PYX_ERR(9, 36, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_1);
   __pyx_v_tv = ((struct __pyx_obj_6mtlinv_7_native_Tensor *)__pyx_t_1);
   __pyx_t_1 = 0;
@@ -15191,7 +17116,7 @@ static PyObject *__pyx_pf_6mtlinv_7_native_14sdpa(CYTHON_UNUSED PyObject *__pyx_
 */
   __pyx_t_2 = (__pyx_v_scale != Py_None);
   if (__pyx_t_2) {
-    __pyx_t_4 = __Pyx_PyObject_AsDouble(__pyx_v_scale); if (unlikely(__PYX_CHECK_FLOAT_EXCEPTION(__pyx_t_4, ((double)((double)-1))) && PyErr_Occurred())) __PYX_ERR(8, 40, __pyx_L1_error)
+    __pyx_t_4 = __Pyx_PyObject_AsDouble(__pyx_v_scale); if (unlikely(__PYX_CHECK_FLOAT_EXCEPTION(__pyx_t_4, ((double)((double)-1))) && PyErr_Occurred())) __PYX_ERR(9, 40, __pyx_L1_error)
     __pyx_t_3 = __pyx_t_4;
   } else {
 
@@ -15237,7 +17162,7 @@ static PyObject *__pyx_pf_6mtlinv_7_native_14sdpa(CYTHON_UNUSED PyObject *__pyx_
  *             raise InvalidArgumentError(f"sdpa: kv_len must be an int, got {type(kv_len).__name__} {kv_len!r}")
  *         if not -2**62 < kv_len < 2**62:
 */
-    __pyx_t_5 = PyObject_IsInstance(__pyx_v_kv_len, ((PyObject *)Py_TYPE(Py_True))); if (unlikely(__pyx_t_5 == ((int)-1))) __PYX_ERR(8, 44, __pyx_L1_error)
+    __pyx_t_5 = PyObject_IsInstance(__pyx_v_kv_len, ((PyObject *)Py_TYPE(Py_True))); if (unlikely(__pyx_t_5 == ((int)-1))) __PYX_ERR(9, 44, __pyx_L1_error)
     if (!__pyx_t_5) {
 
     } else {
@@ -15246,9 +17171,9 @@ static PyObject *__pyx_pf_6mtlinv_7_native_14sdpa(CYTHON_UNUSED PyObject *__pyx_
 
       goto __pyx_L5_bool_binop_done;
     }
-    __Pyx_GetModuleGlobalName(__pyx_t_1, __pyx_mstate_global->__pyx_n_u_np); if (unlikely(!__pyx_t_1)) __PYX_ERR(8, 44, __pyx_L1_error)
+    __Pyx_GetModuleGlobalName(__pyx_t_1, __pyx_mstate_global->__pyx_n_u_np); if (unlikely(!__pyx_t_1)) __PYX_ERR(9, 44, __pyx_L1_error)
     __Pyx_GOTREF(__pyx_t_1);
-    __pyx_t_6 = __Pyx_PyObject_GetAttrStr(__pyx_t_1, __pyx_mstate_global->__pyx_n_u_integer); if (unlikely(!__pyx_t_6)) __PYX_ERR(8, 44, __pyx_L1_error)
+    __pyx_t_6 = __Pyx_PyObject_GetAttrStr(__pyx_t_1, __pyx_mstate_global->__pyx_n_u_integer); if (unlikely(!__pyx_t_6)) __PYX_ERR(9, 44, __pyx_L1_error)
     __Pyx_GOTREF(__pyx_t_6);
     __Pyx_DECREF(__pyx_t_1); __pyx_t_1 = 0;
     __pyx_t_7 = PyLong_Check(__pyx_v_kv_len); 
@@ -15284,14 +17209,14 @@ static PyObject *__pyx_pf_6mtlinv_7_native_14sdpa(CYTHON_UNUSED PyObject *__pyx_
  *             raise InvalidArgumentError(f"sdpa: kv_len={kv_len} is out of range")
 */
       __pyx_t_1 = NULL;
-      __Pyx_GetModuleGlobalName(__pyx_t_8, __pyx_mstate_global->__pyx_n_u_InvalidArgumentError); if (unlikely(!__pyx_t_8)) __PYX_ERR(8, 45, __pyx_L1_error)
+      __Pyx_GetModuleGlobalName(__pyx_t_8, __pyx_mstate_global->__pyx_n_u_InvalidArgumentError); if (unlikely(!__pyx_t_8)) __PYX_ERR(9, 45, __pyx_L1_error)
       __Pyx_GOTREF(__pyx_t_8);
-      __pyx_t_9 = __Pyx_PyObject_GetAttrStr(((PyObject *)Py_TYPE(__pyx_v_kv_len)), __pyx_mstate_global->__pyx_n_u_name_2); if (unlikely(!__pyx_t_9)) __PYX_ERR(8, 45, __pyx_L1_error)
+      __pyx_t_9 = __Pyx_PyObject_GetAttrStr(((PyObject *)Py_TYPE(__pyx_v_kv_len)), __pyx_mstate_global->__pyx_n_u_name_2); if (unlikely(!__pyx_t_9)) __PYX_ERR(9, 45, __pyx_L1_error)
       __Pyx_GOTREF(__pyx_t_9);
-      __pyx_t_10 = __Pyx_PyObject_FormatSimple(__pyx_t_9, __pyx_mstate_global->__pyx_empty_unicode); if (unlikely(!__pyx_t_10)) __PYX_ERR(8, 45, __pyx_L1_error)
+      __pyx_t_10 = __Pyx_PyObject_FormatSimple(__pyx_t_9, __pyx_mstate_global->__pyx_empty_unicode); if (unlikely(!__pyx_t_10)) __PYX_ERR(9, 45, __pyx_L1_error)
       __Pyx_GOTREF(__pyx_t_10);
       __Pyx_DECREF(__pyx_t_9); __pyx_t_9 = 0;
-      __pyx_t_9 = __Pyx_PyObject_FormatSimpleAndDecref(PyObject_Repr(__pyx_v_kv_len), __pyx_mstate_global->__pyx_empty_unicode); if (unlikely(!__pyx_t_9)) __PYX_ERR(8, 45, __pyx_L1_error)
+      __pyx_t_9 = __Pyx_PyObject_FormatSimpleAndDecref(PyObject_Repr(__pyx_v_kv_len), __pyx_mstate_global->__pyx_empty_unicode); if (unlikely(!__pyx_t_9)) __PYX_ERR(9, 45, __pyx_L1_error)
       __Pyx_GOTREF(__pyx_t_9);
       __pyx_t_11[0] = __pyx_mstate_global->__pyx_kp_u_sdpa_kv_len_must_be_an_int_got;
       __pyx_t_11[1] = __pyx_t_10;
@@ -15306,7 +17231,7 @@ static PyObject *__pyx_pf_6mtlinv_7_native_14sdpa(CYTHON_UNUSED PyObject *__pyx_
       __pyx_t_13 |= __Pyx_PyUnicode_KIND_04(__pyx_t_11[1]) | __Pyx_PyUnicode_KIND_04(__pyx_t_11[3]);
       #endif
       __pyx_t_14 = __Pyx_PyUnicode_Join(__pyx_t_11, 4, __pyx_t_12, __pyx_t_13);
-      if (unlikely(!__pyx_t_14)) __PYX_ERR(8, 45, __pyx_L1_error)
+      if (unlikely(!__pyx_t_14)) __PYX_ERR(9, 45, __pyx_L1_error)
       __Pyx_GOTREF(__pyx_t_14);
       __Pyx_DECREF(__pyx_t_10); __pyx_t_10 = 0;
       __Pyx_DECREF(__pyx_t_9); __pyx_t_9 = 0;
@@ -15328,12 +17253,12 @@ static PyObject *__pyx_pf_6mtlinv_7_native_14sdpa(CYTHON_UNUSED PyObject *__pyx_
         __Pyx_XDECREF(__pyx_t_1); __pyx_t_1 = 0;
         __Pyx_DECREF(__pyx_t_14); __pyx_t_14 = 0;
         __Pyx_DECREF(__pyx_t_8); __pyx_t_8 = 0;
-        if (unlikely(!__pyx_t_6)) __PYX_ERR(8, 45, __pyx_L1_error)
+        if (unlikely(!__pyx_t_6)) __PYX_ERR(9, 45, __pyx_L1_error)
         __Pyx_GOTREF(__pyx_t_6);
       }
       __Pyx_Raise(__pyx_t_6, 0, 0, 0);
       __Pyx_DECREF(__pyx_t_6); __pyx_t_6 = 0;
-      __PYX_ERR(8, 45, __pyx_L1_error)
+      __PYX_ERR(9, 45, __pyx_L1_error)
 
       /* "pyx/sdpa.pxi":44
  *     o.kv_len = 0
@@ -15351,9 +17276,9 @@ static PyObject *__pyx_pf_6mtlinv_7_native_14sdpa(CYTHON_UNUSED PyObject *__pyx_
  *             raise InvalidArgumentError(f"sdpa: kv_len={kv_len} is out of range")
  *         o.kv_len = int(kv_len)
 */
-    __pyx_t_2 = __Pyx_PyObject_CompareBoolLt_object_object(__pyx_mstate_global->__pyx_int_neg_4611686018427387904, __pyx_v_kv_len, Py_LT); if (unlikely((__pyx_t_2 < 0))) __PYX_ERR(8, 46, __pyx_L1_error)
+    __pyx_t_2 = __Pyx_PyObject_CompareBoolLt_object_object(__pyx_mstate_global->__pyx_int_neg_4611686018427387904, __pyx_v_kv_len, Py_LT); if (unlikely((__pyx_t_2 < 0))) __PYX_ERR(9, 46, __pyx_L1_error)
     if (__pyx_t_2) {
-      __pyx_t_2 = __Pyx_PyObject_CompareBoolLt_object_object(__pyx_v_kv_len, __pyx_mstate_global->__pyx_int_0x4000000000000000, Py_LT); if (unlikely((__pyx_t_2 < 0))) __PYX_ERR(8, 46, __pyx_L1_error)
+      __pyx_t_2 = __Pyx_PyObject_CompareBoolLt_object_object(__pyx_v_kv_len, __pyx_mstate_global->__pyx_int_0x4000000000000000, Py_LT); if (unlikely((__pyx_t_2 < 0))) __PYX_ERR(9, 46, __pyx_L1_error)
     }
     __pyx_t_7 = (!__pyx_t_2);
 
@@ -15369,9 +17294,9 @@ static PyObject *__pyx_pf_6mtlinv_7_native_14sdpa(CYTHON_UNUSED PyObject *__pyx_
  *     cdef CTensor out
 */
       __pyx_t_8 = NULL;
-      __Pyx_GetModuleGlobalName(__pyx_t_14, __pyx_mstate_global->__pyx_n_u_InvalidArgumentError); if (unlikely(!__pyx_t_14)) __PYX_ERR(8, 47, __pyx_L1_error)
+      __Pyx_GetModuleGlobalName(__pyx_t_14, __pyx_mstate_global->__pyx_n_u_InvalidArgumentError); if (unlikely(!__pyx_t_14)) __PYX_ERR(9, 47, __pyx_L1_error)
       __Pyx_GOTREF(__pyx_t_14);
-      __pyx_t_1 = __Pyx_PyObject_FormatSimple(__pyx_v_kv_len, __pyx_mstate_global->__pyx_empty_unicode); if (unlikely(!__pyx_t_1)) __PYX_ERR(8, 47, __pyx_L1_error)
+      __pyx_t_1 = __Pyx_PyObject_FormatSimple(__pyx_v_kv_len, __pyx_mstate_global->__pyx_empty_unicode); if (unlikely(!__pyx_t_1)) __PYX_ERR(9, 47, __pyx_L1_error)
       __Pyx_GOTREF(__pyx_t_1);
       __pyx_t_16[0] = __pyx_mstate_global->__pyx_kp_u_sdpa_kv_len;
       __pyx_t_16[1] = __pyx_t_1;
@@ -15385,7 +17310,7 @@ static PyObject *__pyx_pf_6mtlinv_7_native_14sdpa(CYTHON_UNUSED PyObject *__pyx_
       __pyx_t_13 |= __Pyx_PyUnicode_KIND_04(__pyx_t_16[1]);
       #endif
       __pyx_t_9 = __Pyx_PyUnicode_Join(__pyx_t_16, 3, __pyx_t_12, __pyx_t_13);
-      if (unlikely(!__pyx_t_9)) __PYX_ERR(8, 47, __pyx_L1_error)
+      if (unlikely(!__pyx_t_9)) __PYX_ERR(9, 47, __pyx_L1_error)
       __Pyx_GOTREF(__pyx_t_9);
       __Pyx_DECREF(__pyx_t_1); __pyx_t_1 = 0;
       __pyx_t_15 = 1;
@@ -15406,12 +17331,12 @@ static PyObject *__pyx_pf_6mtlinv_7_native_14sdpa(CYTHON_UNUSED PyObject *__pyx_
         __Pyx_XDECREF(__pyx_t_8); __pyx_t_8 = 0;
         __Pyx_DECREF(__pyx_t_9); __pyx_t_9 = 0;
         __Pyx_DECREF(__pyx_t_14); __pyx_t_14 = 0;
-        if (unlikely(!__pyx_t_6)) __PYX_ERR(8, 47, __pyx_L1_error)
+        if (unlikely(!__pyx_t_6)) __PYX_ERR(9, 47, __pyx_L1_error)
         __Pyx_GOTREF(__pyx_t_6);
       }
       __Pyx_Raise(__pyx_t_6, 0, 0, 0);
       __Pyx_DECREF(__pyx_t_6); __pyx_t_6 = 0;
-      __PYX_ERR(8, 47, __pyx_L1_error)
+      __PYX_ERR(9, 47, __pyx_L1_error)
 
       /* "pyx/sdpa.pxi":46
  *         if isinstance(kv_len, type(True)) or not isinstance(kv_len, (int, np.integer)):
@@ -15429,9 +17354,9 @@ static PyObject *__pyx_pf_6mtlinv_7_native_14sdpa(CYTHON_UNUSED PyObject *__pyx_
  *     cdef CTensor out
  *     with nogil:
 */
-    __pyx_t_6 = __Pyx_PyNumber_Int(__pyx_v_kv_len); if (unlikely(!__pyx_t_6)) __PYX_ERR(8, 48, __pyx_L1_error)
+    __pyx_t_6 = __Pyx_PyNumber_Int(__pyx_v_kv_len); if (unlikely(!__pyx_t_6)) __PYX_ERR(9, 48, __pyx_L1_error)
     __Pyx_GOTREF(__pyx_t_6);
-    __pyx_t_17 = __Pyx_PyLong_As_int64_t(__pyx_t_6); if (unlikely((__pyx_t_17 == ((int64_t)-1)) && PyErr_Occurred())) __PYX_ERR(8, 48, __pyx_L1_error)
+    __pyx_t_17 = __Pyx_PyLong_As_int64_t(__pyx_t_6); if (unlikely((__pyx_t_17 == ((int64_t)-1)) && PyErr_Occurred())) __PYX_ERR(9, 48, __pyx_L1_error)
     __Pyx_DECREF(__pyx_t_6); __pyx_t_6 = 0;
     __pyx_v_o.kv_len = __pyx_t_17;
 
@@ -15470,7 +17395,7 @@ static PyObject *__pyx_pf_6mtlinv_7_native_14sdpa(CYTHON_UNUSED PyObject *__pyx_
           PyGILState_STATE __pyx_gilstate_save = __Pyx_PyGILState_Ensure();
           mtlinv_py::raise_py_error(); if (!PyErr_Occurred())PyErr_SetString(PyExc_RuntimeError, "Error converting c++ exception.");
           __Pyx_PyGILState_Release(__pyx_gilstate_save);
-          __PYX_ERR(8, 51, __pyx_L11_error)
+          __PYX_ERR(9, 51, __pyx_L11_error)
         }
         __pyx_v_out = __PYX_STD_MOVE_IF_SUPPORTED(__pyx_t_18);
       }
@@ -15504,7 +17429,7 @@ static PyObject *__pyx_pf_6mtlinv_7_native_14sdpa(CYTHON_UNUSED PyObject *__pyx_
  * 
  * 
 */
-  __pyx_t_6 = ((PyObject *)__pyx_f_6mtlinv_7_native__wrap(__pyx_v_out)); if (unlikely(!__pyx_t_6)) __PYX_ERR(8, 52, __pyx_L1_error)
+  __pyx_t_6 = ((PyObject *)__pyx_f_6mtlinv_7_native__wrap(__pyx_v_out)); if (unlikely(!__pyx_t_6)) __PYX_ERR(9, 52, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_6);
   {
     PyObject *__pyx_temp;
@@ -15595,35 +17520,35 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
   {
     PyObject ** const __pyx_pyargnames[] = {&__pyx_mstate_global->__pyx_n_u_head_dim,&__pyx_mstate_global->__pyx_n_u_dtype,0};
     const Py_ssize_t __pyx_kwds_len = (__pyx_kwds) ? __Pyx_NumKwargs_FASTCALL(__pyx_kwds) : 0;
-    if (unlikely(__pyx_kwds_len < 0)) __PYX_ERR(8, 55, __pyx_L3_error)
+    if (unlikely(__pyx_kwds_len < 0)) __PYX_ERR(9, 55, __pyx_L3_error)
     if (__pyx_kwds_len > 0) {
       switch (__pyx_nargs) {
         case  2:
         values[1] = __Pyx_ArgRef_FASTCALL(__pyx_args, 1);
-        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[1])) __PYX_ERR(8, 55, __pyx_L3_error)
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[1])) __PYX_ERR(9, 55, __pyx_L3_error)
         CYTHON_FALLTHROUGH;
         case  1:
         values[0] = __Pyx_ArgRef_FASTCALL(__pyx_args, 0);
-        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(8, 55, __pyx_L3_error)
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(9, 55, __pyx_L3_error)
         CYTHON_FALLTHROUGH;
         case  0: break;
         default: goto __pyx_L5_argtuple_error;
       }
       const Py_ssize_t kwd_pos_args = __pyx_nargs;
-      if (__Pyx_ParseKeywords(__pyx_kwds, __pyx_kwvalues, __pyx_pyargnames, 0, values, kwd_pos_args, __pyx_kwds_len, "sdpa_chunk_keys", 0) < (0)) __PYX_ERR(8, 55, __pyx_L3_error)
+      if (__Pyx_ParseKeywords(__pyx_kwds, __pyx_kwvalues, __pyx_pyargnames, 0, values, kwd_pos_args, __pyx_kwds_len, "sdpa_chunk_keys", 0) < (0)) __PYX_ERR(9, 55, __pyx_L3_error)
       if (!values[1]) values[1] = __Pyx_NewRef(((PyObject *)((PyObject*)__pyx_mstate_global->__pyx_n_u_float32)));
       for (Py_ssize_t i = __pyx_nargs; i < 1; i++) {
-        if (unlikely(!values[i])) { __Pyx_RaiseArgtupleInvalid("sdpa_chunk_keys", 0, 1, 2, i); __PYX_ERR(8, 55, __pyx_L3_error) }
+        if (unlikely(!values[i])) { __Pyx_RaiseArgtupleInvalid("sdpa_chunk_keys", 0, 1, 2, i); __PYX_ERR(9, 55, __pyx_L3_error) }
       }
     } else {
       switch (__pyx_nargs) {
         case  2:
         values[1] = __Pyx_ArgRef_FASTCALL(__pyx_args, 1);
-        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[1])) __PYX_ERR(8, 55, __pyx_L3_error)
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[1])) __PYX_ERR(9, 55, __pyx_L3_error)
         CYTHON_FALLTHROUGH;
         case  1:
         values[0] = __Pyx_ArgRef_FASTCALL(__pyx_args, 0);
-        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(8, 55, __pyx_L3_error)
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(9, 55, __pyx_L3_error)
         break;
         default: goto __pyx_L5_argtuple_error;
       }
@@ -15634,7 +17559,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
   }
   goto __pyx_L6_skip;
   __pyx_L5_argtuple_error:;
-  __Pyx_RaiseArgtupleInvalid("sdpa_chunk_keys", 0, 1, 2, __pyx_nargs); __PYX_ERR(8, 55, __pyx_L3_error)
+  __Pyx_RaiseArgtupleInvalid("sdpa_chunk_keys", 0, 1, 2, __pyx_nargs); __PYX_ERR(9, 55, __pyx_L3_error)
   __pyx_L6_skip:;
   goto __pyx_L4_argument_unpacking_done;
   __pyx_L3_error:;
@@ -15681,11 +17606,11 @@ static PyObject *__pyx_pf_6mtlinv_7_native_16sdpa_chunk_keys(CYTHON_UNUSED PyObj
  * 
  * 
 */
-  __pyx_t_1 = __Pyx_PyLong_As_int64_t(__pyx_v_head_dim); if (unlikely((__pyx_t_1 == ((int64_t)-1)) && PyErr_Occurred())) __PYX_ERR(8, 57, __pyx_L1_error)
+  __pyx_t_1 = __Pyx_PyLong_As_int64_t(__pyx_v_head_dim); if (unlikely((__pyx_t_1 == ((int64_t)-1)) && PyErr_Occurred())) __PYX_ERR(9, 57, __pyx_L1_error)
   __pyx_t_5 = NULL;
-  __Pyx_GetModuleGlobalName(__pyx_t_6, __pyx_mstate_global->__pyx_n_u_np); if (unlikely(!__pyx_t_6)) __PYX_ERR(8, 57, __pyx_L1_error)
+  __Pyx_GetModuleGlobalName(__pyx_t_6, __pyx_mstate_global->__pyx_n_u_np); if (unlikely(!__pyx_t_6)) __PYX_ERR(9, 57, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_6);
-  __pyx_t_7 = __Pyx_PyObject_GetAttrStr(__pyx_t_6, __pyx_mstate_global->__pyx_n_u_dtype); if (unlikely(!__pyx_t_7)) __PYX_ERR(8, 57, __pyx_L1_error)
+  __pyx_t_7 = __Pyx_PyObject_GetAttrStr(__pyx_t_6, __pyx_mstate_global->__pyx_n_u_dtype); if (unlikely(!__pyx_t_7)) __PYX_ERR(9, 57, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_7);
   __Pyx_DECREF(__pyx_t_6); __pyx_t_6 = 0;
   __pyx_t_8 = 1;
@@ -15705,10 +17630,10 @@ static PyObject *__pyx_pf_6mtlinv_7_native_16sdpa_chunk_keys(CYTHON_UNUSED PyObj
     __pyx_t_4 = __Pyx_PyObject_FastCall((PyObject*)__pyx_t_7, __pyx_callargs+__pyx_t_8, (2-__pyx_t_8) | (__pyx_t_8*__Pyx_PY_VECTORCALL_ARGUMENTS_OFFSET));
     __Pyx_XDECREF(__pyx_t_5); __pyx_t_5 = 0;
     __Pyx_DECREF(__pyx_t_7); __pyx_t_7 = 0;
-    if (unlikely(!__pyx_t_4)) __PYX_ERR(8, 57, __pyx_L1_error)
+    if (unlikely(!__pyx_t_4)) __PYX_ERR(9, 57, __pyx_L1_error)
     __Pyx_GOTREF(__pyx_t_4);
   }
-  __pyx_t_7 = __Pyx_PyObject_GetAttrStr(__pyx_t_4, __pyx_mstate_global->__pyx_n_u_name); if (unlikely(!__pyx_t_7)) __PYX_ERR(8, 57, __pyx_L1_error)
+  __pyx_t_7 = __Pyx_PyObject_GetAttrStr(__pyx_t_4, __pyx_mstate_global->__pyx_n_u_name); if (unlikely(!__pyx_t_7)) __PYX_ERR(9, 57, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_7);
   __Pyx_DECREF(__pyx_t_4); __pyx_t_4 = 0;
   __pyx_t_3 = __pyx_t_7;
@@ -15719,25 +17644,25 @@ static PyObject *__pyx_pf_6mtlinv_7_native_16sdpa_chunk_keys(CYTHON_UNUSED PyObj
     __pyx_t_2 = __Pyx_PyObject_FastCallMethod((PyObject*)__pyx_mstate_global->__pyx_n_u_encode, __pyx_callargs+__pyx_t_8, (1-__pyx_t_8) | (1*__Pyx_PY_VECTORCALL_ARGUMENTS_OFFSET));
     __Pyx_XDECREF(__pyx_t_3); __pyx_t_3 = 0;
     __Pyx_DECREF(__pyx_t_7); __pyx_t_7 = 0;
-    if (unlikely(!__pyx_t_2)) __PYX_ERR(8, 57, __pyx_L1_error)
+    if (unlikely(!__pyx_t_2)) __PYX_ERR(9, 57, __pyx_L1_error)
     __Pyx_GOTREF(__pyx_t_2);
   }
-  __pyx_t_9 = __pyx_convert_string_from_py_6libcpp_6string_std__in_string(__pyx_t_2); if (unlikely(PyErr_Occurred())) __PYX_ERR(8, 57, __pyx_L1_error)
+  __pyx_t_9 = __pyx_convert_string_from_py_6libcpp_6string_std__in_string(__pyx_t_2); if (unlikely(PyErr_Occurred())) __PYX_ERR(9, 57, __pyx_L1_error)
   __Pyx_DECREF(__pyx_t_2); __pyx_t_2 = 0;
   try {
     __pyx_t_10 = mtlinv::dtype_from_name(__pyx_t_9);
   } catch(...) {
     mtlinv_py::raise_py_error(); if (!PyErr_Occurred())PyErr_SetString(PyExc_RuntimeError, "Error converting c++ exception.");
-    __PYX_ERR(8, 57, __pyx_L1_error)
+    __PYX_ERR(9, 57, __pyx_L1_error)
   }
 
   try {
     __pyx_t_11 = mtlinv::active_backend();
   } catch(...) {
     mtlinv_py::raise_py_error(); if (!PyErr_Occurred())PyErr_SetString(PyExc_RuntimeError, "Error converting c++ exception.");
-    __PYX_ERR(8, 57, __pyx_L1_error)
+    __PYX_ERR(9, 57, __pyx_L1_error)
   }
-  __pyx_t_2 = __Pyx_PyLong_From_uint32_t(mtlinv::sdpa_chunk_keys(__pyx_t_1, __pyx_t_10, __pyx_t_11->caps())); if (unlikely(!__pyx_t_2)) __PYX_ERR(8, 57, __pyx_L1_error)
+  __pyx_t_2 = __Pyx_PyLong_From_uint32_t(mtlinv::sdpa_chunk_keys(__pyx_t_1, __pyx_t_10, __pyx_t_11->caps())); if (unlikely(!__pyx_t_2)) __PYX_ERR(9, 57, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_2);
 
 
@@ -15835,13 +17760,13 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
   {
     PyObject ** const __pyx_pyargnames[] = {&__pyx_mstate_global->__pyx_n_u_q_len,&__pyx_mstate_global->__pyx_n_u_kv_len,&__pyx_mstate_global->__pyx_n_u_head_dim,&__pyx_mstate_global->__pyx_n_u_q_heads,&__pyx_mstate_global->__pyx_n_u_kv_heads,&__pyx_mstate_global->__pyx_n_u_batch,&__pyx_mstate_global->__pyx_n_u_capacity,&__pyx_mstate_global->__pyx_n_u_dtype,&__pyx_mstate_global->__pyx_n_u_causal,&__pyx_mstate_global->__pyx_n_u_aligned,&__pyx_mstate_global->__pyx_n_u_limit,0};
     const Py_ssize_t __pyx_kwds_len = (__pyx_kwds) ? __Pyx_NumKwargs_FASTCALL(__pyx_kwds) : 0;
-    if (unlikely(__pyx_kwds_len < 0)) __PYX_ERR(8, 60, __pyx_L3_error)
+    if (unlikely(__pyx_kwds_len < 0)) __PYX_ERR(9, 60, __pyx_L3_error)
     if (likely(__pyx_kwds_len > 0)) {
       switch (__pyx_nargs) {
         case  0: break;
         default: goto __pyx_L5_argtuple_error;
       }
-      if (__Pyx_ParseKeywords(__pyx_kwds, __pyx_kwvalues, __pyx_pyargnames, 0, values, 0, __pyx_kwds_len, "plan_sdpa", 0) < (0)) __PYX_ERR(8, 60, __pyx_L3_error)
+      if (__Pyx_ParseKeywords(__pyx_kwds, __pyx_kwvalues, __pyx_pyargnames, 0, values, 0, __pyx_kwds_len, "plan_sdpa", 0) < (0)) __PYX_ERR(9, 60, __pyx_L3_error)
       if (!values[2]) values[2] = __Pyx_NewRef(((PyObject *)((PyObject*)__pyx_mstate_global->__pyx_int_128)));
       if (!values[3]) values[3] = __Pyx_NewRef(((PyObject *)((PyObject*)__pyx_mstate_global->__pyx_int_1)));
       if (!values[4]) values[4] = __Pyx_NewRef(((PyObject *)((PyObject*)__pyx_mstate_global->__pyx_int_1)));
@@ -15860,12 +17785,12 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
       if (!values[9]) values[9] = __Pyx_NewRef(((PyObject *)((PyObject*)Py_True)));
       if (!values[10]) values[10] = __Pyx_NewRef(((PyObject *)Py_None));
       for (Py_ssize_t i = 0; i < 2; i++) {
-        if (unlikely(!values[i])) { __Pyx_RaiseKeywordRequired("plan_sdpa", *(__pyx_pyargnames[i - 0])); __PYX_ERR(8, 60, __pyx_L3_error) }
+        if (unlikely(!values[i])) { __Pyx_RaiseKeywordRequired("plan_sdpa", *(__pyx_pyargnames[i - 0])); __PYX_ERR(9, 60, __pyx_L3_error) }
       }
     } else if (unlikely(__pyx_nargs != 0)) {
       goto __pyx_L5_argtuple_error;
     } else {
-      __Pyx_RaiseKeywordRequired("plan_sdpa", __pyx_mstate_global->__pyx_n_u_q_len); __PYX_ERR(8, 60, __pyx_L3_error)
+      __Pyx_RaiseKeywordRequired("plan_sdpa", __pyx_mstate_global->__pyx_n_u_q_len); __PYX_ERR(9, 60, __pyx_L3_error)
     }
     __pyx_v_q_len = values[0];
     __pyx_v_kv_len = values[1];
@@ -15881,7 +17806,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
   }
   goto __pyx_L6_skip;
   __pyx_L5_argtuple_error:;
-  __Pyx_RaiseArgtupleInvalid("plan_sdpa", 1, 0, 0, __pyx_nargs); __PYX_ERR(8, 60, __pyx_L3_error)
+  __Pyx_RaiseArgtupleInvalid("plan_sdpa", 1, 0, 0, __pyx_nargs); __PYX_ERR(9, 60, __pyx_L3_error)
   __pyx_L6_skip:;
   goto __pyx_L4_argument_unpacking_done;
   __pyx_L3_error:;
@@ -15948,11 +17873,11 @@ static PyObject *__pyx_pf_6mtlinv_7_native_18plan_sdpa(CYTHON_UNUSED PyObject *_
  *     s.capacity = kv_len if capacity is None else capacity
  *     s.head_dim = head_dim
 */
-  __pyx_t_1 = __Pyx_PyLong_As_int64_t(__pyx_v_batch); if (unlikely((__pyx_t_1 == ((int64_t)-1)) && PyErr_Occurred())) __PYX_ERR(8, 64, __pyx_L1_error)
-  __pyx_t_2 = __Pyx_PyLong_As_int64_t(__pyx_v_q_heads); if (unlikely((__pyx_t_2 == ((int64_t)-1)) && PyErr_Occurred())) __PYX_ERR(8, 64, __pyx_L1_error)
-  __pyx_t_3 = __Pyx_PyLong_As_int64_t(__pyx_v_kv_heads); if (unlikely((__pyx_t_3 == ((int64_t)-1)) && PyErr_Occurred())) __PYX_ERR(8, 64, __pyx_L1_error)
-  __pyx_t_4 = __Pyx_PyLong_As_int64_t(__pyx_v_q_len); if (unlikely((__pyx_t_4 == ((int64_t)-1)) && PyErr_Occurred())) __PYX_ERR(8, 64, __pyx_L1_error)
-  __pyx_t_5 = __Pyx_PyLong_As_int64_t(__pyx_v_kv_len); if (unlikely((__pyx_t_5 == ((int64_t)-1)) && PyErr_Occurred())) __PYX_ERR(8, 64, __pyx_L1_error)
+  __pyx_t_1 = __Pyx_PyLong_As_int64_t(__pyx_v_batch); if (unlikely((__pyx_t_1 == ((int64_t)-1)) && PyErr_Occurred())) __PYX_ERR(9, 64, __pyx_L1_error)
+  __pyx_t_2 = __Pyx_PyLong_As_int64_t(__pyx_v_q_heads); if (unlikely((__pyx_t_2 == ((int64_t)-1)) && PyErr_Occurred())) __PYX_ERR(9, 64, __pyx_L1_error)
+  __pyx_t_3 = __Pyx_PyLong_As_int64_t(__pyx_v_kv_heads); if (unlikely((__pyx_t_3 == ((int64_t)-1)) && PyErr_Occurred())) __PYX_ERR(9, 64, __pyx_L1_error)
+  __pyx_t_4 = __Pyx_PyLong_As_int64_t(__pyx_v_q_len); if (unlikely((__pyx_t_4 == ((int64_t)-1)) && PyErr_Occurred())) __PYX_ERR(9, 64, __pyx_L1_error)
+  __pyx_t_5 = __Pyx_PyLong_As_int64_t(__pyx_v_kv_len); if (unlikely((__pyx_t_5 == ((int64_t)-1)) && PyErr_Occurred())) __PYX_ERR(9, 64, __pyx_L1_error)
   __pyx_v_s.batch = __pyx_t_1;
   __pyx_v_s.q_heads = __pyx_t_2;
   __pyx_v_s.kv_heads = __pyx_t_3;
@@ -15968,10 +17893,10 @@ static PyObject *__pyx_pf_6mtlinv_7_native_18plan_sdpa(CYTHON_UNUSED PyObject *_
 */
   __pyx_t_6 = (__pyx_v_capacity == Py_None);
   if (__pyx_t_6) {
-    __pyx_t_4 = __Pyx_PyLong_As_int64_t(__pyx_v_kv_len); if (unlikely((__pyx_t_4 == ((int64_t)-1)) && PyErr_Occurred())) __PYX_ERR(8, 65, __pyx_L1_error)
+    __pyx_t_4 = __Pyx_PyLong_As_int64_t(__pyx_v_kv_len); if (unlikely((__pyx_t_4 == ((int64_t)-1)) && PyErr_Occurred())) __PYX_ERR(9, 65, __pyx_L1_error)
     __pyx_t_5 = __pyx_t_4;
   } else {
-    __pyx_t_4 = __Pyx_PyLong_As_int64_t(__pyx_v_capacity); if (unlikely((__pyx_t_4 == ((int64_t)-1)) && PyErr_Occurred())) __PYX_ERR(8, 65, __pyx_L1_error)
+    __pyx_t_4 = __Pyx_PyLong_As_int64_t(__pyx_v_capacity); if (unlikely((__pyx_t_4 == ((int64_t)-1)) && PyErr_Occurred())) __PYX_ERR(9, 65, __pyx_L1_error)
     __pyx_t_5 = __pyx_t_4;
   }
 
@@ -15984,7 +17909,7 @@ static PyObject *__pyx_pf_6mtlinv_7_native_18plan_sdpa(CYTHON_UNUSED PyObject *_
  *     s.dtype = dtype_from_name(np.dtype(dtype).name.encode())
  *     s.causal = causal
 */
-  __pyx_t_5 = __Pyx_PyLong_As_int64_t(__pyx_v_head_dim); if (unlikely((__pyx_t_5 == ((int64_t)-1)) && PyErr_Occurred())) __PYX_ERR(8, 66, __pyx_L1_error)
+  __pyx_t_5 = __Pyx_PyLong_As_int64_t(__pyx_v_head_dim); if (unlikely((__pyx_t_5 == ((int64_t)-1)) && PyErr_Occurred())) __PYX_ERR(9, 66, __pyx_L1_error)
   __pyx_v_s.head_dim = __pyx_t_5;
 
   /* "pyx/sdpa.pxi":67
@@ -15995,9 +17920,9 @@ static PyObject *__pyx_pf_6mtlinv_7_native_18plan_sdpa(CYTHON_UNUSED PyObject *_
  *     s.scale = head_dim ** -0.5
 */
   __pyx_t_10 = NULL;
-  __Pyx_GetModuleGlobalName(__pyx_t_11, __pyx_mstate_global->__pyx_n_u_np); if (unlikely(!__pyx_t_11)) __PYX_ERR(8, 67, __pyx_L1_error)
+  __Pyx_GetModuleGlobalName(__pyx_t_11, __pyx_mstate_global->__pyx_n_u_np); if (unlikely(!__pyx_t_11)) __PYX_ERR(9, 67, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_11);
-  __pyx_t_12 = __Pyx_PyObject_GetAttrStr(__pyx_t_11, __pyx_mstate_global->__pyx_n_u_dtype); if (unlikely(!__pyx_t_12)) __PYX_ERR(8, 67, __pyx_L1_error)
+  __pyx_t_12 = __Pyx_PyObject_GetAttrStr(__pyx_t_11, __pyx_mstate_global->__pyx_n_u_dtype); if (unlikely(!__pyx_t_12)) __PYX_ERR(9, 67, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_12);
   __Pyx_DECREF(__pyx_t_11); __pyx_t_11 = 0;
   __pyx_t_13 = 1;
@@ -16017,10 +17942,10 @@ static PyObject *__pyx_pf_6mtlinv_7_native_18plan_sdpa(CYTHON_UNUSED PyObject *_
     __pyx_t_9 = __Pyx_PyObject_FastCall((PyObject*)__pyx_t_12, __pyx_callargs+__pyx_t_13, (2-__pyx_t_13) | (__pyx_t_13*__Pyx_PY_VECTORCALL_ARGUMENTS_OFFSET));
     __Pyx_XDECREF(__pyx_t_10); __pyx_t_10 = 0;
     __Pyx_DECREF(__pyx_t_12); __pyx_t_12 = 0;
-    if (unlikely(!__pyx_t_9)) __PYX_ERR(8, 67, __pyx_L1_error)
+    if (unlikely(!__pyx_t_9)) __PYX_ERR(9, 67, __pyx_L1_error)
     __Pyx_GOTREF(__pyx_t_9);
   }
-  __pyx_t_12 = __Pyx_PyObject_GetAttrStr(__pyx_t_9, __pyx_mstate_global->__pyx_n_u_name); if (unlikely(!__pyx_t_12)) __PYX_ERR(8, 67, __pyx_L1_error)
+  __pyx_t_12 = __Pyx_PyObject_GetAttrStr(__pyx_t_9, __pyx_mstate_global->__pyx_n_u_name); if (unlikely(!__pyx_t_12)) __PYX_ERR(9, 67, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_12);
   __Pyx_DECREF(__pyx_t_9); __pyx_t_9 = 0;
   __pyx_t_8 = __pyx_t_12;
@@ -16031,16 +17956,16 @@ static PyObject *__pyx_pf_6mtlinv_7_native_18plan_sdpa(CYTHON_UNUSED PyObject *_
     __pyx_t_7 = __Pyx_PyObject_FastCallMethod((PyObject*)__pyx_mstate_global->__pyx_n_u_encode, __pyx_callargs+__pyx_t_13, (1-__pyx_t_13) | (1*__Pyx_PY_VECTORCALL_ARGUMENTS_OFFSET));
     __Pyx_XDECREF(__pyx_t_8); __pyx_t_8 = 0;
     __Pyx_DECREF(__pyx_t_12); __pyx_t_12 = 0;
-    if (unlikely(!__pyx_t_7)) __PYX_ERR(8, 67, __pyx_L1_error)
+    if (unlikely(!__pyx_t_7)) __PYX_ERR(9, 67, __pyx_L1_error)
     __Pyx_GOTREF(__pyx_t_7);
   }
-  __pyx_t_14 = __pyx_convert_string_from_py_6libcpp_6string_std__in_string(__pyx_t_7); if (unlikely(PyErr_Occurred())) __PYX_ERR(8, 67, __pyx_L1_error)
+  __pyx_t_14 = __pyx_convert_string_from_py_6libcpp_6string_std__in_string(__pyx_t_7); if (unlikely(PyErr_Occurred())) __PYX_ERR(9, 67, __pyx_L1_error)
   __Pyx_DECREF(__pyx_t_7); __pyx_t_7 = 0;
   try {
     __pyx_t_15 = mtlinv::dtype_from_name(__pyx_t_14);
   } catch(...) {
     mtlinv_py::raise_py_error(); if (!PyErr_Occurred())PyErr_SetString(PyExc_RuntimeError, "Error converting c++ exception.");
-    __PYX_ERR(8, 67, __pyx_L1_error)
+    __PYX_ERR(9, 67, __pyx_L1_error)
   }
 
   __pyx_v_s.dtype = __pyx_t_15;
@@ -16052,7 +17977,7 @@ static PyObject *__pyx_pf_6mtlinv_7_native_18plan_sdpa(CYTHON_UNUSED PyObject *_
  *     s.scale = head_dim ** -0.5
  *     s.aligned = aligned
 */
-  __pyx_t_16 = __Pyx_PyObject_IsTrue(__pyx_v_causal); if (unlikely((__pyx_t_16 == ((bool)-1)) && PyErr_Occurred())) __PYX_ERR(8, 68, __pyx_L1_error)
+  __pyx_t_16 = __Pyx_PyObject_IsTrue(__pyx_v_causal); if (unlikely((__pyx_t_16 == ((bool)-1)) && PyErr_Occurred())) __PYX_ERR(9, 68, __pyx_L1_error)
   __pyx_v_s.causal = __pyx_t_16;
 
   /* "pyx/sdpa.pxi":69
@@ -16062,9 +17987,9 @@ static PyObject *__pyx_pf_6mtlinv_7_native_18plan_sdpa(CYTHON_UNUSED PyObject *_
  *     s.aligned = aligned
  *     cdef CPlan p = c_plan_sdpa(s, c_get_limit() if limit is None else limit, c_active_backend().caps())
 */
-  __pyx_t_7 = PyNumber_Power(__pyx_v_head_dim, __pyx_mstate_global->__pyx_float_neg_0_5, Py_None); if (unlikely(!__pyx_t_7)) __PYX_ERR(8, 69, __pyx_L1_error)
+  __pyx_t_7 = PyNumber_Power(__pyx_v_head_dim, __pyx_mstate_global->__pyx_float_neg_0_5, Py_None); if (unlikely(!__pyx_t_7)) __PYX_ERR(9, 69, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_7);
-  __pyx_t_17 = __Pyx_PyFloat_AsFloat(__pyx_t_7); if (unlikely((__pyx_t_17 == (float)-1) && PyErr_Occurred())) __PYX_ERR(8, 69, __pyx_L1_error)
+  __pyx_t_17 = __Pyx_PyFloat_AsFloat(__pyx_t_7); if (unlikely((__pyx_t_17 == (float)-1) && PyErr_Occurred())) __PYX_ERR(9, 69, __pyx_L1_error)
   __Pyx_DECREF(__pyx_t_7); __pyx_t_7 = 0;
   __pyx_v_s.scale = __pyx_t_17;
 
@@ -16075,7 +18000,7 @@ static PyObject *__pyx_pf_6mtlinv_7_native_18plan_sdpa(CYTHON_UNUSED PyObject *_
  *     cdef CPlan p = c_plan_sdpa(s, c_get_limit() if limit is None else limit, c_active_backend().caps())
  *     return {"canonical": p.canonical, "launches": _launches(p), "scratch_bytes": list(p.scratch_bytes)}
 */
-  __pyx_t_16 = __Pyx_PyObject_IsTrue(__pyx_v_aligned); if (unlikely((__pyx_t_16 == ((bool)-1)) && PyErr_Occurred())) __PYX_ERR(8, 70, __pyx_L1_error)
+  __pyx_t_16 = __Pyx_PyObject_IsTrue(__pyx_v_aligned); if (unlikely((__pyx_t_16 == ((bool)-1)) && PyErr_Occurred())) __PYX_ERR(9, 70, __pyx_L1_error)
   __pyx_v_s.aligned = __pyx_t_16;
 
   /* "pyx/sdpa.pxi":71
@@ -16089,7 +18014,7 @@ static PyObject *__pyx_pf_6mtlinv_7_native_18plan_sdpa(CYTHON_UNUSED PyObject *_
 
     __pyx_t_18 = mtlinv::get_limit();
   } else {
-    __pyx_t_19 = __Pyx_PyLong_As_int(__pyx_v_limit); if (unlikely((__pyx_t_19 == (int)-1) && PyErr_Occurred())) __PYX_ERR(8, 71, __pyx_L1_error)
+    __pyx_t_19 = __Pyx_PyLong_As_int(__pyx_v_limit); if (unlikely((__pyx_t_19 == (int)-1) && PyErr_Occurred())) __PYX_ERR(9, 71, __pyx_L1_error)
     __pyx_t_18 = __pyx_t_19;
   }
 
@@ -16097,13 +18022,13 @@ static PyObject *__pyx_pf_6mtlinv_7_native_18plan_sdpa(CYTHON_UNUSED PyObject *_
     __pyx_t_20 = mtlinv::active_backend();
   } catch(...) {
     mtlinv_py::raise_py_error(); if (!PyErr_Occurred())PyErr_SetString(PyExc_RuntimeError, "Error converting c++ exception.");
-    __PYX_ERR(8, 71, __pyx_L1_error)
+    __PYX_ERR(9, 71, __pyx_L1_error)
   }
   try {
     __pyx_t_21 = mtlinv::plan_sdpa(__pyx_v_s, __pyx_t_18, __pyx_t_20->caps());
   } catch(...) {
     mtlinv_py::raise_py_error(); if (!PyErr_Occurred())PyErr_SetString(PyExc_RuntimeError, "Error converting c++ exception.");
-    __PYX_ERR(8, 71, __pyx_L1_error)
+    __PYX_ERR(9, 71, __pyx_L1_error)
   }
 
 
@@ -16114,22 +18039,22 @@ static PyObject *__pyx_pf_6mtlinv_7_native_18plan_sdpa(CYTHON_UNUSED PyObject *_
  *     cdef CPlan p = c_plan_sdpa(s, c_get_limit() if limit is None else limit, c_active_backend().caps())
  *     return {"canonical": p.canonical, "launches": _launches(p), "scratch_bytes": list(p.scratch_bytes)}             # <<<<<<<<<<<<<<
 */
-  __pyx_t_7 = __Pyx_PyDict_NewPresized(3); if (unlikely(!__pyx_t_7)) __PYX_ERR(8, 72, __pyx_L1_error)
+  __pyx_t_7 = __Pyx_PyDict_NewPresized(3); if (unlikely(!__pyx_t_7)) __PYX_ERR(9, 72, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_7);
-  __pyx_t_12 = __Pyx_PyBool_FromLong(__pyx_v_p.canonical); if (unlikely(!__pyx_t_12)) __PYX_ERR(8, 72, __pyx_L1_error)
+  __pyx_t_12 = __Pyx_PyBool_FromLong(__pyx_v_p.canonical); if (unlikely(!__pyx_t_12)) __PYX_ERR(9, 72, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_12);
-  if (PyDict_SetItem(__pyx_t_7, __pyx_mstate_global->__pyx_n_u_canonical, __pyx_t_12) < (0)) __PYX_ERR(8, 72, __pyx_L1_error)
+  if (PyDict_SetItem(__pyx_t_7, __pyx_mstate_global->__pyx_n_u_canonical, __pyx_t_12) < (0)) __PYX_ERR(9, 72, __pyx_L1_error)
   __Pyx_DECREF(__pyx_t_12); __pyx_t_12 = 0;
-  __pyx_t_12 = __pyx_f_6mtlinv_7_native__launches(__pyx_v_p); if (unlikely(!__pyx_t_12)) __PYX_ERR(8, 72, __pyx_L1_error)
+  __pyx_t_12 = __pyx_f_6mtlinv_7_native__launches(__pyx_v_p); if (unlikely(!__pyx_t_12)) __PYX_ERR(9, 72, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_12);
-  if (PyDict_SetItem(__pyx_t_7, __pyx_mstate_global->__pyx_n_u_launches, __pyx_t_12) < (0)) __PYX_ERR(8, 72, __pyx_L1_error)
+  if (PyDict_SetItem(__pyx_t_7, __pyx_mstate_global->__pyx_n_u_launches, __pyx_t_12) < (0)) __PYX_ERR(9, 72, __pyx_L1_error)
   __Pyx_DECREF(__pyx_t_12); __pyx_t_12 = 0;
-  __pyx_t_12 = __pyx_convert_vector_to_py_size_t(__pyx_v_p.scratch_bytes); if (unlikely(!__pyx_t_12)) __PYX_ERR(8, 72, __pyx_L1_error)
+  __pyx_t_12 = __pyx_convert_vector_to_py_size_t(__pyx_v_p.scratch_bytes); if (unlikely(!__pyx_t_12)) __PYX_ERR(9, 72, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_12);
-  __pyx_t_8 = __Pyx_PySequence_ListKeepNew(__pyx_t_12); if (unlikely(!__pyx_t_8)) __PYX_ERR(8, 72, __pyx_L1_error)
+  __pyx_t_8 = __Pyx_PySequence_ListKeepNew(__pyx_t_12); if (unlikely(!__pyx_t_8)) __PYX_ERR(9, 72, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_8);
   __Pyx_DECREF(__pyx_t_12); __pyx_t_12 = 0;
-  if (PyDict_SetItem(__pyx_t_7, __pyx_mstate_global->__pyx_n_u_scratch_bytes, __pyx_t_8) < (0)) __PYX_ERR(8, 72, __pyx_L1_error)
+  if (PyDict_SetItem(__pyx_t_7, __pyx_mstate_global->__pyx_n_u_scratch_bytes, __pyx_t_8) < (0)) __PYX_ERR(9, 72, __pyx_L1_error)
   __Pyx_DECREF(__pyx_t_8); __pyx_t_8 = 0;
   {
     PyObject *__pyx_temp;
@@ -16217,39 +18142,39 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
   {
     PyObject ** const __pyx_pyargnames[] = {&__pyx_mstate_global->__pyx_n_u_a,&__pyx_mstate_global->__pyx_n_u_b,0};
     const Py_ssize_t __pyx_kwds_len = (__pyx_kwds) ? __Pyx_NumKwargs_FASTCALL(__pyx_kwds) : 0;
-    if (unlikely(__pyx_kwds_len < 0)) __PYX_ERR(9, 14, __pyx_L3_error)
+    if (unlikely(__pyx_kwds_len < 0)) __PYX_ERR(10, 14, __pyx_L3_error)
     if (__pyx_kwds_len > 0) {
       switch (__pyx_nargs) {
         case  2:
         values[1] = __Pyx_ArgRef_FASTCALL(__pyx_args, 1);
-        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[1])) __PYX_ERR(9, 14, __pyx_L3_error)
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[1])) __PYX_ERR(10, 14, __pyx_L3_error)
         CYTHON_FALLTHROUGH;
         case  1:
         values[0] = __Pyx_ArgRef_FASTCALL(__pyx_args, 0);
-        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(9, 14, __pyx_L3_error)
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(10, 14, __pyx_L3_error)
         CYTHON_FALLTHROUGH;
         case  0: break;
         default: goto __pyx_L5_argtuple_error;
       }
       const Py_ssize_t kwd_pos_args = __pyx_nargs;
-      if (__Pyx_ParseKeywords(__pyx_kwds, __pyx_kwvalues, __pyx_pyargnames, 0, values, kwd_pos_args, __pyx_kwds_len, "add", 0) < (0)) __PYX_ERR(9, 14, __pyx_L3_error)
+      if (__Pyx_ParseKeywords(__pyx_kwds, __pyx_kwvalues, __pyx_pyargnames, 0, values, kwd_pos_args, __pyx_kwds_len, "add", 0) < (0)) __PYX_ERR(10, 14, __pyx_L3_error)
       for (Py_ssize_t i = __pyx_nargs; i < 2; i++) {
-        if (unlikely(!values[i])) { __Pyx_RaiseArgtupleInvalid("add", 1, 2, 2, i); __PYX_ERR(9, 14, __pyx_L3_error) }
+        if (unlikely(!values[i])) { __Pyx_RaiseArgtupleInvalid("add", 1, 2, 2, i); __PYX_ERR(10, 14, __pyx_L3_error) }
       }
     } else if (unlikely(__pyx_nargs != 2)) {
       goto __pyx_L5_argtuple_error;
     } else {
       values[0] = __Pyx_ArgRef_FASTCALL(__pyx_args, 0);
-      if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(9, 14, __pyx_L3_error)
+      if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(10, 14, __pyx_L3_error)
       values[1] = __Pyx_ArgRef_FASTCALL(__pyx_args, 1);
-      if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[1])) __PYX_ERR(9, 14, __pyx_L3_error)
+      if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[1])) __PYX_ERR(10, 14, __pyx_L3_error)
     }
     __pyx_v_a = values[0];
     __pyx_v_b = values[1];
   }
   goto __pyx_L6_skip;
   __pyx_L5_argtuple_error:;
-  __Pyx_RaiseArgtupleInvalid("add", 1, 2, 2, __pyx_nargs); __PYX_ERR(9, 14, __pyx_L3_error)
+  __Pyx_RaiseArgtupleInvalid("add", 1, 2, 2, __pyx_nargs); __PYX_ERR(10, 14, __pyx_L3_error)
   __pyx_L6_skip:;
   goto __pyx_L4_argument_unpacking_done;
   __pyx_L3_error:;
@@ -16290,11 +18215,11 @@ static PyObject *__pyx_pf_6mtlinv_7_native_20add(CYTHON_UNUSED PyObject *__pyx_s
  *     cdef CTensor out
  *     with nogil:
 */
-  __pyx_t_1 = ((PyObject *)__pyx_f_6mtlinv_7_native__operand(__pyx_v_a, __pyx_mstate_global->__pyx_n_u_a, __pyx_mstate_global->__pyx_n_u_add)); if (unlikely(!__pyx_t_1)) __PYX_ERR(9, 16, __pyx_L1_error)
+  __pyx_t_1 = ((PyObject *)__pyx_f_6mtlinv_7_native__operand(__pyx_v_a, __pyx_mstate_global->__pyx_n_u_a, __pyx_mstate_global->__pyx_n_u_add)); if (unlikely(!__pyx_t_1)) __PYX_ERR(10, 16, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_1);
   __pyx_v_ta = ((struct __pyx_obj_6mtlinv_7_native_Tensor *)__pyx_t_1);
   __pyx_t_1 = 0;
-  __pyx_t_1 = ((PyObject *)__pyx_f_6mtlinv_7_native__operand(__pyx_v_b, __pyx_mstate_global->__pyx_n_u_b, __pyx_mstate_global->__pyx_n_u_add)); if (unlikely(!__pyx_t_1)) __PYX_ERR(9, 16, __pyx_L1_error)
+  __pyx_t_1 = ((PyObject *)__pyx_f_6mtlinv_7_native__operand(__pyx_v_b, __pyx_mstate_global->__pyx_n_u_b, __pyx_mstate_global->__pyx_n_u_add)); if (unlikely(!__pyx_t_1)) __PYX_ERR(10, 16, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_1);
   __pyx_v_tb = ((struct __pyx_obj_6mtlinv_7_native_Tensor *)__pyx_t_1);
   __pyx_t_1 = 0;
@@ -16325,7 +18250,7 @@ static PyObject *__pyx_pf_6mtlinv_7_native_20add(CYTHON_UNUSED PyObject *__pyx_s
           PyGILState_STATE __pyx_gilstate_save = __Pyx_PyGILState_Ensure();
           mtlinv_py::raise_py_error(); if (!PyErr_Occurred())PyErr_SetString(PyExc_RuntimeError, "Error converting c++ exception.");
           __Pyx_PyGILState_Release(__pyx_gilstate_save);
-          __PYX_ERR(9, 19, __pyx_L4_error)
+          __PYX_ERR(10, 19, __pyx_L4_error)
         }
         __pyx_v_out = __PYX_STD_MOVE_IF_SUPPORTED(__pyx_t_2);
       }
@@ -16359,7 +18284,7 @@ static PyObject *__pyx_pf_6mtlinv_7_native_20add(CYTHON_UNUSED PyObject *__pyx_s
  * 
  * 
 */
-  __pyx_t_1 = ((PyObject *)__pyx_f_6mtlinv_7_native__wrap(__pyx_v_out)); if (unlikely(!__pyx_t_1)) __PYX_ERR(9, 20, __pyx_L1_error)
+  __pyx_t_1 = ((PyObject *)__pyx_f_6mtlinv_7_native__wrap(__pyx_v_out)); if (unlikely(!__pyx_t_1)) __PYX_ERR(10, 20, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_1);
   {
     PyObject *__pyx_temp;
@@ -16443,39 +18368,39 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
   {
     PyObject ** const __pyx_pyargnames[] = {&__pyx_mstate_global->__pyx_n_u_gate,&__pyx_mstate_global->__pyx_n_u_up,0};
     const Py_ssize_t __pyx_kwds_len = (__pyx_kwds) ? __Pyx_NumKwargs_FASTCALL(__pyx_kwds) : 0;
-    if (unlikely(__pyx_kwds_len < 0)) __PYX_ERR(9, 23, __pyx_L3_error)
+    if (unlikely(__pyx_kwds_len < 0)) __PYX_ERR(10, 23, __pyx_L3_error)
     if (__pyx_kwds_len > 0) {
       switch (__pyx_nargs) {
         case  2:
         values[1] = __Pyx_ArgRef_FASTCALL(__pyx_args, 1);
-        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[1])) __PYX_ERR(9, 23, __pyx_L3_error)
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[1])) __PYX_ERR(10, 23, __pyx_L3_error)
         CYTHON_FALLTHROUGH;
         case  1:
         values[0] = __Pyx_ArgRef_FASTCALL(__pyx_args, 0);
-        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(9, 23, __pyx_L3_error)
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(10, 23, __pyx_L3_error)
         CYTHON_FALLTHROUGH;
         case  0: break;
         default: goto __pyx_L5_argtuple_error;
       }
       const Py_ssize_t kwd_pos_args = __pyx_nargs;
-      if (__Pyx_ParseKeywords(__pyx_kwds, __pyx_kwvalues, __pyx_pyargnames, 0, values, kwd_pos_args, __pyx_kwds_len, "swiglu", 0) < (0)) __PYX_ERR(9, 23, __pyx_L3_error)
+      if (__Pyx_ParseKeywords(__pyx_kwds, __pyx_kwvalues, __pyx_pyargnames, 0, values, kwd_pos_args, __pyx_kwds_len, "swiglu", 0) < (0)) __PYX_ERR(10, 23, __pyx_L3_error)
       for (Py_ssize_t i = __pyx_nargs; i < 2; i++) {
-        if (unlikely(!values[i])) { __Pyx_RaiseArgtupleInvalid("swiglu", 1, 2, 2, i); __PYX_ERR(9, 23, __pyx_L3_error) }
+        if (unlikely(!values[i])) { __Pyx_RaiseArgtupleInvalid("swiglu", 1, 2, 2, i); __PYX_ERR(10, 23, __pyx_L3_error) }
       }
     } else if (unlikely(__pyx_nargs != 2)) {
       goto __pyx_L5_argtuple_error;
     } else {
       values[0] = __Pyx_ArgRef_FASTCALL(__pyx_args, 0);
-      if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(9, 23, __pyx_L3_error)
+      if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(10, 23, __pyx_L3_error)
       values[1] = __Pyx_ArgRef_FASTCALL(__pyx_args, 1);
-      if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[1])) __PYX_ERR(9, 23, __pyx_L3_error)
+      if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[1])) __PYX_ERR(10, 23, __pyx_L3_error)
     }
     __pyx_v_gate = values[0];
     __pyx_v_up = values[1];
   }
   goto __pyx_L6_skip;
   __pyx_L5_argtuple_error:;
-  __Pyx_RaiseArgtupleInvalid("swiglu", 1, 2, 2, __pyx_nargs); __PYX_ERR(9, 23, __pyx_L3_error)
+  __Pyx_RaiseArgtupleInvalid("swiglu", 1, 2, 2, __pyx_nargs); __PYX_ERR(10, 23, __pyx_L3_error)
   __pyx_L6_skip:;
   goto __pyx_L4_argument_unpacking_done;
   __pyx_L3_error:;
@@ -16516,11 +18441,11 @@ static PyObject *__pyx_pf_6mtlinv_7_native_22swiglu(CYTHON_UNUSED PyObject *__py
  *     cdef CTensor out
  *     with nogil:
 */
-  __pyx_t_1 = ((PyObject *)__pyx_f_6mtlinv_7_native__operand(__pyx_v_gate, __pyx_mstate_global->__pyx_n_u_gate, __pyx_mstate_global->__pyx_n_u_swiglu)); if (unlikely(!__pyx_t_1)) __PYX_ERR(9, 25, __pyx_L1_error)
+  __pyx_t_1 = ((PyObject *)__pyx_f_6mtlinv_7_native__operand(__pyx_v_gate, __pyx_mstate_global->__pyx_n_u_gate, __pyx_mstate_global->__pyx_n_u_swiglu)); if (unlikely(!__pyx_t_1)) __PYX_ERR(10, 25, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_1);
   __pyx_v_tg = ((struct __pyx_obj_6mtlinv_7_native_Tensor *)__pyx_t_1);
   __pyx_t_1 = 0;
-  __pyx_t_1 = ((PyObject *)__pyx_f_6mtlinv_7_native__operand(__pyx_v_up, __pyx_mstate_global->__pyx_n_u_up, __pyx_mstate_global->__pyx_n_u_swiglu)); if (unlikely(!__pyx_t_1)) __PYX_ERR(9, 25, __pyx_L1_error)
+  __pyx_t_1 = ((PyObject *)__pyx_f_6mtlinv_7_native__operand(__pyx_v_up, __pyx_mstate_global->__pyx_n_u_up, __pyx_mstate_global->__pyx_n_u_swiglu)); if (unlikely(!__pyx_t_1)) __PYX_ERR(10, 25, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_1);
   __pyx_v_tu = ((struct __pyx_obj_6mtlinv_7_native_Tensor *)__pyx_t_1);
   __pyx_t_1 = 0;
@@ -16551,7 +18476,7 @@ static PyObject *__pyx_pf_6mtlinv_7_native_22swiglu(CYTHON_UNUSED PyObject *__py
           PyGILState_STATE __pyx_gilstate_save = __Pyx_PyGILState_Ensure();
           mtlinv_py::raise_py_error(); if (!PyErr_Occurred())PyErr_SetString(PyExc_RuntimeError, "Error converting c++ exception.");
           __Pyx_PyGILState_Release(__pyx_gilstate_save);
-          __PYX_ERR(9, 28, __pyx_L4_error)
+          __PYX_ERR(10, 28, __pyx_L4_error)
         }
         __pyx_v_out = __PYX_STD_MOVE_IF_SUPPORTED(__pyx_t_2);
       }
@@ -16585,7 +18510,7 @@ static PyObject *__pyx_pf_6mtlinv_7_native_22swiglu(CYTHON_UNUSED PyObject *__py
  * 
  * 
 */
-  __pyx_t_1 = ((PyObject *)__pyx_f_6mtlinv_7_native__wrap(__pyx_v_out)); if (unlikely(!__pyx_t_1)) __PYX_ERR(9, 29, __pyx_L1_error)
+  __pyx_t_1 = ((PyObject *)__pyx_f_6mtlinv_7_native__wrap(__pyx_v_out)); if (unlikely(!__pyx_t_1)) __PYX_ERR(10, 29, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_1);
   {
     PyObject *__pyx_temp;
@@ -16673,88 +18598,88 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
   {
     PyObject ** const __pyx_pyargnames[] = {&__pyx_mstate_global->__pyx_n_u_x,&__pyx_mstate_global->__pyx_n_u_dst,&__pyx_mstate_global->__pyx_n_u_seq_offset,&__pyx_mstate_global->__pyx_n_u_start_pos,&__pyx_mstate_global->__pyx_n_u_rotate,&__pyx_mstate_global->__pyx_n_u_base,0};
     const Py_ssize_t __pyx_kwds_len = (__pyx_kwds) ? __Pyx_NumKwargs_FASTCALL(__pyx_kwds) : 0;
-    if (unlikely(__pyx_kwds_len < 0)) __PYX_ERR(9, 32, __pyx_L3_error)
+    if (unlikely(__pyx_kwds_len < 0)) __PYX_ERR(10, 32, __pyx_L3_error)
     if (__pyx_kwds_len > 0) {
       switch (__pyx_nargs) {
         case  6:
         values[5] = __Pyx_ArgRef_FASTCALL(__pyx_args, 5);
-        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[5])) __PYX_ERR(9, 32, __pyx_L3_error)
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[5])) __PYX_ERR(10, 32, __pyx_L3_error)
         CYTHON_FALLTHROUGH;
         case  5:
         values[4] = __Pyx_ArgRef_FASTCALL(__pyx_args, 4);
-        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[4])) __PYX_ERR(9, 32, __pyx_L3_error)
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[4])) __PYX_ERR(10, 32, __pyx_L3_error)
         CYTHON_FALLTHROUGH;
         case  4:
         values[3] = __Pyx_ArgRef_FASTCALL(__pyx_args, 3);
-        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[3])) __PYX_ERR(9, 32, __pyx_L3_error)
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[3])) __PYX_ERR(10, 32, __pyx_L3_error)
         CYTHON_FALLTHROUGH;
         case  3:
         values[2] = __Pyx_ArgRef_FASTCALL(__pyx_args, 2);
-        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[2])) __PYX_ERR(9, 32, __pyx_L3_error)
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[2])) __PYX_ERR(10, 32, __pyx_L3_error)
         CYTHON_FALLTHROUGH;
         case  2:
         values[1] = __Pyx_ArgRef_FASTCALL(__pyx_args, 1);
-        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[1])) __PYX_ERR(9, 32, __pyx_L3_error)
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[1])) __PYX_ERR(10, 32, __pyx_L3_error)
         CYTHON_FALLTHROUGH;
         case  1:
         values[0] = __Pyx_ArgRef_FASTCALL(__pyx_args, 0);
-        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(9, 32, __pyx_L3_error)
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(10, 32, __pyx_L3_error)
         CYTHON_FALLTHROUGH;
         case  0: break;
         default: goto __pyx_L5_argtuple_error;
       }
       const Py_ssize_t kwd_pos_args = __pyx_nargs;
-      if (__Pyx_ParseKeywords(__pyx_kwds, __pyx_kwvalues, __pyx_pyargnames, 0, values, kwd_pos_args, __pyx_kwds_len, "write_heads", 0) < (0)) __PYX_ERR(9, 32, __pyx_L3_error)
+      if (__Pyx_ParseKeywords(__pyx_kwds, __pyx_kwvalues, __pyx_pyargnames, 0, values, kwd_pos_args, __pyx_kwds_len, "write_heads", 0) < (0)) __PYX_ERR(10, 32, __pyx_L3_error)
       for (Py_ssize_t i = __pyx_nargs; i < 3; i++) {
-        if (unlikely(!values[i])) { __Pyx_RaiseArgtupleInvalid("write_heads", 0, 3, 6, i); __PYX_ERR(9, 32, __pyx_L3_error) }
+        if (unlikely(!values[i])) { __Pyx_RaiseArgtupleInvalid("write_heads", 0, 3, 6, i); __PYX_ERR(10, 32, __pyx_L3_error) }
       }
     } else {
       switch (__pyx_nargs) {
         case  6:
         values[5] = __Pyx_ArgRef_FASTCALL(__pyx_args, 5);
-        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[5])) __PYX_ERR(9, 32, __pyx_L3_error)
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[5])) __PYX_ERR(10, 32, __pyx_L3_error)
         CYTHON_FALLTHROUGH;
         case  5:
         values[4] = __Pyx_ArgRef_FASTCALL(__pyx_args, 4);
-        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[4])) __PYX_ERR(9, 32, __pyx_L3_error)
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[4])) __PYX_ERR(10, 32, __pyx_L3_error)
         CYTHON_FALLTHROUGH;
         case  4:
         values[3] = __Pyx_ArgRef_FASTCALL(__pyx_args, 3);
-        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[3])) __PYX_ERR(9, 32, __pyx_L3_error)
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[3])) __PYX_ERR(10, 32, __pyx_L3_error)
         CYTHON_FALLTHROUGH;
         case  3:
         values[2] = __Pyx_ArgRef_FASTCALL(__pyx_args, 2);
-        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[2])) __PYX_ERR(9, 32, __pyx_L3_error)
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[2])) __PYX_ERR(10, 32, __pyx_L3_error)
         values[1] = __Pyx_ArgRef_FASTCALL(__pyx_args, 1);
-        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[1])) __PYX_ERR(9, 32, __pyx_L3_error)
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[1])) __PYX_ERR(10, 32, __pyx_L3_error)
         values[0] = __Pyx_ArgRef_FASTCALL(__pyx_args, 0);
-        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(9, 32, __pyx_L3_error)
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(10, 32, __pyx_L3_error)
         break;
         default: goto __pyx_L5_argtuple_error;
       }
     }
     __pyx_v_x = values[0];
     __pyx_v_dst = ((struct __pyx_obj_6mtlinv_7_native_Tensor *)values[1]);
-    __pyx_v_seq_offset = __Pyx_PyLong_As_int64_t(values[2]); if (unlikely((__pyx_v_seq_offset == ((int64_t)-1)) && PyErr_Occurred())) __PYX_ERR(9, 32, __pyx_L3_error)
+    __pyx_v_seq_offset = __Pyx_PyLong_As_int64_t(values[2]); if (unlikely((__pyx_v_seq_offset == ((int64_t)-1)) && PyErr_Occurred())) __PYX_ERR(10, 32, __pyx_L3_error)
     if (values[3]) {
-      __pyx_v_start_pos = __Pyx_PyLong_As_int64_t(values[3]); if (unlikely((__pyx_v_start_pos == ((int64_t)-1)) && PyErr_Occurred())) __PYX_ERR(9, 32, __pyx_L3_error)
+      __pyx_v_start_pos = __Pyx_PyLong_As_int64_t(values[3]); if (unlikely((__pyx_v_start_pos == ((int64_t)-1)) && PyErr_Occurred())) __PYX_ERR(10, 32, __pyx_L3_error)
     } else {
       __pyx_v_start_pos = ((int64_t)((int64_t)0));
     }
     if (values[4]) {
-      __pyx_v_rotate = __Pyx_PyObject_IsTrue(values[4]); if (unlikely((__pyx_v_rotate == (int)-1) && PyErr_Occurred())) __PYX_ERR(9, 32, __pyx_L3_error)
+      __pyx_v_rotate = __Pyx_PyObject_IsTrue(values[4]); if (unlikely((__pyx_v_rotate == (int)-1) && PyErr_Occurred())) __PYX_ERR(10, 32, __pyx_L3_error)
     } else {
       __pyx_v_rotate = ((int)((int)0));
     }
     if (values[5]) {
-      __pyx_v_base = __Pyx_PyFloat_AsFloat(values[5]); if (unlikely((__pyx_v_base == (float)-1) && PyErr_Occurred())) __PYX_ERR(9, 32, __pyx_L3_error)
+      __pyx_v_base = __Pyx_PyFloat_AsFloat(values[5]); if (unlikely((__pyx_v_base == (float)-1) && PyErr_Occurred())) __PYX_ERR(10, 32, __pyx_L3_error)
     } else {
       __pyx_v_base = ((float)((double)10000.0));
     }
   }
   goto __pyx_L6_skip;
   __pyx_L5_argtuple_error:;
-  __Pyx_RaiseArgtupleInvalid("write_heads", 0, 3, 6, __pyx_nargs); __PYX_ERR(9, 32, __pyx_L3_error)
+  __Pyx_RaiseArgtupleInvalid("write_heads", 0, 3, 6, __pyx_nargs); __PYX_ERR(10, 32, __pyx_L3_error)
   __pyx_L6_skip:;
   goto __pyx_L4_argument_unpacking_done;
   __pyx_L3_error:;
@@ -16765,7 +18690,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
   __Pyx_RefNannyFinishContext();
   return NULL;
   __pyx_L4_argument_unpacking_done:;
-  if (unlikely(!__Pyx_ArgTypeTest(((PyObject *)__pyx_v_dst), __pyx_mstate_global->__pyx_ptype_6mtlinv_7_native_Tensor, 1, "dst", 0))) __PYX_ERR(9, 32, __pyx_L1_error)
+  if (unlikely(!__Pyx_ArgTypeTest(((PyObject *)__pyx_v_dst), __pyx_mstate_global->__pyx_ptype_6mtlinv_7_native_Tensor, 1, "dst", 0))) __PYX_ERR(10, 32, __pyx_L1_error)
   __pyx_r = __pyx_pf_6mtlinv_7_native_24write_heads(__pyx_self, __pyx_v_x, __pyx_v_dst, __pyx_v_seq_offset, __pyx_v_start_pos, __pyx_v_rotate, __pyx_v_base);
 
   /* function exit code */
@@ -16806,7 +18731,7 @@ static PyObject *__pyx_pf_6mtlinv_7_native_24write_heads(CYTHON_UNUSED PyObject 
  *     with nogil:
  *         c_write_heads(tx.c, dst.c, seq_offset, start_pos, rotate, base)
 */
-  __pyx_t_1 = ((PyObject *)__pyx_f_6mtlinv_7_native__operand(__pyx_v_x, __pyx_mstate_global->__pyx_n_u_x, __pyx_mstate_global->__pyx_n_u_write_heads)); if (unlikely(!__pyx_t_1)) __PYX_ERR(9, 35, __pyx_L1_error)
+  __pyx_t_1 = ((PyObject *)__pyx_f_6mtlinv_7_native__operand(__pyx_v_x, __pyx_mstate_global->__pyx_n_u_x, __pyx_mstate_global->__pyx_n_u_write_heads)); if (unlikely(!__pyx_t_1)) __PYX_ERR(10, 35, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_1);
   __pyx_v_tx = ((struct __pyx_obj_6mtlinv_7_native_Tensor *)__pyx_t_1);
   __pyx_t_1 = 0;
@@ -16837,7 +18762,7 @@ static PyObject *__pyx_pf_6mtlinv_7_native_24write_heads(CYTHON_UNUSED PyObject 
           PyGILState_STATE __pyx_gilstate_save = __Pyx_PyGILState_Ensure();
           mtlinv_py::raise_py_error(); if (!PyErr_Occurred())PyErr_SetString(PyExc_RuntimeError, "Error converting c++ exception.");
           __Pyx_PyGILState_Release(__pyx_gilstate_save);
-          __PYX_ERR(9, 37, __pyx_L4_error)
+          __PYX_ERR(10, 37, __pyx_L4_error)
         }
       }
 
@@ -16935,55 +18860,55 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
   {
     PyObject ** const __pyx_pyargnames[] = {&__pyx_mstate_global->__pyx_n_u_x,&__pyx_mstate_global->__pyx_n_u_start_pos,&__pyx_mstate_global->__pyx_n_u_base,0};
     const Py_ssize_t __pyx_kwds_len = (__pyx_kwds) ? __Pyx_NumKwargs_FASTCALL(__pyx_kwds) : 0;
-    if (unlikely(__pyx_kwds_len < 0)) __PYX_ERR(9, 40, __pyx_L3_error)
+    if (unlikely(__pyx_kwds_len < 0)) __PYX_ERR(10, 40, __pyx_L3_error)
     if (__pyx_kwds_len > 0) {
       switch (__pyx_nargs) {
         case  3:
         values[2] = __Pyx_ArgRef_FASTCALL(__pyx_args, 2);
-        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[2])) __PYX_ERR(9, 40, __pyx_L3_error)
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[2])) __PYX_ERR(10, 40, __pyx_L3_error)
         CYTHON_FALLTHROUGH;
         case  2:
         values[1] = __Pyx_ArgRef_FASTCALL(__pyx_args, 1);
-        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[1])) __PYX_ERR(9, 40, __pyx_L3_error)
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[1])) __PYX_ERR(10, 40, __pyx_L3_error)
         CYTHON_FALLTHROUGH;
         case  1:
         values[0] = __Pyx_ArgRef_FASTCALL(__pyx_args, 0);
-        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(9, 40, __pyx_L3_error)
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(10, 40, __pyx_L3_error)
         CYTHON_FALLTHROUGH;
         case  0: break;
         default: goto __pyx_L5_argtuple_error;
       }
       const Py_ssize_t kwd_pos_args = __pyx_nargs;
-      if (__Pyx_ParseKeywords(__pyx_kwds, __pyx_kwvalues, __pyx_pyargnames, 0, values, kwd_pos_args, __pyx_kwds_len, "rope_heads", 0) < (0)) __PYX_ERR(9, 40, __pyx_L3_error)
+      if (__Pyx_ParseKeywords(__pyx_kwds, __pyx_kwvalues, __pyx_pyargnames, 0, values, kwd_pos_args, __pyx_kwds_len, "rope_heads", 0) < (0)) __PYX_ERR(10, 40, __pyx_L3_error)
       for (Py_ssize_t i = __pyx_nargs; i < 2; i++) {
-        if (unlikely(!values[i])) { __Pyx_RaiseArgtupleInvalid("rope_heads", 0, 2, 3, i); __PYX_ERR(9, 40, __pyx_L3_error) }
+        if (unlikely(!values[i])) { __Pyx_RaiseArgtupleInvalid("rope_heads", 0, 2, 3, i); __PYX_ERR(10, 40, __pyx_L3_error) }
       }
     } else {
       switch (__pyx_nargs) {
         case  3:
         values[2] = __Pyx_ArgRef_FASTCALL(__pyx_args, 2);
-        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[2])) __PYX_ERR(9, 40, __pyx_L3_error)
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[2])) __PYX_ERR(10, 40, __pyx_L3_error)
         CYTHON_FALLTHROUGH;
         case  2:
         values[1] = __Pyx_ArgRef_FASTCALL(__pyx_args, 1);
-        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[1])) __PYX_ERR(9, 40, __pyx_L3_error)
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[1])) __PYX_ERR(10, 40, __pyx_L3_error)
         values[0] = __Pyx_ArgRef_FASTCALL(__pyx_args, 0);
-        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(9, 40, __pyx_L3_error)
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(10, 40, __pyx_L3_error)
         break;
         default: goto __pyx_L5_argtuple_error;
       }
     }
     __pyx_v_x = values[0];
-    __pyx_v_start_pos = __Pyx_PyLong_As_int64_t(values[1]); if (unlikely((__pyx_v_start_pos == ((int64_t)-1)) && PyErr_Occurred())) __PYX_ERR(9, 40, __pyx_L3_error)
+    __pyx_v_start_pos = __Pyx_PyLong_As_int64_t(values[1]); if (unlikely((__pyx_v_start_pos == ((int64_t)-1)) && PyErr_Occurred())) __PYX_ERR(10, 40, __pyx_L3_error)
     if (values[2]) {
-      __pyx_v_base = __Pyx_PyFloat_AsFloat(values[2]); if (unlikely((__pyx_v_base == (float)-1) && PyErr_Occurred())) __PYX_ERR(9, 40, __pyx_L3_error)
+      __pyx_v_base = __Pyx_PyFloat_AsFloat(values[2]); if (unlikely((__pyx_v_base == (float)-1) && PyErr_Occurred())) __PYX_ERR(10, 40, __pyx_L3_error)
     } else {
       __pyx_v_base = ((float)((double)10000.0));
     }
   }
   goto __pyx_L6_skip;
   __pyx_L5_argtuple_error:;
-  __Pyx_RaiseArgtupleInvalid("rope_heads", 0, 2, 3, __pyx_nargs); __PYX_ERR(9, 40, __pyx_L3_error)
+  __Pyx_RaiseArgtupleInvalid("rope_heads", 0, 2, 3, __pyx_nargs); __PYX_ERR(10, 40, __pyx_L3_error)
   __pyx_L6_skip:;
   goto __pyx_L4_argument_unpacking_done;
   __pyx_L3_error:;
@@ -17032,7 +18957,7 @@ static PyObject *__pyx_pf_6mtlinv_7_native_26rope_heads(CYTHON_UNUSED PyObject *
  *     if tx.ndim != 3:
  *         raise InvalidArgumentError(f"rope_heads: x must be [L, H, D], got {list(tx.shape)}")
 */
-  __pyx_t_1 = ((PyObject *)__pyx_f_6mtlinv_7_native__operand(__pyx_v_x, __pyx_mstate_global->__pyx_n_u_x, __pyx_mstate_global->__pyx_n_u_rope_heads)); if (unlikely(!__pyx_t_1)) __PYX_ERR(9, 42, __pyx_L1_error)
+  __pyx_t_1 = ((PyObject *)__pyx_f_6mtlinv_7_native__operand(__pyx_v_x, __pyx_mstate_global->__pyx_n_u_x, __pyx_mstate_global->__pyx_n_u_rope_heads)); if (unlikely(!__pyx_t_1)) __PYX_ERR(10, 42, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_1);
   __pyx_v_tx = ((struct __pyx_obj_6mtlinv_7_native_Tensor *)__pyx_t_1);
   __pyx_t_1 = 0;
@@ -17044,9 +18969,9 @@ static PyObject *__pyx_pf_6mtlinv_7_native_26rope_heads(CYTHON_UNUSED PyObject *
  *         raise InvalidArgumentError(f"rope_heads: x must be [L, H, D], got {list(tx.shape)}")
  *     cdef Tensor out = _wrap(CTensor.empty([tx.shape[1], tx.shape[0], tx.shape[2]], tx.c.dtype))
 */
-  __pyx_t_1 = __Pyx_PyObject_GetAttrStr(((PyObject *)__pyx_v_tx), __pyx_mstate_global->__pyx_n_u_ndim); if (unlikely(!__pyx_t_1)) __PYX_ERR(9, 43, __pyx_L1_error)
+  __pyx_t_1 = __Pyx_PyObject_GetAttrStr(((PyObject *)__pyx_v_tx), __pyx_mstate_global->__pyx_n_u_ndim); if (unlikely(!__pyx_t_1)) __PYX_ERR(10, 43, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_1);
-  __pyx_t_2 = (__Pyx_PyLong_BoolNeObjC(__pyx_t_1, __pyx_mstate_global->__pyx_int_3, 3, 0)); if (unlikely((__pyx_t_2 < 0))) __PYX_ERR(9, 43, __pyx_L1_error)
+  __pyx_t_2 = (__Pyx_PyLong_BoolNeObjC(__pyx_t_1, __pyx_mstate_global->__pyx_int_3, 3, 0)); if (unlikely((__pyx_t_2 < 0))) __PYX_ERR(10, 43, __pyx_L1_error)
   __Pyx_DECREF(__pyx_t_1); __pyx_t_1 = 0;
   if (unlikely(__pyx_t_2)) {
 
@@ -17059,17 +18984,17 @@ static PyObject *__pyx_pf_6mtlinv_7_native_26rope_heads(CYTHON_UNUSED PyObject *
  *     write_heads(tx, out, 0, start_pos, True, base)
 */
     __pyx_t_3 = NULL;
-    __Pyx_GetModuleGlobalName(__pyx_t_4, __pyx_mstate_global->__pyx_n_u_InvalidArgumentError); if (unlikely(!__pyx_t_4)) __PYX_ERR(9, 44, __pyx_L1_error)
+    __Pyx_GetModuleGlobalName(__pyx_t_4, __pyx_mstate_global->__pyx_n_u_InvalidArgumentError); if (unlikely(!__pyx_t_4)) __PYX_ERR(10, 44, __pyx_L1_error)
     __Pyx_GOTREF(__pyx_t_4);
-    __pyx_t_5 = __Pyx_PyObject_GetAttrStr(((PyObject *)__pyx_v_tx), __pyx_mstate_global->__pyx_n_u_shape); if (unlikely(!__pyx_t_5)) __PYX_ERR(9, 44, __pyx_L1_error)
+    __pyx_t_5 = __Pyx_PyObject_GetAttrStr(((PyObject *)__pyx_v_tx), __pyx_mstate_global->__pyx_n_u_shape); if (unlikely(!__pyx_t_5)) __PYX_ERR(10, 44, __pyx_L1_error)
     __Pyx_GOTREF(__pyx_t_5);
-    __pyx_t_6 = __Pyx_PySequence_ListKeepNew(__pyx_t_5); if (unlikely(!__pyx_t_6)) __PYX_ERR(9, 44, __pyx_L1_error)
+    __pyx_t_6 = __Pyx_PySequence_ListKeepNew(__pyx_t_5); if (unlikely(!__pyx_t_6)) __PYX_ERR(10, 44, __pyx_L1_error)
     __Pyx_GOTREF(__pyx_t_6);
     __Pyx_DECREF(__pyx_t_5); __pyx_t_5 = 0;
-    __pyx_t_5 = __Pyx_PyObject_FormatSimple(__pyx_t_6, __pyx_mstate_global->__pyx_empty_unicode); if (unlikely(!__pyx_t_5)) __PYX_ERR(9, 44, __pyx_L1_error)
+    __pyx_t_5 = __Pyx_PyObject_FormatSimple(__pyx_t_6, __pyx_mstate_global->__pyx_empty_unicode); if (unlikely(!__pyx_t_5)) __PYX_ERR(10, 44, __pyx_L1_error)
     __Pyx_GOTREF(__pyx_t_5);
     __Pyx_DECREF(__pyx_t_6); __pyx_t_6 = 0;
-    __pyx_t_6 = __Pyx_PyUnicode_Concat(__pyx_mstate_global->__pyx_kp_u_rope_heads_x_must_be_L_H_D_got, __pyx_t_5); if (unlikely(!__pyx_t_6)) __PYX_ERR(9, 44, __pyx_L1_error)
+    __pyx_t_6 = __Pyx_PyUnicode_Concat(__pyx_mstate_global->__pyx_kp_u_rope_heads_x_must_be_L_H_D_got, __pyx_t_5); if (unlikely(!__pyx_t_6)) __PYX_ERR(10, 44, __pyx_L1_error)
     __Pyx_GOTREF(__pyx_t_6);
     __Pyx_DECREF(__pyx_t_5); __pyx_t_5 = 0;
     __pyx_t_7 = 1;
@@ -17090,12 +19015,12 @@ static PyObject *__pyx_pf_6mtlinv_7_native_26rope_heads(CYTHON_UNUSED PyObject *
       __Pyx_XDECREF(__pyx_t_3); __pyx_t_3 = 0;
       __Pyx_DECREF(__pyx_t_6); __pyx_t_6 = 0;
       __Pyx_DECREF(__pyx_t_4); __pyx_t_4 = 0;
-      if (unlikely(!__pyx_t_1)) __PYX_ERR(9, 44, __pyx_L1_error)
+      if (unlikely(!__pyx_t_1)) __PYX_ERR(10, 44, __pyx_L1_error)
       __Pyx_GOTREF(__pyx_t_1);
     }
     __Pyx_Raise(__pyx_t_1, 0, 0, 0);
     __Pyx_DECREF(__pyx_t_1); __pyx_t_1 = 0;
-    __PYX_ERR(9, 44, __pyx_L1_error)
+    __PYX_ERR(10, 44, __pyx_L1_error)
 
     /* "pyx/decoder_ops.pxi":43
  *     """RoPE on x [L, H, D] for positions start_pos.., returned as [H, L, D] (the layout sdpa takes)."""
@@ -17113,42 +19038,42 @@ static PyObject *__pyx_pf_6mtlinv_7_native_26rope_heads(CYTHON_UNUSED PyObject *
  *     write_heads(tx, out, 0, start_pos, True, base)
  *     return out
 */
-  __pyx_t_1 = __Pyx_PyObject_GetAttrStr(((PyObject *)__pyx_v_tx), __pyx_mstate_global->__pyx_n_u_shape); if (unlikely(!__pyx_t_1)) __PYX_ERR(9, 45, __pyx_L1_error)
+  __pyx_t_1 = __Pyx_PyObject_GetAttrStr(((PyObject *)__pyx_v_tx), __pyx_mstate_global->__pyx_n_u_shape); if (unlikely(!__pyx_t_1)) __PYX_ERR(10, 45, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_1);
-  __pyx_t_4 = __Pyx_GetItemInt(__pyx_t_1, 1, long, 1, __Pyx_PyLong_From_long, 0, 0, 1, __Pyx_ReferenceSharing_OwnStrongReference); if (unlikely(!__pyx_t_4)) __PYX_ERR(9, 45, __pyx_L1_error)
+  __pyx_t_4 = __Pyx_GetItemInt(__pyx_t_1, 1, long, 1, __Pyx_PyLong_From_long, 0, 0, 1, __Pyx_ReferenceSharing_OwnStrongReference); if (unlikely(!__pyx_t_4)) __PYX_ERR(10, 45, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_4);
   __Pyx_DECREF(__pyx_t_1); __pyx_t_1 = 0;
-  __pyx_t_1 = __Pyx_PyObject_GetAttrStr(((PyObject *)__pyx_v_tx), __pyx_mstate_global->__pyx_n_u_shape); if (unlikely(!__pyx_t_1)) __PYX_ERR(9, 45, __pyx_L1_error)
+  __pyx_t_1 = __Pyx_PyObject_GetAttrStr(((PyObject *)__pyx_v_tx), __pyx_mstate_global->__pyx_n_u_shape); if (unlikely(!__pyx_t_1)) __PYX_ERR(10, 45, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_1);
-  __pyx_t_6 = __Pyx_GetItemInt(__pyx_t_1, 0, long, 1, __Pyx_PyLong_From_long, 0, 0, 1, __Pyx_ReferenceSharing_OwnStrongReference); if (unlikely(!__pyx_t_6)) __PYX_ERR(9, 45, __pyx_L1_error)
+  __pyx_t_6 = __Pyx_GetItemInt(__pyx_t_1, 0, long, 1, __Pyx_PyLong_From_long, 0, 0, 1, __Pyx_ReferenceSharing_OwnStrongReference); if (unlikely(!__pyx_t_6)) __PYX_ERR(10, 45, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_6);
   __Pyx_DECREF(__pyx_t_1); __pyx_t_1 = 0;
-  __pyx_t_1 = __Pyx_PyObject_GetAttrStr(((PyObject *)__pyx_v_tx), __pyx_mstate_global->__pyx_n_u_shape); if (unlikely(!__pyx_t_1)) __PYX_ERR(9, 45, __pyx_L1_error)
+  __pyx_t_1 = __Pyx_PyObject_GetAttrStr(((PyObject *)__pyx_v_tx), __pyx_mstate_global->__pyx_n_u_shape); if (unlikely(!__pyx_t_1)) __PYX_ERR(10, 45, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_1);
-  __pyx_t_3 = __Pyx_GetItemInt(__pyx_t_1, 2, long, 1, __Pyx_PyLong_From_long, 0, 0, 1, __Pyx_ReferenceSharing_OwnStrongReference); if (unlikely(!__pyx_t_3)) __PYX_ERR(9, 45, __pyx_L1_error)
+  __pyx_t_3 = __Pyx_GetItemInt(__pyx_t_1, 2, long, 1, __Pyx_PyLong_From_long, 0, 0, 1, __Pyx_ReferenceSharing_OwnStrongReference); if (unlikely(!__pyx_t_3)) __PYX_ERR(10, 45, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_3);
   __Pyx_DECREF(__pyx_t_1); __pyx_t_1 = 0;
-  __pyx_t_1 = PyList_New(3); if (unlikely(!__pyx_t_1)) __PYX_ERR(9, 45, __pyx_L1_error)
+  __pyx_t_1 = PyList_New(3); if (unlikely(!__pyx_t_1)) __PYX_ERR(10, 45, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_1);
   __Pyx_GIVEREF(__pyx_t_4);
-  if (__Pyx_PyList_SET_ITEM(__pyx_t_1, 0, __pyx_t_4) != (0)) __PYX_ERR(9, 45, __pyx_L1_error);
+  if (__Pyx_PyList_SET_ITEM(__pyx_t_1, 0, __pyx_t_4) != (0)) __PYX_ERR(10, 45, __pyx_L1_error);
   __Pyx_GIVEREF(__pyx_t_6);
-  if (__Pyx_PyList_SET_ITEM(__pyx_t_1, 1, __pyx_t_6) != (0)) __PYX_ERR(9, 45, __pyx_L1_error);
+  if (__Pyx_PyList_SET_ITEM(__pyx_t_1, 1, __pyx_t_6) != (0)) __PYX_ERR(10, 45, __pyx_L1_error);
   __Pyx_GIVEREF(__pyx_t_3);
-  if (__Pyx_PyList_SET_ITEM(__pyx_t_1, 2, __pyx_t_3) != (0)) __PYX_ERR(9, 45, __pyx_L1_error);
+  if (__Pyx_PyList_SET_ITEM(__pyx_t_1, 2, __pyx_t_3) != (0)) __PYX_ERR(10, 45, __pyx_L1_error);
   __pyx_t_4 = 0;
   __pyx_t_6 = 0;
   __pyx_t_3 = 0;
-  __pyx_t_8 = __pyx_convert_vector_from_py_int64_t(__pyx_t_1); if (unlikely(PyErr_Occurred())) __PYX_ERR(9, 45, __pyx_L1_error)
+  __pyx_t_8 = __pyx_convert_vector_from_py_int64_t(__pyx_t_1); if (unlikely(PyErr_Occurred())) __PYX_ERR(10, 45, __pyx_L1_error)
   __Pyx_DECREF(__pyx_t_1); __pyx_t_1 = 0;
   try {
     __pyx_t_9 = mtlinv::Tensor::empty(__pyx_t_8, __pyx_v_tx->c.dtype);
   } catch(...) {
     mtlinv_py::raise_py_error(); if (!PyErr_Occurred())PyErr_SetString(PyExc_RuntimeError, "Error converting c++ exception.");
-    __PYX_ERR(9, 45, __pyx_L1_error)
+    __PYX_ERR(10, 45, __pyx_L1_error)
   }
 
-  __pyx_t_1 = ((PyObject *)__pyx_f_6mtlinv_7_native__wrap(__pyx_t_9)); if (unlikely(!__pyx_t_1)) __PYX_ERR(9, 45, __pyx_L1_error)
+  __pyx_t_1 = ((PyObject *)__pyx_f_6mtlinv_7_native__wrap(__pyx_t_9)); if (unlikely(!__pyx_t_1)) __PYX_ERR(10, 45, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_1);
 
   __pyx_v_out = ((struct __pyx_obj_6mtlinv_7_native_Tensor *)__pyx_t_1);
@@ -17162,11 +19087,11 @@ static PyObject *__pyx_pf_6mtlinv_7_native_26rope_heads(CYTHON_UNUSED PyObject *
  * 
 */
   __pyx_t_3 = NULL;
-  __Pyx_GetModuleGlobalName(__pyx_t_6, __pyx_mstate_global->__pyx_n_u_write_heads); if (unlikely(!__pyx_t_6)) __PYX_ERR(9, 46, __pyx_L1_error)
+  __Pyx_GetModuleGlobalName(__pyx_t_6, __pyx_mstate_global->__pyx_n_u_write_heads); if (unlikely(!__pyx_t_6)) __PYX_ERR(10, 46, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_6);
-  __pyx_t_4 = __Pyx_PyLong_From_int64_t(__pyx_v_start_pos); if (unlikely(!__pyx_t_4)) __PYX_ERR(9, 46, __pyx_L1_error)
+  __pyx_t_4 = __Pyx_PyLong_From_int64_t(__pyx_v_start_pos); if (unlikely(!__pyx_t_4)) __PYX_ERR(10, 46, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_4);
-  __pyx_t_5 = PyFloat_FromDouble(__pyx_v_base); if (unlikely(!__pyx_t_5)) __PYX_ERR(9, 46, __pyx_L1_error)
+  __pyx_t_5 = PyFloat_FromDouble(__pyx_v_base); if (unlikely(!__pyx_t_5)) __PYX_ERR(10, 46, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_5);
   __pyx_t_7 = 1;
   #if CYTHON_UNPACK_METHODS
@@ -17187,7 +19112,7 @@ static PyObject *__pyx_pf_6mtlinv_7_native_26rope_heads(CYTHON_UNUSED PyObject *
     __Pyx_DECREF(__pyx_t_4); __pyx_t_4 = 0;
     __Pyx_DECREF(__pyx_t_5); __pyx_t_5 = 0;
     __Pyx_DECREF(__pyx_t_6); __pyx_t_6 = 0;
-    if (unlikely(!__pyx_t_1)) __PYX_ERR(9, 46, __pyx_L1_error)
+    if (unlikely(!__pyx_t_1)) __PYX_ERR(10, 46, __pyx_L1_error)
     __Pyx_GOTREF(__pyx_t_1);
   }
   __Pyx_DECREF(__pyx_t_1); __pyx_t_1 = 0;
@@ -17283,32 +19208,32 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
   {
     PyObject ** const __pyx_pyargnames[] = {&__pyx_mstate_global->__pyx_n_u_x,0};
     const Py_ssize_t __pyx_kwds_len = (__pyx_kwds) ? __Pyx_NumKwargs_FASTCALL(__pyx_kwds) : 0;
-    if (unlikely(__pyx_kwds_len < 0)) __PYX_ERR(9, 50, __pyx_L3_error)
+    if (unlikely(__pyx_kwds_len < 0)) __PYX_ERR(10, 50, __pyx_L3_error)
     if (__pyx_kwds_len > 0) {
       switch (__pyx_nargs) {
         case  1:
         values[0] = __Pyx_ArgRef_FASTCALL(__pyx_args, 0);
-        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(9, 50, __pyx_L3_error)
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(10, 50, __pyx_L3_error)
         CYTHON_FALLTHROUGH;
         case  0: break;
         default: goto __pyx_L5_argtuple_error;
       }
       const Py_ssize_t kwd_pos_args = __pyx_nargs;
-      if (__Pyx_ParseKeywords(__pyx_kwds, __pyx_kwvalues, __pyx_pyargnames, 0, values, kwd_pos_args, __pyx_kwds_len, "heads_to_rows", 0) < (0)) __PYX_ERR(9, 50, __pyx_L3_error)
+      if (__Pyx_ParseKeywords(__pyx_kwds, __pyx_kwvalues, __pyx_pyargnames, 0, values, kwd_pos_args, __pyx_kwds_len, "heads_to_rows", 0) < (0)) __PYX_ERR(10, 50, __pyx_L3_error)
       for (Py_ssize_t i = __pyx_nargs; i < 1; i++) {
-        if (unlikely(!values[i])) { __Pyx_RaiseArgtupleInvalid("heads_to_rows", 1, 1, 1, i); __PYX_ERR(9, 50, __pyx_L3_error) }
+        if (unlikely(!values[i])) { __Pyx_RaiseArgtupleInvalid("heads_to_rows", 1, 1, 1, i); __PYX_ERR(10, 50, __pyx_L3_error) }
       }
     } else if (unlikely(__pyx_nargs != 1)) {
       goto __pyx_L5_argtuple_error;
     } else {
       values[0] = __Pyx_ArgRef_FASTCALL(__pyx_args, 0);
-      if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(9, 50, __pyx_L3_error)
+      if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(10, 50, __pyx_L3_error)
     }
     __pyx_v_x = values[0];
   }
   goto __pyx_L6_skip;
   __pyx_L5_argtuple_error:;
-  __Pyx_RaiseArgtupleInvalid("heads_to_rows", 1, 1, 1, __pyx_nargs); __PYX_ERR(9, 50, __pyx_L3_error)
+  __Pyx_RaiseArgtupleInvalid("heads_to_rows", 1, 1, 1, __pyx_nargs); __PYX_ERR(10, 50, __pyx_L3_error)
   __pyx_L6_skip:;
   goto __pyx_L4_argument_unpacking_done;
   __pyx_L3_error:;
@@ -17348,7 +19273,7 @@ static PyObject *__pyx_pf_6mtlinv_7_native_28heads_to_rows(CYTHON_UNUSED PyObjec
  *     cdef CTensor out
  *     with nogil:
 */
-  __pyx_t_1 = ((PyObject *)__pyx_f_6mtlinv_7_native__operand(__pyx_v_x, __pyx_mstate_global->__pyx_n_u_x, __pyx_mstate_global->__pyx_n_u_heads_to_rows)); if (unlikely(!__pyx_t_1)) __PYX_ERR(9, 52, __pyx_L1_error)
+  __pyx_t_1 = ((PyObject *)__pyx_f_6mtlinv_7_native__operand(__pyx_v_x, __pyx_mstate_global->__pyx_n_u_x, __pyx_mstate_global->__pyx_n_u_heads_to_rows)); if (unlikely(!__pyx_t_1)) __PYX_ERR(10, 52, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_1);
   __pyx_v_tx = ((struct __pyx_obj_6mtlinv_7_native_Tensor *)__pyx_t_1);
   __pyx_t_1 = 0;
@@ -17379,7 +19304,7 @@ static PyObject *__pyx_pf_6mtlinv_7_native_28heads_to_rows(CYTHON_UNUSED PyObjec
           PyGILState_STATE __pyx_gilstate_save = __Pyx_PyGILState_Ensure();
           mtlinv_py::raise_py_error(); if (!PyErr_Occurred())PyErr_SetString(PyExc_RuntimeError, "Error converting c++ exception.");
           __Pyx_PyGILState_Release(__pyx_gilstate_save);
-          __PYX_ERR(9, 55, __pyx_L4_error)
+          __PYX_ERR(10, 55, __pyx_L4_error)
         }
         __pyx_v_out = __PYX_STD_MOVE_IF_SUPPORTED(__pyx_t_2);
       }
@@ -17413,7 +19338,7 @@ static PyObject *__pyx_pf_6mtlinv_7_native_28heads_to_rows(CYTHON_UNUSED PyObjec
  * 
  * 
 */
-  __pyx_t_1 = ((PyObject *)__pyx_f_6mtlinv_7_native__wrap(__pyx_v_out)); if (unlikely(!__pyx_t_1)) __PYX_ERR(9, 56, __pyx_L1_error)
+  __pyx_t_1 = ((PyObject *)__pyx_f_6mtlinv_7_native__wrap(__pyx_v_out)); if (unlikely(!__pyx_t_1)) __PYX_ERR(10, 56, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_1);
   {
     PyObject *__pyx_temp;
@@ -17496,39 +19421,39 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
   {
     PyObject ** const __pyx_pyargnames[] = {&__pyx_mstate_global->__pyx_n_u_table,&__pyx_mstate_global->__pyx_n_u_ids,0};
     const Py_ssize_t __pyx_kwds_len = (__pyx_kwds) ? __Pyx_NumKwargs_FASTCALL(__pyx_kwds) : 0;
-    if (unlikely(__pyx_kwds_len < 0)) __PYX_ERR(9, 59, __pyx_L3_error)
+    if (unlikely(__pyx_kwds_len < 0)) __PYX_ERR(10, 59, __pyx_L3_error)
     if (__pyx_kwds_len > 0) {
       switch (__pyx_nargs) {
         case  2:
         values[1] = __Pyx_ArgRef_FASTCALL(__pyx_args, 1);
-        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[1])) __PYX_ERR(9, 59, __pyx_L3_error)
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[1])) __PYX_ERR(10, 59, __pyx_L3_error)
         CYTHON_FALLTHROUGH;
         case  1:
         values[0] = __Pyx_ArgRef_FASTCALL(__pyx_args, 0);
-        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(9, 59, __pyx_L3_error)
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(10, 59, __pyx_L3_error)
         CYTHON_FALLTHROUGH;
         case  0: break;
         default: goto __pyx_L5_argtuple_error;
       }
       const Py_ssize_t kwd_pos_args = __pyx_nargs;
-      if (__Pyx_ParseKeywords(__pyx_kwds, __pyx_kwvalues, __pyx_pyargnames, 0, values, kwd_pos_args, __pyx_kwds_len, "embedding", 0) < (0)) __PYX_ERR(9, 59, __pyx_L3_error)
+      if (__Pyx_ParseKeywords(__pyx_kwds, __pyx_kwvalues, __pyx_pyargnames, 0, values, kwd_pos_args, __pyx_kwds_len, "embedding", 0) < (0)) __PYX_ERR(10, 59, __pyx_L3_error)
       for (Py_ssize_t i = __pyx_nargs; i < 2; i++) {
-        if (unlikely(!values[i])) { __Pyx_RaiseArgtupleInvalid("embedding", 1, 2, 2, i); __PYX_ERR(9, 59, __pyx_L3_error) }
+        if (unlikely(!values[i])) { __Pyx_RaiseArgtupleInvalid("embedding", 1, 2, 2, i); __PYX_ERR(10, 59, __pyx_L3_error) }
       }
     } else if (unlikely(__pyx_nargs != 2)) {
       goto __pyx_L5_argtuple_error;
     } else {
       values[0] = __Pyx_ArgRef_FASTCALL(__pyx_args, 0);
-      if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(9, 59, __pyx_L3_error)
+      if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(10, 59, __pyx_L3_error)
       values[1] = __Pyx_ArgRef_FASTCALL(__pyx_args, 1);
-      if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[1])) __PYX_ERR(9, 59, __pyx_L3_error)
+      if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[1])) __PYX_ERR(10, 59, __pyx_L3_error)
     }
     __pyx_v_table = values[0];
     __pyx_v_ids = values[1];
   }
   goto __pyx_L6_skip;
   __pyx_L5_argtuple_error:;
-  __Pyx_RaiseArgtupleInvalid("embedding", 1, 2, 2, __pyx_nargs); __PYX_ERR(9, 59, __pyx_L3_error)
+  __Pyx_RaiseArgtupleInvalid("embedding", 1, 2, 2, __pyx_nargs); __PYX_ERR(10, 59, __pyx_L3_error)
   __pyx_L6_skip:;
   goto __pyx_L4_argument_unpacking_done;
   __pyx_L3_error:;
@@ -17579,7 +19504,7 @@ static PyObject *__pyx_pf_6mtlinv_7_native_30embedding(CYTHON_UNUSED PyObject *_
  *     cdef Tensor ti = ids if isinstance(ids, Tensor) else asarray(np.asarray(ids, dtype=np.int32))
  *     cdef CTensor out
 */
-  __pyx_t_1 = ((PyObject *)__pyx_f_6mtlinv_7_native__operand(__pyx_v_table, __pyx_mstate_global->__pyx_n_u_table, __pyx_mstate_global->__pyx_n_u_embedding)); if (unlikely(!__pyx_t_1)) __PYX_ERR(9, 61, __pyx_L1_error)
+  __pyx_t_1 = ((PyObject *)__pyx_f_6mtlinv_7_native__operand(__pyx_v_table, __pyx_mstate_global->__pyx_n_u_table, __pyx_mstate_global->__pyx_n_u_embedding)); if (unlikely(!__pyx_t_1)) __PYX_ERR(10, 61, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_1);
   __pyx_v_tt = ((struct __pyx_obj_6mtlinv_7_native_Tensor *)__pyx_t_1);
   __pyx_t_1 = 0;
@@ -17593,22 +19518,22 @@ static PyObject *__pyx_pf_6mtlinv_7_native_30embedding(CYTHON_UNUSED PyObject *_
 */
   __pyx_t_2 = __Pyx_TypeCheck(__pyx_v_ids, __pyx_mstate_global->__pyx_ptype_6mtlinv_7_native_Tensor); 
   if (__pyx_t_2) {
-    if (!(likely(((__pyx_v_ids) == Py_None) || likely(__Pyx_TypeTest(__pyx_v_ids, __pyx_mstate_global->__pyx_ptype_6mtlinv_7_native_Tensor))))) __PYX_ERR(9, 62, __pyx_L1_error)
+    if (!(likely(((__pyx_v_ids) == Py_None) || likely(__Pyx_TypeTest(__pyx_v_ids, __pyx_mstate_global->__pyx_ptype_6mtlinv_7_native_Tensor))))) __PYX_ERR(10, 62, __pyx_L1_error)
     __Pyx_INCREF(__pyx_v_ids);
     __pyx_t_1 = __pyx_v_ids;
   } else {
     __pyx_t_4 = NULL;
-    __Pyx_GetModuleGlobalName(__pyx_t_5, __pyx_mstate_global->__pyx_n_u_asarray); if (unlikely(!__pyx_t_5)) __PYX_ERR(9, 62, __pyx_L1_error)
+    __Pyx_GetModuleGlobalName(__pyx_t_5, __pyx_mstate_global->__pyx_n_u_asarray); if (unlikely(!__pyx_t_5)) __PYX_ERR(10, 62, __pyx_L1_error)
     __Pyx_GOTREF(__pyx_t_5);
     __pyx_t_7 = NULL;
-    __Pyx_GetModuleGlobalName(__pyx_t_8, __pyx_mstate_global->__pyx_n_u_np); if (unlikely(!__pyx_t_8)) __PYX_ERR(9, 62, __pyx_L1_error)
+    __Pyx_GetModuleGlobalName(__pyx_t_8, __pyx_mstate_global->__pyx_n_u_np); if (unlikely(!__pyx_t_8)) __PYX_ERR(10, 62, __pyx_L1_error)
     __Pyx_GOTREF(__pyx_t_8);
-    __pyx_t_9 = __Pyx_PyObject_GetAttrStr(__pyx_t_8, __pyx_mstate_global->__pyx_n_u_asarray); if (unlikely(!__pyx_t_9)) __PYX_ERR(9, 62, __pyx_L1_error)
+    __pyx_t_9 = __Pyx_PyObject_GetAttrStr(__pyx_t_8, __pyx_mstate_global->__pyx_n_u_asarray); if (unlikely(!__pyx_t_9)) __PYX_ERR(10, 62, __pyx_L1_error)
     __Pyx_GOTREF(__pyx_t_9);
     __Pyx_DECREF(__pyx_t_8); __pyx_t_8 = 0;
-    __Pyx_GetModuleGlobalName(__pyx_t_8, __pyx_mstate_global->__pyx_n_u_np); if (unlikely(!__pyx_t_8)) __PYX_ERR(9, 62, __pyx_L1_error)
+    __Pyx_GetModuleGlobalName(__pyx_t_8, __pyx_mstate_global->__pyx_n_u_np); if (unlikely(!__pyx_t_8)) __PYX_ERR(10, 62, __pyx_L1_error)
     __Pyx_GOTREF(__pyx_t_8);
-    __pyx_t_10 = __Pyx_PyObject_GetAttrStr(__pyx_t_8, __pyx_mstate_global->__pyx_n_u_int32); if (unlikely(!__pyx_t_10)) __PYX_ERR(9, 62, __pyx_L1_error)
+    __pyx_t_10 = __Pyx_PyObject_GetAttrStr(__pyx_t_8, __pyx_mstate_global->__pyx_n_u_int32); if (unlikely(!__pyx_t_10)) __PYX_ERR(10, 62, __pyx_L1_error)
     __Pyx_GOTREF(__pyx_t_10);
     __Pyx_DECREF(__pyx_t_8); __pyx_t_8 = 0;
     #if CYTHON_VECTORCALL
@@ -17629,13 +19554,13 @@ static PyObject *__pyx_pf_6mtlinv_7_native_30embedding(CYTHON_UNUSED PyObject *_
       PyObject *__pyx_callargs[3] = {__pyx_t_7, __pyx_v_ids, __pyx_t_10};
       #if CYTHON_VECTORCALL
       __pyx_t_8 = __pyx_mstate_global->__pyx_tuple[0];
-      if (unlikely(!__pyx_t_8)) __PYX_ERR(9, 62, __pyx_L1_error)
+      if (unlikely(!__pyx_t_8)) __PYX_ERR(10, 62, __pyx_L1_error)
       __Pyx_INCREF(__pyx_t_8);
       #else
       {
         PyObject *__pyx_temp[1] = {__pyx_mstate_global->__pyx_n_u_dtype};
         __pyx_t_8 = __Pyx_MakeKwargDict(__pyx_temp, __pyx_callargs+2, 1);
-        if (unlikely(!__pyx_t_8)) __PYX_ERR(9, 62, __pyx_L1_error)
+        if (unlikely(!__pyx_t_8)) __PYX_ERR(10, 62, __pyx_L1_error)
         __Pyx_GOTREF(__pyx_t_8);
       }
       #endif
@@ -17646,7 +19571,7 @@ static PyObject *__pyx_pf_6mtlinv_7_native_30embedding(CYTHON_UNUSED PyObject *_
       __Pyx_DECREF(__pyx_t_10); __pyx_t_10 = 0;
       __Pyx_DECREF(__pyx_t_8); __pyx_t_8 = 0;
       __Pyx_DECREF(__pyx_t_9); __pyx_t_9 = 0;
-      if (unlikely(!__pyx_t_6)) __PYX_ERR(9, 62, __pyx_L1_error)
+      if (unlikely(!__pyx_t_6)) __PYX_ERR(10, 62, __pyx_L1_error)
       __Pyx_GOTREF(__pyx_t_6);
     }
     __pyx_t_11 = 1;
@@ -17667,10 +19592,10 @@ static PyObject *__pyx_pf_6mtlinv_7_native_30embedding(CYTHON_UNUSED PyObject *_
       __Pyx_XDECREF(__pyx_t_4); __pyx_t_4 = 0;
       __Pyx_DECREF(__pyx_t_6); __pyx_t_6 = 0;
       __Pyx_DECREF(__pyx_t_5); __pyx_t_5 = 0;
-      if (unlikely(!__pyx_t_3)) __PYX_ERR(9, 62, __pyx_L1_error)
+      if (unlikely(!__pyx_t_3)) __PYX_ERR(10, 62, __pyx_L1_error)
       __Pyx_GOTREF(__pyx_t_3);
     }
-    if (!(likely(((__pyx_t_3) == Py_None) || likely(__Pyx_TypeTest(__pyx_t_3, __pyx_mstate_global->__pyx_ptype_6mtlinv_7_native_Tensor))))) __PYX_ERR(9, 62, __pyx_L1_error)
+    if (!(likely(((__pyx_t_3) == Py_None) || likely(__Pyx_TypeTest(__pyx_t_3, __pyx_mstate_global->__pyx_ptype_6mtlinv_7_native_Tensor))))) __PYX_ERR(10, 62, __pyx_L1_error)
     __pyx_t_1 = __pyx_t_3;
     __pyx_t_3 = 0;
   }
@@ -17703,7 +19628,7 @@ static PyObject *__pyx_pf_6mtlinv_7_native_30embedding(CYTHON_UNUSED PyObject *_
           PyGILState_STATE __pyx_gilstate_save = __Pyx_PyGILState_Ensure();
           mtlinv_py::raise_py_error(); if (!PyErr_Occurred())PyErr_SetString(PyExc_RuntimeError, "Error converting c++ exception.");
           __Pyx_PyGILState_Release(__pyx_gilstate_save);
-          __PYX_ERR(9, 65, __pyx_L4_error)
+          __PYX_ERR(10, 65, __pyx_L4_error)
         }
         __pyx_v_out = __PYX_STD_MOVE_IF_SUPPORTED(__pyx_t_12);
       }
@@ -17735,7 +19660,7 @@ static PyObject *__pyx_pf_6mtlinv_7_native_30embedding(CYTHON_UNUSED PyObject *_
  *         out = c_embedding(tt.c, ti.c)
  *     return _wrap(out)             # <<<<<<<<<<<<<<
 */
-  __pyx_t_1 = ((PyObject *)__pyx_f_6mtlinv_7_native__wrap(__pyx_v_out)); if (unlikely(!__pyx_t_1)) __PYX_ERR(9, 66, __pyx_L1_error)
+  __pyx_t_1 = ((PyObject *)__pyx_f_6mtlinv_7_native__wrap(__pyx_v_out)); if (unlikely(!__pyx_t_1)) __PYX_ERR(10, 66, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_1);
   {
     PyObject *__pyx_temp;
@@ -17827,48 +19752,48 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
   {
     PyObject ** const __pyx_pyargnames[] = {&__pyx_mstate_global->__pyx_n_u_on,&__pyx_mstate_global->__pyx_n_u_seed,0};
     const Py_ssize_t __pyx_kwds_len = (__pyx_kwds) ? __Pyx_NumKwargs_FASTCALL(__pyx_kwds) : 0;
-    if (unlikely(__pyx_kwds_len < 0)) __PYX_ERR(10, 15, __pyx_L3_error)
+    if (unlikely(__pyx_kwds_len < 0)) __PYX_ERR(11, 15, __pyx_L3_error)
     if (__pyx_kwds_len > 0) {
       switch (__pyx_nargs) {
         case  2:
         values[1] = __Pyx_ArgRef_FASTCALL(__pyx_args, 1);
-        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[1])) __PYX_ERR(10, 15, __pyx_L3_error)
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[1])) __PYX_ERR(11, 15, __pyx_L3_error)
         CYTHON_FALLTHROUGH;
         case  1:
         values[0] = __Pyx_ArgRef_FASTCALL(__pyx_args, 0);
-        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(10, 15, __pyx_L3_error)
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(11, 15, __pyx_L3_error)
         CYTHON_FALLTHROUGH;
         case  0: break;
         default: goto __pyx_L5_argtuple_error;
       }
       const Py_ssize_t kwd_pos_args = __pyx_nargs;
-      if (__Pyx_ParseKeywords(__pyx_kwds, __pyx_kwvalues, __pyx_pyargnames, 0, values, kwd_pos_args, __pyx_kwds_len, "_set_emu_check", 0) < (0)) __PYX_ERR(10, 15, __pyx_L3_error)
+      if (__Pyx_ParseKeywords(__pyx_kwds, __pyx_kwvalues, __pyx_pyargnames, 0, values, kwd_pos_args, __pyx_kwds_len, "_set_emu_check", 0) < (0)) __PYX_ERR(11, 15, __pyx_L3_error)
       for (Py_ssize_t i = __pyx_nargs; i < 1; i++) {
-        if (unlikely(!values[i])) { __Pyx_RaiseArgtupleInvalid("_set_emu_check", 0, 1, 2, i); __PYX_ERR(10, 15, __pyx_L3_error) }
+        if (unlikely(!values[i])) { __Pyx_RaiseArgtupleInvalid("_set_emu_check", 0, 1, 2, i); __PYX_ERR(11, 15, __pyx_L3_error) }
       }
     } else {
       switch (__pyx_nargs) {
         case  2:
         values[1] = __Pyx_ArgRef_FASTCALL(__pyx_args, 1);
-        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[1])) __PYX_ERR(10, 15, __pyx_L3_error)
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[1])) __PYX_ERR(11, 15, __pyx_L3_error)
         CYTHON_FALLTHROUGH;
         case  1:
         values[0] = __Pyx_ArgRef_FASTCALL(__pyx_args, 0);
-        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(10, 15, __pyx_L3_error)
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(11, 15, __pyx_L3_error)
         break;
         default: goto __pyx_L5_argtuple_error;
       }
     }
-    __pyx_v_on = __Pyx_PyObject_IsTrue(values[0]); if (unlikely((__pyx_v_on == (int)-1) && PyErr_Occurred())) __PYX_ERR(10, 15, __pyx_L3_error)
+    __pyx_v_on = __Pyx_PyObject_IsTrue(values[0]); if (unlikely((__pyx_v_on == (int)-1) && PyErr_Occurred())) __PYX_ERR(11, 15, __pyx_L3_error)
     if (values[1]) {
-      __pyx_v_seed = __Pyx_PyLong_As_uint64_t(values[1]); if (unlikely((__pyx_v_seed == ((uint64_t)-1)) && PyErr_Occurred())) __PYX_ERR(10, 15, __pyx_L3_error)
+      __pyx_v_seed = __Pyx_PyLong_As_uint64_t(values[1]); if (unlikely((__pyx_v_seed == ((uint64_t)-1)) && PyErr_Occurred())) __PYX_ERR(11, 15, __pyx_L3_error)
     } else {
       __pyx_v_seed = ((uint64_t)((uint64_t)0));
     }
   }
   goto __pyx_L6_skip;
   __pyx_L5_argtuple_error:;
-  __Pyx_RaiseArgtupleInvalid("_set_emu_check", 0, 1, 2, __pyx_nargs); __PYX_ERR(10, 15, __pyx_L3_error)
+  __Pyx_RaiseArgtupleInvalid("_set_emu_check", 0, 1, 2, __pyx_nargs); __PYX_ERR(11, 15, __pyx_L3_error)
   __pyx_L6_skip:;
   goto __pyx_L4_argument_unpacking_done;
   __pyx_L3_error:;
@@ -17960,7 +19885,7 @@ static PyObject *__pyx_pf_6mtlinv_7_native_34_emu_check_mode(CYTHON_UNUSED PyObj
  * 
  * 
 */
-  __pyx_t_1 = __Pyx_PyBool_FromLong(emu::check_mode()); if (unlikely(!__pyx_t_1)) __PYX_ERR(10, 21, __pyx_L1_error)
+  __pyx_t_1 = __Pyx_PyBool_FromLong(emu::check_mode()); if (unlikely(!__pyx_t_1)) __PYX_ERR(11, 21, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_1);
   {
     PyObject *__pyx_temp;
@@ -18044,50 +19969,50 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
   {
     PyObject ** const __pyx_pyargnames[] = {&__pyx_mstate_global->__pyx_n_u_kernel,&__pyx_mstate_global->__pyx_n_u_threadgroups,&__pyx_mstate_global->__pyx_n_u_threads,&__pyx_mstate_global->__pyx_n_u_args,&__pyx_mstate_global->__pyx_n_u_buffers,0};
     const Py_ssize_t __pyx_kwds_len = (__pyx_kwds) ? __Pyx_NumKwargs_FASTCALL(__pyx_kwds) : 0;
-    if (unlikely(__pyx_kwds_len < 0)) __PYX_ERR(10, 24, __pyx_L3_error)
+    if (unlikely(__pyx_kwds_len < 0)) __PYX_ERR(11, 24, __pyx_L3_error)
     if (__pyx_kwds_len > 0) {
       switch (__pyx_nargs) {
         case  5:
         values[4] = __Pyx_ArgRef_FASTCALL(__pyx_args, 4);
-        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[4])) __PYX_ERR(10, 24, __pyx_L3_error)
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[4])) __PYX_ERR(11, 24, __pyx_L3_error)
         CYTHON_FALLTHROUGH;
         case  4:
         values[3] = __Pyx_ArgRef_FASTCALL(__pyx_args, 3);
-        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[3])) __PYX_ERR(10, 24, __pyx_L3_error)
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[3])) __PYX_ERR(11, 24, __pyx_L3_error)
         CYTHON_FALLTHROUGH;
         case  3:
         values[2] = __Pyx_ArgRef_FASTCALL(__pyx_args, 2);
-        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[2])) __PYX_ERR(10, 24, __pyx_L3_error)
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[2])) __PYX_ERR(11, 24, __pyx_L3_error)
         CYTHON_FALLTHROUGH;
         case  2:
         values[1] = __Pyx_ArgRef_FASTCALL(__pyx_args, 1);
-        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[1])) __PYX_ERR(10, 24, __pyx_L3_error)
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[1])) __PYX_ERR(11, 24, __pyx_L3_error)
         CYTHON_FALLTHROUGH;
         case  1:
         values[0] = __Pyx_ArgRef_FASTCALL(__pyx_args, 0);
-        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(10, 24, __pyx_L3_error)
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(11, 24, __pyx_L3_error)
         CYTHON_FALLTHROUGH;
         case  0: break;
         default: goto __pyx_L5_argtuple_error;
       }
       const Py_ssize_t kwd_pos_args = __pyx_nargs;
-      if (__Pyx_ParseKeywords(__pyx_kwds, __pyx_kwvalues, __pyx_pyargnames, 0, values, kwd_pos_args, __pyx_kwds_len, "_launch", 0) < (0)) __PYX_ERR(10, 24, __pyx_L3_error)
+      if (__Pyx_ParseKeywords(__pyx_kwds, __pyx_kwvalues, __pyx_pyargnames, 0, values, kwd_pos_args, __pyx_kwds_len, "_launch", 0) < (0)) __PYX_ERR(11, 24, __pyx_L3_error)
       for (Py_ssize_t i = __pyx_nargs; i < 5; i++) {
-        if (unlikely(!values[i])) { __Pyx_RaiseArgtupleInvalid("_launch", 1, 5, 5, i); __PYX_ERR(10, 24, __pyx_L3_error) }
+        if (unlikely(!values[i])) { __Pyx_RaiseArgtupleInvalid("_launch", 1, 5, 5, i); __PYX_ERR(11, 24, __pyx_L3_error) }
       }
     } else if (unlikely(__pyx_nargs != 5)) {
       goto __pyx_L5_argtuple_error;
     } else {
       values[0] = __Pyx_ArgRef_FASTCALL(__pyx_args, 0);
-      if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(10, 24, __pyx_L3_error)
+      if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(11, 24, __pyx_L3_error)
       values[1] = __Pyx_ArgRef_FASTCALL(__pyx_args, 1);
-      if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[1])) __PYX_ERR(10, 24, __pyx_L3_error)
+      if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[1])) __PYX_ERR(11, 24, __pyx_L3_error)
       values[2] = __Pyx_ArgRef_FASTCALL(__pyx_args, 2);
-      if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[2])) __PYX_ERR(10, 24, __pyx_L3_error)
+      if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[2])) __PYX_ERR(11, 24, __pyx_L3_error)
       values[3] = __Pyx_ArgRef_FASTCALL(__pyx_args, 3);
-      if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[3])) __PYX_ERR(10, 24, __pyx_L3_error)
+      if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[3])) __PYX_ERR(11, 24, __pyx_L3_error)
       values[4] = __Pyx_ArgRef_FASTCALL(__pyx_args, 4);
-      if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[4])) __PYX_ERR(10, 24, __pyx_L3_error)
+      if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[4])) __PYX_ERR(11, 24, __pyx_L3_error)
     }
     __pyx_v_kernel = ((PyObject*)values[0]);
     __pyx_v_threadgroups = values[1];
@@ -18097,7 +20022,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
   }
   goto __pyx_L6_skip;
   __pyx_L5_argtuple_error:;
-  __Pyx_RaiseArgtupleInvalid("_launch", 1, 5, 5, __pyx_nargs); __PYX_ERR(10, 24, __pyx_L3_error)
+  __Pyx_RaiseArgtupleInvalid("_launch", 1, 5, 5, __pyx_nargs); __PYX_ERR(11, 24, __pyx_L3_error)
   __pyx_L6_skip:;
   goto __pyx_L4_argument_unpacking_done;
   __pyx_L3_error:;
@@ -18108,8 +20033,8 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
   __Pyx_RefNannyFinishContext();
   return NULL;
   __pyx_L4_argument_unpacking_done:;
-  if (unlikely(!__Pyx_ArgTypeTest(((PyObject *)__pyx_v_kernel), (&PyUnicode_Type), 1, "kernel", 1))) __PYX_ERR(10, 24, __pyx_L1_error)
-  if (unlikely(!__Pyx_ArgTypeTest(((PyObject *)__pyx_v_args), (&PyBytes_Type), 1, "args", 1))) __PYX_ERR(10, 24, __pyx_L1_error)
+  if (unlikely(!__Pyx_ArgTypeTest(((PyObject *)__pyx_v_kernel), (&PyUnicode_Type), 1, "kernel", 1))) __PYX_ERR(11, 24, __pyx_L1_error)
+  if (unlikely(!__Pyx_ArgTypeTest(((PyObject *)__pyx_v_args), (&PyBytes_Type), 1, "args", 1))) __PYX_ERR(11, 24, __pyx_L1_error)
   __pyx_r = __pyx_pf_6mtlinv_7_native_36_launch(__pyx_self, __pyx_v_kernel, __pyx_v_threadgroups, __pyx_v_threads, __pyx_v_args, __pyx_v_buffers);
 
   /* function exit code */
@@ -18160,12 +20085,12 @@ static PyObject *__pyx_pf_6mtlinv_7_native_36_launch(CYTHON_UNUSED PyObject *__p
  *     block.x, block.y, block.z = (tuple(threads) + (1, 1))[:3]
  *     cdef vector[CTensor] tensors
 */
-  __pyx_t_1 = __Pyx_PySequence_Tuple(__pyx_v_threadgroups); if (unlikely(!__pyx_t_1)) __PYX_ERR(10, 27, __pyx_L1_error)
+  __pyx_t_1 = __Pyx_PySequence_Tuple(__pyx_v_threadgroups); if (unlikely(!__pyx_t_1)) __PYX_ERR(11, 27, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_1);
-  __pyx_t_2 = PyNumber_Add(__pyx_t_1, __pyx_mstate_global->__pyx_tuple[2]); if (unlikely(!__pyx_t_2)) __PYX_ERR(10, 27, __pyx_L1_error)
+  __pyx_t_2 = PyNumber_Add(__pyx_t_1, __pyx_mstate_global->__pyx_tuple[2]); if (unlikely(!__pyx_t_2)) __PYX_ERR(11, 27, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_2);
   __Pyx_DECREF(__pyx_t_1); __pyx_t_1 = 0;
-  __pyx_t_1 = __Pyx_PyTuple_GetSlice(__pyx_t_2, 0, 3); if (unlikely(!__pyx_t_1)) __PYX_ERR(10, 27, __pyx_L1_error)
+  __pyx_t_1 = __Pyx_PyTuple_GetSlice(__pyx_t_2, 0, 3); if (unlikely(!__pyx_t_1)) __PYX_ERR(11, 27, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_1);
   __Pyx_DECREF(__pyx_t_2); __pyx_t_2 = 0;
   if (1) {
@@ -18174,7 +20099,7 @@ static PyObject *__pyx_pf_6mtlinv_7_native_36_launch(CYTHON_UNUSED PyObject *__p
     if (unlikely(size != 3)) {
       if (size > 3) __Pyx_RaiseTooManyValuesError(3);
       else if (size >= 0) __Pyx_RaiseNeedMoreValuesError(size);
-      __PYX_ERR(10, 27, __pyx_L1_error)
+      __PYX_ERR(11, 27, __pyx_L1_error)
     }
     #if CYTHON_ASSUME_SAFE_MACROS && !CYTHON_AVOID_BORROWED_REFS
     __pyx_t_2 = PyTuple_GET_ITEM(sequence, 0);
@@ -18184,20 +20109,20 @@ static PyObject *__pyx_pf_6mtlinv_7_native_36_launch(CYTHON_UNUSED PyObject *__p
     __pyx_t_4 = PyTuple_GET_ITEM(sequence, 2);
     __Pyx_INCREF(__pyx_t_4);
     #else
-    __pyx_t_2 = __Pyx_PySequence_ITEM(sequence, 0); if (unlikely(!__pyx_t_2)) __PYX_ERR(10, 27, __pyx_L1_error)
+    __pyx_t_2 = __Pyx_PySequence_ITEM(sequence, 0); if (unlikely(!__pyx_t_2)) __PYX_ERR(11, 27, __pyx_L1_error)
     __Pyx_GOTREF(__pyx_t_2);
-    __pyx_t_3 = __Pyx_PySequence_ITEM(sequence, 1); if (unlikely(!__pyx_t_3)) __PYX_ERR(10, 27, __pyx_L1_error)
+    __pyx_t_3 = __Pyx_PySequence_ITEM(sequence, 1); if (unlikely(!__pyx_t_3)) __PYX_ERR(11, 27, __pyx_L1_error)
     __Pyx_GOTREF(__pyx_t_3);
-    __pyx_t_4 = __Pyx_PySequence_ITEM(sequence, 2); if (unlikely(!__pyx_t_4)) __PYX_ERR(10, 27, __pyx_L1_error)
+    __pyx_t_4 = __Pyx_PySequence_ITEM(sequence, 2); if (unlikely(!__pyx_t_4)) __PYX_ERR(11, 27, __pyx_L1_error)
     __Pyx_GOTREF(__pyx_t_4);
     #endif
     __Pyx_DECREF(__pyx_t_1); __pyx_t_1 = 0;
   }
-  __pyx_t_5 = __Pyx_PyLong_As_uint32_t(__pyx_t_2); if (unlikely((__pyx_t_5 == ((uint32_t)-1)) && PyErr_Occurred())) __PYX_ERR(10, 27, __pyx_L1_error)
+  __pyx_t_5 = __Pyx_PyLong_As_uint32_t(__pyx_t_2); if (unlikely((__pyx_t_5 == ((uint32_t)-1)) && PyErr_Occurred())) __PYX_ERR(11, 27, __pyx_L1_error)
   __Pyx_DECREF(__pyx_t_2); __pyx_t_2 = 0;
-  __pyx_t_6 = __Pyx_PyLong_As_uint32_t(__pyx_t_3); if (unlikely((__pyx_t_6 == ((uint32_t)-1)) && PyErr_Occurred())) __PYX_ERR(10, 27, __pyx_L1_error)
+  __pyx_t_6 = __Pyx_PyLong_As_uint32_t(__pyx_t_3); if (unlikely((__pyx_t_6 == ((uint32_t)-1)) && PyErr_Occurred())) __PYX_ERR(11, 27, __pyx_L1_error)
   __Pyx_DECREF(__pyx_t_3); __pyx_t_3 = 0;
-  __pyx_t_7 = __Pyx_PyLong_As_uint32_t(__pyx_t_4); if (unlikely((__pyx_t_7 == ((uint32_t)-1)) && PyErr_Occurred())) __PYX_ERR(10, 27, __pyx_L1_error)
+  __pyx_t_7 = __Pyx_PyLong_As_uint32_t(__pyx_t_4); if (unlikely((__pyx_t_7 == ((uint32_t)-1)) && PyErr_Occurred())) __PYX_ERR(11, 27, __pyx_L1_error)
   __Pyx_DECREF(__pyx_t_4); __pyx_t_4 = 0;
   __pyx_v_grid.x = __pyx_t_5;
   __pyx_v_grid.y = __pyx_t_6;
@@ -18210,12 +20135,12 @@ static PyObject *__pyx_pf_6mtlinv_7_native_36_launch(CYTHON_UNUSED PyObject *__p
  *     cdef vector[CTensor] tensors
  *     for b in buffers:
 */
-  __pyx_t_1 = __Pyx_PySequence_Tuple(__pyx_v_threads); if (unlikely(!__pyx_t_1)) __PYX_ERR(10, 28, __pyx_L1_error)
+  __pyx_t_1 = __Pyx_PySequence_Tuple(__pyx_v_threads); if (unlikely(!__pyx_t_1)) __PYX_ERR(11, 28, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_1);
-  __pyx_t_4 = PyNumber_Add(__pyx_t_1, __pyx_mstate_global->__pyx_tuple[2]); if (unlikely(!__pyx_t_4)) __PYX_ERR(10, 28, __pyx_L1_error)
+  __pyx_t_4 = PyNumber_Add(__pyx_t_1, __pyx_mstate_global->__pyx_tuple[2]); if (unlikely(!__pyx_t_4)) __PYX_ERR(11, 28, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_4);
   __Pyx_DECREF(__pyx_t_1); __pyx_t_1 = 0;
-  __pyx_t_1 = __Pyx_PyTuple_GetSlice(__pyx_t_4, 0, 3); if (unlikely(!__pyx_t_1)) __PYX_ERR(10, 28, __pyx_L1_error)
+  __pyx_t_1 = __Pyx_PyTuple_GetSlice(__pyx_t_4, 0, 3); if (unlikely(!__pyx_t_1)) __PYX_ERR(11, 28, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_1);
   __Pyx_DECREF(__pyx_t_4); __pyx_t_4 = 0;
   if (1) {
@@ -18224,7 +20149,7 @@ static PyObject *__pyx_pf_6mtlinv_7_native_36_launch(CYTHON_UNUSED PyObject *__p
     if (unlikely(size != 3)) {
       if (size > 3) __Pyx_RaiseTooManyValuesError(3);
       else if (size >= 0) __Pyx_RaiseNeedMoreValuesError(size);
-      __PYX_ERR(10, 28, __pyx_L1_error)
+      __PYX_ERR(11, 28, __pyx_L1_error)
     }
     #if CYTHON_ASSUME_SAFE_MACROS && !CYTHON_AVOID_BORROWED_REFS
     __pyx_t_4 = PyTuple_GET_ITEM(sequence, 0);
@@ -18234,20 +20159,20 @@ static PyObject *__pyx_pf_6mtlinv_7_native_36_launch(CYTHON_UNUSED PyObject *__p
     __pyx_t_2 = PyTuple_GET_ITEM(sequence, 2);
     __Pyx_INCREF(__pyx_t_2);
     #else
-    __pyx_t_4 = __Pyx_PySequence_ITEM(sequence, 0); if (unlikely(!__pyx_t_4)) __PYX_ERR(10, 28, __pyx_L1_error)
+    __pyx_t_4 = __Pyx_PySequence_ITEM(sequence, 0); if (unlikely(!__pyx_t_4)) __PYX_ERR(11, 28, __pyx_L1_error)
     __Pyx_GOTREF(__pyx_t_4);
-    __pyx_t_3 = __Pyx_PySequence_ITEM(sequence, 1); if (unlikely(!__pyx_t_3)) __PYX_ERR(10, 28, __pyx_L1_error)
+    __pyx_t_3 = __Pyx_PySequence_ITEM(sequence, 1); if (unlikely(!__pyx_t_3)) __PYX_ERR(11, 28, __pyx_L1_error)
     __Pyx_GOTREF(__pyx_t_3);
-    __pyx_t_2 = __Pyx_PySequence_ITEM(sequence, 2); if (unlikely(!__pyx_t_2)) __PYX_ERR(10, 28, __pyx_L1_error)
+    __pyx_t_2 = __Pyx_PySequence_ITEM(sequence, 2); if (unlikely(!__pyx_t_2)) __PYX_ERR(11, 28, __pyx_L1_error)
     __Pyx_GOTREF(__pyx_t_2);
     #endif
     __Pyx_DECREF(__pyx_t_1); __pyx_t_1 = 0;
   }
-  __pyx_t_7 = __Pyx_PyLong_As_uint32_t(__pyx_t_4); if (unlikely((__pyx_t_7 == ((uint32_t)-1)) && PyErr_Occurred())) __PYX_ERR(10, 28, __pyx_L1_error)
+  __pyx_t_7 = __Pyx_PyLong_As_uint32_t(__pyx_t_4); if (unlikely((__pyx_t_7 == ((uint32_t)-1)) && PyErr_Occurred())) __PYX_ERR(11, 28, __pyx_L1_error)
   __Pyx_DECREF(__pyx_t_4); __pyx_t_4 = 0;
-  __pyx_t_6 = __Pyx_PyLong_As_uint32_t(__pyx_t_3); if (unlikely((__pyx_t_6 == ((uint32_t)-1)) && PyErr_Occurred())) __PYX_ERR(10, 28, __pyx_L1_error)
+  __pyx_t_6 = __Pyx_PyLong_As_uint32_t(__pyx_t_3); if (unlikely((__pyx_t_6 == ((uint32_t)-1)) && PyErr_Occurred())) __PYX_ERR(11, 28, __pyx_L1_error)
   __Pyx_DECREF(__pyx_t_3); __pyx_t_3 = 0;
-  __pyx_t_5 = __Pyx_PyLong_As_uint32_t(__pyx_t_2); if (unlikely((__pyx_t_5 == ((uint32_t)-1)) && PyErr_Occurred())) __PYX_ERR(10, 28, __pyx_L1_error)
+  __pyx_t_5 = __Pyx_PyLong_As_uint32_t(__pyx_t_2); if (unlikely((__pyx_t_5 == ((uint32_t)-1)) && PyErr_Occurred())) __PYX_ERR(11, 28, __pyx_L1_error)
   __Pyx_DECREF(__pyx_t_2); __pyx_t_2 = 0;
   __pyx_v_block.x = __pyx_t_7;
   __pyx_v_block.y = __pyx_t_6;
@@ -18265,9 +20190,9 @@ static PyObject *__pyx_pf_6mtlinv_7_native_36_launch(CYTHON_UNUSED PyObject *__p
     __pyx_t_8 = 0;
     __pyx_t_9 = NULL;
   } else {
-    __pyx_t_8 = -1; __pyx_t_1 = PyObject_GetIter(__pyx_v_buffers); if (unlikely(!__pyx_t_1)) __PYX_ERR(10, 30, __pyx_L1_error)
+    __pyx_t_8 = -1; __pyx_t_1 = PyObject_GetIter(__pyx_v_buffers); if (unlikely(!__pyx_t_1)) __PYX_ERR(11, 30, __pyx_L1_error)
     __Pyx_GOTREF(__pyx_t_1);
-    __pyx_t_9 = (CYTHON_COMPILING_IN_LIMITED_API) ? PyIter_Next : __Pyx_PyObject_GetIterNextFunc(__pyx_t_1); if (unlikely(!__pyx_t_9)) __PYX_ERR(10, 30, __pyx_L1_error)
+    __pyx_t_9 = (CYTHON_COMPILING_IN_LIMITED_API) ? PyIter_Next : __Pyx_PyObject_GetIterNextFunc(__pyx_t_1); if (unlikely(!__pyx_t_9)) __PYX_ERR(11, 30, __pyx_L1_error)
   }
   for (;;) {
     if (likely(!__pyx_t_9)) {
@@ -18275,7 +20200,7 @@ static PyObject *__pyx_pf_6mtlinv_7_native_36_launch(CYTHON_UNUSED PyObject *__p
         {
           Py_ssize_t __pyx_temp = __Pyx_PyList_GET_SIZE(__pyx_t_1);
           #if !CYTHON_ASSUME_SAFE_SIZE
-          if (unlikely((__pyx_temp < 0))) __PYX_ERR(10, 30, __pyx_L1_error)
+          if (unlikely((__pyx_temp < 0))) __PYX_ERR(11, 30, __pyx_L1_error)
           #endif
           if (__pyx_t_8 >= __pyx_temp) break;
         }
@@ -18285,7 +20210,7 @@ static PyObject *__pyx_pf_6mtlinv_7_native_36_launch(CYTHON_UNUSED PyObject *__p
         {
           Py_ssize_t __pyx_temp = __Pyx_PyTuple_GET_SIZE(__pyx_t_1);
           #if !CYTHON_ASSUME_SAFE_SIZE
-          if (unlikely((__pyx_temp < 0))) __PYX_ERR(10, 30, __pyx_L1_error)
+          if (unlikely((__pyx_temp < 0))) __PYX_ERR(11, 30, __pyx_L1_error)
           #endif
           if (__pyx_t_8 >= __pyx_temp) break;
         }
@@ -18296,13 +20221,13 @@ static PyObject *__pyx_pf_6mtlinv_7_native_36_launch(CYTHON_UNUSED PyObject *__p
         #endif
         ++__pyx_t_8;
       }
-      if (unlikely(!__pyx_t_2)) __PYX_ERR(10, 30, __pyx_L1_error)
+      if (unlikely(!__pyx_t_2)) __PYX_ERR(11, 30, __pyx_L1_error)
     } else {
       __pyx_t_2 = __pyx_t_9(__pyx_t_1);
       if (unlikely(!__pyx_t_2)) {
         PyObject* exc_type = PyErr_Occurred();
         if (exc_type) {
-          if (unlikely(!__Pyx_PyErr_GivenExceptionMatches(exc_type, PyExc_StopIteration))) __PYX_ERR(10, 30, __pyx_L1_error)
+          if (unlikely(!__Pyx_PyErr_GivenExceptionMatches(exc_type, PyExc_StopIteration))) __PYX_ERR(11, 30, __pyx_L1_error)
           PyErr_Clear();
         }
         break;
@@ -18319,12 +20244,12 @@ static PyObject *__pyx_pf_6mtlinv_7_native_36_launch(CYTHON_UNUSED PyObject *__p
  *     cdef string name = kernel.encode()
  *     cdef string raw = args
 */
-    if (!(likely(__Pyx_TypeTest(__pyx_v_b, __pyx_mstate_global->__pyx_ptype_6mtlinv_7_native_Tensor)))) __PYX_ERR(10, 31, __pyx_L1_error)
+    if (!(likely(__Pyx_TypeTest(__pyx_v_b, __pyx_mstate_global->__pyx_ptype_6mtlinv_7_native_Tensor)))) __PYX_ERR(11, 31, __pyx_L1_error)
     try {
       __pyx_v_tensors.push_back(((struct __pyx_obj_6mtlinv_7_native_Tensor *)__pyx_v_b)->c);
     } catch(...) {
       __Pyx_CppExn2PyErr();
-      __PYX_ERR(10, 31, __pyx_L1_error)
+      __PYX_ERR(11, 31, __pyx_L1_error)
     }
 
     /* "pyx/testing.pxi":30
@@ -18346,11 +20271,11 @@ static PyObject *__pyx_pf_6mtlinv_7_native_36_launch(CYTHON_UNUSED PyObject *__p
 */
   if (unlikely(__pyx_v_kernel == Py_None)) {
     PyErr_Format(PyExc_AttributeError, "\047NoneType\047 object has no attribute \047%.30s\047", "encode");
-    __PYX_ERR(10, 32, __pyx_L1_error)
+    __PYX_ERR(11, 32, __pyx_L1_error)
   }
-  __pyx_t_1 = PyUnicode_AsEncodedString(__pyx_v_kernel, NULL, NULL); if (unlikely(!__pyx_t_1)) __PYX_ERR(10, 32, __pyx_L1_error)
+  __pyx_t_1 = PyUnicode_AsEncodedString(__pyx_v_kernel, NULL, NULL); if (unlikely(!__pyx_t_1)) __PYX_ERR(11, 32, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_1);
-  __pyx_t_10 = __pyx_convert_string_from_py_6libcpp_6string_std__in_string(__pyx_t_1); if (unlikely(PyErr_Occurred())) __PYX_ERR(10, 32, __pyx_L1_error)
+  __pyx_t_10 = __pyx_convert_string_from_py_6libcpp_6string_std__in_string(__pyx_t_1); if (unlikely(PyErr_Occurred())) __PYX_ERR(11, 32, __pyx_L1_error)
   __Pyx_DECREF(__pyx_t_1); __pyx_t_1 = 0;
   __pyx_v_name = __PYX_STD_MOVE_IF_SUPPORTED(__pyx_t_10);
 
@@ -18361,7 +20286,7 @@ static PyObject *__pyx_pf_6mtlinv_7_native_36_launch(CYTHON_UNUSED PyObject *__p
  *     with nogil:
  *         c_launch_raw(name, grid, block, raw, tensors)
 */
-  __pyx_t_10 = __pyx_convert_string_from_py_6libcpp_6string_std__in_string(__pyx_v_args); if (unlikely(PyErr_Occurred())) __PYX_ERR(10, 33, __pyx_L1_error)
+  __pyx_t_10 = __pyx_convert_string_from_py_6libcpp_6string_std__in_string(__pyx_v_args); if (unlikely(PyErr_Occurred())) __PYX_ERR(11, 33, __pyx_L1_error)
   __pyx_v_raw = __PYX_STD_MOVE_IF_SUPPORTED(__pyx_t_10);
 
   /* "pyx/testing.pxi":34
@@ -18387,7 +20312,7 @@ static PyObject *__pyx_pf_6mtlinv_7_native_36_launch(CYTHON_UNUSED PyObject *__p
           PyGILState_STATE __pyx_gilstate_save = __Pyx_PyGILState_Ensure();
           mtlinv_py::raise_py_error(); if (!PyErr_Occurred())PyErr_SetString(PyExc_RuntimeError, "Error converting c++ exception.");
           __Pyx_PyGILState_Release(__pyx_gilstate_save);
-          __PYX_ERR(10, 35, __pyx_L7_error)
+          __PYX_ERR(11, 35, __pyx_L7_error)
         }
       }
 
@@ -18442,7 +20367,7 @@ static PyObject *__pyx_pf_6mtlinv_7_native_36_launch(CYTHON_UNUSED PyObject *__p
   return __pyx_r;
 }
 
-/* "pyx/_native.pyx":28
+/* "pyx/_native.pyx":29
  * 
  * 
  * def get_limit():             # <<<<<<<<<<<<<<
@@ -18476,14 +20401,14 @@ static PyObject *__pyx_pf_6mtlinv_7_native_38get_limit(CYTHON_UNUSED PyObject *_
   int __pyx_clineno = 0;
   __Pyx_RefNannySetupContext("get_limit", 0);
 
-  /* "pyx/_native.pyx":30
+  /* "pyx/_native.pyx":31
  * def get_limit():
  *     """The batch-invariance limit: calls with M <= limit rows take the canonical kernels."""
  *     return c_get_limit()             # <<<<<<<<<<<<<<
  * 
  * 
 */
-  __pyx_t_1 = __Pyx_PyLong_From_int(mtlinv::get_limit()); if (unlikely(!__pyx_t_1)) __PYX_ERR(0, 30, __pyx_L1_error)
+  __pyx_t_1 = __Pyx_PyLong_From_int(mtlinv::get_limit()); if (unlikely(!__pyx_t_1)) __PYX_ERR(0, 31, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_1);
   {
     PyObject *__pyx_temp;
@@ -18496,7 +20421,7 @@ static PyObject *__pyx_pf_6mtlinv_7_native_38get_limit(CYTHON_UNUSED PyObject *_
   __pyx_t_1 = 0;
   goto __pyx_L0;
 
-  /* "pyx/_native.pyx":28
+  /* "pyx/_native.pyx":29
  * 
  * 
  * def get_limit():             # <<<<<<<<<<<<<<
@@ -18515,7 +20440,7 @@ static PyObject *__pyx_pf_6mtlinv_7_native_38get_limit(CYTHON_UNUSED PyObject *_
   return __pyx_r;
 }
 
-/* "pyx/_native.pyx":33
+/* "pyx/_native.pyx":34
  * 
  * 
  * def set_limit(n):             # <<<<<<<<<<<<<<
@@ -18563,32 +20488,32 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
   {
     PyObject ** const __pyx_pyargnames[] = {&__pyx_mstate_global->__pyx_n_u_n,0};
     const Py_ssize_t __pyx_kwds_len = (__pyx_kwds) ? __Pyx_NumKwargs_FASTCALL(__pyx_kwds) : 0;
-    if (unlikely(__pyx_kwds_len < 0)) __PYX_ERR(0, 33, __pyx_L3_error)
+    if (unlikely(__pyx_kwds_len < 0)) __PYX_ERR(0, 34, __pyx_L3_error)
     if (__pyx_kwds_len > 0) {
       switch (__pyx_nargs) {
         case  1:
         values[0] = __Pyx_ArgRef_FASTCALL(__pyx_args, 0);
-        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(0, 33, __pyx_L3_error)
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(0, 34, __pyx_L3_error)
         CYTHON_FALLTHROUGH;
         case  0: break;
         default: goto __pyx_L5_argtuple_error;
       }
       const Py_ssize_t kwd_pos_args = __pyx_nargs;
-      if (__Pyx_ParseKeywords(__pyx_kwds, __pyx_kwvalues, __pyx_pyargnames, 0, values, kwd_pos_args, __pyx_kwds_len, "set_limit", 0) < (0)) __PYX_ERR(0, 33, __pyx_L3_error)
+      if (__Pyx_ParseKeywords(__pyx_kwds, __pyx_kwvalues, __pyx_pyargnames, 0, values, kwd_pos_args, __pyx_kwds_len, "set_limit", 0) < (0)) __PYX_ERR(0, 34, __pyx_L3_error)
       for (Py_ssize_t i = __pyx_nargs; i < 1; i++) {
-        if (unlikely(!values[i])) { __Pyx_RaiseArgtupleInvalid("set_limit", 1, 1, 1, i); __PYX_ERR(0, 33, __pyx_L3_error) }
+        if (unlikely(!values[i])) { __Pyx_RaiseArgtupleInvalid("set_limit", 1, 1, 1, i); __PYX_ERR(0, 34, __pyx_L3_error) }
       }
     } else if (unlikely(__pyx_nargs != 1)) {
       goto __pyx_L5_argtuple_error;
     } else {
       values[0] = __Pyx_ArgRef_FASTCALL(__pyx_args, 0);
-      if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(0, 33, __pyx_L3_error)
+      if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(0, 34, __pyx_L3_error)
     }
     __pyx_v_n = values[0];
   }
   goto __pyx_L6_skip;
   __pyx_L5_argtuple_error:;
-  __Pyx_RaiseArgtupleInvalid("set_limit", 1, 1, 1, __pyx_nargs); __PYX_ERR(0, 33, __pyx_L3_error)
+  __Pyx_RaiseArgtupleInvalid("set_limit", 1, 1, 1, __pyx_nargs); __PYX_ERR(0, 34, __pyx_L3_error)
   __pyx_L6_skip:;
   goto __pyx_L4_argument_unpacking_done;
   __pyx_L3_error:;
@@ -18631,14 +20556,14 @@ static PyObject *__pyx_pf_6mtlinv_7_native_40set_limit(CYTHON_UNUSED PyObject *_
   int __pyx_clineno = 0;
   __Pyx_RefNannySetupContext("set_limit", 0);
 
-  /* "pyx/_native.pyx":35
+  /* "pyx/_native.pyx":36
  * def set_limit(n):
  *     """Sets the batch-invariance limit (n >= 0) and returns the previous value."""
  *     if isinstance(n, type(True)) or not isinstance(n, (int, np.integer)):             # <<<<<<<<<<<<<<
  *         raise InvalidArgumentError(f"set_limit: limit must be an int, got {type(n).__name__} {n!r}")
  *     if n < 0 or n > 2**30:
 */
-  __pyx_t_2 = PyObject_IsInstance(__pyx_v_n, ((PyObject *)Py_TYPE(Py_True))); if (unlikely(__pyx_t_2 == ((int)-1))) __PYX_ERR(0, 35, __pyx_L1_error)
+  __pyx_t_2 = PyObject_IsInstance(__pyx_v_n, ((PyObject *)Py_TYPE(Py_True))); if (unlikely(__pyx_t_2 == ((int)-1))) __PYX_ERR(0, 36, __pyx_L1_error)
   if (!__pyx_t_2) {
 
   } else {
@@ -18647,9 +20572,9 @@ static PyObject *__pyx_pf_6mtlinv_7_native_40set_limit(CYTHON_UNUSED PyObject *_
 
     goto __pyx_L4_bool_binop_done;
   }
-  __Pyx_GetModuleGlobalName(__pyx_t_3, __pyx_mstate_global->__pyx_n_u_np); if (unlikely(!__pyx_t_3)) __PYX_ERR(0, 35, __pyx_L1_error)
+  __Pyx_GetModuleGlobalName(__pyx_t_3, __pyx_mstate_global->__pyx_n_u_np); if (unlikely(!__pyx_t_3)) __PYX_ERR(0, 36, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_3);
-  __pyx_t_4 = __Pyx_PyObject_GetAttrStr(__pyx_t_3, __pyx_mstate_global->__pyx_n_u_integer); if (unlikely(!__pyx_t_4)) __PYX_ERR(0, 35, __pyx_L1_error)
+  __pyx_t_4 = __Pyx_PyObject_GetAttrStr(__pyx_t_3, __pyx_mstate_global->__pyx_n_u_integer); if (unlikely(!__pyx_t_4)) __PYX_ERR(0, 36, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_4);
   __Pyx_DECREF(__pyx_t_3); __pyx_t_3 = 0;
   __pyx_t_5 = PyLong_Check(__pyx_v_n); 
@@ -18677,7 +20602,7 @@ static PyObject *__pyx_pf_6mtlinv_7_native_40set_limit(CYTHON_UNUSED PyObject *_
   if (unlikely(__pyx_t_1)) {
 
 
-    /* "pyx/_native.pyx":36
+    /* "pyx/_native.pyx":37
  *     """Sets the batch-invariance limit (n >= 0) and returns the previous value."""
  *     if isinstance(n, type(True)) or not isinstance(n, (int, np.integer)):
  *         raise InvalidArgumentError(f"set_limit: limit must be an int, got {type(n).__name__} {n!r}")             # <<<<<<<<<<<<<<
@@ -18685,14 +20610,14 @@ static PyObject *__pyx_pf_6mtlinv_7_native_40set_limit(CYTHON_UNUSED PyObject *_
  *         raise InvalidArgumentError(f"set_limit: limit must be in [0, 2**30], got {n}")
 */
     __pyx_t_3 = NULL;
-    __Pyx_GetModuleGlobalName(__pyx_t_6, __pyx_mstate_global->__pyx_n_u_InvalidArgumentError); if (unlikely(!__pyx_t_6)) __PYX_ERR(0, 36, __pyx_L1_error)
+    __Pyx_GetModuleGlobalName(__pyx_t_6, __pyx_mstate_global->__pyx_n_u_InvalidArgumentError); if (unlikely(!__pyx_t_6)) __PYX_ERR(0, 37, __pyx_L1_error)
     __Pyx_GOTREF(__pyx_t_6);
-    __pyx_t_7 = __Pyx_PyObject_GetAttrStr(((PyObject *)Py_TYPE(__pyx_v_n)), __pyx_mstate_global->__pyx_n_u_name_2); if (unlikely(!__pyx_t_7)) __PYX_ERR(0, 36, __pyx_L1_error)
+    __pyx_t_7 = __Pyx_PyObject_GetAttrStr(((PyObject *)Py_TYPE(__pyx_v_n)), __pyx_mstate_global->__pyx_n_u_name_2); if (unlikely(!__pyx_t_7)) __PYX_ERR(0, 37, __pyx_L1_error)
     __Pyx_GOTREF(__pyx_t_7);
-    __pyx_t_8 = __Pyx_PyObject_FormatSimple(__pyx_t_7, __pyx_mstate_global->__pyx_empty_unicode); if (unlikely(!__pyx_t_8)) __PYX_ERR(0, 36, __pyx_L1_error)
+    __pyx_t_8 = __Pyx_PyObject_FormatSimple(__pyx_t_7, __pyx_mstate_global->__pyx_empty_unicode); if (unlikely(!__pyx_t_8)) __PYX_ERR(0, 37, __pyx_L1_error)
     __Pyx_GOTREF(__pyx_t_8);
     __Pyx_DECREF(__pyx_t_7); __pyx_t_7 = 0;
-    __pyx_t_7 = __Pyx_PyObject_FormatSimpleAndDecref(PyObject_Repr(__pyx_v_n), __pyx_mstate_global->__pyx_empty_unicode); if (unlikely(!__pyx_t_7)) __PYX_ERR(0, 36, __pyx_L1_error)
+    __pyx_t_7 = __Pyx_PyObject_FormatSimpleAndDecref(PyObject_Repr(__pyx_v_n), __pyx_mstate_global->__pyx_empty_unicode); if (unlikely(!__pyx_t_7)) __PYX_ERR(0, 37, __pyx_L1_error)
     __Pyx_GOTREF(__pyx_t_7);
     __pyx_t_9[0] = __pyx_mstate_global->__pyx_kp_u_set_limit_limit_must_be_an_int_g;
     __pyx_t_9[1] = __pyx_t_8;
@@ -18707,7 +20632,7 @@ static PyObject *__pyx_pf_6mtlinv_7_native_40set_limit(CYTHON_UNUSED PyObject *_
     __pyx_t_11 |= __Pyx_PyUnicode_KIND_04(__pyx_t_9[1]) | __Pyx_PyUnicode_KIND_04(__pyx_t_9[3]);
     #endif
     __pyx_t_12 = __Pyx_PyUnicode_Join(__pyx_t_9, 4, __pyx_t_10, __pyx_t_11);
-    if (unlikely(!__pyx_t_12)) __PYX_ERR(0, 36, __pyx_L1_error)
+    if (unlikely(!__pyx_t_12)) __PYX_ERR(0, 37, __pyx_L1_error)
     __Pyx_GOTREF(__pyx_t_12);
     __Pyx_DECREF(__pyx_t_8); __pyx_t_8 = 0;
     __Pyx_DECREF(__pyx_t_7); __pyx_t_7 = 0;
@@ -18729,14 +20654,14 @@ static PyObject *__pyx_pf_6mtlinv_7_native_40set_limit(CYTHON_UNUSED PyObject *_
       __Pyx_XDECREF(__pyx_t_3); __pyx_t_3 = 0;
       __Pyx_DECREF(__pyx_t_12); __pyx_t_12 = 0;
       __Pyx_DECREF(__pyx_t_6); __pyx_t_6 = 0;
-      if (unlikely(!__pyx_t_4)) __PYX_ERR(0, 36, __pyx_L1_error)
+      if (unlikely(!__pyx_t_4)) __PYX_ERR(0, 37, __pyx_L1_error)
       __Pyx_GOTREF(__pyx_t_4);
     }
     __Pyx_Raise(__pyx_t_4, 0, 0, 0);
     __Pyx_DECREF(__pyx_t_4); __pyx_t_4 = 0;
-    __PYX_ERR(0, 36, __pyx_L1_error)
+    __PYX_ERR(0, 37, __pyx_L1_error)
 
-    /* "pyx/_native.pyx":35
+    /* "pyx/_native.pyx":36
  * def set_limit(n):
  *     """Sets the batch-invariance limit (n >= 0) and returns the previous value."""
  *     if isinstance(n, type(True)) or not isinstance(n, (int, np.integer)):             # <<<<<<<<<<<<<<
@@ -18745,14 +20670,14 @@ static PyObject *__pyx_pf_6mtlinv_7_native_40set_limit(CYTHON_UNUSED PyObject *_
 */
   }
 
-  /* "pyx/_native.pyx":37
+  /* "pyx/_native.pyx":38
  *     if isinstance(n, type(True)) or not isinstance(n, (int, np.integer)):
  *         raise InvalidArgumentError(f"set_limit: limit must be an int, got {type(n).__name__} {n!r}")
  *     if n < 0 or n > 2**30:             # <<<<<<<<<<<<<<
  *         raise InvalidArgumentError(f"set_limit: limit must be in [0, 2**30], got {n}")
  *     return c_set_limit(int(n))
 */
-  __pyx_t_5 = __Pyx_PyObject_CompareBoolLt_object_int(__pyx_v_n, __pyx_mstate_global->__pyx_int_0, Py_LT); if (unlikely((__pyx_t_5 < 0))) __PYX_ERR(0, 37, __pyx_L1_error)
+  __pyx_t_5 = __Pyx_PyObject_CompareBoolLt_object_int(__pyx_v_n, __pyx_mstate_global->__pyx_int_0, Py_LT); if (unlikely((__pyx_t_5 < 0))) __PYX_ERR(0, 38, __pyx_L1_error)
   if (!__pyx_t_5) {
 
   } else {
@@ -18761,7 +20686,7 @@ static PyObject *__pyx_pf_6mtlinv_7_native_40set_limit(CYTHON_UNUSED PyObject *_
 
     goto __pyx_L9_bool_binop_done;
   }
-  __pyx_t_5 = __Pyx_PyObject_CompareBoolGt_object_int(__pyx_v_n, __pyx_mstate_global->__pyx_int_1073741824, Py_GT); if (unlikely((__pyx_t_5 < 0))) __PYX_ERR(0, 37, __pyx_L1_error)
+  __pyx_t_5 = __Pyx_PyObject_CompareBoolGt_object_int(__pyx_v_n, __pyx_mstate_global->__pyx_int_1073741824, Py_GT); if (unlikely((__pyx_t_5 < 0))) __PYX_ERR(0, 38, __pyx_L1_error)
 
   __pyx_t_1 = __pyx_t_5;
 
@@ -18769,7 +20694,7 @@ static PyObject *__pyx_pf_6mtlinv_7_native_40set_limit(CYTHON_UNUSED PyObject *_
   if (unlikely(__pyx_t_1)) {
 
 
-    /* "pyx/_native.pyx":38
+    /* "pyx/_native.pyx":39
  *         raise InvalidArgumentError(f"set_limit: limit must be an int, got {type(n).__name__} {n!r}")
  *     if n < 0 or n > 2**30:
  *         raise InvalidArgumentError(f"set_limit: limit must be in [0, 2**30], got {n}")             # <<<<<<<<<<<<<<
@@ -18777,11 +20702,11 @@ static PyObject *__pyx_pf_6mtlinv_7_native_40set_limit(CYTHON_UNUSED PyObject *_
  * 
 */
     __pyx_t_6 = NULL;
-    __Pyx_GetModuleGlobalName(__pyx_t_12, __pyx_mstate_global->__pyx_n_u_InvalidArgumentError); if (unlikely(!__pyx_t_12)) __PYX_ERR(0, 38, __pyx_L1_error)
+    __Pyx_GetModuleGlobalName(__pyx_t_12, __pyx_mstate_global->__pyx_n_u_InvalidArgumentError); if (unlikely(!__pyx_t_12)) __PYX_ERR(0, 39, __pyx_L1_error)
     __Pyx_GOTREF(__pyx_t_12);
-    __pyx_t_3 = __Pyx_PyObject_FormatSimple(__pyx_v_n, __pyx_mstate_global->__pyx_empty_unicode); if (unlikely(!__pyx_t_3)) __PYX_ERR(0, 38, __pyx_L1_error)
+    __pyx_t_3 = __Pyx_PyObject_FormatSimple(__pyx_v_n, __pyx_mstate_global->__pyx_empty_unicode); if (unlikely(!__pyx_t_3)) __PYX_ERR(0, 39, __pyx_L1_error)
     __Pyx_GOTREF(__pyx_t_3);
-    __pyx_t_7 = __Pyx_PyUnicode_Concat(__pyx_mstate_global->__pyx_kp_u_set_limit_limit_must_be_in_0_2_3, __pyx_t_3); if (unlikely(!__pyx_t_7)) __PYX_ERR(0, 38, __pyx_L1_error)
+    __pyx_t_7 = __Pyx_PyUnicode_Concat(__pyx_mstate_global->__pyx_kp_u_set_limit_limit_must_be_in_0_2_3, __pyx_t_3); if (unlikely(!__pyx_t_7)) __PYX_ERR(0, 39, __pyx_L1_error)
     __Pyx_GOTREF(__pyx_t_7);
     __Pyx_DECREF(__pyx_t_3); __pyx_t_3 = 0;
     __pyx_t_13 = 1;
@@ -18802,14 +20727,14 @@ static PyObject *__pyx_pf_6mtlinv_7_native_40set_limit(CYTHON_UNUSED PyObject *_
       __Pyx_XDECREF(__pyx_t_6); __pyx_t_6 = 0;
       __Pyx_DECREF(__pyx_t_7); __pyx_t_7 = 0;
       __Pyx_DECREF(__pyx_t_12); __pyx_t_12 = 0;
-      if (unlikely(!__pyx_t_4)) __PYX_ERR(0, 38, __pyx_L1_error)
+      if (unlikely(!__pyx_t_4)) __PYX_ERR(0, 39, __pyx_L1_error)
       __Pyx_GOTREF(__pyx_t_4);
     }
     __Pyx_Raise(__pyx_t_4, 0, 0, 0);
     __Pyx_DECREF(__pyx_t_4); __pyx_t_4 = 0;
-    __PYX_ERR(0, 38, __pyx_L1_error)
+    __PYX_ERR(0, 39, __pyx_L1_error)
 
-    /* "pyx/_native.pyx":37
+    /* "pyx/_native.pyx":38
  *     if isinstance(n, type(True)) or not isinstance(n, (int, np.integer)):
  *         raise InvalidArgumentError(f"set_limit: limit must be an int, got {type(n).__name__} {n!r}")
  *     if n < 0 or n > 2**30:             # <<<<<<<<<<<<<<
@@ -18818,25 +20743,25 @@ static PyObject *__pyx_pf_6mtlinv_7_native_40set_limit(CYTHON_UNUSED PyObject *_
 */
   }
 
-  /* "pyx/_native.pyx":39
+  /* "pyx/_native.pyx":40
  *     if n < 0 or n > 2**30:
  *         raise InvalidArgumentError(f"set_limit: limit must be in [0, 2**30], got {n}")
  *     return c_set_limit(int(n))             # <<<<<<<<<<<<<<
  * 
  * 
 */
-  __pyx_t_4 = __Pyx_PyNumber_Int(__pyx_v_n); if (unlikely(!__pyx_t_4)) __PYX_ERR(0, 39, __pyx_L1_error)
+  __pyx_t_4 = __Pyx_PyNumber_Int(__pyx_v_n); if (unlikely(!__pyx_t_4)) __PYX_ERR(0, 40, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_4);
-  __pyx_t_11 = __Pyx_PyLong_As_int(__pyx_t_4); if (unlikely((__pyx_t_11 == (int)-1) && PyErr_Occurred())) __PYX_ERR(0, 39, __pyx_L1_error)
+  __pyx_t_11 = __Pyx_PyLong_As_int(__pyx_t_4); if (unlikely((__pyx_t_11 == (int)-1) && PyErr_Occurred())) __PYX_ERR(0, 40, __pyx_L1_error)
   __Pyx_DECREF(__pyx_t_4); __pyx_t_4 = 0;
   try {
     __pyx_t_14 = mtlinv::set_limit(__pyx_t_11);
   } catch(...) {
     mtlinv_py::raise_py_error(); if (!PyErr_Occurred())PyErr_SetString(PyExc_RuntimeError, "Error converting c++ exception.");
-    __PYX_ERR(0, 39, __pyx_L1_error)
+    __PYX_ERR(0, 40, __pyx_L1_error)
   }
 
-  __pyx_t_4 = __Pyx_PyLong_From_int(__pyx_t_14); if (unlikely(!__pyx_t_4)) __PYX_ERR(0, 39, __pyx_L1_error)
+  __pyx_t_4 = __Pyx_PyLong_From_int(__pyx_t_14); if (unlikely(!__pyx_t_4)) __PYX_ERR(0, 40, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_4);
 
   {
@@ -18850,7 +20775,7 @@ static PyObject *__pyx_pf_6mtlinv_7_native_40set_limit(CYTHON_UNUSED PyObject *_
   __pyx_t_4 = 0;
   goto __pyx_L0;
 
-  /* "pyx/_native.pyx":33
+  /* "pyx/_native.pyx":34
  * 
  * 
  * def set_limit(n):             # <<<<<<<<<<<<<<
@@ -18874,7 +20799,7 @@ static PyObject *__pyx_pf_6mtlinv_7_native_40set_limit(CYTHON_UNUSED PyObject *_
   return __pyx_r;
 }
 
-/* "pyx/_native.pyx":42
+/* "pyx/_native.pyx":43
  * 
  * 
  * def _init_limit_from_env():             # <<<<<<<<<<<<<<
@@ -18906,7 +20831,7 @@ static PyObject *__pyx_pf_6mtlinv_7_native_42_init_limit_from_env(CYTHON_UNUSED 
   int __pyx_clineno = 0;
   __Pyx_RefNannySetupContext("_init_limit_from_env", 0);
 
-  /* "pyx/_native.pyx":43
+  /* "pyx/_native.pyx":44
  * 
  * def _init_limit_from_env():
  *     c_init_limit_from_env()             # <<<<<<<<<<<<<<
@@ -18917,10 +20842,10 @@ static PyObject *__pyx_pf_6mtlinv_7_native_42_init_limit_from_env(CYTHON_UNUSED 
     mtlinv::init_limit_from_env();
   } catch(...) {
     mtlinv_py::raise_py_error(); if (!PyErr_Occurred())PyErr_SetString(PyExc_RuntimeError, "Error converting c++ exception.");
-    __PYX_ERR(0, 43, __pyx_L1_error)
+    __PYX_ERR(0, 44, __pyx_L1_error)
   }
 
-  /* "pyx/_native.pyx":42
+  /* "pyx/_native.pyx":43
  * 
  * 
  * def _init_limit_from_env():             # <<<<<<<<<<<<<<
@@ -18940,7 +20865,7 @@ static PyObject *__pyx_pf_6mtlinv_7_native_42_init_limit_from_env(CYTHON_UNUSED 
   return __pyx_r;
 }
 
-/* "pyx/_native.pyx":46
+/* "pyx/_native.pyx":47
  * 
  * 
  * def device_info():             # <<<<<<<<<<<<<<
@@ -18983,7 +20908,7 @@ static PyObject *__pyx_pf_6mtlinv_7_native_44device_info(CYTHON_UNUSED PyObject 
   int __pyx_clineno = 0;
   __Pyx_RefNannySetupContext("device_info", 0);
 
-  /* "pyx/_native.pyx":48
+  /* "pyx/_native.pyx":49
  * def device_info():
  *     """The active backend: {'backend', 'name', 'threads' (emulator workers / GPU cores), 'simd_width', ...}."""
  *     cdef CBackend* b = &c_active_backend()             # <<<<<<<<<<<<<<
@@ -18994,12 +20919,12 @@ static PyObject *__pyx_pf_6mtlinv_7_native_44device_info(CYTHON_UNUSED PyObject 
     __pyx_t_1 = mtlinv::active_backend();
   } catch(...) {
     mtlinv_py::raise_py_error(); if (!PyErr_Occurred())PyErr_SetString(PyExc_RuntimeError, "Error converting c++ exception.");
-    __PYX_ERR(0, 48, __pyx_L1_error)
+    __PYX_ERR(0, 49, __pyx_L1_error)
   }
   __pyx_v_b = (&__pyx_t_1);
 
 
-  /* "pyx/_native.pyx":49
+  /* "pyx/_native.pyx":50
  *     """The active backend: {'backend', 'name', 'threads' (emulator workers / GPU cores), 'simd_width', ...}."""
  *     cdef CBackend* b = &c_active_backend()
  *     cdef const CDeviceCaps* c = &b.caps()             # <<<<<<<<<<<<<<
@@ -19008,104 +20933,104 @@ static PyObject *__pyx_pf_6mtlinv_7_native_44device_info(CYTHON_UNUSED PyObject 
 */
   __pyx_v_c = (&__pyx_v_b->caps());
 
-  /* "pyx/_native.pyx":51
+  /* "pyx/_native.pyx":52
  *     cdef const CDeviceCaps* c = &b.caps()
  *     return {
  *         "backend": c.backend.decode(),             # <<<<<<<<<<<<<<
  *         "name": c.name.decode(),
  *         "threads": c.compute_units,
 */
-  __pyx_t_2 = __Pyx_PyDict_NewPresized(7); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 51, __pyx_L1_error)
+  __pyx_t_2 = __Pyx_PyDict_NewPresized(7); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 52, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_2);
-  __pyx_t_3 = __Pyx_decode_cpp_string(__pyx_v_c->backend, 0, PY_SSIZE_T_MAX, NULL, NULL, NULL); if (unlikely(!__pyx_t_3)) __PYX_ERR(0, 51, __pyx_L1_error)
+  __pyx_t_3 = __Pyx_decode_cpp_string(__pyx_v_c->backend, 0, PY_SSIZE_T_MAX, NULL, NULL, NULL); if (unlikely(!__pyx_t_3)) __PYX_ERR(0, 52, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_3);
-  if (PyDict_SetItem(__pyx_t_2, __pyx_mstate_global->__pyx_n_u_backend, __pyx_t_3) < (0)) __PYX_ERR(0, 51, __pyx_L1_error)
+  if (PyDict_SetItem(__pyx_t_2, __pyx_mstate_global->__pyx_n_u_backend, __pyx_t_3) < (0)) __PYX_ERR(0, 52, __pyx_L1_error)
   __Pyx_DECREF(__pyx_t_3); __pyx_t_3 = 0;
 
-  /* "pyx/_native.pyx":52
+  /* "pyx/_native.pyx":53
  *     return {
  *         "backend": c.backend.decode(),
  *         "name": c.name.decode(),             # <<<<<<<<<<<<<<
  *         "threads": c.compute_units,
  *         "simd_width": c.simd_width,
 */
-  __pyx_t_3 = __Pyx_decode_cpp_string(__pyx_v_c->name, 0, PY_SSIZE_T_MAX, NULL, NULL, NULL); if (unlikely(!__pyx_t_3)) __PYX_ERR(0, 52, __pyx_L1_error)
+  __pyx_t_3 = __Pyx_decode_cpp_string(__pyx_v_c->name, 0, PY_SSIZE_T_MAX, NULL, NULL, NULL); if (unlikely(!__pyx_t_3)) __PYX_ERR(0, 53, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_3);
-  if (PyDict_SetItem(__pyx_t_2, __pyx_mstate_global->__pyx_n_u_name, __pyx_t_3) < (0)) __PYX_ERR(0, 51, __pyx_L1_error)
+  if (PyDict_SetItem(__pyx_t_2, __pyx_mstate_global->__pyx_n_u_name, __pyx_t_3) < (0)) __PYX_ERR(0, 52, __pyx_L1_error)
   __Pyx_DECREF(__pyx_t_3); __pyx_t_3 = 0;
 
-  /* "pyx/_native.pyx":53
+  /* "pyx/_native.pyx":54
  *         "backend": c.backend.decode(),
  *         "name": c.name.decode(),
  *         "threads": c.compute_units,             # <<<<<<<<<<<<<<
  *         "simd_width": c.simd_width,
  *         "max_threads_per_threadgroup": c.max_threads_per_threadgroup,
 */
-  __pyx_t_3 = __Pyx_PyLong_From_uint32_t(__pyx_v_c->compute_units); if (unlikely(!__pyx_t_3)) __PYX_ERR(0, 53, __pyx_L1_error)
+  __pyx_t_3 = __Pyx_PyLong_From_uint32_t(__pyx_v_c->compute_units); if (unlikely(!__pyx_t_3)) __PYX_ERR(0, 54, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_3);
-  if (PyDict_SetItem(__pyx_t_2, __pyx_mstate_global->__pyx_n_u_threads, __pyx_t_3) < (0)) __PYX_ERR(0, 51, __pyx_L1_error)
+  if (PyDict_SetItem(__pyx_t_2, __pyx_mstate_global->__pyx_n_u_threads, __pyx_t_3) < (0)) __PYX_ERR(0, 52, __pyx_L1_error)
   __Pyx_DECREF(__pyx_t_3); __pyx_t_3 = 0;
 
-  /* "pyx/_native.pyx":54
+  /* "pyx/_native.pyx":55
  *         "name": c.name.decode(),
  *         "threads": c.compute_units,
  *         "simd_width": c.simd_width,             # <<<<<<<<<<<<<<
  *         "max_threads_per_threadgroup": c.max_threads_per_threadgroup,
  *         "threadgroup_memory_bytes": c.threadgroup_memory_bytes,
 */
-  __pyx_t_3 = __Pyx_PyLong_From_uint32_t(__pyx_v_c->simd_width); if (unlikely(!__pyx_t_3)) __PYX_ERR(0, 54, __pyx_L1_error)
+  __pyx_t_3 = __Pyx_PyLong_From_uint32_t(__pyx_v_c->simd_width); if (unlikely(!__pyx_t_3)) __PYX_ERR(0, 55, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_3);
-  if (PyDict_SetItem(__pyx_t_2, __pyx_mstate_global->__pyx_n_u_simd_width, __pyx_t_3) < (0)) __PYX_ERR(0, 51, __pyx_L1_error)
+  if (PyDict_SetItem(__pyx_t_2, __pyx_mstate_global->__pyx_n_u_simd_width, __pyx_t_3) < (0)) __PYX_ERR(0, 52, __pyx_L1_error)
   __Pyx_DECREF(__pyx_t_3); __pyx_t_3 = 0;
 
-  /* "pyx/_native.pyx":55
+  /* "pyx/_native.pyx":56
  *         "threads": c.compute_units,
  *         "simd_width": c.simd_width,
  *         "max_threads_per_threadgroup": c.max_threads_per_threadgroup,             # <<<<<<<<<<<<<<
  *         "threadgroup_memory_bytes": c.threadgroup_memory_bytes,
  *         "built_backends": [s.decode() for s in c_built_backends()],
 */
-  __pyx_t_3 = __Pyx_PyLong_From_uint32_t(__pyx_v_c->max_threads_per_threadgroup); if (unlikely(!__pyx_t_3)) __PYX_ERR(0, 55, __pyx_L1_error)
+  __pyx_t_3 = __Pyx_PyLong_From_uint32_t(__pyx_v_c->max_threads_per_threadgroup); if (unlikely(!__pyx_t_3)) __PYX_ERR(0, 56, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_3);
-  if (PyDict_SetItem(__pyx_t_2, __pyx_mstate_global->__pyx_n_u_max_threads_per_threadgroup, __pyx_t_3) < (0)) __PYX_ERR(0, 51, __pyx_L1_error)
+  if (PyDict_SetItem(__pyx_t_2, __pyx_mstate_global->__pyx_n_u_max_threads_per_threadgroup, __pyx_t_3) < (0)) __PYX_ERR(0, 52, __pyx_L1_error)
   __Pyx_DECREF(__pyx_t_3); __pyx_t_3 = 0;
 
-  /* "pyx/_native.pyx":56
+  /* "pyx/_native.pyx":57
  *         "simd_width": c.simd_width,
  *         "max_threads_per_threadgroup": c.max_threads_per_threadgroup,
  *         "threadgroup_memory_bytes": c.threadgroup_memory_bytes,             # <<<<<<<<<<<<<<
  *         "built_backends": [s.decode() for s in c_built_backends()],
  *     }
 */
-  __pyx_t_3 = __Pyx_PyLong_From_uint32_t(__pyx_v_c->threadgroup_memory_bytes); if (unlikely(!__pyx_t_3)) __PYX_ERR(0, 56, __pyx_L1_error)
+  __pyx_t_3 = __Pyx_PyLong_From_uint32_t(__pyx_v_c->threadgroup_memory_bytes); if (unlikely(!__pyx_t_3)) __PYX_ERR(0, 57, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_3);
-  if (PyDict_SetItem(__pyx_t_2, __pyx_mstate_global->__pyx_n_u_threadgroup_memory_bytes, __pyx_t_3) < (0)) __PYX_ERR(0, 51, __pyx_L1_error)
+  if (PyDict_SetItem(__pyx_t_2, __pyx_mstate_global->__pyx_n_u_threadgroup_memory_bytes, __pyx_t_3) < (0)) __PYX_ERR(0, 52, __pyx_L1_error)
   __Pyx_DECREF(__pyx_t_3); __pyx_t_3 = 0;
   { /* enter inner scope */
 
-    /* "pyx/_native.pyx":57
+    /* "pyx/_native.pyx":58
  *         "max_threads_per_threadgroup": c.max_threads_per_threadgroup,
  *         "threadgroup_memory_bytes": c.threadgroup_memory_bytes,
  *         "built_backends": [s.decode() for s in c_built_backends()],             # <<<<<<<<<<<<<<
  *     }
  * 
 */
-    __pyx_t_3 = PyList_New(0); if (unlikely(!__pyx_t_3)) __PYX_ERR(0, 57, __pyx_L1_error)
+    __pyx_t_3 = PyList_New(0); if (unlikely(!__pyx_t_3)) __PYX_ERR(0, 58, __pyx_L1_error)
     __Pyx_GOTREF(__pyx_t_3);
     __pyx_t_5 = mtlinv::built_backends();
     __pyx_t_4 = __pyx_t_5.begin();
     for (; __pyx_t_4 != __pyx_t_5.end(); ++__pyx_t_4) {
       __pyx_t_6 = *__pyx_t_4;
       __pyx_8genexpr8__pyx_v_s = __PYX_STD_MOVE_IF_SUPPORTED(__pyx_t_6);
-      __pyx_t_7 = __Pyx_decode_cpp_string(__pyx_8genexpr8__pyx_v_s, 0, PY_SSIZE_T_MAX, NULL, NULL, NULL); if (unlikely(!__pyx_t_7)) __PYX_ERR(0, 57, __pyx_L1_error)
+      __pyx_t_7 = __Pyx_decode_cpp_string(__pyx_8genexpr8__pyx_v_s, 0, PY_SSIZE_T_MAX, NULL, NULL, NULL); if (unlikely(!__pyx_t_7)) __PYX_ERR(0, 58, __pyx_L1_error)
       __Pyx_GOTREF(__pyx_t_7);
       __Pyx_GIVEREF(__pyx_t_7);
-      if (unlikely(__Pyx_ListComp_AppendAndDecref(__pyx_t_3, __pyx_t_7))) __PYX_ERR(0, 57, __pyx_L1_error)
+      if (unlikely(__Pyx_ListComp_AppendAndDecref(__pyx_t_3, __pyx_t_7))) __PYX_ERR(0, 58, __pyx_L1_error)
       __pyx_t_7 = 0;
     }
 
   } /* exit inner scope */
-  if (PyDict_SetItem(__pyx_t_2, __pyx_mstate_global->__pyx_n_u_built_backends, __pyx_t_3) < (0)) __PYX_ERR(0, 51, __pyx_L1_error)
+  if (PyDict_SetItem(__pyx_t_2, __pyx_mstate_global->__pyx_n_u_built_backends, __pyx_t_3) < (0)) __PYX_ERR(0, 52, __pyx_L1_error)
   __Pyx_DECREF(__pyx_t_3); __pyx_t_3 = 0;
   {
     PyObject *__pyx_temp;
@@ -19118,7 +21043,7 @@ static PyObject *__pyx_pf_6mtlinv_7_native_44device_info(CYTHON_UNUSED PyObject 
   __pyx_t_2 = 0;
   goto __pyx_L0;
 
-  /* "pyx/_native.pyx":46
+  /* "pyx/_native.pyx":47
  * 
  * 
  * def device_info():             # <<<<<<<<<<<<<<
@@ -19142,7 +21067,7 @@ static PyObject *__pyx_pf_6mtlinv_7_native_44device_info(CYTHON_UNUSED PyObject 
   return __pyx_r;
 }
 
-/* "pyx/_native.pyx":61
+/* "pyx/_native.pyx":62
  * 
  * 
  * def kernel_names():             # <<<<<<<<<<<<<<
@@ -19168,7 +21093,7 @@ static PyObject *__pyx_pw_6mtlinv_7_native_47kernel_names(PyObject *__pyx_self, 
 }
 static PyObject *__pyx_gb_6mtlinv_7_native_12kernel_names_2generator2(__pyx_CoroutineObject *__pyx_generator, CYTHON_UNUSED PyThreadState *__pyx_tstate, PyObject *__pyx_sent_value); /* proto */
 
-/* "pyx/_native.pyx":63
+/* "pyx/_native.pyx":64
  * def kernel_names():
  *     """Names of every kernel the active backend has (the MTLINV_KERNEL table of metal/[inserted by cython to avoid comment start]*.metal)."""
  *     return sorted(s.decode() for s in c_active_backend().kernel_names())             # <<<<<<<<<<<<<<
@@ -19186,7 +21111,7 @@ static PyObject *__pyx_pf_6mtlinv_7_native_12kernel_names_genexpr(CYTHON_UNUSED 
   if (unlikely(!__pyx_cur_scope)) {
     __pyx_cur_scope = ((struct __pyx_obj_6mtlinv_7_native___pyx_scope_struct_2_genexpr *)Py_None);
     __Pyx_INCREF(Py_None);
-    __PYX_ERR(0, 63, __pyx_L1_error)
+    __PYX_ERR(0, 64, __pyx_L1_error)
   } else {
     __Pyx_GOTREF((PyObject *)__pyx_cur_scope);
   }
@@ -19194,7 +21119,7 @@ static PyObject *__pyx_pf_6mtlinv_7_native_12kernel_names_genexpr(CYTHON_UNUSED 
 
 
   {
-    __pyx_CoroutineObject *gen = __Pyx_Generator_New((__pyx_coroutine_body_t) __pyx_gb_6mtlinv_7_native_12kernel_names_2generator2, ((PyObject *)__pyx_mstate_global->__pyx_codeobj_tab[2]), (PyObject *) __pyx_cur_scope, __pyx_mstate_global->__pyx_n_u_genexpr, __pyx_mstate_global->__pyx_n_u_kernel_names_locals_genexpr, __pyx_mstate_global->__pyx_n_u_mtlinv__native); if (unlikely(!gen)) __PYX_ERR(0, 63, __pyx_L1_error)
+    __pyx_CoroutineObject *gen = __Pyx_Generator_New((__pyx_coroutine_body_t) __pyx_gb_6mtlinv_7_native_12kernel_names_2generator2, ((PyObject *)__pyx_mstate_global->__pyx_codeobj_tab[2]), (PyObject *) __pyx_cur_scope, __pyx_mstate_global->__pyx_n_u_genexpr, __pyx_mstate_global->__pyx_n_u_kernel_names_locals_genexpr, __pyx_mstate_global->__pyx_n_u_mtlinv__native); if (unlikely(!gen)) __PYX_ERR(0, 64, __pyx_L1_error)
     __Pyx_DECREF(__pyx_cur_scope);
     __Pyx_RefNannyFinishContext();
     return (PyObject *) gen;
@@ -19229,17 +21154,17 @@ static PyObject *__pyx_gb_6mtlinv_7_native_12kernel_names_2generator2(__pyx_Coro
     return NULL;
   }
   __pyx_L3_first_run:;
-  if (unlikely(!__pyx_sent_value)) __PYX_ERR(0, 63, __pyx_L1_error)
-  __pyx_r = PyList_New(0); if (unlikely(!__pyx_r)) __PYX_ERR(0, 63, __pyx_L1_error)
+  if (unlikely(!__pyx_sent_value)) __PYX_ERR(0, 64, __pyx_L1_error)
+  __pyx_r = PyList_New(0); if (unlikely(!__pyx_r)) __PYX_ERR(0, 64, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_r);
   __pyx_t_1 = __pyx_cur_scope->__pyx_genexpr_arg_0.begin();
   for (; __pyx_t_1 != __pyx_cur_scope->__pyx_genexpr_arg_0.end(); ++__pyx_t_1) {
     __pyx_t_2 = *__pyx_t_1;
     __pyx_cur_scope->__pyx_v_s = __PYX_STD_MOVE_IF_SUPPORTED(__pyx_t_2);
-    __pyx_t_3 = __Pyx_decode_cpp_string(__pyx_cur_scope->__pyx_v_s, 0, PY_SSIZE_T_MAX, NULL, NULL, NULL); if (unlikely(!__pyx_t_3)) __PYX_ERR(0, 63, __pyx_L1_error)
+    __pyx_t_3 = __Pyx_decode_cpp_string(__pyx_cur_scope->__pyx_v_s, 0, PY_SSIZE_T_MAX, NULL, NULL, NULL); if (unlikely(!__pyx_t_3)) __PYX_ERR(0, 64, __pyx_L1_error)
     __Pyx_GOTREF(__pyx_t_3);
     __Pyx_GIVEREF(__pyx_t_3);
-    if (unlikely(__Pyx_ListComp_AppendAndDecref(__pyx_r, __pyx_t_3))) __PYX_ERR(0, 63, __pyx_L1_error)
+    if (unlikely(__Pyx_ListComp_AppendAndDecref(__pyx_r, __pyx_t_3))) __PYX_ERR(0, 64, __pyx_L1_error)
     __pyx_t_3 = 0;
   }
 
@@ -19265,7 +21190,7 @@ static PyObject *__pyx_gb_6mtlinv_7_native_12kernel_names_2generator2(__pyx_Coro
   return __pyx_r;
 }
 
-/* "pyx/_native.pyx":61
+/* "pyx/_native.pyx":62
  * 
  * 
  * def kernel_names():             # <<<<<<<<<<<<<<
@@ -19285,7 +21210,7 @@ static PyObject *__pyx_pf_6mtlinv_7_native_46kernel_names(CYTHON_UNUSED PyObject
   int __pyx_clineno = 0;
   __Pyx_RefNannySetupContext("kernel_names", 0);
 
-  /* "pyx/_native.pyx":63
+  /* "pyx/_native.pyx":64
  * def kernel_names():
  *     """Names of every kernel the active backend has (the MTLINV_KERNEL table of metal/[inserted by cython to avoid comment start]*.metal)."""
  *     return sorted(s.decode() for s in c_active_backend().kernel_names())             # <<<<<<<<<<<<<<
@@ -19294,15 +21219,15 @@ static PyObject *__pyx_pf_6mtlinv_7_native_46kernel_names(CYTHON_UNUSED PyObject
     __pyx_t_1 = mtlinv::active_backend();
   } catch(...) {
     mtlinv_py::raise_py_error(); if (!PyErr_Occurred())PyErr_SetString(PyExc_RuntimeError, "Error converting c++ exception.");
-    __PYX_ERR(0, 63, __pyx_L1_error)
+    __PYX_ERR(0, 64, __pyx_L1_error)
   }
-  __pyx_t_2 = __pyx_pf_6mtlinv_7_native_12kernel_names_genexpr(NULL, __pyx_t_1->kernel_names()); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 63, __pyx_L1_error)
+  __pyx_t_2 = __pyx_pf_6mtlinv_7_native_12kernel_names_genexpr(NULL, __pyx_t_1->kernel_names()); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 64, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_2);
 
-  __pyx_t_3 = __Pyx_Generator_GetInlinedResult(__pyx_t_2); if (unlikely(!__pyx_t_3)) __PYX_ERR(0, 63, __pyx_L1_error)
+  __pyx_t_3 = __Pyx_Generator_GetInlinedResult(__pyx_t_2); if (unlikely(!__pyx_t_3)) __PYX_ERR(0, 64, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_3);
   __Pyx_DECREF(__pyx_t_2); __pyx_t_2 = 0;
-  if (unlikely((PyList_Sort(__pyx_t_3) < 0))) __PYX_ERR(0, 63, __pyx_L1_error)
+  if (unlikely((PyList_Sort(__pyx_t_3) < 0))) __PYX_ERR(0, 64, __pyx_L1_error)
   {
     PyObject *__pyx_temp;
     {
@@ -19314,7 +21239,7 @@ static PyObject *__pyx_pf_6mtlinv_7_native_46kernel_names(CYTHON_UNUSED PyObject
   __pyx_t_3 = 0;
   goto __pyx_L0;
 
-  /* "pyx/_native.pyx":61
+  /* "pyx/_native.pyx":62
  * 
  * 
  * def kernel_names():             # <<<<<<<<<<<<<<
@@ -19983,6 +21908,10 @@ static PyObject *__pyx_getprop_6mtlinv_7_native_6Tensor_dtype(PyObject *o, CYTHO
   return __pyx_pw_6mtlinv_7_native_6Tensor_5dtype_1__get__(o);
 }
 
+static PyObject *__pyx_getprop_6mtlinv_7_native_6Tensor___cuda_array_interface__(PyObject *o, CYTHON_UNUSED void *x) {
+  return __pyx_pw_6mtlinv_7_native_6Tensor_24__cuda_array_interface___1__get__(o);
+}
+
 static PyObject *__pyx_getprop_6mtlinv_7_native_6Tensor_readonly(PyObject *o, CYTHON_UNUSED void *x) {
   return __pyx_pw_6mtlinv_7_native_6Tensor_8readonly_1__get__(o);
 }
@@ -19991,8 +21920,10 @@ static PyMethodDef __pyx_methods_6mtlinv_7_native_Tensor[] = {
   {"reshape", (PyCFunction)(void(*)(void))(PyCFunctionWithKeywords)__pyx_pw_6mtlinv_7_native_6Tensor_3reshape, METH_VARARGS|METH_KEYWORDS, __pyx_doc_6mtlinv_7_native_6Tensor_2reshape},
   {"numpy", (PyCFunction)(void(*)(void))(__Pyx_PyCFunction_FastCallWithKeywords)__pyx_pw_6mtlinv_7_native_6Tensor_5numpy, __Pyx_METH_FASTCALL|METH_KEYWORDS, __pyx_doc_6mtlinv_7_native_6Tensor_4numpy},
   {"__array__", (PyCFunction)(void(*)(void))(__Pyx_PyCFunction_FastCallWithKeywords)__pyx_pw_6mtlinv_7_native_6Tensor_7__array__, __Pyx_METH_FASTCALL|METH_KEYWORDS, 0},
-  {"__reduce_cython__", (PyCFunction)(void(*)(void))(__Pyx_PyCFunction_FastCallWithKeywords)__pyx_pw_6mtlinv_7_native_6Tensor_15__reduce_cython__, __Pyx_METH_FASTCALL|METH_KEYWORDS, 0},
-  {"__setstate_cython__", (PyCFunction)(void(*)(void))(__Pyx_PyCFunction_FastCallWithKeywords)__pyx_pw_6mtlinv_7_native_6Tensor_17__setstate_cython__, __Pyx_METH_FASTCALL|METH_KEYWORDS, 0},
+  {"__dlpack__", (PyCFunction)(void(*)(void))(__Pyx_PyCFunction_FastCallWithKeywords)__pyx_pw_6mtlinv_7_native_6Tensor_13__dlpack__, __Pyx_METH_FASTCALL|METH_KEYWORDS, __pyx_doc_6mtlinv_7_native_6Tensor_12__dlpack__},
+  {"__dlpack_device__", (PyCFunction)(void(*)(void))(__Pyx_PyCFunction_FastCallWithKeywords)__pyx_pw_6mtlinv_7_native_6Tensor_15__dlpack_device__, __Pyx_METH_FASTCALL|METH_KEYWORDS, 0},
+  {"__reduce_cython__", (PyCFunction)(void(*)(void))(__Pyx_PyCFunction_FastCallWithKeywords)__pyx_pw_6mtlinv_7_native_6Tensor_19__reduce_cython__, __Pyx_METH_FASTCALL|METH_KEYWORDS, 0},
+  {"__setstate_cython__", (PyCFunction)(void(*)(void))(__Pyx_PyCFunction_FastCallWithKeywords)__pyx_pw_6mtlinv_7_native_6Tensor_21__setstate_cython__, __Pyx_METH_FASTCALL|METH_KEYWORDS, 0},
   {0, 0, 0, 0}
 };
 
@@ -20002,6 +21933,7 @@ static struct PyGetSetDef __pyx_getsets_6mtlinv_7_native_Tensor[] = {
   {"size", __pyx_getprop_6mtlinv_7_native_6Tensor_size, 0, 0, 0},
   {"nbytes", __pyx_getprop_6mtlinv_7_native_6Tensor_nbytes, 0, 0, 0},
   {"dtype", __pyx_getprop_6mtlinv_7_native_6Tensor_dtype, 0, 0, 0},
+  {"__cuda_array_interface__", __pyx_getprop_6mtlinv_7_native_6Tensor___cuda_array_interface__, 0, PyDoc_STR("For CUDA memory (CuPy, Numba, torch.as_tensor); AttributeError on other devices."), 0},
   {"readonly", __pyx_getprop_6mtlinv_7_native_6Tensor_readonly, 0, 0, 0},
   {0, 0, 0, 0, 0}
 };
@@ -20015,7 +21947,7 @@ static PyBufferProcs __pyx_tp_as_buffer_Tensor = {
 #endif
 static PyType_Slot __pyx_type_6mtlinv_7_native_Tensor_slots[] = {
   {Py_tp_dealloc, (void *)__pyx_tp_dealloc_6mtlinv_7_native_Tensor},
-  {Py_tp_repr, (void *)__pyx_pw_6mtlinv_7_native_6Tensor_13__repr__},
+  {Py_tp_repr, (void *)__pyx_pw_6mtlinv_7_native_6Tensor_17__repr__},
   #if defined(Py_bf_getbuffer)
   {Py_bf_getbuffer, (void *)__pyx_pw_6mtlinv_7_native_6Tensor_9__getbuffer__},
   #endif
@@ -20060,7 +21992,7 @@ static PyTypeObject __pyx_type_6mtlinv_7_native_Tensor = {
   0, /*tp_getattr*/
   0, /*tp_setattr*/
   0, /*tp_as_async*/
-  __pyx_pw_6mtlinv_7_native_6Tensor_13__repr__, /*tp_repr*/
+  __pyx_pw_6mtlinv_7_native_6Tensor_17__repr__, /*tp_repr*/
   0, /*tp_as_number*/
   0, /*tp_as_sequence*/
   0, /*tp_as_mapping*/
@@ -20926,14 +22858,14 @@ static int __Pyx_modinit_Exttype___pyx_obj_6mtlinv_7_native___pyx_scope_struct_1
   __Pyx_RefNannySetupContext("__Pyx_modinit_Exttype___pyx_obj_6mtlinv_7_native___pyx_scope_struct_1_genexpr", 0);
   /*--- Exttype __pyx_obj_6mtlinv_7_native___pyx_scope_struct_1_genexpr ---*/
   #if CYTHON_USE_TYPE_SPECS
-  __pyx_mstate->__pyx_ptype_6mtlinv_7_native___pyx_scope_struct_1_genexpr = (PyTypeObject *) __Pyx_PyType_FromModuleAndSpec(__pyx_m, &__pyx_type_6mtlinv_7_native___pyx_scope_struct_1_genexpr_spec, NULL); if (unlikely(!__pyx_mstate->__pyx_ptype_6mtlinv_7_native___pyx_scope_struct_1_genexpr)) __PYX_ERR(3, 173, __pyx_L1_error)
+  __pyx_mstate->__pyx_ptype_6mtlinv_7_native___pyx_scope_struct_1_genexpr = (PyTypeObject *) __Pyx_PyType_FromModuleAndSpec(__pyx_m, &__pyx_type_6mtlinv_7_native___pyx_scope_struct_1_genexpr_spec, NULL); if (unlikely(!__pyx_mstate->__pyx_ptype_6mtlinv_7_native___pyx_scope_struct_1_genexpr)) __PYX_ERR(3, 187, __pyx_L1_error)
   #else
   __pyx_mstate->__pyx_ptype_6mtlinv_7_native___pyx_scope_struct_1_genexpr = &__pyx_type_6mtlinv_7_native___pyx_scope_struct_1_genexpr;
   #endif
   #if !CYTHON_COMPILING_IN_LIMITED_API
   #endif
   #if !CYTHON_USE_TYPE_SPECS
-  if (__Pyx_PyType_Ready(__pyx_mstate->__pyx_ptype_6mtlinv_7_native___pyx_scope_struct_1_genexpr) < (0)) __PYX_ERR(3, 173, __pyx_L1_error)
+  if (__Pyx_PyType_Ready(__pyx_mstate->__pyx_ptype_6mtlinv_7_native___pyx_scope_struct_1_genexpr) < (0)) __PYX_ERR(3, 187, __pyx_L1_error)
   #endif
   #if CYTHON_COMPILING_IN_CPYTHON && PY_VERSION_HEX >= 0x030E0000
   PyUnstable_Object_EnableDeferredRefcount((PyObject*)__pyx_mstate->__pyx_ptype_6mtlinv_7_native___pyx_scope_struct_1_genexpr);
@@ -20959,14 +22891,14 @@ static int __Pyx_modinit_Exttype___pyx_obj_6mtlinv_7_native___pyx_scope_struct_2
   __Pyx_RefNannySetupContext("__Pyx_modinit_Exttype___pyx_obj_6mtlinv_7_native___pyx_scope_struct_2_genexpr", 0);
   /*--- Exttype __pyx_obj_6mtlinv_7_native___pyx_scope_struct_2_genexpr ---*/
   #if CYTHON_USE_TYPE_SPECS
-  __pyx_mstate->__pyx_ptype_6mtlinv_7_native___pyx_scope_struct_2_genexpr = (PyTypeObject *) __Pyx_PyType_FromModuleAndSpec(__pyx_m, &__pyx_type_6mtlinv_7_native___pyx_scope_struct_2_genexpr_spec, NULL); if (unlikely(!__pyx_mstate->__pyx_ptype_6mtlinv_7_native___pyx_scope_struct_2_genexpr)) __PYX_ERR(0, 63, __pyx_L1_error)
+  __pyx_mstate->__pyx_ptype_6mtlinv_7_native___pyx_scope_struct_2_genexpr = (PyTypeObject *) __Pyx_PyType_FromModuleAndSpec(__pyx_m, &__pyx_type_6mtlinv_7_native___pyx_scope_struct_2_genexpr_spec, NULL); if (unlikely(!__pyx_mstate->__pyx_ptype_6mtlinv_7_native___pyx_scope_struct_2_genexpr)) __PYX_ERR(0, 64, __pyx_L1_error)
   #else
   __pyx_mstate->__pyx_ptype_6mtlinv_7_native___pyx_scope_struct_2_genexpr = &__pyx_type_6mtlinv_7_native___pyx_scope_struct_2_genexpr;
   #endif
   #if !CYTHON_COMPILING_IN_LIMITED_API
   #endif
   #if !CYTHON_USE_TYPE_SPECS
-  if (__Pyx_PyType_Ready(__pyx_mstate->__pyx_ptype_6mtlinv_7_native___pyx_scope_struct_2_genexpr) < (0)) __PYX_ERR(0, 63, __pyx_L1_error)
+  if (__Pyx_PyType_Ready(__pyx_mstate->__pyx_ptype_6mtlinv_7_native___pyx_scope_struct_2_genexpr) < (0)) __PYX_ERR(0, 64, __pyx_L1_error)
   #endif
   #if CYTHON_COMPILING_IN_CPYTHON && PY_VERSION_HEX >= 0x030E0000
   PyUnstable_Object_EnableDeferredRefcount((PyObject*)__pyx_mstate->__pyx_ptype_6mtlinv_7_native___pyx_scope_struct_2_genexpr);
@@ -20992,7 +22924,7 @@ static int __Pyx_modinit_Type_import_code(__pyx_mstatetype *__pyx_mstate) {
   CYTHON_UNUSED_VAR(__pyx_mstate);
   __Pyx_RefNannySetupContext("__Pyx_modinit_Type_import_code", 0);
   /*--- Type import code ---*/
-  __pyx_t_1 = PyImport_ImportModule(__Pyx_BUILTIN_MODULE_NAME); if (unlikely(!__pyx_t_1)) __PYX_ERR(11, 9, __pyx_L1_error)
+  __pyx_t_1 = PyImport_ImportModule(__Pyx_BUILTIN_MODULE_NAME); if (unlikely(!__pyx_t_1)) __PYX_ERR(12, 9, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_1);
   __pyx_mstate->__pyx_ptype_7cpython_4type_type = __Pyx_ImportType_3_3_1(__pyx_t_1, __Pyx_BUILTIN_MODULE_NAME, "type",
   #if defined(PYPY_VERSION_NUM) && PYPY_VERSION_NUM < 0x050B0000
@@ -21002,7 +22934,7 @@ static int __Pyx_modinit_Type_import_code(__pyx_mstatetype *__pyx_mstate) {
   #else
   sizeof(PyHeapTypeObject), __PYX_GET_STRUCT_ALIGNMENT_3_3_1(PyHeapTypeObject),
   #endif
-  __Pyx_ImportType_CheckSize_Warn_3_3_1); if (!__pyx_mstate->__pyx_ptype_7cpython_4type_type) __PYX_ERR(11, 9, __pyx_L1_error)
+  __Pyx_ImportType_CheckSize_Warn_3_3_1); if (!__pyx_mstate->__pyx_ptype_7cpython_4type_type) __PYX_ERR(12, 9, __pyx_L1_error)
   __Pyx_DECREF(__pyx_t_1); __pyx_t_1 = 0;
   __pyx_t_1 = PyImport_ImportModule("numpy"); if (unlikely(!__pyx_t_1)) __PYX_ERR(2, 229, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_1);
@@ -21495,28 +23427,28 @@ __Pyx_RefNannySetupContext("PyInit__native", 0);
 */
   {
     PyObject* __pyx_temp[1] = {((PyObject *)(((PyTypeObject*)PyExc_Exception)))};
-    __pyx_t_2 = __Pyx_PyTuple_FromArray(__pyx_temp, 1); if (unlikely(!__pyx_t_2)) __PYX_ERR(12, 5, __pyx_L1_error)
+    __pyx_t_2 = __Pyx_PyTuple_FromArray(__pyx_temp, 1); if (unlikely(!__pyx_t_2)) __PYX_ERR(13, 5, __pyx_L1_error)
     __Pyx_GOTREF(__pyx_t_2);
   }
   __pyx_t_4 = __pyx_t_2;
   __Pyx_INCREF(__pyx_t_4);
-  __pyx_t_5 = __Pyx_PEP560_update_bases(__pyx_t_4); if (unlikely(!__pyx_t_5)) __PYX_ERR(12, 5, __pyx_L1_error)
+  __pyx_t_5 = __Pyx_PEP560_update_bases(__pyx_t_4); if (unlikely(!__pyx_t_5)) __PYX_ERR(13, 5, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_5);
   __Pyx_DECREF(__pyx_t_4); __pyx_t_4 = 0;
-  __pyx_t_4 = __Pyx_CalculateMetaclass(NULL, __pyx_t_5); if (unlikely(!__pyx_t_4)) __PYX_ERR(12, 5, __pyx_L1_error)
+  __pyx_t_4 = __Pyx_CalculateMetaclass(NULL, __pyx_t_5); if (unlikely(!__pyx_t_4)) __PYX_ERR(13, 5, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_4);
-  __pyx_t_6 = __Pyx_Py3MetaclassPrepare(__pyx_t_4, __pyx_t_5, __pyx_mstate_global->__pyx_n_u_MtlinvError, __pyx_mstate_global->__pyx_n_u_MtlinvError, (PyObject *) NULL, __pyx_mstate_global->__pyx_n_u_mtlinv__native, __pyx_mstate_global->__pyx_kp_u_Base_class_of_every_mtlinv_error); if (unlikely(!__pyx_t_6)) __PYX_ERR(12, 5, __pyx_L1_error)
+  __pyx_t_6 = __Pyx_Py3MetaclassPrepare(__pyx_t_4, __pyx_t_5, __pyx_mstate_global->__pyx_n_u_MtlinvError, __pyx_mstate_global->__pyx_n_u_MtlinvError, (PyObject *) NULL, __pyx_mstate_global->__pyx_n_u_mtlinv__native, __pyx_mstate_global->__pyx_kp_u_Base_class_of_every_mtlinv_error); if (unlikely(!__pyx_t_6)) __PYX_ERR(13, 5, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_6);
   if (__pyx_t_5 != __pyx_t_2) {
-    if (unlikely((PyDict_SetItemString(__pyx_t_6, "__orig_bases__", __pyx_t_2) < 0))) __PYX_ERR(12, 5, __pyx_L1_error)
+    if (unlikely((PyDict_SetItemString(__pyx_t_6, "__orig_bases__", __pyx_t_2) < 0))) __PYX_ERR(13, 5, __pyx_L1_error)
   }
   __Pyx_DECREF(__pyx_t_2); __pyx_t_2 = 0;
-  __pyx_t_2 = __Pyx_Py3ClassCreate(__pyx_t_4, __pyx_mstate_global->__pyx_n_u_MtlinvError, __pyx_t_5, __pyx_t_6, NULL, 0, 0); if (unlikely(!__pyx_t_2)) __PYX_ERR(12, 5, __pyx_L1_error)
+  __pyx_t_2 = __Pyx_Py3ClassCreate(__pyx_t_4, __pyx_mstate_global->__pyx_n_u_MtlinvError, __pyx_t_5, __pyx_t_6, NULL, 0, 0); if (unlikely(!__pyx_t_2)) __PYX_ERR(13, 5, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_2);
   #if CYTHON_COMPILING_IN_CPYTHON && PY_VERSION_HEX >= 0x030E0000
   PyUnstable_Object_EnableDeferredRefcount(__pyx_t_2);
   #endif
-  if (PyDict_SetItem(__pyx_mstate_global->__pyx_d, __pyx_mstate_global->__pyx_n_u_MtlinvError, __pyx_t_2) < (0)) __PYX_ERR(12, 5, __pyx_L1_error)
+  if (PyDict_SetItem(__pyx_mstate_global->__pyx_d, __pyx_mstate_global->__pyx_n_u_MtlinvError, __pyx_t_2) < (0)) __PYX_ERR(13, 5, __pyx_L1_error)
   __Pyx_DECREF(__pyx_t_2); __pyx_t_2 = 0;
   __Pyx_DECREF(__pyx_t_6); __pyx_t_6 = 0;
   __Pyx_DECREF(__pyx_t_4); __pyx_t_4 = 0;
@@ -21529,33 +23461,33 @@ __Pyx_RefNannySetupContext("PyInit__native", 0);
  *     """A bad shape, value or limit."""
  * 
 */
-  __Pyx_GetModuleGlobalName(__pyx_t_5, __pyx_mstate_global->__pyx_n_u_MtlinvError); if (unlikely(!__pyx_t_5)) __PYX_ERR(12, 9, __pyx_L1_error)
+  __Pyx_GetModuleGlobalName(__pyx_t_5, __pyx_mstate_global->__pyx_n_u_MtlinvError); if (unlikely(!__pyx_t_5)) __PYX_ERR(13, 9, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_5);
   {
     PyObject* __pyx_temp[2] = {__pyx_t_5, ((PyObject *)(((PyTypeObject*)PyExc_ValueError)))};
-    __pyx_t_4 = __Pyx_PyTuple_FromArray(__pyx_temp, 2); if (unlikely(!__pyx_t_4)) __PYX_ERR(12, 9, __pyx_L1_error)
+    __pyx_t_4 = __Pyx_PyTuple_FromArray(__pyx_temp, 2); if (unlikely(!__pyx_t_4)) __PYX_ERR(13, 9, __pyx_L1_error)
     __Pyx_GOTREF(__pyx_t_4);
   }
   __Pyx_DECREF(__pyx_t_5); __pyx_t_5 = 0;
   __pyx_t_5 = __pyx_t_4;
   __Pyx_INCREF(__pyx_t_5);
-  __pyx_t_6 = __Pyx_PEP560_update_bases(__pyx_t_5); if (unlikely(!__pyx_t_6)) __PYX_ERR(12, 9, __pyx_L1_error)
+  __pyx_t_6 = __Pyx_PEP560_update_bases(__pyx_t_5); if (unlikely(!__pyx_t_6)) __PYX_ERR(13, 9, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_6);
   __Pyx_DECREF(__pyx_t_5); __pyx_t_5 = 0;
-  __pyx_t_5 = __Pyx_CalculateMetaclass(NULL, __pyx_t_6); if (unlikely(!__pyx_t_5)) __PYX_ERR(12, 9, __pyx_L1_error)
+  __pyx_t_5 = __Pyx_CalculateMetaclass(NULL, __pyx_t_6); if (unlikely(!__pyx_t_5)) __PYX_ERR(13, 9, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_5);
-  __pyx_t_2 = __Pyx_Py3MetaclassPrepare(__pyx_t_5, __pyx_t_6, __pyx_mstate_global->__pyx_n_u_InvalidArgumentError, __pyx_mstate_global->__pyx_n_u_InvalidArgumentError, (PyObject *) NULL, __pyx_mstate_global->__pyx_n_u_mtlinv__native, __pyx_mstate_global->__pyx_kp_u_A_bad_shape_value_or_limit); if (unlikely(!__pyx_t_2)) __PYX_ERR(12, 9, __pyx_L1_error)
+  __pyx_t_2 = __Pyx_Py3MetaclassPrepare(__pyx_t_5, __pyx_t_6, __pyx_mstate_global->__pyx_n_u_InvalidArgumentError, __pyx_mstate_global->__pyx_n_u_InvalidArgumentError, (PyObject *) NULL, __pyx_mstate_global->__pyx_n_u_mtlinv__native, __pyx_mstate_global->__pyx_kp_u_A_bad_shape_value_or_limit); if (unlikely(!__pyx_t_2)) __PYX_ERR(13, 9, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_2);
   if (__pyx_t_6 != __pyx_t_4) {
-    if (unlikely((PyDict_SetItemString(__pyx_t_2, "__orig_bases__", __pyx_t_4) < 0))) __PYX_ERR(12, 9, __pyx_L1_error)
+    if (unlikely((PyDict_SetItemString(__pyx_t_2, "__orig_bases__", __pyx_t_4) < 0))) __PYX_ERR(13, 9, __pyx_L1_error)
   }
   __Pyx_DECREF(__pyx_t_4); __pyx_t_4 = 0;
-  __pyx_t_4 = __Pyx_Py3ClassCreate(__pyx_t_5, __pyx_mstate_global->__pyx_n_u_InvalidArgumentError, __pyx_t_6, __pyx_t_2, NULL, 0, 0); if (unlikely(!__pyx_t_4)) __PYX_ERR(12, 9, __pyx_L1_error)
+  __pyx_t_4 = __Pyx_Py3ClassCreate(__pyx_t_5, __pyx_mstate_global->__pyx_n_u_InvalidArgumentError, __pyx_t_6, __pyx_t_2, NULL, 0, 0); if (unlikely(!__pyx_t_4)) __PYX_ERR(13, 9, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_4);
   #if CYTHON_COMPILING_IN_CPYTHON && PY_VERSION_HEX >= 0x030E0000
   PyUnstable_Object_EnableDeferredRefcount(__pyx_t_4);
   #endif
-  if (PyDict_SetItem(__pyx_mstate_global->__pyx_d, __pyx_mstate_global->__pyx_n_u_InvalidArgumentError, __pyx_t_4) < (0)) __PYX_ERR(12, 9, __pyx_L1_error)
+  if (PyDict_SetItem(__pyx_mstate_global->__pyx_d, __pyx_mstate_global->__pyx_n_u_InvalidArgumentError, __pyx_t_4) < (0)) __PYX_ERR(13, 9, __pyx_L1_error)
   __Pyx_DECREF(__pyx_t_4); __pyx_t_4 = 0;
   __Pyx_DECREF(__pyx_t_2); __pyx_t_2 = 0;
   __Pyx_DECREF(__pyx_t_5); __pyx_t_5 = 0;
@@ -21568,33 +23500,33 @@ __Pyx_RefNannySetupContext("PyInit__native", 0);
  *     """An unsupported dtype or operands of different dtypes."""
  * 
 */
-  __Pyx_GetModuleGlobalName(__pyx_t_6, __pyx_mstate_global->__pyx_n_u_MtlinvError); if (unlikely(!__pyx_t_6)) __PYX_ERR(12, 13, __pyx_L1_error)
+  __Pyx_GetModuleGlobalName(__pyx_t_6, __pyx_mstate_global->__pyx_n_u_MtlinvError); if (unlikely(!__pyx_t_6)) __PYX_ERR(13, 13, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_6);
   {
     PyObject* __pyx_temp[2] = {__pyx_t_6, ((PyObject *)(((PyTypeObject*)PyExc_TypeError)))};
-    __pyx_t_5 = __Pyx_PyTuple_FromArray(__pyx_temp, 2); if (unlikely(!__pyx_t_5)) __PYX_ERR(12, 13, __pyx_L1_error)
+    __pyx_t_5 = __Pyx_PyTuple_FromArray(__pyx_temp, 2); if (unlikely(!__pyx_t_5)) __PYX_ERR(13, 13, __pyx_L1_error)
     __Pyx_GOTREF(__pyx_t_5);
   }
   __Pyx_DECREF(__pyx_t_6); __pyx_t_6 = 0;
   __pyx_t_6 = __pyx_t_5;
   __Pyx_INCREF(__pyx_t_6);
-  __pyx_t_2 = __Pyx_PEP560_update_bases(__pyx_t_6); if (unlikely(!__pyx_t_2)) __PYX_ERR(12, 13, __pyx_L1_error)
+  __pyx_t_2 = __Pyx_PEP560_update_bases(__pyx_t_6); if (unlikely(!__pyx_t_2)) __PYX_ERR(13, 13, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_2);
   __Pyx_DECREF(__pyx_t_6); __pyx_t_6 = 0;
-  __pyx_t_6 = __Pyx_CalculateMetaclass(NULL, __pyx_t_2); if (unlikely(!__pyx_t_6)) __PYX_ERR(12, 13, __pyx_L1_error)
+  __pyx_t_6 = __Pyx_CalculateMetaclass(NULL, __pyx_t_2); if (unlikely(!__pyx_t_6)) __PYX_ERR(13, 13, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_6);
-  __pyx_t_4 = __Pyx_Py3MetaclassPrepare(__pyx_t_6, __pyx_t_2, __pyx_mstate_global->__pyx_n_u_DTypeError, __pyx_mstate_global->__pyx_n_u_DTypeError, (PyObject *) NULL, __pyx_mstate_global->__pyx_n_u_mtlinv__native, __pyx_mstate_global->__pyx_kp_u_An_unsupported_dtype_or_operands); if (unlikely(!__pyx_t_4)) __PYX_ERR(12, 13, __pyx_L1_error)
+  __pyx_t_4 = __Pyx_Py3MetaclassPrepare(__pyx_t_6, __pyx_t_2, __pyx_mstate_global->__pyx_n_u_DTypeError, __pyx_mstate_global->__pyx_n_u_DTypeError, (PyObject *) NULL, __pyx_mstate_global->__pyx_n_u_mtlinv__native, __pyx_mstate_global->__pyx_kp_u_An_unsupported_dtype_or_operands); if (unlikely(!__pyx_t_4)) __PYX_ERR(13, 13, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_4);
   if (__pyx_t_2 != __pyx_t_5) {
-    if (unlikely((PyDict_SetItemString(__pyx_t_4, "__orig_bases__", __pyx_t_5) < 0))) __PYX_ERR(12, 13, __pyx_L1_error)
+    if (unlikely((PyDict_SetItemString(__pyx_t_4, "__orig_bases__", __pyx_t_5) < 0))) __PYX_ERR(13, 13, __pyx_L1_error)
   }
   __Pyx_DECREF(__pyx_t_5); __pyx_t_5 = 0;
-  __pyx_t_5 = __Pyx_Py3ClassCreate(__pyx_t_6, __pyx_mstate_global->__pyx_n_u_DTypeError, __pyx_t_2, __pyx_t_4, NULL, 0, 0); if (unlikely(!__pyx_t_5)) __PYX_ERR(12, 13, __pyx_L1_error)
+  __pyx_t_5 = __Pyx_Py3ClassCreate(__pyx_t_6, __pyx_mstate_global->__pyx_n_u_DTypeError, __pyx_t_2, __pyx_t_4, NULL, 0, 0); if (unlikely(!__pyx_t_5)) __PYX_ERR(13, 13, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_5);
   #if CYTHON_COMPILING_IN_CPYTHON && PY_VERSION_HEX >= 0x030E0000
   PyUnstable_Object_EnableDeferredRefcount(__pyx_t_5);
   #endif
-  if (PyDict_SetItem(__pyx_mstate_global->__pyx_d, __pyx_mstate_global->__pyx_n_u_DTypeError, __pyx_t_5) < (0)) __PYX_ERR(12, 13, __pyx_L1_error)
+  if (PyDict_SetItem(__pyx_mstate_global->__pyx_d, __pyx_mstate_global->__pyx_n_u_DTypeError, __pyx_t_5) < (0)) __PYX_ERR(13, 13, __pyx_L1_error)
   __Pyx_DECREF(__pyx_t_5); __pyx_t_5 = 0;
   __Pyx_DECREF(__pyx_t_4); __pyx_t_4 = 0;
   __Pyx_DECREF(__pyx_t_6); __pyx_t_6 = 0;
@@ -21607,33 +23539,33 @@ __Pyx_RefNannySetupContext("PyInit__native", 0);
  *     """No device, a backend that is not built, or a failed device command."""
  * 
 */
-  __Pyx_GetModuleGlobalName(__pyx_t_2, __pyx_mstate_global->__pyx_n_u_MtlinvError); if (unlikely(!__pyx_t_2)) __PYX_ERR(12, 17, __pyx_L1_error)
+  __Pyx_GetModuleGlobalName(__pyx_t_2, __pyx_mstate_global->__pyx_n_u_MtlinvError); if (unlikely(!__pyx_t_2)) __PYX_ERR(13, 17, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_2);
   {
     PyObject* __pyx_temp[2] = {__pyx_t_2, ((PyObject *)(((PyTypeObject*)PyExc_RuntimeError)))};
-    __pyx_t_6 = __Pyx_PyTuple_FromArray(__pyx_temp, 2); if (unlikely(!__pyx_t_6)) __PYX_ERR(12, 17, __pyx_L1_error)
+    __pyx_t_6 = __Pyx_PyTuple_FromArray(__pyx_temp, 2); if (unlikely(!__pyx_t_6)) __PYX_ERR(13, 17, __pyx_L1_error)
     __Pyx_GOTREF(__pyx_t_6);
   }
   __Pyx_DECREF(__pyx_t_2); __pyx_t_2 = 0;
   __pyx_t_2 = __pyx_t_6;
   __Pyx_INCREF(__pyx_t_2);
-  __pyx_t_4 = __Pyx_PEP560_update_bases(__pyx_t_2); if (unlikely(!__pyx_t_4)) __PYX_ERR(12, 17, __pyx_L1_error)
+  __pyx_t_4 = __Pyx_PEP560_update_bases(__pyx_t_2); if (unlikely(!__pyx_t_4)) __PYX_ERR(13, 17, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_4);
   __Pyx_DECREF(__pyx_t_2); __pyx_t_2 = 0;
-  __pyx_t_2 = __Pyx_CalculateMetaclass(NULL, __pyx_t_4); if (unlikely(!__pyx_t_2)) __PYX_ERR(12, 17, __pyx_L1_error)
+  __pyx_t_2 = __Pyx_CalculateMetaclass(NULL, __pyx_t_4); if (unlikely(!__pyx_t_2)) __PYX_ERR(13, 17, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_2);
-  __pyx_t_5 = __Pyx_Py3MetaclassPrepare(__pyx_t_2, __pyx_t_4, __pyx_mstate_global->__pyx_n_u_DeviceError, __pyx_mstate_global->__pyx_n_u_DeviceError, (PyObject *) NULL, __pyx_mstate_global->__pyx_n_u_mtlinv__native, __pyx_mstate_global->__pyx_kp_u_No_device_a_backend_that_is_not); if (unlikely(!__pyx_t_5)) __PYX_ERR(12, 17, __pyx_L1_error)
+  __pyx_t_5 = __Pyx_Py3MetaclassPrepare(__pyx_t_2, __pyx_t_4, __pyx_mstate_global->__pyx_n_u_DeviceError, __pyx_mstate_global->__pyx_n_u_DeviceError, (PyObject *) NULL, __pyx_mstate_global->__pyx_n_u_mtlinv__native, __pyx_mstate_global->__pyx_kp_u_No_device_a_backend_that_is_not); if (unlikely(!__pyx_t_5)) __PYX_ERR(13, 17, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_5);
   if (__pyx_t_4 != __pyx_t_6) {
-    if (unlikely((PyDict_SetItemString(__pyx_t_5, "__orig_bases__", __pyx_t_6) < 0))) __PYX_ERR(12, 17, __pyx_L1_error)
+    if (unlikely((PyDict_SetItemString(__pyx_t_5, "__orig_bases__", __pyx_t_6) < 0))) __PYX_ERR(13, 17, __pyx_L1_error)
   }
   __Pyx_DECREF(__pyx_t_6); __pyx_t_6 = 0;
-  __pyx_t_6 = __Pyx_Py3ClassCreate(__pyx_t_2, __pyx_mstate_global->__pyx_n_u_DeviceError, __pyx_t_4, __pyx_t_5, NULL, 0, 0); if (unlikely(!__pyx_t_6)) __PYX_ERR(12, 17, __pyx_L1_error)
+  __pyx_t_6 = __Pyx_Py3ClassCreate(__pyx_t_2, __pyx_mstate_global->__pyx_n_u_DeviceError, __pyx_t_4, __pyx_t_5, NULL, 0, 0); if (unlikely(!__pyx_t_6)) __PYX_ERR(13, 17, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_6);
   #if CYTHON_COMPILING_IN_CPYTHON && PY_VERSION_HEX >= 0x030E0000
   PyUnstable_Object_EnableDeferredRefcount(__pyx_t_6);
   #endif
-  if (PyDict_SetItem(__pyx_mstate_global->__pyx_d, __pyx_mstate_global->__pyx_n_u_DeviceError, __pyx_t_6) < (0)) __PYX_ERR(12, 17, __pyx_L1_error)
+  if (PyDict_SetItem(__pyx_mstate_global->__pyx_d, __pyx_mstate_global->__pyx_n_u_DeviceError, __pyx_t_6) < (0)) __PYX_ERR(13, 17, __pyx_L1_error)
   __Pyx_DECREF(__pyx_t_6); __pyx_t_6 = 0;
   __Pyx_DECREF(__pyx_t_5); __pyx_t_5 = 0;
   __Pyx_DECREF(__pyx_t_2); __pyx_t_2 = 0;
@@ -21646,33 +23578,33 @@ __Pyx_RefNannySetupContext("PyInit__native", 0);
  *     """A kernel faulted (emulator checks: out-of-range access, divergence, data race; CUDA/Metal errors)."""
  * 
 */
-  __Pyx_GetModuleGlobalName(__pyx_t_4, __pyx_mstate_global->__pyx_n_u_MtlinvError); if (unlikely(!__pyx_t_4)) __PYX_ERR(12, 21, __pyx_L1_error)
+  __Pyx_GetModuleGlobalName(__pyx_t_4, __pyx_mstate_global->__pyx_n_u_MtlinvError); if (unlikely(!__pyx_t_4)) __PYX_ERR(13, 21, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_4);
   {
     PyObject* __pyx_temp[2] = {__pyx_t_4, ((PyObject *)(((PyTypeObject*)PyExc_RuntimeError)))};
-    __pyx_t_2 = __Pyx_PyTuple_FromArray(__pyx_temp, 2); if (unlikely(!__pyx_t_2)) __PYX_ERR(12, 21, __pyx_L1_error)
+    __pyx_t_2 = __Pyx_PyTuple_FromArray(__pyx_temp, 2); if (unlikely(!__pyx_t_2)) __PYX_ERR(13, 21, __pyx_L1_error)
     __Pyx_GOTREF(__pyx_t_2);
   }
   __Pyx_DECREF(__pyx_t_4); __pyx_t_4 = 0;
   __pyx_t_4 = __pyx_t_2;
   __Pyx_INCREF(__pyx_t_4);
-  __pyx_t_5 = __Pyx_PEP560_update_bases(__pyx_t_4); if (unlikely(!__pyx_t_5)) __PYX_ERR(12, 21, __pyx_L1_error)
+  __pyx_t_5 = __Pyx_PEP560_update_bases(__pyx_t_4); if (unlikely(!__pyx_t_5)) __PYX_ERR(13, 21, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_5);
   __Pyx_DECREF(__pyx_t_4); __pyx_t_4 = 0;
-  __pyx_t_4 = __Pyx_CalculateMetaclass(NULL, __pyx_t_5); if (unlikely(!__pyx_t_4)) __PYX_ERR(12, 21, __pyx_L1_error)
+  __pyx_t_4 = __Pyx_CalculateMetaclass(NULL, __pyx_t_5); if (unlikely(!__pyx_t_4)) __PYX_ERR(13, 21, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_4);
-  __pyx_t_6 = __Pyx_Py3MetaclassPrepare(__pyx_t_4, __pyx_t_5, __pyx_mstate_global->__pyx_n_u_KernelError, __pyx_mstate_global->__pyx_n_u_KernelError, (PyObject *) NULL, __pyx_mstate_global->__pyx_n_u_mtlinv__native, __pyx_mstate_global->__pyx_kp_u_A_kernel_faulted_emulator_checks); if (unlikely(!__pyx_t_6)) __PYX_ERR(12, 21, __pyx_L1_error)
+  __pyx_t_6 = __Pyx_Py3MetaclassPrepare(__pyx_t_4, __pyx_t_5, __pyx_mstate_global->__pyx_n_u_KernelError, __pyx_mstate_global->__pyx_n_u_KernelError, (PyObject *) NULL, __pyx_mstate_global->__pyx_n_u_mtlinv__native, __pyx_mstate_global->__pyx_kp_u_A_kernel_faulted_emulator_checks); if (unlikely(!__pyx_t_6)) __PYX_ERR(13, 21, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_6);
   if (__pyx_t_5 != __pyx_t_2) {
-    if (unlikely((PyDict_SetItemString(__pyx_t_6, "__orig_bases__", __pyx_t_2) < 0))) __PYX_ERR(12, 21, __pyx_L1_error)
+    if (unlikely((PyDict_SetItemString(__pyx_t_6, "__orig_bases__", __pyx_t_2) < 0))) __PYX_ERR(13, 21, __pyx_L1_error)
   }
   __Pyx_DECREF(__pyx_t_2); __pyx_t_2 = 0;
-  __pyx_t_2 = __Pyx_Py3ClassCreate(__pyx_t_4, __pyx_mstate_global->__pyx_n_u_KernelError, __pyx_t_5, __pyx_t_6, NULL, 0, 0); if (unlikely(!__pyx_t_2)) __PYX_ERR(12, 21, __pyx_L1_error)
+  __pyx_t_2 = __Pyx_Py3ClassCreate(__pyx_t_4, __pyx_mstate_global->__pyx_n_u_KernelError, __pyx_t_5, __pyx_t_6, NULL, 0, 0); if (unlikely(!__pyx_t_2)) __PYX_ERR(13, 21, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_2);
   #if CYTHON_COMPILING_IN_CPYTHON && PY_VERSION_HEX >= 0x030E0000
   PyUnstable_Object_EnableDeferredRefcount(__pyx_t_2);
   #endif
-  if (PyDict_SetItem(__pyx_mstate_global->__pyx_d, __pyx_mstate_global->__pyx_n_u_KernelError, __pyx_t_2) < (0)) __PYX_ERR(12, 21, __pyx_L1_error)
+  if (PyDict_SetItem(__pyx_mstate_global->__pyx_d, __pyx_mstate_global->__pyx_n_u_KernelError, __pyx_t_2) < (0)) __PYX_ERR(13, 21, __pyx_L1_error)
   __Pyx_DECREF(__pyx_t_2); __pyx_t_2 = 0;
   __Pyx_DECREF(__pyx_t_6); __pyx_t_6 = 0;
   __Pyx_DECREF(__pyx_t_4); __pyx_t_4 = 0;
@@ -21685,33 +23617,33 @@ __Pyx_RefNannySetupContext("PyInit__native", 0);
  *     """A device allocation failed."""
  * 
 */
-  __Pyx_GetModuleGlobalName(__pyx_t_5, __pyx_mstate_global->__pyx_n_u_MtlinvError); if (unlikely(!__pyx_t_5)) __PYX_ERR(12, 25, __pyx_L1_error)
+  __Pyx_GetModuleGlobalName(__pyx_t_5, __pyx_mstate_global->__pyx_n_u_MtlinvError); if (unlikely(!__pyx_t_5)) __PYX_ERR(13, 25, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_5);
   {
     PyObject* __pyx_temp[2] = {__pyx_t_5, ((PyObject *)(((PyTypeObject*)PyExc_MemoryError)))};
-    __pyx_t_4 = __Pyx_PyTuple_FromArray(__pyx_temp, 2); if (unlikely(!__pyx_t_4)) __PYX_ERR(12, 25, __pyx_L1_error)
+    __pyx_t_4 = __Pyx_PyTuple_FromArray(__pyx_temp, 2); if (unlikely(!__pyx_t_4)) __PYX_ERR(13, 25, __pyx_L1_error)
     __Pyx_GOTREF(__pyx_t_4);
   }
   __Pyx_DECREF(__pyx_t_5); __pyx_t_5 = 0;
   __pyx_t_5 = __pyx_t_4;
   __Pyx_INCREF(__pyx_t_5);
-  __pyx_t_6 = __Pyx_PEP560_update_bases(__pyx_t_5); if (unlikely(!__pyx_t_6)) __PYX_ERR(12, 25, __pyx_L1_error)
+  __pyx_t_6 = __Pyx_PEP560_update_bases(__pyx_t_5); if (unlikely(!__pyx_t_6)) __PYX_ERR(13, 25, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_6);
   __Pyx_DECREF(__pyx_t_5); __pyx_t_5 = 0;
-  __pyx_t_5 = __Pyx_CalculateMetaclass(NULL, __pyx_t_6); if (unlikely(!__pyx_t_5)) __PYX_ERR(12, 25, __pyx_L1_error)
+  __pyx_t_5 = __Pyx_CalculateMetaclass(NULL, __pyx_t_6); if (unlikely(!__pyx_t_5)) __PYX_ERR(13, 25, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_5);
-  __pyx_t_2 = __Pyx_Py3MetaclassPrepare(__pyx_t_5, __pyx_t_6, __pyx_mstate_global->__pyx_n_u_OutOfMemoryError, __pyx_mstate_global->__pyx_n_u_OutOfMemoryError, (PyObject *) NULL, __pyx_mstate_global->__pyx_n_u_mtlinv__native, __pyx_mstate_global->__pyx_kp_u_A_device_allocation_failed); if (unlikely(!__pyx_t_2)) __PYX_ERR(12, 25, __pyx_L1_error)
+  __pyx_t_2 = __Pyx_Py3MetaclassPrepare(__pyx_t_5, __pyx_t_6, __pyx_mstate_global->__pyx_n_u_OutOfMemoryError, __pyx_mstate_global->__pyx_n_u_OutOfMemoryError, (PyObject *) NULL, __pyx_mstate_global->__pyx_n_u_mtlinv__native, __pyx_mstate_global->__pyx_kp_u_A_device_allocation_failed); if (unlikely(!__pyx_t_2)) __PYX_ERR(13, 25, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_2);
   if (__pyx_t_6 != __pyx_t_4) {
-    if (unlikely((PyDict_SetItemString(__pyx_t_2, "__orig_bases__", __pyx_t_4) < 0))) __PYX_ERR(12, 25, __pyx_L1_error)
+    if (unlikely((PyDict_SetItemString(__pyx_t_2, "__orig_bases__", __pyx_t_4) < 0))) __PYX_ERR(13, 25, __pyx_L1_error)
   }
   __Pyx_DECREF(__pyx_t_4); __pyx_t_4 = 0;
-  __pyx_t_4 = __Pyx_Py3ClassCreate(__pyx_t_5, __pyx_mstate_global->__pyx_n_u_OutOfMemoryError, __pyx_t_6, __pyx_t_2, NULL, 0, 0); if (unlikely(!__pyx_t_4)) __PYX_ERR(12, 25, __pyx_L1_error)
+  __pyx_t_4 = __Pyx_Py3ClassCreate(__pyx_t_5, __pyx_mstate_global->__pyx_n_u_OutOfMemoryError, __pyx_t_6, __pyx_t_2, NULL, 0, 0); if (unlikely(!__pyx_t_4)) __PYX_ERR(13, 25, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_4);
   #if CYTHON_COMPILING_IN_CPYTHON && PY_VERSION_HEX >= 0x030E0000
   PyUnstable_Object_EnableDeferredRefcount(__pyx_t_4);
   #endif
-  if (PyDict_SetItem(__pyx_mstate_global->__pyx_d, __pyx_mstate_global->__pyx_n_u_OutOfMemoryError, __pyx_t_4) < (0)) __PYX_ERR(12, 25, __pyx_L1_error)
+  if (PyDict_SetItem(__pyx_mstate_global->__pyx_d, __pyx_mstate_global->__pyx_n_u_OutOfMemoryError, __pyx_t_4) < (0)) __PYX_ERR(13, 25, __pyx_L1_error)
   __Pyx_DECREF(__pyx_t_4); __pyx_t_4 = 0;
   __Pyx_DECREF(__pyx_t_2); __pyx_t_2 = 0;
   __Pyx_DECREF(__pyx_t_5); __pyx_t_5 = 0;
@@ -21733,7 +23665,7 @@ __Pyx_RefNannySetupContext("PyInit__native", 0);
  * _classes.dtype = <PyObject*>DTypeError
  * _classes.device = <PyObject*>DeviceError
 */
-  __Pyx_GetModuleGlobalName(__pyx_t_6, __pyx_mstate_global->__pyx_n_u_InvalidArgumentError); if (unlikely(!__pyx_t_6)) __PYX_ERR(12, 30, __pyx_L1_error)
+  __Pyx_GetModuleGlobalName(__pyx_t_6, __pyx_mstate_global->__pyx_n_u_InvalidArgumentError); if (unlikely(!__pyx_t_6)) __PYX_ERR(13, 30, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_6);
   __pyx_v_6mtlinv_7_native__classes->invalid_argument = ((PyObject *)__pyx_t_6);
   __Pyx_DECREF(__pyx_t_6); __pyx_t_6 = 0;
@@ -21745,7 +23677,7 @@ __Pyx_RefNannySetupContext("PyInit__native", 0);
  * _classes.device = <PyObject*>DeviceError
  * _classes.kernel = <PyObject*>KernelError
 */
-  __Pyx_GetModuleGlobalName(__pyx_t_6, __pyx_mstate_global->__pyx_n_u_DTypeError); if (unlikely(!__pyx_t_6)) __PYX_ERR(12, 31, __pyx_L1_error)
+  __Pyx_GetModuleGlobalName(__pyx_t_6, __pyx_mstate_global->__pyx_n_u_DTypeError); if (unlikely(!__pyx_t_6)) __PYX_ERR(13, 31, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_6);
   __pyx_v_6mtlinv_7_native__classes->dtype = ((PyObject *)__pyx_t_6);
   __Pyx_DECREF(__pyx_t_6); __pyx_t_6 = 0;
@@ -21757,7 +23689,7 @@ __Pyx_RefNannySetupContext("PyInit__native", 0);
  * _classes.kernel = <PyObject*>KernelError
  * _classes.memory = <PyObject*>OutOfMemoryError
 */
-  __Pyx_GetModuleGlobalName(__pyx_t_6, __pyx_mstate_global->__pyx_n_u_DeviceError); if (unlikely(!__pyx_t_6)) __PYX_ERR(12, 32, __pyx_L1_error)
+  __Pyx_GetModuleGlobalName(__pyx_t_6, __pyx_mstate_global->__pyx_n_u_DeviceError); if (unlikely(!__pyx_t_6)) __PYX_ERR(13, 32, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_6);
   __pyx_v_6mtlinv_7_native__classes->device = ((PyObject *)__pyx_t_6);
   __Pyx_DECREF(__pyx_t_6); __pyx_t_6 = 0;
@@ -21769,7 +23701,7 @@ __Pyx_RefNannySetupContext("PyInit__native", 0);
  * _classes.memory = <PyObject*>OutOfMemoryError
  * _classes.base = <PyObject*>MtlinvError
 */
-  __Pyx_GetModuleGlobalName(__pyx_t_6, __pyx_mstate_global->__pyx_n_u_KernelError); if (unlikely(!__pyx_t_6)) __PYX_ERR(12, 33, __pyx_L1_error)
+  __Pyx_GetModuleGlobalName(__pyx_t_6, __pyx_mstate_global->__pyx_n_u_KernelError); if (unlikely(!__pyx_t_6)) __PYX_ERR(13, 33, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_6);
   __pyx_v_6mtlinv_7_native__classes->kernel = ((PyObject *)__pyx_t_6);
   __Pyx_DECREF(__pyx_t_6); __pyx_t_6 = 0;
@@ -21780,7 +23712,7 @@ __Pyx_RefNannySetupContext("PyInit__native", 0);
  * _classes.memory = <PyObject*>OutOfMemoryError             # <<<<<<<<<<<<<<
  * _classes.base = <PyObject*>MtlinvError
 */
-  __Pyx_GetModuleGlobalName(__pyx_t_6, __pyx_mstate_global->__pyx_n_u_OutOfMemoryError); if (unlikely(!__pyx_t_6)) __PYX_ERR(12, 34, __pyx_L1_error)
+  __Pyx_GetModuleGlobalName(__pyx_t_6, __pyx_mstate_global->__pyx_n_u_OutOfMemoryError); if (unlikely(!__pyx_t_6)) __PYX_ERR(13, 34, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_6);
   __pyx_v_6mtlinv_7_native__classes->memory = ((PyObject *)__pyx_t_6);
   __Pyx_DECREF(__pyx_t_6); __pyx_t_6 = 0;
@@ -21790,7 +23722,7 @@ __Pyx_RefNannySetupContext("PyInit__native", 0);
  * _classes.memory = <PyObject*>OutOfMemoryError
  * _classes.base = <PyObject*>MtlinvError             # <<<<<<<<<<<<<<
 */
-  __Pyx_GetModuleGlobalName(__pyx_t_6, __pyx_mstate_global->__pyx_n_u_MtlinvError); if (unlikely(!__pyx_t_6)) __PYX_ERR(12, 35, __pyx_L1_error)
+  __Pyx_GetModuleGlobalName(__pyx_t_6, __pyx_mstate_global->__pyx_n_u_MtlinvError); if (unlikely(!__pyx_t_6)) __PYX_ERR(13, 35, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_6);
   __pyx_v_6mtlinv_7_native__classes->base = ((PyObject *)__pyx_t_6);
   __Pyx_DECREF(__pyx_t_6); __pyx_t_6 = 0;
@@ -22148,18 +24080,56 @@ __Pyx_RefNannySetupContext("PyInit__native", 0);
   if (__Pyx_SetItemOnTypeDict(__pyx_mstate_global->__pyx_ptype_6mtlinv_7_native_Tensor, __pyx_mstate_global->__pyx_n_u_array, __pyx_t_6) < (0)) __PYX_ERR(3, 118, __pyx_L1_error)
   __Pyx_DECREF(__pyx_t_6); __pyx_t_6 = 0;
 
+  /* "pyx/tensor.pxi":154
+ *         pass
+ * 
+ *     def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):             # <<<<<<<<<<<<<<
+ *         """A DLPack capsule sharing this Tensor's memory, host or CUDA (torch.from_dlpack(t), ...). `stream` needs
+ *         no handshake (every op synchronises before it returns); the capsule is DLPack's unversioned kind, which
+*/
+  __pyx_t_6 = __Pyx_PyDict_NewPresized(4); if (unlikely(!__pyx_t_6)) __PYX_ERR(3, 154, __pyx_L1_error)
+  __Pyx_GOTREF(__pyx_t_6);
+  if (PyDict_SetItem(__pyx_t_6, __pyx_mstate_global->__pyx_n_u_stream, Py_None) < (0)) __PYX_ERR(3, 154, __pyx_L1_error)
+  if (PyDict_SetItem(__pyx_t_6, __pyx_mstate_global->__pyx_n_u_max_version, Py_None) < (0)) __PYX_ERR(3, 154, __pyx_L1_error)
+  if (PyDict_SetItem(__pyx_t_6, __pyx_mstate_global->__pyx_n_u_dl_device, Py_None) < (0)) __PYX_ERR(3, 154, __pyx_L1_error)
+  if (PyDict_SetItem(__pyx_t_6, __pyx_mstate_global->__pyx_n_u_copy, Py_None) < (0)) __PYX_ERR(3, 154, __pyx_L1_error)
+  __pyx_t_5 = __Pyx_CyFunction_New(&__pyx_mdef_6mtlinv_7_native_6Tensor_13__dlpack__, __Pyx_CYFUNCTION_CCLASS, __pyx_mstate_global->__pyx_n_u_Tensor___dlpack, NULL, __pyx_mstate_global->__pyx_n_u_mtlinv__native, __pyx_mstate_global->__pyx_d, ((PyObject *)__pyx_mstate_global->__pyx_codeobj_tab[8])); if (unlikely(!__pyx_t_5)) __PYX_ERR(3, 154, __pyx_L1_error)
+  __Pyx_GOTREF(__pyx_t_5);
+  #if CYTHON_COMPILING_IN_CPYTHON && PY_VERSION_HEX >= 0x030E0000
+  PyUnstable_Object_EnableDeferredRefcount(__pyx_t_5);
+  #endif
+  __Pyx_CyFunction_SetDefaultsKwDict(__pyx_t_5, __pyx_t_6);
+  __Pyx_DECREF(__pyx_t_6); __pyx_t_6 = 0;
+  if (__Pyx_SetItemOnTypeDict(__pyx_mstate_global->__pyx_ptype_6mtlinv_7_native_Tensor, __pyx_mstate_global->__pyx_n_u_dlpack, __pyx_t_5) < (0)) __PYX_ERR(3, 154, __pyx_L1_error)
+  __Pyx_DECREF(__pyx_t_5); __pyx_t_5 = 0;
+
+  /* "pyx/tensor.pxi":160
+ *         return _to_dlpack(self, dl_device, copy)
+ * 
+ *     def __dlpack_device__(self):             # <<<<<<<<<<<<<<
+ *         return _dlpack_device(self)
+ * 
+*/
+  __pyx_t_5 = __Pyx_CyFunction_New(&__pyx_mdef_6mtlinv_7_native_6Tensor_15__dlpack_device__, __Pyx_CYFUNCTION_CCLASS, __pyx_mstate_global->__pyx_n_u_Tensor___dlpack_device, NULL, __pyx_mstate_global->__pyx_n_u_mtlinv__native, __pyx_mstate_global->__pyx_d, ((PyObject *)__pyx_mstate_global->__pyx_codeobj_tab[9])); if (unlikely(!__pyx_t_5)) __PYX_ERR(3, 160, __pyx_L1_error)
+  __Pyx_GOTREF(__pyx_t_5);
+  #if CYTHON_COMPILING_IN_CPYTHON && PY_VERSION_HEX >= 0x030E0000
+  PyUnstable_Object_EnableDeferredRefcount(__pyx_t_5);
+  #endif
+  if (__Pyx_SetItemOnTypeDict(__pyx_mstate_global->__pyx_ptype_6mtlinv_7_native_Tensor, __pyx_mstate_global->__pyx_n_u_dlpack_device, __pyx_t_5) < (0)) __PYX_ERR(3, 160, __pyx_L1_error)
+  __Pyx_DECREF(__pyx_t_5); __pyx_t_5 = 0;
+
   /* "(tree fragment)":1
  * def __reduce_cython__(self):             # <<<<<<<<<<<<<<
  *     raise TypeError, "self.c cannot be converted to a Python object for pickling"
  * def __setstate_cython__(self, __pyx_state):
 */
-  __pyx_t_6 = __Pyx_CyFunction_New(&__pyx_mdef_6mtlinv_7_native_6Tensor_15__reduce_cython__, __Pyx_CYFUNCTION_CCLASS, __pyx_mstate_global->__pyx_n_u_Tensor___reduce_cython, NULL, __pyx_mstate_global->__pyx_n_u_mtlinv__native, __pyx_mstate_global->__pyx_d, ((PyObject *)__pyx_mstate_global->__pyx_codeobj_tab[8])); if (unlikely(!__pyx_t_6)) __PYX_ERR(1, 1, __pyx_L1_error)
-  __Pyx_GOTREF(__pyx_t_6);
+  __pyx_t_5 = __Pyx_CyFunction_New(&__pyx_mdef_6mtlinv_7_native_6Tensor_19__reduce_cython__, __Pyx_CYFUNCTION_CCLASS, __pyx_mstate_global->__pyx_n_u_Tensor___reduce_cython, NULL, __pyx_mstate_global->__pyx_n_u_mtlinv__native, __pyx_mstate_global->__pyx_d, ((PyObject *)__pyx_mstate_global->__pyx_codeobj_tab[10])); if (unlikely(!__pyx_t_5)) __PYX_ERR(1, 1, __pyx_L1_error)
+  __Pyx_GOTREF(__pyx_t_5);
   #if CYTHON_COMPILING_IN_CPYTHON && PY_VERSION_HEX >= 0x030E0000
-  PyUnstable_Object_EnableDeferredRefcount(__pyx_t_6);
+  PyUnstable_Object_EnableDeferredRefcount(__pyx_t_5);
   #endif
-  if (PyDict_SetItem(__pyx_mstate_global->__pyx_d, __pyx_mstate_global->__pyx_n_u_reduce_cython, __pyx_t_6) < (0)) __PYX_ERR(1, 1, __pyx_L1_error)
-  __Pyx_DECREF(__pyx_t_6); __pyx_t_6 = 0;
+  if (PyDict_SetItem(__pyx_mstate_global->__pyx_d, __pyx_mstate_global->__pyx_n_u_reduce_cython, __pyx_t_5) < (0)) __PYX_ERR(1, 1, __pyx_L1_error)
+  __Pyx_DECREF(__pyx_t_5); __pyx_t_5 = 0;
 
   /* "(tree fragment)":3
  * def __reduce_cython__(self):
@@ -22167,29 +24137,187 @@ __Pyx_RefNannySetupContext("PyInit__native", 0);
  * def __setstate_cython__(self, __pyx_state):             # <<<<<<<<<<<<<<
  *     raise TypeError, "self.c cannot be converted to a Python object for pickling"
 */
-  __pyx_t_6 = __Pyx_CyFunction_New(&__pyx_mdef_6mtlinv_7_native_6Tensor_17__setstate_cython__, __Pyx_CYFUNCTION_CCLASS, __pyx_mstate_global->__pyx_n_u_Tensor___setstate_cython, NULL, __pyx_mstate_global->__pyx_n_u_mtlinv__native, __pyx_mstate_global->__pyx_d, ((PyObject *)__pyx_mstate_global->__pyx_codeobj_tab[9])); if (unlikely(!__pyx_t_6)) __PYX_ERR(1, 3, __pyx_L1_error)
-  __Pyx_GOTREF(__pyx_t_6);
+  __pyx_t_5 = __Pyx_CyFunction_New(&__pyx_mdef_6mtlinv_7_native_6Tensor_21__setstate_cython__, __Pyx_CYFUNCTION_CCLASS, __pyx_mstate_global->__pyx_n_u_Tensor___setstate_cython, NULL, __pyx_mstate_global->__pyx_n_u_mtlinv__native, __pyx_mstate_global->__pyx_d, ((PyObject *)__pyx_mstate_global->__pyx_codeobj_tab[11])); if (unlikely(!__pyx_t_5)) __PYX_ERR(1, 3, __pyx_L1_error)
+  __Pyx_GOTREF(__pyx_t_5);
   #if CYTHON_COMPILING_IN_CPYTHON && PY_VERSION_HEX >= 0x030E0000
-  PyUnstable_Object_EnableDeferredRefcount(__pyx_t_6);
+  PyUnstable_Object_EnableDeferredRefcount(__pyx_t_5);
   #endif
-  if (PyDict_SetItem(__pyx_mstate_global->__pyx_d, __pyx_mstate_global->__pyx_n_u_setstate_cython, __pyx_t_6) < (0)) __PYX_ERR(1, 3, __pyx_L1_error)
-  __Pyx_DECREF(__pyx_t_6); __pyx_t_6 = 0;
+  if (PyDict_SetItem(__pyx_mstate_global->__pyx_d, __pyx_mstate_global->__pyx_n_u_setstate_cython, __pyx_t_5) < (0)) __PYX_ERR(1, 3, __pyx_L1_error)
+  __Pyx_DECREF(__pyx_t_5); __pyx_t_5 = 0;
 
-  /* "pyx/tensor.pxi":164
+  /* "pyx/tensor.pxi":178
  * 
  * 
  * def asarray(obj, dtype=None):             # <<<<<<<<<<<<<<
  *     """A Tensor with the contents of `obj` (an ndarray, anything np.asarray accepts, or a Tensor). Shares the
  *     memory of a contiguous ndarray on host-visible devices (like np.asarray); otherwise copies."""
 */
-  __pyx_t_6 = __Pyx_CyFunction_New(&__pyx_mdef_6mtlinv_7_native_1asarray, 0, __pyx_mstate_global->__pyx_n_u_asarray, NULL, __pyx_mstate_global->__pyx_n_u_mtlinv__native, __pyx_mstate_global->__pyx_d, ((PyObject *)__pyx_mstate_global->__pyx_codeobj_tab[10])); if (unlikely(!__pyx_t_6)) __PYX_ERR(3, 164, __pyx_L1_error)
-  __Pyx_GOTREF(__pyx_t_6);
+  __pyx_t_5 = __Pyx_CyFunction_New(&__pyx_mdef_6mtlinv_7_native_1asarray, 0, __pyx_mstate_global->__pyx_n_u_asarray, NULL, __pyx_mstate_global->__pyx_n_u_mtlinv__native, __pyx_mstate_global->__pyx_d, ((PyObject *)__pyx_mstate_global->__pyx_codeobj_tab[12])); if (unlikely(!__pyx_t_5)) __PYX_ERR(3, 178, __pyx_L1_error)
+  __Pyx_GOTREF(__pyx_t_5);
   #if CYTHON_COMPILING_IN_CPYTHON && PY_VERSION_HEX >= 0x030E0000
-  PyUnstable_Object_EnableDeferredRefcount(__pyx_t_6);
+  PyUnstable_Object_EnableDeferredRefcount(__pyx_t_5);
   #endif
-  __Pyx_CyFunction_SetDefaultsTuple(__pyx_t_6, __pyx_mstate_global->__pyx_tuple[4]);
-  if (PyDict_SetItem(__pyx_mstate_global->__pyx_d, __pyx_mstate_global->__pyx_n_u_asarray, __pyx_t_6) < (0)) __PYX_ERR(3, 164, __pyx_L1_error)
+  __Pyx_CyFunction_SetDefaultsTuple(__pyx_t_5, __pyx_mstate_global->__pyx_tuple[4]);
+  if (PyDict_SetItem(__pyx_mstate_global->__pyx_d, __pyx_mstate_global->__pyx_n_u_asarray, __pyx_t_5) < (0)) __PYX_ERR(3, 178, __pyx_L1_error)
+  __Pyx_DECREF(__pyx_t_5); __pyx_t_5 = 0;
+
+  /* "pyx/interop.pxi":44
+ * # (DLPack type code, bits) per dtype.
+ * _DLPACK_TYPES = {
+ *     int(CDType.f32): (kDLFloat, 32), int(CDType.f16): (kDLFloat, 16), int(CDType.bf16): (kDLBfloat, 16),             # <<<<<<<<<<<<<<
+ *     int(CDType.u32): (kDLUInt, 32), int(CDType.i32): (kDLInt, 32), int(CDType.u8): (kDLUInt, 8),
+ * }
+*/
+  __pyx_t_5 = __Pyx_PyDict_NewPresized(6); if (unlikely(!__pyx_t_5)) __PYX_ERR(4, 44, __pyx_L1_error)
+  __Pyx_GOTREF(__pyx_t_5);
+  __pyx_t_2 = NULL;
+  __pyx_t_4 = [](const mtlinv::DType& x){return __Pyx_PyLong_From_int((int)x);}(mtlinv::DType::f32); if (unlikely(!__pyx_t_4)) __PYX_ERR(4, 44, __pyx_L1_error)
+  __Pyx_GOTREF(__pyx_t_4);
+  __pyx_t_9 = 1;
+  {
+    PyObject *__pyx_callargs[2] = {__pyx_t_2, __pyx_t_4};
+    __pyx_t_6 = __Pyx_PyObject_FastCall((PyObject*)(&PyLong_Type), __pyx_callargs+__pyx_t_9, (2-__pyx_t_9) | (__pyx_t_9*__Pyx_PY_VECTORCALL_ARGUMENTS_OFFSET));
+    __Pyx_XDECREF(__pyx_t_2); __pyx_t_2 = 0;
+    __Pyx_DECREF(__pyx_t_4); __pyx_t_4 = 0;
+    if (unlikely(!__pyx_t_6)) __PYX_ERR(4, 44, __pyx_L1_error)
+    __Pyx_GOTREF(__pyx_t_6);
+  }
+  __pyx_t_4 = __Pyx_PyLong_From___pyx_anon_enum(__pyx_e_6mtlinv_7_native_kDLFloat); if (unlikely(!__pyx_t_4)) __PYX_ERR(4, 44, __pyx_L1_error)
+  __Pyx_GOTREF(__pyx_t_4);
+  {
+    PyObject* __pyx_temp[2] = {__pyx_t_4, __pyx_mstate_global->__pyx_int_32};
+    __pyx_t_2 = __Pyx_PyTuple_FromArray(__pyx_temp, 2); if (unlikely(!__pyx_t_2)) __PYX_ERR(4, 44, __pyx_L1_error)
+    __Pyx_GOTREF(__pyx_t_2);
+  }
+  __Pyx_DECREF(__pyx_t_4); __pyx_t_4 = 0;
+  if (PyDict_SetItem(__pyx_t_5, __pyx_t_6, __pyx_t_2) < (0)) __PYX_ERR(4, 44, __pyx_L1_error)
   __Pyx_DECREF(__pyx_t_6); __pyx_t_6 = 0;
+  __Pyx_DECREF(__pyx_t_2); __pyx_t_2 = 0;
+  __pyx_t_6 = NULL;
+  __pyx_t_4 = [](const mtlinv::DType& x){return __Pyx_PyLong_From_int((int)x);}(mtlinv::DType::f16); if (unlikely(!__pyx_t_4)) __PYX_ERR(4, 44, __pyx_L1_error)
+  __Pyx_GOTREF(__pyx_t_4);
+  __pyx_t_9 = 1;
+  {
+    PyObject *__pyx_callargs[2] = {__pyx_t_6, __pyx_t_4};
+    __pyx_t_2 = __Pyx_PyObject_FastCall((PyObject*)(&PyLong_Type), __pyx_callargs+__pyx_t_9, (2-__pyx_t_9) | (__pyx_t_9*__Pyx_PY_VECTORCALL_ARGUMENTS_OFFSET));
+    __Pyx_XDECREF(__pyx_t_6); __pyx_t_6 = 0;
+    __Pyx_DECREF(__pyx_t_4); __pyx_t_4 = 0;
+    if (unlikely(!__pyx_t_2)) __PYX_ERR(4, 44, __pyx_L1_error)
+    __Pyx_GOTREF(__pyx_t_2);
+  }
+  __pyx_t_4 = __Pyx_PyLong_From___pyx_anon_enum(__pyx_e_6mtlinv_7_native_kDLFloat); if (unlikely(!__pyx_t_4)) __PYX_ERR(4, 44, __pyx_L1_error)
+  __Pyx_GOTREF(__pyx_t_4);
+  {
+    PyObject* __pyx_temp[2] = {__pyx_t_4, __pyx_mstate_global->__pyx_int_16};
+    __pyx_t_6 = __Pyx_PyTuple_FromArray(__pyx_temp, 2); if (unlikely(!__pyx_t_6)) __PYX_ERR(4, 44, __pyx_L1_error)
+    __Pyx_GOTREF(__pyx_t_6);
+  }
+  __Pyx_DECREF(__pyx_t_4); __pyx_t_4 = 0;
+  if (PyDict_SetItem(__pyx_t_5, __pyx_t_2, __pyx_t_6) < (0)) __PYX_ERR(4, 44, __pyx_L1_error)
+  __Pyx_DECREF(__pyx_t_2); __pyx_t_2 = 0;
+  __Pyx_DECREF(__pyx_t_6); __pyx_t_6 = 0;
+  __pyx_t_2 = NULL;
+  __pyx_t_4 = [](const mtlinv::DType& x){return __Pyx_PyLong_From_int((int)x);}(mtlinv::DType::bf16); if (unlikely(!__pyx_t_4)) __PYX_ERR(4, 44, __pyx_L1_error)
+  __Pyx_GOTREF(__pyx_t_4);
+  __pyx_t_9 = 1;
+  {
+    PyObject *__pyx_callargs[2] = {__pyx_t_2, __pyx_t_4};
+    __pyx_t_6 = __Pyx_PyObject_FastCall((PyObject*)(&PyLong_Type), __pyx_callargs+__pyx_t_9, (2-__pyx_t_9) | (__pyx_t_9*__Pyx_PY_VECTORCALL_ARGUMENTS_OFFSET));
+    __Pyx_XDECREF(__pyx_t_2); __pyx_t_2 = 0;
+    __Pyx_DECREF(__pyx_t_4); __pyx_t_4 = 0;
+    if (unlikely(!__pyx_t_6)) __PYX_ERR(4, 44, __pyx_L1_error)
+    __Pyx_GOTREF(__pyx_t_6);
+  }
+  __pyx_t_4 = __Pyx_PyLong_From___pyx_anon_enum(__pyx_e_6mtlinv_7_native_kDLBfloat); if (unlikely(!__pyx_t_4)) __PYX_ERR(4, 44, __pyx_L1_error)
+  __Pyx_GOTREF(__pyx_t_4);
+  {
+    PyObject* __pyx_temp[2] = {__pyx_t_4, __pyx_mstate_global->__pyx_int_16};
+    __pyx_t_2 = __Pyx_PyTuple_FromArray(__pyx_temp, 2); if (unlikely(!__pyx_t_2)) __PYX_ERR(4, 44, __pyx_L1_error)
+    __Pyx_GOTREF(__pyx_t_2);
+  }
+  __Pyx_DECREF(__pyx_t_4); __pyx_t_4 = 0;
+  if (PyDict_SetItem(__pyx_t_5, __pyx_t_6, __pyx_t_2) < (0)) __PYX_ERR(4, 44, __pyx_L1_error)
+  __Pyx_DECREF(__pyx_t_6); __pyx_t_6 = 0;
+  __Pyx_DECREF(__pyx_t_2); __pyx_t_2 = 0;
+
+  /* "pyx/interop.pxi":45
+ * _DLPACK_TYPES = {
+ *     int(CDType.f32): (kDLFloat, 32), int(CDType.f16): (kDLFloat, 16), int(CDType.bf16): (kDLBfloat, 16),
+ *     int(CDType.u32): (kDLUInt, 32), int(CDType.i32): (kDLInt, 32), int(CDType.u8): (kDLUInt, 8),             # <<<<<<<<<<<<<<
+ * }
+ * 
+*/
+  __pyx_t_6 = NULL;
+  __pyx_t_4 = [](const mtlinv::DType& x){return __Pyx_PyLong_From_int((int)x);}(mtlinv::DType::u32); if (unlikely(!__pyx_t_4)) __PYX_ERR(4, 45, __pyx_L1_error)
+  __Pyx_GOTREF(__pyx_t_4);
+  __pyx_t_9 = 1;
+  {
+    PyObject *__pyx_callargs[2] = {__pyx_t_6, __pyx_t_4};
+    __pyx_t_2 = __Pyx_PyObject_FastCall((PyObject*)(&PyLong_Type), __pyx_callargs+__pyx_t_9, (2-__pyx_t_9) | (__pyx_t_9*__Pyx_PY_VECTORCALL_ARGUMENTS_OFFSET));
+    __Pyx_XDECREF(__pyx_t_6); __pyx_t_6 = 0;
+    __Pyx_DECREF(__pyx_t_4); __pyx_t_4 = 0;
+    if (unlikely(!__pyx_t_2)) __PYX_ERR(4, 45, __pyx_L1_error)
+    __Pyx_GOTREF(__pyx_t_2);
+  }
+  __pyx_t_4 = __Pyx_PyLong_From___pyx_anon_enum(__pyx_e_6mtlinv_7_native_kDLUInt); if (unlikely(!__pyx_t_4)) __PYX_ERR(4, 45, __pyx_L1_error)
+  __Pyx_GOTREF(__pyx_t_4);
+  {
+    PyObject* __pyx_temp[2] = {__pyx_t_4, __pyx_mstate_global->__pyx_int_32};
+    __pyx_t_6 = __Pyx_PyTuple_FromArray(__pyx_temp, 2); if (unlikely(!__pyx_t_6)) __PYX_ERR(4, 45, __pyx_L1_error)
+    __Pyx_GOTREF(__pyx_t_6);
+  }
+  __Pyx_DECREF(__pyx_t_4); __pyx_t_4 = 0;
+  if (PyDict_SetItem(__pyx_t_5, __pyx_t_2, __pyx_t_6) < (0)) __PYX_ERR(4, 44, __pyx_L1_error)
+  __Pyx_DECREF(__pyx_t_2); __pyx_t_2 = 0;
+  __Pyx_DECREF(__pyx_t_6); __pyx_t_6 = 0;
+  __pyx_t_2 = NULL;
+  __pyx_t_4 = [](const mtlinv::DType& x){return __Pyx_PyLong_From_int((int)x);}(mtlinv::DType::i32); if (unlikely(!__pyx_t_4)) __PYX_ERR(4, 45, __pyx_L1_error)
+  __Pyx_GOTREF(__pyx_t_4);
+  __pyx_t_9 = 1;
+  {
+    PyObject *__pyx_callargs[2] = {__pyx_t_2, __pyx_t_4};
+    __pyx_t_6 = __Pyx_PyObject_FastCall((PyObject*)(&PyLong_Type), __pyx_callargs+__pyx_t_9, (2-__pyx_t_9) | (__pyx_t_9*__Pyx_PY_VECTORCALL_ARGUMENTS_OFFSET));
+    __Pyx_XDECREF(__pyx_t_2); __pyx_t_2 = 0;
+    __Pyx_DECREF(__pyx_t_4); __pyx_t_4 = 0;
+    if (unlikely(!__pyx_t_6)) __PYX_ERR(4, 45, __pyx_L1_error)
+    __Pyx_GOTREF(__pyx_t_6);
+  }
+  __pyx_t_4 = __Pyx_PyLong_From___pyx_anon_enum(__pyx_e_6mtlinv_7_native_kDLInt); if (unlikely(!__pyx_t_4)) __PYX_ERR(4, 45, __pyx_L1_error)
+  __Pyx_GOTREF(__pyx_t_4);
+  {
+    PyObject* __pyx_temp[2] = {__pyx_t_4, __pyx_mstate_global->__pyx_int_32};
+    __pyx_t_2 = __Pyx_PyTuple_FromArray(__pyx_temp, 2); if (unlikely(!__pyx_t_2)) __PYX_ERR(4, 45, __pyx_L1_error)
+    __Pyx_GOTREF(__pyx_t_2);
+  }
+  __Pyx_DECREF(__pyx_t_4); __pyx_t_4 = 0;
+  if (PyDict_SetItem(__pyx_t_5, __pyx_t_6, __pyx_t_2) < (0)) __PYX_ERR(4, 44, __pyx_L1_error)
+  __Pyx_DECREF(__pyx_t_6); __pyx_t_6 = 0;
+  __Pyx_DECREF(__pyx_t_2); __pyx_t_2 = 0;
+  __pyx_t_6 = NULL;
+  __pyx_t_4 = [](const mtlinv::DType& x){return __Pyx_PyLong_From_int((int)x);}(mtlinv::DType::u8); if (unlikely(!__pyx_t_4)) __PYX_ERR(4, 45, __pyx_L1_error)
+  __Pyx_GOTREF(__pyx_t_4);
+  __pyx_t_9 = 1;
+  {
+    PyObject *__pyx_callargs[2] = {__pyx_t_6, __pyx_t_4};
+    __pyx_t_2 = __Pyx_PyObject_FastCall((PyObject*)(&PyLong_Type), __pyx_callargs+__pyx_t_9, (2-__pyx_t_9) | (__pyx_t_9*__Pyx_PY_VECTORCALL_ARGUMENTS_OFFSET));
+    __Pyx_XDECREF(__pyx_t_6); __pyx_t_6 = 0;
+    __Pyx_DECREF(__pyx_t_4); __pyx_t_4 = 0;
+    if (unlikely(!__pyx_t_2)) __PYX_ERR(4, 45, __pyx_L1_error)
+    __Pyx_GOTREF(__pyx_t_2);
+  }
+  __pyx_t_4 = __Pyx_PyLong_From___pyx_anon_enum(__pyx_e_6mtlinv_7_native_kDLUInt); if (unlikely(!__pyx_t_4)) __PYX_ERR(4, 45, __pyx_L1_error)
+  __Pyx_GOTREF(__pyx_t_4);
+  {
+    PyObject* __pyx_temp[2] = {__pyx_t_4, __pyx_mstate_global->__pyx_int_8};
+    __pyx_t_6 = __Pyx_PyTuple_FromArray(__pyx_temp, 2); if (unlikely(!__pyx_t_6)) __PYX_ERR(4, 45, __pyx_L1_error)
+    __Pyx_GOTREF(__pyx_t_6);
+  }
+  __Pyx_DECREF(__pyx_t_4); __pyx_t_4 = 0;
+  if (PyDict_SetItem(__pyx_t_5, __pyx_t_2, __pyx_t_6) < (0)) __PYX_ERR(4, 44, __pyx_L1_error)
+  __Pyx_DECREF(__pyx_t_2); __pyx_t_2 = 0;
+  __Pyx_DECREF(__pyx_t_6); __pyx_t_6 = 0;
+  if (PyDict_SetItem(__pyx_mstate_global->__pyx_d, __pyx_mstate_global->__pyx_n_u_DLPACK_TYPES, __pyx_t_5) < (0)) __PYX_ERR(4, 43, __pyx_L1_error)
+  __Pyx_DECREF(__pyx_t_5); __pyx_t_5 = 0;
 
   /* "pyx/rms_norm.pxi":5
  * 
@@ -22198,23 +24326,23 @@ __Pyx_RefNannySetupContext("PyInit__native", 0);
  *     """y = x * rsqrt(mean(x**2, axis=-1) + eps) * weight. x [..., C], weight [C]; float32/float16/bfloat16."""
  *     cdef Tensor tx = _operand(x, "x", "rms_norm")
 */
-  __pyx_t_6 = PyFloat_FromDouble(((double)1e-6)); if (unlikely(!__pyx_t_6)) __PYX_ERR(5, 5, __pyx_L1_error)
-  __Pyx_GOTREF(__pyx_t_6);
+  __pyx_t_5 = PyFloat_FromDouble(((double)1e-6)); if (unlikely(!__pyx_t_5)) __PYX_ERR(6, 5, __pyx_L1_error)
+  __Pyx_GOTREF(__pyx_t_5);
   {
-    PyObject* __pyx_temp[1] = {__pyx_t_6};
-    __pyx_t_5 = __Pyx_PyTuple_FromArray(__pyx_temp, 1); if (unlikely(!__pyx_t_5)) __PYX_ERR(5, 5, __pyx_L1_error)
-    __Pyx_GOTREF(__pyx_t_5);
+    PyObject* __pyx_temp[1] = {__pyx_t_5};
+    __pyx_t_6 = __Pyx_PyTuple_FromArray(__pyx_temp, 1); if (unlikely(!__pyx_t_6)) __PYX_ERR(6, 5, __pyx_L1_error)
+    __Pyx_GOTREF(__pyx_t_6);
   }
-  __Pyx_DECREF(__pyx_t_6); __pyx_t_6 = 0;
-  __pyx_t_6 = __Pyx_CyFunction_New(&__pyx_mdef_6mtlinv_7_native_3rms_norm, 0, __pyx_mstate_global->__pyx_n_u_rms_norm, NULL, __pyx_mstate_global->__pyx_n_u_mtlinv__native, __pyx_mstate_global->__pyx_d, ((PyObject *)__pyx_mstate_global->__pyx_codeobj_tab[11])); if (unlikely(!__pyx_t_6)) __PYX_ERR(5, 5, __pyx_L1_error)
-  __Pyx_GOTREF(__pyx_t_6);
-  #if CYTHON_COMPILING_IN_CPYTHON && PY_VERSION_HEX >= 0x030E0000
-  PyUnstable_Object_EnableDeferredRefcount(__pyx_t_6);
-  #endif
-  __Pyx_CyFunction_SetDefaultsTuple(__pyx_t_6, __pyx_t_5);
   __Pyx_DECREF(__pyx_t_5); __pyx_t_5 = 0;
-  if (PyDict_SetItem(__pyx_mstate_global->__pyx_d, __pyx_mstate_global->__pyx_n_u_rms_norm, __pyx_t_6) < (0)) __PYX_ERR(5, 5, __pyx_L1_error)
+  __pyx_t_5 = __Pyx_CyFunction_New(&__pyx_mdef_6mtlinv_7_native_3rms_norm, 0, __pyx_mstate_global->__pyx_n_u_rms_norm, NULL, __pyx_mstate_global->__pyx_n_u_mtlinv__native, __pyx_mstate_global->__pyx_d, ((PyObject *)__pyx_mstate_global->__pyx_codeobj_tab[13])); if (unlikely(!__pyx_t_5)) __PYX_ERR(6, 5, __pyx_L1_error)
+  __Pyx_GOTREF(__pyx_t_5);
+  #if CYTHON_COMPILING_IN_CPYTHON && PY_VERSION_HEX >= 0x030E0000
+  PyUnstable_Object_EnableDeferredRefcount(__pyx_t_5);
+  #endif
+  __Pyx_CyFunction_SetDefaultsTuple(__pyx_t_5, __pyx_t_6);
   __Pyx_DECREF(__pyx_t_6); __pyx_t_6 = 0;
+  if (PyDict_SetItem(__pyx_mstate_global->__pyx_d, __pyx_mstate_global->__pyx_n_u_rms_norm, __pyx_t_5) < (0)) __PYX_ERR(6, 5, __pyx_L1_error)
+  __Pyx_DECREF(__pyx_t_5); __pyx_t_5 = 0;
 
   /* "pyx/gemv.pxi":4
  * 
@@ -22223,22 +24351,22 @@ __Pyx_RefNannySetupContext("PyInit__native", 0);
  *     """y = x @ w.T (+ bias) for w [N, K] (transpose=True, a linear layer's weight), or y = x @ w for w [K, N]
  *     (transpose=False). x is [K] or [..., M, K]; a batched w [B, N, K] takes x [B, M, K] or a shared [M, K].
 */
-  __pyx_t_6 = __Pyx_PyDict_NewPresized(1); if (unlikely(!__pyx_t_6)) __PYX_ERR(6, 4, __pyx_L1_error)
+  __pyx_t_5 = __Pyx_PyDict_NewPresized(1); if (unlikely(!__pyx_t_5)) __PYX_ERR(7, 4, __pyx_L1_error)
+  __Pyx_GOTREF(__pyx_t_5);
+  __pyx_t_6 = __Pyx_PyBool_FromLong(((int)1)); if (unlikely(!__pyx_t_6)) __PYX_ERR(7, 4, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_6);
-  __pyx_t_5 = __Pyx_PyBool_FromLong(((int)1)); if (unlikely(!__pyx_t_5)) __PYX_ERR(6, 4, __pyx_L1_error)
-  __Pyx_GOTREF(__pyx_t_5);
-  if (PyDict_SetItem(__pyx_t_6, __pyx_mstate_global->__pyx_n_u_transpose, __pyx_t_5) < (0)) __PYX_ERR(6, 4, __pyx_L1_error)
-  __Pyx_DECREF(__pyx_t_5); __pyx_t_5 = 0;
-  __pyx_t_5 = __Pyx_CyFunction_New(&__pyx_mdef_6mtlinv_7_native_5gemv, 0, __pyx_mstate_global->__pyx_n_u_gemv, NULL, __pyx_mstate_global->__pyx_n_u_mtlinv__native, __pyx_mstate_global->__pyx_d, ((PyObject *)__pyx_mstate_global->__pyx_codeobj_tab[12])); if (unlikely(!__pyx_t_5)) __PYX_ERR(6, 4, __pyx_L1_error)
-  __Pyx_GOTREF(__pyx_t_5);
-  #if CYTHON_COMPILING_IN_CPYTHON && PY_VERSION_HEX >= 0x030E0000
-  PyUnstable_Object_EnableDeferredRefcount(__pyx_t_5);
-  #endif
-  __Pyx_CyFunction_SetDefaultsTuple(__pyx_t_5, __pyx_mstate_global->__pyx_tuple[4]);
-  __Pyx_CyFunction_SetDefaultsKwDict(__pyx_t_5, __pyx_t_6);
+  if (PyDict_SetItem(__pyx_t_5, __pyx_mstate_global->__pyx_n_u_transpose, __pyx_t_6) < (0)) __PYX_ERR(7, 4, __pyx_L1_error)
   __Pyx_DECREF(__pyx_t_6); __pyx_t_6 = 0;
-  if (PyDict_SetItem(__pyx_mstate_global->__pyx_d, __pyx_mstate_global->__pyx_n_u_gemv, __pyx_t_5) < (0)) __PYX_ERR(6, 4, __pyx_L1_error)
+  __pyx_t_6 = __Pyx_CyFunction_New(&__pyx_mdef_6mtlinv_7_native_5gemv, 0, __pyx_mstate_global->__pyx_n_u_gemv, NULL, __pyx_mstate_global->__pyx_n_u_mtlinv__native, __pyx_mstate_global->__pyx_d, ((PyObject *)__pyx_mstate_global->__pyx_codeobj_tab[14])); if (unlikely(!__pyx_t_6)) __PYX_ERR(7, 4, __pyx_L1_error)
+  __Pyx_GOTREF(__pyx_t_6);
+  #if CYTHON_COMPILING_IN_CPYTHON && PY_VERSION_HEX >= 0x030E0000
+  PyUnstable_Object_EnableDeferredRefcount(__pyx_t_6);
+  #endif
+  __Pyx_CyFunction_SetDefaultsTuple(__pyx_t_6, __pyx_mstate_global->__pyx_tuple[4]);
+  __Pyx_CyFunction_SetDefaultsKwDict(__pyx_t_6, __pyx_t_5);
   __Pyx_DECREF(__pyx_t_5); __pyx_t_5 = 0;
+  if (PyDict_SetItem(__pyx_mstate_global->__pyx_d, __pyx_mstate_global->__pyx_n_u_gemv, __pyx_t_6) < (0)) __PYX_ERR(7, 4, __pyx_L1_error)
+  __Pyx_DECREF(__pyx_t_6); __pyx_t_6 = 0;
 
   /* "pyx/gemv.pxi":24
  * 
@@ -22247,13 +24375,13 @@ __Pyx_RefNannySetupContext("PyInit__native", 0);
  *     """NumPy-style a @ b for a [..., M, K] and b [K, N] (or batched [B, K, N]); see gemv(transpose=False)."""
  *     return gemv(a, b, transpose=False)
 */
-  __pyx_t_5 = __Pyx_CyFunction_New(&__pyx_mdef_6mtlinv_7_native_7matmul, 0, __pyx_mstate_global->__pyx_n_u_matmul, NULL, __pyx_mstate_global->__pyx_n_u_mtlinv__native, __pyx_mstate_global->__pyx_d, ((PyObject *)__pyx_mstate_global->__pyx_codeobj_tab[13])); if (unlikely(!__pyx_t_5)) __PYX_ERR(6, 24, __pyx_L1_error)
-  __Pyx_GOTREF(__pyx_t_5);
+  __pyx_t_6 = __Pyx_CyFunction_New(&__pyx_mdef_6mtlinv_7_native_7matmul, 0, __pyx_mstate_global->__pyx_n_u_matmul, NULL, __pyx_mstate_global->__pyx_n_u_mtlinv__native, __pyx_mstate_global->__pyx_d, ((PyObject *)__pyx_mstate_global->__pyx_codeobj_tab[15])); if (unlikely(!__pyx_t_6)) __PYX_ERR(7, 24, __pyx_L1_error)
+  __Pyx_GOTREF(__pyx_t_6);
   #if CYTHON_COMPILING_IN_CPYTHON && PY_VERSION_HEX >= 0x030E0000
-  PyUnstable_Object_EnableDeferredRefcount(__pyx_t_5);
+  PyUnstable_Object_EnableDeferredRefcount(__pyx_t_6);
   #endif
-  if (PyDict_SetItem(__pyx_mstate_global->__pyx_d, __pyx_mstate_global->__pyx_n_u_matmul, __pyx_t_5) < (0)) __PYX_ERR(6, 24, __pyx_L1_error)
-  __Pyx_DECREF(__pyx_t_5); __pyx_t_5 = 0;
+  if (PyDict_SetItem(__pyx_mstate_global->__pyx_d, __pyx_mstate_global->__pyx_n_u_matmul, __pyx_t_6) < (0)) __PYX_ERR(7, 24, __pyx_L1_error)
+  __Pyx_DECREF(__pyx_t_6); __pyx_t_6 = 0;
 
   /* "pyx/gemv.pxi":29
  * 
@@ -22262,22 +24390,22 @@ __Pyx_RefNannySetupContext("PyInit__native", 0);
  *     """The plan gemv would use for this shape: {'canonical': bool, 'launches': [...]}."""
  *     cdef CGemvShape s
 */
-  __pyx_t_5 = __Pyx_PyDict_NewPresized(5); if (unlikely(!__pyx_t_5)) __PYX_ERR(6, 29, __pyx_L1_error)
-  __Pyx_GOTREF(__pyx_t_5);
-  if (PyDict_SetItem(__pyx_t_5, __pyx_mstate_global->__pyx_n_u_dtype, ((PyObject*)__pyx_mstate_global->__pyx_n_u_float32)) < (0)) __PYX_ERR(6, 29, __pyx_L1_error)
-  if (PyDict_SetItem(__pyx_t_5, __pyx_mstate_global->__pyx_n_u_limit, Py_None) < (0)) __PYX_ERR(6, 29, __pyx_L1_error)
-  if (PyDict_SetItem(__pyx_t_5, __pyx_mstate_global->__pyx_n_u_transpose, ((PyObject*)Py_True)) < (0)) __PYX_ERR(6, 29, __pyx_L1_error)
-  if (PyDict_SetItem(__pyx_t_5, __pyx_mstate_global->__pyx_n_u_batch, ((PyObject*)__pyx_mstate_global->__pyx_int_1)) < (0)) __PYX_ERR(6, 29, __pyx_L1_error)
-  if (PyDict_SetItem(__pyx_t_5, __pyx_mstate_global->__pyx_n_u_bias, ((PyObject*)Py_False)) < (0)) __PYX_ERR(6, 29, __pyx_L1_error)
-  __pyx_t_6 = __Pyx_CyFunction_New(&__pyx_mdef_6mtlinv_7_native_9plan_gemv, 0, __pyx_mstate_global->__pyx_n_u_plan_gemv, NULL, __pyx_mstate_global->__pyx_n_u_mtlinv__native, __pyx_mstate_global->__pyx_d, ((PyObject *)__pyx_mstate_global->__pyx_codeobj_tab[14])); if (unlikely(!__pyx_t_6)) __PYX_ERR(6, 29, __pyx_L1_error)
+  __pyx_t_6 = __Pyx_PyDict_NewPresized(5); if (unlikely(!__pyx_t_6)) __PYX_ERR(7, 29, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_6);
+  if (PyDict_SetItem(__pyx_t_6, __pyx_mstate_global->__pyx_n_u_dtype, ((PyObject*)__pyx_mstate_global->__pyx_n_u_float32)) < (0)) __PYX_ERR(7, 29, __pyx_L1_error)
+  if (PyDict_SetItem(__pyx_t_6, __pyx_mstate_global->__pyx_n_u_limit, Py_None) < (0)) __PYX_ERR(7, 29, __pyx_L1_error)
+  if (PyDict_SetItem(__pyx_t_6, __pyx_mstate_global->__pyx_n_u_transpose, ((PyObject*)Py_True)) < (0)) __PYX_ERR(7, 29, __pyx_L1_error)
+  if (PyDict_SetItem(__pyx_t_6, __pyx_mstate_global->__pyx_n_u_batch, ((PyObject*)__pyx_mstate_global->__pyx_int_1)) < (0)) __PYX_ERR(7, 29, __pyx_L1_error)
+  if (PyDict_SetItem(__pyx_t_6, __pyx_mstate_global->__pyx_n_u_bias, ((PyObject*)Py_False)) < (0)) __PYX_ERR(7, 29, __pyx_L1_error)
+  __pyx_t_5 = __Pyx_CyFunction_New(&__pyx_mdef_6mtlinv_7_native_9plan_gemv, 0, __pyx_mstate_global->__pyx_n_u_plan_gemv, NULL, __pyx_mstate_global->__pyx_n_u_mtlinv__native, __pyx_mstate_global->__pyx_d, ((PyObject *)__pyx_mstate_global->__pyx_codeobj_tab[16])); if (unlikely(!__pyx_t_5)) __PYX_ERR(7, 29, __pyx_L1_error)
+  __Pyx_GOTREF(__pyx_t_5);
   #if CYTHON_COMPILING_IN_CPYTHON && PY_VERSION_HEX >= 0x030E0000
-  PyUnstable_Object_EnableDeferredRefcount(__pyx_t_6);
+  PyUnstable_Object_EnableDeferredRefcount(__pyx_t_5);
   #endif
-  __Pyx_CyFunction_SetDefaultsKwDict(__pyx_t_6, __pyx_t_5);
-  __Pyx_DECREF(__pyx_t_5); __pyx_t_5 = 0;
-  if (PyDict_SetItem(__pyx_mstate_global->__pyx_d, __pyx_mstate_global->__pyx_n_u_plan_gemv, __pyx_t_6) < (0)) __PYX_ERR(6, 29, __pyx_L1_error)
+  __Pyx_CyFunction_SetDefaultsKwDict(__pyx_t_5, __pyx_t_6);
   __Pyx_DECREF(__pyx_t_6); __pyx_t_6 = 0;
+  if (PyDict_SetItem(__pyx_mstate_global->__pyx_d, __pyx_mstate_global->__pyx_n_u_plan_gemv, __pyx_t_5) < (0)) __PYX_ERR(7, 29, __pyx_L1_error)
+  __Pyx_DECREF(__pyx_t_5); __pyx_t_5 = 0;
 
   /* "pyx/qgemv.pxi":16
  * 
@@ -22286,18 +24414,18 @@ __Pyx_RefNannySetupContext("PyInit__native", 0);
  *     """y = x @ W.T (+ bias) for a weight W [N, K] quantized in MLX's affine format (mtlinv.quant.quantize):
  *     wq uint32 [N, K*bits/32], scales and biases [N, K/group_size] in x's dtype
 */
-  __pyx_t_6 = __Pyx_PyDict_NewPresized(1); if (unlikely(!__pyx_t_6)) __PYX_ERR(7, 16, __pyx_L1_error)
-  __Pyx_GOTREF(__pyx_t_6);
-  if (PyDict_SetItem(__pyx_t_6, __pyx_mstate_global->__pyx_n_u_bias, Py_None) < (0)) __PYX_ERR(7, 16, __pyx_L1_error)
-  __pyx_t_5 = __Pyx_CyFunction_New(&__pyx_mdef_6mtlinv_7_native_11qgemv, 0, __pyx_mstate_global->__pyx_n_u_qgemv, NULL, __pyx_mstate_global->__pyx_n_u_mtlinv__native, __pyx_mstate_global->__pyx_d, ((PyObject *)__pyx_mstate_global->__pyx_codeobj_tab[15])); if (unlikely(!__pyx_t_5)) __PYX_ERR(7, 16, __pyx_L1_error)
+  __pyx_t_5 = __Pyx_PyDict_NewPresized(1); if (unlikely(!__pyx_t_5)) __PYX_ERR(8, 16, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_5);
+  if (PyDict_SetItem(__pyx_t_5, __pyx_mstate_global->__pyx_n_u_bias, Py_None) < (0)) __PYX_ERR(8, 16, __pyx_L1_error)
+  __pyx_t_6 = __Pyx_CyFunction_New(&__pyx_mdef_6mtlinv_7_native_11qgemv, 0, __pyx_mstate_global->__pyx_n_u_qgemv, NULL, __pyx_mstate_global->__pyx_n_u_mtlinv__native, __pyx_mstate_global->__pyx_d, ((PyObject *)__pyx_mstate_global->__pyx_codeobj_tab[17])); if (unlikely(!__pyx_t_6)) __PYX_ERR(8, 16, __pyx_L1_error)
+  __Pyx_GOTREF(__pyx_t_6);
   #if CYTHON_COMPILING_IN_CPYTHON && PY_VERSION_HEX >= 0x030E0000
-  PyUnstable_Object_EnableDeferredRefcount(__pyx_t_5);
+  PyUnstable_Object_EnableDeferredRefcount(__pyx_t_6);
   #endif
-  __Pyx_CyFunction_SetDefaultsKwDict(__pyx_t_5, __pyx_t_6);
-  __Pyx_DECREF(__pyx_t_6); __pyx_t_6 = 0;
-  if (PyDict_SetItem(__pyx_mstate_global->__pyx_d, __pyx_mstate_global->__pyx_n_u_qgemv, __pyx_t_5) < (0)) __PYX_ERR(7, 16, __pyx_L1_error)
+  __Pyx_CyFunction_SetDefaultsKwDict(__pyx_t_6, __pyx_t_5);
   __Pyx_DECREF(__pyx_t_5); __pyx_t_5 = 0;
+  if (PyDict_SetItem(__pyx_mstate_global->__pyx_d, __pyx_mstate_global->__pyx_n_u_qgemv, __pyx_t_6) < (0)) __PYX_ERR(8, 16, __pyx_L1_error)
+  __Pyx_DECREF(__pyx_t_6); __pyx_t_6 = 0;
 
   /* "pyx/qgemv.pxi":47
  * 
@@ -22306,23 +24434,23 @@ __Pyx_RefNannySetupContext("PyInit__native", 0);
  *     """The plan qgemv would use for this shape: {'canonical': bool, 'launches': [...]}."""
  *     cdef CQGemvShape s
 */
-  __pyx_t_5 = __Pyx_PyDict_NewPresized(6); if (unlikely(!__pyx_t_5)) __PYX_ERR(7, 47, __pyx_L1_error)
-  __Pyx_GOTREF(__pyx_t_5);
-  if (PyDict_SetItem(__pyx_t_5, __pyx_mstate_global->__pyx_n_u_group_size, ((PyObject*)__pyx_mstate_global->__pyx_int_64)) < (0)) __PYX_ERR(7, 47, __pyx_L1_error)
-  if (PyDict_SetItem(__pyx_t_5, __pyx_mstate_global->__pyx_n_u_bits, ((PyObject*)__pyx_mstate_global->__pyx_int_4)) < (0)) __PYX_ERR(7, 47, __pyx_L1_error)
-  if (PyDict_SetItem(__pyx_t_5, __pyx_mstate_global->__pyx_n_u_dtype, ((PyObject*)__pyx_mstate_global->__pyx_n_u_float32)) < (0)) __PYX_ERR(7, 47, __pyx_L1_error)
-  if (PyDict_SetItem(__pyx_t_5, __pyx_mstate_global->__pyx_n_u_scale_dtype, Py_None) < (0)) __PYX_ERR(7, 47, __pyx_L1_error)
-  if (PyDict_SetItem(__pyx_t_5, __pyx_mstate_global->__pyx_n_u_limit, Py_None) < (0)) __PYX_ERR(7, 47, __pyx_L1_error)
-  if (PyDict_SetItem(__pyx_t_5, __pyx_mstate_global->__pyx_n_u_bias, ((PyObject*)Py_False)) < (0)) __PYX_ERR(7, 47, __pyx_L1_error)
-  __pyx_t_6 = __Pyx_CyFunction_New(&__pyx_mdef_6mtlinv_7_native_13plan_qgemv, 0, __pyx_mstate_global->__pyx_n_u_plan_qgemv, NULL, __pyx_mstate_global->__pyx_n_u_mtlinv__native, __pyx_mstate_global->__pyx_d, ((PyObject *)__pyx_mstate_global->__pyx_codeobj_tab[16])); if (unlikely(!__pyx_t_6)) __PYX_ERR(7, 47, __pyx_L1_error)
+  __pyx_t_6 = __Pyx_PyDict_NewPresized(6); if (unlikely(!__pyx_t_6)) __PYX_ERR(8, 47, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_6);
+  if (PyDict_SetItem(__pyx_t_6, __pyx_mstate_global->__pyx_n_u_group_size, ((PyObject*)__pyx_mstate_global->__pyx_int_64)) < (0)) __PYX_ERR(8, 47, __pyx_L1_error)
+  if (PyDict_SetItem(__pyx_t_6, __pyx_mstate_global->__pyx_n_u_bits, ((PyObject*)__pyx_mstate_global->__pyx_int_4)) < (0)) __PYX_ERR(8, 47, __pyx_L1_error)
+  if (PyDict_SetItem(__pyx_t_6, __pyx_mstate_global->__pyx_n_u_dtype, ((PyObject*)__pyx_mstate_global->__pyx_n_u_float32)) < (0)) __PYX_ERR(8, 47, __pyx_L1_error)
+  if (PyDict_SetItem(__pyx_t_6, __pyx_mstate_global->__pyx_n_u_scale_dtype, Py_None) < (0)) __PYX_ERR(8, 47, __pyx_L1_error)
+  if (PyDict_SetItem(__pyx_t_6, __pyx_mstate_global->__pyx_n_u_limit, Py_None) < (0)) __PYX_ERR(8, 47, __pyx_L1_error)
+  if (PyDict_SetItem(__pyx_t_6, __pyx_mstate_global->__pyx_n_u_bias, ((PyObject*)Py_False)) < (0)) __PYX_ERR(8, 47, __pyx_L1_error)
+  __pyx_t_5 = __Pyx_CyFunction_New(&__pyx_mdef_6mtlinv_7_native_13plan_qgemv, 0, __pyx_mstate_global->__pyx_n_u_plan_qgemv, NULL, __pyx_mstate_global->__pyx_n_u_mtlinv__native, __pyx_mstate_global->__pyx_d, ((PyObject *)__pyx_mstate_global->__pyx_codeobj_tab[18])); if (unlikely(!__pyx_t_5)) __PYX_ERR(8, 47, __pyx_L1_error)
+  __Pyx_GOTREF(__pyx_t_5);
   #if CYTHON_COMPILING_IN_CPYTHON && PY_VERSION_HEX >= 0x030E0000
-  PyUnstable_Object_EnableDeferredRefcount(__pyx_t_6);
+  PyUnstable_Object_EnableDeferredRefcount(__pyx_t_5);
   #endif
-  __Pyx_CyFunction_SetDefaultsKwDict(__pyx_t_6, __pyx_t_5);
-  __Pyx_DECREF(__pyx_t_5); __pyx_t_5 = 0;
-  if (PyDict_SetItem(__pyx_mstate_global->__pyx_d, __pyx_mstate_global->__pyx_n_u_plan_qgemv, __pyx_t_6) < (0)) __PYX_ERR(7, 47, __pyx_L1_error)
+  __Pyx_CyFunction_SetDefaultsKwDict(__pyx_t_5, __pyx_t_6);
   __Pyx_DECREF(__pyx_t_6); __pyx_t_6 = 0;
+  if (PyDict_SetItem(__pyx_mstate_global->__pyx_d, __pyx_mstate_global->__pyx_n_u_plan_qgemv, __pyx_t_5) < (0)) __PYX_ERR(8, 47, __pyx_L1_error)
+  __Pyx_DECREF(__pyx_t_5); __pyx_t_5 = 0;
 
   /* "pyx/sdpa.pxi":23
  * 
@@ -22331,23 +24459,23 @@ __Pyx_RefNannySetupContext("PyInit__native", 0);
  *     """Scaled dot-product attention: softmax(scale * q @ k.T) @ v, float32 softmax and accumulation.
  * 
 */
-  __pyx_t_6 = __Pyx_PyDict_NewPresized(3); if (unlikely(!__pyx_t_6)) __PYX_ERR(8, 23, __pyx_L1_error)
+  __pyx_t_5 = __Pyx_PyDict_NewPresized(3); if (unlikely(!__pyx_t_5)) __PYX_ERR(9, 23, __pyx_L1_error)
+  __Pyx_GOTREF(__pyx_t_5);
+  if (PyDict_SetItem(__pyx_t_5, __pyx_mstate_global->__pyx_n_u_scale, Py_None) < (0)) __PYX_ERR(9, 23, __pyx_L1_error)
+  __pyx_t_6 = __Pyx_PyBool_FromLong(((int)1)); if (unlikely(!__pyx_t_6)) __PYX_ERR(9, 23, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_6);
-  if (PyDict_SetItem(__pyx_t_6, __pyx_mstate_global->__pyx_n_u_scale, Py_None) < (0)) __PYX_ERR(8, 23, __pyx_L1_error)
-  __pyx_t_5 = __Pyx_PyBool_FromLong(((int)1)); if (unlikely(!__pyx_t_5)) __PYX_ERR(8, 23, __pyx_L1_error)
-  __Pyx_GOTREF(__pyx_t_5);
-  if (PyDict_SetItem(__pyx_t_6, __pyx_mstate_global->__pyx_n_u_causal, __pyx_t_5) < (0)) __PYX_ERR(8, 23, __pyx_L1_error)
-  __Pyx_DECREF(__pyx_t_5); __pyx_t_5 = 0;
-  if (PyDict_SetItem(__pyx_t_6, __pyx_mstate_global->__pyx_n_u_kv_len, Py_None) < (0)) __PYX_ERR(8, 23, __pyx_L1_error)
-  __pyx_t_5 = __Pyx_CyFunction_New(&__pyx_mdef_6mtlinv_7_native_15sdpa, 0, __pyx_mstate_global->__pyx_n_u_sdpa, NULL, __pyx_mstate_global->__pyx_n_u_mtlinv__native, __pyx_mstate_global->__pyx_d, ((PyObject *)__pyx_mstate_global->__pyx_codeobj_tab[17])); if (unlikely(!__pyx_t_5)) __PYX_ERR(8, 23, __pyx_L1_error)
-  __Pyx_GOTREF(__pyx_t_5);
-  #if CYTHON_COMPILING_IN_CPYTHON && PY_VERSION_HEX >= 0x030E0000
-  PyUnstable_Object_EnableDeferredRefcount(__pyx_t_5);
-  #endif
-  __Pyx_CyFunction_SetDefaultsKwDict(__pyx_t_5, __pyx_t_6);
+  if (PyDict_SetItem(__pyx_t_5, __pyx_mstate_global->__pyx_n_u_causal, __pyx_t_6) < (0)) __PYX_ERR(9, 23, __pyx_L1_error)
   __Pyx_DECREF(__pyx_t_6); __pyx_t_6 = 0;
-  if (PyDict_SetItem(__pyx_mstate_global->__pyx_d, __pyx_mstate_global->__pyx_n_u_sdpa, __pyx_t_5) < (0)) __PYX_ERR(8, 23, __pyx_L1_error)
+  if (PyDict_SetItem(__pyx_t_5, __pyx_mstate_global->__pyx_n_u_kv_len, Py_None) < (0)) __PYX_ERR(9, 23, __pyx_L1_error)
+  __pyx_t_6 = __Pyx_CyFunction_New(&__pyx_mdef_6mtlinv_7_native_15sdpa, 0, __pyx_mstate_global->__pyx_n_u_sdpa, NULL, __pyx_mstate_global->__pyx_n_u_mtlinv__native, __pyx_mstate_global->__pyx_d, ((PyObject *)__pyx_mstate_global->__pyx_codeobj_tab[19])); if (unlikely(!__pyx_t_6)) __PYX_ERR(9, 23, __pyx_L1_error)
+  __Pyx_GOTREF(__pyx_t_6);
+  #if CYTHON_COMPILING_IN_CPYTHON && PY_VERSION_HEX >= 0x030E0000
+  PyUnstable_Object_EnableDeferredRefcount(__pyx_t_6);
+  #endif
+  __Pyx_CyFunction_SetDefaultsKwDict(__pyx_t_6, __pyx_t_5);
   __Pyx_DECREF(__pyx_t_5); __pyx_t_5 = 0;
+  if (PyDict_SetItem(__pyx_mstate_global->__pyx_d, __pyx_mstate_global->__pyx_n_u_sdpa, __pyx_t_6) < (0)) __PYX_ERR(9, 23, __pyx_L1_error)
+  __Pyx_DECREF(__pyx_t_6); __pyx_t_6 = 0;
 
   /* "pyx/sdpa.pxi":55
  * 
@@ -22356,14 +24484,14 @@ __Pyx_RefNannySetupContext("PyInit__native", 0);
  *     """S, the keys per chunk of the canonical sdpa path on the active device: chunk c holds keys [c*S, (c+1)*S)."""
  *     return c_sdpa_chunk_keys(head_dim, dtype_from_name(np.dtype(dtype).name.encode()), c_active_backend().caps())
 */
-  __pyx_t_5 = __Pyx_CyFunction_New(&__pyx_mdef_6mtlinv_7_native_17sdpa_chunk_keys, 0, __pyx_mstate_global->__pyx_n_u_sdpa_chunk_keys, NULL, __pyx_mstate_global->__pyx_n_u_mtlinv__native, __pyx_mstate_global->__pyx_d, ((PyObject *)__pyx_mstate_global->__pyx_codeobj_tab[18])); if (unlikely(!__pyx_t_5)) __PYX_ERR(8, 55, __pyx_L1_error)
-  __Pyx_GOTREF(__pyx_t_5);
+  __pyx_t_6 = __Pyx_CyFunction_New(&__pyx_mdef_6mtlinv_7_native_17sdpa_chunk_keys, 0, __pyx_mstate_global->__pyx_n_u_sdpa_chunk_keys, NULL, __pyx_mstate_global->__pyx_n_u_mtlinv__native, __pyx_mstate_global->__pyx_d, ((PyObject *)__pyx_mstate_global->__pyx_codeobj_tab[20])); if (unlikely(!__pyx_t_6)) __PYX_ERR(9, 55, __pyx_L1_error)
+  __Pyx_GOTREF(__pyx_t_6);
   #if CYTHON_COMPILING_IN_CPYTHON && PY_VERSION_HEX >= 0x030E0000
-  PyUnstable_Object_EnableDeferredRefcount(__pyx_t_5);
+  PyUnstable_Object_EnableDeferredRefcount(__pyx_t_6);
   #endif
-  __Pyx_CyFunction_SetDefaultsTuple(__pyx_t_5, __pyx_mstate_global->__pyx_tuple[5]);
-  if (PyDict_SetItem(__pyx_mstate_global->__pyx_d, __pyx_mstate_global->__pyx_n_u_sdpa_chunk_keys, __pyx_t_5) < (0)) __PYX_ERR(8, 55, __pyx_L1_error)
-  __Pyx_DECREF(__pyx_t_5); __pyx_t_5 = 0;
+  __Pyx_CyFunction_SetDefaultsTuple(__pyx_t_6, __pyx_mstate_global->__pyx_tuple[5]);
+  if (PyDict_SetItem(__pyx_mstate_global->__pyx_d, __pyx_mstate_global->__pyx_n_u_sdpa_chunk_keys, __pyx_t_6) < (0)) __PYX_ERR(9, 55, __pyx_L1_error)
+  __Pyx_DECREF(__pyx_t_6); __pyx_t_6 = 0;
 
   /* "pyx/sdpa.pxi":60
  * 
@@ -22372,16 +24500,16 @@ __Pyx_RefNannySetupContext("PyInit__native", 0);
  *               causal=True, aligned=True, limit=None):
  *     """The plan sdpa would use for this shape: {'canonical': bool, 'launches': [...], 'scratch_bytes': [...]}."""
 */
-  __pyx_t_5 = __Pyx_PyDict_NewPresized(9); if (unlikely(!__pyx_t_5)) __PYX_ERR(8, 60, __pyx_L1_error)
-  __Pyx_GOTREF(__pyx_t_5);
-  if (PyDict_SetItem(__pyx_t_5, __pyx_mstate_global->__pyx_n_u_head_dim, ((PyObject*)__pyx_mstate_global->__pyx_int_128)) < (0)) __PYX_ERR(8, 60, __pyx_L1_error)
-  if (PyDict_SetItem(__pyx_t_5, __pyx_mstate_global->__pyx_n_u_q_heads, ((PyObject*)__pyx_mstate_global->__pyx_int_1)) < (0)) __PYX_ERR(8, 60, __pyx_L1_error)
-  if (PyDict_SetItem(__pyx_t_5, __pyx_mstate_global->__pyx_n_u_kv_heads, ((PyObject*)__pyx_mstate_global->__pyx_int_1)) < (0)) __PYX_ERR(8, 60, __pyx_L1_error)
-  if (PyDict_SetItem(__pyx_t_5, __pyx_mstate_global->__pyx_n_u_batch, ((PyObject*)__pyx_mstate_global->__pyx_int_1)) < (0)) __PYX_ERR(8, 60, __pyx_L1_error)
-  if (PyDict_SetItem(__pyx_t_5, __pyx_mstate_global->__pyx_n_u_capacity, Py_None) < (0)) __PYX_ERR(8, 60, __pyx_L1_error)
-  if (PyDict_SetItem(__pyx_t_5, __pyx_mstate_global->__pyx_n_u_dtype, ((PyObject*)__pyx_mstate_global->__pyx_n_u_float32)) < (0)) __PYX_ERR(8, 60, __pyx_L1_error)
-  if (PyDict_SetItem(__pyx_t_5, __pyx_mstate_global->__pyx_n_u_causal, ((PyObject*)Py_True)) < (0)) __PYX_ERR(8, 60, __pyx_L1_error)
-  if (PyDict_SetItem(__pyx_t_5, __pyx_mstate_global->__pyx_n_u_aligned, ((PyObject*)Py_True)) < (0)) __PYX_ERR(8, 60, __pyx_L1_error)
+  __pyx_t_6 = __Pyx_PyDict_NewPresized(9); if (unlikely(!__pyx_t_6)) __PYX_ERR(9, 60, __pyx_L1_error)
+  __Pyx_GOTREF(__pyx_t_6);
+  if (PyDict_SetItem(__pyx_t_6, __pyx_mstate_global->__pyx_n_u_head_dim, ((PyObject*)__pyx_mstate_global->__pyx_int_128)) < (0)) __PYX_ERR(9, 60, __pyx_L1_error)
+  if (PyDict_SetItem(__pyx_t_6, __pyx_mstate_global->__pyx_n_u_q_heads, ((PyObject*)__pyx_mstate_global->__pyx_int_1)) < (0)) __PYX_ERR(9, 60, __pyx_L1_error)
+  if (PyDict_SetItem(__pyx_t_6, __pyx_mstate_global->__pyx_n_u_kv_heads, ((PyObject*)__pyx_mstate_global->__pyx_int_1)) < (0)) __PYX_ERR(9, 60, __pyx_L1_error)
+  if (PyDict_SetItem(__pyx_t_6, __pyx_mstate_global->__pyx_n_u_batch, ((PyObject*)__pyx_mstate_global->__pyx_int_1)) < (0)) __PYX_ERR(9, 60, __pyx_L1_error)
+  if (PyDict_SetItem(__pyx_t_6, __pyx_mstate_global->__pyx_n_u_capacity, Py_None) < (0)) __PYX_ERR(9, 60, __pyx_L1_error)
+  if (PyDict_SetItem(__pyx_t_6, __pyx_mstate_global->__pyx_n_u_dtype, ((PyObject*)__pyx_mstate_global->__pyx_n_u_float32)) < (0)) __PYX_ERR(9, 60, __pyx_L1_error)
+  if (PyDict_SetItem(__pyx_t_6, __pyx_mstate_global->__pyx_n_u_causal, ((PyObject*)Py_True)) < (0)) __PYX_ERR(9, 60, __pyx_L1_error)
+  if (PyDict_SetItem(__pyx_t_6, __pyx_mstate_global->__pyx_n_u_aligned, ((PyObject*)Py_True)) < (0)) __PYX_ERR(9, 60, __pyx_L1_error)
 
   /* "pyx/sdpa.pxi":61
  * 
@@ -22390,7 +24518,7 @@ __Pyx_RefNannySetupContext("PyInit__native", 0);
  *     """The plan sdpa would use for this shape: {'canonical': bool, 'launches': [...], 'scratch_bytes': [...]}."""
  *     cdef CSdpaShape s
 */
-  if (PyDict_SetItem(__pyx_t_5, __pyx_mstate_global->__pyx_n_u_limit, Py_None) < (0)) __PYX_ERR(8, 60, __pyx_L1_error)
+  if (PyDict_SetItem(__pyx_t_6, __pyx_mstate_global->__pyx_n_u_limit, Py_None) < (0)) __PYX_ERR(9, 60, __pyx_L1_error)
 
   /* "pyx/sdpa.pxi":60
  * 
@@ -22399,15 +24527,15 @@ __Pyx_RefNannySetupContext("PyInit__native", 0);
  *               causal=True, aligned=True, limit=None):
  *     """The plan sdpa would use for this shape: {'canonical': bool, 'launches': [...], 'scratch_bytes': [...]}."""
 */
-  __pyx_t_6 = __Pyx_CyFunction_New(&__pyx_mdef_6mtlinv_7_native_19plan_sdpa, 0, __pyx_mstate_global->__pyx_n_u_plan_sdpa, NULL, __pyx_mstate_global->__pyx_n_u_mtlinv__native, __pyx_mstate_global->__pyx_d, ((PyObject *)__pyx_mstate_global->__pyx_codeobj_tab[19])); if (unlikely(!__pyx_t_6)) __PYX_ERR(8, 60, __pyx_L1_error)
-  __Pyx_GOTREF(__pyx_t_6);
+  __pyx_t_5 = __Pyx_CyFunction_New(&__pyx_mdef_6mtlinv_7_native_19plan_sdpa, 0, __pyx_mstate_global->__pyx_n_u_plan_sdpa, NULL, __pyx_mstate_global->__pyx_n_u_mtlinv__native, __pyx_mstate_global->__pyx_d, ((PyObject *)__pyx_mstate_global->__pyx_codeobj_tab[21])); if (unlikely(!__pyx_t_5)) __PYX_ERR(9, 60, __pyx_L1_error)
+  __Pyx_GOTREF(__pyx_t_5);
   #if CYTHON_COMPILING_IN_CPYTHON && PY_VERSION_HEX >= 0x030E0000
-  PyUnstable_Object_EnableDeferredRefcount(__pyx_t_6);
+  PyUnstable_Object_EnableDeferredRefcount(__pyx_t_5);
   #endif
-  __Pyx_CyFunction_SetDefaultsKwDict(__pyx_t_6, __pyx_t_5);
-  __Pyx_DECREF(__pyx_t_5); __pyx_t_5 = 0;
-  if (PyDict_SetItem(__pyx_mstate_global->__pyx_d, __pyx_mstate_global->__pyx_n_u_plan_sdpa, __pyx_t_6) < (0)) __PYX_ERR(8, 60, __pyx_L1_error)
+  __Pyx_CyFunction_SetDefaultsKwDict(__pyx_t_5, __pyx_t_6);
   __Pyx_DECREF(__pyx_t_6); __pyx_t_6 = 0;
+  if (PyDict_SetItem(__pyx_mstate_global->__pyx_d, __pyx_mstate_global->__pyx_n_u_plan_sdpa, __pyx_t_5) < (0)) __PYX_ERR(9, 60, __pyx_L1_error)
+  __Pyx_DECREF(__pyx_t_5); __pyx_t_5 = 0;
 
   /* "pyx/decoder_ops.pxi":14
  * 
@@ -22416,13 +24544,13 @@ __Pyx_RefNannySetupContext("PyInit__native", 0);
  *     """a + b elementwise (same shape and dtype)."""
  *     cdef Tensor ta = _operand(a, "a", "add"), tb = _operand(b, "b", "add")
 */
-  __pyx_t_6 = __Pyx_CyFunction_New(&__pyx_mdef_6mtlinv_7_native_21add, 0, __pyx_mstate_global->__pyx_n_u_add, NULL, __pyx_mstate_global->__pyx_n_u_mtlinv__native, __pyx_mstate_global->__pyx_d, ((PyObject *)__pyx_mstate_global->__pyx_codeobj_tab[20])); if (unlikely(!__pyx_t_6)) __PYX_ERR(9, 14, __pyx_L1_error)
-  __Pyx_GOTREF(__pyx_t_6);
+  __pyx_t_5 = __Pyx_CyFunction_New(&__pyx_mdef_6mtlinv_7_native_21add, 0, __pyx_mstate_global->__pyx_n_u_add, NULL, __pyx_mstate_global->__pyx_n_u_mtlinv__native, __pyx_mstate_global->__pyx_d, ((PyObject *)__pyx_mstate_global->__pyx_codeobj_tab[22])); if (unlikely(!__pyx_t_5)) __PYX_ERR(10, 14, __pyx_L1_error)
+  __Pyx_GOTREF(__pyx_t_5);
   #if CYTHON_COMPILING_IN_CPYTHON && PY_VERSION_HEX >= 0x030E0000
-  PyUnstable_Object_EnableDeferredRefcount(__pyx_t_6);
+  PyUnstable_Object_EnableDeferredRefcount(__pyx_t_5);
   #endif
-  if (PyDict_SetItem(__pyx_mstate_global->__pyx_d, __pyx_mstate_global->__pyx_n_u_add, __pyx_t_6) < (0)) __PYX_ERR(9, 14, __pyx_L1_error)
-  __Pyx_DECREF(__pyx_t_6); __pyx_t_6 = 0;
+  if (PyDict_SetItem(__pyx_mstate_global->__pyx_d, __pyx_mstate_global->__pyx_n_u_add, __pyx_t_5) < (0)) __PYX_ERR(10, 14, __pyx_L1_error)
+  __Pyx_DECREF(__pyx_t_5); __pyx_t_5 = 0;
 
   /* "pyx/decoder_ops.pxi":23
  * 
@@ -22431,13 +24559,13 @@ __Pyx_RefNannySetupContext("PyInit__native", 0);
  *     """silu(gate) * up elementwise, computed in float32."""
  *     cdef Tensor tg = _operand(gate, "gate", "swiglu"), tu = _operand(up, "up", "swiglu")
 */
-  __pyx_t_6 = __Pyx_CyFunction_New(&__pyx_mdef_6mtlinv_7_native_23swiglu, 0, __pyx_mstate_global->__pyx_n_u_swiglu, NULL, __pyx_mstate_global->__pyx_n_u_mtlinv__native, __pyx_mstate_global->__pyx_d, ((PyObject *)__pyx_mstate_global->__pyx_codeobj_tab[21])); if (unlikely(!__pyx_t_6)) __PYX_ERR(9, 23, __pyx_L1_error)
-  __Pyx_GOTREF(__pyx_t_6);
+  __pyx_t_5 = __Pyx_CyFunction_New(&__pyx_mdef_6mtlinv_7_native_23swiglu, 0, __pyx_mstate_global->__pyx_n_u_swiglu, NULL, __pyx_mstate_global->__pyx_n_u_mtlinv__native, __pyx_mstate_global->__pyx_d, ((PyObject *)__pyx_mstate_global->__pyx_codeobj_tab[23])); if (unlikely(!__pyx_t_5)) __PYX_ERR(10, 23, __pyx_L1_error)
+  __Pyx_GOTREF(__pyx_t_5);
   #if CYTHON_COMPILING_IN_CPYTHON && PY_VERSION_HEX >= 0x030E0000
-  PyUnstable_Object_EnableDeferredRefcount(__pyx_t_6);
+  PyUnstable_Object_EnableDeferredRefcount(__pyx_t_5);
   #endif
-  if (PyDict_SetItem(__pyx_mstate_global->__pyx_d, __pyx_mstate_global->__pyx_n_u_swiglu, __pyx_t_6) < (0)) __PYX_ERR(9, 23, __pyx_L1_error)
-  __Pyx_DECREF(__pyx_t_6); __pyx_t_6 = 0;
+  if (PyDict_SetItem(__pyx_mstate_global->__pyx_d, __pyx_mstate_global->__pyx_n_u_swiglu, __pyx_t_5) < (0)) __PYX_ERR(10, 23, __pyx_L1_error)
+  __Pyx_DECREF(__pyx_t_5); __pyx_t_5 = 0;
 
   /* "pyx/decoder_ops.pxi":32
  * 
@@ -22446,28 +24574,28 @@ __Pyx_RefNannySetupContext("PyInit__native", 0);
  *     """Writes x [L, H, D] into dst [H, C, D] (in place) at sequence indices seq_offset.., rotating interleaved
  *     pairs for positions start_pos.. when `rotate` (RoPE as stored in llama GGUF files)."""
 */
-  __pyx_t_6 = __Pyx_PyLong_From_int64_t(((int64_t)0)); if (unlikely(!__pyx_t_6)) __PYX_ERR(9, 32, __pyx_L1_error)
-  __Pyx_GOTREF(__pyx_t_6);
-  __pyx_t_5 = __Pyx_PyBool_FromLong(((int)0)); if (unlikely(!__pyx_t_5)) __PYX_ERR(9, 32, __pyx_L1_error)
+  __pyx_t_5 = __Pyx_PyLong_From_int64_t(((int64_t)0)); if (unlikely(!__pyx_t_5)) __PYX_ERR(10, 32, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_5);
-  __pyx_t_2 = PyFloat_FromDouble(((double)10000.0)); if (unlikely(!__pyx_t_2)) __PYX_ERR(9, 32, __pyx_L1_error)
+  __pyx_t_6 = __Pyx_PyBool_FromLong(((int)0)); if (unlikely(!__pyx_t_6)) __PYX_ERR(10, 32, __pyx_L1_error)
+  __Pyx_GOTREF(__pyx_t_6);
+  __pyx_t_2 = PyFloat_FromDouble(((double)10000.0)); if (unlikely(!__pyx_t_2)) __PYX_ERR(10, 32, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_2);
   {
-    PyObject* __pyx_temp[3] = {__pyx_t_6, __pyx_t_5, __pyx_t_2};
-    __pyx_t_4 = __Pyx_PyTuple_FromArray(__pyx_temp, 3); if (unlikely(!__pyx_t_4)) __PYX_ERR(9, 32, __pyx_L1_error)
+    PyObject* __pyx_temp[3] = {__pyx_t_5, __pyx_t_6, __pyx_t_2};
+    __pyx_t_4 = __Pyx_PyTuple_FromArray(__pyx_temp, 3); if (unlikely(!__pyx_t_4)) __PYX_ERR(10, 32, __pyx_L1_error)
     __Pyx_GOTREF(__pyx_t_4);
   }
-  __Pyx_DECREF(__pyx_t_6); __pyx_t_6 = 0;
   __Pyx_DECREF(__pyx_t_5); __pyx_t_5 = 0;
+  __Pyx_DECREF(__pyx_t_6); __pyx_t_6 = 0;
   __Pyx_DECREF(__pyx_t_2); __pyx_t_2 = 0;
-  __pyx_t_2 = __Pyx_CyFunction_New(&__pyx_mdef_6mtlinv_7_native_25write_heads, 0, __pyx_mstate_global->__pyx_n_u_write_heads, NULL, __pyx_mstate_global->__pyx_n_u_mtlinv__native, __pyx_mstate_global->__pyx_d, ((PyObject *)__pyx_mstate_global->__pyx_codeobj_tab[22])); if (unlikely(!__pyx_t_2)) __PYX_ERR(9, 32, __pyx_L1_error)
+  __pyx_t_2 = __Pyx_CyFunction_New(&__pyx_mdef_6mtlinv_7_native_25write_heads, 0, __pyx_mstate_global->__pyx_n_u_write_heads, NULL, __pyx_mstate_global->__pyx_n_u_mtlinv__native, __pyx_mstate_global->__pyx_d, ((PyObject *)__pyx_mstate_global->__pyx_codeobj_tab[24])); if (unlikely(!__pyx_t_2)) __PYX_ERR(10, 32, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_2);
   #if CYTHON_COMPILING_IN_CPYTHON && PY_VERSION_HEX >= 0x030E0000
   PyUnstable_Object_EnableDeferredRefcount(__pyx_t_2);
   #endif
   __Pyx_CyFunction_SetDefaultsTuple(__pyx_t_2, __pyx_t_4);
   __Pyx_DECREF(__pyx_t_4); __pyx_t_4 = 0;
-  if (PyDict_SetItem(__pyx_mstate_global->__pyx_d, __pyx_mstate_global->__pyx_n_u_write_heads, __pyx_t_2) < (0)) __PYX_ERR(9, 32, __pyx_L1_error)
+  if (PyDict_SetItem(__pyx_mstate_global->__pyx_d, __pyx_mstate_global->__pyx_n_u_write_heads, __pyx_t_2) < (0)) __PYX_ERR(10, 32, __pyx_L1_error)
   __Pyx_DECREF(__pyx_t_2); __pyx_t_2 = 0;
 
   /* "pyx/decoder_ops.pxi":40
@@ -22477,22 +24605,22 @@ __Pyx_RefNannySetupContext("PyInit__native", 0);
  *     """RoPE on x [L, H, D] for positions start_pos.., returned as [H, L, D] (the layout sdpa takes)."""
  *     cdef Tensor tx = _operand(x, "x", "rope_heads")
 */
-  __pyx_t_2 = PyFloat_FromDouble(((double)10000.0)); if (unlikely(!__pyx_t_2)) __PYX_ERR(9, 40, __pyx_L1_error)
+  __pyx_t_2 = PyFloat_FromDouble(((double)10000.0)); if (unlikely(!__pyx_t_2)) __PYX_ERR(10, 40, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_2);
   {
     PyObject* __pyx_temp[1] = {__pyx_t_2};
-    __pyx_t_4 = __Pyx_PyTuple_FromArray(__pyx_temp, 1); if (unlikely(!__pyx_t_4)) __PYX_ERR(9, 40, __pyx_L1_error)
+    __pyx_t_4 = __Pyx_PyTuple_FromArray(__pyx_temp, 1); if (unlikely(!__pyx_t_4)) __PYX_ERR(10, 40, __pyx_L1_error)
     __Pyx_GOTREF(__pyx_t_4);
   }
   __Pyx_DECREF(__pyx_t_2); __pyx_t_2 = 0;
-  __pyx_t_2 = __Pyx_CyFunction_New(&__pyx_mdef_6mtlinv_7_native_27rope_heads, 0, __pyx_mstate_global->__pyx_n_u_rope_heads, NULL, __pyx_mstate_global->__pyx_n_u_mtlinv__native, __pyx_mstate_global->__pyx_d, ((PyObject *)__pyx_mstate_global->__pyx_codeobj_tab[23])); if (unlikely(!__pyx_t_2)) __PYX_ERR(9, 40, __pyx_L1_error)
+  __pyx_t_2 = __Pyx_CyFunction_New(&__pyx_mdef_6mtlinv_7_native_27rope_heads, 0, __pyx_mstate_global->__pyx_n_u_rope_heads, NULL, __pyx_mstate_global->__pyx_n_u_mtlinv__native, __pyx_mstate_global->__pyx_d, ((PyObject *)__pyx_mstate_global->__pyx_codeobj_tab[25])); if (unlikely(!__pyx_t_2)) __PYX_ERR(10, 40, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_2);
   #if CYTHON_COMPILING_IN_CPYTHON && PY_VERSION_HEX >= 0x030E0000
   PyUnstable_Object_EnableDeferredRefcount(__pyx_t_2);
   #endif
   __Pyx_CyFunction_SetDefaultsTuple(__pyx_t_2, __pyx_t_4);
   __Pyx_DECREF(__pyx_t_4); __pyx_t_4 = 0;
-  if (PyDict_SetItem(__pyx_mstate_global->__pyx_d, __pyx_mstate_global->__pyx_n_u_rope_heads, __pyx_t_2) < (0)) __PYX_ERR(9, 40, __pyx_L1_error)
+  if (PyDict_SetItem(__pyx_mstate_global->__pyx_d, __pyx_mstate_global->__pyx_n_u_rope_heads, __pyx_t_2) < (0)) __PYX_ERR(10, 40, __pyx_L1_error)
   __Pyx_DECREF(__pyx_t_2); __pyx_t_2 = 0;
 
   /* "pyx/decoder_ops.pxi":50
@@ -22502,12 +24630,12 @@ __Pyx_RefNannySetupContext("PyInit__native", 0);
  *     """x [H, L, D] -> [L, H * D]."""
  *     cdef Tensor tx = _operand(x, "x", "heads_to_rows")
 */
-  __pyx_t_2 = __Pyx_CyFunction_New(&__pyx_mdef_6mtlinv_7_native_29heads_to_rows, 0, __pyx_mstate_global->__pyx_n_u_heads_to_rows, NULL, __pyx_mstate_global->__pyx_n_u_mtlinv__native, __pyx_mstate_global->__pyx_d, ((PyObject *)__pyx_mstate_global->__pyx_codeobj_tab[24])); if (unlikely(!__pyx_t_2)) __PYX_ERR(9, 50, __pyx_L1_error)
+  __pyx_t_2 = __Pyx_CyFunction_New(&__pyx_mdef_6mtlinv_7_native_29heads_to_rows, 0, __pyx_mstate_global->__pyx_n_u_heads_to_rows, NULL, __pyx_mstate_global->__pyx_n_u_mtlinv__native, __pyx_mstate_global->__pyx_d, ((PyObject *)__pyx_mstate_global->__pyx_codeobj_tab[26])); if (unlikely(!__pyx_t_2)) __PYX_ERR(10, 50, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_2);
   #if CYTHON_COMPILING_IN_CPYTHON && PY_VERSION_HEX >= 0x030E0000
   PyUnstable_Object_EnableDeferredRefcount(__pyx_t_2);
   #endif
-  if (PyDict_SetItem(__pyx_mstate_global->__pyx_d, __pyx_mstate_global->__pyx_n_u_heads_to_rows, __pyx_t_2) < (0)) __PYX_ERR(9, 50, __pyx_L1_error)
+  if (PyDict_SetItem(__pyx_mstate_global->__pyx_d, __pyx_mstate_global->__pyx_n_u_heads_to_rows, __pyx_t_2) < (0)) __PYX_ERR(10, 50, __pyx_L1_error)
   __Pyx_DECREF(__pyx_t_2); __pyx_t_2 = 0;
 
   /* "pyx/decoder_ops.pxi":59
@@ -22517,12 +24645,12 @@ __Pyx_RefNannySetupContext("PyInit__native", 0);
  *     """table [V, D], ids [L] (int32) -> table[ids] [L, D]."""
  *     cdef Tensor tt = _operand(table, "table", "embedding")
 */
-  __pyx_t_2 = __Pyx_CyFunction_New(&__pyx_mdef_6mtlinv_7_native_31embedding, 0, __pyx_mstate_global->__pyx_n_u_embedding, NULL, __pyx_mstate_global->__pyx_n_u_mtlinv__native, __pyx_mstate_global->__pyx_d, ((PyObject *)__pyx_mstate_global->__pyx_codeobj_tab[25])); if (unlikely(!__pyx_t_2)) __PYX_ERR(9, 59, __pyx_L1_error)
+  __pyx_t_2 = __Pyx_CyFunction_New(&__pyx_mdef_6mtlinv_7_native_31embedding, 0, __pyx_mstate_global->__pyx_n_u_embedding, NULL, __pyx_mstate_global->__pyx_n_u_mtlinv__native, __pyx_mstate_global->__pyx_d, ((PyObject *)__pyx_mstate_global->__pyx_codeobj_tab[27])); if (unlikely(!__pyx_t_2)) __PYX_ERR(10, 59, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_2);
   #if CYTHON_COMPILING_IN_CPYTHON && PY_VERSION_HEX >= 0x030E0000
   PyUnstable_Object_EnableDeferredRefcount(__pyx_t_2);
   #endif
-  if (PyDict_SetItem(__pyx_mstate_global->__pyx_d, __pyx_mstate_global->__pyx_n_u_embedding, __pyx_t_2) < (0)) __PYX_ERR(9, 59, __pyx_L1_error)
+  if (PyDict_SetItem(__pyx_mstate_global->__pyx_d, __pyx_mstate_global->__pyx_n_u_embedding, __pyx_t_2) < (0)) __PYX_ERR(10, 59, __pyx_L1_error)
   __Pyx_DECREF(__pyx_t_2); __pyx_t_2 = 0;
 
   /* "pyx/testing.pxi":15
@@ -22532,22 +24660,22 @@ __Pyx_RefNannySetupContext("PyInit__native", 0);
  *     """Turns the emulator's checking mode on or off (random fiber order, double runs, bounds checks)."""
  *     c_emu_set_check_mode(on, seed)
 */
-  __pyx_t_2 = __Pyx_PyLong_From_uint64_t(((uint64_t)0)); if (unlikely(!__pyx_t_2)) __PYX_ERR(10, 15, __pyx_L1_error)
+  __pyx_t_2 = __Pyx_PyLong_From_uint64_t(((uint64_t)0)); if (unlikely(!__pyx_t_2)) __PYX_ERR(11, 15, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_2);
   {
     PyObject* __pyx_temp[1] = {__pyx_t_2};
-    __pyx_t_4 = __Pyx_PyTuple_FromArray(__pyx_temp, 1); if (unlikely(!__pyx_t_4)) __PYX_ERR(10, 15, __pyx_L1_error)
+    __pyx_t_4 = __Pyx_PyTuple_FromArray(__pyx_temp, 1); if (unlikely(!__pyx_t_4)) __PYX_ERR(11, 15, __pyx_L1_error)
     __Pyx_GOTREF(__pyx_t_4);
   }
   __Pyx_DECREF(__pyx_t_2); __pyx_t_2 = 0;
-  __pyx_t_2 = __Pyx_CyFunction_New(&__pyx_mdef_6mtlinv_7_native_33_set_emu_check, 0, __pyx_mstate_global->__pyx_n_u_set_emu_check, NULL, __pyx_mstate_global->__pyx_n_u_mtlinv__native, __pyx_mstate_global->__pyx_d, ((PyObject *)__pyx_mstate_global->__pyx_codeobj_tab[26])); if (unlikely(!__pyx_t_2)) __PYX_ERR(10, 15, __pyx_L1_error)
+  __pyx_t_2 = __Pyx_CyFunction_New(&__pyx_mdef_6mtlinv_7_native_33_set_emu_check, 0, __pyx_mstate_global->__pyx_n_u_set_emu_check, NULL, __pyx_mstate_global->__pyx_n_u_mtlinv__native, __pyx_mstate_global->__pyx_d, ((PyObject *)__pyx_mstate_global->__pyx_codeobj_tab[28])); if (unlikely(!__pyx_t_2)) __PYX_ERR(11, 15, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_2);
   #if CYTHON_COMPILING_IN_CPYTHON && PY_VERSION_HEX >= 0x030E0000
   PyUnstable_Object_EnableDeferredRefcount(__pyx_t_2);
   #endif
   __Pyx_CyFunction_SetDefaultsTuple(__pyx_t_2, __pyx_t_4);
   __Pyx_DECREF(__pyx_t_4); __pyx_t_4 = 0;
-  if (PyDict_SetItem(__pyx_mstate_global->__pyx_d, __pyx_mstate_global->__pyx_n_u_set_emu_check, __pyx_t_2) < (0)) __PYX_ERR(10, 15, __pyx_L1_error)
+  if (PyDict_SetItem(__pyx_mstate_global->__pyx_d, __pyx_mstate_global->__pyx_n_u_set_emu_check, __pyx_t_2) < (0)) __PYX_ERR(11, 15, __pyx_L1_error)
   __Pyx_DECREF(__pyx_t_2); __pyx_t_2 = 0;
 
   /* "pyx/testing.pxi":20
@@ -22557,12 +24685,12 @@ __Pyx_RefNannySetupContext("PyInit__native", 0);
  *     return c_emu_check_mode()
  * 
 */
-  __pyx_t_2 = __Pyx_CyFunction_New(&__pyx_mdef_6mtlinv_7_native_35_emu_check_mode, 0, __pyx_mstate_global->__pyx_n_u_emu_check_mode, NULL, __pyx_mstate_global->__pyx_n_u_mtlinv__native, __pyx_mstate_global->__pyx_d, ((PyObject *)__pyx_mstate_global->__pyx_codeobj_tab[27])); if (unlikely(!__pyx_t_2)) __PYX_ERR(10, 20, __pyx_L1_error)
+  __pyx_t_2 = __Pyx_CyFunction_New(&__pyx_mdef_6mtlinv_7_native_35_emu_check_mode, 0, __pyx_mstate_global->__pyx_n_u_emu_check_mode, NULL, __pyx_mstate_global->__pyx_n_u_mtlinv__native, __pyx_mstate_global->__pyx_d, ((PyObject *)__pyx_mstate_global->__pyx_codeobj_tab[29])); if (unlikely(!__pyx_t_2)) __PYX_ERR(11, 20, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_2);
   #if CYTHON_COMPILING_IN_CPYTHON && PY_VERSION_HEX >= 0x030E0000
   PyUnstable_Object_EnableDeferredRefcount(__pyx_t_2);
   #endif
-  if (PyDict_SetItem(__pyx_mstate_global->__pyx_d, __pyx_mstate_global->__pyx_n_u_emu_check_mode, __pyx_t_2) < (0)) __PYX_ERR(10, 20, __pyx_L1_error)
+  if (PyDict_SetItem(__pyx_mstate_global->__pyx_d, __pyx_mstate_global->__pyx_n_u_emu_check_mode, __pyx_t_2) < (0)) __PYX_ERR(11, 20, __pyx_L1_error)
   __Pyx_DECREF(__pyx_t_2); __pyx_t_2 = 0;
 
   /* "pyx/testing.pxi":24
@@ -22572,87 +24700,87 @@ __Pyx_RefNannySetupContext("PyInit__native", 0);
  *     """Runs `kernel` once: [[buffer(0)]] = `args`, [[buffer(i+1)]] = buffers[i] (Tensors)."""
  *     cdef CDim3 grid, block
 */
-  __pyx_t_2 = __Pyx_CyFunction_New(&__pyx_mdef_6mtlinv_7_native_37_launch, 0, __pyx_mstate_global->__pyx_n_u_launch, NULL, __pyx_mstate_global->__pyx_n_u_mtlinv__native, __pyx_mstate_global->__pyx_d, ((PyObject *)__pyx_mstate_global->__pyx_codeobj_tab[28])); if (unlikely(!__pyx_t_2)) __PYX_ERR(10, 24, __pyx_L1_error)
+  __pyx_t_2 = __Pyx_CyFunction_New(&__pyx_mdef_6mtlinv_7_native_37_launch, 0, __pyx_mstate_global->__pyx_n_u_launch, NULL, __pyx_mstate_global->__pyx_n_u_mtlinv__native, __pyx_mstate_global->__pyx_d, ((PyObject *)__pyx_mstate_global->__pyx_codeobj_tab[30])); if (unlikely(!__pyx_t_2)) __PYX_ERR(11, 24, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_2);
   #if CYTHON_COMPILING_IN_CPYTHON && PY_VERSION_HEX >= 0x030E0000
   PyUnstable_Object_EnableDeferredRefcount(__pyx_t_2);
   #endif
-  if (PyDict_SetItem(__pyx_mstate_global->__pyx_d, __pyx_mstate_global->__pyx_n_u_launch, __pyx_t_2) < (0)) __PYX_ERR(10, 24, __pyx_L1_error)
+  if (PyDict_SetItem(__pyx_mstate_global->__pyx_d, __pyx_mstate_global->__pyx_n_u_launch, __pyx_t_2) < (0)) __PYX_ERR(11, 24, __pyx_L1_error)
   __Pyx_DECREF(__pyx_t_2); __pyx_t_2 = 0;
 
-  /* "pyx/_native.pyx":28
+  /* "pyx/_native.pyx":29
  * 
  * 
  * def get_limit():             # <<<<<<<<<<<<<<
  *     """The batch-invariance limit: calls with M <= limit rows take the canonical kernels."""
  *     return c_get_limit()
 */
-  __pyx_t_2 = __Pyx_CyFunction_New(&__pyx_mdef_6mtlinv_7_native_39get_limit, 0, __pyx_mstate_global->__pyx_n_u_get_limit, NULL, __pyx_mstate_global->__pyx_n_u_mtlinv__native, __pyx_mstate_global->__pyx_d, ((PyObject *)__pyx_mstate_global->__pyx_codeobj_tab[29])); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 28, __pyx_L1_error)
+  __pyx_t_2 = __Pyx_CyFunction_New(&__pyx_mdef_6mtlinv_7_native_39get_limit, 0, __pyx_mstate_global->__pyx_n_u_get_limit, NULL, __pyx_mstate_global->__pyx_n_u_mtlinv__native, __pyx_mstate_global->__pyx_d, ((PyObject *)__pyx_mstate_global->__pyx_codeobj_tab[31])); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 29, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_2);
   #if CYTHON_COMPILING_IN_CPYTHON && PY_VERSION_HEX >= 0x030E0000
   PyUnstable_Object_EnableDeferredRefcount(__pyx_t_2);
   #endif
-  if (PyDict_SetItem(__pyx_mstate_global->__pyx_d, __pyx_mstate_global->__pyx_n_u_get_limit, __pyx_t_2) < (0)) __PYX_ERR(0, 28, __pyx_L1_error)
+  if (PyDict_SetItem(__pyx_mstate_global->__pyx_d, __pyx_mstate_global->__pyx_n_u_get_limit, __pyx_t_2) < (0)) __PYX_ERR(0, 29, __pyx_L1_error)
   __Pyx_DECREF(__pyx_t_2); __pyx_t_2 = 0;
 
-  /* "pyx/_native.pyx":33
+  /* "pyx/_native.pyx":34
  * 
  * 
  * def set_limit(n):             # <<<<<<<<<<<<<<
  *     """Sets the batch-invariance limit (n >= 0) and returns the previous value."""
  *     if isinstance(n, type(True)) or not isinstance(n, (int, np.integer)):
 */
-  __pyx_t_2 = __Pyx_CyFunction_New(&__pyx_mdef_6mtlinv_7_native_41set_limit, 0, __pyx_mstate_global->__pyx_n_u_set_limit, NULL, __pyx_mstate_global->__pyx_n_u_mtlinv__native, __pyx_mstate_global->__pyx_d, ((PyObject *)__pyx_mstate_global->__pyx_codeobj_tab[30])); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 33, __pyx_L1_error)
+  __pyx_t_2 = __Pyx_CyFunction_New(&__pyx_mdef_6mtlinv_7_native_41set_limit, 0, __pyx_mstate_global->__pyx_n_u_set_limit, NULL, __pyx_mstate_global->__pyx_n_u_mtlinv__native, __pyx_mstate_global->__pyx_d, ((PyObject *)__pyx_mstate_global->__pyx_codeobj_tab[32])); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 34, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_2);
   #if CYTHON_COMPILING_IN_CPYTHON && PY_VERSION_HEX >= 0x030E0000
   PyUnstable_Object_EnableDeferredRefcount(__pyx_t_2);
   #endif
-  if (PyDict_SetItem(__pyx_mstate_global->__pyx_d, __pyx_mstate_global->__pyx_n_u_set_limit, __pyx_t_2) < (0)) __PYX_ERR(0, 33, __pyx_L1_error)
+  if (PyDict_SetItem(__pyx_mstate_global->__pyx_d, __pyx_mstate_global->__pyx_n_u_set_limit, __pyx_t_2) < (0)) __PYX_ERR(0, 34, __pyx_L1_error)
   __Pyx_DECREF(__pyx_t_2); __pyx_t_2 = 0;
 
-  /* "pyx/_native.pyx":42
+  /* "pyx/_native.pyx":43
  * 
  * 
  * def _init_limit_from_env():             # <<<<<<<<<<<<<<
  *     c_init_limit_from_env()
  * 
 */
-  __pyx_t_2 = __Pyx_CyFunction_New(&__pyx_mdef_6mtlinv_7_native_43_init_limit_from_env, 0, __pyx_mstate_global->__pyx_n_u_init_limit_from_env, NULL, __pyx_mstate_global->__pyx_n_u_mtlinv__native, __pyx_mstate_global->__pyx_d, ((PyObject *)__pyx_mstate_global->__pyx_codeobj_tab[31])); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 42, __pyx_L1_error)
+  __pyx_t_2 = __Pyx_CyFunction_New(&__pyx_mdef_6mtlinv_7_native_43_init_limit_from_env, 0, __pyx_mstate_global->__pyx_n_u_init_limit_from_env, NULL, __pyx_mstate_global->__pyx_n_u_mtlinv__native, __pyx_mstate_global->__pyx_d, ((PyObject *)__pyx_mstate_global->__pyx_codeobj_tab[33])); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 43, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_2);
   #if CYTHON_COMPILING_IN_CPYTHON && PY_VERSION_HEX >= 0x030E0000
   PyUnstable_Object_EnableDeferredRefcount(__pyx_t_2);
   #endif
-  if (PyDict_SetItem(__pyx_mstate_global->__pyx_d, __pyx_mstate_global->__pyx_n_u_init_limit_from_env, __pyx_t_2) < (0)) __PYX_ERR(0, 42, __pyx_L1_error)
+  if (PyDict_SetItem(__pyx_mstate_global->__pyx_d, __pyx_mstate_global->__pyx_n_u_init_limit_from_env, __pyx_t_2) < (0)) __PYX_ERR(0, 43, __pyx_L1_error)
   __Pyx_DECREF(__pyx_t_2); __pyx_t_2 = 0;
 
-  /* "pyx/_native.pyx":46
+  /* "pyx/_native.pyx":47
  * 
  * 
  * def device_info():             # <<<<<<<<<<<<<<
  *     """The active backend: {'backend', 'name', 'threads' (emulator workers / GPU cores), 'simd_width', ...}."""
  *     cdef CBackend* b = &c_active_backend()
 */
-  __pyx_t_2 = __Pyx_CyFunction_New(&__pyx_mdef_6mtlinv_7_native_45device_info, 0, __pyx_mstate_global->__pyx_n_u_device_info, NULL, __pyx_mstate_global->__pyx_n_u_mtlinv__native, __pyx_mstate_global->__pyx_d, ((PyObject *)__pyx_mstate_global->__pyx_codeobj_tab[32])); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 46, __pyx_L1_error)
+  __pyx_t_2 = __Pyx_CyFunction_New(&__pyx_mdef_6mtlinv_7_native_45device_info, 0, __pyx_mstate_global->__pyx_n_u_device_info, NULL, __pyx_mstate_global->__pyx_n_u_mtlinv__native, __pyx_mstate_global->__pyx_d, ((PyObject *)__pyx_mstate_global->__pyx_codeobj_tab[34])); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 47, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_2);
   #if CYTHON_COMPILING_IN_CPYTHON && PY_VERSION_HEX >= 0x030E0000
   PyUnstable_Object_EnableDeferredRefcount(__pyx_t_2);
   #endif
-  if (PyDict_SetItem(__pyx_mstate_global->__pyx_d, __pyx_mstate_global->__pyx_n_u_device_info, __pyx_t_2) < (0)) __PYX_ERR(0, 46, __pyx_L1_error)
+  if (PyDict_SetItem(__pyx_mstate_global->__pyx_d, __pyx_mstate_global->__pyx_n_u_device_info, __pyx_t_2) < (0)) __PYX_ERR(0, 47, __pyx_L1_error)
   __Pyx_DECREF(__pyx_t_2); __pyx_t_2 = 0;
 
-  /* "pyx/_native.pyx":61
+  /* "pyx/_native.pyx":62
  * 
  * 
  * def kernel_names():             # <<<<<<<<<<<<<<
  *     """Names of every kernel the active backend has (the MTLINV_KERNEL table of metal/[inserted by cython to avoid comment start]*.metal)."""
  *     return sorted(s.decode() for s in c_active_backend().kernel_names())
 */
-  __pyx_t_2 = __Pyx_CyFunction_New(&__pyx_mdef_6mtlinv_7_native_47kernel_names, 0, __pyx_mstate_global->__pyx_n_u_kernel_names, NULL, __pyx_mstate_global->__pyx_n_u_mtlinv__native, __pyx_mstate_global->__pyx_d, ((PyObject *)__pyx_mstate_global->__pyx_codeobj_tab[33])); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 61, __pyx_L1_error)
+  __pyx_t_2 = __Pyx_CyFunction_New(&__pyx_mdef_6mtlinv_7_native_47kernel_names, 0, __pyx_mstate_global->__pyx_n_u_kernel_names, NULL, __pyx_mstate_global->__pyx_n_u_mtlinv__native, __pyx_mstate_global->__pyx_d, ((PyObject *)__pyx_mstate_global->__pyx_codeobj_tab[35])); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 62, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_2);
   #if CYTHON_COMPILING_IN_CPYTHON && PY_VERSION_HEX >= 0x030E0000
   PyUnstable_Object_EnableDeferredRefcount(__pyx_t_2);
   #endif
-  if (PyDict_SetItem(__pyx_mstate_global->__pyx_d, __pyx_mstate_global->__pyx_n_u_kernel_names, __pyx_t_2) < (0)) __PYX_ERR(0, 61, __pyx_L1_error)
+  if (PyDict_SetItem(__pyx_mstate_global->__pyx_d, __pyx_mstate_global->__pyx_n_u_kernel_names, __pyx_t_2) < (0)) __PYX_ERR(0, 62, __pyx_L1_error)
   __Pyx_DECREF(__pyx_t_2); __pyx_t_2 = 0;
 
   /* "(tree fragment)":4
@@ -22662,7 +24790,7 @@ __Pyx_RefNannySetupContext("PyInit__native", 0);
  *     cdef object __pyx_result
  *     __Pyx_CheckUnpickleChecksum(__pyx_checksum, 0xcf4051e, 0x397e103, 0x2af2584, b'tensor')
 */
-  __pyx_t_2 = __Pyx_CyFunction_New(&__pyx_mdef_6mtlinv_7_native_49__pyx_unpickle__RawBytes, 0, __pyx_mstate_global->__pyx_n_u_pyx_unpickle__RawBytes, NULL, __pyx_mstate_global->__pyx_n_u_mtlinv__native, __pyx_mstate_global->__pyx_d, ((PyObject *)__pyx_mstate_global->__pyx_codeobj_tab[34])); if (unlikely(!__pyx_t_2)) __PYX_ERR(1, 4, __pyx_L1_error)
+  __pyx_t_2 = __Pyx_CyFunction_New(&__pyx_mdef_6mtlinv_7_native_49__pyx_unpickle__RawBytes, 0, __pyx_mstate_global->__pyx_n_u_pyx_unpickle__RawBytes, NULL, __pyx_mstate_global->__pyx_n_u_mtlinv__native, __pyx_mstate_global->__pyx_d, ((PyObject *)__pyx_mstate_global->__pyx_codeobj_tab[36])); if (unlikely(!__pyx_t_2)) __PYX_ERR(1, 4, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_2);
   #if CYTHON_COMPILING_IN_CPYTHON && PY_VERSION_HEX >= 0x030E0000
   PyUnstable_Object_EnableDeferredRefcount(__pyx_t_2);
@@ -22768,7 +24896,7 @@ static int __Pyx_InitCachedConstants(__pyx_mstatetype *__pyx_mstate) {
 */
   {
     PyObject* __pyx_temp[1] = {__pyx_mstate_global->__pyx_n_u_transpose};
-    __pyx_mstate_global->__pyx_tuple[1] = __Pyx_PyTuple_FromArray(__pyx_temp, 1); if (unlikely(!__pyx_mstate_global->__pyx_tuple[1])) __PYX_ERR(6, 26, __pyx_L1_error)
+    __pyx_mstate_global->__pyx_tuple[1] = __Pyx_PyTuple_FromArray(__pyx_temp, 1); if (unlikely(!__pyx_mstate_global->__pyx_tuple[1])) __PYX_ERR(7, 26, __pyx_L1_error)
     __Pyx_GOTREF(__pyx_mstate_global->__pyx_tuple[1]);
   }
   __Pyx_GIVEREF(__pyx_mstate_global->__pyx_tuple[1]);
@@ -22782,7 +24910,7 @@ static int __Pyx_InitCachedConstants(__pyx_mstatetype *__pyx_mstate) {
 */
   {
     PyObject* __pyx_temp[2] = {__pyx_mstate_global->__pyx_int_1, __pyx_mstate_global->__pyx_int_1};
-    __pyx_mstate_global->__pyx_tuple[2] = __Pyx_PyTuple_FromArray(__pyx_temp, 2); if (unlikely(!__pyx_mstate_global->__pyx_tuple[2])) __PYX_ERR(10, 27, __pyx_L1_error)
+    __pyx_mstate_global->__pyx_tuple[2] = __Pyx_PyTuple_FromArray(__pyx_temp, 2); if (unlikely(!__pyx_mstate_global->__pyx_tuple[2])) __PYX_ERR(11, 27, __pyx_L1_error)
     __Pyx_GOTREF(__pyx_mstate_global->__pyx_tuple[2]);
   }
   __Pyx_GIVEREF(__pyx_mstate_global->__pyx_tuple[2]);
@@ -22801,7 +24929,7 @@ static int __Pyx_InitCachedConstants(__pyx_mstatetype *__pyx_mstate) {
   }
   __Pyx_GIVEREF(__pyx_mstate_global->__pyx_tuple[3]);
 
-  /* "pyx/tensor.pxi":164
+  /* "pyx/tensor.pxi":178
  * 
  * 
  * def asarray(obj, dtype=None):             # <<<<<<<<<<<<<<
@@ -22810,7 +24938,7 @@ static int __Pyx_InitCachedConstants(__pyx_mstatetype *__pyx_mstate) {
 */
   {
     PyObject* __pyx_temp[1] = {Py_None};
-    __pyx_mstate_global->__pyx_tuple[4] = __Pyx_PyTuple_FromArray(__pyx_temp, 1); if (unlikely(!__pyx_mstate_global->__pyx_tuple[4])) __PYX_ERR(3, 164, __pyx_L1_error)
+    __pyx_mstate_global->__pyx_tuple[4] = __Pyx_PyTuple_FromArray(__pyx_temp, 1); if (unlikely(!__pyx_mstate_global->__pyx_tuple[4])) __PYX_ERR(3, 178, __pyx_L1_error)
     __Pyx_GOTREF(__pyx_mstate_global->__pyx_tuple[4]);
   }
   __Pyx_GIVEREF(__pyx_mstate_global->__pyx_tuple[4]);
@@ -22824,7 +24952,7 @@ static int __Pyx_InitCachedConstants(__pyx_mstatetype *__pyx_mstate) {
 */
   {
     PyObject* __pyx_temp[1] = {((PyObject*)__pyx_mstate_global->__pyx_n_u_float32)};
-    __pyx_mstate_global->__pyx_tuple[5] = __Pyx_PyTuple_FromArray(__pyx_temp, 1); if (unlikely(!__pyx_mstate_global->__pyx_tuple[5])) __PYX_ERR(8, 55, __pyx_L1_error)
+    __pyx_mstate_global->__pyx_tuple[5] = __Pyx_PyTuple_FromArray(__pyx_temp, 1); if (unlikely(!__pyx_mstate_global->__pyx_tuple[5])) __PYX_ERR(9, 55, __pyx_L1_error)
     __Pyx_GOTREF(__pyx_mstate_global->__pyx_tuple[5]);
   }
   __Pyx_GIVEREF(__pyx_mstate_global->__pyx_tuple[5]);
@@ -22865,41 +24993,41 @@ static int __Pyx_InitConstants(__pyx_mstatetype *__pyx_mstate) {
   int __pyx_clineno = 0;
   CYTHON_UNUSED_VAR(__pyx_mstate);
   {
-    const struct { const unsigned int length: 8; } str_length_index[] = {{1},{4},{34},{11},{62},{30},{16},{15},{1},{2},{8},{2},{39},{83},{1},{28},{27},{98},{53},{33},{67},{4},{179},{73},{8},{15},{7},{6},{2},{9},{22},{20},{39},{34},{15},{19},{12},{13},{16},{12},{14},{15},{20},{27},{23},{37},{33},{13},{58},{37},{44},{35},{42},{10},{11},{20},{11},{11},{16},{6},{16},{24},{26},{12},{14},{15},{15},{9},{27},{29},{20},{12},{9},{17},{8},{7},{8},{12},{8},{13},{10},{15},{8},{7},{11},{14},{12},{11},{10},{24},{12},{10},{17},{13},{12},{12},{19},{8},{5},{15},{20},{13},{7},{14},{1},{3},{7},{4},{7},{24},{17},{6},{18},{1},{7},{4},{5},{8},{4},{6},{4},{5},{7},{14},{1},{9},{8},{6},{18},{5},{4},{5},{1},{4},{11},{3},{2},{5},{9},{5},{6},{3},{5},{7},{7},{7},{10},{4},{4},{7},{9},{4},{10},{8},{13},{1},{3},{5},{5},{7},{5},{8},{1},{6},{12},{29},{5},{8},{6},{8},{5},{6},{27},{9},{14},{1},{4},{5},{7},{4},{3},{4},{2},{5},{1},{3},{2},{3},{1},{2},{9},{10},{9},{3},{4},{1},{7},{5},{5},{3},{7},{24},{8},{10},{6},{4},{1},{5},{11},{6},{13},{4},{15},{4},{4},{4},{10},{9},{10},{5},{10},{4},{9},{5},{7},{6},{1},{2},{5},{2},{3},{7},{2},{24},{12},{7},{5},{2},{2},{2},{9},{2},{2},{2},{2},{2},{3},{2},{6},{5},{2},{6},{12},{1},{5},{6},{4},{1},{6},{2},{8},{11},{9},{1}};
-    const struct { const unsigned int length: 9; } bytes_length_index[] = {{9},{10},{7},{11},{109},{17},{9},{9},{38},{52},{53},{76},{96},{55},{114},{102},{101},{309},{140},{2},{2},{2},{249},{246},{60},{14},{150},{46},{178},{193},{120},{51},{194},{65}};
+    const struct { const unsigned int length: 8; } str_length_index[] = {{1},{4},{34},{11},{62},{30},{16},{15},{1},{2},{8},{6},{2},{39},{83},{1},{28},{27},{98},{53},{33},{67},{4},{179},{73},{80},{69},{49},{71},{43},{83},{8},{15},{7},{6},{2},{9},{22},{20},{39},{34},{15},{19},{12},{13},{16},{12},{14},{15},{20},{27},{23},{37},{33},{13},{58},{37},{44},{35},{71},{42},{10},{11},{20},{11},{11},{16},{6},{16},{17},{24},{24},{26},{12},{14},{13},{15},{15},{9},{27},{29},{20},{12},{9},{17},{8},{10},{17},{7},{8},{12},{8},{13},{10},{15},{8},{7},{11},{14},{12},{11},{10},{24},{12},{10},{17},{13},{12},{12},{19},{8},{5},{15},{20},{13},{7},{14},{1},{3},{7},{4},{7},{24},{17},{6},{18},{1},{7},{4},{5},{8},{4},{6},{4},{5},{7},{14},{1},{9},{8},{6},{18},{5},{4},{5},{1},{4},{11},{9},{3},{2},{5},{9},{5},{6},{3},{5},{7},{7},{7},{10},{4},{4},{7},{9},{4},{10},{8},{13},{1},{3},{5},{5},{7},{5},{8},{1},{6},{12},{29},{5},{8},{6},{8},{5},{6},{27},{11},{9},{14},{1},{4},{5},{7},{4},{3},{4},{2},{5},{1},{3},{2},{3},{1},{2},{9},{10},{9},{3},{4},{1},{7},{5},{5},{3},{7},{24},{8},{10},{6},{4},{1},{5},{11},{6},{13},{4},{15},{4},{4},{4},{10},{9},{10},{5},{10},{4},{9},{5},{3},{6},{7},{6},{1},{2},{5},{2},{3},{7},{2},{24},{12},{7},{5},{2},{2},{2},{9},{2},{2},{2},{2},{2},{3},{2},{7},{6},{5},{2},{6},{12},{1},{5},{6},{7},{4},{1},{6},{2},{8},{11},{9},{1}};
+    const struct { const unsigned int length: 9; } bytes_length_index[] = {{9},{10},{7},{11},{109},{17},{9},{9},{38},{52},{53},{76},{96},{55},{114},{102},{101},{11},{309},{140},{2},{2},{2},{249},{246},{60},{14},{150},{46},{178},{193},{120},{51},{194},{65},{29}};
     #ifndef CYTHON_COMPRESS_STRINGS
       #define CYTHON_COMPRESS_STRINGS 90
     #endif
-    #if (CYTHON_COMPRESS_STRINGS) == 1 /* compression: zlib (3430 bytes) */
-static const char cstring[] = "x\332\235VK{\324V\266\265M\031\233GC\373\001\204\020\372\252\302\30361\225\224\3558\304\220t\027\030B\350@(c\203\rI\324\247\244SU\302UR\225\036.\233\356{\257\207\032j\250\241\206\032j\250a\rk\250a\r\371\t\374\204\273\366\221\3126\201\334\357\353\366\367Yu\244\363\330{\257\275\366\332G\222\230%I\n\323u\303\226*\\R\014}\207\2336W%\333\220\230.1\323d{+\222T\3072\325\336k\361t\250\033R\305\251V\271y\263e\032\266\241\030\r\251j\230Mf\337\226\034\213Kz\253\300,\261u\326\236\223\014S\262\013\272\323l\355\315\316I\032m\266%\313i\265\014ag\366`\0103\2305\034[2\252\222\311\364\032\237\265M\316\245\252\311jM\256\333ss\363\322|\352\305w+\322m\211\357\266\270BGT\033\006\263\027\027\346\323Aq\231,V\262\361\221e\216\246c\2254\333b\3126^\333\016\323m\355\rF\035\256\325\352\2665OX4\355\206\246\357\024\304da\260D2\271\355\230\272%\331u\336\234\373kI\2520U\262\352\254\305\347\245\035\326p8YlhM\315.\224$\225\357h\n\227X\243a(\314\326\014]\2522\255\301ULmsS\347\200\2129\r\021:o:\rfc\257R\347\312\266\265B\301\3374\2527E\360\022S\024n\301+UCJj\\W`Me6\0036\n\277-\335\333X-}\371\230\333\254!q\3234Lk\256P\322%G?\2046M\030\2167Z\034G\252\026\001\253j\2247\300\231N[\205\273\014\031S\032\314\022\323\034\266\3662\024\322s\013O\214,&\000\204\310\001\236\016z\324\231=Hf\305\321\032\366<\031bY\254\003\020\024\243\331\204a\034\241\363\047\206\315\323m\367\366\354:`\301n\2257\264\n|\263ycO\262lSC\242LZ\244KO\357?\275\271tk\t$T\001\377k\244\320\002k*\302Q.\\\025f5]J\303\220~\254J{\206#\351<%o\213\002:\262\001\251\323%\213\3334\220f\004\341Evdl\327\364\332\014\2001a\004X\323\356\007\254a\361\302:\327-D\325\344M\003\240d\321\326\r\313\276\271\243YZ\245\001pa\276.\002\241xS\366\037p\035\347(F\013\033m\246\2522\366\362\254*V\262\324\250\232\305p\n\327\351YS4+\035\2510\307S\024na\r\270o\301Q+\243f\352\324\254\240\337w\302TAV\260\241\0002\331\2328\177\220\0058\2405\211\014G\2279(\323\372\007+Z{\273_\312:\243\370\013\030\323\253\312\025C\345\246l\264\254BkW\243O5\336\334\031\214\333G_\314\246\205\000\315""\346\340\335R[l0\266\205\303\207o\026\222V\243Wq\302\212\324i\037\221\027\223\213\300V\006\232\264\243\361NZj\207S@\20154u\360\031\354\226\353\234\251\250\237]\251\351XB\310^\3754/=\234\227V\177\235\227j\2447\360gE\332\336\221\033`\301`\r\360\205$|\270\340;\2137\252\005\345\017eQz\232\022\330\250\020-I\371\244\226\246l#;5\020L\026B\260\222\352\301\307m\375\321\"\220\371\325W\363\322\302\215\033\213_e\216\013ve<\354\230\254e\301\274\211`o\032:JFd\2338\227qc\240\272\342)\010\330d\3330\236\235\260\272\016\210\357SQ\257\n\276\212\341\217)\232%\263\346\220\312\212o\177\027B%\206\217\305\311b\370\263c\377\\},\212A\274\247\207\246\317\202,\013\243\262|\360nr\325Q\270\254\010\260\216|G\370\026j\357\203\031A\322l\234\345Z^]\337zz_^\377Y~\262\361\370\351V\366\304k\372}\215u\356\356\201P\007\203\017\255\036\235\372\300\260,?\335\333\305\377*tG~\302w\3555^E\034\2516p\232\317b\222e!#r\215\333\232\315\233\364A\245=\364k(\364Sut\361[\033\330\300_\223i\302H\023\"\235\356\247\027Cu\032\351\264i\310\000\334\324\270\230\320YS|\326y\207~Z&o1S|A\331\310i\207p\232\351\033\340A\261\247\343\314\034\r\251\202\322\221\243\013F\362\303\370e\031\335\25410\222\241$\177\210\327\340\003\337\245\027\242\352`\217u$\264\217@I\205=\300\005\215-\365\230\302\345\262\246k\031\343\345\252i4\021\365\216\254Y$Ghx\232\316\345\006\003|ua\355`+\203h\202\2305\235\253\314\254Y\031\265\263\237\302\035\352\256\r\353\373\002\032#:\274\311,\324\250\255\325\034\303\031,$4\230\265\247+\232Q80eU\262\016VA\333\2530[\251\017n\n\025\215Y\364\217%\232mUp\376vz\307\261D\243\221\263}\226\002Y0t\r\326\025\206\253\204f\357)\0146\033J\203\"A\306m\352\317\264Zi\030\026\247\016\240\030\216n\253\324\273\323>\201UUC\265l\325\026\242\307\233\025\256\252P\017\336l\331{h\364\300\214\267\254j\203\325\254\314\271\354\212#~\226\227\010\304\324\267\032r@*\232\241P\033(K\315\324\324\032Bn\311\026\356/\244\216HLS\250\244l\033\262it,MS-MW\371\256\270\026\341\201\203Lb\267\225>\336\360\355\364\276\222>\005\r\254\243\343\017r\260\255\033\035""\035\022*\314\244R\232&\226[\302)4\036\364\250&\003Q\353\246p\005\367\222l,\234m6\344\364R\222\311Y\326\220t2\047L\352\252\310\255\216XP&0j\353-!\033\006\264\330\320\221\342V\253\322j0]&P\304\240}0\"\211o\031-\334X\325v;u\262M>\212\025&\353d\232\223\375|\020\335\240\305\035\366\033S\310\004aiYX\312\305#\213@\274[\212I\014\223+T\200d\236\376\301nG\337\226\267\371\036\356%\\\245^c\021\257x[6\252U*\254A\0221P\271\270,\n\217,\255\251\312\035M\265\353\224\034\224\237i\313-\303\022uHw\047\0256:Z\255\341\330\370B\367\010\273bW\254\264\373Zv\355\010\316rz\243I\375:\362=\033\323\217\321\201\322m\333m\220Y\267`\205\352\335\266\035{\307\356\330\235\266\275\233^\246\351y\313i9-p\233\243\017\035\350\302\216\270\026\213\207E-\274\223\336\261;\355N;\325\324\016Q-\205Q\014\311\337\335\375\341~\356\244\373\205W\246\301\251\344\324%\277H\243\213\376\004\375\314\004\355\360x\310\366\207\337\346\306\366\337x\023\336\025o\335\237\360g\202\251`5<\031\345\243\245\310\211\357\306\254?~&9\363y\220O\256<\352\345{K\275v\362t-Y\3735\371\365\267\3447\271\217\275\246;\351.\270\317\274\021\234P>\\]N\312X\367\014\226\335\333\036\363,?O\346\337\342u\311m{\307\274E\357u0\234~\300<\r&\274\213~\236\006\347\274M\277\354+\301\271\200\275=q\022G\272\006\336+\001\205\341~\355\r{\023\357\257jF\267\342b|/v\272\245l=\367\212\336]O\365?\367K\037\331S\r\036&\363w\342\207\335Rw\275w\276\327\3166\325\341\246\351O\373k~\373#\233j\301V\310\372xy\341?\nX\340\204\217\343\013\335\341\356d\367V\257\330\273\237\224_$/\266\222\255\227\331Y\333\200\362s\1775\030\t\362\357\235u\301k\047\237\314\206\210D\n\206\203\211\340Z\000[\243\375\361)8\374\320\377!(\366\307\377\214\265\347\274\232_N\277\226\372\343\347\341X\273?N\031\033\356\217_\rJ\001\346>%@\261c1P\303k\311\227\177\215\333t\376\177\371\355D\372*:\025\337\356n#\001\375\334\224\367\255\377P\354@\252\376\345}\343\347\373\343_\204\305\360\247\370L\227\221kH\312\273\343C\243\047\334\234\273\352\345\274U\377\270\317\203b\360$\272\022=\213\217\305\0131v\236p\247\335\r""\357\252\307\375eJJ\260\027\035\213\026#%\236\214\213os\343\356\250\013\177\316\272o\374I\377\333\340n\200c/x;\376\213\000\330\303\365>!2\355\225\274\347\330}!\034\r\301\307w\343C\047/\221+\023\3364\221\346\317\336\230\327\206\345F\230\047?w\334\027\336}d\0023\223\036V\001\265\267x\330\376\255\340\233t\005\3408\233\234\275\021^\rY\330\211\266\273\027z\303o\337\3772\261\177\326\375\037\277\374\356\314\320\350\371C>\365\337#W\356\262/pq\334\037< \377\047w\323+{U\302\213^\312n\305\033\316\362Y\205\377kp`\301_\017\246\t\314ANKo\307O\271\213.s;\236\202\370\227\3747\341Dx-lG\243\321\213\270\324?=\215@&\374k~\033\354\3059\314\265\274<\270\257\322\247\276\330Z\005Si\353\202\277\005\377NO&\223\327\003\226\314\374\r\344:\327e]\254:\355\336u\025o\202\016\273\007\230F\322\343\202\311`\t4\\E.\026\242\365\030\323gEa-\343\254e8\371<\\\014\265\350\237\335|?\363\320\004\255\030\022\363,\310!\300\003C\253\242\014.%\353\033\311\306\313\344\345\253\344\325/\375\361O\220\214:2\r\353\047\334s\256JY8\201B\377\226\370H\203AM/\370\033A\036$d\201\031N\206\313\321t\264\021_\213\333\335c\335bW,\275\214X\305\346\317H_\210\047\355\024\264%8\364\251\277\210T\300\365Io\016\311-\302\257?}\342\347\250\302\372\247\247\274\005\357\025\342<\027T\021\345X\264\213cs8\024\023E\302\262\342\035\207\023D\212\345p:,\223\323#\376\034\016Y\rG\302\331\350jT\211\207\343\351x\0355z\247\367\337\311/\320,%QjIMK\264V\322j\013_\020B\031(\014Mx\023T\006\343B\n\257y\"7\313\336\024\2627\345\337\205b\224\202\027\341\275\320\212\362\007\346\025\357<\226\201\376#\356,r\3725\020c\202\232\356\030\310\300\210\324\271\001\213\317\270\257\375\341\344\342\2150\037\026\223\371\003i\304\336\344\344g~\211X\230\207\032\200\332W\340\377\335@\001\211nD\253\361h\\\216\005ge*a\242\357E\377\262HKn\332{\340\317\002\372\"\364c\377\027 Y\364\037\0043\341\305(\255\017\341\325U\257\002\257\010`\221\010v\220\006\377z*\246\305d\350\234\367K\222_\214\212\357\316\377q\241\374\256jF\367_\272$[\373\277z\327\3751_\014\267\204\346>\002R?\204+Q\231>""\375\006\265\231\201\355\301\372\261\375\216[\243j?\345\256\240\316\352\276\n\367\277\t\257\204\353\321\247\320\357\037\273\033\275\317{G\210y\320o \255\225\244\202\334\251}\301\233\016\302:\t\260\262\225\301\377F,\022D\375\024\225\005\251\374H\315R\255\034\252z2\364\211\377~\237\031DX\017^G\203\232G\312DE\233\357U|2\204\204\275\315\341\000Jm2t9\271\\\010\033\311\312\243\336\\\362l\2358t|\177\023\332\201H\211\371\376\327\301X\260\023>\213\206S\224\322Nv\034^\357\204\033\321L,\340\331t\327\275\2114\217\023\003\\GP5\030\276\362\206I\304o\373\314\267\202/\302\347\321r<\025?\352\326\222\307\240\263\234\310j\242\362~\356\264\373\030I\235\017\032\321\034\220,%C\177\361\221\047\364|\"\327K\001\220\031\237G\375\034\357\362\3367\311\032\020M\353@Ot\203V\033\341f\362\365\203\344\301f\262I\047\246a\274pK\344\030\312\201Dc8\365,\357\335\362\357\004\355\377\047\032\031\270\277\364\377\005\371y\035\237\355\266{#\275\353\311Sp\036\016#\2150\372\372H\250Y|w\240h\307\202\333a5z\020_\211_v;\311\023\334/\376\221\374\203\047\274\372\221\370\244\340L\270\035\177\326\335\352\031\270\211\364\317\\\362\277\017\047\016\301\247\324]B\311l\206e81\026\357\365N&k\324\236\007\305\362mp/x\023\035\305\374\017\202\311\230\276\345j$w\377iFV\223\277\001\000\010\354\363\3449\260\337L\206\256\005\345\337\021\220nR\347\251=|\374\306\365\214\232)\027b7\001\031Y\200\341\"\024b$\276\216F1\335]\353\356\364\312=\236<\203\021\262\320\317Q7\310\t\375\372;\002*g\345\276\230,>L\036\222\310\023ZG\013\236H\177\016\244\255@\177\357\371vp\047\374g<\333\315\047C\337\307\354\335\364\357\304al\337\026E,\264\235\204\232\346\030\225\347-T\375\025q\207\202\250\337\360K\311e\210K\3640\206\346\243\245R\020u gS\030\357\025\335`f\227\362\362ot\346\332\021\227\027\202\365p\n\275\"\027\375\324=\274,&\271\277\370\333\260\206>\272J-#\225\366\013\376\250\320\005\202s&\232\212J\020-\222v\357\007(iI\364\006o\024w\226\225\240\374\177\332\021h\203";
-    PyObject *data = __Pyx_DecompressString(cstring, 3430, 1);
+    #if (CYTHON_COMPRESS_STRINGS) == 1 /* compression: zlib (3688 bytes) */
+static const char cstring[] = "x\332\235WM{\323\326\266N\300!\341\343@\023\002\224R\316U\312G\022\032\334:\001J\003\3559\206@)-4\316\007$\320Vg[\332\266El\311\226\3448\341\234{O\206\032j\250\241\206\032j\250\241\207\036j\350!?\201\237p\337\265%%\346\353>\367^\036bom\355\275\327Z\357z\327\273\266%\211Y\222\2440]7l\251\314%\305\320\267\271isU\262\r\211\351\0223M\266\273(I5,S\355\335&O\206\272!\225\333\225\n7\2577M\3036\024\243.U\014\263\301\354;R\333\342\222\336\3143Kl\235\261g%\303\224\354\274\336n4wgf%\2156\333\222\325n6\ragf\177\0103xk\264m\311\250H&\323\253|\30669\227*&\2536\270n\317\316\316Is\211\027?\314\211S\026\245;\022\337ir\205\016\252\324\rf/\314\317%\203\302-\262[N\307\003\313\332\232\216U\322L\223)[xl\265\231nk\2571\352p\255Z\263\2559B\244a\3275};/^\346\263%\222\311\355\266\251[\222]\343\215\331\277\025\2452S%\253\306\232|N\332f\3656\047\213u\255\241\331\371\242\244\362mM\341\022\253\327\r\205\331\232\241K\025\246\325\271\212W[\334\3249\000c\355\272\000\2007\332ufc\257R\343\312\226\265H\020\\7*\327\005\004\022S\024n\301+UCb\252\\W`Me6\003B\n\277#\335__*~\363\204\333\254.q\3234Lk6_\324\245\266~\000p\2226\034o49\216T-\202W\325({\0005ym\345\3571\344M\2513K\274\346\260\265\233\242\220\234\233\177j\2441\001 D\016\360t\220\244\306\354,\245\345\266V\267\347\310\020Kc\315@P\214F\003\206q\204\316\237\0326O\266\335\337\265k\200\005\273U^\327\312\360\315\346\365]\311\262M\r\2112i\221.-?X\276~\343\366\rPQ\005\374\257\220B\013\334)\013G\271pU\230\325t)\tC\372\271\"\355\032mI\347\t\205\233\024\320\300\006\244N\227,n\323@\232\026\264\027\331\221\261]\323\253\323\000\306\204\021`M\273\037\262\272\305\363k\\\267\020U\2037\014\200\222F[3,\373\372\266fi\345:\300\205\371\232\010\204\342Mj`\237\3618G1\232\330h\313\262\322V\231,\nC\006\r\271YA\016ey\277\2442\346R,\311)K\277.\003ji\006\364Pj\371\212i4d\265N\324Ea\315~\352\274\305\304\233\324\357\324a@D\\\311\302\230\311R(\247\007\322\266T\007R\322r\001R\352\201\312-\305\324\232\360cpC\306\220\035\342\232%u4\244\024\365K\361\002Mi\206\006?\254\231(\215\367""\353~v\360\030\262s\340-\320\3347*\370\363\356\322\203\310:&kZ`\233\311\231z\335\320A\036\001\305\234\324\251iJ-;$\r\252\301\314\255\203\225LUe\314\362T\246\026\323*Q5\213!\241\\\247\317\252\242Y\311H\005d<!\344m\254\201\030Y\340\214\225\252D\342\315\214P\202\037D\326\363\262\202\ry\324\265\255\211\363\263\202\000\027\264\006\0010\270\254\r\335\254}\260\242\271\273\363\215\2543\242b\036czT\271b\250\334\224\215\246\225o\356h4U\345\215\355l\334\032|0\033\026\0024\033\331\263\2456Y6\266\205\303\007O\026\352\247J\217\342\204E\251\323\032\320{\223\213\300\366\311\261\255\361N\242z\007\257\200\002\253kj6\r\241\221k@\032R\266#5\332\226\350,/\177\235\223\036\315IK\177\314IU\"\002\374Y\224\266\266\345:\n2[\003|A\343\017\027\374`\361z%\257|\262OI\313\211\226\030eR\010jERSS\266\220\235*j]\026\232\274\230H\363\307m}j\021\212\346\345\267s\322\374\265k\013\337\246\216\377/\0108\260d\332\312\n\016\276\323\211I\251\300o\235\243X s\000\232\264\004\325!\306\0035J\365\237R,\353\246\342SHJ\203m!\206\324\312\322\0322\365\200dzIT\214\030\376\234$\245hV\333\324=\305\334/\242\365\210\341\023q\262\030\376\326\266\177\253<\0216\305srh\362\231\227S}\221\367\237\263b|\177\"\251\326\201y\223\253mL(\"9\003\363\200\333\202\354~\360F\024E:N\271%\243\210\213\367\177\221\3276\227\037\254\312K\364%\257\375&?]\177\262\274\231~\3421\231_a\235{\273`\363\376\340C\027\006_}\340\205,/\357\356\340o\t\375G~\312w\354\025^A\364I\217\340\364>E\002\272K\355D\256r[\263y\203&T\332#\037`\363\001(\2300\024\372\252\264u\361]\315\314\343_\203i\302~\003}<9\232\036\014\265]O^\233\206\214\014\232\032\027/t\326\020\323:\357\320W\323\344Mf\212\031\224\263\234\\\"\332\215\344\t0B\204\222qj\216\206T\331\311\250\255\213J\341\007\320\3102.<\365\314H\n\240\374!\224\331\004\337\241\007*\241l\2175\020\332GP&\301\311 \303\335\047\361\230\302\345hbZZ\211\262\350u\\\337\2265\213d\022mE\323\271\\g\200\257&\254\355oe\020s0\275\252s\225\231U+\255\225\364+\177\227zY\335\3721\217\273\023\212\317d\026\264\303\326\252m\243\235-$4\230\265""\253+\232\221\3377e\225\323\016Y\306\315\250\314l\245\226\265\347\262\306,\372\303\022\315\266\3128\177+\271\014[\342.\"\247\373,\005%o\350\032\254+\014\\\320\354]\205\301f]\251S$\310\270MW8Z\255\324\r\213S\257T\214\266n\253t\275Ky\243\351\025C\255\247,R-[\265\205*\363F\231\253*\344\2157\232\366..\205\000\2177\255J\235U\255\324\313\364:,\276n\335 4\023\047\253H\006\311|\nG5\223\276\252\251\251U\304\336\224-\334uI\276\221\241\206\220q\3316d\323\350X\232\246Z\232\256\362\035q\205\246\013G\225\233T\001V\362\361\232o%w\333\344S\360\301\032\034\177\220\214-\335\350\350\320xa&\321\372$\303\334\022N\2413\242\2116\030\030[3\205+\270\303\246c\341,\275B#\240v\334\000L\342\022\230jf\332<u\262,\254\353\252\310\267\216\260P:\260o\353M!9\006\372\206\241#\355\315f\271Yg\272L\370\210Ak\177D\355\250i4\361sGm\265\022\177[\344\256Xa\262N\252W\351\327\007\201f\355\370\2407\232BU\010V\313\302R.>\322\010\3043\356[\304:\271LEI\346\351\017\214o\353[\362\026\337\305u\026\204@_\264\210k\274%\033\225\n\025[\226O\014T.~c\010\217,\255\241\312\035M\265k\224\047\224\244i\313M\303\022\265\211+7\376s\326\240\2737.zVG\253\326\3336^\321\345\307.\333e+\2712Xvu\000{9iS\211\203\003\363\351\230\276\214\016\024r\313n\201\351\272\005s$\006\266\335\266\267\355\216\335i\331;\"Z\333L~\223\321\347\355v\263\335\004\3779\232\337\276vl\213_W\342\303J\223M\267\220N\362\213\255\323\352\264\022e\356\020\031\023t\305\220\274\337\331\033\356\347\2169_\273%\032\034\217\217_\360\n4:\357\215\323\327\264\337\n\216\004lo\370Mnt\357\265;\356^r\327\274qo\332?\355/\005\307\302\251\360F\330\216\356E\254?v2>\371\225?\025_z\334\233\352\335\350\265\342\345\225x\345\217\370\217?\343?\345>\366\232\316\2043\357\254\272\207pB\351`u).a\335*,;w\\\346Z\336\024\231\177\203\307\033N\313=\354.\270\257\374\341d\002\357i0\356\236\367\246hp\306\335\360J\236\342\237\361\331\233\243\307p\244c\340\271\354S\030\316Mw\330\035\177wU#\274\035\025\242\373Q\273[L\327s\267\340\336sU\357+\257\370\221=\025\377Q<w7z\324-v\327zg{\255tS\rn\232\336\244\267""\342\265>\262\251\352o\006\254\217\207\347\336c\237\371\355\340It\256;\334\235\350\336\356\025z\017\342\322\363\370\371f\274\371\"=k\013P~\345-\371\207\374\251w\316:\347\266\342\317g\002D\"\371\303\376\270\177\305\207\255\221\376\330i8\374\310\373\311/\364\307>\303\3323n\325+%\263\305\376\330Y8\326\352\217Q\306\206\373c\227\375\242\217w_\020\240\330\261\340\253\301\225\370\233\277E-:\377?\274V,}\033\036\217\356t\267\220\200~\356\264\373\275\367H\354@\252\376\345~\347M\365\307\276\016\n\301\257\321\311.#\327\220\224\267G\206F\216:9g\311\315\271K\336\021\217\373\005\377ix)\\\215\016G\363\021v\036u&\235u\367\262\313\275[\224\024\1777<\034.\204J4\021\025\336\344\306\234\021\007\376\234r^{\023\336\367\376=\037\307\236s\267\275\347>\260\207\353}Bd\322-\272\317\260\373\\0\022\200\217o\307\206\216] W\306\335I\"\315g\356\250\333\202\345z0E~n;\317\335\007\310\004\336L\270X\005\324\336\340\303\366n\373\337%+\000\307\251\370\324\265\340r\300\202N\270\325=\327\033~\363\356\314\370\336)\347\277\274\322\333\223C#g\017\370\324\177\207\\\271\213\236\300\245\355\374\344\002\371\2778\033n\311\255\020^\364Pr\312\356p\232\317\n\374_\201\003\363\336\232?I`f9-R\344\260\343\261\275\342\233\261\343\316\202\303\234\216\253\000\212\033\336\353`<\270\022\264\302\221\360yT\354\237\230DL\343\336\025\257\005\"\343H\346X\356\024\312@\245\251\276\330Z\001ii\353\274\267\tWOL\304\023W}\026O\377\035<;\323e]\254:\341\334s\024w\234\016\273\017\304\016%\307\371\023\376\r0r\ti\231\017\327\"\274>%j\354\026\316\272\005\177\237\005\013\201\026\376\263;\325O=4\3010\206\034\255\3729\304\272ohIT\304\205xm=^\177\021\277x\031\277\374\275?\3669\362RC\322a\375\250s\306Q)!GQ\363\337\0235i\220\225\367\274\267\356O\201\217\3147\203\211\340V8\031\256GW\242V\367p\267\320\025K/\"V\261\371K\222\032\002\256\225\200v\003\016}\341- +p}\302\235E\236\013\360\353/\237{9*\266\376\211\323\356\274\373\022q\236\361+\210r4\334\301\2619\034\212\027\005\302\262\354\036\201\023\304\217[\301dP\"\247\017y\2638d)8\024\314\204\227\303r4""\034MFk(\327\273\275\377\214\177\207|)\261R\215\253Z\2545\343fK\370\202\020J@ah\334\035\247\212\030\023\252x\305\025\271\271\345\236F\366N{\367 \036E\377yp?\260\302\251}\363\212{\026\313P\t\207\234\031\344\364&\020c\202\245\316(\310\300\210\337\271\214\320\047\235W\336p|\376Z0\025\024\342\271}\225\304\336\370\330\227^\221\0109\005a\000\313/\301\377{\276\002\022]\013\227\242\221\250\024\t\372\312T\315\304\344\363\336E\221\226\334\244\373\320\233\001\364\005H\311\336\357@\262\340=\364\247\203\363aR*\302\253\313n\031^\021\300\"\021l?\r\336\325DW\013\361\320\031\367\367xj!,\274=\373\351\232y\257\200F\366^8\244`{\177\270W\275QO\0147\205\374>\006R?\005\213a\211\246\376\204\360L\303v\266~t\257\343T\251\360\217;\213(\271\232\247\302\375\357\202K\301Z\370\005\244\374\347\356z\357\253\336\0001\367[\017T\266\034\227\221;\265/x\323AX\307\000V\272\322\377w\310BA\324/PYP\315\217\224/\325\312\201\300\307C\237{\357\266\234,\302\232\377*\314\312\037)\023\025m\276S\374\361\020\022\366&\207\003(\265\361\320\305\370b>\250\307\213\217{\263\361\352\032q\350\310\336\006d\004\221\022\363\275\233\376\250\277\035\254\206\303\tJIS;\002\257\267\203\365p:\022\360l8k\356x\222\307\361\014\327C\250\032\014_\272\303\244\347w<\346Y\376\327\301\263\360Vt:z\334\255\306O@g9\226\325X\345\375\334\t\347\t\222:\347\327\303Y Y\214\207\376\352!Oh\377D\256\027\002 3:\213\3729\322\345\275\357\342\025 \232\324\201\036\353\006\2556\202\215\370\346\303\370\341F\274A\047&a<w\212\344\030\312\201Dc8\361l\312\275\355\335\365[\377C42p\177\341\375\013\362\363*:\325m\365\016\365\256\306\313\340<\034F\032a\364\325@\250i|w\241h\207\375;A%|\030]\212^t;\361S\\5\376\021\377\203\307\274\362\221\370$\377d\260\025}\331\335\354\031\270\224\364O^\360~\014\306\017\300\247\324]@\311l\004%81\032\355\366\216\305+\324\251\263b\371\336\277\357\277\016\0071\377D0)\3237\035\215\344\356\377\233\221\245\370\357\000\000\002\373,~\006\3547\342\241+~\351=\002\322\245\352,\265\207\217_\276V\251\257r!v\343\220\221y\030.@!\016EW\321(&\273+\335""\355^\251\307\343U\030!\013\375\034u\203\234\320\257_\020P)-\367\205x\341Q\374\210D\236\320\032,x\"\375\031\220\266\014\375\275\357\331\376\335\340\237\321Lw*\036\3721bo\047\337\023\207\321=[\024\261\320v\022jz\307\250<o\243\352/\211\353\024D\375\232W\214/B\\\302G\0214\037\335\225\202\250\0019\233\302x\247\350\2627;\224\227\377C\223\256\016\270<\357\257\005\247\321+r\341\257\335\203{c\234\373\253\267\005k\350\243K\3242\022i?\347\215\010] 8\247\303\323a\021\242E\322\356\376\004%\025\r\276\345\216\340\372\262\350\227\342\334\245\370\322\315\370\346\203\356K\020\031\327\230\243\237\341\336C\"z<(\3747\315\351S\361";
+    PyObject *data = __Pyx_DecompressString(cstring, 3688, 1);
     #define __Pyx_DecompressString_LZSS_UNUSED
     if (unlikely(!data)) __PYX_ERR(0, 1, __pyx_L1_error)
     const char* const bytes = __Pyx_PyBytes_AsString(data);
     #if !CYTHON_ASSUME_SAFE_MACROS
     if (likely(bytes)); else { Py_DECREF(data); __PYX_ERR(0, 1, __pyx_L1_error) }
     #endif
-    #elif (CYTHON_COMPRESS_STRINGS) > 0 && (CYTHON_COMPRESS_STRINGS) <= 90 /* compression: lzss (4575 bytes) */
-static const char cstring[] = "\377  as  ca\377nnot be \377converte\377d to an \377array:  }h$\000dtype\005\003\377no buffe\377r-protoc\377ol forma\377t; use n\357p.as6\002(t)\377 or t.nu\377mpy() is} g\001suppoc\002\361(\002\006d\000\033\000out \377of range\377(tree fr\377agment))\357, , \201\002=: \177; expec\247\001\377float32,- \004\00216n\001b\005\004\034\010\367uin#\000 (pa\373ck\336\000quant\373iz\350\000weigh\367ts,\210!mtli\327nv.\030\002.\033\005 r\377eturns t\377hem)?A b\377ad shape\177, value\340\001\377limit.A \377device a\377llocatio\377n failed\276\030\000kerne\250 a\373ul\337!(emul\373at\235 check\367s: \372\000-of-~\370\002 acces\223\000{di\220@genck\000\357data\231 ce;\377 CUDA/Me\377tal erro\377rs).An uqn\321\047\253C\374 ope\315 \033ds\325!di\264A\314 \304#\357s.Ba\257@cla5s\032\002e\374@y \200#R\003\207.No\315\004\236 \367\000\272 n\356\234`hat\305Ebui\227lt,\344Aa\345\004\375\005c\277ommand@\000n\237eNote\276 4\000C\347yth\224 \210`del\373ib\231\000tely Ostri\315@\253`h\367`\377PEP-484 \364<\000\374 j\347@s su\345b\244\002e\305\002r\002in \376\223\204\001s. If y_ou ne\267\204\003p\315\001|&\010\270@n set\300A\363 \047\354\204\002\231B_typ\377ing\047 dir\370\314`\351 \367\204\001False\377.Tensor \277memory\263\204\005h\377ost-visi\023bl\365@|\000h\304\002\361A\370\204\003~\343\204\006to cop6\000?tadd_n\375\000\217\205\004\331:\300\204\003p\000saC\000en^\002\001gcis\004\003dl\000.\246\"n 8\224\000m\203\000\304`\251s\224\204\004\217\003(\372b=\322\205\002.\277_core.\312`t\371i\254\206\002\376%to im|\344\205\001\033\tumath\021\016\377pyx/_nat\362\351`.\t\000\013\001deco\377der_ops.\367pxi\036\001gemv\272\004\005q\001\trms\336\000r\275m!\005sdpa-\005t\214\301\"\004\007st\355 N\001=\002:\267 wq\324\207\010re\323\205\002:^\214\210\005view\345\205\003 \022\006\277invali\373\205\004 \377rope_hea\377ds: x mu\375s\304\210\002[L, H,\377 D], got\375 \214\001: kv_l\373en\033\006an in\375t\017\017=self.mc\376\210\026 P\273\204\003ob\223\204\001~\366\210\001 pickl\304`\232\336`_\204\207""\002: \213\207\002V\023e\375t\017\023in [0,\277 2**30\262\004t\374\332a\201\204\004wraps \367a r\352\000-onlAy\231\212\003\356\211\001\260\210\004\356\211\005\262\212\002)\300\212\001\317make0\000\304\204\003DT/ypeE\251\207\001D\240\210\002\006\002=I\310#Argu\342\211\001\032\002\311K\244\210\002%\002M\214\211\0020\002Ou\017tOfM\210\205\002@\002\231\205\003\237\205\003\267.__\247\213\002__\007\006r\177educe_c\351\206\002\376\r\010setstat\360\t\016\236\213\002G\004\200d_DTY\377PE_TO_NU\307MPY\000\003\013\001\022\003Ra\177wBytes_\001\005\360\203\000g\014\017\th\016__Py\375x\001\000Dict_N?extRef\305\000\211\215\001\332\234\001_\313\006__\234\211\002_g\277etitem\026\000_\271d0\001\037\000doc\013\001f\313un\003\002g\325\005:\000ma{in\047\001meta:\003\276\021\001odule\022\002r\177o_entri\276\000\356h\000nam\022\002new~\\\001prepar$\002\311p\242\000\234\213\003ux\000\n\001re?sult__\026\001\306#\030\006\002\235\216\001\017\003un\215\204\002e\000\233&\037_qual]\005\225D\337\000\032\240-_\260Dex\342\001\314\204\001\221\005\301s\320\010\2700\205@\217\000\222#em\373u_\317\214\002_mode\357_ini\353\204\004_fr{om\363\000v_is\262\210\001\377outine_l\315a\274 h_\272\205\0012\006aa\377ddaligne\237dargs\312\217\004\321\217\004.\375<\332\215\001ls>.ge\377nexprasc\377ontiguou\366\364\217\003as\253\220\001asyn\177cio.core\003\367sbb\373\216\001ndba\177sebatch\242\217\005\257bias\000\001e\003\000t\277sblock\336\220\003s\372\333\214\002_1\004sccan\377onicalca\377pacityca\316q\000lcl\306\001\357@tr\373acX\000ckclo\373se\376\212\001count\346\313\000ta\227\217\003\216 fod\357stdt\317\221\002emb\377eddingem\337ptyen\363\211\001ep?sflags\314\220\004\334\220\004\346\345\220\00264\301!\372\221\003gat\351e\221\212\001\377\004g\322\207\005gri\373dg\360\000p_siz\275e\232\211\001_dim\241\211\002_\377to_rowsi\377idsindexV\222\221\002inE\001r\332\204\001s\000\002Oizek\252\220\003\260\220\003_\234\204\001\371s\000\t\363.knownckv\207\212\003\346\211\003\323Ces\230\221\002\377matmulma\357x_th\300\210\001s_""pser\005\004\250\002ml_\340\223\002d\343\214\005\212\214\004n\227\205\001z\002nd\214\224\002\335n\311\000new\366@tn\375p\325\223\002oobjon\377outppbpl\047an_\246\214\001\004\002q\001\006\220\214\001\377popprodq\345q\254\213\003q\214\213\001\304\214\002raw`\364\213\004\373\213\004\321n\333\214\005\346\213\007ro\303\210\001\026\310!ss\214`e\000\002\273\004\013\0027scr\336a_b\241\210\001\217\215\001\376\223\215\001_chunk_\377keysseed\356\350\213\001sen\005\000q_o\363ff\231\211\001\227\213\005setd\363ef\251\223\001\347\223\002simd\277_width\320As\377tart_pos\374\307\211\002\270\221\001desswi\177gluttat\324\217\001\337tbtbs\370\215\003stAg\356#\217c\314\220\003\222\003\r\010s\221D\376\234@owtitkt?qtransc\000\260\212\001\377ttutvtwt\317wqtx\307\225\003\317\225\0018u\377pupdateu\227se_\324\212\005v\222\225\002\227\225\002sz\277\216\001w\336\225\003wqwq\242\213\003\341w\347a\261\216\003\006\002\204\221\001x\200\001\177\330\004\n\210+\220Q\005\001\277\013\320\013\033\2301\017\001\031\373\230\021\026\001\047\240q\250\006\377\250a\200\001\340\004\007\200\377z\220\021\220#\220T\230\377\021\230\047\240\023\240D\250\377\n\260!\2604\260u\270\377B\270a\330\010\016\320\016\377\"\240!\320#J\310!\377\3104\310q\320PR\320\377R]\320]^\320^_\375\3309\000r\210\022\2102\210\327S\220\002?\000Q$\007Q\320\375Q%\000S\330\004\013\210;\277\220a\220s\230!{\001\340\376\014\0004\210q\220\003\2203\217\220j\240\001z\001\033\002\203\001\021\357\220\031\230!\214\001\025\220X\377\230Q\230c\240\025\240a\267\340\t\n~\000\210o\r\000b\375\240\315\000\013\2105\220\001\220\375\021\030\013m\2608\2701\270\337C\270u\300A)\004e\220\3771\220B\220d\230\"\230\371A}\001%\014f\240H\320,\377<\270H\300A\300T\310\327\026\310q^\004h\244\000r\230\337\024\230R\230q\"\020g\240\377Y\250a\330\004\025\220W\377\230J\240a\240u\250M\377\270\027\300\001\300\022\3008\377\3101\310E\320QW\320_WY\320YZ\252\004k\310 \177\"\230D\240\002\240!t\n\177\027\220q\320\030(\250\227@\377 \240\001\240\021\240%\240\336i\000\005\330\010\023\256\000H""\230\277G\2401\330\010\020\336\000\025\357\220g\230Q\020\003A\330\010\335\026\275 q\330\010\256A\001\330_\010$\240A\240\345 \032\315!\376/\0003\240d\250%\320/\367?\270q\307A\037\230q\320\377 0\260\013\270;\300k\376\376 \330\004\023\2209\230H\374-\002\344@|\2207\230!\330\377\010+\2501\250L\270\016\355\300\314\000\013\210\221`\360\006\000\377\005\t\210\004\210D\220\004\377\220D\230\006\230e\2401\377\240N\260#\260S\270\003\377\2702\270Q\330\004\t\210\377\024\210U\220$\220e\230\3756\221A\240y\260\003\2603\377\260c\270\022\2701\340\004\357\010\210\005\210\365@\017\210z\177\230\022\2309\240B\240\243 ?\027\220v\230W\240\371 \270\000}\330\277A\024\220A\220V;\000\377\027\250\005\250Q\200\001\360\357\010\000\n\033\207\001\021\220\024}\220\262`\020\220\007\220qw\000\373l\250\254 \007\200v\210W3\220E\207@\314`\022\220\256\000\263 \377\340\010\027\220t\2308\240\3717\034\003\214 \017\320\017*\250\377$\250a\250w\260k\300\337\027\310\001\340\010\005\n\021\200\377\017\210~\230Q\360\016\000c\005\026\306g\275A\323g\004\035\343 \177\004\007\200u\210G\220\367 \177\r\210X\220Q\220f\254!\377\330\010\r\210Q\210b\220\325\001\372df\275\000R~\0002\230\327T\240\024\374 \004\201\204\005A\340\377\010\013\2103\210a\210w\373\220c\375\0004\230z\250\021\377\250%\250q\260\005\260W\337\270A\330\014\024\306\000\021\230\257%\230q\240\270@\016%\000s\277\220!\2203\220d\017\001\330\3566\002f\220B6\0022\230Y\376\270 \014\022\320\022&\240a\367\320\047@\332`\025\300a\300\376\366@\014\210B\210c\220\021\352I\001C\244 \002I\003\240\022\240\3374\240u\250D\211@2\260\253T\270\034\000\017\324\205\0026\204@6\376\242\000V\2503\250i\260{\373\300!a\003a\210r\220\025;\220a\226@S\240\004\230@`\006\375D\202\205\002\033\320TU\320U\377Z\320Z[\320[\\\330{\010\030\204`h\240a\240\364`\337\t\210\025\210d\202A\t\210\177\022\2109\220A\330\010\005\001\376\314\206\0052\230U\240!\2403\377\240a\240r\250\022\2506\377\260\024\260U\270%\270q\337\300\003\3001\300&\002\035\220\335d\360a\t\210\034\334\207\001\330\010\352\242\000\200\260""\"4\216\000\032\2303w\230c\240\327\000\022\220)\332@\2751\260`\r\030\230\004\336\205\001\330\377\014\023\2202\220[\240\001\357\240\025\240f\343\000\007\260x\322T\000\004R\000\026\0001\221\207\001b\220\367\006\220a\220b6\250\024\250\375Q\261\001\002\230)\2401\240\377D\250\002\250(\260$\260\377b\270\001\270\024\270T\300\377\022\300<\310}\320\\]\377\320]c\320cg\320g\277i\320ip\320p\277a\210\337q\230!\230Q\354 \000\021\353\220\021\203\205\001\010\206\211\002%\220q\376\230A6\220\023\220E\230\023\377\230B\230f\240A\240W\177\250C\250s\260!\330w\005\367c\220\026$\000\004\010\210\002\373\210(\321@5\230\006\230a\256\214\211\001q\210\007\212`a\305\206\001\004\376\276\204\005\016\210j\230\001\320\031\177*\250!\2501\320,\222\211\006\2769\000\320\n\034\230A\202\204\001!\373\240\021\250\207\001#\2401\240B\373\240c\302`*\260D\270\005\227\270Q\270\360\207\002_\361\206\001\326\205\001\031\373\230\035\222B\004\024\220F\230\375(\370 1\330\004\005\200\\\377\220\032\2301\230F\240\047\327\250\031\260\275\205\002q\221\002$\220\347b\230\006\334\"\261@\035\220a\354\267A\202B\230&\307\211\0031\320\000\377\025\220\\\320!3\2601\363\360\026\217\205\027\247\205\014\005\200Z\210~\263\210\001\200]\220&\230\007\252\211\001\257\005\200Y\210\360\211\001J\247 G\357\250:\260Q\221\001^\2207\353\230\047\332@\004)\004\007\200w\373\210g\352\206\001\013\210:\220Q\357\220h\230d\267`7\250#\377\250T\260\032\2701\270I\177\300U\310\"\310A\330\371\204\006~\347\213\006W\320Wb\320b\271@\335d\256\205\0014\210w\324\000\n\240}!\"\005\240\177\260a\260\244\204\002\207\032\2203\247\211\001\241\206\020\250\205\001\314\212\007\320\177\000\030\230\001\340\004\025\206\207\017\217h\240j\260\354\206\005\260@\315\206\002r6\345\206\n\320\000\256@\340\004>\000\235\210\001\377\320\000\035\320\035.\250l\377\320:J\310)\320ST>\307\211\001\006\200X\210Q\346\001\366\204\001\377\2305\240\007\240v\250S\353\260\001\244AY\303\214\004\006\240a\276\022\000U\260\047\270\021\273AX\227\210T\220\004\002\\\001\003\324!\002\273\230!\326A[\220\001""\301\212\001;\377\230a\230s\240+\250V\377\2606\270\023\270J\300g\377\320M]\320]_\320_\377d\320de\330\004\014\210\377M\230\021\230,\240l\260\377)\2701\270A\320\000\036\177\230a\340\004\013\320\013\331a\375Z\234\"r\270\026\270q\300\377\006\300e\3107\320RW{\320W\202\205\003n\320no*\001\377o\250X\3205F\320F\347X\320XN\001\301\003W\210A\346\225\001\220%\260\207\002\274\002]\220!\257\2208\230<\261\214\002\200\267\024_\377\220A\220Z\230|\2503\377\250j\270\017\300q\310\002\377\310&\320PQ\320Q]{\320]\304@i\320ij\255\204\003\375\021\325\010<\230q\240\003\240\377;\250f\260F\270#\270\377Z\300w\320N^\320^\177`\320`e\320ef\315\020\377 \240\016\250k\270\034\300\377Y\310o\320]^\330\016\237\033\230>\250\021\363\047\267A\033\277\240A\240X\250Q\202\000\007?\270y\310\n\320R\233\216\001\245\205\005?9\240C\240z\260\350)\204T\316\343\204\004Y\210i\277\220\001\332\2015D\320\377@Q\320QU\320UV\377\320VW\320WX\320\000\367%\240Q\362l\007\200r\210\347\026\210s\354\214\001\336\221\021S\330\004\377\026\220e\2308\2406\250\337\021\250!\2502\210`1\260\377D\270\002\270&\300\001\300\377\024\300R\300v\310Q\310\277e\320SU\320U^\001\330\271\004\212\213\001\375\207\001\023\230K\376`Q\376\205\222\0011\320\0003\3203H\303\320H\341\212\001\362\216\001\216\215\t\346\221\001\025\220\377Q\220b\230\004\230C\230\377t\240<\250{\270(\300\377!\320\000>\270a\360\024\016\267\215\014\007\200t\300\206\002\327\212\002\245\212\001\256\222\001}a\315\214\0018\2207\230#\277\221\002\377\014\022\220*\230A\320\035\3773\2601\260H\270A\340\034\317\215\001\301\001h\230a\\\000\304\000\205\216\005T\360\205\002\022\005x\224A\340\360\215\047g\250\010\3772\240T\250\023\250D\260\357\004\260L\300\243\223\007\320\004\036\377\230k\250\021\330\010\014\210\371D\257\213\001\325\212\003\027\230\005\230T\373\240\022\312\"\047\260\023\260A\373\260Q\326\212\002\220G\2301\230\375A\243\214\002\220\005\220V\230:\003\240Q";
-    PyObject *data = __Pyx_DecompressString_LZSS(cstring, 4575, 6103);
+    #elif (CYTHON_COMPRESS_STRINGS) > 0 && (CYTHON_COMPRESS_STRINGS) <= 90 /* compression: lzss (4941 bytes) */
+static const char cstring[] = "\377  as  ca\377nnot be \377converte\377d to an \377array:  }h$\000dtype\005\003\377no buffe\377r-protoc\377ol forma\377t; use n\357p.as6\002(t)\377 or t.nu\377mpy() is} g\001suppoc\002\361(\002\006d\000\033\000out \377of range\377(tree fr\377agment))o, , \201\002=,A\002\377: ; expe\375c\255\001float3\2672, \004\00216t\001b\334\005\004\034\010uin#\000 (\357pack\344\000qua\357ntiz\356\000wei\337ghts,\216!mt_linv.\030\002.\033\005\377 returns\377 them)?A\377 bad sha\377pe, valu\375e\346\001limit.\377A device\377 allocat\377ion fail\373ed\030\000kerne\356\256 aul\345!(em\357ulat\243 che\337cks: \200 -o\373f-\376\002 acce\355s\223\000di\226@gen\275ck\000data\237 c\377e; CUDA/\377Metal er\377rors).An\307 un\327\047\261C\202@opme\323 ds\333!di\272A\274\322 \312#s.Ba\265@c\327las\032\002e\202`y \034\200#R\003.No\315\004\236 \367\000\272\272 n\242`hat\313Eb_uilt,\352Aa\345\004\376\375\005command~@\000neNote\276 \2364\000Cyth\224 \216`d\357elib\231\000tel?y stri\315@\261`\375h\375`PEP-48\3234 <\000\374 j\347@s \227sub\244\002e\305\002r\002i\373n \231\204\001s. If\177 you ne\275\204\003\361p\315\001&\010\270@n se\315t\300A \047\362\204\002\231B_t\377yping\047 d\343ir\314`\351 \375\204\001Fal\377se.Tenso\377r memory\376\271\204\005host-viOsibl\365@|\000h\304\002\370\361A\376\204\003\351\204\006to co\375p6\000t__cud\373a_\317\205\002_inte\177rface__\331\205\002\360\317\205\001\262\204\005\345\205\001\304\205\003DLPa\357ck (\234`ch.\177from_dl\267\204\001\357(t))8\025: t\300\212\001\261\004\353\205\004\240 \250a\277\005(bua\275C_J\004__:\200\207\005\354\256\204\004\244Ae {\004des\177criptor%\tz\232ex\311\206\001s wi\320@\263ut\353\002\313  (\365\001=\257True\347\206\016)l\tt7he \244\007onk\007\300\205\002\366\035\013is$\005wrap\377s a read\347-on\272`\252\210\002, w\317hich\262\005\326\210\004ma\373rk \007add_n\227ote\240\210\004:\321\207\003\373@s\355a\316@en\002\001gci\345s\004\003d\367@\261\204\002n 8z\237`m\216`ions\237\207\004\352\232c(\205\207\002=\343\210\002._c\377ore.mu""lt\371i\275\211\002\211\205\005to im|\365\210\001\033\tumath\021\016\377pyx/_nat\317ive.\t\000\013\001de\377coder_op\337s.pxi\036\001ge\353mv\004\005q\001\trms\366\336\000rm!\005sdpa\362-\005t\314\204\002\004\007stinygN\001=\002: wq\345\212\010\363re\336\210\002\224fview\372\360\210\003 \022\006inval\375i\206\211\004 rope_\375h\221@s: x m\373us\325\213\002[L, H\377, D], go\373t \214\001: kv_\367len\033\006an i\373nt\017\017=self\333.c\217\214\026 P\306\207\003ob\374\236\207\001\207\214\001 pickl\177ingset_\217\212\002\343: \226\212\002V\023\r\025in \377[0, 2**3a0\262\004\317\205\t\352t\363\205\010\047s\260\207\005\267can\335\215\001ex\361\214\004n?either\374\215\001\310\207\001\007 no\007\002\231\206\010\306\215\001\202\214\004\306\215\005\372\212\216\002)\230\216\001make \375a\257\205\004DTypeE\322\373\212\001D\362\213\002\006\002I\217CAr\223gu\272\215\001\032\002K\366\213\002%\002M\374\336\214\0020\002OutOfM\260\332\210\002@\002\353\210\003\361\210\003._\251\210\004_\304\007\006\373\207\003_\000\016\355\214\003\r\010re?duce_c\344\212\002%\010\177setstat\t\016\370\237\217\002p\004\360d_DLPA\377CK_TYPES\373_D\003\001_TO_N\217UMPY\000\003\013\001\022\003R\377awBytes_\340\001\005\271\000t\014\017\tu\016__P\373yx\001\000Dict_\177NextRef\373\000\264\227\221\001\251\001_\201&__\244\215\002_\177getitem\026\000\213_d0\001_\302\211\007\315\211\006\215%_\357_doc&\001fun\362\003\002g\375\005U\000main\236B\001metaU\003\021\001o\357dule\022\002ro_\237entri\331\000\203\000n\273am\022\002neww\001p_repar$\002p\275\000\362\277\217\003u\223\000\n\001resu\017lt__\026\001\356#\006\002\306\222\001\266\017\003un\245\205\002e_\255&_\037_qual]\005\275D\372\000\032\273-_\330Dex\375\001\344\205\001\221\005\221s\320\010\3230\240@t\247!\343!e\367mu_\362\220\002_mod_e_ini\250\206\004_\347\214\002\277env_is\312\211\001o\377utine_la\346\274 h_\322\206\0012\006aad\377daligned\317args\363\223\004\372\223\004.<\376\375\221\001ls>.gen\377exprasco\177ntiguou\235\224\003\373as\324\224\001async\277io.c""ore\003s\375b\233\215\004baseba\367tch\305\223\005bias\372\000\001e\003\000tsblo\253ck\207\225\003s\376\220\002_\323\215\004s\377ccanonic\377alcapaci\357tycaq\000lcl\274\306\001\357@tracX\000c\277kclose\241\217\001coount\313\000ta\306\205\004\177infodl_\310\223\003\337dstdt\201\226\002em\377beddinge\277mptyen\224\213\001e\177psflags\370\224\004\314\210\225\004\221\225\00264\266\217\001\254\226\003ga\323te\262\213\001\210$g\230\211\005gr\367idg\371\000p_si{ze\273\212\001_dim\302\212\002\377_to_rows\377iidsinde\271x\276\225\002\275\220\001ger\376\204\001s\236\000\002izek\326\224\003\334\224\003_\362\245\204\001s\000\t\374.know\307nkv\250\213\003\207\213\003\334Ces\376\304\225\002matmulm\337ax_th\342\216\001s_\307per\005\004\250\002\027\001ve?rsionm\244 \200\223\002d\266\226\004\266\215\004n\253\205\001\205\002nd\311\230\002\335n\324\000new\212`tn\375p\222\230\002oobjon\377outppbpl\047an_\322\215\001\004\002q\001\006\274\215\001\377popprodq\345q\330\214\003q\270\214\001\360\215\002raw`\240\215\004\247\215\004\345n\207\216\005\222\215\007ro\377\210\001V\323!ss\240`e\000\002_\337\231\002n\n\003scr\362a_b\320\210\001\374\273\216\001\277\216\001_chunk\377_keyssee\335d\224\215\001sen\005\000q_\347off\325\211\001\350\214\005set\347def\340\227\001\236\230\002sim\177d_width\333A\377start_po\375s\203\212\002strstr\367eam\370\225\001dess\377wiglutta}t\211\221\001tbtbs\255\217\003\007stg\202C\243c\214\225\003\233\003\r\010\371s\245D\260@owtit\377ktqtrans\374l\000\365\212\001ttutvt\277wtwqtx\260\226\002t\371r\216\232\003\226\232\0018upup\377dateuse_\222\240\213\005v\331\231\002\336\231\002s\346D\202\220\001w^\254\232\003wqwq\316\225\003w\211\204\001\370\364\217\003\006\002\307\222\001x\200\001\330\004\337\n\210+\220Q\005\001\013\320\357\013\033\2301\017\001\031\230\021\376\026\001\047\240q\250\006\250a\377\200\001\340\004\007\200z\220\377\021\220#\220T\230\021\230\377\047\240\023\240D\250\n\260\377!\2604\260u\270B\270\377a\330\010\016\320\016\"\240\377!\320#J\310!\3104\377\310q""\320PR\320R]\177\320]^\320^_\3309\000\377r\210\022\2102\210S\220u\002?\000Q$\007Q\320Q%\000\377S\330\004\013\210;\220a\257\220s\230!{\001\340\014\0004\377\210q\220\003\2203\220j\343\240\001z\001\033\002\203\001\021\220\031\373\230!\214\001\025\220X\230Q\377\230c\240\025\240a\340\tm\n~\000\210o\r\000b\240\315\000\177\013\2105\220\001\220\021\030\013\377m\2608\2701\270C\270\367u\300A)\004e\2201\220\177B\220d\230\"\230A}\001\376%\014f\240H\320,<\270\377H\300A\300T\310\026\310\365q^\004h\244\000r\230\024\230\367R\230q\"\020g\240Y\250\377a\330\004\025\220W\230J\377\240a\240u\250M\270\027\377\300\001\300\022\3008\3101\377\310E\320QW\320WY\327\320YZ\252\004k\310 \"\230\337D\240\002\240!t\n\027\220\337q\320\030(\250\227@ \240\277\001\240\021\240%\240i\000\005\367\330\010\023\256\000H\230G\240\3571\330\010\020\336\000\025\220g{\230Q\020\003A\330\010\026\275 \367q\330\010\256A\001\330\010$\227\240A\240\345 \032\315!/\0003\377\240d\250%\320/?\270\375q\307A\037\230q\320 0\277\260\013\270;\300k\376 \330?\004\023\2209\230H-\002\344@\377|\2207\230!\330\010+\177\2501\250L\270\016\300\314\000\373\013\210\221`\360\006\000\005\t\377\210\004\210D\220\004\220D\377\230\006\230e\2401\240N\377\260#\260S\270\003\2702\377\270Q\330\004\t\210\024\210\177U\220$\220e\2306\221A\377\240y\260\003\2603\260c\377\270\022\2701\340\004\010\210\373\005\210\365@\017\210z\230\022\337\2309\240B\240\243 \027\220Ov\230W\240\371 \270\000\330\277A\337\024\220A\220V;\000\027\250\377\005\250Q\200\001\360\010\000{\n\033\207\001\021\220\024\220\262`\337\020\220\007\220qw\000l\250\376\254 \007\200v\210W\220E\314\207@\314`\022\220\256\000\263 \340\010\177\027\220t\2308\2407\034\003\376\214 \017\320\017*\250$\250\377a\250w\260k\300\027\310\367\001\340\010\005\n\021\200\017\210\377~\230Q\360\016\000\005\026\330\306g\275A\323g\004\035\343 \004\007\337\200u\210G\220\367 \r\210\337X\220Q\220f\254!\330\010\177\r\210Q\210b\220\001\372d\365f\275\000R~\0002\230T\240\305\024\374 \004\201\204\005\234@c\002\230a\377\200A\340""\010\013\2103\210\337a\210w\220c\210 4\230\377z\250\021\250%\250q\260\377\005\260W\270A\330\014\024~\321\000\021\230%\230q\240\303@\375\016%\000s\220!\2203\220ud\017\001\3306\002f\220B6\002\3672\230Y\303 \014\022\320\022\277&\240a\320\047@\345`\025\367\300a\300\201`\014\210B\210Wc\220\021I\001C\257 \002I\003\377\240\022\2404\240u\250D^\224@2\260T\270\034\000\017\337\205\002\3656\217@6\255\000V\2503\250\337i\260{\300!a\003a\210\337r\220\025\220a\241@S\240\351\004\243@`\006D\215\205\002\033\320T\377U\320UZ\320Z[\320\337[\\\330\010\030\217`h\240\373a\240\377`\t\210\025\210d\376\215A\t\210\022\2109\220A\363\330\010\005\001\327\206\0052\230U\240\377!\2403\240a\240r\250\377\022\2506\260\024\260U\270\377%\270q\300\003\3001\300\356&\002\035\220d\373a\t\210\034\246\347\207\001\330\010\242\000\257#4\216\000\032\337\2303\230c\240\327\000\022\220\365)\345@1\273`\r\030\230\004\376\351\205\001\330\014\023\2202\220[\277\240\001\240\025\240f\343\000\007K\260xT\000\004R\000\026\0001\234\207\001\337b\220\006\220a\233b6\250\367\024\250Q\261\001\002\230)\240\3771\240D\250\002\250(\260\377$\260b\270\001\270\024\270\377T\300\022\300<\310}\320\377\\]\320]c\320cg\377\320gi\320ip\320p~\312a\210q\230!\230Q\354 \257\000\021\220\021\216\205\001\010\221\211\002%\373\220q\230A6\220\023\220E\377\230\023\230B\230f\240A\377\240W\250C\250s\260!\335\330w\005c\220\026$\000\004\010\357\210\002\210(\321@5\230\006\273\230a\227\211\001q\210\007\212`a\372\320\206\001\004\311\204\005\016\210j\230\001\377\320\031*\250!\2501\320\371,\235\211\0069\000\320\n\034\230A\356\215\204\001!\240\021\263\207\001#\2401\357\240B\240c\302`*\260D_\270\005\270Q\270\373\207\002_\374\206\001\356\341\205\001\031\230\035\222B\004\024\220\367F\230(\370 1\330\004\005\377\200\\\220\032\2301\230F_\240\047\250\031\260\310\205\002q\221\002\237$\220b\230\006\334\"\261@\035\263\220a\267A\202B\230&\322\211\0031\377\320\000\025\220\\\320!3\317\2601\360\026\232\205\027\262\205\014\005\200\373Z\210\276\210\001\200]\220&\230\275\007\265\211""\001\005\200Y\210\373\211\001J\276\247 G\250:\260Q\221\001^\257\2207\230\047\332@\004)\004\007\357\200w\210g\365\206\001\013\210:\277\220Q\220h\230d\267`7\377\250#\250T\260\032\2701\377\270I\300U\310\"\310A\371\330\371\204\006\362\213\006W\320Wb\320ub\271@d\256\205\0014\210w\324\000\367\n\240!\"\005\240\177\260a\035\260\244\204\002\032\2203\262\211\001\254\206\020\250\205\001\376\327\212\007\320\000\030\230\001\340\004=\025\221\207\017h\240j\260\367\206\005\260@\332\315\206\002r\360\206\n\320\000\256@\340\004\374>\000\250\210\001\320\000\035\320\035.\377\250l\320:J\310)\320\373ST\322\211\001\006\200X\210Q\374\346\001\366\204\001\2305\240\007\240v\257\250S\260\001\244AY\316\214\004\006\373\240a\022\000U\260\047\270\021^\273AX\210T\220\004\002\\\001\003\356\324!\002\230!\326A[\220\001\376\314\212\001;\230a\230s\240+\377\250V\2606\270\023\270J\377\300g\320M]\320]_\377\320_d\320de\330\004\377\014\210M\230\021\230,\240\377l\260)\2701\270A\320\377\000\036\230a\340\004\013\320\365\013\331aZ\234\"r\270\026\270\377q\300\006\300e\3107\320\357RW\320W\202\205\003n\320n\375o*\001o\250X\3205F\237\320FX\320XN\001\301\003W\233\210A\225\001\220%\260\207\002\274\002]\277\220!\2208\230<\274\214\002\200\376\267\024_\220A\220Z\230|\377\2503\250j\270\017\300q\377\310\002\310&\320PQ\320\357Q]\320]\304@i\320i\365j\255\204\003\021\325\010<\230q\240\377\003\240;\250f\260F\270\377#\270Z\300w\320N^\377\320^`\320`e\320e\375f\315\020 \240\016\250k\270\377\034\300Y\310o\320]^\177\330\016\033\230>\250\021\363\047\376\267A\033\240A\240X\250Q\376\202\000\007\270y\310\n\320R\374\246\216\001\245\205\0059\240C\240z\2608\350)\204T\343\204\004Y\210i\312\220\001\332\2015\377D\320@Q\320QU\320\377UV\320VW\320WX\337\320\000%\240Q\362l\007\200\237r\210\026\210s\367\214\001\351\221\021S\377\330\004\026\220e\2308\240\1776\250\021\250!\2502\210`\3771\260D\270\002\270&\300\377\001\300\024\300R\300v\310\377Q\310e\320SU\320U\346^\001\330\004\212\213\001\375\207\001\023\230K\372\376`Q\220\222\0011\320\0003\320\0173H""\320H\341\212\001\375\216\001\231\215\t\361\221\001\377\025\220Q\220b\230\004\230\377C\230t\240<\250{\270\377(\300!\320\000>\270a;\360\024\302\215\014\007\200t\300\206\002\327\212\002\364\245\212\001\271\222\001a\315\214\0018\2207\230\375#\312\221\002\014\022\220*\230A\377\320\0353\2601\260H\270sA\340\332\215\001\301\001h\230a\\\000P\304\000\220\216\005\360\205\002\022\005x\224A\340\373\215\047\375g\250\0102\240T\250\023\250\277D\260\004\260L\300\256\223\007\320\377\004\036\230k\250\021\330\010\347\014\210D\257\213\001\325\212\003\027\230\005\357\230T\240\022\312\"\047\260\023\357\260A\260Q\326\212\002\220G\230\3731\230\334\216\002q\220\005\220V\377\230:\240Q\320\004#\320\377#5\3205E\300[\320\377PQ\360\010\000\t\020\210\377z\230\021\230&\240\013\250\0011";
+    PyObject *data = __Pyx_DecompressString_LZSS(cstring, 4941, 6739);
     #define __Pyx_DecompressString_UNUSED
     if (unlikely(!data)) __PYX_ERR(0, 1, __pyx_L1_error)
     const char* const bytes = __Pyx_PyBytes_AsString(data);
     #if !CYTHON_ASSUME_SAFE_MACROS
     if (likely(bytes)); else { Py_DECREF(data); __PYX_ERR(0, 1, __pyx_L1_error) }
     #endif
-    #else /* compression: none (6103 bytes) */
-static const char bytes[] = "  as  cannot be converted to an array:  has dtype  has no buffer-protocol format; use np.asarray(t) or t.numpy() is not supported (supported:  is out of range(tree fragment)), , dtype=: ; expected float32, float16 or bfloat16; expected uint32 (packed quantized weights, as mtlinv.quant.quantize returns them)?A bad shape, value or limit.A device allocation failed.A kernel faulted (emulator checks: out-of-range access, divergence, data race; CUDA/Metal errors).An unsupported dtype or operands of different dtypes.Base class of every mtlinv error.No device, a backend that is not built, or a failed device command.NoneNote that Cython is deliberately stricter than PEP-484 and rejects subclasses of builtin types. If you need to pass subclasses then set the \047annotation_typing\047 directive to False.Tensor memory is not host-visible on this device; use .numpy() to copy itadd_noteasarray: dtype disableenablegcisenabledmore than 8 dimensionsmtlinv.Tensor(shape=numpy._core.multiarray failed to importnumpy._core.umath failed to importpyx/_native.pyxpyx/decoder_ops.pxipyx/gemv.pxipyx/qgemv.pxipyx/rms_norm.pxipyx/sdpa.pxipyx/tensor.pxipyx/testing.pxiqgemv: wq has dtype reshape: cannot view shape reshape: invalid shape rope_heads: x must be [L, H, D], got sdpa: kv_len must be an int, got sdpa: kv_len=self.c cannot be converted to a Python object for picklingset_limit: limit must be an int, got set_limit: limit must be in [0, 2**30], got this Tensor wraps a read-only arrayuse mtlinv.asarray(array) to make a TensorDTypeErrorDeviceErrorInvalidArgumentErrorKernelErrorMtlinvErrorOutOfMemoryErrorTensorTensor.__array__Tensor.__reduce_cython__Tensor.__setstate_cython__Tensor.numpyTensor.reshape_DTYPE_TO_NUMPY_NUMPY_TO_DTYPE_RawBytes_RawBytes.__reduce_cython___RawBytes.__setstate_cython____Pyx_PyDict_NextRef__annotate____array____class_getitem____dict____doc____func____getstate____main____metaclass____module____mro_entries____name____new____prepare____pyx_checksum__pyx_result__pyx_state__""pyx_type__pyx_unpickle__RawBytes__qualname____reduce____reduce_cython____reduce_ex____set_name____setstate____setstate_cython____test___dict_emu_check_mode_init_limit_from_env_is_coroutine_launch_set_emu_checkaaddalignedargsasarrayasarray.<locals>.genexprascontiguousarrayastypeasyncio.coroutinesbbackendbasebatchbfloat16biasbiasesbitsblockbuffersbuilt_backendsccanonicalcapacitycausalcline_in_tracebackclosecopycountddatadevice_infodstdtdtypeembeddingemptyencodeepsflagsfloat16float32float64frombuffergategemvgenexprget_limitgridgroup_sizehead_dimheads_to_rowsiidsindexint32integeritemsitemsizekkernelkernel_nameskernel_names.<locals>.genexprknownkv_headskv_lenlauncheslimitmatmulmax_threads_per_threadgroupml_dtypesmtlinv._nativennamenamesndarrayndimnewnextnpnumpyoobjonoutppbplan_gemvplan_qgemvplan_sdpapopprodqq_headsq_lenqgemvrawreshapereshape.<locals>.genexprrms_normrope_headsrotaterowssscalescale_dtypescalesscratch_bytessdpasdpa_chunk_keysseedselfsendseq_offsetset_limitsetdefaultshapesimd_widthsizestart_posstatestridesswigluttatabletbtbstensorstgthreadgroup_memory_bytesthreadgroupsthreadsthrowtitktqtransposetstttutvtwtwqtxuint32uint8upupdateuse_setstatevvaluevaluesviewwweightwqwq_arraywrite_headswriteablex\200\001\330\004\n\210+\220Q\200\001\330\004\013\320\013\033\2301\200\001\330\004\031\230\021\200\001\330\004\047\240q\250\006\250a\200\001\340\004\007\200z\220\021\220#\220T\230\021\230\047\240\023\240D\250\n\260!\2604\260u\270B\270a\330\010\016\320\016\"\240!\320#J\310!\3104\310q\320PR\320R]\320]^\320^_\330\004\007\200r\210\022\2102\210S\220\002\220#\220Q\330\010\016\320\016\"\240!\320#Q\320QR\320RS\330\004\013\210;\220a\220s\230!\2301\200\001\340\004\013\2104\210q\220\003\2203\220j\240\001\200\001\340\004\013\210;\220a\200\001\340\004\021\220\031\230!\200\001\340\004\025\220X\230Q\230c\240\025\240a\340\t\n\330\010\016\210o\230Q\230b\240\001\330\004\013\2105\220\001\220\021\200\001\340\004\025\220X\230Q\230c\240\025\240m\2608\2701\270C\270u\300A\340\t\n\330\010\016""\210e\2201\220B\220d\230\"\230A\330\004\013\2105\220\001\220\021\200\001\340\004\025\220X\230Q\230f\240H\320,<\270H\300A\300T\310\026\310q\340\t\n\330\010\016\210h\220a\220r\230\024\230R\230q\330\004\013\2105\220\001\220\021\200\001\340\004\025\220X\230Q\230g\240Y\250a\330\004\025\220W\230J\240a\240u\250M\270\027\300\001\300\022\3008\3101\310E\320QW\320WY\320YZ\340\t\n\330\010\016\210k\230\021\230\"\230D\240\002\240!\330\004\013\2105\220\001\220\021\200\001\340\004\027\220q\320\030(\250\001\330\004 \240\001\240\021\240%\240q\330\004\005\330\010\023\2201\220H\230G\2401\330\010\020\220\001\220\025\220g\230Q\330\010\023\2201\220A\330\010\026\220a\220q\330\010\047\240q\250\001\330\010$\240A\240Q\330\010\032\230!\2301\230G\2403\240d\250%\320/?\270q\200\001\340\004\037\230q\320 0\260\013\270;\300k\320QR\330\004\023\2209\230H\240A\240Q\330\004\007\200|\2207\230!\330\010+\2501\250L\270\016\300a\330\004\013\2101\200\001\360\006\000\005\t\210\004\210D\220\004\220D\230\006\230e\2401\240N\260#\260S\270\003\2702\270Q\330\004\t\210\024\210U\220$\220e\2306\240\025\240a\240y\260\003\2603\260c\270\022\2701\340\004\010\210\005\210Q\330\010\017\210z\230\022\2309\240B\240a\330\004\027\220v\230W\240A\330\004\026\220a\330\t\n\330\010\024\220A\220V\2306\240\027\250\005\250Q\200\001\360\010\000\n\033\230!\330\010\021\220\024\220Q\330\010\020\220\007\220q\230\006\230l\250!\330\004\007\200v\210W\220E\230\024\230Q\330\010\022\220!\330\010\027\220q\340\010\027\220t\2308\2407\250!\330\004\007\200q\330\010\017\320\017*\250$\250a\250w\260k\300\027\310\001\340\010\017\320\017*\250$\250a\250w\260k\300\021\200\017\210~\230Q\360\016\000\005\026\220X\230Q\230c\240\025\240a\330\004\025\220X\230Q\230c\240\025\240a\340\004\035\230Q\330\004\007\200u\210G\2201\330\010\r\210X\220Q\220f\230H\240A\330\010\r\210Q\210b\220\001\340\t\n\330\010\016\210f\220A\220R\220t\2302\230T\240\024\240Q\330\004\013\2105\220\001\220\021\200A\340\010\013\2103\210a\210w\220c\230\022\2304\230z\250\021\250%\250q\260\005\260W\270A""\330\014\024\220E\230\021\230%\230q\240\001\330\010\016\210a\210s\220!\2203\220d\230%\230q\330\010\013\2103\210f\220B\220c\230\022\2302\230Y\240a\330\014\022\320\022&\240a\320\047@\300\001\300\025\300a\300q\330\010\014\210B\210c\220\021\330\014\024\220C\220q\230\002\230%\230q\240\001\240\022\2404\240u\250D\260\003\2602\260T\270\021\330\014\017\210q\220\003\2206\230\022\2306\240\024\240V\2503\250i\260{\300!\330\010\013\2103\210a\210r\220\025\220a\220v\230S\240\004\240A\330\014\022\320\022&\240a\320\047D\300A\300T\310\033\320TU\320UZ\320Z[\320[\\\330\010\030\230\006\230h\240a\240q\330\010\t\210\025\210d\220!\330\010\t\210\022\2109\220A\330\010\t\210\022\210;\220a\220s\230!\2302\230U\240!\2403\240a\240r\250\022\2506\260\024\260U\270%\270q\300\003\3001\300A\330\010\t\210\035\220d\230!\330\010\t\210\034\220T\230\021\330\010\017\210q\200A\340\010\013\2104\210r\220\032\2303\230c\240\021\330\014\022\220)\2308\2401\240A\330\r\030\230\004\230J\240a\330\014\023\2202\220[\240\001\240\025\240f\250D\260\007\260x\270q\300\004\300A\330\014\023\2201\330\010\016\210b\220\006\220a\220t\2308\2406\250\024\250Q\330\010\030\230\002\230)\2401\240D\250\002\250(\260$\260b\270\001\270\024\270T\300\022\300<\310}\320\\]\320]c\320cg\320gi\320ip\320pq\330\010\017\210q\230!\230Q\240a\320\000\021\220\021\360\006\000\005\010\200z\220\021\220%\220q\330\010\013\2106\220\023\220E\230\023\230B\230f\240A\240W\250C\250s\260!\330\014\023\2201\330\010\016\210c\220\026\220q\330\004\010\210\002\210(\220!\2205\230\006\230a\330\004\007\200q\210\007\210w\220a\330\010\020\220\004\220E\230\024\230Q\330\010\016\210j\230\001\320\031*\250!\2501\320,Q\320QR\320RS\330\004\010\210\002\320\n\034\230A\230Q\330\004!\240\021\240!\330\004#\2401\240B\240c\250\021\250*\260D\270\005\270Q\270a\330\004\025\220_\240A\240Q\240a\330\004\031\230\035\240a\240q\330\004\024\220F\230(\240!\2401\330\004\005\200\\\220\032\2301\230F\240\047\250\031\260!\330\004\007\200q\210\002\210(\220$\220b\230\006\230c\240\021\330\010\t\210\035\220a\330""\010\t\210\034\220T\230\021\230&\240\001\330\004\013\2101\320\000\025\220\\\320!3\2601\360\026\000\005\026\220X\230Q\230c\240\025\240a\330\004\025\220X\230Q\230c\240\025\240a\330\004\025\220X\230Q\230c\240\025\240a\340\004\005\200Z\210q\330\004\005\200]\220&\230\007\230q\330\004\005\200Y\210e\2201\220J\230f\240G\250:\260Q\330\004\005\200^\2207\230\047\240\021\330\004\005\200Z\210q\330\004\007\200w\210g\220Q\330\010\013\210:\220Q\220h\230d\240!\2407\250#\250T\260\032\2701\270I\300U\310\"\310A\330\014\022\320\022&\240a\320\047J\310!\3104\310q\320PW\320Wb\320bc\320cd\330\010\013\2104\210w\220b\230\n\240!\330\014\022\320\022&\240a\240\177\260a\260q\330\010\t\210\032\2203\220a\220q\340\t\n\330\010\016\210f\220A\220R\220t\2302\230T\240\022\2404\240q\330\004\013\2105\220\001\220\021\320\000\030\230\001\340\004\025\220X\230Q\230c\240\025\240a\330\004\025\220X\230Q\230h\240j\260\001\340\t\n\330\010\016\210j\230\001\230\022\2304\230r\240\024\240Q\330\004\013\2105\220\001\220\021\320\000\034\230A\340\004\030\230\001\230\024\230Q\320\000\035\320\035.\250l\320:J\310)\320ST\360\006\000\005\006\200X\210Q\210g\220Q\220d\230!\2305\240\007\240v\250S\260\001\330\004\005\200Y\210o\230Q\230b\240\006\240a\240v\250U\260\047\270\021\330\004\005\200X\210T\220\021\330\004\005\200\\\220\021\330\004\005\200]\220&\230\002\230!\330\004\005\200[\220\001\330\004\023\220;\230a\230s\240+\250V\2606\270\023\270J\300g\320M]\320]_\320_d\320de\330\004\014\210M\230\021\230,\240l\260)\2701\270A\320\000\036\230a\340\004\013\320\013\034\230A\230Z\240\177\260a\260r\270\026\270q\300\006\300e\3107\320RW\320Wg\320gi\320in\320no\320\000\036\230o\250X\3205F\320FX\320Xd\320de\360\006\000\005\006\200W\210A\210T\220\021\220%\220v\230S\240\001\330\004\005\200]\220!\2208\230<\240q\330\004\005\200Y\210o\230Q\230b\240\006\240a\240v\250U\260\047\270\021\330\004\005\200_\220A\220Z\230|\2503\250j\270\017\300q\310\002\310&\320PQ\320Q]\320]b\320bi\320ij\330\004\005\200\\\220\021\330\004\005\200[\220\001\330\004\023\220<\230q""\240\003\240;\250f\260F\270#\270Z\300w\320N^\320^`\320`e\320ef\330\004\014\210M\230\021\230,\240l\260)\2701\270A\320\000 \240\016\250k\270\034\300Y\310o\320]^\330\016\033\230>\250\021\360\006\000\005\006\200X\210Q\210j\230\001\230\033\240A\240X\250Q\250j\270\007\270y\310\n\320RY\320YZ\330\004\005\200\\\220\032\2309\240C\240z\260\021\330\004\005\200\\\220\021\330\004\005\200Y\210o\230Q\230b\240\006\240a\240v\250U\260\047\270\021\330\004\005\200Z\210q\330\004\005\200Y\210i\220s\230!\330\004\005\200[\220\001\330\004\023\220;\230a\230s\240+\250V\2606\270\023\270J\300g\320M]\320]_\320_d\320de\330\004\014\210M\230\021\230,\240l\260)\2701\270D\320@Q\320QU\320UV\320VW\320WX\320\000%\240Q\340\004\025\220X\230Q\230c\240\025\240a\330\004\007\200r\210\026\210s\220!\330\010\016\320\016\"\240!\320#J\310!\3104\310q\320PR\320RS\330\004\026\220e\2308\2406\250\021\250!\2502\250V\2601\260D\270\002\270&\300\001\300\024\300R\300v\310Q\310e\320SU\320UW\320WX\330\004\017\210q\220\004\220E\230\023\230K\240v\250Q\330\004\013\2101\320\0003\3203H\320H[\320[\\\360\006\000\005\026\220X\230Q\230c\240\025\240a\330\t\n\330\010\025\220Q\220b\230\004\230C\230t\240<\250{\270(\300!\320\000>\270a\360\024\000\005\026\220X\230Q\230c\240\025\240a\330\004\007\200t\210:\220Q\220d\230!\330\010\023\2202\220X\230Q\230a\330\010\013\2108\2207\230#\230R\230q\330\014\022\220*\230A\320\0353\2601\260H\270A\340\010\r\210Q\330\004\026\220h\230a\230t\2406\250\021\330\004\025\220X\230Q\230h\240j\260\001\330\004\026\220h\230a\230x\240z\260\021\340\004\035\230Q\330\004\007\200u\210G\2201\330\010\r\210X\220Q\220f\230H\240A\330\010\r\210Q\210b\220\001\340\t\n\330\010\016\210g\220Q\220b\230\004\230C\230t\2402\240T\250\023\250D\260\004\260L\300\001\330\004\013\2105\220\001\220\021\320\004\036\230k\250\021\330\010\014\210D\220\006\220a\330\010\013\2106\220\027\230\005\230T\240\022\2406\250\021\250\047\260\023\260A\260Q\330\014\023\2201\220G\2301\230A\330\010\017\210q\220\005\220V\230:\240Q";
+    #else /* compression: none (6739 bytes) */
+static const char bytes[] = "  as  cannot be converted to an array:  has dtype  has no buffer-protocol format; use np.asarray(t) or t.numpy() is not supported (supported:  is out of range(tree fragment)), , dtype=, not : ; expected float32, float16 or bfloat16; expected uint32 (packed quantized weights, as mtlinv.quant.quantize returns them)?A bad shape, value or limit.A device allocation failed.A kernel faulted (emulator checks: out-of-range access, divergence, data race; CUDA/Metal errors).An unsupported dtype or operands of different dtypes.Base class of every mtlinv error.No device, a backend that is not built, or a failed device command.NoneNote that Cython is deliberately stricter than PEP-484 and rejects subclasses of builtin types. If you need to pass subclasses then set the \047annotation_typing\047 directive to False.Tensor memory is not host-visible on this device; use .numpy() to copy it__cuda_array_interface__ has no bfloat16 type; use DLPack (torch.from_dlpack(t))__cuda_array_interface__: this Tensor is not in CUDA memory (backend __dlpack__: cannot allocate the DLPack descriptor__dlpack__: mtlinv exports without copying (copy=True is not supported)__dlpack__: the Tensor is on DLPack device __dlpack__: this Tensor wraps a read-only array, which DLPack cannot mark read-onlyadd_noteasarray: dtype disableenablegcisenabledmore than 8 dimensionsmtlinv.Tensor(shape=numpy._core.multiarray failed to importnumpy._core.umath failed to importpyx/_native.pyxpyx/decoder_ops.pxipyx/gemv.pxipyx/qgemv.pxipyx/rms_norm.pxipyx/sdpa.pxipyx/tensor.pxipyx/testing.pxiqgemv: wq has dtype reshape: cannot view shape reshape: invalid shape rope_heads: x must be [L, H, D], got sdpa: kv_len must be an int, got sdpa: kv_len=self.c cannot be converted to a Python object for picklingset_limit: limit must be an int, got set_limit: limit must be in [0, 2**30], got this Tensor wraps a read-only arraythis Tensor\047s memory can be exported neither as host nor as CUDA memoryuse mtlinv.asarray(array) to make a TensorD""TypeErrorDeviceErrorInvalidArgumentErrorKernelErrorMtlinvErrorOutOfMemoryErrorTensorTensor.__array__Tensor.__dlpack__Tensor.__dlpack_device__Tensor.__reduce_cython__Tensor.__setstate_cython__Tensor.numpyTensor.reshape_DLPACK_TYPES_DTYPE_TO_NUMPY_NUMPY_TO_DTYPE_RawBytes_RawBytes.__reduce_cython___RawBytes.__setstate_cython____Pyx_PyDict_NextRef__annotate____array____class_getitem____dict____dlpack____dlpack_device____doc____func____getstate____main____metaclass____module____mro_entries____name____new____prepare____pyx_checksum__pyx_result__pyx_state__pyx_type__pyx_unpickle__RawBytes__qualname____reduce____reduce_cython____reduce_ex____set_name____setstate____setstate_cython____test___dict_emu_check_mode_init_limit_from_env_is_coroutine_launch_set_emu_checkaaddalignedargsasarrayasarray.<locals>.genexprascontiguousarrayastypeasyncio.coroutinesbbackendbasebatchbfloat16biasbiasesbitsblockbuffersbuilt_backendsccanonicalcapacitycausalcline_in_tracebackclosecopycountddatadevice_infodl_devicedstdtdtypeembeddingemptyencodeepsflagsfloat16float32float64frombuffergategemvgenexprget_limitgridgroup_sizehead_dimheads_to_rowsiidsindexint32integeritemsitemsizekkernelkernel_nameskernel_names.<locals>.genexprknownkv_headskv_lenlauncheslimitmatmulmax_threads_per_threadgroupmax_versionml_dtypesmtlinv._nativennamenamesndarrayndimnewnextnpnumpyoobjonoutppbplan_gemvplan_qgemvplan_sdpapopprodqq_headsq_lenqgemvrawreshapereshape.<locals>.genexprrms_normrope_headsrotaterowssscalescale_dtypescalesscratch_bytessdpasdpa_chunk_keysseedselfsendseq_offsetset_limitsetdefaultshapesimd_widthsizestart_posstatestrstreamstridesswigluttatabletbtbstensorstgthreadgroup_memory_bytesthreadgroupsthreadsthrowtitktqtransposetstttutvtwtwqtxtypestruint32uint8upupdateuse_setstatevvaluevaluesversionviewwweightwqwq_arraywrite_headswriteablex\200\001\330\004\n\210+\220Q\200\001\330\004\013\320\013\033\2301\200\001\330\004\031\230\021\200\001\330\004\047\240q\250\006\250a\200\001\340\004\007\200z\220\021\220#\220T\230""\021\230\047\240\023\240D\250\n\260!\2604\260u\270B\270a\330\010\016\320\016\"\240!\320#J\310!\3104\310q\320PR\320R]\320]^\320^_\330\004\007\200r\210\022\2102\210S\220\002\220#\220Q\330\010\016\320\016\"\240!\320#Q\320QR\320RS\330\004\013\210;\220a\220s\230!\2301\200\001\340\004\013\2104\210q\220\003\2203\220j\240\001\200\001\340\004\013\210;\220a\200\001\340\004\021\220\031\230!\200\001\340\004\025\220X\230Q\230c\240\025\240a\340\t\n\330\010\016\210o\230Q\230b\240\001\330\004\013\2105\220\001\220\021\200\001\340\004\025\220X\230Q\230c\240\025\240m\2608\2701\270C\270u\300A\340\t\n\330\010\016\210e\2201\220B\220d\230\"\230A\330\004\013\2105\220\001\220\021\200\001\340\004\025\220X\230Q\230f\240H\320,<\270H\300A\300T\310\026\310q\340\t\n\330\010\016\210h\220a\220r\230\024\230R\230q\330\004\013\2105\220\001\220\021\200\001\340\004\025\220X\230Q\230g\240Y\250a\330\004\025\220W\230J\240a\240u\250M\270\027\300\001\300\022\3008\3101\310E\320QW\320WY\320YZ\340\t\n\330\010\016\210k\230\021\230\"\230D\240\002\240!\330\004\013\2105\220\001\220\021\200\001\340\004\027\220q\320\030(\250\001\330\004 \240\001\240\021\240%\240q\330\004\005\330\010\023\2201\220H\230G\2401\330\010\020\220\001\220\025\220g\230Q\330\010\023\2201\220A\330\010\026\220a\220q\330\010\047\240q\250\001\330\010$\240A\240Q\330\010\032\230!\2301\230G\2403\240d\250%\320/?\270q\200\001\340\004\037\230q\320 0\260\013\270;\300k\320QR\330\004\023\2209\230H\240A\240Q\330\004\007\200|\2207\230!\330\010+\2501\250L\270\016\300a\330\004\013\2101\200\001\360\006\000\005\t\210\004\210D\220\004\220D\230\006\230e\2401\240N\260#\260S\270\003\2702\270Q\330\004\t\210\024\210U\220$\220e\2306\240\025\240a\240y\260\003\2603\260c\270\022\2701\340\004\010\210\005\210Q\330\010\017\210z\230\022\2309\240B\240a\330\004\027\220v\230W\240A\330\004\026\220a\330\t\n\330\010\024\220A\220V\2306\240\027\250\005\250Q\200\001\360\010\000\n\033\230!\330\010\021\220\024\220Q\330\010\020\220\007\220q\230\006\230l\250!\330\004\007\200v\210W\220E""\230\024\230Q\330\010\022\220!\330\010\027\220q\340\010\027\220t\2308\2407\250!\330\004\007\200q\330\010\017\320\017*\250$\250a\250w\260k\300\027\310\001\340\010\017\320\017*\250$\250a\250w\260k\300\021\200\017\210~\230Q\360\016\000\005\026\220X\230Q\230c\240\025\240a\330\004\025\220X\230Q\230c\240\025\240a\340\004\035\230Q\330\004\007\200u\210G\2201\330\010\r\210X\220Q\220f\230H\240A\330\010\r\210Q\210b\220\001\340\t\n\330\010\016\210f\220A\220R\220t\2302\230T\240\024\240Q\330\004\013\2105\220\001\220\021\200A\330\010\017\210~\230Q\230a\200A\340\010\013\2103\210a\210w\220c\230\022\2304\230z\250\021\250%\250q\260\005\260W\270A\330\014\024\220E\230\021\230%\230q\240\001\330\010\016\210a\210s\220!\2203\220d\230%\230q\330\010\013\2103\210f\220B\220c\230\022\2302\230Y\240a\330\014\022\320\022&\240a\320\047@\300\001\300\025\300a\300q\330\010\014\210B\210c\220\021\330\014\024\220C\220q\230\002\230%\230q\240\001\240\022\2404\240u\250D\260\003\2602\260T\270\021\330\014\017\210q\220\003\2206\230\022\2306\240\024\240V\2503\250i\260{\300!\330\010\013\2103\210a\210r\220\025\220a\220v\230S\240\004\240A\330\014\022\320\022&\240a\320\047D\300A\300T\310\033\320TU\320UZ\320Z[\320[\\\330\010\030\230\006\230h\240a\240q\330\010\t\210\025\210d\220!\330\010\t\210\022\2109\220A\330\010\t\210\022\210;\220a\220s\230!\2302\230U\240!\2403\240a\240r\250\022\2506\260\024\260U\270%\270q\300\003\3001\300A\330\010\t\210\035\220d\230!\330\010\t\210\034\220T\230\021\330\010\017\210q\200A\340\010\013\2104\210r\220\032\2303\230c\240\021\330\014\022\220)\2308\2401\240A\330\r\030\230\004\230J\240a\330\014\023\2202\220[\240\001\240\025\240f\250D\260\007\260x\270q\300\004\300A\330\014\023\2201\330\010\016\210b\220\006\220a\220t\2308\2406\250\024\250Q\330\010\030\230\002\230)\2401\240D\250\002\250(\260$\260b\270\001\270\024\270T\300\022\300<\310}\320\\]\320]c\320cg\320gi\320ip\320pq\330\010\017\210q\230!\230Q\240a\320\000\021\220\021\360\006\000\005\010\200z\220\021\220%\220q\330\010\013\2106\220\023\220E""\230\023\230B\230f\240A\240W\250C\250s\260!\330\014\023\2201\330\010\016\210c\220\026\220q\330\004\010\210\002\210(\220!\2205\230\006\230a\330\004\007\200q\210\007\210w\220a\330\010\020\220\004\220E\230\024\230Q\330\010\016\210j\230\001\320\031*\250!\2501\320,Q\320QR\320RS\330\004\010\210\002\320\n\034\230A\230Q\330\004!\240\021\240!\330\004#\2401\240B\240c\250\021\250*\260D\270\005\270Q\270a\330\004\025\220_\240A\240Q\240a\330\004\031\230\035\240a\240q\330\004\024\220F\230(\240!\2401\330\004\005\200\\\220\032\2301\230F\240\047\250\031\260!\330\004\007\200q\210\002\210(\220$\220b\230\006\230c\240\021\330\010\t\210\035\220a\330\010\t\210\034\220T\230\021\230&\240\001\330\004\013\2101\320\000\025\220\\\320!3\2601\360\026\000\005\026\220X\230Q\230c\240\025\240a\330\004\025\220X\230Q\230c\240\025\240a\330\004\025\220X\230Q\230c\240\025\240a\340\004\005\200Z\210q\330\004\005\200]\220&\230\007\230q\330\004\005\200Y\210e\2201\220J\230f\240G\250:\260Q\330\004\005\200^\2207\230\047\240\021\330\004\005\200Z\210q\330\004\007\200w\210g\220Q\330\010\013\210:\220Q\220h\230d\240!\2407\250#\250T\260\032\2701\270I\300U\310\"\310A\330\014\022\320\022&\240a\320\047J\310!\3104\310q\320PW\320Wb\320bc\320cd\330\010\013\2104\210w\220b\230\n\240!\330\014\022\320\022&\240a\240\177\260a\260q\330\010\t\210\032\2203\220a\220q\340\t\n\330\010\016\210f\220A\220R\220t\2302\230T\240\022\2404\240q\330\004\013\2105\220\001\220\021\320\000\030\230\001\340\004\025\220X\230Q\230c\240\025\240a\330\004\025\220X\230Q\230h\240j\260\001\340\t\n\330\010\016\210j\230\001\230\022\2304\230r\240\024\240Q\330\004\013\2105\220\001\220\021\320\000\034\230A\340\004\030\230\001\230\024\230Q\320\000\035\320\035.\250l\320:J\310)\320ST\360\006\000\005\006\200X\210Q\210g\220Q\220d\230!\2305\240\007\240v\250S\260\001\330\004\005\200Y\210o\230Q\230b\240\006\240a\240v\250U\260\047\270\021\330\004\005\200X\210T\220\021\330\004\005\200\\\220\021\330\004\005\200]\220&\230\002\230!\330\004\005\200[\220\001\330\004\023\220;\230a""\230s\240+\250V\2606\270\023\270J\300g\320M]\320]_\320_d\320de\330\004\014\210M\230\021\230,\240l\260)\2701\270A\320\000\036\230a\340\004\013\320\013\034\230A\230Z\240\177\260a\260r\270\026\270q\300\006\300e\3107\320RW\320Wg\320gi\320in\320no\320\000\036\230o\250X\3205F\320FX\320Xd\320de\360\006\000\005\006\200W\210A\210T\220\021\220%\220v\230S\240\001\330\004\005\200]\220!\2208\230<\240q\330\004\005\200Y\210o\230Q\230b\240\006\240a\240v\250U\260\047\270\021\330\004\005\200_\220A\220Z\230|\2503\250j\270\017\300q\310\002\310&\320PQ\320Q]\320]b\320bi\320ij\330\004\005\200\\\220\021\330\004\005\200[\220\001\330\004\023\220<\230q\240\003\240;\250f\260F\270#\270Z\300w\320N^\320^`\320`e\320ef\330\004\014\210M\230\021\230,\240l\260)\2701\270A\320\000 \240\016\250k\270\034\300Y\310o\320]^\330\016\033\230>\250\021\360\006\000\005\006\200X\210Q\210j\230\001\230\033\240A\240X\250Q\250j\270\007\270y\310\n\320RY\320YZ\330\004\005\200\\\220\032\2309\240C\240z\260\021\330\004\005\200\\\220\021\330\004\005\200Y\210o\230Q\230b\240\006\240a\240v\250U\260\047\270\021\330\004\005\200Z\210q\330\004\005\200Y\210i\220s\230!\330\004\005\200[\220\001\330\004\023\220;\230a\230s\240+\250V\2606\270\023\270J\300g\320M]\320]_\320_d\320de\330\004\014\210M\230\021\230,\240l\260)\2701\270D\320@Q\320QU\320UV\320VW\320WX\320\000%\240Q\340\004\025\220X\230Q\230c\240\025\240a\330\004\007\200r\210\026\210s\220!\330\010\016\320\016\"\240!\320#J\310!\3104\310q\320PR\320RS\330\004\026\220e\2308\2406\250\021\250!\2502\250V\2601\260D\270\002\270&\300\001\300\024\300R\300v\310Q\310e\320SU\320UW\320WX\330\004\017\210q\220\004\220E\230\023\230K\240v\250Q\330\004\013\2101\320\0003\3203H\320H[\320[\\\360\006\000\005\026\220X\230Q\230c\240\025\240a\330\t\n\330\010\025\220Q\220b\230\004\230C\230t\240<\250{\270(\300!\320\000>\270a\360\024\000\005\026\220X\230Q\230c\240\025\240a\330\004\007\200t\210:\220Q\220d\230!\330\010\023\2202\220X\230Q\230a\330\010\013\2108\2207\230#\230R\230q\330\014\022\220*\230A\320\0353""\2601\260H\270A\340\010\r\210Q\330\004\026\220h\230a\230t\2406\250\021\330\004\025\220X\230Q\230h\240j\260\001\330\004\026\220h\230a\230x\240z\260\021\340\004\035\230Q\330\004\007\200u\210G\2201\330\010\r\210X\220Q\220f\230H\240A\330\010\r\210Q\210b\220\001\340\t\n\330\010\016\210g\220Q\220b\230\004\230C\230t\2402\240T\250\023\250D\260\004\260L\300\001\330\004\013\2105\220\001\220\021\320\004\036\230k\250\021\330\010\014\210D\220\006\220a\330\010\013\2106\220\027\230\005\230T\240\022\2406\250\021\250\047\260\023\260A\260Q\330\014\023\2201\220G\2301\230A\330\010\017\210q\220\005\220V\230:\240Q\320\004#\320#5\3205E\300[\320PQ\360\010\000\t\020\210z\230\021\230&\240\013\2501";
     PyObject *data = NULL;
     #define __Pyx_DecompressString_UNUSED
     #define __Pyx_DecompressString_LZSS_UNUSED
     #endif
     PyObject **stringtab = __pyx_mstate->__pyx_string_tab;
     Py_ssize_t pos = 0;
-    for (int i = 0; i < 264; i++) {
+    for (int i = 0; i < 283; i++) {
       Py_ssize_t bytes_length = str_length_index[i].length;
       PyObject *string = PyUnicode_DecodeUTF8(bytes + pos, bytes_length, NULL);
-      if (likely(string) && i >= 53) PyUnicode_InternInPlace(&string);
+      if (likely(string) && i >= 61) PyUnicode_InternInPlace(&string);
       if (unlikely(!string)) {
         Py_XDECREF(data);
         __PYX_ERR(0, 1, __pyx_L1_error)
@@ -22907,8 +25035,8 @@ static const char bytes[] = "  as  cannot be converted to an array:  has dtype  
       stringtab[i] = string;
       pos += bytes_length;
     }
-    for (int i = 264; i < 298; i++) {
-      Py_ssize_t bytes_length = bytes_length_index[i-264].length;
+    for (int i = 283; i < 319; i++) {
+      Py_ssize_t bytes_length = bytes_length_index[i-283].length;
       PyObject *string = PyBytes_FromStringAndSize(bytes + pos, bytes_length);
       stringtab[i] = string;
       pos += bytes_length;
@@ -22918,15 +25046,15 @@ static const char bytes[] = "  as  cannot be converted to an array:  has dtype  
       }
     }
     Py_XDECREF(data);
-    for (Py_ssize_t i = 0; i < 298; i++) {
+    for (Py_ssize_t i = 0; i < 319; i++) {
       if (unlikely(PyObject_Hash(stringtab[i]) == -1)) {
         __PYX_ERR(0, 1, __pyx_L1_error)
       }
     }
     #if CYTHON_IMMORTAL_CONSTANTS
     {
-      PyObject **table = stringtab + 264;
-      for (Py_ssize_t i=0; i<34; ++i) {
+      PyObject **table = stringtab + 283;
+      for (Py_ssize_t i=0; i<36; ++i) {
         #if PY_VERSION_HEX >= 0x030F0000
         PyUnstable_SetImmortal(table[i]);
         #elif CYTHON_COMPILING_IN_CPYTHON_FREETHREADING
@@ -22957,19 +25085,19 @@ static const char bytes[] = "  as  cannot be converted to an array:  has dtype  
   }
   {
     PyObject **numbertab = __pyx_mstate->__pyx_number_tab + 1;
-    int8_t const cint_constants_1[] = {0,-1,1,3,4,64};
+    int8_t const cint_constants_1[] = {0,-1,1,3,4,8,16,32,64};
     int16_t const cint_constants_2[] = {128};
     int32_t const cint_constants_4[] = {217318686L,1073741824L};
     int64_t const cint_constants_8[] = {4611686018427387904LL,-4611686018427387904LL};
-    for (int i = 0; i < 11; i++) {
-      numbertab[i] = PyLong_FromLongLong((i < 6 ? cint_constants_1[i - 0] : (i < 7 ? cint_constants_2[i - 6] : (i < 9 ? cint_constants_4[i - 7] : cint_constants_8[i - 9]))));
+    for (int i = 0; i < 14; i++) {
+      numbertab[i] = PyLong_FromLongLong((i < 9 ? cint_constants_1[i - 0] : (i < 10 ? cint_constants_2[i - 9] : (i < 12 ? cint_constants_4[i - 10] : cint_constants_8[i - 12]))));
       if (unlikely(!numbertab[i])) __PYX_ERR(0, 1, __pyx_L1_error)
     }
   }
   #if CYTHON_IMMORTAL_CONSTANTS
   {
     PyObject **table = __pyx_mstate->__pyx_number_tab;
-    for (Py_ssize_t i=0; i<12; ++i) {
+    for (Py_ssize_t i=0; i<15; ++i) {
       #if PY_VERSION_HEX >= 0x030F0000
       PyUnstable_SetImmortal(table[i]);
       #elif CYTHON_COMPILING_IN_CPYTHON_FREETHREADING
@@ -23028,12 +25156,12 @@ static int __Pyx_CreateCodeObjects(__pyx_mstatetype *__pyx_mstate) {
     __pyx_mstate_global->__pyx_codeobj_tab[0] = __Pyx_PyCode_New(descr, varnames, __pyx_mstate->__pyx_kp_u_pyx_tensor_pxi, __pyx_mstate->__pyx_n_u_genexpr, __pyx_mstate->__pyx_kp_b_iso88591_a_2, tuple_dedup_map); if (unlikely(!__pyx_mstate_global->__pyx_codeobj_tab[0])) goto bad;
   }
   {
-    const __Pyx_PyCode_New_function_description descr = {0, 0, 0, 1, (unsigned int)(CO_OPTIMIZED|CO_NEWLOCALS|CO_GENERATOR), 173};
+    const __Pyx_PyCode_New_function_description descr = {0, 0, 0, 1, (unsigned int)(CO_OPTIMIZED|CO_NEWLOCALS|CO_GENERATOR), 187};
     PyObject* const varnames[] = {__pyx_mstate->__pyx_n_u_d};
     __pyx_mstate_global->__pyx_codeobj_tab[1] = __Pyx_PyCode_New(descr, varnames, __pyx_mstate->__pyx_kp_u_pyx_tensor_pxi, __pyx_mstate->__pyx_n_u_genexpr, __pyx_mstate->__pyx_kp_b_iso88591_Q, tuple_dedup_map); if (unlikely(!__pyx_mstate_global->__pyx_codeobj_tab[1])) goto bad;
   }
   {
-    const __Pyx_PyCode_New_function_description descr = {0, 0, 0, 1, (unsigned int)(CO_OPTIMIZED|CO_NEWLOCALS|CO_GENERATOR), 63};
+    const __Pyx_PyCode_New_function_description descr = {0, 0, 0, 1, (unsigned int)(CO_OPTIMIZED|CO_NEWLOCALS|CO_GENERATOR), 64};
     PyObject* const varnames[] = {__pyx_mstate->__pyx_n_u_s};
     __pyx_mstate_global->__pyx_codeobj_tab[2] = __Pyx_PyCode_New(descr, varnames, __pyx_mstate->__pyx_kp_u_pyx__native_pyx, __pyx_mstate->__pyx_n_u_genexpr, __pyx_mstate->__pyx_kp_b_iso88591__6, tuple_dedup_map); if (unlikely(!__pyx_mstate_global->__pyx_codeobj_tab[2])) goto bad;
   }
@@ -23063,139 +25191,149 @@ static int __Pyx_CreateCodeObjects(__pyx_mstatetype *__pyx_mstate) {
     __pyx_mstate_global->__pyx_codeobj_tab[7] = __Pyx_PyCode_New(descr, varnames, __pyx_mstate->__pyx_kp_u_pyx_tensor_pxi, __pyx_mstate->__pyx_n_u_array, __pyx_mstate->__pyx_kp_b_iso88591_k_D_a_6_T_6_AQ_1G1A_q_V_Q, tuple_dedup_map); if (unlikely(!__pyx_mstate_global->__pyx_codeobj_tab[7])) goto bad;
   }
   {
+    const __Pyx_PyCode_New_function_description descr = {1, 0, 4, 5, (unsigned int)(CO_OPTIMIZED|CO_NEWLOCALS), 154};
+    PyObject* const varnames[] = {__pyx_mstate->__pyx_n_u_self, __pyx_mstate->__pyx_n_u_stream, __pyx_mstate->__pyx_n_u_max_version, __pyx_mstate->__pyx_n_u_dl_device, __pyx_mstate->__pyx_n_u_copy};
+    __pyx_mstate_global->__pyx_codeobj_tab[8] = __Pyx_PyCode_New(descr, varnames, __pyx_mstate->__pyx_kp_u_pyx_tensor_pxi, __pyx_mstate->__pyx_n_u_dlpack, __pyx_mstate->__pyx_kp_b_iso88591_55E_PQ_z_1, tuple_dedup_map); if (unlikely(!__pyx_mstate_global->__pyx_codeobj_tab[8])) goto bad;
+  }
+  {
+    const __Pyx_PyCode_New_function_description descr = {1, 0, 0, 1, (unsigned int)(CO_OPTIMIZED|CO_NEWLOCALS), 160};
+    PyObject* const varnames[] = {__pyx_mstate->__pyx_n_u_self};
+    __pyx_mstate_global->__pyx_codeobj_tab[9] = __Pyx_PyCode_New(descr, varnames, __pyx_mstate->__pyx_kp_u_pyx_tensor_pxi, __pyx_mstate->__pyx_n_u_dlpack_device, __pyx_mstate->__pyx_kp_b_iso88591_A_Qa, tuple_dedup_map); if (unlikely(!__pyx_mstate_global->__pyx_codeobj_tab[9])) goto bad;
+  }
+  {
     const __Pyx_PyCode_New_function_description descr = {1, 0, 0, 1, (unsigned int)(CO_OPTIMIZED|CO_NEWLOCALS), 1};
     PyObject* const varnames[] = {__pyx_mstate->__pyx_n_u_self};
-    __pyx_mstate_global->__pyx_codeobj_tab[8] = __Pyx_PyCode_New(descr, varnames, __pyx_mstate->__pyx_kp_u_tree_fragment, __pyx_mstate->__pyx_n_u_reduce_cython, __pyx_mstate->__pyx_kp_b_iso88591_Q_2, tuple_dedup_map); if (unlikely(!__pyx_mstate_global->__pyx_codeobj_tab[8])) goto bad;
+    __pyx_mstate_global->__pyx_codeobj_tab[10] = __Pyx_PyCode_New(descr, varnames, __pyx_mstate->__pyx_kp_u_tree_fragment, __pyx_mstate->__pyx_n_u_reduce_cython, __pyx_mstate->__pyx_kp_b_iso88591_Q_2, tuple_dedup_map); if (unlikely(!__pyx_mstate_global->__pyx_codeobj_tab[10])) goto bad;
   }
   {
     const __Pyx_PyCode_New_function_description descr = {2, 0, 0, 2, (unsigned int)(CO_OPTIMIZED|CO_NEWLOCALS), 3};
     PyObject* const varnames[] = {__pyx_mstate->__pyx_n_u_self, __pyx_mstate->__pyx_n_u_pyx_state};
-    __pyx_mstate_global->__pyx_codeobj_tab[9] = __Pyx_PyCode_New(descr, varnames, __pyx_mstate->__pyx_kp_u_tree_fragment, __pyx_mstate->__pyx_n_u_setstate_cython, __pyx_mstate->__pyx_kp_b_iso88591_Q_2, tuple_dedup_map); if (unlikely(!__pyx_mstate_global->__pyx_codeobj_tab[9])) goto bad;
+    __pyx_mstate_global->__pyx_codeobj_tab[11] = __Pyx_PyCode_New(descr, varnames, __pyx_mstate->__pyx_kp_u_tree_fragment, __pyx_mstate->__pyx_n_u_setstate_cython, __pyx_mstate->__pyx_kp_b_iso88591_Q_2, tuple_dedup_map); if (unlikely(!__pyx_mstate_global->__pyx_codeobj_tab[11])) goto bad;
   }
   {
-    const __Pyx_PyCode_New_function_description descr = {2, 0, 0, 12, (unsigned int)(CO_OPTIMIZED|CO_NEWLOCALS), 164};
+    const __Pyx_PyCode_New_function_description descr = {2, 0, 0, 12, (unsigned int)(CO_OPTIMIZED|CO_NEWLOCALS), 178};
     PyObject* const varnames[] = {__pyx_mstate->__pyx_n_u_obj, __pyx_mstate->__pyx_n_u_dtype, __pyx_mstate->__pyx_n_u_a, __pyx_mstate->__pyx_n_u_names, __pyx_mstate->__pyx_n_u_shape, __pyx_mstate->__pyx_n_u_strides, __pyx_mstate->__pyx_n_u_dt, __pyx_mstate->__pyx_n_u_data, __pyx_mstate->__pyx_n_u_t, __pyx_mstate->__pyx_n_u_genexpr, __pyx_mstate->__pyx_n_u_genexpr, __pyx_mstate->__pyx_n_u_s};
-    __pyx_mstate_global->__pyx_codeobj_tab[10] = __Pyx_PyCode_New(descr, varnames, __pyx_mstate->__pyx_kp_u_pyx_tensor_pxi, __pyx_mstate->__pyx_n_u_asarray, __pyx_mstate->__pyx_kp_b_iso88591_z_q_6_E_BfAWCs_1_c_q_5_a_q_wa_E, tuple_dedup_map); if (unlikely(!__pyx_mstate_global->__pyx_codeobj_tab[10])) goto bad;
+    __pyx_mstate_global->__pyx_codeobj_tab[12] = __Pyx_PyCode_New(descr, varnames, __pyx_mstate->__pyx_kp_u_pyx_tensor_pxi, __pyx_mstate->__pyx_n_u_asarray, __pyx_mstate->__pyx_kp_b_iso88591_z_q_6_E_BfAWCs_1_c_q_5_a_q_wa_E, tuple_dedup_map); if (unlikely(!__pyx_mstate_global->__pyx_codeobj_tab[12])) goto bad;
   }
   {
     const __Pyx_PyCode_New_function_description descr = {3, 0, 0, 6, (unsigned int)(CO_OPTIMIZED|CO_NEWLOCALS), 5};
     PyObject* const varnames[] = {__pyx_mstate->__pyx_n_u_x, __pyx_mstate->__pyx_n_u_weight, __pyx_mstate->__pyx_n_u_eps, __pyx_mstate->__pyx_n_u_tx, __pyx_mstate->__pyx_n_u_tw, __pyx_mstate->__pyx_n_u_out};
-    __pyx_mstate_global->__pyx_codeobj_tab[11] = __Pyx_PyCode_New(descr, varnames, __pyx_mstate->__pyx_kp_u_pyx_rms_norm_pxi, __pyx_mstate->__pyx_n_u_rms_norm, __pyx_mstate->__pyx_kp_b_iso88591_XQc_a_XQhj_j_4r_Q_5, tuple_dedup_map); if (unlikely(!__pyx_mstate_global->__pyx_codeobj_tab[11])) goto bad;
+    __pyx_mstate_global->__pyx_codeobj_tab[13] = __Pyx_PyCode_New(descr, varnames, __pyx_mstate->__pyx_kp_u_pyx_rms_norm_pxi, __pyx_mstate->__pyx_n_u_rms_norm, __pyx_mstate->__pyx_kp_b_iso88591_XQc_a_XQhj_j_4r_Q_5, tuple_dedup_map); if (unlikely(!__pyx_mstate_global->__pyx_codeobj_tab[13])) goto bad;
   }
   {
     const __Pyx_PyCode_New_function_description descr = {3, 0, 1, 9, (unsigned int)(CO_OPTIMIZED|CO_NEWLOCALS), 4};
     PyObject* const varnames[] = {__pyx_mstate->__pyx_n_u_x, __pyx_mstate->__pyx_n_u_w, __pyx_mstate->__pyx_n_u_bias, __pyx_mstate->__pyx_n_u_transpose, __pyx_mstate->__pyx_n_u_tx, __pyx_mstate->__pyx_n_u_tw, __pyx_mstate->__pyx_n_u_tb, __pyx_mstate->__pyx_n_u_pb, __pyx_mstate->__pyx_n_u_out};
-    __pyx_mstate_global->__pyx_codeobj_tab[12] = __Pyx_PyCode_New(descr, varnames, __pyx_mstate->__pyx_kp_u_pyx_gemv_pxi, __pyx_mstate->__pyx_n_u_gemv, __pyx_mstate->__pyx_kp_b_iso88591_Q_XQc_a_XQc_a_Q_uG1_XQfHA_Qb_fA, tuple_dedup_map); if (unlikely(!__pyx_mstate_global->__pyx_codeobj_tab[12])) goto bad;
+    __pyx_mstate_global->__pyx_codeobj_tab[14] = __Pyx_PyCode_New(descr, varnames, __pyx_mstate->__pyx_kp_u_pyx_gemv_pxi, __pyx_mstate->__pyx_n_u_gemv, __pyx_mstate->__pyx_kp_b_iso88591_Q_XQc_a_XQc_a_Q_uG1_XQfHA_Qb_fA, tuple_dedup_map); if (unlikely(!__pyx_mstate_global->__pyx_codeobj_tab[14])) goto bad;
   }
   {
     const __Pyx_PyCode_New_function_description descr = {2, 0, 0, 2, (unsigned int)(CO_OPTIMIZED|CO_NEWLOCALS), 24};
     PyObject* const varnames[] = {__pyx_mstate->__pyx_n_u_a, __pyx_mstate->__pyx_n_u_b};
-    __pyx_mstate_global->__pyx_codeobj_tab[13] = __Pyx_PyCode_New(descr, varnames, __pyx_mstate->__pyx_kp_u_pyx_gemv_pxi, __pyx_mstate->__pyx_n_u_matmul, __pyx_mstate->__pyx_kp_b_iso88591_4q_3j, tuple_dedup_map); if (unlikely(!__pyx_mstate_global->__pyx_codeobj_tab[13])) goto bad;
+    __pyx_mstate_global->__pyx_codeobj_tab[15] = __Pyx_PyCode_New(descr, varnames, __pyx_mstate->__pyx_kp_u_pyx_gemv_pxi, __pyx_mstate->__pyx_n_u_matmul, __pyx_mstate->__pyx_kp_b_iso88591_4q_3j, tuple_dedup_map); if (unlikely(!__pyx_mstate_global->__pyx_codeobj_tab[15])) goto bad;
   }
   {
     const __Pyx_PyCode_New_function_description descr = {0, 0, 8, 10, (unsigned int)(CO_OPTIMIZED|CO_NEWLOCALS), 29};
     PyObject* const varnames[] = {__pyx_mstate->__pyx_n_u_rows, __pyx_mstate->__pyx_n_u_k, __pyx_mstate->__pyx_n_u_n, __pyx_mstate->__pyx_n_u_dtype, __pyx_mstate->__pyx_n_u_limit, __pyx_mstate->__pyx_n_u_transpose, __pyx_mstate->__pyx_n_u_batch, __pyx_mstate->__pyx_n_u_bias, __pyx_mstate->__pyx_n_u_s, __pyx_mstate->__pyx_n_u_p};
-    __pyx_mstate_global->__pyx_codeobj_tab[14] = __Pyx_PyCode_New(descr, varnames, __pyx_mstate->__pyx_kp_u_pyx_gemv_pxi, __pyx_mstate->__pyx_n_u_plan_gemv, __pyx_mstate->__pyx_kp_b_iso88591_l_J_ST_XQgQd_5_vS_YoQb_avU_XT_a, tuple_dedup_map); if (unlikely(!__pyx_mstate_global->__pyx_codeobj_tab[14])) goto bad;
+    __pyx_mstate_global->__pyx_codeobj_tab[16] = __Pyx_PyCode_New(descr, varnames, __pyx_mstate->__pyx_kp_u_pyx_gemv_pxi, __pyx_mstate->__pyx_n_u_plan_gemv, __pyx_mstate->__pyx_kp_b_iso88591_l_J_ST_XQgQd_5_vS_YoQb_avU_XT_a, tuple_dedup_map); if (unlikely(!__pyx_mstate_global->__pyx_codeobj_tab[16])) goto bad;
   }
   {
     const __Pyx_PyCode_New_function_description descr = {4, 0, 3, 15, (unsigned int)(CO_OPTIMIZED|CO_NEWLOCALS), 16};
     PyObject* const varnames[] = {__pyx_mstate->__pyx_n_u_x, __pyx_mstate->__pyx_n_u_wq, __pyx_mstate->__pyx_n_u_scales, __pyx_mstate->__pyx_n_u_biases, __pyx_mstate->__pyx_n_u_group_size, __pyx_mstate->__pyx_n_u_bits, __pyx_mstate->__pyx_n_u_bias, __pyx_mstate->__pyx_n_u_tx, __pyx_mstate->__pyx_n_u_wq_array, __pyx_mstate->__pyx_n_u_twq, __pyx_mstate->__pyx_n_u_ts, __pyx_mstate->__pyx_n_u_tbs, __pyx_mstate->__pyx_n_u_tb, __pyx_mstate->__pyx_n_u_pb, __pyx_mstate->__pyx_n_u_out};
-    __pyx_mstate_global->__pyx_codeobj_tab[15] = __Pyx_PyCode_New(descr, varnames, __pyx_mstate->__pyx_kp_u_pyx_qgemv_pxi, __pyx_mstate->__pyx_n_u_qgemv, __pyx_mstate->__pyx_kp_b_iso88591_a_XQc_a_t_Qd_2XQa_87_Rq_A_31HA, tuple_dedup_map); if (unlikely(!__pyx_mstate_global->__pyx_codeobj_tab[15])) goto bad;
+    __pyx_mstate_global->__pyx_codeobj_tab[17] = __Pyx_PyCode_New(descr, varnames, __pyx_mstate->__pyx_kp_u_pyx_qgemv_pxi, __pyx_mstate->__pyx_n_u_qgemv, __pyx_mstate->__pyx_kp_b_iso88591_a_XQc_a_t_Qd_2XQa_87_Rq_A_31HA, tuple_dedup_map); if (unlikely(!__pyx_mstate_global->__pyx_codeobj_tab[17])) goto bad;
   }
   {
     const __Pyx_PyCode_New_function_description descr = {0, 0, 9, 11, (unsigned int)(CO_OPTIMIZED|CO_NEWLOCALS), 47};
     PyObject* const varnames[] = {__pyx_mstate->__pyx_n_u_rows, __pyx_mstate->__pyx_n_u_k, __pyx_mstate->__pyx_n_u_n, __pyx_mstate->__pyx_n_u_group_size, __pyx_mstate->__pyx_n_u_bits, __pyx_mstate->__pyx_n_u_dtype, __pyx_mstate->__pyx_n_u_scale_dtype, __pyx_mstate->__pyx_n_u_limit, __pyx_mstate->__pyx_n_u_bias, __pyx_mstate->__pyx_n_u_s, __pyx_mstate->__pyx_n_u_p};
-    __pyx_mstate_global->__pyx_codeobj_tab[16] = __Pyx_PyCode_New(descr, varnames, __pyx_mstate->__pyx_kp_u_pyx_qgemv_pxi, __pyx_mstate->__pyx_n_u_plan_qgemv, __pyx_mstate->__pyx_kp_b_iso88591_oX5FFXXdde_WAT_vS_8_q_YoQb_avU, tuple_dedup_map); if (unlikely(!__pyx_mstate_global->__pyx_codeobj_tab[16])) goto bad;
+    __pyx_mstate_global->__pyx_codeobj_tab[18] = __Pyx_PyCode_New(descr, varnames, __pyx_mstate->__pyx_kp_u_pyx_qgemv_pxi, __pyx_mstate->__pyx_n_u_plan_qgemv, __pyx_mstate->__pyx_kp_b_iso88591_oX5FFXXdde_WAT_vS_8_q_YoQb_avU, tuple_dedup_map); if (unlikely(!__pyx_mstate_global->__pyx_codeobj_tab[18])) goto bad;
   }
   {
     const __Pyx_PyCode_New_function_description descr = {3, 0, 3, 11, (unsigned int)(CO_OPTIMIZED|CO_NEWLOCALS), 23};
     PyObject* const varnames[] = {__pyx_mstate->__pyx_n_u_q, __pyx_mstate->__pyx_n_u_k, __pyx_mstate->__pyx_n_u_v, __pyx_mstate->__pyx_n_u_scale, __pyx_mstate->__pyx_n_u_causal, __pyx_mstate->__pyx_n_u_kv_len, __pyx_mstate->__pyx_n_u_tq, __pyx_mstate->__pyx_n_u_tk, __pyx_mstate->__pyx_n_u_tv, __pyx_mstate->__pyx_n_u_o, __pyx_mstate->__pyx_n_u_out};
-    __pyx_mstate_global->__pyx_codeobj_tab[17] = __Pyx_PyCode_New(descr, varnames, __pyx_mstate->__pyx_kp_u_pyx_sdpa_pxi, __pyx_mstate->__pyx_n_u_sdpa, __pyx_mstate->__pyx_kp_b_iso88591_31_XQc_a_XQc_a_XQc_a_Zq_q_Ye1Jf, tuple_dedup_map); if (unlikely(!__pyx_mstate_global->__pyx_codeobj_tab[17])) goto bad;
+    __pyx_mstate_global->__pyx_codeobj_tab[19] = __Pyx_PyCode_New(descr, varnames, __pyx_mstate->__pyx_kp_u_pyx_sdpa_pxi, __pyx_mstate->__pyx_n_u_sdpa, __pyx_mstate->__pyx_kp_b_iso88591_31_XQc_a_XQc_a_XQc_a_Zq_q_Ye1Jf, tuple_dedup_map); if (unlikely(!__pyx_mstate_global->__pyx_codeobj_tab[19])) goto bad;
   }
   {
     const __Pyx_PyCode_New_function_description descr = {2, 0, 0, 2, (unsigned int)(CO_OPTIMIZED|CO_NEWLOCALS), 55};
     PyObject* const varnames[] = {__pyx_mstate->__pyx_n_u_head_dim, __pyx_mstate->__pyx_n_u_dtype};
-    __pyx_mstate_global->__pyx_codeobj_tab[18] = __Pyx_PyCode_New(descr, varnames, __pyx_mstate->__pyx_kp_u_pyx_sdpa_pxi, __pyx_mstate->__pyx_n_u_sdpa_chunk_keys, __pyx_mstate->__pyx_kp_b_iso88591_a_AZ_ar_q_e7RWWggiinno, tuple_dedup_map); if (unlikely(!__pyx_mstate_global->__pyx_codeobj_tab[18])) goto bad;
+    __pyx_mstate_global->__pyx_codeobj_tab[20] = __Pyx_PyCode_New(descr, varnames, __pyx_mstate->__pyx_kp_u_pyx_sdpa_pxi, __pyx_mstate->__pyx_n_u_sdpa_chunk_keys, __pyx_mstate->__pyx_kp_b_iso88591_a_AZ_ar_q_e7RWWggiinno, tuple_dedup_map); if (unlikely(!__pyx_mstate_global->__pyx_codeobj_tab[20])) goto bad;
   }
   {
     const __Pyx_PyCode_New_function_description descr = {0, 0, 11, 13, (unsigned int)(CO_OPTIMIZED|CO_NEWLOCALS), 60};
     PyObject* const varnames[] = {__pyx_mstate->__pyx_n_u_q_len, __pyx_mstate->__pyx_n_u_kv_len, __pyx_mstate->__pyx_n_u_head_dim, __pyx_mstate->__pyx_n_u_q_heads, __pyx_mstate->__pyx_n_u_kv_heads, __pyx_mstate->__pyx_n_u_batch, __pyx_mstate->__pyx_n_u_capacity, __pyx_mstate->__pyx_n_u_dtype, __pyx_mstate->__pyx_n_u_causal, __pyx_mstate->__pyx_n_u_aligned, __pyx_mstate->__pyx_n_u_limit, __pyx_mstate->__pyx_n_u_s, __pyx_mstate->__pyx_n_u_p};
-    __pyx_mstate_global->__pyx_codeobj_tab[19] = __Pyx_PyCode_New(descr, varnames, __pyx_mstate->__pyx_kp_u_pyx_sdpa_pxi, __pyx_mstate->__pyx_n_u_plan_sdpa, __pyx_mstate->__pyx_kp_b_iso88591_k_Yo_XQj_AXQj_y_RYYZ_9Cz_YoQb_a, tuple_dedup_map); if (unlikely(!__pyx_mstate_global->__pyx_codeobj_tab[19])) goto bad;
+    __pyx_mstate_global->__pyx_codeobj_tab[21] = __Pyx_PyCode_New(descr, varnames, __pyx_mstate->__pyx_kp_u_pyx_sdpa_pxi, __pyx_mstate->__pyx_n_u_plan_sdpa, __pyx_mstate->__pyx_kp_b_iso88591_k_Yo_XQj_AXQj_y_RYYZ_9Cz_YoQb_a, tuple_dedup_map); if (unlikely(!__pyx_mstate_global->__pyx_codeobj_tab[21])) goto bad;
   }
   {
     const __Pyx_PyCode_New_function_description descr = {2, 0, 0, 5, (unsigned int)(CO_OPTIMIZED|CO_NEWLOCALS), 14};
     PyObject* const varnames[] = {__pyx_mstate->__pyx_n_u_a, __pyx_mstate->__pyx_n_u_b, __pyx_mstate->__pyx_n_u_ta, __pyx_mstate->__pyx_n_u_tb, __pyx_mstate->__pyx_n_u_out};
-    __pyx_mstate_global->__pyx_codeobj_tab[20] = __Pyx_PyCode_New(descr, varnames, __pyx_mstate->__pyx_kp_u_pyx_decoder_ops_pxi, __pyx_mstate->__pyx_n_u_add, __pyx_mstate->__pyx_kp_b_iso88591_XQc_m81CuA_e1Bd_A_5, tuple_dedup_map); if (unlikely(!__pyx_mstate_global->__pyx_codeobj_tab[20])) goto bad;
+    __pyx_mstate_global->__pyx_codeobj_tab[22] = __Pyx_PyCode_New(descr, varnames, __pyx_mstate->__pyx_kp_u_pyx_decoder_ops_pxi, __pyx_mstate->__pyx_n_u_add, __pyx_mstate->__pyx_kp_b_iso88591_XQc_m81CuA_e1Bd_A_5, tuple_dedup_map); if (unlikely(!__pyx_mstate_global->__pyx_codeobj_tab[22])) goto bad;
   }
   {
     const __Pyx_PyCode_New_function_description descr = {2, 0, 0, 5, (unsigned int)(CO_OPTIMIZED|CO_NEWLOCALS), 23};
     PyObject* const varnames[] = {__pyx_mstate->__pyx_n_u_gate, __pyx_mstate->__pyx_n_u_up, __pyx_mstate->__pyx_n_u_tg, __pyx_mstate->__pyx_n_u_tu, __pyx_mstate->__pyx_n_u_out};
-    __pyx_mstate_global->__pyx_codeobj_tab[21] = __Pyx_PyCode_New(descr, varnames, __pyx_mstate->__pyx_kp_u_pyx_decoder_ops_pxi, __pyx_mstate->__pyx_n_u_swiglu, __pyx_mstate->__pyx_kp_b_iso88591_XQfH_HAT_q_har_Rq_5, tuple_dedup_map); if (unlikely(!__pyx_mstate_global->__pyx_codeobj_tab[21])) goto bad;
+    __pyx_mstate_global->__pyx_codeobj_tab[23] = __Pyx_PyCode_New(descr, varnames, __pyx_mstate->__pyx_kp_u_pyx_decoder_ops_pxi, __pyx_mstate->__pyx_n_u_swiglu, __pyx_mstate->__pyx_kp_b_iso88591_XQfH_HAT_q_har_Rq_5, tuple_dedup_map); if (unlikely(!__pyx_mstate_global->__pyx_codeobj_tab[23])) goto bad;
   }
   {
     const __Pyx_PyCode_New_function_description descr = {6, 0, 0, 7, (unsigned int)(CO_OPTIMIZED|CO_NEWLOCALS), 32};
     PyObject* const varnames[] = {__pyx_mstate->__pyx_n_u_x, __pyx_mstate->__pyx_n_u_dst, __pyx_mstate->__pyx_n_u_seq_offset, __pyx_mstate->__pyx_n_u_start_pos, __pyx_mstate->__pyx_n_u_rotate, __pyx_mstate->__pyx_n_u_base, __pyx_mstate->__pyx_n_u_tx};
-    __pyx_mstate_global->__pyx_codeobj_tab[22] = __Pyx_PyCode_New(descr, varnames, __pyx_mstate->__pyx_kp_u_pyx_decoder_ops_pxi, __pyx_mstate->__pyx_n_u_write_heads, __pyx_mstate->__pyx_kp_b_iso88591_33HH_XQc_a_Qb_Ct, tuple_dedup_map); if (unlikely(!__pyx_mstate_global->__pyx_codeobj_tab[22])) goto bad;
+    __pyx_mstate_global->__pyx_codeobj_tab[24] = __Pyx_PyCode_New(descr, varnames, __pyx_mstate->__pyx_kp_u_pyx_decoder_ops_pxi, __pyx_mstate->__pyx_n_u_write_heads, __pyx_mstate->__pyx_kp_b_iso88591_33HH_XQc_a_Qb_Ct, tuple_dedup_map); if (unlikely(!__pyx_mstate_global->__pyx_codeobj_tab[24])) goto bad;
   }
   {
     const __Pyx_PyCode_New_function_description descr = {3, 0, 0, 5, (unsigned int)(CO_OPTIMIZED|CO_NEWLOCALS), 40};
     PyObject* const varnames[] = {__pyx_mstate->__pyx_n_u_x, __pyx_mstate->__pyx_n_u_start_pos, __pyx_mstate->__pyx_n_u_base, __pyx_mstate->__pyx_n_u_tx, __pyx_mstate->__pyx_n_u_out};
-    __pyx_mstate_global->__pyx_codeobj_tab[23] = __Pyx_PyCode_New(descr, varnames, __pyx_mstate->__pyx_kp_u_pyx_decoder_ops_pxi, __pyx_mstate->__pyx_n_u_rope_heads, __pyx_mstate->__pyx_kp_b_iso88591_Q_XQc_a_r_s_J_4qPRRS_e86_2V1D_R, tuple_dedup_map); if (unlikely(!__pyx_mstate_global->__pyx_codeobj_tab[23])) goto bad;
+    __pyx_mstate_global->__pyx_codeobj_tab[25] = __Pyx_PyCode_New(descr, varnames, __pyx_mstate->__pyx_kp_u_pyx_decoder_ops_pxi, __pyx_mstate->__pyx_n_u_rope_heads, __pyx_mstate->__pyx_kp_b_iso88591_Q_XQc_a_r_s_J_4qPRRS_e86_2V1D_R, tuple_dedup_map); if (unlikely(!__pyx_mstate_global->__pyx_codeobj_tab[25])) goto bad;
   }
   {
     const __Pyx_PyCode_New_function_description descr = {1, 0, 0, 3, (unsigned int)(CO_OPTIMIZED|CO_NEWLOCALS), 50};
     PyObject* const varnames[] = {__pyx_mstate->__pyx_n_u_x, __pyx_mstate->__pyx_n_u_tx, __pyx_mstate->__pyx_n_u_out};
-    __pyx_mstate_global->__pyx_codeobj_tab[24] = __Pyx_PyCode_New(descr, varnames, __pyx_mstate->__pyx_kp_u_pyx_decoder_ops_pxi, __pyx_mstate->__pyx_n_u_heads_to_rows, __pyx_mstate->__pyx_kp_b_iso88591_XQc_a_oQb_5, tuple_dedup_map); if (unlikely(!__pyx_mstate_global->__pyx_codeobj_tab[24])) goto bad;
+    __pyx_mstate_global->__pyx_codeobj_tab[26] = __Pyx_PyCode_New(descr, varnames, __pyx_mstate->__pyx_kp_u_pyx_decoder_ops_pxi, __pyx_mstate->__pyx_n_u_heads_to_rows, __pyx_mstate->__pyx_kp_b_iso88591_XQc_a_oQb_5, tuple_dedup_map); if (unlikely(!__pyx_mstate_global->__pyx_codeobj_tab[26])) goto bad;
   }
   {
     const __Pyx_PyCode_New_function_description descr = {2, 0, 0, 5, (unsigned int)(CO_OPTIMIZED|CO_NEWLOCALS), 59};
     PyObject* const varnames[] = {__pyx_mstate->__pyx_n_u_table, __pyx_mstate->__pyx_n_u_ids, __pyx_mstate->__pyx_n_u_tt, __pyx_mstate->__pyx_n_u_ti, __pyx_mstate->__pyx_n_u_out};
-    __pyx_mstate_global->__pyx_codeobj_tab[25] = __Pyx_PyCode_New(descr, varnames, __pyx_mstate->__pyx_kp_u_pyx_decoder_ops_pxi, __pyx_mstate->__pyx_n_u_embedding, __pyx_mstate->__pyx_kp_b_iso88591_XQgYa_WJauM_81EQWWYYZ_k_D_5, tuple_dedup_map); if (unlikely(!__pyx_mstate_global->__pyx_codeobj_tab[25])) goto bad;
+    __pyx_mstate_global->__pyx_codeobj_tab[27] = __Pyx_PyCode_New(descr, varnames, __pyx_mstate->__pyx_kp_u_pyx_decoder_ops_pxi, __pyx_mstate->__pyx_n_u_embedding, __pyx_mstate->__pyx_kp_b_iso88591_XQgYa_WJauM_81EQWWYYZ_k_D_5, tuple_dedup_map); if (unlikely(!__pyx_mstate_global->__pyx_codeobj_tab[27])) goto bad;
   }
   {
     const __Pyx_PyCode_New_function_description descr = {2, 0, 0, 2, (unsigned int)(CO_OPTIMIZED|CO_NEWLOCALS), 15};
     PyObject* const varnames[] = {__pyx_mstate->__pyx_n_u_on, __pyx_mstate->__pyx_n_u_seed};
-    __pyx_mstate_global->__pyx_codeobj_tab[26] = __Pyx_PyCode_New(descr, varnames, __pyx_mstate->__pyx_kp_u_pyx_testing_pxi, __pyx_mstate->__pyx_n_u_set_emu_check, __pyx_mstate->__pyx_kp_b_iso88591_A_Q, tuple_dedup_map); if (unlikely(!__pyx_mstate_global->__pyx_codeobj_tab[26])) goto bad;
+    __pyx_mstate_global->__pyx_codeobj_tab[28] = __Pyx_PyCode_New(descr, varnames, __pyx_mstate->__pyx_kp_u_pyx_testing_pxi, __pyx_mstate->__pyx_n_u_set_emu_check, __pyx_mstate->__pyx_kp_b_iso88591_A_Q, tuple_dedup_map); if (unlikely(!__pyx_mstate_global->__pyx_codeobj_tab[28])) goto bad;
   }
   {
     const __Pyx_PyCode_New_function_description descr = {0, 0, 0, 0, (unsigned int)(CO_OPTIMIZED|CO_NEWLOCALS), 20};
     PyObject* const varnames[] = {0};
-    __pyx_mstate_global->__pyx_codeobj_tab[27] = __Pyx_PyCode_New(descr, varnames, __pyx_mstate->__pyx_kp_u_pyx_testing_pxi, __pyx_mstate->__pyx_n_u_emu_check_mode, __pyx_mstate->__pyx_kp_b_iso88591_1, tuple_dedup_map); if (unlikely(!__pyx_mstate_global->__pyx_codeobj_tab[27])) goto bad;
+    __pyx_mstate_global->__pyx_codeobj_tab[29] = __Pyx_PyCode_New(descr, varnames, __pyx_mstate->__pyx_kp_u_pyx_testing_pxi, __pyx_mstate->__pyx_n_u_emu_check_mode, __pyx_mstate->__pyx_kp_b_iso88591_1, tuple_dedup_map); if (unlikely(!__pyx_mstate_global->__pyx_codeobj_tab[29])) goto bad;
   }
   {
     const __Pyx_PyCode_New_function_description descr = {5, 0, 0, 11, (unsigned int)(CO_OPTIMIZED|CO_NEWLOCALS), 24};
     PyObject* const varnames[] = {__pyx_mstate->__pyx_n_u_kernel, __pyx_mstate->__pyx_n_u_threadgroups, __pyx_mstate->__pyx_n_u_threads, __pyx_mstate->__pyx_n_u_args, __pyx_mstate->__pyx_n_u_buffers, __pyx_mstate->__pyx_n_u_grid, __pyx_mstate->__pyx_n_u_block, __pyx_mstate->__pyx_n_u_tensors, __pyx_mstate->__pyx_n_u_b, __pyx_mstate->__pyx_n_u_name, __pyx_mstate->__pyx_n_u_raw};
-    __pyx_mstate_global->__pyx_codeobj_tab[28] = __Pyx_PyCode_New(descr, varnames, __pyx_mstate->__pyx_kp_u_pyx_testing_pxi, __pyx_mstate->__pyx_n_u_launch, __pyx_mstate->__pyx_kp_b_iso88591_D_D_e1N_S_2Q_U_e6_ay_3c_1_Q_z_9, tuple_dedup_map); if (unlikely(!__pyx_mstate_global->__pyx_codeobj_tab[28])) goto bad;
+    __pyx_mstate_global->__pyx_codeobj_tab[30] = __Pyx_PyCode_New(descr, varnames, __pyx_mstate->__pyx_kp_u_pyx_testing_pxi, __pyx_mstate->__pyx_n_u_launch, __pyx_mstate->__pyx_kp_b_iso88591_D_D_e1N_S_2Q_U_e6_ay_3c_1_Q_z_9, tuple_dedup_map); if (unlikely(!__pyx_mstate_global->__pyx_codeobj_tab[30])) goto bad;
   }
   {
-    const __Pyx_PyCode_New_function_description descr = {0, 0, 0, 0, (unsigned int)(CO_OPTIMIZED|CO_NEWLOCALS), 28};
+    const __Pyx_PyCode_New_function_description descr = {0, 0, 0, 0, (unsigned int)(CO_OPTIMIZED|CO_NEWLOCALS), 29};
     PyObject* const varnames[] = {0};
-    __pyx_mstate_global->__pyx_codeobj_tab[29] = __Pyx_PyCode_New(descr, varnames, __pyx_mstate->__pyx_kp_u_pyx__native_pyx, __pyx_mstate->__pyx_n_u_get_limit, __pyx_mstate->__pyx_kp_b_iso88591_a_3, tuple_dedup_map); if (unlikely(!__pyx_mstate_global->__pyx_codeobj_tab[29])) goto bad;
+    __pyx_mstate_global->__pyx_codeobj_tab[31] = __Pyx_PyCode_New(descr, varnames, __pyx_mstate->__pyx_kp_u_pyx__native_pyx, __pyx_mstate->__pyx_n_u_get_limit, __pyx_mstate->__pyx_kp_b_iso88591_a_3, tuple_dedup_map); if (unlikely(!__pyx_mstate_global->__pyx_codeobj_tab[31])) goto bad;
   }
   {
-    const __Pyx_PyCode_New_function_description descr = {1, 0, 0, 1, (unsigned int)(CO_OPTIMIZED|CO_NEWLOCALS), 33};
+    const __Pyx_PyCode_New_function_description descr = {1, 0, 0, 1, (unsigned int)(CO_OPTIMIZED|CO_NEWLOCALS), 34};
     PyObject* const varnames[] = {__pyx_mstate->__pyx_n_u_n};
-    __pyx_mstate_global->__pyx_codeobj_tab[30] = __Pyx_PyCode_New(descr, varnames, __pyx_mstate->__pyx_kp_u_pyx__native_pyx, __pyx_mstate->__pyx_n_u_set_limit, __pyx_mstate->__pyx_kp_b_iso88591_z_T_D_4uBa_J_4qPRR___r_2S_Q_QQR, tuple_dedup_map); if (unlikely(!__pyx_mstate_global->__pyx_codeobj_tab[30])) goto bad;
+    __pyx_mstate_global->__pyx_codeobj_tab[32] = __Pyx_PyCode_New(descr, varnames, __pyx_mstate->__pyx_kp_u_pyx__native_pyx, __pyx_mstate->__pyx_n_u_set_limit, __pyx_mstate->__pyx_kp_b_iso88591_z_T_D_4uBa_J_4qPRR___r_2S_Q_QQR, tuple_dedup_map); if (unlikely(!__pyx_mstate_global->__pyx_codeobj_tab[32])) goto bad;
   }
   {
-    const __Pyx_PyCode_New_function_description descr = {0, 0, 0, 0, (unsigned int)(CO_OPTIMIZED|CO_NEWLOCALS), 42};
+    const __Pyx_PyCode_New_function_description descr = {0, 0, 0, 0, (unsigned int)(CO_OPTIMIZED|CO_NEWLOCALS), 43};
     PyObject* const varnames[] = {0};
-    __pyx_mstate_global->__pyx_codeobj_tab[31] = __Pyx_PyCode_New(descr, varnames, __pyx_mstate->__pyx_kp_u_pyx__native_pyx, __pyx_mstate->__pyx_n_u_init_limit_from_env, __pyx_mstate->__pyx_kp_b_iso88591__7, tuple_dedup_map); if (unlikely(!__pyx_mstate_global->__pyx_codeobj_tab[31])) goto bad;
+    __pyx_mstate_global->__pyx_codeobj_tab[33] = __Pyx_PyCode_New(descr, varnames, __pyx_mstate->__pyx_kp_u_pyx__native_pyx, __pyx_mstate->__pyx_n_u_init_limit_from_env, __pyx_mstate->__pyx_kp_b_iso88591__7, tuple_dedup_map); if (unlikely(!__pyx_mstate_global->__pyx_codeobj_tab[33])) goto bad;
   }
   {
-    const __Pyx_PyCode_New_function_description descr = {0, 0, 0, 3, (unsigned int)(CO_OPTIMIZED|CO_NEWLOCALS), 46};
+    const __Pyx_PyCode_New_function_description descr = {0, 0, 0, 3, (unsigned int)(CO_OPTIMIZED|CO_NEWLOCALS), 47};
     PyObject* const varnames[] = {__pyx_mstate->__pyx_n_u_b, __pyx_mstate->__pyx_n_u_c, __pyx_mstate->__pyx_n_u_s};
-    __pyx_mstate_global->__pyx_codeobj_tab[32] = __Pyx_PyCode_New(descr, varnames, __pyx_mstate->__pyx_kp_u_pyx__native_pyx, __pyx_mstate->__pyx_n_u_device_info, __pyx_mstate->__pyx_kp_b_iso88591_q_q_1HG1_gQ_1A_aq_q_AQ_1G3d_q, tuple_dedup_map); if (unlikely(!__pyx_mstate_global->__pyx_codeobj_tab[32])) goto bad;
+    __pyx_mstate_global->__pyx_codeobj_tab[34] = __Pyx_PyCode_New(descr, varnames, __pyx_mstate->__pyx_kp_u_pyx__native_pyx, __pyx_mstate->__pyx_n_u_device_info, __pyx_mstate->__pyx_kp_b_iso88591_q_q_1HG1_gQ_1A_aq_q_AQ_1G3d_q, tuple_dedup_map); if (unlikely(!__pyx_mstate_global->__pyx_codeobj_tab[34])) goto bad;
   }
   {
-    const __Pyx_PyCode_New_function_description descr = {0, 0, 0, 2, (unsigned int)(CO_OPTIMIZED|CO_NEWLOCALS), 61};
+    const __Pyx_PyCode_New_function_description descr = {0, 0, 0, 2, (unsigned int)(CO_OPTIMIZED|CO_NEWLOCALS), 62};
     PyObject* const varnames[] = {__pyx_mstate->__pyx_n_u_genexpr, __pyx_mstate->__pyx_n_u_genexpr};
-    __pyx_mstate_global->__pyx_codeobj_tab[33] = __Pyx_PyCode_New(descr, varnames, __pyx_mstate->__pyx_kp_u_pyx__native_pyx, __pyx_mstate->__pyx_n_u_kernel_names, __pyx_mstate->__pyx_kp_b_iso88591__8, tuple_dedup_map); if (unlikely(!__pyx_mstate_global->__pyx_codeobj_tab[33])) goto bad;
+    __pyx_mstate_global->__pyx_codeobj_tab[35] = __Pyx_PyCode_New(descr, varnames, __pyx_mstate->__pyx_kp_u_pyx__native_pyx, __pyx_mstate->__pyx_n_u_kernel_names, __pyx_mstate->__pyx_kp_b_iso88591__8, tuple_dedup_map); if (unlikely(!__pyx_mstate_global->__pyx_codeobj_tab[35])) goto bad;
   }
   {
     const __Pyx_PyCode_New_function_description descr = {3, 0, 0, 4, (unsigned int)(CO_OPTIMIZED|CO_NEWLOCALS), 4};
     PyObject* const varnames[] = {__pyx_mstate->__pyx_n_u_pyx_type, __pyx_mstate->__pyx_n_u_pyx_checksum, __pyx_mstate->__pyx_n_u_pyx_state, __pyx_mstate->__pyx_n_u_pyx_result};
-    __pyx_mstate_global->__pyx_codeobj_tab[34] = __Pyx_PyCode_New(descr, varnames, __pyx_mstate->__pyx_kp_u_tree_fragment, __pyx_mstate->__pyx_n_u_pyx_unpickle__RawBytes, __pyx_mstate->__pyx_kp_b_iso88591_q_0_kQR_9HAQ_7_1L_a_1, tuple_dedup_map); if (unlikely(!__pyx_mstate_global->__pyx_codeobj_tab[34])) goto bad;
+    __pyx_mstate_global->__pyx_codeobj_tab[36] = __Pyx_PyCode_New(descr, varnames, __pyx_mstate->__pyx_kp_u_tree_fragment, __pyx_mstate->__pyx_n_u_pyx_unpickle__RawBytes, __pyx_mstate->__pyx_kp_b_iso88591_q_0_kQR_9HAQ_7_1L_a_1, tuple_dedup_map); if (unlikely(!__pyx_mstate_global->__pyx_codeobj_tab[36])) goto bad;
   }
   Py_DECREF(tuple_dedup_map);
   return 0;
@@ -26883,6 +29021,193 @@ static CYTHON_INLINE void __Pyx_ExceptionSwap(PyObject **type, PyObject **value,
 }
 #endif
 
+/* WriteUnraisableException */
+static void __Pyx_WriteUnraisable(const char *name, int clineno,
+                                  int lineno, const char *filename,
+                                  int full_traceback, int nogil) {
+    PyObject *old_exc, *old_val, *old_tb;
+    PyObject *ctx;
+    __Pyx_PyThreadState_declare
+    PyGILState_STATE state;
+    if (nogil)
+        state = PyGILState_Ensure();
+    else state = (PyGILState_STATE)0;
+    CYTHON_UNUSED_VAR(clineno);
+    CYTHON_UNUSED_VAR(lineno);
+    CYTHON_UNUSED_VAR(filename);
+    CYTHON_MAYBE_UNUSED_VAR(nogil);
+    __Pyx_PyThreadState_assign
+    __Pyx_ErrFetch(&old_exc, &old_val, &old_tb);
+    if (full_traceback) {
+        Py_XINCREF(old_exc);
+        Py_XINCREF(old_val);
+        Py_XINCREF(old_tb);
+        __Pyx_ErrRestore(old_exc, old_val, old_tb);
+        PyErr_PrintEx(0);
+    }
+    ctx = PyUnicode_FromString(name);
+    __Pyx_ErrRestore(old_exc, old_val, old_tb);
+    if (!ctx) {
+        PyErr_WriteUnraisable(Py_None);
+    } else {
+        PyErr_WriteUnraisable(ctx);
+        Py_DECREF(ctx);
+    }
+    if (nogil)
+        PyGILState_Release(state);
+}
+
+/* RaiseTooManyValuesToUnpack */
+static CYTHON_INLINE void __Pyx_RaiseTooManyValuesError(Py_ssize_t expected) {
+    PyErr_Format(PyExc_ValueError,
+                 "too many values to unpack (expected %" CYTHON_FORMAT_SSIZE_T "d)", expected);
+}
+
+/* RaiseNeedMoreValuesToUnpack */
+static CYTHON_INLINE void __Pyx_RaiseNeedMoreValuesError(Py_ssize_t index) {
+    PyErr_Format(PyExc_ValueError,
+                 "need more than %" CYTHON_FORMAT_SSIZE_T "d value%.1s to unpack",
+                 index, (index == 1) ? "" : "s");
+}
+
+/* IterFinish */
+static CYTHON_INLINE int __Pyx_IterFinish(void) {
+    PyObject* exc_type;
+    __Pyx_PyThreadState_declare
+    __Pyx_PyThreadState_assign
+    exc_type = __Pyx_PyErr_CurrentExceptionType();
+    if (unlikely(exc_type)) {
+        if (unlikely(!__Pyx_PyErr_GivenExceptionMatches(exc_type, PyExc_StopIteration)))
+            return -1;
+        __Pyx_PyErr_Clear();
+        return 0;
+    }
+    return 0;
+}
+
+/* UnpackItemEndCheck */
+static int __Pyx_IternextUnpackEndCheck(PyObject *retval, Py_ssize_t expected) {
+    if (unlikely(retval)) {
+        Py_DECREF(retval);
+        __Pyx_RaiseTooManyValuesError(expected);
+        return -1;
+    }
+    return __Pyx_IterFinish();
+}
+
+/* pybuiltin_invalid (used by pyint_simplify) */
+static void __Pyx_PyBuiltin_Invalid(PyObject *obj, const char *builtin_type_name, const char *argname) {
+    __Pyx_TypeName obj_type_name = __Pyx_PyType_GetFullyQualifiedName(Py_TYPE(obj));
+    #if CYTHON_COMPILING_IN_LIMITED_API && __PYX_LIMITED_VERSION_HEX < 0x030d0000
+    if (unlikely(!obj_type_name)) return;
+    #endif
+    if (argname) {
+        PyErr_Format(PyExc_TypeError,
+            "Argument '%.200s' has incorrect type (expected %.5s, got " __Pyx_FMT_TYPENAME ")",
+            argname, builtin_type_name, obj_type_name
+        );
+    } else {
+        PyErr_Format(PyExc_TypeError,
+            "Expected %.5s, got " __Pyx_FMT_TYPENAME,
+            builtin_type_name, obj_type_name
+        );
+    }
+    __Pyx_DECREF_TypeName(obj_type_name);
+}
+
+/* pyint_simplify */
+static int __Pyx__PyInt_FromNumber(PyObject **number_var, const char *argname);
+static CYTHON_INLINE int __Pyx_PyInt_FromNumber(PyObject **number_var, const char *argname, int accept_none) {
+    PyObject *number = *number_var;
+    if (likely((accept_none && number == Py_None) || PyLong_CheckExact(number))) {
+        return 0;
+    }
+    return __Pyx__PyInt_FromNumber(number_var, argname);
+}
+static int __Pyx__PyInt_FromNumber(PyObject **number_var, const char *argname) {
+    PyObject *number = *number_var;
+    PyObject *int_object;
+    if (likely(PyNumber_Check(number))) {
+        int_object = PyNumber_Long(number);
+        if (unlikely(!int_object)) goto bad;
+    } else {
+        __Pyx_PyBuiltin_Invalid(number, "int", argname);
+        goto bad;
+    }
+    *number_var = int_object;
+    Py_DECREF(number);
+    return 0;
+bad:
+    *number_var = NULL;
+    Py_DECREF(number);
+    return -1;
+}
+
+/* PyNumberBinop */
+#if !(CYTHON_COMPILING_IN_PYPY || CYTHON_COMPILING_IN_GRAAL || CYTHON_COMPILING_IN_LIMITED_API)
+#if CYTHON_USE_TYPE_SLOTS || __PYX_LIMITED_VERSION_HEX >= 0x030A0000
+#ifndef __Pyx_DEFINED_BinopTypeError
+#define __Pyx_DEFINED_BinopTypeError
+static void __Pyx_BinopTypeError(PyObject *op1, PyObject *op2, const char* op, int inplace) {
+    char opname[4] = {op[0], op[1], 0, 0};
+    if (inplace) {
+        opname[op[1] ? 2 : 1] = '=';
+    }
+    __Pyx_RaiseErrorWithObjectTypes1(
+        PyExc_TypeError,
+        "unsupported operand type(s) for %.3s: '" __Pyx_FMT_TYPENAME "' and '" __Pyx_FMT_TYPENAME "'",
+        opname, op1, op2);
+}
+#endif
+#endif
+#ifndef __Pyx_DEFINED_PyNumber_Add_xint_int
+#define __Pyx_DEFINED_PyNumber_Add_xint_int
+static PyObject* __Pyx_PyNumber_Add_xint_int(PyObject *op1, PyObject *op2, int inplace) {
+    #if CYTHON_USE_TYPE_SLOTS || __PYX_LIMITED_VERSION_HEX >= 0x030A0000
+    {
+        PyTypeObject *type_op2 = Py_TYPE(op2);
+        binaryfunc slot_func = __Pyx_PyType_GetSubSlot(type_op2, tp_as_number, nb_add, binaryfunc);
+        if (likely(slot_func)) {
+            PyObject *result = slot_func(op1, op2);
+            if (likely(result != Py_NotImplemented)) {
+                return result;
+            }
+            Py_DECREF(result);
+        }
+        __Pyx_BinopTypeError(op1, op2, "+", inplace);
+        return NULL;
+    }
+    #else
+    return (inplace) ? PyNumber_InPlaceAdd(op1, op2) : PyNumber_Add(op1, op2);
+    #endif
+}
+#endif
+static CYTHON_INLINE PyObject* __Pyx__PyNumber_Add_int_int(PyObject *op1, PyObject *op2, int inplace) {
+    if (likely(op1 != Py_None)) {
+        if (likely(op2 != Py_None)) {
+            #if CYTHON_USE_PYLONG_INTERNALS
+            if (__Pyx_PyLong_IsCompact(op1)) {
+                Py_ssize_t int_op1 = __Pyx_PyLong_CompactValue(op1);
+                if (int_op1 == 0) return __Pyx_NewRef(op2);
+                if (__Pyx_PyLong_IsCompact(op2)) {
+                    Py_ssize_t int_op2 = __Pyx_PyLong_CompactValue(op2);
+                    if (int_op2 == 0) return __Pyx_NewRef(op1);
+                    return PyLong_FromSsize_t(int_op1 + int_op2);
+                }
+            }
+            else if (__Pyx_PyLong_IsZero(op2)) return __Pyx_NewRef(op1);
+            #endif
+            binaryfunc slot_func = __Pyx_PyType_GetSubSlot(&PyLong_Type, tp_as_number, nb_add, binaryfunc);
+            if (likely(slot_func)) {
+                return slot_func(op1, op2);
+            }
+        }
+        return __Pyx_PyNumber_Add_xint_int(op1, op2, inplace);
+    }
+    return (inplace) ? PyNumber_InPlaceAdd(op1, op2) : PyNumber_Add(op1, op2);
+}
+#endif
+
 /* decode_c_bytes (used by decode_cpp_string) */
 static CYTHON_INLINE PyObject* __Pyx_decode_c_bytes(
          const char* cstring, Py_ssize_t length, Py_ssize_t start, Py_ssize_t stop,
@@ -27687,19 +30012,6 @@ static CYTHON_INLINE int __Pyx_ArgTypeTest(PyObject *obj, PyTypeObject *type, in
         return 1;
     __Pyx_ArgTypeError(obj, type, name, exact);
     return 0;
-}
-
-/* RaiseTooManyValuesToUnpack */
-static CYTHON_INLINE void __Pyx_RaiseTooManyValuesError(Py_ssize_t expected) {
-    PyErr_Format(PyExc_ValueError,
-                 "too many values to unpack (expected %" CYTHON_FORMAT_SSIZE_T "d)", expected);
-}
-
-/* RaiseNeedMoreValuesToUnpack */
-static CYTHON_INLINE void __Pyx_RaiseNeedMoreValuesError(Py_ssize_t index) {
-    PyErr_Format(PyExc_ValueError,
-                 "need more than %" CYTHON_FORMAT_SSIZE_T "d value%.1s to unpack",
-                 index, (index == 1) ? "" : "s");
 }
 
 /* PyObjectCompare */
@@ -28920,31 +31232,6 @@ static PyObject *__Pyx_Py3ClassCreate(PyObject *metaclass, PyObject *name, PyObj
     result = __Pyx_PyObject_FastCallDict(metaclass, margs+1, 3 | __Pyx_PY_VECTORCALL_ARGUMENTS_OFFSET, mkw);
     Py_XDECREF(owned_metaclass);
     return result;
-}
-
-/* IterFinish (used by dict_iter_common) */
-static CYTHON_INLINE int __Pyx_IterFinish(void) {
-    PyObject* exc_type;
-    __Pyx_PyThreadState_declare
-    __Pyx_PyThreadState_assign
-    exc_type = __Pyx_PyErr_CurrentExceptionType();
-    if (unlikely(exc_type)) {
-        if (unlikely(!__Pyx_PyErr_GivenExceptionMatches(exc_type, PyExc_StopIteration)))
-            return -1;
-        __Pyx_PyErr_Clear();
-        return 0;
-    }
-    return 0;
-}
-
-/* UnpackItemEndCheck (used by UnpackTuple2) */
-static int __Pyx_IternextUnpackEndCheck(PyObject *retval, Py_ssize_t expected) {
-    if (unlikely(retval)) {
-        Py_DECREF(retval);
-        __Pyx_RaiseTooManyValuesError(expected);
-        return -1;
-    }
-    return __Pyx_IterFinish();
 }
 
 /* RaiseNoneIterError (used by UnpackTupleError) */
@@ -31932,6 +34219,85 @@ static CYTHON_INLINE int __Pyx_PyLong_As_int(PyObject *x) {
     }
 }
 
+/* CIntToPy */
+static CYTHON_INLINE PyObject* __Pyx_PyLong_From___pyx_anon_enum(int value) {
+#ifdef __Pyx_HAS_GCC_DIAGNOSTIC
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wconversion"
+#endif
+    const int neg_one = (int) -1, const_zero = (int) 0;
+#ifdef __Pyx_HAS_GCC_DIAGNOSTIC
+#pragma GCC diagnostic pop
+#endif
+    const int is_unsigned = neg_one > const_zero;
+    if (is_unsigned) {
+        if (sizeof(int) < sizeof(long)) {
+            return PyLong_FromLong((long) value);
+        } else if (sizeof(int) <= sizeof(unsigned long)) {
+            return PyLong_FromUnsignedLong((unsigned long) value);
+#if !CYTHON_COMPILING_IN_PYPY
+        } else if (sizeof(int) <= sizeof(unsigned PY_LONG_LONG)) {
+            return PyLong_FromUnsignedLongLong((unsigned PY_LONG_LONG) value);
+#endif
+        }
+    } else {
+        if (sizeof(int) <= sizeof(long)) {
+            return PyLong_FromLong((long) value);
+        } else if (sizeof(int) <= sizeof(PY_LONG_LONG)) {
+            return PyLong_FromLongLong((PY_LONG_LONG) value);
+        }
+    }
+    {
+        unsigned char *bytes = (unsigned char *)&value;
+#if !CYTHON_COMPILING_IN_LIMITED_API && PY_VERSION_HEX >= 0x030d00A4
+        if (is_unsigned) {
+            return PyLong_FromUnsignedNativeBytes(bytes, sizeof(value), -1);
+        } else {
+            return PyLong_FromNativeBytes(bytes, sizeof(value), -1);
+        }
+#elif !CYTHON_COMPILING_IN_LIMITED_API && PY_VERSION_HEX < 0x030d0000
+        int one = 1; int little = (int)*(unsigned char *)&one;
+        return _PyLong_FromByteArray(bytes, sizeof(int),
+                                     little, !is_unsigned);
+#else
+        int one = 1; int little = (int)*(unsigned char *)&one;
+        PyObject *result = NULL, *kwds = NULL;
+        PyObject *py_bytes = NULL, *order_str = NULL, *from_bytes_str = NULL;;
+        py_bytes = PyBytes_FromStringAndSize((char*)bytes, sizeof(int));
+        if (!py_bytes) goto limited_bad;
+        from_bytes_str = PyUnicode_FromStringAndSize("from_bytes", 10);
+        if (!from_bytes_str) goto limited_bad;
+        order_str = PyUnicode_FromString(little ? "little" : "big");
+        if (!order_str) goto limited_bad;
+        {
+            PyObject *args[] = { (PyObject*)&PyLong_Type, py_bytes, order_str, Py_True };
+            if (!is_unsigned) {
+                PyObject *signed_str = PyUnicode_FromStringAndSize("signed", 6);
+                if (!signed_str) goto limited_bad;
+#if CYTHON_VECTORCALL
+                kwds = PyTuple_Pack(1, signed_str);
+#else
+                {
+                    PyObject *keys[] = {signed_str};
+                    PyObject *values[] = {Py_True};
+                    kwds = __Pyx_MakeKwargDict(keys, values, 1);
+                }
+#endif
+                Py_DECREF(signed_str);
+                if (unlikely(!kwds)) goto limited_bad;
+            }
+            result = __Pyx_Object_VectorcallMethodKwds(from_bytes_str, args, 3 | __Pyx_PY_VECTORCALL_ARGUMENTS_OFFSET, kwds);
+        }
+        limited_bad:
+        Py_XDECREF(kwds);
+        Py_XDECREF(order_str);
+        Py_XDECREF(py_bytes);
+        Py_XDECREF(from_bytes_str);
+        return result;
+#endif
+    }
+}
+
 /* CIntFromPy */
 static int64_t __Pyx_LargePyLong___Pyx_PyLong_As_int64_t(PyObject *x);
 static int64_t __Pyx_raise_neg_overflow___Pyx_PyLong_As_int64_t(void) {
@@ -33069,6 +35435,988 @@ static CYTHON_INLINE PyObject* __Pyx_PyLong_From_long(long value) {
         Py_XDECREF(from_bytes_str);
         return result;
 #endif
+    }
+}
+
+/* CIntFromPy */
+static int32_t __Pyx_LargePyLong___Pyx_PyLong_As_int32_t(PyObject *x);
+static int32_t __Pyx_raise_neg_overflow___Pyx_PyLong_As_int32_t(void) {
+    const char* type_name = "int32_t";
+    PyErr_Format(PyExc_OverflowError,
+        "can't convert negative value to %.200s", type_name);
+    return (int32_t) -1;
+}
+static int32_t __Pyx_raise_overflow___Pyx_PyLong_As_int32_t(void) {
+    const char* type_name = "int32_t";
+    PyErr_Format(PyExc_OverflowError,
+        "value too large to convert to %.200s", type_name);
+    return (int32_t) -1;
+}
+static CYTHON_INLINE int32_t __Pyx_PyULong___Pyx_PyLong_As_int32_t(PyObject *x) {
+    const int is_unsigned = 1;
+#if CYTHON_USE_PYLONG_INTERNALS
+    {
+        const digit* digits = __Pyx_PyLong_Digits(x);
+        const Py_ssize_t size = __Pyx_PyLong_DigitCount(x);
+        if (size == 2 && (8 * sizeof(int32_t) > 1 * PyLong_SHIFT)) {
+            if ((8 * sizeof(unsigned long) > 2 * PyLong_SHIFT)) {
+                __PYX_VERIFY_RETURN_INT(int32_t, unsigned long, (((((unsigned long)digits[1]) << PyLong_SHIFT) | (unsigned long)digits[0])))
+            } else if ((8 * sizeof(int32_t) >= 2 * PyLong_SHIFT)) {
+                return (int32_t) (((((int32_t)digits[1]) << PyLong_SHIFT) | (int32_t)digits[0]));
+            }
+        } else
+        if (size == 3 && (8 * sizeof(int32_t) > 2 * PyLong_SHIFT)) {
+            if ((8 * sizeof(unsigned long) > 3 * PyLong_SHIFT)) {
+                __PYX_VERIFY_RETURN_INT(int32_t, unsigned long, (((((((unsigned long)digits[2]) << PyLong_SHIFT) | (unsigned long)digits[1]) << PyLong_SHIFT) | (unsigned long)digits[0])))
+            } else if ((8 * sizeof(int32_t) >= 3 * PyLong_SHIFT)) {
+                return (int32_t) (((((((int32_t)digits[2]) << PyLong_SHIFT) | (int32_t)digits[1]) << PyLong_SHIFT) | (int32_t)digits[0]));
+            }
+        } else
+        if (size == 4 && (8 * sizeof(int32_t) > 3 * PyLong_SHIFT)) {
+            if ((8 * sizeof(unsigned long) > 4 * PyLong_SHIFT)) {
+                __PYX_VERIFY_RETURN_INT(int32_t, unsigned long, (((((((((unsigned long)digits[3]) << PyLong_SHIFT) | (unsigned long)digits[2]) << PyLong_SHIFT) | (unsigned long)digits[1]) << PyLong_SHIFT) | (unsigned long)digits[0])))
+            } else if ((8 * sizeof(int32_t) >= 4 * PyLong_SHIFT)) {
+                return (int32_t) (((((((((int32_t)digits[3]) << PyLong_SHIFT) | (int32_t)digits[2]) << PyLong_SHIFT) | (int32_t)digits[1]) << PyLong_SHIFT) | (int32_t)digits[0]));
+            }
+        } else
+        {}
+    }
+#elif CYTHON_COMPILING_IN_CPYTHON && PY_VERSION_HEX < 0x030C00A7
+    if (unlikely(Py_SIZE(x) < 0)) {
+        goto raise_neg_overflow;
+    }
+#else
+    {
+        int result = PyObject_RichCompareBool(x, Py_False, Py_LT);
+        if (unlikely(result < 0))
+            return (int32_t) -1;
+        if (unlikely(result == 1))
+            goto raise_neg_overflow;
+    }
+#endif
+    if ((sizeof(int32_t) <= sizeof(unsigned long))) {
+        __PYX_VERIFY_RETURN_INT_EXC(int32_t, unsigned long, PyLong_AsUnsignedLong(x))
+    } else if ((sizeof(int32_t) <= sizeof(unsigned PY_LONG_LONG))) {
+        __PYX_VERIFY_RETURN_INT_EXC(int32_t, unsigned PY_LONG_LONG, PyLong_AsUnsignedLongLong(x))
+    }
+    return __Pyx_LargePyLong___Pyx_PyLong_As_int32_t(x);
+raise_neg_overflow:
+    return __Pyx_raise_neg_overflow___Pyx_PyLong_As_int32_t();
+raise_overflow:
+    return __Pyx_raise_overflow___Pyx_PyLong_As_int32_t();
+}
+static CYTHON_INLINE int32_t __Pyx_PySLong___Pyx_PyLong_As_int32_t(PyObject *x) {
+    const int is_unsigned = 0;
+#if CYTHON_USE_PYLONG_INTERNALS
+    if (__Pyx_PyLong_IsNeg(x)) {
+        const Py_ssize_t size = __Pyx_PyLong_DigitCount(x);
+        const digit* digits = __Pyx_PyLong_Digits(x);
+        if (size == 2 && (8 * sizeof(int32_t) > 1 * PyLong_SHIFT)) {
+            if ((8 * sizeof(long) > 2 * PyLong_SHIFT)) {
+                long ival = - (long) (((((unsigned long)digits[1]) << PyLong_SHIFT) | (unsigned long)digits[0]));
+                __PYX_VERIFY_RETURN_INT(int32_t, long, ival)
+            } else if ((8 * sizeof(int32_t) - 1 > 2 * PyLong_SHIFT)) {
+                return (int32_t) (((int32_t) -1) * (((((int32_t)digits[1]) << PyLong_SHIFT) | (int32_t)digits[0])));
+            }
+        } else
+        if (size == 3 && (8 * sizeof(int32_t) > 2 * PyLong_SHIFT)) {
+            if ((8 * sizeof(long) > 3 * PyLong_SHIFT)) {
+                long ival = - (long) (((((((unsigned long)digits[2]) << PyLong_SHIFT) | (unsigned long)digits[1]) << PyLong_SHIFT) | (unsigned long)digits[0]));
+                __PYX_VERIFY_RETURN_INT(int32_t, long, ival)
+            } else if ((8 * sizeof(int32_t) - 1 > 3 * PyLong_SHIFT)) {
+                return (int32_t) (((int32_t) -1) * (((((((int32_t)digits[2]) << PyLong_SHIFT) | (int32_t)digits[1]) << PyLong_SHIFT) | (int32_t)digits[0])));
+            }
+        } else
+        if (size == 4 && (8 * sizeof(int32_t) > 3 * PyLong_SHIFT)) {
+            if ((8 * sizeof(long) > 4 * PyLong_SHIFT)) {
+                long ival = - (long) (((((((((unsigned long)digits[3]) << PyLong_SHIFT) | (unsigned long)digits[2]) << PyLong_SHIFT) | (unsigned long)digits[1]) << PyLong_SHIFT) | (unsigned long)digits[0]));
+                __PYX_VERIFY_RETURN_INT(int32_t, long, ival)
+            } else if ((8 * sizeof(int32_t) - 1 > 4 * PyLong_SHIFT)) {
+                return (int32_t) (((int32_t) -1) * (((((((((int32_t)digits[3]) << PyLong_SHIFT) | (int32_t)digits[2]) << PyLong_SHIFT) | (int32_t)digits[1]) << PyLong_SHIFT) | (int32_t)digits[0])));
+            }
+        } else
+        {}
+    } else {
+        const Py_ssize_t size = __Pyx_PyLong_DigitCount(x);
+        const digit* digits = __Pyx_PyLong_Digits(x);
+        if (size == 2 && (8 * sizeof(int32_t) > 1 * PyLong_SHIFT)) {
+            if ((8 * sizeof(long) > 2 * PyLong_SHIFT)) {
+                __PYX_VERIFY_RETURN_INT(int32_t, unsigned long, (((((unsigned long)digits[1]) << PyLong_SHIFT) | (unsigned long)digits[0])))
+            } else if ((8 * sizeof(int32_t) - 1 > 2 * PyLong_SHIFT)) {
+                return (int32_t) (((((int32_t)digits[1]) << PyLong_SHIFT) | (int32_t)digits[0]));
+            }
+        } else
+        if (size == 3 && (8 * sizeof(int32_t) > 2 * PyLong_SHIFT)) {
+            if ((8 * sizeof(long) > 3 * PyLong_SHIFT)) {
+                __PYX_VERIFY_RETURN_INT(int32_t, unsigned long, (((((((unsigned long)digits[2]) << PyLong_SHIFT) | (unsigned long)digits[1]) << PyLong_SHIFT) | (unsigned long)digits[0])))
+            } else if ((8 * sizeof(int32_t) - 1 > 3 * PyLong_SHIFT)) {
+                return (int32_t) (((((((int32_t)digits[2]) << PyLong_SHIFT) | (int32_t)digits[1]) << PyLong_SHIFT) | (int32_t)digits[0]));
+            }
+        } else
+        if (size == 4 && (8 * sizeof(int32_t) > 3 * PyLong_SHIFT)) {
+            if ((8 * sizeof(long) > 4 * PyLong_SHIFT)) {
+                __PYX_VERIFY_RETURN_INT(int32_t, unsigned long, (((((((((unsigned long)digits[3]) << PyLong_SHIFT) | (unsigned long)digits[2]) << PyLong_SHIFT) | (unsigned long)digits[1]) << PyLong_SHIFT) | (unsigned long)digits[0])))
+            } else if ((8 * sizeof(int32_t) - 1 > 4 * PyLong_SHIFT)) {
+                return (int32_t) (((((((((int32_t)digits[3]) << PyLong_SHIFT) | (int32_t)digits[2]) << PyLong_SHIFT) | (int32_t)digits[1]) << PyLong_SHIFT) | (int32_t)digits[0]));
+            }
+        } else
+        {}
+    }
+#endif
+    #if __PYX_LIMITED_VERSION_HEX >= 0x030d0000
+    if ((sizeof(int32_t) <= sizeof(int)) && (sizeof(int) < sizeof(long))) {
+        __PYX_VERIFY_RETURN_INT_EXC(int32_t, int, PyLong_AsInt(x))
+    } else
+    #endif
+    if ((sizeof(int32_t) <= sizeof(long))) {
+        __PYX_VERIFY_RETURN_INT_EXC(int32_t, long, PyLong_AsLong(x))
+    } else if ((sizeof(int32_t) <= sizeof(PY_LONG_LONG))) {
+        __PYX_VERIFY_RETURN_INT_EXC(int32_t, PY_LONG_LONG, PyLong_AsLongLong(x))
+    }
+    return __Pyx_LargePyLong___Pyx_PyLong_As_int32_t(x);
+raise_neg_overflow:
+    return __Pyx_raise_neg_overflow___Pyx_PyLong_As_int32_t();
+raise_overflow:
+    return __Pyx_raise_overflow___Pyx_PyLong_As_int32_t();
+}
+static int32_t __Pyx_LargePyLong___Pyx_PyLong_As_int32_t(PyObject *x) {
+#ifdef __Pyx_HAS_GCC_DIAGNOSTIC
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wconversion"
+#endif
+    const int32_t neg_one = (int32_t) -1, const_zero = (int32_t) 0;
+#ifdef __Pyx_HAS_GCC_DIAGNOSTIC
+#pragma GCC diagnostic pop
+#endif
+    const int is_unsigned = neg_one > const_zero;
+    int32_t val;
+    int ret = -1;
+#if PY_VERSION_HEX >= 0x030d00A6 && !CYTHON_COMPILING_IN_LIMITED_API
+    Py_ssize_t bytes_copied = PyLong_AsNativeBytes(
+        x, &val, sizeof(val), Py_ASNATIVEBYTES_NATIVE_ENDIAN | (is_unsigned ? Py_ASNATIVEBYTES_UNSIGNED_BUFFER | Py_ASNATIVEBYTES_REJECT_NEGATIVE : 0));
+    if (unlikely(bytes_copied == -1)) {
+    } else if (unlikely(bytes_copied > (Py_ssize_t) sizeof(val))) {
+        goto raise_overflow;
+    } else {
+        ret = 0;
+    }
+#elif PY_VERSION_HEX < 0x030d0000 && !(CYTHON_COMPILING_IN_PYPY || CYTHON_COMPILING_IN_LIMITED_API) || defined(_PyLong_AsByteArray)
+    int one = 1; int is_little = (int)*(unsigned char *)&one;
+    unsigned char *bytes = (unsigned char *)&val;
+    ret = _PyLong_AsByteArray((PyLongObject *)x,
+                                bytes, sizeof(val),
+                                is_little, !is_unsigned);
+    if ((0)) goto raise_overflow;
+#else
+    PyObject *v;
+    PyObject *stepval = NULL, *mask = NULL, *shift = NULL;
+    int bits, remaining_bits, is_negative = 0;
+    int chunk_size = (sizeof(long) < 8) ? 30 : 62;
+    if (likely(PyLong_CheckExact(x))) {
+        v = __Pyx_NewRef(x);
+    } else {
+        v = PyNumber_Long(x);
+        if (unlikely(!v)) return (int32_t) -1;
+        assert(PyLong_CheckExact(v));
+    }
+    {
+        int result = PyObject_RichCompareBool(v, Py_False, Py_LT);
+        if (unlikely(result < 0)) {
+            Py_DECREF(v);
+            return (int32_t) -1;
+        }
+        is_negative = result == 1;
+    }
+    if (is_unsigned && unlikely(is_negative)) {
+        Py_DECREF(v);
+        PyErr_SetString(PyExc_OverflowError,
+            "can't convert negative value to int32_t");
+        return (int32_t) -1;
+    } else if (is_negative) {
+        stepval = PyNumber_Invert(v);
+        Py_DECREF(v);
+        if (unlikely(!stepval))
+            return (int32_t) -1;
+    } else {
+        stepval = v;
+    }
+    v = NULL;
+    val = (int32_t) 0;
+    mask = PyLong_FromLong((1L << chunk_size) - 1); if (unlikely(!mask)) goto done;
+    shift = PyLong_FromLong(chunk_size); if (unlikely(!shift)) goto done;
+    for (bits = 0; bits < (int) sizeof(int32_t) * 8 - chunk_size; bits += chunk_size) {
+        PyObject *tmp, *digit;
+        long idigit;
+        digit = PyNumber_And(stepval, mask);
+        if (unlikely(!digit)) goto done;
+        idigit = PyLong_AsLong(digit);
+        Py_DECREF(digit);
+        if (unlikely(idigit < 0)) goto done;
+        val |= ((int32_t) idigit) << bits;
+        tmp = PyNumber_Rshift(stepval, shift);
+        if (unlikely(!tmp)) goto done;
+        Py_DECREF(stepval); stepval = tmp;
+    }
+    Py_DECREF(shift); shift = NULL;
+    Py_DECREF(mask); mask = NULL;
+    {
+        long idigit = PyLong_AsLong(stepval);
+        if (unlikely(idigit < 0)) goto done;
+        remaining_bits = ((int) sizeof(int32_t) * 8) - bits - (is_unsigned ? 0 : 1);
+        if (unlikely(idigit >= (1L << remaining_bits)))
+            goto raise_overflow;
+        val |= ((int32_t) idigit) << bits;
+    }
+    if (!is_unsigned) {
+        if (unlikely(val & (((int32_t) 1) << (sizeof(int32_t) * 8 - 1))))
+            goto raise_overflow;
+        if (is_negative)
+            val = ~val;
+    }
+    ret = 0;
+done:
+    Py_XDECREF(shift);
+    Py_XDECREF(mask);
+    Py_XDECREF(stepval);
+#endif
+    if (unlikely(ret))
+        return (int32_t) -1;
+    return val;
+raise_overflow:
+    return __Pyx_raise_overflow___Pyx_PyLong_As_int32_t();
+}
+static CYTHON_INLINE int32_t __Pyx_PyLong___Pyx_PyLong_As_int32_t(PyObject *x) {
+#ifdef __Pyx_HAS_GCC_DIAGNOSTIC
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wconversion"
+#endif
+    const int32_t neg_one = (int32_t) -1, const_zero = (int32_t) 0;
+#ifdef __Pyx_HAS_GCC_DIAGNOSTIC
+#pragma GCC diagnostic pop
+#endif
+    const int is_unsigned = neg_one > const_zero;
+    if (is_unsigned) {
+        #if CYTHON_USE_PYLONG_INTERNALS
+        if (unlikely(__Pyx_PyLong_IsNeg(x))) {
+            goto raise_neg_overflow;
+        } else if (__Pyx_PyLong_IsCompact(x)) {
+            __PYX_VERIFY_RETURN_INT(int32_t, __Pyx_compact_upylong, __Pyx_PyLong_CompactValueUnsigned(x))
+        } else
+        #endif
+        {
+            return __Pyx_PyULong___Pyx_PyLong_As_int32_t(x);
+        }
+    } else {
+        #if CYTHON_USE_PYLONG_INTERNALS
+        if (__Pyx_PyLong_IsCompact(x)) {
+            __PYX_VERIFY_RETURN_INT(int32_t, __Pyx_compact_pylong, __Pyx_PyLong_CompactValue(x))
+        } else
+        #endif
+        {
+            return __Pyx_PySLong___Pyx_PyLong_As_int32_t(x);
+        }
+    }
+#if CYTHON_USE_PYLONG_INTERNALS
+raise_neg_overflow:
+    return __Pyx_raise_neg_overflow___Pyx_PyLong_As_int32_t();
+raise_overflow:
+    return __Pyx_raise_overflow___Pyx_PyLong_As_int32_t();
+#endif
+}
+static int32_t __Pyx_NonPyLong___Pyx_PyLong_As_int32_t(PyObject *x) {
+    int32_t val;
+    PyObject *tmp = __Pyx_PyNumber_Long(x);
+    if (!tmp) return (int32_t) -1;
+    val = __Pyx_PyLong_As_int32_t(tmp);
+    Py_DECREF(tmp);
+    return val;
+}
+static CYTHON_INLINE int32_t __Pyx_PyLong_As_int32_t(PyObject *x) {
+    if (likely(PyLong_Check(x))) {
+        return __Pyx_PyLong___Pyx_PyLong_As_int32_t(x);
+    } else {
+        return __Pyx_NonPyLong___Pyx_PyLong_As_int32_t(x);
+    }
+}
+
+/* CIntFromPy */
+static uint8_t __Pyx_LargePyLong___Pyx_PyLong_As_uint8_t(PyObject *x);
+static uint8_t __Pyx_raise_neg_overflow___Pyx_PyLong_As_uint8_t(void) {
+    const char* type_name = "uint8_t";
+    PyErr_Format(PyExc_OverflowError,
+        "can't convert negative value to %.200s", type_name);
+    return (uint8_t) -1;
+}
+static uint8_t __Pyx_raise_overflow___Pyx_PyLong_As_uint8_t(void) {
+    const char* type_name = "uint8_t";
+    PyErr_Format(PyExc_OverflowError,
+        "value too large to convert to %.200s", type_name);
+    return (uint8_t) -1;
+}
+static CYTHON_INLINE uint8_t __Pyx_PyULong___Pyx_PyLong_As_uint8_t(PyObject *x) {
+    const int is_unsigned = 1;
+#if CYTHON_USE_PYLONG_INTERNALS
+    {
+        const digit* digits = __Pyx_PyLong_Digits(x);
+        const Py_ssize_t size = __Pyx_PyLong_DigitCount(x);
+        if (size == 2 && (8 * sizeof(uint8_t) > 1 * PyLong_SHIFT)) {
+            if ((8 * sizeof(unsigned long) > 2 * PyLong_SHIFT)) {
+                __PYX_VERIFY_RETURN_INT(uint8_t, unsigned long, (((((unsigned long)digits[1]) << PyLong_SHIFT) | (unsigned long)digits[0])))
+            } else if ((8 * sizeof(uint8_t) >= 2 * PyLong_SHIFT)) {
+                return (uint8_t) (((((uint8_t)digits[1]) << PyLong_SHIFT) | (uint8_t)digits[0]));
+            }
+        } else
+        if (size == 3 && (8 * sizeof(uint8_t) > 2 * PyLong_SHIFT)) {
+            if ((8 * sizeof(unsigned long) > 3 * PyLong_SHIFT)) {
+                __PYX_VERIFY_RETURN_INT(uint8_t, unsigned long, (((((((unsigned long)digits[2]) << PyLong_SHIFT) | (unsigned long)digits[1]) << PyLong_SHIFT) | (unsigned long)digits[0])))
+            } else if ((8 * sizeof(uint8_t) >= 3 * PyLong_SHIFT)) {
+                return (uint8_t) (((((((uint8_t)digits[2]) << PyLong_SHIFT) | (uint8_t)digits[1]) << PyLong_SHIFT) | (uint8_t)digits[0]));
+            }
+        } else
+        if (size == 4 && (8 * sizeof(uint8_t) > 3 * PyLong_SHIFT)) {
+            if ((8 * sizeof(unsigned long) > 4 * PyLong_SHIFT)) {
+                __PYX_VERIFY_RETURN_INT(uint8_t, unsigned long, (((((((((unsigned long)digits[3]) << PyLong_SHIFT) | (unsigned long)digits[2]) << PyLong_SHIFT) | (unsigned long)digits[1]) << PyLong_SHIFT) | (unsigned long)digits[0])))
+            } else if ((8 * sizeof(uint8_t) >= 4 * PyLong_SHIFT)) {
+                return (uint8_t) (((((((((uint8_t)digits[3]) << PyLong_SHIFT) | (uint8_t)digits[2]) << PyLong_SHIFT) | (uint8_t)digits[1]) << PyLong_SHIFT) | (uint8_t)digits[0]));
+            }
+        } else
+        {}
+    }
+#elif CYTHON_COMPILING_IN_CPYTHON && PY_VERSION_HEX < 0x030C00A7
+    if (unlikely(Py_SIZE(x) < 0)) {
+        goto raise_neg_overflow;
+    }
+#else
+    {
+        int result = PyObject_RichCompareBool(x, Py_False, Py_LT);
+        if (unlikely(result < 0))
+            return (uint8_t) -1;
+        if (unlikely(result == 1))
+            goto raise_neg_overflow;
+    }
+#endif
+    if ((sizeof(uint8_t) <= sizeof(unsigned long))) {
+        __PYX_VERIFY_RETURN_INT_EXC(uint8_t, unsigned long, PyLong_AsUnsignedLong(x))
+    } else if ((sizeof(uint8_t) <= sizeof(unsigned PY_LONG_LONG))) {
+        __PYX_VERIFY_RETURN_INT_EXC(uint8_t, unsigned PY_LONG_LONG, PyLong_AsUnsignedLongLong(x))
+    }
+    return __Pyx_LargePyLong___Pyx_PyLong_As_uint8_t(x);
+raise_neg_overflow:
+    return __Pyx_raise_neg_overflow___Pyx_PyLong_As_uint8_t();
+raise_overflow:
+    return __Pyx_raise_overflow___Pyx_PyLong_As_uint8_t();
+}
+static CYTHON_INLINE uint8_t __Pyx_PySLong___Pyx_PyLong_As_uint8_t(PyObject *x) {
+    const int is_unsigned = 0;
+#if CYTHON_USE_PYLONG_INTERNALS
+    if (__Pyx_PyLong_IsNeg(x)) {
+        const Py_ssize_t size = __Pyx_PyLong_DigitCount(x);
+        const digit* digits = __Pyx_PyLong_Digits(x);
+        if (size == 2 && (8 * sizeof(uint8_t) > 1 * PyLong_SHIFT)) {
+            if ((8 * sizeof(long) > 2 * PyLong_SHIFT)) {
+                long ival = - (long) (((((unsigned long)digits[1]) << PyLong_SHIFT) | (unsigned long)digits[0]));
+                __PYX_VERIFY_RETURN_INT(uint8_t, long, ival)
+            } else if ((8 * sizeof(uint8_t) - 1 > 2 * PyLong_SHIFT)) {
+                return (uint8_t) (((uint8_t) -1) * (((((uint8_t)digits[1]) << PyLong_SHIFT) | (uint8_t)digits[0])));
+            }
+        } else
+        if (size == 3 && (8 * sizeof(uint8_t) > 2 * PyLong_SHIFT)) {
+            if ((8 * sizeof(long) > 3 * PyLong_SHIFT)) {
+                long ival = - (long) (((((((unsigned long)digits[2]) << PyLong_SHIFT) | (unsigned long)digits[1]) << PyLong_SHIFT) | (unsigned long)digits[0]));
+                __PYX_VERIFY_RETURN_INT(uint8_t, long, ival)
+            } else if ((8 * sizeof(uint8_t) - 1 > 3 * PyLong_SHIFT)) {
+                return (uint8_t) (((uint8_t) -1) * (((((((uint8_t)digits[2]) << PyLong_SHIFT) | (uint8_t)digits[1]) << PyLong_SHIFT) | (uint8_t)digits[0])));
+            }
+        } else
+        if (size == 4 && (8 * sizeof(uint8_t) > 3 * PyLong_SHIFT)) {
+            if ((8 * sizeof(long) > 4 * PyLong_SHIFT)) {
+                long ival = - (long) (((((((((unsigned long)digits[3]) << PyLong_SHIFT) | (unsigned long)digits[2]) << PyLong_SHIFT) | (unsigned long)digits[1]) << PyLong_SHIFT) | (unsigned long)digits[0]));
+                __PYX_VERIFY_RETURN_INT(uint8_t, long, ival)
+            } else if ((8 * sizeof(uint8_t) - 1 > 4 * PyLong_SHIFT)) {
+                return (uint8_t) (((uint8_t) -1) * (((((((((uint8_t)digits[3]) << PyLong_SHIFT) | (uint8_t)digits[2]) << PyLong_SHIFT) | (uint8_t)digits[1]) << PyLong_SHIFT) | (uint8_t)digits[0])));
+            }
+        } else
+        {}
+    } else {
+        const Py_ssize_t size = __Pyx_PyLong_DigitCount(x);
+        const digit* digits = __Pyx_PyLong_Digits(x);
+        if (size == 2 && (8 * sizeof(uint8_t) > 1 * PyLong_SHIFT)) {
+            if ((8 * sizeof(long) > 2 * PyLong_SHIFT)) {
+                __PYX_VERIFY_RETURN_INT(uint8_t, unsigned long, (((((unsigned long)digits[1]) << PyLong_SHIFT) | (unsigned long)digits[0])))
+            } else if ((8 * sizeof(uint8_t) - 1 > 2 * PyLong_SHIFT)) {
+                return (uint8_t) (((((uint8_t)digits[1]) << PyLong_SHIFT) | (uint8_t)digits[0]));
+            }
+        } else
+        if (size == 3 && (8 * sizeof(uint8_t) > 2 * PyLong_SHIFT)) {
+            if ((8 * sizeof(long) > 3 * PyLong_SHIFT)) {
+                __PYX_VERIFY_RETURN_INT(uint8_t, unsigned long, (((((((unsigned long)digits[2]) << PyLong_SHIFT) | (unsigned long)digits[1]) << PyLong_SHIFT) | (unsigned long)digits[0])))
+            } else if ((8 * sizeof(uint8_t) - 1 > 3 * PyLong_SHIFT)) {
+                return (uint8_t) (((((((uint8_t)digits[2]) << PyLong_SHIFT) | (uint8_t)digits[1]) << PyLong_SHIFT) | (uint8_t)digits[0]));
+            }
+        } else
+        if (size == 4 && (8 * sizeof(uint8_t) > 3 * PyLong_SHIFT)) {
+            if ((8 * sizeof(long) > 4 * PyLong_SHIFT)) {
+                __PYX_VERIFY_RETURN_INT(uint8_t, unsigned long, (((((((((unsigned long)digits[3]) << PyLong_SHIFT) | (unsigned long)digits[2]) << PyLong_SHIFT) | (unsigned long)digits[1]) << PyLong_SHIFT) | (unsigned long)digits[0])))
+            } else if ((8 * sizeof(uint8_t) - 1 > 4 * PyLong_SHIFT)) {
+                return (uint8_t) (((((((((uint8_t)digits[3]) << PyLong_SHIFT) | (uint8_t)digits[2]) << PyLong_SHIFT) | (uint8_t)digits[1]) << PyLong_SHIFT) | (uint8_t)digits[0]));
+            }
+        } else
+        {}
+    }
+#endif
+    #if __PYX_LIMITED_VERSION_HEX >= 0x030d0000
+    if ((sizeof(uint8_t) <= sizeof(int)) && (sizeof(int) < sizeof(long))) {
+        __PYX_VERIFY_RETURN_INT_EXC(uint8_t, int, PyLong_AsInt(x))
+    } else
+    #endif
+    if ((sizeof(uint8_t) <= sizeof(long))) {
+        __PYX_VERIFY_RETURN_INT_EXC(uint8_t, long, PyLong_AsLong(x))
+    } else if ((sizeof(uint8_t) <= sizeof(PY_LONG_LONG))) {
+        __PYX_VERIFY_RETURN_INT_EXC(uint8_t, PY_LONG_LONG, PyLong_AsLongLong(x))
+    }
+    return __Pyx_LargePyLong___Pyx_PyLong_As_uint8_t(x);
+raise_neg_overflow:
+    return __Pyx_raise_neg_overflow___Pyx_PyLong_As_uint8_t();
+raise_overflow:
+    return __Pyx_raise_overflow___Pyx_PyLong_As_uint8_t();
+}
+static uint8_t __Pyx_LargePyLong___Pyx_PyLong_As_uint8_t(PyObject *x) {
+#ifdef __Pyx_HAS_GCC_DIAGNOSTIC
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wconversion"
+#endif
+    const uint8_t neg_one = (uint8_t) -1, const_zero = (uint8_t) 0;
+#ifdef __Pyx_HAS_GCC_DIAGNOSTIC
+#pragma GCC diagnostic pop
+#endif
+    const int is_unsigned = neg_one > const_zero;
+    uint8_t val;
+    int ret = -1;
+#if PY_VERSION_HEX >= 0x030d00A6 && !CYTHON_COMPILING_IN_LIMITED_API
+    Py_ssize_t bytes_copied = PyLong_AsNativeBytes(
+        x, &val, sizeof(val), Py_ASNATIVEBYTES_NATIVE_ENDIAN | (is_unsigned ? Py_ASNATIVEBYTES_UNSIGNED_BUFFER | Py_ASNATIVEBYTES_REJECT_NEGATIVE : 0));
+    if (unlikely(bytes_copied == -1)) {
+    } else if (unlikely(bytes_copied > (Py_ssize_t) sizeof(val))) {
+        goto raise_overflow;
+    } else {
+        ret = 0;
+    }
+#elif PY_VERSION_HEX < 0x030d0000 && !(CYTHON_COMPILING_IN_PYPY || CYTHON_COMPILING_IN_LIMITED_API) || defined(_PyLong_AsByteArray)
+    int one = 1; int is_little = (int)*(unsigned char *)&one;
+    unsigned char *bytes = (unsigned char *)&val;
+    ret = _PyLong_AsByteArray((PyLongObject *)x,
+                                bytes, sizeof(val),
+                                is_little, !is_unsigned);
+    if ((0)) goto raise_overflow;
+#else
+    PyObject *v;
+    PyObject *stepval = NULL, *mask = NULL, *shift = NULL;
+    int bits, remaining_bits, is_negative = 0;
+    int chunk_size = (sizeof(long) < 8) ? 30 : 62;
+    if (likely(PyLong_CheckExact(x))) {
+        v = __Pyx_NewRef(x);
+    } else {
+        v = PyNumber_Long(x);
+        if (unlikely(!v)) return (uint8_t) -1;
+        assert(PyLong_CheckExact(v));
+    }
+    {
+        int result = PyObject_RichCompareBool(v, Py_False, Py_LT);
+        if (unlikely(result < 0)) {
+            Py_DECREF(v);
+            return (uint8_t) -1;
+        }
+        is_negative = result == 1;
+    }
+    if (is_unsigned && unlikely(is_negative)) {
+        Py_DECREF(v);
+        PyErr_SetString(PyExc_OverflowError,
+            "can't convert negative value to uint8_t");
+        return (uint8_t) -1;
+    } else if (is_negative) {
+        stepval = PyNumber_Invert(v);
+        Py_DECREF(v);
+        if (unlikely(!stepval))
+            return (uint8_t) -1;
+    } else {
+        stepval = v;
+    }
+    v = NULL;
+    val = (uint8_t) 0;
+    mask = PyLong_FromLong((1L << chunk_size) - 1); if (unlikely(!mask)) goto done;
+    shift = PyLong_FromLong(chunk_size); if (unlikely(!shift)) goto done;
+    for (bits = 0; bits < (int) sizeof(uint8_t) * 8 - chunk_size; bits += chunk_size) {
+        PyObject *tmp, *digit;
+        long idigit;
+        digit = PyNumber_And(stepval, mask);
+        if (unlikely(!digit)) goto done;
+        idigit = PyLong_AsLong(digit);
+        Py_DECREF(digit);
+        if (unlikely(idigit < 0)) goto done;
+        val |= ((uint8_t) idigit) << bits;
+        tmp = PyNumber_Rshift(stepval, shift);
+        if (unlikely(!tmp)) goto done;
+        Py_DECREF(stepval); stepval = tmp;
+    }
+    Py_DECREF(shift); shift = NULL;
+    Py_DECREF(mask); mask = NULL;
+    {
+        long idigit = PyLong_AsLong(stepval);
+        if (unlikely(idigit < 0)) goto done;
+        remaining_bits = ((int) sizeof(uint8_t) * 8) - bits - (is_unsigned ? 0 : 1);
+        if (unlikely(idigit >= (1L << remaining_bits)))
+            goto raise_overflow;
+        val |= ((uint8_t) idigit) << bits;
+    }
+    if (!is_unsigned) {
+        if (unlikely(val & (((uint8_t) 1) << (sizeof(uint8_t) * 8 - 1))))
+            goto raise_overflow;
+        if (is_negative)
+            val = ~val;
+    }
+    ret = 0;
+done:
+    Py_XDECREF(shift);
+    Py_XDECREF(mask);
+    Py_XDECREF(stepval);
+#endif
+    if (unlikely(ret))
+        return (uint8_t) -1;
+    return val;
+raise_overflow:
+    return __Pyx_raise_overflow___Pyx_PyLong_As_uint8_t();
+}
+static CYTHON_INLINE uint8_t __Pyx_PyLong___Pyx_PyLong_As_uint8_t(PyObject *x) {
+#ifdef __Pyx_HAS_GCC_DIAGNOSTIC
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wconversion"
+#endif
+    const uint8_t neg_one = (uint8_t) -1, const_zero = (uint8_t) 0;
+#ifdef __Pyx_HAS_GCC_DIAGNOSTIC
+#pragma GCC diagnostic pop
+#endif
+    const int is_unsigned = neg_one > const_zero;
+    if (is_unsigned) {
+        #if CYTHON_USE_PYLONG_INTERNALS
+        if (unlikely(__Pyx_PyLong_IsNeg(x))) {
+            goto raise_neg_overflow;
+        } else if (__Pyx_PyLong_IsCompact(x)) {
+            __PYX_VERIFY_RETURN_INT(uint8_t, __Pyx_compact_upylong, __Pyx_PyLong_CompactValueUnsigned(x))
+        } else
+        #endif
+        {
+            return __Pyx_PyULong___Pyx_PyLong_As_uint8_t(x);
+        }
+    } else {
+        #if CYTHON_USE_PYLONG_INTERNALS
+        if (__Pyx_PyLong_IsCompact(x)) {
+            __PYX_VERIFY_RETURN_INT(uint8_t, __Pyx_compact_pylong, __Pyx_PyLong_CompactValue(x))
+        } else
+        #endif
+        {
+            return __Pyx_PySLong___Pyx_PyLong_As_uint8_t(x);
+        }
+    }
+#if CYTHON_USE_PYLONG_INTERNALS
+raise_neg_overflow:
+    return __Pyx_raise_neg_overflow___Pyx_PyLong_As_uint8_t();
+raise_overflow:
+    return __Pyx_raise_overflow___Pyx_PyLong_As_uint8_t();
+#endif
+}
+static uint8_t __Pyx_NonPyLong___Pyx_PyLong_As_uint8_t(PyObject *x) {
+    uint8_t val;
+    PyObject *tmp = __Pyx_PyNumber_Long(x);
+    if (!tmp) return (uint8_t) -1;
+    val = __Pyx_PyLong_As_uint8_t(tmp);
+    Py_DECREF(tmp);
+    return val;
+}
+static CYTHON_INLINE uint8_t __Pyx_PyLong_As_uint8_t(PyObject *x) {
+    if (likely(PyLong_Check(x))) {
+        return __Pyx_PyLong___Pyx_PyLong_As_uint8_t(x);
+    } else {
+        return __Pyx_NonPyLong___Pyx_PyLong_As_uint8_t(x);
+    }
+}
+
+/* CIntToPy */
+static CYTHON_INLINE PyObject* __Pyx_PyLong_From_int32_t(int32_t value) {
+#ifdef __Pyx_HAS_GCC_DIAGNOSTIC
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wconversion"
+#endif
+    const int32_t neg_one = (int32_t) -1, const_zero = (int32_t) 0;
+#ifdef __Pyx_HAS_GCC_DIAGNOSTIC
+#pragma GCC diagnostic pop
+#endif
+    const int is_unsigned = neg_one > const_zero;
+    if (is_unsigned) {
+        if (sizeof(int32_t) < sizeof(long)) {
+            return PyLong_FromLong((long) value);
+        } else if (sizeof(int32_t) <= sizeof(unsigned long)) {
+            return PyLong_FromUnsignedLong((unsigned long) value);
+#if !CYTHON_COMPILING_IN_PYPY
+        } else if (sizeof(int32_t) <= sizeof(unsigned PY_LONG_LONG)) {
+            return PyLong_FromUnsignedLongLong((unsigned PY_LONG_LONG) value);
+#endif
+        }
+    } else {
+        if (sizeof(int32_t) <= sizeof(long)) {
+            return PyLong_FromLong((long) value);
+        } else if (sizeof(int32_t) <= sizeof(PY_LONG_LONG)) {
+            return PyLong_FromLongLong((PY_LONG_LONG) value);
+        }
+    }
+    {
+        unsigned char *bytes = (unsigned char *)&value;
+#if !CYTHON_COMPILING_IN_LIMITED_API && PY_VERSION_HEX >= 0x030d00A4
+        if (is_unsigned) {
+            return PyLong_FromUnsignedNativeBytes(bytes, sizeof(value), -1);
+        } else {
+            return PyLong_FromNativeBytes(bytes, sizeof(value), -1);
+        }
+#elif !CYTHON_COMPILING_IN_LIMITED_API && PY_VERSION_HEX < 0x030d0000
+        int one = 1; int little = (int)*(unsigned char *)&one;
+        return _PyLong_FromByteArray(bytes, sizeof(int32_t),
+                                     little, !is_unsigned);
+#else
+        int one = 1; int little = (int)*(unsigned char *)&one;
+        PyObject *result = NULL, *kwds = NULL;
+        PyObject *py_bytes = NULL, *order_str = NULL, *from_bytes_str = NULL;;
+        py_bytes = PyBytes_FromStringAndSize((char*)bytes, sizeof(int32_t));
+        if (!py_bytes) goto limited_bad;
+        from_bytes_str = PyUnicode_FromStringAndSize("from_bytes", 10);
+        if (!from_bytes_str) goto limited_bad;
+        order_str = PyUnicode_FromString(little ? "little" : "big");
+        if (!order_str) goto limited_bad;
+        {
+            PyObject *args[] = { (PyObject*)&PyLong_Type, py_bytes, order_str, Py_True };
+            if (!is_unsigned) {
+                PyObject *signed_str = PyUnicode_FromStringAndSize("signed", 6);
+                if (!signed_str) goto limited_bad;
+#if CYTHON_VECTORCALL
+                kwds = PyTuple_Pack(1, signed_str);
+#else
+                {
+                    PyObject *keys[] = {signed_str};
+                    PyObject *values[] = {Py_True};
+                    kwds = __Pyx_MakeKwargDict(keys, values, 1);
+                }
+#endif
+                Py_DECREF(signed_str);
+                if (unlikely(!kwds)) goto limited_bad;
+            }
+            result = __Pyx_Object_VectorcallMethodKwds(from_bytes_str, args, 3 | __Pyx_PY_VECTORCALL_ARGUMENTS_OFFSET, kwds);
+        }
+        limited_bad:
+        Py_XDECREF(kwds);
+        Py_XDECREF(order_str);
+        Py_XDECREF(py_bytes);
+        Py_XDECREF(from_bytes_str);
+        return result;
+#endif
+    }
+}
+
+/* CIntFromPy */
+static size_t __Pyx_LargePyLong___Pyx_PyLong_As_size_t(PyObject *x);
+static size_t __Pyx_raise_neg_overflow___Pyx_PyLong_As_size_t(void) {
+    const char* type_name = "size_t";
+    PyErr_Format(PyExc_OverflowError,
+        "can't convert negative value to %.200s", type_name);
+    return (size_t) -1;
+}
+static size_t __Pyx_raise_overflow___Pyx_PyLong_As_size_t(void) {
+    const char* type_name = "size_t";
+    PyErr_Format(PyExc_OverflowError,
+        "value too large to convert to %.200s", type_name);
+    return (size_t) -1;
+}
+static CYTHON_INLINE size_t __Pyx_PyULong___Pyx_PyLong_As_size_t(PyObject *x) {
+    const int is_unsigned = 1;
+#if CYTHON_USE_PYLONG_INTERNALS
+    {
+        const digit* digits = __Pyx_PyLong_Digits(x);
+        const Py_ssize_t size = __Pyx_PyLong_DigitCount(x);
+        if (size == 2 && (8 * sizeof(size_t) > 1 * PyLong_SHIFT)) {
+            if ((8 * sizeof(unsigned long) > 2 * PyLong_SHIFT)) {
+                __PYX_VERIFY_RETURN_INT(size_t, unsigned long, (((((unsigned long)digits[1]) << PyLong_SHIFT) | (unsigned long)digits[0])))
+            } else if ((8 * sizeof(size_t) >= 2 * PyLong_SHIFT)) {
+                return (size_t) (((((size_t)digits[1]) << PyLong_SHIFT) | (size_t)digits[0]));
+            }
+        } else
+        if (size == 3 && (8 * sizeof(size_t) > 2 * PyLong_SHIFT)) {
+            if ((8 * sizeof(unsigned long) > 3 * PyLong_SHIFT)) {
+                __PYX_VERIFY_RETURN_INT(size_t, unsigned long, (((((((unsigned long)digits[2]) << PyLong_SHIFT) | (unsigned long)digits[1]) << PyLong_SHIFT) | (unsigned long)digits[0])))
+            } else if ((8 * sizeof(size_t) >= 3 * PyLong_SHIFT)) {
+                return (size_t) (((((((size_t)digits[2]) << PyLong_SHIFT) | (size_t)digits[1]) << PyLong_SHIFT) | (size_t)digits[0]));
+            }
+        } else
+        if (size == 4 && (8 * sizeof(size_t) > 3 * PyLong_SHIFT)) {
+            if ((8 * sizeof(unsigned long) > 4 * PyLong_SHIFT)) {
+                __PYX_VERIFY_RETURN_INT(size_t, unsigned long, (((((((((unsigned long)digits[3]) << PyLong_SHIFT) | (unsigned long)digits[2]) << PyLong_SHIFT) | (unsigned long)digits[1]) << PyLong_SHIFT) | (unsigned long)digits[0])))
+            } else if ((8 * sizeof(size_t) >= 4 * PyLong_SHIFT)) {
+                return (size_t) (((((((((size_t)digits[3]) << PyLong_SHIFT) | (size_t)digits[2]) << PyLong_SHIFT) | (size_t)digits[1]) << PyLong_SHIFT) | (size_t)digits[0]));
+            }
+        } else
+        {}
+    }
+#elif CYTHON_COMPILING_IN_CPYTHON && PY_VERSION_HEX < 0x030C00A7
+    if (unlikely(Py_SIZE(x) < 0)) {
+        goto raise_neg_overflow;
+    }
+#else
+    {
+        int result = PyObject_RichCompareBool(x, Py_False, Py_LT);
+        if (unlikely(result < 0))
+            return (size_t) -1;
+        if (unlikely(result == 1))
+            goto raise_neg_overflow;
+    }
+#endif
+    if ((sizeof(size_t) <= sizeof(unsigned long))) {
+        __PYX_VERIFY_RETURN_INT_EXC(size_t, unsigned long, PyLong_AsUnsignedLong(x))
+    } else if ((sizeof(size_t) <= sizeof(unsigned PY_LONG_LONG))) {
+        __PYX_VERIFY_RETURN_INT_EXC(size_t, unsigned PY_LONG_LONG, PyLong_AsUnsignedLongLong(x))
+    }
+    return __Pyx_LargePyLong___Pyx_PyLong_As_size_t(x);
+raise_neg_overflow:
+    return __Pyx_raise_neg_overflow___Pyx_PyLong_As_size_t();
+raise_overflow:
+    return __Pyx_raise_overflow___Pyx_PyLong_As_size_t();
+}
+static CYTHON_INLINE size_t __Pyx_PySLong___Pyx_PyLong_As_size_t(PyObject *x) {
+    const int is_unsigned = 0;
+#if CYTHON_USE_PYLONG_INTERNALS
+    if (__Pyx_PyLong_IsNeg(x)) {
+        const Py_ssize_t size = __Pyx_PyLong_DigitCount(x);
+        const digit* digits = __Pyx_PyLong_Digits(x);
+        if (size == 2 && (8 * sizeof(size_t) > 1 * PyLong_SHIFT)) {
+            if ((8 * sizeof(long) > 2 * PyLong_SHIFT)) {
+                long ival = - (long) (((((unsigned long)digits[1]) << PyLong_SHIFT) | (unsigned long)digits[0]));
+                __PYX_VERIFY_RETURN_INT(size_t, long, ival)
+            } else if ((8 * sizeof(size_t) - 1 > 2 * PyLong_SHIFT)) {
+                return (size_t) (((size_t) -1) * (((((size_t)digits[1]) << PyLong_SHIFT) | (size_t)digits[0])));
+            }
+        } else
+        if (size == 3 && (8 * sizeof(size_t) > 2 * PyLong_SHIFT)) {
+            if ((8 * sizeof(long) > 3 * PyLong_SHIFT)) {
+                long ival = - (long) (((((((unsigned long)digits[2]) << PyLong_SHIFT) | (unsigned long)digits[1]) << PyLong_SHIFT) | (unsigned long)digits[0]));
+                __PYX_VERIFY_RETURN_INT(size_t, long, ival)
+            } else if ((8 * sizeof(size_t) - 1 > 3 * PyLong_SHIFT)) {
+                return (size_t) (((size_t) -1) * (((((((size_t)digits[2]) << PyLong_SHIFT) | (size_t)digits[1]) << PyLong_SHIFT) | (size_t)digits[0])));
+            }
+        } else
+        if (size == 4 && (8 * sizeof(size_t) > 3 * PyLong_SHIFT)) {
+            if ((8 * sizeof(long) > 4 * PyLong_SHIFT)) {
+                long ival = - (long) (((((((((unsigned long)digits[3]) << PyLong_SHIFT) | (unsigned long)digits[2]) << PyLong_SHIFT) | (unsigned long)digits[1]) << PyLong_SHIFT) | (unsigned long)digits[0]));
+                __PYX_VERIFY_RETURN_INT(size_t, long, ival)
+            } else if ((8 * sizeof(size_t) - 1 > 4 * PyLong_SHIFT)) {
+                return (size_t) (((size_t) -1) * (((((((((size_t)digits[3]) << PyLong_SHIFT) | (size_t)digits[2]) << PyLong_SHIFT) | (size_t)digits[1]) << PyLong_SHIFT) | (size_t)digits[0])));
+            }
+        } else
+        {}
+    } else {
+        const Py_ssize_t size = __Pyx_PyLong_DigitCount(x);
+        const digit* digits = __Pyx_PyLong_Digits(x);
+        if (size == 2 && (8 * sizeof(size_t) > 1 * PyLong_SHIFT)) {
+            if ((8 * sizeof(long) > 2 * PyLong_SHIFT)) {
+                __PYX_VERIFY_RETURN_INT(size_t, unsigned long, (((((unsigned long)digits[1]) << PyLong_SHIFT) | (unsigned long)digits[0])))
+            } else if ((8 * sizeof(size_t) - 1 > 2 * PyLong_SHIFT)) {
+                return (size_t) (((((size_t)digits[1]) << PyLong_SHIFT) | (size_t)digits[0]));
+            }
+        } else
+        if (size == 3 && (8 * sizeof(size_t) > 2 * PyLong_SHIFT)) {
+            if ((8 * sizeof(long) > 3 * PyLong_SHIFT)) {
+                __PYX_VERIFY_RETURN_INT(size_t, unsigned long, (((((((unsigned long)digits[2]) << PyLong_SHIFT) | (unsigned long)digits[1]) << PyLong_SHIFT) | (unsigned long)digits[0])))
+            } else if ((8 * sizeof(size_t) - 1 > 3 * PyLong_SHIFT)) {
+                return (size_t) (((((((size_t)digits[2]) << PyLong_SHIFT) | (size_t)digits[1]) << PyLong_SHIFT) | (size_t)digits[0]));
+            }
+        } else
+        if (size == 4 && (8 * sizeof(size_t) > 3 * PyLong_SHIFT)) {
+            if ((8 * sizeof(long) > 4 * PyLong_SHIFT)) {
+                __PYX_VERIFY_RETURN_INT(size_t, unsigned long, (((((((((unsigned long)digits[3]) << PyLong_SHIFT) | (unsigned long)digits[2]) << PyLong_SHIFT) | (unsigned long)digits[1]) << PyLong_SHIFT) | (unsigned long)digits[0])))
+            } else if ((8 * sizeof(size_t) - 1 > 4 * PyLong_SHIFT)) {
+                return (size_t) (((((((((size_t)digits[3]) << PyLong_SHIFT) | (size_t)digits[2]) << PyLong_SHIFT) | (size_t)digits[1]) << PyLong_SHIFT) | (size_t)digits[0]));
+            }
+        } else
+        {}
+    }
+#endif
+    #if __PYX_LIMITED_VERSION_HEX >= 0x030d0000
+    if ((sizeof(size_t) <= sizeof(int)) && (sizeof(int) < sizeof(long))) {
+        __PYX_VERIFY_RETURN_INT_EXC(size_t, int, PyLong_AsInt(x))
+    } else
+    #endif
+    if ((sizeof(size_t) <= sizeof(long))) {
+        __PYX_VERIFY_RETURN_INT_EXC(size_t, long, PyLong_AsLong(x))
+    } else if ((sizeof(size_t) <= sizeof(PY_LONG_LONG))) {
+        __PYX_VERIFY_RETURN_INT_EXC(size_t, PY_LONG_LONG, PyLong_AsLongLong(x))
+    }
+    return __Pyx_LargePyLong___Pyx_PyLong_As_size_t(x);
+raise_neg_overflow:
+    return __Pyx_raise_neg_overflow___Pyx_PyLong_As_size_t();
+raise_overflow:
+    return __Pyx_raise_overflow___Pyx_PyLong_As_size_t();
+}
+static size_t __Pyx_LargePyLong___Pyx_PyLong_As_size_t(PyObject *x) {
+#ifdef __Pyx_HAS_GCC_DIAGNOSTIC
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wconversion"
+#endif
+    const size_t neg_one = (size_t) -1, const_zero = (size_t) 0;
+#ifdef __Pyx_HAS_GCC_DIAGNOSTIC
+#pragma GCC diagnostic pop
+#endif
+    const int is_unsigned = neg_one > const_zero;
+    size_t val;
+    int ret = -1;
+#if PY_VERSION_HEX >= 0x030d00A6 && !CYTHON_COMPILING_IN_LIMITED_API
+    Py_ssize_t bytes_copied = PyLong_AsNativeBytes(
+        x, &val, sizeof(val), Py_ASNATIVEBYTES_NATIVE_ENDIAN | (is_unsigned ? Py_ASNATIVEBYTES_UNSIGNED_BUFFER | Py_ASNATIVEBYTES_REJECT_NEGATIVE : 0));
+    if (unlikely(bytes_copied == -1)) {
+    } else if (unlikely(bytes_copied > (Py_ssize_t) sizeof(val))) {
+        goto raise_overflow;
+    } else {
+        ret = 0;
+    }
+#elif PY_VERSION_HEX < 0x030d0000 && !(CYTHON_COMPILING_IN_PYPY || CYTHON_COMPILING_IN_LIMITED_API) || defined(_PyLong_AsByteArray)
+    int one = 1; int is_little = (int)*(unsigned char *)&one;
+    unsigned char *bytes = (unsigned char *)&val;
+    ret = _PyLong_AsByteArray((PyLongObject *)x,
+                                bytes, sizeof(val),
+                                is_little, !is_unsigned);
+    if ((0)) goto raise_overflow;
+#else
+    PyObject *v;
+    PyObject *stepval = NULL, *mask = NULL, *shift = NULL;
+    int bits, remaining_bits, is_negative = 0;
+    int chunk_size = (sizeof(long) < 8) ? 30 : 62;
+    if (likely(PyLong_CheckExact(x))) {
+        v = __Pyx_NewRef(x);
+    } else {
+        v = PyNumber_Long(x);
+        if (unlikely(!v)) return (size_t) -1;
+        assert(PyLong_CheckExact(v));
+    }
+    {
+        int result = PyObject_RichCompareBool(v, Py_False, Py_LT);
+        if (unlikely(result < 0)) {
+            Py_DECREF(v);
+            return (size_t) -1;
+        }
+        is_negative = result == 1;
+    }
+    if (is_unsigned && unlikely(is_negative)) {
+        Py_DECREF(v);
+        PyErr_SetString(PyExc_OverflowError,
+            "can't convert negative value to size_t");
+        return (size_t) -1;
+    } else if (is_negative) {
+        stepval = PyNumber_Invert(v);
+        Py_DECREF(v);
+        if (unlikely(!stepval))
+            return (size_t) -1;
+    } else {
+        stepval = v;
+    }
+    v = NULL;
+    val = (size_t) 0;
+    mask = PyLong_FromLong((1L << chunk_size) - 1); if (unlikely(!mask)) goto done;
+    shift = PyLong_FromLong(chunk_size); if (unlikely(!shift)) goto done;
+    for (bits = 0; bits < (int) sizeof(size_t) * 8 - chunk_size; bits += chunk_size) {
+        PyObject *tmp, *digit;
+        long idigit;
+        digit = PyNumber_And(stepval, mask);
+        if (unlikely(!digit)) goto done;
+        idigit = PyLong_AsLong(digit);
+        Py_DECREF(digit);
+        if (unlikely(idigit < 0)) goto done;
+        val |= ((size_t) idigit) << bits;
+        tmp = PyNumber_Rshift(stepval, shift);
+        if (unlikely(!tmp)) goto done;
+        Py_DECREF(stepval); stepval = tmp;
+    }
+    Py_DECREF(shift); shift = NULL;
+    Py_DECREF(mask); mask = NULL;
+    {
+        long idigit = PyLong_AsLong(stepval);
+        if (unlikely(idigit < 0)) goto done;
+        remaining_bits = ((int) sizeof(size_t) * 8) - bits - (is_unsigned ? 0 : 1);
+        if (unlikely(idigit >= (1L << remaining_bits)))
+            goto raise_overflow;
+        val |= ((size_t) idigit) << bits;
+    }
+    if (!is_unsigned) {
+        if (unlikely(val & (((size_t) 1) << (sizeof(size_t) * 8 - 1))))
+            goto raise_overflow;
+        if (is_negative)
+            val = ~val;
+    }
+    ret = 0;
+done:
+    Py_XDECREF(shift);
+    Py_XDECREF(mask);
+    Py_XDECREF(stepval);
+#endif
+    if (unlikely(ret))
+        return (size_t) -1;
+    return val;
+raise_overflow:
+    return __Pyx_raise_overflow___Pyx_PyLong_As_size_t();
+}
+static CYTHON_INLINE size_t __Pyx_PyLong___Pyx_PyLong_As_size_t(PyObject *x) {
+#ifdef __Pyx_HAS_GCC_DIAGNOSTIC
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wconversion"
+#endif
+    const size_t neg_one = (size_t) -1, const_zero = (size_t) 0;
+#ifdef __Pyx_HAS_GCC_DIAGNOSTIC
+#pragma GCC diagnostic pop
+#endif
+    const int is_unsigned = neg_one > const_zero;
+    if (is_unsigned) {
+        #if CYTHON_USE_PYLONG_INTERNALS
+        if (unlikely(__Pyx_PyLong_IsNeg(x))) {
+            goto raise_neg_overflow;
+        } else if (__Pyx_PyLong_IsCompact(x)) {
+            __PYX_VERIFY_RETURN_INT(size_t, __Pyx_compact_upylong, __Pyx_PyLong_CompactValueUnsigned(x))
+        } else
+        #endif
+        {
+            return __Pyx_PyULong___Pyx_PyLong_As_size_t(x);
+        }
+    } else {
+        #if CYTHON_USE_PYLONG_INTERNALS
+        if (__Pyx_PyLong_IsCompact(x)) {
+            __PYX_VERIFY_RETURN_INT(size_t, __Pyx_compact_pylong, __Pyx_PyLong_CompactValue(x))
+        } else
+        #endif
+        {
+            return __Pyx_PySLong___Pyx_PyLong_As_size_t(x);
+        }
+    }
+#if CYTHON_USE_PYLONG_INTERNALS
+raise_neg_overflow:
+    return __Pyx_raise_neg_overflow___Pyx_PyLong_As_size_t();
+raise_overflow:
+    return __Pyx_raise_overflow___Pyx_PyLong_As_size_t();
+#endif
+}
+static size_t __Pyx_NonPyLong___Pyx_PyLong_As_size_t(PyObject *x) {
+    size_t val;
+    PyObject *tmp = __Pyx_PyNumber_Long(x);
+    if (!tmp) return (size_t) -1;
+    val = __Pyx_PyLong_As_size_t(tmp);
+    Py_DECREF(tmp);
+    return val;
+}
+static CYTHON_INLINE size_t __Pyx_PyLong_As_size_t(PyObject *x) {
+    if (likely(PyLong_Check(x))) {
+        return __Pyx_PyLong___Pyx_PyLong_As_size_t(x);
+    } else {
+        return __Pyx_NonPyLong___Pyx_PyLong_As_size_t(x);
     }
 }
 

@@ -16,6 +16,7 @@ cnp.import_array()
 
 include "errors.pxi"
 include "tensor.pxi"
+include "interop.pxi"
 include "plans.pxi"
 include "rms_norm.pxi"
 include "gemv.pxi"

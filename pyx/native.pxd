@@ -32,6 +32,7 @@ cdef extern from "../src/core/dtype.h" namespace "mtlinv":
 cdef extern from "../src/core/backend.h" namespace "mtlinv":
     cdef cppclass CStorage "mtlinv::Storage":
         void* host
+        void* device
         size_t bytes
     cdef cppclass CDeviceCaps "mtlinv::DeviceCaps":
         string backend

@@ -151,6 +151,20 @@ cdef class Tensor:
     def __releasebuffer__(self, Py_buffer* buf):
         pass
 
+    def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
+        """A DLPack capsule sharing this Tensor's memory, host or CUDA (torch.from_dlpack(t), ...). `stream` needs
+        no handshake (every op synchronises before it returns); the capsule is DLPack's unversioned kind, which
+        every consumer accepts whatever its max_version."""
+        return _to_dlpack(self, dl_device, copy)
+
+    def __dlpack_device__(self):
+        return _dlpack_device(self)
+
+    @property
+    def __cuda_array_interface__(self):
+        """For CUDA memory (CuPy, Numba, torch.as_tensor); AttributeError on other devices."""
+        return _cuda_array_interface(self)
+
     def __repr__(self):
         return f"mtlinv.Tensor(shape={self.shape}, dtype={self.dtype})"
 

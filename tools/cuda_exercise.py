@@ -6,7 +6,8 @@ compute-sanitizer on the CUDA backend (the emulator's checking mode does the sam
     MTLINV_DEVICE=cuda compute-sanitizer --tool racecheck python tools/cuda_exercise.py
 
 Each call's output is checked loosely against NumPy (the op tests check it closely), so a kernel that the tool
-slows down or perturbs still has to produce sane numbers. Prints the kernels it ran, as the backend names them.
+slows down or perturbs still has to produce sane numbers. Not reached on CUDA: the sdpa_*_unaligned kernels, which
+only host memory wrapped at an odd offset selects (CUDA tensors are always fresh, aligned allocations).
 """
 import sys
 
@@ -56,14 +57,19 @@ def gemv(dtype):
 
 def qgemv(dtype, all_bits):
     k, n, group = 256, 40, 64
-    for bits in (2, 3, 4, 5, 6, 8) if all_bits else (4,):
+    for bits in (2, 3, 4, 5, 6, 8) if all_bits else (4, 8):
         wq, scales, biases = quant.quantize(rand((n, k), np.float32).astype(dtype), group, bits)
-        w = quant.dequantize_float32(wq, scales, biases, group, bits).astype(np.float64)
-        for limit, m in ((16, 1), (16, 9), (0, 5)):
-            x = rand((m, k), dtype)
-            with mtlinv.batch_invariant(limit):
-                y = ops.qgemv(x, wq, scales, biases, group_size=group, bits=bits)
-            close(y, np.asarray(x, np.float64) @ w.T, f"qgemv bits={bits} limit={limit} m={m}")
+        # float32 scales with 16-bit activations (the *_sf32 kernels, what GGUF imports produce) at 4 and 8 bits
+        wide = np.dtype(dtype) != np.float32 and bits in (4, 8)
+        for scale_dtype in (dtype, np.float32) if wide else (dtype,):
+            sc, bs = scales.astype(scale_dtype), biases.astype(scale_dtype)
+            w = quant.dequantize_float32(wq, sc, bs, group, bits).astype(np.float64)
+            for limit, m in ((16, 1), (16, 9), (0, 5)):
+                x = rand((m, k), dtype)
+                with mtlinv.batch_invariant(limit):
+                    y = ops.qgemv(x, wq, sc, bs, group_size=group, bits=bits)
+                close(y, np.asarray(x, np.float64) @ w.T, f"qgemv bits={bits} scales={np.dtype(scale_dtype)} "
+                      f"limit={limit} m={m}")
 
 
 def sdpa(dtype):

@@ -226,11 +226,12 @@ def _annotate_device_functions(text: str) -> str:
     head_start, paren, i = 0, 0, 0
 
     def annotate(end: int, function: bool) -> None:
+        """Marks the declaration that ends at `end`, after its template header, when it is a function or data."""
         at = _after_template_header(code, head_start, end)
-        head = code[at:end]
-        if "__device__" in head or "__global__" in head:
+        decl = code[at:end]
+        if "__device__" in decl or "__global__" in decl:
             return
-        if function or (re.match(r"constant\b", head) and not re.search(r"\bconstexpr\b", head)):
+        if function or (re.match(r"constant\b", decl) and not re.search(r"\bconstexpr\b", decl)):
             inserts.append(at)
 
     while i < len(code):
@@ -247,24 +248,23 @@ def _annotate_device_functions(text: str) -> str:
             close = _matching_paren(code, code.index("(", i))
             i = head_start = close + 1
             continue
+        decl = code[_after_template_header(code, head_start, i):i] if ch in ";{" else ""
         if ch == "(":
             paren += 1
         elif ch == ")":
             paren -= 1
         elif ch == ";" and paren == 0:
-            head = code[head_start:i]
-            annotate(i, _is_function_head(head))
+            annotate(i, _is_function_head(decl))
             head_start = i + 1
         elif ch == "{":
-            head = code[head_start:i]
             if paren > 0:
                 scopes.append("body")
-            elif re.search(r"\bnamespace\b|\bextern\b", head):
+            elif re.search(r"\bnamespace\b|\bextern\b", decl):
                 scopes.append("namespace")
-            elif _is_function_head(head):
+            elif _is_function_head(decl):
                 annotate(i, True)
                 scopes.append("body")
-            elif re.match(r"\s*(typedef\s+)?(struct|class|union|enum)\b", code[_after_template_header(code, head_start, i):i]):
+            elif re.match(r"\s*(typedef\s+)?(struct|class|union|enum)\b", decl):
                 scopes.append("class")
             else:
                 annotate(i, False)

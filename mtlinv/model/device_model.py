@@ -15,8 +15,9 @@ import numpy as np
 
 import mtlinv
 
-from .. import gguf_blocks
+from .. import gguf_blocks, quant
 from .gguf_model import GGUFModel, GGUFTensor, LlamaConfig
+from .reference import LlamaWeights
 
 ACTIVATION = ml_dtypes.bfloat16
 # GGUF scales (float16 d, m) mostly do not fit bfloat16's 8 significant bits; float32 keeps the import lossless.
@@ -47,6 +48,12 @@ class QuantLinear:
             wq, scales, biases = importer(t.data, t.shape, dtype=SCALE_DTYPE)
             return cls(mtlinv.asarray(wq), mtlinv.asarray(scales), mtlinv.asarray(biases), bits)
         raise ValueError(f"{t.name}: type {kind} has no quantized kernel; supported: {', '.join(_IMPORTERS)}")
+
+    @classmethod
+    def from_float(cls, w, bits: int = 8) -> QuantLinear:
+        """Quantizes a float weight [N, K] with mtlinv.quant (MLX's affine format, float32 scales)."""
+        wq, scales, biases = quant.quantize(np.asarray(w, np.float32), group_size=gguf_blocks.QK, bits=bits)
+        return cls(mtlinv.asarray(wq), mtlinv.asarray(scales), mtlinv.asarray(biases), bits)
 
     def __call__(self, x):
         return mtlinv.qgemv(x, self.wq, self.scales, self.biases, group_size=self.group_size, bits=self.bits)
@@ -94,6 +101,18 @@ class DeviceWeights:
         embedding = mtlinv.asarray(model.tensors["token_embd.weight"].dequantize().astype(ACTIVATION))
         return cls(c, embedding, tuple(layers), _vector(model.tensors["output_norm.weight"]),
                    QuantLinear.from_gguf(model.output))
+
+
+    @classmethod
+    def from_reference(cls, w: LlamaWeights, bits: int = 8) -> DeviceWeights:
+        """Device weights from float64 reference weights (a model built in memory), quantized to `bits`."""
+        def vec(a):
+            return mtlinv.asarray(np.asarray(a).astype(ACTIVATION))
+
+        layers = tuple(DeviceLayer(vec(l.attn_norm), *(QuantLinear.from_float(m, bits) for m in (l.wq, l.wk, l.wv, l.wo)),
+                                   vec(l.ffn_norm), *(QuantLinear.from_float(m, bits) for m in (l.w_gate, l.w_up, l.w_down)))
+                       for l in w.layers)
+        return cls(w.config, vec(w.tok_embd), layers, vec(w.output_norm), QuantLinear.from_float(w.output, bits))
 
 
 class DeviceModel:

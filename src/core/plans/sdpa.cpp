@@ -67,21 +67,15 @@ Plan plan_sdpa(const SdpaShape& s, int limit, const DeviceCaps& caps) {
     return plan;
   }
 
-  const bool split = !plan.canonical;
-  if (split) {
-    args.n_blocks = sdpa_split_blocks(s, caps);
-    args.block_keys = ceil_div(s.kv_len, args.n_blocks);
-  } else {
-    args.block_keys = sdpa_chunk_keys(s.head_dim, s.dtype, caps);
-    args.n_blocks = ceil_div(s.kv_len, args.block_keys);
-  }
-  const std::string path = split ? "split_" : "chunks_";
+  args.block_keys = plan.canonical ? sdpa_chunk_keys(s.head_dim, s.dtype, caps)
+                                   : ceil_div(s.kv_len, sdpa_split_blocks(s, caps));
+  args.n_blocks = ceil_div(s.kv_len, args.block_keys);
   const int64_t rows = s.batch * s.q_heads * s.q_len;
   plan.scratch_bytes = {static_cast<size_t>(rows * args.n_blocks * s.head_dim) * sizeof(float),
                         static_cast<size_t>(rows * args.n_blocks) * 2 * sizeof(float)};
 
   PlanLaunch partials;
-  partials.kernel = "sdpa_" + path + loads + suffix;
+  partials.kernel = "sdpa_blocks_" + loads + suffix;
   partials.threadgroups = {ceil_div(s.q_len * args.group, kQueriesPerTile), args.n_blocks,
                            static_cast<uint32_t>(s.batch * s.kv_heads)};
   partials.threads = {kThreads, 1, 1};
@@ -89,7 +83,7 @@ Plan plan_sdpa(const SdpaShape& s, int limit, const DeviceCaps& caps) {
   partials.buffers = {PlanBuffer::op(0), PlanBuffer::op(1), PlanBuffer::op(2), PlanBuffer::tmp(0), PlanBuffer::tmp(1)};
 
   PlanLaunch combine;
-  combine.kernel = "sdpa_combine_" + path + suffix;
+  combine.kernel = "sdpa_combine_" + suffix;
   combine.threadgroups = {static_cast<uint32_t>(s.q_len), q_heads, batch};
   combine.threads = {static_cast<uint32_t>(s.head_dim / 4), 1, 1};
   combine.args = partials.args;

@@ -21,10 +21,11 @@ struct SdpaShape {
 };
 
 // Operands: 0 q, 1 k, 2 v, 3 out.
-// q_len <= limit (and q_len == 1 always) -> canonical two-pass sdpa_chunks + sdpa_combine_chunks (two scratch
-// buffers of float32 partials); otherwise q_len <= kSdpaSplitMaxQueries -> the two-pass sdpa_split +
-// sdpa_combine_split, and longer blocks -> the single-pass sdpa_flash. Without `aligned`, the kernels reading
-// q, k, v are the element-load builds (sdpa_chunks_unaligned_*, ...), with the same bits.
+// q_len <= limit (and q_len == 1 always) -> canonical: the two-pass sdpa_blocks + sdpa_combine (two scratch
+// buffers of float32 partials) over chunks of sdpa_chunk_keys() keys. Otherwise q_len <= kSdpaSplitMaxQueries
+// -> the same two passes over sdpa_split_blocks() blocks, and longer blocks -> the single-pass sdpa_flash.
+// Without `aligned`, the kernels reading q, k, v are the element-load builds (sdpa_blocks_unaligned_*, ...),
+// with the same bits.
 Plan plan_sdpa(const SdpaShape& s, int limit, const DeviceCaps& caps);
 
 // Above the limit, blocks of at most this many queries per head take the split kernel (MLX's vector mode bound).
@@ -34,7 +35,8 @@ constexpr int64_t kSdpaSplitMaxQueries = 8;
 // dtype and device only, never of the query or key count.
 uint32_t sdpa_chunk_keys(int64_t head_dim, DType dtype, const DeviceCaps& caps);
 
-// The key blocks of the split path, derived from the query count and kv_len to fill the device.
+// The key blocks of the throughput two-pass path (ceil(kv_len / blocks) consecutive keys each), derived from the
+// query count and kv_len to fill the device.
 uint32_t sdpa_split_blocks(const SdpaShape& s, const DeviceCaps& caps);
 
 }  // namespace mtlinv
