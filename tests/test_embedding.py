@@ -1,0 +1,37 @@
+"""The C++ library for embedding: CMake builds the core, the emulator and the C API without Python, and the
+examples (C++ and C) check one row's bits against the row alone."""
+import os
+import pathlib
+import shutil
+import subprocess
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def build_dir(tmp_path_factory):
+    cmake = shutil.which("cmake")
+    if cmake is None:
+        if os.environ.get("CI"):
+            pytest.fail("cmake is required in CI (pip install cmake)")
+        pytest.skip("cmake is not installed")
+    out = tmp_path_factory.mktemp("cmake")
+    generator = ["-G", "Ninja"] if shutil.which("ninja") else []
+    subprocess.run([cmake, "-S", str(ROOT), "-B", str(out), "-DCMAKE_BUILD_TYPE=Release", *generator], check=True,
+                   capture_output=True, text=True)
+    r = subprocess.run([cmake, "--build", str(out), "-j", "2"], capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-4000:]
+    return out
+
+
+@pytest.mark.parametrize("program", ["embed_example", "embed_example_c"])
+def test_example_runs_and_passes(build_dir, program):
+    env = dict(os.environ, MTLINV_DEVICE="emu")
+    r = subprocess.run([str(build_dir / program)], capture_output=True, text=True, env=env, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "has the bits of" in r.stdout and "DIFFERS" not in r.stdout
+    assert "bad input:" in r.stdout and "has K=" in r.stdout
