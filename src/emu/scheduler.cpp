@@ -142,8 +142,12 @@ void Threadgroup::run_kernel(Fiber& f) {
   try {
     fn_(f.k);
   } catch (const std::exception& e) {
+    // The launch prefixes "kernel K: threadgroup (..): "; drop the kernel name a shim message may already carry.
+    std::string what = e.what();
+    const std::string named = std::string("kernel ") + (f.k.kernel_name ? f.k.kernel_name : "?") + ": ";
+    if (what.compare(0, named.size(), named) == 0) what.erase(0, named.size());
     failed_ = true;
-    failure_ = "thread " + dim_str(f.k.thread_position_in_threadgroup) + ": " + e.what();
+    failure_ = "thread " + dim_str(f.k.thread_position_in_threadgroup) + ": " + what;
   } catch (...) {
     failed_ = true;
     failure_ = "thread " + dim_str(f.k.thread_position_in_threadgroup) + ": unknown exception";
