@@ -30,7 +30,7 @@ run() {
              { ldd mtlinv/_native*.so | grep -E "stdc|cuda"; \
                python3 -X faulthandler -c "import mtlinv; i = mtlinv.device_info(); assert i['backend'] == 'cuda', i; print(i)"; } ;;
     # No registry there: PIP_NO_INDEX makes the model fixture's fetch fail at once (its tests skip).
-    tests) step tests 60 env PIP_NO_INDEX=1 python3 -m pytest -q -rs -p no:cacheprovider --durations=5 \
+    tests) step tests 60 env PIP_NO_INDEX=1 python3 -m pytest -q -rs -p no:cacheprovider --durations=5 -m "not slow" \
              $(python3 -c "import xdist" 2>/dev/null && echo "-n 8") tests ;;
     bench) step bench 200 python3 benchmarks/bench_cuda.py --out "$OUT/bench.json" ${BENCH_ARGS:-} ;;
     memcheck) step memcheck 80 "$SANITIZER" --tool memcheck --error-exitcode 9 python3 tools/cuda_exercise.py ;;
