@@ -13,13 +13,12 @@ def main(argv: list[str] | None = None) -> int:
     check.add_argument("--limit", type=int, default=8, help="largest M checked (default 8)")
     check.add_argument("--quick", action="store_true", help="smaller shapes")
     demo = sub.add_parser("demo", help="greedy vs speculative decoding on a real model")
-    demo.add_argument("--prompt", default="What is the capital of France?")
+    demo.add_argument("--prompt", default="Write a short story about a robot who learns to paint.")
     demo.add_argument("--tokens", type=int, default=48, help="tokens to generate (default 48)")
     demo.add_argument("--k", type=int, default=4, help="draft tokens per speculative step (default 4)")
     demo.add_argument("--model", default=None, help="path of a llama-architecture GGUF (default: SmolLM2-135M)")
     args = ap.parse_args(argv)
 
-    import mtlinv
     if args.command == "check":
         if args.limit < 1:
             ap.error(f"--limit must be >= 1, got {args.limit}")

@@ -34,8 +34,14 @@ def draft_skip_layers(n_layers: int) -> list[int]:
 
 
 def _progress(label: str):
+    """A progress line on stderr: redrawn in place on a terminal, printed once at the end otherwise."""
+    live = sys.stderr.isatty()
+
     def report(done: int, total: int) -> None:
-        print(f"\r{label}: {done}/{total}", end="" if done < total else "\n", file=sys.stderr, flush=True)
+        if live:
+            print(f"\r{label}: {done}/{total}", end="" if done < total else "\n", file=sys.stderr, flush=True)
+        elif done == total:
+            print(f"{label}: {done}/{total}", file=sys.stderr, flush=True)
     return report
 
 

@@ -1,0 +1,30 @@
+"""The `mtlinv` command: `check` prints a PASS table and exits 0 on a healthy device; bad options are errors."""
+import subprocess
+import sys
+
+from mtlinv.audit import run_audit
+from mtlinv.cli import main
+
+
+def test_check_quick_passes():
+    lines = []
+    assert run_audit(limit=4, quick=True, out=lines.append)
+    table = "\n".join(lines)
+    for op in ("rms_norm", "gemv", "qgemv", "sdpa"):
+        assert f"\n{op}" in table
+    assert "FAIL" not in table and table.rstrip().endswith("all PASS")
+
+
+def test_check_rejects_bad_limit(capsys):
+    try:
+        main(["check", "--limit", "0"])
+    except SystemExit as e:
+        assert e.code == 2
+    assert "--limit must be >= 1" in capsys.readouterr().err
+
+
+def test_console_entry_point_runs():
+    r = subprocess.run([sys.executable, "-m", "mtlinv.cli", "check", "--quick", "--limit", "2"], capture_output=True,
+                       text=True, timeout=600)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "all PASS" in r.stdout
