@@ -19,8 +19,8 @@ template <typename T>
   threadgroup float simd_partials[SIMD_WIDTH];
   threadgroup float row_scale[1];
 
-  device const T* xr = x + row * args.cols;
-  device T* yr = y + row * args.cols;
+  device const T* xr = x + ulong(row) * args.cols;
+  device T* yr = y + ulong(row) * args.cols;
 
   // Each thread sums a strided slice of the row in column order.
   float sumsq = 0.0f;

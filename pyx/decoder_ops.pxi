@@ -29,10 +29,12 @@ def swiglu(gate, up):
     return _wrap(out)
 
 
-def write_heads(x, Tensor dst, int64_t seq_offset, int64_t start_pos=0, bint rotate=False, float base=10000.0):
+def write_heads(x, Tensor dst not None, int64_t seq_offset, int64_t start_pos=0, bint rotate=False, float base=10000.0):
     """Writes x [L, H, D] into dst [H, C, D] (in place) at sequence indices seq_offset.., rotating interleaved
     pairs for positions start_pos.. when `rotate` (RoPE as stored in llama GGUF files)."""
     cdef Tensor tx = _operand(x, "x", "write_heads")
+    if dst.readonly:
+        raise InvalidArgumentError("write_heads: dst wraps a read-only array; it is written in place")
     with nogil:
         c_write_heads(tx.c, dst.c, seq_offset, start_pos, rotate, base)
 
@@ -40,8 +42,8 @@ def write_heads(x, Tensor dst, int64_t seq_offset, int64_t start_pos=0, bint rot
 def rope_heads(x, int64_t start_pos, float base=10000.0):
     """RoPE on x [L, H, D] for positions start_pos.., returned as [H, L, D] (the layout sdpa takes)."""
     cdef Tensor tx = _operand(x, "x", "rope_heads")
-    if tx.ndim != 3:
-        raise InvalidArgumentError(f"rope_heads: x must be [L, H, D], got {list(tx.shape)}")
+    if tx.ndim != 3 or tx.shape[2] % 2:
+        raise InvalidArgumentError(f"rope_heads: x must be [L, H, D] with an even D, got {list(tx.shape)}")
     cdef Tensor out = _wrap(CTensor.empty([tx.shape[1], tx.shape[0], tx.shape[2]], tx.c.dtype))
     write_heads(tx, out, 0, start_pos, True, base)
     return out
@@ -59,7 +61,17 @@ def heads_to_rows(x):
 def embedding(table, ids):
     """table [V, D], ids [L] (int32) -> table[ids] [L, D]."""
     cdef Tensor tt = _operand(table, "table", "embedding")
-    cdef Tensor ti = ids if isinstance(ids, Tensor) else asarray(np.asarray(ids, dtype=np.int32))
+    cdef Tensor ti
+    if isinstance(ids, Tensor):
+        ti = ids
+    else:
+        a = np.asarray(ids)
+        if a.size and not np.issubdtype(a.dtype, np.integer):
+            raise DTypeError(f"embedding: ids must be integers, got dtype {a.dtype}")
+        if a.size and (a.min() < 0 or a.max() >= tt.shape[0]):
+            bad = a.reshape(-1)[(a.reshape(-1) < 0) | (a.reshape(-1) >= tt.shape[0])][0]
+            raise InvalidArgumentError(f"embedding: id {int(bad)} is outside [0, {tt.shape[0]})")
+        ti = asarray(a.astype(np.int32))
     cdef CTensor out
     with nogil:
         out = c_embedding(tt.c, ti.c)

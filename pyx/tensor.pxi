@@ -1,5 +1,7 @@
 # mtlinv.Tensor: a tensor on the active device. Host-visible memory (emulator, Metal's shared storage) is exposed
 # without copies through the buffer protocol and __array__; other memory (CUDA) is copied on .numpy().
+import math
+
 import ml_dtypes
 
 _NUMPY_TO_DTYPE = {
@@ -92,9 +94,9 @@ cdef class Tensor:
         if new.count(-1) > 1 or any(d < -1 for d in new):
             raise InvalidArgumentError(f"reshape: invalid shape {tuple(shape)}")
         if -1 in new:
-            known = int(np.prod([d for d in new if d != -1]))
+            known = math.prod(d for d in new if d != -1)
             new[new.index(-1)] = self.size // known if known else 0
-        if int(np.prod(new)) != self.size:
+        if math.prod(new) != self.size:
             raise InvalidArgumentError(f"reshape: cannot view shape {self.shape} as {tuple(shape)}")
         cdef Tensor t = Tensor.__new__(Tensor)
         t.c = self.c
@@ -186,7 +188,8 @@ def asarray(obj, dtype=None):
     if a.dtype not in _NUMPY_TO_DTYPE:
         names = ", ".join(str(d) for d in _NUMPY_TO_DTYPE)
         raise DTypeError(f"asarray: dtype {a.dtype} is not supported (supported: {names})")
-    a = np.ascontiguousarray(a)
+    if not a.flags.c_contiguous:
+        a = np.array(a, order="C")  # (np.ascontiguousarray would turn a 0-d array into shape (1,))
     cdef vector[int64_t] shape = a.shape
     cdef vector[int64_t] strides = [s // a.itemsize for s in a.strides]
     cdef CDType dt = _NUMPY_TO_DTYPE[a.dtype]

@@ -22,3 +22,15 @@ def rng():
 def pytest_report_header(config):
     info = mtlinv.device_info()
     return f"mtlinv device: {info['backend']} ({info['name']}); MTLINV_DEVICE={os.environ.get('MTLINV_DEVICE', 'auto')}"
+
+
+@pytest.fixture
+def gpu_plans():
+    """On the emulator, plan as for a GPU (several K splits, wide threadgroups) so those code paths run in CI."""
+    from mtlinv import _native
+    if mtlinv.device_info()["backend"] != "emu":
+        yield
+        return
+    _native._set_emu_gpu_plans(True)
+    yield
+    _native._set_emu_gpu_plans(False)

@@ -55,6 +55,13 @@ def test_write_heads_into_cache(rng):
 
 
 def test_write_heads_errors(rng):
+    with pytest.raises(TypeError):
+        mtlinv.write_heads(random(rng, (3, 2, 8), np.float32), None, 0)
+    frozen = np.zeros((2, 4, 8), np.float32)
+    frozen.flags.writeable = False
+    with pytest.raises(ValueError, match="read-only"):
+        mtlinv.write_heads(random(rng, (1, 2, 8), np.float32), mtlinv.asarray(frozen), 0)
+    assert not frozen.any()
     cache = mtlinv.asarray(np.zeros((2, 4, 8), np.float32))
     with pytest.raises(ValueError, match="do not fit dst capacity 4"):
         mtlinv.write_heads(random(rng, (3, 2, 8), np.float32), cache, 2)
@@ -71,8 +78,16 @@ def test_embedding(rng):
     table = random(rng, (50, 16), ml_dtypes.bfloat16)
     ids = np.array([3, 0, 49, 3], np.int32)
     assert same_bits(mtlinv.embedding(table, ids), table[ids])
-    with pytest.raises(ValueError, match=r"ids\[1\]=50 is outside \[0, 50\)"):
+    with pytest.raises(ValueError, match=r"id 50 is outside \[0, 50\)"):
         mtlinv.embedding(table, np.array([1, 50], np.int32))
+    with pytest.raises(ValueError, match=r"id -1 is outside"):
+        mtlinv.embedding(table, [-1])
+    with pytest.raises(ValueError, match=r"id 4294967297 is outside"):
+        mtlinv.embedding(table, np.array([2**32 + 1], np.int64))
+    with pytest.raises(TypeError, match="ids must be integers, got dtype float64"):
+        mtlinv.embedding(table, [1.9, 2.7])
+    with pytest.raises(ValueError, match=r"ids\[0\]=-1 is outside"):  # Tensors are checked by the core
+        mtlinv.embedding(table, mtlinv.asarray(np.array([-1], np.int32)))
 
 
 def test_tensor_reshape():

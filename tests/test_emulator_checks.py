@@ -71,16 +71,34 @@ def test_emulator_recovers_after_a_fault():
     assert np.array_equal(np.asarray(mtlinv.rms_norm(x, np.ones(32, np.float32), 0.0)), x)
 
 
-def test_real_kernels_pass_checking_mode(checking, rng):
-    """The shipped kernels are race-free and in bounds on a few shapes with tails."""
-    mtlinv.set_limit(4)
-    x = rng.standard_normal((3, 70)).astype(np.float16)
-    w = rng.standard_normal((13, 70)).astype(np.float16)
-    mtlinv.gemv(x, w)
-    mtlinv.gemv(x, w.T.copy(), transpose=False)
-    mtlinv.set_limit(0)
-    mtlinv.gemv(x, w)
-    mtlinv.rms_norm(x, np.ones(70, np.float16))
+@pytest.mark.parametrize("plans", ["emulator", "gpu"])
+def test_real_kernels_pass_checking_mode(plans, checking, rng):
+    """Every shipped kernel family is race-free and in bounds (each launch runs twice, in opposite thread orders,
+    with bounds-checked loads) on shapes with tails, with the emulator's plans and with the GPU plans."""
+    from mtlinv import quant
+    _native._set_emu_gpu_plans(plans == "gpu")
+    try:
+        for limit in (4, 0):
+            mtlinv.set_limit(limit)
+            x = rng.standard_normal((3, 1100)).astype(np.float16)
+            w = rng.standard_normal((13, 1100)).astype(np.float16)
+            mtlinv.gemv(x, w)
+            mtlinv.gemv(x, w.T.copy(), transpose=False)
+            mtlinv.rms_norm(x, np.ones(1100, np.float16))
+            wq, s, b = quant.quantize(rng.standard_normal((9, 256)).astype(np.float16), group_size=64, bits=3)
+            mtlinv.qgemv(x[:, :256], wq, s, b, group_size=64, bits=3)
+            q = rng.standard_normal((1, 4, 3, 64)).astype(np.float16)
+            kv = rng.standard_normal((1, 2, 300, 64)).astype(np.float16)
+            mtlinv.sdpa(q, kv, kv, kv_len=290)
+            mtlinv.sdpa(rng.standard_normal((1, 2, 12, 64)).astype(np.float16), kv, kv, kv_len=40)
+        h = rng.standard_normal((3, 2, 64)).astype(np.float16)
+        mtlinv.add(h, h)
+        mtlinv.swiglu(h, h)
+        heads = mtlinv.rope_heads(h, 5, 100.0)
+        mtlinv.heads_to_rows(heads)
+        mtlinv.embedding(rng.standard_normal((10, 8)).astype(np.float16), [1, 9, 0])
+    finally:
+        _native._set_emu_gpu_plans(False)
 
 
 def test_every_registered_kernel_is_in_the_metal_table():

@@ -277,3 +277,17 @@ def test_float32_scales_with_16bit_activations(dtype, bits, rng):
     wq2, scales2, biases2 = quant.quantize(w, group_size=32, bits=2)  # float32 scales, 2 bits: no kernel
     with pytest.raises(TypeError, match="scales must have x's dtype, or be float32 with bits 4 or 8"):
         mtlinv.qgemv(x, wq2, scales2, biases2, group_size=32, bits=2)
+
+
+def test_rows_invariant_with_gpu_plans(gpu_plans, rng):
+    """The GPU plans' K splits (4 simdgroups at K=4096), run on the emulator."""
+    mtlinv.set_limit(16)
+    w = rng.standard_normal((24, 4096)).astype(np.float16)
+    wq, scales, biases = quant.quantize(w, group_size=64, bits=4)
+    x = rng.standard_normal((16, 4096)).astype(np.float16)
+    plan = mtlinv._native.plan_qgemv(rows=16, k=4096, n=24, group_size=64, bits=4, dtype="float16")
+    assert plan["launches"][0]["threads"][0] > 32
+    full = np.asarray(mtlinv.qgemv(x, wq, scales, biases, group_size=64, bits=4))
+    for r in range(16):
+        alone = np.asarray(mtlinv.qgemv(x[r:r + 1], wq, scales, biases, group_size=64, bits=4))
+        assert same_bits(full[r:r + 1], alone), f"row {r}"

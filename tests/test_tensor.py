@@ -45,6 +45,18 @@ def test_unsupported_dtype_names_it():
         mtlinv.asarray(np.zeros(3, dtype=np.complex64))
 
 
+def test_shapes_that_overflow_are_refused():
+    t = mtlinv.asarray(np.arange(4, dtype=np.float32))
+    with pytest.raises(ValueError, match="cannot view"):
+        t.reshape(2**62 + 1, 4)
+
+
+def test_zero_dim_and_empty_arrays():
+    assert mtlinv.asarray(np.float32(3)).shape == ()
+    empty = mtlinv.asarray(np.zeros((2, 0, 3), np.float32))
+    assert empty.shape == (2, 0, 3) and np.asarray(empty).size == 0
+
+
 def test_tensor_cannot_be_constructed_directly():
     with pytest.raises(TypeError, match="asarray"):
         mtlinv.Tensor()

@@ -33,6 +33,10 @@ struct DeviceCaps {
   uint32_t threadgroup_memory_bytes = 32768;
   uint32_t compute_units = 1;   // worker threads (emu), GPU cores (metal), SMs (cuda)
   bool bfloat = true;           // bfloat arithmetic available
+  // Every thread is costly (the emulator: a fiber, switched at each barrier and simd call): plans prefer fewer,
+  // longer-running threads. A plan may differ by device, never by M; tests turn this off on the emulator to run
+  // the GPU plans' code paths (several K splits, wide rms_norm threadgroups) in CI.
+  bool few_threads = false;
 };
 
 // One argument of a dispatch: the argument struct (bytes, slot 0) or a buffer range.

@@ -4,12 +4,10 @@
 
 namespace mtlinv {
 
-void run_plan(const Plan& plan, const std::vector<const Tensor*>& operands) {
-  Backend& backend = active_backend();
-  std::vector<StoragePtr> scratch;
-  scratch.reserve(plan.scratch_bytes.size());
-  for (size_t bytes : plan.scratch_bytes) scratch.push_back(backend.allocate(bytes ? bytes : 1));
+namespace {
 
+void dispatch_all(Backend& backend, const Plan& plan, const std::vector<const Tensor*>& operands,
+                  const std::vector<StoragePtr>& scratch) {
   for (const PlanLaunch& launch : plan.launches) {
     Dispatch d;
     d.kernel = launch.kernel;
@@ -32,6 +30,26 @@ void run_plan(const Plan& plan, const std::vector<const Tensor*>& operands) {
       }
     }
     backend.dispatch(d);
+  }
+}
+
+}  // namespace
+
+void run_plan(const Plan& plan, const std::vector<const Tensor*>& operands) {
+  Backend& backend = active_backend();
+  std::vector<StoragePtr> scratch;
+  scratch.reserve(plan.scratch_bytes.size());
+  for (size_t bytes : plan.scratch_bytes) scratch.push_back(backend.allocate(bytes ? bytes : 1));
+
+  try {
+    dispatch_all(backend, plan, operands, scratch);
+  } catch (...) {
+    // Wait for whatever was already queued before reporting: the caller may free the operands right after.
+    try {
+      backend.synchronize();
+    } catch (...) {
+    }
+    throw;
   }
   backend.synchronize();
 }

@@ -25,9 +25,12 @@ Shape contiguous_strides(const Shape& shape) {
   return strides;
 }
 
+// Dimensions are non-negative and their product (times 8 bytes, the widest element) fits in int64.
 static void check_shape(const Shape& shape) {
+  int64_t n = 8;
   for (int64_t d : shape) {
     if (d < 0) throw InvalidArgument("negative dimension in shape ", shape_str(shape));
+    if (__builtin_mul_overflow(n, d, &n)) throw InvalidArgument("shape ", shape_str(shape), " is too large");
   }
 }
 
@@ -83,6 +86,7 @@ Tensor Tensor::from_host(void* data, const Shape& shape, const Shape& strides, D
 }
 
 Tensor Tensor::reshape(const Shape& new_shape) const {
+  check_shape(new_shape);
   Tensor t = *this;
   t.shape = new_shape;
   t.strides = contiguous_strides(new_shape);

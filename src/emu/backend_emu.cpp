@@ -28,7 +28,10 @@ class EmuBackend final : public Backend {
     caps_.simd_width = emu::kSimdWidth;
     caps_.max_threads_per_threadgroup = emu::kMaxThreadsPerThreadgroup;
     caps_.threadgroup_memory_bytes = 32768;  // what Apple GPUs offer; plans stay within it on every target
+    caps_.few_threads = true;
   }
+
+  void set_gpu_plans(bool on) { caps_.few_threads = !on; }
 
   const DeviceCaps& caps() const override { return caps_; }
 
@@ -101,5 +104,11 @@ class EmuBackend final : public Backend {
 }  // namespace
 
 std::unique_ptr<Backend> make_emu_backend() { return std::make_unique<EmuBackend>(); }
+
+void set_emu_gpu_plans(bool on) {
+  auto* emu = dynamic_cast<EmuBackend*>(&active_backend());
+  if (emu == nullptr) throw DeviceError("set_emu_gpu_plans: the active backend is ", active_backend().caps().backend);
+  emu->set_gpu_plans(on);
+}
 
 }  // namespace mtlinv

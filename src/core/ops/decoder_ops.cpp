@@ -75,9 +75,10 @@ Tensor embedding(const Tensor& table, const Tensor& ids) {
   }
   const int64_t vocab = table.dim(0);
   std::vector<int32_t> host(static_cast<size_t>(ids.numel()));
-  active_backend().download(*ids.storage, ids.offset, host.data(), ids.nbytes());
+  if (!host.empty()) active_backend().download(*ids.storage, ids.offset, host.data(), ids.nbytes());
   for (size_t i = 0; i < host.size(); ++i) {
-    const int64_t id = ids.dtype == DType::u32 ? static_cast<uint32_t>(host[i]) : host[i];
+    const int64_t id = ids.dtype == DType::u32 ? static_cast<int64_t>(static_cast<uint32_t>(host[i]))
+                                               : static_cast<int64_t>(host[i]);
     if (id < 0 || id >= vocab) throw InvalidArgument(op, ": ids[", i, "]=", id, " is outside [0, ", vocab, ")");
   }
   Tensor y = Tensor::empty({ids.dim(0), table.dim(1)}, table.dtype);

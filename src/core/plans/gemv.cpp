@@ -20,7 +20,7 @@ uint32_t ceil_div(int64_t a, int64_t b) { return static_cast<uint32_t>((a + b - 
 uint32_t gemv_k_splits(int64_t k, DType dtype, bool w_kn, const DeviceCaps& caps) {
   // The emulator pays for every simdgroup in fiber switches (the ladder, the barrier): one simdgroup per output
   // tile keeps its work per switch high. GPUs need the splits to keep enough loads in flight.
-  if (caps.backend == "emu") return 1;
+  if (caps.few_threads) return 1;
   if (w_kn) {
     // Consecutive K ranges of at least 256 per simdgroup.
     return static_cast<uint32_t>(std::clamp<int64_t>(k / 256, 1, kMaxSplits));

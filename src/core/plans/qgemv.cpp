@@ -36,7 +36,7 @@ uint32_t qgemv_k_splits(int64_t k, const DeviceCaps& caps) {
   // in flight: 4, as gemv_nk (on an H200 through the CUDA target, K=4096 with 4 splits runs 1.2x faster at M=1
   // and 1.5x at M=8 than with 1). The emulator pays a fiber switch per lane and ladder step, so it wants few
   // simdgroups: 16 (half the time of 4 splits at K=4096).
-  const int64_t min_steps = caps.backend == "emu" ? 16 : 4;
+  const int64_t min_steps = caps.few_threads ? 16 : 4;
   const int64_t steps = (k + kStep - 1) / kStep;
   return static_cast<uint32_t>(std::clamp<int64_t>(steps / min_steps, 1, kMaxSplits));
 }

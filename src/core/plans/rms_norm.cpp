@@ -12,7 +12,7 @@ namespace {
 // of `rows`. GPUs get enough whole simdgroups that each thread handles a few columns; on the emulator every
 // thread is a fiber, so one simdgroup per row does the same work with far fewer switches.
 uint32_t threads_per_row(int64_t cols, const DeviceCaps& caps) {
-  if (caps.backend == "emu") return caps.simd_width;
+  if (caps.few_threads) return caps.simd_width;
   const uint32_t limit = std::min<uint32_t>(1024, caps.max_threads_per_threadgroup);
   const int64_t wanted = std::clamp<int64_t>((cols + 3) / 4, caps.simd_width, limit);
   return static_cast<uint32_t>((wanted + caps.simd_width - 1) / caps.simd_width * caps.simd_width);
