@@ -1,8 +1,9 @@
 """`mtlinv check`: a bitwise invariance audit of every op on the active device.
 
-For each op and case, every row of an M-row call (M = 1..limit) must equal the same row computed alone, bit for
-bit; and with limit 0 a multi-row call should take the throughput path (reported, not required to differ: on some
-devices both paths happen to agree for a shape).
+For each op and case (rms_norm, gemv in both layouts, qgemv, sdpa; f32/f16/bf16), every row of an M-row call
+(M = 1..limit) must equal the same row computed alone, bit for bit, and every query of a causal block of Lq
+queries must equal that query alone over its visible keys. The elementwise decoder ops (add, swiglu, RoPE,
+embedding) compute each element from its own inputs only and are covered by the test suite instead.
 """
 from __future__ import annotations
 
