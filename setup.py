@@ -85,12 +85,35 @@ class BuildExt(build_ext):
 
 
 def metal_backend(sources, macros, include_dirs, link_args):
-    """On macOS: the Metal backend, with every kernel's MSL embedded (compiled at first use, fast math off)."""
-    subprocess.check_call([sys.executable, str(ROOT / "tools" / "embed_metal.py"), "--out", str(GEN / "metal_source.inc")])
+    """On macOS: the Metal backend, with every kernel's MSL embedded (compiled at first use, fast math off), or a
+    precompiled mtlinv/mtlinv.metallib where Apple's Metal toolchain is installed (MTLINV_METALLIB=0: never)."""
+    embed = [sys.executable, str(ROOT / "tools" / "embed_metal.py")]
+    subprocess.check_call(embed + ["--out", str(GEN / "metal_source.inc")])
     sources.append("objc/metal_backend.mm")
     macros.append(("MTLINV_WITH_METAL", "1"))
     include_dirs.append(str(GEN))
     link_args += ["-framework", "Metal", "-framework", "Foundation"]
+    if os.environ.get("MTLINV_METALLIB", "1") != "0" and build_metallib(embed):
+        # Found next to the extension at run time (objc/metal_backend.mm).
+        macros.append(("MTLINV_METALLIB_PATH", '"mtlinv.metallib"'))
+
+
+def build_metallib(embed) -> bool:
+    """Compiles the flattened MSL into mtlinv/mtlinv.metallib with `xcrun metal` (MSL 3.1, fast math off).
+    Returns False when the Metal toolchain is not installed (the runtime then compiles the embedded source)."""
+    msl, air = GEN / "mtlinv.metal", GEN / "mtlinv.air"
+    try:
+        subprocess.check_call(["xcrun", "-sdk", "macosx", "--find", "metal"], stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL)
+    except (OSError, subprocess.CalledProcessError):
+        print("mtlinv: no Metal toolchain (xcrun metal); the kernels compile at first use instead")
+        return False
+    subprocess.check_call(embed + ["--msl", str(msl)])
+    subprocess.check_call(["xcrun", "-sdk", "macosx", "metal", "-std=metal3.1", "-fno-fast-math", "-c", str(msl),
+                           "-o", str(air)])
+    subprocess.check_call(["xcrun", "-sdk", "macosx", "metallib", str(air), "-o",
+                           str(ROOT / "mtlinv" / "mtlinv.metallib")])
+    return True
 
 
 def cuda_backend(macros, link_args) -> list[str]:
