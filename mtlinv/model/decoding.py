@@ -77,7 +77,11 @@ def speculative(target: DecoderModel, draft: DecoderModel, prompt_ids: Sequence[
     ctx.append(_argmax(target.forward(prompt_ids, 0))[-1])
     out_start = len(prompt_ids)
     target_calls, draft_calls, proposed, accepted = 1, 0, 0, 0
-    draft_len = 0  # positions of ctx in the draft's cache
+    # The draft prefills the prompt with the very call the target made (same tokens, same M), so a self-draft's
+    # cache holds the target's bits and every later rejection is a kernel effect of the verification call alone.
+    draft.forward(prompt_ids, 0)
+    draft_calls += 1
+    draft_len = len(prompt_ids)  # positions of ctx in the draft's cache
     while len(ctx) - out_start < n_tokens and eos_id not in ctx[out_start:]:
         pos = len(ctx) - 1
         n_draft = min(k, n_tokens - (len(ctx) - out_start) - 1)  # no proposals past the end

@@ -42,7 +42,8 @@ PY
 runtime_srcs=()
 runtime_flag=()
 if [[ -f "$root/src/emu/runtime.cpp" ]]; then
-  runtime_srcs=("$root"/src/emu/*.cpp)
+  # The runtime alone (backend_emu.cpp belongs to the library and needs the core).
+  runtime_srcs=("$root"/src/emu/{fiber,scheduler,thread_pool,runtime,registry}.cpp)
   shopt -s nullglob
   runtime_srcs+=("$root"/src/emu/*.S)
   shopt -u nullglob
