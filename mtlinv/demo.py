@@ -95,6 +95,11 @@ def run_demo(prompt: str, tokens: int, k: int, model_path: str | None) -> int:
     greedy, rows = run_settings(weights, prompt_ids, tokens, k, tokenizer.eos_id)
     print(f"\nprompt: {prompt}\ngreedy output: {tokenizer.decode(greedy, skip_special=True)}\n")
     print_table(rows)
+    if info["backend"] == "emu":
+        print("\n(On the CPU emulator a verification call of k+1 positions costs about k+1 single-token steps, as a CPU\n"
+              " is compute-bound, so speculative decoding is slower than greedy here; on a GPU the canonical kernels\n"
+              " read the weights once for all rows. With the target as its own draft every proposal is the target's\n"
+              " own token, so a rejection there can only come from the verification kernels.)")
     exact = all(r.identical for r in rows if r.setting.startswith(f"limit {k + 1}"))
     print(f"\nwith limit {k + 1}: speculative decoding {'reproduces' if exact else 'DOES NOT reproduce'} greedy "
           f"decoding token for token")
