@@ -66,8 +66,10 @@ def build(root: pathlib.Path, gen: pathlib.Path, debug: bool = False) -> dict:
     subprocess.check_call([sys.executable, str(root / "tools" / "msl2cpp.py"), "--target", "cuda", "--out", str(gen)]
                           + [str(p) for p in metal])
 
-    # Every header any unit may include; a change to one rebuilds all units (there are few).
+    # Every header any unit may include; a change to one rebuilds all units (there are few). src/shim holds the
+    # target-independent half of the shim, which the CUDA shim includes.
     headers = [p for p in cuda_src.rglob("*") if p.suffix in (".h", ".cuh")]
+    headers += sorted((root / "src" / "shim").glob("*.h"))
     headers += sorted(gen.glob("*.h")) + sorted((root / "src" / "core").glob("*.h"))
     units = sorted(gen.glob("*.cu")) + sorted(cuda_src.glob("*.cu"))
     obj_dir = gen.parent / "cuda-obj"

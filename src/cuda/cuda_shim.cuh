@@ -8,6 +8,9 @@
 //   shim/math.cuh    fma, exp, sqrt, rsqrt, max, clamp, select, isnan, ...; numeric_limits; HALF_MAX, M_PI_F, ...
 //   shim/simd.cuh    mem_flags, threadgroup_barrier, simdgroup_barrier, simd_* (warp shuffles)
 //   shim/device.cuh  cu::KernelCtx, cu::bind_device / bind_constant / attr, MTLINV_KERNEL
+// scalar.cuh, vec.cuh and math.cuh hold only what is CUDA's own (the 16-bit conversions over __half and
+// __nv_bfloat16, the whole-vector load, the IEEE math bindings) and include the rest from src/shim/, the
+// target-independent part shared with the emulator's shim.
 //
 // Types and functions live in namespace cu_msl (with cu_msl::precise and cu_msl::fast) and are brought into the
 // kernels' namespace by using-declarations: CUDA declares float4, uint2, max, fma, ... at global scope, and a
@@ -29,32 +32,25 @@
 #include "shim/scalar.cuh"
 #include "shim/simd.cuh"
 #include "shim/vec.cuh"
+#include "../shim/names.h"
 
-#define MTLINV_CU_MATH_NAMES(X)                                                                                 \
-  X(fma) X(exp) X(exp2) X(log) X(log2) X(sqrt) X(rsqrt) X(abs) X(fabs) X(max) X(min) X(fmax) X(fmin) X(clamp) \
-  X(select) X(isnan) X(isinf) X(isfinite) X(floor) X(ceil) X(round) X(rint) X(trunc) X(pow) X(sin) X(cos)     \
-  X(tanh) X(copysign) X(dot)
-#define MTLINV_CU_OTHER_NAMES(X)                                                                                \
-  X(all) X(any) X(as_type) X(numeric_limits) X(threadgroup_barrier) X(simdgroup_barrier) X(simd_shuffle)       \
-  X(simd_broadcast) X(simd_shuffle_down) X(simd_shuffle_up) X(simd_shuffle_xor) X(simd_broadcast_first)        \
-  X(simd_sum) X(simd_max) X(simd_min) X(simd_prefix_inclusive_sum) X(simd_prefix_exclusive_sum) X(simd_and)    \
-  X(simd_or) X(simd_xor) X(simd_all) X(simd_any) X(simd_is_first) X(mem_flags) X(vec) X(is_vec)              \
-  X(uint) X(ushort) X(uchar) X(ulong) X(half) X(bfloat)
+// CUDA declares float4, uint2, half, ... at global scope, so the kernels' namespace names cu_msl's types too.
+#define MTLINV_CU_OTHER_NAMES(X) \
+  MTLINV_SHIM_OTHER_NAMES(X) X(mem_flags) X(is_vec) X(uint) X(ushort) X(uchar) X(ulong) X(half) X(bfloat)
 // Every vector name: float2 ... packed_bool4.
 #define MTLINV_CU_VEC_USING(name)                                                                 \
   using ::cu_msl::name##2; using ::cu_msl::name##3; using ::cu_msl::name##4;                        \
   using ::cu_msl::packed_##name##2; using ::cu_msl::packed_##name##3; using ::cu_msl::packed_##name##4;
-#define MTLINV_CU_VEC_ELEMENTS(X) X(float) X(half) X(bfloat) X(int) X(uint) X(short) X(ushort) X(char) X(uchar) X(bool)
 #define MTLINV_CU_USING(name) using ::cu_msl::name;
 
 namespace cu_msl {
 // On CUDA, too, the precise and fast variants are both the precise (IEEE) functions: canonical kernels depend on
 // it, and the others lose little.
 namespace precise {
-MTLINV_CU_MATH_NAMES(MTLINV_CU_USING)
+MTLINV_SHIM_MATH_NAMES(MTLINV_CU_USING)
 }
 namespace fast {
-MTLINV_CU_MATH_NAMES(MTLINV_CU_USING)
+MTLINV_SHIM_MATH_NAMES(MTLINV_CU_USING)
 }
 }  // namespace cu_msl
 
@@ -63,9 +59,9 @@ MTLINV_CU_MATH_NAMES(MTLINV_CU_USING)
 #endif
 
 namespace MTLINV_VARIANT_NS {
-MTLINV_CU_MATH_NAMES(MTLINV_CU_USING)
+MTLINV_SHIM_MATH_NAMES(MTLINV_CU_USING)
 MTLINV_CU_OTHER_NAMES(MTLINV_CU_USING)
-MTLINV_CU_VEC_ELEMENTS(MTLINV_CU_VEC_USING)
+MTLINV_SHIM_VEC_ELEMENTS(MTLINV_CU_VEC_USING)
 namespace metal = ::cu_msl;
 namespace precise = ::cu_msl::precise;
 namespace fast = ::cu_msl::fast;

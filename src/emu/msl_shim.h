@@ -7,6 +7,8 @@
 //   shim/math.h    fma, exp, sqrt, rsqrt, max, clamp, select, isnan, ...; numeric_limits; HALF_MAX, M_PI_F, ...
 //   shim/simd.h    mem_flags, threadgroup_barrier, simdgroup_barrier, simd_* (over emu::simd_exchange)
 //   shim/device.h  EMU_DPTR, emu::checked_ptr, emu::bind_device / bind_constant / attr, MTLINV_KERNEL
+// scalar.h, vec.h and math.h hold only what is the emulator's own (the 16-bit conversions, F16C widening, the C
+// library bindings) and include the rest from src/shim/, the target-independent part shared with the CUDA shim.
 //
 // Types live at global scope. Functions live in namespace metal (with metal::precise and metal::fast) and are
 // brought into emu_fast and emu_checked by using-declarations rather than declared globally: the C library and
@@ -27,36 +29,26 @@
 #include "shim/scalar.h"
 #include "shim/simd.h"
 #include "shim/vec.h"
+#include "../shim/names.h"
 
-namespace metal {
-// Every function a kernel may call unqualified. A name missing here would silently find the C library's double
-// version at global scope, so a kernel needing a new builtin adds it to the shim and to this list.
-#define EMU_SHIM_MATH_NAMES(X)                                                                                  \
-  X(fma) X(exp) X(exp2) X(log) X(log2) X(sqrt) X(rsqrt) X(abs) X(fabs) X(max) X(min) X(fmax) X(fmin) X(clamp) \
-  X(select) X(isnan) X(isinf) X(isfinite) X(floor) X(ceil) X(round) X(rint) X(trunc) X(pow) X(sin) X(cos)     \
-  X(tanh) X(copysign) X(dot)
-#define EMU_SHIM_OTHER_NAMES(X)                                                                          \
-  X(vec) X(all) X(any) X(as_type) X(numeric_limits) X(threadgroup_barrier) X(simdgroup_barrier)          \
-  X(simd_shuffle) X(simd_broadcast) X(simd_shuffle_down) X(simd_shuffle_up) X(simd_shuffle_xor)          \
-  X(simd_broadcast_first) X(simd_sum) X(simd_max) X(simd_min) X(simd_prefix_inclusive_sum)               \
-  X(simd_prefix_exclusive_sum) X(simd_and) X(simd_or) X(simd_xor) X(simd_all) X(simd_any) X(simd_is_first)
 #define EMU_SHIM_USING(name) using ::metal::name;
 
+namespace metal {
 // On the CPU the precise and fast variants are both the precise functions.
 namespace precise {
-EMU_SHIM_MATH_NAMES(EMU_SHIM_USING)
+MTLINV_SHIM_MATH_NAMES(EMU_SHIM_USING)
 }
 namespace fast {
-EMU_SHIM_MATH_NAMES(EMU_SHIM_USING)
+MTLINV_SHIM_MATH_NAMES(EMU_SHIM_USING)
 }
 }  // namespace metal
 
 // Makes the MSL functions visible unqualified in the namespace where it is expanded (the shim does it for the
 // kernels' namespaces; tests and host-side reference code may do it for theirs).
-#define MTLINV_MSL_USING                         \
-  EMU_SHIM_MATH_NAMES(EMU_SHIM_USING)            \
-  EMU_SHIM_OTHER_NAMES(EMU_SHIM_USING)           \
-  namespace precise = ::metal::precise;          \
+#define MTLINV_MSL_USING                  \
+  MTLINV_SHIM_MATH_NAMES(EMU_SHIM_USING)  \
+  MTLINV_SHIM_OTHER_NAMES(EMU_SHIM_USING) \
+  namespace precise = ::metal::precise;   \
   namespace fast = ::metal::fast;
 
 namespace emu_fast {
