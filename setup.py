@@ -127,6 +127,13 @@ def cuda_backend(macros, link_args) -> list[str]:
     return cuda["extra_objects"]
 
 
+def headers() -> list[str]:
+    found = []
+    for pattern in ("src/**/*.h", "src/**/*.cuh", "metal/*.h", "pyx/*.h", "pyx/*.pxi", "pyx/*.pxd", "tools/msl2cpp.py"):
+        found += sorted(rel(p) for p in ROOT.glob(pattern))
+    return found
+
+
 def extension() -> Extension:
     sources = ["pyx/_native.pyx"]
     for folder in ("src/core", "src/core/plans", "src/core/ops", "src/emu"):
@@ -152,7 +159,9 @@ def extension() -> Extension:
         "mtlinv._native",
         sources=sources,
         extra_objects=cuda_objects,
-        depends=cuda_objects,  # relink when only the CUDA objects changed
+        # Headers too: distutils tracks no #include, so a changed header must rebuild every object (and only the CUDA
+        # objects changing must relink).
+        depends=cuda_objects + headers(),
         language="c++",
         include_dirs=include_dirs,
         extra_compile_args=compile_args,
