@@ -12,28 +12,15 @@ and the ratios canonical(M) / canonical(1), canonical(M) / throughput(M) and per
 measured in this run. The table is Markdown, ready for benchmarks/results/.
 """
 import argparse
-import statistics
-import time
 
 import ml_dtypes
 import numpy as np
 
 import mtlinv
 from mtlinv import quant
+from timing import median_seconds
 
 DTYPES = {"float32": np.float32, "float16": np.float16, "bfloat16": ml_dtypes.bfloat16}
-
-
-def median_seconds(fn, repeat, min_seconds):
-    """Median of at least `repeat` timed runs (more while the total is under min_seconds), after one warm-up."""
-    fn()
-    times = []
-    start = time.perf_counter()
-    while len(times) < repeat or time.perf_counter() - start < min_seconds:
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
 
 
 def main():
@@ -72,14 +59,14 @@ def main():
             for m in args.m:
                 x = mtlinv.asarray(np.asarray(x_all)[:m])
                 mtlinv.set_limit(max(args.m))
-                canonical = median_seconds(lambda: call(x), args.repeat, args.min_seconds)
-                per_row = median_seconds(lambda: [call(r) for r in rows[:m]], args.repeat, args.min_seconds)
+                canonical = median_seconds(lambda: call(x), repeat=args.repeat, min_time=args.min_seconds)
+                per_row = median_seconds(lambda: [call(r) for r in rows[:m]], repeat=args.repeat, min_time=args.min_seconds)
                 if canonical_1 is None and m == 1:
                     canonical_1 = canonical
                 throughput = None
                 if m > 1:
                     mtlinv.set_limit(0)
-                    throughput = median_seconds(lambda: call(x), args.repeat, args.min_seconds)
+                    throughput = median_seconds(lambda: call(x), repeat=args.repeat, min_time=args.min_seconds)
                 cells = [
                     f"{canonical * 1e3:.2f}",
                     f"{throughput * 1e3:.2f}" if throughput else "-",

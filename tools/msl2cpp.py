@@ -53,28 +53,19 @@ class PrepassError(Exception):
     pass
 
 
-def _matching_paren(text: str, open_at: int) -> int:
+def _matching(text: str, open_at: int) -> int:
+    """Index of the bracket closing the one at text[open_at] ('(' or '{')."""
+    opening = text[open_at]
+    closing = {"(": ")", "{": "}"}[opening]
     depth = 0
     for i in range(open_at, len(text)):
-        if text[i] == "(":
+        if text[i] == opening:
             depth += 1
-        elif text[i] == ")":
+        elif text[i] == closing:
             depth -= 1
             if depth == 0:
                 return i
-    raise PrepassError("unbalanced parentheses in kernel signature")
-
-
-def _matching_brace(text: str, open_at: int) -> int:
-    depth = 0
-    for i in range(open_at, len(text)):
-        if text[i] == "{":
-            depth += 1
-        elif text[i] == "}":
-            depth -= 1
-            if depth == 0:
-                return i
-    raise PrepassError("unbalanced braces in kernel body")
+    raise PrepassError(f"unbalanced '{opening}' at offset {open_at}")
 
 
 def _split_params(params: str) -> list[str]:
@@ -130,7 +121,7 @@ def _rewrite_kernels(text: str, target: dict, path: str) -> str:
         if m.start() < pos:
             continue
         open_at = m.end() - 1
-        close_at = _matching_paren(text, open_at)
+        close_at = _matching(text, open_at)
         brace = text.index("{", close_at)
         line = text.count("\n", 0, m.start()) + 1
         body_line = text.count("\n", 0, brace) + 1
@@ -140,7 +131,7 @@ def _rewrite_kernels(text: str, target: dict, path: str) -> str:
         out.append(f"{target['fn_prefix']}void {m.group(1)}(const {target['ctx']}& __ctx) {{\n")
         out.extend(f"  {b}\n" for b in bindings)
         out.append(f'#line {body_line} "{path}"\n')
-        end = _matching_brace(text, brace)
+        end = _matching(text, brace)
         # The body keeps its own braces: a block inside the new function, closed right after it.
         out.append(text[brace:end + 1])
         out.append(f"\n}}\n#line {text.count(chr(10), 0, end) + 1} \"{path}\"")
@@ -245,7 +236,7 @@ def _annotate_device_functions(text: str) -> str:
             i += 1
             continue
         if code.startswith("MTLINV_KERNEL", i) and not code[head_start:i].strip():
-            close = _matching_paren(code, code.index("(", i))
+            close = _matching(code, code.index("(", i))
             i = head_start = close + 1
             continue
         decl = code[_after_template_header(code, head_start, i):i] if ch in ";{" else ""
