@@ -118,6 +118,9 @@ cdef class Tensor:
         return out
 
     def __array__(self, dtype=None, copy=None):
+        needs_copy = (dtype is not None and np.dtype(dtype) != self.dtype) or self.c.host_data() == NULL
+        if copy is False and needs_copy:
+            raise ValueError("Tensor.__array__: copy=False, but a copy is needed (dtype change or device memory)")
         a = self.numpy()
         if dtype is not None and np.dtype(dtype) != a.dtype:
             return a.astype(dtype)
