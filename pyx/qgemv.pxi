@@ -13,7 +13,7 @@ cdef extern from "../src/core/plans/qgemv.h" namespace "mtlinv":
     CPlan c_plan_qgemv "mtlinv::plan_qgemv"(const CQGemvShape&, int, const CDeviceCaps&) except +raise_py_error
 
 
-def qgemv(x, wq, scales, biases, *, int group_size, int bits, bias=None):
+def qgemv(x, wq, scales, biases, *, group_size, bits, bias=None):
     """y = x @ W.T (+ bias) for a weight W [N, K] quantized in MLX's affine format (mtlinv.quant.quantize):
     wq uint32 [N, K*bits/32], scales and biases [N, K/group_size] in x's dtype
     (or float32, for 16-bit x with bits 4 or 8: lossless GGUF imports), W = scales * q + biases per group.
@@ -23,6 +23,10 @@ def qgemv(x, wq, scales, biases, *, int group_size, int bits, bias=None):
 
     With M <= get_limit() rows (and always for M == 1) each output row is bit-identical to the call on that row
     alone; above the limit a throughput kernel runs."""
+    for name, value in (("group_size", group_size), ("bits", bits)):
+        if isinstance(value, type(True)) or not isinstance(value, (int, np.integer)) or not 0 < value < 2**16:
+            raise InvalidArgumentError(f"qgemv: {name}={value!r} is not supported; bits in 2, 3, 4, 5, 6, 8 and "
+                                       f"group_size in 32, 64, 128")
     cdef Tensor tx = _operand(x, "x", "qgemv")
     if not isinstance(wq, Tensor):
         wq_array = np.asarray(wq)
@@ -39,8 +43,9 @@ def qgemv(x, wq, scales, biases, *, int group_size, int bits, bias=None):
         tb = _operand(bias, "bias", "qgemv")
         pb = &tb.c
     cdef CTensor out
+    cdef int c_group_size = group_size, c_bits = bits
     with nogil:
-        out = c_qgemv(tx.c, twq.c, ts.c, tbs.c, pb, group_size, bits)
+        out = c_qgemv(tx.c, twq.c, ts.c, tbs.c, pb, c_group_size, c_bits)
     return _wrap(out)
 
 

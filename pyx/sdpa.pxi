@@ -37,7 +37,13 @@ def sdpa(q, k, v, *, scale=None, bint causal=True, kv_len=None):
     cdef CSdpaOptions o
     o.causal = causal
     o.has_scale = scale is not None
-    o.scale = float(scale) if scale is not None else 1.0
+    if scale is not None:
+        try:
+            o.scale = float(scale)
+        except (TypeError, ValueError):
+            raise InvalidArgumentError(f"sdpa: scale must be a number, got {type(scale).__name__} {scale!r}") from None
+    else:
+        o.scale = 1.0
     o.has_kv_len = kv_len is not None
     o.kv_len = 0
     if kv_len is not None:

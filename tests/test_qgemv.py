@@ -291,3 +291,13 @@ def test_rows_invariant_with_gpu_plans(gpu_plans, rng):
     for r in range(16):
         alone = np.asarray(mtlinv.qgemv(x[r:r + 1], wq, scales, biases, group_size=64, bits=4))
         assert same_bits(full[r:r + 1], alone), f"row {r}"
+
+
+@pytest.mark.parametrize("bad", [2**40, -4, 4.0, True])
+def test_bits_and_group_size_are_checked_before_conversion(bad):
+    x = np.zeros((1, 64), np.float32)
+    wq, s, b = np.zeros((1, 8), np.uint32), np.zeros((1, 1), np.float32), np.zeros((1, 1), np.float32)
+    with pytest.raises(mtlinv.InvalidArgumentError, match="is not supported"):
+        mtlinv.qgemv(x, wq, s, b, group_size=64, bits=bad)
+    with pytest.raises(mtlinv.InvalidArgumentError, match="is not supported"):
+        mtlinv.qgemv(x, wq, s, b, group_size=bad, bits=4)

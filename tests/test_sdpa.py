@@ -306,3 +306,9 @@ def test_long_context_32k(rng):
     ref = reference(q, k, v, kv_len=kv_len)
     tol = RTOL[np.dtype(ml_dtypes.bfloat16)]
     np.testing.assert_allclose(out, ref, rtol=tol, atol=tol * np.abs(ref).max())
+
+
+def test_scale_must_be_a_number():
+    q = np.zeros((1, 1, 1, 64), np.float32)
+    with pytest.raises(mtlinv.InvalidArgumentError, match="scale must be a number, got str 'a'"):
+        mtlinv.sdpa(q, q, q, scale="a")
