@@ -59,6 +59,17 @@ def event_median(calls, reps):
     return statistics.median(s.elapsed_time(e) for s, e in zip(starts, ends)) / 1e3
 
 
+def canonical_and_throughput(calls, reps, rows, limit):
+    """Event-timed medians of the same calls under `limit` (canonical) and under limit 0 (throughput; None when
+    rows == 1, which is canonical either way)."""
+    with mtlinv.batch_invariant(limit):
+        t_can = event_median(calls, reps)
+    if rows == 1:
+        return t_can, None
+    with mtlinv.batch_invariant(0):
+        return t_can, event_median(calls, reps)
+
+
 def copies_for(nbytes, cap=64):
     return max(2, min(cap, math.ceil(ROTATION_BYTES / nbytes)))
 
@@ -100,12 +111,7 @@ def bench_gemv(ms, reps, copy_bw, results):
             x = mtlinv.asarray(RNG.standard_normal((m, k), dtype=np.float32).astype(BF16))
             xt = torch.from_dlpack(x)
             calls = [lambda w=w: ops.gemv(x, w) for w in w_mt]
-            with mtlinv.batch_invariant(16):
-                t_can = event_median(calls, reps)
-            t_thr = None
-            if m > 1:
-                with mtlinv.batch_invariant(0):
-                    t_thr = event_median(calls, reps)
+            t_can, t_thr = canonical_and_throughput(calls, reps, m, 16)
             t_torch = event_median([lambda w=w: F.linear(xt, w) for w in w_th], reps)
             can1 = can1 or t_can
             nbytes = w_host.nbytes + 2 * (m * k + m * n)
@@ -146,12 +152,7 @@ def bench_qgemv(ms, reps, copy_bw, results, group=64, bits=4):
         for m in ms:
             x = mtlinv.asarray(RNG.standard_normal((m, k), dtype=np.float32).astype(BF16))
             calls = [lambda p=p: ops.qgemv(x, *p, group_size=group, bits=bits) for p in packs]
-            with mtlinv.batch_invariant(16):
-                t_can = event_median(calls, reps)
-            t_thr = None
-            if m > 1:
-                with mtlinv.batch_invariant(0):
-                    t_thr = event_median(calls, reps)
+            t_can, t_thr = canonical_and_throughput(calls, reps, m, 16)
             can1 = can1 or t_can
             nbytes = wbytes + 2 * (m * k + m * n)
             bw = nbytes / t_can
@@ -180,12 +181,7 @@ def bench_sdpa(lengths, q_lens, reps, copy_bw, results, hq=32, hkv=8, d=128):
             q = mtlinv.asarray(q_host)
             qt = torch.from_dlpack(q)
             calls = [lambda k=k, v=v: ops.sdpa(q, k, v) for k, v in zip(k_mt, v_mt)]
-            with mtlinv.batch_invariant(8):
-                t_can = event_median(calls, reps)
-            t_thr = None
-            if lq > 1:
-                with mtlinv.batch_invariant(0):
-                    t_thr = event_median(calls, reps)
+            t_can, t_thr = canonical_and_throughput(calls, reps, lq, 8)
             t_torch = event_median(torch_sdpa_calls(qt, k_th, v_th, lq, keys), reps)
             decode = decode or t_can
             exact = verify_exact(q_host, k_mt[0], v_mt[0], keys) if lq > 1 else True

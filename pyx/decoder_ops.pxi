@@ -68,9 +68,12 @@ def embedding(table, ids):
         a = np.asarray(ids)
         if a.size and not np.issubdtype(a.dtype, np.integer):
             raise DTypeError(f"embedding: ids must be integers, got dtype {a.dtype}")
-        if a.size and (a.min() < 0 or a.max() >= tt.shape[0]):
-            bad = a.reshape(-1)[(a.reshape(-1) < 0) | (a.reshape(-1) >= tt.shape[0])][0]
-            raise InvalidArgumentError(f"embedding: id {int(bad)} is outside [0, {tt.shape[0]})")
+        # Only the int32 conversion is checked here (it must be exact); the core checks the range [0, V).
+        flat = a.reshape(-1)
+        wide = np.flatnonzero((flat < -2**31) | (flat >= 2**31)) if a.size else flat
+        if wide.size:
+            i = int(wide[0])
+            raise InvalidArgumentError(f"embedding: ids[{i}]={int(flat[i])} is outside [0, {tt.shape[0]})")
         ti = asarray(a.astype(np.int32))
     cdef CTensor out
     with nogil:

@@ -2,6 +2,8 @@
 import subprocess
 import sys
 
+import pytest
+
 from mtlinv.audit import run_audit
 from mtlinv.cli import main
 
@@ -16,10 +18,9 @@ def test_check_quick_passes():
 
 
 def test_check_rejects_bad_limit(capsys):
-    try:
+    with pytest.raises(SystemExit) as exit_info:
         main(["check", "--limit", "0"])
-    except SystemExit as e:
-        assert e.code == 2
+    assert exit_info.value.code == 2
     assert "--limit must be >= 1" in capsys.readouterr().err
 
 

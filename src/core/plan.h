@@ -25,6 +25,9 @@ struct PlanLaunch {
   std::vector<PlanBuffer> buffers;    // [[buffer(1)]], [[buffer(2)]], ...
 };
 
+// Threadgroups needed to cover `n` items `per` at a time (grid sizes are uint32 on every target).
+inline uint32_t ceil_div(int64_t n, int64_t per) { return static_cast<uint32_t>((n + per - 1) / per); }
+
 struct Plan {
   std::vector<PlanLaunch> launches;   // run in order
   std::vector<size_t> scratch_bytes;  // float32 partials and the like, allocated per call

@@ -7,7 +7,6 @@ namespace mtlinv {
 namespace {
 
 uint32_t u32(int64_t v) { return static_cast<uint32_t>(v); }
-uint32_t ceil_div(int64_t a, int64_t b) { return static_cast<uint32_t>((a + b - 1) / b); }
 
 Plan one_launch(std::string kernel, Dim3 grid, Dim3 threads, const DecoderOpArgs& args,
                 std::vector<PlanBuffer> buffers) {

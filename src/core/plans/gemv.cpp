@@ -14,7 +14,6 @@ constexpr uint32_t kKnCols = 32 * 4;    // SIMD_WIDTH * VEC of gemv_kn
 constexpr uint32_t kGemmTile = 32;      // GEMM_TILE in metal/gemm.metal
 constexpr uint32_t kMaxSplits = 8;      // partials[8] in gemv_nk
 
-uint32_t ceil_div(int64_t a, int64_t b) { return static_cast<uint32_t>((a + b - 1) / b); }
 }  // namespace
 
 uint32_t gemv_k_splits(int64_t k, DType dtype, bool w_kn, const DeviceCaps& caps) {

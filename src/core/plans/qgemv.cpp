@@ -20,7 +20,6 @@ constexpr uint32_t kGemmTile = 32;      // QGEMM_TILE
 constexpr uint32_t kGemmThreads = 128;  // qgemm's staging and compute layout
 constexpr uint32_t kMaxSplits = 8;      // partials[8] in qgemv
 
-uint32_t ceil_div(int64_t a, int64_t b) { return static_cast<uint32_t>((a + b - 1) / b); }
 }  // namespace
 
 bool qgemv_supported_bits(int bits) {

@@ -19,7 +19,6 @@ constexpr int64_t kSplitMinKeys = 32;     // split blocks shorter than this cost
 constexpr int64_t kSplitWavesPerCore = 4; // threadgroups per compute unit the split path aims for
 constexpr double kLog2e = 1.4426950408889634074;
 
-uint32_t ceil_div(int64_t a, int64_t b) { return static_cast<uint32_t>((a + b - 1) / b); }
 }  // namespace
 
 // 256 on every device and head dim: the most the kernel's threadgroup arrays hold (within 32 KiB at D = 256 too),
