@@ -21,7 +21,7 @@ struct GemvArgs {
   uint32_t rows;            // M: rows of x per batch entry
   uint32_t k;               // reduced extent
   uint32_t n;               // outputs per row
-  uint32_t k_splits;        // simdgroups sharing one output tile's K range; a function of K only
+  uint32_t k_splits;        // simdgroups sharing one output tile's K range; from K, N, dtype, device (never M)
   uint32_t x_batch_stride;
   uint32_t w_batch_stride;
   uint32_t y_batch_stride;

@@ -1,19 +1,44 @@
-// Loads of N consecutive elements widened to float. With `vector_loads` (the plan proved the rows 16-byte
-// aligned) a full group is read with 4-wide vector loads; otherwise, and for the tail of a row, element by
-// element with a bound. Both paths hand the same floats to the same arithmetic, so the choice never changes
-// results, only speed.
+// Loads widened to float. Kernels read 16 bytes at a time where the plan proved the rows 16-byte aligned
+// (`load16`), and element by element with a bound otherwise and for the tail of a row (`load_floats`). Both hand
+// the same floats to the same arithmetic, so the choice never changes results, only speed.
 #pragma once
 #include "common.h"
 
+// The 16 / sizeof(T) values of a 16-byte group, widened to float: out[i] is the element at offset i. The
+// 16-bit conversions are exact, so this gives what float(p[i]) gives element by element; four at a time, as
+// vector conversions, which every target does well.
+template <typename T>
+inline void widen16(uint4 raw, thread float* out) {
+  const float4 lo = float4(as_type<vec<T, 4>>(uint2(raw.x, raw.y)));
+  const float4 hi = float4(as_type<vec<T, 4>>(uint2(raw.z, raw.w)));
+  for (uint i = 0; i < 4; ++i) {
+    out[i] = lo[i];
+    out[4 + i] = hi[i];
+  }
+}
+template <>
+inline void widen16<float>(uint4 raw, thread float* out) {
+  const float4 f = as_type<float4>(raw);
+  for (uint i = 0; i < 4; ++i) {
+    out[i] = f[i];
+  }
+}
+
+// 16 bytes from a 16-byte aligned address, raw: kept packed in registers until the arithmetic needs them.
+template <typename T>
+inline uint4 load16(device const T* p) {
+  return *((device const uint4*)p);
+}
+
+// N consecutive elements widened to float: by 16-byte loads when `vector_loads` (the plan proved the rows
+// 16-byte aligned) and all N are valid, else element by element, those at or past `valid` reading as 0.
 template <typename T, uint N>
 inline void load_floats(device const T* p, uint valid, bool vector_loads, thread float* out) {
+  constexpr uint PER_LOAD = 16 / sizeof(T);
+  static_assert(N % PER_LOAD == 0, "load_floats reads whole 16-byte groups");
   if (vector_loads && valid >= N) {
-    for (uint i = 0; i < N; i += 4) {
-      float4 v = float4(*((device const vec<T, 4>*)(p + i)));
-      out[i] = v.x;
-      out[i + 1] = v.y;
-      out[i + 2] = v.z;
-      out[i + 3] = v.w;
+    for (uint i = 0; i < N; i += PER_LOAD) {
+      widen16<T>(load16(p + i), out + i);
     }
   } else {
     for (uint i = 0; i < N; ++i) {

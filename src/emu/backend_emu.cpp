@@ -20,6 +20,8 @@ struct HostStorage : Storage {
 };
 
 class EmuBackend final : public Backend {
+  static constexpr uint32_t kGpuPlanCores = 128;
+
  public:
   EmuBackend() {
     caps_.backend = "emu";
@@ -31,7 +33,12 @@ class EmuBackend final : public Backend {
     caps_.few_threads = true;
   }
 
-  void set_gpu_plans(bool on) { caps_.few_threads = !on; }
+  // GPU plans: as for a GPU of kGpuPlanCores cores, whatever this machine's thread count, so the plans take the
+  // code paths (K splits, block counts) that they take on a GPU.
+  void set_gpu_plans(bool on) {
+    caps_.few_threads = !on;
+    caps_.compute_units = on ? kGpuPlanCores : static_cast<uint32_t>(emu::num_workers());
+  }
 
   const DeviceCaps& caps() const override { return caps_; }
 

@@ -8,26 +8,34 @@
 namespace mtlinv {
 
 namespace {
-constexpr uint32_t kRowsPerTile = 8;    // GEMV_ROWS in metal/gemv.metal
-constexpr uint32_t kNkCols = 4;         // GEMV_NK_COLS
-constexpr uint32_t kKnCols = 32 * 4;    // SIMD_WIDTH * VEC of gemv_kn
+constexpr uint32_t kNkCols = 4;         // GEMV_NK_COLS in metal/gemv.metal
 constexpr uint32_t kGemmTile = 32;      // GEMM_TILE in metal/gemm.metal
-constexpr uint32_t kMaxSplits = 8;      // partials[8] in gemv_nk
+constexpr uint32_t kMaxSplits = 8;      // GEMV_MAX_SPLITS
+constexpr int64_t kNkWarpsPerCore = 16; // simdgroups per compute unit gemv_nk aims for (its loads in flight)
+
+// Tile heights of the canonical kernels (their R template parameter): the smallest that holds M rows, 8 at most.
+uint32_t gemv_tile_rows(int64_t rows) {
+  return rows <= 1 ? 1 : rows <= 2 ? 2 : rows <= 4 ? 4 : 8;
+}
 
 }  // namespace
 
-uint32_t gemv_k_splits(int64_t k, DType dtype, bool w_kn, const DeviceCaps& caps) {
+uint32_t gemv_k_splits(int64_t k, int64_t n, DType dtype, bool w_kn, const DeviceCaps& caps) {
   // The emulator pays for every simdgroup in fiber switches (the ladder, the barrier): one simdgroup per output
-  // tile keeps its work per switch high. GPUs need the splits to keep enough loads in flight.
+  // tile keeps its work per switch high. GPUs need enough simdgroups to keep the memory system busy.
   if (caps.few_threads) return 1;
   if (w_kn) {
     // Consecutive K ranges of at least 256 per simdgroup.
     return static_cast<uint32_t>(std::clamp<int64_t>(k / 256, 1, kMaxSplits));
   }
-  // Each simdgroup should run at least four 16-byte steps per lane.
+  // Enough simdgroups over the ceil(N / 4) output tiles to fill the device, in powers of two, while each lane
+  // keeps at least two 16-byte steps per weight row (one unrolled group).
   const int64_t vec = 16 / static_cast<int64_t>(dtype_size(dtype));
-  const int64_t blocks = (k + 32 * vec - 1) / (32 * vec);
-  return static_cast<uint32_t>(std::clamp<int64_t>(blocks / 4, 1, kMaxSplits));
+  const int64_t most = std::clamp<int64_t>(ceil_div(k, 32 * vec) / 2, 1, kMaxSplits);
+  const int64_t wanted = ceil_div(kNkWarpsPerCore * caps.compute_units, ceil_div(n, kNkCols));
+  int64_t splits = 1;
+  while (splits < wanted && splits * 2 <= most) splits *= 2;
+  return static_cast<uint32_t>(splits);
 }
 
 Plan plan_gemv(const GemvShape& s, int limit, const DeviceCaps& caps) {
@@ -49,10 +57,13 @@ Plan plan_gemv(const GemvShape& s, int limit, const DeviceCaps& caps) {
   PlanLaunch launch;
   const uint32_t batch = static_cast<uint32_t>(s.batch);
   if (plan.canonical) {
-    args.k_splits = gemv_k_splits(s.k, s.dtype, s.w_kn, caps);
-    launch.kernel = std::string(s.w_kn ? "gemv_kn_" : "gemv_nk_") + dtype_suffix(s.dtype);
-    const uint32_t cols = s.w_kn ? kKnCols : kNkCols;
-    launch.threadgroups = {ceil_div(s.n, cols), ceil_div(s.rows, kRowsPerTile), batch};
+    args.k_splits = gemv_k_splits(s.k, s.n, s.dtype, s.w_kn, caps);
+    const uint32_t rows = gemv_tile_rows(s.rows);
+    launch.kernel = std::string(s.w_kn ? "gemv_kn_r" : "gemv_nk_r") + std::to_string(rows) + "_" +
+                    dtype_suffix(s.dtype);
+    // gemv_kn: 32 lanes of one 16-byte group of outputs each.
+    const uint32_t cols = s.w_kn ? 32 * 16 / static_cast<uint32_t>(dtype_size(s.dtype)) : kNkCols;
+    launch.threadgroups = {ceil_div(s.n, cols), ceil_div(s.rows, rows), batch};
     launch.threads = {32 * args.k_splits, 1, 1};
   } else {
     args.k_splits = 1;

@@ -22,7 +22,8 @@ struct GemvShape {
 // M <= limit (and M == 1 always) -> canonical gemv_nk / gemv_kn; otherwise the tiled GEMM.
 Plan plan_gemv(const GemvShape& s, int limit, const DeviceCaps& caps);
 
-// The number of simdgroups that split one output tile's K range, from K, the dtype and the device (never M).
-uint32_t gemv_k_splits(int64_t k, DType dtype, bool w_kn, const DeviceCaps& caps);
+// The number of simdgroups that split one output tile's K range, from K, N, the dtype, the layout and the device
+// (never M).
+uint32_t gemv_k_splits(int64_t k, int64_t n, DType dtype, bool w_kn, const DeviceCaps& caps);
 
 }  // namespace mtlinv
