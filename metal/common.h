@@ -10,6 +10,13 @@ using namespace metal;
 // the same instantiation in their host-side registry, so the name is written exactly once.
 #define MTLINV_KERNEL(name, fn, ...) \
   template [[host_name(#name)]] [[kernel]] decltype(fn<__VA_ARGS__>) fn<__VA_ARGS__>;
+
+// mtlinv's one builtin beside MSL's, defined by every target: a 16-byte load of data read once (weights streaming
+// past), which a target may keep out of its caches so that reused data stays there. A plain load on Metal; the
+// CUDA shim skips L1 with it. Never a change of value, only of caching.
+inline uint4 load_streaming(device const uint4* p) {
+  return *p;
+}
 #endif
 
 // Lanes per simdgroup on every target we build for (Apple GPUs, the emulator, NVIDIA warps).

@@ -96,12 +96,13 @@ template <typename T, uint R>
   uint k = (sg * SIMD_WIDTH + lane) * VEC;
   if (args.vector_loads != 0) {
     // Whole steps, two at a time: all eight weight loads are in flight before the arithmetic that uses them.
+    // The weights stream past once; x, read by every simdgroup of the grid, stays in cache.
     for (; k + step + VEC <= K; k += 2 * step) {
       uint4 raw0[COLS];
       uint4 raw1[COLS];
       for (uint c = 0; c < COLS; ++c) {
-        raw0[c] = load16(wrow[c] + k);
-        raw1[c] = load16(wrow[c] + k + step);
+        raw0[c] = load16_streaming(wrow[c] + k);
+        raw1[c] = load16_streaming(wrow[c] + k + step);
       }
       gemv_nk_step<T, R>(acc, raw0, x, x_row, k);
       gemv_nk_step<T, R>(acc, raw1, x, x_row, k + step);

@@ -30,6 +30,12 @@ inline uint4 load16(device const T* p) {
   return *((device const uint4*)p);
 }
 
+// The same for data read once (weights streaming past): a target may keep it out of its caches (load_streaming).
+template <typename T>
+inline uint4 load16_streaming(device const T* p) {
+  return load_streaming((device const uint4*)p);
+}
+
 // N consecutive elements widened to float: by 16-byte loads when `vector_loads` (the plan proved the rows
 // 16-byte aligned) and all N are valid, else element by element, those at or past `valid` reading as 0.
 template <typename T, uint N>

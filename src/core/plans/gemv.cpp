@@ -11,7 +11,7 @@ namespace {
 constexpr uint32_t kNkCols = 4;         // GEMV_NK_COLS in metal/gemv.metal
 constexpr uint32_t kGemmTile = 32;      // GEMM_TILE in metal/gemm.metal
 constexpr uint32_t kMaxSplits = 8;      // GEMV_MAX_SPLITS
-constexpr int64_t kNkWarpsPerCore = 16; // simdgroups per compute unit gemv_nk aims for (its loads in flight)
+constexpr int64_t kNkWarpsPerCore = 32; // simdgroups per compute unit gemv_nk aims for (its loads in flight)
 
 // Tile heights of the canonical kernels (their R template parameter): the smallest that holds M rows, 8 at most.
 uint32_t gemv_tile_rows(int64_t rows) {
@@ -28,13 +28,15 @@ uint32_t gemv_k_splits(int64_t k, int64_t n, DType dtype, bool w_kn, const Devic
     // Consecutive K ranges of at least 256 per simdgroup.
     return static_cast<uint32_t>(std::clamp<int64_t>(k / 256, 1, kMaxSplits));
   }
-  // Enough simdgroups over the ceil(N / 4) output tiles to fill the device, in powers of two, while each lane
-  // keeps at least two 16-byte steps per weight row (one unrolled group).
+  // About kNkWarpsPerCore simdgroups per compute unit over the ceil(N / 4) output tiles, in powers of two, while
+  // each lane keeps at least two 16-byte steps per weight row (one unrolled group). On an H200 (132 SMs) that is
+  // 4 splits at N = 4096 and 2 at N = 8192 and 14336: within 5% of the best count at M = 1 and 8 alike
+  // (benchmarks/tune_gemv_cuda.py, results in benchmarks/results/h200.md).
   const int64_t vec = 16 / static_cast<int64_t>(dtype_size(dtype));
   const int64_t most = std::clamp<int64_t>(ceil_div(k, 32 * vec) / 2, 1, kMaxSplits);
   const int64_t wanted = ceil_div(kNkWarpsPerCore * caps.compute_units, ceil_div(n, kNkCols));
   int64_t splits = 1;
-  while (splits < wanted && splits * 2 <= most) splits *= 2;
+  while (splits * 2 <= wanted && splits * 2 <= most) splits *= 2;
   return static_cast<uint32_t>(splits);
 }
 

@@ -90,6 +90,19 @@ __device__ __forceinline__ std::remove_cv_t<T> attr(uint32_t v) {
 
 }  // namespace cu
 
+namespace cu_msl {
+// load_streaming (an mtlinv builtin beside MSL's, see metal/common.h): 16 bytes read once, such as weights that
+// stream past. L1::no_allocate keeps them from evicting the data that is reused (a GEMV's activations) from L1;
+// .nc reads through the read-only path, valid because no kernel writes what it streams.
+__device__ __forceinline__ vec<unsigned, 4> load_streaming(const vec<unsigned, 4>* p) {
+  vec<unsigned, 4> v;
+  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(p));
+  return v;
+}
+}  // namespace cu_msl
+
 // One __global__ entry per instantiation, named after the kernel's host name (so profilers and
 // compute-sanitizer name it too) in namespace <variant>::entry, and registered under that name. The body is
 // named with its full qualification: a host name may equal the template's name. The template arguments may

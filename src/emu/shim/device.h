@@ -219,6 +219,15 @@ T attr(uint32_t v) {
 
 }  // namespace emu
 
+namespace metal {
+// load_streaming (an mtlinv builtin beside MSL's, see metal/common.h): a plain load here, bounds-checked in the
+// checked build like every other.
+template <class P>
+auto load_streaming(const P& p) -> std::remove_cv_t<std::remove_reference_t<decltype(*p)>> {
+  return *p;
+}
+}  // namespace metal
+
 #define EMU_DPTR(...) ::emu::dptr<__VA_ARGS__>
 
 // One registration per kernel instantiation and build; the variable's name comes from the kernel's host name,
