@@ -29,9 +29,9 @@ HQ, HKV, D = 32, 8, 128
 
 def sdpa_args(lq, keys, chunk):
     # SdpaArgs (metal/sdpa_args.h): q_heads, kv_heads, group, q_len, kv_len, kv_capacity, head_dim, causal,
-    # scale_log2, n_blocks, block_keys, key_lanes
-    return struct.pack("8If3I", HQ, HKV, HQ // HKV, lq, keys, keys, D, 1, D ** -0.5 * math.log2(math.e),
-                       -(-keys // chunk), chunk, ops.sdpa_key_lanes())
+    # scale_log2, n_blocks, block_keys
+    return struct.pack("8If2I", HQ, HKV, HQ // HKV, lq, keys, keys, D, 1, D ** -0.5 * math.log2(math.e),
+                       -(-keys // chunk), chunk)
 
 
 def two_passes(q, k, v, out, part_o, part_ml, lq, keys, chunk):

@@ -64,8 +64,7 @@ inline void sdpa_store4(device T* p, float4 y) {
 // one kv head and up to SDPA_QUERIES of the group * Lq queries of that head (query heads h*G .. h*G+G-1, all
 // positions), so each K and V row of the block is loaded once per tile of queries, not once per query.
 // Phases, each over fixed index sets:
-//   scores   key_lanes lanes per key; per query a float4 fma chain over each lane's slots of D, a fixed sum, then
-//            a fixed ladder over the key's lanes
+//   scores   thread t owns keys t, t + 128 of the block; per query a float4 fma chain over D, then a fixed sum
 //   softmax  16 threads per query, 16 consecutive keys each: slice maxima, the block max (slices in order),
 //            then exp2(s - m) and slice sums in key order
 //   p @ v    D/4 threads per split of the block's keys, one float4 of the output each; the splits (a function of
@@ -118,37 +117,21 @@ template <typename T, bool VEC>
   }
   threadgroup_barrier(mem_flags::mem_threadgroup);
 
-  // Scores: args.key_lanes lanes per key, each over the float4 slots d4 = lane_k + key_lanes * i of the row, so a
-  // simdgroup reads 32 / key_lanes whole K rows per iteration (coalesced on a GPU; the plan picks one lane per key
-  // on the emulator, where every shuffle costs a switch of all 32 fibers). Per query a float4 fma chain over the
-  // lane's slots, its fixed sum, then a fixed ladder over the key's lanes. The query loop is innermost: a query's
-  // chain is the same whatever the other queries of the tile are. Every lane takes part in every ladder
-  // (converged control flow); lanes past the last key read the last key again and store nothing.
-  {
-    const uint lanes = args.key_lanes;
-    const uint lane_k = tid % lanes;
-    for (uint t0 = 0; t0 < n_keys; t0 += SDPA_THREADS / lanes) {
-      const uint t = t0 + tid / lanes;
-      device const T* kr = k + ulong(first + min(t, n_keys - 1)) * D;
-      float4 acc[SDPA_QUERIES];
-      for (uint jj = 0; jj < SDPA_QUERIES; ++jj) {
-        acc[jj] = float4(0.0f);
-      }
-      for (uint d4 = lane_k; d4 < D4; d4 += lanes) {
-        const float4 kv = sdpa_load4<VEC>(kr + d4 * 4);
-        for (uint jj = 0; jj < nq; ++jj) {
-          acc[jj] = fma(q_tile[jj][d4], kv, acc[jj]);
-        }
-      }
+  // Scores, query loop innermost: a query's fma chain is the same whatever the other queries of the tile are.
+  for (uint t = tid; t < n_keys; t += SDPA_THREADS) {
+    device const T* kr = k + ulong(first + t) * D;
+    float4 acc[SDPA_QUERIES];
+    for (uint jj = 0; jj < SDPA_QUERIES; ++jj) {
+      acc[jj] = float4(0.0f);
+    }
+    for (uint d4 = 0; d4 < D4; ++d4) {
+      const float4 kv = sdpa_load4<VEC>(kr + d4 * 4);
       for (uint jj = 0; jj < nq; ++jj) {
-        float dot = sdpa_hsum(acc[jj]);
-        for (uint delta = lanes / 2; delta > 0; delta >>= 1) {
-          dot += simd_shuffle_down(dot, ushort(delta));
-        }
-        if (lane_k == 0 && t < n_keys) {
-          scores[jj][t] = dot * args.scale_log2;
-        }
+        acc[jj] = fma(q_tile[jj][d4], kv, acc[jj]);
       }
+    }
+    for (uint jj = 0; jj < nq; ++jj) {
+      scores[jj][t] = sdpa_hsum(acc[jj]) * args.scale_log2;
     }
   }
   threadgroup_barrier(mem_flags::mem_threadgroup);

@@ -18,7 +18,6 @@ cdef extern from "../src/core/plans/sdpa.h" namespace "mtlinv":
         float scale
     CPlan c_plan_sdpa "mtlinv::plan_sdpa"(const CSdpaShape&, int, const CDeviceCaps&) except +raise_py_error
     uint32_t c_sdpa_chunk_keys "mtlinv::sdpa_chunk_keys"(int64_t, CDType, const CDeviceCaps&)
-    uint32_t c_sdpa_key_lanes "mtlinv::sdpa_key_lanes"(const CDeviceCaps&)
 
 
 def sdpa(q, k, v, *, scale=None, bint causal=True, kv_len=None):
@@ -62,11 +61,6 @@ def sdpa(q, k, v, *, scale=None, bint causal=True, kv_len=None):
 def sdpa_chunk_keys(head_dim, dtype="float32"):
     """S, the keys per chunk of the canonical sdpa path on the active device: chunk c holds keys [c*S, (c+1)*S)."""
     return c_sdpa_chunk_keys(head_dim, dtype_from_name(np.dtype(dtype).name.encode()), c_active_backend().caps())
-
-
-def sdpa_key_lanes():
-    """Lanes sharing one key's dot products in sdpa's pass 1 on the active device."""
-    return c_sdpa_key_lanes(c_active_backend().caps())
 
 
 def plan_sdpa(*, q_len, kv_len, head_dim=128, q_heads=1, kv_heads=1, batch=1, capacity=None, dtype="float32",

@@ -116,11 +116,12 @@ def test_negative_control_limit_zero_differs(rng):
 @pytest.mark.parametrize("dtype", FLOAT_DTYPES, ids=DTYPE_IDS)
 @pytest.mark.parametrize("limit", [0, 16], ids=["throughput", "canonical"])
 @pytest.mark.parametrize("transpose", [True, False], ids=["nk", "kn"])
-def test_accuracy(dtype, limit, transpose, rng):
+@pytest.mark.parametrize("rows", [12, 40], ids=["tiled-gemv", "gemm"])  # (throughput: both kernels)
+def test_accuracy(dtype, limit, transpose, rows, rng):
     mtlinv.set_limit(limit)
     w = weights(rng, 200, 1000, dtype, transpose)
     bias = random(rng, (200,), dtype)
-    x = random(rng, (12, 1000), dtype)
+    x = random(rng, (rows, 1000), dtype)
     y = np.asarray(mtlinv.gemv(x, w, bias, transpose=transpose), np.float64)
     ref = reference(x, w, bias, transpose)
     tol = RTOL[np.dtype(dtype)]
@@ -166,13 +167,27 @@ def test_errors_name_shapes(rng):
         mtlinv.gemv(np.zeros((2, 8)), np.zeros((3, 8)))
 
 
-@pytest.mark.parametrize("rows, limit, canonical", [(1, 0, True), (2, 0, False), (2, 1, False), (2, 2, True),
-                                                      (16, 16, True), (17, 16, False), (1, 100, True)])
-def test_routing(rows, limit, canonical):
+@pytest.mark.parametrize("rows, limit, canonical, kernel", [
+    (1, 0, True, "gemv_nk_r1_f16"), (2, 0, False, "gemv_nk_r2_f16"), (2, 1, False, "gemv_nk_r2_f16"),
+    (2, 2, True, "gemv_nk_r2_f16"), (3, 4, True, "gemv_nk_r4_f16"), (16, 16, True, "gemv_nk_r8_f16"),
+    (17, 16, False, "gemv_nk_r8_f16"), (32, 0, False, "gemv_nk_r8_f16"), (33, 16, False, "gemm_tiled_f16"),
+    (1, 100, True, "gemv_nk_r1_f16")])
+def test_routing(rows, limit, canonical, kernel):
     plan = mtlinv._native.plan_gemv(rows=rows, k=4096, n=4096, dtype="float16", limit=limit)
     assert plan["canonical"] is canonical
-    kernel = plan["launches"][0]["kernel"]
-    assert kernel == (f"gemv_nk_r{min(8, 1 << (rows - 1).bit_length())}_f16" if canonical else "gemm_tiled_f16")
+    assert plan["launches"][0]["kernel"] == kernel
+
+
+@pytest.mark.parametrize("transpose", [True, False], ids=["nk", "kn"])
+@pytest.mark.parametrize("plans", ["emulator", "gpu"])
+def test_throughput_gemv_splits_differ_from_canonical(transpose, plans, request):
+    """Above the limit the row-tiled kernels run with another K split, so those rows never share the canonical
+    bits by accident (the negative controls depend on it)."""
+    if plans == "gpu":
+        request.getfixturevalue("gpu_plans")
+    threads = [mtlinv._native.plan_gemv(rows=8, k=4096, n=4096, dtype="bfloat16", limit=limit,
+                                        transpose=transpose)["launches"][0]["threads"][0] for limit in (8, 0)]
+    assert threads[0] != threads[1]
 
 
 @pytest.mark.parametrize("transpose", [True, False], ids=["nk", "kn"])

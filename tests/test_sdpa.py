@@ -94,21 +94,6 @@ def test_verify_every_head_dim(head_dim, rng):
     assert_block_matches(q, k, v, kv_len, singles(q, k, v, kv_len))
 
 
-@pytest.mark.parametrize("head_dim", HEAD_DIMS)
-def test_verify_with_gpu_plans(head_dim, gpu_plans, rng):
-    """The GPU plans' pass 1 (several lanes per key, their partial dot products added by a shuffle ladder, uneven
-    lane shares when D/4 is not a multiple of the lanes), run on the emulator: each query of a block equals the
-    query alone, and the result stays accurate."""
-    assert mtlinv._native.sdpa_key_lanes() > 1
-    mtlinv.set_limit(16)
-    kv_len = chunk_keys(head_dim, np.float32) + 37
-    q, k, v = qkv(rng, q_heads=4, kv_heads=1, q_len=5, capacity=kv_len, head_dim=head_dim, dtype=np.float32)
-    assert_block_matches(q, k, v, kv_len, singles(q, k, v, kv_len))
-    ref = reference(q, k, v, kv_len=kv_len)
-    out = np.asarray(sdpa(q, k, v, kv_len=kv_len), np.float64)
-    np.testing.assert_allclose(out, ref, rtol=2e-5, atol=2e-5 * np.abs(ref).max())
-
-
 @pytest.mark.parametrize("dtype", FLOAT_DTYPES, ids=DTYPE_IDS)
 def test_non_causal_block(dtype, rng):
     mtlinv.set_limit(16)

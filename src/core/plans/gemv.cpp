@@ -12,11 +12,18 @@ constexpr uint32_t kNkCols = 4;         // GEMV_NK_COLS in metal/gemv.metal
 constexpr uint32_t kGemmTile = 32;      // GEMM_TILE in metal/gemm.metal
 constexpr uint32_t kMaxSplits = 8;      // GEMV_MAX_SPLITS
 constexpr int64_t kNkWarpsPerCore = 32; // simdgroups per compute unit gemv_nk aims for (its loads in flight)
+constexpr int64_t kTiledGemvMaxRows = 32;  // above the limit, up to this many rows take the row-tiled GEMV
 
 // Tile heights of the canonical kernels (their R template parameter): the smallest that holds M rows, 8 at most.
 uint32_t gemv_tile_rows(int64_t rows) {
   return rows <= 1 ? 1 : rows <= 2 ? 2 : rows <= 4 ? 4 : 8;
 }
+
+// The throughput path's split count for the row-tiled GEMV: tiles of 8 rows do more arithmetic per weight byte
+// and run best with fewer simdgroups than the canonical count, which must also serve M = 1 (half of it on an
+// H200, benchmarks/results/h200.md); 2 where the canonical count is 1. Never the canonical count, so rows above
+// the limit always take another reduction order (the negative controls rely on it).
+uint32_t throughput_k_splits(uint32_t canonical) { return canonical > 1 ? canonical / 2 : 2; }
 
 }  // namespace
 
@@ -58,8 +65,11 @@ Plan plan_gemv(const GemvShape& s, int limit, const DeviceCaps& caps) {
 
   PlanLaunch launch;
   const uint32_t batch = static_cast<uint32_t>(s.batch);
-  if (plan.canonical) {
-    args.k_splits = gemv_k_splits(s.k, s.n, s.dtype, s.w_kn, caps);
+  if (plan.canonical || s.rows <= kTiledGemvMaxRows) {
+    // The row-tiled GEMV: canonical below the limit; above it (up to kTiledGemvMaxRows rows, where it still beats
+    // the tiled GEMM by far) the same kernels with their own split count.
+    const uint32_t splits = gemv_k_splits(s.k, s.n, s.dtype, s.w_kn, caps);
+    args.k_splits = plan.canonical ? splits : throughput_k_splits(splits);
     const uint32_t rows = gemv_tile_rows(s.rows);
     launch.kernel = std::string(s.w_kn ? "gemv_kn_r" : "gemv_nk_r") + std::to_string(rows) + "_" +
                     dtype_suffix(s.dtype);

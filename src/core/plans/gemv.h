@@ -19,7 +19,8 @@ struct GemvShape {
 };
 
 // Operands: 0 x, 1 w, 2 bias (or any valid buffer when absent), 3 y.
-// M <= limit (and M == 1 always) -> canonical gemv_nk / gemv_kn; otherwise the tiled GEMM.
+// M <= limit (and M == 1 always) -> canonical gemv_nk / gemv_kn; above the limit the same row-tiled kernels with
+// another K split up to 32 rows, and the tiled GEMM beyond.
 Plan plan_gemv(const GemvShape& s, int limit, const DeviceCaps& caps);
 
 // The number of simdgroups that split one output tile's K range, from K, N, the dtype, the layout and the device

@@ -8,14 +8,13 @@
 
 namespace mtlinv {
 
-static_assert(sizeof(SdpaArgs) == 48, "SdpaArgs layout must match metal/sdpa_args.h on every target");
+static_assert(sizeof(SdpaArgs) == 44, "SdpaArgs layout must match metal/sdpa_args.h on every target");
 
 namespace {
 constexpr uint32_t kThreads = 128;        // SDPA_THREADS in metal/sdpa.metal
 constexpr uint32_t kQueriesPerTile = 8;   // SDPA_QUERIES
 constexpr uint32_t kBlockKeys = 256;      // SDPA_BLOCK_KEYS: the most keys a block may hold
 constexpr uint32_t kFlashQueries = 32;    // FLASH_QUERIES
-constexpr uint32_t kKeyLanes = 8;         // lanes per key in pass 1 on GPUs (SdpaArgs::key_lanes)
 constexpr int64_t kSplitMinKeys = 32;     // split blocks shorter than this cost more in pass 2 than they gain
 constexpr int64_t kSplitWavesPerCore = 4; // threadgroups per compute unit the split path aims for
 constexpr double kLog2e = 1.4426950408889634074;
@@ -26,11 +25,6 @@ constexpr double kLog2e = 1.4426950408889634074;
 // which keeps pass 2 short. A device that wants more blocks for short contexts may pick a smaller S here; what
 // must never enter is a count of the call (Lq, kv_len).
 uint32_t sdpa_chunk_keys(int64_t /*head_dim*/, DType /*dtype*/, const DeviceCaps& /*caps*/) { return kBlockKeys; }
-
-// Lanes per key in pass 1's dot products: 8 on a GPU (a simdgroup reads four whole K rows at once, coalesced),
-// 1 on the emulator (no shuffles, each of which switches all 32 fibers). A function of the device alone, so a
-// query's scores never depend on the call.
-uint32_t sdpa_key_lanes(const DeviceCaps& caps) { return caps.few_threads ? 1 : kKeyLanes; }
 
 uint32_t sdpa_split_blocks(const SdpaShape& s, const DeviceCaps& caps) {
   const int64_t groups_per_block = s.batch * s.kv_heads * ceil_div(s.q_len * (s.q_heads / s.kv_heads), kQueriesPerTile);
@@ -54,7 +48,6 @@ Plan plan_sdpa(const SdpaShape& s, int limit, const DeviceCaps& caps) {
   args.head_dim = static_cast<uint32_t>(s.head_dim);
   args.causal = s.causal ? 1 : 0;
   args.scale_log2 = static_cast<float>(static_cast<double>(s.scale) * kLog2e);
-  args.key_lanes = sdpa_key_lanes(caps);
   // Vector loads need every row 16-byte aligned: the base pointers, and rows of D elements (true for every D).
   const bool vector_loads = s.aligned && (s.head_dim * static_cast<int64_t>(dtype_size(s.dtype))) % 16 == 0;
   const std::string suffix = dtype_suffix(s.dtype);

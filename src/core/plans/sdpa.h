@@ -39,7 +39,4 @@ uint32_t sdpa_chunk_keys(int64_t head_dim, DType dtype, const DeviceCaps& caps);
 // query count and kv_len to fill the device.
 uint32_t sdpa_split_blocks(const SdpaShape& s, const DeviceCaps& caps);
 
-// Lanes sharing one key's dot products in pass 1 (SdpaArgs::key_lanes): a function of the device alone.
-uint32_t sdpa_key_lanes(const DeviceCaps& caps);
-
 }  // namespace mtlinv
