@@ -1,8 +1,8 @@
 // Canonical multi-row GEMV: y[m, n] = sum_k x[m, k] * W(n, k) (+ bias[n]) for a tile of R rows per threadgroup,
 // reading each weight element once for all of them.
 //
-// Invariance (design.md §2): every output element is reduced in an order fixed by K (and the dtype, layout and
-// device through the plan's k_splits) alone.
+// Invariance (design.md §2): every output element is reduced in an order fixed by K, and by N, the dtype, the
+// layout and the device through the plan's k_splits; never by M.
 //   * Lanes own fixed K positions, partial sums are combined by a fixed shuffle ladder, and the `k_splits`
 //     simdgroups of a threadgroup are combined in index order.
 //   * Each row has its own accumulators and the row loop is innermost: row r runs exactly the same fma sequence
@@ -37,10 +37,6 @@ inline float4 gemv_nk_fma(float4 acc, thread const float* xv, thread const float
   return acc;
 }
 
-// W stored [N, K]. Threadgroup: k_splits simdgroups, all on the same GEMV_NK_COLS outputs. Lane `lane` of
-// simdgroup `sg` owns the K positions [j * VEC, (j + 1) * VEC) for j = sg * 32 + lane + i * (k_splits * 32), one
-// 16-byte group of each weight row.
-// Grid: (ceil(N / 4), ceil(rows / R), batch).
 // One whole 16-byte step of gemv_nk at K position k: the four weight rows' groups `raw` (already loaded) against
 // each row's group of x.
 template <typename T, uint R>
@@ -58,6 +54,10 @@ inline void gemv_nk_step(thread float4* acc, thread const uint4* raw, device con
   }
 }
 
+// W stored [N, K]. Threadgroup: k_splits simdgroups, all on the same GEMV_NK_COLS outputs. Lane `lane` of
+// simdgroup `sg` owns the K positions [j * VEC, (j + 1) * VEC) for j = sg * 32 + lane + i * (k_splits * 32), one
+// 16-byte group of each weight row.
+// Grid: (ceil(N / 4), ceil(rows / R), batch).
 template <typename T, uint R>
 [[kernel]] void gemv_nk(
     constant GemvArgs& args [[buffer(0)]],

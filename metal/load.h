@@ -6,7 +6,7 @@
 
 // The 16 / sizeof(T) values of a 16-byte group, widened to float: out[i] is the element at offset i. The
 // 16-bit conversions are exact, so this gives what float(p[i]) gives element by element; four at a time, as
-// vector conversions, which every target does well.
+// vector conversions, which every target does well. This is the 16-bit version (half, bfloat); float's follows.
 template <typename T>
 inline void widen16(uint4 raw, thread float* out) {
   const float4 lo = float4(as_type<vec<T, 4>>(uint2(raw.x, raw.y)));
