@@ -30,6 +30,22 @@ inline uint4 load16(device const T* p) {
   return *((device const uint4*)p);
 }
 
+// The bits load16 gives, read element by element from a row that may not be 16-byte aligned: element i lands in
+// bytes [i * sizeof(T), (i + 1) * sizeof(T)) either way, so widen16 turns both into the same floats. This is the
+// 16-bit version; float's follows.
+template <typename T>
+inline uint4 load16_elements(device const T* p) {
+  uint4 raw;
+  for (uint i = 0; i < 4; ++i) {
+    raw[i] = uint(as_type<ushort>(p[2 * i])) | (uint(as_type<ushort>(p[2 * i + 1])) << 16);
+  }
+  return raw;
+}
+template <>
+inline uint4 load16_elements<float>(device const float* p) {
+  return uint4(as_type<uint>(p[0]), as_type<uint>(p[1]), as_type<uint>(p[2]), as_type<uint>(p[3]));
+}
+
 // The same for data read once (weights streaming past): a target may keep it out of its caches (load_streaming).
 template <typename T>
 inline uint4 load16_streaming(device const T* p) {

@@ -17,11 +17,14 @@
 // Scores are kept in base 2 (scale * log2(e) folded into the scale), so every exponential is an exp2.
 #include "common.h"
 #include "sdpa_args.h"
+#include "load.h"
 
 constant constexpr uint SDPA_THREADS = 128;     // threads of a sdpa_partials threadgroup
 constant constexpr uint SDPA_QUERIES = 8;       // queries per sdpa_partials threadgroup (a query tile)
 constant constexpr uint SDPA_BLOCK_KEYS = 256;  // most keys per block
-constant constexpr uint SDPA_MAX_D4 = 64;       // head_dim / 4 at most (D = 256)
+constant constexpr uint SDPA_COMBINE_LOADS = 8; // blocks whose partials sdpa_combine loads together
+constant constexpr uint SDPA_MAX_D = 256;       // head_dim at most
+constant constexpr uint SDPA_MAX_D4 = SDPA_MAX_D / 4;
 // The softmax of a block gives each query SDPA_SLICES threads, each over SDPA_SLICE_KEYS consecutive keys.
 constant constexpr uint SDPA_SLICES = SDPA_THREADS / SDPA_QUERIES;
 constant constexpr uint SDPA_SLICE_KEYS = SDPA_BLOCK_KEYS / SDPA_SLICES;
@@ -60,30 +63,161 @@ inline void sdpa_store4(device T* p, float4 y) {
   p[3] = T(y.w);
 }
 
+// Pass 1 works on 16-byte units of the K and V rows: SDPA_UNIT<T> elements each, D / SDPA_UNIT<T> per row. The
+// head dim is a template parameter of its two loops (sdpa_block_scores, sdpa_block_pv), so their unit loops have
+// constant trip counts: a thread issues a chunk of SDPA_CHUNK loads before the arithmetic that uses them, instead of
+// waiting for each load in turn. sdpa_blocks picks the instance from D at run time.
+// Loads of one chunk issued together: the largest divisor of the unit count up to 8 (128 bytes per thread).
+constexpr uint sdpa_chunk(uint units) {
+  return units % 8 == 0 ? 8 : units % 6 == 0 ? 6 : units % 5 == 0 ? 5 : units % 4 == 0 ? 4 : 1;
+}
+
+// The raw bits of the unit at p: a 16-byte load when VEC, else element by element (the same bits, see load.h).
+template <typename T, bool VEC>
+inline uint4 sdpa_unit(device const T* p) {
+  if (VEC) {
+    return load16(p);
+  }
+  return load16_elements(p);
+}
+
+// Scores of one block: thread tid owns keys tid, tid + 128 of the block. Per key and query, one float4 fma
+// chain over the row in ascending order (the query loop innermost, so a query's chain is the same whatever the
+// other queries of the tile are), then a fixed horizontal sum.
+template <typename T, bool VEC, uint D>
+inline void sdpa_block_scores(constant SdpaArgs& args, device const T* k, threadgroup const float4* q_tile,
+                              threadgroup float* scores, uint nq, uint n_keys, uint first, uint tid) {
+  constexpr uint E = 16 / sizeof(T);
+  constexpr uint U = D / E;
+  constexpr uint CHUNK = sdpa_chunk(U);
+  for (uint t = tid; t < n_keys; t += SDPA_THREADS) {
+    device const T* kr = k + ulong(first + t) * D;
+    float4 acc[SDPA_QUERIES];
+    for (uint jj = 0; jj < SDPA_QUERIES; ++jj) {
+      acc[jj] = float4(0.0f);
+    }
+    for (uint u0 = 0; u0 < U; u0 += CHUNK) {
+      uint4 raw[CHUNK];
+      for (uint c = 0; c < CHUNK; ++c) {
+        raw[c] = sdpa_unit<T, VEC>(kr + (u0 + c) * E);
+      }
+      for (uint c = 0; c < CHUNK; ++c) {
+        float kf[E];
+        widen16<T>(raw[c], kf);
+        for (uint h = 0; h < E / 4; ++h) {
+          const float4 k4 = float4(kf[4 * h], kf[4 * h + 1], kf[4 * h + 2], kf[4 * h + 3]);
+          const uint d4 = (u0 + c) * (E / 4) + h;
+          // A constant trip count and a uniform test: GPU compilers unroll it and keep acc in registers.
+          for (uint jj = 0; jj < SDPA_QUERIES; ++jj) {
+            if (jj < nq) {
+              acc[jj] = fma(q_tile[jj * SDPA_MAX_D4 + d4], k4, acc[jj]);
+            }
+          }
+        }
+      }
+    }
+    for (uint jj = 0; jj < SDPA_QUERIES; ++jj) {
+      if (jj < nq) {
+        scores[jj * SDPA_BLOCK_KEYS + t] = sdpa_hsum(acc[jj]) * args.scale_log2;
+      }
+    }
+  }
+}
+
+// p @ v of one block: thread tid owns unit u = tid % U of the V rows (output elements [u E, u E + E)) over the
+// split tid / U of the block's keys; 128 / U splits of ceil(block_keys / splits) consecutive keys. Each split sums
+// its weighted V rows in ascending key order, the splits are added in index order through `running`, and the last
+// one writes the block's output. The split count is a function of D and the dtype alone.
+template <typename T, bool VEC, uint D>
+inline void sdpa_block_pv(constant SdpaArgs& args, device const T* v, threadgroup const float* scores,
+                          threadgroup float* running, device float* part_o, thread const uint* visible, uint nq,
+                          uint n_keys, uint first, ulong out_row0, uint block, uint tid) {
+  constexpr uint E = 16 / sizeof(T);
+  constexpr uint U = D / E;
+  constexpr uint SPLITS = SDPA_THREADS / U;
+  constexpr uint KEYS_PER_LOAD = 8;  // V rows loaded together
+  const uint split = tid / U;
+  const uint u = tid % U;
+  const uint split_keys = (args.block_keys + SPLITS - 1) / SPLITS;
+
+  float acc[SDPA_QUERIES][E];
+  for (uint jj = 0; jj < SDPA_QUERIES; ++jj) {
+    for (uint i = 0; i < E; ++i) {
+      acc[jj][i] = 0.0f;
+    }
+  }
+  if (split < SPLITS) {
+    const uint t_begin = split * split_keys;
+    const uint t_stop = min(t_begin + split_keys, n_keys);
+    for (uint t0 = t_begin; t0 < t_stop; t0 += KEYS_PER_LOAD) {
+      uint4 raw[KEYS_PER_LOAD];
+      for (uint c = 0; c < KEYS_PER_LOAD; ++c) {
+        const uint t = min(t0 + c, t_stop - 1);  // rows past the split are loaded again, never used
+        raw[c] = sdpa_unit<T, VEC>(v + ulong(first + t) * D + u * E);
+      }
+      for (uint c = 0; c < KEYS_PER_LOAD; ++c) {
+        const uint t = t0 + c;
+        if (t < t_stop) {
+          float vf[E];
+          widen16<T>(raw[c], vf);
+          for (uint jj = 0; jj < SDPA_QUERIES; ++jj) {
+            if (jj < nq && t < visible[jj]) {
+              const float p = scores[jj * SDPA_BLOCK_KEYS + t];
+              for (uint i = 0; i < E; ++i) {
+                acc[jj][i] = fma(p, vf[i], acc[jj][i]);
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+  // After round s, running holds ((split 0 + split 1) + ...) + split s.
+  for (uint s = 0; s < SPLITS; ++s) {
+    if (split == s) {
+      for (uint jj = 0; jj < SDPA_QUERIES; ++jj) {
+        if (jj < nq) {
+          for (uint i = 0; i < E; ++i) {
+            const uint d = u * E + i;
+            const float total = s > 0 ? running[jj * SDPA_MAX_D + d] + acc[jj][i] : acc[jj][i];
+            if (s + 1 < SPLITS) {
+              running[jj * SDPA_MAX_D + d] = total;
+            } else {
+              part_o[((out_row0 + jj) * args.n_blocks + block) * D + d] = total;
+            }
+          }
+        }
+      }
+    }
+    if (s + 1 < SPLITS) {
+      threadgroup_barrier(mem_flags::mem_threadgroup);
+    }
+  }
+}
+
 // Pass 1. Grid: (query tiles, n_blocks, B * Hkv); SDPA_THREADS threads. A threadgroup takes one block of keys of
 // one kv head and up to SDPA_QUERIES of the group * Lq queries of that head (query heads h*G .. h*G+G-1, all
 // positions), so each K and V row of the block is loaded once per tile of queries, not once per query.
 // Phases, each over fixed index sets:
-//   scores   thread t owns keys t, t + 128 of the block; per query a float4 fma chain over D, then a fixed sum
+//   scores   sdpa_block_scores
 //   softmax  16 threads per query, 16 consecutive keys each: slice maxima, the block max (slices in order),
 //            then exp2(s - m) and slice sums in key order
-//   p @ v    D/4 threads per split of the block's keys, one float4 of the output each; the splits (a function of
-//            D) are added in index order through threadgroup memory
-// A query's results depend on the keys it sees in the block, block_keys and D alone. Masked keys are skipped,
-// never weighted by zero; a query that sees no key of the block writes m = -inf, l = 0, o = 0.
+//   p @ v    sdpa_block_pv
+// A query's results depend on the keys it sees in the block, block_keys, D and the dtype alone. Masked keys are
+// skipped, never weighted by zero; a query that sees no key of the block writes m = -inf, l = 0, o = 0.
 template <typename T, bool VEC>
 [[kernel]] void sdpa_blocks(
     constant SdpaArgs& args [[buffer(0)]],
     device const T* q [[buffer(1)]],
     device const T* k [[buffer(2)]],
     device const T* v [[buffer(3)]],
-    device float4* part_o [[buffer(4)]],
+    device float* part_o [[buffer(4)]],
     device float2* part_ml [[buffer(5)]],
     uint3 tile [[threadgroup_position_in_grid]],
     uint tid [[thread_index_in_threadgroup]]) {
-  threadgroup float4 q_tile[SDPA_QUERIES][SDPA_MAX_D4];
-  threadgroup float scores[SDPA_QUERIES][SDPA_BLOCK_KEYS];
-  threadgroup float4 running[SDPA_QUERIES][SDPA_MAX_D4];
+  threadgroup float4 q_tile[SDPA_QUERIES * SDPA_MAX_D4];
+  threadgroup float scores[SDPA_QUERIES * SDPA_BLOCK_KEYS];
+  threadgroup float running[SDPA_QUERIES * SDPA_MAX_D];
   threadgroup float slice_max[SDPA_QUERIES][SDPA_SLICES];
   threadgroup float slice_sum[SDPA_QUERIES][SDPA_SLICES];
 
@@ -113,26 +247,16 @@ template <typename T, bool VEC>
   }
 
   for (uint idx = tid; idx < nq * D4; idx += SDPA_THREADS) {
-    q_tile[idx / D4][idx % D4] = sdpa_load4<VEC>(q + (idx / D4) * D + (idx % D4) * 4);
+    q_tile[(idx / D4) * SDPA_MAX_D4 + idx % D4] = sdpa_load4<VEC>(q + (idx / D4) * D + (idx % D4) * 4);
   }
   threadgroup_barrier(mem_flags::mem_threadgroup);
 
-  // Scores, query loop innermost: a query's fma chain is the same whatever the other queries of the tile are.
-  for (uint t = tid; t < n_keys; t += SDPA_THREADS) {
-    device const T* kr = k + ulong(first + t) * D;
-    float4 acc[SDPA_QUERIES];
-    for (uint jj = 0; jj < SDPA_QUERIES; ++jj) {
-      acc[jj] = float4(0.0f);
-    }
-    for (uint d4 = 0; d4 < D4; ++d4) {
-      const float4 kv = sdpa_load4<VEC>(kr + d4 * 4);
-      for (uint jj = 0; jj < nq; ++jj) {
-        acc[jj] = fma(q_tile[jj][d4], kv, acc[jj]);
-      }
-    }
-    for (uint jj = 0; jj < nq; ++jj) {
-      scores[jj][t] = sdpa_hsum(acc[jj]) * args.scale_log2;
-    }
+  switch (D) {
+    case 64: sdpa_block_scores<T, VEC, 64>(args, k, q_tile, scores, nq, n_keys, first, tid); break;
+    case 80: sdpa_block_scores<T, VEC, 80>(args, k, q_tile, scores, nq, n_keys, first, tid); break;
+    case 96: sdpa_block_scores<T, VEC, 96>(args, k, q_tile, scores, nq, n_keys, first, tid); break;
+    case 128: sdpa_block_scores<T, VEC, 128>(args, k, q_tile, scores, nq, n_keys, first, tid); break;
+    default: sdpa_block_scores<T, VEC, 256>(args, k, q_tile, scores, nq, n_keys, first, tid); break;
   }
   threadgroup_barrier(mem_flags::mem_threadgroup);
 
@@ -143,7 +267,7 @@ template <typename T, bool VEC>
   const uint t_end = min(t_begin + SDPA_SLICE_KEYS, visible[sq]);
   float slice_m = -INFINITY;
   for (uint t = t_begin; t < t_end; ++t) {
-    slice_m = max(slice_m, scores[sq][t]);
+    slice_m = max(slice_m, scores[sq * SDPA_BLOCK_KEYS + t]);
   }
   slice_max[sq][slice] = slice_m;
   threadgroup_barrier(mem_flags::mem_threadgroup);
@@ -154,8 +278,8 @@ template <typename T, bool VEC>
   }
   float slice_l = 0.0f;
   for (uint t = t_begin; t < t_end; ++t) {
-    const float e = exp2(scores[sq][t] - m);
-    scores[sq][t] = e;
+    const float e = exp2(scores[sq * SDPA_BLOCK_KEYS + t] - m);
+    scores[sq * SDPA_BLOCK_KEYS + t] = e;
     slice_l += e;
   }
   slice_sum[sq][slice] = slice_l;
@@ -169,45 +293,22 @@ template <typename T, bool VEC>
     part_ml[(row0 + sq) * args.n_blocks + block] = float2(m, l);
   }
 
-  // p @ v: split `split` sums the weighted V rows of its keys in ascending order for output float4 d4.
-  const uint splits = SDPA_THREADS / D4;
-  const uint split = tid / D4;
-  const uint d4 = tid % D4;
-  const uint split_keys = (args.block_keys + splits - 1) / splits;
-  float4 acc[SDPA_QUERIES];
-  for (uint jj = 0; jj < SDPA_QUERIES; ++jj) {
-    acc[jj] = float4(0.0f);
-  }
-  if (split < splits) {
-    const uint t_stop = min((split + 1) * split_keys, n_keys);
-    for (uint t = split * split_keys; t < t_stop; ++t) {
-      const float4 vv = sdpa_load4<VEC>(v + ulong(first + t) * D + d4 * 4);
-      for (uint jj = 0; jj < nq; ++jj) {
-        if (t < visible[jj]) {
-          acc[jj] = fma(float4(scores[jj][t]), vv, acc[jj]);
-        }
-      }
-    }
-  }
-  // Splits added in index order: after round s, running holds ((split 0 + split 1) + ...) + split s; the last
-  // split writes the block's output.
-  for (uint s = 0; s < splits; ++s) {
-    if (split == s) {
-      for (uint jj = 0; jj < nq; ++jj) {
-        float4 total = acc[jj];
-        if (s > 0) {
-          total = running[jj][d4] + total;
-        }
-        if (s + 1 < splits) {
-          running[jj][d4] = total;
-        } else {
-          part_o[((row0 + jj) * args.n_blocks + block) * D4 + d4] = total;
-        }
-      }
-    }
-    if (s + 1 < splits) {
-      threadgroup_barrier(mem_flags::mem_threadgroup);
-    }
+  switch (D) {
+    case 64:
+      sdpa_block_pv<T, VEC, 64>(args, v, scores, running, part_o, visible, nq, n_keys, first, row0, block, tid);
+      break;
+    case 80:
+      sdpa_block_pv<T, VEC, 80>(args, v, scores, running, part_o, visible, nq, n_keys, first, row0, block, tid);
+      break;
+    case 96:
+      sdpa_block_pv<T, VEC, 96>(args, v, scores, running, part_o, visible, nq, n_keys, first, row0, block, tid);
+      break;
+    case 128:
+      sdpa_block_pv<T, VEC, 128>(args, v, scores, running, part_o, visible, nq, n_keys, first, row0, block, tid);
+      break;
+    default:
+      sdpa_block_pv<T, VEC, 256>(args, v, scores, running, part_o, visible, nq, n_keys, first, row0, block, tid);
+      break;
   }
 }
 
@@ -237,11 +338,22 @@ template <typename T>
   }
   float l = 0.0f;
   float4 o = float4(0.0f);
-  for (uint j = 0; j < n; ++j) {
-    const float2 ml = part_ml[j];
-    const float w = exp2(ml.x - m);
-    l = fma(ml.y, w, l);
-    o = fma(part_o[j * D4], float4(w), o);
+  // SDPA_COMBINE_LOADS blocks loaded together, then merged one by one.
+  for (uint j0 = 0; j0 < n; j0 += SDPA_COMBINE_LOADS) {
+    float2 ml[SDPA_COMBINE_LOADS];
+    float4 po[SDPA_COMBINE_LOADS];
+    for (uint c = 0; c < SDPA_COMBINE_LOADS; ++c) {
+      const uint j = min(j0 + c, n - 1);  // blocks past n are loaded again, never used
+      ml[c] = part_ml[j];
+      po[c] = part_o[j * D4];
+    }
+    for (uint c = 0; c < SDPA_COMBINE_LOADS; ++c) {
+      if (j0 + c < n) {
+        const float w = exp2(ml[c].x - m);
+        l = fma(ml[c].y, w, l);
+        o = fma(po[c], float4(w), o);
+      }
+    }
   }
   sdpa_store4(out + row * args.head_dim + d4 * 4, o / l);
 }

@@ -10,23 +10,34 @@ from mtlinv.model.device_model import DeviceModel, DeviceWeights
 
 @pytest.fixture(scope="module")
 def tiny_device(make_weights):
-    # Seed 3 is a fixed case where the limit-0 speculative run drifts from greedy (checked below): head dim 64,
-    # which sdpa supports, and a small vocabulary so that close logits are common.
+    # Head dim 64, which sdpa supports, and a small vocabulary so that close logits are common.
     w = make_weights(seed=3, n_layers=2, hidden=128, n_heads=2, n_kv_heads=1, vocab=64)
     return w, DeviceWeights.from_reference(w)
 
 
-def test_tiny_model_limit_reproduces_greedy_and_limit_zero_drifts(tiny_device):
+# Seeds of the tiny model in the order the drift test tries them. An argmax flip from rounding differences is rare
+# on a random 64-token model (about 1 seed in 12 flips within 48 tokens, and which ones depends on the kernels'
+# reduction orders and the target's exp2), so the test walks a fixed list until one drifts rather than betting on one
+# seed. Every seed tried must reproduce greedy exactly with limit 5.
+DRIFT_SEEDS = (8, 11, 16, 3, 0, 1, 2, 4)
+
+
+def test_tiny_model_limit_reproduces_greedy_and_limit_zero_drifts(make_weights):
     """The demo's table on a model the test builds: with limit k+1 every speculative run equals greedy; with limit
     0 the verification calls take the throughput kernels and the output drifts, and the table says so."""
-    _, weights = tiny_device
-    lines = []
-    greedy_tokens, rows = run_settings(weights, [1, 2, 3, 4, 5], 48, 4, None, out=lines.append)
-    by_setting = {r.setting: r for r in rows}
-    for name in ("limit 5, self-draft", "limit 5, layer-skip draft"):
-        assert by_setting[name].identical and by_setting[name].first_diff is None, name
-    drifted = by_setting["limit 0, self-draft"]
-    assert not drifted.identical and drifted.first_diff is not None
+    drifted = None
+    for seed in DRIFT_SEEDS:
+        w = make_weights(seed=seed, n_layers=2, hidden=128, n_heads=2, n_kv_heads=1, vocab=64)
+        lines = []
+        _, rows = run_settings(DeviceWeights.from_reference(w), [1, 2, 3, 4, 5], 48, 4, None, out=lines.append)
+        by_setting = {r.setting: r for r in rows}
+        for name in ("limit 5, self-draft", "limit 5, layer-skip draft"):
+            assert by_setting[name].identical and by_setting[name].first_diff is None, (name, seed)
+        if not by_setting["limit 0, self-draft"].identical:
+            drifted = by_setting["limit 0, self-draft"]
+            break
+    assert drifted is not None, f"no seed of {DRIFT_SEEDS} drifted with limit 0"
+    assert drifted.first_diff is not None
     print_table(rows, out=lines.append)
     table_row = next(line for line in lines if line.startswith("limit 0, self-draft"))
     assert " no " in table_row and str(drifted.first_diff) in table_row
