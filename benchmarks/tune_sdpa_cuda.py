@@ -4,9 +4,9 @@
 
     MTLINV_DEVICE=cuda python benchmarks/tune_sdpa_cuda.py [--reps 30]
 
-Runs the plans' two kernels (sdpa_blocks_bf16, then sdpa_combine_bf16) directly with raw arguments for S in 64,
-128, 256 on bench_cuda.py's attention shape (Hq=32, Hkv=8, D=128, bf16, causal), decode (Lq=1) and verify (Lq=8),
-timed as there (events, medians, K and V rotated through HBM).
+Runs the plans' two kernels (sdpa_blocks_q{4,8}_bf16, then sdpa_combine_bf16) directly with raw arguments for
+S in 64, 128, 256, and pass 1 alone at S = 256, on bench_cuda.py's attention shape (Hq=32, Hkv=8, D=128, bf16,
+causal), decode (Lq=1) and verify (Lq=8), timed as there (events, medians, K and V rotated through HBM).
 """
 import math
 import os
@@ -34,11 +34,13 @@ def sdpa_args(lq, keys, chunk):
                        -(-keys // chunk), chunk)
 
 
-def two_passes(q, k, v, out, part_o, part_ml, lq, keys, chunk):
+def two_passes(q, k, v, out, part_o, part_ml, lq, keys, chunk, combine=True):
     args = sdpa_args(lq, keys, chunk)
-    ops._launch("sdpa_blocks_bf16", (-(-lq * HQ // HKV // 8), -(-keys // chunk), HKV), (128, 1, 1), args,
-                [q, k, v, part_o, part_ml])
-    ops._launch("sdpa_combine_bf16", (lq, HQ, 1), (D // 4, 1, 1), args, [part_o, part_ml, out])
+    tile = 4 if lq * HQ // HKV <= 4 else 8  # sdpa_query_tile in src/core/plans/sdpa.cpp
+    ops._launch(f"sdpa_blocks_q{tile}_bf16", (-(-lq * HQ // HKV // tile), -(-keys // chunk), HKV), (128, 1, 1),
+                args, [q, k, v, part_o, part_ml])
+    if combine:  # SDPA_COMBINE_GROUPS (8) ranges of blocks, D/4 threads each
+        ops._launch("sdpa_combine_bf16", (lq, HQ, 1), (8 * D // 4, 1, 1), args, [part_o, part_ml, out])
 
 
 def main():
@@ -48,8 +50,8 @@ def main():
     args = ap.parse_args()
     copy_bw = bc.copy_bandwidth()
     print(f"# {mtlinv.device_info()['name']}: copy {copy_bw / 1e9:.0f} GB/s; us per call (% of copy bandwidth)\n")
-    print(bc.row(["keys", "Lq"] + [f"S = {c}" for c in CHUNKS] + ["plan's S"]))
-    print(bc.row(["---:"] * (3 + len(CHUNKS))))
+    print(bc.row(["keys", "Lq"] + [f"S = {c}" for c in CHUNKS] + ["pass 1 alone, S = 256", "plan's S"]))
+    print(bc.row(["---:"] * (4 + len(CHUNKS))))
     for keys in args.lengths:
         kv_host = bc.RNG.standard_normal((1, HKV, keys, D), dtype=np.float32).astype(bc.BF16)
         copies = bc.copies_for(2 * kv_host.nbytes)
@@ -59,11 +61,11 @@ def main():
             q = mtlinv.asarray(bc.RNG.standard_normal((1, HQ, lq, D), dtype=np.float32).astype(bc.BF16))
             out = mtlinv.asarray(np.zeros((1, HQ, lq, D), bc.BF16))
             cells = []
-            for chunk in CHUNKS:
+            for chunk, combine in [(c, True) for c in CHUNKS] + [(256, False)]:
                 blocks = -(-keys // chunk)
                 part_o = mtlinv.asarray(np.zeros(HQ * lq * blocks * D, np.float32))
                 part_ml = mtlinv.asarray(np.zeros(HQ * lq * blocks * 2, np.float32))
-                calls = [lambda k=k, v=v: two_passes(q, k, v, out, part_o, part_ml, lq, keys, chunk)
+                calls = [lambda k=k, v=v: two_passes(q, k, v, out, part_o, part_ml, lq, keys, chunk, combine)
                          for k, v in zip(ks, vs)]
                 t = bc.event_median(calls, args.reps)
                 cells.append(f"{t * 1e6:.1f} ({100 * 2 * kv_host.nbytes / t / copy_bw:.0f}%)")

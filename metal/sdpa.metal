@@ -19,13 +19,15 @@
 #include "sdpa_args.h"
 #include "load.h"
 
-constant constexpr uint SDPA_THREADS = 128;     // threads of a sdpa_partials threadgroup
-constant constexpr uint SDPA_QUERIES = 8;       // queries per sdpa_partials threadgroup (a query tile)
-constant constexpr uint SDPA_BLOCK_KEYS = 256;  // most keys per block
-constant constexpr uint SDPA_COMBINE_LOADS = 8; // blocks whose partials sdpa_combine loads together
-constant constexpr uint SDPA_MAX_D = 256;       // head_dim at most
+constant constexpr uint SDPA_THREADS = 128;       // threads of a sdpa_blocks threadgroup
+constant constexpr uint SDPA_QUERIES = 8;         // most queries per sdpa_blocks threadgroup (its tile Q: 4 or 8)
+constant constexpr uint SDPA_BLOCK_KEYS = 256;    // most keys per block
+constant constexpr uint SDPA_COMBINE_GROUPS = 8;  // block ranges sdpa_combine merges in parallel
+constant constexpr uint SDPA_COMBINE_LOADS = 8;   // blocks whose partials one sdpa_combine thread loads together
+constant constexpr uint SDPA_MAX_D = 256;         // head_dim at most
 constant constexpr uint SDPA_MAX_D4 = SDPA_MAX_D / 4;
-// The softmax of a block gives each query SDPA_SLICES threads, each over SDPA_SLICE_KEYS consecutive keys.
+// The softmax of a block gives each query SDPA_SLICES threads, each over SDPA_SLICE_KEYS consecutive keys: 16
+// slices in either query tile, so a query's sums do not depend on the tile (with Q = 4, half the threads idle).
 constant constexpr uint SDPA_SLICES = SDPA_THREADS / SDPA_QUERIES;
 constant constexpr uint SDPA_SLICE_KEYS = SDPA_BLOCK_KEYS / SDPA_SLICES;
 
@@ -63,10 +65,11 @@ inline void sdpa_store4(device T* p, float4 y) {
   p[3] = T(y.w);
 }
 
-// Pass 1 works on 16-byte units of the K and V rows: SDPA_UNIT<T> elements each, D / SDPA_UNIT<T> per row. The
+// Pass 1 works on 16-byte units of the K and V rows: E = 16 / sizeof(T) elements each, U = D / E per row. The
 // head dim is a template parameter of its two loops (sdpa_block_scores, sdpa_block_pv), so their unit loops have
-// constant trip counts: a thread issues a chunk of SDPA_CHUNK loads before the arithmetic that uses them, instead of
-// waiting for each load in turn. sdpa_blocks picks the instance from D at run time.
+// constant trip counts: a thread issues a chunk of loads before the arithmetic that uses them, instead of waiting
+// for each load in turn. sdpa_blocks picks the instance from D at run time.
+
 // Loads of one chunk issued together: the largest divisor of the unit count up to 8 (128 bytes per thread).
 constexpr uint sdpa_chunk(uint units) {
   return units % 8 == 0 ? 8 : units % 6 == 0 ? 6 : units % 5 == 0 ? 5 : units % 4 == 0 ? 4 : 1;
@@ -84,7 +87,7 @@ inline uint4 sdpa_unit(device const T* p) {
 // Scores of one block: thread tid owns keys tid, tid + 128 of the block. Per key and query, one float4 fma
 // chain over the row in ascending order (the query loop innermost, so a query's chain is the same whatever the
 // other queries of the tile are), then a fixed horizontal sum.
-template <typename T, bool VEC, uint D>
+template <typename T, bool VEC, uint D, uint Q>
 inline void sdpa_block_scores(constant SdpaArgs& args, device const T* k, threadgroup const float4* q_tile,
                               threadgroup float* scores, uint nq, uint n_keys, uint first, uint tid) {
   constexpr uint E = 16 / sizeof(T);
@@ -92,8 +95,8 @@ inline void sdpa_block_scores(constant SdpaArgs& args, device const T* k, thread
   constexpr uint CHUNK = sdpa_chunk(U);
   for (uint t = tid; t < n_keys; t += SDPA_THREADS) {
     device const T* kr = k + ulong(first + t) * D;
-    float4 acc[SDPA_QUERIES];
-    for (uint jj = 0; jj < SDPA_QUERIES; ++jj) {
+    float4 acc[Q];
+    for (uint jj = 0; jj < Q; ++jj) {
       acc[jj] = float4(0.0f);
     }
     for (uint u0 = 0; u0 < U; u0 += CHUNK) {
@@ -108,7 +111,7 @@ inline void sdpa_block_scores(constant SdpaArgs& args, device const T* k, thread
           const float4 k4 = float4(kf[4 * h], kf[4 * h + 1], kf[4 * h + 2], kf[4 * h + 3]);
           const uint d4 = (u0 + c) * (E / 4) + h;
           // A constant trip count and a uniform test: GPU compilers unroll it and keep acc in registers.
-          for (uint jj = 0; jj < SDPA_QUERIES; ++jj) {
+          for (uint jj = 0; jj < Q; ++jj) {
             if (jj < nq) {
               acc[jj] = fma(q_tile[jj * SDPA_MAX_D4 + d4], k4, acc[jj]);
             }
@@ -116,7 +119,7 @@ inline void sdpa_block_scores(constant SdpaArgs& args, device const T* k, thread
         }
       }
     }
-    for (uint jj = 0; jj < SDPA_QUERIES; ++jj) {
+    for (uint jj = 0; jj < Q; ++jj) {
       if (jj < nq) {
         scores[jj * SDPA_BLOCK_KEYS + t] = sdpa_hsum(acc[jj]) * args.scale_log2;
       }
@@ -128,7 +131,7 @@ inline void sdpa_block_scores(constant SdpaArgs& args, device const T* k, thread
 // split tid / U of the block's keys; 128 / U splits of ceil(block_keys / splits) consecutive keys. Each split sums
 // its weighted V rows in ascending key order, the splits are added in index order through `running`, and the last
 // one writes the block's output. The split count is a function of D and the dtype alone.
-template <typename T, bool VEC, uint D>
+template <typename T, bool VEC, uint D, uint Q>
 inline void sdpa_block_pv(constant SdpaArgs& args, device const T* v, threadgroup const float* scores,
                           threadgroup float* running, device float* part_o, thread const uint* visible, uint nq,
                           uint n_keys, uint first, ulong out_row0, uint block, uint tid) {
@@ -140,8 +143,8 @@ inline void sdpa_block_pv(constant SdpaArgs& args, device const T* v, threadgrou
   const uint u = tid % U;
   const uint split_keys = (args.block_keys + SPLITS - 1) / SPLITS;
 
-  float acc[SDPA_QUERIES][E];
-  for (uint jj = 0; jj < SDPA_QUERIES; ++jj) {
+  float acc[Q][E];
+  for (uint jj = 0; jj < Q; ++jj) {
     for (uint i = 0; i < E; ++i) {
       acc[jj][i] = 0.0f;
     }
@@ -160,7 +163,7 @@ inline void sdpa_block_pv(constant SdpaArgs& args, device const T* v, threadgrou
         if (t < t_stop) {
           float vf[E];
           widen16<T>(raw[c], vf);
-          for (uint jj = 0; jj < SDPA_QUERIES; ++jj) {
+          for (uint jj = 0; jj < Q; ++jj) {
             if (jj < nq && t < visible[jj]) {
               const float p = scores[jj * SDPA_BLOCK_KEYS + t];
               for (uint i = 0; i < E; ++i) {
@@ -175,7 +178,7 @@ inline void sdpa_block_pv(constant SdpaArgs& args, device const T* v, threadgrou
   // After round s, running holds ((split 0 + split 1) + ...) + split s.
   for (uint s = 0; s < SPLITS; ++s) {
     if (split == s) {
-      for (uint jj = 0; jj < SDPA_QUERIES; ++jj) {
+      for (uint jj = 0; jj < Q; ++jj) {
         if (jj < nq) {
           for (uint i = 0; i < E; ++i) {
             const uint d = u * E + i;
@@ -196,8 +199,10 @@ inline void sdpa_block_pv(constant SdpaArgs& args, device const T* v, threadgrou
 }
 
 // Pass 1. Grid: (query tiles, n_blocks, B * Hkv); SDPA_THREADS threads. A threadgroup takes one block of keys of
-// one kv head and up to SDPA_QUERIES of the group * Lq queries of that head (query heads h*G .. h*G+G-1, all
-// positions), so each K and V row of the block is loaded once per tile of queries, not once per query.
+// one kv head and up to Q of the group * Lq queries of that head (query heads h*G .. h*G+G-1, all positions), so
+// each K and V row of the block is loaded once per tile of queries, not once per query. Q (4 or 8) is a template
+// parameter the plan picks from G * Lq; a query's arithmetic is the same in either tile, and Q = 4 (a decoding
+// step of GQA groups up to 4) needs half the accumulator registers, so more threadgroups fit on a core.
 // Phases, each over fixed index sets:
 //   scores   sdpa_block_scores
 //   softmax  16 threads per query, 16 consecutive keys each: slice maxima, the block max (slices in order),
@@ -205,7 +210,7 @@ inline void sdpa_block_pv(constant SdpaArgs& args, device const T* v, threadgrou
 //   p @ v    sdpa_block_pv
 // A query's results depend on the keys it sees in the block, block_keys, D and the dtype alone. Masked keys are
 // skipped, never weighted by zero; a query that sees no key of the block writes m = -inf, l = 0, o = 0.
-template <typename T, bool VEC>
+template <typename T, bool VEC, uint Q>
 [[kernel]] void sdpa_blocks(
     constant SdpaArgs& args [[buffer(0)]],
     device const T* q [[buffer(1)]],
@@ -224,8 +229,8 @@ template <typename T, bool VEC>
   const uint D = args.head_dim;
   const uint D4 = D / 4;
   const uint per_head = args.group * args.q_len;  // queries served by one kv head
-  const uint j0 = tile.x * SDPA_QUERIES;          // first query of the tile, numbered g * Lq + i
-  const uint nq = min(SDPA_QUERIES, per_head - j0);
+  const uint j0 = tile.x * Q;                     // first query of the tile, numbered g * Lq + i
+  const uint nq = min(Q, per_head - j0);
   const uint block = tile.y;
   // q [B, Hq, Lq, D] is [B, Hkv, G * Lq, D]: the tile's queries are consecutive rows, as are its scratch rows.
   const ulong row0 = ulong(tile.z) * per_head + j0;
@@ -252,11 +257,11 @@ template <typename T, bool VEC>
   threadgroup_barrier(mem_flags::mem_threadgroup);
 
   switch (D) {
-    case 64: sdpa_block_scores<T, VEC, 64>(args, k, q_tile, scores, nq, n_keys, first, tid); break;
-    case 80: sdpa_block_scores<T, VEC, 80>(args, k, q_tile, scores, nq, n_keys, first, tid); break;
-    case 96: sdpa_block_scores<T, VEC, 96>(args, k, q_tile, scores, nq, n_keys, first, tid); break;
-    case 128: sdpa_block_scores<T, VEC, 128>(args, k, q_tile, scores, nq, n_keys, first, tid); break;
-    default: sdpa_block_scores<T, VEC, 256>(args, k, q_tile, scores, nq, n_keys, first, tid); break;
+    case 64: sdpa_block_scores<T, VEC, 64, Q>(args, k, q_tile, scores, nq, n_keys, first, tid); break;
+    case 80: sdpa_block_scores<T, VEC, 80, Q>(args, k, q_tile, scores, nq, n_keys, first, tid); break;
+    case 96: sdpa_block_scores<T, VEC, 96, Q>(args, k, q_tile, scores, nq, n_keys, first, tid); break;
+    case 128: sdpa_block_scores<T, VEC, 128, Q>(args, k, q_tile, scores, nq, n_keys, first, tid); break;
+    default: sdpa_block_scores<T, VEC, 256, Q>(args, k, q_tile, scores, nq, n_keys, first, tid); break;
   }
   threadgroup_barrier(mem_flags::mem_threadgroup);
 
@@ -295,27 +300,30 @@ template <typename T, bool VEC>
 
   switch (D) {
     case 64:
-      sdpa_block_pv<T, VEC, 64>(args, v, scores, running, part_o, visible, nq, n_keys, first, row0, block, tid);
+      sdpa_block_pv<T, VEC, 64, Q>(args, v, scores, running, part_o, visible, nq, n_keys, first, row0, block, tid);
       break;
     case 80:
-      sdpa_block_pv<T, VEC, 80>(args, v, scores, running, part_o, visible, nq, n_keys, first, row0, block, tid);
+      sdpa_block_pv<T, VEC, 80, Q>(args, v, scores, running, part_o, visible, nq, n_keys, first, row0, block, tid);
       break;
     case 96:
-      sdpa_block_pv<T, VEC, 96>(args, v, scores, running, part_o, visible, nq, n_keys, first, row0, block, tid);
+      sdpa_block_pv<T, VEC, 96, Q>(args, v, scores, running, part_o, visible, nq, n_keys, first, row0, block, tid);
       break;
     case 128:
-      sdpa_block_pv<T, VEC, 128>(args, v, scores, running, part_o, visible, nq, n_keys, first, row0, block, tid);
+      sdpa_block_pv<T, VEC, 128, Q>(args, v, scores, running, part_o, visible, nq, n_keys, first, row0, block, tid);
       break;
     default:
-      sdpa_block_pv<T, VEC, 256>(args, v, scores, running, part_o, visible, nq, n_keys, first, row0, block, tid);
+      sdpa_block_pv<T, VEC, 256, Q>(args, v, scores, running, part_o, visible, nq, n_keys, first, row0, block, tid);
       break;
   }
 }
 
-// Pass 2. Grid: (Lq, Hq, B); D/4 threads, thread d4 writes output elements [4 d4, 4 d4 + 4) of one query.
-// Only the blocks holding a key the query sees are read (the chunks 0..p/S on the canonical path): none of them
-// is empty, and blocks past the query's position, present when the query shares a call with later ones, are
-// never touched. They are merged in index order: the max first, then the rescaled sums.
+// Pass 2. Grid: (Lq, Hq, B); SDPA_COMBINE_GROUPS * D/4 threads: thread (g, d4) works on output elements
+// [4 d4, 4 d4 + 4) of one query and the g-th of SDPA_COMBINE_GROUPS consecutive ranges of its blocks.
+// Only the blocks holding a key the query sees are read: n = p/S + 1 of them on the canonical path, none empty;
+// blocks past the query's position, present when it shares a call with later queries, are never touched.
+// The merge is a function of n alone: the max over all n blocks, then per range the rescaled sums in block
+// order, then the range sums in range order. Ranges are ceil(n / groups) blocks (the last ones may be short or
+// empty), so a long context merges in parallel instead of one block after another.
 template <typename T>
 [[kernel]] void sdpa_combine(
     constant SdpaArgs& args [[buffer(0)]],
@@ -323,39 +331,69 @@ template <typename T>
     device const float2* part_ml [[buffer(2)]],
     device T* out [[buffer(3)]],
     uint3 pos [[threadgroup_position_in_grid]],
-    uint d4 [[thread_index_in_threadgroup]]) {
+    uint tid [[thread_index_in_threadgroup]]) {
+  threadgroup float range_max[SDPA_COMBINE_GROUPS];
+  threadgroup float range_l[SDPA_COMBINE_GROUPS];
+  threadgroup float4 range_o[SDPA_COMBINE_GROUPS][SDPA_MAX_D4];
+
   const uint D4 = args.head_dim / 4;
+  const uint g = tid / D4;
+  const uint d4 = tid % D4;
   const uint i = pos.x;
   const ulong row = (ulong(pos.z) * args.q_heads + pos.y) * args.q_len + i;
   const uint last = sdpa_last_key(args, i);
   const uint n = min(args.n_blocks, last / args.block_keys + 1);
+  const uint per_range = (n + SDPA_COMBINE_GROUPS - 1) / SDPA_COMBINE_GROUPS;
+  const uint j_begin = min(n, g * per_range);
+  const uint j_end = min(n, j_begin + per_range);
   part_ml += row * args.n_blocks;
   part_o += row * args.n_blocks * D4 + d4;
 
-  float m = part_ml[0].x;
-  for (uint j = 1; j < n; ++j) {
+  float m = -INFINITY;
+  for (uint j = j_begin; j < j_end; ++j) {
     m = max(m, part_ml[j].x);
   }
+  if (d4 == 0) {
+    range_max[g] = m;
+  }
+  threadgroup_barrier(mem_flags::mem_threadgroup);
+  m = range_max[0];
+  for (uint r = 1; r < SDPA_COMBINE_GROUPS; ++r) {
+    m = max(m, range_max[r]);
+  }
+
   float l = 0.0f;
   float4 o = float4(0.0f);
   // SDPA_COMBINE_LOADS blocks loaded together, then merged one by one.
-  for (uint j0 = 0; j0 < n; j0 += SDPA_COMBINE_LOADS) {
+  for (uint j0 = j_begin; j0 < j_end; j0 += SDPA_COMBINE_LOADS) {
     float2 ml[SDPA_COMBINE_LOADS];
     float4 po[SDPA_COMBINE_LOADS];
     for (uint c = 0; c < SDPA_COMBINE_LOADS; ++c) {
-      const uint j = min(j0 + c, n - 1);  // blocks past n are loaded again, never used
+      const uint j = min(j0 + c, j_end - 1);  // blocks past the range are loaded again, never used
       ml[c] = part_ml[j];
       po[c] = part_o[j * D4];
     }
     for (uint c = 0; c < SDPA_COMBINE_LOADS; ++c) {
-      if (j0 + c < n) {
+      if (j0 + c < j_end) {
         const float w = exp2(ml[c].x - m);
         l = fma(ml[c].y, w, l);
         o = fma(po[c], float4(w), o);
       }
     }
   }
-  sdpa_store4(out + row * args.head_dim + d4 * 4, o / l);
+  range_o[g][d4] = o;
+  if (d4 == 0) {
+    range_l[g] = l;
+  }
+  threadgroup_barrier(mem_flags::mem_threadgroup);
+
+  if (g == 0) {
+    for (uint r = 1; r < SDPA_COMBINE_GROUPS; ++r) {
+      o += range_o[r][d4];
+      l += range_l[r];
+    }
+    sdpa_store4(out + row * args.head_dim + d4 * 4, o / l);
+  }
 }
 
 // Prefill: tiled flash attention in one pass. Grid: (ceil(Lq / 32), Hq, B); FLASH_QUERIES threads, one query
@@ -442,12 +480,18 @@ template <typename T, bool VEC>
   }
 }
 
-MTLINV_KERNEL(sdpa_blocks_f32, sdpa_blocks, float, true)
-MTLINV_KERNEL(sdpa_blocks_f16, sdpa_blocks, half, true)
-MTLINV_KERNEL(sdpa_blocks_bf16, sdpa_blocks, bfloat, true)
-MTLINV_KERNEL(sdpa_blocks_unaligned_f32, sdpa_blocks, float, false)
-MTLINV_KERNEL(sdpa_blocks_unaligned_f16, sdpa_blocks, half, false)
-MTLINV_KERNEL(sdpa_blocks_unaligned_bf16, sdpa_blocks, bfloat, false)
+MTLINV_KERNEL(sdpa_blocks_q4_f32, sdpa_blocks, float, true, 4)
+MTLINV_KERNEL(sdpa_blocks_q8_f32, sdpa_blocks, float, true, 8)
+MTLINV_KERNEL(sdpa_blocks_q4_f16, sdpa_blocks, half, true, 4)
+MTLINV_KERNEL(sdpa_blocks_q8_f16, sdpa_blocks, half, true, 8)
+MTLINV_KERNEL(sdpa_blocks_q4_bf16, sdpa_blocks, bfloat, true, 4)
+MTLINV_KERNEL(sdpa_blocks_q8_bf16, sdpa_blocks, bfloat, true, 8)
+MTLINV_KERNEL(sdpa_blocks_q4_unaligned_f32, sdpa_blocks, float, false, 4)
+MTLINV_KERNEL(sdpa_blocks_q8_unaligned_f32, sdpa_blocks, float, false, 8)
+MTLINV_KERNEL(sdpa_blocks_q4_unaligned_f16, sdpa_blocks, half, false, 4)
+MTLINV_KERNEL(sdpa_blocks_q8_unaligned_f16, sdpa_blocks, half, false, 8)
+MTLINV_KERNEL(sdpa_blocks_q4_unaligned_bf16, sdpa_blocks, bfloat, false, 4)
+MTLINV_KERNEL(sdpa_blocks_q8_unaligned_bf16, sdpa_blocks, bfloat, false, 8)
 MTLINV_KERNEL(sdpa_combine_f32, sdpa_combine, float)
 MTLINV_KERNEL(sdpa_combine_f16, sdpa_combine, half)
 MTLINV_KERNEL(sdpa_combine_bf16, sdpa_combine, bfloat)

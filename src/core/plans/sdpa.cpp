@@ -1,6 +1,7 @@
 #include "sdpa.h"
 
 #include <algorithm>
+#include <string>
 
 #include "../../../metal/sdpa_args.h"
 #include "../kernel_args.h"
@@ -12,9 +13,10 @@ static_assert(sizeof(SdpaArgs) == 44, "SdpaArgs layout must match metal/sdpa_arg
 
 namespace {
 constexpr uint32_t kThreads = 128;        // SDPA_THREADS in metal/sdpa.metal
-constexpr uint32_t kQueriesPerTile = 8;   // SDPA_QUERIES
+constexpr uint32_t kMaxQueriesPerTile = 8;  // SDPA_QUERIES: the query tile Q of sdpa_blocks is 4 or 8
 constexpr uint32_t kBlockKeys = 256;      // SDPA_BLOCK_KEYS: the most keys a block may hold
 constexpr uint32_t kFlashQueries = 32;    // FLASH_QUERIES
+constexpr uint32_t kCombineGroups = 8;    // SDPA_COMBINE_GROUPS
 constexpr int64_t kSplitMinKeys = 32;     // split blocks shorter than this cost more in pass 2 than they gain
 constexpr int64_t kSplitWavesPerCore = 4; // threadgroups per compute unit the split path aims for
 constexpr double kLog2e = 1.4426950408889634074;
@@ -26,8 +28,16 @@ constexpr double kLog2e = 1.4426950408889634074;
 // must never enter is a count of the call (Lq, kv_len).
 uint32_t sdpa_chunk_keys(int64_t /*head_dim*/, DType /*dtype*/, const DeviceCaps& /*caps*/) { return kBlockKeys; }
 
+// A query's arithmetic is the same in either tile (design.md §2): the tile only decides which queries of a kv head
+// share the K and V loads. 4 when they fit (decoding with GQA groups of up to 4), which halves the accumulator
+// registers; 8 otherwise.
+uint32_t sdpa_query_tile(const SdpaShape& s) {
+  return s.q_len * (s.q_heads / s.kv_heads) <= 4 ? 4 : kMaxQueriesPerTile;
+}
+
 uint32_t sdpa_split_blocks(const SdpaShape& s, const DeviceCaps& caps) {
-  const int64_t groups_per_block = s.batch * s.kv_heads * ceil_div(s.q_len * (s.q_heads / s.kv_heads), kQueriesPerTile);
+  const int64_t groups_per_block =
+      s.batch * s.kv_heads * ceil_div(s.q_len * (s.q_heads / s.kv_heads), sdpa_query_tile(s));
   const int64_t fill = (kSplitWavesPerCore * caps.compute_units + groups_per_block - 1) / groups_per_block;
   const int64_t most = std::max<int64_t>(1, s.kv_len / kSplitMinKeys);
   const int64_t least = ceil_div(s.kv_len, kBlockKeys);
@@ -74,8 +84,9 @@ Plan plan_sdpa(const SdpaShape& s, int limit, const DeviceCaps& caps) {
                         static_cast<size_t>(rows * args.n_blocks) * 2 * sizeof(float)};
 
   PlanLaunch partials;
-  partials.kernel = "sdpa_blocks_" + loads + suffix;
-  partials.threadgroups = {ceil_div(s.q_len * args.group, kQueriesPerTile), args.n_blocks,
+  const uint32_t tile = sdpa_query_tile(s);
+  partials.kernel = "sdpa_blocks_q" + std::to_string(tile) + "_" + loads + suffix;
+  partials.threadgroups = {ceil_div(s.q_len * args.group, tile), args.n_blocks,
                            static_cast<uint32_t>(s.batch * s.kv_heads)};
   partials.threads = {kThreads, 1, 1};
   partials.args = args_bytes(args);
@@ -84,7 +95,7 @@ Plan plan_sdpa(const SdpaShape& s, int limit, const DeviceCaps& caps) {
   PlanLaunch combine;
   combine.kernel = "sdpa_combine_" + suffix;
   combine.threadgroups = {static_cast<uint32_t>(s.q_len), q_heads, batch};
-  combine.threads = {static_cast<uint32_t>(s.head_dim / 4), 1, 1};
+  combine.threads = {kCombineGroups * static_cast<uint32_t>(s.head_dim / 4), 1, 1};
   combine.args = partials.args;
   combine.buffers = {PlanBuffer::tmp(0), PlanBuffer::tmp(1), PlanBuffer::op(3)};
 

@@ -35,6 +35,10 @@ constexpr int64_t kSdpaSplitMaxQueries = 8;
 // dtype and device only, never of the query or key count.
 uint32_t sdpa_chunk_keys(int64_t head_dim, DType dtype, const DeviceCaps& caps);
 
+// Queries per sdpa_blocks threadgroup (4 or 8), from Lq * group: it sets which queries share K and V loads, never
+// a query's reduction order.
+uint32_t sdpa_query_tile(const SdpaShape& s);
+
 // The key blocks of the throughput two-pass path (ceil(kv_len / blocks) consecutive keys each), derived from the
 // query count and kv_len to fill the device.
 uint32_t sdpa_split_blocks(const SdpaShape& s, const DeviceCaps& caps);
