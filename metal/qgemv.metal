@@ -187,8 +187,9 @@ inline void qgemv_run(thread float4* acc, thread const uint* words, thread const
 // Canonical. Threadgroup: k_splits simdgroups, all on the same QGEMV_COLS outputs. Lane `lane` of simdgroup `sg`
 // owns the runs j = sg * 32 + lane + i * (k_splits * 32), K positions [32 j, 32 j + 32): a simdgroup's step covers
 // 1024 consecutive positions, so its loads of the packed words (BITS * 128 bytes per weight row) and of x are
-// contiguous across lanes. Two runs' words (one at 5, 6 and 8 bits, already as many bytes) are loaded before the
-// arithmetic that uses them. Grid: (ceil(N / 4), ceil(rows / R), 1).
+// contiguous across lanes. At up to 4 bits and R <= 2, two runs' words are loaded before the arithmetic that uses
+// them; otherwise one run's (at 5, 6 and 8 bits already as many bytes; at R >= 4 the arithmetic per run is long
+// and the registers go to the rows). Grid: (ceil(N / 4), ceil(rows / R), 1).
 template <typename T, uint BITS, typename S, uint R>
 [[kernel]] void qgemv(
     constant QGemvArgs& args [[buffer(0)]],
@@ -257,7 +258,7 @@ template <typename T, uint BITS, typename S, uint R>
       qgemv_run<T, BITS, R>(acc, words1, scale1, bias1, x, x_row, (j + stride) * QGEMV_RUN, x_vector);
     }
   }
-  // One run at a time: every run at 5, 6 and 8 bits (already as many bytes in flight), the odd one out else.
+  // One run at a time: every run when IN_FLIGHT == 1, else the odd one out.
   for (; j < runs; j += stride) {
     uint words[COLS * BITS];
     float scale[COLS];
