@@ -17,4 +17,5 @@ struct QGemvArgs {
   uint32_t k_splits;      // simdgroups sharing one output tile's K range (canonical kernel); from K and the device
   uint32_t has_bias;      // 1: add bias[n] in the epilogue
   uint32_t vector_loads;  // 1: x starts 16-byte aligned, full vectors of it may be loaded at once
+  uint32_t w_vector_loads;  // 1: wq starts 16-byte aligned (qgemv loads runs of 4- and 8-bit words 16 bytes at once)
 };

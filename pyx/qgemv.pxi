@@ -9,7 +9,7 @@ cdef extern from "../src/core/plans/qgemv.h" namespace "mtlinv":
         int64_t rows, k, n
         int group_size, bits
         CDType dtype, scale_dtype
-        bool has_bias, aligned
+        bool has_bias, aligned, w_aligned
     CPlan c_plan_qgemv "mtlinv::plan_qgemv"(const CQGemvShape&, int, const CDeviceCaps&) except +raise_py_error
 
 
@@ -58,5 +58,6 @@ def plan_qgemv(*, rows, k, n, group_size=64, bits=4, dtype="float32", scale_dtyp
     s.scale_dtype = s.dtype if scale_dtype is None else dtype_from_name(np.dtype(scale_dtype).name.encode())
     s.has_bias = bias
     s.aligned = True
+    s.w_aligned = True
     cdef CPlan p = c_plan_qgemv(s, c_get_limit() if limit is None else limit, c_active_backend().caps())
     return {"canonical": p.canonical, "launches": _launches(p)}

@@ -63,6 +63,18 @@ def test_rows_invariant_seed_shape(group_size, bits, dtype, rng):
 
 
 @pytest.mark.parametrize("bits", quant.SUPPORTED_BITS)
+def test_rows_invariant_gpu_plans_every_width(bits, gpu_plans, rng):
+    """Every bit width with the GPU plans' K splits, at a K whose runs (32 positions each) do not divide evenly
+    among the lanes: the paired-run loop and the single-run loop of the kernel both run, and every tile height."""
+    mtlinv.set_limit(16)
+    k = 4096 + 5 * 32
+    assert mtlinv._native.plan_qgemv(rows=1, k=k, n=13, group_size=32, bits=bits)["launches"][0]["threads"][0] > 32
+    q = quantized(13, k, 32, bits, np.dtype(np.float32))
+    x = random(rng, (25, k), np.float32)
+    assert_rows_invariant(x, q, 32, bits, [1, 2, 3, 4, 5, 8, 9, 10])
+
+
+@pytest.mark.parametrize("bits", quant.SUPPORTED_BITS)
 @pytest.mark.parametrize("dtype", FLOAT_DTYPES, ids=DTYPE_IDS)
 def test_rows_invariant_odd_n_with_bias(bits, dtype, rng):
     """N = 37 (a partial 4-output tile), K = 384 (3 groups of 128, 12 of 32), with the epilogue bias; every bit
@@ -184,6 +196,25 @@ def test_unaligned_x_same_bits(limit, rng):
     assert same_bits(run(unaligned, q, 64, 4), run(x, q, 64, 4))
 
 
+@pytest.mark.parametrize("bits", quant.SUPPORTED_BITS)
+def test_unaligned_wq_same_bits(bits, gpu_plans, rng):
+    """wq one word off a 16-byte boundary takes word loads where 4- and 8-bit runs otherwise load 16 bytes at once:
+    the same bits, at M=1 and in a tile of 8. With the GPU plans' splits (several simdgroups, pairs of runs in
+    flight at R <= 2) and K = 1024 + 3 * 32 so that lanes hold odd run counts."""
+    mtlinv.set_limit(8)
+    k = 1024 + 96
+    group_size = 32
+    q = quantized(9, k, group_size, bits, np.dtype(np.float16))
+    x = random(rng, (8, k), np.float16)
+    wq = q[0]
+    storage = np.empty(wq.size + 4, np.uint32)
+    offset = next(i for i in range(1, 4) if (storage.ctypes.data + 4 * i) % 16)
+    unaligned = storage[offset:offset + wq.size].reshape(wq.shape)
+    unaligned[...] = wq
+    for m in (1, 2, 8):
+        assert same_bits(run(x[:m], (unaligned, q[1], q[2]), group_size, bits), run(x[:m], q, group_size, bits)), m
+
+
 def test_errors_name_values(rng):
     wq, scales, biases = quantized(16, 128, 64, 4, np.dtype(np.float32))
     x = random(rng, (2, 128), np.float32)
@@ -235,7 +266,18 @@ def test_routing(rows, limit, canonical, bits):
     plan = mtlinv._native.plan_qgemv(rows=rows, k=4096, n=4096, group_size=64, bits=bits, dtype="float16",
                                      limit=limit)
     assert plan["canonical"] is canonical
-    assert plan["launches"][0]["kernel"] == f"{'qgemv' if canonical else 'qgemm'}_b{bits}_f16"
+    tile = {1: 1, 2: 2, 16: 8}.get(rows)
+    assert plan["launches"][0]["kernel"] == (f"qgemv_b{bits}_r{tile}_f16" if canonical else f"qgemm_b{bits}_f16")
+
+
+@pytest.mark.parametrize("rows, tile", [(1, 1), (2, 2), (3, 4), (4, 4), (5, 8), (8, 8), (9, 8), (16, 8)])
+def test_row_tile_from_m(rows, tile):
+    """The canonical kernel's tile height R is the smallest of 1, 2, 4, 8 that holds M rows; more rows run as
+    further tiles of 8. The K splits never change with it."""
+    plan = mtlinv._native.plan_qgemv(rows=rows, k=4096, n=512, group_size=64, bits=4, dtype="bfloat16", limit=16)
+    launch = plan["launches"][0]
+    assert launch["kernel"] == f"qgemv_b4_r{tile}_bf16"
+    assert launch["threadgroups"][1] == -(-rows // tile)
 
 
 def test_plan_k_partition_does_not_depend_on_m():
@@ -248,7 +290,10 @@ def test_every_kernel_is_built():
     names = set(mtlinv.kernel_names())
     for bits in quant.SUPPORTED_BITS:
         for suffix in ("f32", "f16", "bf16"):
-            assert {f"qgemv_b{bits}_{suffix}", f"qgemm_b{bits}_{suffix}"} <= names
+            assert {f"qgemv_b{bits}_r{r}_{suffix}" for r in (1, 2, 4, 8)} | {f"qgemm_b{bits}_{suffix}"} <= names
+    for bits in (4, 8):
+        for suffix in ("f16", "bf16"):
+            assert {f"qgemv_b{bits}_r{r}_{suffix}_sf32" for r in (1, 2, 4, 8)} <= names
 
 
 @pytest.mark.parametrize("dtype", [np.float16, ml_dtypes.bfloat16], ids=["f16", "bf16"])

@@ -95,6 +95,7 @@ Tensor qgemv(const Tensor& x, const Tensor& wq, const Tensor& scales, const Tens
   if (k == 0) throw InvalidArgument(op, ": K must be >= 1, got x ", shape_str(x.shape));
   s.has_bias = bias != nullptr;
   s.aligned = aligned16(x);
+  s.w_aligned = aligned16(wq);
   const Tensor* b = bias ? bias : &y;  // an unread placeholder binding when there is no bias
   run_plan(plan_qgemv(s, get_limit(), active_backend().caps()), {&x, &wq, &scales, &biases, b, &y});
   return y;

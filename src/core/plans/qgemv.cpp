@@ -10,15 +10,15 @@
 
 namespace mtlinv {
 
-static_assert(sizeof(QGemvArgs) == 28, "QGemvArgs layout must match metal/qgemv_args.h on every target");
+static_assert(sizeof(QGemvArgs) == 32, "QGemvArgs layout must match metal/qgemv_args.h on every target");
 
 namespace {
-constexpr uint32_t kStep = 32 * 8;      // K positions a simdgroup covers per step: 32 lanes x QGEMV_RUN
-constexpr uint32_t kRowsPerTile = 8;    // QGEMV_ROWS in metal/qgemv.metal
+constexpr uint32_t kRun = 32;           // QGEMV_RUN in metal/qgemv.metal: K positions a lane owns per step
 constexpr uint32_t kCols = 4;           // QGEMV_COLS
+constexpr uint32_t kMaxSplits = 8;      // QGEMV_MAX_SPLITS
+constexpr int64_t kWarpsPerCore = 32;   // simdgroups per compute unit the canonical kernel aims for
 constexpr uint32_t kGemmTile = 32;      // QGEMM_TILE
 constexpr uint32_t kGemmThreads = 128;  // qgemm's staging and compute layout
-constexpr uint32_t kMaxSplits = 8;      // partials[8] in qgemv
 
 }  // namespace
 
@@ -30,14 +30,25 @@ bool qgemv_supported_group_size(int group_size) {
   return group_size == 32 || group_size == 64 || group_size == 128;
 }
 
-uint32_t qgemv_k_splits(int64_t k, const DeviceCaps& caps) {
-  // Steps of 256 K positions (32 lanes x QGEMV_RUN) each simdgroup should run at least. GPUs want many threads
-  // in flight: 4, as gemv_nk (on an H200 through the CUDA target, K=4096 with 4 splits runs 1.2x faster at M=1
-  // and 1.5x at M=8 than with 1). The emulator pays a fiber switch per lane and ladder step, so it wants few
-  // simdgroups: 16 (half the time of 4 splits at K=4096).
-  const int64_t min_steps = caps.few_threads ? 16 : 4;
-  const int64_t steps = (k + kStep - 1) / kStep;
-  return static_cast<uint32_t>(std::clamp<int64_t>(steps / min_steps, 1, kMaxSplits));
+uint32_t qgemv_tile_rows(int64_t rows) {
+  return rows <= 1 ? 1 : rows <= 2 ? 2 : rows <= 4 ? 4 : 8;
+}
+
+uint32_t qgemv_k_splits(int64_t k, int64_t n, const DeviceCaps& caps) {
+  const int64_t runs = k / kRun;
+  if (caps.few_threads) {
+    // The emulator pays a fiber switch per lane and ladder step, so it wants few simdgroups, each with at least
+    // 4 steps (128 runs: 4096 K positions) of work.
+    return static_cast<uint32_t>(std::clamp<int64_t>(runs / (4 * 32), 1, kMaxSplits));
+  }
+  // GPUs: about kWarpsPerCore simdgroups per compute unit over the ceil(N / 4) output tiles, in powers of two (as
+  // gemv_k_splits), while each lane keeps at least two runs (one pair of runs in flight). On an H200 (132 SMs)
+  // that is 2 splits at K = 4096 and at 8192 x 8192, 4 at K = 14336, N = 4096.
+  const int64_t most = std::clamp<int64_t>(runs / (2 * 32), 1, kMaxSplits);
+  const int64_t wanted = ceil_div(kWarpsPerCore * caps.compute_units, ceil_div(n, kCols));
+  int64_t splits = 1;
+  while (splits * 2 <= wanted && splits * 2 <= most) splits *= 2;
+  return static_cast<uint32_t>(splits);
 }
 
 Plan plan_qgemv(const QGemvShape& s, int limit, const DeviceCaps& caps) {
@@ -61,25 +72,30 @@ Plan plan_qgemv(const QGemvShape& s, int limit, const DeviceCaps& caps) {
   args.has_bias = s.has_bias ? 1 : 0;
   // x's rows (K elements, K a multiple of 32) keep the 16-byte alignment of its base for the vector loads.
   args.vector_loads = s.aligned ? 1 : 0;
+  // wq's rows (K * bits / 8 bytes, a multiple of 16 at 4 and 8 bits) keep the alignment of its base. The kernel
+  // gives the same bits either way (only the width of its loads changes), so this may depend on the buffer.
+  args.w_vector_loads = s.w_aligned ? 1 : 0;
 
   PlanLaunch launch;
-  std::string suffix = "_b" + std::to_string(s.bits) + "_" + dtype_suffix(s.dtype);
+  const std::string bits = "_b" + std::to_string(s.bits);
+  std::string types = std::string("_") + dtype_suffix(s.dtype);
   if (s.scale_dtype != s.dtype) {
     // Only float32 scales with 16-bit activations at 4 and 8 bits are built (what GGUF imports produce).
     if (s.scale_dtype != DType::f32 || (s.bits != 4 && s.bits != 8)) {
       throw DTypeError("qgemv: scales are ", dtype_name(s.scale_dtype), " with ", dtype_name(s.dtype), " x and bits=",
                        s.bits, "; scales must have x's dtype, or be float32 with bits 4 or 8");
     }
-    suffix += "_sf32";
+    types += "_sf32";
   }
   if (plan.canonical) {
-    args.k_splits = qgemv_k_splits(s.k, caps);
-    launch.kernel = "qgemv" + suffix;
-    launch.threadgroups = {ceil_div(s.n, kCols), ceil_div(s.rows, kRowsPerTile), 1};
+    args.k_splits = qgemv_k_splits(s.k, s.n, caps);
+    const uint32_t rows = qgemv_tile_rows(s.rows);
+    launch.kernel = "qgemv" + bits + "_r" + std::to_string(rows) + types;
+    launch.threadgroups = {ceil_div(s.n, kCols), ceil_div(s.rows, rows), 1};
     launch.threads = {32 * args.k_splits, 1, 1};
   } else {
     args.k_splits = 1;
-    launch.kernel = "qgemm" + suffix;
+    launch.kernel = "qgemm" + bits + types;
     launch.threadgroups = {ceil_div(s.n, kGemmTile), ceil_div(s.rows, kGemmTile), 1};
     launch.threads = {kGemmThreads, 1, 1};
   }

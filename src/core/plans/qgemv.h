@@ -15,6 +15,7 @@ struct QGemvShape {
   DType scale_dtype = DType::f32;  // of scales and biases: dtype, or float32 with 4/8-bit 16-bit activations
   bool has_bias = false;
   bool aligned = false;   // x 16-byte aligned: full-vector loads allowed
+  bool w_aligned = false; // wq 16-byte aligned: the canonical kernel may load 4- and 8-bit weights 16 bytes at once
 };
 
 // The bit widths and group sizes the kernels are built for (MLX's affine widths; 32 divides every group size).
@@ -22,12 +23,16 @@ bool qgemv_supported_bits(int bits);
 bool qgemv_supported_group_size(int group_size);
 
 // Operands: 0 x, 1 wq, 2 scales, 3 biases, 4 bias (or any valid buffer when absent), 5 y.
-// M <= limit (and M == 1 always) -> the canonical qgemv kernel; otherwise the tiled qgemm.
+// M <= limit (and M == 1 always) -> the canonical qgemv kernel, qgemv_b{bits}_r{R}_{dtype}[_sf32] with the tile
+// height R from M (qgemv_tile_rows); otherwise the tiled qgemm.
 // Throws InvalidArgument for an unsupported bits or group size, or K not a multiple of the group size, and
 // DTypeError for a scale dtype without a kernel.
 Plan plan_qgemv(const QGemvShape& s, int limit, const DeviceCaps& caps);
 
-// The number of simdgroups that split one output tile's K range, from K and the device (never M).
-uint32_t qgemv_k_splits(int64_t k, const DeviceCaps& caps);
+// Rows per canonical threadgroup (the kernels' R): the smallest of 1, 2, 4, 8 that holds M rows, 8 above.
+uint32_t qgemv_tile_rows(int64_t rows);
+
+// The number of simdgroups that split one output tile's K range, from K, N and the device (never M).
+uint32_t qgemv_k_splits(int64_t k, int64_t n, const DeviceCaps& caps);
 
 }  // namespace mtlinv
