@@ -22,10 +22,11 @@ inline uint4 load_streaming(device const uint4* p) {
 // Lanes per simdgroup on every target we build for (Apple GPUs, the emulator, NVIDIA warps).
 constant constexpr uint SIMD_WIDTH = 32;
 
-// Sum of v over the 32 lanes by a fixed shuffle ladder (16, 8, 4, 2, 1). Only lane 0 holds the full sum.
-// Every lane must call it (converged control flow): the order of additions is fixed, unlike simd_sum,
-// whose order is the hardware's.
-inline float simd_ladder_sum(float v) {
+// Sum of v (a float or a float vector, lane-wise) over the 32 lanes by a fixed shuffle ladder (16, 8, 4, 2, 1).
+// Only lane 0 holds the full sum. Every lane must call it (converged control flow): the order of additions is
+// fixed, unlike simd_sum, whose order is the hardware's.
+template <typename V>
+inline V simd_ladder_sum(V v) {
   for (ushort delta = SIMD_WIDTH / 2; delta > 0; delta >>= 1) {
     v += simd_shuffle_down(v, delta);
   }

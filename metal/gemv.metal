@@ -19,14 +19,6 @@ constant constexpr uint GEMV_NK_COLS = 4;
 // Most simdgroups sharing one output tile (k_splits).
 constant constexpr uint GEMV_MAX_SPLITS = 8;
 
-// Sum of a float4 over the 32 lanes by the fixed ladder (16, 8, 4, 2, 1); lane 0 holds the result.
-inline float4 simd_ladder_sum4(float4 v) {
-  for (ushort delta = SIMD_WIDTH / 2; delta > 0; delta >>= 1) {
-    v += simd_shuffle_down(v, delta);
-  }
-  return v;
-}
-
 // acc += the VEC products of one row's x values xv[i] and the four weight rows wv[c * VEC + i], in K order: the
 // one fma sequence of every gemv_nk output, whichever load path supplied the values.
 template <uint VEC>
@@ -123,7 +115,7 @@ template <typename T, uint R>
   }
 
   for (uint r = 0; r < R; ++r) {
-    const float4 total = simd_ladder_sum4(acc[r]);
+    const float4 total = simd_ladder_sum(acc[r]);
     if (lane == 0) {
       partials[sg][r] = total;
     }

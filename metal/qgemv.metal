@@ -137,14 +137,6 @@ inline void qgemv_load_run(device const uint* wq, device const S* scales, device
   *bias = float(biases[groups_at + g]);
 }
 
-// Sum of a float4 over the 32 lanes by the fixed ladder (16, 8, 4, 2, 1); lane 0 holds the result.
-inline float4 qgemv_ladder_sum4(float4 v) {
-  for (ushort delta = SIMD_WIDTH / 2; delta > 0; delta >>= 1) {
-    v += simd_shuffle_down(v, delta);
-  }
-  return v;
-}
-
 // Values [8 SUB, 8 SUB + 8) of one run (K positions [k, k + 32)) of the four weight rows, whose words (`words`,
 // [column][BITS]), scales and biases are already loaded, against every row of the tile: each value dequantised
 // once and applied to the R rows, row r's four outputs accumulating in acc[r] in K order. SUB is a template
@@ -272,7 +264,7 @@ template <typename T, uint BITS, typename S, uint R>
   }
 
   for (uint r = 0; r < R; ++r) {
-    const float4 total = qgemv_ladder_sum4(acc[r]);
+    const float4 total = simd_ladder_sum(acc[r]);
     if (lane == 0) {
       partials[sg][r] = total;
     }
