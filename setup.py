@@ -80,6 +80,20 @@ class BuildExt(build_ext):
                 plain_compile(obj, src, ext, cc_args, extra_postargs, pp_opts)
 
             cc._compile = _compile
+        emu_opt = os.environ.get("MTLINV_EMU_OPT")
+        if emu_opt:
+            # The emulator's kernels at another optimisation level (e.g. -O1): a CUDA build on a GPU machine, where
+            # the emulator only stands by, compiles qgemv's many instances in a third of the time.
+            if emu_opt not in ("-O0", "-O1", "-O2", "-O3"):
+                raise SystemExit(f"MTLINV_EMU_OPT={emu_opt!r}: use -O0, -O1, -O2 or -O3")
+            kernel_compile = self.compiler._compile
+
+            def _compile(obj, src, ext, cc_args, extra_postargs, pp_opts):
+                if pathlib.Path(src).resolve().parent == GEN / "emu":
+                    extra_postargs = [emu_opt if a in ("-O1", "-O3") else a for a in extra_postargs]
+                kernel_compile(obj, src, ext, cc_args, extra_postargs, pp_opts)
+
+            self.compiler._compile = _compile
         self.parallel = self.parallel or os.cpu_count()
         super().build_extensions()
 

@@ -17,7 +17,7 @@ constexpr uint32_t kRun = 32;           // QGEMV_RUN in metal/qgemv.metal: K pos
 constexpr uint32_t kCols = 4;           // QGEMV_COLS
 constexpr uint32_t kMaxSplits = 8;      // QGEMV_MAX_SPLITS
 constexpr int64_t kWarpsPerCore = 32;   // simdgroups per compute unit the canonical kernel aims for
-constexpr uint32_t kGemmTile = 32;      // QGEMM_TILE
+constexpr uint32_t kGemmTile = 32;      // QGEMM_TILE in metal/qgemm.metal
 constexpr uint32_t kGemmThreads = 128;  // qgemm's staging and compute layout
 
 }  // namespace
