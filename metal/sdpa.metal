@@ -138,8 +138,7 @@ inline void sdpa_block_pv(constant SdpaArgs& args, device const T* v, threadgrou
   constexpr uint E = 16 / sizeof(T);
   constexpr uint U = D / E;
   constexpr uint SPLITS = SDPA_THREADS / U;
-  // V rows loaded together: 16 in the 4-query tile, whose smaller accumulators leave room for the registers.
-  constexpr uint KEYS_PER_LOAD = Q == 4 ? 16 : 8;
+  constexpr uint KEYS_PER_LOAD = 8;  // V rows loaded together
   const uint split = tid / U;
   const uint u = tid % U;
   const uint split_keys = (args.block_keys + SPLITS - 1) / SPLITS;

@@ -47,7 +47,8 @@ def gemv(dtype):
             w = rand((n, k) if transpose else (k, n), dtype, k ** -0.5)
             bias = rand(n, dtype)
             w64 = np.asarray(w, np.float64)
-            for limit, m in ((16, 1), (16, 9), (0, 5)):  # canonical (one and two row tiles), throughput
+            # canonical tiles of R = 1, 2, 4 and 8 rows (9: two tiles), throughput
+            for limit, m in ((16, 1), (16, 2), (16, 3), (16, 9), (0, 5)):
                 x = rand((m, k), dtype)
                 with mtlinv.batch_invariant(limit):
                     y = ops.gemv(x, w, bias, transpose=transpose)
@@ -64,7 +65,7 @@ def qgemv(dtype, all_bits):
         for scale_dtype in (dtype, np.float32) if wide else (dtype,):
             sc, bs = scales.astype(scale_dtype), biases.astype(scale_dtype)
             w = quant.dequantize_float32(wq, sc, bs, group, bits).astype(np.float64)
-            for limit, m in ((16, 1), (16, 9), (0, 5)):
+            for limit, m in ((16, 1), (16, 2), (16, 3), (16, 9), (0, 5)):  # tiles R = 1, 2, 4, 8; qgemm
                 x = rand((m, k), dtype)
                 with mtlinv.batch_invariant(limit):
                     y = ops.qgemv(x, wq, sc, bs, group_size=group, bits=bits)
