@@ -40,6 +40,15 @@ inline uint sdpa_last_key(constant SdpaArgs& args, uint i) {
   return args.causal != 0 ? args.kv_len - args.q_len + i : args.kv_len - 1;
 }
 
+// Keys of the block starting at key `first` that query jj of the tile starting at query j0 sees (0 past nq).
+inline uint sdpa_visible_keys(constant SdpaArgs& args, uint j0, uint jj, uint nq, uint first) {
+  if (jj >= nq) {
+    return 0;
+  }
+  const uint last = sdpa_last_key(args, (j0 + jj) % args.q_len);
+  return last >= first ? min(args.block_keys, last - first + 1) : 0;
+}
+
 // Four consecutive elements as floats: one vector load in the kernels the plan picks when q, k and v are 16-byte
 // aligned (VEC), else element by element. Both hand the same floats on. VEC is a template parameter, not a
 // runtime flag: a compiler may execute both sides of a runtime choice and keep one, and a speculated aligned
@@ -70,9 +79,14 @@ inline void sdpa_store4(device T* p, float4 y) {
 // constant trip counts: a thread issues a chunk of loads before the arithmetic that uses them, instead of waiting
 // for each load in turn. sdpa_blocks picks the instance from D at run time.
 
-// Loads of one chunk issued together: the largest divisor of the unit count up to 8 (128 bytes per thread).
-constexpr uint sdpa_chunk(uint units) {
-  return units % 8 == 0 ? 8 : units % 6 == 0 ? 6 : units % 5 == 0 ? 5 : units % 4 == 0 ? 4 : 1;
+// Units of one row loaded together: the largest divisor of the unit count up to `most`.
+constexpr uint sdpa_chunk(uint units, uint most) {
+  return most >= 8 && units % 8 == 0   ? 8
+         : most >= 6 && units % 6 == 0 ? 6
+         : most >= 5 && units % 5 == 0 ? 5
+         : most >= 4 && units % 4 == 0 ? 4
+         : units % 2 == 0              ? 2
+                                       : 1;
 }
 
 // The raw bits of the unit at p: a 16-byte load when VEC, else element by element (the same bits, see load.h).
@@ -92,36 +106,53 @@ inline void sdpa_block_scores(constant SdpaArgs& args, device const T* k, thread
                               threadgroup float* scores, uint nq, uint n_keys, uint first, uint tid) {
   constexpr uint E = 16 / sizeof(T);
   constexpr uint U = D / E;
-  constexpr uint CHUNK = sdpa_chunk(U);
-  for (uint t = tid; t < n_keys; t += SDPA_THREADS) {
-    device const T* kr = k + ulong(first + t) * D;
-    float4 acc[Q];
-    for (uint jj = 0; jj < Q; ++jj) {
-      acc[jj] = float4(0.0f);
+  // Keys a thread computes together: 2 in the 4-query tile, so each q value read from threadgroup memory serves
+  // both (half the reads), with half as many units per key in flight (the same 128 bytes per thread).
+  constexpr uint KEYS = Q == 4 ? 2 : 1;
+  constexpr uint CHUNK = sdpa_chunk(U, 8 / KEYS);
+  for (uint t0 = tid; t0 < n_keys; t0 += KEYS * SDPA_THREADS) {
+    device const T* kr[KEYS];
+    float4 acc[KEYS][Q];
+    for (uint kk = 0; kk < KEYS; ++kk) {
+      // A key past the block's last is read as the last key, never stored.
+      kr[kk] = k + ulong(first + min(t0 + kk * SDPA_THREADS, n_keys - 1)) * D;
+      for (uint jj = 0; jj < Q; ++jj) {
+        acc[kk][jj] = float4(0.0f);
+      }
     }
     for (uint u0 = 0; u0 < U; u0 += CHUNK) {
-      uint4 raw[CHUNK];
-      for (uint c = 0; c < CHUNK; ++c) {
-        raw[c] = sdpa_unit<T, VEC>(kr + (u0 + c) * E);
+      uint4 raw[KEYS][CHUNK];
+      for (uint kk = 0; kk < KEYS; ++kk) {
+        for (uint c = 0; c < CHUNK; ++c) {
+          raw[kk][c] = sdpa_unit<T, VEC>(kr[kk] + (u0 + c) * E);
+        }
       }
       for (uint c = 0; c < CHUNK; ++c) {
-        float kf[E];
-        widen16<T>(raw[c], kf);
+        float kf[KEYS][E];
+        for (uint kk = 0; kk < KEYS; ++kk) {
+          widen16<T>(raw[kk][c], kf[kk]);
+        }
         for (uint h = 0; h < E / 4; ++h) {
-          const float4 k4 = float4(kf[4 * h], kf[4 * h + 1], kf[4 * h + 2], kf[4 * h + 3]);
           const uint d4 = (u0 + c) * (E / 4) + h;
           // A constant trip count and a uniform test: GPU compilers unroll it and keep acc in registers.
           for (uint jj = 0; jj < Q; ++jj) {
             if (jj < nq) {
-              acc[jj] = fma(q_tile[jj * SDPA_MAX_D4 + d4], k4, acc[jj]);
+              const float4 q4 = q_tile[jj * SDPA_MAX_D4 + d4];
+              for (uint kk = 0; kk < KEYS; ++kk) {
+                const float4 k4 = float4(kf[kk][4 * h], kf[kk][4 * h + 1], kf[kk][4 * h + 2], kf[kk][4 * h + 3]);
+                acc[kk][jj] = fma(q4, k4, acc[kk][jj]);
+              }
             }
           }
         }
       }
     }
-    for (uint jj = 0; jj < Q; ++jj) {
-      if (jj < nq) {
-        scores[jj * SDPA_BLOCK_KEYS + t] = sdpa_hsum(acc[jj]) * args.scale_log2;
+    for (uint kk = 0; kk < KEYS; ++kk) {
+      const uint t = t0 + kk * SDPA_THREADS;
+      for (uint jj = 0; jj < Q; ++jj) {
+        if (jj < nq && t < n_keys) {
+          scores[jj * SDPA_BLOCK_KEYS + t] = sdpa_hsum(acc[kk][jj]) * args.scale_log2;
+        }
       }
     }
   }
@@ -243,11 +274,7 @@ template <typename T, bool VEC, uint Q>
   uint visible[SDPA_QUERIES];  // keys of the block each query sees: t < visible[jj]
   uint n_keys = 0;             // keys any query of the tile sees
   for (uint jj = 0; jj < SDPA_QUERIES; ++jj) {
-    visible[jj] = 0;
-    if (jj < nq) {
-      const uint last = sdpa_last_key(args, (j0 + jj) % args.q_len);
-      visible[jj] = last >= first ? min(args.block_keys, last - first + 1) : 0;
-    }
+    visible[jj] = sdpa_visible_keys(args, j0, jj, nq, first);
     n_keys = max(n_keys, visible[jj]);
   }
 
@@ -269,7 +296,8 @@ template <typename T, bool VEC, uint Q>
   const uint sq = tid / SDPA_SLICES;
   const uint slice = tid % SDPA_SLICES;
   const uint t_begin = slice * SDPA_SLICE_KEYS;
-  const uint t_end = min(t_begin + SDPA_SLICE_KEYS, visible[sq]);
+  // Computed again rather than read from visible[sq]: an array indexed by a variable would go to the stack.
+  const uint t_end = min(t_begin + SDPA_SLICE_KEYS, sdpa_visible_keys(args, j0, sq, nq, first));
   float slice_m = -INFINITY;
   for (uint t = t_begin; t < t_end; ++t) {
     slice_m = max(slice_m, scores[sq * SDPA_BLOCK_KEYS + t]);
