@@ -218,3 +218,12 @@ def test_rows_invariant_with_k_splits(dtype, transpose, gpu_plans, rng):
     ref = reference(x, w, bias, transpose)
     tol = RTOL[np.dtype(dtype)]
     np.testing.assert_allclose(np.asarray(full, np.float64), ref, rtol=tol, atol=tol * np.abs(ref).max())
+
+
+def test_short_k_above_the_limit_takes_the_tiled_gemm():
+    """K = 128 in bfloat16 is 16 groups of 16 bytes, all in the first split of gemv_nk: another split count would
+    give the canonical order, so rows above the limit take the tiled GEMM. gemv_kn's K ranges always differ."""
+    plans = {t: mtlinv._native.plan_gemv(rows=4, k=128, n=64, dtype="bfloat16", limit=0, transpose=t)
+             for t in (True, False)}
+    assert plans[True]["launches"][0]["kernel"] == "gemm_tiled_bf16"
+    assert plans[False]["launches"][0]["kernel"] == "gemv_kn_r4_bf16"

@@ -139,11 +139,12 @@ def test_dequantisation_point(bits, limit):
 
 @pytest.mark.parametrize("dtype", FLOAT_DTYPES, ids=DTYPE_IDS)
 @pytest.mark.parametrize("limit", [0, 16], ids=["throughput", "canonical"])
-def test_accuracy(dtype, limit, rng):
+@pytest.mark.parametrize("rows", [12, 40])  # above the limit: the row-tiled qgemv, then qgemm
+def test_accuracy(dtype, limit, rows, rng):
     mtlinv.set_limit(limit)
     q = quantized(200, 1024, 64, 4, np.dtype(dtype))
     bias = random(rng, (200,), dtype)
-    x = random(rng, (12, 1024), dtype)
+    x = random(rng, (rows, 1024), dtype)
     y = run(x, q, 64, 4, bias).astype(np.float64)
     ref = reference(x, q, 64, 4, bias)
     tol = RTOL[np.dtype(dtype)]
@@ -151,16 +152,17 @@ def test_accuracy(dtype, limit, rng):
 
 
 @pytest.mark.parametrize("limit", [0, 16])
-def test_nan_inf_propagate(limit, rng):
+@pytest.mark.parametrize("rows", [4, 40])
+def test_nan_inf_propagate(limit, rows, rng):
     mtlinv.set_limit(limit)
     q = quantized(8, 64, 32, 4, np.dtype(np.float32))
-    x = random(rng, (4, 64), np.float32)
+    x = random(rng, (rows, 64), np.float32)
     x[1, 5] = np.nan
     x[2, 7] = np.inf
     y = run(x, q, 32, 4)
     w = quant.dequantize_float32(*q, group_size=32, bits=4)
     assert np.isnan(y[1]).all()
-    assert np.array_equal(np.isinf(y[2]), w[:, 7] != 0) and np.isfinite(y[0]).all() and np.isfinite(y[3]).all()
+    assert np.array_equal(np.isinf(y[2]), w[:, 7] != 0) and np.isfinite(y[0]).all() and np.isfinite(y[3:]).all()
 
 
 def test_leading_dims_and_vector_x(rng):
@@ -260,14 +262,27 @@ def test_errors_name_values(rng):
 
 
 @pytest.mark.parametrize("rows, limit, canonical", [(1, 0, True), (2, 0, False), (2, 1, False), (2, 2, True),
-                                                      (16, 16, True), (17, 16, False), (1, 100, True)])
+                                                      (16, 16, True), (17, 16, False), (1, 100, True), (33, 16, False)])
 @pytest.mark.parametrize("bits", [4, 8])
 def test_routing(rows, limit, canonical, bits):
+    """Below the limit the canonical qgemv; above it the same row-tiled kernels (another split count) up to 32
+    rows, and the tiled qgemm beyond."""
     plan = mtlinv._native.plan_qgemv(rows=rows, k=4096, n=4096, group_size=64, bits=bits, dtype="float16",
                                      limit=limit)
     assert plan["canonical"] is canonical
-    tile = {1: 1, 2: 2, 16: 8}.get(rows)
-    assert plan["launches"][0]["kernel"] == (f"qgemv_b{bits}_r{tile}_f16" if canonical else f"qgemm_b{bits}_f16")
+    tile = {1: 1, 2: 2, 16: 8, 17: 8}.get(rows)
+    assert plan["launches"][0]["kernel"] == (f"qgemv_b{bits}_r{tile}_f16" if rows <= 32 else f"qgemm_b{bits}_f16")
+
+
+@pytest.mark.parametrize("plans", ["emulator", "gpu"])
+def test_throughput_qgemv_splits_differ_from_canonical(plans, request):
+    """Above the limit the row-tiled qgemv runs with another K split count than below it, so it never reproduces
+    the canonical bits by accident (the negative controls depend on it)."""
+    if plans == "gpu":
+        request.getfixturevalue("gpu_plans")
+    threads = [mtlinv._native.plan_qgemv(rows=8, k=4096, n=4096, group_size=64, bits=4, dtype="bfloat16",
+                                         limit=limit)["launches"][0]["threads"][0] for limit in (8, 0)]
+    assert threads[0] != threads[1]
 
 
 @pytest.mark.parametrize("rows, tile", [(1, 1), (2, 2), (3, 4), (4, 4), (5, 8), (8, 8), (9, 8), (16, 8)])
@@ -346,3 +361,10 @@ def test_bits_and_group_size_are_checked_before_conversion(bad):
         mtlinv.qgemv(x, wq, s, b, group_size=64, bits=bad)
     with pytest.raises(mtlinv.InvalidArgumentError, match="is not supported"):
         mtlinv.qgemv(x, wq, s, b, group_size=bad, bits=4)
+
+
+def test_short_k_above_the_limit_takes_qgemm():
+    """K = 256 is 8 runs: a second split would hold none and reproduce the canonical order, so rows above the
+    limit take qgemm instead of the row-tiled qgemv."""
+    plan = mtlinv._native.plan_qgemv(rows=4, k=256, n=64, group_size=64, bits=4, dtype="float16", limit=0)
+    assert plan["launches"][0]["kernel"] == "qgemm_b4_f16"

@@ -16,10 +16,10 @@ def tiny_device(make_weights):
 
 
 # Seeds of the tiny model in the order the drift test tries them. An argmax flip from rounding differences is rare
-# on a random 64-token model (about 1 seed in 12 flips within 48 tokens, and which ones depends on the kernels'
+# on a random 64-token model (about 1 seed in 10 flips within 48 tokens, and which ones depends on the kernels'
 # reduction orders and the target's exp2), so the test walks a fixed list until one drifts rather than betting on one
 # seed. Every seed tried must reproduce greedy exactly with limit 5.
-DRIFT_SEEDS = (8, 11, 16, 3, 0, 1, 2, 4)
+DRIFT_SEEDS = (8, 11, 16, 3, 38, 0, 1, 2)
 
 
 def test_tiny_model_limit_reproduces_greedy_and_limit_zero_drifts(make_weights):

@@ -65,11 +65,17 @@ Plan plan_gemv(const GemvShape& s, int limit, const DeviceCaps& caps) {
 
   PlanLaunch launch;
   const uint32_t batch = static_cast<uint32_t>(s.batch);
-  if (plan.canonical || s.rows <= kTiledGemvMaxRows) {
-    // The row-tiled GEMV: canonical below the limit; above it (up to kTiledGemvMaxRows rows, where it still beats
-    // the tiled GEMM by far) the same kernels with their own split count.
-    const uint32_t splits = gemv_k_splits(s.k, s.n, s.dtype, s.w_kn, caps);
-    args.k_splits = plan.canonical ? splits : throughput_k_splits(splits);
+  const uint32_t splits = gemv_k_splits(s.k, s.n, s.dtype, s.w_kn, caps);
+  const uint32_t other_splits = throughput_k_splits(splits);
+  // Above the limit, up to kTiledGemvMaxRows rows run the row-tiled GEMV (it beats the tiled GEMM by far there)
+  // with other_splits, when that gives another reduction order: gemv_kn's splits are K ranges (always), gemv_nk's
+  // interleave 16-byte groups over 32 lanes per split, so every split of both counts must hold one. Otherwise
+  // rows above the limit would reproduce the canonical bits by construction.
+  const int64_t groups = ceil_div(s.k, 16 / static_cast<int64_t>(dtype_size(s.dtype)));
+  const bool tiled_throughput = s.rows <= kTiledGemvMaxRows &&
+                                (s.w_kn || groups >= int64_t{32} * std::max(splits, other_splits));
+  if (plan.canonical || tiled_throughput) {
+    args.k_splits = plan.canonical ? splits : other_splits;
     const uint32_t rows = gemv_tile_rows(s.rows);
     launch.kernel = std::string(s.w_kn ? "gemv_kn_r" : "gemv_nk_r") + std::to_string(rows) + "_" +
                     dtype_suffix(s.dtype);

@@ -19,6 +19,7 @@ constexpr uint32_t kMaxSplits = 8;      // QGEMV_MAX_SPLITS
 constexpr int64_t kWarpsPerCore = 32;   // simdgroups per compute unit the canonical kernel aims for
 constexpr uint32_t kGemmTile = 32;      // QGEMM_TILE in metal/qgemm.metal
 constexpr uint32_t kGemmThreads = 128;  // qgemm's staging and compute layout
+constexpr int64_t kTiledQgemvMaxRows = 32;  // above the limit, up to this many rows take the row-tiled qgemv
 
 }  // namespace
 
@@ -87,8 +88,15 @@ Plan plan_qgemv(const QGemvShape& s, int limit, const DeviceCaps& caps) {
     }
     types += "_sf32";
   }
-  if (plan.canonical) {
-    args.k_splits = qgemv_k_splits(s.k, s.n, caps);
+  const uint32_t splits = qgemv_k_splits(s.k, s.n, caps);
+  const uint32_t throughput_splits = splits > 1 ? splits / 2 : 2;
+  // Above the limit, up to kTiledQgemvMaxRows rows run the row-tiled qgemv (several times faster than qgemm there)
+  // with throughput_splits, when every split of both counts holds a run: otherwise the two counts would give the
+  // same reduction order, and rows above the limit must not reproduce the canonical bits by construction.
+  const bool tiled_throughput = s.rows <= kTiledQgemvMaxRows &&
+                                s.k / kRun >= int64_t{32} * std::max(splits, throughput_splits);
+  if (plan.canonical || tiled_throughput) {
+    args.k_splits = plan.canonical ? splits : throughput_splits;
     const uint32_t rows = qgemv_tile_rows(s.rows);
     launch.kernel = "qgemv" + bits + "_r" + std::to_string(rows) + types;
     launch.threadgroups = {ceil_div(s.n, kCols), ceil_div(s.rows, rows), 1};
