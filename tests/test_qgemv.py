@@ -264,7 +264,7 @@ def test_errors_name_values(rng):
 @pytest.mark.parametrize("rows, limit, canonical", [(1, 0, True), (2, 0, False), (2, 1, False), (2, 2, True),
                                                       (16, 16, True), (17, 16, False), (1, 100, True), (33, 16, False)])
 @pytest.mark.parametrize("bits", [4, 8])
-def test_routing(rows, limit, canonical, bits):
+def test_routing(rows, limit, canonical, bits, gpu_plans):
     """Below the limit the canonical qgemv; above it the same row-tiled kernels (another split count) up to 32
     rows, and the tiled qgemm beyond."""
     plan = mtlinv._native.plan_qgemv(rows=rows, k=4096, n=4096, group_size=64, bits=bits, dtype="float16",
@@ -286,7 +286,7 @@ def test_throughput_qgemv_splits_differ_from_canonical(plans, request):
 
 
 @pytest.mark.parametrize("rows, tile", [(1, 1), (2, 2), (3, 4), (4, 4), (5, 8), (8, 8), (9, 8), (16, 8)])
-def test_row_tile_from_m(rows, tile):
+def test_row_tile_from_m(rows, tile, gpu_plans):
     """The canonical kernel's tile height R is the smallest of 1, 2, 4, 8 that holds M rows; more rows run as
     further tiles of 8. The K splits never change with it."""
     plan = mtlinv._native.plan_qgemv(rows=rows, k=4096, n=512, group_size=64, bits=4, dtype="bfloat16", limit=16)
@@ -368,3 +368,12 @@ def test_short_k_above_the_limit_takes_qgemm():
     limit take qgemm instead of the row-tiled qgemv."""
     plan = mtlinv._native.plan_qgemv(rows=4, k=256, n=64, group_size=64, bits=4, dtype="float16", limit=0)
     assert plan["launches"][0]["kernel"] == "qgemm_b4_f16"
+
+
+def test_emulator_runs_one_row_in_the_two_row_tile():
+    """The emulator's plan puts M=1 in the 2-row tile, whose emulator build runs more than twice as fast; the
+    invariance tests above compare those rows bit for bit with rows of larger tiles."""
+    if mtlinv.device_info()["backend"] != "emu":
+        pytest.skip("the emulator's plan")
+    plan = mtlinv._native.plan_qgemv(rows=1, k=4096, n=512, group_size=64, bits=4, dtype="bfloat16", limit=16)
+    assert plan["launches"][0]["kernel"] == "qgemv_b4_r2_bf16"

@@ -97,7 +97,9 @@ Plan plan_qgemv(const QGemvShape& s, int limit, const DeviceCaps& caps) {
                                 s.k / kRun >= int64_t{32} * std::max(splits, throughput_splits);
   if (plan.canonical || tiled_throughput) {
     args.k_splits = plan.canonical ? splits : throughput_splits;
-    const uint32_t rows = qgemv_tile_rows(s.rows);
+    // The emulator runs one row in the 2-row tile: its build of the 1-row instance is more than twice as slow
+    // (28 against 12.5 ms at K = N = 4096, benchmarks/results/emulator.md). A row's bits are the same in any tile.
+    const uint32_t rows = caps.few_threads ? std::max<uint32_t>(2, qgemv_tile_rows(s.rows)) : qgemv_tile_rows(s.rows);
     launch.kernel = "qgemv" + bits + "_r" + std::to_string(rows) + types;
     launch.threadgroups = {ceil_div(s.n, kCols), ceil_div(s.rows, rows), 1};
     launch.threads = {32 * args.k_splits, 1, 1};
