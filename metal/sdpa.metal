@@ -79,7 +79,8 @@ inline void sdpa_store4(device T* p, float4 y) {
 // constant trip counts: a thread issues a chunk of loads before the arithmetic that uses them, instead of waiting
 // for each load in turn. sdpa_blocks picks the instance from D at run time.
 
-// Units of one row loaded together: the largest divisor of the unit count up to `most`.
+// Units of one row loaded together: the largest of 8, 6, 5, 4, 2 that divides the unit count and is at most
+// `most` (else 1).
 constexpr uint sdpa_chunk(uint units, uint most) {
   return most >= 8 && units % 8 == 0   ? 8
          : most >= 6 && units % 6 == 0 ? 6
