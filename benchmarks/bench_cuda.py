@@ -98,6 +98,26 @@ def fmt_us(t):
     return f"{t * 1e6:.1f}" if t is not None else "-"
 
 
+# The split counts and row tiles the tuning scripts (tune_gemv_cuda.py, tune_qgemv_cuda.py) sweep.
+TUNE_SPLITS = (1, 2, 4, 8)
+TUNE_TILES = (1, 2, 4, 8)
+
+
+def print_split_header():
+    print(row(["K", "N", "M (tile R)"] + [f"splits {s}" for s in TUNE_SPLITS] + ["plan's splits"]))
+    print(row(["---:"] * (4 + len(TUNE_SPLITS))))
+
+
+def split_cells(launch_for, reps, nbytes):
+    """One tuning row's cells: us per call (GB/s of `nbytes`) for every split count; launch_for(s) gives the
+    rotating calls at s splits."""
+    cells = []
+    for s in TUNE_SPLITS:
+        t = event_median(launch_for(s), reps)
+        cells.append(f"{t * 1e6:.1f} ({nbytes / t / 1e9:.0f})")
+    return cells
+
+
 def bench_gemv(ms, reps, copy_bw, results):
     print("\n## gemv, bf16, y = x @ W.T, W [N, K]\n")
     print(row(["K", "N", "M", "canonical us", "throughput us", "cuBLAS us", "canonical GB/s", "% of copy",

@@ -22,10 +22,6 @@ import numpy as np  # noqa: E402
 import mtlinv  # noqa: E402
 from mtlinv import _native as ops  # noqa: E402
 
-SPLITS = (1, 2, 4, 8)
-TILES = (1, 2, 4, 8)
-
-
 def gemv_args(m, k, n, splits):
     # GemvArgs (metal/args.h): rows, k, n, k_splits, x/w/y batch strides, has_bias, vector_loads, w_kn
     return struct.pack("10I", m, k, n, splits, m * k, 0, m * n, 0, 1, 0)
@@ -37,21 +33,18 @@ def main():
     args = ap.parse_args()
     copy_bw = bc.copy_bandwidth()
     print(f"# {mtlinv.device_info()['name']}: copy {copy_bw / 1e9:.0f} GB/s; us per call (GB/s of the weights)\n")
-    print(bc.row(["K", "N", "M (tile R)"] + [f"splits {s}" for s in SPLITS] + ["plan's splits"]))
-    print(bc.row(["---:"] * (4 + len(SPLITS))))
+    bc.print_split_header()
     for k, n in bc.SHAPES:
         w_host = (bc.RNG.standard_normal((n, k), dtype=np.float32) * k ** -0.5).astype(bc.BF16)
         ws, _ = bc.tensors(w_host, bc.copies_for(w_host.nbytes))
         bias = mtlinv.asarray(np.zeros(n, bc.BF16))
-        for r in TILES:
+        for r in bc.TUNE_TILES:
             x = mtlinv.asarray(bc.RNG.standard_normal((r, k), dtype=np.float32).astype(bc.BF16))
             y = mtlinv.asarray(np.zeros((r, n), bc.BF16))
-            cells = []
-            for s in SPLITS:
-                launch = [lambda w=w, s=s: ops._launch(f"gemv_nk_r{r}_bf16", (-(-n // 4), 1, 1), (32 * s, 1, 1),
-                                                       gemv_args(r, k, n, s), [x, w, bias, y]) for w in ws]
-                t = bc.event_median(launch, args.reps)
-                cells.append(f"{t * 1e6:.1f} ({w_host.nbytes / t / 1e9:.0f})")
+            cells = bc.split_cells(lambda s: [lambda w=w: ops._launch(f"gemv_nk_r{r}_bf16", (-(-n // 4), 1, 1),
+                                                                      (32 * s, 1, 1), gemv_args(r, k, n, s),
+                                                                      [x, w, bias, y]) for w in ws],
+                                   args.reps, w_host.nbytes)
             plan = ops.plan_gemv(rows=r, k=k, n=n, dtype="bfloat16", limit=16)
             print(bc.row([k, n, f"{r}", *cells, plan["launches"][0]["threads"][0] // 32]), flush=True)
         del ws

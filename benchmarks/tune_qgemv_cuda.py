@@ -23,10 +23,6 @@ import numpy as np  # noqa: E402
 import mtlinv  # noqa: E402
 from mtlinv import _native as ops  # noqa: E402
 
-SPLITS = (1, 2, 4, 8)
-TILES = (1, 2, 4, 8)
-
-
 def qgemv_args(m, k, n, group_size, splits):
     # QGemvArgs (metal/qgemv_args.h): rows, k, n, group_size, k_splits, has_bias, vector_loads, w_vector_loads
     return struct.pack("8I", m, k, n, group_size, splits, 0, 1, 1)
@@ -42,8 +38,7 @@ def main():
     copy_bw = bc.copy_bandwidth()
     print(f"# {mtlinv.device_info()['name']}: copy {copy_bw / 1e9:.0f} GB/s; qgemv {bits}-bit g{group}, bf16 x; "
           "us per call (GB/s of the weights)\n")
-    print(bc.row(["K", "N", "M (tile R)"] + [f"splits {s}" for s in SPLITS] + ["plan's splits"]))
-    print(bc.row(["---:"] * (4 + len(SPLITS))))
+    bc.print_split_header()
     for k, n in bc.SHAPES:
         # Random codes and plausible scales: the timing does not depend on the values.
         wq_host = bc.RNG.integers(0, 2**32, size=(n, k * bits // 32), dtype=np.uint32)
@@ -53,16 +48,13 @@ def main():
         packs = [tuple(mtlinv.asarray(a) for a in (wq_host, scales_host, biases_host))
                  for _ in range(bc.copies_for(wbytes))]
         bias = mtlinv.asarray(np.zeros(n, bc.BF16))
-        for r in TILES:
+        for r in bc.TUNE_TILES:
             x = mtlinv.asarray(bc.RNG.standard_normal((r, k), dtype=np.float32).astype(bc.BF16))
             y = mtlinv.asarray(np.zeros((r, n), bc.BF16))
-            cells = []
-            for s in SPLITS:
-                launch = [lambda p=p, s=s: ops._launch(f"qgemv_b{bits}_r{r}_bf16", (-(-n // 4), 1, 1), (32 * s, 1, 1),
-                                                       qgemv_args(r, k, n, group, s), [x, *p, bias, y])
-                          for p in packs]
-                t = bc.event_median(launch, args.reps)
-                cells.append(f"{t * 1e6:.1f} ({wbytes / t / 1e9:.0f})")
+            cells = bc.split_cells(lambda s: [lambda p=p: ops._launch(f"qgemv_b{bits}_r{r}_bf16", (-(-n // 4), 1, 1),
+                                                                      (32 * s, 1, 1), qgemv_args(r, k, n, group, s),
+                                                                      [x, *p, bias, y]) for p in packs],
+                                   args.reps, wbytes)
             plan = ops.plan_qgemv(rows=r, k=k, n=n, group_size=group, bits=bits, dtype="bfloat16", limit=16)
             print(bc.row([k, n, f"{r}", *cells, plan["launches"][0]["threads"][0] // 32]), flush=True)
         del packs

@@ -4,6 +4,7 @@
 
 #include "../kernel_args.h"
 #include "../limit.h"
+#include "row_tiled.h"
 
 namespace mtlinv {
 
@@ -14,16 +15,7 @@ constexpr uint32_t kMaxSplits = 8;      // GEMV_MAX_SPLITS
 constexpr int64_t kNkWarpsPerCore = 32; // simdgroups per compute unit gemv_nk aims for (its loads in flight)
 constexpr int64_t kTiledGemvMaxRows = 32;  // above the limit, up to this many rows take the row-tiled GEMV
 
-// Tile heights of the canonical kernels (their R template parameter): the smallest that holds M rows, 8 at most.
-uint32_t gemv_tile_rows(int64_t rows) {
-  return rows <= 1 ? 1 : rows <= 2 ? 2 : rows <= 4 ? 4 : 8;
-}
 
-// The throughput path's split count for the row-tiled GEMV: tiles of 8 rows do more arithmetic per weight byte
-// and run best with fewer simdgroups than the canonical count, which must also serve M = 1 (half of it on an
-// H200, benchmarks/results/h200.md); 2 where the canonical count is 1. Never the canonical count, so rows above
-// the limit always take another reduction order (the negative controls rely on it).
-uint32_t throughput_k_splits(uint32_t canonical) { return canonical > 1 ? canonical / 2 : 2; }
 
 }  // namespace
 
@@ -68,15 +60,13 @@ Plan plan_gemv(const GemvShape& s, int limit, const DeviceCaps& caps) {
   const uint32_t splits = gemv_k_splits(s.k, s.n, s.dtype, s.w_kn, caps);
   const uint32_t other_splits = throughput_k_splits(splits);
   // Above the limit, up to kTiledGemvMaxRows rows run the row-tiled GEMV (it beats the tiled GEMM by far there)
-  // with other_splits, when that gives another reduction order: gemv_kn's splits are K ranges (always), gemv_nk's
-  // interleave 16-byte groups over 32 lanes per split, so every split of both counts must hold one. Otherwise
-  // rows above the limit would reproduce the canonical bits by construction.
+  // with other_splits, when that gives another reduction order: always for gemv_kn, whose splits are K ranges.
   const int64_t groups = ceil_div(s.k, 16 / static_cast<int64_t>(dtype_size(s.dtype)));
   const bool tiled_throughput = s.rows <= kTiledGemvMaxRows &&
-                                (s.w_kn || groups >= int64_t{32} * std::max(splits, other_splits));
+                                (s.w_kn || split_counts_differ_in_order(groups, splits, other_splits));
   if (plan.canonical || tiled_throughput) {
     args.k_splits = plan.canonical ? splits : other_splits;
-    const uint32_t rows = gemv_tile_rows(s.rows);
+    const uint32_t rows = row_tile_height(s.rows);
     launch.kernel = std::string(s.w_kn ? "gemv_kn_r" : "gemv_nk_r") + std::to_string(rows) + "_" +
                     dtype_suffix(s.dtype);
     // gemv_kn: 32 lanes of one 16-byte group of outputs each.

@@ -7,6 +7,7 @@
 #include "../kernel_args.h"
 #include "../limit.h"
 #include "../../../metal/qgemv_args.h"
+#include "row_tiled.h"
 
 namespace mtlinv {
 
@@ -29,10 +30,6 @@ bool qgemv_supported_bits(int bits) {
 
 bool qgemv_supported_group_size(int group_size) {
   return group_size == 32 || group_size == 64 || group_size == 128;
-}
-
-uint32_t qgemv_tile_rows(int64_t rows) {
-  return rows <= 1 ? 1 : rows <= 2 ? 2 : rows <= 4 ? 4 : 8;
 }
 
 uint32_t qgemv_k_splits(int64_t k, int64_t n, const DeviceCaps& caps) {
@@ -89,17 +86,16 @@ Plan plan_qgemv(const QGemvShape& s, int limit, const DeviceCaps& caps) {
     types += "_sf32";
   }
   const uint32_t splits = qgemv_k_splits(s.k, s.n, caps);
-  const uint32_t throughput_splits = splits > 1 ? splits / 2 : 2;
+  const uint32_t throughput_splits = throughput_k_splits(splits);
   // Above the limit, up to kTiledQgemvMaxRows rows run the row-tiled qgemv (several times faster than qgemm there)
-  // with throughput_splits, when every split of both counts holds a run: otherwise the two counts would give the
-  // same reduction order, and rows above the limit must not reproduce the canonical bits by construction.
+  // with throughput_splits, when that gives another reduction order.
   const bool tiled_throughput = s.rows <= kTiledQgemvMaxRows &&
-                                s.k / kRun >= int64_t{32} * std::max(splits, throughput_splits);
+                                split_counts_differ_in_order(s.k / kRun, splits, throughput_splits);
   if (plan.canonical || tiled_throughput) {
     args.k_splits = plan.canonical ? splits : throughput_splits;
     // The emulator runs one row in the 2-row tile: its build of the 1-row instance is more than twice as slow
     // (28 against 12.5 ms at K = N = 4096, benchmarks/results/emulator.md). A row's bits are the same in any tile.
-    const uint32_t rows = caps.few_threads ? std::max<uint32_t>(2, qgemv_tile_rows(s.rows)) : qgemv_tile_rows(s.rows);
+    const uint32_t rows = caps.few_threads ? std::max<uint32_t>(2, row_tile_height(s.rows)) : row_tile_height(s.rows);
     launch.kernel = "qgemv" + bits + "_r" + std::to_string(rows) + types;
     launch.threadgroups = {ceil_div(s.n, kCols), ceil_div(s.rows, rows), 1};
     launch.threads = {32 * args.k_splits, 1, 1};

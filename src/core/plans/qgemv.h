@@ -24,14 +24,11 @@ bool qgemv_supported_group_size(int group_size);
 
 // Operands: 0 x, 1 wq, 2 scales, 3 biases, 4 bias (or any valid buffer when absent), 5 y.
 // M <= limit (and M == 1 always) -> the canonical qgemv kernel, qgemv_b{bits}_r{R}_{dtype}[_sf32] with the tile
-// height R from M (qgemv_tile_rows); above the limit, up to 32 rows run the same kernels with another K split
-// count (half the canonical one, 2 where that is 1: never the canonical order), and more rows the tiled qgemm.
+// height R from M (row_tiled.h); above the limit, up to 32 rows run the same kernels with another K split count
+// where that changes the order (row_tiled.h), and other rows the tiled qgemm.
 // Throws InvalidArgument for an unsupported bits or group size, or K not a multiple of the group size, and
 // DTypeError for a scale dtype without a kernel.
 Plan plan_qgemv(const QGemvShape& s, int limit, const DeviceCaps& caps);
-
-// Rows per canonical threadgroup (the kernels' R): the smallest of 1, 2, 4, 8 that holds M rows, 8 above.
-uint32_t qgemv_tile_rows(int64_t rows);
 
 // The number of simdgroups that split one output tile's K range, from K, N and the device (never M).
 uint32_t qgemv_k_splits(int64_t k, int64_t n, const DeviceCaps& caps);
