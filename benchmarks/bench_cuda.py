@@ -103,16 +103,16 @@ TUNE_SPLITS = (1, 2, 4, 8)
 TUNE_TILES = (1, 2, 4, 8)
 
 
-def print_split_header():
-    print(row(["K", "N", "M (tile R)"] + [f"splits {s}" for s in TUNE_SPLITS] + ["plan's splits"]))
-    print(row(["---:"] * (4 + len(TUNE_SPLITS))))
+def print_split_header(splits=TUNE_SPLITS, rows="M (tile R)"):
+    print(row(["K", "N", rows] + [f"splits {s}" for s in splits] + ["plan's splits"]))
+    print(row(["---:"] * (4 + len(splits))))
 
 
-def split_cells(launch_for, reps, nbytes):
+def split_cells(launch_for, reps, nbytes, splits=TUNE_SPLITS):
     """One tuning row's cells: us per call (GB/s of `nbytes`) for every split count; launch_for(s) gives the
     rotating calls at s splits."""
     cells = []
-    for s in TUNE_SPLITS:
+    for s in splits:
         t = event_median(launch_for(s), reps)
         cells.append(f"{t * 1e6:.1f} ({nbytes / t / 1e9:.0f})")
     return cells

@@ -5,8 +5,9 @@ gemv_k_splits (src/core/plans/gemv.cpp), which must pick the splits from K, N, d
     MTLINV_DEVICE=cuda python benchmarks/tune_gemv_cuda.py [--reps 30]
 
 Launches gemv_nk_r{R}_bf16 directly (the plans' kernels, raw arguments) for every k_splits in 1, 2, 4, 8 and
-R in 1, 2, 4, 8 on the shapes of bench_cuda.py, timed as there (events, medians, weights rotated through HBM).
-Prints, per shape and R, the time of each split count and the count the plan picks.
+R in 1, 2, 4, 8 on the shapes of bench_cuda.py, timed as there (events, medians, weights rotated through HBM),
+then gemv_nk_mma_bf16 (the kernel the plans pick on a GPU with matrix units) for k_splits 1 to 16 at M = 1, 8.
+Prints, per shape and R (or M), the time of each split count and the count the plan picks.
 """
 import os
 import struct
@@ -21,6 +22,9 @@ import numpy as np  # noqa: E402
 
 import mtlinv  # noqa: E402
 from mtlinv import _native as ops  # noqa: E402
+
+MMA_SPLITS = (1, 2, 4, 8, 16)
+
 
 def gemv_args(m, k, n, splits):
     # GemvArgs (metal/args.h): rows, k, n, k_splits, x/w/y batch strides, has_bias, vector_loads, w_kn
@@ -47,6 +51,22 @@ def main():
                                    args.reps, w_host.nbytes)
             plan = ops.plan_gemv(rows=r, k=k, n=n, dtype="bfloat16", limit=16)
             print(bc.row([k, n, f"{r}", *cells, plan["launches"][0]["threads"][0] // 32]), flush=True)
+        del ws
+    print("\n## gemv_nk_mma_bf16\n")
+    bc.print_split_header(MMA_SPLITS, "M")
+    for k, n in bc.SHAPES:
+        w_host = (bc.RNG.standard_normal((n, k), dtype=np.float32) * k ** -0.5).astype(bc.BF16)
+        ws, _ = bc.tensors(w_host, bc.copies_for(w_host.nbytes))
+        bias = mtlinv.asarray(np.zeros(n, bc.BF16))
+        for m in (1, 8):
+            x = mtlinv.asarray(bc.RNG.standard_normal((m, k), dtype=np.float32).astype(bc.BF16))
+            y = mtlinv.asarray(np.zeros((m, n), bc.BF16))
+            cells = bc.split_cells(lambda s: [lambda w=w: ops._launch("gemv_nk_mma_bf16", (-(-n // 16), 1, 1),
+                                                                      (32 * s, 1, 1), gemv_args(m, k, n, s),
+                                                                      [x, w, bias, y]) for w in ws],
+                                   args.reps, w_host.nbytes, MMA_SPLITS)
+            plan = ops.plan_gemv(rows=m, k=k, n=n, dtype="bfloat16", limit=16)
+            print(bc.row([k, n, f"{m}", *cells, plan["launches"][0]["threads"][0] // 32]), flush=True)
         del ws
 
 

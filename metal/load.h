@@ -68,3 +68,16 @@ inline void load_floats(device const T* p, uint valid, bool vector_loads, thread
     }
   }
 }
+
+// The bits load16 gives for the first `valid` (0..8) elements of a 16-bit row, zeros after them: the tail of a row
+// that a 16-byte load would overrun, or any group of a row that may not be 16-byte aligned.
+template <typename T>
+inline uint4 load16_upto(device const T* p, uint valid) {
+  static_assert(sizeof(T) == 2, "load16_upto reads 16-bit elements");
+  uint4 raw = uint4(0);
+  for (uint i = 0; i < 8; ++i) {
+    const uint bits = i < valid ? uint(as_type<ushort>(p[i])) : 0u;
+    raw[i / 2] |= bits << (16 * (i % 2));
+  }
+  return raw;
+}

@@ -168,12 +168,14 @@ def test_errors_name_shapes(rng):
 
 
 @pytest.mark.parametrize("rows, limit, canonical, kernel", [
-    (1, 0, True, "gemv_nk_r1_f16"), (2, 0, False, "gemv_nk_r2_f16"), (2, 1, False, "gemv_nk_r2_f16"),
-    (2, 2, True, "gemv_nk_r2_f16"), (3, 4, True, "gemv_nk_r4_f16"), (16, 16, True, "gemv_nk_r8_f16"),
-    (17, 16, False, "gemv_nk_r8_f16"), (32, 0, False, "gemv_nk_r8_f16"), (33, 16, False, "gemm_tiled_f16"),
-    (1, 100, True, "gemv_nk_r1_f16")])
+    (1, 0, True, "gemv_nk_r1_f32"), (2, 0, False, "gemv_nk_r2_f32"), (2, 1, False, "gemv_nk_r2_f32"),
+    (2, 2, True, "gemv_nk_r2_f32"), (3, 4, True, "gemv_nk_r4_f32"), (16, 16, True, "gemv_nk_r8_f32"),
+    (17, 16, False, "gemv_nk_r8_f32"), (32, 0, False, "gemv_nk_r8_f32"), (33, 16, False, "gemm_tiled_f32"),
+    (1, 100, True, "gemv_nk_r1_f32")])
 def test_routing(rows, limit, canonical, kernel):
-    plan = mtlinv._native.plan_gemv(rows=rows, k=4096, n=4096, dtype="float16", limit=limit)
+    # float32: the scalar kernels on every device (16-bit W [N, K] takes gemv_nk_mma where there are matrix
+    # units, tests/test_gemv_mma.py).
+    plan = mtlinv._native.plan_gemv(rows=rows, k=4096, n=4096, dtype="float32", limit=limit)
     assert plan["canonical"] is canonical
     assert plan["launches"][0]["kernel"] == kernel
 
@@ -221,9 +223,9 @@ def test_rows_invariant_with_k_splits(dtype, transpose, gpu_plans, rng):
 
 
 def test_short_k_above_the_limit_takes_the_tiled_gemm():
-    """K = 128 in bfloat16 is 16 groups of 16 bytes, all in the first split of gemv_nk: another split count would
+    """K = 128 in float32 is 32 groups of 16 bytes, all in the first split of gemv_nk: another split count would
     give the canonical order, so rows above the limit take the tiled GEMM. gemv_kn's K ranges always differ."""
-    plans = {t: mtlinv._native.plan_gemv(rows=4, k=128, n=64, dtype="bfloat16", limit=0, transpose=t)
+    plans = {t: mtlinv._native.plan_gemv(rows=4, k=128, n=64, dtype="float32", limit=0, transpose=t)
              for t in (True, False)}
-    assert plans[True]["launches"][0]["kernel"] == "gemm_tiled_bf16"
-    assert plans[False]["launches"][0]["kernel"] == "gemv_kn_r4_bf16"
+    assert plans[True]["launches"][0]["kernel"] == "gemm_tiled_f32"
+    assert plans[False]["launches"][0]["kernel"] == "gemv_kn_r4_f32"

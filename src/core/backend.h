@@ -37,6 +37,9 @@ struct DeviceCaps {
   // longer-running threads. A plan may differ by device, never by M; tests turn this off on the emulator to run
   // the GPU plans' code paths (several K splits, wide rms_norm threadgroups) in CI.
   bool few_threads = false;
+  // Matrix units that metal/mma.h's simd_mma_16x8x32 runs on (CUDA sm_80+): plans may pick the kernels that use it.
+  // A plan may differ by device, so canonical results too; tests turn it on for the emulator's fallback.
+  bool matrix_units = false;
 };
 
 // One argument of a dispatch: the argument struct (bytes, slot 0) or a buffer range.

@@ -113,6 +113,7 @@ class CudaBackend final : public Backend {
     caps_.threadgroup_memory_bytes = static_cast<uint32_t>(prop.sharedMemPerBlock);
     caps_.compute_units = static_cast<uint32_t>(prop.multiProcessorCount);
     caps_.bfloat = true;
+    caps_.matrix_units = prop.major >= 8;  // mma.sync m16n8k16 with bf16 (the build targets sm_80 or later)
     // Benchmarks only: MTLINV_CUDA_ASYNC=1 lets synchronize() return without waiting, so that back-to-back ops
     // queue on the device and can be timed with events. Reads (download) still wait, as cudaMemcpy does.
     const char* async = std::getenv("MTLINV_CUDA_ASYNC");

@@ -37,6 +37,7 @@ class EmuBackend final : public Backend {
   // code paths (K splits, block counts) that they take on a GPU.
   void set_gpu_plans(bool on) {
     caps_.few_threads = !on;
+    caps_.matrix_units = on;
     caps_.compute_units = on ? kGpuPlanCores : static_cast<uint32_t>(emu::num_workers());
   }
 

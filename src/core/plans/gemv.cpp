@@ -14,10 +14,30 @@ constexpr uint32_t kGemmTile = 32;      // GEMM_TILE in metal/gemm.metal
 constexpr uint32_t kMaxSplits = 8;      // GEMV_MAX_SPLITS
 constexpr int64_t kNkWarpsPerCore = 32; // simdgroups per compute unit gemv_nk aims for (its loads in flight)
 constexpr int64_t kTiledGemvMaxRows = 32;  // above the limit, up to this many rows take the row-tiled GEMV
+// gemv_nk_mma (metal/gemv_mma.metal): its tile, K block, blocks in flight and most splits.
+constexpr uint32_t kMmaCols = 16;
+constexpr uint32_t kMmaRows = 8;
+constexpr int64_t kMmaBlock = 32;
+constexpr int64_t kMmaInFlight = 4;
+constexpr uint32_t kMmaMaxSplits = 16;
+constexpr int64_t kMmaWarpsPerCore = 16;  // simdgroups per compute unit gemv_nk_mma aims for
 
-
+// gemv_nk_mma serves 16-bit W stored [N, K] where the device has matrix units.
+bool use_mma(const GemvShape& s, const DeviceCaps& caps) {
+  return caps.matrix_units && !s.w_kn && s.dtype != DType::f32;
+}
 
 }  // namespace
+
+uint32_t gemv_mma_k_splits(int64_t k, int64_t n, const DeviceCaps& caps) {
+  // About kMmaWarpsPerCore simdgroups per compute unit over the ceil(N / 16) output tiles, in powers of two,
+  // while each split keeps a whole group of blocks in flight.
+  const int64_t most = std::clamp<int64_t>(ceil_div(k, kMmaBlock) / kMmaInFlight, 1, kMmaMaxSplits);
+  const int64_t wanted = ceil_div(kMmaWarpsPerCore * caps.compute_units, ceil_div(n, kMmaCols));
+  int64_t splits = 1;
+  while (splits * 2 <= wanted && splits * 2 <= most) splits *= 2;
+  return static_cast<uint32_t>(splits);
+}
 
 uint32_t gemv_k_splits(int64_t k, int64_t n, DType dtype, bool w_kn, const DeviceCaps& caps) {
   // The emulator pays for every simdgroup in fiber switches (the ladder, the barrier): one simdgroup per output
@@ -57,23 +77,39 @@ Plan plan_gemv(const GemvShape& s, int limit, const DeviceCaps& caps) {
 
   PlanLaunch launch;
   const uint32_t batch = static_cast<uint32_t>(s.batch);
-  const uint32_t splits = gemv_k_splits(s.k, s.n, s.dtype, s.w_kn, caps);
-  const uint32_t other_splits = throughput_k_splits(splits);
-  // Above the limit, up to kTiledGemvMaxRows rows run the row-tiled GEMV (it beats the tiled GEMM by far there)
-  // with other_splits, when that gives another reduction order: always for gemv_kn, whose splits are K ranges.
-  const int64_t groups = ceil_div(s.k, 16 / static_cast<int64_t>(dtype_size(s.dtype)));
-  const bool tiled_throughput = s.rows <= kTiledGemvMaxRows &&
-                                (s.w_kn || split_counts_differ_in_order(groups, splits, other_splits));
-  if (plan.canonical || tiled_throughput) {
-    args.k_splits = plan.canonical ? splits : other_splits;
-    const uint32_t rows = row_tile_height(s.rows);
-    launch.kernel = std::string(s.w_kn ? "gemv_kn_r" : "gemv_nk_r") + std::to_string(rows) + "_" +
-                    dtype_suffix(s.dtype);
-    // gemv_kn: 32 lanes of one 16-byte group of outputs each.
-    const uint32_t cols = s.w_kn ? 32 * 16 / static_cast<uint32_t>(dtype_size(s.dtype)) : kNkCols;
-    launch.threadgroups = {ceil_div(s.n, cols), ceil_div(s.rows, rows), batch};
-    launch.threads = {32 * args.k_splits, 1, 1};
+  // Above the limit, up to kTiledGemvMaxRows rows run the canonical kernel with another split count (it beats the
+  // tiled GEMM by far there) when that gives another reduction order; the tiled GEMM runs the rest.
+  if (use_mma(s, caps)) {
+    const uint32_t splits = gemv_mma_k_splits(s.k, s.n, caps);
+    const uint32_t other_splits = throughput_k_splits(splits);
+    // Every split of both counts must hold a K block.
+    const bool mma_throughput = s.rows <= kTiledGemvMaxRows &&
+                                ceil_div(s.k, kMmaBlock) >= static_cast<int64_t>(std::max(splits, other_splits));
+    if (plan.canonical || mma_throughput) {
+      args.k_splits = plan.canonical ? splits : other_splits;
+      launch.kernel = std::string("gemv_nk_mma_") + dtype_suffix(s.dtype);
+      launch.threadgroups = {ceil_div(s.n, kMmaCols), ceil_div(s.rows, kMmaRows), batch};
+      launch.threads = {32 * args.k_splits, 1, 1};
+    }
   } else {
+    const uint32_t splits = gemv_k_splits(s.k, s.n, s.dtype, s.w_kn, caps);
+    const uint32_t other_splits = throughput_k_splits(splits);
+    // Always another order for gemv_kn, whose splits are K ranges.
+    const int64_t groups = ceil_div(s.k, 16 / static_cast<int64_t>(dtype_size(s.dtype)));
+    const bool tiled_throughput = s.rows <= kTiledGemvMaxRows &&
+                                  (s.w_kn || split_counts_differ_in_order(groups, splits, other_splits));
+    if (plan.canonical || tiled_throughput) {
+      args.k_splits = plan.canonical ? splits : other_splits;
+      const uint32_t rows = row_tile_height(s.rows);
+      launch.kernel = std::string(s.w_kn ? "gemv_kn_r" : "gemv_nk_r") + std::to_string(rows) + "_" +
+                      dtype_suffix(s.dtype);
+      // gemv_kn: 32 lanes of one 16-byte group of outputs each.
+      const uint32_t cols = s.w_kn ? 32 * 16 / static_cast<uint32_t>(dtype_size(s.dtype)) : kNkCols;
+      launch.threadgroups = {ceil_div(s.n, cols), ceil_div(s.rows, rows), batch};
+      launch.threads = {32 * args.k_splits, 1, 1};
+    }
+  }
+  if (launch.kernel.empty()) {
     args.k_splits = 1;
     launch.kernel = std::string("gemm_tiled_") + dtype_suffix(s.dtype);
     launch.threadgroups = {ceil_div(s.n, kGemmTile), ceil_div(s.rows, kGemmTile), batch};

@@ -19,12 +19,15 @@ struct GemvShape {
 };
 
 // Operands: 0 x, 1 w, 2 bias (or any valid buffer when absent), 3 y.
-// M <= limit (and M == 1 always) -> canonical gemv_nk / gemv_kn; above the limit the same row-tiled kernels with
+// M <= limit (and M == 1 always) -> canonical gemv_nk_mma (16-bit W [N, K] on a device with matrix units),
+// gemv_nk or gemv_kn; above the limit the same row-tiled kernels with
 // another K split up to 32 rows, and the tiled GEMM beyond.
 Plan plan_gemv(const GemvShape& s, int limit, const DeviceCaps& caps);
 
 // The number of simdgroups that split one output tile's K range, from K, N, the dtype, the layout and the device
 // (never M).
 uint32_t gemv_k_splits(int64_t k, int64_t n, DType dtype, bool w_kn, const DeviceCaps& caps);
+// The same for gemv_nk_mma.
+uint32_t gemv_mma_k_splits(int64_t k, int64_t n, const DeviceCaps& caps);
 
 }  // namespace mtlinv

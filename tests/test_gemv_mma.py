@@ -1,0 +1,126 @@
+"""gemv_nk_mma, the matrix-unit GEMV that plans pick for 16-bit W [N, K] on devices with matrix units (CUDA): on
+the emulator the gpu_plans fixture turns the capability on and the kernel runs on metal/mma.h's fallback, so its
+loads, tails, splits and epilogue are checked in CI; with MTLINV_DEVICE=cuda the same tests run on the tensor
+cores."""
+import numpy as np
+import pytest
+
+import ml_dtypes
+import mtlinv
+from helpers import RTOL, first_difference, random, same_bits
+
+MMA_DTYPES = [np.float16, ml_dtypes.bfloat16]
+MMA_IDS = ["f16", "bf16"]
+
+
+def weights(rng, n, k, dtype):
+    return random(rng, (n, k), dtype, scale=k ** -0.5)
+
+
+def kernel(rows, k, n, dtype, limit):
+    return mtlinv._native.plan_gemv(rows=rows, k=k, n=n, dtype=np.dtype(dtype).name, limit=limit)["launches"][0]
+
+
+def reference(x, w, bias):
+    y = np.asarray(x, np.float64) @ np.asarray(w, np.float64).T
+    return y if bias is None else y + np.asarray(bias, np.float64)
+
+
+@pytest.mark.parametrize("dtype", MMA_DTYPES, ids=MMA_IDS)
+@pytest.mark.parametrize("k, n", [(320, 72), (4100, 40), (7, 3), (40, 17)])
+def test_rows_invariant_and_accurate(dtype, k, n, gpu_plans, rng):
+    """Every row of M = 1..16 (two row tiles) equals the row alone, with bias, K tails (a lane's group cut by K,
+    whole lanes past K) and N tails; and the result is within the dtype's bound of a float64 reference."""
+    mtlinv.set_limit(16)
+    assert kernel(1, k, n, dtype, 16)["kernel"].startswith("gemv_nk_mma_")
+    w = weights(rng, n, k, dtype)
+    bias = random(rng, (n,), dtype)
+    x = random(rng, (16, k), dtype)
+    singles = [np.asarray(mtlinv.gemv(x[r:r + 1], w, bias)) for r in range(16)]
+    for m in (2, 5, 8, 9, 16):
+        full = np.asarray(mtlinv.gemv(x[:m], w, bias))
+        for r in range(m):
+            assert same_bits(full[r:r + 1], singles[r]), f"M={m} row {r}: {first_difference(full[r:r+1], singles[r])}"
+    ref = reference(x, w, bias)
+    tol = RTOL[np.dtype(dtype)]
+    np.testing.assert_allclose(np.asarray(full, np.float64), ref, rtol=tol, atol=tol * np.abs(ref).max())
+
+
+@pytest.mark.parametrize("filler", [np.nan, np.inf, 6e4, 0.0])
+def test_filler_rows_do_not_leak(filler, gpu_plans, rng):
+    """The other seven rows of a tile hold NaN, inf, large or zero values: row 4's bits do not move."""
+    mtlinv.set_limit(16)
+    w = weights(rng, 48, 256, np.float16)
+    x = random(rng, (12, 256), np.float16)
+    alone = np.asarray(mtlinv.gemv(x[4:5], w))
+    x[[0, 1, 2, 3, 5, 6, 7, 8, 9, 10, 11]] = filler
+    assert same_bits(np.asarray(mtlinv.gemv(x, w))[4:5], alone)
+
+
+def test_nan_inf_propagate(gpu_plans, rng):
+    mtlinv.set_limit(16)
+    w = weights(rng, 16, 64, ml_dtypes.bfloat16)
+    x = random(rng, (4, 64), ml_dtypes.bfloat16)
+    x[1, 5] = np.nan
+    x[2, 7] = np.inf
+    w[3, 7] = abs(float(w[3, 7])) + 1
+    y = np.asarray(mtlinv.gemv(x, w)).astype(np.float32)
+    assert np.isnan(y[1]).all()
+    assert np.isinf(y[2, 3]) and np.isfinite(y[0]).all() and np.isfinite(y[3]).all()
+
+
+def test_unaligned_x_same_bits(gpu_plans, rng):
+    """x one element off a 16-byte boundary takes element loads (load16_upto) instead of 16-byte loads: the same
+    bits."""
+    mtlinv.set_limit(8)
+    k = 1024 + 24
+    w = weights(rng, 24, k, np.float16)
+    x = random(rng, (8, k), np.float16)
+    storage = np.empty(x.size + 8, np.float16)
+    offset = next(i for i in range(1, 8) if (storage.ctypes.data + 2 * i) % 16)
+    unaligned = storage[offset:offset + x.size].reshape(x.shape)
+    unaligned[...] = x
+    for m in (1, 8):
+        assert same_bits(np.asarray(mtlinv.gemv(unaligned[:m], w)), np.asarray(mtlinv.gemv(x[:m], w))), m
+
+
+def test_negative_control_limit_zero_differs(gpu_plans, rng):
+    """With limit 0, M=8 runs gemv_nk_mma with the throughput split count: another order, other bits for this
+    fixed case; with limit 8 the same rows give the single-row bits."""
+    k, n = 4096, 256
+    w = weights(rng, n, k, np.float16)
+    x = random(rng, (8, k), np.float16)
+    mtlinv.set_limit(8)
+    singles = np.concatenate([np.asarray(mtlinv.gemv(x[r:r + 1], w)) for r in range(8)])
+    assert same_bits(np.asarray(mtlinv.gemv(x, w)), singles)
+    mtlinv.set_limit(0)
+    assert kernel(8, k, n, np.float16, 0)["kernel"] == "gemv_nk_mma_f16"
+    assert not same_bits(np.asarray(mtlinv.gemv(x, w)), singles), "throughput matched canonical: the control cannot fail"
+
+
+@pytest.mark.parametrize("rows, limit, canonical, name", [
+    (1, 0, True, "gemv_nk_mma_bf16"), (8, 0, False, "gemv_nk_mma_bf16"), (8, 8, True, "gemv_nk_mma_bf16"),
+    (16, 16, True, "gemv_nk_mma_bf16"), (32, 16, False, "gemv_nk_mma_bf16"), (33, 16, False, "gemm_tiled_bf16")])
+def test_routing(rows, limit, canonical, name, gpu_plans):
+    plan = mtlinv._native.plan_gemv(rows=rows, k=4096, n=4096, dtype="bfloat16", limit=limit)
+    assert plan["canonical"] is canonical
+    launch = plan["launches"][0]
+    assert launch["kernel"] == name
+    if name.startswith("gemv_nk_mma"):
+        assert launch["threadgroups"][:2] == (256, -(-rows // 8))
+        assert (launch["threads"][0] == kernel(1, 4096, 4096, "bfloat16", 0)["threads"][0]) is canonical
+
+
+def test_other_layouts_and_float32_keep_the_scalar_kernels(gpu_plans):
+    """The matrix units take 16-bit W [N, K] only: float32 (its products are not exact in 16 bits) and W [K, N]
+    stay on gemv_nk / gemv_kn."""
+    assert kernel(4, 4096, 512, np.float32, 16)["kernel"] == "gemv_nk_r4_f32"
+    plan = mtlinv._native.plan_gemv(rows=4, k=4096, n=512, dtype="float16", limit=16, transpose=False)
+    assert plan["launches"][0]["kernel"] == "gemv_kn_r4_f16"
+
+
+def test_short_k_above_the_limit_takes_the_tiled_gemm(gpu_plans):
+    """K = 32 is one block, held by the first split only: another split count would give the canonical order, so
+    rows above the limit take the tiled GEMM."""
+    assert kernel(4, 32, 64, ml_dtypes.bfloat16, 0)["kernel"] == "gemm_tiled_bf16"
+    assert kernel(4, 32, 64, ml_dtypes.bfloat16, 4)["kernel"] == "gemv_nk_mma_bf16"
