@@ -2,11 +2,12 @@
 """How the canonical gemv_nk's time depends on its K splits and row tile, on an NVIDIA GPU: the data behind
 gemv_k_splits (src/core/plans/gemv.cpp), which must pick the splits from K, N, dtype and device alone.
 
-    MTLINV_DEVICE=cuda python benchmarks/tune_gemv_cuda.py [--reps 30]
+    MTLINV_DEVICE=cuda python benchmarks/tune_gemv_cuda.py [--reps 30] [--mma-only]
 
 Launches gemv_nk_r{R}_bf16 directly (the plans' kernels, raw arguments) for every k_splits in 1, 2, 4, 8 and
 R in 1, 2, 4, 8 on the shapes of bench_cuda.py, timed as there (events, medians, weights rotated through HBM),
-then gemv_nk_mma_bf16 (the kernel the plans pick on a GPU with matrix units) for k_splits 1 to 16 at M = 1, 8.
+then gemv_nk_mma_r8_bf16 / _r16_ (the kernels the plans pick on a GPU with matrix units) for k_splits 1 to 16
+at M = 1, 8 / 16.
 Prints, per shape and R (or M), the time of each split count and the count the plan picks.
 """
 import os
@@ -31,12 +32,29 @@ def gemv_args(m, k, n, splits):
     return struct.pack("10I", m, k, n, splits, m * k, 0, m * n, 0, 1, 0)
 
 
+def plan_splits(kernel_prefix, m, k, n):
+    """The split count the plans give this kernel here, or "-" where they pick another kernel (a GPU with matrix
+    units runs 16-bit W [N, K] on gemv_nk_mma, not gemv_nk)."""
+    launch = ops.plan_gemv(rows=m, k=k, n=n, dtype="bfloat16", limit=16)["launches"][0]
+    return launch["threads"][0] // 32 if launch["kernel"].startswith(kernel_prefix) else "-"
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--reps", type=int, default=30)
+    ap.add_argument("--mma-only", action="store_true", help="only the gemv_nk_mma kernels")
+    ap.add_argument("--mma-kernels", nargs="+", default=["gemv_nk_mma_r8_bf16", "gemv_nk_mma_r16_bf16"])
     args = ap.parse_args()
     copy_bw = bc.copy_bandwidth()
-    print(f"# {mtlinv.device_info()['name']}: copy {copy_bw / 1e9:.0f} GB/s; us per call (GB/s of the weights)\n")
+    print(f"# {mtlinv.device_info()['name']}: copy {copy_bw / 1e9:.0f} GB/s; us per call (GB/s of the weights)")
+    if not args.mma_only:
+        tune_row_tiled(args.reps)
+    for name in args.mma_kernels:
+        tune_mma(name, args.reps)
+
+
+def tune_row_tiled(reps):
+    print("\n## gemv_nk_r{R}_bf16\n")
     bc.print_split_header()
     for k, n in bc.SHAPES:
         w_host = (bc.RNG.standard_normal((n, k), dtype=np.float32) * k ** -0.5).astype(bc.BF16)
@@ -48,25 +66,26 @@ def main():
             cells = bc.split_cells(lambda s: [lambda w=w: ops._launch(f"gemv_nk_r{r}_bf16", (-(-n // 4), 1, 1),
                                                                       (32 * s, 1, 1), gemv_args(r, k, n, s),
                                                                       [x, w, bias, y]) for w in ws],
-                                   args.reps, w_host.nbytes)
-            plan = ops.plan_gemv(rows=r, k=k, n=n, dtype="bfloat16", limit=16)
-            print(bc.row([k, n, f"{r}", *cells, plan["launches"][0]["threads"][0] // 32]), flush=True)
+                                   reps, w_host.nbytes)
+            print(bc.row([k, n, f"{r}", *cells, plan_splits("gemv_nk_r", r, k, n)]), flush=True)
         del ws
-    print("\n## gemv_nk_mma_bf16\n")
+
+
+def tune_mma(name, reps):
+    print(f"\n## {name}\n")
     bc.print_split_header(MMA_SPLITS, "M")
     for k, n in bc.SHAPES:
         w_host = (bc.RNG.standard_normal((n, k), dtype=np.float32) * k ** -0.5).astype(bc.BF16)
         ws, _ = bc.tensors(w_host, bc.copies_for(w_host.nbytes))
         bias = mtlinv.asarray(np.zeros(n, bc.BF16))
-        for m in (1, 8):
+        for m in ((16,) if "_r16_" in name else (1, 8)):
             x = mtlinv.asarray(bc.RNG.standard_normal((m, k), dtype=np.float32).astype(bc.BF16))
             y = mtlinv.asarray(np.zeros((m, n), bc.BF16))
-            cells = bc.split_cells(lambda s: [lambda w=w: ops._launch("gemv_nk_mma_bf16", (-(-n // 16), 1, 1),
+            cells = bc.split_cells(lambda s: [lambda w=w: ops._launch(name, (-(-n // 16), 1, 1),
                                                                       (32 * s, 1, 1), gemv_args(m, k, n, s),
                                                                       [x, w, bias, y]) for w in ws],
-                                   args.reps, w_host.nbytes, MMA_SPLITS)
-            plan = ops.plan_gemv(rows=m, k=k, n=n, dtype="bfloat16", limit=16)
-            print(bc.row([k, n, f"{m}", *cells, plan["launches"][0]["threads"][0] // 32]), flush=True)
+                                   reps, w_host.nbytes, MMA_SPLITS)
+            print(bc.row([k, n, f"{m}", *cells, plan_splits("gemv_nk_mma", m, k, n)]), flush=True)
         del ws
 
 

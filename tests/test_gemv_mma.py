@@ -29,7 +29,7 @@ def reference(x, w, bias):
 @pytest.mark.parametrize("dtype", MMA_DTYPES, ids=MMA_IDS)
 @pytest.mark.parametrize("k, n", [(320, 72), (4100, 40), (7, 3), (40, 17)])
 def test_rows_invariant_and_accurate(dtype, k, n, gpu_plans, rng):
-    """Every row of M = 1..16 (two row tiles) equals the row alone, with bias, K tails (a lane's group cut by K,
+    """Every row of M = 1..16 (tiles of 8 rows, and of 16 above M = 8) equals the row alone, with bias, K tails (a lane's group cut by K,
     whole lanes past K) and N tails; and the result is within the dtype's bound of a float64 reference."""
     mtlinv.set_limit(16)
     assert kernel(1, k, n, dtype, 16)["kernel"].startswith("gemv_nk_mma_")
@@ -94,20 +94,24 @@ def test_negative_control_limit_zero_differs(gpu_plans, rng):
     singles = np.concatenate([np.asarray(mtlinv.gemv(x[r:r + 1], w)) for r in range(8)])
     assert same_bits(np.asarray(mtlinv.gemv(x, w)), singles)
     mtlinv.set_limit(0)
-    assert kernel(8, k, n, np.float16, 0)["kernel"] == "gemv_nk_mma_f16"
+    assert kernel(8, k, n, np.float16, 0)["kernel"] == "gemv_nk_mma_r8_f16"
     assert not same_bits(np.asarray(mtlinv.gemv(x, w)), singles), "throughput matched canonical: the control cannot fail"
 
 
 @pytest.mark.parametrize("rows, limit, canonical, name", [
-    (1, 0, True, "gemv_nk_mma_bf16"), (8, 0, False, "gemv_nk_mma_bf16"), (8, 8, True, "gemv_nk_mma_bf16"),
-    (16, 16, True, "gemv_nk_mma_bf16"), (32, 16, False, "gemv_nk_mma_bf16"), (33, 16, False, "gemm_tiled_bf16")])
+    (1, 0, True, "gemv_nk_mma_r8_bf16"), (8, 0, False, "gemv_nk_mma_r8_bf16"), (8, 8, True, "gemv_nk_mma_r8_bf16"),
+    (9, 16, True, "gemv_nk_mma_r16_bf16"), (16, 16, True, "gemv_nk_mma_r16_bf16"),
+    (32, 16, False, "gemv_nk_mma_r16_bf16"), (33, 16, False, "gemm_tiled_bf16")])
 def test_routing(rows, limit, canonical, name, gpu_plans):
+    """Tiles of 8 rows up to M = 8, of 16 above (W read once for 16 rows); the split count of M = 1 for every
+    canonical call, another above the limit; the tiled GEMM above 32 rows."""
     plan = mtlinv._native.plan_gemv(rows=rows, k=4096, n=4096, dtype="bfloat16", limit=limit)
     assert plan["canonical"] is canonical
     launch = plan["launches"][0]
     assert launch["kernel"] == name
     if name.startswith("gemv_nk_mma"):
-        assert launch["threadgroups"][:2] == (256, -(-rows // 8))
+        tile = 8 if rows <= 8 else 16
+        assert launch["threadgroups"][:2] == (256, -(-rows // tile))
         assert (launch["threads"][0] == kernel(1, 4096, 4096, "bfloat16", 0)["threads"][0]) is canonical
 
 
@@ -123,4 +127,4 @@ def test_short_k_above_the_limit_takes_the_tiled_gemm(gpu_plans):
     """K = 32 is one block, held by the first split only: another split count would give the canonical order, so
     rows above the limit take the tiled GEMM."""
     assert kernel(4, 32, 64, ml_dtypes.bfloat16, 0)["kernel"] == "gemm_tiled_bf16"
-    assert kernel(4, 32, 64, ml_dtypes.bfloat16, 4)["kernel"] == "gemv_nk_mma_bf16"
+    assert kernel(4, 32, 64, ml_dtypes.bfloat16, 4)["kernel"] == "gemv_nk_mma_r8_bf16"

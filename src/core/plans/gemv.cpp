@@ -16,11 +16,10 @@ constexpr int64_t kNkWarpsPerCore = 32; // simdgroups per compute unit gemv_nk a
 constexpr int64_t kTiledGemvMaxRows = 32;  // above the limit, up to this many rows take the row-tiled GEMV
 // gemv_nk_mma (metal/gemv_mma.metal): its tile, K block, blocks in flight and most splits.
 constexpr uint32_t kMmaCols = 16;
-constexpr uint32_t kMmaRows = 8;
 constexpr int64_t kMmaBlock = 32;
 constexpr int64_t kMmaInFlight = 4;
 constexpr uint32_t kMmaMaxSplits = 16;
-constexpr int64_t kMmaWarpsPerCore = 16;  // simdgroups per compute unit gemv_nk_mma aims for
+constexpr int64_t kMmaWarpsPerCore = 32;  // simdgroups per compute unit gemv_nk_mma aims for
 
 // gemv_nk_mma serves 16-bit W stored [N, K] where the device has matrix units.
 bool use_mma(const GemvShape& s, const DeviceCaps& caps) {
@@ -31,7 +30,8 @@ bool use_mma(const GemvShape& s, const DeviceCaps& caps) {
 
 uint32_t gemv_mma_k_splits(int64_t k, int64_t n, const DeviceCaps& caps) {
   // About kMmaWarpsPerCore simdgroups per compute unit over the ceil(N / 16) output tiles, in powers of two,
-  // while each split keeps a whole group of blocks in flight.
+  // while each split keeps a whole group of blocks in flight. On an H200 that is 16 splits at N = 4096, 4 at
+  // N = 14336 and 8 at N = 8192: the best counts at M = 1 and 8 alike (benchmarks/tune_gemv_cuda.py).
   const int64_t most = std::clamp<int64_t>(ceil_div(k, kMmaBlock) / kMmaInFlight, 1, kMmaMaxSplits);
   const int64_t wanted = ceil_div(kMmaWarpsPerCore * caps.compute_units, ceil_div(n, kMmaCols));
   int64_t splits = 1;
@@ -87,8 +87,10 @@ Plan plan_gemv(const GemvShape& s, int limit, const DeviceCaps& caps) {
                                 ceil_div(s.k, kMmaBlock) >= static_cast<int64_t>(std::max(splits, other_splits));
     if (plan.canonical || mma_throughput) {
       args.k_splits = plan.canonical ? splits : other_splits;
-      launch.kernel = std::string("gemv_nk_mma_") + dtype_suffix(s.dtype);
-      launch.threadgroups = {ceil_div(s.n, kMmaCols), ceil_div(s.rows, kMmaRows), batch};
+      // Tiles of 8 rows, or 16 (one read of W for up to 16 rows) above 8.
+      const uint32_t rows = s.rows <= 8 ? 8 : 16;
+      launch.kernel = "gemv_nk_mma_r" + std::to_string(rows) + "_" + dtype_suffix(s.dtype);
+      launch.threadgroups = {ceil_div(s.n, kMmaCols), ceil_div(s.rows, rows), batch};
       launch.threads = {32 * args.k_splits, 1, 1};
     }
   } else {
