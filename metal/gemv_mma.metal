@@ -7,8 +7,8 @@
 // the k_splits partial sums added in index order. Which blocks and splits there are depends on K and k_splits
 // (from K, N, the dtype and the device), never on M; the builtin sums one (row, output) pair the same way in every
 // position of its 8 rows, whatever the other rows hold, and a row's group of 8 gets the same weight operands in
-// either tile height. Rows past M repeat the last row (computed, never
-// stored), weight rows past N the last weight row, so no branch sits around the builtin, which all lanes must reach.
+// either tile height. Rows past M repeat the last row (computed, never stored), weight rows past N the last weight
+// row, so no branch sits around the builtin, which all lanes must reach.
 //
 // Why matrix units for a memory-bound op: with scalar fmas a tile of 8 rows does 8 times the arithmetic of one row,
 // and on an H200 that made 8 rows cost 1.5x one row (benchmarks/results/h200.md). The tensor cores do a tile's
