@@ -84,6 +84,8 @@ def test_real_kernels_pass_checking_mode(plans, checking, rng):
             w = rng.standard_normal((13, 1100)).astype(np.float16)
             mtlinv.gemv(x, w)
             mtlinv.gemv(x, w.T.copy(), transpose=False)
+            # 16-byte aligned rows (vector loads), 11 rows (a 16-row tile under the GPU plans), a K tail.
+            mtlinv.gemv(rng.standard_normal((11, 1096)).astype(np.float16), w[:, :1096].copy())
             mtlinv.rms_norm(x, np.ones(1100, np.float16))
             wq, s, b = quant.quantize(rng.standard_normal((9, 256)).astype(np.float16), group_size=64, bits=3)
             mtlinv.qgemv(x[:, :256], wq, s, b, group_size=64, bits=3)
