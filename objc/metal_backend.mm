@@ -144,6 +144,8 @@ class MetalBackend final : public Backend {
     caps_.threadgroup_memory_bytes = static_cast<uint32_t>(device.maxThreadgroupMemoryLength);
     // compute_units keeps its default: Metal has no public API for the GPU's core count.
     caps_.bfloat = meets_requirements(device);
+    // matrix_units stays off: metal/mma.h's simd_mma_16x8x32 has only its plain-MSL fallback (shuffles and fmas)
+    // on Metal; Apple's simdgroup-matrix lane layout is undocumented and mtlinv has never run on an Apple GPU.
   }
 
   // Work still queued is finished, not abandoned: Metal asserts on an encoder released before endEncoding.
