@@ -22,11 +22,11 @@ namespace cu_msl {
 namespace detail {
 
 // D = A B^T + C for one m16n8k16 step; a: {a0a1, a2a3, a4a5, a6a7}, b: {b0b1, b2b3}, c: {c0, c1, c2, c3}.
-#define MTLINV_MMA_M16N8K16(TYPE)                                                                                   \
+#define MTLINV_MMA_M16N8K16(TYPE)                                                                        \
   asm("mma.sync.aligned.m16n8k16.row.col.f32." TYPE "." TYPE ".f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, " \
-               "{%8, %9}, {%0, %1, %2, %3};"                                                                       \
-               : "+f"(c.x), "+f"(c.y), "+f"(c.z), "+f"(c.w)                                                        \
-               : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1))
+      "{%8, %9}, {%0, %1, %2, %3};"                                                                     \
+      : "+f"(c.x), "+f"(c.y), "+f"(c.z), "+f"(c.w)                                                      \
+      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1))
 
 template <class T>
 __device__ __forceinline__ void mma_m16n8k16(vec<float, 4>& c, unsigned a0, unsigned a1, unsigned a2, unsigned a3,
