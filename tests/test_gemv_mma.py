@@ -8,32 +8,25 @@ import pytest
 import ml_dtypes
 import mtlinv
 from helpers import RTOL, first_difference, random, same_bits
+from test_gemv import reference, weights
 
 MMA_DTYPES = [np.float16, ml_dtypes.bfloat16]
 MMA_IDS = ["f16", "bf16"]
-
-
-def weights(rng, n, k, dtype):
-    return random(rng, (n, k), dtype, scale=k ** -0.5)
 
 
 def kernel(rows, k, n, dtype, limit):
     return mtlinv._native.plan_gemv(rows=rows, k=k, n=n, dtype=np.dtype(dtype).name, limit=limit)["launches"][0]
 
 
-def reference(x, w, bias):
-    y = np.asarray(x, np.float64) @ np.asarray(w, np.float64).T
-    return y if bias is None else y + np.asarray(bias, np.float64)
-
-
 @pytest.mark.parametrize("dtype", MMA_DTYPES, ids=MMA_IDS)
 @pytest.mark.parametrize("k, n", [(320, 72), (4100, 40), (7, 3), (40, 17)])
 def test_rows_invariant_and_accurate(dtype, k, n, gpu_plans, rng):
-    """Every row of M = 1..16 (tiles of 8 rows, and of 16 above M = 8) equals the row alone, with bias, K tails (a lane's group cut by K,
-    whole lanes past K) and N tails; and the result is within the dtype's bound of a float64 reference."""
+    """Every row of M = 1..16 (tiles of 8 rows, and of 16 above M = 8) equals the row alone, with bias, K tails (a
+    lane's group cut by K, whole lanes past K) and N tails; and the result is within the dtype's bound of a float64
+    reference."""
     mtlinv.set_limit(16)
     assert kernel(1, k, n, dtype, 16)["kernel"].startswith("gemv_nk_mma_")
-    w = weights(rng, n, k, dtype)
+    w = weights(rng, n, k, dtype, True)
     bias = random(rng, (n,), dtype)
     x = random(rng, (16, k), dtype)
     singles = [np.asarray(mtlinv.gemv(x[r:r + 1], w, bias)) for r in range(16)]
@@ -50,7 +43,7 @@ def test_rows_invariant_and_accurate(dtype, k, n, gpu_plans, rng):
 def test_filler_rows_do_not_leak(filler, gpu_plans, rng):
     """The other seven rows of a tile hold NaN, inf, large or zero values: row 4's bits do not move."""
     mtlinv.set_limit(16)
-    w = weights(rng, 48, 256, np.float16)
+    w = weights(rng, 48, 256, np.float16, True)
     x = random(rng, (12, 256), np.float16)
     alone = np.asarray(mtlinv.gemv(x[4:5], w))
     x[[0, 1, 2, 3, 5, 6, 7, 8, 9, 10, 11]] = filler
@@ -59,7 +52,7 @@ def test_filler_rows_do_not_leak(filler, gpu_plans, rng):
 
 def test_nan_inf_propagate(gpu_plans, rng):
     mtlinv.set_limit(16)
-    w = weights(rng, 16, 64, ml_dtypes.bfloat16)
+    w = weights(rng, 16, 64, ml_dtypes.bfloat16, True)
     x = random(rng, (4, 64), ml_dtypes.bfloat16)
     x[1, 5] = np.nan
     x[2, 7] = np.inf
@@ -74,7 +67,7 @@ def test_unaligned_x_same_bits(gpu_plans, rng):
     bits."""
     mtlinv.set_limit(8)
     k = 1024 + 24
-    w = weights(rng, 24, k, np.float16)
+    w = weights(rng, 24, k, np.float16, True)
     x = random(rng, (8, k), np.float16)
     storage = np.empty(x.size + 8, np.float16)
     offset = next(i for i in range(1, 8) if (storage.ctypes.data + 2 * i) % 16)
@@ -88,14 +81,15 @@ def test_negative_control_limit_zero_differs(gpu_plans, rng):
     """With limit 0, M=8 runs gemv_nk_mma with the throughput split count: another order, other bits for this
     fixed case; with limit 8 the same rows give the single-row bits."""
     k, n = 4096, 256
-    w = weights(rng, n, k, np.float16)
+    w = weights(rng, n, k, np.float16, True)
     x = random(rng, (8, k), np.float16)
     mtlinv.set_limit(8)
     singles = np.concatenate([np.asarray(mtlinv.gemv(x[r:r + 1], w)) for r in range(8)])
     assert same_bits(np.asarray(mtlinv.gemv(x, w)), singles)
     mtlinv.set_limit(0)
     assert kernel(8, k, n, np.float16, 0)["kernel"] == "gemv_nk_mma_r8_f16"
-    assert not same_bits(np.asarray(mtlinv.gemv(x, w)), singles), "throughput matched canonical: the control cannot fail"
+    throughput = np.asarray(mtlinv.gemv(x, w))
+    assert not same_bits(throughput, singles), "throughput matched canonical: the control cannot fail"
 
 
 @pytest.mark.parametrize("rows, limit, canonical, name", [
