@@ -30,16 +30,25 @@ inline uint4 load16(device const T* p) {
   return *((device const uint4*)p);
 }
 
+// The bits load16 gives for the first `valid` (0..8) elements of a 16-bit row, zeros after them: the tail of a row
+// that a 16-byte load would overrun, or any group of a row that may not be 16-byte aligned.
+template <typename T>
+inline uint4 load16_upto(device const T* p, uint valid) {
+  static_assert(sizeof(T) == 2, "load16_upto reads 16-bit elements");
+  uint4 raw = uint4(0);
+  for (uint i = 0; i < 8; ++i) {
+    const uint bits = i < valid ? uint(as_type<ushort>(p[i])) : 0u;
+    raw[i / 2] |= bits << (16 * (i % 2));
+  }
+  return raw;
+}
+
 // The bits load16 gives, read element by element from a row that may not be 16-byte aligned: element i lands in
 // bytes [i * sizeof(T), (i + 1) * sizeof(T)) either way, so widen16 turns both into the same floats. This is the
 // 16-bit version; float's follows.
 template <typename T>
 inline uint4 load16_elements(device const T* p) {
-  uint4 raw;
-  for (uint i = 0; i < 4; ++i) {
-    raw[i] = uint(as_type<ushort>(p[2 * i])) | (uint(as_type<ushort>(p[2 * i + 1])) << 16);
-  }
-  return raw;
+  return load16_upto(p, 8);
 }
 template <>
 inline uint4 load16_elements<float>(device const float* p) {
@@ -69,15 +78,3 @@ inline void load_floats(device const T* p, uint valid, bool vector_loads, thread
   }
 }
 
-// The bits load16 gives for the first `valid` (0..8) elements of a 16-bit row, zeros after them: the tail of a row
-// that a 16-byte load would overrun, or any group of a row that may not be 16-byte aligned.
-template <typename T>
-inline uint4 load16_upto(device const T* p, uint valid) {
-  static_assert(sizeof(T) == 2, "load16_upto reads 16-bit elements");
-  uint4 raw = uint4(0);
-  for (uint i = 0; i < 8; ++i) {
-    const uint bits = i < valid ? uint(as_type<ushort>(p[i])) : 0u;
-    raw[i / 2] |= bits << (16 * (i % 2));
-  }
-  return raw;
-}
