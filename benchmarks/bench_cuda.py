@@ -101,6 +101,7 @@ def fmt_us(t):
 # The split counts and row tiles the tuning scripts (tune_gemv_cuda.py, tune_qgemv_cuda.py) sweep.
 TUNE_SPLITS = (1, 2, 4, 8)
 TUNE_TILES = (1, 2, 4, 8)
+MMA_SPLITS = (1, 2, 4, 8, 16)  # the matrix-unit kernels' (at most 16 simdgroups)
 
 
 def print_split_header(splits=TUNE_SPLITS, rows="M (tile R)"):

@@ -24,8 +24,6 @@ import numpy as np  # noqa: E402
 import mtlinv  # noqa: E402
 from mtlinv import _native as ops  # noqa: E402
 
-MMA_SPLITS = (1, 2, 4, 8, 16)
-
 
 def gemv_args(m, k, n, splits):
     # GemvArgs (metal/args.h): rows, k, n, k_splits, x/w/y batch strides, has_bias, vector_loads, w_kn
@@ -73,7 +71,7 @@ def tune_row_tiled(reps):
 
 def tune_mma(name, reps):
     print(f"\n## {name}\n")
-    bc.print_split_header(MMA_SPLITS, "M")
+    bc.print_split_header(bc.MMA_SPLITS, "M")
     for k, n in bc.SHAPES:
         w_host = (bc.RNG.standard_normal((n, k), dtype=np.float32) * k ** -0.5).astype(bc.BF16)
         ws, _ = bc.tensors(w_host, bc.copies_for(w_host.nbytes))
@@ -84,7 +82,7 @@ def tune_mma(name, reps):
             cells = bc.split_cells(lambda s: [lambda w=w: ops._launch(name, (-(-n // 16), 1, 1),
                                                                       (32 * s, 1, 1), gemv_args(m, k, n, s),
                                                                       [x, w, bias, y]) for w in ws],
-                                   reps, w_host.nbytes, MMA_SPLITS)
+                                   reps, w_host.nbytes, bc.MMA_SPLITS)
             print(bc.row([k, n, f"{m}", *cells, plan_splits("gemv_nk_mma", m, k, n)]), flush=True)
         del ws
 

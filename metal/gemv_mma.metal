@@ -17,10 +17,9 @@
 #include "args.h"
 #include "load.h"
 #include "mma.h"
+#include "mma_tile.h"
 
-constant constexpr uint GEMV_MMA_COLS = 16;       // outputs per threadgroup: the builtin's 16 A rows
-constant constexpr uint GEMV_MMA_BLOCK = 32;      // K per builtin call: 8 per lane for the 4 lanes of a row
-constant constexpr uint GEMV_MMA_MAX_SPLITS = 16; // most simdgroups per threadgroup
+constant constexpr uint GEMV_MMA_BLOCK = 32;  // K per builtin call: 8 per lane for the 4 lanes of a row
 // Blocks a simdgroup loads before it multiplies them: 8 weight loads of 16 bytes in flight per lane.
 constant constexpr uint GEMV_MMA_IN_FLIGHT = 4;
 
@@ -39,13 +38,13 @@ template <typename T, uint R>
     ushort sg [[simdgroup_index_in_threadgroup]]) {
   constexpr uint B = R / 8;  // B operands (groups of 8 rows of x) per block
   constexpr uint IN_FLIGHT = GEMV_MMA_IN_FLIGHT;
-  threadgroup float4 partials[GEMV_MMA_MAX_SPLITS][B][SIMD_WIDTH];  // [k split][group][lane]: four outputs each
+  threadgroup float4 partials[MMA_TILE_MAX_SPLITS * B * SIMD_WIDTH];  // mma_tile_store's
 
   // Lane 4 g + t brings K positions [8 t, 8 t + 8) of each block for weight rows g, g + 8 and row g of each group
   // of 8 rows of x.
   const uint g = lane / 4;
   const uint t = lane % 4;
-  const uint n0 = tile.x * GEMV_MMA_COLS;
+  const uint n0 = tile.x * MMA_TILE_COLS;
   const uint r0 = tile.y * R;
   const uint K = args.k;
   x += ulong(tile.z) * args.x_batch_stride;
@@ -96,32 +95,8 @@ template <typename T, uint R>
     }
   }
 
-  for (uint j = 0; j < B; ++j) {
-    partials[sg][j][lane] = acc[j];
-  }
-  threadgroup_barrier(mem_flags::mem_threadgroup);
-
-  // Epilogue: simdgroup 0 adds the splits in index order, then the bias. Lane (g, t) holds outputs n0 + g and
-  // n0 + g + 8 of rows 2 t and 2 t + 1 of each group.
-  if (sg == 0) {
-    for (uint j = 0; j < B; ++j) {
-      float4 sum = partials[0][j][lane];
-      for (uint s = 1; s < args.k_splits; ++s) {
-        sum += partials[s][j][lane];
-      }
-      for (uint i = 0; i < 4; ++i) {
-        const uint n = n0 + g + 8 * (i / 2);
-        const uint r = r0 + 8 * j + 2 * t + i % 2;
-        if (n < args.n && r < args.rows) {
-          float v = sum[i];
-          if (args.has_bias != 0) {
-            v += float(bias[n]);
-          }
-          y[ulong(tile.z) * args.y_batch_stride + ulong(r) * args.n + n] = T(v);
-        }
-      }
-    }
-  }
+  mma_tile_store<T, B>(partials, acc, args.k_splits, args.has_bias != 0, bias,
+                       y + ulong(tile.z) * args.y_batch_stride, n0, args.n, r0, args.rows, lane, sg);
 }
 
 MTLINV_KERNEL(gemv_nk_mma_r8_f16, gemv_nk_mma, half, 8)

@@ -24,6 +24,18 @@ inline void widen16<float>(uint4 raw, thread float* out) {
   }
 }
 
+// The inverse for 16-bit T: eight floats rounded to T (round to nearest even), packed as load16 reads them from
+// memory holding those T values. Kernels that compute an operand of the matrix units (metal/qgemv_mma.metal) use it.
+template <typename T>
+inline uint4 narrow16(thread const float* in) {
+  static_assert(sizeof(T) == 2, "narrow16 packs 16-bit elements");
+  uint4 raw;
+  for (uint i = 0; i < 4; ++i) {
+    raw[i] = uint(as_type<ushort>(T(in[2 * i]))) | (uint(as_type<ushort>(T(in[2 * i + 1]))) << 16);
+  }
+  return raw;
+}
+
 // 16 bytes from a 16-byte aligned address, raw: kept packed in registers until the arithmetic needs them.
 template <typename T>
 inline uint4 load16(device const T* p) {

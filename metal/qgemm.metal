@@ -15,7 +15,7 @@ constant constexpr uint QGEMM_BK = 32;         // K positions staged per through
 // Dequantises the run of QGEMM_RUN values of weight row `row` that starts at K position k (a multiple of 8).
 // The run's bits start `shift` bits into word `word` (a multiple of 8 bits) and end at most 64 bits later, so two
 // words `lo` and `hi` hold it; each half of 4 values (4 * BITS <= 32 bits) is cut from them as one window.
-template <uint BITS>
+template <uint BITS, typename S>
 inline void qgemm_dequantize_run(device const uint* row, uint k, float scale, float bias, thread float* out) {
   const uint bit = k * BITS;
   const uint word = bit / 32;
@@ -26,7 +26,7 @@ inline void qgemm_dequantize_run(device const uint* row, uint k, float scale, fl
     const uint s = shift + h * BITS;  // where value k + h starts in (lo, hi); s + 4 * BITS <= 64
     uint window = s == 0 ? lo : (s >= 32 ? hi >> (s - 32) : (lo >> s) | (hi << (32 - s)));
     for (uint i = 0; i < 4; ++i) {
-      out[h + i] = quant_dequantize(scale, window & ((1u << BITS) - 1u), bias);
+      out[h + i] = quant_dequantize<S>(scale, window & ((1u << BITS) - 1u), bias);
       window >>= BITS;
     }
   }
@@ -80,7 +80,7 @@ template <typename T, uint BITS, typename S>
     load_floats<T, QGEMM_RUN>(xrow + k0 + s, x_valid, vector_loads, xv);
     const uint g = (k0 + s) / args.group_size;
     float wv[QGEMM_RUN];
-    qgemm_dequantize_run<BITS>(wrow, k0 + s, float(srow[g]), float(brow[g]), wv);
+    qgemm_dequantize_run<BITS, S>(wrow, k0 + s, float(srow[g]), float(brow[g]), wv);
     for (uint i = 0; i < QGEMM_RUN; ++i) {
       xs[line][s + i] = xv[i];
       ws[line][s + i] = wv[i];

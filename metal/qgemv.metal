@@ -7,98 +7,23 @@
 // repeat the last row (computed, never stored), so row r runs exactly the fma sequence it runs alone, whatever the
 // other rows hold. The weight words, scales and biases of a run are read and dequantised once for all rows of the
 // tile. Above the limit, qgemm (metal/qgemm.metal) takes the rows, in another reduction order.
-//
-// The unit is a run of 32 consecutive values of one weight row, starting at a multiple of 32: exactly BITS whole
-// words (32 * BITS bits) for every width, and inside one group (32 divides every group size), so it has one scale
-// and one bias. At 4 and 8 bits a run is one or two 16-byte groups, loaded as such where the plan proved wq 16-byte
-// aligned; the other widths, and unaligned weights, load the same words one by one. Either way the same words
-// reach the same arithmetic: the load path never changes a result.
+// The unit is a run of 32 consecutive values of one weight row (metal/qgemv_run.h). On targets with matrix units,
+// qgemv_mma (metal/qgemv_mma.metal) serves 16-bit x instead.
 #include "common.h"
 #include "qgemv_args.h"
 #include "load.h"
+#include "qgemv_run.h"
 #include "quant.h"
 
-constant constexpr uint QGEMV_RUN = 32;        // K positions (and BITS packed words) a lane owns per step
-constant constexpr uint QGEMV_SUB = 8;         // of them dequantised and applied to the rows at once
 constant constexpr uint QGEMV_COLS = 4;        // weight rows (outputs) per canonical simdgroup
 constant constexpr uint QGEMV_MAX_SPLITS = 8;  // most simdgroups sharing one output tile (k_splits)
-
-
-// The values [8 s, 8 s + 8) of a run held in registers (`words`: the run's BITS words): bits [8 s BITS,
-// 8 s BITS + 8 BITS) of them, which start on a byte boundary and span at most two words; each half of 4 values
-// (4 * BITS <= 32 bits) is cut from them as one window. s is a constant once the caller's loop is unrolled, so
-// the word choice and the shifts fold away.
-template <uint BITS>
-inline void qgemv_unpack(thread const uint* words, uint s, thread uint* q) {
-  const uint bit = s * QGEMV_SUB * BITS;
-  const uint word = bit / 32;
-  const uint shift = bit % 32;
-  const uint lo = words[word];
-  const uint hi = shift + QGEMV_SUB * BITS > 32 ? words[word + 1] : 0u;
-  for (uint h = 0; h < QGEMV_SUB; h += 4) {
-    const uint at = shift + h * BITS;
-    uint window = at == 0 ? lo : (at >= 32 ? hi >> (at - 32) : (lo >> at) | (hi << (32 - at)));
-    for (uint i = 0; i < 4; ++i) {
-      q[h + i] = window & ((1u << BITS) - 1u);
-      window >>= BITS;
-    }
-  }
-}
-
-// 4 bits: the 8 values are the nibbles of word s. Even and odd nibbles are masked apart once, then each value is
-// one byte of either (a byte extract, which GPUs do in one instruction).
-template <>
-inline void qgemv_unpack<4>(thread const uint* words, uint s, thread uint* q) {
-  const uint w = words[s];
-  const uint even = w & 0x0F0F0F0Fu;
-  const uint odd = (w >> 4) & 0x0F0F0F0Fu;
-  for (uint i = 0; i < 4; ++i) {
-    q[2 * i] = (even >> (8 * i)) & 0xFFu;
-    q[2 * i + 1] = (odd >> (8 * i)) & 0xFFu;
-  }
-}
-
-// 8 bits: the bytes of words 2 s and 2 s + 1.
-template <>
-inline void qgemv_unpack<8>(thread const uint* words, uint s, thread uint* q) {
-  for (uint i = 0; i < 4; ++i) {
-    q[i] = (words[2 * s] >> (8 * i)) & 0xFFu;
-    q[4 + i] = (words[2 * s + 1] >> (8 * i)) & 0xFFu;
-  }
-}
-
-// The BITS words of run j of the weight row starting at word `row`: 16-byte loads where the plan proved wq 16-byte
-// aligned (`vector`; runs of 4 and 8 bits are whole 16-byte groups, and a row's K / 32 * BITS words a multiple of
-// 4), else word loads; the same words either way. Weights stream past once (load16_streaming). Also the run's
-// scale and bias, group g of the row's groups starting at `groups_at`.
-template <uint BITS, typename S>
-inline void qgemv_load_run(device const uint* wq, device const S* scales, device const S* biases, uint row,
-                           uint groups_at, uint j, uint g, bool vector, thread uint* words, thread float* scale,
-                           thread float* bias) {
-  device const uint* p = wq + row + j * BITS;
-  if (BITS % 4 == 0 && vector) {
-    for (uint v = 0; 4 * v < BITS; ++v) {
-      const uint4 raw = load16_streaming(p + 4 * v);
-      words[4 * v] = raw.x;
-      words[4 * v + 1] = raw.y;
-      words[4 * v + 2] = raw.z;
-      words[4 * v + 3] = raw.w;
-    }
-  } else {
-    for (uint i = 0; i < BITS; ++i) {
-      words[i] = p[i];
-    }
-  }
-  *scale = float(scales[groups_at + g]);
-  *bias = float(biases[groups_at + g]);
-}
 
 // Values [8 SUB, 8 SUB + 8) of one run (K positions [k, k + 32)) of the four weight rows, whose words (`words`,
 // [column][BITS]), scales and biases are already loaded, against every row of the tile: each value dequantised
 // once and applied to the R rows, row r's four outputs accumulating in acc[r] in K order. SUB is a template
 // parameter so that the words it picks are known at compile time: a loop over it that a compiler left rolled
 // would index the words by a variable and put them on the stack (nvcc does at R >= 4).
-template <typename T, uint BITS, uint R, uint SUB>
+template <typename T, uint BITS, typename S, uint R, uint SUB>
 inline void qgemv_sub(thread float4* acc, thread const uint* words, thread const float* scale,
                       thread const float* bias, device const T* x, thread const uint* x_row, uint k, bool x_vector) {
   float wv[QGEMV_COLS * QGEMV_SUB];  // column c's weight at K position k + 8 SUB + i: wv[c * 8 + i]
@@ -106,7 +31,7 @@ inline void qgemv_sub(thread float4* acc, thread const uint* words, thread const
     uint q[QGEMV_SUB];
     qgemv_unpack<BITS>(words + c * BITS, SUB, q);
     for (uint i = 0; i < QGEMV_SUB; ++i) {
-      wv[c * QGEMV_SUB + i] = quant_dequantize(scale[c], q[i], bias[c]);
+      wv[c * QGEMV_SUB + i] = quant_dequantize<S>(scale[c], q[i], bias[c]);
     }
   }
   for (uint r = 0; r < R; ++r) {
@@ -122,14 +47,14 @@ inline void qgemv_sub(thread float4* acc, thread const uint* words, thread const
 
 // One whole run: its four groups of 8 values in K order. The one fma sequence of every qgemv output, whichever
 // load path supplied the words.
-template <typename T, uint BITS, uint R>
+template <typename T, uint BITS, typename S, uint R>
 inline void qgemv_run(thread float4* acc, thread const uint* words, thread const float* scale,
                       thread const float* bias, device const T* x, thread const uint* x_row, uint k, bool x_vector) {
   static_assert(QGEMV_RUN == 4 * QGEMV_SUB, "a run is four groups of 8 values");
-  qgemv_sub<T, BITS, R, 0>(acc, words, scale, bias, x, x_row, k, x_vector);
-  qgemv_sub<T, BITS, R, 1>(acc, words, scale, bias, x, x_row, k, x_vector);
-  qgemv_sub<T, BITS, R, 2>(acc, words, scale, bias, x, x_row, k, x_vector);
-  qgemv_sub<T, BITS, R, 3>(acc, words, scale, bias, x, x_row, k, x_vector);
+  qgemv_sub<T, BITS, S, R, 0>(acc, words, scale, bias, x, x_row, k, x_vector);
+  qgemv_sub<T, BITS, S, R, 1>(acc, words, scale, bias, x, x_row, k, x_vector);
+  qgemv_sub<T, BITS, S, R, 2>(acc, words, scale, bias, x, x_row, k, x_vector);
+  qgemv_sub<T, BITS, S, R, 3>(acc, words, scale, bias, x, x_row, k, x_vector);
 }
 
 // Canonical. Threadgroup: k_splits simdgroups, all on the same QGEMV_COLS outputs. Lane `lane` of simdgroup `sg`
@@ -202,8 +127,8 @@ template <typename T, uint BITS, typename S, uint R>
         qgemv_load_run<BITS, S>(wq, scales, biases, w_off[c], g_off[c], j + stride, g1, w_vector,
                                 words1 + c * BITS, scale1 + c, bias1 + c);
       }
-      qgemv_run<T, BITS, R>(acc, words0, scale0, bias0, x, x_row, j * QGEMV_RUN, x_vector);
-      qgemv_run<T, BITS, R>(acc, words1, scale1, bias1, x, x_row, (j + stride) * QGEMV_RUN, x_vector);
+      qgemv_run<T, BITS, S, R>(acc, words0, scale0, bias0, x, x_row, j * QGEMV_RUN, x_vector);
+      qgemv_run<T, BITS, S, R>(acc, words1, scale1, bias1, x, x_row, (j + stride) * QGEMV_RUN, x_vector);
     }
   }
   // One run at a time: every run when IN_FLIGHT == 1, else the odd one out.
@@ -216,7 +141,7 @@ template <typename T, uint BITS, typename S, uint R>
       qgemv_load_run<BITS, S>(wq, scales, biases, w_off[c], g_off[c], j, g, w_vector, words + c * BITS, scale + c,
                               bias_g + c);
     }
-    qgemv_run<T, BITS, R>(acc, words, scale, bias_g, x, x_row, j * QGEMV_RUN, x_vector);
+    qgemv_run<T, BITS, S, R>(acc, words, scale, bias_g, x, x_row, j * QGEMV_RUN, x_vector);
   }
 
   for (uint r = 0; r < R; ++r) {

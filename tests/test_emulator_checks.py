@@ -89,6 +89,12 @@ def test_real_kernels_pass_checking_mode(plans, checking, rng):
             mtlinv.rms_norm(x, np.ones(1100, np.float16))
             wq, s, b = quant.quantize(rng.standard_normal((9, 256)).astype(np.float16), group_size=64, bits=3)
             mtlinv.qgemv(x[:, :256], wq, s, b, group_size=64, bits=3)
+            wq, s, b = quant.quantize(rng.standard_normal((9, 256)).astype(np.float32), group_size=64, bits=3)
+            mtlinv.qgemv(x[:, :256].astype(np.float32), wq, s, b, group_size=64, bits=3)
+            # 4 bits: 16-byte weight loads; 11 rows (a 16-row tile of qgemv_mma under the GPU plans); 11 runs of 32,
+            # so qgemv_mma's last step is partial.
+            wq, s, b = quant.quantize(rng.standard_normal((20, 352)).astype(np.float16), group_size=32, bits=4)
+            mtlinv.qgemv(rng.standard_normal((11, 352)).astype(np.float16), wq, s, b, group_size=32, bits=4)
             q = rng.standard_normal((1, 4, 3, 64)).astype(np.float16)
             kv = rng.standard_normal((1, 2, 300, 64)).astype(np.float16)
             mtlinv.sdpa(q, kv, kv, kv_len=290)

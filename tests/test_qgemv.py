@@ -198,16 +198,21 @@ def test_unaligned_x_same_bits(limit, rng):
     assert same_bits(run(unaligned, q, 64, 4), run(x, q, 64, 4))
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float16], ids=["qgemv", "qgemv_mma"])
 @pytest.mark.parametrize("bits", quant.SUPPORTED_BITS)
-def test_unaligned_wq_same_bits(bits, gpu_plans, rng):
+def test_unaligned_wq_same_bits(bits, dtype, gpu_plans, rng):
     """wq one word off a 16-byte boundary takes word loads where 4- and 8-bit runs otherwise load 16 bytes at once:
-    the same bits, at M=1 and in a tile of 8. With the GPU plans' splits (several simdgroups, pairs of runs in
-    flight at R <= 2) and K = 1024 + 3 * 32 so that lanes hold odd run counts."""
+    the same bits, at M=1 and in a tile of 8. With the GPU plans (several simdgroups, runs in flight; float32 x
+    runs qgemv, 16-bit x qgemv_mma) and K = 1024 + 3 * 32 so that lanes hold odd run counts and qgemv_mma's last
+    step is partial."""
     mtlinv.set_limit(8)
     k = 1024 + 96
     group_size = 32
-    q = quantized(9, k, group_size, bits, np.dtype(np.float16))
-    x = random(rng, (8, k), np.float16)
+    kernel = mtlinv._native.plan_qgemv(rows=8, k=k, n=9, group_size=group_size, bits=bits,
+                                       dtype=np.dtype(dtype).name, limit=8)["launches"][0]["kernel"]
+    assert kernel.startswith("qgemv_mma_" if dtype == np.float16 else f"qgemv_b{bits}_")
+    q = quantized(9, k, group_size, bits, np.dtype(dtype))
+    x = random(rng, (8, k), dtype)
     wq = q[0]
     storage = np.empty(wq.size + 4, np.uint32)
     offset = next(i for i in range(1, 4) if (storage.ctypes.data + 4 * i) % 16)
@@ -266,12 +271,13 @@ def test_errors_name_values(rng):
 @pytest.mark.parametrize("bits", [4, 8])
 def test_routing(rows, limit, canonical, bits, gpu_plans):
     """Below the limit the canonical qgemv; above it the same row-tiled kernels (another split count) up to 32
-    rows, and the tiled qgemm beyond."""
-    plan = mtlinv._native.plan_qgemv(rows=rows, k=4096, n=4096, group_size=64, bits=bits, dtype="float16",
+    rows, and the tiled qgemm beyond. float32 x, which takes the scalar kernels on every device (16-bit x takes
+    qgemv_mma where there are matrix units: tests/test_qgemv_mma.py)."""
+    plan = mtlinv._native.plan_qgemv(rows=rows, k=4096, n=4096, group_size=64, bits=bits, dtype="float32",
                                      limit=limit)
     assert plan["canonical"] is canonical
     tile = {1: 1, 2: 2, 16: 8, 17: 8}.get(rows)
-    assert plan["launches"][0]["kernel"] == (f"qgemv_b{bits}_r{tile}_f16" if rows <= 32 else f"qgemm_b{bits}_f16")
+    assert plan["launches"][0]["kernel"] == (f"qgemv_b{bits}_r{tile}_f32" if rows <= 32 else f"qgemm_b{bits}_f32")
 
 
 @pytest.mark.parametrize("plans", ["emulator", "gpu"])
@@ -280,8 +286,10 @@ def test_throughput_qgemv_splits_differ_from_canonical(plans, request):
     the canonical bits by accident (the negative controls depend on it)."""
     if plans == "gpu":
         request.getfixturevalue("gpu_plans")
-    threads = [mtlinv._native.plan_qgemv(rows=8, k=4096, n=4096, group_size=64, bits=4, dtype="bfloat16",
-                                         limit=limit)["launches"][0]["threads"][0] for limit in (8, 0)]
+    launches = [mtlinv._native.plan_qgemv(rows=8, k=4096, n=4096, group_size=64, bits=4, dtype="float32",
+                                          limit=limit)["launches"][0] for limit in (8, 0)]
+    assert launches[1]["kernel"].startswith("qgemv_b4_")
+    threads = [launch["threads"][0] for launch in launches]
     assert threads[0] != threads[1]
 
 
@@ -289,9 +297,9 @@ def test_throughput_qgemv_splits_differ_from_canonical(plans, request):
 def test_row_tile_from_m(rows, tile, gpu_plans):
     """The canonical kernel's tile height R is the smallest of 1, 2, 4, 8 that holds M rows; more rows run as
     further tiles of 8. The K splits never change with it."""
-    plan = mtlinv._native.plan_qgemv(rows=rows, k=4096, n=512, group_size=64, bits=4, dtype="bfloat16", limit=16)
+    plan = mtlinv._native.plan_qgemv(rows=rows, k=4096, n=512, group_size=64, bits=4, dtype="float32", limit=16)
     launch = plan["launches"][0]
-    assert launch["kernel"] == f"qgemv_b4_r{tile}_bf16"
+    assert launch["kernel"] == f"qgemv_b4_r{tile}_f32"
     assert launch["threadgroups"][1] == -(-rows // tile)
 
 
@@ -340,12 +348,14 @@ def test_float32_scales_with_16bit_activations(dtype, bits, rng):
 
 
 def test_rows_invariant_with_gpu_plans(gpu_plans, rng):
-    """The GPU plans' K splits (4 simdgroups at K=4096), run on the emulator."""
+    """The GPU plans' K splits (4 simdgroups at K=4096), run on the emulator; float32 x, which GPUs run on the
+    scalar kernel."""
     mtlinv.set_limit(16)
-    w = rng.standard_normal((24, 4096)).astype(np.float16)
+    w = rng.standard_normal((24, 4096)).astype(np.float32)
     wq, scales, biases = quant.quantize(w, group_size=64, bits=4)
-    x = rng.standard_normal((16, 4096)).astype(np.float16)
-    plan = mtlinv._native.plan_qgemv(rows=16, k=4096, n=24, group_size=64, bits=4, dtype="float16")
+    x = rng.standard_normal((16, 4096)).astype(np.float32)
+    plan = mtlinv._native.plan_qgemv(rows=16, k=4096, n=24, group_size=64, bits=4, dtype="float32")
+    assert plan["launches"][0]["kernel"].startswith("qgemv_b4_")
     assert plan["launches"][0]["threads"][0] > 32
     full = np.asarray(mtlinv.qgemv(x, wq, scales, biases, group_size=64, bits=4))
     for r in range(16):

@@ -21,6 +21,12 @@ constexpr int64_t kWarpsPerCore = 32;   // simdgroups per compute unit the canon
 constexpr uint32_t kGemmTile = 32;      // QGEMM_TILE in metal/qgemm.metal
 constexpr uint32_t kGemmThreads = 128;  // qgemm's staging and compute layout
 constexpr int64_t kTiledQgemvMaxRows = 32;  // above the limit, up to this many rows take the row-tiled qgemv
+// qgemv_mma (metal/qgemv_mma.metal): outputs per threadgroup, K positions per step, steps in flight, most splits.
+constexpr uint32_t kMmaCols = 16;
+constexpr int64_t kMmaStep = 4 * kRun;
+constexpr int64_t kMmaInFlight = 2;
+constexpr uint32_t kMmaMaxSplits = 16;
+constexpr int64_t kMmaWarpsPerCore = 32;  // simdgroups per compute unit qgemv_mma aims for
 
 }  // namespace
 
@@ -44,6 +50,17 @@ uint32_t qgemv_k_splits(int64_t k, int64_t n, const DeviceCaps& caps) {
   // that is 2 splits at K = 4096 and at 8192 x 8192, 4 at K = 14336, N = 4096.
   const int64_t most = std::clamp<int64_t>(runs / (2 * 32), 1, kMaxSplits);
   const int64_t wanted = ceil_div(kWarpsPerCore * caps.compute_units, ceil_div(n, kCols));
+  int64_t splits = 1;
+  while (splits * 2 <= wanted && splits * 2 <= most) splits *= 2;
+  return static_cast<uint32_t>(splits);
+}
+
+uint32_t qgemv_mma_k_splits(int64_t k, int64_t n, const DeviceCaps& caps) {
+  // As gemv_mma_k_splits: about kMmaWarpsPerCore simdgroups per compute unit over the ceil(N / 16) output tiles, in
+  // powers of two, while each split keeps a whole group of steps in flight. On an H200 that is 16 splits at
+  // N = 4096 and K = 4096, 8 at N = 8192, 4 at N = 14336.
+  const int64_t most = std::clamp<int64_t>(ceil_div(k, kMmaStep) / kMmaInFlight, 1, kMmaMaxSplits);
+  const int64_t wanted = ceil_div(kMmaWarpsPerCore * caps.compute_units, ceil_div(n, kMmaCols));
   int64_t splits = 1;
   while (splits * 2 <= wanted && splits * 2 <= most) splits *= 2;
   return static_cast<uint32_t>(splits);
@@ -85,21 +102,40 @@ Plan plan_qgemv(const QGemvShape& s, int limit, const DeviceCaps& caps) {
     }
     types += "_sf32";
   }
-  const uint32_t splits = qgemv_k_splits(s.k, s.n, caps);
-  const uint32_t throughput_splits = throughput_k_splits(splits);
-  // Above the limit, up to kTiledQgemvMaxRows rows run the row-tiled qgemv (several times faster than qgemm there)
-  // with throughput_splits, when that gives another reduction order.
-  const bool tiled_throughput = s.rows <= kTiledQgemvMaxRows &&
-                                split_counts_differ_in_order(s.k / kRun, splits, throughput_splits);
-  if (plan.canonical || tiled_throughput) {
-    args.k_splits = plan.canonical ? splits : throughput_splits;
-    // The emulator runs one row in the 2-row tile: its build of the 1-row instance is more than twice as slow
-    // (28 against 12.5 ms at K = N = 4096, benchmarks/results/emulator.md). A row's bits are the same in any tile.
-    const uint32_t rows = caps.few_threads ? std::max<uint32_t>(2, row_tile_height(s.rows)) : row_tile_height(s.rows);
-    launch.kernel = "qgemv" + bits + "_r" + std::to_string(rows) + types;
-    launch.threadgroups = {ceil_div(s.n, kCols), ceil_div(s.rows, rows), 1};
-    launch.threads = {32 * args.k_splits, 1, 1};
+  if (caps.matrix_units && s.dtype != DType::f32) {
+    // 16-bit x on a device with matrix units: qgemv_mma, for canonical calls and, with the other split count, up
+    // to kTiledQgemvMaxRows rows above the limit where every split of both counts holds a step.
+    const uint32_t splits = qgemv_mma_k_splits(s.k, s.n, caps);
+    const uint32_t other_splits = throughput_k_splits(splits);
+    const bool mma_throughput = s.rows <= kTiledQgemvMaxRows &&
+                                ceil_div(s.k, kMmaStep) >= static_cast<int64_t>(std::max(splits, other_splits));
+    if (plan.canonical || mma_throughput) {
+      args.k_splits = plan.canonical ? splits : other_splits;
+      const uint32_t rows = s.rows <= 8 ? 8 : 16;  // one read of the weights for up to 16 rows
+      launch.kernel = "qgemv_mma" + bits + "_r" + std::to_string(rows) + types;
+      launch.threadgroups = {ceil_div(s.n, kMmaCols), ceil_div(s.rows, rows), 1};
+      launch.threads = {32 * args.k_splits, 1, 1};
+    }
   } else {
+    const uint32_t splits = qgemv_k_splits(s.k, s.n, caps);
+    const uint32_t throughput_splits = throughput_k_splits(splits);
+    // Above the limit, up to kTiledQgemvMaxRows rows run the row-tiled qgemv (several times faster than qgemm
+    // there) with throughput_splits, when that gives another reduction order.
+    const bool tiled_throughput = s.rows <= kTiledQgemvMaxRows &&
+                                  split_counts_differ_in_order(s.k / kRun, splits, throughput_splits);
+    if (plan.canonical || tiled_throughput) {
+      args.k_splits = plan.canonical ? splits : throughput_splits;
+      // The emulator runs one row in the 2-row tile: its build of the 1-row instance is more than twice as slow
+      // (28 against 12.5 ms at K = N = 4096, benchmarks/results/emulator.md). A row's bits are the same in any
+      // tile.
+      const uint32_t rows =
+          caps.few_threads ? std::max<uint32_t>(2, row_tile_height(s.rows)) : row_tile_height(s.rows);
+      launch.kernel = "qgemv" + bits + "_r" + std::to_string(rows) + types;
+      launch.threadgroups = {ceil_div(s.n, kCols), ceil_div(s.rows, rows), 1};
+      launch.threads = {32 * args.k_splits, 1, 1};
+    }
+  }
+  if (launch.kernel.empty()) {
     args.k_splits = 1;
     launch.kernel = "qgemm" + bits + types;
     launch.threadgroups = {ceil_div(s.n, kGemmTile), ceil_div(s.rows, kGemmTile), 1};

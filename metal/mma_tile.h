@@ -1,0 +1,43 @@
+// The output tile of the matrix-unit GEMVs (metal/gemv_mma.metal, metal/qgemv_mma.metal): a threadgroup owns 16
+// outputs (the builtin's 16 A rows, weight rows n0 .. n0 + 15) of a tile of R rows of x (R / 8 groups of 8, each the
+// B operand of its own simd_mma_16x8x32 calls), and its k_splits simdgroups each sum a share of K.
+#pragma once
+#include "common.h"
+
+constant constexpr uint MMA_TILE_COLS = 16;        // outputs per threadgroup
+constant constexpr uint MMA_TILE_MAX_SPLITS = 16;  // most simdgroups per threadgroup
+
+// Every simdgroup leaves its accumulators (acc[j]: group j of 8 rows) in partials, [k split][group][lane]; then
+// simdgroup 0 adds the splits in index order, then the bias, and stores. Lane 4 g + t holds outputs n0 + g and
+// n0 + g + 8 of rows 2 t and 2 t + 1 of each group. All threads of the threadgroup call it (it has a barrier).
+template <typename T, uint B>
+inline void mma_tile_store(threadgroup float4* partials, thread const float4* acc, uint k_splits, bool has_bias,
+                           device const T* bias, device T* y, uint n0, uint n, uint r0, uint rows, ushort lane,
+                           ushort sg) {
+  for (uint j = 0; j < B; ++j) {
+    partials[(sg * B + j) * SIMD_WIDTH + lane] = acc[j];
+  }
+  threadgroup_barrier(mem_flags::mem_threadgroup);
+  if (sg != 0) {
+    return;
+  }
+  const uint g = lane / 4;
+  const uint t = lane % 4;
+  for (uint j = 0; j < B; ++j) {
+    float4 sum = partials[j * SIMD_WIDTH + lane];
+    for (uint s = 1; s < k_splits; ++s) {
+      sum += partials[(s * B + j) * SIMD_WIDTH + lane];
+    }
+    for (uint i = 0; i < 4; ++i) {
+      const uint out = n0 + g + 8 * (i / 2);
+      const uint r = r0 + 8 * j + 2 * t + i % 2;
+      if (out < n && r < rows) {
+        float v = sum[i];
+        if (has_bias) {
+          v += float(bias[out]);
+        }
+        y[ulong(r) * n + out] = T(v);
+      }
+    }
+  }
+}

@@ -1,0 +1,206 @@
+// Canonical quantized GEMV on the matrix units: y[m, n] = sum_k x[m, k] * W(n, k) (+ bias[n]) for 16-bit x (half or
+// bfloat) with W in the affine format of metal/quant.h, on targets whose plans say DeviceCaps::matrix_units (CUDA).
+// The output tile is gemv_nk_mma's (metal/mma_tile.h): 16 outputs, R = 8 or 16 rows of x, k_splits simdgroups.
+// Each lane dequantises its share of the weights once (quant_dequantize, the float32 value of every quantized
+// kernel), rounds it to x's type and hands it to simd_mma_16x8x32 (metal/mma.h), which applies it to all R rows.
+//
+// So a weight enters the products as T(W(n, k)), where the scalar qgemv multiplies the float32 W(n, k): one more
+// rounding, to x's precision (what MLX's quantized matmuls do when they dequantise into threadgroup memory). The
+// tests bound the result against a float64 product with the float32 weights.
+//
+// Layout: a step is 4 runs of 32 values (metal/qgemv_run.h), 128 K positions. Lane 4 g + t loads run 4 s + t of
+// weight rows n0 + g and n0 + g + 8 (16 bytes each at 4 bits: a row's four lanes read 64 contiguous bytes) and the
+// matching 32 values of row g of each group of 8 rows of x. Builtin call i of a step takes values [8 i, 8 i + 8) of
+// each lane's run: the four lanes of a row bring different runs, which the builtin does not mind, as long as A and
+// B agree on which K position each slot holds. Steps are dealt to the k_splits simdgroups in turn (simdgroup sg:
+// steps sg, sg + k_splits, ...).
+//
+// Invariance (design.md §2): output (m, n) is acc <- mma(acc, call) over the simdgroup's steps and calls in order,
+// then the splits added in index order (mma_tile_store). Steps and splits depend on K and k_splits (from K, N and
+// the device), never on M; the builtin sums one (row, output) pair the same way in every position of its 8 rows
+// whatever the others hold. Rows past M repeat the last row, weight rows past N the last weight row (computed,
+// never stored); runs past K enter as zeros in both operands, so no branch sits around the builtin.
+#include "common.h"
+#include "qgemv_args.h"
+#include "load.h"
+#include "mma.h"
+#include "mma_tile.h"
+#include "qgemv_run.h"
+#include "quant.h"
+
+constant constexpr uint QGEMV_MMA_STEP = 4;       // runs per step: one per lane of a weight row
+
+// Values [8 I, 8 I + 8) of a run (its BITS words loaded, its group's scale and bias) as the builtin's operand:
+// dequantised, rounded to T, packed.
+template <typename T, uint BITS, typename S, uint I>
+inline uint4 qgemv_mma_operand(thread const uint* words, float scale, float bias) {
+  uint q[QGEMV_SUB];
+  qgemv_unpack<BITS>(words, I, q);
+  float w[QGEMV_SUB];
+  for (uint i = 0; i < QGEMV_SUB; ++i) {
+    w[i] = quant_dequantize<S>(scale, q[i], bias);
+  }
+  return narrow16<T>(w);
+}
+
+// Call I of a step: values [8 I, 8 I + 8) of the lane's runs of both weight rows (words [2][BITS], scale[2],
+// bias[2]) against the same K positions of x (from element `k` of each row, `valid`: whether the lane's run lies
+// inside K), for every group of 8 rows.
+template <typename T, uint BITS, typename S, uint B, uint I>
+inline void qgemv_mma_call(thread float4* acc, thread const uint* words, thread const float* scale,
+                           thread const float* bias, device const T* x, thread const uint* x_row, uint k, bool valid,
+                           bool x_vector, ushort lane) {
+  const uint4 a_lo = qgemv_mma_operand<T, BITS, S, I>(words, scale[0], bias[0]);
+  const uint4 a_hi = qgemv_mma_operand<T, BITS, S, I>(words + BITS, scale[1], bias[1]);
+  for (uint j = 0; j < B; ++j) {
+    device const T* p = x + x_row[j] + k + QGEMV_SUB * I;
+    const uint4 b = valid && x_vector ? load16(p) : load16_upto(p, valid ? 8u : 0u);
+    acc[j] = simd_mma_16x8x32<T>(acc[j], a_lo, a_hi, b, lane);
+  }
+}
+
+// One step's four calls, in order.
+template <typename T, uint BITS, typename S, uint B>
+inline void qgemv_mma_step(thread float4* acc, thread const uint* words, thread const float* scale,
+                           thread const float* bias, device const T* x, thread const uint* x_row, uint k, bool valid,
+                           bool x_vector, ushort lane) {
+  qgemv_mma_call<T, BITS, S, B, 0>(acc, words, scale, bias, x, x_row, k, valid, x_vector, lane);
+  qgemv_mma_call<T, BITS, S, B, 1>(acc, words, scale, bias, x, x_row, k, valid, x_vector, lane);
+  qgemv_mma_call<T, BITS, S, B, 2>(acc, words, scale, bias, x, x_row, k, valid, x_vector, lane);
+  qgemv_mma_call<T, BITS, S, B, 3>(acc, words, scale, bias, x, x_row, k, valid, x_vector, lane);
+}
+
+// The words, scales and biases of run j of both weight rows of the lane (first words w_off[2], first groups
+// g_off[2]).
+template <uint BITS, typename S>
+inline void qgemv_mma_load(device const uint* wq, device const S* scales, device const S* biases,
+                           thread const uint* w_off, thread const uint* g_off, uint j, uint runs_per_group,
+                           bool w_vector, thread uint* words, thread float* scale, thread float* bias) {
+  for (uint h = 0; h < 2; ++h) {
+    qgemv_load_run<BITS, S>(wq, scales, biases, w_off[h], g_off[h], j, j / runs_per_group, w_vector,
+                            words + h * BITS, scale + h, bias + h);
+  }
+}
+
+// R: rows of x per tile, 8 or 16 (the plan's pick from M). Grid: (ceil(N / 16), ceil(rows / R), 1); threadgroup:
+// k_splits simdgroups.
+template <typename T, uint BITS, typename S, uint R>
+[[kernel]] void qgemv_mma(
+    constant QGemvArgs& args [[buffer(0)]],
+    device const T* x [[buffer(1)]],
+    device const uint* wq [[buffer(2)]],
+    device const S* scales [[buffer(3)]],
+    device const S* biases [[buffer(4)]],
+    device const T* bias [[buffer(5)]],
+    device T* y [[buffer(6)]],
+    uint2 tile [[threadgroup_position_in_grid]],
+    ushort lane [[thread_index_in_simdgroup]],
+    ushort sg [[simdgroup_index_in_threadgroup]]) {
+  constexpr uint B = R / 8;  // groups of 8 rows of x per tile
+  threadgroup float4 partials[MMA_TILE_MAX_SPLITS * B * SIMD_WIDTH];  // mma_tile_store's
+
+  const uint g = lane / 4;
+  const uint t = lane % 4;
+  const uint n0 = tile.x * MMA_TILE_COLS;
+  const uint r0 = tile.y * R;
+  const uint K = args.k;
+  const uint runs = K / QGEMV_RUN;
+  const uint runs_per_group = args.group_size / QGEMV_RUN;
+  const bool x_vector = args.vector_loads != 0;
+  const bool w_vector = args.w_vector_loads != 0;
+
+  // Weight rows n0 + g and n0 + g + 8, clamped to N: their first word and first group (offsets fit 32 bits: the
+  // op checks it).
+  uint w_off[2];
+  uint g_off[2];
+  for (uint h = 0; h < 2; ++h) {
+    const uint n = min(n0 + g + 8 * h, args.n - 1);
+    w_off[h] = n * runs * BITS;
+    g_off[h] = n * (runs / runs_per_group);
+  }
+  uint x_row[B];  // where row g of each group of 8 starts in x, clamped to the last row
+  float4 acc[B];
+  for (uint j = 0; j < B; ++j) {
+    x_row[j] = min(r0 + 8 * j + g, args.rows - 1) * K;
+    acc[j] = float4(0.0f);
+  }
+
+  // Where x and wq are 16-byte aligned, the steps whose four runs all lie inside K go two at a time (all their
+  // weight loads issued first) with 16-byte loads and no branch; then the rest one at a time (all of them
+  // otherwise), a lane whose run lies past K bringing zeros. The same values reach the same calls either way. The
+  // two steps' registers are named rather than indexed by a loop over them, which nvcc left rolled and put on the
+  // stack.
+  const uint full_steps = runs / QGEMV_MMA_STEP;
+  const uint steps = (runs + QGEMV_MMA_STEP - 1) / QGEMV_MMA_STEP;
+  uint s = sg;
+  if (x_vector && w_vector) {
+    for (; s + args.k_splits < full_steps; s += 2 * args.k_splits) {
+      const uint j0 = QGEMV_MMA_STEP * s + t;
+      const uint j1 = j0 + QGEMV_MMA_STEP * args.k_splits;
+      uint words0[2 * BITS];
+      uint words1[2 * BITS];
+      float scale0[2];
+      float scale1[2];
+      float bias0[2];
+      float bias1[2];
+      qgemv_mma_load<BITS, S>(wq, scales, biases, w_off, g_off, j0, runs_per_group, true, words0, scale0, bias0);
+      qgemv_mma_load<BITS, S>(wq, scales, biases, w_off, g_off, j1, runs_per_group, true, words1, scale1, bias1);
+      qgemv_mma_step<T, BITS, S, B>(acc, words0, scale0, bias0, x, x_row, j0 * QGEMV_RUN, true, true, lane);
+      qgemv_mma_step<T, BITS, S, B>(acc, words1, scale1, bias1, x, x_row, j1 * QGEMV_RUN, true, true, lane);
+    }
+  }
+  for (; s < steps; s += args.k_splits) {
+    const uint j = QGEMV_MMA_STEP * s + t;
+    const bool valid = j < runs;
+    uint words[2 * BITS];
+    float scale[2];
+    float bias_g[2];
+    // A run past K loads the last run's words (in bounds) and dequantises them with scale and bias 0: zeros.
+    qgemv_mma_load<BITS, S>(wq, scales, biases, w_off, g_off, min(j, runs - 1), runs_per_group, w_vector, words,
+                            scale, bias_g);
+    for (uint h = 0; h < 2; ++h) {
+      scale[h] = valid ? scale[h] : 0.0f;
+      bias_g[h] = valid ? bias_g[h] : 0.0f;
+    }
+    qgemv_mma_step<T, BITS, S, B>(acc, words, scale, bias_g, x, x_row, min(j, runs - 1) * QGEMV_RUN, valid,
+                                  x_vector, lane);
+  }
+
+  mma_tile_store<T, B>(partials, acc, args.k_splits, args.has_bias != 0, bias, y, n0, args.n, r0, args.rows, lane,
+                       sg);
+}
+
+MTLINV_KERNEL(qgemv_mma_b2_r8_f16, qgemv_mma, half, 2, half, 8)
+MTLINV_KERNEL(qgemv_mma_b2_r16_f16, qgemv_mma, half, 2, half, 16)
+MTLINV_KERNEL(qgemv_mma_b2_r8_bf16, qgemv_mma, bfloat, 2, bfloat, 8)
+MTLINV_KERNEL(qgemv_mma_b2_r16_bf16, qgemv_mma, bfloat, 2, bfloat, 16)
+MTLINV_KERNEL(qgemv_mma_b3_r8_f16, qgemv_mma, half, 3, half, 8)
+MTLINV_KERNEL(qgemv_mma_b3_r16_f16, qgemv_mma, half, 3, half, 16)
+MTLINV_KERNEL(qgemv_mma_b3_r8_bf16, qgemv_mma, bfloat, 3, bfloat, 8)
+MTLINV_KERNEL(qgemv_mma_b3_r16_bf16, qgemv_mma, bfloat, 3, bfloat, 16)
+MTLINV_KERNEL(qgemv_mma_b4_r8_f16, qgemv_mma, half, 4, half, 8)
+MTLINV_KERNEL(qgemv_mma_b4_r16_f16, qgemv_mma, half, 4, half, 16)
+MTLINV_KERNEL(qgemv_mma_b4_r8_bf16, qgemv_mma, bfloat, 4, bfloat, 8)
+MTLINV_KERNEL(qgemv_mma_b4_r16_bf16, qgemv_mma, bfloat, 4, bfloat, 16)
+MTLINV_KERNEL(qgemv_mma_b5_r8_f16, qgemv_mma, half, 5, half, 8)
+MTLINV_KERNEL(qgemv_mma_b5_r16_f16, qgemv_mma, half, 5, half, 16)
+MTLINV_KERNEL(qgemv_mma_b5_r8_bf16, qgemv_mma, bfloat, 5, bfloat, 8)
+MTLINV_KERNEL(qgemv_mma_b5_r16_bf16, qgemv_mma, bfloat, 5, bfloat, 16)
+MTLINV_KERNEL(qgemv_mma_b6_r8_f16, qgemv_mma, half, 6, half, 8)
+MTLINV_KERNEL(qgemv_mma_b6_r16_f16, qgemv_mma, half, 6, half, 16)
+MTLINV_KERNEL(qgemv_mma_b6_r8_bf16, qgemv_mma, bfloat, 6, bfloat, 8)
+MTLINV_KERNEL(qgemv_mma_b6_r16_bf16, qgemv_mma, bfloat, 6, bfloat, 16)
+MTLINV_KERNEL(qgemv_mma_b8_r8_f16, qgemv_mma, half, 8, half, 8)
+MTLINV_KERNEL(qgemv_mma_b8_r16_f16, qgemv_mma, half, 8, half, 16)
+MTLINV_KERNEL(qgemv_mma_b8_r8_bf16, qgemv_mma, bfloat, 8, bfloat, 8)
+MTLINV_KERNEL(qgemv_mma_b8_r16_bf16, qgemv_mma, bfloat, 8, bfloat, 16)
+
+// float32 scales and biases (GGUF imports, as for qgemv).
+MTLINV_KERNEL(qgemv_mma_b4_r8_f16_sf32, qgemv_mma, half, 4, float, 8)
+MTLINV_KERNEL(qgemv_mma_b4_r16_f16_sf32, qgemv_mma, half, 4, float, 16)
+MTLINV_KERNEL(qgemv_mma_b4_r8_bf16_sf32, qgemv_mma, bfloat, 4, float, 8)
+MTLINV_KERNEL(qgemv_mma_b4_r16_bf16_sf32, qgemv_mma, bfloat, 4, float, 16)
+MTLINV_KERNEL(qgemv_mma_b8_r8_f16_sf32, qgemv_mma, half, 8, float, 8)
+MTLINV_KERNEL(qgemv_mma_b8_r16_f16_sf32, qgemv_mma, half, 8, float, 16)
+MTLINV_KERNEL(qgemv_mma_b8_r8_bf16_sf32, qgemv_mma, bfloat, 8, float, 8)
+MTLINV_KERNEL(qgemv_mma_b8_r16_bf16_sf32, qgemv_mma, bfloat, 8, float, 16)

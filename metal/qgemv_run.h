@@ -1,0 +1,81 @@
+// The unit both quantized GEMVs (metal/qgemv.metal, metal/qgemv_mma.metal) load and unpack: a run of 32
+// consecutive values of one weight row, starting at a multiple of 32. That is exactly BITS whole words (32 * BITS
+// bits) for every width, inside one group (32 divides every group size), so it has one scale and one bias. At 4 and
+// 8 bits a run is one or two 16-byte groups, loaded as such where the plan proved wq 16-byte aligned; the other
+// widths, and unaligned weights, load the same words one by one. Either way the same words reach the same
+// arithmetic: the load path never changes a result.
+#pragma once
+#include "common.h"
+#include "load.h"
+
+constant constexpr uint QGEMV_RUN = 32;  // K positions (and BITS packed words) of a run
+constant constexpr uint QGEMV_SUB = 8;   // values unpacked at once
+
+// The values [8 s, 8 s + 8) of a run held in registers (`words`: the run's BITS words): bits [8 s BITS,
+// 8 s BITS + 8 BITS) of them, which start on a byte boundary and span at most two words; each half of 4 values
+// (4 * BITS <= 32 bits) is cut from them as one window. s is a constant once the caller's loop is unrolled, so
+// the word choice and the shifts fold away.
+template <uint BITS>
+inline void qgemv_unpack(thread const uint* words, uint s, thread uint* q) {
+  const uint bit = s * QGEMV_SUB * BITS;
+  const uint word = bit / 32;
+  const uint shift = bit % 32;
+  const uint lo = words[word];
+  const uint hi = shift + QGEMV_SUB * BITS > 32 ? words[word + 1] : 0u;
+  for (uint h = 0; h < QGEMV_SUB; h += 4) {
+    const uint at = shift + h * BITS;
+    uint window = at == 0 ? lo : (at >= 32 ? hi >> (at - 32) : (lo >> at) | (hi << (32 - at)));
+    for (uint i = 0; i < 4; ++i) {
+      q[h + i] = window & ((1u << BITS) - 1u);
+      window >>= BITS;
+    }
+  }
+}
+
+// 4 bits: the 8 values are the nibbles of word s. Even and odd nibbles are masked apart once, then each value is
+// one byte of either (a byte extract, which GPUs do in one instruction).
+template <>
+inline void qgemv_unpack<4>(thread const uint* words, uint s, thread uint* q) {
+  const uint w = words[s];
+  const uint even = w & 0x0F0F0F0Fu;
+  const uint odd = (w >> 4) & 0x0F0F0F0Fu;
+  for (uint i = 0; i < 4; ++i) {
+    q[2 * i] = (even >> (8 * i)) & 0xFFu;
+    q[2 * i + 1] = (odd >> (8 * i)) & 0xFFu;
+  }
+}
+
+// 8 bits: the bytes of words 2 s and 2 s + 1.
+template <>
+inline void qgemv_unpack<8>(thread const uint* words, uint s, thread uint* q) {
+  for (uint i = 0; i < 4; ++i) {
+    q[i] = (words[2 * s] >> (8 * i)) & 0xFFu;
+    q[4 + i] = (words[2 * s + 1] >> (8 * i)) & 0xFFu;
+  }
+}
+
+// The BITS words of run j of the weight row starting at word `row`: 16-byte loads where the plan proved wq 16-byte
+// aligned (`vector`; runs of 4 and 8 bits are whole 16-byte groups, and a row's K / 32 * BITS words a multiple of
+// 4), else word loads; the same words either way. Weights stream past once (load16_streaming). Also the run's
+// scale and bias, group g of the row's groups starting at `groups_at`.
+template <uint BITS, typename S>
+inline void qgemv_load_run(device const uint* wq, device const S* scales, device const S* biases, uint row,
+                           uint groups_at, uint j, uint g, bool vector, thread uint* words, thread float* scale,
+                           thread float* bias) {
+  device const uint* p = wq + row + j * BITS;
+  if (BITS % 4 == 0 && vector) {
+    for (uint v = 0; 4 * v < BITS; ++v) {
+      const uint4 raw = load16_streaming(p + 4 * v);
+      words[4 * v] = raw.x;
+      words[4 * v + 1] = raw.y;
+      words[4 * v + 2] = raw.z;
+      words[4 * v + 3] = raw.w;
+    }
+  } else {
+    for (uint i = 0; i < BITS; ++i) {
+      words[i] = p[i];
+    }
+  }
+  *scale = float(scales[groups_at + g]);
+  *bias = float(biases[groups_at + g]);
+}

@@ -1,0 +1,158 @@
+"""qgemv_mma, the matrix-unit quantized GEMV that plans pick for 16-bit x on devices with matrix units (CUDA): on
+the emulator the gpu_plans fixture turns the capability on and the kernel runs on metal/mma.h's fallback, so its
+loads, partial steps, splits and epilogue are checked in CI; with MTLINV_DEVICE=cuda the same tests run on the
+tensor cores."""
+import ml_dtypes
+import numpy as np
+import pytest
+
+import mtlinv
+from mtlinv import gguf_blocks, quant
+from helpers import RTOL, first_difference, random, same_bits
+from test_qgemv import quantized, reference, run
+
+MMA_DTYPES = [np.float16, ml_dtypes.bfloat16]
+MMA_IDS = ["f16", "bf16"]
+
+
+def kernel(rows, k, n, group_size, bits, dtype, limit, scale_dtype=None):
+    return mtlinv._native.plan_qgemv(rows=rows, k=k, n=n, group_size=group_size, bits=bits,
+                                     dtype=np.dtype(dtype).name, scale_dtype=np.dtype(scale_dtype or dtype).name,
+                                     limit=limit)["launches"][0]
+
+
+@pytest.mark.parametrize("dtype", MMA_DTYPES, ids=MMA_IDS)
+@pytest.mark.parametrize("bits, group_size, k, n", [
+    (4, 64, 640, 40),     # 20 runs: whole steps only
+    (4, 32, 352, 17),     # 11 runs: a partial last step; an N tail
+    (8, 128, 1152, 24),   # 36 runs, several splits
+    (2, 32, 96, 9), (3, 64, 448, 16), (5, 128, 384, 20), (6, 32, 160, 33)])
+def test_rows_invariant_and_accurate(bits, group_size, k, n, dtype, gpu_plans, rng):
+    """Every row of M = 1..16 (tiles of 8 rows, and of 16 above M = 8) equals the row alone, with bias, for every
+    width; and the result is within the dtype's bound of a float64 product with the float32 weights (the kernel
+    rounds each weight to x's type first)."""
+    mtlinv.set_limit(16)
+    assert kernel(1, k, n, group_size, bits, dtype, 16)["kernel"].startswith(f"qgemv_mma_b{bits}_r8_")
+    q = quantized(n, k, group_size, bits, np.dtype(dtype))
+    bias = random(rng, (n,), dtype)
+    x = random(rng, (16, k), dtype)
+    singles = [run(x[r:r + 1], q, group_size, bits, bias) for r in range(16)]
+    for m in (2, 7, 8, 9, 16):
+        full = run(x[:m], q, group_size, bits, bias)
+        for r in range(m):
+            assert same_bits(full[r:r + 1], singles[r]), f"M={m} row {r}: {first_difference(full[r:r+1], singles[r])}"
+    ref = reference(x, q, group_size, bits, bias)
+    tol = RTOL[np.dtype(dtype)]
+    np.testing.assert_allclose(np.asarray(full, np.float64), ref, rtol=tol, atol=tol * np.abs(ref).max())
+
+
+@pytest.mark.parametrize("dtype", MMA_DTYPES, ids=MMA_IDS)
+def test_dequantisation_point(dtype, gpu_plans):
+    """x = identity picks single weights out: y[k, n] = T(W(n, k)), the float32 weight of quant.dequantize_float32
+    rounded to x's type, the value the kernel hands the matrix units. With half scales the kernel dequantises by an
+    fma (exact there, metal/quant.h); with bfloat scales by a product and a sum."""
+    mtlinv.set_limit(128)
+    q = quantized(40, 128, 64, 4, np.dtype(dtype))
+    w = quant.dequantize_float32(*q, group_size=64, bits=4)
+    y = run(np.eye(128, dtype=dtype), q, 64, 4)
+    assert kernel(128, 128, 40, 64, 4, dtype, 128)["kernel"] == f"qgemv_mma_b4_r16_{MMA_IDS[MMA_DTYPES.index(dtype)]}"
+    assert same_bits(y, w.T.astype(dtype))
+
+
+@pytest.mark.parametrize("filler", [np.nan, np.inf, -np.inf, 6e4, 0.0])
+def test_filler_rows_do_not_leak(filler, gpu_plans, rng):
+    """The other rows of the tile hold NaN, inf, large or zero values: row 4's bits do not move."""
+    mtlinv.set_limit(16)
+    q = quantized(24, 256, 64, 4, np.dtype(np.float16))
+    x = random(rng, (12, 256), np.float16)
+    alone = run(x[4:5], q, 64, 4)
+    x[[0, 1, 2, 3, 5, 6, 7, 8, 9, 10, 11]] = filler
+    assert same_bits(run(x, q, 64, 4)[4:5], alone)
+
+
+def test_nan_inf_propagate(gpu_plans, rng):
+    mtlinv.set_limit(16)
+    q = quantized(16, 128, 32, 4, np.dtype(ml_dtypes.bfloat16))
+    x = random(rng, (4, 128), ml_dtypes.bfloat16)
+    x[1, 5] = np.nan
+    x[2, 7] = np.inf
+    y = run(x, q, 32, 4).astype(np.float32)
+    assert np.isnan(y[1]).all()
+    assert not np.isfinite(y[2]).any() and np.isfinite(y[0]).all() and np.isfinite(y[3]).all()
+
+
+def test_unaligned_x_same_bits(gpu_plans, rng):
+    """x one element off a 16-byte boundary takes element loads instead of 16-byte loads: the same bits."""
+    mtlinv.set_limit(8)
+    k = 1024 + 96
+    q = quantized(24, k, 32, 4, np.dtype(np.float16))
+    x = random(rng, (8, k), np.float16)
+    storage = np.empty(x.size + 8, np.float16)
+    offset = next(i for i in range(1, 8) if (storage.ctypes.data + 2 * i) % 16)
+    unaligned = storage[offset:offset + x.size].reshape(x.shape)
+    unaligned[...] = x
+    for m in (1, 8):
+        assert same_bits(run(unaligned[:m], q, 32, 4), run(x[:m], q, 32, 4)), m
+
+
+@pytest.mark.parametrize("dtype", MMA_DTYPES, ids=MMA_IDS)
+@pytest.mark.parametrize("bits", [4, 8])
+def test_float32_scales(bits, dtype, gpu_plans, rng):
+    """GGUF imports keep float32 scales: qgemv_mma_*_sf32, the same invariance."""
+    k, n = 256, 40
+    w = rng.standard_normal((n, k)).astype(np.float32)
+    raw = gguf_blocks.quantize_q4_1(w) if bits == 4 else gguf_blocks.quantize_q8_0(w)
+    to_affine = gguf_blocks.q4_1_to_affine if bits == 4 else gguf_blocks.q8_0_to_affine
+    q = to_affine(raw, (n, k), dtype=np.float32)
+    assert kernel(1, k, n, 32, bits, dtype, 8, np.float32)["kernel"] == \
+        f"qgemv_mma_b{bits}_r8_{MMA_IDS[MMA_DTYPES.index(dtype)]}_sf32"
+    x = random(rng, (6, k), dtype)
+    mtlinv.set_limit(8)
+    full = run(x, q, 32, bits)
+    for r in range(6):
+        assert same_bits(full[r:r + 1], run(x[r:r + 1], q, 32, bits)), f"row {r}"
+
+
+def test_negative_control_limit_zero_differs(gpu_plans, rng):
+    """With limit 0, M=8 runs qgemv_mma with the throughput split count: another order, other bits for this fixed
+    case; with limit 8 the same rows give the single-row bits."""
+    k, n = 4096, 256
+    q = quantized(n, k, 64, 4, np.dtype(np.float16))
+    x = random(rng, (8, k), np.float16)
+    mtlinv.set_limit(8)
+    singles = np.concatenate([run(x[r:r + 1], q, 64, 4) for r in range(8)])
+    assert same_bits(run(x, q, 64, 4), singles)
+    mtlinv.set_limit(0)
+    assert kernel(8, k, n, 64, 4, np.float16, 0)["kernel"] == "qgemv_mma_b4_r8_f16"
+    assert not same_bits(run(x, q, 64, 4), singles), "throughput matched canonical: the control cannot fail"
+
+
+@pytest.mark.parametrize("rows, limit, canonical, name", [
+    (1, 0, True, "qgemv_mma_b4_r8_bf16"), (8, 0, False, "qgemv_mma_b4_r8_bf16"),
+    (8, 8, True, "qgemv_mma_b4_r8_bf16"), (9, 16, True, "qgemv_mma_b4_r16_bf16"),
+    (16, 16, True, "qgemv_mma_b4_r16_bf16"), (32, 16, False, "qgemv_mma_b4_r16_bf16"), (33, 16, False, "qgemm_b4_bf16")])
+def test_routing(rows, limit, canonical, name, gpu_plans):
+    """Tiles of 8 rows up to M = 8, of 16 above; the split count of M = 1 for every canonical call, another above
+    the limit; qgemm above 32 rows."""
+    plan = mtlinv._native.plan_qgemv(rows=rows, k=4096, n=4096, group_size=64, bits=4, dtype="bfloat16",
+                                     limit=limit)
+    assert plan["canonical"] is canonical
+    launch = plan["launches"][0]
+    assert launch["kernel"] == name
+    if name.startswith("qgemv_mma"):
+        tile = 8 if rows <= 8 else 16
+        assert launch["threadgroups"][:2] == (256, -(-rows // tile))
+        canonical_threads = kernel(1, 4096, 4096, 64, 4, ml_dtypes.bfloat16, 0)["threads"][0]
+        assert (launch["threads"][0] == canonical_threads) is canonical
+
+
+def test_float32_x_keeps_the_scalar_kernel(gpu_plans):
+    """float32 x stays on qgemv: its products are not exact in 16 bits."""
+    assert kernel(4, 4096, 512, 64, 4, np.float32, 16)["kernel"] == "qgemv_b4_r4_f32"
+
+
+def test_short_k_above_the_limit_takes_qgemm(gpu_plans):
+    """K = 128 is one step, held by the first split only: another split count would give the canonical order, so
+    rows above the limit take qgemm."""
+    assert kernel(4, 128, 64, 64, 4, np.float16, 0)["kernel"] == "qgemm_b4_f16"
+    assert kernel(4, 128, 64, 64, 4, np.float16, 4)["kernel"] == "qgemv_mma_b4_r8_f16"
