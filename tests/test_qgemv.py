@@ -304,7 +304,7 @@ def test_row_tile_from_m(rows, tile, gpu_plans):
 
 
 def test_plan_k_partition_does_not_depend_on_m():
-    plans = [mtlinv._native.plan_qgemv(rows=m, k=4096, n=512, dtype="bfloat16", limit=16) for m in range(1, 17)]
+    plans = [mtlinv._native.plan_qgemv(rows=m, k=4096, n=512, dtype="float32", limit=16) for m in range(1, 17)]
     assert len({p["launches"][0]["threads"] for p in plans}) == 1
     assert {p["launches"][0]["threadgroups"][0] for p in plans} == {128}
 
@@ -376,8 +376,8 @@ def test_bits_and_group_size_are_checked_before_conversion(bad):
 def test_short_k_above_the_limit_takes_qgemm():
     """K = 256 is 8 runs: a second split would hold none and reproduce the canonical order, so rows above the
     limit take qgemm instead of the row-tiled qgemv."""
-    plan = mtlinv._native.plan_qgemv(rows=4, k=256, n=64, group_size=64, bits=4, dtype="float16", limit=0)
-    assert plan["launches"][0]["kernel"] == "qgemm_b4_f16"
+    plan = mtlinv._native.plan_qgemv(rows=4, k=256, n=64, group_size=64, bits=4, dtype="float32", limit=0)
+    assert plan["launches"][0]["kernel"] == "qgemm_b4_f32"
 
 
 def test_emulator_runs_one_row_in_the_two_row_tile():
