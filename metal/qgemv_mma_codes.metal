@@ -122,19 +122,17 @@ inline uint4 qgemv_codes_x<half, 8>(uint4 r) {
                (r.z >> 16) | (r.w & 0xFFFF0000u));
 }
 
-// Call C of a step (run 4 s + C): the codes' and the ones' products for every group of 8 rows, then, after a
-// group's last run, its term added to acc. `words`: the step's codes after qgemv_codes_transpose, [row h][call][BITS
-// / 4 words]: chunk t of run 4 s + C of both weight rows. `scale`, `bias`: [row h], the group of the lane's own run
-// 4 s + t (0 past K): lane 4 g + C holds the ones this call needs. `k`: where chunk t of the run starts in x's
-// rows; `valid`: whether the run lies inside K.
+// Call C of a step (run j = 4 s + C of the lane's weight rows, lane chunk t): the codes' and the ones' products for
+// every group of 8 rows, then, after a group's last run, its term added to acc. `words`: [C][row h][BITS / 4],
+// `scale`, `bias`: [C][row h], the run's group; `valid`: whether the run lies inside K.
 template <typename T, uint BITS, uint B, uint C>
 inline void qgemv_codes_call(thread float4* acc, thread float4* d, thread float4* ones_sum,
                              thread const uint* words, thread const float* scale, thread const float* bias,
                              device const T* x, thread const uint* x_row, uint k, bool valid, bool x_vector,
                              uint runs_per_group, ushort lane) {
   constexpr uint W = BITS / 4;  // words of a lane's chunk
-  const uint4 a_lo = qgemv_codes_a<T, BITS>(words + C * W);
-  const uint4 a_hi = qgemv_codes_a<T, BITS>(words + BITS + C * W);
+  const uint4 a_lo = qgemv_codes_a<T, BITS>(words + (2 * C) * W);
+  const uint4 a_hi = qgemv_codes_a<T, BITS>(words + (2 * C + 1) * W);
   const uint4 ones = uint4(qgemv_codes_ones<T>());
   for (uint j = 0; j < B; ++j) {
     device const T* p = x + x_row[j] + k;
@@ -143,17 +141,14 @@ inline void qgemv_codes_call(thread float4* acc, thread float4* d, thread float4
     d[j] = simd_mma_16x8x32<T>(d[j], a_lo, a_hi, b, lane);
     ones_sum[j] = simd_mma_16x8x32<T>(ones_sum[j], ones, ones, b, lane);
   }
-  if (((C + 1) & (runs_per_group - 1)) == 0) {  // the group's last run (runs_per_group: 1, 2 or 4; uniform)
+  if (((C + 1) & (runs_per_group - 1)) == 0) {  // the group's last run (runs_per_group: 1, 2 or 4)
     // Lane 4 g + t holds outputs n0 + g (components 0, 1) and n0 + g + 8 (2, 3).
-    const ushort owner = (lane & ~ushort(3)) + ushort(C);
     const float2 scaling = qgemv_codes_scaling<T, BITS>();
-    const float scale_lo = simd_shuffle(scale[0], owner);
-    const float scale_hi = simd_shuffle(scale[1], owner);
-    const float bias_lo = simd_shuffle(bias[0], owner);
-    const float bias_hi = simd_shuffle(bias[1], owner);
-    const float4 s4 = float4(scale_lo, scale_lo, scale_hi, scale_hi) * scaling.x;
-    const float c_lo = bias_lo - scaling.y * scale_lo;
-    const float c_hi = bias_hi - scaling.y * scale_hi;
+    const float s_lo = scale[2 * C] * scaling.x;
+    const float s_hi = scale[2 * C + 1] * scaling.x;
+    const float c_lo = bias[2 * C] - scaling.y * scale[2 * C];
+    const float c_hi = bias[2 * C + 1] - scaling.y * scale[2 * C + 1];
+    const float4 s4 = float4(s_lo, s_lo, s_hi, s_hi);
     const float4 c4 = float4(c_lo, c_lo, c_hi, c_hi);
     for (uint j = 0; j < B; ++j) {
       acc[j] = fma(s4, d[j], fma(c4, ones_sum[j], acc[j]));
@@ -163,52 +158,33 @@ inline void qgemv_codes_call(thread float4* acc, thread float4* d, thread float4
   }
 }
 
-// Lanes 4 g .. 4 g + 3 each hold one row of a 4 x 4 matrix of words (lane 4 g + t: row t); returns column t, in
-// row order. Two butterfly stages of shuffles: at distance d, a lane keeps the half of its words in its own
-// d-half and swaps the other half with lane t ^ d.
-inline uint4 qgemv_codes_transpose(uint4 m, ushort t) {
-  for (ushort d = 2; d > 0; d /= 2) {
-    const bool upper = (t & d) != 0;
-    for (ushort k = 0; k < 2; ++k) {
-      const ushort lo = d == 2 ? k : 2 * k;  // the pair of slots (lo, lo + d) this exchange settles
-      const uint got = simd_shuffle_xor(upper ? m[lo] : m[lo + d], d);
-      m[lo] = upper ? got : m[lo];
-      m[lo + d] = upper ? m[lo + d] : got;
-    }
-  }
-  return m;
-}
-
-// Loads of one step for the lane: its own run, 4 s + t, of both weight rows (all BITS words, 16 bytes at a time
-// where wq is 16-byte aligned) and that run's group's scale and bias; then the four lanes of a row trade words so
-// that each holds its chunk t of all four runs, the order the calls take them in (`words` [row h][call][BITS / 4
-// words] afterwards). A run past K (only in the last step; never when `whole`) loads the last run's words and gets
-// scale and bias 0.
+// The loads of one step for the lane: chunk t of runs 4 s .. 4 s + 3 of both weight rows (first words w_off[2]),
+// and their groups' scales and biases (first groups g_off[2]). A run past K (only in the last step; `whole`: the
+// caller knows there is none) loads the last run's words and gets scale and bias 0.
 template <uint BITS, typename S>
 inline void qgemv_codes_load(device const uint* wq, device const S* scales, device const S* biases,
-                             thread const uint* w_off, thread const uint* g_off, uint s, ushort t, uint runs,
+                             thread const uint* w_off, thread const uint* g_off, uint s, uint t, uint runs,
                              uint runs_per_group, bool whole, bool w_vector, thread uint* words, thread float* scale,
                              thread float* bias) {
-  const uint j = QGEMV_CODES_STEP * s + t;
-  const bool valid = whole || j < runs;
-  const uint run = valid ? j : runs - 1;
-  for (uint h = 0; h < 2; ++h) {
-    qgemv_load_run<BITS, S>(wq, scales, biases, w_off[h], g_off[h], run, run >> (runs_per_group / 2), w_vector,
-                            words + h * BITS, scale + h, bias + h);  // runs_per_group / 2: log2 of 1, 2, 4
-    scale[h] = valid ? scale[h] : 0.0f;
-    bias[h] = valid ? bias[h] : 0.0f;
-  }
-  // Word i of a run belongs to chunk i / (BITS / 4): at 4 bits the words are the chunks; at 8 bits chunk c is words
-  // 2 c and 2 c + 1, so the even and the odd words are transposed apart.
   constexpr uint W = BITS / 4;
-  for (uint h = 0; h < 2; ++h) {
-    for (uint i = 0; i < W; ++i) {
-      thread uint* row = words + h * BITS + i;
-      const uint4 column = qgemv_codes_transpose(uint4(row[0], row[W], row[2 * W], row[3 * W]), t);
-      row[0] = column.x;
-      row[W] = column.y;
-      row[2 * W] = column.z;
-      row[3 * W] = column.w;
+  for (uint c = 0; c < QGEMV_CODES_STEP; ++c) {
+    const uint j = QGEMV_CODES_STEP * s + c;
+    const bool valid = whole || j < runs;
+    const uint run = valid ? j : runs - 1;
+    for (uint h = 0; h < 2; ++h) {
+      device const uint* p = wq + w_off[h] + run * BITS + t * W;
+      if (W == 2 && w_vector) {
+        const uint2 pair = *((device const uint2*)p);
+        words[(2 * c + h) * W] = pair.x;
+        words[(2 * c + h) * W + 1] = pair.y;
+      } else {
+        for (uint i = 0; i < W; ++i) {
+          words[(2 * c + h) * W + i] = p[i];
+        }
+      }
+      const uint g = g_off[h] + (run >> (runs_per_group / 2));  // log2 of 1, 2, 4
+      scale[2 * c + h] = valid ? float(scales[g]) : 0.0f;
+      bias[2 * c + h] = valid ? float(biases[g]) : 0.0f;
     }
   }
 }
@@ -217,7 +193,7 @@ inline void qgemv_codes_load(device const uint* wq, device const S* scales, devi
 template <typename T, uint BITS, uint B>
 inline void qgemv_codes_step(thread float4* acc, thread float4* d, thread float4* ones_sum,
                              thread const uint* words, thread const float* scale, thread const float* bias,
-                             device const T* x, thread const uint* x_row, uint s, ushort t, uint runs, bool whole,
+                             device const T* x, thread const uint* x_row, uint s, uint t, uint runs, bool whole,
                              bool x_vector, uint runs_per_group, ushort lane) {
   const uint k = QGEMV_CODES_STEP * s * QGEMV_RUN + QGEMV_SUB * t;  // the lane's first K position in the step
   const uint inside = runs - QGEMV_CODES_STEP * s;                  // runs of the step inside K (if below 4)
@@ -246,11 +222,11 @@ template <typename T, uint BITS, typename S, uint R>
     ushort lane [[thread_index_in_simdgroup]],
     ushort sg [[simdgroup_index_in_threadgroup]]) {
   constexpr uint B = R / 8;  // groups of 8 rows of x per tile
-  constexpr uint WORDS = 2 * BITS;  // a step's words per lane: both weight rows' runs
+  constexpr uint WORDS = 2 * QGEMV_CODES_STEP * (BITS / 4);  // a step's words per lane: [call][row][chunk words]
   threadgroup float4 partials[MMA_TILE_MAX_SPLITS * B * SIMD_WIDTH];  // mma_tile_store's
 
   const uint g = lane / 4;
-  const ushort t = lane % 4;
+  const uint t = lane % 4;
   const uint n0 = tile.x * MMA_TILE_COLS;
   const uint r0 = tile.y * R;
   const uint K = args.k;
@@ -286,14 +262,14 @@ template <typename T, uint BITS, typename S, uint R>
   const uint full_steps = runs / QGEMV_CODES_STEP;
   const uint steps = (runs + QGEMV_CODES_STEP - 1) / QGEMV_CODES_STEP;
   uint s = sg;
-  if (x_vector && w_vector) {
+  if (x_vector && (BITS == 4 || w_vector)) {
     for (; s + args.k_splits < full_steps; s += 2 * args.k_splits) {
       uint words0[WORDS];
       uint words1[WORDS];
-      float scale0[2];
-      float scale1[2];
-      float bias0[2];
-      float bias1[2];
+      float scale0[2 * QGEMV_CODES_STEP];
+      float scale1[2 * QGEMV_CODES_STEP];
+      float bias0[2 * QGEMV_CODES_STEP];
+      float bias1[2 * QGEMV_CODES_STEP];
       const uint s1 = s + args.k_splits;
       qgemv_codes_load<BITS, S>(wq, scales, biases, w_off, g_off, s, t, runs, runs_per_group, true, true, words0,
                                 scale0, bias0);
@@ -307,8 +283,8 @@ template <typename T, uint BITS, typename S, uint R>
   }
   for (; s < steps; s += args.k_splits) {
     uint words[WORDS];
-    float scale[2];
-    float bias_g[2];
+    float scale[2 * QGEMV_CODES_STEP];
+    float bias_g[2 * QGEMV_CODES_STEP];
     qgemv_codes_load<BITS, S>(wq, scales, biases, w_off, g_off, s, t, runs, runs_per_group, false, w_vector, words,
                               scale, bias_g);
     qgemv_codes_step<T, BITS, B>(acc, d, ones_sum, words, scale, bias_g, x, x_row, s, t, runs, false, x_vector,
