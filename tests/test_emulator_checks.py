@@ -91,12 +91,10 @@ def test_real_kernels_pass_checking_mode(plans, checking, rng):
             mtlinv.qgemv(x[:, :256], wq, s, b, group_size=64, bits=3)
             wq, s, b = quant.quantize(rng.standard_normal((9, 256)).astype(np.float32), group_size=64, bits=3)
             mtlinv.qgemv(x[:, :256].astype(np.float32), wq, s, b, group_size=64, bits=3)
-            # 4 bits: 11 rows (a 16-row tile of qgemv_mma_codes under the GPU plans); 11 runs of 32, so its last
-            # step is partial. 8 bits: 8-byte weight loads, groups of 4 runs.
+            # 4 bits: 16-byte weight loads; 11 rows (a 16-row tile of qgemv_mma under the GPU plans); 11 runs of 32,
+            # so qgemv_mma's last step is partial.
             wq, s, b = quant.quantize(rng.standard_normal((20, 352)).astype(np.float16), group_size=32, bits=4)
             mtlinv.qgemv(rng.standard_normal((11, 352)).astype(np.float16), wq, s, b, group_size=32, bits=4)
-            wq, s, b = quant.quantize(rng.standard_normal((20, 384)).astype(np.float16), group_size=128, bits=8)
-            mtlinv.qgemv(rng.standard_normal((3, 384)).astype(np.float16), wq, s, b, group_size=128, bits=8)
             q = rng.standard_normal((1, 4, 3, 64)).astype(np.float16)
             kv = rng.standard_normal((1, 2, 300, 64)).astype(np.float16)
             mtlinv.sdpa(q, kv, kv, kv_len=290)
