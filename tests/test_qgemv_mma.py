@@ -25,7 +25,9 @@ def kernel(rows, k, n, group_size, bits, dtype, limit, scale_dtype=None):
 @pytest.mark.parametrize("bits, group_size, k, n", [
     (4, 64, 640, 40),     # 20 runs: whole steps only
     (4, 32, 352, 17),     # 11 runs: a partial last step; an N tail
+    (4, 128, 1024, 16),   # groups of 4 runs
     (8, 128, 1152, 24),   # 36 runs, several splits
+    (8, 32, 320, 20),     # 10 runs: a partial last step
     (2, 32, 96, 9), (3, 64, 448, 16), (5, 128, 384, 20), (6, 32, 160, 33)])
 def test_rows_invariant_and_accurate(bits, group_size, k, n, dtype, gpu_plans, rng):
     """Every row of M = 1..16 (tiles of 8 rows, and of 16 above M = 8) equals the row alone, with bias, for every
@@ -47,15 +49,18 @@ def test_rows_invariant_and_accurate(bits, group_size, k, n, dtype, gpu_plans, r
 
 
 @pytest.mark.parametrize("dtype", MMA_DTYPES, ids=MMA_IDS)
-def test_dequantisation_point(dtype, gpu_plans):
+@pytest.mark.parametrize("bits", [3, 4, 8])
+def test_dequantisation_point(bits, dtype, gpu_plans):
     """x = identity picks single weights out: y[k, n] = T(W(n, k)), the float32 weight of quant.dequantize_float32
-    rounded to x's type, the value the kernel hands the matrix units. With half scales the kernel dequantises by an
-    fma (exact there, metal/quant.h); with bfloat scales by a product and a sum."""
+    rounded to x's type, the value the kernel hands the matrix units. With half scales it dequantises by an fma,
+    exact there (metal/quant.h); with bfloat scales by a product and a sum."""
     mtlinv.set_limit(128)
-    q = quantized(40, 128, 64, 4, np.dtype(dtype))
-    w = quant.dequantize_float32(*q, group_size=64, bits=4)
-    y = run(np.eye(128, dtype=dtype), q, 64, 4)
-    assert kernel(128, 128, 40, 64, 4, dtype, 128)["kernel"] == f"qgemv_mma_b4_r16_{MMA_IDS[MMA_DTYPES.index(dtype)]}"
+    group_size = 64 if bits != 3 else 128
+    q = quantized(40, 128, group_size, bits, np.dtype(dtype))
+    w = quant.dequantize_float32(*q, group_size=group_size, bits=bits)
+    y = run(np.eye(128, dtype=dtype), q, group_size, bits)
+    suffix = MMA_IDS[MMA_DTYPES.index(dtype)]
+    assert kernel(128, 128, 40, group_size, bits, dtype, 128)["kernel"] == f"qgemv_mma_b{bits}_r16_{suffix}"
     assert same_bits(y, w.T.astype(dtype))
 
 
