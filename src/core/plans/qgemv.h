@@ -25,8 +25,8 @@ bool qgemv_supported_group_size(int group_size);
 // Operands: 0 x, 1 wq, 2 scales, 3 biases, 4 bias (or any valid buffer when absent), 5 y.
 // M <= limit (and M == 1 always) -> the canonical kernel: for 16-bit x on a device with matrix units,
 // qgemv_mma_b{bits}_r{8,16}_{dtype}[_sf32] (tiles of 8 rows, 16 above M = 8); otherwise
-// qgemv_b{bits}_r{R}_{dtype}[_sf32] with the tile height R from M (row_tiled.h). Above the limit, up to 32 rows run the same kernels with another K
-// split count where that changes the order, and other rows the tiled qgemm.
+// qgemv_b{bits}_r{R}_{dtype}[_sf32] with the tile height R from M (row_tiled.h). Above the limit, up to 32 rows
+// run the same kernels with another K split count where that changes the order, and other rows the tiled qgemm.
 // Throws InvalidArgument for an unsupported bits or group size, or K not a multiple of the group size, and
 // DTypeError for a scale dtype without a kernel.
 Plan plan_qgemv(const QGemvShape& s, int limit, const DeviceCaps& caps);
