@@ -135,7 +135,8 @@ def test_negative_control_limit_zero_differs(gpu_plans, rng):
 @pytest.mark.parametrize("rows, limit, canonical, name", [
     (1, 0, True, "qgemv_mma_b4_r8_bf16"), (8, 0, False, "qgemv_mma_b4_r8_bf16"),
     (8, 8, True, "qgemv_mma_b4_r8_bf16"), (9, 16, True, "qgemv_mma_b4_r16_bf16"),
-    (16, 16, True, "qgemv_mma_b4_r16_bf16"), (32, 16, False, "qgemv_mma_b4_r16_bf16"), (33, 16, False, "qgemm_b4_bf16")])
+    (16, 16, True, "qgemv_mma_b4_r16_bf16"), (32, 16, False, "qgemv_mma_b4_r16_bf16"),
+    (33, 16, False, "qgemm_b4_bf16")])
 def test_routing(rows, limit, canonical, name, gpu_plans):
     """Tiles of 8 rows up to M = 8, of 16 above; the split count of M = 1 for every canonical call, another above
     the limit; qgemm above 32 rows."""
