@@ -35,3 +35,13 @@ def first_difference(a, b) -> str:
 
 def random(rng, shape, dtype, scale=1.0):
     return (rng.standard_normal(shape) * scale).astype(dtype)
+
+
+def unaligned(a):
+    """A copy of `a` whose data starts a whole number of elements past a 16-byte boundary, not on one: kernels then
+    take their element-wise loads where an aligned copy takes 16-byte loads."""
+    storage = np.empty(a.size + 16 // a.itemsize, a.dtype)
+    offset = next(i for i in range(1, 16 // a.itemsize) if (storage.ctypes.data + a.itemsize * i) % 16)
+    out = storage[offset:offset + a.size].reshape(a.shape)
+    out[...] = a
+    return out

@@ -7,7 +7,7 @@ import pytest
 
 import ml_dtypes
 import mtlinv
-from helpers import RTOL, first_difference, random, same_bits
+from helpers import RTOL, first_difference, random, same_bits, unaligned
 from test_gemv import reference, weights
 
 MMA_DTYPES = [np.float16, ml_dtypes.bfloat16]
@@ -69,12 +69,9 @@ def test_unaligned_x_same_bits(gpu_plans, rng):
     k = 1024 + 24
     w = weights(rng, 24, k, np.float16, True)
     x = random(rng, (8, k), np.float16)
-    storage = np.empty(x.size + 8, np.float16)
-    offset = next(i for i in range(1, 8) if (storage.ctypes.data + 2 * i) % 16)
-    unaligned = storage[offset:offset + x.size].reshape(x.shape)
-    unaligned[...] = x
+    unaligned_copy = unaligned(x)
     for m in (1, 8):
-        assert same_bits(np.asarray(mtlinv.gemv(unaligned[:m], w)), np.asarray(mtlinv.gemv(x[:m], w))), m
+        assert same_bits(np.asarray(mtlinv.gemv(unaligned_copy[:m], w)), np.asarray(mtlinv.gemv(x[:m], w))), m
 
 
 def test_negative_control_limit_zero_differs(gpu_plans, rng):

@@ -9,7 +9,7 @@ import pytest
 
 import mtlinv
 from mtlinv import quant
-from helpers import DTYPE_IDS, FLOAT_DTYPES, RTOL, first_difference, random, same_bits
+from helpers import DTYPE_IDS, FLOAT_DTYPES, RTOL, first_difference, random, same_bits, unaligned
 
 # The (group_size, bits) pairs of issue 4; every other supported width runs in the smaller tests.
 PAIRS = [(32, 4), (64, 4), (128, 4), (32, 8), (64, 8)]
@@ -191,11 +191,8 @@ def test_unaligned_x_same_bits(limit, rng):
     mtlinv.set_limit(limit)
     q = quantized(40, 256, 64, 4, np.dtype(np.float16))
     x = random(rng, (5, 256), np.float16)
-    storage = np.empty(x.size + 8, np.float16)
-    offset = next(i for i in range(1, 8) if (storage.ctypes.data + 2 * i) % 16)
-    unaligned = storage[offset:offset + x.size].reshape(x.shape)
-    unaligned[...] = x
-    assert same_bits(run(unaligned, q, 64, 4), run(x, q, 64, 4))
+    unaligned_copy = unaligned(x)
+    assert same_bits(run(unaligned_copy, q, 64, 4), run(x, q, 64, 4))
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float16], ids=["qgemv", "qgemv_mma"])
@@ -214,12 +211,10 @@ def test_unaligned_wq_same_bits(bits, dtype, gpu_plans, rng):
     q = quantized(9, k, group_size, bits, np.dtype(dtype))
     x = random(rng, (8, k), dtype)
     wq = q[0]
-    storage = np.empty(wq.size + 4, np.uint32)
-    offset = next(i for i in range(1, 4) if (storage.ctypes.data + 4 * i) % 16)
-    unaligned = storage[offset:offset + wq.size].reshape(wq.shape)
-    unaligned[...] = wq
+    unaligned_copy = unaligned(wq)
     for m in (1, 2, 8):
-        assert same_bits(run(x[:m], (unaligned, q[1], q[2]), group_size, bits), run(x[:m], q, group_size, bits)), m
+        got = run(x[:m], (unaligned_copy, q[1], q[2]), group_size, bits)
+        assert same_bits(got, run(x[:m], q, group_size, bits)), m
 
 
 def test_errors_name_values(rng):

@@ -8,7 +8,7 @@ import pytest
 
 import mtlinv
 from mtlinv import gguf_blocks, quant
-from helpers import RTOL, first_difference, random, same_bits
+from helpers import RTOL, first_difference, random, same_bits, unaligned
 from test_qgemv import quantized, reference, run
 
 MMA_DTYPES = [np.float16, ml_dtypes.bfloat16]
@@ -92,12 +92,9 @@ def test_unaligned_x_same_bits(gpu_plans, rng):
     k = 1024 + 96
     q = quantized(24, k, 32, 4, np.dtype(np.float16))
     x = random(rng, (8, k), np.float16)
-    storage = np.empty(x.size + 8, np.float16)
-    offset = next(i for i in range(1, 8) if (storage.ctypes.data + 2 * i) % 16)
-    unaligned = storage[offset:offset + x.size].reshape(x.shape)
-    unaligned[...] = x
+    unaligned_copy = unaligned(x)
     for m in (1, 8):
-        assert same_bits(run(unaligned[:m], q, 32, 4), run(x[:m], q, 32, 4)), m
+        assert same_bits(run(unaligned_copy[:m], q, 32, 4), run(x[:m], q, 32, 4)), m
 
 
 @pytest.mark.parametrize("dtype", MMA_DTYPES, ids=MMA_IDS)

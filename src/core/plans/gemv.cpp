@@ -34,9 +34,7 @@ uint32_t gemv_mma_k_splits(int64_t k, int64_t n, const DeviceCaps& caps) {
   // N = 14336 and 8 at N = 8192: the best counts at M = 1 and 8 alike (benchmarks/tune_gemv_cuda.py).
   const int64_t most = std::clamp<int64_t>(ceil_div(k, kMmaBlock) / kMmaInFlight, 1, kMmaMaxSplits);
   const int64_t wanted = ceil_div(kMmaWarpsPerCore * caps.compute_units, ceil_div(n, kMmaCols));
-  int64_t splits = 1;
-  while (splits * 2 <= wanted && splits * 2 <= most) splits *= 2;
-  return static_cast<uint32_t>(splits);
+  return power_of_two_splits(wanted, most);
 }
 
 uint32_t gemv_k_splits(int64_t k, int64_t n, DType dtype, bool w_kn, const DeviceCaps& caps) {
@@ -54,9 +52,7 @@ uint32_t gemv_k_splits(int64_t k, int64_t n, DType dtype, bool w_kn, const Devic
   const int64_t vec = 16 / static_cast<int64_t>(dtype_size(dtype));
   const int64_t most = std::clamp<int64_t>(ceil_div(k, 32 * vec) / 2, 1, kMaxSplits);
   const int64_t wanted = ceil_div(kNkWarpsPerCore * caps.compute_units, ceil_div(n, kNkCols));
-  int64_t splits = 1;
-  while (splits * 2 <= wanted && splits * 2 <= most) splits *= 2;
-  return static_cast<uint32_t>(splits);
+  return power_of_two_splits(wanted, most);
 }
 
 Plan plan_gemv(const GemvShape& s, int limit, const DeviceCaps& caps) {

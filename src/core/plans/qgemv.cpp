@@ -50,9 +50,7 @@ uint32_t qgemv_k_splits(int64_t k, int64_t n, const DeviceCaps& caps) {
   // that is 2 splits at K = 4096 and at 8192 x 8192, 4 at K = 14336, N = 4096.
   const int64_t most = std::clamp<int64_t>(runs / (2 * 32), 1, kMaxSplits);
   const int64_t wanted = ceil_div(kWarpsPerCore * caps.compute_units, ceil_div(n, kCols));
-  int64_t splits = 1;
-  while (splits * 2 <= wanted && splits * 2 <= most) splits *= 2;
-  return static_cast<uint32_t>(splits);
+  return power_of_two_splits(wanted, most);
 }
 
 uint32_t qgemv_mma_k_splits(int64_t k, int64_t n, const DeviceCaps& caps) {
@@ -61,9 +59,7 @@ uint32_t qgemv_mma_k_splits(int64_t k, int64_t n, const DeviceCaps& caps) {
   // N = 4096 and K = 4096, 8 at N = 8192, 4 at N = 14336.
   const int64_t most = std::clamp<int64_t>(ceil_div(k, kMmaStep) / kMmaInFlight, 1, kMmaMaxSplits);
   const int64_t wanted = ceil_div(kMmaWarpsPerCore * caps.compute_units, ceil_div(n, kMmaCols));
-  int64_t splits = 1;
-  while (splits * 2 <= wanted && splits * 2 <= most) splits *= 2;
-  return static_cast<uint32_t>(splits);
+  return power_of_two_splits(wanted, most);
 }
 
 Plan plan_qgemv(const QGemvShape& s, int limit, const DeviceCaps& caps) {

@@ -10,6 +10,14 @@ namespace mtlinv {
 // above (more rows run as further tiles).
 inline uint32_t row_tile_height(int64_t rows) { return rows <= 1 ? 1 : rows <= 2 ? 2 : rows <= 4 ? 4 : 8; }
 
+// The split count of every GEMV plan: the largest power of two that is at most `wanted` (what keeps the device
+// busy) and at most `most` (what keeps each split enough K), and at least 1.
+inline uint32_t power_of_two_splits(int64_t wanted, int64_t most) {
+  int64_t splits = 1;
+  while (splits * 2 <= wanted && splits * 2 <= most) splits *= 2;
+  return static_cast<uint32_t>(splits);
+}
+
 // The throughput path's split count: tiles of 8 rows do more arithmetic per weight byte and run best with fewer
 // simdgroups than the canonical count, which must also serve M = 1 (half of it on an H200,
 // benchmarks/results/h200.md); 2 where the canonical count is 1. Never the canonical count.
