@@ -67,6 +67,17 @@ inline uint4 load16_elements<float>(device const float* p) {
   return uint4(as_type<uint>(p[0]), as_type<uint>(p[1]), as_type<uint>(p[2]), as_type<uint>(p[3]));
 }
 
+// The raw bits of the 16-byte unit at p: one 16-byte load when VEC (the plan proved the rows aligned), else element
+// by element. VEC is a template parameter, not a runtime flag: a compiler may execute both sides of a runtime
+// choice and keep one, and a speculated 16-byte load from a misaligned row faults.
+template <typename T, bool VEC>
+inline uint4 load16_unit(device const T* p) {
+  if (VEC) {
+    return load16(p);
+  }
+  return load16_elements(p);
+}
+
 // The same for data read once (weights streaming past): a target may keep it out of its caches (load_streaming).
 template <typename T>
 inline uint4 load16_streaming(device const T* p) {

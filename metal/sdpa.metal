@@ -90,15 +90,6 @@ constexpr uint sdpa_chunk(uint units, uint most) {
                                        : 1;
 }
 
-// The raw bits of the unit at p: a 16-byte load when VEC, else element by element (the same bits, see load.h).
-template <typename T, bool VEC>
-inline uint4 sdpa_unit(device const T* p) {
-  if (VEC) {
-    return load16(p);
-  }
-  return load16_elements(p);
-}
-
 // Scores of one block: thread tid owns keys tid, tid + 128 of the block. Per key and query, one float4 fma
 // chain over the row in ascending order (the query loop innermost, so a query's chain is the same whatever the
 // other queries of the tile are), then a fixed horizontal sum.
@@ -125,7 +116,7 @@ inline void sdpa_block_scores(constant SdpaArgs& args, device const T* k, thread
       uint4 raw[KEYS][CHUNK];
       for (uint kk = 0; kk < KEYS; ++kk) {
         for (uint c = 0; c < CHUNK; ++c) {
-          raw[kk][c] = sdpa_unit<T, VEC>(kr[kk] + (u0 + c) * E);
+          raw[kk][c] = load16_unit<T, VEC>(kr[kk] + (u0 + c) * E);
         }
       }
       for (uint c = 0; c < CHUNK; ++c) {
@@ -188,7 +179,7 @@ inline void sdpa_block_pv(constant SdpaArgs& args, device const T* v, threadgrou
       uint4 raw[KEYS_PER_LOAD];
       for (uint c = 0; c < KEYS_PER_LOAD; ++c) {
         const uint t = min(t0 + c, t_stop - 1);  // rows past the split are loaded again, never used
-        raw[c] = sdpa_unit<T, VEC>(v + ulong(first + t) * D + u * E);
+        raw[c] = load16_unit<T, VEC>(v + ulong(first + t) * D + u * E);
       }
       for (uint c = 0; c < KEYS_PER_LOAD; ++c) {
         const uint t = t0 + c;

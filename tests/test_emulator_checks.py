@@ -2,6 +2,7 @@
 pre-pass, registry, backend, runtime. Each planted kernel has a correct twin that must pass."""
 import struct
 
+import ml_dtypes
 import numpy as np
 import pytest
 
@@ -101,6 +102,9 @@ def test_real_kernels_pass_checking_mode(plans, checking, rng):
             kv = rng.standard_normal((1, 2, 300, 64)).astype(np.float16)
             mtlinv.sdpa(q, kv, kv, kv_len=290)
             mtlinv.sdpa(rng.standard_normal((1, 2, 12, 64)).astype(np.float16), kv, kv, kv_len=40)
+            # D = 128, 16 queries per kv head (one full tile of sdpa_mma under the GPU plans at limit 4), a partial step.
+            kv = rng.standard_normal((1, 2, 120, 128)).astype(ml_dtypes.bfloat16)
+            mtlinv.sdpa(rng.standard_normal((1, 8, 4, 128)).astype(ml_dtypes.bfloat16), kv, kv, kv_len=100)
         h = rng.standard_normal((3, 2, 64)).astype(np.float16)
         mtlinv.add(h, h)
         mtlinv.swiglu(h, h)

@@ -15,10 +15,13 @@ namespace {
 constexpr uint32_t kThreads = 128;        // SDPA_THREADS in metal/sdpa.metal
 constexpr uint32_t kMaxQueriesPerTile = 8;  // SDPA_QUERIES: the query tile Q of sdpa_blocks is 4 or 8
 constexpr uint32_t kBlockKeys = 256;      // SDPA_BLOCK_KEYS: the most keys a block may hold
+constexpr uint32_t kMmaQueries = 16;      // SDPA_MMA_QUERIES in metal/sdpa_mma.metal (4 simdgroups: kThreads)
 constexpr uint32_t kFlashQueries = 32;    // FLASH_QUERIES
 constexpr uint32_t kCombineGroups = 8;    // SDPA_COMBINE_GROUPS
 constexpr int64_t kSplitMinKeys = 32;     // split blocks shorter than this cost more in pass 2 than they gain
 constexpr int64_t kSplitWavesPerCore = 4; // threadgroups per compute unit the split path aims for
+// sdpa_mma's 4 simdgroups take a quarter of a chunk each, in steps of 32 keys.
+static_assert(kBlockKeys % (4 * 32) == 0, "sdpa_mma needs chunks of a multiple of 128 keys");
 constexpr double kLog2e = 1.4426950408889634074;
 
 }  // namespace
@@ -33,6 +36,10 @@ uint32_t sdpa_chunk_keys(int64_t /*head_dim*/, DType /*dtype*/, const DeviceCaps
 // registers; 8 otherwise.
 uint32_t sdpa_query_tile(const SdpaShape& s) {
   return s.q_len * (s.q_heads / s.kv_heads) <= 4 ? 4 : kMaxQueriesPerTile;
+}
+
+bool sdpa_uses_matrix_units(const SdpaShape& s, const DeviceCaps& caps) {
+  return caps.matrix_units && s.dtype != DType::f32 && (s.head_dim == 64 || s.head_dim == 128);
 }
 
 uint32_t sdpa_split_blocks(const SdpaShape& s, const DeviceCaps& caps) {
@@ -84,8 +91,10 @@ Plan plan_sdpa(const SdpaShape& s, int limit, const DeviceCaps& caps) {
                         static_cast<size_t>(rows * args.n_blocks) * 2 * sizeof(float)};
 
   PlanLaunch partials;
-  const uint32_t tile = sdpa_query_tile(s);
-  partials.kernel = "sdpa_blocks_q" + std::to_string(tile) + "_" + loads + suffix;
+  const uint32_t tile = plan.canonical && sdpa_uses_matrix_units(s, caps) ? kMmaQueries : sdpa_query_tile(s);
+  partials.kernel = tile == kMmaQueries
+                        ? "sdpa_mma_d" + std::to_string(s.head_dim) + "_" + loads + suffix
+                        : "sdpa_blocks_q" + std::to_string(tile) + "_" + loads + suffix;
   partials.threadgroups = {ceil_div(s.q_len * args.group, tile), args.n_blocks,
                            static_cast<uint32_t>(s.batch * s.kv_heads)};
   partials.threads = {kThreads, 1, 1};

@@ -1,0 +1,303 @@
+// Canonical attention on the matrix units: pass 1 of the canonical sdpa (metal/sdpa.metal) for 16-bit q, k, v and
+// head dims 64 and 128, on targets whose plans say DeviceCaps::matrix_units (CUDA). It writes the same partials as
+// sdpa_blocks, one (m, l, o) per query and chunk of S keys at absolute positions, and sdpa_combine merges them.
+//
+// Why: sdpa_blocks does a query's arithmetic with scalar fmas, so a verification block of Lq = 8 queries with
+// GQA 4 (32 queries per kv head) costs 5-6 times one decoding step on an H200 (benchmarks/results/h200.md). Here
+// the 16 queries of a tile are the A rows of simd_mma_16x8x32 (metal/mma.h): q k^T takes 8 keys per call as B
+// rows, and p v takes 32 keys per call as the builtin's K, so a tile costs one read of K and V and a few
+// instructions per key, whatever its number of queries.
+//
+// A threadgroup takes one chunk of one kv head and a tile of 16 of its G * Lq queries; its 4 simdgroups take a
+// quarter of the chunk each (64 keys, two steps of 32). Per query and step, in this order:
+//   scores   s = (q . k) * scale_log2 for the 32 keys: D / 32 builtin calls per 8 keys, dims in ascending order
+//   softmax  online: m' = max(m, visible scores), p = T(exp2(s - m')) (0 for keys the query does not see),
+//            l = l * exp2(m - m') + (sum of p), the sum over the lane's 8 keys then a quad ladder
+//   p v      acc = acc * exp2(m - m') + p v: one builtin call per output dim column, 32 keys as its K
+// then the 4 simdgroups' (m, l, acc) are merged in simdgroup order, as sdpa_combine merges chunks.
+//
+// Invariance (design.md §2): the builtin sums a (query, key) or (query, dim) pair the same way whatever the other
+// rows hold, so a query's bits depend only on the keys it sees. Its last step may be partial: it sees the first c
+// keys. p is 0 past c, but a 0 times a NaN of a V row that a later query sees would still be NaN, so the p v call of
+// such a step runs once per distinct count c among the tile's queries, with V zeroed past c, and each query keeps
+// the run of its own count. A single query at the same position (Lq = 1, the keys past it beyond kv_len and read as
+// the last valid key) makes exactly the same call. Steps a query sees nothing of leave its state untouched.
+//
+// Arithmetic change from sdpa_blocks, documented: p is rounded to T before p v, as in FlashAttention, and l sums
+// the rounded p, so the weights that multiply V are exactly those that normalise the output.
+#include "common.h"
+#include "sdpa_args.h"
+#include "load.h"
+#include "mma.h"
+
+constant constexpr uint SDPA_MMA_QUERIES = 16;    // queries per tile: the builtin's A rows
+constant constexpr uint SDPA_MMA_SIMDGROUPS = 4;  // each takes a quarter of the chunk's keys
+constant constexpr uint SDPA_MMA_STEP = 32;       // keys per step: the builtin's K in p v
+constant constexpr uint SDPA_MMA_MAX_D = 128;
+
+// Keys of the step at `a0` a query sees when it sees the keys before `end`: 0..32.
+inline uint sdpa_mma_count(uint end, uint a0) {
+  return end > a0 ? min(end - a0, SDPA_MMA_STEP) : 0u;
+}
+
+// One past the last key row r of the tile sees (0 for rows past the tile's queries).
+inline uint sdpa_mma_end(constant SdpaArgs& args, uint j0, uint r, uint nq) {
+  if (r >= nq) {
+    return 0;
+  }
+  return (args.causal != 0 ? args.kv_len - args.q_len + (j0 + r) % args.q_len : args.kv_len - 1) + 1;
+}
+
+// The 16 bits of element e (0..7) of a 16-byte unit.
+inline uint sdpa_mma_element(uint4 raw, uint e) {
+  return (raw[e / 2] >> (16 * (e % 2))) & 0xffffu;
+}
+
+// The B operand of p v for one dim column: word b holds that dim of keys 8 b + 2 t and 8 b + 2 t + 1 (v0[b] and
+// v1[b] hold 8 dims of those keys; `e` picks the dim), the keys at or past `count` zeroed.
+inline uint4 sdpa_mma_v_operand(thread const uint4* v0, thread const uint4* v1, uint e, uint t, uint count) {
+  uint4 b;
+  for (uint i = 0; i < 4; ++i) {
+    const uint key = 8 * i + 2 * t;
+    b[i] = (key < count ? sdpa_mma_element(v0[i], e) : 0u) | (key + 1 < count ? sdpa_mma_element(v1[i], e) << 16 : 0u);
+  }
+  return b;
+}
+
+// The online softmax of one query (row g or g + 8 of the lane's quad) over one step: scores s of keys 8 b + 2 t + e
+// at s[2 b + e], the first `count` of the step's keys visible. Returns p rounded to T (as the builtin's A operand
+// reads it) and updates m and l; `factor` rescales the query's accumulators. All lanes call it (quad shuffles).
+template <typename T>
+inline uint4 sdpa_mma_softmax(thread const float* s, uint count, uint t, thread float& m, thread float& l,
+                              thread float& factor) {
+  float m_step = -INFINITY;
+  for (uint i = 0; i < 8; ++i) {
+    if (8 * (i / 2) + 2 * t + i % 2 < count) {
+      m_step = max(m_step, s[i]);
+    }
+  }
+  m_step = max(m_step, simd_shuffle_xor(m_step, ushort(1)));
+  m_step = max(m_step, simd_shuffle_xor(m_step, ushort(2)));
+  const float m_new = max(m, m_step);
+  float p[8];
+  for (uint i = 0; i < 8; ++i) {
+    p[i] = 8 * (i / 2) + 2 * t + i % 2 < count ? exp2(s[i] - m_new) : 0.0f;
+  }
+  const uint4 packed = narrow16<T>(p);
+  widen16<T>(packed, p);
+  float sum = ((p[0] + p[1]) + (p[2] + p[3])) + ((p[4] + p[5]) + (p[6] + p[7]));
+  sum += simd_shuffle_xor(sum, ushort(1));
+  sum += simd_shuffle_xor(sum, ushort(2));
+  factor = 1.0f;
+  if (count > 0) {
+    factor = exp2(m - m_new);
+    l = fma(l, factor, sum);
+    m = m_new;
+  }
+  return packed;
+}
+
+// Pass 1 on the matrix units. Grid: (ceil(G * Lq / 16), n_blocks, B * Hkv); SDPA_MMA_SIMDGROUPS simdgroups.
+// Lane 4 g + t holds queries g and g + 8 of the tile: their q (dims 32 s + 8 t .. + 7 of each 32), scores of keys
+// 8 b + 2 t, 8 b + 2 t + 1 of each 8, and output dims 64 h + 16 t + c, 64 h + 16 t + 8 + c (c = 0..7) of each 64.
+template <typename T, bool VEC, uint D>
+[[kernel]] void sdpa_mma(
+    constant SdpaArgs& args [[buffer(0)]],
+    device const T* q [[buffer(1)]],
+    device const T* k [[buffer(2)]],
+    device const T* v [[buffer(3)]],
+    device float* part_o [[buffer(4)]],
+    device float2* part_ml [[buffer(5)]],
+    uint3 tile [[threadgroup_position_in_grid]],
+    ushort lane [[thread_index_in_simdgroup]],
+    ushort sg [[simdgroup_index_in_threadgroup]]) {
+  constexpr uint KS = D / 32;  // q k^T: builtin calls per 8 keys
+  constexpr uint VH = D / 64;  // p v: 64-dim halves, 8 builtin calls each (lane group g loads dims 8 g .. 8 g + 7)
+  constexpr uint OUT = VH * 8;
+  // Simdgroups 1.. leave their state here for simdgroup 0: [simdgroup - 1][output column][lane] and (m, l) pairs.
+  threadgroup float4 merge_o[(SDPA_MMA_SIMDGROUPS - 1) * (SDPA_MMA_MAX_D / 64) * 8 * SIMD_WIDTH];
+  threadgroup float4 merge_ml[(SDPA_MMA_SIMDGROUPS - 1) * SIMD_WIDTH];
+  threadgroup uint4 q_ops[2 * (SDPA_MMA_MAX_D / 32) * SIMD_WIDTH];
+
+  const uint g = lane / 4;
+  const uint t = lane % 4;
+  const uint per_head = args.group * args.q_len;  // queries served by one kv head
+  const uint j0 = tile.x * SDPA_MMA_QUERIES;      // first query of the tile, numbered g * Lq + i
+  const uint nq = min(SDPA_MMA_QUERIES, per_head - j0);
+  const uint block = tile.y;
+  const ulong row0 = ulong(tile.z) * per_head + j0;  // q [B, Hq, Lq, D] is [B, Hkv, G * Lq, D]
+  q += row0 * D;
+  k += ulong(tile.z) * args.kv_capacity * D;
+  v += ulong(tile.z) * args.kv_capacity * D;
+
+  // Where each query's keys end, and the least and most of them over the tile (uniform).
+  const uint end_lo = sdpa_mma_end(args, j0, g, nq);
+  const uint end_hi = sdpa_mma_end(args, j0, g + 8, nq);
+  uint end_min = args.kv_len;
+  uint end_max = 0;
+  for (uint r = 0; r < nq; ++r) {
+    end_min = min(end_min, sdpa_mma_end(args, j0, r, nq));
+    end_max = max(end_max, sdpa_mma_end(args, j0, r, nq));
+  }
+
+  // The q operands, staged once for the four simdgroups (read again every step: registers are what limits how many
+  // simdgroups a core holds): [32-dim block s][row g or g + 8][lane]. Rows past the tile's queries repeat its last
+  // one: computed, never stored.
+  for (uint i = sg * SIMD_WIDTH + lane; i < 2 * KS * SIMD_WIDTH; i += SDPA_MMA_SIMDGROUPS * SIMD_WIDTH) {
+    const uint s = i / (2 * SIMD_WIDTH);
+    const uint qg = (i / SIMD_WIDTH) % 2 * 8 + (i % SIMD_WIDTH) / 4;
+    q_ops[i] = load16_unit<T, VEC>(q + ulong(min(qg, nq - 1)) * D + 32 * s + 8 * (i % 4));
+  }
+  threadgroup_barrier(mem_flags::mem_threadgroup);
+
+  float m[2] = {-INFINITY, -INFINITY};
+  float l[2] = {0.0f, 0.0f};
+  float4 acc[OUT];
+  for (uint o = 0; o < OUT; ++o) {
+    acc[o] = float4(0.0f);
+  }
+
+  const uint quarter = args.block_keys / SDPA_MMA_SIMDGROUPS;
+  const uint first = block * args.block_keys + sg * quarter;
+  const uint stop = min(first + quarter, end_max);
+  for (uint a0 = first; a0 < stop; a0 += SDPA_MMA_STEP) {
+    // Keys past kv_len are read as the last valid key: never seen by a query, never a fault.
+    uint4 k_raw[4][KS];
+    for (uint b = 0; b < 4; ++b) {
+      device const T* row = k + ulong(min(a0 + 8 * b + g, args.kv_len - 1)) * D + 8 * t;
+      for (uint s = 0; s < KS; ++s) {
+        k_raw[b][s] = load16_unit<T, VEC>(row + 32 * s);
+      }
+    }
+
+    float scores[2][8];  // [query g, g + 8][2 b + e]
+    for (uint b = 0; b < 4; ++b) {
+      float4 dot = float4(0.0f);
+      for (uint s = 0; s < KS; ++s) {
+        dot = simd_mma_16x8x32<T>(dot, q_ops[(2 * s) * SIMD_WIDTH + lane], q_ops[(2 * s + 1) * SIMD_WIDTH + lane],
+                                  k_raw[b][s], lane);
+      }
+      scores[0][2 * b] = dot.x * args.scale_log2;
+      scores[0][2 * b + 1] = dot.y * args.scale_log2;
+      scores[1][2 * b] = dot.z * args.scale_log2;
+      scores[1][2 * b + 1] = dot.w * args.scale_log2;
+    }
+    // Loaded after the scores, so that the K and V units of a step are not all held at once.
+    uint4 v_raw[VH][2][4];  // [half][key 8 b + 2 t + e: e][b], dims 64 h + 8 g .. + 7
+    for (uint b = 0; b < 4; ++b) {
+      for (uint e = 0; e < 2; ++e) {
+        device const T* row = v + ulong(min(a0 + 8 * b + 2 * t + e, args.kv_len - 1)) * D + 8 * g;
+        for (uint h = 0; h < VH; ++h) {
+          v_raw[h][e][b] = load16_unit<T, VEC>(row + 64 * h);
+        }
+      }
+    }
+    const uint count_lo = sdpa_mma_count(end_lo, a0);
+    const uint count_hi = sdpa_mma_count(end_hi, a0);
+    float factor_lo, factor_hi;
+    const uint4 p_lo = sdpa_mma_softmax<T>(scores[0], count_lo, t, m[0], l[0], factor_lo);
+    const uint4 p_hi = sdpa_mma_softmax<T>(scores[1], count_hi, t, m[1], l[1], factor_hi);
+    for (uint o = 0; o < OUT; ++o) {
+      acc[o] *= float4(factor_lo, factor_lo, factor_hi, factor_hi);
+    }
+
+    if (end_min >= a0 + SDPA_MMA_STEP) {
+      // Every query of the tile sees the whole step: one call per output column.
+      for (uint h = 0; h < VH; ++h) {
+        for (uint e = 0; e < 8; ++e) {
+          const uint4 vb = sdpa_mma_v_operand(v_raw[h][0], v_raw[h][1], e, t, SDPA_MMA_STEP);
+          acc[8 * h + e] = simd_mma_16x8x32<T>(acc[8 * h + e], p_lo, p_hi, vb, lane);
+        }
+      }
+    } else {
+      // Counts differ (the causal diagonal, or the end of the keys): one call per distinct count, bit c - 1 of
+      // `runs`; a query keeps its own count's result and a query that sees none of the step keeps its state.
+      uint runs = 0;
+      for (uint r = 0; r < nq; ++r) {
+        const uint c = sdpa_mma_count(sdpa_mma_end(args, j0, r, nq), a0);
+        runs |= c > 0 ? 1u << (c - 1) : 0u;
+      }
+      // Each query matches one count, so a run may start from the current accumulators: those of its queries
+      // are still the step's starting values.
+      for (uint c = 1; c <= SDPA_MMA_STEP; ++c) {
+        if (((runs >> (c - 1)) & 1u) == 0) {
+          continue;
+        }
+        const bool lo = count_lo == c;
+        const bool hi = count_hi == c;
+        for (uint h = 0; h < VH; ++h) {
+          for (uint e = 0; e < 8; ++e) {
+            const uint4 vb = sdpa_mma_v_operand(v_raw[h][0], v_raw[h][1], e, t, c);
+            const float4 run = simd_mma_16x8x32<T>(acc[8 * h + e], p_lo, p_hi, vb, lane);
+            const float4 kept = acc[8 * h + e];
+            acc[8 * h + e] = float4(lo ? run.x : kept.x, lo ? run.y : kept.y, hi ? run.z : kept.z, hi ? run.w : kept.w);
+          }
+        }
+      }
+    }
+  }
+
+  // The merge of the four quarters, in simdgroup order: weights exp2(m_s - M) over M = max of the m_s, 0 for a
+  // quarter the query sees nothing of; a query that sees no key of the chunk writes m = -inf, l = 0, o = 0.
+  if (sg != 0) {
+    for (uint o = 0; o < OUT; ++o) {
+      merge_o[((sg - 1) * OUT + o) * SIMD_WIDTH + lane] = acc[o];
+    }
+    merge_ml[(sg - 1) * SIMD_WIDTH + lane] = float4(m[0], l[0], m[1], l[1]);
+  }
+  threadgroup_barrier(mem_flags::mem_threadgroup);
+  if (sg != 0) {
+    return;
+  }
+  float4 ml[SDPA_MMA_SIMDGROUPS];
+  ml[0] = float4(m[0], l[0], m[1], l[1]);
+  float4 most = ml[0];
+  for (uint s = 1; s < SDPA_MMA_SIMDGROUPS; ++s) {
+    ml[s] = merge_ml[(s - 1) * SIMD_WIDTH + lane];
+    most = max(most, ml[s]);
+  }
+  float4 w[SDPA_MMA_SIMDGROUPS];
+  for (uint s = 0; s < SDPA_MMA_SIMDGROUPS; ++s) {
+    w[s] = float4(ml[s].x == -INFINITY ? 0.0f : exp2(ml[s].x - most.x), 0.0f,
+                  ml[s].z == -INFINITY ? 0.0f : exp2(ml[s].z - most.z), 0.0f);
+  }
+  float l_lo = ml[0].y * w[0].x;
+  float l_hi = ml[0].w * w[0].z;
+  for (uint s = 1; s < SDPA_MMA_SIMDGROUPS; ++s) {
+    l_lo = fma(ml[s].y, w[s].x, l_lo);
+    l_hi = fma(ml[s].w, w[s].z, l_hi);
+  }
+  const uint row_lo = g;
+  const uint row_hi = g + 8;
+  if (t == 0 && row_lo < nq) {
+    part_ml[(row0 + row_lo) * args.n_blocks + block] = float2(most.x, l_lo);
+  }
+  if (t == 0 && row_hi < nq) {
+    part_ml[(row0 + row_hi) * args.n_blocks + block] = float2(most.z, l_hi);
+  }
+  for (uint o = 0; o < OUT; ++o) {
+    const float4 scale0 = float4(w[0].x, w[0].x, w[0].z, w[0].z);
+    float4 sum = acc[o] * scale0;
+    for (uint s = 1; s < SDPA_MMA_SIMDGROUPS; ++s) {
+      sum = fma(merge_o[((s - 1) * OUT + o) * SIMD_WIDTH + lane], float4(w[s].x, w[s].x, w[s].z, w[s].z), sum);
+    }
+    const uint d = 64 * (o / 8) + 16 * t + o % 8;
+    if (row_lo < nq) {
+      part_o[((row0 + row_lo) * args.n_blocks + block) * D + d] = sum.x;
+      part_o[((row0 + row_lo) * args.n_blocks + block) * D + d + 8] = sum.y;
+    }
+    if (row_hi < nq) {
+      part_o[((row0 + row_hi) * args.n_blocks + block) * D + d] = sum.z;
+      part_o[((row0 + row_hi) * args.n_blocks + block) * D + d + 8] = sum.w;
+    }
+  }
+}
+
+MTLINV_KERNEL(sdpa_mma_d64_f16, sdpa_mma, half, true, 64)
+MTLINV_KERNEL(sdpa_mma_d128_f16, sdpa_mma, half, true, 128)
+MTLINV_KERNEL(sdpa_mma_d64_bf16, sdpa_mma, bfloat, true, 64)
+MTLINV_KERNEL(sdpa_mma_d128_bf16, sdpa_mma, bfloat, true, 128)
+MTLINV_KERNEL(sdpa_mma_d64_unaligned_f16, sdpa_mma, half, false, 64)
+MTLINV_KERNEL(sdpa_mma_d128_unaligned_f16, sdpa_mma, half, false, 128)
+MTLINV_KERNEL(sdpa_mma_d64_unaligned_bf16, sdpa_mma, bfloat, false, 64)
+MTLINV_KERNEL(sdpa_mma_d128_unaligned_bf16, sdpa_mma, bfloat, false, 128)
