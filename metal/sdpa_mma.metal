@@ -48,40 +48,75 @@ inline uint sdpa_mma_end(constant SdpaArgs& args, uint j0, uint r, uint nq) {
   return (args.causal != 0 ? args.kv_len - args.q_len + (j0 + r) % args.q_len : args.kv_len - 1) + 1;
 }
 
-// The 16 bits of element e (0..7) of a 16-byte unit.
-inline uint sdpa_mma_element(uint4 raw, uint e) {
-  return (raw[e / 2] >> (16 * (e % 2))) & 0xffffu;
-}
-
-// The B operand of p v for one dim column: word b holds that dim of keys 8 b + 2 t and 8 b + 2 t + 1 (v0[b] and
-// v1[b] hold 8 dims of those keys; `e` picks the dim), the keys at or past `count` zeroed.
-inline uint4 sdpa_mma_v_operand(thread const uint4* v0, thread const uint4* v1, uint e, uint t, uint count) {
+// The B operand of p v for output column e of a 64-dim half: word i holds dim e of key 8 i + 2 t (low 16 bits) and
+// of key 8 i + 2 t + 1 (high 16 bits), taken from v0[i] and v1[i], which hold 8 dims of those keys.
+inline uint4 sdpa_mma_v_operand(thread const uint4* v0, thread const uint4* v1, uint e) {
   uint4 b;
   for (uint i = 0; i < 4; ++i) {
-    const uint key = 8 * i + 2 * t;
-    b[i] = (key < count ? sdpa_mma_element(v0[i], e) : 0u) | (key + 1 < count ? sdpa_mma_element(v1[i], e) << 16 : 0u);
+    const uint lo = v0[i][e / 2];
+    const uint hi = v1[i][e / 2];
+    b[i] = e % 2 == 0 ? (lo & 0xffffu) | (hi << 16) : (lo >> 16) | (hi & 0xffff0000u);
   }
   return b;
 }
 
+// The mask of sdpa_mma_v_operand's words that keeps the first `count` keys of the step.
+inline uint4 sdpa_mma_key_mask(uint t, uint count) {
+  uint4 mask;
+  for (uint i = 0; i < 4; ++i) {
+    mask[i] = (8 * i + 2 * t < count ? 0xffffu : 0u) | (8 * i + 2 * t + 1 < count ? 0xffff0000u : 0u);
+  }
+  return mask;
+}
+
+// Where simdgroup `writer` leaves output column o (of `out` per lane) for the simdgroup that merges it, o % 4: each
+// writer has the 3 of every 4 columns it does not merge itself.
+inline uint sdpa_mma_merge_slot(uint writer, uint o, uint out) {
+  const uint owner = o % SDPA_MMA_SIMDGROUPS;
+  return writer * (out / SDPA_MMA_SIMDGROUPS) * (SDPA_MMA_SIMDGROUPS - 1) + (o / SDPA_MMA_SIMDGROUPS) *
+         (SDPA_MMA_SIMDGROUPS - 1) + (owner < writer ? owner : owner - 1);
+}
+
+// An OR, min or max over the 16 rows of a tile when lane r and lane r + 16 hold row r's value (uniform result).
+inline uint sdpa_mma_rows_or(uint v) {
+  for (ushort delta = 8; delta > 0; delta >>= 1) {
+    v |= simd_shuffle_xor(v, delta);
+  }
+  return v;
+}
+inline uint sdpa_mma_rows_min(uint v) {
+  for (ushort delta = 8; delta > 0; delta >>= 1) {
+    v = min(v, simd_shuffle_xor(v, delta));
+  }
+  return v;
+}
+inline uint sdpa_mma_rows_max(uint v) {
+  for (ushort delta = 8; delta > 0; delta >>= 1) {
+    v = max(v, simd_shuffle_xor(v, delta));
+  }
+  return v;
+}
+
 // The online softmax of one query (row g or g + 8 of the lane's quad) over one step: scores s of keys 8 b + 2 t + e
-// at s[2 b + e], the first `count` of the step's keys visible. Returns p rounded to T (as the builtin's A operand
-// reads it) and updates m and l; `factor` rescales the query's accumulators. All lanes call it (quad shuffles).
+// at s[2 b + e], the first `count` of the step's keys visible (all of them when `whole`, a uniform flag that skips
+// the masking). Returns p rounded to T (as the builtin's A operand reads it) and updates m and l; `factor`
+// rescales the query's accumulators. A query that sees none of the step keeps m and l (its p, then NaN, goes into
+// no result it keeps). All lanes call it (quad shuffles).
 template <typename T>
-inline uint4 sdpa_mma_softmax(thread const float* s, uint count, uint t, thread float& m, thread float& l,
+inline uint4 sdpa_mma_softmax(thread float* s, bool whole, uint count, uint t, thread float& m, thread float& l,
                               thread float& factor) {
-  float m_step = -INFINITY;
-  for (uint i = 0; i < 8; ++i) {
-    if (8 * (i / 2) + 2 * t + i % 2 < count) {
-      m_step = max(m_step, s[i]);
+  if (!whole) {
+    for (uint i = 0; i < 8; ++i) {
+      s[i] = 8 * (i / 2) + 2 * t + i % 2 < count ? s[i] : -INFINITY;  // exp2(-inf - m) is 0: hidden keys add 0
     }
   }
+  float m_step = max(max(max(s[0], s[1]), max(s[2], s[3])), max(max(s[4], s[5]), max(s[6], s[7])));
   m_step = max(m_step, simd_shuffle_xor(m_step, ushort(1)));
   m_step = max(m_step, simd_shuffle_xor(m_step, ushort(2)));
   const float m_new = max(m, m_step);
   float p[8];
   for (uint i = 0; i < 8; ++i) {
-    p[i] = 8 * (i / 2) + 2 * t + i % 2 < count ? exp2(s[i] - m_new) : 0.0f;
+    p[i] = exp2(s[i] - m_new);
   }
   const uint4 packed = narrow16<T>(p);
   widen16<T>(packed, p);
@@ -114,9 +149,10 @@ template <typename T, bool VEC, uint D>
   constexpr uint KS = D / 32;  // q k^T: builtin calls per 8 keys
   constexpr uint VH = D / 64;  // p v: 64-dim halves, 8 builtin calls each (lane group g loads dims 8 g .. 8 g + 7)
   constexpr uint OUT = VH * 8;
-  // Simdgroups 1.. leave their state here for simdgroup 0: [simdgroup - 1][output column][lane] and (m, l) pairs.
-  threadgroup float4 merge_o[(SDPA_MMA_SIMDGROUPS - 1) * (SDPA_MMA_MAX_D / 64) * 8 * SIMD_WIDTH];
-  threadgroup float4 merge_ml[(SDPA_MMA_SIMDGROUPS - 1) * SIMD_WIDTH];
+  // The merge's exchange: each simdgroup's output columns that others merge ([sdpa_mma_merge_slot][lane]) and its
+  // (m, l) pairs ([simdgroup][lane]).
+  threadgroup float4 merge_o[SDPA_MMA_SIMDGROUPS * (SDPA_MMA_SIMDGROUPS - 1) * (SDPA_MMA_MAX_D / 32) * SIMD_WIDTH];
+  threadgroup float4 merge_ml[SDPA_MMA_SIMDGROUPS * SIMD_WIDTH];
   threadgroup uint4 q_ops[2 * (SDPA_MMA_MAX_D / 32) * SIMD_WIDTH];
 
   const uint g = lane / 4;
@@ -130,15 +166,13 @@ template <typename T, bool VEC, uint D>
   k += ulong(tile.z) * args.kv_capacity * D;
   v += ulong(tile.z) * args.kv_capacity * D;
 
-  // Where each query's keys end, and the least and most of them over the tile (uniform).
-  const uint end_lo = sdpa_mma_end(args, j0, g, nq);
-  const uint end_hi = sdpa_mma_end(args, j0, g + 8, nq);
-  uint end_min = args.kv_len;
-  uint end_max = 0;
-  for (uint r = 0; r < nq; ++r) {
-    end_min = min(end_min, sdpa_mma_end(args, j0, r, nq));
-    end_max = max(end_max, sdpa_mma_end(args, j0, r, nq));
-  }
+  // Where each query's keys end: lanes r and r + 16 work out row r's, the lane's own rows g and g + 8 and the least
+  // and most over the tile (uniform) follow by shuffles.
+  const uint end_row = sdpa_mma_end(args, j0, lane % 16, nq);
+  const uint end_lo = simd_shuffle(end_row, ushort(g));
+  const uint end_hi = simd_shuffle(end_row, ushort(g + 8));
+  const uint end_min = sdpa_mma_rows_min(lane % 16 < nq ? end_row : 0xffffffffu);
+  const uint end_max = sdpa_mma_rows_max(end_row);
 
   // The q operands, staged once for the four simdgroups (read again every step: registers are what limits how many
   // simdgroups a core holds): [32-dim block s][row g or g + 8][lane]. Rows past the tile's queries repeat its last
@@ -194,40 +228,38 @@ template <typename T, bool VEC, uint D>
     }
     const uint count_lo = sdpa_mma_count(end_lo, a0);
     const uint count_hi = sdpa_mma_count(end_hi, a0);
+    const bool whole = end_min >= a0 + SDPA_MMA_STEP;  // every query of the tile sees the whole step
     float factor_lo, factor_hi;
-    const uint4 p_lo = sdpa_mma_softmax<T>(scores[0], count_lo, t, m[0], l[0], factor_lo);
-    const uint4 p_hi = sdpa_mma_softmax<T>(scores[1], count_hi, t, m[1], l[1], factor_hi);
+    const uint4 p_lo = sdpa_mma_softmax<T>(scores[0], whole, count_lo, t, m[0], l[0], factor_lo);
+    const uint4 p_hi = sdpa_mma_softmax<T>(scores[1], whole, count_hi, t, m[1], l[1], factor_hi);
     for (uint o = 0; o < OUT; ++o) {
       acc[o] *= float4(factor_lo, factor_lo, factor_hi, factor_hi);
     }
 
-    if (end_min >= a0 + SDPA_MMA_STEP) {
-      // Every query of the tile sees the whole step: one call per output column.
+    if (whole) {
       for (uint h = 0; h < VH; ++h) {
         for (uint e = 0; e < 8; ++e) {
-          const uint4 vb = sdpa_mma_v_operand(v_raw[h][0], v_raw[h][1], e, t, SDPA_MMA_STEP);
+          const uint4 vb = sdpa_mma_v_operand(v_raw[h][0], v_raw[h][1], e);
           acc[8 * h + e] = simd_mma_16x8x32<T>(acc[8 * h + e], p_lo, p_hi, vb, lane);
         }
       }
     } else {
-      // Counts differ (the causal diagonal, or the end of the keys): one call per distinct count, bit c - 1 of
-      // `runs`; a query keeps its own count's result and a query that sees none of the step keeps its state.
-      uint runs = 0;
-      for (uint r = 0; r < nq; ++r) {
-        const uint c = sdpa_mma_count(sdpa_mma_end(args, j0, r, nq), a0);
-        runs |= c > 0 ? 1u << (c - 1) : 0u;
-      }
-      // Each query matches one count, so a run may start from the current accumulators: those of its queries
-      // are still the step's starting values.
+      // Counts differ (the causal diagonal, or the end of the keys): one call per distinct count c, bit c - 1 of
+      // `runs`, with V's keys from c on zeroed; a query keeps its own count's result, and one that sees none of
+      // the step keeps its state. Each query matches one count, so a run may start from the current
+      // accumulators: those of its queries still hold the step's starting values.
+      const uint count_row = sdpa_mma_count(end_row, a0);
+      const uint runs = sdpa_mma_rows_or(count_row > 0 ? 1u << (count_row - 1) : 0u);
       for (uint c = 1; c <= SDPA_MMA_STEP; ++c) {
         if (((runs >> (c - 1)) & 1u) == 0) {
           continue;
         }
+        const uint4 mask = sdpa_mma_key_mask(t, c);
         const bool lo = count_lo == c;
         const bool hi = count_hi == c;
         for (uint h = 0; h < VH; ++h) {
           for (uint e = 0; e < 8; ++e) {
-            const uint4 vb = sdpa_mma_v_operand(v_raw[h][0], v_raw[h][1], e, t, c);
+            const uint4 vb = sdpa_mma_v_operand(v_raw[h][0], v_raw[h][1], e) & mask;
             const float4 run = simd_mma_16x8x32<T>(acc[8 * h + e], p_lo, p_hi, vb, lane);
             const float4 kept = acc[8 * h + e];
             acc[8 * h + e] = float4(lo ? run.x : kept.x, lo ? run.y : kept.y, hi ? run.z : kept.z, hi ? run.w : kept.w);
@@ -238,48 +270,54 @@ template <typename T, bool VEC, uint D>
   }
 
   // The merge of the four quarters, in simdgroup order: weights exp2(m_s - M) over M = max of the m_s, 0 for a
-  // quarter the query sees nothing of; a query that sees no key of the chunk writes m = -inf, l = 0, o = 0.
-  if (sg != 0) {
-    for (uint o = 0; o < OUT; ++o) {
-      merge_o[((sg - 1) * OUT + o) * SIMD_WIDTH + lane] = acc[o];
+  // quarter the query sees nothing of; a query that sees no key of the chunk writes m = -inf, l = 0, o = 0. Each
+  // simdgroup merges the output columns o with o % 4 == sg, so it leaves (m, l) and the other columns here.
+  merge_ml[sg * SIMD_WIDTH + lane] = float4(m[0], l[0], m[1], l[1]);
+  for (uint o = 0; o < OUT; ++o) {
+    if (o % SDPA_MMA_SIMDGROUPS != sg) {
+      merge_o[sdpa_mma_merge_slot(sg, o, OUT) * SIMD_WIDTH + lane] = acc[o];
     }
-    merge_ml[(sg - 1) * SIMD_WIDTH + lane] = float4(m[0], l[0], m[1], l[1]);
   }
   threadgroup_barrier(mem_flags::mem_threadgroup);
-  if (sg != 0) {
-    return;
-  }
   float4 ml[SDPA_MMA_SIMDGROUPS];
-  ml[0] = float4(m[0], l[0], m[1], l[1]);
-  float4 most = ml[0];
-  for (uint s = 1; s < SDPA_MMA_SIMDGROUPS; ++s) {
-    ml[s] = merge_ml[(s - 1) * SIMD_WIDTH + lane];
+  float4 most = float4(-INFINITY);
+  for (uint s = 0; s < SDPA_MMA_SIMDGROUPS; ++s) {
+    ml[s] = merge_ml[s * SIMD_WIDTH + lane];
     most = max(most, ml[s]);
   }
-  float4 w[SDPA_MMA_SIMDGROUPS];
+  float4 w[SDPA_MMA_SIMDGROUPS];  // (weight of query g, -, weight of query g + 8, -)
   for (uint s = 0; s < SDPA_MMA_SIMDGROUPS; ++s) {
     w[s] = float4(ml[s].x == -INFINITY ? 0.0f : exp2(ml[s].x - most.x), 0.0f,
                   ml[s].z == -INFINITY ? 0.0f : exp2(ml[s].z - most.z), 0.0f);
   }
-  float l_lo = ml[0].y * w[0].x;
-  float l_hi = ml[0].w * w[0].z;
-  for (uint s = 1; s < SDPA_MMA_SIMDGROUPS; ++s) {
-    l_lo = fma(ml[s].y, w[s].x, l_lo);
-    l_hi = fma(ml[s].w, w[s].z, l_hi);
-  }
   const uint row_lo = g;
   const uint row_hi = g + 8;
-  if (t == 0 && row_lo < nq) {
-    part_ml[(row0 + row_lo) * args.n_blocks + block] = float2(most.x, l_lo);
-  }
-  if (t == 0 && row_hi < nq) {
-    part_ml[(row0 + row_hi) * args.n_blocks + block] = float2(most.z, l_hi);
+  if (sg == 0 && t == 0) {
+    float l_lo = ml[0].y * w[0].x;
+    float l_hi = ml[0].w * w[0].z;
+    for (uint s = 1; s < SDPA_MMA_SIMDGROUPS; ++s) {
+      l_lo = fma(ml[s].y, w[s].x, l_lo);
+      l_hi = fma(ml[s].w, w[s].z, l_hi);
+    }
+    if (row_lo < nq) {
+      part_ml[(row0 + row_lo) * args.n_blocks + block] = float2(most.x, l_lo);
+    }
+    if (row_hi < nq) {
+      part_ml[(row0 + row_hi) * args.n_blocks + block] = float2(most.z, l_hi);
+    }
   }
   for (uint o = 0; o < OUT; ++o) {
-    const float4 scale0 = float4(w[0].x, w[0].x, w[0].z, w[0].z);
-    float4 sum = acc[o] * scale0;
-    for (uint s = 1; s < SDPA_MMA_SIMDGROUPS; ++s) {
-      sum = fma(merge_o[((s - 1) * OUT + o) * SIMD_WIDTH + lane], float4(w[s].x, w[s].x, w[s].z, w[s].z), sum);
+    if (o % SDPA_MMA_SIMDGROUPS != sg) {
+      continue;
+    }
+    float4 sum = float4(0.0f);
+    for (uint s = 0; s < SDPA_MMA_SIMDGROUPS; ++s) {
+      float4 part = acc[o];
+      if (s != sg) {
+        part = merge_o[sdpa_mma_merge_slot(s, o, OUT) * SIMD_WIDTH + lane];
+      }
+      const float4 weight = float4(w[s].x, w[s].x, w[s].z, w[s].z);
+      sum = s == 0 ? part * weight : fma(part, weight, sum);
     }
     const uint d = 64 * (o / 8) + 16 * t + o % 8;
     if (row_lo < nq) {

@@ -45,7 +45,8 @@ def _init_limit_from_env():
 
 
 def device_info():
-    """The active backend: {'backend', 'name', 'threads' (emulator workers / GPU cores), 'simd_width', ...}."""
+    """The active backend: {'backend', 'name', 'threads' (emulator workers / GPU cores), 'simd_width', ...,
+    'matrix_units'}."""
     cdef CBackend* b = &c_active_backend()
     cdef const CDeviceCaps* c = &b.caps()
     return {
@@ -55,6 +56,8 @@ def device_info():
         "simd_width": c.simd_width,
         "max_threads_per_threadgroup": c.max_threads_per_threadgroup,
         "threadgroup_memory_bytes": c.threadgroup_memory_bytes,
+        # Whether the plans pick the matrix-unit kernels (gemv_nk_mma, qgemv_mma, sdpa_mma): CUDA sm_80+.
+        "matrix_units": c.matrix_units,
         "built_backends": [s.decode() for s in c_built_backends()],
     }
 

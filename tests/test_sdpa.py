@@ -276,9 +276,13 @@ def test_routing(q_len, limit, path):
     plan = plan_sdpa(q_len=q_len, kv_len=4096, head_dim=128, q_heads=32, kv_heads=8, dtype="bfloat16", limit=limit)
     assert plan["canonical"] is (path == "chunks")
     kernels = [launch["kernel"] for launch in plan["launches"]]
-    # Query tiles of 4 hold a decoding step's group of 4 query heads; more queries per kv head take tiles of 8.
+    # Query tiles of 4 hold a decoding step's group of 4 query heads; more queries per kv head take tiles of 8. On
+    # devices with matrix units the canonical pass 1 is sdpa_mma (tests/test_sdpa_mma.py).
     tile = 4 if q_len * 4 <= 4 else 8
-    assert kernels == (["sdpa_flash_bf16"] if path == "flash" else [f"sdpa_blocks_q{tile}_bf16", "sdpa_combine_bf16"])
+    pass_one = f"sdpa_blocks_q{tile}_bf16"
+    if path == "chunks" and mtlinv.device_info()["matrix_units"]:
+        pass_one = "sdpa_mma_d128_bf16"
+    assert kernels == (["sdpa_flash_bf16"] if path == "flash" else [pass_one, "sdpa_combine_bf16"])
     unaligned = plan_sdpa(q_len=q_len, kv_len=4096, head_dim=128, q_heads=32, kv_heads=8, dtype="bfloat16",
                           limit=limit, aligned=False)
     assert unaligned["launches"][0]["kernel"] == kernels[0].replace("_bf16", "_unaligned_bf16")
