@@ -1,8 +1,9 @@
 // Scaled dot-product attention: out = softmax(scale * q k^T, causal mask) v, float32 softmax and accumulation.
 //
-// Two-pass kernels (decode, verification, short blocks): pass 1 (sdpa_blocks) splits the keys into blocks of
-// block_keys consecutive keys, block j holding [j * block_keys, (j + 1) * block_keys), and writes per (query,
-// block) the block's float32 max score m, sum of exponentials l and unnormalised output o[D]; pass 2
+// Two-pass kernels (decode, verification, short blocks): pass 1 (sdpa_blocks; on the canonical path of a device
+// with matrix units, for 16-bit dtypes and head dims 64 and 128, sdpa_mma of metal/sdpa_mma.metal) splits the keys
+// into blocks of block_keys consecutive keys, block j holding [j * block_keys, (j + 1) * block_keys), and writes
+// per (query, block) the block's float32 max score m, sum of exponentials l and unnormalised output o[D]; pass 2
 // (sdpa_combine) merges the blocks of each query in index order and normalises. The plan picks the blocks:
 //   * canonical path: chunks of S keys at absolute positions, S a function of D, dtype and device only. Within a
 //     chunk every reduction order is fixed by S and D, and a query at position p reads chunks 0..p/S, each over

@@ -5,8 +5,9 @@
 // Why: sdpa_blocks does a query's arithmetic with scalar fmas, so a verification block of Lq = 8 queries with
 // GQA 4 (32 queries per kv head) costs 5-6 times one decoding step on an H200 (benchmarks/results/h200.md). Here
 // the 16 queries of a tile are the A rows of simd_mma_16x8x32 (metal/mma.h): q k^T takes 8 keys per call as B
-// rows, and p v takes 32 keys per call as the builtin's K, so a tile costs one read of K and V and a few
-// instructions per key, whatever its number of queries.
+// rows, and p v takes 32 keys per call as the builtin's K, so a tile costs one read of K and V and the same
+// instructions whether it holds 1 query or 16. (Lq = 8 with GQA 4 is two tiles: 1.3x a decoding step at 1K-4K keys,
+// 1.9-2.1x at 16K-64K, where the instructions of the second tile no longer hide behind the first.)
 //
 // A threadgroup takes one chunk of one kv head and a tile of 16 of its G * Lq queries; its 4 simdgroups take a
 // quarter of the chunk each (64 keys, two steps of 32). Per query and step, in this order:
@@ -100,8 +101,8 @@ inline uint sdpa_mma_rows_max(uint v) {
 // The online softmax of one query (row g or g + 8 of the lane's quad) over one step: scores s of keys 8 b + 2 t + e
 // at s[2 b + e], the first `count` of the step's keys visible (all of them when `whole`, a uniform flag that skips
 // the masking). Returns p rounded to T (as the builtin's A operand reads it) and updates m and l; `factor`
-// rescales the query's accumulators. A query that sees none of the step keeps m and l (its p, then NaN, goes into
-// no result it keeps). All lanes call it (quad shuffles).
+// rescales the query's accumulators. A query that sees none of the step keeps m and l (its p, zeros or NaN, goes
+// into no result it keeps). All lanes call it (quad shuffles).
 template <typename T>
 inline uint4 sdpa_mma_softmax(thread float* s, bool whole, uint count, uint t, thread float& m, thread float& l,
                               thread float& factor) {

@@ -91,10 +91,10 @@ Plan plan_sdpa(const SdpaShape& s, int limit, const DeviceCaps& caps) {
                         static_cast<size_t>(rows * args.n_blocks) * 2 * sizeof(float)};
 
   PlanLaunch partials;
-  const uint32_t tile = plan.canonical && sdpa_uses_matrix_units(s, caps) ? kMmaQueries : sdpa_query_tile(s);
-  partials.kernel = tile == kMmaQueries
-                        ? "sdpa_mma_d" + std::to_string(s.head_dim) + "_" + loads + suffix
-                        : "sdpa_blocks_q" + std::to_string(tile) + "_" + loads + suffix;
+  const bool matrix_units = plan.canonical && sdpa_uses_matrix_units(s, caps);
+  const uint32_t tile = matrix_units ? kMmaQueries : sdpa_query_tile(s);
+  partials.kernel = matrix_units ? "sdpa_mma_d" + std::to_string(s.head_dim) + "_" + loads + suffix
+                                 : "sdpa_blocks_q" + std::to_string(tile) + "_" + loads + suffix;
   partials.threadgroups = {ceil_div(s.q_len * args.group, tile), args.n_blocks,
                            static_cast<uint32_t>(s.batch * s.kv_heads)};
   partials.threads = {kThreads, 1, 1};

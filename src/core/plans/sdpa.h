@@ -23,8 +23,8 @@ struct SdpaShape {
 // Operands: 0 q, 1 k, 2 v, 3 out.
 // q_len <= limit (and q_len == 1 always) -> canonical: the two-pass sdpa_blocks (or sdpa_mma, see
 // sdpa_uses_matrix_units) + sdpa_combine (two scratch buffers of float32 partials) over chunks of sdpa_chunk_keys()
-// keys. Otherwise q_len <= kSdpaSplitMaxQueries
-// -> the same two passes over sdpa_split_blocks() blocks, and longer blocks -> the single-pass sdpa_flash.
+// keys. Otherwise q_len <= kSdpaSplitMaxQueries -> the same two passes over sdpa_split_blocks() blocks, and longer
+// blocks -> the single-pass sdpa_flash.
 // Without `aligned`, the kernels reading q, k, v are the element-load builds (sdpa_blocks_unaligned_*, ...),
 // with the same bits.
 Plan plan_sdpa(const SdpaShape& s, int limit, const DeviceCaps& caps);
