@@ -8,7 +8,7 @@ import pytest
 
 import mtlinv
 from helpers import RTOL, first_difference, same_bits
-from test_sdpa import assert_block_matches, chunk_keys, qkv, reference, singles
+from test_sdpa import assert_block_matches, chunk_keys, misaligned, qkv, reference, singles
 
 sdpa = mtlinv.sdpa
 MMA_DTYPES = [np.float16, ml_dtypes.bfloat16]
@@ -99,7 +99,6 @@ def test_non_causal_block_equals_single_queries(gpu_plans, rng):
 
 
 def test_misaligned_inputs_give_the_same_bits(gpu_plans, rng):
-    from test_sdpa import misaligned
     mtlinv.set_limit(8)
     q, k, v = qkv(rng, q_heads=8, kv_heads=2, q_len=3, capacity=300, head_dim=128, dtype=np.float16)
     shifted = [misaligned(a) for a in (q, k, v)]

@@ -67,11 +67,11 @@ for cxx in "${compilers[@]}"; do
       "$root/tests/emu/test_shim.cpp" "$out/test_shim_checked-$tag.o" "${runtime_srcs[@]}" -pthread \
       -o "$out/test_shim-$tag"
     "$out/test_shim-$tag" "$out"
-    # The kernels: the checked build with the software conversions, the fast build with F16C/FMA (the pairs the
-    # emulator builds), every file at once on all cores. Both ISAs of both builds would double the longest step of
-    # CI for headers that test_shim.cpp above already compiles each way.
+    # The kernels, in both builds: the checked one with the software conversions, the fast one with F16C/FMA, every
+    # file at once on all cores. Both ISAs of both builds would double the longest step of CI for headers that
+    # test_shim.cpp above already compiles each way.
     checked=$([[ $isa == soft ]] && echo 1 || echo 0)
-    # -O1 keeps the flow analyses behind -Wmaybe-uninitialized and the like, at half the time of -O2.
+    # -O1 still runs the flow analyses behind -Wmaybe-uninitialized and the like, in less time than -O2.
     printf '%s\n' "$gen"/*.cpp | xargs -P "$(nproc)" -I{} sh -c \
       "$cxx ${flags[*]} -O1 ${isa_flags[*]} -I$root/src/emu -I$gen -DEMU_CHECKED=$checked -c {} -o $out/kernel-\$(basename {}).o"
     echo "   metal/*.metal compile in the $([[ $checked == 1 ]] && echo checked || echo fast) build"
