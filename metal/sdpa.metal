@@ -18,6 +18,7 @@
 // Scores are kept in base 2 (scale * log2(e) folded into the scale), so every exponential is an exp2.
 #include "common.h"
 #include "sdpa_args.h"
+#include "sdpa_keys.h"
 #include "load.h"
 
 constant constexpr uint SDPA_THREADS = 128;       // threads of a sdpa_blocks threadgroup
@@ -35,11 +36,6 @@ constant constexpr uint SDPA_SLICE_KEYS = SDPA_BLOCK_KEYS / SDPA_SLICES;
 constant constexpr uint FLASH_QUERIES = 32;  // queries (one per thread) of a sdpa_flash threadgroup
 constant constexpr uint FLASH_TILE = 768;    // float4 slots of one staged K or V tile: 12 KiB each
 constant constexpr uint FLASH_MAX_TILE_KEYS = FLASH_TILE / 16;  // keys per tile at D = 64
-
-// The last key query i of the block sees (the op guarantees q_len <= kv_len for causal attention).
-inline uint sdpa_last_key(constant SdpaArgs& args, uint i) {
-  return args.causal != 0 ? args.kv_len - args.q_len + i : args.kv_len - 1;
-}
 
 // Keys of the block starting at key `first` that query jj of the tile starting at query j0 sees (0 past nq).
 inline uint sdpa_visible_keys(constant SdpaArgs& args, uint j0, uint jj, uint nq, uint first) {

@@ -28,6 +28,7 @@
 // the rounded p, so the weights that multiply V are exactly those that normalise the output.
 #include "common.h"
 #include "sdpa_args.h"
+#include "sdpa_keys.h"
 #include "load.h"
 #include "mma.h"
 
@@ -46,7 +47,7 @@ inline uint sdpa_mma_end(constant SdpaArgs& args, uint j0, uint r, uint nq) {
   if (r >= nq) {
     return 0;
   }
-  return (args.causal != 0 ? args.kv_len - args.q_len + (j0 + r) % args.q_len : args.kv_len - 1) + 1;
+  return sdpa_last_key(args, (j0 + r) % args.q_len) + 1;
 }
 
 // The B operand of p v for output column e of a 64-dim half: word i holds dim e of key 8 i + 2 t (low 16 bits) and
@@ -78,22 +79,17 @@ inline uint sdpa_mma_merge_slot(uint writer, uint o, uint out) {
          (SDPA_MMA_SIMDGROUPS - 1) + (owner < writer ? owner : owner - 1);
 }
 
-// An OR, min or max over the 16 rows of a tile when lane r and lane r + 16 hold row r's value (uniform result).
+// Reductions over the 16 rows of a tile when lane r and lane r + 16 hold row r's value (uniform results): an OR,
+// and the least and most of (x, y) pairs.
 inline uint sdpa_mma_rows_or(uint v) {
   for (ushort delta = 8; delta > 0; delta >>= 1) {
     v |= simd_shuffle_xor(v, delta);
   }
   return v;
 }
-inline uint sdpa_mma_rows_min(uint v) {
+inline uint2 sdpa_mma_rows_min_max(uint2 v) {
   for (ushort delta = 8; delta > 0; delta >>= 1) {
-    v = min(v, simd_shuffle_xor(v, delta));
-  }
-  return v;
-}
-inline uint sdpa_mma_rows_max(uint v) {
-  for (ushort delta = 8; delta > 0; delta >>= 1) {
-    v = max(v, simd_shuffle_xor(v, delta));
+    v = uint2(min(v.x, simd_shuffle_xor(v.x, delta)), max(v.y, simd_shuffle_xor(v.y, delta)));
   }
   return v;
 }
@@ -172,8 +168,9 @@ template <typename T, bool VEC, uint D>
   const uint end_row = sdpa_mma_end(args, j0, lane % 16, nq);
   const uint end_lo = simd_shuffle(end_row, ushort(g));
   const uint end_hi = simd_shuffle(end_row, ushort(g + 8));
-  const uint end_min = sdpa_mma_rows_min(lane % 16 < nq ? end_row : 0xffffffffu);
-  const uint end_max = sdpa_mma_rows_max(end_row);
+  const uint2 end_range = sdpa_mma_rows_min_max(uint2(lane % 16 < nq ? end_row : 0xffffffffu, end_row));
+  const uint end_min = end_range.x;
+  const uint end_max = end_range.y;
 
   // The q operands, staged once for the four simdgroups (read again every step: registers are what limits how many
   // simdgroups a core holds): [32-dim block s][row g or g + 8][lane]. Rows past the tile's queries repeat its last

@@ -38,8 +38,8 @@ def test_verify_blocks_equal_single_queries(head_dim, dtype, gpu_plans, rng):
 
 
 def test_many_queries_per_tile_and_count_zero_rows(gpu_plans, rng):
-    """Lq = 40 under limit 40: queries that see none of a step that later queries see whole, four tiles of 16 per
-    kv head, a diagonal that spans two steps."""
+    """Lq = 40 under limit 40 with GQA 2: five tiles of 16 per kv head, a diagonal that spans two steps, and queries
+    that see none of a step that later queries of their tile see in part."""
     mtlinv.set_limit(40)
     kv_len = 300
     q, k, v = qkv(rng, q_heads=2, kv_heads=1, q_len=40, capacity=kv_len, head_dim=64, dtype=np.float16)
