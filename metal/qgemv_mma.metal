@@ -1,17 +1,21 @@
 // Canonical quantized GEMV on the matrix units: y[m, n] = sum_k x[m, k] * W(n, k) (+ bias[n]) for 16-bit x (half or
 // bfloat) with W in the affine format of metal/quant.h, on targets whose plans say DeviceCaps::matrix_units (CUDA).
 // The output tile is gemv_nk_mma's (metal/mma_tile.h): 16 outputs, R = 8 or 16 rows of x, k_splits simdgroups.
-// Each lane dequantises its share of the weights once (quant_dequantize, the float32 value of every quantized
-// kernel), rounds it to x's type and hands it to simd_mma_16x8x32 (metal/mma.h), which applies it to all R rows.
+// Each lane dequantises its share of the weights once, to x's type T, and hands them to simd_mma_16x8x32
+// (metal/mma.h), which applies them to all R rows.
 //
-// So a weight enters the products as T(W(n, k)), where the scalar qgemv multiplies the float32 W(n, k): one more
-// rounding, to x's precision (what MLX's quantized matmuls do when they dequantise into threadgroup memory). The
-// tests bound the result against a float64 product with the float32 weights.
+// The weight a product sees: with scales of x's type (the MLX format), T(scale q + bias) rounded once, as an fma in
+// T gives it, two values per packed instruction (metal/quant.h, metal/pair16.h): on NVIDIA GPUs the float32
+// dequantisation took about 7 instructions per weight and bounded the kernel. With float32 scales (GGUF
+// imports), T(W(n, k)) of the float32 weight of the scalar qgemv. Either way an extra rounding to x's precision
+// before the product (MLX's quantized matmuls, too, dequantise into x's type); the tests bound the result against
+// a float64 product with the float32 weights.
 //
 // Layout: a step is 4 runs of 32 values (metal/qgemv_run.h), 128 K positions. Lane 4 g + t loads run 4 s + t of
 // weight rows n0 + g and n0 + g + 8 (16 bytes each at 4 bits: a row's four lanes read 64 contiguous bytes) and the
 // matching 32 values of row g of each group of 8 rows of x. Builtin call i of a step takes values [8 i, 8 i + 8) of
-// each lane's run: the four lanes of a row bring different runs, which the builtin does not mind, as long as A and
+// each lane's run, in the pair order of qgemv_code_pairs, x rearranged to match (qgemv_pair_order): the four lanes
+// of a row bring different runs and the pairs are not in K order, which the builtin does not mind, as long as A and
 // B agree on which K position each slot holds. Steps are dealt to the k_splits simdgroups in turn (simdgroup sg:
 // steps sg, sg + k_splits, ...).
 //
@@ -30,39 +34,52 @@
 
 constant constexpr uint QGEMV_MMA_STEP = 4;       // runs per step: one per lane of a weight row
 
-// Values [8 I, 8 I + 8) of a run (its BITS words loaded, its group's scale and bias) as the builtin's operand:
-// dequantised, rounded to T, packed.
-template <typename T, uint BITS, typename S, uint I>
-inline uint4 qgemv_mma_operand(thread const uint* words, float scale, float bias) {
-  uint q[QGEMV_SUB];
-  qgemv_unpack<BITS>(words, I, q);
-  float w[QGEMV_SUB];
-  for (uint i = 0; i < QGEMV_SUB; ++i) {
-    w[i] = quant_dequantize<S>(scale, q[i], bias);
+// Values [8 I, 8 I + 8) of a run (its BITS words loaded, its group's scale and bias) as the builtin's operand, in
+// the pair order of qgemv_code_pairs: each value dequantised and rounded to T. Scales of x's type T dequantise two
+// values per packed instruction (quant_dequantize_pair).
+template <typename T, uint BITS, uint I>
+inline uint4 qgemv_mma_operand(thread const uint* words, T scale, T bias) {
+  const uint4 codes = qgemv_code_pairs<BITS>(words, I);
+  const uint scale2 = pair16_splat<T>(scale);
+  const uint bias2 = pair16_splat<T>(bias);
+  uint4 w;
+  for (uint i = 0; i < 4; ++i) {
+    w[i] = quant_dequantize_pair<T, BITS>(codes[i], scale2, bias2);
   }
-  return narrow16<T>(w);
+  return w;
+}
+// float32 scales (GGUF imports): the float32 weight of every quantized kernel (quant_dequantize), rounded to T.
+template <typename T, uint BITS, uint I>
+inline uint4 qgemv_mma_operand(thread const uint* words, float scale, float bias) {
+  const uint4 codes = qgemv_code_pairs<BITS>(words, I) & quant_code_mask(BITS);
+  uint4 w;
+  for (uint i = 0; i < 4; ++i) {
+    w[i] = pair16_pack<T>(quant_dequantize<float>(scale, codes[i] & 0xFFFFu, bias),
+                          quant_dequantize<float>(scale, codes[i] >> 16, bias));
+  }
+  return w;
 }
 
 // Call I of a step: values [8 I, 8 I + 8) of the lane's runs of both weight rows (words [2][BITS], scale[2],
 // bias[2]) against the same K positions of x (from element `k` of each row, `valid`: whether the lane's run lies
-// inside K), for every group of 8 rows.
+// inside K; put in the operand's pair order), for every group of 8 rows.
 template <typename T, uint BITS, typename S, uint B, uint I>
-inline void qgemv_mma_call(thread float4* acc, thread const uint* words, thread const float* scale,
-                           thread const float* bias, device const T* x, thread const uint* x_row, uint k, bool valid,
+inline void qgemv_mma_call(thread float4* acc, thread const uint* words, thread const S* scale,
+                           thread const S* bias, device const T* x, thread const uint* x_row, uint k, bool valid,
                            bool x_vector, ushort lane) {
-  const uint4 a_lo = qgemv_mma_operand<T, BITS, S, I>(words, scale[0], bias[0]);
-  const uint4 a_hi = qgemv_mma_operand<T, BITS, S, I>(words + BITS, scale[1], bias[1]);
+  const uint4 a_lo = qgemv_mma_operand<T, BITS, I>(words, scale[0], bias[0]);
+  const uint4 a_hi = qgemv_mma_operand<T, BITS, I>(words + BITS, scale[1], bias[1]);
   for (uint j = 0; j < B; ++j) {
     device const T* p = x + x_row[j] + k + QGEMV_SUB * I;
-    const uint4 b = valid && x_vector ? load16(p) : load16_upto(p, valid ? 8u : 0u);
+    const uint4 b = qgemv_pair_order<BITS>(valid && x_vector ? load16(p) : load16_upto(p, valid ? 8u : 0u));
     acc[j] = simd_mma_16x8x32<T>(acc[j], a_lo, a_hi, b, lane);
   }
 }
 
 // One step's four calls, in order.
 template <typename T, uint BITS, typename S, uint B>
-inline void qgemv_mma_step(thread float4* acc, thread const uint* words, thread const float* scale,
-                           thread const float* bias, device const T* x, thread const uint* x_row, uint k, bool valid,
+inline void qgemv_mma_step(thread float4* acc, thread const uint* words, thread const S* scale,
+                           thread const S* bias, device const T* x, thread const uint* x_row, uint k, bool valid,
                            bool x_vector, ushort lane) {
   qgemv_mma_call<T, BITS, S, B, 0>(acc, words, scale, bias, x, x_row, k, valid, x_vector, lane);
   qgemv_mma_call<T, BITS, S, B, 1>(acc, words, scale, bias, x, x_row, k, valid, x_vector, lane);
@@ -70,15 +87,16 @@ inline void qgemv_mma_step(thread float4* acc, thread const uint* words, thread 
   qgemv_mma_call<T, BITS, S, B, 3>(acc, words, scale, bias, x, x_row, k, valid, x_vector, lane);
 }
 
-// The words, scales and biases of run j of both weight rows of the lane (first words w_off[2], first groups
-// g_off[2]).
+// The words, scales and biases (as stored) of run j of both weight rows of the lane (first words w_off[2], first
+// groups g_off[2]).
 template <uint BITS, typename S>
 inline void qgemv_mma_load(device const uint* wq, device const S* scales, device const S* biases,
                            thread const uint* w_off, thread const uint* g_off, uint j, uint runs_per_group,
-                           bool w_vector, thread uint* words, thread float* scale, thread float* bias) {
+                           bool w_vector, thread uint* words, thread S* scale, thread S* bias) {
   for (uint h = 0; h < 2; ++h) {
-    qgemv_load_run<BITS, S>(wq, scales, biases, w_off[h], g_off[h], j, j / runs_per_group, w_vector,
-                            words + h * BITS, scale + h, bias + h);
+    qgemv_load_words<BITS>(wq, w_off[h], j, w_vector, words + h * BITS);
+    scale[h] = scales[g_off[h] + j / runs_per_group];
+    bias[h] = biases[g_off[h] + j / runs_per_group];
   }
 }
 
@@ -139,10 +157,10 @@ template <typename T, uint BITS, typename S, uint R>
       const uint j1 = j0 + QGEMV_MMA_STEP * args.k_splits;
       uint words0[2 * BITS];
       uint words1[2 * BITS];
-      float scale0[2];
-      float scale1[2];
-      float bias0[2];
-      float bias1[2];
+      S scale0[2];
+      S scale1[2];
+      S bias0[2];
+      S bias1[2];
       qgemv_mma_load<BITS, S>(wq, scales, biases, w_off, g_off, j0, runs_per_group, true, words0, scale0, bias0);
       qgemv_mma_load<BITS, S>(wq, scales, biases, w_off, g_off, j1, runs_per_group, true, words1, scale1, bias1);
       qgemv_mma_step<T, BITS, S, B>(acc, words0, scale0, bias0, x, x_row, j0 * QGEMV_RUN, true, true, lane);
@@ -153,14 +171,16 @@ template <typename T, uint BITS, typename S, uint R>
     const uint j = QGEMV_MMA_STEP * s + t;
     const bool valid = j < runs;
     uint words[2 * BITS];
-    float scale[2];
-    float bias_g[2];
+    S scale[2];
+    S bias_g[2];
     // A run past K loads the last run's words (in bounds) and dequantises them with scale and bias 0: zeros.
     qgemv_mma_load<BITS, S>(wq, scales, biases, w_off, g_off, min(j, runs - 1), runs_per_group, w_vector, words,
                             scale, bias_g);
-    for (uint h = 0; h < 2; ++h) {
-      scale[h] = valid ? scale[h] : 0.0f;
-      bias_g[h] = valid ? bias_g[h] : 0.0f;
+    if (!valid) {
+      for (uint h = 0; h < 2; ++h) {
+        scale[h] = S(0.0f);
+        bias_g[h] = S(0.0f);
+      }
     }
     qgemv_mma_step<T, BITS, S, B>(acc, words, scale, bias_g, x, x_row, min(j, runs - 1) * QGEMV_RUN, valid,
                                   x_vector, lane);

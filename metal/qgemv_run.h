@@ -7,6 +7,7 @@
 #pragma once
 #include "common.h"
 #include "load.h"
+#include "pair16.h"
 
 constant constexpr uint QGEMV_RUN = 32;  // K positions (and BITS packed words) of a run
 constant constexpr uint QGEMV_SUB = 8;   // values unpacked at once
@@ -56,12 +57,9 @@ inline void qgemv_unpack<8>(thread const uint* words, uint s, thread uint* q) {
 
 // The BITS words of run j of the weight row starting at word `row`: 16-byte loads where the plan proved wq 16-byte
 // aligned (`vector`; runs of 4 and 8 bits are whole 16-byte groups, and a row's K / 32 * BITS words a multiple of
-// 4), else word loads; the same words either way. Weights stream past once (load16_streaming). Also the run's
-// scale and bias, group g of the row's groups starting at `groups_at`.
-template <uint BITS, typename S>
-inline void qgemv_load_run(device const uint* wq, device const S* scales, device const S* biases, uint row,
-                           uint groups_at, uint j, uint g, bool vector, thread uint* words, thread float* scale,
-                           thread float* bias) {
+// 4), else word loads; the same words either way. Weights stream past once (load16_streaming).
+template <uint BITS>
+inline void qgemv_load_words(device const uint* wq, uint row, uint j, bool vector, thread uint* words) {
   device const uint* p = wq + row + j * BITS;
   if (BITS % 4 == 0 && vector) {
     for (uint v = 0; 4 * v < BITS; ++v) {
@@ -76,6 +74,60 @@ inline void qgemv_load_run(device const uint* wq, device const S* scales, device
       words[i] = p[i];
     }
   }
+}
+
+// The words of run j (qgemv_load_words), and the run's scale and bias as floats: group g of the row's groups
+// starting at `groups_at`.
+template <uint BITS, typename S>
+inline void qgemv_load_run(device const uint* wq, device const S* scales, device const S* biases, uint row,
+                           uint groups_at, uint j, uint g, bool vector, thread uint* words, thread float* scale,
+                           thread float* bias) {
+  qgemv_load_words<BITS>(wq, row, j, vector, words);
   *scale = float(scales[groups_at + g]);
   *bias = float(biases[groups_at + g]);
+}
+
+// The values [8 s, 8 s + 8) of a run as four pairs of 16-bit codes, for kernels that dequantise two values per
+// instruction (metal/pair16.h): word i holds its pair's codes in bits [0, BITS) and [16, 16 + BITS), and possibly
+// other bits above each (quant_code_mask removes them; the dequantisation masks anyway, in the same instruction
+// that sets the exponent). The pairs hold the values in the order of qgemv_pair_order: values i and i + 4 of a 4-bit
+// word, or i and i + 2 of an 8-bit one, are one shift away from such a pair, where adjacent values would need more.
+// Other widths pair adjacent values.
+template <uint BITS>
+inline uint4 qgemv_code_pairs(thread const uint* words, uint s) {
+  uint q[QGEMV_SUB];
+  qgemv_unpack<BITS>(words, s, q);
+  return uint4(q[0] | (q[1] << 16), q[2] | (q[3] << 16), q[4] | (q[5] << 16), q[6] | (q[7] << 16));
+}
+// 4 bits: pair i holds values i and i + 4 (nibbles i and i + 4 of word s).
+template <>
+inline uint4 qgemv_code_pairs<4>(thread const uint* words, uint s) {
+  const uint w = words[s];
+  return uint4(w, w >> 4, w >> 8, w >> 12);
+}
+// 8 bits: pairs (0, 2), (1, 3), (4, 6), (5, 7): bytes 0 and 2, then 1 and 3, of words 2 s and 2 s + 1.
+template <>
+inline uint4 qgemv_code_pairs<8>(thread const uint* words, uint s) {
+  const uint lo = words[2 * s];
+  const uint hi = words[2 * s + 1];
+  return uint4(lo, lo >> 8, hi, hi >> 8);
+}
+
+// Eight 16-bit values x_0 .. x_7 (loaded raw: word i holds x_2i, x_2i+1) put in the order of qgemv_code_pairs<BITS>,
+// so that word i of both holds the same two K positions.
+template <uint BITS>
+inline uint4 qgemv_pair_order(uint4 x) {
+  return x;
+}
+template <>
+inline uint4 qgemv_pair_order<4>(uint4 x) {
+  const uint2 even = pair16_interleave(x.x, x.z);  // (x0, x4), (x1, x5)
+  const uint2 odd = pair16_interleave(x.y, x.w);   // (x2, x6), (x3, x7)
+  return uint4(even.x, even.y, odd.x, odd.y);
+}
+template <>
+inline uint4 qgemv_pair_order<8>(uint4 x) {
+  const uint2 lo = pair16_interleave(x.x, x.y);  // (x0, x2), (x1, x3)
+  const uint2 hi = pair16_interleave(x.z, x.w);  // (x4, x6), (x5, x7)
+  return uint4(lo.x, lo.y, hi.x, hi.y);
 }

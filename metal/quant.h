@@ -1,9 +1,10 @@
 // The affine quantized format of mtlinv.quant (MLX's): W(n, k) = scales[n, g] * q(n, k) + biases[n, g], with
 // g = k / group_size and q the BITS-bit value at bits [k * BITS, (k + 1) * BITS) of row n's little-endian stream
 // of uint32 words (wq [N, K * BITS / 32]). The dequantisation shared by qgemv (metal/qgemv.metal) and qgemm
-// (metal/qgemm.metal).
+// (metal/qgemm.metal), and the packed one of qgemv_mma (metal/qgemv_mma.metal).
 #pragma once
 #include "common.h"
+#include "pair16.h"
 
 // float(q), exactly, for q < 2^23, without an integer-to-float conversion (a quarter-rate instruction on NVIDIA
 // GPUs, where it bounded qgemv): q placed in the mantissa of 2^23 is the float 2^23 + q, and subtracting 2^23 is
@@ -27,4 +28,44 @@ inline float quant_dequantize(float scale, uint q, float bias) {
 template <>
 inline float quant_dequantize<half>(float scale, uint q, float bias) {
   return fma(scale, quant_float(q), bias);
+}
+
+// The mask of two BITS-bit codes in bits [0, BITS) and [16, 16 + BITS) of a word.
+inline uint quant_code_mask(uint bits) {
+  return ((1u << bits) - 1u) * 0x10001u;
+}
+
+// Two codes, in bits [0, BITS) and [16, 16 + BITS) of `pair` (bits above them ignored), as the 16-bit pair
+// (T(q_a), T(q_b)), exactly. A code placed in the mantissa of 2^m (m: T's mantissa bits, 10 for half, 7 for bfloat)
+// is the T value 2^m + q for q < 2^m, and subtracting 2^m is exact: one masking logic instruction and one packed add
+// per pair. bfloat's 7 bits hold codes of at most 7 bits; its 8-bit codes go through float32 (still exact: q < 256
+// has 8 significant bits, bfloat's precision).
+template <typename T, uint BITS>
+struct QuantCodePair;
+template <uint BITS>
+struct QuantCodePair<half, BITS> {
+  static uint exact(uint pair) {
+    return pair16_add<half>(pair16_and_or(pair, quant_code_mask(BITS), 0x64006400u), 0xE400E400u);  // 1024 + q - 1024
+  }
+};
+template <uint BITS>
+struct QuantCodePair<bfloat, BITS> {
+  static uint exact(uint pair) {
+    return pair16_add<bfloat>(pair16_and_or(pair, quant_code_mask(BITS), 0x43004300u), 0xC300C300u);  // 128 + q - 128
+  }
+};
+template <>
+struct QuantCodePair<bfloat, 8> {
+  static uint exact(uint pair) {
+    return pair16_pack<bfloat>(quant_float(pair & 0xFFu), quant_float((pair >> 16) & 0xFFu));
+  }
+};
+
+// The dequantisation of two values (codes as QuantCodePair takes them) whose scales and biases are of their own
+// type T (scale2, bias2: each splat to a pair): T(scale q + bias), the exact value rounded once, as an fma in T
+// computes it: one packed instruction per pair after the codes' conversion. (mlx.core.dequantize rounds the product
+// first; one rounding is both cheaper here and closer to the float32 weight.)
+template <typename T, uint BITS>
+inline uint quant_dequantize_pair(uint codes, uint scale2, uint bias2) {
+  return pair16_fma<T>(scale2, QuantCodePair<T, BITS>::exact(codes), bias2);
 }

@@ -2,6 +2,8 @@
 the emulator the gpu_plans fixture turns the capability on and the kernel runs on metal/mma.h's fallback, so its
 loads, partial steps, splits and epilogue are checked in CI; with MTLINV_DEVICE=cuda the same tests run on the
 tensor cores."""
+from fractions import Fraction
+
 import ml_dtypes
 import numpy as np
 import pytest
@@ -48,20 +50,69 @@ def test_rows_invariant_and_accurate(bits, group_size, k, n, dtype, gpu_plans, r
     np.testing.assert_allclose(np.asarray(full, np.float64), ref, rtol=tol, atol=tol * np.abs(ref).max())
 
 
+def rounded_once(wq, scales, biases, group_size, bits):
+    """T(scale q + bias): the exact value (fractions) rounded once to the scales' type T, to nearest, ties to even.
+    Independent of floating-point rounding paths (ml_dtypes rounds float64 to bfloat16 through float32, twice)."""
+    dtype = scales.dtype
+    q = quant.unpack(wq, bits, wq.shape[1] * 32 // bits).astype(np.int64)
+    s = np.repeat(np.asarray(scales, np.float64), group_size, axis=1)
+    b = np.repeat(np.asarray(biases, np.float64), group_size, axis=1)
+    exact = [Fraction(si) * int(qi) + Fraction(bi) for si, qi, bi in zip(s.ravel(), q.ravel(), b.ravel())]
+    guess = np.array([float(e) for e in exact]).astype(dtype)
+    assert np.isfinite(np.asarray(guess, np.float32)).all(), "rounded_once handles finite results only"
+    largest = int(np.array(ml_dtypes.finfo(dtype).max, dtype).view(np.uint16))
+    out = np.empty(guess.shape, np.uint16)
+    for i, (e, g) in enumerate(zip(exact, guess.view(np.uint16))):
+        # The guess, or one of its neighbours in magnitude (same sign), is the nearest; ties go to the even pattern.
+        sign, magnitude = int(g) & 0x8000, int(g) & 0x7FFF
+        near = [sign | m for m in (magnitude - 1, magnitude, magnitude + 1) if 0 <= m <= largest]
+        value = {c: Fraction(float(np.array(c, np.uint16).view(dtype))) for c in near}
+        out[i] = min(near, key=lambda c: (abs(value[c] - e), c & 1))
+    return out.view(dtype).reshape(q.shape)
+
+
+def picked_weights(q, group_size, bits, dtype):
+    """qgemv with x = identity: y[k, n] is the weight W(n, k) exactly as the kernel hands it to the matrix units."""
+    k = q[0].shape[1] * 32 // bits
+    suffix = MMA_IDS[MMA_DTYPES.index(dtype)]
+    assert kernel(k, k, q[0].shape[0], group_size, bits, dtype, k)["kernel"] == f"qgemv_mma_b{bits}_r16_{suffix}"
+    mtlinv.set_limit(k)
+    return run(np.eye(k, dtype=dtype), q, group_size, bits)
+
+
 @pytest.mark.parametrize("dtype", MMA_DTYPES, ids=MMA_IDS)
 @pytest.mark.parametrize("bits", [3, 4, 8])
 def test_dequantisation_point(bits, dtype, gpu_plans):
-    """x = identity picks single weights out: y[k, n] = T(W(n, k)), the float32 weight of quant.dequantize_float32
-    rounded to x's type, the value the kernel hands the matrix units. With half scales it dequantises by an fma,
-    exact there (metal/quant.h); with bfloat scales by a product and a sum."""
-    mtlinv.set_limit(128)
+    """With scales of x's type each weight enters the products as T(scale q + bias) rounded once (an fma in T), not
+    as MLX's dequantisation (the product rounded first, quant.dequantize): the weights here tell the two apart."""
     group_size = 64 if bits != 3 else 128
     q = quantized(40, 128, group_size, bits, np.dtype(dtype))
-    w = quant.dequantize_float32(*q, group_size=group_size, bits=bits)
-    y = run(np.eye(128, dtype=dtype), q, group_size, bits)
-    suffix = MMA_IDS[MMA_DTYPES.index(dtype)]
-    assert kernel(128, 128, 40, group_size, bits, dtype, 128)["kernel"] == f"qgemv_mma_b{bits}_r16_{suffix}"
-    assert same_bits(y, w.T.astype(dtype))
+    w = rounded_once(*q, group_size, bits)
+    assert not same_bits(w, quant.dequantize(*q, group_size=group_size, bits=bits)), "cannot tell w from MLX's"
+    assert same_bits(picked_weights(q, group_size, bits, dtype), w.T)
+
+
+@pytest.mark.parametrize("dtype", MMA_DTYPES, ids=MMA_IDS)
+@pytest.mark.parametrize("bits", [4, 8])
+def test_dequantisation_extremes(bits, dtype, gpu_plans, rng):
+    """Scales and biases across the type's exponent range, of both signs, biases that cancel the product, and (half)
+    products and sums deep in the subnormals: rounded once and subnormals kept, as rounded_once says."""
+    n, k, group_size = 32, 128, 32
+    groups = (n, k // group_size)
+    # half: products up to 2^7 * 255, within its range; bfloat: clear of float32's subnormals.
+    lowest, highest = (-24, 7) if dtype == np.float16 else (-110, 100)
+    exponents = rng.integers(lowest, highest, size=groups)
+    scales = (rng.choice([-1.0, 1.0], groups) * rng.uniform(1, 2, groups) * 2.0 ** exponents).astype(dtype)
+    biases = (rng.uniform(-1, 1, groups) * 2.0 ** (exponents + rng.integers(-12, 5, groups))).astype(dtype)
+    if dtype != np.float16:
+        # Products past float32's range that the bias brings back (the emulator's fallback takes these at half scale).
+        scales[0, 0], biases[0, 0] = 1.5 * 2.0 ** 120, -1.9 * 2.0 ** 127
+    wq = quant.pack(rng.integers(0, 1 << bits, size=(n, k)), bits)
+    w = rounded_once(wq, scales, biases, group_size, bits)
+    assert np.isfinite(np.asarray(w, np.float32)).all()
+    if dtype == np.float16:
+        assert (np.abs(np.asarray(w, np.float32)) < 2.0 ** -14).sum() > 100, "few subnormal weights"
+    assert same_bits(picked_weights((wq, scales, biases), group_size, bits, dtype), w.T)
 
 
 @pytest.mark.parametrize("filler", [np.nan, np.inf, -np.inf, 6e4, 0.0])

@@ -7,6 +7,7 @@
 //   shim/vec.cuh     float4, half2, packed_float3, ... and their operators, dot, all, any
 //   shim/math.cuh    fma, exp, sqrt, rsqrt, max, clamp, select, isnan, ...; numeric_limits; HALF_MAX, M_PI_F, ...
 //   shim/mma.cuh     simd_mma_16x8x32 on the tensor cores (metal/mma.h has the builtin's contract)
+//   shim/pair16.cuh  pair16_add, pair16_fma, ... as single instructions (metal/pair16.h has the contract)
 //   shim/simd.cuh    mem_flags, threadgroup_barrier, simdgroup_barrier, simd_* (warp shuffles)
 //   shim/device.cuh  cu::KernelCtx, cu::bind_device / bind_constant / attr, MTLINV_KERNEL
 // scalar.cuh, vec.cuh and math.cuh hold only what is CUDA's own (the 16-bit conversions over __half and
@@ -31,6 +32,7 @@
 #include "shim/device.cuh"
 #include "shim/math.cuh"
 #include "shim/mma.cuh"
+#include "shim/pair16.cuh"
 #include "shim/scalar.cuh"
 #include "shim/simd.cuh"
 #include "shim/vec.cuh"
@@ -39,7 +41,8 @@
 // CUDA declares float4, uint2, half, ... at global scope, so the kernels' namespace names cu_msl's types too.
 #define MTLINV_CU_OTHER_NAMES(X) \
   MTLINV_SHIM_OTHER_NAMES(X) X(mem_flags) X(is_vec) X(uint) X(ushort) X(uchar) X(ulong) X(half) X(bfloat) \
-  X(simd_mma_16x8x32)
+  X(simd_mma_16x8x32) X(pair16_add) X(pair16_fma) \
+  X(pair16_and_or) X(pair16_interleave)
 // Every vector name: float2 ... packed_bool4.
 #define MTLINV_CU_VEC_USING(name)                                                                 \
   using ::cu_msl::name##2; using ::cu_msl::name##3; using ::cu_msl::name##4;                        \
