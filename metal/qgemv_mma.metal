@@ -88,15 +88,15 @@ inline void qgemv_mma_step(thread float4* acc, thread const uint* words, thread 
 }
 
 // The words, scales and biases (as stored) of run j of both weight rows of the lane (first words w_off[2], first
-// groups g_off[2]).
+// groups g_off[2]; run j lies in group j >> group_shift).
 template <uint BITS, typename S>
 inline void qgemv_mma_load(device const uint* wq, device const S* scales, device const S* biases,
-                           thread const uint* w_off, thread const uint* g_off, uint j, uint runs_per_group,
+                           thread const uint* w_off, thread const uint* g_off, uint j, uint group_shift,
                            bool w_vector, thread uint* words, thread S* scale, thread S* bias) {
   for (uint h = 0; h < 2; ++h) {
     qgemv_load_words<BITS>(wq, w_off[h], j, w_vector, words + h * BITS);
-    scale[h] = scales[g_off[h] + j / runs_per_group];
-    bias[h] = biases[g_off[h] + j / runs_per_group];
+    scale[h] = scales[g_off[h] + (j >> group_shift)];
+    bias[h] = biases[g_off[h] + (j >> group_shift)];
   }
 }
 
@@ -124,6 +124,9 @@ template <typename T, uint BITS, typename S, uint R>
   const uint K = args.k;
   const uint runs = K / QGEMV_RUN;
   const uint runs_per_group = args.group_size / QGEMV_RUN;
+  // log2 of the 1, 2 or 4 runs of a group (group sizes 32, 64, 128, which the op checks): a shift finds a run's
+  // group where a division by a runtime value took a dozen instructions per run on CUDA.
+  const uint group_shift = runs_per_group / 2;
   const bool x_vector = args.vector_loads != 0;
   const bool w_vector = args.w_vector_loads != 0;
 
@@ -143,16 +146,17 @@ template <typename T, uint BITS, typename S, uint R>
     acc[j] = float4(0.0f);
   }
 
-  // Where x and wq are 16-byte aligned, the steps whose four runs all lie inside K go two at a time (all their
-  // weight loads issued first) with 16-byte loads and no branch; then the rest one at a time (all of them
-  // otherwise), a lane whose run lies past K bringing zeros. The same values reach the same calls either way. The
-  // two steps' registers are named rather than indexed by a loop over them, which nvcc left rolled and put on the
-  // stack.
+  // Where x and wq are 16-byte aligned, the steps whose four runs all lie inside K take 16-byte loads and no
+  // branch: two at a time (all their weight loads issued first) in a tile of 8 rows, one at a time in a tile of 16,
+  // whose second group of x operands would take two steps past 64 registers on CUDA and cost a quarter of its
+  // threadgroups per core (8192 x 8192 at 16 rows: 47.5 us against 33). Then the rest (all of them otherwise), a
+  // lane whose run lies past K bringing zeros. The same values reach the same calls either way. The two steps'
+  // registers are named rather than indexed by a loop over them, which nvcc left rolled and put on the stack.
   const uint full_steps = runs / QGEMV_MMA_STEP;
   const uint steps = (runs + QGEMV_MMA_STEP - 1) / QGEMV_MMA_STEP;
   uint s = sg;
   if (x_vector && w_vector) {
-    for (; s + args.k_splits < full_steps; s += 2 * args.k_splits) {
+    for (; B == 1 && s + args.k_splits < full_steps; s += 2 * args.k_splits) {
       const uint j0 = QGEMV_MMA_STEP * s + t;
       const uint j1 = j0 + QGEMV_MMA_STEP * args.k_splits;
       uint words0[2 * BITS];
@@ -161,10 +165,18 @@ template <typename T, uint BITS, typename S, uint R>
       S scale1[2];
       S bias0[2];
       S bias1[2];
-      qgemv_mma_load<BITS, S>(wq, scales, biases, w_off, g_off, j0, runs_per_group, true, words0, scale0, bias0);
-      qgemv_mma_load<BITS, S>(wq, scales, biases, w_off, g_off, j1, runs_per_group, true, words1, scale1, bias1);
+      qgemv_mma_load<BITS, S>(wq, scales, biases, w_off, g_off, j0, group_shift, true, words0, scale0, bias0);
+      qgemv_mma_load<BITS, S>(wq, scales, biases, w_off, g_off, j1, group_shift, true, words1, scale1, bias1);
       qgemv_mma_step<T, BITS, S, B>(acc, words0, scale0, bias0, x, x_row, j0 * QGEMV_RUN, true, true, lane);
       qgemv_mma_step<T, BITS, S, B>(acc, words1, scale1, bias1, x, x_row, j1 * QGEMV_RUN, true, true, lane);
+    }
+    for (; s < full_steps; s += args.k_splits) {
+      const uint j = QGEMV_MMA_STEP * s + t;
+      uint words[2 * BITS];
+      S scale[2];
+      S bias_g[2];
+      qgemv_mma_load<BITS, S>(wq, scales, biases, w_off, g_off, j, group_shift, true, words, scale, bias_g);
+      qgemv_mma_step<T, BITS, S, B>(acc, words, scale, bias_g, x, x_row, j * QGEMV_RUN, true, true, lane);
     }
   }
   for (; s < steps; s += args.k_splits) {
@@ -174,7 +186,7 @@ template <typename T, uint BITS, typename S, uint R>
     S scale[2];
     S bias_g[2];
     // A run past K loads the last run's words (in bounds) and dequantises them with scale and bias 0: zeros.
-    qgemv_mma_load<BITS, S>(wq, scales, biases, w_off, g_off, min(j, runs - 1), runs_per_group, w_vector, words,
+    qgemv_mma_load<BITS, S>(wq, scales, biases, w_off, g_off, min(j, runs - 1), group_shift, w_vector, words,
                             scale, bias_g);
     if (!valid) {
       for (uint h = 0; h < 2; ++h) {
