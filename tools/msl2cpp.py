@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The MSL pre-pass: turns metal/*.metal and metal/*.h into C++ (the emulator) or CUDA.
 
-Kernels are written once in a portable subset of MSL (documented in docs/msl_subset.md). The shims
+Kernels are written once in a portable subset of MSL (documented in docs/kernel_guide.md). The shims
 (src/emu/msl_shim.h, src/cuda/cuda_shim.cuh) implement the metal_stdlib names; this pass does only what a header
 cannot:
 
