@@ -3,6 +3,7 @@
 // the same floats to the same arithmetic, so the choice never changes results, only speed.
 #pragma once
 #include "common.h"
+#include "pair16.h"
 
 // The 16 / sizeof(T) values of a 16-byte group, widened to float: out[i] is the element at offset i. The
 // 16-bit conversions are exact, so this gives what float(p[i]) gives element by element; four at a time, as
@@ -25,13 +26,12 @@ inline void widen16<float>(uint4 raw, thread float* out) {
 }
 
 // The inverse for 16-bit T: eight floats rounded to T (round to nearest even), packed as load16 reads them from
-// memory holding those T values. Kernels that compute an operand of the matrix units (metal/qgemv_mma.metal) use it.
+// memory holding those T values. Kernels that compute an operand of the matrix units (metal/sdpa_mma.metal) use it.
 template <typename T>
 inline uint4 narrow16(thread const float* in) {
-  static_assert(sizeof(T) == 2, "narrow16 packs 16-bit elements");
   uint4 raw;
   for (uint i = 0; i < 4; ++i) {
-    raw[i] = uint(as_type<ushort>(T(in[2 * i]))) | (uint(as_type<ushort>(T(in[2 * i + 1]))) << 16);
+    raw[i] = pair16_pack<T>(in[2 * i], in[2 * i + 1]);
   }
   return raw;
 }
