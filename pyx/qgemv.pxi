@@ -19,7 +19,9 @@ def qgemv(x, wq, scales, biases, *, group_size, bits, bias=None):
     (or float32, for 16-bit x with bits 4 or 8: lossless GGUF imports), W = scales * q + biases per group.
     x is [K] or [..., M, K], float32/float16/bfloat16; bits 2, 3, 4, 5, 6 or 8; group_size 32, 64 or 128.
     The weights are dequantised in float32 exactly as mtlinv.quant.dequantize_float32 does (scale * q, rounded,
-    plus bias), accumulation is float32, the output has x's dtype.
+    plus bias), accumulation is float32, the output has x's dtype. On devices with matrix units
+    (device_info()["matrix_units"]: CUDA), 16-bit x meets each weight in x's dtype T: T(scale * q + bias), rounded
+    once, with scales of x's dtype; the float32 weight rounded to T with float32 scales.
 
     With M <= get_limit() rows (and always for M == 1) each output row is bit-identical to the call on that row
     alone; above the limit a throughput kernel runs."""
