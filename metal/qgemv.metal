@@ -85,7 +85,7 @@ template <typename T, uint BITS, typename S, uint R>
   const uint r0 = tile.y * R;
   const uint K = args.k;
   const uint runs = K / QGEMV_RUN;
-  const uint runs_per_group = args.group_size / QGEMV_RUN;
+  const uint group_shift = qgemv_group_shift(args.group_size);
   const bool x_vector = args.vector_loads != 0;
   const bool w_vector = args.w_vector_loads != 0;
 
@@ -100,7 +100,7 @@ template <typename T, uint BITS, typename S, uint R>
   for (uint c = 0; c < COLS; ++c) {
     const uint n = min(n0 + c, args.n - 1);
     w_off[c] = n * runs * BITS;
-    g_off[c] = n * (runs / runs_per_group);
+    g_off[c] = n * (runs >> group_shift);
   }
 
   float4 acc[R];
@@ -119,8 +119,8 @@ template <typename T, uint BITS, typename S, uint R>
       float scale1[COLS];
       float bias0[COLS];
       float bias1[COLS];
-      const uint g0 = j / runs_per_group;
-      const uint g1 = (j + stride) / runs_per_group;
+      const uint g0 = j >> group_shift;
+      const uint g1 = (j + stride) >> group_shift;
       for (uint c = 0; c < COLS; ++c) {
         qgemv_load_run<BITS, S>(wq, scales, biases, w_off[c], g_off[c], j, g0, w_vector, words0 + c * BITS,
                                 scale0 + c, bias0 + c);
@@ -136,7 +136,7 @@ template <typename T, uint BITS, typename S, uint R>
     uint words[COLS * BITS];
     float scale[COLS];
     float bias_g[COLS];
-    const uint g = j / runs_per_group;
+    const uint g = j >> group_shift;
     for (uint c = 0; c < COLS; ++c) {
       qgemv_load_run<BITS, S>(wq, scales, biases, w_off[c], g_off[c], j, g, w_vector, words + c * BITS, scale + c,
                               bias_g + c);

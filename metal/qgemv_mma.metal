@@ -123,10 +123,7 @@ template <typename T, uint BITS, typename S, uint R>
   const uint r0 = tile.y * R;
   const uint K = args.k;
   const uint runs = K / QGEMV_RUN;
-  const uint runs_per_group = args.group_size / QGEMV_RUN;
-  // log2 of the 1, 2 or 4 runs of a group (group sizes 32, 64, 128, which the op checks): a shift finds a run's
-  // group where a division by a runtime value took a dozen instructions per run on CUDA.
-  const uint group_shift = runs_per_group / 2;
+  const uint group_shift = qgemv_group_shift(args.group_size);
   const bool x_vector = args.vector_loads != 0;
   const bool w_vector = args.w_vector_loads != 0;
 
@@ -137,7 +134,7 @@ template <typename T, uint BITS, typename S, uint R>
   for (uint h = 0; h < 2; ++h) {
     const uint n = min(n0 + g + 8 * h, args.n - 1);
     w_off[h] = n * runs * BITS;
-    g_off[h] = n * (runs / runs_per_group);
+    g_off[h] = n * (runs >> group_shift);
   }
   uint x_row[B];  // where row g of each group of 8 starts in x, clamped to the last row
   float4 acc[B];

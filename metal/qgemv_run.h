@@ -12,6 +12,13 @@
 constant constexpr uint QGEMV_RUN = 32;  // K positions (and BITS packed words) of a run
 constant constexpr uint QGEMV_SUB = 8;   // values unpacked at once
 
+// log2 of the runs of a group: 1, 2 or 4 runs (group sizes 32, 64, 128, which the op checks), so run j lies in
+// group j >> shift. A division by a runtime value takes about a dozen instructions on CUDA; both GEMVs find a
+// run's group this way.
+inline uint qgemv_group_shift(uint group_size) {
+  return group_size / QGEMV_RUN / 2;
+}
+
 // The values [8 s, 8 s + 8) of a run held in registers (`words`: the run's BITS words): bits [8 s BITS,
 // 8 s BITS + 8 BITS) of them, which start on a byte boundary and span at most two words; each half of 4 values
 // (4 * BITS <= 32 bits) is cut from them as one window. s is a constant once the caller's loop is unrolled, so
