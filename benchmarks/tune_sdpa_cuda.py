@@ -1,12 +1,13 @@
 #!/usr/bin/env python3
-"""How the canonical sdpa's time depends on its chunk size S, on an NVIDIA GPU: the data behind sdpa_chunk_keys
-(src/core/plans/sdpa.cpp), which must pick S from the head dim, dtype and device alone.
+"""How the canonical sdpa's time on an NVIDIA GPU splits between its passes and depends on its chunk size S: the
+data behind sdpa_chunk_keys (src/core/plans/sdpa.cpp), which must pick S from the head dim, dtype and device alone.
 
-    MTLINV_DEVICE=cuda python benchmarks/tune_sdpa_cuda.py [--reps 30]
+    MTLINV_DEVICE=cuda python benchmarks/tune_sdpa_cuda.py [--reps 30] [--chunks 128 256 512]
 
-Runs the plans' two kernels (sdpa_blocks_q{4,8}_bf16, then sdpa_combine_bf16) directly with raw arguments for
-S in 64, 128, 256, and pass 1 alone at S = 256, on bench_cuda.py's attention shape (Hq=32, Hkv=8, D=128, bf16,
-causal), decode (Lq=1) and verify (Lq=8), timed as there (events, medians, K and V rotated through HBM).
+Runs the kernels of the canonical plan on a device with matrix units (sdpa_mma_d128_bf16, then sdpa_combine_bf16)
+directly with raw arguments, on bench_cuda.py's attention shape (Hq=32, Hkv=8, D=128, bf16, causal), decode
+(Lq=1) and verify (Lq=8), timed as there (events, medians, K and V rotated through HBM). Each cell is both passes
+at that S, then pass 1 alone, in us; the percentage is of the copy bandwidth for reading K and V once.
 """
 import math
 import os
@@ -23,8 +24,10 @@ import numpy as np  # noqa: E402
 import mtlinv  # noqa: E402
 from mtlinv import _native as ops  # noqa: E402
 
-CHUNKS = (64, 128, 256)
 HQ, HKV, D = 32, 8, 128
+MMA_QUERIES = 16      # SDPA_MMA_QUERIES (metal/sdpa_mma.metal): queries per pass-1 threadgroup
+COMBINE_GROUPS = 32   # SDPA_COMBINE_GROUPS (metal/sdpa.metal): block ranges per query
+COMBINE_COLUMNS = 8   # SDPA_COMBINE_COLUMNS: float4 columns of the output per pass-2 threadgroup
 
 
 def sdpa_args(lq, keys, chunk):
@@ -36,22 +39,30 @@ def sdpa_args(lq, keys, chunk):
 
 def two_passes(q, k, v, out, part_o, part_ml, lq, keys, chunk, combine=True):
     args = sdpa_args(lq, keys, chunk)
-    tile = 4 if lq * HQ // HKV <= 4 else 8  # sdpa_query_tile in src/core/plans/sdpa.cpp
-    ops._launch(f"sdpa_blocks_q{tile}_bf16", (-(-lq * HQ // HKV // tile), -(-keys // chunk), HKV), (128, 1, 1),
+    ops._launch("sdpa_mma_d128_bf16", (-(-lq * HQ // HKV // MMA_QUERIES), -(-keys // chunk), HKV), (128, 1, 1),
                 args, [q, k, v, part_o, part_ml])
-    if combine:  # SDPA_COMBINE_GROUPS (8) ranges of blocks, D/4 threads each
-        ops._launch("sdpa_combine_bf16", (lq, HQ, 1), (8 * D // 4, 1, 1), args, [part_o, part_ml, out])
+    if combine:
+        ops._launch("sdpa_combine_bf16", (lq * -(-D // 4 // COMBINE_COLUMNS), HQ, 1),
+                    (COMBINE_GROUPS * COMBINE_COLUMNS, 1, 1), args, [part_o, part_ml, out])
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--reps", type=int, default=30)
     ap.add_argument("--lengths", type=int, nargs="+", default=[1024, 4096, 16384, 65536])
+    ap.add_argument("--chunks", type=int, nargs="+", default=[128, 256, 512],
+                    help="chunk sizes S to time (multiples of 128: sdpa_mma's 4 simdgroups take 32-key steps)")
     args = ap.parse_args()
+    bad = [c for c in args.chunks if c <= 0 or c % 128]
+    if bad:
+        ap.error(f"--chunks must be positive multiples of 128, got {bad}")
+    if not mtlinv.device_info().get("matrix_units"):
+        sys.exit("tune_sdpa_cuda.py times the matrix-unit kernels: run it with MTLINV_DEVICE=cuda on a GPU")
     copy_bw = bc.copy_bandwidth()
-    print(f"# {mtlinv.device_info()['name']}: copy {copy_bw / 1e9:.0f} GB/s; us per call (% of copy bandwidth)\n")
-    print(bc.row(["keys", "Lq"] + [f"S = {c}" for c in CHUNKS] + ["pass 1 alone, S = 256", "plan's S"]))
-    print(bc.row(["---:"] * (4 + len(CHUNKS))))
+    print(f"# {mtlinv.device_info()['name']}: copy {copy_bw / 1e9:.0f} GB/s; both passes / pass 1 alone, us "
+          f"(% of copy bandwidth for both)\n")
+    print(bc.row(["keys", "Lq"] + [f"S = {c}" for c in args.chunks] + ["plan's S"]))
+    print(bc.row(["---:"] * (3 + len(args.chunks))))
     for keys in args.lengths:
         kv_host = bc.RNG.standard_normal((1, HKV, keys, D), dtype=np.float32).astype(bc.BF16)
         copies = bc.copies_for(2 * kv_host.nbytes)
@@ -61,14 +72,17 @@ def main():
             q = mtlinv.asarray(bc.RNG.standard_normal((1, HQ, lq, D), dtype=np.float32).astype(bc.BF16))
             out = mtlinv.asarray(np.zeros((1, HQ, lq, D), bc.BF16))
             cells = []
-            for chunk, combine in [(c, True) for c in CHUNKS] + [(256, False)]:
+            for chunk in args.chunks:
                 blocks = -(-keys // chunk)
                 part_o = mtlinv.asarray(np.zeros(HQ * lq * blocks * D, np.float32))
                 part_ml = mtlinv.asarray(np.zeros(HQ * lq * blocks * 2, np.float32))
-                calls = [lambda k=k, v=v: two_passes(q, k, v, out, part_o, part_ml, lq, keys, chunk, combine)
-                         for k, v in zip(ks, vs)]
-                t = bc.event_median(calls, args.reps)
-                cells.append(f"{t * 1e6:.1f} ({100 * 2 * kv_host.nbytes / t / copy_bw:.0f}%)")
+                times = []
+                for combine in (True, False):
+                    calls = [lambda k=k, v=v, c=combine: two_passes(q, k, v, out, part_o, part_ml, lq, keys, chunk, c)
+                             for k, v in zip(ks, vs)]
+                    times.append(bc.event_median(calls, args.reps))
+                cells.append(f"{times[0] * 1e6:.1f} / {times[1] * 1e6:.1f} "
+                             f"({100 * 2 * kv_host.nbytes / times[0] / copy_bw:.0f}%)")
             print(bc.row([keys, lq, *cells, ops.sdpa_chunk_keys(D, "bfloat16")]), flush=True)
         del ks, vs
 

@@ -24,8 +24,9 @@
 constant constexpr uint SDPA_THREADS = 128;       // threads of a sdpa_blocks threadgroup
 constant constexpr uint SDPA_QUERIES = 8;         // most queries per sdpa_blocks threadgroup (its tile Q: 4 or 8)
 constant constexpr uint SDPA_BLOCK_KEYS = 256;    // most keys per block
-constant constexpr uint SDPA_COMBINE_GROUPS = 8;  // block ranges sdpa_combine merges in parallel
-constant constexpr uint SDPA_COMBINE_LOADS = 8;   // blocks whose partials one sdpa_combine thread loads together
+constant constexpr uint SDPA_COMBINE_GROUPS = 32;  // block ranges sdpa_combine merges in parallel
+constant constexpr uint SDPA_COMBINE_LOADS = 8;    // blocks whose partials one sdpa_combine thread loads together
+constant constexpr uint SDPA_COMBINE_COLUMNS = 8;  // float4 columns of the output per sdpa_combine threadgroup
 constant constexpr uint SDPA_MAX_D = 256;         // head_dim at most
 constant constexpr uint SDPA_MAX_D4 = SDPA_MAX_D / 4;
 // The softmax of a block gives each query SDPA_SLICES threads, each over SDPA_SLICE_KEYS consecutive keys: 16
@@ -334,13 +335,17 @@ template <typename T, bool VEC, uint Q>
   }
 }
 
-// Pass 2. Grid: (Lq, Hq, B); SDPA_COMBINE_GROUPS * D/4 threads: thread (g, d4) works on output elements
-// [4 d4, 4 d4 + 4) of one query and the g-th of SDPA_COMBINE_GROUPS consecutive ranges of its blocks.
+// Pass 2. Grid: (Lq * ceil(D/4 / SDPA_COMBINE_COLUMNS), Hq, B); SDPA_COMBINE_GROUPS * SDPA_COMBINE_COLUMNS threads:
+// thread (g, c) works on output elements [4 d4, 4 d4 + 4), d4 = SDPA_COMBINE_COLUMNS x + c for the threadgroup's
+// column tile x, of one query, and the g-th of SDPA_COMBINE_GROUPS consecutive ranges of its blocks. Columns never
+// meet, so splitting them over threadgroups changes no bits; it puts 4 threadgroups per query to work at D = 128
+// where a decoding step has only Hq queries.
 // Only the blocks holding a key the query sees are read: n = p/S + 1 of them on the canonical path, none empty;
 // blocks past the query's position, present when it shares a call with later queries, are never touched.
 // The merge is a function of n alone: the max over all n blocks, then per range the rescaled sums in block
 // order, then the range sums in range order. Ranges are ceil(n / groups) blocks (the last ones may be short or
-// empty), so a long context merges in parallel instead of one block after another.
+// empty), so a long context merges in parallel instead of one block after another: up to 64K keys at S = 256,
+// each thread loads its range's partials in one round.
 template <typename T>
 [[kernel]] void sdpa_combine(
     constant SdpaArgs& args [[buffer(0)]],
@@ -351,12 +356,15 @@ template <typename T>
     uint tid [[thread_index_in_threadgroup]]) {
   threadgroup float range_max[SDPA_COMBINE_GROUPS];
   threadgroup float range_l[SDPA_COMBINE_GROUPS];
-  threadgroup float4 range_o[SDPA_COMBINE_GROUPS][SDPA_MAX_D4];
+  threadgroup float4 range_o[SDPA_COMBINE_GROUPS][SDPA_COMBINE_COLUMNS];
 
   const uint D4 = args.head_dim / 4;
-  const uint g = tid / D4;
-  const uint d4 = tid % D4;
-  const uint i = pos.x;
+  const uint column_tiles = (D4 + SDPA_COMBINE_COLUMNS - 1) / SDPA_COMBINE_COLUMNS;
+  const uint g = tid / SDPA_COMBINE_COLUMNS;
+  const uint c = tid % SDPA_COMBINE_COLUMNS;
+  const uint d4 = pos.x % column_tiles * SDPA_COMBINE_COLUMNS + c;
+  const bool column = d4 < D4;  // the last tile of D = 80 or 96 has idle threads; they join the barriers
+  const uint i = pos.x / column_tiles;
   const ulong row = (ulong(pos.z) * args.q_heads + pos.y) * args.q_len + i;
   const uint last = sdpa_last_key(args, i);
   const uint n = min(args.n_blocks, last / args.block_keys + 1);
@@ -364,13 +372,13 @@ template <typename T>
   const uint j_begin = min(n, g * per_range);
   const uint j_end = min(n, j_begin + per_range);
   part_ml += row * args.n_blocks;
-  part_o += row * args.n_blocks * D4 + d4;
+  part_o += row * args.n_blocks * D4 + min(d4, D4 - 1);
 
   float m = -INFINITY;
   for (uint j = j_begin; j < j_end; ++j) {
     m = max(m, part_ml[j].x);
   }
-  if (d4 == 0) {
+  if (c == 0) {
     range_max[g] = m;
   }
   threadgroup_barrier(mem_flags::mem_threadgroup);
@@ -385,28 +393,28 @@ template <typename T>
   for (uint j0 = j_begin; j0 < j_end; j0 += SDPA_COMBINE_LOADS) {
     float2 ml[SDPA_COMBINE_LOADS];
     float4 po[SDPA_COMBINE_LOADS];
-    for (uint c = 0; c < SDPA_COMBINE_LOADS; ++c) {
-      const uint j = min(j0 + c, j_end - 1);  // blocks past the range are loaded again, never used
-      ml[c] = part_ml[j];
-      po[c] = part_o[j * D4];
+    for (uint b = 0; b < SDPA_COMBINE_LOADS; ++b) {
+      const uint j = min(j0 + b, j_end - 1);  // blocks past the range are loaded again, never used
+      ml[b] = part_ml[j];
+      po[b] = part_o[j * D4];
     }
-    for (uint c = 0; c < SDPA_COMBINE_LOADS; ++c) {
-      if (j0 + c < j_end) {
-        const float w = exp2(ml[c].x - m);
-        l = fma(ml[c].y, w, l);
-        o = fma(po[c], float4(w), o);
+    for (uint b = 0; b < SDPA_COMBINE_LOADS; ++b) {
+      if (j0 + b < j_end) {
+        const float w = exp2(ml[b].x - m);
+        l = fma(ml[b].y, w, l);
+        o = fma(po[b], float4(w), o);
       }
     }
   }
-  range_o[g][d4] = o;
-  if (d4 == 0) {
+  range_o[g][c] = o;
+  if (c == 0) {
     range_l[g] = l;
   }
   threadgroup_barrier(mem_flags::mem_threadgroup);
 
-  if (g == 0) {
+  if (g == 0 && column) {
     for (uint r = 1; r < SDPA_COMBINE_GROUPS; ++r) {
-      o += range_o[r][d4];
+      o += range_o[r][c];
       l += range_l[r];
     }
     sdpa_store4(out + row * args.head_dim + d4 * 4, o / l);

@@ -31,6 +31,7 @@
 #include "sdpa_keys.h"
 #include "load.h"
 #include "mma.h"
+#include "pair16.h"
 
 constant constexpr uint SDPA_MMA_QUERIES = 16;    // queries per tile: the builtin's A rows
 constant constexpr uint SDPA_MMA_SIMDGROUPS = 4;  // each takes a quarter of the chunk's keys
@@ -50,19 +51,19 @@ inline uint sdpa_mma_end(constant SdpaArgs& args, uint j0, uint r, uint nq) {
   return sdpa_last_key(args, (j0 + r) % args.q_len) + 1;
 }
 
-// The B operand of p v for output column e of a 64-dim half: word i holds dim e of key 8 i + 2 t (low 16 bits) and
-// of key 8 i + 2 t + 1 (high 16 bits), taken from v0[i] and v1[i], which hold 8 dims of those keys.
-inline uint4 sdpa_mma_v_operand(thread const uint4* v0, thread const uint4* v1, uint e) {
-  uint4 b;
+// The B operands of p v for output columns 2 e2 and 2 e2 + 1 of a 64-dim half: word i holds that column's dim of
+// key 8 i + 2 t (low 16 bits) and of key 8 i + 2 t + 1 (high 16 bits), taken from v0[i] and v1[i], which hold 8
+// dims of those keys. One byte permute per word (pair16_interleave) builds both columns' words.
+inline void sdpa_mma_v_operands(thread const uint4* v0, thread const uint4* v1, uint e2, thread uint4& even,
+                                thread uint4& odd) {
   for (uint i = 0; i < 4; ++i) {
-    const uint lo = v0[i][e / 2];
-    const uint hi = v1[i][e / 2];
-    b[i] = e % 2 == 0 ? (lo & 0xffffu) | (hi << 16) : (lo >> 16) | (hi & 0xffff0000u);
+    const uint2 w = pair16_interleave(v0[i][e2], v1[i][e2]);
+    even[i] = w.x;
+    odd[i] = w.y;
   }
-  return b;
 }
 
-// The mask of sdpa_mma_v_operand's words that keeps the first `count` keys of the step.
+// The mask of sdpa_mma_v_operands' words that keeps the first `count` keys of the step.
 inline uint4 sdpa_mma_key_mask(uint t, uint count) {
   uint4 mask;
   for (uint i = 0; i < 4; ++i) {
@@ -77,6 +78,55 @@ inline uint sdpa_mma_merge_slot(uint writer, uint o, uint out) {
   const uint owner = o % SDPA_MMA_SIMDGROUPS;
   return writer * (out / SDPA_MMA_SIMDGROUPS) * (SDPA_MMA_SIMDGROUPS - 1) + (o / SDPA_MMA_SIMDGROUPS) *
          (SDPA_MMA_SIMDGROUPS - 1) + (owner < writer ? owner : owner - 1);
+}
+
+// The K rows of the step at a0 for q k^T: k_raw[KS b + s] holds dims 32 s + 8 t .. + 7 of key a0 + 8 b + g. Keys
+// past kv_len are read as the last valid key: never seen by a query, never a fault. A step inside the keys (every
+// step but the last) reads from one pointer at constant offsets, which spares the address arithmetic per row.
+template <typename T, bool VEC, uint D>
+inline void sdpa_mma_load_k(device const T* k, uint a0, uint kv_len, uint g, uint t, thread uint4* k_raw) {
+  constexpr uint KS = D / 32;
+  if (a0 + SDPA_MMA_STEP <= kv_len) {
+    device const T* rows = k + ulong(a0 + g) * D + 8 * t;
+    for (uint b = 0; b < 4; ++b) {
+      for (uint s = 0; s < KS; ++s) {
+        k_raw[KS * b + s] = load16_unit<T, VEC>(rows + 8 * b * D + 32 * s);
+      }
+    }
+  } else {
+    for (uint b = 0; b < 4; ++b) {
+      device const T* row = k + ulong(min(a0 + 8 * b + g, kv_len - 1)) * D + 8 * t;
+      for (uint s = 0; s < KS; ++s) {
+        k_raw[KS * b + s] = load16_unit<T, VEC>(row + 32 * s);
+      }
+    }
+  }
+}
+
+// The V rows of the step at a0 for p v: v_raw[8 h + 4 e + b] holds dims 64 h + 8 g .. + 7 of key a0 + 8 b + 2 t + e,
+// read as sdpa_mma_load_k reads K.
+template <typename T, bool VEC, uint D>
+inline void sdpa_mma_load_v(device const T* v, uint a0, uint kv_len, uint g, uint t, thread uint4* v_raw) {
+  constexpr uint VH = D / 64;
+  if (a0 + SDPA_MMA_STEP <= kv_len) {
+    device const T* rows = v + ulong(a0 + 2 * t) * D + 8 * g;
+    for (uint b = 0; b < 4; ++b) {
+      for (uint e = 0; e < 2; ++e) {
+        for (uint h = 0; h < VH; ++h) {
+          v_raw[8 * h + 4 * e + b] = load16_unit<T, VEC>(rows + (8 * b + e) * D + 64 * h);
+        }
+      }
+    }
+  } else {
+    for (uint b = 0; b < 4; ++b) {
+      for (uint e = 0; e < 2; ++e) {
+        device const T* row = v + ulong(min(a0 + 8 * b + 2 * t + e, kv_len - 1)) * D + 8 * g;
+        for (uint h = 0; h < VH; ++h) {
+          v_raw[8 * h + 4 * e + b] = load16_unit<T, VEC>(row + 64 * h);
+        }
+      }
+    }
+  }
 }
 
 // Reductions over the 16 rows of a tile when lane r and lane r + 16 hold row r's value (uniform results): an OR,
@@ -150,7 +200,7 @@ template <typename T, bool VEC, uint D>
   // (m, l) pairs ([simdgroup][lane]).
   threadgroup float4 merge_o[SDPA_MMA_SIMDGROUPS * (SDPA_MMA_SIMDGROUPS - 1) * (SDPA_MMA_MAX_D / 32) * SIMD_WIDTH];
   threadgroup float4 merge_ml[SDPA_MMA_SIMDGROUPS * SIMD_WIDTH];
-  threadgroup uint4 q_ops[2 * (SDPA_MMA_MAX_D / 32) * SIMD_WIDTH];
+  threadgroup uint4 q_frags[2 * (SDPA_MMA_MAX_D / 32) * SIMD_WIDTH];
 
   const uint g = lane / 4;
   const uint t = lane % 4;
@@ -173,12 +223,18 @@ template <typename T, bool VEC, uint D>
   const uint end_max = end_range.y;
 
   // The q operands, staged once for the four simdgroups (read again every step: registers are what limits how many
-  // simdgroups a core holds): [32-dim block s][row g or g + 8][lane]. Rows past the tile's queries repeat its last
-  // one: computed, never stored.
-  for (uint i = sg * SIMD_WIDTH + lane; i < 2 * KS * SIMD_WIDTH; i += SDPA_MMA_SIMDGROUPS * SIMD_WIDTH) {
-    const uint s = i / (2 * SIMD_WIDTH);
-    const uint qg = (i / SIMD_WIDTH) % 2 * 8 + (i % SIMD_WIDTH) / 4;
-    q_ops[i] = load16_unit<T, VEC>(q + ulong(min(qg, nq - 1)) * D + 32 * s + 8 * (i % 4));
+  // simdgroups a core holds). A lane's rows g and g + 8 (dims 32 s + 8 t .. + 7 of each) are stored interleaved a
+  // word at a time, [32-dim block s][half j][lane] = (lo[2 j], hi[2 j], lo[2 j + 1], hi[2 j + 1]): the order in
+  // which the CUDA tensor cores read the A operand, so that a 16-byte load lands in the registers the instruction
+  // reads. Rows past the tile's queries repeat its last one: computed, never stored.
+  for (uint i = sg * SIMD_WIDTH + lane; i < KS * SIMD_WIDTH; i += SDPA_MMA_SIMDGROUPS * SIMD_WIDTH) {
+    const uint s = i / SIMD_WIDTH;
+    const uint qg = (i % SIMD_WIDTH) / 4;
+    device const T* dims = q + 32 * s + 8 * (i % 4);
+    const uint4 lo = load16_unit<T, VEC>(dims + ulong(min(qg, nq - 1)) * D);
+    const uint4 hi = load16_unit<T, VEC>(dims + ulong(min(qg + 8, nq - 1)) * D);
+    q_frags[2 * i - i % SIMD_WIDTH] = uint4(lo.x, hi.x, lo.y, hi.y);
+    q_frags[2 * i - i % SIMD_WIDTH + SIMD_WIDTH] = uint4(lo.z, hi.z, lo.w, hi.w);
   }
   threadgroup_barrier(mem_flags::mem_threadgroup);
 
@@ -193,21 +249,16 @@ template <typename T, bool VEC, uint D>
   const uint first = block * args.block_keys + sg * quarter;
   const uint stop = min(first + quarter, end_max);
   for (uint a0 = first; a0 < stop; a0 += SDPA_MMA_STEP) {
-    // Keys past kv_len are read as the last valid key: never seen by a query, never a fault.
-    uint4 k_raw[4][KS];
-    for (uint b = 0; b < 4; ++b) {
-      device const T* row = k + ulong(min(a0 + 8 * b + g, args.kv_len - 1)) * D + 8 * t;
-      for (uint s = 0; s < KS; ++s) {
-        k_raw[b][s] = load16_unit<T, VEC>(row + 32 * s);
-      }
-    }
+    uint4 k_raw[4 * KS];
+    sdpa_mma_load_k<T, VEC, D>(k, a0, args.kv_len, g, t, k_raw);
 
     float scores[2][8];  // [query g, g + 8][2 b + e]
     for (uint b = 0; b < 4; ++b) {
       float4 dot = float4(0.0f);
       for (uint s = 0; s < KS; ++s) {
-        dot = simd_mma_16x8x32<T>(dot, q_ops[(2 * s) * SIMD_WIDTH + lane], q_ops[(2 * s + 1) * SIMD_WIDTH + lane],
-                                  k_raw[b][s], lane);
+        const uint4 x = q_frags[(2 * s) * SIMD_WIDTH + lane];
+        const uint4 y = q_frags[(2 * s + 1) * SIMD_WIDTH + lane];
+        dot = simd_mma_16x8x32<T>(dot, uint4(x.x, x.z, y.x, y.z), uint4(x.y, x.w, y.y, y.w), k_raw[KS * b + s], lane);
       }
       scores[0][2 * b] = dot.x * args.scale_log2;
       scores[0][2 * b + 1] = dot.y * args.scale_log2;
@@ -215,30 +266,29 @@ template <typename T, bool VEC, uint D>
       scores[1][2 * b + 1] = dot.w * args.scale_log2;
     }
     // Loaded after the scores, so that the K and V units of a step are not all held at once.
-    uint4 v_raw[VH][2][4];  // [half][key 8 b + 2 t + e: e][b], dims 64 h + 8 g .. + 7
-    for (uint b = 0; b < 4; ++b) {
-      for (uint e = 0; e < 2; ++e) {
-        device const T* row = v + ulong(min(a0 + 8 * b + 2 * t + e, args.kv_len - 1)) * D + 8 * g;
-        for (uint h = 0; h < VH; ++h) {
-          v_raw[h][e][b] = load16_unit<T, VEC>(row + 64 * h);
-        }
-      }
-    }
+    uint4 v_raw[8 * VH];
+    sdpa_mma_load_v<T, VEC, D>(v, a0, args.kv_len, g, t, v_raw);
     const uint count_lo = sdpa_mma_count(end_lo, a0);
     const uint count_hi = sdpa_mma_count(end_hi, a0);
     const bool whole = end_min >= a0 + SDPA_MMA_STEP;  // every query of the tile sees the whole step
     float factor_lo, factor_hi;
     const uint4 p_lo = sdpa_mma_softmax<T>(scores[0], whole, count_lo, t, m[0], l[0], factor_lo);
     const uint4 p_hi = sdpa_mma_softmax<T>(scores[1], whole, count_hi, t, m[1], l[1], factor_hi);
-    for (uint o = 0; o < OUT; ++o) {
-      acc[o] *= float4(factor_lo, factor_lo, factor_hi, factor_hi);
+    // On a simdgroup's first step its accumulators are still 0, which the factor (0, or 1 for a query that sees
+    // none of the step) would leave 0: skipped, whatever the other queries of the tile.
+    if (a0 != first) {
+      for (uint o = 0; o < OUT; ++o) {
+        acc[o] *= float4(factor_lo, factor_lo, factor_hi, factor_hi);
+      }
     }
 
     if (whole) {
       for (uint h = 0; h < VH; ++h) {
-        for (uint e = 0; e < 8; ++e) {
-          const uint4 vb = sdpa_mma_v_operand(v_raw[h][0], v_raw[h][1], e);
-          acc[8 * h + e] = simd_mma_16x8x32<T>(acc[8 * h + e], p_lo, p_hi, vb, lane);
+        for (uint e2 = 0; e2 < 4; ++e2) {
+          uint4 even, odd;
+          sdpa_mma_v_operands(v_raw + 8 * h, v_raw + 8 * h + 4, e2, even, odd);
+          acc[8 * h + 2 * e2] = simd_mma_16x8x32<T>(acc[8 * h + 2 * e2], p_lo, p_hi, even, lane);
+          acc[8 * h + 2 * e2 + 1] = simd_mma_16x8x32<T>(acc[8 * h + 2 * e2 + 1], p_lo, p_hi, odd, lane);
         }
       }
     } else {
@@ -256,11 +306,15 @@ template <typename T, bool VEC, uint D>
         const bool lo = count_lo == c;
         const bool hi = count_hi == c;
         for (uint h = 0; h < VH; ++h) {
-          for (uint e = 0; e < 8; ++e) {
-            const uint4 vb = sdpa_mma_v_operand(v_raw[h][0], v_raw[h][1], e) & mask;
-            const float4 run = simd_mma_16x8x32<T>(acc[8 * h + e], p_lo, p_hi, vb, lane);
-            const float4 kept = acc[8 * h + e];
-            acc[8 * h + e] = float4(lo ? run.x : kept.x, lo ? run.y : kept.y, hi ? run.z : kept.z, hi ? run.w : kept.w);
+          for (uint e2 = 0; e2 < 4; ++e2) {
+            uint4 vb[2];
+            sdpa_mma_v_operands(v_raw + 8 * h, v_raw + 8 * h + 4, e2, vb[0], vb[1]);
+            for (uint e = 0; e < 2; ++e) {
+              const uint o = 8 * h + 2 * e2 + e;
+              const float4 run = simd_mma_16x8x32<T>(acc[o], p_lo, p_hi, vb[e] & mask, lane);
+              const float4 kept = acc[o];
+              acc[o] = float4(lo ? run.x : kept.x, lo ? run.y : kept.y, hi ? run.z : kept.z, hi ? run.w : kept.w);
+            }
           }
         }
       }

@@ -17,7 +17,8 @@ constexpr uint32_t kMaxQueriesPerTile = 8;  // SDPA_QUERIES: the query tile Q of
 constexpr uint32_t kBlockKeys = 256;      // SDPA_BLOCK_KEYS: the most keys a block may hold
 constexpr uint32_t kMmaQueries = 16;      // SDPA_MMA_QUERIES in metal/sdpa_mma.metal (4 simdgroups: kThreads)
 constexpr uint32_t kFlashQueries = 32;    // FLASH_QUERIES
-constexpr uint32_t kCombineGroups = 8;    // SDPA_COMBINE_GROUPS
+constexpr uint32_t kCombineGroups = 32;   // SDPA_COMBINE_GROUPS
+constexpr uint32_t kCombineColumns = 8;   // SDPA_COMBINE_COLUMNS
 constexpr int64_t kSplitMinKeys = 32;     // split blocks shorter than this cost more in pass 2 than they gain
 constexpr int64_t kSplitWavesPerCore = 4; // threadgroups per compute unit the split path aims for
 // sdpa_mma's 4 simdgroups take a quarter of a chunk each, in steps of 32 keys.
@@ -103,8 +104,8 @@ Plan plan_sdpa(const SdpaShape& s, int limit, const DeviceCaps& caps) {
 
   PlanLaunch combine;
   combine.kernel = "sdpa_combine_" + suffix;
-  combine.threadgroups = {static_cast<uint32_t>(s.q_len), q_heads, batch};
-  combine.threads = {kCombineGroups * static_cast<uint32_t>(s.head_dim / 4), 1, 1};
+  combine.threadgroups = {static_cast<uint32_t>(s.q_len) * ceil_div(s.head_dim / 4, kCombineColumns), q_heads, batch};
+  combine.threads = {kCombineGroups * kCombineColumns, 1, 1};
   combine.args = partials.args;
   combine.buffers = {PlanBuffer::tmp(0), PlanBuffer::tmp(1), PlanBuffer::op(3)};
 
