@@ -251,6 +251,9 @@ template <typename T, bool VEC, uint D>
   for (uint a0 = first; a0 < stop; a0 += SDPA_MMA_STEP) {
     uint4 k_raw[4 * KS];
     sdpa_mma_load_k<T, VEC, D>(k, a0, args.kv_len, g, t, k_raw);
+    // V with K, before the scores: both are in flight together (16 KB per simdgroup at D = 128, 249 registers).
+    uint4 v_raw[8 * VH];
+    sdpa_mma_load_v<T, VEC, D>(v, a0, args.kv_len, g, t, v_raw);
 
     float scores[2][8];  // [query g, g + 8][2 b + e]
     for (uint b = 0; b < 4; ++b) {
@@ -265,9 +268,6 @@ template <typename T, bool VEC, uint D>
       scores[1][2 * b] = dot.z * args.scale_log2;
       scores[1][2 * b + 1] = dot.w * args.scale_log2;
     }
-    // Loaded after the scores, so that the K and V units of a step are not all held at once.
-    uint4 v_raw[8 * VH];
-    sdpa_mma_load_v<T, VEC, D>(v, a0, args.kv_len, g, t, v_raw);
     const uint count_lo = sdpa_mma_count(end_lo, a0);
     const uint count_hi = sdpa_mma_count(end_hi, a0);
     const bool whole = end_min >= a0 + SDPA_MMA_STEP;  // every query of the tile sees the whole step

@@ -296,7 +296,18 @@ def test_plan_chunks_do_not_depend_on_q_len():
                  for m in range(1, min(kv_len, 16) + 1)]
         assert {p["launches"][0]["threadgroups"][1] for p in plans} == {-(-kv_len // s)}
         assert {p["launches"][0]["threads"] for p in plans} == {(128, 1, 1)}
-    assert {chunk_keys(d, t) for d in HEAD_DIMS for t in FLOAT_DTYPES} == {s}
+
+
+@pytest.mark.parametrize("gpu", [False, True], ids=["emulator", "gpu-plans"])
+def test_chunk_keys_depend_on_head_dim_dtype_and_device_only(gpu, request):
+    """S is 256 for sdpa_blocks and 512 for sdpa_mma (16-bit, D = 64 or 128, a device with matrix units)."""
+    if gpu:
+        request.getfixturevalue("gpu_plans")
+    matrix_units = mtlinv.device_info()["matrix_units"]
+    for d in HEAD_DIMS:
+        for t in FLOAT_DTYPES:
+            mma = matrix_units and d in (64, 128) and np.dtype(t) != np.float32
+            assert chunk_keys(d, t) == (512 if mma else 256), (d, t)
 
 
 @pytest.mark.slow

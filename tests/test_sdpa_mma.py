@@ -133,6 +133,7 @@ def test_routing(q_len, head_dim, dtype, limit, name, gpu_plans):
     launch = pass_one(q_len, head_dim, dtype, limit)
     assert launch["kernel"] == name
     if name.startswith("sdpa_mma"):
-        assert launch["threadgroups"] == (-(-q_len * 4 // 16), 16, 8)
+        # tiles of 16 of a kv head's G * Lq queries, chunks of S keys over kv_len = 4096, B * Hkv
+        assert launch["threadgroups"] == (-(-q_len * 4 // 16), 4096 // chunk_keys(head_dim, dtype), 8)
         stem, suffix = name.rsplit("_", 1)
         assert pass_one(q_len, head_dim, dtype, limit, aligned=False)["kernel"] == f"{stem}_unaligned_{suffix}"

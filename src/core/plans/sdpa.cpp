@@ -14,7 +14,8 @@ static_assert(sizeof(SdpaArgs) == 44, "SdpaArgs layout must match metal/sdpa_arg
 namespace {
 constexpr uint32_t kThreads = 128;        // SDPA_THREADS in metal/sdpa.metal
 constexpr uint32_t kMaxQueriesPerTile = 8;  // SDPA_QUERIES: the query tile Q of sdpa_blocks is 4 or 8
-constexpr uint32_t kBlockKeys = 256;      // SDPA_BLOCK_KEYS: the most keys a block may hold
+constexpr uint32_t kBlockKeys = 256;      // SDPA_BLOCK_KEYS: the most keys a block of sdpa_blocks may hold
+constexpr uint32_t kMmaChunkKeys = 512;   // sdpa_mma's chunks (benchmarks/results/h200.md, tune_sdpa_cuda.py)
 constexpr uint32_t kMmaQueries = 16;      // SDPA_MMA_QUERIES in metal/sdpa_mma.metal (4 simdgroups: kThreads)
 constexpr uint32_t kFlashQueries = 32;    // FLASH_QUERIES
 constexpr uint32_t kCombineGroups = 32;   // SDPA_COMBINE_GROUPS
@@ -22,15 +23,18 @@ constexpr uint32_t kCombineColumns = 8;   // SDPA_COMBINE_COLUMNS
 constexpr int64_t kSplitMinKeys = 32;     // split blocks shorter than this cost more in pass 2 than they gain
 constexpr int64_t kSplitWavesPerCore = 4; // threadgroups per compute unit the split path aims for
 // sdpa_mma's 4 simdgroups take a quarter of a chunk each, in steps of 32 keys.
-static_assert(kBlockKeys % (4 * 32) == 0, "sdpa_mma needs chunks of a multiple of 128 keys");
+static_assert(kMmaChunkKeys % (4 * 32) == 0, "sdpa_mma needs chunks of a multiple of 128 keys");
 constexpr double kLog2e = 1.4426950408889634074;
 
 }  // namespace
 
-// 256 on every device and head dim: the most the kernel's threadgroup arrays hold (within 32 KiB at D = 256 too),
-// which keeps pass 2 short. A device that wants more blocks for short contexts may pick a smaller S here; what
-// must never enter is a count of the call (Lq, kv_len).
-uint32_t sdpa_chunk_keys(int64_t /*head_dim*/, DType /*dtype*/, const DeviceCaps& /*caps*/) { return kBlockKeys; }
+// sdpa_blocks: 256, the most its threadgroup arrays hold (within 32 KiB at D = 256 too), which keeps pass 2 short.
+// sdpa_mma: 512. On an H200 it halves the partials and the per-threadgroup work of staging q and merging the
+// simdgroups against 256: decoding at 64K keys 78 us against 85, verifying 8 queries 140 against 183, while 1K keys
+// rise from 13 to 17 us (fewer threadgroups than cores). What must never enter is a count of the call (Lq, kv_len).
+uint32_t sdpa_chunk_keys(int64_t head_dim, DType dtype, const DeviceCaps& caps) {
+  return sdpa_mma_applies(head_dim, dtype, caps) ? kMmaChunkKeys : kBlockKeys;
+}
 
 // A query's arithmetic is the same in either tile (design.md §2): the tile only decides which queries of a kv head
 // share the K and V loads. 4 when they fit (decoding with GQA groups of up to 4), which halves the accumulator
@@ -39,8 +43,8 @@ uint32_t sdpa_query_tile(const SdpaShape& s) {
   return s.q_len * (s.q_heads / s.kv_heads) <= 4 ? 4 : kMaxQueriesPerTile;
 }
 
-bool sdpa_uses_matrix_units(const SdpaShape& s, const DeviceCaps& caps) {
-  return caps.matrix_units && s.dtype != DType::f32 && (s.head_dim == 64 || s.head_dim == 128);
+bool sdpa_mma_applies(int64_t head_dim, DType dtype, const DeviceCaps& caps) {
+  return caps.matrix_units && dtype != DType::f32 && (head_dim == 64 || head_dim == 128);
 }
 
 uint32_t sdpa_split_blocks(const SdpaShape& s, const DeviceCaps& caps) {
@@ -92,7 +96,7 @@ Plan plan_sdpa(const SdpaShape& s, int limit, const DeviceCaps& caps) {
                         static_cast<size_t>(rows * args.n_blocks) * 2 * sizeof(float)};
 
   PlanLaunch partials;
-  const bool matrix_units = plan.canonical && sdpa_uses_matrix_units(s, caps);
+  const bool matrix_units = plan.canonical && sdpa_mma_applies(s.head_dim, s.dtype, caps);
   const uint32_t tile = matrix_units ? kMmaQueries : sdpa_query_tile(s);
   partials.kernel = matrix_units ? "sdpa_mma_d" + std::to_string(s.head_dim) + "_" + loads + suffix
                                  : "sdpa_blocks_q" + std::to_string(tile) + "_" + loads + suffix;

@@ -22,7 +22,7 @@ struct SdpaShape {
 
 // Operands: 0 q, 1 k, 2 v, 3 out.
 // q_len <= limit (and q_len == 1 always) -> canonical: the two-pass sdpa_blocks (or sdpa_mma, see
-// sdpa_uses_matrix_units) + sdpa_combine (two scratch buffers of float32 partials) over chunks of sdpa_chunk_keys()
+// sdpa_mma_applies) + sdpa_combine (two scratch buffers of float32 partials) over chunks of sdpa_chunk_keys()
 // keys. Otherwise q_len <= kSdpaSplitMaxQueries -> the same two passes over sdpa_split_blocks() blocks, and longer
 // blocks -> the single-pass sdpa_flash.
 // Without `aligned`, the kernels reading q, k, v are the element-load builds (sdpa_blocks_unaligned_*, ...),
@@ -39,7 +39,7 @@ uint32_t sdpa_chunk_keys(int64_t head_dim, DType dtype, const DeviceCaps& caps);
 // Whether the canonical pass 1 is sdpa_mma (metal/sdpa_mma.metal), on the matrix units, instead of sdpa_blocks:
 // on devices with matrix units (CUDA), for 16-bit dtypes and head dims 64 and 128. A function of the device, dtype
 // and head dim, never of Lq, so every canonical call of a shape takes the same kernel.
-bool sdpa_uses_matrix_units(const SdpaShape& s, const DeviceCaps& caps);
+bool sdpa_mma_applies(int64_t head_dim, DType dtype, const DeviceCaps& caps);
 
 // Queries per sdpa_blocks threadgroup (4 or 8), from Lq * group: it sets which queries share K and V loads, never
 // a query's reduction order.
