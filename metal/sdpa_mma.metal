@@ -200,8 +200,7 @@ template <typename T, bool VEC, uint D>
   // (m, l) pairs ([simdgroup][lane]).
   threadgroup float4 merge_o[SDPA_MMA_SIMDGROUPS * (SDPA_MMA_SIMDGROUPS - 1) * (SDPA_MMA_MAX_D / 32) * SIMD_WIDTH];
   threadgroup float4 merge_ml[SDPA_MMA_SIMDGROUPS * SIMD_WIDTH];
-  // Each simdgroup's q operands ([simdgroup][32-dim block s][half j][lane], see the loop).
-  threadgroup uint4 q_frags[SDPA_MMA_SIMDGROUPS * 2 * (SDPA_MMA_MAX_D / 32) * SIMD_WIDTH];
+  threadgroup uint4 q_frags[2 * (SDPA_MMA_MAX_D / 32) * SIMD_WIDTH];
 
   const uint g = lane / 4;
   const uint t = lane % 4;
@@ -223,10 +222,21 @@ template <typename T, bool VEC, uint D>
   const uint end_min = end_range.x;
   const uint end_max = end_range.y;
 
-  // Rows past the tile's queries repeat its last one: computed, never stored.
-  device const T* q_lo = q + ulong(min(g, nq - 1)) * D + 8 * t;
-  device const T* q_hi = q + ulong(min(g + 8, nq - 1)) * D + 8 * t;
-  threadgroup uint4* my_q = q_frags + sg * 2 * KS * SIMD_WIDTH;
+  // The q operands, staged once for the four simdgroups (read again every step: registers are what limits how many
+  // simdgroups a core holds). A lane's rows g and g + 8 (dims 32 s + 8 t .. + 7 of each) are stored interleaved a
+  // word at a time, [32-dim block s][half j][lane] = (lo[2 j], hi[2 j], lo[2 j + 1], hi[2 j + 1]): the order in
+  // which the CUDA tensor cores read the A operand, so that a 16-byte load lands in the registers the instruction
+  // reads. Rows past the tile's queries repeat its last one: computed, never stored.
+  for (uint i = sg * SIMD_WIDTH + lane; i < KS * SIMD_WIDTH; i += SDPA_MMA_SIMDGROUPS * SIMD_WIDTH) {
+    const uint s = i / SIMD_WIDTH;
+    const uint qg = (i % SIMD_WIDTH) / 4;
+    device const T* dims = q + 32 * s + 8 * (i % 4);
+    const uint4 lo = load16_unit<T, VEC>(dims + ulong(min(qg, nq - 1)) * D);
+    const uint4 hi = load16_unit<T, VEC>(dims + ulong(min(qg + 8, nq - 1)) * D);
+    q_frags[2 * i - i % SIMD_WIDTH] = uint4(lo.x, hi.x, lo.y, hi.y);
+    q_frags[2 * i - i % SIMD_WIDTH + SIMD_WIDTH] = uint4(lo.z, hi.z, lo.w, hi.w);
+  }
+  threadgroup_barrier(mem_flags::mem_threadgroup);
 
   float m[2] = {-INFINITY, -INFINITY};
   float l[2] = {0.0f, 0.0f};
@@ -241,27 +251,13 @@ template <typename T, bool VEC, uint D>
   for (uint a0 = first; a0 < stop; a0 += SDPA_MMA_STEP) {
     uint4 k_raw[4 * KS];
     sdpa_mma_load_k<T, VEC, D>(k, a0, args.kv_len, g, t, k_raw);
-    if (a0 == first) {
-      // The lane's q operands, read while the first K is on its way and kept in threadgroup memory, not registers
-      // (registers are what limits how many simdgroups a core holds); only this lane reads them back, so no
-      // barrier waits on other simdgroups. Rows g and g + 8 (dims 32 s + 8 t .. + 7 of each) are stored
-      // interleaved a word at a time, [s][j][lane] = (lo[2 j], hi[2 j], lo[2 j + 1], hi[2 j + 1]): the order in
-      // which the CUDA tensor cores read the A operand, so that a 16-byte load lands in the registers the
-      // instruction reads.
-      for (uint s = 0; s < KS; ++s) {
-        const uint4 lo = load16_unit<T, VEC>(q_lo + 32 * s);
-        const uint4 hi = load16_unit<T, VEC>(q_hi + 32 * s);
-        my_q[(2 * s) * SIMD_WIDTH + lane] = uint4(lo.x, hi.x, lo.y, hi.y);
-        my_q[(2 * s + 1) * SIMD_WIDTH + lane] = uint4(lo.z, hi.z, lo.w, hi.w);
-      }
-    }
 
     float scores[2][8];  // [query g, g + 8][2 b + e]
     for (uint b = 0; b < 4; ++b) {
       float4 dot = float4(0.0f);
       for (uint s = 0; s < KS; ++s) {
-        const uint4 x = my_q[(2 * s) * SIMD_WIDTH + lane];
-        const uint4 y = my_q[(2 * s + 1) * SIMD_WIDTH + lane];
+        const uint4 x = q_frags[(2 * s) * SIMD_WIDTH + lane];
+        const uint4 y = q_frags[(2 * s + 1) * SIMD_WIDTH + lane];
         dot = simd_mma_16x8x32<T>(dot, uint4(x.x, x.z, y.x, y.z), uint4(x.y, x.w, y.y, y.w), k_raw[KS * b + s], lane);
       }
       scores[0][2 * b] = dot.x * args.scale_log2;
@@ -269,8 +265,7 @@ template <typename T, bool VEC, uint D>
       scores[1][2 * b] = dot.z * args.scale_log2;
       scores[1][2 * b + 1] = dot.w * args.scale_log2;
     }
-    // Loaded after the scores, so that the K and V units of a step are not all held at once (with V beside K, 249
-    // registers, and no faster on an H200).
+    // Loaded after the scores, so that the K and V units of a step are not all held at once.
     uint4 v_raw[8 * VH];
     sdpa_mma_load_v<T, VEC, D>(v, a0, args.kv_len, g, t, v_raw);
     const uint count_lo = sdpa_mma_count(end_lo, a0);
