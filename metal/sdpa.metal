@@ -21,13 +21,13 @@
 #include "sdpa_keys.h"
 #include "load.h"
 
-constant constexpr uint SDPA_THREADS = 128;       // threads of a sdpa_blocks threadgroup
-constant constexpr uint SDPA_QUERIES = 8;         // most queries per sdpa_blocks threadgroup (its tile Q: 4 or 8)
-constant constexpr uint SDPA_BLOCK_KEYS = 256;    // most keys per block
+constant constexpr uint SDPA_THREADS = 128;        // threads of a sdpa_blocks threadgroup
+constant constexpr uint SDPA_QUERIES = 8;          // most queries per sdpa_blocks threadgroup (its tile Q: 4 or 8)
+constant constexpr uint SDPA_BLOCK_KEYS = 256;     // most keys per block of sdpa_blocks
 constant constexpr uint SDPA_COMBINE_GROUPS = 32;  // block ranges sdpa_combine merges in parallel
 constant constexpr uint SDPA_COMBINE_LOADS = 8;    // blocks whose partials one sdpa_combine thread loads together
 constant constexpr uint SDPA_COMBINE_COLUMNS = 8;  // float4 columns of the output per sdpa_combine threadgroup
-constant constexpr uint SDPA_MAX_D = 256;         // head_dim at most
+constant constexpr uint SDPA_MAX_D = 256;          // head_dim at most
 constant constexpr uint SDPA_MAX_D4 = SDPA_MAX_D / 4;
 // The softmax of a block gives each query SDPA_SLICES threads, each over SDPA_SLICE_KEYS consecutive keys: 16
 // slices in either query tile, so a query's sums do not depend on the tile (with Q = 4, half the threads idle).
@@ -344,8 +344,8 @@ template <typename T, bool VEC, uint Q>
 // blocks past the query's position, present when it shares a call with later queries, are never touched.
 // The merge is a function of n alone: the max over all n blocks, then per range the rescaled sums in block
 // order, then the range sums in range order. Ranges are ceil(n / groups) blocks (the last ones may be short or
-// empty), so a long context merges in parallel instead of one block after another: up to 64K keys at S = 256,
-// each thread loads its range's partials in one round.
+// empty), so a long context merges in parallel instead of one block after another: up to 256 blocks (64K keys at
+// S = 256, 128K at 512), each thread loads its range's partials in one round.
 template <typename T>
 [[kernel]] void sdpa_combine(
     constant SdpaArgs& args [[buffer(0)]],

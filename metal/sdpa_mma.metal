@@ -275,7 +275,8 @@ template <typename T, bool VEC, uint D>
     const uint4 p_lo = sdpa_mma_softmax<T>(scores[0], whole, count_lo, t, m[0], l[0], factor_lo);
     const uint4 p_hi = sdpa_mma_softmax<T>(scores[1], whole, count_hi, t, m[1], l[1], factor_hi);
     // On a simdgroup's first step its accumulators are still 0, which the factor (0, or 1 for a query that sees
-    // none of the step) would leave 0: skipped, whatever the other queries of the tile.
+    // none of the step) would leave 0: skipped, at every Lq alike. (A NaN factor comes only with a NaN p, which
+    // makes the query's output NaN either way.)
     if (a0 != first) {
       for (uint o = 0; o < OUT; ++o) {
         acc[o] *= float4(factor_lo, factor_lo, factor_hi, factor_hi);
