@@ -1,5 +1,7 @@
 """sdpa: bitwise causal-verify invariance under the limit (chunks at absolute positions), the decode loop over a
 KV cache, the negative control, accuracy against a float64 softmax, errors and routing."""
+import struct
+
 import ml_dtypes
 import numpy as np
 import pytest
@@ -308,6 +310,30 @@ def test_chunk_keys_depend_on_head_dim_dtype_and_device_only(gpu, request):
         for t in FLOAT_DTYPES:
             mma = matrix_units and d in (64, 128) and np.dtype(t) != np.float32
             assert chunk_keys(d, t) == (512 if mma else 256), (d, t)
+
+
+@pytest.mark.parametrize("head_dim", [64, 80])
+def test_combine_merges_hundreds_of_blocks(head_dim, rng):
+    """Pass 2 alone on crafted partials: 300 blocks, more than one load round per range (32 ranges of 8 loads), the
+    last ranges empty, blocks a query saw nothing of (m = -inf, l = 0); at D = 80 the last column tile has idle
+    threads. Against the float64 merge."""
+    heads, n_blocks = 2, 300
+    plan = plan_sdpa(q_len=1, kv_len=4096, head_dim=head_dim, q_heads=heads, kv_heads=heads, dtype="float32", limit=1)
+    combine = plan["launches"][1]
+    assert combine["kernel"] == "sdpa_combine_f32"
+    m = rng.uniform(-4, 4, (heads, n_blocks)).astype(np.float32)
+    l = rng.uniform(1, 2, (heads, n_blocks)).astype(np.float32)
+    o = rng.standard_normal((heads, n_blocks, head_dim)).astype(np.float32)
+    unseen = rng.choice(n_blocks, 20, replace=False)
+    m[:, unseen], l[:, unseen], o[:, unseen] = -np.inf, 0, 0
+    # SdpaArgs: one key per block, so the query (not causal) sees all n_blocks of them.
+    args = struct.pack("8If2I", heads, heads, 1, 1, n_blocks, n_blocks, head_dim, 0, 1.0, n_blocks, 1)
+    out = mtlinv.asarray(np.zeros((1, heads, 1, head_dim), np.float32))
+    mtlinv._native._launch("sdpa_combine_f32", combine["threadgroups"], combine["threads"], args,
+                           [mtlinv.asarray(o), mtlinv.asarray(np.stack([m, l], -1)), out])
+    w = np.exp2(m.astype(np.float64) - m.max(1, keepdims=True))
+    expected = (w[..., None] * o).sum(1) / (w * l).sum(1, keepdims=True)
+    np.testing.assert_allclose(np.asarray(out)[0, :, 0], expected, rtol=2e-6, atol=1e-6)
 
 
 @pytest.mark.slow
