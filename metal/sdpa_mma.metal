@@ -6,11 +6,11 @@
 // GQA 4 (32 queries per kv head) costs 5-6 times one decoding step on an H200 (benchmarks/results/h200.md). Here
 // the 16 queries of a tile are the A rows of simd_mma_16x8x32 (metal/mma.h): q k^T takes 8 keys per call as B
 // rows, and p v takes 32 keys per call as the builtin's K, so a tile costs one read of K and V and the same
-// instructions whether it holds 1 query or 16. (Lq = 8 with GQA 4 is two tiles: 1.3x a decoding step at 1K-4K keys,
-// 1.9-2.1x at 16K-64K, where the instructions of the second tile no longer hide behind the first.)
+// instructions whether it holds 1 query or 16. (Lq = 8 with GQA 4 is two tiles: 1.3-1.4x a decoding step at 1K-4K
+// keys, 1.7-1.8x at 16K-64K, where the second tile's threadgroups no longer fit beside the first's.)
 //
 // A threadgroup takes one chunk of one kv head and a tile of 16 of its G * Lq queries; its 4 simdgroups take a
-// quarter of the chunk each (64 keys, two steps of 32). Per query and step, in this order:
+// quarter of the chunk each (128 keys at the plan's S = 512: four steps of 32). Per query and step, in this order:
 //   scores   s = (q . k) * scale_log2 for the 32 keys: D / 32 builtin calls per 8 keys, dims in ascending order
 //   softmax  online: m' = max(m, visible scores), p = T(exp2(s - m')) (0 for keys the query does not see),
 //            l = l * exp2(m - m') + (sum of p), the sum over the lane's 8 keys then a quad ladder
