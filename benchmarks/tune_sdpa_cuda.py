@@ -25,9 +25,6 @@ import mtlinv  # noqa: E402
 from mtlinv import _native as ops  # noqa: E402
 
 HQ, HKV, D = 32, 8, 128
-MMA_QUERIES = 16      # SDPA_MMA_QUERIES (metal/sdpa_mma.metal): queries per pass-1 threadgroup
-COMBINE_GROUPS = 32   # SDPA_COMBINE_GROUPS (metal/sdpa.metal): block ranges per query
-COMBINE_COLUMNS = 8   # SDPA_COMBINE_COLUMNS: float4 columns of the output per pass-2 threadgroup
 
 
 def sdpa_args(lq, keys, chunk):
@@ -37,13 +34,20 @@ def sdpa_args(lq, keys, chunk):
                        -(-keys // chunk), chunk)
 
 
-def two_passes(q, k, v, out, part_o, part_ml, lq, keys, chunk, combine=True):
+def plan_launches(lq, keys):
+    """The canonical plan's two launches for this shape: kernels, grids and threadgroup sizes come from the plan,
+    so this script cannot drift from it; only the chunk count (grid y of pass 1) follows the S being timed."""
+    plan = ops.plan_sdpa(q_len=lq, kv_len=keys, head_dim=D, q_heads=HQ, kv_heads=HKV, dtype="bfloat16", limit=8)
+    return plan["launches"]
+
+
+def two_passes(launches, q, k, v, out, part_o, part_ml, lq, keys, chunk, combine=True):
     args = sdpa_args(lq, keys, chunk)
-    ops._launch("sdpa_mma_d128_bf16", (-(-lq * HQ // HKV // MMA_QUERIES), -(-keys // chunk), HKV), (128, 1, 1),
-                args, [q, k, v, part_o, part_ml])
+    first, second = launches
+    x, _, z = first["threadgroups"]
+    ops._launch(first["kernel"], (x, -(-keys // chunk), z), first["threads"], args, [q, k, v, part_o, part_ml])
     if combine:
-        ops._launch("sdpa_combine_bf16", (lq * -(-D // 4 // COMBINE_COLUMNS), HQ, 1),
-                    (COMBINE_GROUPS * COMBINE_COLUMNS, 1, 1), args, [part_o, part_ml, out])
+        ops._launch(second["kernel"], second["threadgroups"], second["threads"], args, [part_o, part_ml, out])
 
 
 def main():
@@ -71,6 +75,8 @@ def main():
         for lq in (1, 8):
             q = mtlinv.asarray(bc.RNG.standard_normal((1, HQ, lq, D), dtype=np.float32).astype(bc.BF16))
             out = mtlinv.asarray(np.zeros((1, HQ, lq, D), bc.BF16))
+            launches = plan_launches(lq, keys)
+            assert launches[0]["kernel"] == "sdpa_mma_d128_bf16", launches[0]["kernel"]
             cells = []
             for chunk in args.chunks:
                 blocks = -(-keys // chunk)
@@ -78,7 +84,8 @@ def main():
                 part_ml = mtlinv.asarray(np.zeros(HQ * lq * blocks * 2, np.float32))
                 times = []
                 for combine in (True, False):
-                    calls = [lambda k=k, v=v, c=combine: two_passes(q, k, v, out, part_o, part_ml, lq, keys, chunk, c)
+                    calls = [lambda k=k, v=v, c=combine:
+                             two_passes(launches, q, k, v, out, part_o, part_ml, lq, keys, chunk, c)
                              for k, v in zip(ks, vs)]
                     times.append(bc.event_median(calls, args.reps))
                 cells.append(f"{times[0] * 1e6:.1f} / {times[1] * 1e6:.1f} "
