@@ -6,6 +6,9 @@
     ncu --clock-control none -k regex:gemv_nk ... python3 benchmarks/ncu_case.py gemv --k 4096 --n 14336 --rows 8
     ncu --clock-control none -k regex:qgemv_mma ... python3 benchmarks/ncu_case.py qgemv --k 4096 --n 14336
 
+With `--section SourceCounters --page source --print-source sass --csv`, benchmarks/ncu_stalls.py lists the
+instructions warps wait at.
+
 The shapes are bench_cuda.py's (bf16; qgemv 4-bit g64 with bf16 scales; attention Hq=32, Hkv=8, D=128, causal).
 The call runs twice: once to load the kernels, once to profile (pass `--launch-skip` to ncu to keep only the
 second).
