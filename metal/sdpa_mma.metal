@@ -83,8 +83,8 @@ inline uint sdpa_mma_merge_slot(uint writer, uint o, uint out) {
 // The K rows of the step at a0 for q k^T: k_raw[KS b + s] holds dims 32 s + 8 t .. + 7 of key a0 + 8 b + g. Keys
 // past kv_len are read as the last valid key: never seen by a query, never a fault. A step inside the keys (every
 // step but the last) reads from one pointer at constant offsets, which spares the address arithmetic per row: the
-// clamped rows alone (one loop, here and in sdpa_mma_load_v) took 254 registers instead of 240, and pass 1 1-2%
-// longer at 16K-64K keys on an H200 (benchmarks/results/h200.md, seventh session).
+// clamped rows alone (one loop, here and in sdpa_mma_load_v) took 254 registers instead of 240, and pass 1 was no
+// faster anywhere and 0.3-2% slower at 16K-64K keys on an H200 (benchmarks/results/h200.md, seventh session).
 template <typename T, bool VEC, uint D>
 inline void sdpa_mma_load_k(device const T* k, uint a0, uint kv_len, uint g, uint t, thread uint4* k_raw) {
   constexpr uint KS = D / 32;
