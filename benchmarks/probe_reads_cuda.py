@@ -36,7 +36,7 @@ extern "C" __global__ void mma(const uint4* w, unsigned* out, unsigned rows, uns
       uint4 a[4], b[4];
 #pragma unroll
       for (unsigned i = 0; i < 4; ++i) {
-        const unsigned step = min(s + i * splits, steps - 1);
+        const unsigned step = min(s + i * splits, steps - 1);  // past the row: its last step again
         if (i < in_flight) { a[i] = __ldg(r0 + 4 * step + t); b[i] = __ldg(r1 + 4 * step + t); }
       }
 #pragma unroll
@@ -98,9 +98,9 @@ def main():
     ap.add_argument("--splits", type=int, default=4, help="simdgroups per threadgroup in the mma pattern")
     ap.add_argument("--reps", type=int, default=30)
     args = ap.parse_args()
-    if args.row_bytes <= 0 or args.row_bytes % 64 or args.n <= 0 or args.splits <= 0:
-        ap.error(f"need --n > 0, --splits > 0 and --row-bytes a positive multiple of 64; got {args.n}, "
-                 f"{args.splits}, {args.row_bytes}")
+    if args.row_bytes <= 0 or args.row_bytes % 64 or args.n <= 0 or not 0 < args.splits <= 32:
+        ap.error(f"need --n > 0, --splits in 1..32 (32 threads each, 1024 at most) and --row-bytes a positive "
+                 f"multiple of 64; got {args.n}, {args.splits}, {args.row_bytes}")
     module = cp.RawModule(code=SOURCE)
     nbytes = args.n * args.row_bytes
     copies = max(3, -(-3 * 50 * 2**20 // nbytes))  # more than L2 (50 MB on an H200) between two reads of a copy
@@ -108,11 +108,14 @@ def main():
     src, dst = cp.zeros(256 * 2**20 // 4, dtype=cp.uint32), cp.empty(256 * 2**20 // 4, dtype=cp.uint32)
     copy_bw = 2 * src.nbytes / median_time([lambda: cp.copyto(dst, src)], 5, batch=5)
     units = args.row_bytes // 16
-    out = cp.zeros(1 << 24, dtype=cp.uint32)
     name = cp.cuda.runtime.getDeviceProperties(0)["name"].decode()
     print(f"# {name}: copy {copy_bw / 1e9:.0f} GB/s; {args.n} rows of {args.row_bytes} bytes ({nbytes / 1e6:.1f} MB), "
           f"{copies} copies\n")
     print("| pattern | us | GB/s | % of copy |\n| --- | ---: | ---: | ---: |")
+    warps = -(-args.n // 4)
+    sms = cp.cuda.runtime.getDeviceProperties(0)["multiProcessorCount"]
+    # One word per thread of the largest grid below.
+    out = cp.zeros(max(-(-args.n // 16) * 32 * args.splits, -(-warps // 4) * 128, sms * 8 * 256), dtype=cp.uint32)
     cases = []
     mma = module.get_function("mma")
     for in_flight in (1, 2, 4):
@@ -121,12 +124,10 @@ def main():
                                                  (m, out, np.uint32(args.n), np.uint32(units),
                                                   np.uint32(args.splits), np.uint32(f), np.uint32(copies)))))
     rows = module.get_function("rows")
-    warps = -(-args.n // 4)
     cases.append(("rows (4 per simdgroup, 512-byte pieces)",
                   lambda m: rows((-(-warps // 4),), (128,),
                                  (m, out, np.uint32(args.n), np.uint32(units), np.uint32(copies)))))
     stream = module.get_function("stream")
-    sms = cp.cuda.runtime.getDeviceProperties(0)["multiProcessorCount"]
     cases.append(("stream (grid-stride, 16 bytes per thread)",
                   lambda m: stream((sms * 8,), (256,), (m, out, np.uint64(copies * nbytes // 16)))))
     for label, launch in cases:
