@@ -12,6 +12,10 @@ Method (the device-timing rules of /work/.library/device/METHOD.md):
     from HBM as in decoding. PyTorch reads the very same memory through DLPack.
   * Achieved bandwidth counts the bytes a call must move (weights or KV read once, activations in and out)
     against the device-to-device copy bandwidth measured at the start of the same run (bytes read + written).
+  * "floor us (% of it)": the time one launch of a plain read of the same weights or KV cache takes (a
+    grid-stride stream, benchmarks/probe_reads_cuda.py), timed the same way, and that time over the call's. The
+    launch, ramp-up and tail of one call hold a 30 MB read near 60% of copy bandwidth on an H200, so for operands
+    of that size this, not the copy, is the ceiling a kernel can approach.
 Goals (issue 8): canonical gemv/qgemv at M=1 >= 85% of copy bandwidth, canonical(8)/canonical(1) <= 1.3,
 canonical no slower than cuBLAS for M <= 16; sdpa decode >= 80% of copy bandwidth at 16K+ keys, verify (Lq=8)
 within 1.3x of decode and bit-exact.
@@ -35,6 +39,7 @@ from torch.nn.attention.bias import causal_lower_right  # noqa: E402
 
 import mtlinv  # noqa: E402
 from mtlinv import _native as ops  # noqa: E402
+from probe_reads_cuda import one_call_read_floor  # noqa: E402  (benchmarks/, this script's directory)
 
 BF16 = ml_dtypes.bfloat16
 ROTATION_BYTES = 1 << 30
@@ -84,6 +89,11 @@ def copy_bandwidth():
     return 2 * n / t
 
 
+def floor_cell(floor, t):
+    """The one-call read floor and the call's time as a share of it: "11.6 (62%)"."""
+    return f"{fmt_us(floor)} ({100 * floor / t:.0f}%)"
+
+
 def tensors(host, copies):
     """`copies` device copies of one host array: mtlinv Tensors and the torch views of the same memory."""
     mt = [mtlinv.asarray(host) for _ in range(copies)]
@@ -122,11 +132,12 @@ def split_cells(launch_for, reps, nbytes, splits=TUNE_SPLITS):
 def bench_gemv(ms, reps, copy_bw, results):
     print("\n## gemv, bf16, y = x @ W.T, W [N, K]\n")
     print(row(["K", "N", "M", "canonical us", "throughput us", "cuBLAS us", "canonical GB/s", "% of copy",
-               "can(M)/can(1)", "can/cuBLAS"]))
-    print(row(["---:"] * 10))
+               "floor us (% of it)", "can(M)/can(1)", "can/cuBLAS"]))
+    print(row(["---:"] * 11))
     for k, n in SHAPES:
         w_host = (RNG.standard_normal((n, k), dtype=np.float32) * k ** -0.5).astype(BF16)
         w_mt, w_th = tensors(w_host, copies_for(w_host.nbytes))
+        floor = one_call_read_floor(w_host.nbytes, reps)
         can1 = None
         for m in ms:
             x = mtlinv.asarray(RNG.standard_normal((m, k), dtype=np.float32).astype(BF16))
@@ -138,9 +149,10 @@ def bench_gemv(ms, reps, copy_bw, results):
             nbytes = w_host.nbytes + 2 * (m * k + m * n)
             bw = nbytes / t_can
             results.append({"op": "gemv", "k": k, "n": n, "m": m, "canonical_s": t_can, "throughput_s": t_thr,
-                            "cublas_s": t_torch, "canonical_bytes": nbytes})
+                            "cublas_s": t_torch, "canonical_bytes": nbytes, "read_floor_s": floor})
             print(row([k, n, m, fmt_us(t_can), fmt_us(t_thr), fmt_us(t_torch), f"{bw / 1e9:.0f}",
-                       f"{100 * bw / copy_bw:.0f}%", f"{t_can / can1:.2f}", f"{t_can / t_torch:.2f}"]), flush=True)
+                       f"{100 * bw / copy_bw:.0f}%", floor_cell(floor, t_can), f"{t_can / can1:.2f}",
+                       f"{t_can / t_torch:.2f}"]), flush=True)
         check_gemv_rows(x_rows=8, k=k, w=w_mt[0])
         del w_mt, w_th
         torch.cuda.empty_cache()
@@ -158,8 +170,8 @@ def check_gemv_rows(x_rows, k, w):
 def bench_qgemv(ms, reps, copy_bw, results, group=64, bits=4):
     print(f"\n## qgemv, {bits}-bit g{group} weights, bf16 activations (cuBLAS: dense bf16 of the same shape)\n")
     print(row(["K", "N", "M", "canonical us", "throughput us", "cuBLAS bf16 us", "canonical GB/s", "% of copy",
-               "can(M)/can(1)", "can/cuBLAS"]))
-    print(row(["---:"] * 10))
+               "floor us (% of it)", "can(M)/can(1)", "can/cuBLAS"]))
+    print(row(["---:"] * 11))
     cublas = {(r["k"], r["n"], r["m"]): r["cublas_s"] for r in results if r["op"] == "gemv"}
     for k, n in SHAPES:
         # Random codes and plausible scales: the timing does not depend on the values.
@@ -169,6 +181,7 @@ def bench_qgemv(ms, reps, copy_bw, results, group=64, bits=4):
         wbytes = wq_host.nbytes + scales_host.nbytes + biases_host.nbytes
         copies = copies_for(wbytes)
         packs = [tuple(mtlinv.asarray(a) for a in (wq_host, scales_host, biases_host)) for _ in range(copies)]
+        floor = one_call_read_floor(wbytes, reps)
         can1 = None
         for m in ms:
             x = mtlinv.asarray(RNG.standard_normal((m, k), dtype=np.float32).astype(BF16))
@@ -179,9 +192,10 @@ def bench_qgemv(ms, reps, copy_bw, results, group=64, bits=4):
             bw = nbytes / t_can
             t_torch = cublas.get((k, n, m))
             results.append({"op": "qgemv", "k": k, "n": n, "m": m, "bits": bits, "group": group, "canonical_s": t_can,
-                            "throughput_s": t_thr, "cublas_bf16_s": t_torch, "canonical_bytes": nbytes})
+                            "throughput_s": t_thr, "cublas_bf16_s": t_torch, "canonical_bytes": nbytes,
+                            "read_floor_s": floor})
             print(row([k, n, m, fmt_us(t_can), fmt_us(t_thr), fmt_us(t_torch), f"{bw / 1e9:.0f}",
-                       f"{100 * bw / copy_bw:.0f}%", f"{t_can / can1:.2f}",
+                       f"{100 * bw / copy_bw:.0f}%", floor_cell(floor, t_can), f"{t_can / can1:.2f}",
                        f"{t_can / t_torch:.2f}" if t_torch else "-"]), flush=True)
         del packs
 
@@ -189,13 +203,14 @@ def bench_qgemv(ms, reps, copy_bw, results, group=64, bits=4):
 def bench_sdpa(lengths, q_lens, reps, copy_bw, results, hq=32, hkv=8, d=128):
     print(f"\n## sdpa, bf16, Hq={hq}, Hkv={hkv}, D={d}, causal (bottom-right), canonical = limit 8\n")
     print(row(["keys", "Lq", "canonical us", "throughput us", "torch SDPA us", "canonical KV GB/s", "% of copy",
-               "can(Lq)/can(1)", "can/torch", "bit-exact"]))
-    print(row(["---:"] * 9 + [":---:"]))
+               "floor us (% of it)", "can(Lq)/can(1)", "can/torch", "bit-exact"]))
+    print(row(["---:"] * 10 + [":---:"]))
     for keys in lengths:
         kv_host = RNG.standard_normal((1, hkv, keys, d), dtype=np.float32).astype(BF16)
         copies = copies_for(2 * kv_host.nbytes)
         k_mt, k_th = tensors(kv_host, copies)
         v_mt, v_th = tensors(kv_host[:, :, ::-1].copy(), copies)
+        floor = one_call_read_floor(2 * kv_host.nbytes, reps)
         decode = None
         for lq in q_lens:
             q_host = RNG.standard_normal((1, hq, lq, d), dtype=np.float32).astype(BF16)
@@ -209,10 +224,11 @@ def bench_sdpa(lengths, q_lens, reps, copy_bw, results, hq=32, hkv=8, d=128):
             nbytes = 2 * kv_host.nbytes + 2 * 2 * q_host.size
             bw = nbytes / t_can
             results.append({"op": "sdpa", "keys": keys, "q_len": lq, "canonical_s": t_can, "throughput_s": t_thr,
-                            "torch_s": t_torch, "canonical_bytes": nbytes, "bit_exact": exact})
+                            "torch_s": t_torch, "canonical_bytes": nbytes, "bit_exact": exact,
+                            "read_floor_s": floor})
             print(row([keys, lq, fmt_us(t_can), fmt_us(t_thr), fmt_us(t_torch), f"{bw / 1e9:.0f}",
-                       f"{100 * bw / copy_bw:.0f}%", f"{t_can / decode:.2f}", f"{t_can / t_torch:.2f}",
-                       "yes" if exact else "NO"]), flush=True)
+                       f"{100 * bw / copy_bw:.0f}%", floor_cell(floor, t_can), f"{t_can / decode:.2f}",
+                       f"{t_can / t_torch:.2f}", "yes" if exact else "NO"]), flush=True)
         del k_mt, k_th, v_mt, v_th
         torch.cuda.empty_cache()
 

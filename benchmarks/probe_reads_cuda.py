@@ -2,7 +2,7 @@
 """How fast an NVIDIA GPU reads a weight matrix in qgemv_mma's access pattern, with no arithmetic: a hardware probe
 that separates the pattern's own ceiling from the kernel's (benchmarks/results/h200.md, seventh session).
 
-    python benchmarks/probe_reads_cuda.py [--n 14336] [--row-bytes 2048] [--splits 4] [--reps 30]
+    python benchmarks/probe_reads_cuda.py [--n 14336] [--row-bytes 2048] [--splits 4] [--reps 30] [--single]
 
 Not an mtlinv kernel (those are written once in MSL under metal/): three read-only CUDA kernels compiled here by
 CuPy, each XOR-folding what it reads into one word per thread so that no load is optimised away:
@@ -14,11 +14,18 @@ CuPy, each XOR-folding what it reads into one word per thread so that no load is
 Each launch reads enough copies of the matrix, one after the other, to exceed L2 (50 MB on an H200) and dwarf the
 launch itself; timed by events around batches of launches (medians), per copy. The default shape is qgemv's
 4-bit weights at K = 4096, N = 14336 (2048 bytes per row); the percentage is of the device-to-device copy.
+
+--single times what one call of an mtlinv op can reach instead: each launch reads one copy (the launches rotate
+through the copies, so each comes from HBM), timed alone by an event pair as benchmarks/bench_cuda.py times the
+ops (a spin kernel first holds the GPU while the host queues every launch). That includes the launch, the ramp-up
+and the tail a real call pays, and an empty kernel's time is printed as the floor of any call.
 """
 import argparse
 
 import cupy as cp
 import numpy as np
+
+SPIN_CYCLES = 20_000_000  # ~10 ms at boost clock: longer than the host needs to queue the timed launches
 
 SOURCE = r"""
 // Each kernel reads `copies` copies of the matrix (back to back in w), one after the other, so that a launch's
@@ -63,6 +70,16 @@ extern "C" __global__ void rows(const uint4* w, unsigned* out, unsigned rows_tot
   out[blockIdx.x * blockDim.x + threadIdx.x] = acc;
 }
 
+extern "C" __global__ void empty(unsigned* out) {
+  if (threadIdx.x == 0) out[blockIdx.x] = 0;
+}
+
+extern "C" __global__ void spin(long long cycles) {  // holds the GPU while the host queues the timed launches
+  const long long t0 = clock64();
+  while (clock64() - t0 < cycles) {
+  }
+}
+
 extern "C" __global__ void stream(const uint4* w, unsigned* out, unsigned long long units) {  // all copies
   unsigned acc = 0;
   for (unsigned long long u = blockIdx.x * blockDim.x + threadIdx.x; u < units; u += gridDim.x * blockDim.x) {
@@ -91,16 +108,51 @@ def median_time(calls, reps, batch=10):
     return float(np.median(times))
 
 
+def single_call_time(calls, reps, spin):
+    """Median seconds of one launch timed alone by an event pair, rotating through `calls` (one per copy), as
+    bench_cuda.py's event_median: a spin kernel first, so that no launch gap from Python falls inside a pair."""
+    for c in calls:
+        c()
+    cp.cuda.Device().synchronize()
+    starts = [cp.cuda.Event() for _ in range(reps)]
+    stops = [cp.cuda.Event() for _ in range(reps)]
+    spin((1,), (1,), (np.int64(SPIN_CYCLES),))
+    for i in range(reps):
+        starts[i].record()
+        calls[i % len(calls)]()
+        stops[i].record()
+    stops[-1].synchronize()
+    return float(np.median([cp.cuda.get_elapsed_time(a, b) * 1e-3 for a, b in zip(starts, stops)]))
+
+
+def one_call_read_floor(nbytes, reps=40):
+    """Seconds one launch of the plain stream kernel takes to read `nbytes` from HBM, timed as --single times it:
+    the size-matched floor of an op's call that must read those bytes (benchmarks/bench_cuda.py prints its ops'
+    times against it)."""
+    module = cp.RawModule(code=SOURCE)
+    stream, spin = module.get_function("stream"), module.get_function("spin")
+    units = -(-nbytes // 16)
+    copies = max(3, -(-3 * 50 * 2**20 // (16 * units)))  # more than L2 between two reads of a copy
+    mats = cp.ones(copies * units * 4, dtype=cp.uint32)
+    sms = cp.cuda.runtime.getDeviceProperties(0)["multiProcessorCount"]
+    out = cp.zeros(sms * 8 * 256, dtype=cp.uint32)
+    views = [mats[i * units * 4:(i + 1) * units * 4] for i in range(copies)]
+    calls = [lambda v=v: stream((sms * 8,), (256,), (v, out, np.uint64(units))) for v in views]
+    return single_call_time(calls, reps, spin)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--n", type=int, default=14336, help="rows (qgemv's N)")
     ap.add_argument("--row-bytes", type=int, default=2048, help="bytes per row, a multiple of 64 (K / 2 at 4 bits)")
     ap.add_argument("--splits", type=int, default=4, help="simdgroups per threadgroup in the mma pattern")
     ap.add_argument("--reps", type=int, default=30)
+    ap.add_argument("--single", action="store_true",
+                    help="time single launches of one copy each, as an op's call is timed (see above)")
     args = ap.parse_args()
-    if args.row_bytes <= 0 or args.row_bytes % 64 or args.n <= 0 or not 0 < args.splits <= 32:
-        ap.error(f"need --n > 0, --splits in 1..32 (32 threads each, 1024 at most) and --row-bytes a positive "
-                 f"multiple of 64; got {args.n}, {args.splits}, {args.row_bytes}")
+    if args.row_bytes <= 0 or args.row_bytes % 64 or args.n <= 0 or not 0 < args.splits <= 32 or args.reps <= 0:
+        ap.error(f"need --n > 0, --reps > 0, --splits in 1..32 (32 threads each, 1024 at most) and --row-bytes a "
+                 f"positive multiple of 64; got {args.n}, {args.reps}, {args.splits}, {args.row_bytes}")
     module = cp.RawModule(code=SOURCE)
     nbytes = args.n * args.row_bytes
     copies = max(3, -(-3 * 50 * 2**20 // nbytes))  # more than L2 (50 MB on an H200) between two reads of a copy
@@ -109,29 +161,41 @@ def main():
     copy_bw = 2 * src.nbytes / median_time([lambda: cp.copyto(dst, src)], 5, batch=5)
     units = args.row_bytes // 16
     name = cp.cuda.runtime.getDeviceProperties(0)["name"].decode()
+    mode = "one copy per launch, each launch timed alone" if args.single else f"{copies} copies per launch"
     print(f"# {name}: copy {copy_bw / 1e9:.0f} GB/s; {args.n} rows of {args.row_bytes} bytes ({nbytes / 1e6:.1f} MB), "
-          f"{copies} copies\n")
+          f"{copies} copies; {mode}\n")
     print("| pattern | us | GB/s | % of copy |\n| --- | ---: | ---: | ---: |")
     warps = -(-args.n // 4)
     sms = cp.cuda.runtime.getDeviceProperties(0)["multiProcessorCount"]
     # One word per thread of the largest grid below.
     out = cp.zeros(max(-(-args.n // 16) * 32 * args.splits, -(-warps // 4) * 128, sms * 8 * 256), dtype=cp.uint32)
+    # Each case launches its kernel on matrices m, `c` copies back to back.
     cases = []
     mma = module.get_function("mma")
     for in_flight in (1, 2, 4):
         cases.append((f"mma, {args.splits} splits, {in_flight} step(s) in flight",
-                      lambda m, f=in_flight: mma((-(-args.n // 16),), (32 * args.splits,),
-                                                 (m, out, np.uint32(args.n), np.uint32(units),
-                                                  np.uint32(args.splits), np.uint32(f), np.uint32(copies)))))
+                      lambda m, c, f=in_flight: mma((-(-args.n // 16),), (32 * args.splits,),
+                                                    (m, out, np.uint32(args.n), np.uint32(units),
+                                                     np.uint32(args.splits), np.uint32(f), np.uint32(c)))))
     rows = module.get_function("rows")
     cases.append(("rows (4 per simdgroup, 512-byte pieces)",
-                  lambda m: rows((-(-warps // 4),), (128,),
-                                 (m, out, np.uint32(args.n), np.uint32(units), np.uint32(copies)))))
+                  lambda m, c: rows((-(-warps // 4),), (128,),
+                                    (m, out, np.uint32(args.n), np.uint32(units), np.uint32(c)))))
     stream = module.get_function("stream")
     cases.append(("stream (grid-stride, 16 bytes per thread)",
-                  lambda m: stream((sms * 8,), (256,), (m, out, np.uint64(copies * nbytes // 16)))))
+                  lambda m, c: stream((sms * 8,), (256,), (m, out, np.uint64(c * nbytes // 16)))))
+    if args.single:
+        spin = module.get_function("spin")
+        empty = module.get_function("empty")
+        t = single_call_time([lambda: empty((sms,), (32,), (out,))], args.reps, spin)
+        print(f"| empty kernel (the floor of any call) | {t * 1e6:.1f} | - | - |", flush=True)
+        words = nbytes // 4
+        views = [mats[i * words:(i + 1) * words] for i in range(copies)]
     for label, launch in cases:
-        t = median_time([lambda: launch(mats)], args.reps) / copies
+        if args.single:
+            t = single_call_time([lambda v=v: launch(v, 1) for v in views], args.reps, spin)
+        else:
+            t = median_time([lambda: launch(mats, copies)], args.reps) / copies
         print(f"| {label} | {t * 1e6:.1f} | {nbytes / t / 1e9:.0f} | {100 * nbytes / t / copy_bw:.0f}% |", flush=True)
 
 
