@@ -39,7 +39,11 @@ from torch.nn.attention.bias import causal_lower_right  # noqa: E402
 
 import mtlinv  # noqa: E402
 from mtlinv import _native as ops  # noqa: E402
-from probe_reads_cuda import one_call_read_floor  # noqa: E402  (benchmarks/, this script's directory)
+try:  # benchmarks/, this script's directory; it needs CuPy
+    from probe_reads_cuda import one_call_read_floor  # noqa: E402
+except ImportError as missing:  # no floor column, said once in main()
+    one_call_read_floor = None
+    FLOOR_MISSING = f"no one-call read floor ({missing}): install CuPy for the floor column"
 
 BF16 = ml_dtypes.bfloat16
 ROTATION_BYTES = 1 << 30
@@ -89,9 +93,14 @@ def copy_bandwidth():
     return 2 * n / t
 
 
+def read_floor(nbytes, reps):
+    """Seconds of one call of a plain read of `nbytes` (probe_reads_cuda.one_call_read_floor); None without CuPy."""
+    return one_call_read_floor(nbytes, reps) if one_call_read_floor else None
+
+
 def floor_cell(floor, t):
     """The one-call read floor and the call's time as a share of it: "11.6 (62%)"."""
-    return f"{fmt_us(floor)} ({100 * floor / t:.0f}%)"
+    return f"{fmt_us(floor)} ({100 * floor / t:.0f}%)" if floor else "-"
 
 
 def tensors(host, copies):
@@ -137,7 +146,7 @@ def bench_gemv(ms, reps, copy_bw, results):
     for k, n in SHAPES:
         w_host = (RNG.standard_normal((n, k), dtype=np.float32) * k ** -0.5).astype(BF16)
         w_mt, w_th = tensors(w_host, copies_for(w_host.nbytes))
-        floor = one_call_read_floor(w_host.nbytes, reps)
+        floor = read_floor(w_host.nbytes, reps)
         can1 = None
         for m in ms:
             x = mtlinv.asarray(RNG.standard_normal((m, k), dtype=np.float32).astype(BF16))
@@ -181,7 +190,7 @@ def bench_qgemv(ms, reps, copy_bw, results, group=64, bits=4):
         wbytes = wq_host.nbytes + scales_host.nbytes + biases_host.nbytes
         copies = copies_for(wbytes)
         packs = [tuple(mtlinv.asarray(a) for a in (wq_host, scales_host, biases_host)) for _ in range(copies)]
-        floor = one_call_read_floor(wbytes, reps)
+        floor = read_floor(wbytes, reps)
         can1 = None
         for m in ms:
             x = mtlinv.asarray(RNG.standard_normal((m, k), dtype=np.float32).astype(BF16))
@@ -210,7 +219,7 @@ def bench_sdpa(lengths, q_lens, reps, copy_bw, results, hq=32, hkv=8, d=128):
         copies = copies_for(2 * kv_host.nbytes)
         k_mt, k_th = tensors(kv_host, copies)
         v_mt, v_th = tensors(kv_host[:, :, ::-1].copy(), copies)
-        floor = one_call_read_floor(2 * kv_host.nbytes, reps)
+        floor = read_floor(2 * kv_host.nbytes, reps)
         decode = None
         for lq in q_lens:
             q_host = RNG.standard_normal((1, hq, lq, d), dtype=np.float32).astype(BF16)
@@ -270,6 +279,8 @@ def main():
           f"{torch.cuda.get_device_name()}; medians of {args.reps} event-timed calls\n")
     copy_bw = copy_bandwidth()
     print(f"device-to-device copy: {copy_bw / 1e9:.0f} GB/s (read + write)", flush=True)
+    if one_call_read_floor is None:
+        print(FLOOR_MISSING, flush=True)
     results = []
     sections = {"gemv": lambda: bench_gemv(ms, args.reps, copy_bw, results),
                 "qgemv": lambda: bench_qgemv(ms, args.reps, copy_bw, results),
