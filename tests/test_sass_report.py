@@ -1,0 +1,45 @@
+"""tools/sass_report.py's parsing of ptxas's verbose report and of a SASS listing (nvcc and cuobjdump are not on CI
+machines): resources per kernel host name, and loops with their loads ahead of the first matrix instruction."""
+import pathlib
+import sys
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "tools"))
+import sass_report  # noqa: E402
+
+PTXAS = """ptxas info    : Compiling entry function '_ZN10cu_kernels5entry20gemv_nk_mma_r16_bf16EN2cu10LaunchArgsE' for 'sm_90'
+ptxas info    : Function properties for _ZN10cu_kernels5entry20gemv_nk_mma_r16_bf16EN2cu10LaunchArgsE
+    0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
+ptxas info    : Used 62 registers, used 1 barriers, 16384 bytes smem, 432 bytes cmem[0]
+ptxas info    : Compiling entry function '_ZN10cu_kernels5entry12rms_norm_f32EN2cu10LaunchArgsE' for 'sm_90'
+ptxas info    : Function properties for _ZN10cu_kernels5entry12rms_norm_f32EN2cu10LaunchArgsE
+    16 bytes stack frame, 8 bytes spill stores, 4 bytes spill loads
+ptxas info    : Used 30 registers, used 1 barriers, 128 bytes smem, 432 bytes cmem[0]
+"""
+
+SASS = """        /*0000*/                   MOV R1, c[0x0][0x28] ;
+        /*0010*/                   LDG.E.NA.128.CONSTANT R4, desc[UR6][R2.64] ;
+        /*0020*/                   LDG.E.128 R8, desc[UR6][R6.64] ;
+        /*0030*/                   HMMA.16816.F32.BF16 R12, R4, R8, R12 ;
+        /*0040*/                   LDG.E.128 R8, desc[UR6][R6.64] ;
+        /*0050*/               @P0 BRA `(.L_x_1) 0x10 ;
+        /*0060*/                   EXIT ;
+"""
+
+
+def test_resources_by_kernel():
+    kernels = sass_report.resources(PTXAS)
+    assert kernels["gemv_nk_mma_r16_bf16"] == {
+        "mangled": "_ZN10cu_kernels5entry20gemv_nk_mma_r16_bf16EN2cu10LaunchArgsE", "stack": 0, "spill_st": 0,
+        "spill_ld": 0, "registers": 62, "smem": 16384}
+    assert kernels["rms_norm_f32"]["registers"] == 30
+    assert (kernels["rms_norm_f32"]["spill_st"], kernels["rms_norm_f32"]["spill_ld"]) == (8, 4)
+
+
+def test_loop_span_and_loads_ahead():
+    # The backward branch at 0x50 closes the loop that starts at 0x10: five instructions, two loads before the HMMA.
+    assert sass_report.loop_lines(SASS) == [
+        "5 instructions, 2 loads before the first HMMA: LDG 3, HMMA 1, BRA 1"]
+
+
+def test_no_loop_without_a_backward_branch():
+    assert sass_report.loop_lines(SASS.replace("0x10 ;", "0x60 ;")) == []
