@@ -38,7 +38,7 @@ template <typename T, uint R>
     ushort sg [[simdgroup_index_in_threadgroup]]) {
   constexpr uint B = R / 8;  // B operands (groups of 8 rows of x) per block
   constexpr uint IN_FLIGHT = GEMV_MMA_IN_FLIGHT;
-  threadgroup float4 partials[MMA_TILE_MAX_SPLITS * B * SIMD_WIDTH];  // mma_tile_store's
+  threadgroup float4 partials[MMA_TILE_MAX_SPLITS][B][SIMD_WIDTH];  // mma_tile_store's
 
   // Lane 4 g + t brings K positions [8 t, 8 t + 8) of each block for weight rows g, g + 8 and row g of each group
   // of 8 rows of x.

@@ -10,12 +10,17 @@ constant constexpr uint MMA_TILE_MAX_SPLITS = 16;  // most simdgroups per thread
 // Every simdgroup leaves its accumulators (acc[j]: group j of 8 rows) in partials, [k split][group][lane]; then
 // simdgroup 0 adds the splits in index order, then the bias, and stores. Lane 4 g + t holds outputs n0 + g and
 // n0 + g + 8 of rows 2 t and 2 t + 1 of each group. All threads of the threadgroup call it (it has a barrier).
+//
+// partials is indexed as the 3-D array it is, not flattened: with a flat index nvcc 13 (sm_90) gave gemv_nk_mma's
+// 16-row tile 56 registers instead of 62 and moved the second x load of each block behind the first block's HMMA,
+// one more memory round trip per block: 10-14% slower on an H200 (benchmarks/results/h200.md, ninth session).
+// tests/test_sass_guard.py checks that load order wherever nvcc and cuobjdump are installed.
 template <typename T, uint B>
-inline void mma_tile_store(threadgroup float4* partials, thread const float4* acc, uint k_splits, bool has_bias,
-                           device const T* bias, device T* y, uint n0, uint n, uint r0, uint rows, ushort lane,
-                           ushort sg) {
+inline void mma_tile_store(threadgroup float4 (*partials)[B][SIMD_WIDTH], thread const float4* acc, uint k_splits,
+                           bool has_bias, device const T* bias, device T* y, uint n0, uint n, uint r0, uint rows,
+                           ushort lane, ushort sg) {
   for (uint j = 0; j < B; ++j) {
-    partials[(sg * B + j) * SIMD_WIDTH + lane] = acc[j];
+    partials[sg][j][lane] = acc[j];
   }
   threadgroup_barrier(mem_flags::mem_threadgroup);
   if (sg != 0) {
@@ -24,9 +29,9 @@ inline void mma_tile_store(threadgroup float4* partials, thread const float4* ac
   const uint g = lane / 4;
   const uint t = lane % 4;
   for (uint j = 0; j < B; ++j) {
-    float4 sum = partials[j * SIMD_WIDTH + lane];
+    float4 sum = partials[0][j][lane];
     for (uint s = 1; s < k_splits; ++s) {
-      sum += partials[(s * B + j) * SIMD_WIDTH + lane];
+      sum += partials[s][j][lane];
     }
     for (uint i = 0; i < 4; ++i) {
       const uint out = n0 + g + 8 * (i / 2);

@@ -49,6 +49,17 @@ def compile_unit(nvcc: str, gen: pathlib.Path, unit: str, out: pathlib.Path) -> 
     return run.stderr, obj
 
 
+def compile_files(nvcc: str, stems: list[str], tmp: pathlib.Path) -> list[tuple[str, str, pathlib.Path]]:
+    """metal/<stem>.metal of each stem translated for CUDA and compiled under tmp: (stem, ptxas report, object)."""
+    gen, out = tmp / "gen", tmp / "obj"
+    out.mkdir()
+    sources = sorted((ROOT / "metal").glob("*.metal")) + sorted((ROOT / "metal").glob("*.h"))
+    subprocess.run([sys.executable, str(ROOT / "tools" / "msl2cpp.py"), "--target", "cuda", "--out", str(gen),
+                    *map(str, sources)], check=True, capture_output=True)
+    with ThreadPoolExecutor() as pool:
+        return list(pool.map(lambda s: (s, *compile_unit(nvcc, gen, s, out)), stems))
+
+
 def resources(report: str) -> dict[str, dict]:
     """Per kernel host name: its mangled entry, registers, stack frame, spill stores and loads, shared memory."""
     kernels, current = {}, None
@@ -106,14 +117,8 @@ def main() -> int:
     if unknown:
         ap.error(f"--files: no metal/<name>.metal for {', '.join(unknown)}")
     with tempfile.TemporaryDirectory() as tmp:
-        gen, out = pathlib.Path(tmp, "gen"), pathlib.Path(tmp, "obj")
-        out.mkdir()
-        sources = sorted((ROOT / "metal").glob("*.metal")) + sorted((ROOT / "metal").glob("*.h"))
-        subprocess.run([sys.executable, str(ROOT / "tools" / "msl2cpp.py"), "--target", "cuda", "--out", str(gen),
-                        *map(str, sources)], check=True, capture_output=True)
         print(f"sass_report: compiling {len(stems)} kernel file(s) with {nvcc}", file=sys.stderr, flush=True)
-        with ThreadPoolExecutor() as pool:
-            results = list(pool.map(lambda s: (s, *compile_unit(nvcc, gen, s, out)), stems))
+        results = compile_files(nvcc, stems, pathlib.Path(tmp))
         rows = ["| file | kernel | registers | stack | spill stores / loads | shared memory |",
                 "| --- | --- | ---: | ---: | ---: | ---: |"]
         listed = []
