@@ -93,10 +93,14 @@ __device__ __forceinline__ std::remove_cv_t<T> attr(uint32_t v) {
 namespace cu_msl {
 // load_streaming (an mtlinv builtin beside MSL's, see metal/common.h): 16 bytes read once, such as weights that
 // stream past. L1::no_allocate keeps them from evicting the data that is reused (a GEMV's activations) from L1;
-// .nc reads through the read-only path, valid because no kernel writes what it streams.
+// .nc reads through the read-only path, valid because no kernel writes what it streams. L2::128B asks L2 to fetch
+// the whole 128-byte line on a miss: a matrix-unit GEMV's load touches 64 bytes of each of 8 rows, and the other
+// half of each line comes with another simdgroup's load soon after. On an H200 that made gemv_nk_mma 1.4-2.7%
+// faster at one row and 1.8-4.9% at 16, and left qgemv as it was (L2::256B: no better; benchmarks/results/h200.md,
+// ninth session).
 __device__ __forceinline__ vec<unsigned, 4> load_streaming(const vec<unsigned, 4>* p) {
   vec<unsigned, 4> v;
-  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+  asm volatile("ld.global.nc.L1::no_allocate.L2::128B.v4.u32 {%0, %1, %2, %3}, [%4];"
                : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
                : "l"(p));
   return v;
