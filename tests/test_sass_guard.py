@@ -5,7 +5,6 @@ epilogue (metal/mma_tile.h) let nvcc move the second x load behind the first HMM
 H200 and only timing found it (benchmarks/results/h200.md)."""
 import pathlib
 import re
-import shutil
 import sys
 
 import pytest
@@ -15,9 +14,7 @@ import build_cuda  # noqa: E402
 import sass_report  # noqa: E402
 
 NVCC = build_cuda.find_nvcc()
-CUOBJDUMP = shutil.which("cuobjdump") or (
-    str(pathlib.Path(NVCC).parent / "cuobjdump") if NVCC and (pathlib.Path(NVCC).parent / "cuobjdump").exists()
-    else None)
+CUOBJDUMP = sass_report.find_cuobjdump(NVCC)
 
 pytestmark = pytest.mark.skipif(not (NVCC and CUOBJDUMP), reason="needs nvcc and cuobjdump (the CUDA toolkit)")
 

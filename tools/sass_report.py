@@ -6,8 +6,9 @@ entry, and the instruction mix of each loop of the kernels asked for (SASS).
 
 Why: a kernel's speed can move with no change to its source. gemv_nk_mma's 16-row loop went from 62 to 56
 registers when its epilogue moved into a shared helper, and held fewer loads in flight: 10-14% slower on an H200
-(benchmarks/results/h200.md, eighth session), found only by timing. Compare this report before and after a
-change, before spending device time on it.
+(benchmarks/results/h200.md, eighth session), found only by timing; fixed in the ninth, and tests/test_sass_guard.py
+now checks that loop through this module. Compare this report before and after a change, before spending device
+time on it.
 
 Compiles the CUDA translation of metal/*.metal (tools/msl2cpp.py --target cuda) with tools/build_cuda.py's flags.
 Needs nvcc, as the CUDA build does; the loops also need cuobjdump (the CUDA toolkit's, or the
@@ -36,6 +37,14 @@ FRAME_RE = re.compile(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+)
 USED_RE = re.compile(r"Used (\d+) registers.*?(\d+) bytes smem")
 SASS_RE = re.compile(r"^\s+/\*([0-9a-f]{4,})\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]*)")
 BRANCH_RE = re.compile(r"\bBRA\b.*?(0x[0-9a-f]+)")
+
+
+def find_cuobjdump(nvcc: str | None) -> str | None:
+    """cuobjdump on PATH, else beside nvcc (the toolkit's bin directory), else None."""
+    found = shutil.which("cuobjdump")
+    if found is None and nvcc and (pathlib.Path(nvcc).parent / "cuobjdump").exists():
+        found = str(pathlib.Path(nvcc).parent / "cuobjdump")
+    return found
 
 
 def compile_unit(nvcc: str, gen: pathlib.Path, unit: str, out: pathlib.Path) -> tuple[str, pathlib.Path]:
@@ -106,12 +115,13 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--files", nargs="+", help="kernel files by stem (default: every metal/*.metal)")
     ap.add_argument("--loops", default="_mma_|^sdpa_combine", help="regex of kernels whose loops to list")
-    ap.add_argument("--cuobjdump", default=shutil.which("cuobjdump"), help="for the loops (default: on PATH)")
+    ap.add_argument("--cuobjdump", help="for the loops (default: on PATH, else beside nvcc)")
     ap.add_argument("--out", help="also write the report here")
     args = ap.parse_args()
     nvcc = build_cuda.find_nvcc()
     if nvcc is None:
         ap.error("nvcc was not found: put it on PATH or set CUDA_HOME")
+    args.cuobjdump = args.cuobjdump or find_cuobjdump(nvcc)
     stems = args.files or sorted(p.stem for p in (ROOT / "metal").glob("*.metal"))
     unknown = [s for s in stems if not (ROOT / "metal" / f"{s}.metal").exists()]
     if unknown:
