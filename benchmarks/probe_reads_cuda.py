@@ -55,6 +55,66 @@ extern "C" __global__ void mma(const uint4* w, unsigned* out, unsigned rows, uns
   out[blockIdx.x * blockDim.x + threadIdx.x] = acc;
 }
 
+// A staged matrix-unit GEMV's pattern: a simdgroup owns 16 rows and takes one 128-byte line of each per step (the
+// simdgroups of a threadgroup taking steps in turn, `in_flight` steps loaded before any is used); each load covers
+// 4 rows' lines (8 lanes a row), where the mma pattern's loads each touch half of 8 lines. With `staged`, the lines
+// go through shared memory into the mma fragment layout (lane 4 g + t: 16 bytes of rows g and g + 8 per 64 bytes),
+// as a kernel that loads this way must: [simdgroup, step][row][unit ^ row % 8], which spreads both the stores
+// (4 rows of 8 units) and the fragment loads (8 rows of 4 units) over all banks. splits * in_flight <= 16.
+extern "C" __global__ void lines(const uint4* w, unsigned* out, unsigned rows, unsigned row_units, unsigned splits,
+                                 unsigned in_flight, unsigned staged, unsigned copies) {
+  __shared__ uint4 stage[16 * 16 * 8];
+  const unsigned lane = threadIdx.x % 32, sg = threadIdx.x / 32, g = lane / 4, t = lane % 4;
+  const unsigned n0 = blockIdx.x * 16;
+  const unsigned steps = row_units / 8;
+  unsigned acc = 0;
+  for (unsigned c = 0; c < copies; ++c) {
+    for (unsigned s = sg; s < steps; s += in_flight * splits) {
+      uint4 a[2][4];
+#pragma unroll
+      for (unsigned f = 0; f < 2; ++f) {
+        const unsigned step = min(s + f * splits, steps - 1);  // past the row: its last step again
+#pragma unroll
+        for (unsigned i = 0; i < 4; ++i) {
+          const unsigned r = min(n0 + 4 * i + lane / 8, rows - 1);
+          if (f < in_flight) a[f][i] = __ldg(w + ((unsigned long long)c * rows + r) * row_units + 8 * step + lane % 8);
+        }
+      }
+      if (staged) {
+        uint4* mine = stage + sg * in_flight * 128;
+#pragma unroll
+        for (unsigned f = 0; f < 2; ++f) {
+#pragma unroll
+          for (unsigned i = 0; i < 4; ++i) {
+            const unsigned r = 4 * i + lane / 8;
+            if (f < in_flight) mine[f * 128 + r * 8 + ((lane % 8) ^ (r % 8))] = a[f][i];
+          }
+        }
+        __syncwarp();
+#pragma unroll
+        for (unsigned f = 0; f < 2; ++f) {
+#pragma unroll
+          for (unsigned b = 0; b < 2; ++b) {
+            if (f < in_flight) {
+              a[f][2 * b] = mine[f * 128 + g * 8 + ((4 * b + t) ^ g)];
+              a[f][2 * b + 1] = mine[f * 128 + (g + 8) * 8 + ((4 * b + t) ^ g)];
+            }
+          }
+        }
+        __syncwarp();
+      }
+#pragma unroll
+      for (unsigned f = 0; f < 2; ++f) {
+#pragma unroll
+        for (unsigned i = 0; i < 4; ++i) {
+          if (f < in_flight) acc ^= a[f][i].x ^ a[f][i].y ^ a[f][i].z ^ a[f][i].w;
+        }
+      }
+    }
+  }
+  out[blockIdx.x * blockDim.x + threadIdx.x] = acc;
+}
+
 extern "C" __global__ void rows(const uint4* w, unsigned* out, unsigned rows_total, unsigned row_units,
                                 unsigned copies) {
   const unsigned lane = threadIdx.x % 32, warp = (blockIdx.x * blockDim.x + threadIdx.x) / 32;
@@ -177,6 +237,14 @@ def main():
                       lambda m, c, f=in_flight: mma((-(-args.n // 16),), (32 * args.splits,),
                                                     (m, out, np.uint32(args.n), np.uint32(units),
                                                      np.uint32(args.splits), np.uint32(f), np.uint32(c)))))
+    lines = module.get_function("lines")
+    for in_flight, staged in ((1, 0), (2, 0), (1, 1), (2, 1)):
+        if args.row_bytes % 128 == 0 and args.splits * in_flight <= 16:
+            cases.append((f"lines, {args.splits} splits, {in_flight} step(s) in flight{', staged' if staged else ''}",
+                          lambda m, c, f=in_flight, st=staged: lines(
+                              (-(-args.n // 16),), (32 * args.splits,),
+                              (m, out, np.uint32(args.n), np.uint32(units), np.uint32(args.splits), np.uint32(f),
+                               np.uint32(st), np.uint32(c)))))
     rows = module.get_function("rows")
     cases.append(("rows (4 per simdgroup, 512-byte pieces)",
                   lambda m, c: rows((-(-warps // 4),), (128,),

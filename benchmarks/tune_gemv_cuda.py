@@ -6,9 +6,10 @@ gemv_k_splits (src/core/plans/gemv.cpp), which must pick the splits from K, N, d
 
 Launches gemv_nk_r{R}_bf16 directly (the plans' kernels, raw arguments) for every k_splits in 1, 2, 4, 8 and
 R in 1, 2, 4, 8 on the shapes of bench_cuda.py, timed as there (events, medians, weights rotated through HBM),
-then gemv_nk_mma_r8_bf16 / _r16_ (the kernels the plans pick on a GPU with matrix units) for k_splits 1 to 16
-at M = 1, 8 / 16.
-Prints, per shape and R (or M), the time of each split count and the count the plan picks.
+then gemv_nk_mma's forms (the kernels the plans pick on a GPU with matrix units: tiles of 8 rows with one or two
+output tiles per threadgroup, of 16 rows with one or two splits per simdgroup) for k_splits 1 to 16 at M = 1, 8 / 16.
+Prints, per shape and R (or M), the time of each split count and the count the plan picks ("-" where the plan picks
+another kernel).
 """
 import os
 import struct
@@ -30,18 +31,20 @@ def gemv_args(m, k, n, splits):
     return struct.pack("10I", m, k, n, splits, m * k, 0, m * n, 0, 1, 0)
 
 
-def plan_splits(kernel_prefix, m, k, n):
-    """The split count the plans give this kernel here, or "-" where they pick another kernel (a GPU with matrix
-    units runs 16-bit W [N, K] on gemv_nk_mma, not gemv_nk)."""
+def plan_splits(kernel, m, k, n):
+    """The split count the plans give `kernel` (a name, or a prefix ending in "_r") here, or "-" where they pick
+    another kernel (a GPU with matrix units runs 16-bit W [N, K] on gemv_nk_mma, not gemv_nk)."""
     launch = ops.plan_gemv(rows=m, k=k, n=n, dtype="bfloat16", limit=16)["launches"][0]
-    return launch["threads"][0] // 32 if launch["kernel"].startswith(kernel_prefix) else "-"
+    mine = launch["kernel"].startswith(kernel) if kernel.endswith("_r") else launch["kernel"] == kernel
+    return struct.unpack_from("<4I", launch["args"])[3] if mine else "-"
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--reps", type=int, default=30)
     ap.add_argument("--mma-only", action="store_true", help="only the gemv_nk_mma kernels")
-    ap.add_argument("--mma-kernels", nargs="+", default=["gemv_nk_mma_r8_bf16", "gemv_nk_mma_r16_bf16"])
+    ap.add_argument("--mma-kernels", nargs="+", default=["gemv_nk_mma_r8_bf16", "gemv_nk_mma_r8_c2_bf16",
+                                                         "gemv_nk_mma_r16_bf16", "gemv_nk_mma_r16_u2_bf16"])
     args = ap.parse_args()
     copy_bw = bc.copy_bandwidth()
     print(f"# {mtlinv.device_info()['name']}: copy {copy_bw / 1e9:.0f} GB/s; us per call (GB/s of the weights)")
@@ -70,20 +73,25 @@ def tune_row_tiled(reps):
 
 
 def tune_mma(name, reps):
+    # The form from the name: two output tiles per threadgroup (_c2_), two splits per simdgroup (_u2_).
+    cols = 32 if "_c2_" in name else 16
+    per_simdgroup = 2 if "_u2_" in name else 1
+    splits = tuple(s for s in bc.MMA_SPLITS if s >= per_simdgroup)
     print(f"\n## {name}\n")
-    bc.print_split_header(bc.MMA_SPLITS, "M")
+    bc.print_split_header(splits, "M")
     for k, n in bc.SHAPES:
         w_host = (bc.RNG.standard_normal((n, k), dtype=np.float32) * k ** -0.5).astype(bc.BF16)
         ws, _ = bc.tensors(w_host, bc.copies_for(w_host.nbytes))
         bias = mtlinv.asarray(np.zeros(n, bc.BF16))
-        for m in ((16,) if "_r16_" in name else (1, 8)):
+        for m in ((16,) if "_r16" in name else (1, 8)):
             x = mtlinv.asarray(bc.RNG.standard_normal((m, k), dtype=np.float32).astype(bc.BF16))
             y = mtlinv.asarray(np.zeros((m, n), bc.BF16))
-            cells = bc.split_cells(lambda s: [lambda w=w: ops._launch(name, (-(-n // 16), 1, 1),
-                                                                      (32 * s, 1, 1), gemv_args(m, k, n, s),
-                                                                      [x, w, bias, y]) for w in ws],
-                                   reps, w_host.nbytes, bc.MMA_SPLITS)
-            print(bc.row([k, n, f"{m}", *cells, plan_splits("gemv_nk_mma", m, k, n)]), flush=True)
+            cells = bc.split_cells(lambda s: [lambda w=w: ops._launch(name, (-(-n // cols), 1, 1),
+                                                                      (32 * s // per_simdgroup, 1, 1),
+                                                                      gemv_args(m, k, n, s), [x, w, bias, y])
+                                              for w in ws],
+                                   reps, w_host.nbytes, splits)
+            print(bc.row([k, n, f"{m}", *cells, plan_splits(name, m, k, n)]), flush=True)
         del ws
 
 

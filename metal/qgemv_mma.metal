@@ -195,8 +195,8 @@ template <typename T, uint BITS, typename S, uint R>
                                   x_vector, lane);
   }
 
-  mma_tile_store<T, B>(partials, acc, args.k_splits, args.has_bias != 0, bias, y, n0, args.n, r0, args.rows, lane,
-                       sg);
+  mma_tile_keep<B>(partials, acc, sg, lane);
+  mma_tile_store<T, 1, B>(partials, args.k_splits, args.has_bias != 0, bias, y, n0, args.n, r0, args.rows, lane, sg);
 }
 
 MTLINV_KERNEL(qgemv_mma_b2_r8_f16, qgemv_mma, half, 2, half, 8)

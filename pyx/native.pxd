@@ -79,6 +79,7 @@ cdef extern from "../src/core/plan.h" namespace "mtlinv":
         string kernel
         CDim3 threadgroups
         CDim3 threads
+        vector[uint8_t] args
     cdef cppclass CPlan "mtlinv::Plan":
         vector[CPlanLaunch] launches
         vector[size_t] scratch_bytes

@@ -1,4 +1,6 @@
 """gemv / matmul: bitwise row-invariance under the limit, the negative control, accuracy, errors, routing."""
+import struct
+
 import numpy as np
 import pytest
 
@@ -180,6 +182,12 @@ def test_routing(rows, limit, canonical, kernel):
     assert plan["launches"][0]["kernel"] == kernel
 
 
+def planned_k_splits(**shape):
+    """GemvArgs.k_splits (metal/args.h: rows, k, n, k_splits, ...) of the plan's launch: the K partition, which the
+    threads per threadgroup no longer show when a simdgroup sums two splits."""
+    return struct.unpack_from("<4I", mtlinv._native.plan_gemv(**shape)["launches"][0]["args"])[3]
+
+
 @pytest.mark.parametrize("transpose", [True, False], ids=["nk", "kn"])
 @pytest.mark.parametrize("plans", ["emulator", "gpu"])
 def test_throughput_gemv_splits_differ_from_canonical(transpose, plans, request):
@@ -187,19 +195,20 @@ def test_throughput_gemv_splits_differ_from_canonical(transpose, plans, request)
     bits by accident (the negative controls depend on it)."""
     if plans == "gpu":
         request.getfixturevalue("gpu_plans")
-    threads = [mtlinv._native.plan_gemv(rows=8, k=4096, n=4096, dtype="bfloat16", limit=limit,
-                                        transpose=transpose)["launches"][0]["threads"][0] for limit in (8, 0)]
-    assert threads[0] != threads[1]
+    splits = [planned_k_splits(rows=8, k=4096, n=4096, dtype="bfloat16", limit=limit, transpose=transpose)
+              for limit in (8, 0)]
+    assert splits[0] != splits[1]
 
 
 @pytest.mark.parametrize("transpose", [True, False], ids=["nk", "kn"])
-def test_plan_k_partition_does_not_depend_on_m(transpose, gpu_plans):
-    plans = [mtlinv._native.plan_gemv(rows=m, k=4096, n=512, dtype="bfloat16", limit=16, transpose=transpose)
-             for m in range(1, 17)]
-    threads = {p["launches"][0]["threads"] for p in plans}
-    assert len(threads) == 1
-    assert threads.pop()[0] > 32, "GPU plans split K over several simdgroups"
-    assert len({p["launches"][0]["threadgroups"][0] for p in plans}) == 1
+@pytest.mark.parametrize("n", [512, 14336])
+def test_plan_k_partition_does_not_depend_on_m(transpose, n, gpu_plans):
+    """Every canonical M has the K partition of M = 1, also where the tiles of 8 and 16 rows take different forms
+    (gemv_nk_mma at N = 14336: two output tiles per threadgroup, two splits per simdgroup)."""
+    splits = {planned_k_splits(rows=m, k=4096, n=n, dtype="bfloat16", limit=16, transpose=transpose)
+              for m in range(1, 17)}
+    assert len(splits) == 1
+    assert splits.pop() > 1, "GPU plans split K"
 
 
 @pytest.mark.parametrize("dtype", FLOAT_DTYPES, ids=DTYPE_IDS)

@@ -2,6 +2,8 @@
 the emulator the gpu_plans fixture turns the capability on and the kernel runs on metal/mma.h's fallback, so its
 loads, tails, splits and epilogue are checked in CI; with MTLINV_DEVICE=cuda the same tests run on the tensor
 cores."""
+import struct
+
 import numpy as np
 import pytest
 
@@ -16,6 +18,11 @@ MMA_IDS = ["f16", "bf16"]
 
 def kernel(rows, k, n, dtype, limit):
     return mtlinv._native.plan_gemv(rows=rows, k=k, n=n, dtype=np.dtype(dtype).name, limit=limit)["launches"][0]
+
+
+def k_splits(launch):
+    """GemvArgs.k_splits (metal/args.h: rows, k, n, k_splits, ...) of a planned launch."""
+    return struct.unpack_from("<4I", launch["args"])[3]
 
 
 @pytest.mark.parametrize("dtype", MMA_DTYPES, ids=MMA_IDS)
@@ -119,3 +126,71 @@ def test_short_k_above_the_limit_takes_the_tiled_gemm(gpu_plans):
     rows above the limit take the tiled GEMM."""
     assert kernel(4, 32, 64, ml_dtypes.bfloat16, 0)["kernel"] == "gemm_tiled_bf16"
     assert kernel(4, 32, 64, ml_dtypes.bfloat16, 4)["kernel"] == "gemv_nk_mma_r8_bf16"
+
+
+# gemv_nk_mma's forms: (rows per tile, output tiles per threadgroup, splits per simdgroup).
+FORMS = {"r8": (8, 1, 1), "r8_c2": (8, 2, 1), "r16": (16, 1, 1), "r16_u2": (16, 1, 2)}
+
+
+def launch_form(form, x, w, bias, splits, vector_loads):
+    """y = x @ w.T + bias by gemv_nk_mma's `form` with `splits` K splits, launched directly."""
+    rows, tiles, per_simdgroup = FORMS[form]
+    m, k = x.shape
+    n = w.shape[0]
+    y = mtlinv.asarray(np.zeros((m, n), x.dtype))
+    # GemvArgs: rows, k, n, k_splits, x/w/y batch strides, has_bias, vector_loads, w_kn
+    args = struct.pack("<10I", m, k, n, splits, m * k, 0, m * n, 1, vector_loads, 0)
+    name = f"gemv_nk_mma_{form}_{MMA_IDS[MMA_DTYPES.index(x.dtype.type)]}"
+    mtlinv._native._launch(name, (-(-n // (16 * tiles)), -(-m // rows), 1), (32 * splits // per_simdgroup, 1, 1),
+                           args, [mtlinv.asarray(x), mtlinv.asarray(w), mtlinv.asarray(bias), y])
+    return np.asarray(y)
+
+
+@pytest.mark.parametrize("dtype", MMA_DTYPES, ids=MMA_IDS)
+@pytest.mark.parametrize("splits", [2, 4, 8])
+@pytest.mark.parametrize("vector_loads", [1, 0])
+def test_forms_give_the_same_bits(dtype, splits, vector_loads, rng):
+    """Two output tiles per threadgroup (r8_c2) and two splits per simdgroup (r16_u2) change which simdgroup sums a
+    split, never the order: the same bits as one tile and one split per simdgroup at the same split count, with K
+    tails (42 blocks of 32: blocks left after the groups in flight, whole lanes past K; with element loads, every
+    block in the tail loop and a lane's group cut by K), N tails (an odd number of output tiles, one cut) and bias."""
+    k, n = (1320, 56) if vector_loads else (1316, 56)  # rows 16-byte aligned for vector loads
+    w = weights(rng, n, k, dtype, True)
+    bias = random(rng, (n,), dtype)
+    x = random(rng, (16, k), dtype)
+    r8 = launch_form("r8", x[:8], w, bias, splits, vector_loads)
+    r16 = launch_form("r16", x, w, bias, splits, vector_loads)
+    assert same_bits(launch_form("r8_c2", x[:8], w, bias, splits, vector_loads), r8)
+    assert same_bits(launch_form("r16_u2", x, w, bias, splits, vector_loads), r16)
+    assert same_bits(r16[:8], r8)
+    ref = reference(x, w, bias)
+    tol = RTOL[np.dtype(dtype)]
+    np.testing.assert_allclose(np.asarray(r16, np.float64), ref, rtol=tol, atol=tol * np.abs(ref).max())
+
+
+def test_forms_differ_from_another_split_count(rng):
+    """The control for the test above: the same forms at another split count give other bits for this case."""
+    k, n = 4096, 64
+    w = weights(rng, n, k, np.float16, True)
+    bias = np.zeros(n, np.float16)
+    x = random(rng, (16, k), np.float16)
+    assert not same_bits(launch_form("r16_u2", x, w, bias, 8, 1), launch_form("r16_u2", x, w, bias, 4, 1))
+
+
+@pytest.mark.parametrize("k, n, wide, splits", [(4096, 14336, True, 8), (8192, 8192, True, 16),
+                                                (4096, 4096, False, 16)])
+def test_forms_in_the_plans(k, n, wide, splits, gpu_plans):
+    """Where two output tiles per threadgroup keep the simdgroups per core at twice the splits (planned as for a
+    GPU of 128 cores here), M <= 8 takes r8_c2 and 9..16 rows r16_u2 with half as many simdgroups; every canonical
+    M has one split count. Above the limit: one tile, one split per simdgroup, another split count."""
+    tiles = {1: "r8_c2" if wide else "r8", 8: "r8_c2" if wide else "r8", 16: "r16_u2" if wide else "r16"}
+    for m, form in tiles.items():
+        launch = kernel(m, k, n, ml_dtypes.bfloat16, 16)
+        rows, per_threadgroup, per_simdgroup = FORMS[form]
+        assert launch["kernel"] == f"gemv_nk_mma_{form}_bf16"
+        assert k_splits(launch) == splits
+        assert launch["threadgroups"][:2] == (-(-n // (16 * per_threadgroup)), 1)
+        assert launch["threads"][0] == 32 * splits // per_simdgroup
+    above = kernel(16, k, n, ml_dtypes.bfloat16, 8)
+    assert above["kernel"] == "gemv_nk_mma_r16_bf16" and k_splits(above) == splits // 2
+    assert above["threads"][0] == 32 * splits // 2

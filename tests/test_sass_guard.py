@@ -1,8 +1,8 @@
 """What nvcc makes of gemv_nk_mma's hot loop (sm_90 SASS), where nvcc and cuobjdump are installed (the GPU machine,
-a developer's; not CI, where it skips): each loop iteration must issue all loads of its first block, the two weight
-rows and the tile's R / 8 rows of x, before its first matrix instruction. When an unrelated change to the shared
-epilogue (metal/mma_tile.h) let nvcc move the second x load behind the first HMMA, the 16-row tile lost 10-14% on an
-H200 and only timing found it (benchmarks/results/h200.md)."""
+a developer's; not CI, where it skips): each loop iteration of every form must issue all loads of its first block,
+the two weight rows of each output tile and the tile's R / 8 rows of x, before its first matrix instruction. When an
+unrelated change to the shared epilogue (metal/mma_tile.h) let nvcc move the second x load behind the first HMMA, the
+16-row tile lost 10-14% on an H200 and only timing found it (benchmarks/results/h200.md)."""
 import pathlib
 import re
 import sys
@@ -31,16 +31,18 @@ def opcode_counts(loop_line):
     return {op: int(n) for op, n in re.findall(r"([A-Z][A-Z0-9]*) (\d+)", loop_line.split(": ", 1)[1])}
 
 
-@pytest.mark.parametrize("rows", [8, 16])
+@pytest.mark.parametrize("form, groups, tiles", [("r8", 1, 1), ("r8_c2", 1, 2), ("r16", 2, 1), ("r16_u2", 2, 1)])
 @pytest.mark.parametrize("dtype", ["f16", "bf16"])
-def test_first_block_loads_ahead_of_the_matrix_units(gemv_mma_loops, rows, dtype):
-    # The vector loop, told from the element-wise tail by its mix: 4 blocks (GEMV_MMA_IN_FLIGHT) of 2 weight and
-    # R / 8 x loads, 16 bytes each, and two HMMAs per block and group of 8 rows.
-    groups = rows // 8
-    want = {"LDG": 4 * (2 + groups), "HMMA": 8 * groups}
-    loops = gemv_mma_loops[f"gemv_nk_mma_r{rows}_{dtype}"]
+def test_first_block_loads_ahead_of_the_matrix_units(gemv_mma_loops, form, groups, tiles, dtype):
+    # The vector loop, told from the element-wise tail by its mix: GEMV_MMA_IN_FLIGHT / tiles blocks of 2 weight
+    # loads per output tile and one x load per group of 8 rows, 16 bytes each, and two HMMAs per block, output tile
+    # and group.
+    in_flight = 4 // tiles
+    first_block = 2 * tiles + groups
+    want = {"LDG": in_flight * first_block, "HMMA": in_flight * 2 * tiles * groups}
+    loops = gemv_mma_loops[f"gemv_nk_mma_{form}_{dtype}"]
     vector_loops = [line for line in loops if want.items() <= opcode_counts(line).items()]
     assert len(vector_loops) == 1, f"expected one loop with {want} among {loops}"
     ahead = re.search(r"(\d+) loads before the first HMMA", vector_loops[0])
     assert ahead, vector_loops[0]
-    assert int(ahead.group(1)) >= 2 + groups, vector_loops[0]
+    assert int(ahead.group(1)) >= first_block, vector_loops[0]

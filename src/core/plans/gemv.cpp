@@ -28,13 +28,22 @@ bool use_mma(const GemvShape& s, const DeviceCaps& caps) {
 
 }  // namespace
 
-uint32_t gemv_mma_k_splits(int64_t k, int64_t n, const DeviceCaps& caps) {
-  // About kMmaWarpsPerCore simdgroups per compute unit over the ceil(N / 16) output tiles, in powers of two,
-  // while each split keeps a whole group of blocks in flight. On an H200 that is 16 splits at N = 4096, 4 at
-  // N = 14336 and 8 at N = 8192: the best counts at M = 1 and 8 alike (benchmarks/tune_gemv_cuda.py).
+GemvMmaForm gemv_mma_form(int64_t k, int64_t n, const DeviceCaps& caps) {
+  // About kMmaWarpsPerCore simdgroups per compute unit over the output tiles, in powers of two, while each split
+  // keeps a whole group of blocks in flight. With tiles of 16 outputs per threadgroup that is 16 splits at N = 4096,
+  // 4 at N = 14336 and 8 at N = 8192 on an H200. Where two output tiles per threadgroup reach the same simdgroups
+  // per compute unit with twice the splits (N = 14336 and 8192 there, not 4096, whose 16 splits are the most), the
+  // tile of 8 rows takes them: one row 4-6% faster (benchmarks/results/h200.md, tenth session). The tile of 16
+  // rows ran slower with more simdgroups, so it keeps the one-tile count and sums two splits per simdgroup.
   const int64_t most = std::clamp<int64_t>(ceil_div(k, kMmaBlock) / kMmaInFlight, 1, kMmaMaxSplits);
-  const int64_t wanted = ceil_div(kMmaWarpsPerCore * caps.compute_units, ceil_div(n, kMmaCols));
-  return power_of_two_splits(wanted, most);
+  const auto splits_for = [&](int64_t outputs_per_threadgroup) {
+    const int64_t wanted = ceil_div(kMmaWarpsPerCore * caps.compute_units, ceil_div(n, outputs_per_threadgroup));
+    return power_of_two_splits(wanted, most);
+  };
+  const uint32_t one_tile = splits_for(kMmaCols);
+  const uint32_t two_tiles = splits_for(2 * kMmaCols);
+  if (two_tiles == 2 * one_tile) return {two_tiles, true};
+  return {one_tile, false};
 }
 
 uint32_t gemv_k_splits(int64_t k, int64_t n, DType dtype, bool w_kn, const DeviceCaps& caps) {
@@ -76,18 +85,24 @@ Plan plan_gemv(const GemvShape& s, int limit, const DeviceCaps& caps) {
   // Above the limit, up to kTiledGemvMaxRows rows run the canonical kernel with another split count (it beats the
   // tiled GEMM by far there) when that gives another reduction order; the tiled GEMM runs the rest.
   if (use_mma(s, caps)) {
-    const uint32_t splits = gemv_mma_k_splits(s.k, s.n, caps);
+    const GemvMmaForm form = gemv_mma_form(s.k, s.n, caps);
+    const uint32_t splits = form.k_splits;
     const uint32_t other_splits = throughput_k_splits(splits);
     // Every split of both counts must hold a K block.
     const bool mma_throughput = s.rows <= kTiledGemvMaxRows &&
                                 ceil_div(s.k, kMmaBlock) >= static_cast<int64_t>(std::max(splits, other_splits));
     if (plan.canonical || mma_throughput) {
       args.k_splits = plan.canonical ? splits : other_splits;
-      // Tiles of 8 rows, or 16 (one read of W for up to 16 rows) above 8.
+      // Tiles of 8 rows, or 16 (one read of W for up to 16 rows) above 8; the canonical call in the form's shape
+      // (above the limit, one output tile and one split per simdgroup).
       const uint32_t rows = s.rows <= 8 ? 8 : 16;
-      launch.kernel = "gemv_nk_mma_r" + std::to_string(rows) + "_" + dtype_suffix(s.dtype);
-      launch.threadgroups = {ceil_div(s.n, kMmaCols), ceil_div(s.rows, rows), batch};
-      launch.threads = {32 * args.k_splits, 1, 1};
+      const bool wide = plan.canonical && form.wide;
+      const uint32_t tiles_per_threadgroup = wide && rows == 8 ? 2 : 1;
+      const uint32_t splits_per_simdgroup = wide && rows == 16 ? 2 : 1;
+      launch.kernel = "gemv_nk_mma_r" + std::to_string(rows) + (tiles_per_threadgroup == 2 ? "_c2" : "") +
+                      (splits_per_simdgroup == 2 ? "_u2" : "") + "_" + dtype_suffix(s.dtype);
+      launch.threadgroups = {ceil_div(s.n, kMmaCols * tiles_per_threadgroup), ceil_div(s.rows, rows), batch};
+      launch.threads = {32 * args.k_splits / splits_per_simdgroup, 1, 1};
     }
   } else {
     const uint32_t splits = gemv_k_splits(s.k, s.n, s.dtype, s.w_kn, caps);

@@ -27,7 +27,13 @@ Plan plan_gemv(const GemvShape& s, int limit, const DeviceCaps& caps);
 // The number of simdgroups that split one output tile's K range, from K, N, the dtype, the layout and the device
 // (never M).
 uint32_t gemv_k_splits(int64_t k, int64_t n, DType dtype, bool w_kn, const DeviceCaps& caps);
-// The same for gemv_nk_mma.
-uint32_t gemv_mma_k_splits(int64_t k, int64_t n, const DeviceCaps& caps);
+// gemv_nk_mma's canonical form, from K, N and the device (never M): its split count, which fixes every output's
+// order, and whether the tile of 8 rows takes two output tiles per threadgroup and the tile of 16 two splits per
+// simdgroup (`wide`), or both one.
+struct GemvMmaForm {
+  uint32_t k_splits = 1;
+  bool wide = false;
+};
+GemvMmaForm gemv_mma_form(int64_t k, int64_t n, const DeviceCaps& caps);
 
 }  // namespace mtlinv

@@ -54,9 +54,9 @@ uint32_t qgemv_k_splits(int64_t k, int64_t n, const DeviceCaps& caps) {
 }
 
 uint32_t qgemv_mma_k_splits(int64_t k, int64_t n, const DeviceCaps& caps) {
-  // As gemv_mma_k_splits: about kMmaWarpsPerCore simdgroups per compute unit over the ceil(N / 16) output tiles, in
-  // powers of two, while each split keeps a whole group of steps in flight. On an H200 that is 16 splits at
-  // N = 4096 and K = 4096, 8 at N = 8192, 4 at N = 14336.
+  // As gemv_mma_form's one-tile count: about kMmaWarpsPerCore simdgroups per compute unit over the ceil(N / 16)
+  // output tiles, in powers of two, while each split keeps a whole group of steps in flight. On an H200 that is 16
+  // splits at N = 4096 and K = 4096, 8 at N = 8192, 4 at N = 14336.
   const int64_t most = std::clamp<int64_t>(ceil_div(k, kMmaStep) / kMmaInFlight, 1, kMmaMaxSplits);
   const int64_t wanted = ceil_div(kMmaWarpsPerCore * caps.compute_units, ceil_div(n, kMmaCols));
   return power_of_two_splits(wanted, most);
