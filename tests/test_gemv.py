@@ -182,10 +182,14 @@ def test_routing(rows, limit, canonical, kernel):
     assert plan["launches"][0]["kernel"] == kernel
 
 
+def k_splits(launch):
+    """GemvArgs.k_splits (metal/args.h: rows, k, n, k_splits, ...) of a planned launch: the K partition, which the
+    threads per threadgroup do not show when a simdgroup sums two splits (gemv_nk_mma's r16_u2)."""
+    return struct.unpack_from("<4I", launch["args"])[3]
+
+
 def planned_k_splits(**shape):
-    """GemvArgs.k_splits (metal/args.h: rows, k, n, k_splits, ...) of the plan's launch: the K partition, which the
-    threads per threadgroup no longer show when a simdgroup sums two splits."""
-    return struct.unpack_from("<4I", mtlinv._native.plan_gemv(**shape)["launches"][0]["args"])[3]
+    return k_splits(mtlinv._native.plan_gemv(**shape)["launches"][0])
 
 
 @pytest.mark.parametrize("transpose", [True, False], ids=["nk", "kn"])

@@ -10,7 +10,7 @@ import pytest
 import ml_dtypes
 import mtlinv
 from helpers import RTOL, first_difference, random, same_bits, unaligned
-from test_gemv import reference, weights
+from test_gemv import k_splits, reference, weights
 
 MMA_DTYPES = [np.float16, ml_dtypes.bfloat16]
 MMA_IDS = ["f16", "bf16"]
@@ -18,11 +18,6 @@ MMA_IDS = ["f16", "bf16"]
 
 def kernel(rows, k, n, dtype, limit):
     return mtlinv._native.plan_gemv(rows=rows, k=k, n=n, dtype=np.dtype(dtype).name, limit=limit)["launches"][0]
-
-
-def k_splits(launch):
-    """GemvArgs.k_splits (metal/args.h: rows, k, n, k_splits, ...) of a planned launch."""
-    return struct.unpack_from("<4I", launch["args"])[3]
 
 
 @pytest.mark.parametrize("dtype", MMA_DTYPES, ids=MMA_IDS)
@@ -180,13 +175,14 @@ def test_forms_differ_from_another_split_count(rng):
 @pytest.mark.parametrize("k, n, wide, splits", [(4096, 14336, True, 8), (8192, 8192, True, 16),
                                                 (4096, 4096, False, 16)])
 def test_forms_in_the_plans(k, n, wide, splits, gpu_plans):
-    """Where two output tiles per threadgroup keep the simdgroups per core at twice the splits (planned as for a
-    GPU of 128 cores here), M <= 8 takes r8_c2 and 9..16 rows r16_u2 with half as many simdgroups; every canonical
-    M has one split count. Above the limit: one tile, one split per simdgroup, another split count."""
+    """Where two output tiles per threadgroup keep the simdgroups per core at twice the splits (the emulator plans as
+    for a GPU of 128 cores, an H200 has 132: the same forms), M <= 8 takes r8_c2 and 9..16 rows r16_u2 with half as
+    many simdgroups; every canonical M has one split count. Above the limit: one tile, one split per simdgroup,
+    another split count."""
     tiles = {1: "r8_c2" if wide else "r8", 8: "r8_c2" if wide else "r8", 16: "r16_u2" if wide else "r16"}
     for m, form in tiles.items():
         launch = kernel(m, k, n, ml_dtypes.bfloat16, 16)
-        rows, per_threadgroup, per_simdgroup = FORMS[form]
+        _, per_threadgroup, per_simdgroup = FORMS[form]
         assert launch["kernel"] == f"gemv_nk_mma_{form}_bf16"
         assert k_splits(launch) == splits
         assert launch["threadgroups"][:2] == (-(-n // (16 * per_threadgroup)), 1)
