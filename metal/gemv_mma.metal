@@ -49,7 +49,7 @@ template <typename T, uint R, uint C, uint U>
     ushort sg [[simdgroup_index_in_threadgroup]]) {
   constexpr uint B = R / 8;  // B operands (groups of 8 rows of x) per block
   constexpr uint IN_FLIGHT = GEMV_MMA_IN_FLIGHT / C;
-  threadgroup float4 partials[MMA_TILE_MAX_SPLITS][C * B][SIMD_WIDTH];  // mma_tile_store's
+  threadgroup float4 partials[MMA_TILE_MAX_SPLITS][C * B][SIMD_WIDTH];  // mma_tile_keep's and mma_tile_store's
 
   // Lane 4 g + t brings K positions [8 t, 8 t + 8) of each block for weight rows g, g + 8 of each output tile and
   // row g of each group of 8 rows of x.

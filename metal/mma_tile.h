@@ -1,7 +1,7 @@
 // The output tile of the matrix-unit GEMVs (metal/gemv_mma.metal, metal/qgemv_mma.metal): a threadgroup owns C
 // tiles of 16 outputs (each the builtin's 16 A rows, weight rows n0 + 16 c .. n0 + 16 c + 15) of a tile of R rows of
-// x (R / 8 groups of 8, each the B operand of its own simd_mma_16x8x32 calls), and k_splits splits, summed by its
-// simdgroups, each take a share of K.
+// x (R / 8 groups of 8, each the B operand of its own simd_mma_16x8x32 calls); its simdgroups sum k_splits splits,
+// each a share of K.
 #pragma once
 #include "common.h"
 

@@ -115,7 +115,7 @@ template <typename T, uint BITS, typename S, uint R>
     ushort lane [[thread_index_in_simdgroup]],
     ushort sg [[simdgroup_index_in_threadgroup]]) {
   constexpr uint B = R / 8;  // groups of 8 rows of x per tile
-  threadgroup float4 partials[MMA_TILE_MAX_SPLITS][B][SIMD_WIDTH];  // mma_tile_store's
+  threadgroup float4 partials[MMA_TILE_MAX_SPLITS][B][SIMD_WIDTH];  // mma_tile_keep's and mma_tile_store's
 
   const uint g = lane / 4;
   const uint t = lane % 4;
