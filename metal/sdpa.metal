@@ -24,7 +24,7 @@
 constant constexpr uint SDPA_THREADS = 128;        // threads of a sdpa_blocks threadgroup
 constant constexpr uint SDPA_QUERIES = 8;          // most queries per sdpa_blocks threadgroup (its tile Q: 4 or 8)
 constant constexpr uint SDPA_BLOCK_KEYS = 256;     // most keys per block of sdpa_blocks
-constant constexpr uint SDPA_COMBINE_GROUPS = 32;  // block ranges sdpa_combine merges in parallel
+constant constexpr uint SDPA_COMBINE_GROUPS = 16;  // block ranges sdpa_combine merges in parallel
 constant constexpr uint SDPA_COMBINE_LOADS = 8;    // blocks whose partials one sdpa_combine thread loads together
 constant constexpr uint SDPA_COMBINE_COLUMNS = 8;  // float4 columns of the output per sdpa_combine threadgroup
 constant constexpr uint SDPA_MAX_D = 256;          // head_dim at most
@@ -335,6 +335,18 @@ template <typename T, bool VEC, uint Q>
   }
 }
 
+// The partials of blocks j0 .. j0 + SDPA_COMBINE_LOADS - 1 of sdpa_combine's range (ending at j_end) for one column:
+// blocks past the range load the range's last block again, never used. (n >= 1, so j_end >= 1 even for an empty
+// range, and every load is in bounds.)
+inline void sdpa_combine_load(device const float2* part_ml, device const float4* part_o, uint D4, uint j0,
+                              uint j_end, thread float2* ml, thread float4* po) {
+  for (uint b = 0; b < SDPA_COMBINE_LOADS; ++b) {
+    const uint j = min(j0 + b, j_end - 1);
+    ml[b] = part_ml[j];
+    po[b] = part_o[j * D4];
+  }
+}
+
 // Pass 2. Grid: (Lq * ceil(D/4 / SDPA_COMBINE_COLUMNS), Hq, B); SDPA_COMBINE_GROUPS * SDPA_COMBINE_COLUMNS threads:
 // thread (g, c) works on output elements [4 d4, 4 d4 + 4), d4 = SDPA_COMBINE_COLUMNS x + c for the threadgroup's
 // column tile x, of one query, and the g-th of SDPA_COMBINE_GROUPS consecutive ranges of its blocks. Columns never
@@ -344,8 +356,12 @@ template <typename T, bool VEC, uint Q>
 // blocks past the query's position, present when it shares a call with later queries, are never touched.
 // The merge is a function of n alone: the max over all n blocks, then per range the rescaled sums in block
 // order, then the range sums in range order. Ranges are ceil(n / groups) blocks (the last ones may be short or
-// empty), so a long context merges in parallel instead of one block after another: up to 256 blocks (64K keys at
-// S = 256, 128K at 512), each thread loads its range's partials in one round.
+// empty), so a long context merges in parallel instead of one block after another: up to 128 blocks (32K keys at
+// S = 256, 64K at 512), each thread loads its range's partials in one round, and that round is loaded before the
+// max, so such a query waits on memory once. 16 ranges rather than 32 halve the threads: verifying 8 queries with
+// Hq = 32 is 1024 threadgroups, which an H200 holds at 7 per core (924) where it held 4 of 256 threads (528).
+// There both passes took up to 7% less time, never more (at 16K keys 26.8 -> 26.0 us for one query, 42.3 -> 40.0
+// for 8; benchmarks/results/h200.md).
 template <typename T>
 [[kernel]] void sdpa_combine(
     constant SdpaArgs& args [[buffer(0)]],
@@ -374,8 +390,14 @@ template <typename T>
   part_ml += row * args.n_blocks;
   part_o += row * args.n_blocks * D4 + min(d4, D4 - 1);
 
+  float2 ml[SDPA_COMBINE_LOADS];
+  float4 po[SDPA_COMBINE_LOADS];
+  sdpa_combine_load(part_ml, part_o, D4, j_begin, j_end, ml, po);
   float m = -INFINITY;
-  for (uint j = j_begin; j < j_end; ++j) {
+  for (uint b = 0; b < SDPA_COMBINE_LOADS; ++b) {
+    m = j_begin + b < j_end ? max(m, ml[b].x) : m;
+  }
+  for (uint j = j_begin + SDPA_COMBINE_LOADS; j < j_end; ++j) {
     m = max(m, part_ml[j].x);
   }
   if (c == 0) {
@@ -389,14 +411,10 @@ template <typename T>
 
   float l = 0.0f;
   float4 o = float4(0.0f);
-  // SDPA_COMBINE_LOADS blocks loaded together, then merged one by one.
+  // SDPA_COMBINE_LOADS blocks loaded together (the first round above), then merged one by one.
   for (uint j0 = j_begin; j0 < j_end; j0 += SDPA_COMBINE_LOADS) {
-    float2 ml[SDPA_COMBINE_LOADS];
-    float4 po[SDPA_COMBINE_LOADS];
-    for (uint b = 0; b < SDPA_COMBINE_LOADS; ++b) {
-      const uint j = min(j0 + b, j_end - 1);  // blocks past the range are loaded again, never used
-      ml[b] = part_ml[j];
-      po[b] = part_o[j * D4];
+    if (j0 != j_begin) {
+      sdpa_combine_load(part_ml, part_o, D4, j0, j_end, ml, po);
     }
     for (uint b = 0; b < SDPA_COMBINE_LOADS; ++b) {
       if (j0 + b < j_end) {

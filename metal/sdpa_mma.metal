@@ -72,12 +72,40 @@ inline uint4 sdpa_mma_key_mask(uint t, uint count) {
   return mask;
 }
 
-// Where simdgroup `writer` leaves output column o (of `out` per lane) for the simdgroup that merges it, o % 4: each
-// writer has the 3 of every 4 columns it does not merge itself.
+// The merge (sdpa_mma's end): simdgroup s merges output columns [s OUT / 4, (s + 1) OUT / 4), whose dims of a row
+// lie side by side (sdpa_mma_store_sums). Where simdgroup `writer` leaves column o (of OUT per lane) for the
+// simdgroup that merges it: each writer has the 3 of every 4 columns it does not merge itself.
+inline uint sdpa_mma_owner(uint o, uint out) {
+  return o / (out / SDPA_MMA_SIMDGROUPS);
+}
 inline uint sdpa_mma_merge_slot(uint writer, uint o, uint out) {
-  const uint owner = o % SDPA_MMA_SIMDGROUPS;
-  return writer * (out / SDPA_MMA_SIMDGROUPS) * (SDPA_MMA_SIMDGROUPS - 1) + (o / SDPA_MMA_SIMDGROUPS) *
-         (SDPA_MMA_SIMDGROUPS - 1) + (owner < writer ? owner : owner - 1);
+  const uint owner = sdpa_mma_owner(o, out);
+  return writer * (out / SDPA_MMA_SIMDGROUPS) * (SDPA_MMA_SIMDGROUPS - 1) +
+         o % (out / SDPA_MMA_SIMDGROUPS) * (SDPA_MMA_SIMDGROUPS - 1) + (owner < writer ? owner : owner - 1);
+}
+
+// A simdgroup's merged columns o0 .. o0 + PER - 1 (sums[i]: dims d and d + 8 of query g, then of query g + 8, with
+// d = 64 (o / 8) + 16 t + o % 8) into the chunk's partials of the lane's queries that exist. For o0 a multiple of
+// PER (4 at D = 128, 2 at 64) the PER columns' dims are consecutive, so each lands in one 16- or 8-byte store: with
+// a store per float, verifying 8 queries at 64K keys took 14% longer on an H200 (benchmarks/results/h200.md).
+template <uint PER>
+inline void sdpa_mma_store_sums(device float* part_o, thread const float4* sums, ulong row0, uint n_blocks,
+                                uint block, uint D, uint o0, uint g, uint t, uint nq) {
+  const uint d = 64 * (o0 / 8) + 16 * t + o0 % 8;
+  for (uint h = 0; h < 2; ++h) {  // query g, then g + 8
+    if (g + 8 * h >= nq) {
+      continue;
+    }
+    device float* row = part_o + ((row0 + g + 8 * h) * n_blocks + block) * D + d;
+    for (uint e = 0; e < 2; ++e) {  // dims d .., then d + 8 ..
+      const uint c = 2 * h + e;
+      if (PER == 4) {
+        *(device float4*)(row + 8 * e) = float4(sums[0][c], sums[1][c], sums[2][c], sums[3][c]);
+      } else {
+        *(device float2*)(row + 8 * e) = float2(sums[0][c], sums[1][c]);
+      }
+    }
+  }
 }
 
 // The K rows of the step at a0 for q k^T: k_raw[KS b + s] holds dims 32 s + 8 t .. + 7 of key a0 + 8 b + g. Keys
@@ -326,10 +354,10 @@ template <typename T, bool VEC, uint D>
 
   // The merge of the four quarters, in simdgroup order: weights exp2(m_s - M) over M = max of the m_s, 0 for a
   // quarter the query sees nothing of; a query that sees no key of the chunk writes m = -inf, l = 0, o = 0. Each
-  // simdgroup merges the output columns o with o % 4 == sg, so it leaves (m, l) and the other columns here.
+  // simdgroup merges its own OUT / 4 output columns (sdpa_mma_owner), so it leaves (m, l) and the other columns here.
   merge_ml[sg * SIMD_WIDTH + lane] = float4(m[0], l[0], m[1], l[1]);
   for (uint o = 0; o < OUT; ++o) {
-    if (o % SDPA_MMA_SIMDGROUPS != sg) {
+    if (sdpa_mma_owner(o, OUT) != sg) {
       merge_o[sdpa_mma_merge_slot(sg, o, OUT) * SIMD_WIDTH + lane] = acc[o];
     }
   }
@@ -361,8 +389,10 @@ template <typename T, bool VEC, uint D>
       part_ml[(row0 + row_hi) * args.n_blocks + block] = float2(most.z, l_hi);
     }
   }
+  constexpr uint PER = OUT / SDPA_MMA_SIMDGROUPS;
+  float4 sums[PER];
   for (uint o = 0; o < OUT; ++o) {
-    if (o % SDPA_MMA_SIMDGROUPS != sg) {
+    if (sdpa_mma_owner(o, OUT) != sg) {
       continue;
     }
     float4 sum = float4(0.0f);
@@ -374,16 +404,9 @@ template <typename T, bool VEC, uint D>
       const float4 weight = float4(w[s].x, w[s].x, w[s].z, w[s].z);
       sum = s == 0 ? part * weight : fma(part, weight, sum);
     }
-    const uint d = 64 * (o / 8) + 16 * t + o % 8;
-    if (row_lo < nq) {
-      part_o[((row0 + row_lo) * args.n_blocks + block) * D + d] = sum.x;
-      part_o[((row0 + row_lo) * args.n_blocks + block) * D + d + 8] = sum.y;
-    }
-    if (row_hi < nq) {
-      part_o[((row0 + row_hi) * args.n_blocks + block) * D + d] = sum.z;
-      part_o[((row0 + row_hi) * args.n_blocks + block) * D + d + 8] = sum.w;
-    }
+    sums[o % PER] = sum;
   }
+  sdpa_mma_store_sums<PER>(part_o, sums, row0, args.n_blocks, block, D, sg * PER, g, t, nq);
 }
 
 MTLINV_KERNEL(sdpa_mma_d64_f16, sdpa_mma, half, true, 64)

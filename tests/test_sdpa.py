@@ -313,18 +313,20 @@ def test_chunk_keys_depend_on_head_dim_dtype_and_device_only(gpu, request):
 
 
 @pytest.mark.parametrize("head_dim", [64, 80])
-def test_combine_merges_hundreds_of_blocks(head_dim, rng):
-    """Pass 2 alone on crafted partials: 300 blocks, more than one load round per range (32 ranges of 8 loads), the
-    last ranges empty, blocks a query saw nothing of (m = -inf, l = 0); at D = 80 the last column tile has idle
-    threads. Against the float64 merge."""
-    heads, n_blocks = 2, 300
+@pytest.mark.parametrize("n_blocks", [300, 20])
+def test_combine_merges_ranges_of_blocks(head_dim, n_blocks, rng):
+    """Pass 2 alone on crafted partials. 300 blocks: three load rounds per range (16 ranges of 19 blocks, 8 per
+    round; the first loaded before the max), the last range short. 20 blocks: ranges of 2, the last 6 empty. Blocks a
+    query saw nothing of (m = -inf, l = 0); at D = 80 the last column tile has idle threads. Against the float64
+    merge."""
+    heads = 2
     plan = plan_sdpa(q_len=1, kv_len=4096, head_dim=head_dim, q_heads=heads, kv_heads=heads, dtype="float32", limit=1)
     combine = plan["launches"][1]
     assert combine["kernel"] == "sdpa_combine_f32"
     m = rng.uniform(-4, 4, (heads, n_blocks)).astype(np.float32)
     l = rng.uniform(1, 2, (heads, n_blocks)).astype(np.float32)
     o = rng.standard_normal((heads, n_blocks, head_dim)).astype(np.float32)
-    unseen = rng.choice(n_blocks, 20, replace=False)
+    unseen = rng.choice(n_blocks, n_blocks // 15, replace=False)
     m[:, unseen], l[:, unseen], o[:, unseen] = -np.inf, 0, 0
     # SdpaArgs: one key per block, so the query (not causal) sees all n_blocks of them.
     args = struct.pack("8If2I", heads, heads, 1, 1, n_blocks, n_blocks, head_dim, 0, 1.0, n_blocks, 1)
