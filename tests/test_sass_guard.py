@@ -1,8 +1,13 @@
-"""What nvcc makes of gemv_nk_mma's hot loop (sm_90 SASS), where nvcc and cuobjdump are installed (the GPU machine,
-a developer's; not CI, where it skips): each loop iteration of every form must issue all loads of its first block,
-the two weight rows of each output tile and the tile's R / 8 rows of x, before its first matrix instruction. When an
-unrelated change to the shared epilogue (metal/mma_tile.h) let nvcc move the second x load behind the first HMMA, the
-16-row tile lost 10-14% on an H200 and only timing found it (benchmarks/results/h200.md)."""
+"""What nvcc makes of two kernels (sm_90 SASS), where nvcc and cuobjdump are installed (the GPU machine, a
+developer's; not CI, where it skips). Both properties were found by timing on an H200 (benchmarks/results/h200.md).
+
+gemv_nk_mma's hot loop: each loop iteration of every form must issue all loads of its first block, the two weight
+rows of each output tile and the tile's R / 8 rows of x, before its first matrix instruction. When an unrelated
+change to the shared epilogue (metal/mma_tile.h) let nvcc move the second x load behind the first HMMA, the 16-row
+tile lost 10-14%.
+
+sdpa_mma's partials: every global store must be a vector store. Stored one float at a time, they cost 14% of the
+time of verifying 8 queries at 64K keys."""
 import pathlib
 import re
 import sys
@@ -46,3 +51,21 @@ def test_first_block_loads_ahead_of_the_matrix_units(gemv_mma_loops, form, group
     ahead = re.search(r"(\d+) loads before the first HMMA", vector_loops[0])
     assert ahead, vector_loops[0]
     assert int(ahead.group(1)) >= first_block, vector_loops[0]
+
+
+@pytest.fixture(scope="module")
+def sdpa_mma_stores(tmp_path_factory):
+    [(_, report, obj)] = sass_report.compile_files(NVCC, ["sdpa_mma"], tmp_path_factory.mktemp("sass"))
+    return {name: [op for op in sass_report.opcodes(sass_report.sass(CUOBJDUMP, obj, r["mangled"]))
+                   if op.startswith("STG")]
+            for name, r in sass_report.resources(report).items()}
+
+
+# Per lane: its merged dims of its two queries, two stores per query (float4 at D = 128, float2 at 64), and one float2
+# (m, l) per query from one lane of the quad.
+@pytest.mark.parametrize("head_dim, expected", [(128, {"STG.E.128": 4, "STG.E.64": 2}), (64, {"STG.E.64": 6})])
+@pytest.mark.parametrize("variant", ["f16", "bf16", "unaligned_f16", "unaligned_bf16"])
+def test_sdpa_mma_stores_partials_whole(sdpa_mma_stores, head_dim, expected, variant):
+    stores = sdpa_mma_stores[f"sdpa_mma_d{head_dim}_{variant}"]
+    assert "STG.E" not in stores, f"a 4-byte global store: {stores}"
+    assert {op: stores.count(op) for op in set(stores)} == expected, stores

@@ -1,5 +1,6 @@
 """tools/sass_report.py's parsing of ptxas's verbose report and of a SASS listing (nvcc and cuobjdump are not on CI
-machines): resources per kernel host name, and loops with their loads ahead of the first matrix instruction."""
+machines): resources per kernel host name, loops with their loads ahead of the first matrix instruction, and
+opcodes with their modifiers."""
 import pathlib
 import sys
 
@@ -43,3 +44,9 @@ def test_loop_span_and_loads_ahead():
 
 def test_no_loop_without_a_backward_branch():
     assert sass_report.loop_lines(SASS.replace("0x10 ;", "0x60 ;")) == []
+
+
+def test_opcodes_keep_modifiers_and_drop_predicates():
+    listing = SASS + "        /*0070*/               @!P1 STG.E.128 desc[UR6][R2.64], R12 ;\n"
+    assert sass_report.opcodes(listing) == ["MOV", "LDG.E.NA.128.CONSTANT", "LDG.E.128", "HMMA.16816.F32.BF16",
+                                            "LDG.E.128", "BRA", "EXIT", "STG.E.128"]

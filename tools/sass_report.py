@@ -84,10 +84,19 @@ def resources(report: str) -> dict[str, dict]:
     return kernels
 
 
+def sass(cuobjdump: str, obj: pathlib.Path, mangled: str) -> str:
+    """The SASS listing of one kernel of an object."""
+    return subprocess.run([cuobjdump, "-sass", "-fun", mangled, str(obj)], capture_output=True, text=True).stdout
+
+
+def opcodes(listing: str) -> list[str]:
+    """The opcodes of a SASS listing in order, with their modifiers ("STG.E.128"), predicates dropped."""
+    return [m.group(2) for m in map(SASS_RE.match, listing.splitlines()) if m]
+
+
 def loops(cuobjdump: str, obj: pathlib.Path, mangled: str) -> list[str]:
     """The loops of one kernel of an object (loop_lines of its SASS)."""
-    sass = subprocess.run([cuobjdump, "-sass", "-fun", mangled, str(obj)], capture_output=True, text=True).stdout
-    return loop_lines(sass)
+    return loop_lines(sass(cuobjdump, obj, mangled))
 
 
 def loop_lines(sass: str) -> list[str]:
