@@ -84,13 +84,15 @@ inline uint sdpa_mma_merge_slot(uint writer, uint o, uint out) {
          o % (out / SDPA_MMA_SIMDGROUPS) * (SDPA_MMA_SIMDGROUPS - 1) + (owner < writer ? owner : owner - 1);
 }
 
-// A simdgroup's merged columns o0 .. o0 + PER - 1 (sums[i]: dims d and d + 8 of query g, then of query g + 8, with
-// d = 64 (o / 8) + 16 t + o % 8) into the chunk's partials of the lane's queries that exist. For o0 a multiple of
-// PER (4 at D = 128, 2 at 64) the PER columns' dims are consecutive, so each lands in one 16- or 8-byte store: with
-// a store per float, verifying 8 queries at 64K keys took 14% longer on an H200 (benchmarks/results/h200.md).
-template <uint PER>
+// A simdgroup's PER = D / 32 merged columns o0 .. o0 + PER - 1 (sums[i]: dims d and d + 8 of query g, then of
+// query g + 8, with d = 64 (o / 8) + 16 t + o % 8) into the chunk's partials of the lane's queries that exist. For
+// o0 a multiple of PER the PER columns' dims are consecutive, so each lands in one 16-byte (D = 128) or 8-byte
+// (D = 64) store: with a store per float, verifying 8 queries at 64K keys took 16% longer on an H200
+// (benchmarks/results/h200.md).
+template <uint D>
 inline void sdpa_mma_store_sums(device float* part_o, thread const float4* sums, ulong row0, uint n_blocks,
-                                uint block, uint D, uint o0, uint g, uint t, uint nq) {
+                                uint block, uint o0, uint g, uint t, uint nq) {
+  constexpr uint PER = D / 32;
   const uint d = 64 * (o0 / 8) + 16 * t + o0 % 8;
   for (uint h = 0; h < 2; ++h) {  // query g, then g + 8
     if (g + 8 * h >= nq) {
@@ -406,7 +408,7 @@ template <typename T, bool VEC, uint D>
     }
     sums[o % PER] = sum;
   }
-  sdpa_mma_store_sums<PER>(part_o, sums, row0, args.n_blocks, block, D, sg * PER, g, t, nq);
+  sdpa_mma_store_sums<D>(part_o, sums, row0, args.n_blocks, block, sg * PER, g, t, nq);
 }
 
 MTLINV_KERNEL(sdpa_mma_d64_f16, sdpa_mma, half, true, 64)
