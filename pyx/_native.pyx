@@ -46,7 +46,7 @@ def _init_limit_from_env():
 
 def device_info():
     """The active backend: {'backend', 'name', 'threads' (emulator workers / GPU cores), 'simd_width', ...,
-    'matrix_units'}."""
+    'matrix_units', 'overlapped_launches'}."""
     cdef CBackend* b = &c_active_backend()
     cdef const CDeviceCaps* c = &b.caps()
     return {
@@ -58,6 +58,9 @@ def device_info():
         "threadgroup_memory_bytes": c.threadgroup_memory_bytes,
         # Whether the plans pick the matrix-unit kernels (gemv_nk_mma, qgemv_mma, sdpa_mma): CUDA sm_80+.
         "matrix_units": c.matrix_units,
+        # Whether each kernel may launch before the one ahead of it finishes and wait on the device (CUDA sm_90+,
+        # off with MTLINV_CUDA_PDL=0): the gaps between launches shrink, results are the same.
+        "overlapped_launches": c.overlapped_launches,
         "built_backends": [s.decode() for s in c_built_backends()],
     }
 

@@ -43,6 +43,7 @@ cdef extern from "../src/core/backend.h" namespace "mtlinv":
         uint32_t compute_units
         bool bfloat
         bool matrix_units
+        bool overlapped_launches
     cdef cppclass CDim3 "mtlinv::Dim3":
         uint32_t x, y, z
     cdef cppclass CBackend "mtlinv::Backend":

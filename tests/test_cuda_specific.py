@@ -1,10 +1,12 @@
 """What only the CUDA backend has: device memory exchanged with PyTorch and CuPy without copies (DLPack,
 __cuda_array_interface__), CUDA errors as exceptions that name the kernel, and the device's description.
 The kernels themselves are covered by the op tests, which run unchanged with MTLINV_DEVICE=cuda."""
+import os
 import pathlib
 import shutil
 import struct
 import subprocess
+import sys
 
 import ml_dtypes
 import numpy as np
@@ -29,6 +31,7 @@ def torch():
 
 def test_device_info_describes_the_gpu():
     info = mtlinv.device_info()
+    assert isinstance(info["overlapped_launches"], bool)
     assert info["simd_width"] == 32 and info["threads"] >= 1  # threads: the SM count
     assert info["threadgroup_memory_bytes"] >= 32768
     assert "cuda" in info["built_backends"]
@@ -130,3 +133,41 @@ def test_shim_semantics_on_the_gpu(tmp_path):
                     str(ROOT / "src" / "cuda" / "tests" / "shim_test.cu"), "-o", str(exe)], check=True)
     run = subprocess.run([str(exe)], capture_output=True, text=True)
     assert run.returncode == 0, run.stdout + run.stderr
+
+
+# Work of many launches, in a fresh process with or without overlapped launches, queued without waiting between ops
+# (MTLINV_CUDA_ASYNC=1): attention at 64K keys, whose pass 1 fills the GPU about four times over (a pass 2 that
+# did not wait would read partials still being written), and a chain of gemvs, each reading the one before.
+OVERLAP_CASE = """
+import sys
+import ml_dtypes, numpy as np, mtlinv
+rng = np.random.default_rng(11)
+bf = ml_dtypes.bfloat16
+mtlinv.set_limit(8)
+q = rng.standard_normal((1, 32, 8, 128)).astype(bf)
+k = mtlinv.asarray(rng.standard_normal((1, 8, 65536, 128)).astype(bf))
+v = mtlinv.asarray(rng.standard_normal((1, 8, 65536, 128)).astype(bf))
+w = mtlinv.asarray((rng.standard_normal((8192, 8192)) * 0.01).astype(bf))
+outs = [mtlinv.sdpa(mtlinv.asarray(q), k, v), mtlinv.sdpa(mtlinv.asarray(q[:, :, 7:].copy()), k, v)]
+y = mtlinv.asarray(rng.standard_normal((8, 8192)).astype(bf))
+for _ in range(6):
+    y = mtlinv.gemv(y, w)
+    outs.append(y)
+print(mtlinv.device_info()["overlapped_launches"])
+np.save(sys.argv[1], np.concatenate([np.asarray(o).view(np.uint16).ravel() for o in outs]))
+"""
+
+
+def test_overlapped_launches_change_no_bits(tmp_path):
+    if not mtlinv.device_info()["overlapped_launches"]:
+        pytest.skip("launches do not overlap on this GPU (programmatic dependent launch needs sm_90)")
+    results = {}
+    for pdl in ("0", "1"):
+        env = dict(os.environ, MTLINV_DEVICE="cuda", MTLINV_CUDA_ASYNC="1", MTLINV_CUDA_PDL=pdl)
+        run = subprocess.run([sys.executable, "-c", OVERLAP_CASE, str(tmp_path / f"pdl{pdl}.npy")], env=env,
+                             capture_output=True, text=True, timeout=300)
+        assert run.returncode == 0, run.stderr
+        assert run.stdout.strip() == ("True" if pdl == "1" else "False")
+        results[pdl] = np.load(tmp_path / f"pdl{pdl}.npy")
+    assert results["0"].size == 32 * 8 * 128 + 32 * 128 + 6 * 8 * 8192
+    assert np.array_equal(results["0"], results["1"])

@@ -40,6 +40,9 @@ struct DeviceCaps {
   // Matrix units that metal/mma.h's simd_mma_16x8x32 runs on (CUDA sm_80+): plans may pick the kernels that use it.
   // A plan may differ by device, so canonical results too; tests turn it on for the emulator's fallback.
   bool matrix_units = false;
+  // A kernel may be launched before the one ahead of it has finished and wait for it on the device (CUDA sm_90+,
+  // programmatic dependent launch): results are the same, only the gaps between launches shrink. Not for plans.
+  bool overlapped_launches = false;
 };
 
 // One argument of a dispatch: the argument struct (bytes, slot 0) or a buffer range.

@@ -147,6 +147,11 @@ class CudaBackend final : public Backend {
     // queue on the device and can be timed with events. Reads (download) still wait, as cudaMemcpy does.
     const char* async = std::getenv("MTLINV_CUDA_ASYNC");
     async_ = async && std::strcmp(async, "1") == 0;
+    // Programmatic dependent launch (shim/device.cuh, follow_previous_grid) needs sm_90; MTLINV_CUDA_PDL=0 turns
+    // it off, to time its effect.
+    const char* pdl = std::getenv("MTLINV_CUDA_PDL");
+    pdl_ = prop.major >= 9 && !(pdl && std::strcmp(pdl, "0") == 0);
+    caps_.overlapped_launches = pdl_;
   }
 
   const DeviceCaps& caps() const override { return caps_; }
@@ -187,7 +192,15 @@ class CudaBackend final : public Backend {
     if (g.x == 0 || g.y == 0 || g.z == 0) return;  // an empty grid runs nothing, as on Metal
     check_launch_shape(d, entry);
     void* params[] = {const_cast<cu::LaunchArgs*>(&args)};
-    const cudaError_t e = cudaLaunchKernel(entry, dim3(g.x, g.y, g.z), dim3(t.x, t.y, t.z), params, 0, nullptr);
+    cudaLaunchAttribute overlap{};
+    overlap.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    overlap.val.programmaticStreamSerializationAllowed = 1;
+    cudaLaunchConfig_t config{};
+    config.gridDim = dim3(g.x, g.y, g.z);
+    config.blockDim = dim3(t.x, t.y, t.z);
+    config.attrs = pdl_ ? &overlap : nullptr;
+    config.numAttrs = pdl_ ? 1 : 0;
+    const cudaError_t e = cudaLaunchKernelExC(&config, entry, params);
     if (e != cudaSuccess) {
       (void)cudaGetLastError();
       throw KernelError("cuda: launching ", d.kernel, " with grid (", g.x, ", ", g.y, ", ", g.z, ") x threads (",
@@ -271,6 +284,7 @@ class CudaBackend final : public Backend {
 
   DeviceCaps caps_;
   bool async_ = false;
+  bool pdl_ = false;
   std::shared_ptr<Pool> pool_;
   std::mutex attr_mutex_;
   std::map<std::string, int> max_threads_;
