@@ -13,7 +13,12 @@
 // (a NaN in row j' != j of B leaves D[i][j] alone). Products of 16-bit values are exact in float; the additions
 // are the target's: IEEE fma in K order here, the tensor cores' own adder on CUDA (src/cuda/shim/mma.cuh, which
 // defines MTLINV_TARGET_MMA and replaces this fallback). Bits therefore differ between targets, never between
-// calls on one target. All 32 lanes call it together (converged control flow).
+// calls on one target. And a product that is exactly zero (a zero times a finite value) changes no sum, whatever
+// its sign: D is the same with that B element replaced by any other finite value, or by 0, so sdpa_mma can give
+// each query the call it would make alone without zeroing the keys it does not see (metal/sdpa_mma.metal). The
+// tensor cores add aligned significands, where a zero is a zero (src/cuda/tests/shim_test.cu checks it); IEEE
+// fma would turn a -0 sum into +0 on adding +0, so here such products are skipped. All 32 lanes call it together
+// (converged control flow).
 //
 // This fallback, in plain MSL, serves the emulator and Metal. Apple GPUs have simdgroup matrices, but their lane
 // layout is undocumented and mtlinv has never run on one, so Metal's plans do not pick the matrix-unit kernels
@@ -35,7 +40,13 @@ inline float4 simd_mma_16x8x32(float4 acc, uint4 a_lo, uint4 a_hi, uint4 b, usho
     widen16<T>(simd_shuffle(b, ushort(8 * t + s)), b0);
     widen16<T>(simd_shuffle(b, ushort(8 * t + 4 + s)), b1);
     for (uint i = 0; i < 8; ++i) {
-      acc = fma(float4(a0[i], a0[i], a1[i], a1[i]), float4(b0[i], b1[i], b0[i], b1[i]), acc);
+      const float4 x = float4(a0[i], a0[i], a1[i], a1[i]);
+      const float4 y = float4(b0[i], b1[i], b0[i], b1[i]);
+      const float4 sum = fma(x, y, acc);
+      for (uint c = 0; c < 4; ++c) {  // an exact zero product (0 times a finite value) keeps the sum as it is
+        const bool zero = (x[c] == 0.0f && isfinite(y[c])) || (y[c] == 0.0f && isfinite(x[c]));
+        acc[c] = zero ? acc[c] : sum[c];
+      }
     }
   }
   return acc;

@@ -6,8 +6,8 @@
 // GQA 4 (32 queries per kv head) costs 5-6 times one decoding step on an H200 (benchmarks/results/h200.md). Here
 // the 16 queries of a tile are the A rows of simd_mma_16x8x32 (metal/mma.h): q k^T takes 8 keys per call as B
 // rows, and p v takes 32 keys per call as the builtin's K, so a tile costs one read of K and V and the same
-// instructions whether it holds 1 query or 16. (Lq = 8 with GQA 4 is two tiles: 1.3x a decoding step at 1K-4K
-// keys, 1.5x at 16K-64K, where the cores pass over the keys once per tile, though HBM is read once.)
+// instructions whether it holds 1 query or 16. (Lq = 8 with GQA 4 is two tiles: 1.2x a decoding step at 1K-4K
+// keys, 1.4-1.5x at 16K-64K, where the cores pass over the keys once per tile, though HBM is read once.)
 //
 // A threadgroup takes one chunk of one kv head and a tile of 16 of its G * Lq queries; its 4 simdgroups take a
 // quarter of the chunk each (128 keys at the plan's S = 512: four steps of 32). Per query and step, in this order:
@@ -19,10 +19,13 @@
 //
 // Invariance (design.md §2): the builtin sums a (query, key) or (query, dim) pair the same way whatever the other
 // rows hold, so a query's bits depend only on the keys it sees. Its last step may be partial: it sees the first c
-// keys. p is 0 past c, but a 0 times a NaN of a V row that a later query sees would still be NaN, so the p v call of
-// such a step runs once per distinct count c among the tile's queries, with V zeroed past c, and each query keeps
-// the run of its own count. A single query at the same position (Lq = 1, the keys past it beyond kv_len and read as
-// the last valid key) makes exactly the same call. Steps a query sees nothing of leave its state untouched.
+// keys, and alone (Lq = 1, the keys past it beyond kv_len and read as the last valid key) its p v call has V zeroed
+// past c. In a block, queries of one tile see different counts (the causal diagonal). p is 0 past c, and a product
+// that is exactly zero changes no sum of the builtin (metal/mma.h), so where that step's V and p are finite one
+// call over the unzeroed V gives every query its own bits. Otherwise (a NaN or infinity, which 0 times would not
+// make 0) the call runs once per distinct count c, with V zeroed past c, and each query keeps the run of its own
+// count; that took up to 8 calls on the diagonal, which made verifying 8 queries at 1K-4K keys 8-10% slower on an
+// H200 (benchmarks/results/h200.md, twelfth session). Steps a query sees nothing of leave its state untouched.
 //
 // Arithmetic change from sdpa_blocks, documented: p is rounded to T before p v, as in FlashAttention, and l sums
 // the rounded p, so the weights that multiply V are exactly those that normalise the output.
@@ -70,6 +73,23 @@ inline uint4 sdpa_mma_key_mask(uint t, uint count) {
     mask[i] = (8 * i + 2 * t < count ? 0xffffu : 0u) | (8 * i + 2 * t + 1 < count ? 0xffff0000u : 0u);
   }
   return mask;
+}
+
+// Whether any lane holds an infinity or a NaN among the 16-bit values packed in words[0 .. n): their exponent field is
+// all ones, and the field alone, plus its lowest bit, reaches the half's sign bit only then (no carry crosses into
+// the other half). Uniform. All lanes call it.
+template <typename T>
+inline bool sdpa_mma_any_nonfinite(thread const uint4* words, uint n) {
+  const uint inf = uint(as_type<ushort>(T(INFINITY)));  // the exponent field: 0x7c00 (half), 0x7f80 (bfloat)
+  const uint field = inf * 0x10001u;
+  const uint unit = (inf & (0u - inf)) * 0x10001u;      // its lowest bit, in both halves
+  uint hit = 0;
+  for (uint i = 0; i < n; ++i) {
+    for (uint j = 0; j < 4; ++j) {
+      hit |= (words[i][j] & field) + unit;
+    }
+  }
+  return simd_any((hit & 0x80008000u) != 0);
 }
 
 // The merge (sdpa_mma's end): simdgroup s merges output columns [s OUT / 4, (s + 1) OUT / 4), whose dims of a row
@@ -325,26 +345,44 @@ template <typename T, bool VEC, uint D>
         }
       }
     } else {
-      // Counts differ (the causal diagonal, or the end of the keys): one call per distinct count c, bit c - 1 of
-      // `runs`, with V's keys from c on zeroed; a query keeps its own count's result, and one that sees none of
-      // the step keeps its state. Each query matches one count, so a run may start from the current
+      // Counts differ (the causal diagonal, or the end of the keys). A query must take exactly what it takes alone,
+      // where a step it sees in part is one call with V's keys from its count c on zeroed. Its p is 0 for those
+      // keys, so with a finite V (and a finite p) one call over the unzeroed V gives it the same sums: the hidden
+      // keys' products are zeros, which change no sum (metal/mma.h). Otherwise (an infinity or a NaN, as in a
+      // cache's unwritten keys) 0 times it would not be 0, so there is one call per distinct count c, bit c - 1
+      // of `runs`, with V zeroed from c on. Either way a query keeps only the call made for it, and one that sees
+      // none of the step keeps its state. Each query matches one call, so a call may start from the current
       // accumulators: those of its queries still hold the step's starting values.
       const uint count_row = sdpa_mma_count(end_row, a0);
-      const uint runs = sdpa_mma_rows_or(count_row > 0 ? 1u << (count_row - 1) : 0u);
+      uint runs = sdpa_mma_rows_or(count_row > 0 ? 1u << (count_row - 1) : 0u);
+      // A query that sees none of the step keeps its state whatever its p (NaN while it has seen no key): zeroed,
+      // so that it does not send the step to the calls per count.
+      uint4 p_seen[2] = {p_lo, p_hi};
+      if (count_lo == 0) {
+        p_seen[0] = uint4(0);
+      }
+      if (count_hi == 0) {
+        p_seen[1] = uint4(0);
+      }
+      const bool one = (runs & (runs - 1)) != 0 && !sdpa_mma_any_nonfinite<T>(v_raw, 8 * VH) &&
+                       !sdpa_mma_any_nonfinite<T>(p_seen, 2);
+      if (one) {
+        runs = 1u << (SDPA_MMA_STEP - 1);  // one call, as if every key were seen
+      }
       for (uint c = 1; c <= SDPA_MMA_STEP; ++c) {
         if (((runs >> (c - 1)) & 1u) == 0) {
           continue;
         }
         const uint4 mask = sdpa_mma_key_mask(t, c);
-        const bool lo = count_lo == c;
-        const bool hi = count_hi == c;
+        const bool lo = one ? count_lo > 0 : count_lo == c;
+        const bool hi = one ? count_hi > 0 : count_hi == c;
         for (uint h = 0; h < VH; ++h) {
           for (uint e2 = 0; e2 < 4; ++e2) {
             uint4 vb[2];
             sdpa_mma_v_operands(v_raw + 8 * h, v_raw + 8 * h + 4, e2, vb[0], vb[1]);
             for (uint e = 0; e < 2; ++e) {
               const uint o = 8 * h + 2 * e2 + e;
-              const float4 run = simd_mma_16x8x32<T>(acc[o], p_lo, p_hi, vb[e] & mask, lane);
+              const float4 run = simd_mma_16x8x32<T>(acc[o], p_seen[0], p_seen[1], vb[e] & mask, lane);
               const float4 kept = acc[o];
               acc[o] = float4(lo ? run.x : kept.x, lo ? run.y : kept.y, hi ? run.z : kept.z, hi ? run.w : kept.w);
             }

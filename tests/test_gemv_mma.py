@@ -190,3 +190,24 @@ def test_forms_in_the_plans(k, n, wide, splits, gpu_plans):
     above = kernel(16, k, n, ml_dtypes.bfloat16, 8)
     assert above["kernel"] == "gemv_nk_mma_r16_bf16" and k_splits(above) == splits // 2
     assert above["threads"][0] == 32 * splits // 2
+
+
+def test_zero_products_change_no_sum(gpu_plans, rng):
+    """metal/mma.h's promise, which lets sdpa_mma skip zeroing the keys a query does not see: a product that is
+    exactly zero (x[k] = 0, W finite) changes no sum, whatever W[n, k] holds. Here the one nonzero product rounds to
+    -0 in float (tiny times tiny, which only bfloat's range reaches), where IEEE additions of +0 and -0 disagree:
+    with fma alone, as the fallback had it, the sums over negative W end at -0 and those over positive W at +0."""
+    dtype = ml_dtypes.bfloat16
+    mtlinv.set_limit(1)
+    k, n = 64, 16  # one split: the whole sum in one simdgroup
+    tiny = ml_dtypes.finfo(dtype).smallest_subnormal
+    x = np.zeros((1, k), dtype)
+    x[0, 0] = tiny
+    w = np.empty((n, k), dtype)
+    w[:, 0] = -tiny
+    w[:, 1:] = -np.abs(random(rng, (n, k - 1), dtype))
+    w_positive = w.copy()
+    w_positive[:, 1:] = np.abs(w[:, 1:])
+    y = np.asarray(mtlinv.gemv(x, w))
+    assert not np.any(y.astype(np.float32))  # every output is a signed zero
+    assert same_bits(y, np.asarray(mtlinv.gemv(x, w_positive))), first_difference(y, mtlinv.gemv(x, w_positive))

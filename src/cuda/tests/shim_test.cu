@@ -1,7 +1,7 @@
 // The CUDA shim's documented semantics, checked on a GPU (tests/test_cuda_specific.py builds and runs this):
 // the simd_* reduction tree and its lane-independence, shuffles that leave the warp or reach an absent lane,
-// prefix sums in lane order, partial warps, and the 16-bit float conversions. Prints one line per failure and
-// exits non-zero on any.
+// prefix sums in lane order, partial warps, the 16-bit float conversions, and simd_mma_16x8x32's zero products.
+// Prints one line per failure and exits non-zero on any.
 //
 //   nvcc -std=c++17 -arch=sm_90 --fmad=false -I src/cuda src/cuda/tests/shim_test.cu -o shim_test && ./shim_test
 // (In a folder of its own: tools/build_cuda.py links every src/cuda/*.cu into the extension.)
@@ -43,6 +43,30 @@ __global__ void convert(const uint32_t* bits, uint16_t* h, uint16_t* b, float* f
     b[i] = bfloat(f).bits;
     fma_out[i] = fma(f, 1.0f + 0x1p-23f, -f);  // the exact product's tail survives only a fused operation
   }
+}
+
+constexpr int kMmaCalls = 34;  // per trial: B with K positions c.. zeroed, c = 0..32, then B whole (c = 33)
+
+// Warp (trial, c): D = simd_mma_16x8x32(C, A, B with K positions >= c zeroed), bfloat, in the builtin's layout
+// (metal/mma.h): A 16 x 32 and B 8 x 32 row-major bits, C and D 16 x 8.
+__global__ void mma_masked(const float* c_in, const uint16_t* a, const uint16_t* b, float* d) {
+  const int trial = blockIdx.x, c = blockIdx.y, lane = threadIdx.x, g = lane / 4, t = lane % 4;
+  const uint16_t* at = a + trial * 16 * 32;
+  const uint16_t* bt = b + trial * 8 * 32;
+  uint4 a_lo, a_hi, b_row;
+  uint16_t masked[8];
+  for (int k = 0; k < 8; ++k) masked[k] = 8 * t + k < c ? bt[g * 32 + 8 * t + k] : uint16_t(0);
+  memcpy(&a_lo, at + g * 32 + 8 * t, 16);
+  memcpy(&a_hi, at + (g + 8) * 32 + 8 * t, 16);
+  memcpy(&b_row, masked, 16);
+  const float* ct = c_in + trial * 128;
+  float4 acc = float4(ct[g * 8 + 2 * t], ct[g * 8 + 2 * t + 1], ct[(g + 8) * 8 + 2 * t], ct[(g + 8) * 8 + 2 * t + 1]);
+  acc = simd_mma_16x8x32<bfloat>(acc, a_lo, a_hi, b_row, ushort(lane));
+  float* dt = d + (trial * kMmaCalls + c) * 128;
+  dt[g * 8 + 2 * t] = acc.x;
+  dt[g * 8 + 2 * t + 1] = acc.y;
+  dt[(g + 8) * 8 + 2 * t] = acc.z;
+  dt[(g + 8) * 8 + 2 * t + 1] = acc.w;
 }
 
 }  // namespace MTLINV_VARIANT_NS
@@ -164,11 +188,73 @@ void check_conversions() {
   cudaFree(d_fma);
 }
 
+// A product that is exactly zero changes no sum (metal/mma.h): row i of A is 0 from K position c_i on, and D's row
+// i is the same bits whether those positions of B hold their values (negative ones, -0) or zeros. The trials aim
+// at the corners where IEEE additions would tell a -0 from a +0: C of -0, rows whose seen products are all zero,
+// subnormal values, rows that see nothing.
+void check_mma_zero_products() {
+  constexpr int trials = 2048;
+  std::mt19937 gen(7);
+  std::normal_distribution<float> normal;
+  auto bf16 = [](float f) { uint32_t u; std::memcpy(&u, &f, 4); return static_cast<uint16_t>(u >> 16); };
+  auto pick = [&](int kind) -> float {  // 0: normal, 1: +-0, 2: subnormal-range, 3: negative
+    switch (kind) {
+      case 1: return gen() % 2 ? 0.0f : -0.0f;
+      case 2: return normal(gen) * 1e-38f;
+      case 3: return -std::fabs(normal(gen));
+      default: return normal(gen);
+    }
+  };
+  std::vector<float> c(trials * 128);
+  std::vector<uint16_t> a(trials * 16 * 32), b(trials * 8 * 32);
+  std::vector<int> seen(trials * 16);
+  for (int tr = 0; tr < trials; ++tr) {
+    for (int i = 0; i < 128; ++i) c[tr * 128 + i] = tr % 4 == 0 ? -0.0f : pick(gen() % 3);
+    for (int i = 0; i < 16; ++i) {
+      const int n = gen() % 33;
+      seen[tr * 16 + i] = n;
+      const int kind = tr % 8 < 2 ? 1 : static_cast<int>(gen() % 3);  // a quarter of trials: seen products all 0
+      for (int k = 0; k < 32; ++k) a[(tr * 16 + i) * 32 + k] = bf16(k < n ? pick(kind) : 0.0f);
+    }
+    for (int i = 0; i < 8 * 32; ++i) b[tr * 256 + i] = bf16(pick(gen() % 4));
+  }
+  float *d_c, *d_d;
+  uint16_t *d_a, *d_b;
+  cudaMalloc(&d_c, c.size() * 4);
+  cudaMalloc(&d_a, a.size() * 2);
+  cudaMalloc(&d_b, b.size() * 2);
+  cudaMalloc(&d_d, size_t(trials) * cu_kernels::kMmaCalls * 128 * 4);
+  cudaMemcpy(d_c, c.data(), c.size() * 4, cudaMemcpyHostToDevice);
+  cudaMemcpy(d_a, a.data(), a.size() * 2, cudaMemcpyHostToDevice);
+  cudaMemcpy(d_b, b.data(), b.size() * 2, cudaMemcpyHostToDevice);
+  cu_kernels::mma_masked<<<dim3(trials, cu_kernels::kMmaCalls), 32>>>(d_c, d_a, d_b, d_d);
+  std::vector<float> d(size_t(trials) * cu_kernels::kMmaCalls * 128);
+  if (cudaMemcpy(d.data(), d_d, d.size() * 4, cudaMemcpyDeviceToHost) != cudaSuccess) {
+    std::printf("FAIL mma_masked launch: %s\n", cudaGetErrorString(cudaGetLastError()));
+    ++failures;
+  }
+  for (int tr = 0; tr < trials; ++tr) {
+    const float* whole = d.data() + (tr * cu_kernels::kMmaCalls + 32 + 1) * 128;
+    for (int i = 0; i < 16; ++i) {
+      const float* alone = d.data() + (tr * cu_kernels::kMmaCalls + seen[tr * 16 + i]) * 128;
+      for (int j = 0; j < 8; ++j) {
+        expect(same(whole[i * 8 + j], alone[i * 8 + j]), "mma: zero products change no sum", tr * 128 + i * 8 + j,
+               whole[i * 8 + j], alone[i * 8 + j]);
+      }
+    }
+  }
+  cudaFree(d_c);
+  cudaFree(d_a);
+  cudaFree(d_b);
+  cudaFree(d_d);
+}
+
 }  // namespace
 
 int main() {
   for (int threads : {32, 64, 40, 7}) check_warp_ops(threads);  // full warps, then a partial last warp
   check_conversions();
+  check_mma_zero_products();
   if (failures) {
     std::printf("%d failures\n", failures);
     return 1;
