@@ -1,8 +1,10 @@
-"""tools/sass_report.py's parsing of ptxas's verbose report and of a SASS listing (nvcc and cuobjdump are not on CI
-machines): resources per kernel host name, loops with their loads ahead of the first matrix instruction, and
-opcodes with their modifiers."""
+"""tools/sass_report.py's parsing of ptxas's verbose report and of a SASS listing (these run without nvcc or
+cuobjdump): resources per kernel host name, loops with their loads ahead of the first matrix instruction, opcodes
+with their modifiers, and a cuobjdump that fails."""
 import pathlib
 import sys
+
+import pytest
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "tools"))
 import sass_report  # noqa: E402
@@ -50,3 +52,14 @@ def test_opcodes_keep_modifiers_and_drop_predicates():
     listing = SASS + "        /*0070*/               @!P1 STG.E.128 desc[UR6][R2.64], R12 ;\n"
     assert sass_report.opcodes(listing) == ["MOV", "LDG.E.NA.128.CONSTANT", "LDG.E.128", "HMMA.16816.F32.BF16",
                                             "LDG.E.128", "BRA", "EXIT", "STG.E.128"]
+
+
+def test_a_failing_cuobjdump_is_an_error(tmp_path):
+    """cuobjdump without nvdisasm prints the listing's header and stops: no caller may read that as a kernel with
+    no instructions."""
+    fake = tmp_path / "cuobjdump"
+    fake.write_text("#!/bin/sh\necho 'code for sm_90'\necho \"cuobjdump fatal   : Could not find executable file 'nvdisasm'\" >&2\n"
+                    "exit 1\n")
+    fake.chmod(0o755)
+    with pytest.raises(RuntimeError, match="nvdisasm"):
+        sass_report.sass(str(fake), tmp_path / "kernels.o", "_Z6kernelv")

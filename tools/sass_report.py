@@ -11,14 +11,17 @@ now checks that loop through this module. Compare this report before and after a
 time on it.
 
 Compiles the CUDA translation of metal/*.metal (tools/msl2cpp.py --target cuda) with tools/build_cuda.py's flags.
-Needs nvcc, as the CUDA build does; the loops also need cuobjdump (the CUDA toolkit's, or the
-nvidia-cuda-cuobjdump wheel's: on PATH or named by --cuobjdump). A loop is a backward branch's span; its
+Needs nvcc, as the CUDA build does; the loops also need cuobjdump and the nvdisasm it runs (the CUDA toolkit's,
+or those of the nvidia-cuda-cuobjdump and nvidia-cuda-nvdisasm wheels: on PATH, or cuobjdump named by --cuobjdump
+with nvdisasm beside it or on PATH). A loop is a backward branch's span; its
 instructions are counted by opcode.
 """
 from __future__ import annotations
 
 import argparse
 import collections
+import importlib.util
+import os
 import pathlib
 import re
 import shutil
@@ -40,10 +43,17 @@ BRANCH_RE = re.compile(r"\bBRA\b.*?(0x[0-9a-f]+)")
 
 
 def find_cuobjdump(nvcc: str | None) -> str | None:
-    """cuobjdump on PATH, else beside nvcc (the toolkit's bin directory), else None."""
+    """cuobjdump on PATH, else beside nvcc (the toolkit's bin directory), else the nvidia-cuda-cuobjdump wheel's
+    (the test extra installs it with nvidia-cuda-nvdisasm on Linux x86-64), else None."""
     found = shutil.which("cuobjdump")
     if found is None and nvcc and (pathlib.Path(nvcc).parent / "cuobjdump").exists():
         found = str(pathlib.Path(nvcc).parent / "cuobjdump")
+    if found is None:
+        spec = importlib.util.find_spec("nvidia")
+        for root in (spec.submodule_search_locations or []) if spec else []:
+            found = next((str(p) for p in sorted(pathlib.Path(root).glob("*/bin/cuobjdump"))), None)
+            if found:
+                break
     return found
 
 
@@ -85,8 +95,14 @@ def resources(report: str) -> dict[str, dict]:
 
 
 def sass(cuobjdump: str, obj: pathlib.Path, mangled: str) -> str:
-    """The SASS listing of one kernel of an object."""
-    return subprocess.run([cuobjdump, "-sass", "-fun", mangled, str(obj)], capture_output=True, text=True).stdout
+    """The SASS listing of one kernel of an object. Raises if cuobjdump fails (it prints the listing's header and
+    stops when it cannot find nvdisasm, which the wheels ship apart), so that no caller reads an empty listing."""
+    # cuobjdump runs nvdisasm, from PATH: the wheels put it beside cuobjdump, not on PATH.
+    env = dict(os.environ, PATH=os.pathsep.join([str(pathlib.Path(cuobjdump).parent), os.environ.get("PATH", "")]))
+    run = subprocess.run([cuobjdump, "-sass", "-fun", mangled, str(obj)], capture_output=True, text=True, env=env)
+    if run.returncode != 0 or "fatal" in run.stderr:
+        raise RuntimeError(f"{cuobjdump} -sass failed on {obj.name}: {run.stderr.strip()[-2000:]}")
+    return run.stdout
 
 
 def opcodes(listing: str) -> list[str]:
