@@ -24,7 +24,7 @@
 // that is exactly zero changes no sum of the builtin (metal/mma.h), so where that step's V and p are finite one
 // call over the unzeroed V gives every query its own bits. Otherwise (a NaN or infinity, which 0 times would not
 // make 0) the call runs once per distinct count c, with V zeroed past c, and each query keeps the run of its own
-// count; that took up to 8 calls on the diagonal, which made verifying 8 queries at 1K-4K keys 8-10% slower on an
+// count; that took up to 8 calls on the diagonal, which made verifying 8 queries at 1K-4K keys 8-9% slower on an
 // H200 (benchmarks/results/h200.md, twelfth session). Steps a query sees nothing of leave its state untouched.
 //
 // Arithmetic change from sdpa_blocks, documented: p is rounded to T before p v, as in FlashAttention, and l sums
