@@ -194,9 +194,13 @@ void context_make(Context& c, Stack stack, FiberEntry entry, void* arg) {
 
 #elif defined(__aarch64__)
 
-// emu_fiber_switch(x0 = where to save the old sp, x1 = the new sp). The 160-byte frame it leaves on the old
-// stack: x19..x30 at [sp, #0..#88], d8..d15 at [sp, #96..#152]. A new fiber's frame "returns" (x30) into
-// emu_fiber_trampoline, which calls x20(x19) = entry(arg).
+// emu_fiber_switch(x0 = where to save the old sp, x1 = the new sp). The 176-byte frame it leaves on the old
+// stack: x19..x30 at [sp, #0..#88], d8..d15 at [sp, #96..#152], FPCR at [sp, #160] (8 bytes of padding after).
+// FPCR holds the rounding mode and flush-to-zero: each fiber keeps its own, as each GPU thread would and as the
+// x86-64 switch keeps MXCSR and the x87 control word. Without it one fiber's fesetround reached every fiber of
+// its worker thread and the thread itself (tests/emu/test_runtime.cpp, test_fp_modes, run under qemu-aarch64).
+// It is written only when it differs: fibers of one thread nearly always share it, and msr fpcr is not cheap.
+// A new fiber's frame "returns" (x30) into emu_fiber_trampoline, which calls x20(x19) = entry(arg).
 asm(R"(
   .text
   .globl emu_fiber_switch
@@ -204,7 +208,7 @@ asm(R"(
   .type emu_fiber_switch, %function
   .p2align 4
 emu_fiber_switch:
-  sub sp, sp, #160
+  sub sp, sp, #176
   stp x19, x20, [sp, #0]
   stp x21, x22, [sp, #16]
   stp x23, x24, [sp, #32]
@@ -215,9 +219,16 @@ emu_fiber_switch:
   stp d10, d11, [sp, #112]
   stp d12, d13, [sp, #128]
   stp d14, d15, [sp, #144]
-  mov x9, sp
-  str x9, [x0]
+  mrs x9, fpcr
+  str x9, [sp, #160]
+  mov x10, sp
+  str x10, [x0]
   mov sp, x1
+  ldr x10, [sp, #160]
+  cmp x9, x10
+  b.eq 1f
+  msr fpcr, x10
+1:
   ldp x19, x20, [sp, #0]
   ldp x21, x22, [sp, #16]
   ldp x23, x24, [sp, #32]
@@ -228,7 +239,7 @@ emu_fiber_switch:
   ldp d10, d11, [sp, #112]
   ldp d12, d13, [sp, #128]
   ldp d14, d15, [sp, #144]
-  add sp, sp, #160
+  add sp, sp, #176
   ret
   .size emu_fiber_switch, .-emu_fiber_switch
 
@@ -249,11 +260,14 @@ extern "C" void emu_fiber_trampoline();
 
 void context_make(Context& c, Stack stack, FiberEntry entry, void* arg) {
   auto top = reinterpret_cast<uintptr_t>(stack.lo + stack.size) & ~uintptr_t{15};
-  auto* frame = reinterpret_cast<uint64_t*>(top - 160);
-  for (int i = 0; i < 20; ++i) frame[i] = 0;  // x29 = 0 ends frame-pointer backtraces here
+  auto* frame = reinterpret_cast<uint64_t*>(top - 176);
+  for (int i = 0; i < 22; ++i) frame[i] = 0;  // x29 = 0 ends frame-pointer backtraces here
   frame[0] = reinterpret_cast<uint64_t>(arg);    // x19
   frame[1] = reinterpret_cast<uint64_t>(entry);  // x20
   frame[11] = reinterpret_cast<uint64_t>(&emu_fiber_trampoline);  // x30
+  uint64_t fpcr;
+  asm volatile("mrs %0, fpcr" : "=r"(fpcr));
+  frame[20] = fpcr;  // the fiber starts with the creating thread's FP modes
   c.sp = frame;
   c.stack_lo = stack.lo;
   c.stack_size = stack.size;

@@ -18,27 +18,7 @@ for c in clang++ clang++-{30..14}; do
 done
 
 # Reference conversions: numpy's float32 -> float16 and ml_dtypes' float32 -> bfloat16 (skipped when missing).
-python3 - "$out" <<'PY' || echo "note: numpy reference files not written"
-import sys, numpy as np
-out = sys.argv[1]
-rng = np.random.default_rng(2024)
-bits = np.concatenate([
-    rng.integers(0, 2**32, size=500_000, dtype=np.uint64).astype(np.uint32),
-    # signs, exponents 2^-27 .. 2^17 (the half range and its edges), random significands
-    (rng.integers(0, 2, 500_000, dtype=np.uint32) << 31) | (rng.integers(100, 145, 500_000, dtype=np.uint32) << 23)
-    | rng.integers(0, 2**23, 500_000, dtype=np.uint32),
-]).astype(np.uint32)
-def write(name, results):
-    with open(f"{out}/{name}", "wb") as f:
-        f.write(np.uint32(bits.size).tobytes()); f.write(bits.tobytes()); f.write(results.astype(np.uint16).tobytes())
-with np.errstate(all="ignore"):
-    write("f16_numpy.bin", bits.view(np.float32).astype(np.float16).view(np.uint16))
-    try:
-        import ml_dtypes
-        write("bf16_ml_dtypes.bin", bits.view(np.float32).astype(ml_dtypes.bfloat16).view(np.uint16))
-    except ImportError:
-        print("note: ml_dtypes missing, bfloat reference skipped")
-PY
+python3 "$root/tests/emu/write_conversion_refs.py" "$out" || echo "note: numpy reference files not written"
 
 runtime_srcs=()
 runtime_flag=()
