@@ -22,7 +22,8 @@ import sass_report  # noqa: E402
 NVCC = build_cuda.find_nvcc()
 CUOBJDUMP = sass_report.find_cuobjdump(NVCC)
 
-pytestmark = pytest.mark.skipif(not (NVCC and CUOBJDUMP), reason="needs nvcc and cuobjdump (the CUDA toolkit, or the test extra's wheels)")
+pytestmark = pytest.mark.skipif(not (NVCC and CUOBJDUMP),
+                                reason="needs nvcc and cuobjdump (the CUDA toolkit, or the test extra's wheels)")
 
 
 @pytest.fixture(scope="module")

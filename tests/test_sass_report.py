@@ -58,8 +58,8 @@ def test_a_failing_cuobjdump_is_an_error(tmp_path):
     """cuobjdump without nvdisasm prints the listing's header and stops: no caller may read that as a kernel with
     no instructions."""
     fake = tmp_path / "cuobjdump"
-    fake.write_text("#!/bin/sh\necho 'code for sm_90'\necho \"cuobjdump fatal   : Could not find executable file 'nvdisasm'\" >&2\n"
-                    "exit 1\n")
+    fake.write_text("#!/bin/sh\necho 'code for sm_90'\n"
+                    "echo \"cuobjdump fatal   : Could not find executable file 'nvdisasm'\" >&2\nexit 1\n")
     fake.chmod(0o755)
     with pytest.raises(RuntimeError, match="nvdisasm"):
         sass_report.sass(str(fake), tmp_path / "kernels.o", "_Z6kernelv")

@@ -1,7 +1,8 @@
 // User-space execution contexts (fibers) for the emulator: one per GPU thread.
 //
-// x86-64 and arm64 switch with a few lines of assembly (callee-saved registers and FP control, no syscall); anything else,
-// or a build with -DEMU_PORTABLE_FIBERS=1, uses ucontext, which is correct but does a syscall per switch.
+// x86-64 and arm64 switch with a few lines of assembly (callee-saved registers and FP control, no syscall);
+// anything else, or a build with -DEMU_PORTABLE_FIBERS=1, uses ucontext, which is correct but does a syscall per
+// switch.
 // Under AddressSanitizer every switch is announced to ASan, which otherwise reports stack accesses on a
 // foreign stack as errors.
 #pragma once

@@ -16,7 +16,8 @@ qemu=qemu-aarch64
 sysroot=/usr/aarch64-linux-gnu
 for tool in "$cxx" "$cc" "$qemu" cmake; do
   if ! command -v "$tool" >/dev/null; then
-    echo "build_and_run_arm64.sh: $tool not found (apt-get install g++-aarch64-linux-gnu qemu-user; pip install cmake)" >&2
+    echo "build_and_run_arm64.sh: $tool not found" \
+      "(apt-get install g++-aarch64-linux-gnu qemu-user; pip install cmake)" >&2
     exit 2
   fi
 done
