@@ -1,6 +1,6 @@
-"""What nvcc makes of two kernels (sm_90 SASS), wherever nvcc is installed: the GPU machine, a developer's, and a CI
-machine that has it (cuobjdump and nvdisasm come with the test extra as wheels); elsewhere it skips. Both
-properties were found by timing on an H200 (benchmarks/results/h200.md).
+"""What nvcc makes of two kernel files (sm_90 SASS), wherever nvcc is installed: the GPU machine, a developer's,
+and a CI machine that has it (cuobjdump and nvdisasm come with the test extra as wheels); elsewhere it skips. Each
+property was found by timing on an H200 (benchmarks/results/h200.md).
 
 gemv_nk_mma's hot loop: each loop iteration of every form must issue all loads of its first block, the two weight
 rows of each output tile and the tile's R / 8 rows of x, before its first matrix instruction. When an unrelated
@@ -8,7 +8,9 @@ change to the shared epilogue (metal/mma_tile.h) let nvcc move the second x load
 tile lost 10-14%.
 
 sdpa_mma's partials: every global store must be a vector store. Stored one float at a time, they cost 14% of the
-time of verifying 8 queries at 64K keys."""
+time of verifying 8 queries at 64K keys.
+
+Both files' kernels: no stack and no spills (sdpa_mma is 17 registers short of nvcc's limit)."""
 import pathlib
 import re
 import sys
@@ -27,8 +29,15 @@ pytestmark = pytest.mark.skipif(not (NVCC and CUOBJDUMP),
 
 
 @pytest.fixture(scope="module")
-def gemv_mma_loops(tmp_path_factory):
-    [(_, report, obj)] = sass_report.compile_files(NVCC, ["gemv_mma"], tmp_path_factory.mktemp("sass"))
+def compiled(tmp_path_factory):
+    """{stem: (ptxas report, object)} of the two kernel files these guards read, compiled once."""
+    return {stem: (report, obj) for stem, report, obj in
+            sass_report.compile_files(NVCC, ["gemv_mma", "sdpa_mma"], tmp_path_factory.mktemp("sass"))}
+
+
+@pytest.fixture(scope="module")
+def gemv_mma_loops(compiled):
+    report, obj = compiled["gemv_mma"]
     return {name: sass_report.loops(CUOBJDUMP, obj, r["mangled"])
             for name, r in sass_report.resources(report).items()}
 
@@ -56,8 +65,8 @@ def test_first_block_loads_ahead_of_the_matrix_units(gemv_mma_loops, form, group
 
 
 @pytest.fixture(scope="module")
-def sdpa_mma_stores(tmp_path_factory):
-    [(_, report, obj)] = sass_report.compile_files(NVCC, ["sdpa_mma"], tmp_path_factory.mktemp("sass"))
+def sdpa_mma_stores(compiled):
+    report, obj = compiled["sdpa_mma"]
     return {name: [op for op in sass_report.opcodes(sass_report.sass(CUOBJDUMP, obj, r["mangled"]))
                    if op.startswith("STG")]
             for name, r in sass_report.resources(report).items()}
@@ -71,3 +80,13 @@ def test_sdpa_mma_stores_partials_whole(sdpa_mma_stores, head_dim, expected, var
     stores = sdpa_mma_stores[f"sdpa_mma_d{head_dim}_{variant}"]
     assert "STG.E" not in stores, f"a 4-byte global store: {stores}"
     assert {op: stores.count(op) for op in set(stores)} == expected, stores
+
+
+@pytest.mark.parametrize("stem", ["gemv_mma", "sdpa_mma"])
+def test_matrix_unit_kernels_keep_everything_in_registers(compiled, stem):
+    """No stack frame, no spills. sdpa_mma runs at 238 of the 255 registers nvcc may give it: one more live array
+    (the next step's K, loaded early) spilled 360-520 bytes and cost 7-38% on an H200 (twelfth session)."""
+    kernels = sass_report.resources(compiled[stem][0])
+    assert kernels, f"no kernel in {stem}'s ptxas report"
+    heavy = {name: r for name, r in kernels.items() if r["stack"] or r["spill_st"] or r["spill_ld"]}
+    assert not heavy, heavy
