@@ -1,6 +1,7 @@
 """What only the CUDA backend has: device memory exchanged with PyTorch and CuPy without copies (DLPack,
-__cuda_array_interface__), CUDA errors as exceptions that name the kernel, and the device's description.
-The kernels themselves are covered by the op tests, which run unchanged with MTLINV_DEVICE=cuda."""
+__cuda_array_interface__), CUDA errors as exceptions that name the kernel, the device's description, the shim's
+semantics on the GPU, and overlapped launches that change no bits. The kernels themselves are covered by the op
+tests, which run unchanged with MTLINV_DEVICE=cuda."""
 import os
 import pathlib
 import shutil
