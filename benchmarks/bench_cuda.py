@@ -275,7 +275,7 @@ def main():
     ms = [1, 2, 8, 16] if args.quick else list(range(1, 17))
     lengths = [1024, 16384] if args.quick else [1024, 4096, 16384, 65536]
     info = mtlinv.device_info()
-    overlap = "overlapped" if info.get("overlapped_launches") else "serial"
+    overlap = "overlapped" if info["overlapped_launches"] else "serial"
     print(f"# mtlinv on {info['name']} ({info['backend']}, {overlap} launches); torch {torch.__version__} on "
           f"{torch.cuda.get_device_name()}; medians of {args.reps} event-timed calls\n")
     copy_bw = copy_bandwidth()
@@ -295,7 +295,7 @@ def main():
             print(f"\n{name} FAILED:\n{traceback.format_exc()}", flush=True)
     if args.out:
         with open(args.out, "w") as f:
-            json.dump({"device": info["name"], "overlapped_launches": info.get("overlapped_launches"),
+            json.dump({"device": info["name"], "overlapped_launches": info["overlapped_launches"],
                        "torch": torch.__version__, "copy_bytes_per_s": copy_bw,
                        "reps": args.reps, "results": results}, f, indent=1)
     return 1 if failed else 0

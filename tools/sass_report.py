@@ -13,8 +13,7 @@ time on it.
 Compiles the CUDA translation of metal/*.metal (tools/msl2cpp.py --target cuda) with tools/build_cuda.py's flags.
 Needs nvcc, as the CUDA build does; the loops also need cuobjdump and the nvdisasm it runs (the CUDA toolkit's,
 or those of the nvidia-cuda-cuobjdump and nvidia-cuda-nvdisasm wheels: on PATH, or cuobjdump named by --cuobjdump
-with nvdisasm beside it or on PATH). A loop is a backward branch's span; its
-instructions are counted by opcode.
+with nvdisasm beside it or on PATH). A loop is a backward branch's span; its instructions are counted by opcode.
 """
 from __future__ import annotations
 

@@ -150,8 +150,7 @@ class CudaBackend final : public Backend {
     // Programmatic dependent launch (shim/device.cuh, follow_previous_grid) needs sm_90; MTLINV_CUDA_PDL=0 turns
     // it off, to time its effect.
     const char* pdl = std::getenv("MTLINV_CUDA_PDL");
-    pdl_ = prop.major >= 9 && !(pdl && std::strcmp(pdl, "0") == 0);
-    caps_.overlapped_launches = pdl_;
+    caps_.overlapped_launches = prop.major >= 9 && !(pdl && std::strcmp(pdl, "0") == 0);
   }
 
   const DeviceCaps& caps() const override { return caps_; }
@@ -198,8 +197,8 @@ class CudaBackend final : public Backend {
     cudaLaunchConfig_t config{};
     config.gridDim = dim3(g.x, g.y, g.z);
     config.blockDim = dim3(t.x, t.y, t.z);
-    config.attrs = pdl_ ? &overlap : nullptr;
-    config.numAttrs = pdl_ ? 1 : 0;
+    config.attrs = caps_.overlapped_launches ? &overlap : nullptr;
+    config.numAttrs = caps_.overlapped_launches ? 1 : 0;
     const cudaError_t e = cudaLaunchKernelExC(&config, entry, params);
     if (e != cudaSuccess) {
       (void)cudaGetLastError();
@@ -284,7 +283,6 @@ class CudaBackend final : public Backend {
 
   DeviceCaps caps_;
   bool async_ = false;
-  bool pdl_ = false;
   std::shared_ptr<Pool> pool_;
   std::mutex attr_mutex_;
   std::map<std::string, int> max_threads_;
