@@ -2,12 +2,14 @@
 // head dims 64 and 128, on targets whose plans say DeviceCaps::matrix_units (CUDA). It writes the same partials as
 // sdpa_blocks, one (m, l, o) per query and chunk of S keys at absolute positions, and sdpa_combine merges them.
 //
-// Why: sdpa_blocks does a query's arithmetic with scalar fmas, so a verification block of Lq = 8 queries with
-// GQA 4 (32 queries per kv head) costs 5-6 times one decoding step on an H200 (benchmarks/results/h200.md). Here
-// the 16 queries of a tile are the A rows of simd_mma_16x8x32 (metal/mma.h): q k^T takes 8 keys per call as B
-// rows, and p v takes 32 keys per call as the builtin's K, so a tile costs one read of K and V and the same
-// instructions whether it holds 1 query or 16. (Lq = 8 with GQA 4 is two tiles: 1.2x a decoding step at 1K-4K
-// keys, 1.4-1.5x at 16K-64K, where the cores pass over the keys once per tile, though HBM is read once.)
+// Why: sdpa_blocks does a query's arithmetic with scalar fmas, so a verification block of Lq = 8 queries with GQA 4 (32
+// queries per kv head) costs 5-6 times one decoding step on an H200 (benchmarks/results/h200.md). Here the 16 queries
+// of a tile are the A rows of simd_mma_16x8x32 (metal/mma.h): q k^T takes 8 keys per call as B rows, and p v takes 32
+// keys per call as the builtin's K, so a tile costs one read of K and V and the same instructions whether it holds 1
+// query or 16. (Lq = 8 with GQA 4 is two tiles: 1.2x a decoding step at 1K-4K keys, 1.4-1.5x at 16K-64K, where the
+// cores pass over the keys once per tile, though HBM is read once. A threadgroup taking both tiles, each K and V load
+// serving both, needs their 128 accumulator registers a lane: nvcc then spills, and it was 30-38% slower at 16K-64K
+// keys, twice as slow at 1K-4K; benchmarks/results/h200.md, thirteenth session.)
 //
 // A threadgroup takes one chunk of one kv head and a tile of 16 of its G * Lq queries; its 4 simdgroups take a
 // quarter of the chunk each (128 keys at the plan's S = 512: four steps of 32). Per query and step, in this order:
