@@ -233,6 +233,106 @@ inline uint4 sdpa_mma_softmax(thread float* s, bool whole, uint count, uint t, t
   return packed;
 }
 
+// One step of a simdgroup: the scores of the 32 keys from a0 (K in k_raw, loaded by the caller), the softmax, and
+// p v, on the state of queries g and g + 8 (m, l, acc). `first` is the simdgroup's first step.
+template <typename T, bool VEC, uint D>
+inline void sdpa_mma_step(constant SdpaArgs& args, device const T* v, threadgroup const uint4* q_frags,
+                          thread const uint4* k_raw, uint a0, uint first, uint end_row, uint end_lo, uint end_hi,
+                          uint end_min, ushort lane, thread float* m, thread float* l, thread float4* acc) {
+  constexpr uint KS = D / 32;  // q k^T: builtin calls per 8 keys
+  constexpr uint VH = D / 64;  // p v: 64-dim halves, 8 builtin calls each (lane group g loads dims 8 g .. 8 g + 7)
+  constexpr uint OUT = VH * 8;
+  const uint g = lane / 4;
+  const uint t = lane % 4;
+
+  float scores[2][8];  // [query g, g + 8][2 b + e]
+  for (uint b = 0; b < 4; ++b) {
+    float4 dot = float4(0.0f);
+    for (uint s = 0; s < KS; ++s) {
+      const uint4 x = q_frags[(2 * s) * SIMD_WIDTH + lane];
+      const uint4 y = q_frags[(2 * s + 1) * SIMD_WIDTH + lane];
+      dot = simd_mma_16x8x32<T>(dot, uint4(x.x, x.z, y.x, y.z), uint4(x.y, x.w, y.y, y.w), k_raw[KS * b + s], lane);
+    }
+    scores[0][2 * b] = dot.x * args.scale_log2;
+    scores[0][2 * b + 1] = dot.y * args.scale_log2;
+    scores[1][2 * b] = dot.z * args.scale_log2;
+    scores[1][2 * b + 1] = dot.w * args.scale_log2;
+  }
+  // Loaded after the scores, so that the K and V units of a step are not all held at once.
+  uint4 v_raw[8 * VH];
+  sdpa_mma_load_v<T, VEC, D>(v, a0, args.kv_len, g, t, v_raw);
+  const uint count_lo = sdpa_mma_count(end_lo, a0);
+  const uint count_hi = sdpa_mma_count(end_hi, a0);
+  const bool whole = end_min >= a0 + SDPA_MMA_STEP;  // every query of the tile sees the whole step
+  float factor_lo, factor_hi;
+  const uint4 p_lo = sdpa_mma_softmax<T>(scores[0], whole, count_lo, t, m[0], l[0], factor_lo);
+  const uint4 p_hi = sdpa_mma_softmax<T>(scores[1], whole, count_hi, t, m[1], l[1], factor_hi);
+  // On a simdgroup's first step its accumulators are still 0, which the factor (0, or 1 for a query that sees
+  // none of the step) would leave 0: skipped, at every Lq alike. (A NaN factor comes only with a NaN p, which
+  // makes the query's output NaN either way.)
+  if (a0 != first) {
+    for (uint o = 0; o < OUT; ++o) {
+      acc[o] *= float4(factor_lo, factor_lo, factor_hi, factor_hi);
+    }
+  }
+
+  if (whole) {
+    for (uint h = 0; h < VH; ++h) {
+      for (uint e2 = 0; e2 < 4; ++e2) {
+        uint4 even, odd;
+        sdpa_mma_v_operands(v_raw + 8 * h, v_raw + 8 * h + 4, e2, even, odd);
+        acc[8 * h + 2 * e2] = simd_mma_16x8x32<T>(acc[8 * h + 2 * e2], p_lo, p_hi, even, lane);
+        acc[8 * h + 2 * e2 + 1] = simd_mma_16x8x32<T>(acc[8 * h + 2 * e2 + 1], p_lo, p_hi, odd, lane);
+      }
+    }
+  } else {
+    // Counts differ (the causal diagonal, or the end of the keys). A query must take exactly what it takes alone,
+    // where a step it sees in part is one call with V's keys from its count c on zeroed. Its p is 0 for those
+    // keys, so with a finite V (and a finite p) one call over the unzeroed V gives it the same sums: the hidden
+    // keys' products are zeros, which change no sum (metal/mma.h). Otherwise (an infinity or a NaN, as in a
+    // cache's unwritten keys) 0 times it would not be 0, so there is one call per distinct count c, bit c - 1
+    // of `runs`, with V zeroed from c on. Either way a query keeps only the call made for it, and one that sees
+    // none of the step keeps its state. Each query matches one call, so a call may start from the current
+    // accumulators: those of its queries still hold the step's starting values.
+    const uint count_row = sdpa_mma_count(end_row, a0);
+    uint runs = sdpa_mma_rows_or(count_row > 0 ? 1u << (count_row - 1) : 0u);
+    // A query that sees none of the step keeps its state whatever its p (NaN while it has seen no key): zeroed,
+    // so that it does not send the step to the calls per count.
+    uint4 p_seen[2] = {p_lo, p_hi};
+    if (count_lo == 0) {
+      p_seen[0] = uint4(0);
+    }
+    if (count_hi == 0) {
+      p_seen[1] = uint4(0);
+    }
+    const bool one = (runs & (runs - 1)) != 0 && !sdpa_mma_any_nonfinite<T>(v_raw, 8 * VH) &&
+                     !sdpa_mma_any_nonfinite<T>(p_seen, 2);
+    if (one) {
+      runs = 1u << (SDPA_MMA_STEP - 1);  // one call, as if every key were seen
+    }
+    for (uint c = 1; c <= SDPA_MMA_STEP; ++c) {
+      if (((runs >> (c - 1)) & 1u) == 0) {
+        continue;
+      }
+      const uint4 mask = sdpa_mma_key_mask(t, c);
+      const bool lo = one ? count_lo > 0 : count_lo == c;
+      const bool hi = one ? count_hi > 0 : count_hi == c;
+      for (uint h = 0; h < VH; ++h) {
+        for (uint e2 = 0; e2 < 4; ++e2) {
+          uint4 vb[2];
+          sdpa_mma_v_operands(v_raw + 8 * h, v_raw + 8 * h + 4, e2, vb[0], vb[1]);
+          for (uint e = 0; e < 2; ++e) {
+            const uint o = 8 * h + 2 * e2 + e;
+            const float4 run = simd_mma_16x8x32<T>(acc[o], p_seen[0], p_seen[1], vb[e] & mask, lane);
+            const float4 kept = acc[o];
+            acc[o] = float4(lo ? run.x : kept.x, lo ? run.y : kept.y, hi ? run.z : kept.z, hi ? run.w : kept.w);
+          }
+        }
+      }
+    }
+  }
+}
+
 // Pass 1 on the matrix units. Grid: (ceil(G * Lq / 16), n_blocks, B * Hkv); SDPA_MMA_SIMDGROUPS simdgroups.
 // Lane 4 g + t holds queries g and g + 8 of the tile: their q (dims 32 s + 8 t .. + 7 of each 32), scores of keys
 // 8 b + 2 t, 8 b + 2 t + 1 of each 8, and output dims 64 h + 16 t + c, 64 h + 16 t + 8 + c (c = 0..7) of each 64.
@@ -276,6 +376,24 @@ template <typename T, bool VEC, uint D>
   const uint end_min = end_range.x;
   const uint end_max = end_range.y;
 
+  float m[2] = {-INFINITY, -INFINITY};
+  float l[2] = {0.0f, 0.0f};
+  float4 acc[OUT];
+  for (uint o = 0; o < OUT; ++o) {
+    acc[o] = float4(0.0f);
+  }
+
+  const uint quarter = args.block_keys / SDPA_MMA_SIMDGROUPS;
+  const uint first = block * args.block_keys + sg * quarter;
+  const uint stop = min(first + quarter, end_max);
+  // The first step's K is on its way while q is staged: a threadgroup lives for a few steps (four at S = 512), and
+  // its first wait on memory came after the staging's. On an H200: 0.7-2.1 us less at 64K keys, every Lq (0.9-1.9%),
+  // within 0.4 us at 1K-16K; nvcc gives the kernel 252 registers, 238 before (benchmarks/results/h200.md, thirteenth
+  // session).
+  uint4 k_first[4 * KS];
+  if (first < stop) {
+    sdpa_mma_load_k<T, VEC, D>(k, first, args.kv_len, g, t, k_first);
+  }
   // The q operands, staged once for the four simdgroups (read again every step: registers are what limits how many
   // simdgroups a core holds). A lane's rows g and g + 8 (dims 32 s + 8 t .. + 7 of each) are stored interleaved a
   // word at a time, [32-dim block s][half j][lane] = (lo[2 j], hi[2 j], lo[2 j + 1], hi[2 j + 1]): the order in
@@ -291,107 +409,14 @@ template <typename T, bool VEC, uint D>
     q_frags[2 * i - i % SIMD_WIDTH + SIMD_WIDTH] = uint4(lo.z, hi.z, lo.w, hi.w);
   }
   threadgroup_barrier(mem_flags::mem_threadgroup);
-
-  float m[2] = {-INFINITY, -INFINITY};
-  float l[2] = {0.0f, 0.0f};
-  float4 acc[OUT];
-  for (uint o = 0; o < OUT; ++o) {
-    acc[o] = float4(0.0f);
+  if (first < stop) {
+    sdpa_mma_step<T, VEC, D>(args, v, q_frags, k_first, first, first, end_row, end_lo, end_hi, end_min, lane, m, l,
+                             acc);
   }
-
-  const uint quarter = args.block_keys / SDPA_MMA_SIMDGROUPS;
-  const uint first = block * args.block_keys + sg * quarter;
-  const uint stop = min(first + quarter, end_max);
-  for (uint a0 = first; a0 < stop; a0 += SDPA_MMA_STEP) {
+  for (uint a0 = first + SDPA_MMA_STEP; a0 < stop; a0 += SDPA_MMA_STEP) {
     uint4 k_raw[4 * KS];
     sdpa_mma_load_k<T, VEC, D>(k, a0, args.kv_len, g, t, k_raw);
-
-    float scores[2][8];  // [query g, g + 8][2 b + e]
-    for (uint b = 0; b < 4; ++b) {
-      float4 dot = float4(0.0f);
-      for (uint s = 0; s < KS; ++s) {
-        const uint4 x = q_frags[(2 * s) * SIMD_WIDTH + lane];
-        const uint4 y = q_frags[(2 * s + 1) * SIMD_WIDTH + lane];
-        dot = simd_mma_16x8x32<T>(dot, uint4(x.x, x.z, y.x, y.z), uint4(x.y, x.w, y.y, y.w), k_raw[KS * b + s], lane);
-      }
-      scores[0][2 * b] = dot.x * args.scale_log2;
-      scores[0][2 * b + 1] = dot.y * args.scale_log2;
-      scores[1][2 * b] = dot.z * args.scale_log2;
-      scores[1][2 * b + 1] = dot.w * args.scale_log2;
-    }
-    // Loaded after the scores, so that the K and V units of a step are not all held at once.
-    uint4 v_raw[8 * VH];
-    sdpa_mma_load_v<T, VEC, D>(v, a0, args.kv_len, g, t, v_raw);
-    const uint count_lo = sdpa_mma_count(end_lo, a0);
-    const uint count_hi = sdpa_mma_count(end_hi, a0);
-    const bool whole = end_min >= a0 + SDPA_MMA_STEP;  // every query of the tile sees the whole step
-    float factor_lo, factor_hi;
-    const uint4 p_lo = sdpa_mma_softmax<T>(scores[0], whole, count_lo, t, m[0], l[0], factor_lo);
-    const uint4 p_hi = sdpa_mma_softmax<T>(scores[1], whole, count_hi, t, m[1], l[1], factor_hi);
-    // On a simdgroup's first step its accumulators are still 0, which the factor (0, or 1 for a query that sees
-    // none of the step) would leave 0: skipped, at every Lq alike. (A NaN factor comes only with a NaN p, which
-    // makes the query's output NaN either way.)
-    if (a0 != first) {
-      for (uint o = 0; o < OUT; ++o) {
-        acc[o] *= float4(factor_lo, factor_lo, factor_hi, factor_hi);
-      }
-    }
-
-    if (whole) {
-      for (uint h = 0; h < VH; ++h) {
-        for (uint e2 = 0; e2 < 4; ++e2) {
-          uint4 even, odd;
-          sdpa_mma_v_operands(v_raw + 8 * h, v_raw + 8 * h + 4, e2, even, odd);
-          acc[8 * h + 2 * e2] = simd_mma_16x8x32<T>(acc[8 * h + 2 * e2], p_lo, p_hi, even, lane);
-          acc[8 * h + 2 * e2 + 1] = simd_mma_16x8x32<T>(acc[8 * h + 2 * e2 + 1], p_lo, p_hi, odd, lane);
-        }
-      }
-    } else {
-      // Counts differ (the causal diagonal, or the end of the keys). A query must take exactly what it takes alone,
-      // where a step it sees in part is one call with V's keys from its count c on zeroed. Its p is 0 for those
-      // keys, so with a finite V (and a finite p) one call over the unzeroed V gives it the same sums: the hidden
-      // keys' products are zeros, which change no sum (metal/mma.h). Otherwise (an infinity or a NaN, as in a
-      // cache's unwritten keys) 0 times it would not be 0, so there is one call per distinct count c, bit c - 1
-      // of `runs`, with V zeroed from c on. Either way a query keeps only the call made for it, and one that sees
-      // none of the step keeps its state. Each query matches one call, so a call may start from the current
-      // accumulators: those of its queries still hold the step's starting values.
-      const uint count_row = sdpa_mma_count(end_row, a0);
-      uint runs = sdpa_mma_rows_or(count_row > 0 ? 1u << (count_row - 1) : 0u);
-      // A query that sees none of the step keeps its state whatever its p (NaN while it has seen no key): zeroed,
-      // so that it does not send the step to the calls per count.
-      uint4 p_seen[2] = {p_lo, p_hi};
-      if (count_lo == 0) {
-        p_seen[0] = uint4(0);
-      }
-      if (count_hi == 0) {
-        p_seen[1] = uint4(0);
-      }
-      const bool one = (runs & (runs - 1)) != 0 && !sdpa_mma_any_nonfinite<T>(v_raw, 8 * VH) &&
-                       !sdpa_mma_any_nonfinite<T>(p_seen, 2);
-      if (one) {
-        runs = 1u << (SDPA_MMA_STEP - 1);  // one call, as if every key were seen
-      }
-      for (uint c = 1; c <= SDPA_MMA_STEP; ++c) {
-        if (((runs >> (c - 1)) & 1u) == 0) {
-          continue;
-        }
-        const uint4 mask = sdpa_mma_key_mask(t, c);
-        const bool lo = one ? count_lo > 0 : count_lo == c;
-        const bool hi = one ? count_hi > 0 : count_hi == c;
-        for (uint h = 0; h < VH; ++h) {
-          for (uint e2 = 0; e2 < 4; ++e2) {
-            uint4 vb[2];
-            sdpa_mma_v_operands(v_raw + 8 * h, v_raw + 8 * h + 4, e2, vb[0], vb[1]);
-            for (uint e = 0; e < 2; ++e) {
-              const uint o = 8 * h + 2 * e2 + e;
-              const float4 run = simd_mma_16x8x32<T>(acc[o], p_seen[0], p_seen[1], vb[e] & mask, lane);
-              const float4 kept = acc[o];
-              acc[o] = float4(lo ? run.x : kept.x, lo ? run.y : kept.y, hi ? run.z : kept.z, hi ? run.w : kept.w);
-            }
-          }
-        }
-      }
-    }
+    sdpa_mma_step<T, VEC, D>(args, v, q_frags, k_raw, a0, first, end_row, end_lo, end_hi, end_min, lane, m, l, acc);
   }
 
   // The merge of the four quarters, in simdgroup order: weights exp2(m_s - M) over M = max of the m_s, 0 for a
