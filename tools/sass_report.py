@@ -27,6 +27,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import textwrap
 from concurrent.futures import ThreadPoolExecutor
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
@@ -135,12 +136,40 @@ def loop_lines(sass: str) -> list[str]:
     return found
 
 
+def report_header(stems: list[str], commit: str, nvcc_release: str) -> str:
+    """The heading of a report written with --out (benchmarks/results/sass_sm90.md): what it is of, and how to make
+    it again."""
+    about = (f"Made without a GPU by `python tools/sass_report.py --files {' '.join(stems)} --out <this file>` with "
+             f"nvcc {nvcc_release} (cuobjdump and nvdisasm on PATH or from the test extra's wheels). Compare a "
+             f"change's report with this one before timing it on a GPU (docs/kernel_guide.md): registers, spills "
+             f"and the hot loops' loads ahead of their first HMMA.")
+    return (f"# What nvcc makes of the matrix-unit kernels (sm_90), at {commit}\n\n"
+            + textwrap.fill(about, width=116, break_long_words=False, break_on_hyphens=False) + "\n\n")
+
+
+def source_commit() -> str:
+    """HEAD's short hash, marked -dirty when the kernel sources differ from it (the report is of the files)."""
+    git = ["git", "-C", str(ROOT)]
+    head = subprocess.run([*git, "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+    if not head:
+        return "an unknown commit (no git checkout)"
+    dirty = subprocess.run([*git, "status", "--porcelain", "--", "metal", "src/cuda", "src/shim", "tools"],
+                           capture_output=True, text=True).stdout.strip()
+    return head + ("-dirty" if dirty else "")
+
+
+def nvcc_release(nvcc: str) -> str:
+    out = subprocess.run([nvcc, "--version"], capture_output=True, text=True).stdout
+    m = re.search(r"release ([\d.]+)", out)
+    return m.group(1) if m else "(version unknown)"
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--files", nargs="+", help="kernel files by stem (default: every metal/*.metal)")
     ap.add_argument("--loops", default="_mma_|^sdpa_combine", help="regex of kernels whose loops to list")
     ap.add_argument("--cuobjdump", help="for the loops (default: on PATH, else beside nvcc)")
-    ap.add_argument("--out", help="also write the report here")
+    ap.add_argument("--out", help="also write the report here, headed by the commit and nvcc's release")
     args = ap.parse_args()
     nvcc = build_cuda.find_nvcc()
     if nvcc is None:
@@ -169,7 +198,7 @@ def main() -> int:
         text += "\n(no cuobjdump: loops not listed)\n"
     print(text, end="")
     if args.out:
-        pathlib.Path(args.out).write_text(text)
+        pathlib.Path(args.out).write_text(report_header(stems, source_commit(), nvcc_release(nvcc)) + text)
     return 0
 
 
