@@ -66,7 +66,7 @@ def test_a_failing_cuobjdump_is_an_error(tmp_path):
 
 
 def test_the_written_report_says_how_to_make_it_again():
-    header = sass_report.report_header(["gemv_mma", "sdpa_mma"], "abc1234-dirty", "13.0")
-    assert header.startswith("# What nvcc makes of the matrix-unit kernels (sm_90), at abc1234-dirty\n")
+    header = sass_report.report_header(["gemv_mma", "sdpa_mma"], "abc1234-dirty", "13.0", "90")
+    assert header.startswith("# What nvcc makes of gemv_mma, sdpa_mma (sm_90), at abc1234-dirty\n")
     assert "`python tools/sass_report.py --files gemv_mma sdpa_mma --out <this file>`" in header
     assert "nvcc 13.0" in header

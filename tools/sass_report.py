@@ -136,25 +136,28 @@ def loop_lines(sass: str) -> list[str]:
     return found
 
 
-def report_header(stems: list[str], commit: str, nvcc_release: str) -> str:
+def report_header(stems: list[str], commit: str, nvcc_release: str, arch: str) -> str:
     """The heading of a report written with --out (benchmarks/results/sass_sm90.md): what it is of, and how to make
     it again."""
     about = (f"Made without a GPU by `python tools/sass_report.py --files {' '.join(stems)} --out <this file>` with "
              f"nvcc {nvcc_release} (cuobjdump and nvdisasm on PATH or from the test extra's wheels). Compare a "
              f"change's report with this one before timing it on a GPU (docs/kernel_guide.md): registers, spills "
              f"and the hot loops' loads ahead of their first HMMA.")
-    return (f"# What nvcc makes of the matrix-unit kernels (sm_90), at {commit}\n\n"
+    return (f"# What nvcc makes of {', '.join(stems)} (sm_{arch}), at {commit}\n\n"
             + textwrap.fill(about, width=116, break_long_words=False, break_on_hyphens=False) + "\n\n")
 
 
 def source_commit() -> str:
     """HEAD's short hash, marked -dirty when the kernel sources differ from it (the report is of the files)."""
     git = ["git", "-C", str(ROOT)]
-    head = subprocess.run([*git, "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+    try:
+        head = subprocess.run([*git, "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+        dirty = subprocess.run([*git, "status", "--porcelain", "--", "metal", "src/cuda", "src/shim", "tools"],
+                               capture_output=True, text=True).stdout.strip()
+    except FileNotFoundError:  # no git installed
+        head = ""
     if not head:
         return "an unknown commit (no git checkout)"
-    dirty = subprocess.run([*git, "status", "--porcelain", "--", "metal", "src/cuda", "src/shim", "tools"],
-                           capture_output=True, text=True).stdout.strip()
     return head + ("-dirty" if dirty else "")
 
 
@@ -198,7 +201,8 @@ def main() -> int:
         text += "\n(no cuobjdump: loops not listed)\n"
     print(text, end="")
     if args.out:
-        pathlib.Path(args.out).write_text(report_header(stems, source_commit(), nvcc_release(nvcc)) + text)
+        arch = os.environ.get("MTLINV_CUDA_ARCH", "90")  # build_cuda.nvcc_flags's
+        pathlib.Path(args.out).write_text(report_header(stems, source_commit(), nvcc_release(nvcc), arch) + text)
     return 0
 
 
