@@ -37,8 +37,13 @@ def cuda_library_dirs(nvcc: str) -> list[str]:
     return [str(pathlib.Path(d).resolve()) for d in dirs if not d.rstrip("/").endswith("stubs")]
 
 
+def cuda_arch() -> str:
+    """The GPU generation built for: MTLINV_CUDA_ARCH, else 90 (sm_90, the H200)."""
+    return os.environ.get("MTLINV_CUDA_ARCH", "90")
+
+
 def nvcc_flags(debug: bool) -> list[str]:
-    arch = os.environ.get("MTLINV_CUDA_ARCH", "90")
+    arch = cuda_arch()
     flags = ["-std=c++17", f"-arch=sm_{arch}", "-gencode", f"arch=compute_{arch},code=compute_{arch}",
              "--fmad=false", "--prec-div=true", "--prec-sqrt=true", "--ftz=false",
              "-lineinfo",  # source lines (the .metal files, through #line) in compute-sanitizer reports

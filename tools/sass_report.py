@@ -201,8 +201,8 @@ def main() -> int:
         text += "\n(no cuobjdump: loops not listed)\n"
     print(text, end="")
     if args.out:
-        arch = os.environ.get("MTLINV_CUDA_ARCH", "90")  # build_cuda.nvcc_flags's
-        pathlib.Path(args.out).write_text(report_header(stems, source_commit(), nvcc_release(nvcc), arch) + text)
+        header = report_header(stems, source_commit(), nvcc_release(nvcc), build_cuda.cuda_arch())
+        pathlib.Path(args.out).write_text(header + text)
     return 0
 
 
