@@ -113,6 +113,15 @@ def test_too_many_threads_names_the_kernel():
         _native._launch("add_f32", (1,), (2048,), struct.pack("<I", 8) + bytes(60), [x, x, x])
 
 
+def test_partial_warp_is_refused():
+    """The CUDA shim's simd_* functions take all 32 lanes (src/cuda/shim/simd.cuh): a threadgroup of 40 threads
+    would leave 24 lanes of its second warp out, so the backend refuses it and names the shape."""
+    x = mtlinv.asarray(np.zeros(8, np.float32))
+    with pytest.raises(mtlinv.KernelError, match=r"add_f32 asked for 40 threads per threadgroup \(40, 1, 1\).*"
+                                                  r"multiple of 32"):
+        _native._launch("add_f32", (1,), (40,), struct.pack("<I", 8) + bytes(60), [x, x, x])
+
+
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 
@@ -125,7 +134,7 @@ def test_every_kernel_of_the_metal_table_is_built():
 
 
 def test_shim_semantics_on_the_gpu(tmp_path):
-    """src/cuda/tests/shim_test.cu: simd_* trees and shuffles (partial warps too), 16-bit rounding, fused fma."""
+    """src/cuda/tests/shim_test.cu: simd_* trees and shuffles, 16-bit rounding, fused fma."""
     nvcc = shutil.which("nvcc")
     if nvcc is None:
         pytest.skip("nvcc not on PATH: cannot build src/cuda/tests/shim_test.cu")

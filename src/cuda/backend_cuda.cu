@@ -250,6 +250,12 @@ class CudaBackend final : public Backend {
       throw KernelError("cuda: ", d.kernel, " asked for ", threads, " threads per threadgroup; it can run 1..",
                         max_threads);
     }
+    // The shim's simd_* functions take every lane of a warp (shim/simd.cuh says why); every plan's threadgroups are
+    // whole simdgroups.
+    if (threads % 32 != 0) {
+      throw KernelError("cuda: ", d.kernel, " asked for ", threads, " threads per threadgroup (", t.x, ", ", t.y, ", ",
+                        t.z, "); the CUDA target runs whole warps only: a multiple of 32");
+    }
     if (g.y > 65535 || g.z > 65535) {
       throw KernelError("cuda: ", d.kernel, " grid (", g.x, ", ", g.y, ", ", g.z,
                         ") exceeds CUDA's 65535 threadgroups in y or z");

@@ -1,15 +1,20 @@
 // Barriers and the simd_* functions on CUDA warps (a simdgroup is a warp: 32 lanes, formed from the linear thread
 // index in x-fastest order, as Metal forms simdgroups). The same results as the emulator's src/emu/shim/simd.h:
-// - A shuffle whose source lane is out of range or absent (a partial last warp when the threadgroup size is not a
-//   multiple of 32) returns the calling lane's own value.
+// - A shuffle whose source lane is out of range returns the calling lane's own value.
 // - simd_sum / _max / _min / _and / _or / _xor reduce by a fixed pairwise tree over lane indices: level 1 combines
-//   lanes (0,1) (2,3) ..., level 2 combines those pairs, up to 32; an absent lane is skipped. It runs as an xor
-//   butterfly in which every lane evaluates op(lower half, upper half) of its group, so in a full warp every lane
-//   computes the very same operations and holds the tree's root. In a partial warp only the group leaders do (a
-//   lane whose partner is absent misses the rest of that partner's group), so lane 0 broadcasts the root.
+//   lanes (0,1) (2,3) ..., level 2 combines those pairs, up to 32. It runs as an xor butterfly in which every lane
+//   evaluates op(lower half, upper half) of its group, so every lane computes the very same operations and holds
+//   the tree's root.
 // - simd_prefix_*_sum add left to right in lane order (a serial chain of broadcasts: slow, but that is the order).
-// All lanes of a warp must call (converged control flow, design rule 6); each call names exactly the present lanes
-// in its mask, so the hardware, not a convention, enforces that.
+// All lanes of a warp must call (converged control flow, design rule 6); the full mask makes the hardware, not a
+// convention, enforce that.
+//
+// Whole warps only: the CUDA backend refuses a threadgroup whose size is not a multiple of 32 (every plan's is), so
+// every mask here is the constant 0xffffffff. With the mask worked out from blockDim instead, as the shim did to
+// serve a partial last warp, nvcc checked each shuffle's mask against the active lanes at run time (MATCH, REDUX,
+// VOTE and a branch per shuffle) and kept the memory descriptor of every load outside the uniform registers:
+// sdpa_mma's step loop was 1359 instructions of SASS, 1200 with the constant mask (benchmarks/results/h200.md,
+// fourteenth session). The emulator, like Metal, still runs partial simdgroups.
 #pragma once
 #include <cstring>
 #include <type_traits>
@@ -33,58 +38,47 @@ MTLINV_D unsigned linear_thread() {
   return threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
 }
 MTLINV_D unsigned lane_id() { return linear_thread() & 31u; }
-// The lanes of this warp that exist: all 32 except in a partial last warp (always a prefix of the lanes).
-MTLINV_D unsigned warp_mask() {
-  const unsigned threads = blockDim.x * blockDim.y * blockDim.z;
-  const unsigned present = threads - (linear_thread() & ~31u);
-  return present >= 32u ? 0xffffffffu : (1u << present) - 1u;
-}
-MTLINV_D bool present(unsigned mask, int lane) { return lane >= 0 && lane < 32 && ((mask >> lane) & 1u); }
+constexpr unsigned kWarp = 0xffffffffu;  // every lane: threadgroups are whole warps
 
 // Any plain value moves as 32-bit words, one shuffle each (a float4 is four, a half one).
 template <class T>
-MTLINV_D T shuffle_words(unsigned mask, const T& v, int src) {
+MTLINV_D T shuffle_words(const T& v, int src) {
   static_assert(std::is_trivially_copyable<T>::value, "simd_* values must be plain data");
   constexpr int kWords = (sizeof(T) + 3) / 4;
   unsigned w[kWords] = {};
   memcpy(w, &v, sizeof(T));
 #pragma unroll
-  for (int i = 0; i < kWords; ++i) w[i] = __shfl_sync(mask, w[i], src);
+  for (int i = 0; i < kWords; ++i) w[i] = __shfl_sync(kWarp, w[i], src);
   T r;
   memcpy(&r, w, sizeof(T));
   return r;
 }
 
-// v from lane `src`, or the caller's own v when that lane is out of range or absent.
+// v from lane `src`, or the caller's own v when that lane is out of range.
 template <class T>
 MTLINV_D T shuffle_from(const T& v, int src) {
-  const unsigned mask = warp_mask();
-  return shuffle_words(mask, v, present(mask, src) ? src : static_cast<int>(lane_id()));
+  return shuffle_words(v, src >= 0 && src < 32 ? src : static_cast<int>(lane_id()));
 }
 
 template <class T, class Op>
 MTLINV_D T tree(T v, Op op) {
-  const unsigned mask = warp_mask();
   const unsigned lane = lane_id();
 #pragma unroll
   for (unsigned width = 1; width < 32; width *= 2) {
-    const T other = shuffle_words(mask, v, static_cast<int>(lane ^ width));
-    if (present(mask, static_cast<int>(lane ^ width))) {
-      v = (lane & width) ? op(other, v) : op(v, other);
-    }
+    const T other = shuffle_words(v, static_cast<int>(lane ^ width));
+    v = (lane & width) ? op(other, v) : op(v, other);
   }
-  return mask == 0xffffffffu ? v : shuffle_words(mask, v, 0);
+  return v;
 }
 
 template <class T>
 MTLINV_D T prefix_sum(const T& v, bool inclusive) {
-  const unsigned mask = warp_mask();
   const unsigned lane = lane_id();
-  T acc = shuffle_words(mask, v, 0);
+  T acc = shuffle_words(v, 0);
   T mine = inclusive ? acc : T{};
-  for (int j = 1; j < 32 && present(mask, j); ++j) {
+  for (int j = 1; j < 32; ++j) {
     if (!inclusive && lane == static_cast<unsigned>(j)) mine = acc;
-    acc = static_cast<T>(acc + shuffle_words(mask, v, j));
+    acc = static_cast<T>(acc + shuffle_words(v, j));
     if (inclusive && lane == static_cast<unsigned>(j)) mine = acc;
   }
   return mine;
@@ -99,7 +93,7 @@ constexpr bool is_integer_value_v<vec<T, N, P>> = std::is_integral<T>::value;
 
 // __syncthreads orders shared and global memory among the threadgroup's threads, which covers every flag.
 MTLINV_D void threadgroup_barrier(mem_flags) { __syncthreads(); }
-MTLINV_D void simdgroup_barrier(mem_flags) { __syncwarp(detail::warp_mask()); }
+MTLINV_D void simdgroup_barrier(mem_flags) { __syncwarp(detail::kWarp); }
 
 template <class T>
 MTLINV_D T simd_shuffle(T v, ushort lane) {
@@ -160,8 +154,8 @@ MTLINV_D T simd_xor(T v) {
   static_assert(detail::is_integer_value_v<T>, "simd_xor takes integers");
   return detail::tree(v, [](const T& a, const T& b) { return static_cast<T>(a ^ b); });
 }
-MTLINV_D bool simd_all(bool v) { return __all_sync(detail::warp_mask(), v); }
-MTLINV_D bool simd_any(bool v) { return __any_sync(detail::warp_mask(), v); }
+MTLINV_D bool simd_all(bool v) { return __all_sync(detail::kWarp, v); }
+MTLINV_D bool simd_any(bool v) { return __any_sync(detail::kWarp, v); }
 MTLINV_D bool simd_is_first() { return detail::lane_id() == 0; }
 
 #undef MTLINV_D
