@@ -27,11 +27,16 @@ from mtlinv import _native as ops  # noqa: E402
 HQ, HKV, D = 32, 8, 128
 
 
-def sdpa_args(lq, keys, chunk):
+def sdpa_args(lq, keys, chunk, prefetch):
     # SdpaArgs (metal/sdpa_args.h): q_heads, kv_heads, group, q_len, kv_len, kv_capacity, head_dim, causal,
-    # scale_log2, n_blocks, block_keys
-    return struct.pack("8If2I", HQ, HKV, HQ // HKV, lq, keys, keys, D, 1, D ** -0.5 * math.log2(math.e),
-                       -(-keys // chunk), chunk)
+    # scale_log2, n_blocks, block_keys, prefetch
+    return struct.pack("8If3I", HQ, HKV, HQ // HKV, lq, keys, keys, D, 1, D ** -0.5 * math.log2(math.e),
+                       -(-keys // chunk), chunk, prefetch)
+
+
+def plan_prefetch(launches):
+    """The plan's SdpaArgs.prefetch (its last field): a hint that changes no bits, kept at every S timed."""
+    return struct.unpack_from("<I", launches[0]["args"], len(launches[0]["args"]) - 4)[0]
 
 
 def plan_launches(lq, keys):
@@ -42,7 +47,7 @@ def plan_launches(lq, keys):
 
 
 def two_passes(launches, q, k, v, out, part_o, part_ml, lq, keys, chunk, combine=True):
-    args = sdpa_args(lq, keys, chunk)
+    args = sdpa_args(lq, keys, chunk, plan_prefetch(launches))
     first, second = launches
     x, _, z = first["threadgroups"]
     ops._launch(first["kernel"], (x, -(-keys // chunk), z), first["threads"], args, [q, k, v, part_o, part_ml])

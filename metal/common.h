@@ -11,11 +11,19 @@ using namespace metal;
 #define MTLINV_KERNEL(name, fn, ...) \
   template [[host_name(#name)]] [[kernel]] decltype(fn<__VA_ARGS__>) fn<__VA_ARGS__>;
 
-// mtlinv's one builtin beside MSL's, defined by every target: a 16-byte load of data read once (weights streaming
-// past), which a target may keep out of its caches so that reused data stays there. A plain load on Metal; the
-// CUDA shim skips L1 with it. Never a change of value, only of caching.
+// mtlinv's two builtins beside MSL's, defined by every target. Neither changes a value, only caching.
+// load_streaming: a 16-byte load of data read once (weights streaming past), which a target may keep out of its
+// caches so that reused data stays there. A plain load on Metal; the CUDA shim skips L1 with it.
 inline uint4 load_streaming(device const uint4* p) {
   return *p;
+}
+// prefetch_l2: elements p[0 .. n) will be read soon; a target may start fetching them into its last-level cache,
+// holding no registers and waiting for nothing. Nothing on Metal (MSL has no such instruction); one bulk prefetch
+// on CUDA; in the emulator's checked build, a check that the range lies in its buffer, as a load's would be.
+template <typename T>
+inline void prefetch_l2(device const T* p, uint n) {
+  (void)p;
+  (void)n;
 }
 #endif
 

@@ -20,4 +20,5 @@ struct SdpaArgs {
   float scale_log2;       // softmax scale * log2(e): scores are kept in base 2, so exp2 is the exponential
   uint32_t n_blocks;      // key blocks of the two-pass kernels: block j holds keys [j, j + 1) * block_keys
   uint32_t block_keys;    // keys per block, at most SDPA_BLOCK_KEYS: the chunk size S on the canonical path
+  uint32_t prefetch;      // 1: sdpa_mma asks L2 for each step's K and V a step ahead (a hint: never a change of bits)
 };

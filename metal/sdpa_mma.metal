@@ -183,6 +183,23 @@ inline void sdpa_mma_load_v(device const T* v, uint a0, uint kv_len, uint g, uin
   }
 }
 
+// Where the plan asks for it (args.prefetch: grids of at most one threadgroup per two cores, which leave HBM idle
+// part of the time), asks L2 for the V rows, and the K rows when `with_k`, of the simdgroup's step at a0 (its keys
+// below `stop`) before they are loaded: each step otherwise waits for two trips to HBM, K's and then V's. On an
+// H200, a step ahead: decoding 1K-4K keys 5-7% faster; at 8K keys (a threadgroup per core) 4% slower, at 16K-64K
+// (several per core, HBM busy) 10%, so plans leave it off there (benchmarks/results/h200.md, fourteenth session).
+template <typename T, uint D>
+inline void sdpa_mma_prefetch(constant SdpaArgs& args, device const T* k, device const T* v, uint a0, uint stop,
+                              bool with_k, ushort lane) {
+  if (args.prefetch != 0 && lane == 0 && a0 < stop) {
+    const uint n = min(stop - a0, SDPA_MMA_STEP) * D;
+    if (with_k) {
+      prefetch_l2(k + ulong(a0) * D, n);
+    }
+    prefetch_l2(v + ulong(a0) * D, n);
+  }
+}
+
 // Reductions over the 16 rows of a tile when lane r and lane r + 16 hold row r's value (uniform results): an OR,
 // and the least and most of (x, y) pairs.
 inline uint sdpa_mma_rows_or(uint v) {
@@ -394,6 +411,8 @@ template <typename T, bool VEC, uint D>
   if (first < stop) {
     sdpa_mma_load_k<T, VEC, D>(k, first, args.kv_len, g, t, k_first);
   }
+  sdpa_mma_prefetch<T, D>(args, k, v, first, stop, false, lane);  // V of the first step: its K is on its way
+  sdpa_mma_prefetch<T, D>(args, k, v, first + SDPA_MMA_STEP, stop, true, lane);
   // The q operands, staged once for the four simdgroups (read again every step: registers are what limits how many
   // simdgroups a core holds). A lane's rows g and g + 8 (dims 32 s + 8 t .. + 7 of each) are stored interleaved a
   // word at a time, [32-dim block s][half j][lane] = (lo[2 j], hi[2 j], lo[2 j + 1], hi[2 j + 1]): the order in
@@ -414,6 +433,7 @@ template <typename T, bool VEC, uint D>
                              acc);
   }
   for (uint a0 = first + SDPA_MMA_STEP; a0 < stop; a0 += SDPA_MMA_STEP) {
+    sdpa_mma_prefetch<T, D>(args, k, v, a0 + SDPA_MMA_STEP, stop, true, lane);
     uint4 k_raw[4 * KS];
     sdpa_mma_load_k<T, VEC, D>(k, a0, args.kv_len, g, t, k_raw);
     sdpa_mma_step<T, VEC, D>(args, v, q_frags, k_raw, a0, first, end_row, end_lo, end_hi, end_min, lane, m, l, acc);

@@ -65,6 +65,14 @@ def test_out_of_range_load_is_caught(checking):
     assert np.array_equal(run("emutest_out_of_range", offset=0), np.arange(64, dtype=np.float32))
 
 
+def test_out_of_range_prefetch_is_caught(checking):
+    """prefetch_l2 is a hint on every target, but a range past its buffer is a bug: the checked build faults on it as
+    on a load. run() passes n = 64 elements, the whole buffer from offset 0."""
+    with pytest.raises(mtlinv.KernelError, match=r"emutest_prefetch_overrun.*buffer 1.*outside"):
+        run("emutest_prefetch_overrun", offset=1)
+    assert np.array_equal(run("emutest_prefetch_overrun", offset=0), np.arange(64, dtype=np.float32))
+
+
 def test_emulator_recovers_after_a_fault():
     with pytest.raises(mtlinv.KernelError):
         run("emutest_divergent_barrier")

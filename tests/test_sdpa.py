@@ -329,7 +329,7 @@ def test_combine_merges_ranges_of_blocks(head_dim, n_blocks, rng):
     unseen = rng.choice(n_blocks, n_blocks // 15, replace=False)
     m[:, unseen], l[:, unseen], o[:, unseen] = -np.inf, 0, 0
     # SdpaArgs: one key per block, so the query (not causal) sees all n_blocks of them.
-    args = struct.pack("8If2I", heads, heads, 1, 1, n_blocks, n_blocks, head_dim, 0, 1.0, n_blocks, 1)
+    args = struct.pack("8If3I", heads, heads, 1, 1, n_blocks, n_blocks, head_dim, 0, 1.0, n_blocks, 1, 0)
     out = mtlinv.asarray(np.zeros((1, heads, 1, head_dim), np.float32))
     mtlinv._native._launch("sdpa_combine_f32", combine["threadgroups"], combine["threads"], args,
                            [mtlinv.asarray(o), mtlinv.asarray(np.stack([m, l], -1)), out])

@@ -137,3 +137,43 @@ def test_routing(q_len, head_dim, dtype, limit, name, gpu_plans):
         assert launch["threadgroups"] == (-(-q_len * 4 // 16), 4096 // chunk_keys(head_dim, dtype), 8)
         stem, suffix = name.rsplit("_", 1)
         assert pass_one(q_len, head_dim, dtype, limit, aligned=False)["kernel"] == f"{stem}_unaligned_{suffix}"
+
+
+def planned_prefetch(kv_len, q_len=1, limit=8, kv_heads=8):
+    launch = mtlinv._native.plan_sdpa(q_len=q_len, kv_len=kv_len, head_dim=128, q_heads=32, kv_heads=kv_heads,
+                                      dtype="bfloat16", limit=limit)["launches"][0]
+    return int.from_bytes(launch["args"][-4:], "little")  # SdpaArgs.prefetch, its last field
+
+
+def test_prefetch_only_where_one_tile_is_at_most_a_threadgroup_per_two_cores(gpu_plans):
+    """SdpaArgs.prefetch (sdpa_mma asks L2 for K and V a step ahead): on where a tile's grid, chunks x B x Hkv, is at
+    most one threadgroup per two cores (128 cores under the emulator's GPU plans, 132 on an H200), off beyond
+    (slower there on an H200), and off on the split path, which has no prefetches."""
+    assert planned_prefetch(4096) == 1     # 8 chunks of 512 x 8 kv heads
+    assert planned_prefetch(4096, q_len=8) == 1
+    assert planned_prefetch(8192) == 0     # 16 x 8
+    assert planned_prefetch(16384, kv_heads=2) == 1
+    assert planned_prefetch(1024, q_len=8, limit=0) == 0
+
+
+def test_prefetch_changes_no_bits(gpu_plans, rng):
+    """The plan's two launches run by hand with SdpaArgs.prefetch as planned (1) and cleared: the same bits, which
+    are sdpa's. On CUDA the first run issues L2 prefetches; the emulator's fast build ignores the hint, so there
+    this checks the plumbing only."""
+    from mtlinv import _native
+    q, k, v = qkv(rng, q_heads=8, kv_heads=2, q_len=8, capacity=1024, head_dim=128, dtype=ml_dtypes.bfloat16)
+    plan = _native.plan_sdpa(q_len=8, kv_len=1024, head_dim=128, q_heads=8, kv_heads=2, dtype="bfloat16", limit=8)
+    first, second = plan["launches"]
+    assert first["kernel"] == "sdpa_mma_d128_bf16" and planned_prefetch(1024, kv_heads=2) == 1
+    tensors = [mtlinv.asarray(a) for a in (q, k, v)]
+    outs = []
+    for prefetch in (1, 0):
+        args = first["args"][:-4] + prefetch.to_bytes(4, "little")
+        part_o, part_ml = (mtlinv.asarray(np.zeros(n // 4, np.float32)) for n in plan["scratch_bytes"])
+        out = mtlinv.asarray(np.zeros(q.shape, ml_dtypes.bfloat16))
+        _native._launch(first["kernel"], first["threadgroups"], first["threads"], args, [*tensors, part_o, part_ml])
+        _native._launch(second["kernel"], second["threadgroups"], second["threads"], args, [part_o, part_ml, out])
+        outs.append(np.asarray(out))
+    with mtlinv.batch_invariant(8):
+        expected = np.asarray(sdpa(q, k, v))
+    assert same_bits(outs[0], outs[1]) and same_bits(outs[0], expected), first_difference(outs[1], outs[0])

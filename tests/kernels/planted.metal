@@ -69,8 +69,23 @@ template <typename T>
   y[tid] = x[tid + args.offset];
 }
 
+// Planted out-of-range prefetch: thread 0 asks L2 for the n elements from `offset`, then every thread copies its
+// own. A prefetch changes nothing, but a range outside its buffer is a bug, which the checked build reports.
+template <typename T>
+[[kernel]] void planted_prefetch_overrun(
+    constant PlantedArgs& args [[buffer(0)]],
+    device const T* x [[buffer(1)]],
+    device T* y [[buffer(2)]],
+    uint tid [[thread_position_in_grid]]) {
+  if (tid == 0) {
+    prefetch_l2(x + args.offset, args.n);
+  }
+  y[tid] = x[tid];
+}
+
 MTLINV_KERNEL(emutest_neighbour, planted_neighbour, float)
 MTLINV_KERNEL(emutest_race, planted_race, float)
 MTLINV_KERNEL(emutest_divergent_barrier, planted_divergent_barrier, float)
 MTLINV_KERNEL(emutest_divergent_simd, planted_divergent_simd, float)
 MTLINV_KERNEL(emutest_out_of_range, planted_out_of_range, float)
+MTLINV_KERNEL(emutest_prefetch_overrun, planted_prefetch_overrun, float)

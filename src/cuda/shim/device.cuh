@@ -119,6 +119,22 @@ __device__ __forceinline__ vec<unsigned, 4> load_streaming(const vec<unsigned, 4
                : "l"(p));
   return v;
 }
+
+// prefetch_l2 (metal/common.h): one cp.async.bulk.prefetch.L2 (sm_90) of the range's 16-byte aligned part, so that
+// the loads that follow find it in L2; it holds no registers and nothing waits for it. Below sm_90, nothing.
+template <class T>
+__device__ __forceinline__ void prefetch_l2(const T* p, unsigned n) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  const size_t begin = (__cvta_generic_to_global(p) + 15) & ~size_t{15};
+  const size_t end = __cvta_generic_to_global(p + n) & ~size_t{15};
+  if (end > begin) {
+    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(begin), "r"(static_cast<unsigned>(end - begin)));
+  }
+#else
+  (void)p;
+  (void)n;
+#endif
+}
 }  // namespace cu_msl
 
 // One __global__ entry per instantiation, named after the kernel's host name (so profilers and

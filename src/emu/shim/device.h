@@ -226,6 +226,17 @@ template <class P>
 auto load_streaming(const P& p) -> std::remove_cv_t<std::remove_reference_t<decltype(*p)>> {
   return *p;
 }
+// prefetch_l2 (metal/common.h): a hint, so nothing in the fast build; the checked build reads the range's first and
+// last elements, so that a range outside its buffer faults as a load of it would.
+template <class T>
+void prefetch_l2(T*, uint32_t) {}
+template <class T>
+void prefetch_l2(const ::emu::checked_ptr<T>& p, uint32_t n) {
+  if (n > 0) {
+    (void)p[0];
+    (void)p[n - 1];
+  }
+}
 }  // namespace metal
 
 #define EMU_DPTR(...) ::emu::dptr<__VA_ARGS__>
