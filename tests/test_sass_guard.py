@@ -10,7 +10,7 @@ tile lost 10-14%.
 sdpa_mma's partials: every global store must be a vector store. Stored one float at a time, they cost 14% of the
 time of verifying 8 queries at 64K keys.
 
-Both files' kernels: no stack and no spills (sdpa_mma's D = 128 kernels take 246 registers, 255 with element
+Both files' kernels: no stack and no spills (sdpa_mma's D = 128 kernels take 248 registers, 255 with element
 loads: nvcc's limit)."""
 import pathlib
 import re
@@ -85,7 +85,7 @@ def test_sdpa_mma_stores_partials_whole(sdpa_mma_stores, head_dim, expected, var
 
 @pytest.mark.parametrize("stem", ["gemv_mma", "sdpa_mma"])
 def test_matrix_unit_kernels_keep_everything_in_registers(compiled, stem):
-    """No stack frame, no spills. sdpa_mma runs at 246 of the 255 registers nvcc may give it (255 with element
+    """No stack frame, no spills. sdpa_mma runs at 248 of the 255 registers nvcc may give it (255 with element
     loads): one more live array (the next step's K, loaded early) spilled 360-520 bytes and cost 7-38% on an H200
     (twelfth session), and a second tile's accumulators 292 bytes, 30-38% (thirteenth)."""
     kernels = sass_report.resources(compiled[stem][0])
