@@ -23,14 +23,12 @@ def assert_whole_simdgroups(plan, what):
 
 @pytest.fixture(params=["emulator", "gpu"])
 def plans(request):
-    if mtlinv.device_info()["backend"] != "emu":
-        if request.param == "gpu":
+    """On the emulator, each test with its own plans and then with the GPU plans (conftest's gpu_plans); on a GPU,
+    once, with the device's own."""
+    if request.param == "gpu":
+        if mtlinv.device_info()["backend"] != "emu":
             pytest.skip("the device's own plans are the GPU plans")
-        yield
-        return
-    _native._set_emu_gpu_plans(request.param == "gpu")
-    yield
-    _native._set_emu_gpu_plans(False)
+        request.getfixturevalue("gpu_plans")
 
 
 def test_gemv_plans(plans):

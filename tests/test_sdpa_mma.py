@@ -139,10 +139,13 @@ def test_routing(q_len, head_dim, dtype, limit, name, gpu_plans):
         assert pass_one(q_len, head_dim, dtype, limit, aligned=False)["kernel"] == f"{stem}_unaligned_{suffix}"
 
 
-def planned_prefetch(kv_len, q_len=1, limit=8, kv_heads=8):
-    launch = mtlinv._native.plan_sdpa(q_len=q_len, kv_len=kv_len, head_dim=128, q_heads=32, kv_heads=kv_heads,
-                                      dtype="bfloat16", limit=limit)["launches"][0]
+def prefetch_flag(launch):
     return int.from_bytes(launch["args"][-4:], "little")  # SdpaArgs.prefetch, its last field
+
+
+def planned_prefetch(kv_len, q_len=1, limit=8, kv_heads=8):
+    return prefetch_flag(mtlinv._native.plan_sdpa(q_len=q_len, kv_len=kv_len, head_dim=128, q_heads=32,
+                                                  kv_heads=kv_heads, dtype="bfloat16", limit=limit)["launches"][0])
 
 
 def test_prefetch_only_where_one_tile_is_at_most_a_threadgroup_per_two_cores(gpu_plans):
@@ -164,7 +167,7 @@ def test_prefetch_changes_no_bits(gpu_plans, rng):
     q, k, v = qkv(rng, q_heads=8, kv_heads=2, q_len=8, capacity=1024, head_dim=128, dtype=ml_dtypes.bfloat16)
     plan = _native.plan_sdpa(q_len=8, kv_len=1024, head_dim=128, q_heads=8, kv_heads=2, dtype="bfloat16", limit=8)
     first, second = plan["launches"]
-    assert first["kernel"] == "sdpa_mma_d128_bf16" and planned_prefetch(1024, kv_heads=2) == 1
+    assert first["kernel"] == "sdpa_mma_d128_bf16" and prefetch_flag(first) == 1
     tensors = [mtlinv.asarray(a) for a in (q, k, v)]
     outs = []
     for prefetch in (1, 0):
