@@ -2,13 +2,14 @@
 //
 // Two-pass kernels (decode, verification, short blocks): pass 1 (sdpa_blocks; on the canonical path of a device
 // with matrix units, for 16-bit dtypes and head dims 64 and 128, sdpa_mma of metal/sdpa_mma.metal) splits the keys
-// into blocks of block_keys consecutive keys, block j holding [j * block_keys, (j + 1) * block_keys), and writes
-// per (query, block) the block's float32 max score m, sum of exponentials l and unnormalised output o[D]; pass 2
-// (sdpa_combine) merges the blocks of each query in index order and normalises. The plan picks the blocks:
-//   * canonical path: chunks of S keys at absolute positions, S a function of D, dtype and device only. Within a
-//     chunk every reduction order is fixed by S and D, and a query at position p reads chunks 0..p/S, each over
-//     the keys <= p it holds: exactly what a single-query call over the first p+1 keys computes, so the query's
-//     bits cannot depend on Lq, kv_len beyond p, or other queries (design.md §2).
+// into blocks of consecutive keys (sdpa_chunk_range in metal/sdpa_args.h: block_keys each, or growing with the
+// position past tier_keys), and writes per (query, block) the block's float32 max score m, sum of exponentials l
+// and unnormalised output o[D]; pass 2 (sdpa_combine) merges the blocks of each query in index order and
+// normalises. The plan picks the blocks:
+//   * canonical path: chunks at absolute positions, placed by a function of D, dtype and device only. Within a
+//     chunk every reduction order is fixed by its size and D, and a query at position p reads the chunks up to the
+//     one holding p, each over the keys <= p it holds: exactly what a single-query call over the first p+1 keys
+//     computes, so the query's bits cannot depend on Lq, kv_len beyond p, or other queries (design.md §2).
 //   * small-Lq throughput path: a block count chosen from Lq and kv_len to fill the device, as engines do today
 //     (MLX's sdpa_vector_2pass); the bits then depend on Lq.
 // Single-pass kernel (prefill): sdpa_flash_*, a tiled flash attention with an online softmax per query.
@@ -383,7 +384,7 @@ template <typename T>
   const uint i = pos.x / column_tiles;
   const ulong row = (ulong(pos.z) * args.q_heads + pos.y) * args.q_len + i;
   const uint last = sdpa_last_key(args, i);
-  const uint n = min(args.n_blocks, last / args.block_keys + 1);
+  const uint n = min(args.n_blocks, sdpa_chunk_of(args.block_keys, args.tier_keys, last) + 1);
   const uint per_range = (n + SDPA_COMBINE_GROUPS - 1) / SDPA_COMBINE_GROUPS;
   const uint j_begin = min(n, g * per_range);
   const uint j_end = min(n, j_begin + per_range);

@@ -18,7 +18,51 @@ struct SdpaArgs {
   uint32_t head_dim;      // D: 64, 80, 96, 128 or 256
   uint32_t causal;        // 1: bottom-right aligned causal mask
   float scale_log2;       // softmax scale * log2(e): scores are kept in base 2, so exp2 is the exponential
-  uint32_t n_blocks;      // key blocks of the two-pass kernels: block j holds keys [j, j + 1) * block_keys
-  uint32_t block_keys;    // keys per block, at most SDPA_BLOCK_KEYS: the chunk size S on the canonical path
+  uint32_t n_blocks;      // key blocks of the two-pass kernels (chunks on the canonical path): sdpa_chunk_range
+  uint32_t block_keys;    // keys per block (sdpa_blocks: at most SDPA_BLOCK_KEYS); with tiers, those of tier 0
+  uint32_t tier_keys;     // 0: every block holds block_keys keys; else where tier 0 ends (sdpa_chunk_range)
   uint32_t prefetch;      // 1: sdpa_mma asks L2 for each step's K and V a step ahead (a hint: never a change of bits)
 };
+
+// The blocks of the two-pass kernels, at absolute key positions. With tier_keys = 0, block j holds keys
+// [j S, (j + 1) S), S = block_keys. Otherwise the blocks grow with the position: tier 0 holds keys [0, T) in blocks
+// of S, and tier t > 0 holds [T 4^(t-1), T 4^t) in blocks of S 2^t (T = tier_keys, a multiple of 4 S). So a context
+// of n keys has about 2.5 (T / S) sqrt(n / T) blocks past T: short contexts get small blocks, which spread over the
+// cores, and long ones large blocks, each a threadgroup's work, for fewer partials to write and merge. Both are
+// functions of a key's position alone, never of a call's length, so a query's blocks are the same in every call.
+struct SdpaChunk {
+  uint32_t first;  // first key
+  uint32_t keys;   // keys it holds (past kv_len as well: the kernels stop at the keys a query sees)
+};
+
+// Block `index`'s keys.
+inline SdpaChunk sdpa_chunk_range(uint32_t block_keys, uint32_t tier_keys, uint32_t index) {
+  if (tier_keys == 0 || index < tier_keys / block_keys) {
+    return SdpaChunk{index * block_keys, block_keys};
+  }
+  uint32_t before = tier_keys / block_keys;  // blocks before tier t
+  uint32_t start = tier_keys;                // tier t's first key, T 4^(t-1)
+  uint32_t keys = 2 * block_keys;            // its block size, S 2^t
+  while (index - before >= 3 * (start / keys)) {
+    before += 3 * (start / keys);
+    start *= 4;
+    keys *= 2;
+  }
+  return SdpaChunk{start + (index - before) * keys, keys};
+}
+
+// The block holding key `key`.
+inline uint32_t sdpa_chunk_of(uint32_t block_keys, uint32_t tier_keys, uint32_t key) {
+  if (tier_keys == 0 || key < tier_keys) {
+    return key / block_keys;
+  }
+  uint32_t before = tier_keys / block_keys;
+  uint32_t start = tier_keys;
+  uint32_t keys = 2 * block_keys;
+  while (key / 4 >= start) {  // key >= 4 start, without overflow
+    before += 3 * (start / keys);
+    start *= 4;
+    keys *= 2;
+  }
+  return before + (key - start) / keys;
+}

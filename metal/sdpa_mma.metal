@@ -12,7 +12,7 @@
 // keys, twice as slow at 1K-4K; benchmarks/results/h200.md, thirteenth session.)
 //
 // A threadgroup takes one chunk of one kv head and a tile of 16 of its G * Lq queries; its 4 simdgroups take a
-// quarter of the chunk each (128 keys at the plan's S = 512: four steps of 32). Per query and step, in this order:
+// quarter of the chunk each (64 keys for a chunk of 256: two steps of 32). Per query and step, in this order:
 //   scores   s = (q . k) * scale_log2 for the 32 keys: D / 32 builtin calls per 8 keys, dims in ascending order
 //   softmax  online: m' = max(m, visible scores), p = T(exp2(s - m')) (0 for keys the query does not see),
 //            l = l * exp2(m - m') + (sum of p), the sum over the lane's 8 keys then a quad ladder
@@ -350,7 +350,10 @@ inline void sdpa_mma_step(constant SdpaArgs& args, device const T* v, threadgrou
   }
 }
 
-// Pass 1 on the matrix units. Grid: (ceil(G * Lq / 16), n_blocks, B * Hkv); SDPA_MMA_SIMDGROUPS simdgroups.
+// Pass 1 on the matrix units. Grid: (ceil(G * Lq / 16), B * Hkv, n_blocks); SDPA_MMA_SIMDGROUPS simdgroups. The
+// chunks are the grid's slowest dimension and run last first: GPUs start threadgroups in the order of the grid, and
+// the chunks grow with the position (metal/sdpa_args.h), so the largest start first and the small ones fill in
+// where the grid is more than the cores hold at once (longest first, the classic greedy for balanced loads).
 // Lane 4 g + t holds queries g and g + 8 of the tile: their q (dims 32 s + 8 t .. + 7 of each 32), scores of keys
 // 8 b + 2 t, 8 b + 2 t + 1 of each 8, and output dims 64 h + 16 t + c, 64 h + 16 t + 8 + c (c = 0..7) of each 64.
 template <typename T, bool VEC, uint D>
@@ -378,11 +381,11 @@ template <typename T, bool VEC, uint D>
   const uint per_head = args.group * args.q_len;  // queries served by one kv head
   const uint j0 = tile.x * SDPA_MMA_QUERIES;      // first query of the tile, numbered g * Lq + i
   const uint nq = min(SDPA_MMA_QUERIES, per_head - j0);
-  const uint block = tile.y;
-  const ulong row0 = ulong(tile.z) * per_head + j0;  // q [B, Hq, Lq, D] is [B, Hkv, G * Lq, D]
+  const uint block = args.n_blocks - 1 - tile.z;
+  const ulong row0 = ulong(tile.y) * per_head + j0;  // q [B, Hq, Lq, D] is [B, Hkv, G * Lq, D]
   q += row0 * D;
-  k += ulong(tile.z) * args.kv_capacity * D;
-  v += ulong(tile.z) * args.kv_capacity * D;
+  k += ulong(tile.y) * args.kv_capacity * D;
+  v += ulong(tile.y) * args.kv_capacity * D;
 
   // Where each query's keys end: lanes r and r + 16 work out row r's, the lane's own rows g and g + 8 and the least
   // and most over the tile (uniform) follow by shuffles.
@@ -400,10 +403,11 @@ template <typename T, bool VEC, uint D>
     acc[o] = float4(0.0f);
   }
 
-  const uint quarter = args.block_keys / SDPA_MMA_SIMDGROUPS;
-  const uint first = block * args.block_keys + sg * quarter;
+  const SdpaChunk chunk = sdpa_chunk_range(args.block_keys, args.tier_keys, block);
+  const uint quarter = chunk.keys / SDPA_MMA_SIMDGROUPS;
+  const uint first = chunk.first + sg * quarter;
   const uint stop = min(first + quarter, end_max);
-  // The first step's K is on its way while q is staged: a threadgroup lives for a few steps (four at S = 512), and
+  // The first step's K is on its way while q is staged: a threadgroup lives for a few steps (four at 512 keys), and
   // its first wait on memory came after the staging's. On an H200: 0.7-2.1 us less at 64K keys, every Lq (0.9-1.9%),
   // within 0.4 us at 1K-16K; nvcc gives the kernel 252 registers, 238 before (benchmarks/results/h200.md, thirteenth
   // session).

@@ -17,7 +17,15 @@ cdef extern from "../src/core/plans/sdpa.h" namespace "mtlinv":
         bool causal, aligned
         float scale
     CPlan c_plan_sdpa "mtlinv::plan_sdpa"(const CSdpaShape&, int, const CDeviceCaps&) except +raise_py_error
-    uint32_t c_sdpa_chunk_keys "mtlinv::sdpa_chunk_keys"(int64_t, CDType, const CDeviceCaps&)
+    cdef cppclass CSdpaChunking "mtlinv::SdpaChunking":
+        uint32_t block_keys, tier_keys
+    CSdpaChunking c_sdpa_chunking "mtlinv::sdpa_chunking"(int64_t, CDType, const CDeviceCaps&)
+
+cdef extern from "../metal/sdpa_args.h":
+    cdef cppclass CSdpaChunk "SdpaChunk":
+        uint32_t first, keys
+    CSdpaChunk c_sdpa_chunk_range "sdpa_chunk_range"(uint32_t, uint32_t, uint32_t)
+    uint32_t c_sdpa_chunk_of "sdpa_chunk_of"(uint32_t, uint32_t, uint32_t)
 
 
 def sdpa(q, k, v, *, scale=None, bint causal=True, kv_len=None):
@@ -58,9 +66,28 @@ def sdpa(q, k, v, *, scale=None, bint causal=True, kv_len=None):
     return _wrap(out)
 
 
-def sdpa_chunk_keys(head_dim, dtype="float32"):
-    """S, the keys per chunk of the canonical sdpa path on the active device: chunk c holds keys [c*S, (c+1)*S)."""
-    return c_sdpa_chunk_keys(head_dim, dtype_from_name(np.dtype(dtype).name.encode()), c_active_backend().caps())
+def sdpa_chunking(head_dim, dtype="float32"):
+    """(block_keys, tier_keys): the chunks of the canonical sdpa path on the active device, at absolute key positions.
+    tier_keys 0: chunk c holds keys [c*S, (c+1)*S), S = block_keys; else chunks grow past tier_keys (sdpa_chunks)."""
+    cdef CSdpaChunking c = c_sdpa_chunking(head_dim, dtype_from_name(np.dtype(dtype).name.encode()),
+                                           c_active_backend().caps())
+    return c.block_keys, c.tier_keys
+
+
+def sdpa_chunks(block_keys, tier_keys, kv_len):
+    """[(first key, keys)] of the chunks covering keys 0 .. kv_len - 1 under (block_keys, tier_keys), as the kernels
+    place them (metal/sdpa_args.h)."""
+    if (block_keys <= 0 or not 0 < kv_len < 2**31 or tier_keys < 0
+            or (tier_keys and tier_keys % (4 * block_keys))):
+        raise InvalidArgumentError(f"sdpa_chunks: need block_keys > 0, 0 < kv_len < 2**31 and tier_keys 0 or a multiple of "
+                                   f"4 block_keys, got {block_keys}, {tier_keys}, {kv_len}")
+    cdef uint32_t n = c_sdpa_chunk_of(block_keys, tier_keys, kv_len - 1) + 1
+    cdef CSdpaChunk c
+    chunks = []
+    for i in range(n):
+        c = c_sdpa_chunk_range(block_keys, tier_keys, i)
+        chunks.append((c.first, c.keys))
+    return chunks
 
 
 def plan_sdpa(*, q_len, kv_len, head_dim=128, q_heads=1, kv_heads=1, batch=1, capacity=None, dtype="float32",

@@ -14,8 +14,14 @@ plan_sdpa = mtlinv._native.plan_sdpa
 HEAD_DIMS = [64, 80, 96, 128, 256]
 
 
+def chunking(head_dim, dtype):
+    """(block_keys, tier_keys) of the canonical path on the active device (metal/sdpa_args.h)."""
+    return mtlinv._native.sdpa_chunking(head_dim, np.dtype(dtype).name)
+
+
 def chunk_keys(head_dim, dtype):
-    return mtlinv._native.sdpa_chunk_keys(head_dim, np.dtype(dtype).name)
+    """S, the size of the first chunks (of every chunk, without tiers)."""
+    return chunking(head_dim, dtype)[0]
 
 
 def reference(q, k, v, *, scale=None, causal=True, kv_len=None):
@@ -290,26 +296,52 @@ def test_routing(q_len, limit, path):
     assert unaligned["launches"][0]["kernel"] == kernels[0].replace("_bf16", "_unaligned_bf16")
 
 
-def test_plan_chunks_do_not_depend_on_q_len():
-    """The canonical key partition: fixed chunks of S keys at absolute positions, the same for every Lq."""
-    s = chunk_keys(128, np.float16)
-    for kv_len in (1, s - 1, s, s + 1, 4100):
+@pytest.mark.parametrize("gpu", [False, True], ids=["emulator", "gpu-plans"])
+def test_plan_chunks_do_not_depend_on_q_len(gpu, request):
+    """The canonical key partition: chunks at absolute positions (tiers on the GPU plans), the same for every Lq."""
+    if gpu:
+        request.getfixturevalue("gpu_plans")
+    s, tiers = chunking(128, np.float16)
+    for kv_len in (1, s - 1, s, s + 1, 4100, 17000):
         plans = [plan_sdpa(q_len=m, kv_len=kv_len, head_dim=128, q_heads=8, kv_heads=2, dtype="float16", limit=16)
                  for m in range(1, min(kv_len, 16) + 1)]
-        assert {p["launches"][0]["threadgroups"][1] for p in plans} == {-(-kv_len // s)}
+        n = len(mtlinv._native.sdpa_chunks(s, tiers, kv_len))
+        # the chunks are grid y of sdpa_blocks, grid z of sdpa_mma
+        assert {p["launches"][0]["threadgroups"][2 if p["launches"][0]["kernel"].startswith("sdpa_mma") else 1]
+                for p in plans} == {n}
+        assert {p["launches"][0]["args"][36:48] for p in plans} == {struct.pack("<3I", n, s, tiers)}
         assert {p["launches"][0]["threads"] for p in plans} == {(128, 1, 1)}
 
 
 @pytest.mark.parametrize("gpu", [False, True], ids=["emulator", "gpu-plans"])
-def test_chunk_keys_depend_on_head_dim_dtype_and_device_only(gpu, request):
-    """S is 256 for sdpa_blocks and 512 for sdpa_mma (16-bit, D = 64 or 128, a device with matrix units)."""
+def test_chunking_depends_on_head_dim_dtype_and_device_only(gpu, request):
+    """sdpa_blocks: chunks of 256 keys throughout. sdpa_mma (16-bit, D = 64 or 128, a device with matrix units):
+    chunks of 256 keys below key 4096, growing past it."""
     if gpu:
         request.getfixturevalue("gpu_plans")
     matrix_units = mtlinv.device_info()["matrix_units"]
     for d in HEAD_DIMS:
         for t in FLOAT_DTYPES:
             mma = matrix_units and d in (64, 128) and np.dtype(t) != np.float32
-            assert chunk_keys(d, t) == (512 if mma else 256), (d, t)
+            assert chunking(d, t) == ((256, 4096) if mma else (256, 0)), (d, t)
+
+
+@pytest.mark.parametrize("block_keys, tier_keys", [(256, 0), (100, 0), (256, 4096), (128, 512), (128, 1024)])
+def test_chunks_tile_the_keys(block_keys, tier_keys):
+    """The chunks of metal/sdpa_args.h: contiguous from key 0, each kv_len's chunks a prefix of a longer one's (a
+    query's chunks never depend on the call), of S keys below T and of S 2^t in [T 4^(t-1), T 4^t)."""
+    chunks = mtlinv._native.sdpa_chunks(block_keys, tier_keys, 300_000)
+    assert chunks[0][0] == 0 and chunks[-1][0] < 300_000 <= sum(chunks[-1])
+    assert all(a + n == b for (a, n), (b, _) in zip(chunks, chunks[1:]))
+    for first, keys in chunks:
+        tier = 0 if tier_keys == 0 or first < tier_keys else 1 + int(np.log2(first / tier_keys)) // 2
+        assert keys == block_keys << tier, (first, keys)
+        assert first % keys == 0 or tier_keys == 0
+    for kv_len in (1, 99, 100, 101, 513, 4095, 4096, 4097, 16385, 123_456):
+        prefix = mtlinv._native.sdpa_chunks(block_keys, tier_keys, kv_len)
+        assert prefix == chunks[:len(prefix)] and sum(prefix[-1]) >= kv_len > prefix[-1][0], kv_len
+    with pytest.raises(mtlinv.InvalidArgumentError, match="tier_keys"):
+        mtlinv._native.sdpa_chunks(256, 1000, 10)
 
 
 @pytest.mark.parametrize("head_dim", [64, 80])
@@ -329,7 +361,7 @@ def test_combine_merges_ranges_of_blocks(head_dim, n_blocks, rng):
     unseen = rng.choice(n_blocks, n_blocks // 15, replace=False)
     m[:, unseen], l[:, unseen], o[:, unseen] = -np.inf, 0, 0
     # SdpaArgs: one key per block, so the query (not causal) sees all n_blocks of them.
-    args = struct.pack("8If3I", heads, heads, 1, 1, n_blocks, n_blocks, head_dim, 0, 1.0, n_blocks, 1, 0)
+    args = struct.pack("8If4I", heads, heads, 1, 1, n_blocks, n_blocks, head_dim, 0, 1.0, n_blocks, 1, 0, 0)
     out = mtlinv.asarray(np.zeros((1, heads, 1, head_dim), np.float32))
     mtlinv._native._launch("sdpa_combine_f32", combine["threadgroups"], combine["threads"], args,
                            [mtlinv.asarray(o), mtlinv.asarray(np.stack([m, l], -1)), out])

@@ -2,13 +2,15 @@
 and 128 on devices with matrix units (CUDA): on the emulator the gpu_plans fixture turns the capability on and the
 kernel runs on metal/mma.h's fallback, so its tiles, partial steps and merge are checked in CI; with
 MTLINV_DEVICE=cuda the same tests (and all of test_sdpa.py) run on the tensor cores."""
+import struct
+
 import ml_dtypes
 import numpy as np
 import pytest
 
 import mtlinv
 from helpers import RTOL, first_difference, same_bits
-from test_sdpa import assert_block_matches, chunk_keys, misaligned, qkv, reference, singles
+from test_sdpa import assert_block_matches, chunk_keys, chunking, misaligned, qkv, reference, singles
 
 sdpa = mtlinv.sdpa
 MMA_DTYPES = [np.float16, ml_dtypes.bfloat16]
@@ -133,10 +135,52 @@ def test_routing(q_len, head_dim, dtype, limit, name, gpu_plans):
     launch = pass_one(q_len, head_dim, dtype, limit)
     assert launch["kernel"] == name
     if name.startswith("sdpa_mma"):
-        # tiles of 16 of a kv head's G * Lq queries, chunks of S keys over kv_len = 4096, B * Hkv
-        assert launch["threadgroups"] == (-(-q_len * 4 // 16), 4096 // chunk_keys(head_dim, dtype), 8)
+        # tiles of 16 of a kv head's G * Lq queries, B * Hkv, the chunks over kv_len = 4096
+        chunks = mtlinv._native.sdpa_chunks(*chunking(head_dim, dtype), 4096)
+        assert launch["threadgroups"] == (-(-q_len * 4 // 16), 8, len(chunks))
         stem, suffix = name.rsplit("_", 1)
         assert pass_one(q_len, head_dim, dtype, limit, aligned=False)["kernel"] == f"{stem}_unaligned_{suffix}"
+
+
+def run_chunked(q, k, v, kv_len, chunks, limit=8):
+    """sdpa's two launches for q, k, v (causal) with the plan's chunks replaced by `chunks` (block_keys, tier_keys),
+    launched by hand."""
+    from mtlinv import _native
+    batch, q_heads, q_len, head_dim = q.shape
+    plan = _native.plan_sdpa(q_len=q_len, kv_len=kv_len, head_dim=head_dim, q_heads=q_heads, kv_heads=k.shape[1],
+                             capacity=k.shape[2], dtype=np.dtype(q.dtype).name, limit=limit)
+    first, second = plan["launches"]
+    n = len(_native.sdpa_chunks(*chunks, kv_len))
+    args = bytearray(first["args"])
+    struct.pack_into("<3I", args, 36, n, *chunks)  # SdpaArgs.n_blocks, block_keys, tier_keys
+    rows = batch * q_heads * q_len
+    part_o = mtlinv.asarray(np.zeros(rows * n * head_dim, np.float32))
+    part_ml = mtlinv.asarray(np.zeros(rows * n * 2, np.float32))
+    out = mtlinv.asarray(np.zeros(q.shape, q.dtype))
+    grid = (*first["threadgroups"][:2], n)  # query tiles, B * Hkv, chunks
+    _native._launch(first["kernel"], grid, first["threads"], bytes(args),
+                    [mtlinv.asarray(a) for a in (q, k, v)] + [part_o, part_ml])
+    _native._launch(second["kernel"], second["threadgroups"], second["threads"], bytes(args), [part_o, part_ml, out])
+    return np.asarray(out)
+
+
+@pytest.mark.parametrize("chunks", [(128, 512), (256, 1024)])
+def test_tiered_chunks_give_single_query_bits_and_attention(chunks, gpu_plans, rng):
+    """Chunks that grow with the position, at sizes the emulator runs quickly ((128, 512): 128 keys below 512, 256 up
+    to 2048, 512 up to 8192). Every query of a causal block of 8 equals its single-query call under the same chunks,
+    at kv_len in tier 0, around the tier boundaries and two tiers in; and the block is attention within the
+    dtype's bound of float64, so the chunks take every key once."""
+    kv_lens = [300, 511, 513, 1030, 2049, 2600]
+    q, k, v = qkv(rng, q_heads=8, kv_heads=2, q_len=8, capacity=max(kv_lens), head_dim=64, dtype=np.float16)
+    assert pass_one(8, 64, np.float16, 8)["kernel"] == "sdpa_mma_d64_f16"
+    for kv_len in kv_lens:
+        block = run_chunked(q, k, v, kv_len, chunks)
+        for i in range(8):
+            alone = run_chunked(np.ascontiguousarray(q[:, :, i:i + 1]), k, v, kv_len - 7 + i, chunks)
+            assert same_bits(block[:, :, i:i + 1], alone), (kv_len, i, first_difference(block[:, :, i:i + 1], alone))
+        ref = reference(q, k, v, kv_len=kv_len)
+        tol = RTOL[np.dtype(np.float16)]
+        np.testing.assert_allclose(block.astype(np.float64), ref, rtol=tol, atol=tol * np.abs(ref).max())
 
 
 def prefetch_flag(launch):
@@ -152,10 +196,10 @@ def test_prefetch_only_where_one_tile_is_at_most_a_threadgroup_per_two_cores(gpu
     """SdpaArgs.prefetch (sdpa_mma asks L2 for K and V a step ahead): on where a tile's grid, chunks x B x Hkv, is at
     most one threadgroup per two cores (128 cores under the emulator's GPU plans, 132 on an H200), off beyond
     (slower there on an H200), and off on the split path, which has no prefetches."""
-    assert planned_prefetch(4096) == 1     # 8 chunks of 512 x 8 kv heads
-    assert planned_prefetch(4096, q_len=8) == 1
-    assert planned_prefetch(8192) == 0     # 16 x 8
-    assert planned_prefetch(16384, kv_heads=2) == 1
+    assert planned_prefetch(2048) == 1     # 8 chunks of 256 x 8 kv heads
+    assert planned_prefetch(2048, q_len=8) == 1
+    assert planned_prefetch(2304) == 0     # 9 x 8
+    assert planned_prefetch(16384, kv_heads=1) == 1  # 16 chunks of 256, 24 of 512
     assert planned_prefetch(1024, q_len=8, limit=0) == 0
 
 

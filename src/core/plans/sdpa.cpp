@@ -9,13 +9,14 @@
 
 namespace mtlinv {
 
-static_assert(sizeof(SdpaArgs) == 48, "SdpaArgs layout must match metal/sdpa_args.h on every target");
+static_assert(sizeof(SdpaArgs) == 52, "SdpaArgs layout must match metal/sdpa_args.h on every target");
 
 namespace {
 constexpr uint32_t kThreads = 128;        // SDPA_THREADS in metal/sdpa.metal
 constexpr uint32_t kMaxQueriesPerTile = 8;  // SDPA_QUERIES: the query tile Q of sdpa_blocks is 4 or 8
 constexpr uint32_t kBlockKeys = 256;      // SDPA_BLOCK_KEYS: the most keys a block of sdpa_blocks may hold
-constexpr uint32_t kMmaChunkKeys = 512;   // sdpa_mma's chunks (benchmarks/results/h200.md, tune_sdpa_cuda.py)
+constexpr uint32_t kMmaChunkKeys = 256;   // sdpa_mma's chunks in tier 0 (benchmarks/results/h200.md, tune_sdpa_cuda.py)
+constexpr uint32_t kMmaTierKeys = 4096;   // where sdpa_mma's tier 0 ends
 constexpr uint32_t kMmaQueries = 16;      // SDPA_MMA_QUERIES in metal/sdpa_mma.metal (4 simdgroups: kThreads)
 constexpr uint32_t kFlashQueries = 32;    // FLASH_QUERIES
 constexpr uint32_t kCombineGroups = 16;   // SDPA_COMBINE_GROUPS
@@ -24,16 +25,23 @@ constexpr int64_t kSplitMinKeys = 32;     // split blocks shorter than this cost
 constexpr int64_t kSplitWavesPerCore = 4; // threadgroups per compute unit the split path aims for
 // sdpa_mma's 4 simdgroups take a quarter of a chunk each, in steps of 32 keys.
 static_assert(kMmaChunkKeys % (4 * 32) == 0, "sdpa_mma needs chunks of a multiple of 128 keys");
+static_assert(kMmaTierKeys % (4 * kMmaChunkKeys) == 0, "tiers need tier_keys a multiple of 4 block_keys");
 constexpr double kLog2e = 1.4426950408889634074;
 
 }  // namespace
 
-// sdpa_blocks: 256, the most its threadgroup arrays hold (within 32 KiB at D = 256 too), which keeps pass 2 short.
-// sdpa_mma: 512. On an H200 it halves the partials and the per-threadgroup work of staging q and merging the
-// simdgroups against 256: decoding at 64K keys 78 us against 85, verifying 8 queries 140 against 183, while 1K keys
-// rise from 13 to 17 us (fewer threadgroups than cores). What must never enter is a count of the call (Lq, kv_len).
-uint32_t sdpa_chunk_keys(int64_t head_dim, DType dtype, const DeviceCaps& caps) {
-  return sdpa_mma_applies(head_dim, dtype, caps) ? kMmaChunkKeys : kBlockKeys;
+// sdpa_blocks: chunks of 256 keys, the most its threadgroup arrays hold (within 32 KiB at D = 256 too), which keeps
+// pass 2 short. sdpa_mma: chunks that grow with the position (metal/sdpa_args.h): 256 keys below 4096, 512 up to
+// 16K, 1024 up to 64K, ... One size for every length had to trade short contexts, where a few chunks leave most
+// cores idle, against long ones, where small chunks mean more threadgroups, partials and merging. On an H200 (Hq =
+// 32, Hkv = 8, D = 128, bf16), against 512 throughout: decoding 1K / 2K / 4K keys 19 / 14 / 8% faster, verifying 8
+// queries 16 / 13 / 8%; 8K and 16K keys 4-8% slower; 32K equal; 64K decoding equal, verifying 5% faster
+// (benchmarks/results/h200.md, fifteenth session). What must never enter is a count of the call (Lq, kv_len).
+SdpaChunking sdpa_chunking(int64_t head_dim, DType dtype, const DeviceCaps& caps) {
+  if (sdpa_mma_applies(head_dim, dtype, caps)) {
+    return {kMmaChunkKeys, kMmaTierKeys};
+  }
+  return {kBlockKeys, 0};
 }
 
 // A query's arithmetic is the same in either tile (design.md §2): the tile only decides which queries of a kv head
@@ -88,9 +96,14 @@ Plan plan_sdpa(const SdpaShape& s, int limit, const DeviceCaps& caps) {
     return plan;
   }
 
-  args.block_keys = plan.canonical ? sdpa_chunk_keys(s.head_dim, s.dtype, caps)
-                                   : ceil_div(s.kv_len, sdpa_split_blocks(s, caps));
-  args.n_blocks = ceil_div(s.kv_len, args.block_keys);
+  if (plan.canonical) {
+    const SdpaChunking chunking = sdpa_chunking(s.head_dim, s.dtype, caps);
+    args.block_keys = chunking.block_keys;
+    args.tier_keys = chunking.tier_keys;
+  } else {
+    args.block_keys = ceil_div(s.kv_len, sdpa_split_blocks(s, caps));
+  }
+  args.n_blocks = sdpa_chunk_of(args.block_keys, args.tier_keys, static_cast<uint32_t>(s.kv_len - 1)) + 1;
   const int64_t rows = s.batch * s.q_heads * s.q_len;
   plan.scratch_bytes = {static_cast<size_t>(rows * args.n_blocks * s.head_dim) * sizeof(float),
                         static_cast<size_t>(rows * args.n_blocks) * 2 * sizeof(float)};
@@ -100,12 +113,16 @@ Plan plan_sdpa(const SdpaShape& s, int limit, const DeviceCaps& caps) {
   const uint32_t tile = matrix_units ? kMmaQueries : sdpa_query_tile(s);
   partials.kernel = matrix_units ? "sdpa_mma_d" + std::to_string(s.head_dim) + "_" + loads + suffix
                                  : "sdpa_blocks_q" + std::to_string(tile) + "_" + loads + suffix;
-  partials.threadgroups = {ceil_div(s.q_len * args.group, tile), args.n_blocks,
-                           static_cast<uint32_t>(s.batch * s.kv_heads)};
+  const uint32_t query_tiles = ceil_div(s.q_len * args.group, tile);
+  const uint32_t kv_heads = static_cast<uint32_t>(s.batch * s.kv_heads);
+  // sdpa_mma takes the chunks as the grid's slowest dimension, the last (the largest) first.
+  partials.threadgroups = matrix_units ? Dim3{query_tiles, kv_heads, args.n_blocks}
+                                       : Dim3{query_tiles, args.n_blocks, kv_heads};
   partials.threads = {kThreads, 1, 1};
   // L2 prefetches (sdpa_mma_prefetch) pay where one tile's grid is at most one threadgroup per two cores: on an H200
-  // (132 cores) with 8 kv heads, 5-7% less time for decoding at 1K-4K keys (64 threadgroups at 4K), 4% more at 8K
-  // (128) and 10% more at 16K-64K. A hint, so a call's bits do not depend on it.
+  // (132 cores) with 8 kv heads and chunks of 512 keys, 5-7% less time for decoding at 1K-4K keys (64 threadgroups
+  // at 4K), 4% more at 8K (128) and 10% more at 16K-64K (fourteenth session). With the growing chunks, up to 2K
+  // keys. A hint, so a call's bits do not depend on it.
   args.prefetch = matrix_units && 2 * args.n_blocks * s.batch * s.kv_heads <= caps.compute_units ? 1 : 0;
   partials.args = args_bytes(args);
   partials.buffers = {PlanBuffer::op(0), PlanBuffer::op(1), PlanBuffer::op(2), PlanBuffer::tmp(0), PlanBuffer::tmp(1)};

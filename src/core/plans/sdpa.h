@@ -22,8 +22,7 @@ struct SdpaShape {
 
 // Operands: 0 q, 1 k, 2 v, 3 out.
 // q_len <= limit (and q_len == 1 always) -> canonical: the two-pass sdpa_blocks (or sdpa_mma, see
-// sdpa_mma_applies) + sdpa_combine (two scratch buffers of float32 partials) over chunks of sdpa_chunk_keys()
-// keys. Otherwise q_len <= kSdpaSplitMaxQueries -> the same two passes over sdpa_split_blocks() blocks, and longer
+// sdpa_mma_applies) + sdpa_combine (two scratch buffers of float32 partials) over the chunks of sdpa_chunking(). Otherwise q_len <= kSdpaSplitMaxQueries -> the same two passes over sdpa_split_blocks() blocks, and longer
 // blocks -> the single-pass sdpa_flash.
 // Without `aligned`, the kernels reading q, k, v are the element-load builds (sdpa_blocks_unaligned_*, ...),
 // with the same bits.
@@ -32,9 +31,14 @@ Plan plan_sdpa(const SdpaShape& s, int limit, const DeviceCaps& caps);
 // Above the limit, blocks of at most this many queries per head take the split kernel (MLX's vector mode bound).
 constexpr int64_t kSdpaSplitMaxQueries = 8;
 
-// S, the keys per chunk of the canonical path: chunk c holds keys [c*S, (c+1)*S). A function of the head dim,
-// dtype and device only, never of the query or key count.
-uint32_t sdpa_chunk_keys(int64_t head_dim, DType dtype, const DeviceCaps& caps);
+// The chunks of the canonical path: SdpaArgs.block_keys and tier_keys, which place every chunk at absolute key
+// positions (sdpa_chunk_range in metal/sdpa_args.h). A function of the head dim, dtype and device only, never of
+// the query or key count.
+struct SdpaChunking {
+  uint32_t block_keys;  // S: keys per chunk (of tier 0, when there are tiers)
+  uint32_t tier_keys;   // 0: chunks of S throughout; else where tier 0 ends
+};
+SdpaChunking sdpa_chunking(int64_t head_dim, DType dtype, const DeviceCaps& caps);
 
 // Whether the canonical pass 1 is sdpa_mma (metal/sdpa_mma.metal), on the matrix units, instead of sdpa_blocks:
 // on devices with matrix units (CUDA), for 16-bit dtypes and head dims 64 and 128. A function of the device, dtype
