@@ -27,7 +27,7 @@ struct SdpaArgs {
 // The blocks of the two-pass kernels, at absolute key positions. With tier_keys = 0, block j holds keys
 // [j S, (j + 1) S), S = block_keys. Otherwise the blocks grow with the position: tier 0 holds keys [0, T) in blocks
 // of S, and tier t > 0 holds [T 4^(t-1), T 4^t) in blocks of S 2^t (T = tier_keys, a multiple of 4 S). So a context
-// of n keys has about 2.5 (T / S) sqrt(n / T) blocks past T: short contexts get small blocks, which spread over the
+// of n >= T keys has about 1.5 (T / S) sqrt(n / T) blocks: short contexts get small blocks, which spread over the
 // cores, and long ones large blocks, each a threadgroup's work, for fewer partials to write and merge. Both are
 // functions of a key's position alone, never of a call's length, so a query's blocks are the same in every call.
 struct SdpaChunk {

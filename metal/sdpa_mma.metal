@@ -351,9 +351,10 @@ inline void sdpa_mma_step(constant SdpaArgs& args, device const T* v, threadgrou
 }
 
 // Pass 1 on the matrix units. Grid: (ceil(G * Lq / 16), B * Hkv, n_blocks); SDPA_MMA_SIMDGROUPS simdgroups. The
-// chunks are the grid's slowest dimension and run last first: GPUs start threadgroups in the order of the grid, and
-// the chunks grow with the position (metal/sdpa_args.h), so the largest start first and the small ones fill in
-// where the grid is more than the cores hold at once (longest first, the classic greedy for balanced loads).
+// chunks are the grid's slowest dimension and run last first: NVIDIA GPUs start threadgroups in the order of the
+// grid (Apple's order is not documented), and the chunks grow with the position (metal/sdpa_args.h), so the largest
+// start first and the small ones fill in where the grid is more than the cores hold at once (longest first, the
+// greedy for balanced loads). With the chunks as grid y instead, 8K-32K keys took 8-28% longer on an H200.
 // Lane 4 g + t holds queries g and g + 8 of the tile: their q (dims 32 s + 8 t .. + 7 of each 32), scores of keys
 // 8 b + 2 t, 8 b + 2 t + 1 of each 8, and output dims 64 h + 16 t + c, 64 h + 16 t + 8 + c (c = 0..7) of each 64.
 template <typename T, bool VEC, uint D>

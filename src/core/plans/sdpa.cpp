@@ -3,9 +3,10 @@
 #include <algorithm>
 #include <string>
 
-#include "../../../metal/sdpa_args.h"
+#include "../errors.h"
 #include "../kernel_args.h"
 #include "../limit.h"
+#include "../../../metal/sdpa_args.h"
 
 namespace mtlinv {
 
@@ -65,6 +66,9 @@ uint32_t sdpa_split_blocks(const SdpaShape& s, const DeviceCaps& caps) {
 }
 
 Plan plan_sdpa(const SdpaShape& s, int limit, const DeviceCaps& caps) {
+  if (s.kv_len < 1 || s.kv_len > UINT32_MAX) {  // the op checks it; plan_sdpa is also called alone (introspection)
+    throw InvalidArgument("sdpa: kv_len=", s.kv_len, " must be in [1, 2^32)");
+  }
   Plan plan;
   plan.canonical = use_canonical(s.q_len, limit);
 
