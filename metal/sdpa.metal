@@ -357,10 +357,11 @@ inline void sdpa_combine_load(device const float2* part_ml, device const float4*
 // blocks past the query's position, present when it shares a call with later queries, are never touched.
 // The merge is a function of n alone: the max over all n blocks, then per range the rescaled sums in block
 // order, then the range sums in range order. Ranges are ceil(n / groups) blocks (the last ones may be short or
-// empty), so a long context merges in parallel instead of one block after another: up to 128 blocks (32K keys at
-// S = 256, 64K at 512), each thread loads its range's partials in one round, and that round is loaded before the
-// max, so such a query waits on memory once. 16 ranges rather than 32 halve the threads: verifying 8 queries with
-// Hq = 32 is 1024 threadgroups, which an H200 holds at 7 per core (924) where it held 4 of 256 threads (528).
+// empty), so a long context merges in parallel instead of one block after another: up to 128 blocks (32K keys in
+// blocks of 256, 64K in sdpa_mma's growing chunks: 88; past 128, a range takes more rounds), each thread loads its
+// range's partials in one round, and that round is loaded before the max, so such a query waits on memory once. 16
+// ranges rather than 32 halve the threads: verifying 8 queries with Hq = 32 is 1024 threadgroups, which an H200
+// holds at 7 per core (924; 8 since nvcc gives the kernel 64 registers, not 72) where it held 4 of 256 threads.
 // There both passes took up to 7% less time, never more (at 16K keys 26.8 -> 26.0 us for one query, 42.3 -> 40.0
 // for 8; benchmarks/results/h200.md).
 template <typename T>
