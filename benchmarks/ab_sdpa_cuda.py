@@ -6,7 +6,7 @@
 
 An experiment on sdpa_mma keeps the kernel it started from registered under another name for one build (its file
 copied with sdpa_mma renamed, e.g. to sdpa_mmh), and this script runs each named kernel in place of the plan's
-pass 1, with the plan's grid, threadgroup, arguments and pass 2, on bench_cuda.py's attention shape (Hq = 32,
+pass 1, with the plan's grid, threadgroup, chunks and pass 2, on bench_cuda.py's attention shape (Hq = 32,
 Hkv = 8, D = 128, bf16, causal), timed as there (events, medians, K and V rotated through HBM). Each cell is both
 passes, then pass 1 alone, in us; the last column says whether every variant's output has the bits of the first.
 --prefetch runs each kernel once per value of SdpaArgs.prefetch (a hint that changes no bits): the plan's, 0 or 1.
