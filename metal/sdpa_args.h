@@ -35,20 +35,33 @@ struct SdpaChunk {
   uint32_t keys;   // keys it holds (past kv_len as well: the kernels stop at the keys a query sees)
 };
 
+// Tier t > 0 of a tiered chunking: the blocks before it, its first key T 4^(t-1), its block size S 2^t, and so its
+// 3 T 4^(t-1) / (S 2^t) blocks.
+struct SdpaTier {
+  uint32_t before;
+  uint32_t start;
+  uint32_t keys;
+};
+inline SdpaTier sdpa_first_tier(uint32_t block_keys, uint32_t tier_keys) {
+  return SdpaTier{tier_keys / block_keys, tier_keys, 2 * block_keys};
+}
+inline uint32_t sdpa_tier_blocks(SdpaTier tier) {
+  return 3 * (tier.start / tier.keys);
+}
+inline SdpaTier sdpa_next_tier(SdpaTier tier) {
+  return SdpaTier{tier.before + sdpa_tier_blocks(tier), 4 * tier.start, 2 * tier.keys};
+}
+
 // Block `index`'s keys.
 inline SdpaChunk sdpa_chunk_range(uint32_t block_keys, uint32_t tier_keys, uint32_t index) {
   if (tier_keys == 0 || index < tier_keys / block_keys) {
     return SdpaChunk{index * block_keys, block_keys};
   }
-  uint32_t before = tier_keys / block_keys;  // blocks before tier t
-  uint32_t start = tier_keys;                // tier t's first key, T 4^(t-1)
-  uint32_t keys = 2 * block_keys;            // its block size, S 2^t
-  while (index - before >= 3 * (start / keys)) {
-    before += 3 * (start / keys);
-    start *= 4;
-    keys *= 2;
+  SdpaTier tier = sdpa_first_tier(block_keys, tier_keys);
+  while (index - tier.before >= sdpa_tier_blocks(tier)) {
+    tier = sdpa_next_tier(tier);
   }
-  return SdpaChunk{start + (index - before) * keys, keys};
+  return SdpaChunk{tier.start + (index - tier.before) * tier.keys, tier.keys};
 }
 
 // The block holding key `key`.
@@ -56,13 +69,9 @@ inline uint32_t sdpa_chunk_of(uint32_t block_keys, uint32_t tier_keys, uint32_t 
   if (tier_keys == 0 || key < tier_keys) {
     return key / block_keys;
   }
-  uint32_t before = tier_keys / block_keys;
-  uint32_t start = tier_keys;
-  uint32_t keys = 2 * block_keys;
-  while (key / 4 >= start) {  // key >= 4 start, without overflow
-    before += 3 * (start / keys);
-    start *= 4;
-    keys *= 2;
+  SdpaTier tier = sdpa_first_tier(block_keys, tier_keys);
+  while (key / 4 >= tier.start) {  // key >= 4 start, the next tier's first key, without overflow
+    tier = sdpa_next_tier(tier);
   }
-  return before + (key - start) / keys;
+  return tier.before + (key - tier.start) / tier.keys;
 }

@@ -142,22 +142,26 @@ def test_routing(q_len, head_dim, dtype, limit, name, gpu_plans):
         assert pass_one(q_len, head_dim, dtype, limit, aligned=False)["kernel"] == f"{stem}_unaligned_{suffix}"
 
 
-def run_chunked(q, k, v, kv_len, chunks, limit=8):
-    """sdpa's two launches for q, k, v (causal) with the plan's chunks replaced by `chunks` (block_keys, tier_keys),
-    launched by hand."""
+def run_by_hand(q, k, v, kv_len, chunks=None, prefetch=None, limit=8):
+    """sdpa's two planned launches for q, k, v (causal; pass 1 sdpa_mma) by hand: with the plan's chunks replaced by
+    `chunks` (block_keys, tier_keys) and SdpaArgs.prefetch by `prefetch`, where given."""
     from mtlinv import _native
     batch, q_heads, q_len, head_dim = q.shape
     plan = _native.plan_sdpa(q_len=q_len, kv_len=kv_len, head_dim=head_dim, q_heads=q_heads, kv_heads=k.shape[1],
                              capacity=k.shape[2], dtype=np.dtype(q.dtype).name, limit=limit)
     first, second = plan["launches"]
-    n = len(_native.sdpa_chunks(*chunks, kv_len))
     args = bytearray(first["args"])
-    struct.pack_into("<3I", args, 36, n, *chunks)  # SdpaArgs.n_blocks, block_keys, tier_keys
+    grid = first["threadgroups"]
+    if chunks is not None:
+        n = len(_native.sdpa_chunks(*chunks, kv_len))
+        struct.pack_into("<3I", args, 36, n, *chunks)  # SdpaArgs.n_blocks, block_keys, tier_keys
+        grid = (*grid[:2], n)  # sdpa_mma's grid: query tiles, B * Hkv, chunks
+    if prefetch is not None:
+        struct.pack_into("<I", args, len(args) - 4, prefetch)  # SdpaArgs.prefetch, its last field
     rows = batch * q_heads * q_len
-    part_o = mtlinv.asarray(np.zeros(rows * n * head_dim, np.float32))
-    part_ml = mtlinv.asarray(np.zeros(rows * n * 2, np.float32))
+    part_o = mtlinv.asarray(np.zeros(rows * grid[2] * head_dim, np.float32))
+    part_ml = mtlinv.asarray(np.zeros(rows * grid[2] * 2, np.float32))
     out = mtlinv.asarray(np.zeros(q.shape, q.dtype))
-    grid = (*first["threadgroups"][:2], n)  # query tiles, B * Hkv, chunks
     _native._launch(first["kernel"], grid, first["threads"], bytes(args),
                     [mtlinv.asarray(a) for a in (q, k, v)] + [part_o, part_ml])
     _native._launch(second["kernel"], second["threadgroups"], second["threads"], bytes(args), [part_o, part_ml, out])
@@ -174,9 +178,9 @@ def test_tiered_chunks_give_single_query_bits_and_attention(chunks, gpu_plans, r
     q, k, v = qkv(rng, q_heads=8, kv_heads=2, q_len=8, capacity=max(kv_lens), head_dim=64, dtype=np.float16)
     assert pass_one(8, 64, np.float16, 8)["kernel"] == "sdpa_mma_d64_f16"
     for kv_len in kv_lens:
-        block = run_chunked(q, k, v, kv_len, chunks)
+        block = run_by_hand(q, k, v, kv_len, chunks)
         for i in range(8):
-            alone = run_chunked(np.ascontiguousarray(q[:, :, i:i + 1]), k, v, kv_len - 7 + i, chunks)
+            alone = run_by_hand(np.ascontiguousarray(q[:, :, i:i + 1]), k, v, kv_len - 7 + i, chunks)
             assert same_bits(block[:, :, i:i + 1], alone), (kv_len, i, first_difference(block[:, :, i:i + 1], alone))
         ref = reference(q, k, v, kv_len=kv_len)
         tol = RTOL[np.dtype(np.float16)]
@@ -207,20 +211,11 @@ def test_prefetch_changes_no_bits(gpu_plans, rng):
     """The plan's two launches run by hand with SdpaArgs.prefetch as planned (1) and cleared: the same bits, which
     are sdpa's. On CUDA the first run issues L2 prefetches; the emulator's fast build ignores the hint, so there
     this checks the plumbing only."""
-    from mtlinv import _native
     q, k, v = qkv(rng, q_heads=8, kv_heads=2, q_len=8, capacity=1024, head_dim=128, dtype=ml_dtypes.bfloat16)
-    plan = _native.plan_sdpa(q_len=8, kv_len=1024, head_dim=128, q_heads=8, kv_heads=2, dtype="bfloat16", limit=8)
-    first, second = plan["launches"]
+    first = mtlinv._native.plan_sdpa(q_len=8, kv_len=1024, head_dim=128, q_heads=8, kv_heads=2, dtype="bfloat16",
+                                     limit=8)["launches"][0]
     assert first["kernel"] == "sdpa_mma_d128_bf16" and prefetch_flag(first) == 1
-    tensors = [mtlinv.asarray(a) for a in (q, k, v)]
-    outs = []
-    for prefetch in (1, 0):
-        args = first["args"][:-4] + prefetch.to_bytes(4, "little")
-        part_o, part_ml = (mtlinv.asarray(np.zeros(n // 4, np.float32)) for n in plan["scratch_bytes"])
-        out = mtlinv.asarray(np.zeros(q.shape, ml_dtypes.bfloat16))
-        _native._launch(first["kernel"], first["threadgroups"], first["threads"], args, [*tensors, part_o, part_ml])
-        _native._launch(second["kernel"], second["threadgroups"], second["threads"], args, [part_o, part_ml, out])
-        outs.append(np.asarray(out))
+    outs = [run_by_hand(q, k, v, 1024, prefetch=prefetch) for prefetch in (1, 0)]
     with mtlinv.batch_invariant(8):
         expected = np.asarray(sdpa(q, k, v))
     assert same_bits(outs[0], outs[1]) and same_bits(outs[0], expected), first_difference(outs[1], outs[0])

@@ -22,7 +22,8 @@ struct SdpaShape {
 
 // Operands: 0 q, 1 k, 2 v, 3 out.
 // q_len <= limit (and q_len == 1 always) -> canonical: the two-pass sdpa_blocks (or sdpa_mma, see
-// sdpa_mma_applies) + sdpa_combine (two scratch buffers of float32 partials) over the chunks of sdpa_chunking(). Otherwise q_len <= kSdpaSplitMaxQueries -> the same two passes over sdpa_split_blocks() blocks, and longer
+// sdpa_mma_applies) + sdpa_combine (two scratch buffers of float32 partials) over the chunks of sdpa_chunking().
+// Otherwise q_len <= kSdpaSplitMaxQueries -> the same two passes over sdpa_split_blocks() blocks, and longer
 // blocks -> the single-pass sdpa_flash.
 // Without `aligned`, the kernels reading q, k, v are the element-load builds (sdpa_blocks_unaligned_*, ...),
 // with the same bits.
