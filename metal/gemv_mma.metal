@@ -21,7 +21,8 @@
 // 2) and twice the splits, but the 16-row tile ran slower with twice the simdgroups (fewer threadgroups fit a core
 // at once); U = 2 lets it keep its simdgroups while it sums the same splits (benchmarks/results/h200.md, tenth
 // session). The splits of a simdgroup run one after the other: summed side by side, their accumulators took nvcc
-// to 74-90 registers.
+// to 74-90 registers. Two output tiles for 16 rows with 1 or 2 blocks in flight (66-78 registers), and two tiles of
+// 8 rows over the same weights, were 5-32% slower than the 16-row tile (sixteenth session).
 #include "common.h"
 #include "args.h"
 #include "load.h"

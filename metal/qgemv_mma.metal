@@ -88,7 +88,9 @@ inline void qgemv_mma_step(thread float4* acc, thread const uint* words, thread 
 }
 
 // The words, scales and biases (as stored) of run j of both weight rows of the lane (first words w_off[2], first
-// groups g_off[2]; run j lies in group j >> group_shift).
+// groups g_off[2]; run j lies in group j >> group_shift). Four 2-byte loads per step, each touching 8 rows' lines:
+// one 16-byte table per lane for 4 steps, handed round the quad by shuffles, made 8 rows 8% faster in a kernel
+// with only that path, but nvcc gave the complete kernel 78-84 registers and it was slower (docs/kernel_guide.md).
 template <uint BITS, typename S>
 inline void qgemv_mma_load(device const uint* wq, device const S* scales, device const S* biases,
                            thread const uint* w_off, thread const uint* g_off, uint j, uint group_shift,
