@@ -77,10 +77,11 @@ def sdpa_chunking(head_dim, dtype="float32"):
 def sdpa_chunks(block_keys, tier_keys, kv_len):
     """[(first key, keys)] of the chunks covering keys 0 .. kv_len - 1 under (block_keys, tier_keys), as the kernels
     place them (metal/sdpa_args.h)."""
-    if (block_keys <= 0 or not 0 < kv_len < 2**31 or tier_keys < 0
+    if (not (0 < block_keys < 2**32 and 0 <= tier_keys < 2**32 and 0 < kv_len < 2**32)
             or (tier_keys and tier_keys % (4 * block_keys))):
-        raise InvalidArgumentError(f"sdpa_chunks: need block_keys > 0, 0 < kv_len < 2**31 and tier_keys 0 or a multiple of "
-                                   f"4 block_keys, got {block_keys}, {tier_keys}, {kv_len}")
+        raise InvalidArgumentError(f"sdpa_chunks: need 0 < block_keys < 2**32, 0 < kv_len < 2**32 (as plan_sdpa) and "
+                                   f"tier_keys 0 or a multiple of 4 block_keys below 2**32; got block_keys="
+                                   f"{block_keys}, tier_keys={tier_keys}, kv_len={kv_len}")
     cdef uint32_t n = c_sdpa_chunk_of(block_keys, tier_keys, kv_len - 1) + 1
     cdef CSdpaChunk c
     chunks = []

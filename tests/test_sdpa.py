@@ -342,8 +342,12 @@ def test_chunks_tile_the_keys(block_keys, tier_keys):
     for kv_len in (1, 99, 100, 101, 513, 4095, 4096, 4097, 16385, 123_456):
         prefix = mtlinv._native.sdpa_chunks(block_keys, tier_keys, kv_len)
         assert prefix == chunks[:len(prefix)] and sum(prefix[-1]) >= kv_len > prefix[-1][0], kv_len
-    with pytest.raises(mtlinv.InvalidArgumentError, match="tier_keys"):
+    with pytest.raises(mtlinv.InvalidArgumentError, match="tier_keys=1000"):
         mtlinv._native.sdpa_chunks(256, 1000, 10)
+    with pytest.raises(mtlinv.InvalidArgumentError, match=r"kv_len=4294967296"):
+        mtlinv._native.sdpa_chunks(256, 4096, 2**32)  # plan_sdpa's bound, not a wrapped uint32
+    with pytest.raises(mtlinv.InvalidArgumentError, match=r"block_keys=4294967296"):
+        mtlinv._native.sdpa_chunks(2**32, 0, 10)
 
 
 @pytest.mark.parametrize("head_dim", [64, 80])
