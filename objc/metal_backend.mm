@@ -253,6 +253,14 @@ class MetalBackend final : public Backend {
       }
       const Dim3& grid = d.threadgroups;
       if (grid.x == 0 || grid.y == 0 || grid.z == 0) return;  // an empty grid runs nothing
+      // Metal takes a plan's whole grid in one dispatch (DeviceCaps::max_threadgroups is left unbounded) and has no
+      // way to offset [[threadgroup_position_in_grid]]: only set_piece_limit, a testing hook, could ask for pieces.
+      if (d.origin.x != 0 || d.origin.y != 0 || d.origin.z != 0 || d.grid.x != grid.x || d.grid.y != grid.y ||
+          d.grid.z != grid.z) {
+        throw KernelError("dispatch ", d.kernel, ": the Metal backend runs whole grids only, not a piece of (", grid.x,
+                          ", ", grid.y, ", ", grid.z, ") threadgroups of a (", d.grid.x, ", ", d.grid.y, ", ",
+                          d.grid.z, ") grid");
+      }
 
       id<MTLComputeCommandEncoder> encoder = encoder_locked();
       [encoder setComputePipelineState:pipeline];

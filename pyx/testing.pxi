@@ -1,6 +1,6 @@
-# Low-level hooks for tests and `mtlinv check`: run a registered kernel by name with raw arguments, and switch the
-# emulator's checking mode. Not part of the public API.
-from libc.stdint cimport uint64_t
+# Low-level hooks for tests and `mtlinv check`: run a registered kernel by name with raw arguments, switch the
+# emulator's checking mode, cut grids into pieces. Not part of the public API.
+from libc.stdint cimport uint32_t, uint64_t
 
 
 cdef extern from "../src/emu/runtime.h" namespace "emu":
@@ -13,6 +13,25 @@ cdef extern from "../src/emu/backend_emu.h" namespace "mtlinv":
 cdef extern from "../src/core/testing.h" namespace "mtlinv":
     void c_launch_raw "mtlinv::launch_raw"(const string&, CDim3, CDim3, const string&,
                                            const vector[CTensor]&) except +raise_py_error nogil
+
+cdef extern from "../src/core/grid_pieces.h" namespace "mtlinv":
+    cdef cppclass CPieceLimit "mtlinv::PieceLimit":
+        uint32_t y, z
+    CPieceLimit c_set_piece_limit "mtlinv::set_piece_limit"(CPieceLimit) except +raise_py_error
+
+
+def _set_piece_limit(limit):
+    """Caps every dispatch at `limit` = (y, z) threadgroups along y and z (each >= 1) on any backend, so that grids
+    run in pieces as CUDA runs those past its 65535 threadgroups along y or z; None returns to the backends' own
+    limits. Returns the previous cap (None when there was none)."""
+    values = (0, 0) if limit is None else tuple(limit)
+    if limit is not None and (len(values) != 2 or not all(isinstance(v, int) and 1 <= v < 2**32 for v in values)):
+        raise InvalidArgumentError(f"_set_piece_limit: limit must be 2 integers (y, z) in 1..2**32-1 or None, "
+                                   f"got {limit!r}")
+    cdef CPieceLimit c
+    c.y, c.z = values
+    cdef CPieceLimit old = c_set_piece_limit(c)
+    return None if old.y == 0 else (old.y, old.z)
 
 
 def _set_emu_check(bint on, uint64_t seed=0):

@@ -123,6 +123,16 @@ def main():
             family(dtype)
         qgemv(dtype, all_bits=name == "f16")
         print(f"  {name}: ok", flush=True)
+    # Once more with every grid cut into pieces of one threadgroup along y and z (src/core/grid_pieces.h), as CUDA
+    # runs grids past its 65535 threadgroups there: each piece's kernels must still reach only their own threadgroups.
+    ops._set_piece_limit((1, 1))
+    try:
+        for family in (gemv, sdpa, decoder_ops):
+            family(DTYPES["bf16"])
+        qgemv(DTYPES["bf16"], all_bits=False)
+    finally:
+        ops._set_piece_limit(None)
+    print("  bf16 in pieces: ok", flush=True)
     print("kernels built:", " ".join(mtlinv.kernel_names()))
     return 0
 

@@ -43,6 +43,9 @@ struct DeviceCaps {
   // A kernel may be launched before the one ahead of it has finished and wait for it on the device (CUDA sm_90+,
   // programmatic dependent launch): results are the same, only the gaps between launches shrink. Not for plans.
   bool overlapped_launches = false;
+  // The most threadgroups one dispatch may have along x, y and z (CUDA: 2^31 - 1, 65535, 65535). A plan's grid may
+  // be larger: src/core/grid_pieces.h runs it in pieces that fit.
+  Dim3 max_threadgroups{UINT32_MAX, UINT32_MAX, UINT32_MAX};
 };
 
 // One argument of a dispatch: the argument struct (bytes, slot 0) or a buffer range.
@@ -55,8 +58,13 @@ struct Binding {
 
 struct Dispatch {
   std::string kernel;
-  Dim3 threadgroups;
+  Dim3 threadgroups;  // of this dispatch: the whole grid, or a piece of it
   Dim3 threads_per_threadgroup;
+  // The piece of the grid this dispatch runs (src/core/grid_pieces.h): its first threadgroup, and the whole grid.
+  // The kernel sees its threadgroup's position in the whole grid (origin + position in the piece) and the whole
+  // grid as threadgroups_per_grid, so it cannot tell a piece from the whole.
+  Dim3 origin{0, 0, 0};
+  Dim3 grid;
   std::vector<Binding> bindings;  // bindings[i] is [[buffer(i)]]
 };
 

@@ -1,6 +1,9 @@
 #include "run_plan.h"
 
+#include <utility>
+
 #include "errors.h"
+#include "grid_pieces.h"
 
 namespace mtlinv {
 
@@ -29,7 +32,7 @@ void dispatch_all(Backend& backend, const Plan& plan, const std::vector<const Te
         binding.size = t->nbytes();
       }
     }
-    backend.dispatch(d);
+    dispatch_in_pieces(backend, std::move(d));
   }
 }
 

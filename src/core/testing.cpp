@@ -1,6 +1,9 @@
 #include "testing.h"
 
+#include <utility>
+
 #include "errors.h"
+#include "grid_pieces.h"
 
 namespace mtlinv {
 
@@ -19,7 +22,7 @@ void launch_raw(const std::string& kernel, Dim3 threadgroups, Dim3 threads, cons
     d.bindings[i + 1].offset = buffers[i].offset;
     d.bindings[i + 1].size = buffers[i].nbytes();
   }
-  backend.dispatch(d);
+  dispatch_in_pieces(backend, std::move(d));
   backend.synchronize();
 }
 

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "../core/errors.h"
+#include "../core/grid_pieces.h"
 #include "launch.h"
 
 namespace mtlinv {
@@ -139,6 +140,8 @@ class CudaBackend final : public Backend {
     caps_.threadgroup_memory_bytes = static_cast<uint32_t>(prop.sharedMemPerBlock);
     caps_.compute_units = static_cast<uint32_t>(prop.multiProcessorCount);
     caps_.bfloat = true;
+    caps_.max_threadgroups = {static_cast<uint32_t>(prop.maxGridSize[0]), static_cast<uint32_t>(prop.maxGridSize[1]),
+                              static_cast<uint32_t>(prop.maxGridSize[2])};  // 2^31 - 1, 65535, 65535
     caps_.matrix_units = prop.major >= 8;  // mma.sync m16n8k16 with bf16 (the build targets sm_80 or later)
     int memory_pools = 0;
     check(cudaDeviceGetAttribute(&memory_pools, cudaDevAttrMemoryPoolsSupported, 0), "cudaDeviceGetAttribute");
@@ -185,6 +188,7 @@ class CudaBackend final : public Backend {
       throw KernelError("cuda: no kernel named '", d.kernel, "' is registered (", cu::kernel_names().size(),
                         " kernels built)");
     }
+    check_piece(d);
     const cu::LaunchArgs args = launch_args(d);
     const Dim3& g = d.threadgroups;
     const Dim3& t = d.threads_per_threadgroup;
@@ -229,6 +233,12 @@ class CudaBackend final : public Backend {
                         cu::kMaxArgBytes);
     }
     if (!bytes.empty()) std::memcpy(args.arg_bytes, bytes.data(), bytes.size());
+    if (d.origin.x != 0) throw KernelError("internal: cuda: ", d.kernel, ": a piece must start at x = 0");
+    args.origin_y = d.origin.y;
+    args.origin_z = d.origin.z;
+    args.grid[0] = d.grid.x;
+    args.grid[1] = d.grid.y;
+    args.grid[2] = d.grid.z;
     for (size_t i = 1; i < d.bindings.size(); ++i) {
       const Binding& b = d.bindings[i];
       if (b.storage == nullptr) {
@@ -256,9 +266,10 @@ class CudaBackend final : public Backend {
       throw KernelError("cuda: ", d.kernel, " asked for ", threads, " threads per threadgroup (", t.x, ", ", t.y, ", ",
                         t.z, "); the CUDA target runs whole warps only: a multiple of 32");
     }
-    if (g.y > 65535 || g.z > 65535) {
-      throw KernelError("cuda: ", d.kernel, " grid (", g.x, ", ", g.y, ", ", g.z,
-                        ") exceeds CUDA's 65535 threadgroups in y or z");
+    const Dim3& most = caps_.max_threadgroups;
+    if (g.x > most.x || g.y > most.y || g.z > most.z) {  // dispatch_in_pieces keeps every piece inside
+      throw KernelError("internal: cuda: ", d.kernel, " piece (", g.x, ", ", g.y, ", ", g.z,
+                        ") exceeds CUDA's (", most.x, ", ", most.y, ", ", most.z, ") threadgroups");
     }
   }
 

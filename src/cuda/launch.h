@@ -16,6 +16,10 @@ constexpr std::size_t kMaxArgBytes = 256;
 struct LaunchArgs {
   alignas(16) unsigned char arg_bytes[kMaxArgBytes];  // [[buffer(0)]]: the argument struct
   void* buffers[kMaxBindings];                        // [[buffer(i)]], i >= 1; buffers[0] is unused
+  // The launch is a piece of a larger grid (src/core/grid_pieces.h, which cuts y and z only): blockIdx + origin is
+  // the threadgroup's position in the whole grid, whose size `grid` the kernel sees as threadgroups_per_grid.
+  unsigned origin_y, origin_z;
+  unsigned grid[3];
 };
 
 // The host-side handle of a registered kernel: the address of its __global__ entry.

@@ -5,6 +5,7 @@
 #include <new>
 
 #include "../core/errors.h"
+#include "../core/grid_pieces.h"
 #include "runtime.h"
 
 namespace mtlinv {
@@ -91,7 +92,10 @@ class EmuBackend final : public Backend {
     emu::Launch l;
     l.kernel_name = d.kernel.c_str();
     l.fn = fn;
+    check_piece(d);
     l.threadgroups = {d.threadgroups.x, d.threadgroups.y, d.threadgroups.z};
+    l.origin = {d.origin.x, d.origin.y, d.origin.z};
+    l.grid = {d.grid.x, d.grid.y, d.grid.z};
     l.threads = {d.threads_per_threadgroup.x, d.threads_per_threadgroup.y, d.threads_per_threadgroup.z};
     l.buffers = buffers.data();
     l.buffer_bytes = sizes.data();

@@ -78,14 +78,18 @@ void simd_exchange(const void* in, int32_t param, void* out, size_t bytes, SimdC
 struct Launch {
   const char* kernel_name;
   KernelFn fn;
-  dim3 threadgroups;           // grid size in threadgroups
+  dim3 threadgroups;           // threadgroups to run: the whole grid, or a piece of it (below)
   dim3 threads;                // threads per threadgroup (product <= kMaxThreadsPerThreadgroup)
   void* const* buffers;
   const size_t* buffer_bytes;
   int num_buffers;
+  // A piece of a larger grid (src/core/grid_pieces.h): its first threadgroup, and the whole grid the kernel sees
+  // as threadgroups_per_grid ({0, 0, 0}: `threadgroups` is the whole grid).
+  dim3 origin{0, 0, 0};
+  dim3 grid{0, 0, 0};
 };
 
-// Runs the whole grid and returns when it is done. Throws Fault on any kernel fault (other threadgroups are
+// Runs the launch's threadgroups and returns when they are done. Throws Fault on any kernel fault (other threadgroups are
 // stopped; the buffers' contents are then unspecified).
 void launch(const Launch& l);
 

@@ -167,7 +167,7 @@ void Threadgroup::prepare(uint32_t t) {
   k.num_buffers = l.num_buffers;
   k.kernel_name = l.kernel_name;
   k.threadgroup_position_in_grid = pos_;
-  k.threadgroups_per_grid = l.threadgroups;
+  k.threadgroups_per_grid = l.grid.x == 0 ? l.threadgroups : l.grid;
   k.thread_position_in_threadgroup = dim3{t % T.x, t / T.x % T.y, t / T.x / T.y};
   k.threads_per_threadgroup = T;
   k.thread_position_in_grid = dim3{pos_.x * T.x + k.thread_position_in_threadgroup.x,
@@ -197,8 +197,8 @@ void Threadgroup::start(const Launch& l, uint64_t group) {
     simds_[s].arrived = 0;
   }
   launch_ = &l;
-  pos_ = dim3{static_cast<uint32_t>(group % G.x), static_cast<uint32_t>(group / G.x % G.y),
-              static_cast<uint32_t>(group / G.x / G.y)};
+  pos_ = dim3{l.origin.x + static_cast<uint32_t>(group % G.x), l.origin.y + static_cast<uint32_t>(group / G.x % G.y),
+              l.origin.z + static_cast<uint32_t>(group / G.x / G.y)};
   ready_.clear();
   ready_pos_ = 0;
   next_.clear();

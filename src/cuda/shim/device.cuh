@@ -33,12 +33,14 @@ struct KernelCtx {
 __device__ __forceinline__ KernelCtx make_ctx(const LaunchArgs& launch) {
   KernelCtx c;
   c.launch = &launch;
-  c.threadgroup_position_in_grid = {blockIdx.x, blockIdx.y, blockIdx.z};
-  c.threadgroups_per_grid = {gridDim.x, gridDim.y, gridDim.z};
+  // x is never cut into pieces (src/core/grid_pieces.h says why): no offset there.
+  const dim3u tile = {blockIdx.x, blockIdx.y + launch.origin_y, blockIdx.z + launch.origin_z};
+  c.threadgroup_position_in_grid = tile;
+  c.threadgroups_per_grid = {launch.grid[0], launch.grid[1], launch.grid[2]};
   c.thread_position_in_threadgroup = {threadIdx.x, threadIdx.y, threadIdx.z};
   c.threads_per_threadgroup = {blockDim.x, blockDim.y, blockDim.z};
-  c.thread_position_in_grid = {blockIdx.x * blockDim.x + threadIdx.x, blockIdx.y * blockDim.y + threadIdx.y,
-                               blockIdx.z * blockDim.z + threadIdx.z};
+  c.thread_position_in_grid = {tile.x * blockDim.x + threadIdx.x, tile.y * blockDim.y + threadIdx.y,
+                               tile.z * blockDim.z + threadIdx.z};
   const uint32_t threads = blockDim.x * blockDim.y * blockDim.z;
   c.thread_index_in_threadgroup = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
   c.simdgroup_index_in_threadgroup = c.thread_index_in_threadgroup / 32;
