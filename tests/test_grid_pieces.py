@@ -1,9 +1,9 @@
 """Grids in pieces (src/core/grid_pieces.h). CUDA launches at most 65535 threadgroups along y and z, where plans put
 rows, heads, batch and key blocks, so a larger grid runs as several dispatches, each seeing its threadgroups'
 places in the whole grid. Here every op runs with its grids cut into pieces of one threadgroup along y and z
-(`_set_piece_limit`, on any backend; x is never cut) and must give the bits it gives in one dispatch: a kernel that saw its
-position in the piece instead of in the grid would write the first piece's outputs over and over and leave the
-rest unwritten. Each case first checks that its plan's grid is larger than a piece, so that the test can fail."""
+(`_set_piece_limit`, on any backend; x is never cut) and must give the bits it gives in one dispatch: a kernel
+that saw its position in the piece instead of in the grid would write the first piece's outputs over and over and
+leave the rest unwritten. Each case first checks that its grid is larger than a piece, so that the test can fail."""
 import ml_dtypes
 import numpy as np
 import pytest

@@ -89,8 +89,8 @@ struct Launch {
   dim3 grid{0, 0, 0};
 };
 
-// Runs the launch's threadgroups and returns when they are done. Throws Fault on any kernel fault (other threadgroups are
-// stopped; the buffers' contents are then unspecified).
+// Runs the launch's threadgroups and returns when they are done. Throws Fault on any kernel fault (other
+// threadgroups are stopped; the buffers' contents are then unspecified).
 void launch(const Launch& l);
 
 // Checking mode: fibers run in a seeded random order, every launch runs twice (random order, then the reverse
