@@ -15,7 +15,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import bench_cuda as bc  # noqa: E402  (sets MTLINV_CUDA_ASYNC before mtlinv loads)
+import bench_cuda as bc  # noqa: E402  (sets MTLINV_CUDA_SYNC=0 before mtlinv loads)
 import tune_sdpa_cuda as ts  # noqa: E402
 
 import argparse  # noqa: E402

@@ -5,9 +5,9 @@
 
 Method (the device-timing rules of /work/.library/device/METHOD.md):
   * Kernel time from CUDA events around each call, median of --reps calls after a warm-up of every input copy.
-    The ops run with MTLINV_CUDA_ASYNC=1 (set here), so they return without waiting and calls queue on the one
-    stream; a sleep kernel first holds the GPU while the host queues every call, so no launch gap falls inside
-    an event pair.
+    The ops return without waiting (MTLINV_CUDA_SYNC=0, set here over any setting in the environment), so calls
+    queue on the one stream; a sleep kernel first holds the GPU while the host queues every call, so no launch
+    gap falls inside an event pair.
   * Inputs rotate through copies totalling about 1 GiB, far beyond the 60 MB L2, so weights and KV caches come
     from HBM as in decoding. PyTorch reads the very same memory through DLPack.
   * Achieved bandwidth counts the bytes a call must move (weights or KV read once, activations in and out)
@@ -22,7 +22,7 @@ within 1.3x of decode and bit-exact.
 """
 import os
 
-os.environ["MTLINV_CUDA_ASYNC"] = "1"  # before mtlinv creates its backend
+os.environ["MTLINV_CUDA_SYNC"] = "0"  # before mtlinv creates its backend: ops leave their kernels queued
 os.environ.setdefault("MTLINV_DEVICE", "cuda")
 
 import argparse  # noqa: E402

@@ -16,7 +16,7 @@ import struct
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import bench_cuda as bc  # noqa: E402  (sets MTLINV_CUDA_ASYNC before mtlinv loads)
+import bench_cuda as bc  # noqa: E402  (sets MTLINV_CUDA_SYNC=0 before mtlinv loads)
 
 import argparse  # noqa: E402
 

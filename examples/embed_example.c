@@ -30,6 +30,7 @@ int main(void) {
   CHECK(mtlinv_tensor_from_host(x + 2 * K, row_shape, 2, MTLINV_FLOAT32, &tx_row));
   CHECK(mtlinv_gemv(tx, tw, NULL, 1, &ty));
   CHECK(mtlinv_gemv(tx_row, tw, NULL, 1, &ty_row));
+  CHECK(mtlinv_synchronize()); /* on CUDA the gemvs may still be queued; reading below would wait for them too */
   CHECK(mtlinv_tensor_to_host(ty, y, sizeof y));
   CHECK(mtlinv_tensor_to_host(ty_row, y_row, sizeof y_row));
   const int ok = memcmp(y + 2 * N, y_row, sizeof y_row) == 0;

@@ -21,6 +21,7 @@ from ._native import (
     rms_norm,
     sdpa,
     set_limit,
+    synchronize,
 )
 from ._native import add, embedding, heads_to_rows, rope_heads, swiglu, write_heads  # decoder building blocks
 from ._native import _init_limit_from_env
@@ -33,5 +34,5 @@ __all__ = [
     "DTypeError", "DeviceError", "InvalidArgumentError", "KernelError", "MtlinvError", "OutOfMemoryError",
     "Tensor", "add", "asarray", "batch_invariant", "dequantize", "device_info", "embedding", "gemv", "get_limit",
     "heads_to_rows", "kernel_names", "matmul", "qgemv", "quantize", "rms_norm", "rope_heads", "sdpa", "set_limit",
-    "swiglu", "write_heads",
+    "swiglu", "synchronize", "write_heads",
 ]

@@ -44,6 +44,15 @@ def _init_limit_from_env():
     c_init_limit_from_env()
 
 
+def synchronize():
+    """Waits until the active device has run every kernel queued so far, and raises the KernelError of one that
+    failed. On CUDA an op returns once its kernels are queued (reading a result, e.g. np.asarray(t), waits for
+    it); time GPU work with this after the calls. Elsewhere every op has already waited."""
+    cdef CBackend* backend = &c_active_backend()
+    with nogil:
+        backend.synchronize()
+
+
 def device_info():
     """The active backend: {'backend', 'name', 'threads' (emulator workers / GPU cores), 'simd_width', ...,
     'matrix_units', 'overlapped_launches'}."""

@@ -1,7 +1,7 @@
 # Zero-copy export of Tensors to other array libraries: DLPack (torch.from_dlpack, cupy.from_dlpack,
 # numpy.from_dlpack) for memory on any device, and __cuda_array_interface__ (CuPy, Numba, torch.as_tensor) for
-# CUDA memory. Every op synchronises before it returns (src/core/run_plan.cpp), so exported data is complete and
-# the consumer needs no stream handshake.
+# CUDA memory. On CUDA an op returns once its kernels are queued (Backend::op_dispatched), so an export of CUDA
+# memory first waits for the device: the data handed over is complete and the consumer needs no stream handshake.
 from cpython.pycapsule cimport PyCapsule_GetPointer, PyCapsule_IsValid, PyCapsule_New
 from cpython.ref cimport Py_DECREF, Py_INCREF
 from libc.stdint cimport int32_t, uint8_t, uint16_t, uint64_t, uintptr_t
@@ -76,6 +76,12 @@ cdef void _dlpack_capsule_destructor(object capsule) noexcept:
         m.deleter(m)
 
 
+cdef void _wait_for_device() except *:
+    cdef CBackend* backend = &c_active_backend()
+    with nogil:
+        backend.synchronize()
+
+
 cdef object _to_dlpack(Tensor t, dl_device, copy):
     """The "dltensor" capsule of `t`, sharing its memory; the capsule holds a reference to `t`."""
     if copy:
@@ -85,6 +91,8 @@ cdef object _to_dlpack(Tensor t, dl_device, copy):
         raise BufferError(f"__dlpack__: the Tensor is on DLPack device {device}, not {tuple(dl_device)}")
     if t.readonly:
         raise BufferError("__dlpack__: this Tensor wraps a read-only array, which DLPack cannot mark read-only")
+    if t.c.host_data() == NULL:
+        _wait_for_device()
     cdef int32_t ndim = t.c.shape.size()
     # One allocation: the struct, then shape[ndim] and strides[ndim].
     cdef DLManagedTensor* m = <DLManagedTensor*>malloc(sizeof(DLManagedTensor) + 2 * max(ndim, 1) * sizeof(int64_t))
@@ -121,11 +129,12 @@ cdef dict _cuda_array_interface(Tensor t):
                              f"(backend {c_active_backend().caps().backend.decode()})")
     if t.c.dtype == CDType.bf16:
         raise TypeError("__cuda_array_interface__ has no bfloat16 type; use DLPack (torch.from_dlpack(t))")
+    _wait_for_device()
     return {
         "shape": t.shape,
         "typestr": np.dtype(t.dtype).str,
         "data": (<uintptr_t>_device_address(t), t.readonly),
         "strides": None,  # C-contiguous
-        "stream": None,   # complete: every op has synchronised
+        "stream": None,   # complete: the device has finished the work queued before
         "version": 3,
     }

@@ -51,6 +51,7 @@ cdef extern from "../src/core/backend.h" namespace "mtlinv":
         vector[string] kernel_names()
         bool has_kernel(const string&)
         void download(const CStorage&, size_t, void*, size_t) except +raise_py_error
+        void synchronize() except +raise_py_error nogil
     CBackend& c_active_backend "mtlinv::active_backend"() except +raise_py_error
     vector[string] c_built_backends "mtlinv::built_backends"()
 

@@ -158,8 +158,8 @@ cdef class Tensor:
 
     def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
         """A DLPack capsule sharing this Tensor's memory, host or CUDA (torch.from_dlpack(t), ...). `stream` needs
-        no handshake (every op synchronises before it returns); the capsule is DLPack's unversioned kind, which
-        every consumer accepts whatever its max_version."""
+        no handshake (CUDA memory is exported once the device has finished the work queued before); the capsule is
+        DLPack's unversioned kind, which every consumer accepts whatever its max_version."""
         return _to_dlpack(self, dl_device, copy)
 
     def __dlpack_device__(self):

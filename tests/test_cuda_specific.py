@@ -146,7 +146,7 @@ def test_shim_semantics_on_the_gpu(tmp_path):
 
 
 # Work of many launches, in a fresh process with or without overlapped launches, queued without waiting between ops
-# (MTLINV_CUDA_ASYNC=1): attention at 64K keys, whose pass 1 fills the GPU about four times over (a pass 2 that
+# (MTLINV_CUDA_SYNC=0, the default): attention at 64K keys, whose pass 1 fills the GPU about four times over (a pass 2 that
 # did not wait would read partials still being written), and a chain of gemvs, each reading the one before.
 OVERLAP_CASE = """
 import sys
@@ -173,11 +173,56 @@ def test_overlapped_launches_change_no_bits(tmp_path):
         pytest.skip("launches do not overlap on this GPU (programmatic dependent launch needs sm_90)")
     results = {}
     for pdl in ("0", "1"):
-        env = dict(os.environ, MTLINV_DEVICE="cuda", MTLINV_CUDA_ASYNC="1", MTLINV_CUDA_PDL=pdl)
+        env = dict(os.environ, MTLINV_DEVICE="cuda", MTLINV_CUDA_SYNC="0", MTLINV_CUDA_PDL=pdl)
         run = subprocess.run([sys.executable, "-c", OVERLAP_CASE, str(tmp_path / f"pdl{pdl}.npy")], env=env,
                              capture_output=True, text=True, timeout=300)
         assert run.returncode == 0, run.stderr
         assert run.stdout.strip() == ("True" if pdl == "1" else "False")
         results[pdl] = np.load(tmp_path / f"pdl{pdl}.npy")
     assert results["0"].size == 32 * 8 * 128 + 32 * 128 + 6 * 8 * 8192
+    assert np.array_equal(results["0"], results["1"])
+
+
+def queue_attention(calls=20):
+    """About 2 ms of GPU work (64K-key attention, 20 calls), left queued: an op returns once its kernels are."""
+    rng = np.random.default_rng(5)
+    bf = ml_dtypes.bfloat16
+    q = mtlinv.asarray(rng.standard_normal((1, 32, 1, 128)).astype(bf))
+    k = mtlinv.asarray(rng.standard_normal((1, 8, 65536, 128)).astype(bf))
+    v = mtlinv.asarray(rng.standard_normal((1, 8, 65536, 128)).astype(bf))
+    mtlinv.synchronize()
+    return [mtlinv.sdpa(q, k, v) for _ in range(calls)][-1]
+
+
+@pytest.mark.parametrize("export", ["dlpack", "cuda_array_interface", "synchronize"])
+def test_ops_return_queued_and_exports_wait(export, torch):
+    """Ops leave their kernels queued (the device is still busy when the calls return: the control), and handing
+    CUDA memory over, or mtlinv.synchronize(), waits for them, so a consumer on any stream reads finished data."""
+    stream = torch.cuda.default_stream()  # the legacy default stream, on which mtlinv queues its work
+    other = mtlinv.asarray(np.arange(4, dtype=np.float32))  # __cuda_array_interface__ has no bfloat16
+    out = queue_attention()
+    assert not stream.query(), "20 attention calls at 64K keys had finished before the host asked"
+    out = queue_attention()
+    if export == "dlpack":
+        shared = torch.from_dlpack(out)
+    elif export == "cuda_array_interface":
+        shared = torch.as_tensor(other, device="cuda")
+    else:
+        mtlinv.synchronize()
+    assert stream.query(), f"{export}: work still queued after the handover"
+    if export == "dlpack":
+        assert np.array_equal(shared.view(torch.int16).cpu().numpy(), np.asarray(out).view(np.int16))
+    elif export == "cuda_array_interface":
+        assert np.array_equal(shared.cpu().numpy(), np.arange(4, dtype=np.float32))
+
+
+def test_every_op_waits_with_mtlinv_cuda_sync(tmp_path):
+    """MTLINV_CUDA_SYNC=1 (each op waits, so a kernel's error is the op's) computes the same bits as queued ops."""
+    results = {}
+    for sync in ("0", "1"):
+        env = dict(os.environ, MTLINV_DEVICE="cuda", MTLINV_CUDA_SYNC=sync)
+        run = subprocess.run([sys.executable, "-c", OVERLAP_CASE, str(tmp_path / f"sync{sync}.npy")], env=env,
+                             capture_output=True, text=True, timeout=300)
+        assert run.returncode == 0, run.stderr
+        results[sync] = np.load(tmp_path / f"sync{sync}.npy")
     assert np.array_equal(results["0"], results["1"])

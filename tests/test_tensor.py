@@ -76,3 +76,12 @@ def test_error_hierarchy():
     assert issubclass(mtlinv.OutOfMemoryError, MemoryError)
     for cls in (mtlinv.InvalidArgumentError, mtlinv.DTypeError, mtlinv.DeviceError, mtlinv.KernelError):
         assert issubclass(cls, mtlinv.MtlinvError)
+
+
+def test_synchronize_waits_for_queued_ops():
+    """mtlinv.synchronize() exists on every backend and returns once the ops before it have run (on CUDA they return
+    queued; tests/test_cuda_specific.py checks that the device is idle after it)."""
+    a = np.arange(8, dtype=np.float32)
+    out = mtlinv.add(a, a)
+    assert mtlinv.synchronize() is None
+    assert np.array_equal(np.asarray(out), 2 * a)

@@ -2,7 +2,9 @@
  *
  * Every function returns MTLINV_OK or an error status; mtlinv_last_error() then describes the error (the message
  * names the offending arguments and values) until the next call on the same thread. Tensors are created from
- * host memory (copied onto the active device) and released with mtlinv_tensor_free. Ops are synchronous. */
+ * host memory (copied onto the active device) and released with mtlinv_tensor_free. On CUDA an op returns once its
+ * kernels are queued, and reading a tensor (mtlinv_tensor_to_host) waits for them; mtlinv_synchronize waits for all
+ * (MTLINV_CUDA_SYNC=1 makes every op wait, so that a kernel's error is the status of the op that launched it). */
 #ifndef MTLINV_H
 #define MTLINV_H
 
@@ -41,6 +43,9 @@ int mtlinv_get_limit(void);
 
 /* Name of the active backend ("emu", "metal", "cuda") and device, written NUL-terminated into buf. */
 mtlinv_status mtlinv_device_name(char* buf, size_t size);
+
+/* Waits until the device has run every kernel queued so far; the error of one that failed, if any. */
+mtlinv_status mtlinv_synchronize(void);
 
 mtlinv_status mtlinv_tensor_from_host(const void* data, const int64_t* shape, int ndim, mtlinv_dtype dtype,
                                       mtlinv_tensor** out);

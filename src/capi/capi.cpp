@@ -95,6 +95,10 @@ mtlinv_status mtlinv_device_name(char* buf, size_t size) {
   });
 }
 
+mtlinv_status mtlinv_synchronize(void) {
+  return guarded([&] { mtlinv::active_backend().synchronize(); });
+}
+
 mtlinv_status mtlinv_tensor_from_host(const void* data, const int64_t* shape, int ndim, mtlinv_dtype dtype,
                                       mtlinv_tensor** out) {
   return guarded([&] {

@@ -88,6 +88,10 @@ class Backend {
   virtual void dispatch(const Dispatch& d) = 0;
   // Waits for everything dispatched so far.
   virtual void synchronize() = 0;
+  // Called once an op (or a raw launch) has dispatched its kernels. Waits for them, unless the backend can leave
+  // them queued: where the host reaches device memory only through download, which waits in queue order (CUDA),
+  // the op returns at once and the host's next op overlaps the device's work.
+  virtual void op_dispatched() { synchronize(); }
 };
 
 // The process-wide active backend, chosen on first use from MTLINV_DEVICE=auto|emu|metal|cuda (default auto:

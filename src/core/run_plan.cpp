@@ -54,7 +54,7 @@ void run_plan(const Plan& plan, const std::vector<const Tensor*>& operands) {
     }
     throw;
   }
-  backend.synchronize();
+  backend.op_dispatched();
 }
 
 }  // namespace mtlinv

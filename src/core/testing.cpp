@@ -23,7 +23,7 @@ void launch_raw(const std::string& kernel, Dim3 threadgroups, Dim3 threads, cons
     d.bindings[i + 1].size = buffers[i].nbytes();
   }
   dispatch_in_pieces(backend, std::move(d));
-  backend.synchronize();
+  backend.op_dispatched();
 }
 
 }  // namespace mtlinv

@@ -146,10 +146,13 @@ class CudaBackend final : public Backend {
     int memory_pools = 0;
     check(cudaDeviceGetAttribute(&memory_pools, cudaDevAttrMemoryPoolsSupported, 0), "cudaDeviceGetAttribute");
     pool_ = std::make_shared<Pool>(memory_pools != 0);
-    // Benchmarks only: MTLINV_CUDA_ASYNC=1 lets synchronize() return without waiting, so that back-to-back ops
-    // queue on the device and can be timed with events. Reads (download) still wait, as cudaMemcpy does.
-    const char* async = std::getenv("MTLINV_CUDA_ASYNC");
-    async_ = async && std::strcmp(async, "1") == 0;
+    // Ops return once their kernels are queued (op_dispatched): every kernel, copy and free runs in the order of
+    // the one (legacy default) stream, and the host sees device memory only through download, whose cudaMemcpy
+    // waits for the work queued before it. On an H200 the demo model decoded 1.4-2.2x as many tokens per second
+    // as with a wait after every op (benchmarks/results/h200.md, seventeenth session). MTLINV_CUDA_SYNC=1 waits
+    // after every op instead, so that a kernel's error surfaces at the op that launched it.
+    const char* sync = std::getenv("MTLINV_CUDA_SYNC");
+    blocking_ = sync && std::strcmp(sync, "1") == 0;
     // Programmatic dependent launch (shim/device.cuh, follow_previous_grid) needs sm_90; MTLINV_CUDA_PDL=0 turns
     // it off, to time its effect.
     const char* pdl = std::getenv("MTLINV_CUDA_PDL");
@@ -214,7 +217,13 @@ class CudaBackend final : public Backend {
   }
 
   void synchronize() override {
-    const cudaError_t e = async_ ? cudaPeekAtLastError() : cudaDeviceSynchronize();
+    const cudaError_t e = cudaDeviceSynchronize();
+    if (e != cudaSuccess) throw failure(e, "synchronize");
+  }
+
+  // A queued kernel's fault surfaces at the next call that waits (download, synchronize) or launches.
+  void op_dispatched() override {
+    const cudaError_t e = blocking_ ? cudaDeviceSynchronize() : cudaPeekAtLastError();
     if (e != cudaSuccess) throw failure(e, "synchronize");
   }
 
@@ -299,7 +308,7 @@ class CudaBackend final : public Backend {
   }
 
   DeviceCaps caps_;
-  bool async_ = false;
+  bool blocking_ = false;  // MTLINV_CUDA_SYNC=1
   std::shared_ptr<Pool> pool_;
   std::mutex attr_mutex_;
   std::map<std::string, int> max_threads_;
