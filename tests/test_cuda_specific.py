@@ -146,8 +146,9 @@ def test_shim_semantics_on_the_gpu(tmp_path):
 
 
 # Work of many launches, in a fresh process with or without overlapped launches, queued without waiting between ops
-# (MTLINV_CUDA_SYNC=0, the default): attention at 64K keys, whose pass 1 fills the GPU about four times over (a pass 2 that
-# did not wait would read partials still being written), and a chain of gemvs, each reading the one before.
+# (MTLINV_CUDA_SYNC=0, the default): attention at 64K keys, whose pass 1 fills the GPU about four times over (a
+# pass 2 that did not wait would read partials still being written), and a chain of gemvs, each reading the one
+# before.
 OVERLAP_CASE = """
 import sys
 import ml_dtypes, numpy as np, mtlinv
