@@ -169,17 +169,21 @@ np.save(sys.argv[1], np.concatenate([np.asarray(o).view(np.uint16).ravel() for o
 """
 
 
+def run_overlap_case(path, **env):
+    """OVERLAP_CASE in a fresh process on CUDA with `env` added: its stdout and its bits (saved to `path`)."""
+    run = subprocess.run([sys.executable, "-c", OVERLAP_CASE, str(path)],
+                         env=dict(os.environ, MTLINV_DEVICE="cuda", **env), capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr
+    return run.stdout, np.load(path)
+
+
 def test_overlapped_launches_change_no_bits(tmp_path):
     if not mtlinv.device_info()["overlapped_launches"]:
         pytest.skip("launches do not overlap on this GPU (programmatic dependent launch needs sm_90)")
     results = {}
     for pdl in ("0", "1"):
-        env = dict(os.environ, MTLINV_DEVICE="cuda", MTLINV_CUDA_SYNC="0", MTLINV_CUDA_PDL=pdl)
-        run = subprocess.run([sys.executable, "-c", OVERLAP_CASE, str(tmp_path / f"pdl{pdl}.npy")], env=env,
-                             capture_output=True, text=True, timeout=300)
-        assert run.returncode == 0, run.stderr
-        assert run.stdout.strip() == ("True" if pdl == "1" else "False")
-        results[pdl] = np.load(tmp_path / f"pdl{pdl}.npy")
+        stdout, results[pdl] = run_overlap_case(tmp_path / f"pdl{pdl}.npy", MTLINV_CUDA_SYNC="0", MTLINV_CUDA_PDL=pdl)
+        assert stdout.strip() == ("True" if pdl == "1" else "False")
     assert results["0"].size == 32 * 8 * 128 + 32 * 128 + 6 * 8 * 8192
     assert np.array_equal(results["0"], results["1"])
 
@@ -219,11 +223,5 @@ def test_ops_return_queued_and_exports_wait(export, torch):
 
 def test_every_op_waits_with_mtlinv_cuda_sync(tmp_path):
     """MTLINV_CUDA_SYNC=1 (each op waits, so a kernel's error is the op's) computes the same bits as queued ops."""
-    results = {}
-    for sync in ("0", "1"):
-        env = dict(os.environ, MTLINV_DEVICE="cuda", MTLINV_CUDA_SYNC=sync)
-        run = subprocess.run([sys.executable, "-c", OVERLAP_CASE, str(tmp_path / f"sync{sync}.npy")], env=env,
-                             capture_output=True, text=True, timeout=300)
-        assert run.returncode == 0, run.stderr
-        results[sync] = np.load(tmp_path / f"sync{sync}.npy")
+    results = {sync: run_overlap_case(tmp_path / f"sync{sync}.npy", MTLINV_CUDA_SYNC=sync)[1] for sync in ("0", "1")}
     assert np.array_equal(results["0"], results["1"])

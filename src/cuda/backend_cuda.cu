@@ -224,7 +224,7 @@ class CudaBackend final : public Backend {
   // A queued kernel's fault surfaces at the next call that waits (download, synchronize) or launches.
   void op_dispatched() override {
     const cudaError_t e = blocking_ ? cudaDeviceSynchronize() : cudaPeekAtLastError();
-    if (e != cudaSuccess) throw failure(e, "synchronize");
+    if (e != cudaSuccess) throw failure(e, blocking_ ? "synchronize" : "launch");
   }
 
  private:
