@@ -15,6 +15,7 @@ from native cimport *
 cnp.import_array()
 
 include "errors.pxi"
+include "arguments.pxi"
 include "tensor.pxi"
 include "interop.pxi"
 include "plans.pxi"
@@ -33,11 +34,7 @@ def get_limit():
 
 def set_limit(n):
     """Sets the batch-invariance limit (n >= 0) and returns the previous value."""
-    if isinstance(n, type(True)) or not isinstance(n, (int, np.integer)):
-        raise InvalidArgumentError(f"set_limit: limit must be an int, got {type(n).__name__} {n!r}")
-    if n < 0 or n > 2**30:
-        raise InvalidArgumentError(f"set_limit: limit must be in [0, 2**30], got {n}")
-    return c_set_limit(int(n))
+    return c_set_limit(_int_arg("set_limit", "limit", n, 0, 2**30))
 
 
 def _init_limit_from_env():

@@ -6,7 +6,7 @@ cdef extern from "../src/core/ops/decoder_ops.h" namespace "mtlinv" nogil:
     CTensor c_add "mtlinv::add"(const CTensor&, const CTensor&) except +raise_py_error
     CTensor c_swiglu "mtlinv::swiglu"(const CTensor&, const CTensor&) except +raise_py_error
     void c_write_heads "mtlinv::write_heads"(const CTensor&, const CTensor&, int64_t, int64_t, bool,
-                                             float) except +raise_py_error
+                                             float, const char*) except +raise_py_error
     CTensor c_heads_to_rows "mtlinv::heads_to_rows"(const CTensor&) except +raise_py_error
     CTensor c_embedding "mtlinv::embedding"(const CTensor&, const CTensor&) except +raise_py_error
 
@@ -29,24 +29,36 @@ def swiglu(gate, up):
     return _wrap(out)
 
 
-def write_heads(x, Tensor dst not None, int64_t seq_offset, int64_t start_pos=0, bint rotate=False, float base=10000.0):
+def write_heads(x, Tensor dst not None, seq_offset, start_pos=0, rotate=False, base=10000.0):
     """Writes x [L, H, D] into dst [H, C, D] (in place) at sequence indices seq_offset.., rotating interleaved
     pairs for positions start_pos.. when `rotate` (RoPE as stored in llama GGUF files)."""
-    cdef Tensor tx = _operand(x, "x", "write_heads")
-    if dst.readonly:
-        raise InvalidArgumentError("write_heads: dst wraps a read-only array; it is written in place")
-    with nogil:
-        c_write_heads(tx.c, dst.c, seq_offset, start_pos, rotate, base)
+    _write_heads("write_heads", x, dst, seq_offset, start_pos, rotate, base)
 
 
-def rope_heads(x, int64_t start_pos, float base=10000.0):
+def rope_heads(x, start_pos, base=10000.0):
     """RoPE on x [L, H, D] for positions start_pos.., returned as [H, L, D] (the layout sdpa takes)."""
     cdef Tensor tx = _operand(x, "x", "rope_heads")
     if tx.ndim != 3 or tx.shape[2] % 2:
         raise InvalidArgumentError(f"rope_heads: x must be [L, H, D] with an even D, got {list(tx.shape)}")
     cdef Tensor out = _wrap(CTensor.empty([tx.shape[1], tx.shape[0], tx.shape[2]], tx.c.dtype))
-    write_heads(tx, out, 0, start_pos, True, base)
+    _write_heads("rope_heads", tx, out, 0, start_pos, True, base)
     return out
+
+
+cdef _write_heads(str op, x, Tensor dst, seq_offset, start_pos, rotate, base):
+    """write_heads under the name of the op the caller called (rope_heads writes through it)."""
+    cdef Tensor tx = _operand(x, "x", op)
+    cdef int64_t offset = _int_arg(op, "seq_offset", seq_offset, 0, 2**62)
+    cdef int64_t start = _int_arg(op, "start_pos", start_pos, 0, 2**62)
+    cdef bool rot = _bool_arg(op, "rotate", rotate)
+    cdef float base_f = _real_arg(op, "base", base)
+    cdef bytes op_bytes = op.encode()
+    cdef const char* op_name = op_bytes
+    dst._require_storage(f"{op}: dst")
+    if dst.readonly:
+        raise InvalidArgumentError(f"{op}: dst wraps a read-only array; it is written in place")
+    with nogil:
+        c_write_heads(tx.c, dst.c, offset, start, rot, base_f, op_name)
 
 
 def heads_to_rows(x):
@@ -63,7 +75,7 @@ def embedding(table, ids):
     cdef Tensor tt = _operand(table, "table", "embedding")
     cdef Tensor ti
     if isinstance(ids, Tensor):
-        ti = ids
+        ti = _operand(ids, "ids", "embedding")
     else:
         a = np.asarray(ids)
         if a.size and not np.issubdtype(a.dtype, np.integer):

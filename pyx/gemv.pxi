@@ -1,13 +1,14 @@
 # gemv / matmul: the dense matmul op.
 
 
-def gemv(x, w, bias=None, *, bool transpose=True):
+def gemv(x, w, bias=None, *, transpose=True):
     """y = x @ w.T (+ bias) for w [N, K] (transpose=True, a linear layer's weight), or y = x @ w for w [K, N]
     (transpose=False). x is [K] or [..., M, K]; a batched w [B, N, K] takes x [B, M, K] or a shared [M, K].
     float32/float16/bfloat16 (one dtype), float32 accumulation, output in the input dtype.
 
     With M <= get_limit() rows (and always for M == 1) each output row is bit-identical to the call on that row
     alone; above the limit a throughput kernel runs."""
+    cdef bool w_nk = _bool_arg("gemv", "transpose", transpose)
     cdef Tensor tx = _operand(x, "x", "gemv")
     cdef Tensor tw = _operand(w, "w", "gemv")
     cdef Tensor tb
@@ -17,7 +18,7 @@ def gemv(x, w, bias=None, *, bool transpose=True):
         pb = &tb.c
     cdef CTensor out
     with nogil:
-        out = c_gemv(tx.c, tw.c, pb, transpose)
+        out = c_gemv(tx.c, tw.c, pb, w_nk)
     return _wrap(out)
 
 

@@ -28,7 +28,7 @@ cdef extern from "../metal/sdpa_args.h":
     uint32_t c_sdpa_chunk_of "sdpa_chunk_of"(uint32_t, uint32_t, uint32_t)
 
 
-def sdpa(q, k, v, *, scale=None, bint causal=True, kv_len=None):
+def sdpa(q, k, v, *, scale=None, causal=True, kv_len=None):
     """Scaled dot-product attention: softmax(scale * q @ k.T) @ v, float32 softmax and accumulation.
 
     q [B, Hq, Lq, D]; k, v [B, Hkv, C, D] with Hq a multiple of Hkv (GQA, MQA). Only the first kv_len keys are
@@ -43,23 +43,15 @@ def sdpa(q, k, v, *, scale=None, bint causal=True, kv_len=None):
     cdef Tensor tk = _operand(k, "k", "sdpa")
     cdef Tensor tv = _operand(v, "v", "sdpa")
     cdef CSdpaOptions o
-    o.causal = causal
+    o.causal = _bool_arg("sdpa", "causal", causal)
     o.has_scale = scale is not None
-    if scale is not None:
-        try:
-            o.scale = float(scale)
-        except (TypeError, ValueError):
-            raise InvalidArgumentError(f"sdpa: scale must be a number, got {type(scale).__name__} {scale!r}") from None
-    else:
-        o.scale = 1.0
+    # Checked in double: a float32 conversion would turn 1e300 into inf before the core's check could name it.
+    o.scale = _real_arg("sdpa", "scale", scale) if scale is not None else 1.0
+    if scale is not None and not abs(float(scale)) <= 3.4e38:
+        raise InvalidArgumentError(f"sdpa: scale must be finite with scale * log2(e) within float32, got {scale!r}")
     o.has_kv_len = kv_len is not None
-    o.kv_len = 0
-    if kv_len is not None:
-        if isinstance(kv_len, type(True)) or not isinstance(kv_len, (int, np.integer)):
-            raise InvalidArgumentError(f"sdpa: kv_len must be an int, got {type(kv_len).__name__} {kv_len!r}")
-        if not -2**62 < kv_len < 2**62:
-            raise InvalidArgumentError(f"sdpa: kv_len={kv_len} is out of range")
-        o.kv_len = int(kv_len)
+    # The core checks kv_len against the cache (1 <= kv_len <= C); this range only keeps it an int64.
+    o.kv_len = _int_arg("sdpa", "kv_len", kv_len, -2**62, 2**62) if kv_len is not None else 0
     cdef CTensor out
     with nogil:
         out = c_sdpa(tq.c, tk.c, tv.c, o)

@@ -66,6 +66,11 @@ cdef class Tensor:
     def __init__(self):
         raise TypeError("use mtlinv.asarray(array) to make a Tensor")
 
+    cdef _require_storage(self, str where):
+        """Tensor.__new__ (or a subclass's __init__) makes a Tensor with no memory; refuse it before a use."""
+        if self.c.storage.get() == NULL:
+            raise InvalidArgumentError(f"{where}: this Tensor has no memory (made without mtlinv.asarray or an op)")
+
     @property
     def shape(self):
         return tuple(self.c.shape)
@@ -90,7 +95,7 @@ cdef class Tensor:
         """A view with a new shape of the same size (one dimension may be -1)."""
         if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
             shape = tuple(shape[0])
-        new = [int(d) for d in shape]
+        new = [_int_arg("reshape", "a dimension", d, -1, 2**62) for d in shape]
         if new.count(-1) > 1 or any(d < -1 for d in new):
             raise InvalidArgumentError(f"reshape: invalid shape {tuple(shape)}")
         if -1 in new:
@@ -108,6 +113,7 @@ cdef class Tensor:
 
     def numpy(self):
         """The contents as an ndarray: a zero-copy view on host-visible memory, else a copy."""
+        self._require_storage("Tensor.numpy")
         if self.c.host_data() != NULL:
             raw = _RawBytes.__new__(_RawBytes)
             (<_RawBytes>raw).tensor = self
@@ -127,6 +133,7 @@ cdef class Tensor:
         return a.copy() if copy else a
 
     def __getbuffer__(self, Py_buffer* buf, int flags):
+        self._require_storage("Tensor buffer")
         if self.c.host_data() == NULL:
             raise BufferError("Tensor memory is not host-visible on this device; use .numpy() to copy it")
         cdef char* fmt = _buffer_format(self.c.dtype)
@@ -160,14 +167,17 @@ cdef class Tensor:
         """A DLPack capsule sharing this Tensor's memory, host or CUDA (torch.from_dlpack(t), ...). `stream` needs
         no handshake (CUDA memory is exported once the device has finished the work queued before); the capsule is
         DLPack's unversioned kind, which every consumer accepts whatever its max_version."""
+        self._require_storage("__dlpack__")
         return _to_dlpack(self, dl_device, copy)
 
     def __dlpack_device__(self):
+        self._require_storage("__dlpack_device__")
         return _dlpack_device(self)
 
     @property
     def __cuda_array_interface__(self):
         """For CUDA memory (CuPy, Numba, torch.as_tensor); AttributeError on other devices."""
+        self._require_storage("__cuda_array_interface__")
         return _cuda_array_interface(self)
 
     def __repr__(self):
@@ -208,6 +218,7 @@ def asarray(obj, dtype=None):
 cdef Tensor _operand(obj, str name, str op):
     """An op's argument as a Tensor, with the op and argument named in any error."""
     if isinstance(obj, Tensor):
+        (<Tensor>obj)._require_storage(f"{op}: {name}")
         return obj
     try:
         a = np.asarray(obj)

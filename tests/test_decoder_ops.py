@@ -68,7 +68,7 @@ def test_write_heads_errors(rng):
         assert np.asarray(wrapped).any()
     assert not frozen.any()
     cache = mtlinv.asarray(np.zeros((2, 4, 8), np.float32))
-    with pytest.raises(ValueError, match="do not fit dst capacity 4"):
+    with pytest.raises(ValueError, match="seq_offset=2 with L=3 rows does not fit dst capacity 4"):
         mtlinv.write_heads(random(rng, (3, 2, 8), np.float32), cache, 2)
     with pytest.raises(ValueError, match=r"x must be \[L, H, D\]"):
         mtlinv.write_heads(random(rng, (3, 3, 8), np.float32), cache, 0)

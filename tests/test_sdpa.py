@@ -394,5 +394,5 @@ def test_long_context_32k(rng):
 
 def test_scale_must_be_a_number():
     q = np.zeros((1, 1, 1, 64), np.float32)
-    with pytest.raises(mtlinv.InvalidArgumentError, match="scale must be a number, got str 'a'"):
+    with pytest.raises(mtlinv.InvalidArgumentError, match="scale must be a real number, got str 'a'"):
         mtlinv.sdpa(q, q, q, scale="a")

@@ -47,7 +47,7 @@ def test_unsupported_dtype_names_it():
 
 def test_shapes_that_overflow_are_refused():
     t = mtlinv.asarray(np.arange(4, dtype=np.float32))
-    with pytest.raises(ValueError, match="cannot view"):
+    with pytest.raises(ValueError, match=r"reshape: a dimension must be in \[-1, \d+\], got 4611686018427387905"):
         t.reshape(2**62 + 1, 4)
 
 

@@ -27,6 +27,7 @@ void dispatch_all(Backend& backend, const Plan& plan, const std::vector<const Te
       } else {
         const Tensor* t = operands.at(b.index);
         if (t == nullptr) throw InvalidArgument("internal: plan for ", launch.kernel, " binds a missing operand");
+        if (!t->storage) throw InvalidArgument(launch.kernel, ": operand ", b.index, " is a tensor with no memory");
         binding.storage = t->storage.get();
         binding.offset = t->offset;
         binding.size = t->nbytes();

@@ -30,8 +30,8 @@ Tensor elementwise(const char* op, const char* kernel, const Tensor& a, const Te
 Tensor add(const Tensor& a, const Tensor& b) { return elementwise("add", "add", a, b); }
 Tensor swiglu(const Tensor& gate, const Tensor& up) { return elementwise("swiglu", "swiglu", gate, up); }
 
-void write_heads(const Tensor& x, const Tensor& dst, int64_t seq_offset, int64_t start_pos, bool rotate, float base) {
-  const char* op = "write_heads";
+void write_heads(const Tensor& x, const Tensor& dst, int64_t seq_offset, int64_t start_pos, bool rotate, float base,
+                 const char* op) {
   require_float(op, "x", x);
   require_same_dtype(op, "x", x, "dst", dst);
   x.require_contiguous(op, "x");
@@ -41,14 +41,20 @@ void write_heads(const Tensor& x, const Tensor& dst, int64_t seq_offset, int64_t
                           shape_str(dst.shape));
   }
   const int64_t rows = x.dim(0), heads = x.dim(1), dim = x.dim(2), capacity = dst.dim(1);
-  if (seq_offset < 0 || seq_offset + rows > capacity) {
-    throw InvalidArgument(op, ": rows ", seq_offset, "..", seq_offset + rows, " do not fit dst capacity ", capacity);
+  require_u32(op, "L", rows);
+  require_u32(op, "H", heads);
+  require_u32(op, "D", dim);
+  require_u32(op, "C", capacity);
+  // seq_offset > capacity - rows, not seq_offset + rows > capacity: the sum of a huge offset would wrap.
+  if (seq_offset < 0 || seq_offset > capacity - rows) {
+    throw InvalidArgument(op, ": seq_offset=", seq_offset, " with L=", rows, " rows does not fit dst capacity ",
+                          capacity);
   }
-  if (start_pos < 0) throw InvalidArgument(op, ": start_pos must be >= 0, got ", start_pos);
+  require_u32(op, "start_pos", start_pos);
   if (rotate && (dim % 2 != 0 || !(base > 0.0f) || !std::isfinite(base))) {
     throw InvalidArgument(op, ": rotation needs an even head dim and a positive base, got D=", dim, " base=", base);
   }
-  require_u32(op, "start_pos + L", start_pos + rows);
+  require_u32(op, "start_pos + L", start_pos + rows);  // both below 2^32 here: no wrap
   if (x.numel() == 0) return;
   run_plan(plan_to_heads(rotate, x.dtype, rows, heads, dim, capacity, seq_offset, start_pos, base), {&x, &dst});
 }
@@ -58,6 +64,9 @@ Tensor heads_to_rows(const Tensor& x) {
   require_float(op, "x", x);
   x.require_contiguous(op, "x");
   if (x.ndim() != 3) throw InvalidArgument(op, ": x must be [H, L, D], got ", shape_str(x.shape));
+  require_u32(op, "H", x.dim(0));
+  require_u32(op, "L", x.dim(1));
+  require_u32(op, "D", x.dim(2));
   Tensor y = Tensor::empty({x.dim(1), x.dim(0) * x.dim(2)}, x.dtype);
   if (x.numel() > 0) run_plan(plan_heads_to_rows(x.dtype, x.dim(1), x.dim(0), x.dim(2)), {&x, &y});
   return y;
@@ -74,6 +83,9 @@ Tensor embedding(const Tensor& table, const Tensor& ids) {
                           shape_str(ids.shape));
   }
   const int64_t vocab = table.dim(0);
+  require_u32(op, "V", vocab);
+  require_u32(op, "D", table.dim(1));
+  require_u32(op, "L", ids.dim(0));
   std::vector<int32_t> host(static_cast<size_t>(ids.numel()));
   if (!host.empty()) active_backend().download(*ids.storage, ids.offset, host.data(), ids.nbytes());
   for (size_t i = 0; i < host.size(); ++i) {

@@ -10,7 +10,9 @@ Tensor swiglu(const Tensor& gate, const Tensor& up);
 // Writes x [L, H, D] into dst [H, C, D] at sequence indices seq_offset .. seq_offset + L - 1, rotating pairs
 // (x[2j], x[2j+1]) for positions start_pos + l when `rotate` (llama GGUF RoPE, frequency base^(-2j/D)). dst is
 // written in place: a KV cache, or a fresh [H, L, D] query tensor with seq_offset 0.
-void write_heads(const Tensor& x, const Tensor& dst, int64_t seq_offset, int64_t start_pos, bool rotate, float base);
+// `op` names the caller's op in errors (write_heads, or rope_heads, which writes through it).
+void write_heads(const Tensor& x, const Tensor& dst, int64_t seq_offset, int64_t start_pos, bool rotate, float base,
+                 const char* op = "write_heads");
 // x [H, L, D] -> [L, H * D].
 Tensor heads_to_rows(const Tensor& x);
 // table [V, D], ids (int32/uint32) [L] -> [L, D]; ids outside [0, V) are an error.

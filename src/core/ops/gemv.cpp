@@ -76,7 +76,8 @@ Tensor gemv(const Tensor& x, const Tensor& w, const Tensor* bias, bool transpose
                             shape_str(w.shape), ")");
     }
   }
-  require_u32(op, "K", k);
+  require_u32(op, "B", s.batch);
+  require_reduced_extent(op, "K", k);
   require_u32(op, "N", n);
   require_u32(op, "M", s.rows);
   require_u32(op, "rows*K", s.rows * k);

@@ -80,7 +80,7 @@ Tensor qgemv(const Tensor& x, const Tensor& wq, const Tensor& scales, const Tens
   s.bits = bits;
   s.dtype = x.dtype;
   s.scale_dtype = scales.dtype;
-  require_u32(op, "K", k);
+  require_reduced_extent(op, "K", k);
   require_u32(op, "N", n);
   require_u32(op, "M", s.rows);
   require_u32(op, "rows*K", s.rows * k);

@@ -23,7 +23,7 @@ Tensor rms_norm(const Tensor& x, const Tensor& weight, float eps) {
   if (!(eps >= 0.0f) || !std::isfinite(eps)) throw InvalidArgument(op, ": eps must be finite and >= 0, got ", eps);
   const int64_t rows = cols ? x.numel() / cols : 0;
   require_u32(op, "rows", rows);
-  require_u32(op, "cols", cols);
+  require_reduced_extent(op, "cols", cols);
 
   Tensor y = Tensor::empty(x.shape, x.dtype);
   if (rows == 0 || cols == 0) return y;

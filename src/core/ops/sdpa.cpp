@@ -67,8 +67,9 @@ Tensor sdpa(const Tensor& q, const Tensor& k, const Tensor& v, const SdpaOptions
     throw InvalidArgument(op, ": causal attention needs Lq <= kv_len, got Lq=", s.q_len, " queries and kv_len=",
                           s.kv_len, " keys");
   }
-  if (options.has_scale && !std::isfinite(options.scale)) {
-    throw InvalidArgument(op, ": scale must be finite, got ", options.scale);
+  // The kernels take scale * log2(e) as a float32 (exp2 of scaled scores): it must be finite too.
+  if (options.has_scale && !std::isfinite(static_cast<float>(static_cast<double>(options.scale) * kLog2e))) {
+    throw InvalidArgument(op, ": scale must be finite with scale * log2(e) within float32, got ", options.scale);
   }
   s.scale = options.has_scale ? options.scale : static_cast<float>(1.0 / std::sqrt(static_cast<double>(s.head_dim)));
 

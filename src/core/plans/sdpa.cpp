@@ -27,7 +27,6 @@ constexpr int64_t kSplitWavesPerCore = 4; // threadgroups per compute unit the s
 // sdpa_mma's 4 simdgroups take a quarter of a chunk each, in steps of 32 keys.
 static_assert(kMmaChunkKeys % (4 * 32) == 0, "sdpa_mma needs chunks of a multiple of 128 keys");
 static_assert(kMmaTierKeys % (4 * kMmaChunkKeys) == 0, "tiers need tier_keys a multiple of 4 block_keys");
-constexpr double kLog2e = 1.4426950408889634074;
 
 }  // namespace
 

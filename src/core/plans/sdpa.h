@@ -4,6 +4,9 @@
 
 namespace mtlinv {
 
+// log2(e): the kernels take scale * log2(e) as a float32 (SdpaArgs.scale_log2) and use exp2.
+constexpr double kLog2e = 1.4426950408889634074;
+
 // One sdpa call after validation. q [batch, q_heads, q_len, head_dim]; k and v [batch, kv_heads, capacity,
 // head_dim] of which the first kv_len keys are valid.
 struct SdpaShape {
