@@ -10,6 +10,7 @@ pass 1, with the plan's grid, threadgroup, chunks and pass 2, on bench_cuda.py's
 Hkv = 8, D = 128, bf16, causal), timed as there (events, medians, K and V rotated through HBM). Each cell is both
 passes, then pass 1 alone, in us; the last column says whether every variant's output has the bits of the first.
 --prefetch runs each kernel once per value of SdpaArgs.prefetch (a hint that changes no bits): the plan's, 0 or 1.
+--threads gives each kernel its threadgroup size (default: the plan's), for a variant with more simdgroups.
 """
 import os
 import sys
@@ -26,9 +27,10 @@ import mtlinv  # noqa: E402
 from mtlinv import _native as ops  # noqa: E402
 
 
-def run(kernel, launches, args, q, k, v, out, part_o, part_ml, combine=True):
+def run(kernel, threads, launches, args, q, k, v, out, part_o, part_ml, combine=True):
     first, second = launches
-    ops._launch(kernel, first["threadgroups"], first["threads"], args, [q, k, v, part_o, part_ml])
+    ops._launch(kernel, first["threadgroups"], (threads, 1, 1) if threads else first["threads"], args,
+                [q, k, v, part_o, part_ml])
     if combine:
         ops._launch(second["kernel"], second["threadgroups"], second["threads"], args, [part_o, part_ml, out])
 
@@ -40,7 +42,11 @@ def main():
     ap.add_argument("--lengths", type=int, nargs="+", default=[1024, 4096, 16384, 65536])
     ap.add_argument("--lq", type=int, nargs="+", default=[1, 4, 5, 8])
     ap.add_argument("--reps", type=int, default=30)
+    ap.add_argument("--threads", type=int, nargs="+", help="threadgroup size of each kernel (default: the plan's)")
     args = ap.parse_args()
+    if args.threads and len(args.threads) != len(args.kernels):
+        ap.error(f"--threads: one size per kernel ({len(args.kernels)}), got {args.threads}")
+    threads = dict(zip(args.kernels, args.threads or [0] * len(args.kernels)))
     if not mtlinv.device_info().get("matrix_units"):
         sys.exit("ab_sdpa_cuda.py times the matrix-unit kernels: run it with MTLINV_DEVICE=cuda on a GPU")
     missing = [name for name in args.kernels if name not in ops.kernel_names()]
@@ -66,10 +72,10 @@ def main():
                 prefetch = ts.plan_prefetch(launches) if pf == "plan" else int(pf)
                 sargs = ts.sdpa_args(lq, keys, ops.sdpa_chunking(ts.D, "bfloat16"), prefetch)
                 out = mtlinv.asarray(np.zeros((1, ts.HQ, lq, ts.D), bc.BF16))
-                run(name, launches, sargs, q, ks[0], vs[0], out, part_o, part_ml)
+                run(name, threads[name], launches, sargs, q, ks[0], vs[0], out, part_o, part_ml)
                 outputs.append(out.numpy().tobytes())
                 times = [bc.event_median([lambda k=k, v=v, c=combine:
-                                          run(name, launches, sargs, q, k, v, out, part_o, part_ml, c)
+                                          run(name, threads[name], launches, sargs, q, k, v, out, part_o, part_ml, c)
                                           for k, v in zip(ks, vs)], args.reps)
                          for combine in (True, False)]
                 cells.append(f"{times[0] * 1e6:.1f} / {times[1] * 1e6:.1f}")
