@@ -8,23 +8,36 @@ def gemv(x, w, bias=None, *, transpose=True):
 
     With M <= get_limit() rows (and always for M == 1) each output row is bit-identical to the call on that row
     alone; above the limit a throughput kernel runs."""
-    cdef bool w_nk = _bool_arg("gemv", "transpose", transpose)
-    cdef Tensor tx = _operand(x, "x", "gemv")
-    cdef Tensor tw = _operand(w, "w", "gemv")
-    cdef Tensor tb
-    cdef const CTensor* pb = NULL
-    if bias is not None:
-        tb = _operand(bias, "bias", "gemv")
-        pb = &tb.c
-    cdef CTensor out
-    with nogil:
-        out = c_gemv(tx.c, tw.c, pb, w_nk)
-    return _wrap(out)
+    return _gemv(x, w, bias, _bool_arg("gemv", "transpose", transpose), "gemv", "x", "w")
 
 
 def matmul(a, b):
     """NumPy-style a @ b for a [..., M, K] and b [K, N] (or batched [B, K, N]); see gemv(transpose=False)."""
-    return gemv(a, b, transpose=False)
+    return _gemv(a, b, None, False, "matmul", "a", "b")
+
+
+# The names gemv's and matmul's errors use, as the core takes them.
+_GEMV_NAME_BYTES = {name: name.encode() for name in ("gemv", "x", "w", "matmul", "a", "b")}
+
+
+cdef Tensor _gemv(x, w, bias, bint transpose, str op, str x_name, str w_name):
+    """gemv under the names of the op called, so that matmul's errors speak of a and b."""
+    cdef Tensor tx = _operand(x, x_name, op)
+    cdef Tensor tw = _operand(w, w_name, op)
+    cdef Tensor tb
+    cdef const CTensor* pb = NULL
+    if bias is not None:
+        tb = _operand(bias, "bias", op)
+        pb = &tb.c
+    cdef bytes op_b = _GEMV_NAME_BYTES[op], x_b = _GEMV_NAME_BYTES[x_name], w_b = _GEMV_NAME_BYTES[w_name]
+    cdef CGemvNames names
+    names.op = op_b
+    names.x = x_b
+    names.w = w_b
+    cdef CTensor out
+    with nogil:
+        out = c_gemv(tx.c, tw.c, pb, transpose, names)
+    return _wrap(out)
 
 
 def plan_gemv(*, rows, k, n, dtype="float32", limit=None, transpose=True, batch=1, bias=False):

@@ -89,7 +89,12 @@ cdef extern from "../src/core/plan.h" namespace "mtlinv":
 
 cdef extern from "../src/core/ops.h" namespace "mtlinv" nogil:
     CTensor c_rms_norm "mtlinv::rms_norm"(const CTensor&, const CTensor&, float) except +raise_py_error
-    CTensor c_gemv "mtlinv::gemv"(const CTensor&, const CTensor&, const CTensor*, bool) except +raise_py_error
+    cdef cppclass CGemvNames "mtlinv::GemvNames":
+        const char* op
+        const char* x
+        const char* w
+    CTensor c_gemv "mtlinv::gemv"(const CTensor&, const CTensor&, const CTensor*, bool,
+                                  const CGemvNames&) except +raise_py_error
 
 cdef extern from "../src/core/plans/gemv.h" namespace "mtlinv":
     cdef cppclass CGemvShape "mtlinv::GemvShape":

@@ -147,3 +147,13 @@ def test_reduced_extents_beyond_int32():
         mtlinv.gemv(x, huge_zeros((k, 1)), transpose=False)
     with pytest.raises(ValueError, match=r"rms_norm: cols=2147483648 is out of range"):
         mtlinv.rms_norm(x, x)
+
+
+def test_matmul_errors_name_its_own_arguments():
+    """matmul(a, b) is gemv(a, b, transpose=False); its errors speak of matmul, a and b, gemv's of x and w."""
+    with pytest.raises(ValueError, match=r"matmul: a has K=3 but b has K=4 \(a \[2, 3\], b \[4, 5\], b layout"):
+        mtlinv.matmul(np.ones((2, 3), F32), np.ones((4, 5), F32))
+    with pytest.raises(TypeError, match="matmul: a is float32 but b is float16"):
+        mtlinv.matmul(np.ones((2, 3), F32), np.ones((3, 5), np.float16))
+    with pytest.raises(ValueError, match=r"gemv: x has K=3 but w has K=5 \(x \[2, 3\], w \[4, 5\]"):
+        mtlinv.gemv(np.ones((2, 3), F32), np.ones((4, 5), F32))

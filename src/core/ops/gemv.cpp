@@ -18,23 +18,29 @@ bool aligned16(const Tensor& t) {
 }  // namespace
 
 Tensor gemv(const Tensor& x, const Tensor& w, const Tensor* bias, bool transpose) {
-  const char* op = "gemv";
-  require_float(op, "x", x);
-  require_same_dtype(op, "x", x, "w", w);
-  x.require_contiguous(op, "x");
-  w.require_contiguous(op, "w");
+  return gemv(x, w, bias, transpose, GemvNames{});
+}
+
+Tensor gemv(const Tensor& x, const Tensor& w, const Tensor* bias, bool transpose, const GemvNames& names) {
+  const char* op = names.op;
+  const char* xn = names.x;
+  const char* wn = names.w;
+  require_float(op, xn, x);
+  require_same_dtype(op, xn, x, wn, w);
+  x.require_contiguous(op, xn);
+  w.require_contiguous(op, wn);
   const char* layout = transpose ? "[N, K]" : "[K, N]";
   if (w.ndim() != 2 && w.ndim() != 3) {
-    throw InvalidArgument(op, ": w must be ", layout, " or batched [B, ", layout + 1, ", got shape ",
+    throw InvalidArgument(op, ": ", wn, " must be ", layout, " or batched [B, ", layout + 1, ", got shape ",
                           shape_str(w.shape));
   }
-  if (x.ndim() < 1) throw InvalidArgument(op, ": x must be [K] or [..., M, K], got shape ", shape_str(x.shape));
+  if (x.ndim() < 1) throw InvalidArgument(op, ": ", xn, " must be [K] or [..., M, K], got shape ", shape_str(x.shape));
   const int64_t k = x.dim(-1);
   const int64_t wk = transpose ? w.dim(-1) : w.dim(-2);
   const int64_t n = transpose ? w.dim(-2) : w.dim(-1);
   if (wk != k) {
-    throw InvalidArgument(op, ": x has K=", k, " but w has K=", wk, " (x ", shape_str(x.shape), ", w ",
-                          shape_str(w.shape), ", w layout ", layout, ")");
+    throw InvalidArgument(op, ": ", xn, " has K=", k, " but ", wn, " has K=", wk, " (", xn, " ", shape_str(x.shape),
+                          ", ", wn, " ", shape_str(w.shape), ", ", wn, " layout ", layout, ")");
   }
 
   GemvShape s;
@@ -48,8 +54,8 @@ Tensor gemv(const Tensor& x, const Tensor& w, const Tensor* bias, bool transpose
     s.w_batched = true;
     if (x.ndim() == 3) {
       if (x.dim(0) != s.batch) {
-        throw InvalidArgument(op, ": x has batch ", x.dim(0), " but w has batch ", s.batch, " (x ",
-                              shape_str(x.shape), ", w ", shape_str(w.shape), ")");
+        throw InvalidArgument(op, ": ", xn, " has batch ", x.dim(0), " but ", wn, " has batch ", s.batch, " (", xn,
+                              " ", shape_str(x.shape), ", ", wn, " ", shape_str(w.shape), ")");
       }
       s.rows = x.dim(1);
     } else if (x.ndim() <= 2) {
@@ -57,8 +63,8 @@ Tensor gemv(const Tensor& x, const Tensor& w, const Tensor* bias, bool transpose
       s.x_batched = false;
       out_shape.insert(out_shape.begin(), s.batch);
     } else {
-      throw InvalidArgument(op, ": with batched w ", shape_str(w.shape), ", x must be [B, M, K], [M, K] or [K]; got ",
-                            shape_str(x.shape));
+      throw InvalidArgument(op, ": with batched ", wn, " ", shape_str(w.shape), ", ", xn,
+                            " must be [B, M, K], [M, K] or [K]; got ", shape_str(x.shape));
     }
   } else {
     s.rows = k ? x.numel() / k : 0;
@@ -69,10 +75,10 @@ Tensor gemv(const Tensor& x, const Tensor& w, const Tensor* bias, bool transpose
   }
   out_shape.push_back(n);
   if (bias != nullptr) {
-    require_same_dtype(op, "x", x, "bias", *bias);
+    require_same_dtype(op, xn, x, "bias", *bias);
     bias->require_contiguous(op, "bias");
     if (bias->ndim() != 1 || bias->dim(0) != n) {
-      throw InvalidArgument(op, ": bias has shape ", shape_str(bias->shape), " but w has N=", n, " (w ",
+      throw InvalidArgument(op, ": bias has shape ", shape_str(bias->shape), " but ", wn, " has N=", n, " (", wn, " ",
                             shape_str(w.shape), ")");
     }
   }
@@ -86,7 +92,7 @@ Tensor gemv(const Tensor& x, const Tensor& w, const Tensor* bias, bool transpose
 
   Tensor y = Tensor::empty(out_shape, x.dtype);
   if (y.numel() == 0) return y;
-  if (k == 0) throw InvalidArgument(op, ": K must be >= 1, got x ", shape_str(x.shape));
+  if (k == 0) throw InvalidArgument(op, ": K must be >= 1, got ", xn, " ", shape_str(x.shape));
   s.has_bias = bias != nullptr;
   s.aligned = aligned16(x) && aligned16(w);
   const Tensor* b = bias ? bias : &y;  // an unread placeholder binding when there is no bias

@@ -10,4 +10,12 @@ namespace mtlinv {
 // the row alone. bias may be null.
 Tensor gemv(const Tensor& x, const Tensor& w, const Tensor* bias, bool transpose);
 
+// What errors call the op and its operands: matmul(a, b) is gemv(a, b, transpose=false) under its own names.
+struct GemvNames {
+  const char* op = "gemv";
+  const char* x = "x";
+  const char* w = "w";
+};
+Tensor gemv(const Tensor& x, const Tensor& w, const Tensor* bias, bool transpose, const GemvNames& names);
+
 }  // namespace mtlinv
