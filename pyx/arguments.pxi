@@ -25,4 +25,7 @@ cdef double _real_arg(str op, str name, value) except? -1:
     """value as a float: an int, float or NumPy real, not a string or a bool."""
     if isinstance(value, (_PY_BOOL, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
         raise InvalidArgumentError(f"{op}: {name} must be a real number, got {type(value).__name__} {value!r}")
-    return float(value)
+    try:
+        return float(value)
+    except OverflowError:  # an int past a double's range
+        raise InvalidArgumentError(f"{op}: {name}={value} is beyond a double's range") from None

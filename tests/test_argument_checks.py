@@ -73,6 +73,11 @@ def test_reals_must_be_numbers(value):
         mtlinv.rope_heads(np.ones((1, 1, 8), F32), 0, value)
 
 
+def test_reals_beyond_a_double():
+    with pytest.raises(ValueError, match="rms_norm: eps=1000000000000000000000000000000000000000"):
+        mtlinv.rms_norm(np.ones((1, 8), F32), np.ones(8, F32), 10**400)
+
+
 def test_sdpa_scale_whose_log2_scaling_overflows():
     """The kernels take scale * log2(e) as a float32: a finite scale of 2.4e38 made it inf and every output NaN."""
     rng = np.random.default_rng(0)
