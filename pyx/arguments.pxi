@@ -3,6 +3,15 @@
 # truthiness. These name the op and the argument and refuse what is not exactly the kind asked for.
 
 _PY_BOOL = type(True)  # `bool` here is C++'s (libcpp.bool)
+_C_NAMES = {}
+
+
+cdef bytes _c_name(str name):
+    """An op's or argument's name as the bytes the core's errors take, encoded once (ops pass them every call)."""
+    cdef bytes b = _C_NAMES.get(name)
+    if b is None:
+        b = _C_NAMES[name] = name.encode()
+    return b
 
 
 cdef _int_arg(str op, str name, value, lo, hi):

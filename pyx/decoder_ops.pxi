@@ -52,9 +52,9 @@ cdef _write_heads(str op, x, Tensor dst, seq_offset, start_pos, rotate, base):
     cdef int64_t start = _int_arg(op, "start_pos", start_pos, 0, 2**62)
     cdef bool rot = _bool_arg(op, "rotate", rotate)
     cdef float base_f = _real_arg(op, "base", base)
-    cdef bytes op_bytes = op.encode()
+    cdef bytes op_bytes = _c_name(op)
     cdef const char* op_name = op_bytes
-    dst._require_storage(f"{op}: dst")
+    dst._require_storage(op, "dst")
     if dst.readonly:
         raise InvalidArgumentError(f"{op}: dst wraps a read-only array; it is written in place")
     with nogil:

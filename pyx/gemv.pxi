@@ -16,10 +16,6 @@ def matmul(a, b):
     return _gemv(a, b, None, False, "matmul", "a", "b")
 
 
-# The names gemv's and matmul's errors use, as the core takes them.
-_GEMV_NAME_BYTES = {name: name.encode() for name in ("gemv", "x", "w", "matmul", "a", "b")}
-
-
 cdef Tensor _gemv(x, w, bias, bint transpose, str op, str x_name, str w_name):
     """gemv under the names of the op called, so that matmul's errors speak of a and b."""
     cdef Tensor tx = _operand(x, x_name, op)
@@ -29,7 +25,7 @@ cdef Tensor _gemv(x, w, bias, bint transpose, str op, str x_name, str w_name):
     if bias is not None:
         tb = _operand(bias, "bias", op)
         pb = &tb.c
-    cdef bytes op_b = _GEMV_NAME_BYTES[op], x_b = _GEMV_NAME_BYTES[x_name], w_b = _GEMV_NAME_BYTES[w_name]
+    cdef bytes op_b = _c_name(op), x_b = _c_name(x_name), w_b = _c_name(w_name)
     cdef CGemvNames names
     names.op = op_b
     names.x = x_b

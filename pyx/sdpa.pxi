@@ -4,7 +4,7 @@ cdef extern from "../src/core/ops.h" namespace "mtlinv" nogil:
     cdef cppclass CSdpaOptions "mtlinv::SdpaOptions":
         bool causal
         bool has_scale
-        float scale
+        double scale
         bool has_kv_len
         int64_t kv_len
     CTensor c_sdpa "mtlinv::sdpa"(const CTensor&, const CTensor&, const CTensor&,
@@ -45,10 +45,7 @@ def sdpa(q, k, v, *, scale=None, causal=True, kv_len=None):
     cdef CSdpaOptions o
     o.causal = _bool_arg("sdpa", "causal", causal)
     o.has_scale = scale is not None
-    # Checked in double: a float32 conversion would turn 1e300 into inf before the core's check could name it.
-    o.scale = _real_arg("sdpa", "scale", scale) if scale is not None else 1.0
-    if scale is not None and not abs(float(scale)) <= 3.4e38:
-        raise InvalidArgumentError(f"sdpa: scale must be finite with scale * log2(e) within float32, got {scale!r}")
+    o.scale = _real_arg("sdpa", "scale", scale) if scale is not None else 1.0  # the core checks its range
     o.has_kv_len = kv_len is not None
     # The core checks kv_len against the cache (1 <= kv_len <= C); this range only keeps it an int64.
     o.kv_len = _int_arg("sdpa", "kv_len", kv_len, -2**62, 2**62) if kv_len is not None else 0

@@ -66,10 +66,12 @@ cdef class Tensor:
     def __init__(self):
         raise TypeError("use mtlinv.asarray(array) to make a Tensor")
 
-    cdef _require_storage(self, str where):
-        """Tensor.__new__ (or a subclass's __init__) makes a Tensor with no memory; refuse it before a use."""
+    cdef _require_storage(self, str where, str name=None):
+        """Tensor.__new__ (or a subclass's __init__) makes a Tensor with no memory; refuse it before a use.
+        `where` is the op or method, `name` the argument (formatted only when raising: ops call this every time)."""
         if self.c.storage.get() == NULL:
-            raise InvalidArgumentError(f"{where}: this Tensor has no memory (made without mtlinv.asarray or an op)")
+            what = f"{where}: {name}" if name else where
+            raise InvalidArgumentError(f"{what}: this Tensor has no memory (made without mtlinv.asarray or an op)")
 
     @property
     def shape(self):
@@ -218,7 +220,7 @@ def asarray(obj, dtype=None):
 cdef Tensor _operand(obj, str name, str op):
     """An op's argument as a Tensor, with the op and argument named in any error."""
     if isinstance(obj, Tensor):
-        (<Tensor>obj)._require_storage(f"{op}: {name}")
+        (<Tensor>obj)._require_storage(op, name)
         return obj
     try:
         a = np.asarray(obj)

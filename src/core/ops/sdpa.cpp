@@ -68,10 +68,10 @@ Tensor sdpa(const Tensor& q, const Tensor& k, const Tensor& v, const SdpaOptions
                           s.kv_len, " keys");
   }
   // The kernels take scale * log2(e) as a float32 (exp2 of scaled scores): it must be finite too.
-  if (options.has_scale && !std::isfinite(static_cast<float>(static_cast<double>(options.scale) * kLog2e))) {
+  if (options.has_scale && !std::isfinite(static_cast<float>(options.scale * kLog2e))) {
     throw InvalidArgument(op, ": scale must be finite with scale * log2(e) within float32, got ", options.scale);
   }
-  s.scale = options.has_scale ? options.scale : static_cast<float>(1.0 / std::sqrt(static_cast<double>(s.head_dim)));
+  s.scale = static_cast<float>(options.has_scale ? options.scale : 1.0 / std::sqrt(static_cast<double>(s.head_dim)));
 
   require_u32(op, "B*Hq*Lq", s.batch * s.q_heads * s.q_len);
   require_u32(op, "C", s.capacity);

@@ -8,7 +8,7 @@ namespace mtlinv {
 struct SdpaOptions {
   bool causal = true;
   bool has_scale = false;   // false: scale = 1 / sqrt(D)
-  float scale = 1.0f;
+  double scale = 1.0;     // double, so that the check of scale * log2(e) against float32 sees the caller's value
   bool has_kv_len = false;  // false: kv_len = C, every key of k and v
   int64_t kv_len = 0;
 };
