@@ -154,6 +154,21 @@ def test_reduced_extents_beyond_int32():
         mtlinv.rms_norm(x, x)
 
 
+def test_sdpa_combine_grid_beyond_uint32(tmp_path):
+    """sdpa_combine's grid holds Lq * ceil(D / 32) threadgroups along x, which wrapped past 2^32 (Lq = 2^30 at
+    D = 128, a q of 256 GiB). The q here is a sparse file mapped read-only: no page of it is ever touched."""
+    if mtlinv.device_info()["backend"] != "emu":
+        pytest.skip("the array would be copied to the device; the core's checks run on the emulator")
+    lq = 2**30
+    path = tmp_path / "q.bin"
+    with open(path, "wb") as f:
+        f.truncate(lq * 128 * 2)
+    q = np.memmap(path, np.float16, "r", shape=(1, 1, lq, 128))
+    kv = np.zeros((1, 1, 4, 128), np.float16)
+    with pytest.raises(ValueError, match=r"sdpa: Lq\*ceil\(D/32\)=4294967296 is out of range for the kernels"):
+        mtlinv.sdpa(q, kv, kv, causal=False)
+
+
 def test_matmul_errors_name_its_own_arguments():
     """matmul(a, b) is gemv(a, b, transpose=False); its errors speak of matmul, a and b, gemv's of x and w."""
     with pytest.raises(ValueError, match=r"matmul: a has K=3 but b has K=4 \(a \[2, 3\], b \[4, 5\], b layout"):

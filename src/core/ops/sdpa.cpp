@@ -75,6 +75,8 @@ Tensor sdpa(const Tensor& q, const Tensor& k, const Tensor& v, const SdpaOptions
 
   require_u32(op, "B*Hq*Lq", s.batch * s.q_heads * s.q_len);
   require_u32(op, "C", s.capacity);
+  // sdpa_combine's grid takes a query's head dims in pieces of 32 along x: Lq * ceil(D / 32) threadgroups.
+  require_u32(op, "Lq*ceil(D/32)", s.q_len * ((s.head_dim + 31) / 32));
 
   Tensor out = Tensor::empty(q.shape, q.dtype);
   if (out.numel() == 0) return out;
