@@ -12,13 +12,13 @@ namespace {
 
 mtlinv::Tensor upload(const std::vector<float>& values, const mtlinv::Shape& shape) {
   mtlinv::Tensor t = mtlinv::Tensor::empty(shape, mtlinv::DType::f32);
-  mtlinv::active_backend().upload(*t.storage, t.offset, values.data(), t.nbytes());
+  t.upload(values.data(), values.size() * sizeof(float));
   return t;
 }
 
 std::vector<float> download(const mtlinv::Tensor& t) {
   std::vector<float> out(static_cast<size_t>(t.numel()));
-  mtlinv::active_backend().download(*t.storage, t.offset, out.data(), t.nbytes());
+  t.download(out.data(), out.size() * sizeof(float));
   return out;
 }
 

@@ -6,7 +6,7 @@ cdef extern from "../src/core/ops/decoder_ops.h" namespace "mtlinv" nogil:
     CTensor c_add "mtlinv::add"(const CTensor&, const CTensor&) except +raise_py_error
     CTensor c_swiglu "mtlinv::swiglu"(const CTensor&, const CTensor&) except +raise_py_error
     void c_write_heads "mtlinv::write_heads"(const CTensor&, const CTensor&, int64_t, int64_t, bool,
-                                             float, const char*) except +raise_py_error
+                                             double, const char*) except +raise_py_error
     CTensor c_heads_to_rows "mtlinv::heads_to_rows"(const CTensor&) except +raise_py_error
     CTensor c_embedding "mtlinv::embedding"(const CTensor&, const CTensor&) except +raise_py_error
 
@@ -51,14 +51,14 @@ cdef _write_heads(str op, x, Tensor dst, seq_offset, start_pos, rotate, base):
     cdef int64_t offset = _int_arg(op, "seq_offset", seq_offset, 0, 2**62)
     cdef int64_t start = _int_arg(op, "start_pos", start_pos, 0, 2**62)
     cdef bool rot = _bool_arg(op, "rotate", rotate)
-    cdef float base_f = _real_arg(op, "base", base)
+    cdef double base_d = _real_arg(op, "base", base)
     cdef bytes op_bytes = _c_name(op)
     cdef const char* op_name = op_bytes
     dst._require_storage(op, "dst")
     if dst.readonly:
         raise InvalidArgumentError(f"{op}: dst wraps a read-only array; it is written in place")
     with nogil:
-        c_write_heads(tx.c, dst.c, offset, start, rot, base_f, op_name)
+        c_write_heads(tx.c, dst.c, offset, start, rot, base_d, op_name)
 
 
 def heads_to_rows(x):

@@ -50,7 +50,6 @@ cdef extern from "../src/core/backend.h" namespace "mtlinv":
         const CDeviceCaps& caps()
         vector[string] kernel_names()
         bool has_kernel(const string&)
-        void download(const CStorage&, size_t, void*, size_t) except +raise_py_error
         void synchronize() except +raise_py_error nogil
     CBackend& c_active_backend "mtlinv::active_backend"() except +raise_py_error
     vector[string] c_built_backends "mtlinv::built_backends"()
@@ -66,13 +65,14 @@ cdef extern from "../src/core/tensor.h" namespace "mtlinv":
         int64_t numel()
         size_t nbytes()
         void* host_data()
+        void download(void*, size_t) except +raise_py_error nogil
         @staticmethod
         CTensor empty(const vector[int64_t]&, CDType) except +raise_py_error
         @staticmethod
         CTensor from_host(void*, const vector[int64_t]&, const vector[int64_t]&, CDType) except +raise_py_error
 
 cdef extern from "../src/core/limit.h" namespace "mtlinv":
-    int c_get_limit "mtlinv::get_limit"()
+    int c_get_limit "mtlinv::get_limit"() except +raise_py_error
     int c_set_limit "mtlinv::set_limit"(int) except +raise_py_error
     void c_init_limit_from_env "mtlinv::init_limit_from_env"() except +raise_py_error
 
@@ -88,7 +88,7 @@ cdef extern from "../src/core/plan.h" namespace "mtlinv":
         bool canonical
 
 cdef extern from "../src/core/ops.h" namespace "mtlinv" nogil:
-    CTensor c_rms_norm "mtlinv::rms_norm"(const CTensor&, const CTensor&, float) except +raise_py_error
+    CTensor c_rms_norm "mtlinv::rms_norm"(const CTensor&, const CTensor&, double) except +raise_py_error
     cdef cppclass CGemvNames "mtlinv::GemvNames":
         const char* op
         const char* x

@@ -122,7 +122,7 @@ cdef class Tensor:
             view = np.frombuffer(raw, dtype=self.dtype).reshape(self.shape)
             return view
         out = np.empty(self.shape, dtype=self.dtype)
-        c_active_backend().download(self.c.storage.get()[0], self.c.offset, cnp.PyArray_DATA(out), self.c.nbytes())
+        self.c.download(cnp.PyArray_DATA(out), self.c.nbytes())
         return out
 
     def __array__(self, dtype=None, copy=None):
@@ -153,11 +153,20 @@ cdef class Tensor:
         buf.buf = self.c.host_data()
         buf.len = self.c.nbytes()
         buf.readonly = self.readonly
-        buf.itemsize = item
         buf.format = fmt if (flags & PyBUF_FORMAT) else NULL
-        buf.ndim = nd
-        buf.shape = self._shape_bytes
-        buf.strides = self._stride_bytes
+        # What the request asks for (PEP 3118): without PyBUF_ND, plain bytes (ndim 1, no shape, as
+        # PyBuffer_FillInfo gives); without PyBUF_STRIDES, no strides (the memory is C-contiguous).
+        if flags & PyBUF_ND:
+            buf.itemsize = item
+            buf.ndim = nd
+            buf.shape = self._shape_bytes
+        else:
+            buf.itemsize = 1
+            buf.ndim = 1
+            buf.shape = NULL
+        buf.strides = NULL
+        if (flags & PyBUF_STRIDES) == PyBUF_STRIDES:
+            buf.strides = self._stride_bytes
         buf.suboffsets = NULL
         buf.internal = NULL
         buf.obj = self
@@ -192,14 +201,35 @@ cdef Tensor _wrap(const CTensor& c):
     return t
 
 
+cdef object _host_array(obj, dtype, str op, str name):
+    """obj as an ndarray in the machine's byte order. A producer that only speaks DLPack (np.asarray would make it
+    a 0-d object array) is read through np.from_dlpack, which takes host memory only. Errors name `op: name`."""
+    a = np.asarray(obj, dtype=dtype)
+    if a.dtype == object and a.ndim == 0:
+        where = f"{op}: {name}" if name else op
+        if hasattr(obj, "__dlpack__"):
+            try:
+                a = np.asarray(np.from_dlpack(obj), dtype=dtype)
+            except Exception as e:
+                raise InvalidArgumentError(f"{where} ({type(obj).__name__}) cannot be read through DLPack: {e}; "
+                                           "mtlinv takes arrays in host memory: copy it to the host first") from None
+        elif hasattr(obj, "__cuda_array_interface__"):
+            raise InvalidArgumentError(f"{where} ({type(obj).__name__}) is CUDA memory; mtlinv takes arrays in host "
+                                       "memory (or DLPack from the host): copy it to the host first")
+    if not a.dtype.isnative:  # '>f2' on a little-endian machine: the kernels read native values
+        a = a.astype(a.dtype.newbyteorder("="))
+    return a
+
+
 def asarray(obj, dtype=None):
-    """A Tensor with the contents of `obj` (an ndarray, anything np.asarray accepts, or a Tensor). Shares the
-    memory of a contiguous ndarray on host-visible devices (like np.asarray); otherwise copies."""
+    """A Tensor with the contents of `obj` (an ndarray, anything np.asarray or np.from_dlpack accepts, or a Tensor).
+    Shares the memory of a contiguous ndarray in native byte order on host-visible devices (like np.asarray);
+    otherwise copies."""
     if isinstance(obj, Tensor):
         if dtype is None or np.dtype(dtype) == obj.dtype:
             return obj
         obj = obj.numpy()
-    a = np.asarray(obj, dtype=dtype)
+    a = _host_array(obj, dtype, "asarray", None)
     if a.dtype not in _NUMPY_TO_DTYPE:
         names = ", ".join(str(d) for d in _NUMPY_TO_DTYPE)
         raise DTypeError(f"asarray: dtype {a.dtype} is not supported (supported: {names})")
@@ -223,9 +253,11 @@ cdef Tensor _operand(obj, str name, str op):
         (<Tensor>obj)._require_storage(op, name)
         return obj
     try:
-        a = np.asarray(obj)
+        a = _host_array(obj, None, op, name)
         if not isinstance(obj, np.ndarray) and a.dtype == np.float64:
             a = a.astype(np.float32)  # Python floats and lists: float32, the widest dtype the kernels take
+    except MtlinvError:
+        raise
     except Exception as e:
         raise InvalidArgumentError(f"{op}: {name} cannot be converted to an array: {e}") from None
     if a.dtype not in _NUMPY_TO_DTYPE:

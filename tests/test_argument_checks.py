@@ -73,6 +73,19 @@ def test_reals_must_be_numbers(value):
         mtlinv.rope_heads(np.ones((1, 1, 8), F32), 0, value)
 
 
+def test_reals_are_checked_before_narrowing_to_float32():
+    """eps and base reach the core as doubles: 1e39 is named as given (not as inf), and -1e-50 is refused (as float32
+    it would round to -0.0 and pass)."""
+    x = np.ones((1, 8), F32)
+    with pytest.raises(ValueError, match=r"rms_norm: eps must be >= 0 and finite within float32, got 1e\+39"):
+        mtlinv.rms_norm(x, np.ones(8, F32), 1e39)
+    with pytest.raises(ValueError, match=r"rms_norm: eps must be >= 0 and finite within float32, got -1e-50"):
+        mtlinv.rms_norm(x, np.ones(8, F32), -1e-50)
+    with pytest.raises(ValueError, match=r"rope_heads: rotation needs an even head dim and a positive base within "
+                                         r"float32, got D=8 base=1e\+39"):
+        mtlinv.rope_heads(np.ones((1, 1, 8), F32), 0, 1e39)
+
+
 def test_reals_beyond_a_double():
     with pytest.raises(ValueError, match="rms_norm: eps=1000000000000000000000000000000000000000"):
         mtlinv.rms_norm(np.ones((1, 8), F32), np.ones(8, F32), 10**400)

@@ -93,6 +93,8 @@ def test_embedding(rng):
         mtlinv.embedding(table, [1.9, 2.7])
     with pytest.raises(ValueError, match=r"ids\[0\]=-1 is outside"):  # Tensors are checked by the core
         mtlinv.embedding(table, mtlinv.asarray(np.array([-1], np.int32)))
+    with pytest.raises(TypeError, match="embedding: ids has dtype float32; expected int32 or uint32"):
+        mtlinv.embedding(table, mtlinv.asarray(np.array([1.0], np.float32)))  # a DTypeError, as for an ndarray
 
 
 def test_tensor_reshape():

@@ -85,3 +85,46 @@ def test_synchronize_waits_for_queued_ops():
     out = mtlinv.add(a, a)
     assert mtlinv.synchronize() is None
     assert np.array_equal(np.asarray(out), 2 * a)
+
+
+def test_buffer_requests_are_honoured():
+    """A plain-bytes request (PyBUF_SIMPLE, as hashlib makes) gets one flat buffer, not a 2-D one PEP 3118 forbids."""
+    import hashlib
+    a = np.arange(12, dtype=np.float32).reshape(3, 4)
+    t = mtlinv.asarray(a)
+    assert hashlib.sha256(t).hexdigest() == hashlib.sha256(a).hexdigest()
+    view = memoryview(t)
+    assert view.shape == (3, 4) and view.strides == (16, 4) and view.format == "f"
+
+
+def test_byte_swapped_arrays_are_read_in_native_order():
+    a = np.arange(6, dtype=np.float32).reshape(2, 3)
+    swapped = a.astype(a.dtype.newbyteorder("S"))
+    assert np.array_equal(mtlinv.asarray(swapped).numpy(), a)
+    w = np.ones((4, 3), np.float32)
+    assert np.array_equal(np.asarray(mtlinv.gemv(swapped, w.astype(">f4"))), np.asarray(mtlinv.gemv(a, w)))
+
+
+class _DLPackOnly:
+    """A producer that speaks only DLPack, as some array libraries do (np.asarray makes it a 0-d object array)."""
+
+    def __init__(self, array):
+        self.array = array
+
+    def __dlpack__(self, **kwargs):
+        return self.array.__dlpack__(**kwargs)
+
+    def __dlpack_device__(self):
+        return self.array.__dlpack_device__()
+
+
+class _CudaOnly:
+    __cuda_array_interface__ = {"shape": (2,), "typestr": "<f4", "data": (0, False), "version": 3}
+
+
+def test_dlpack_and_cuda_producers():
+    a = np.arange(8, dtype=np.float32).reshape(2, 4)
+    assert np.array_equal(mtlinv.asarray(_DLPackOnly(a)).numpy(), a)
+    assert np.array_equal(np.asarray(mtlinv.gemv(_DLPackOnly(a), np.ones((3, 4), np.float32))), a @ np.ones((4, 3)))
+    with pytest.raises(ValueError, match=r"gemv: x \(_CudaOnly\) is CUDA memory; mtlinv takes arrays in host memory"):
+        mtlinv.gemv(_CudaOnly(), np.ones((3, 4), np.float32))

@@ -4,7 +4,11 @@
  * names the offending arguments and values) until the next call on the same thread. Tensors are created from
  * host memory (copied onto the active device) and released with mtlinv_tensor_free. On CUDA an op returns once its
  * kernels are queued, and reading a tensor (mtlinv_tensor_to_host) waits for them; mtlinv_synchronize waits for all
- * (MTLINV_CUDA_SYNC=1 makes every op wait, so that a kernel's error is the status of the op that launched it). */
+ * (MTLINV_CUDA_SYNC=1 makes every op wait, so that a kernel's error is the status of the op that launched it).
+ *
+ * On an error, *out is left as it was. A freed tensor must not be used again (undefined behaviour, as for free()).
+ * The limit starts from MTLINV_BATCH_INVARIANT_LIMIT, read on first use; while that value is not a non-negative
+ * integer every call that uses the limit fails with MTLINV_ERROR_INVALID_ARGUMENT. */
 #ifndef MTLINV_H
 #define MTLINV_H
 
@@ -39,9 +43,10 @@ const char* mtlinv_last_error(void);
 
 /* The batch-invariance limit: calls with M <= limit rows (or queries) take the canonical kernels. */
 mtlinv_status mtlinv_set_limit(int limit, int* previous /* may be NULL */);
-int mtlinv_get_limit(void);
+int mtlinv_get_limit(void); /* -1 on error (see mtlinv_last_error) */
 
-/* Name of the active backend ("emu", "metal", "cuda") and device, written NUL-terminated into buf. */
+/* Name of the active backend ("emu", "metal", "cuda") and device, written NUL-terminated into buf; an error,
+ * never a truncated name, when it needs more than size bytes. */
 mtlinv_status mtlinv_device_name(char* buf, size_t size);
 
 /* Waits until the device has run every kernel queued so far; the error of one that failed, if any. */
@@ -49,7 +54,9 @@ mtlinv_status mtlinv_synchronize(void);
 
 mtlinv_status mtlinv_tensor_from_host(const void* data, const int64_t* shape, int ndim, mtlinv_dtype dtype,
                                       mtlinv_tensor** out);
+/* bytes must be the tensor's size (mtlinv_tensor_nbytes); data may be NULL when it is 0. */
 mtlinv_status mtlinv_tensor_to_host(const mtlinv_tensor* t, void* data, size_t bytes);
+/* -1 (ndim, dim) or 0 (nbytes) for a NULL tensor or a dimension index outside [0, ndim). */
 int mtlinv_tensor_ndim(const mtlinv_tensor* t);
 int64_t mtlinv_tensor_dim(const mtlinv_tensor* t, int i);
 size_t mtlinv_tensor_nbytes(const mtlinv_tensor* t);
@@ -62,7 +69,7 @@ mtlinv_status mtlinv_gemv(const mtlinv_tensor* x, const mtlinv_tensor* w, const 
 mtlinv_status mtlinv_qgemv(const mtlinv_tensor* x, const mtlinv_tensor* wq, const mtlinv_tensor* scales,
                            const mtlinv_tensor* biases, const mtlinv_tensor* bias, int group_size, int bits,
                            mtlinv_tensor** out);
-/* Attention; kv_len < 0: all C keys; scale <= 0: 1/sqrt(D). */
+/* Attention; kv_len < 0: all C keys; scale <= 0: 1/sqrt(D); a NaN scale is an error. */
 mtlinv_status mtlinv_sdpa(const mtlinv_tensor* q, const mtlinv_tensor* k, const mtlinv_tensor* v, int causal,
                           int64_t kv_len, float scale, mtlinv_tensor** out);
 mtlinv_status mtlinv_rms_norm(const mtlinv_tensor* x, const mtlinv_tensor* weight, float eps, mtlinv_tensor** out);

@@ -1,4 +1,7 @@
 // mtlinv's C++ API: the core's tensors, the limit and the ops (all in namespace mtlinv). See src/core/ops.h.
+// C++17. It includes the core's headers where they lie in the source tree, so compile against a checkout (the
+// CMake target `mtlinv` sets the include path), not a copied include/ folder. Tensor::upload and Tensor::download
+// move data in and out, checked; the backend's own upload and download are unchecked internals.
 #pragma once
 #include "../../src/core/backend.h"
 #include "../../src/core/errors.h"

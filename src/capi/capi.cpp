@@ -2,6 +2,7 @@
 // plus a thread-local message, so no exception ever crosses into C or Swift.
 #include "../../include/mtlinv/mtlinv.h"
 
+#include <cmath>
 #include <cstring>
 #include <new>
 #include <string>
@@ -53,8 +54,9 @@ mtlinv_status guarded(Fn&& fn) {
   }
 }
 
-void require(bool ok, const char* what) {
-  if (!ok) throw mtlinv::InvalidArgument(what);
+// Each pointer argument on its own, so the message says which one was NULL.
+void require_arg(const void* p, const char* fn, const char* arg) {
+  if (p == nullptr) throw mtlinv::InvalidArgument(fn, ": ", arg, " is NULL");
 }
 
 mtlinv::DType to_dtype(mtlinv_dtype d) {
@@ -83,15 +85,22 @@ mtlinv_status mtlinv_set_limit(int limit, int* previous) {
   });
 }
 
-int mtlinv_get_limit(void) { return mtlinv::get_limit(); }
+int mtlinv_get_limit(void) {
+  int limit = -1;
+  guarded([&] { limit = mtlinv::get_limit(); });
+  return limit;
+}
 
 mtlinv_status mtlinv_device_name(char* buf, size_t size) {
   return guarded([&] {
-    require(buf != nullptr && size > 0, "mtlinv_device_name: buf must be non-NULL with size > 0");
+    require_arg(buf, "mtlinv_device_name", "buf");
     const mtlinv::DeviceCaps& caps = mtlinv::active_backend().caps();
     std::string name = caps.backend + ": " + caps.name;
-    std::strncpy(buf, name.c_str(), size - 1);
-    buf[size - 1] = '\0';
+    if (name.size() >= size) {
+      throw mtlinv::InvalidArgument("mtlinv_device_name: buf has ", size, " bytes but the name needs ",
+                                    name.size() + 1, " ('", name, "')");
+    }
+    std::memcpy(buf, name.c_str(), name.size() + 1);
   });
 }
 
@@ -102,23 +111,30 @@ mtlinv_status mtlinv_synchronize(void) {
 mtlinv_status mtlinv_tensor_from_host(const void* data, const int64_t* shape, int ndim, mtlinv_dtype dtype,
                                       mtlinv_tensor** out) {
   return guarded([&] {
-    require(out != nullptr, "mtlinv_tensor_from_host: out must be non-NULL");
-    require(ndim >= 0 && ndim <= 8 && (ndim == 0 || shape != nullptr), "mtlinv_tensor_from_host: bad shape");
+    const char* fn = "mtlinv_tensor_from_host";
+    require_arg(out, fn, "out");
+    if (ndim < 0 || ndim > 8) throw mtlinv::InvalidArgument(fn, ": ndim=", ndim, " must be in [0, 8]");
+    if (ndim > 0) require_arg(shape, fn, "shape");
     mtlinv::Shape s(shape, shape + ndim);
+    for (int64_t d : s) {
+      if (d < 0) throw mtlinv::InvalidArgument(fn, ": shape ", mtlinv::shape_str(s), " has a negative dimension");
+    }
     mtlinv::Tensor t = mtlinv::Tensor::empty(s, to_dtype(dtype));
-    require(data != nullptr || t.nbytes() == 0, "mtlinv_tensor_from_host: data must be non-NULL");
-    if (t.nbytes() > 0) mtlinv::active_backend().upload(*t.storage, t.offset, data, t.nbytes());
+    if (t.nbytes() > 0) require_arg(data, fn, "data");
+    t.upload(data, t.nbytes());
     *out = wrap(std::move(t));
   });
 }
 
 mtlinv_status mtlinv_tensor_to_host(const mtlinv_tensor* t, void* data, size_t bytes) {
   return guarded([&] {
-    require(t != nullptr && data != nullptr, "mtlinv_tensor_to_host: tensor and data must be non-NULL");
+    const char* fn = "mtlinv_tensor_to_host";
+    require_arg(t, fn, "t");
+    if (bytes > 0) require_arg(data, fn, "data");
     if (bytes != t->t.nbytes()) {
-      throw mtlinv::InvalidArgument("mtlinv_tensor_to_host: tensor has ", t->t.nbytes(), " bytes, buffer has ", bytes);
+      throw mtlinv::InvalidArgument(fn, ": tensor has ", t->t.nbytes(), " bytes, buffer has ", bytes);
     }
-    mtlinv::active_backend().download(*t->t.storage, t->t.offset, data, bytes);
+    t->t.download(data, bytes);
   });
 }
 
@@ -132,7 +148,10 @@ void mtlinv_tensor_free(mtlinv_tensor* t) { delete t; }
 mtlinv_status mtlinv_gemv(const mtlinv_tensor* x, const mtlinv_tensor* w, const mtlinv_tensor* bias, int transpose,
                           mtlinv_tensor** out) {
   return guarded([&] {
-    require(x && w && out, "mtlinv_gemv: x, w and out must be non-NULL");
+    const char* fn = "mtlinv_gemv";
+    require_arg(x, fn, "x");
+    require_arg(w, fn, "w");
+    require_arg(out, fn, "out");
     *out = wrap(mtlinv::gemv(x->t, w->t, bias ? &bias->t : nullptr, transpose != 0));
   });
 }
@@ -141,7 +160,12 @@ mtlinv_status mtlinv_qgemv(const mtlinv_tensor* x, const mtlinv_tensor* wq, cons
                            const mtlinv_tensor* biases, const mtlinv_tensor* bias, int group_size, int bits,
                            mtlinv_tensor** out) {
   return guarded([&] {
-    require(x && wq && scales && biases && out, "mtlinv_qgemv: x, wq, scales, biases and out must be non-NULL");
+    const char* fn = "mtlinv_qgemv";
+    require_arg(x, fn, "x");
+    require_arg(wq, fn, "wq");
+    require_arg(scales, fn, "scales");
+    require_arg(biases, fn, "biases");
+    require_arg(out, fn, "out");
     *out = wrap(mtlinv::qgemv(x->t, wq->t, scales->t, biases->t, bias ? &bias->t : nullptr, group_size, bits));
   });
 }
@@ -149,7 +173,13 @@ mtlinv_status mtlinv_qgemv(const mtlinv_tensor* x, const mtlinv_tensor* wq, cons
 mtlinv_status mtlinv_sdpa(const mtlinv_tensor* q, const mtlinv_tensor* k, const mtlinv_tensor* v, int causal,
                           int64_t kv_len, float scale, mtlinv_tensor** out) {
   return guarded([&] {
-    require(q && k && v && out, "mtlinv_sdpa: q, k, v and out must be non-NULL");
+    const char* fn = "mtlinv_sdpa";
+    require_arg(q, fn, "q");
+    require_arg(k, fn, "k");
+    require_arg(v, fn, "v");
+    require_arg(out, fn, "out");
+    // scale <= 0 asks for the default; NaN is neither a scale nor that request.
+    if (std::isnan(scale)) throw mtlinv::InvalidArgument(fn, ": scale is NaN");
     mtlinv::SdpaOptions o;
     o.causal = causal != 0;
     o.has_kv_len = kv_len >= 0;
@@ -162,7 +192,10 @@ mtlinv_status mtlinv_sdpa(const mtlinv_tensor* q, const mtlinv_tensor* k, const 
 
 mtlinv_status mtlinv_rms_norm(const mtlinv_tensor* x, const mtlinv_tensor* weight, float eps, mtlinv_tensor** out) {
   return guarded([&] {
-    require(x && weight && out, "mtlinv_rms_norm: x, weight and out must be non-NULL");
+    const char* fn = "mtlinv_rms_norm";
+    require_arg(x, fn, "x");
+    require_arg(weight, fn, "weight");
+    require_arg(out, fn, "out");
     *out = wrap(mtlinv::rms_norm(x->t, weight->t, eps));
   });
 }

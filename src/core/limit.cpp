@@ -3,6 +3,7 @@
 #include <atomic>
 #include <cerrno>
 #include <cstdlib>
+#include <mutex>
 #include <string>
 
 #include "errors.h"
@@ -10,26 +11,44 @@
 namespace mtlinv {
 
 namespace {
+
 std::atomic<int> g_limit{0};
-}
+std::once_flag g_env_read;
+std::string g_env_error;  // written once, under g_env_read
 
-int get_limit() { return g_limit.load(std::memory_order_relaxed); }
-
-int set_limit(int n) {
-  if (n < 0) throw InvalidArgument("set_limit: limit must be >= 0, got ", n);
-  return g_limit.exchange(n);
-}
-
-void init_limit_from_env() {
+void read_env() {
   const char* raw = std::getenv("MTLINV_BATCH_INVARIANT_LIMIT");
   if (raw == nullptr || *raw == '\0') return;
   errno = 0;
   char* end = nullptr;
   long value = std::strtol(raw, &end, 10);
   if (errno != 0 || end == raw || *end != '\0' || value < 0 || value > 1 << 30) {
-    throw InvalidArgument("MTLINV_BATCH_INVARIANT_LIMIT='", raw, "' is not a non-negative integer");
+    g_env_error = std::string("MTLINV_BATCH_INVARIANT_LIMIT='") + raw + "' is not a non-negative integer";
+    return;
   }
-  set_limit(static_cast<int>(value));
+  g_limit.store(static_cast<int>(value), std::memory_order_relaxed);
 }
+
+// Every entry reads the variable first (once per process), so the C and C++ libraries honour it as the Python
+// package does, and a bad value is the error of every use of the limit rather than a silent 0.
+void require_env_read() {
+  std::call_once(g_env_read, read_env);
+  if (!g_env_error.empty()) throw InvalidArgument(g_env_error);
+}
+
+}  // namespace
+
+int get_limit() {
+  require_env_read();
+  return g_limit.load(std::memory_order_relaxed);
+}
+
+int set_limit(int n) {
+  require_env_read();
+  if (n < 0) throw InvalidArgument("set_limit: limit must be >= 0, got ", n);
+  return g_limit.exchange(n);
+}
+
+void init_limit_from_env() { require_env_read(); }
 
 }  // namespace mtlinv

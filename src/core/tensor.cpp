@@ -67,6 +67,10 @@ Tensor Tensor::empty(const Shape& shape, DType dtype) {
 
 Tensor Tensor::from_host(void* data, const Shape& shape, const Shape& strides, DType dtype) {
   check_shape(shape);
+  if (strides.size() != shape.size()) {
+    throw InvalidArgument("from_host: strides ", shape_str(strides), " have ", strides.size(), " entries but shape ",
+                          shape_str(shape), " has ", shape.size());
+  }
   Tensor t;
   t.dtype = dtype;
   t.shape = shape;
@@ -76,6 +80,9 @@ Tensor Tensor::from_host(void* data, const Shape& shape, const Shape& strides, D
                           shape_str(strides), " elements); make a contiguous copy first");
   }
   t.strides = contiguous_strides(shape);
+  if (data == nullptr && t.nbytes() > 0) {
+    throw InvalidArgument("from_host: data is NULL for shape ", shape_str(shape), " (", t.nbytes(), " bytes)");
+  }
   Backend& backend = active_backend();
   t.storage = backend.wrap_host(data, t.nbytes());
   if (!t.storage) {
@@ -97,11 +104,40 @@ Tensor Tensor::reshape(const Shape& new_shape) const {
   return t;
 }
 
-void Tensor::require_contiguous(const char* op, const char* arg) const {
+int64_t Tensor::dim(int i) const {
+  if (i < -ndim() || i >= ndim()) {
+    throw InvalidArgument("dim: index ", i, " is out of range for shape ", shape_str(shape));
+  }
+  return shape[static_cast<size_t>(i < 0 ? i + ndim() : i)];
+}
+
+void Tensor::require_dense(const char* op, const char* arg) const {
+  if (!storage) throw InvalidArgument(op, ": ", arg, " has no memory (a default-constructed or moved-from Tensor)");
   if (!is_contiguous()) {
     throw InvalidArgument(op, ": ", arg, " of shape ", shape_str(shape), " has strides ", shape_str(strides),
                           " (elements); a contiguous tensor is required");
   }
+}
+
+// Both sides must be the tensor's whole, dense extent: a partial or oversized copy is a caller's error, never a
+// silent overrun of the tensor's memory.
+static void check_copy(const char* what, const Tensor& t, const void* host, size_t bytes) {
+  t.require_dense(what, "the tensor");
+  if (bytes != t.nbytes()) {
+    throw InvalidArgument(what, ": ", bytes, " bytes given for a tensor of ", t.nbytes(), " bytes (shape ",
+                          shape_str(t.shape), ", ", dtype_name(t.dtype), ")");
+  }
+  if (host == nullptr && bytes > 0) throw InvalidArgument(what, ": the host pointer is NULL");
+}
+
+void Tensor::upload(const void* src, size_t bytes) {
+  check_copy("upload", *this, src, bytes);
+  if (bytes > 0) active_backend().upload(*storage, offset, src, bytes);
+}
+
+void Tensor::download(void* dst, size_t bytes) const {
+  check_copy("download", *this, dst, bytes);
+  if (bytes > 0) active_backend().download(*storage, offset, dst, bytes);
 }
 
 }  // namespace mtlinv

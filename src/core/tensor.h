@@ -28,13 +28,19 @@ struct Tensor {
   int ndim() const { return static_cast<int>(shape.size()); }
   int64_t numel() const;
   size_t nbytes() const { return static_cast<size_t>(numel()) * dtype_size(dtype); }
-  int64_t dim(int i) const { return shape.at(i < 0 ? i + ndim() : i); }
+  // Dimension i, counted from the end when negative; throws InvalidArgument outside [-ndim, ndim).
+  int64_t dim(int i) const;
   bool is_contiguous() const;
   void* host_data() const;  // nullptr when the storage is not host-visible
   // A contiguous view with a new shape of the same number of elements (throws if not contiguous).
   Tensor reshape(const Shape& new_shape) const;
-  // Throws InvalidArgument naming `op` and `arg` unless the tensor is contiguous (kernels index it densely).
-  void require_contiguous(const char* op, const char* arg) const;
+  // Throws InvalidArgument naming `op` and `arg` unless the tensor has memory (a default-constructed or moved-from
+  // Tensor has none) and is contiguous (kernels index it densely).
+  void require_dense(const char* op, const char* arg) const;
+  // Copies between host memory and the tensor's: `bytes` must be nbytes(). Downloading waits for the work queued
+  // before it.
+  void upload(const void* src, size_t bytes);
+  void download(void* dst, size_t bytes) const;
 };
 
 Shape contiguous_strides(const Shape& shape);

@@ -22,6 +22,13 @@ inline void require_same_dtype(const char* op, const char* arg_a, const Tensor& 
   }
 }
 
+// Whether a tensor (one that has memory: Tensor::require_dense) starts on a 16-byte boundary, so kernels may load
+// 16 bytes at a time. Device memory (no host pointer) always does.
+inline bool aligned16(const Tensor& t) {
+  if (t.offset % 16 != 0) return false;
+  return t.storage->host == nullptr || reinterpret_cast<uintptr_t>(t.storage->host) % 16 == 0;
+}
+
 // Dimensions are passed to kernels as uint32.
 inline void require_u32(const char* op, const char* what, int64_t v) {
   if (v < 0 || v > 0xFFFFFFFFll) throw InvalidArgument(op, ": ", what, "=", v, " is out of range for the kernels");

@@ -14,8 +14,8 @@ namespace {
 Tensor elementwise(const char* op, const char* kernel, const Tensor& a, const Tensor& b) {
   require_float(op, "a", a);
   require_same_dtype(op, "a", a, "b", b);
-  a.require_contiguous(op, "a");
-  b.require_contiguous(op, "b");
+  a.require_dense(op, "a");
+  b.require_dense(op, "b");
   if (a.shape != b.shape) {
     throw InvalidArgument(op, ": shapes differ: ", shape_str(a.shape), " and ", shape_str(b.shape));
   }
@@ -30,12 +30,12 @@ Tensor elementwise(const char* op, const char* kernel, const Tensor& a, const Te
 Tensor add(const Tensor& a, const Tensor& b) { return elementwise("add", "add", a, b); }
 Tensor swiglu(const Tensor& gate, const Tensor& up) { return elementwise("swiglu", "swiglu", gate, up); }
 
-void write_heads(const Tensor& x, const Tensor& dst, int64_t seq_offset, int64_t start_pos, bool rotate, float base,
+void write_heads(const Tensor& x, const Tensor& dst, int64_t seq_offset, int64_t start_pos, bool rotate, double base,
                  const char* op) {
   require_float(op, "x", x);
   require_same_dtype(op, "x", x, "dst", dst);
-  x.require_contiguous(op, "x");
-  dst.require_contiguous(op, "dst");
+  x.require_dense(op, "x");
+  dst.require_dense(op, "dst");
   if (x.ndim() != 3 || dst.ndim() != 3 || x.dim(1) != dst.dim(0) || x.dim(2) != dst.dim(2)) {
     throw InvalidArgument(op, ": x must be [L, H, D] and dst [H, C, D], got x ", shape_str(x.shape), " and dst ",
                           shape_str(dst.shape));
@@ -51,18 +51,21 @@ void write_heads(const Tensor& x, const Tensor& dst, int64_t seq_offset, int64_t
                           capacity);
   }
   require_u32(op, "start_pos", start_pos);
-  if (rotate && (dim % 2 != 0 || !(base > 0.0f) || !std::isfinite(base))) {
-    throw InvalidArgument(op, ": rotation needs an even head dim and a positive base, got D=", dim, " base=", base);
+  // The kernels take base as a float32: it must be positive there too.
+  const float base_f = static_cast<float>(base);
+  if (rotate && (dim % 2 != 0 || !(base_f > 0.0f) || !std::isfinite(base_f))) {
+    throw InvalidArgument(op, ": rotation needs an even head dim and a positive base within float32, got D=", dim,
+                          " base=", base);
   }
   require_u32(op, "start_pos + L", start_pos + rows);  // both below 2^32 here: no wrap
   if (x.numel() == 0) return;
-  run_plan(plan_to_heads(rotate, x.dtype, rows, heads, dim, capacity, seq_offset, start_pos, base), {&x, &dst});
+  run_plan(plan_to_heads(rotate, x.dtype, rows, heads, dim, capacity, seq_offset, start_pos, base_f), {&x, &dst});
 }
 
 Tensor heads_to_rows(const Tensor& x) {
   const char* op = "heads_to_rows";
   require_float(op, "x", x);
-  x.require_contiguous(op, "x");
+  x.require_dense(op, "x");
   if (x.ndim() != 3) throw InvalidArgument(op, ": x must be [H, L, D], got ", shape_str(x.shape));
   require_u32(op, "H", x.dim(0));
   require_u32(op, "L", x.dim(1));
@@ -75,19 +78,19 @@ Tensor heads_to_rows(const Tensor& x) {
 Tensor embedding(const Tensor& table, const Tensor& ids) {
   const char* op = "embedding";
   require_float(op, "table", table);
-  table.require_contiguous(op, "table");
-  ids.require_contiguous(op, "ids");
+  table.require_dense(op, "table");
+  ids.require_dense(op, "ids");
   if (table.ndim() != 2) throw InvalidArgument(op, ": table must be [V, D], got ", shape_str(table.shape));
-  if (ids.ndim() != 1 || (ids.dtype != DType::i32 && ids.dtype != DType::u32)) {
-    throw InvalidArgument(op, ": ids must be a 1-D int32/uint32 array, got ", dtype_name(ids.dtype), " ",
-                          shape_str(ids.shape));
+  if (ids.dtype != DType::i32 && ids.dtype != DType::u32) {
+    throw DTypeError(op, ": ids has dtype ", dtype_name(ids.dtype), "; expected int32 or uint32");
   }
+  if (ids.ndim() != 1) throw InvalidArgument(op, ": ids must be 1-D, got shape ", shape_str(ids.shape));
   const int64_t vocab = table.dim(0);
   require_u32(op, "V", vocab);
   require_u32(op, "D", table.dim(1));
   require_u32(op, "L", ids.dim(0));
   std::vector<int32_t> host(static_cast<size_t>(ids.numel()));
-  if (!host.empty()) active_backend().download(*ids.storage, ids.offset, host.data(), ids.nbytes());
+  ids.download(host.data(), ids.nbytes());
   for (size_t i = 0; i < host.size(); ++i) {
     const int64_t id = ids.dtype == DType::u32 ? static_cast<int64_t>(static_cast<uint32_t>(host[i]))
                                                : static_cast<int64_t>(host[i]);

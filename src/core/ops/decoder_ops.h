@@ -11,7 +11,7 @@ Tensor swiglu(const Tensor& gate, const Tensor& up);
 // (x[2j], x[2j+1]) for positions start_pos + l when `rotate` (llama GGUF RoPE, frequency base^(-2j/D)). dst is
 // written in place: a KV cache, or a fresh [H, L, D] query tensor with seq_offset 0.
 // `op` names the caller's op in errors (write_heads, or rope_heads, which writes through it).
-void write_heads(const Tensor& x, const Tensor& dst, int64_t seq_offset, int64_t start_pos, bool rotate, float base,
+void write_heads(const Tensor& x, const Tensor& dst, int64_t seq_offset, int64_t start_pos, bool rotate, double base,
                  const char* op = "write_heads");
 // x [H, L, D] -> [L, H * D].
 Tensor heads_to_rows(const Tensor& x);

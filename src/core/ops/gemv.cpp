@@ -8,15 +8,6 @@
 
 namespace mtlinv {
 
-namespace {
-
-bool aligned16(const Tensor& t) {
-  if (t.offset % 16 != 0) return false;
-  return t.storage->host == nullptr || reinterpret_cast<uintptr_t>(t.storage->host) % 16 == 0;
-}
-
-}  // namespace
-
 Tensor gemv(const Tensor& x, const Tensor& w, const Tensor* bias, bool transpose) {
   return gemv(x, w, bias, transpose, GemvNames{});
 }
@@ -27,8 +18,8 @@ Tensor gemv(const Tensor& x, const Tensor& w, const Tensor* bias, bool transpose
   const char* wn = names.w;
   require_float(op, xn, x);
   require_same_dtype(op, xn, x, wn, w);
-  x.require_contiguous(op, xn);
-  w.require_contiguous(op, wn);
+  x.require_dense(op, xn);
+  w.require_dense(op, wn);
   const char* layout = transpose ? "[N, K]" : "[K, N]";
   if (w.ndim() != 2 && w.ndim() != 3) {
     throw InvalidArgument(op, ": ", wn, " must be ", layout, " or batched [B, ", layout + 1, ", got shape ",
@@ -76,7 +67,7 @@ Tensor gemv(const Tensor& x, const Tensor& w, const Tensor* bias, bool transpose
   out_shape.push_back(n);
   if (bias != nullptr) {
     require_same_dtype(op, xn, x, "bias", *bias);
-    bias->require_contiguous(op, "bias");
+    bias->require_dense(op, "bias");
     if (bias->ndim() != 1 || bias->dim(0) != n) {
       throw InvalidArgument(op, ": bias has shape ", shape_str(bias->shape), " but ", wn, " has N=", n, " (", wn, " ",
                             shape_str(w.shape), ")");

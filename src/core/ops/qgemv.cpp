@@ -10,11 +10,6 @@ namespace mtlinv {
 
 namespace {
 
-bool aligned16(const Tensor& t) {
-  if (t.offset % 16 != 0) return false;
-  return t.storage->host == nullptr || reinterpret_cast<uintptr_t>(t.storage->host) % 16 == 0;
-}
-
 // scales and biases: one value per row and group, [N, K / group_size].
 void require_group_shape(const char* op, const char* arg, const Tensor& t, int64_t n, int64_t k, int group_size) {
   const Shape expected{n, k / group_size};
@@ -42,10 +37,10 @@ Tensor qgemv(const Tensor& x, const Tensor& wq, const Tensor& scales, const Tens
   if (!qgemv_supported_group_size(group_size)) {
     throw InvalidArgument(op, ": group_size=", group_size, " is not supported; use 32, 64 or 128");
   }
-  x.require_contiguous(op, "x");
-  wq.require_contiguous(op, "wq");
-  scales.require_contiguous(op, "scales");
-  biases.require_contiguous(op, "biases");
+  x.require_dense(op, "x");
+  wq.require_dense(op, "wq");
+  scales.require_dense(op, "scales");
+  biases.require_dense(op, "biases");
   if (wq.ndim() != 2) {
     throw InvalidArgument(op, ": wq must be [N, K*bits/32], got shape ", shape_str(wq.shape));
   }
@@ -64,7 +59,7 @@ Tensor qgemv(const Tensor& x, const Tensor& wq, const Tensor& scales, const Tens
   require_group_shape(op, "biases", biases, n, k, group_size);
   if (bias != nullptr) {
     require_same_dtype(op, "x", x, "bias", *bias);
-    bias->require_contiguous(op, "bias");
+    bias->require_dense(op, "bias");
     if (bias->ndim() != 1 || bias->dim(0) != n) {
       throw InvalidArgument(op, ": bias has shape ", shape_str(bias->shape), " but wq has N=", n, " (wq ",
                             shape_str(wq.shape), ")");

@@ -11,11 +11,6 @@ namespace mtlinv {
 
 namespace {
 
-bool aligned16(const Tensor& t) {
-  if (t.offset % 16 != 0) return false;
-  return t.storage->host == nullptr || reinterpret_cast<uintptr_t>(t.storage->host) % 16 == 0;
-}
-
 bool supported_head_dim(int64_t d) { return d == 64 || d == 80 || d == 96 || d == 128 || d == 256; }
 
 }  // namespace
@@ -25,9 +20,9 @@ Tensor sdpa(const Tensor& q, const Tensor& k, const Tensor& v, const SdpaOptions
   require_float(op, "q", q);
   require_same_dtype(op, "q", q, "k", k);
   require_same_dtype(op, "q", q, "v", v);
-  q.require_contiguous(op, "q");
-  k.require_contiguous(op, "k");
-  v.require_contiguous(op, "v");
+  q.require_dense(op, "q");
+  k.require_dense(op, "k");
+  v.require_dense(op, "v");
   if (q.ndim() != 4) throw InvalidArgument(op, ": q must be [B, Hq, Lq, D], got shape ", shape_str(q.shape));
   if (k.ndim() != 4) throw InvalidArgument(op, ": k must be [B, Hkv, C, D], got shape ", shape_str(k.shape));
   if (v.shape != k.shape) {

@@ -1,0 +1,91 @@
+/* The C API's error paths (tests/test_embedding.py runs this): each bad call must return its status with a message
+ * naming the argument, never crash or succeed silently. `api_errors` checks the calls; `api_errors env N` checks
+ * that the library took its limit from MTLINV_BATCH_INVARIANT_LIMIT=N, and `api_errors bad-env` that an invalid
+ * value is every limit call's error. Prints one line per case; exit status 0 when every case passes. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <mtlinv/mtlinv.h>
+
+static int failures = 0;
+
+/* The call returned `want` and the message holds `text`. */
+static void expect(const char* name, mtlinv_status got, mtlinv_status want, const char* text) {
+  const char* message = mtlinv_last_error();
+  if (got == want && strstr(message, text) != NULL) {
+    printf("ok: %s: %s\n", name, message);
+  } else {
+    printf("FAIL: %s: status %d (want %d), message '%s' (want '%s')\n", name, (int)got, (int)want, message, text);
+    ++failures;
+  }
+}
+
+static int check_calls(void) {
+  char small[4];
+  expect("device_name into 4 bytes", mtlinv_device_name(small, sizeof small), MTLINV_ERROR_INVALID_ARGUMENT,
+         "buf has 4 bytes but the name needs");
+  char name[256];
+  expect("device_name", mtlinv_device_name(name, sizeof name), MTLINV_OK, "");
+
+  mtlinv_tensor* t = NULL;
+  const int64_t shape[2] = {2, -2};
+  expect("from_host ndim=9", mtlinv_tensor_from_host(NULL, shape, 9, MTLINV_FLOAT32, &t),
+         MTLINV_ERROR_INVALID_ARGUMENT, "mtlinv_tensor_from_host: ndim=9 must be in [0, 8]");
+  expect("from_host shape NULL", mtlinv_tensor_from_host(NULL, NULL, 2, MTLINV_FLOAT32, &t),
+         MTLINV_ERROR_INVALID_ARGUMENT, "mtlinv_tensor_from_host: shape is NULL");
+  expect("from_host negative dim", mtlinv_tensor_from_host(NULL, shape, 2, MTLINV_FLOAT32, &t),
+         MTLINV_ERROR_INVALID_ARGUMENT, "mtlinv_tensor_from_host: shape [2, -2] has a negative dimension");
+  const int64_t two[2] = {2, 2};
+  expect("from_host data NULL", mtlinv_tensor_from_host(NULL, two, 2, MTLINV_FLOAT32, &t),
+         MTLINV_ERROR_INVALID_ARGUMENT, "mtlinv_tensor_from_host: data is NULL");
+  if (t != NULL) {
+    printf("FAIL: a failed call wrote *out\n");
+    ++failures;
+  }
+
+  const int64_t empty_shape[1] = {0};
+  mtlinv_tensor* empty = NULL;
+  expect("from_host of zero bytes", mtlinv_tensor_from_host(NULL, empty_shape, 1, MTLINV_FLOAT32, &empty), MTLINV_OK,
+         "");
+  expect("to_host of zero bytes", mtlinv_tensor_to_host(empty, NULL, 0), MTLINV_OK, "");
+  expect("to_host data NULL", mtlinv_tensor_to_host(empty, NULL, 4), MTLINV_ERROR_INVALID_ARGUMENT,
+         "mtlinv_tensor_to_host: data is NULL");
+
+  static float values[1 * 1 * 4 * 64];
+  const int64_t qkv_shape[4] = {1, 1, 4, 64};
+  mtlinv_tensor *q = NULL, *out = NULL;
+  expect("from_host q", mtlinv_tensor_from_host(values, qkv_shape, 4, MTLINV_FLOAT32, &q), MTLINV_OK, "");
+  expect("gemv w NULL", mtlinv_gemv(q, NULL, NULL, 1, &out), MTLINV_ERROR_INVALID_ARGUMENT, "mtlinv_gemv: w is NULL");
+  expect("qgemv biases NULL", mtlinv_qgemv(q, q, q, NULL, NULL, 64, 4, &out), MTLINV_ERROR_INVALID_ARGUMENT,
+         "mtlinv_qgemv: biases is NULL");
+  expect("sdpa v NULL", mtlinv_sdpa(q, q, NULL, 1, -1, 0.0f, &out), MTLINV_ERROR_INVALID_ARGUMENT,
+         "mtlinv_sdpa: v is NULL");
+  expect("sdpa scale NaN", mtlinv_sdpa(q, q, q, 1, -1, nanf(""), &out), MTLINV_ERROR_INVALID_ARGUMENT,
+         "mtlinv_sdpa: scale is NaN");
+  expect("sdpa default scale", mtlinv_sdpa(q, q, q, 1, -1, 0.0f, &out), MTLINV_OK, "");
+  mtlinv_tensor_free(out);
+  mtlinv_tensor_free(q);
+  mtlinv_tensor_free(empty);
+  return failures;
+}
+
+int main(int argc, char** argv) {
+  if (argc == 3 && strcmp(argv[1], "env") == 0) {
+    const int want = atoi(argv[2]);
+    const int got = mtlinv_get_limit();
+    printf("%s: limit %d from MTLINV_BATCH_INVARIANT_LIMIT=%s\n", got == want ? "ok" : "FAIL", got, argv[2]);
+    return got == want ? 0 : 1;
+  }
+  if (argc == 2 && strcmp(argv[1], "bad-env") == 0) {
+    if (mtlinv_get_limit() != -1) {
+      printf("FAIL: get_limit took an invalid MTLINV_BATCH_INVARIANT_LIMIT\n");
+      return 1;
+    }
+    expect("set_limit under a bad variable", mtlinv_set_limit(2, NULL), MTLINV_ERROR_INVALID_ARGUMENT,
+           "MTLINV_BATCH_INVARIANT_LIMIT='");
+    return failures != 0;
+  }
+  return check_calls() != 0;
+}

@@ -1,0 +1,62 @@
+// The C++ API's error paths (tests/test_embedding.py runs this): tensors without memory, mismatched strides, copies
+// of the wrong size and dimension indices out of range must throw mtlinv::InvalidArgument naming what was wrong,
+// never crash. Prints one line per case; exit status 0 when every case passes.
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <vector>
+
+#include <mtlinv/mtlinv.hpp>
+
+namespace {
+
+int failures = 0;
+
+void expect_invalid(const char* name, const std::function<void()>& call, const char* text) {
+  try {
+    call();
+    std::printf("FAIL: %s: no error\n", name);
+    ++failures;
+  } catch (const mtlinv::InvalidArgument& e) {
+    const bool ok = std::strstr(e.what(), text) != nullptr;
+    std::printf("%s: %s: %s\n", ok ? "ok" : "FAIL", name, e.what());
+    failures += ok ? 0 : 1;
+  }
+}
+
+}  // namespace
+
+int main() {
+  std::vector<float> host(4 * 64, 1.0f);
+  expect_invalid("from_host with fewer strides than dims",
+                 [&] { mtlinv::Tensor::from_host(host.data(), {4, 64}, {}, mtlinv::DType::f32); },
+                 "from_host: strides [] have 0 entries but shape [4, 64] has 2");
+  expect_invalid("from_host of NULL", [&] { mtlinv::Tensor::from_host(nullptr, {4, 64}, {64, 1}, mtlinv::DType::f32); },
+                 "from_host: data is NULL");
+
+  const mtlinv::Tensor w = mtlinv::Tensor::from_host(host.data(), {4, 64}, {64, 1}, mtlinv::DType::f32);
+  mtlinv::Tensor hollow;  // default-constructed: a shape, no memory
+  hollow.shape = {1, 64};
+  hollow.strides = {64, 1};
+  expect_invalid("gemv of a tensor with no memory", [&] { mtlinv::gemv(hollow, w, nullptr, true); },
+                 "gemv: x has no memory");
+  expect_invalid("sdpa of a tensor with no memory", [&] { mtlinv::sdpa(hollow, w, w, mtlinv::SdpaOptions{}); },
+                 "sdpa: q has no memory");
+
+  mtlinv::Tensor t = mtlinv::Tensor::empty({2, 2}, mtlinv::DType::f32);
+  std::vector<float> big(256);
+  expect_invalid("upload of too many bytes", [&] { t.upload(big.data(), big.size() * sizeof(float)); },
+                 "upload: 1024 bytes given for a tensor of 16 bytes");
+  expect_invalid("download from a tensor with no memory", [&] { hollow.download(big.data(), 256); },
+                 "download: the tensor has no memory");
+  expect_invalid("dim out of range", [&] { t.dim(5); }, "dim: index 5 is out of range for shape [2, 2]");
+
+  float back[4] = {0, 0, 0, 0};
+  const float values[4] = {1, 2, 3, 4};
+  t.upload(values, sizeof values);
+  t.download(back, sizeof back);
+  const bool round_trip = std::memcmp(values, back, sizeof back) == 0;
+  std::printf("%s: upload then download\n", round_trip ? "ok" : "FAIL");
+  failures += round_trip ? 0 : 1;
+  return failures != 0;
+}
