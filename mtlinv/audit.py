@@ -17,6 +17,9 @@ import numpy as np
 import mtlinv
 
 DTYPES = {"f32": np.float32, "f16": np.float16, "bf16": ml_dtypes.bfloat16}
+# The largest limit audited: a causal block of Lq queries needs Lq <= the keys of the shortest attention case
+# (257, audit_cases.extra_cases), and each limit audits every M up to it.
+MAX_LIMIT = 256
 
 
 @dataclasses.dataclass

@@ -10,7 +10,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="mtlinv", description="batch-invariant inference kernels")
     sub = ap.add_subparsers(dest="command", required=True)
     check = sub.add_parser("check", help="bitwise invariance audit of every op on the active device")
-    check.add_argument("--limit", type=int, default=8, help="largest M checked (default 8)")
+    check.add_argument("--limit", type=int, default=8, help="largest M checked (default 8, at most 256)")
     check.add_argument("--quick", action="store_true", help="smaller shapes")
     demo = sub.add_parser("demo", help="greedy vs speculative decoding on a real model")
     demo.add_argument("--prompt", default="Write a short story about a robot who learns to paint.")
@@ -20,8 +20,9 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
 
     if args.command == "check":
-        if args.limit < 1:
-            ap.error(f"--limit must be >= 1, got {args.limit}")
+        from .audit import MAX_LIMIT
+        if not 1 <= args.limit <= MAX_LIMIT:
+            ap.error(f"--limit must be in [1, {MAX_LIMIT}], got {args.limit}")
         from .audit import run_audit
         return 0 if run_audit(args.limit, args.quick) else 1
     from .demo import run_demo

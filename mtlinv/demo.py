@@ -90,8 +90,19 @@ def run_demo(prompt: str, tokens: int, k: int, model_path: str | None) -> int:
     model = load_gguf(path)
     print(f"model: {path.name}: {model.config.n_layers} layers, hidden {model.config.hidden}")
     tokenizer = Tokenizer.from_gguf(model)
+    try:
+        prompt_ids = tokenizer.encode_chat(prompt)
+    except ValueError as e:
+        print(f"mtlinv demo: {e}", file=sys.stderr)
+        return 2
+    k = min(k, max(tokens - 1, 1))  # a round never proposes past the last token, so a larger k only costs cache
+    # Each model instance preallocates its KV cache for the whole run: it must fit the model's context.
+    need = len(prompt_ids) + tokens + k + 2
+    if need > model.config.context:
+        print(f"mtlinv demo: the prompt's {len(prompt_ids)} tokens + --tokens {tokens} + --k {k} + 2 need {need} "
+              f"positions; the model's context holds {model.config.context}", file=sys.stderr)
+        return 2
     weights = DeviceWeights.from_gguf(model, progress=_progress("importing layers"))
-    prompt_ids = tokenizer.encode_chat(prompt)
     greedy, rows = run_settings(weights, prompt_ids, tokens, k, tokenizer.eos_id)
     print(f"\nprompt: {prompt}\ngreedy output: {tokenizer.decode(greedy, skip_special=True)}\n")
     print_table(rows)

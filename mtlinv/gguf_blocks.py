@@ -51,8 +51,10 @@ BLOCK_BYTES = {"q4_0": 18, "q4_1": 20, "q8_0": 34}
 
 def _check_shape(shape, what):
     """Return ``(N, K)`` from a logical shape; ValueError unless 2-D, positive, K % 32 == 0."""
-    if len(shape) != 2 or any(int(s) != s or s <= 0 for s in shape):
-        raise ValueError(f"{what}: shape must be two positive integers [N, K], got {tuple(shape)}")
+    shape = tuple(shape)
+    if len(shape) != 2 or any(isinstance(s, (bool, np.bool_)) or not isinstance(s, (int, np.integer)) or s <= 0
+                              for s in shape):
+        raise ValueError(f"{what}: shape must be two positive integers [N, K], got {shape}")
     n, k = (int(s) for s in shape)
     if k % QK:
         raise ValueError(f"{what}: K={k} is not a multiple of the block size {QK}")
@@ -96,9 +98,16 @@ def _assemble(n, g, fields):
     return np.concatenate([f.reshape(n, g, -1) for f in fields], axis=-1).reshape(-1)
 
 
-def _f16_bytes(values):
-    """float32 ``[N, G]`` -> round-to-nearest float16, as ``[N, G, 2]`` little-endian bytes."""
-    return values.astype("<f2").view(np.uint8).reshape(*values.shape, 2)
+def _f16_bytes(values, what):
+    """float32 ``[N, G]`` -> round-to-nearest float16, as ``[N, G, 2]`` little-endian bytes; ValueError where a
+    value overflows float16 (llama.cpp would store inf and decode the block to inf or NaN)."""
+    with np.errstate(over="ignore"):
+        half = values.astype("<f2")
+    bad = np.isinf(half) & np.isfinite(values)
+    if bad.any():
+        n, g = np.argwhere(bad)[0]
+        raise ValueError(f"{what}: block {g} of row {n} needs a float16 field of {values[n, g]:g}, beyond float16")
+    return half.view(np.uint8).reshape(*values.shape, 2)
 
 
 def _as_rows(x, what):
@@ -107,7 +116,11 @@ def _as_rows(x, what):
     if not np.issubdtype(x.dtype, np.floating) and x.dtype != quant.BFLOAT16:
         raise TypeError(f"{what}: x must be a float array, got {x.dtype}")
     n, k = _check_shape(x.shape, what)
-    return x.astype(np.float32).reshape(n, k // QK, QK)
+    x = x.astype(np.float32)
+    if not np.isfinite(x).all():
+        where = tuple(int(i) for i in np.argwhere(~np.isfinite(x))[0])
+        raise ValueError(f"{what}: x has a non-finite value at {where}")
+    return x.reshape(n, k // QK, QK)
 
 
 def _inverse(d):
@@ -132,7 +145,7 @@ def quantize_q4_0(x):
     d = np.take_along_axis(xb, first_max, axis=-1)[..., 0] / np.float32(-8)
     x0 = xb * _inverse(d)[..., None]
     q = np.minimum(np.trunc(x0 + np.float32(8.5)), 15).astype(np.uint8)
-    return _assemble(*d.shape, [_f16_bytes(d), _join_nibbles(q)])
+    return _assemble(*d.shape, [_f16_bytes(d, "quantize_q4_0"), _join_nibbles(q)])
 
 
 def quantize_q4_1(x):
@@ -146,7 +159,7 @@ def quantize_q4_1(x):
     d = (hi - lo) / np.float32(15)
     x0 = (xb - lo[..., None]) * _inverse(d)[..., None]
     q = np.minimum(np.trunc(x0 + np.float32(0.5)), 15).astype(np.uint8)
-    return _assemble(*d.shape, [_f16_bytes(d), _f16_bytes(lo), _join_nibbles(q)])
+    return _assemble(*d.shape, [_f16_bytes(d, "quantize_q4_1"), _f16_bytes(lo, "quantize_q4_1"), _join_nibbles(q)])
 
 
 def quantize_q8_0(x):
@@ -157,7 +170,7 @@ def quantize_q8_0(x):
     xb = _as_rows(x, "quantize_q8_0")
     d = np.abs(xb).max(axis=-1) / np.float32(127)
     q = _round_half_away(xb * _inverse(d)[..., None]).astype(np.int8)
-    return _assemble(*d.shape, [_f16_bytes(d), q.view(np.uint8)])
+    return _assemble(*d.shape, [_f16_bytes(d, "quantize_q8_0"), q.view(np.uint8)])
 
 
 def _decode_q4_0(raw, shape, what):
@@ -181,19 +194,19 @@ def _decode_q8_0(raw, shape, what):
 def dequantize_q4_0(raw, shape):
     """llama.cpp's ``dequantize_row_q4_0``: float32 ``[N, K]`` with ``d * (q - 8)``."""
     d, q = _decode_q4_0(raw, shape, "dequantize_q4_0")
-    return ((q.astype(np.float32) - np.float32(8)) * d[..., None]).reshape(shape)
+    return ((q.astype(np.float32) - np.float32(8)) * d[..., None]).reshape(q.shape[0], -1)
 
 
 def dequantize_q4_1(raw, shape):
     """llama.cpp's ``dequantize_row_q4_1``: float32 ``[N, K]`` with ``q * d + m``."""
     d, m, q = _decode_q4_1(raw, shape, "dequantize_q4_1")
-    return (q.astype(np.float32) * d[..., None] + m[..., None]).reshape(shape)
+    return (q.astype(np.float32) * d[..., None] + m[..., None]).reshape(q.shape[0], -1)
 
 
 def dequantize_q8_0(raw, shape):
     """llama.cpp's ``dequantize_row_q8_0``: float32 ``[N, K]`` with ``q * d``."""
     d, q = _decode_q8_0(raw, shape, "dequantize_q8_0")
-    return (q.astype(np.float32) * d[..., None]).reshape(shape)
+    return (q.astype(np.float32) * d[..., None]).reshape(q.shape[0], -1)
 
 
 def _exact(values, dtype, name, what):

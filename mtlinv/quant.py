@@ -41,6 +41,13 @@ def check_params(group_size, bits):
         )
 
 
+def _check_bits(bits, what):
+    if isinstance(bits, (bool, np.bool_)) or not isinstance(bits, (int, np.integer)):
+        raise TypeError(f"{what}: bits must be an int, got {type(bits).__name__} {bits!r}")
+    if bits not in SUPPORTED_BITS:
+        raise ValueError(f"{what}: bits={bits!r} is not supported; use one of {SUPPORTED_BITS}")
+
+
 def check_float_dtype(dtype, what):
     """Return ``np.dtype(dtype)``; TypeError unless it is float32, float16 or bfloat16."""
     dt = np.dtype(dtype)
@@ -56,9 +63,10 @@ def pack(q, bits):
     group is). Returns uint32 ``[..., K*bits/32]``.
     """
     q = np.asarray(q)
+    if q.ndim == 0 or q.dtype.kind not in "iu":
+        raise TypeError(f"pack: q must be an integer array [..., K], got {q.dtype} of shape {q.shape}")
     lead, k = q.shape[:-1], q.shape[-1]
-    if bits not in SUPPORTED_BITS:
-        raise ValueError(f"pack: bits={bits!r} is not supported; use one of {SUPPORTED_BITS}")
+    _check_bits(bits, "pack")
     if k % 32:
         raise ValueError(f"pack: K={k} is not a multiple of 32")
     if q.size and (q.min() < 0 or q.max() >= 1 << bits):
@@ -76,9 +84,10 @@ def pack(q, bits):
 
 def unpack(wq, bits, k):
     """Inverse of :func:`pack`: uint32 ``[..., k*bits/32]`` -> uint8 ``[..., k]``."""
+    _check_bits(bits, "unpack")
     words = np.ascontiguousarray(wq, dtype="<u4")
     lead = words.shape[:-1]
-    if bits not in SUPPORTED_BITS or k % 32 or words.shape[-1] * 32 != k * bits:
+    if k % 32 or words.shape[-1] * 32 != k * bits:
         raise ValueError(f"unpack: {words.shape[-1]} words a row cannot hold K={k} values of bits={bits}")
     padded = np.zeros((*lead, k // 8, 8), dtype=np.uint8)
     padded[..., :bits] = words.view(np.uint8).reshape(*lead, k // 8, bits)
@@ -172,9 +181,12 @@ def _check_quantized(wq, scales, biases, group_size, bits, what):
         raise ValueError(f"{what}: wq must have at least 2 dimensions [..., N, K*bits/32], got {wq.shape}")
     if scales.shape != biases.shape:
         raise ValueError(f"{what}: scales.shape={scales.shape} differs from biases.shape={biases.shape}")
+    if (wq.shape[-1] * 32) % (bits * group_size):
+        raise ValueError(f"{what}: wq rows of {wq.shape[-1]} words hold {wq.shape[-1] * 32 / bits:g} values of "
+                         f"bits={bits}, not a whole number of groups of {group_size}")
     k = wq.shape[-1] * 32 // bits
     expected = wq.shape[:-1] + (k // group_size,)
-    if (wq.shape[-1] * 32) % (bits * group_size) or scales.shape != expected:
+    if scales.shape != expected:
         raise ValueError(
             f"{what}: wq.shape={wq.shape} with bits={bits}, group_size={group_size} needs scales and "
             f"biases of shape {expected}, got {scales.shape}"

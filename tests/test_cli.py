@@ -18,10 +18,11 @@ def test_check_quick_passes():
 
 
 def test_check_rejects_bad_limit(capsys):
-    with pytest.raises(SystemExit) as exit_info:
-        main(["check", "--limit", "0"])
-    assert exit_info.value.code == 2
-    assert "--limit must be >= 1" in capsys.readouterr().err
+    for limit in ("0", "257"):  # past 256, the attention cases' blocks would pass their keys: false FAILs
+        with pytest.raises(SystemExit) as exit_info:
+            main(["check", "--limit", limit])
+        assert exit_info.value.code == 2
+        assert f"--limit must be in [1, 256], got {limit}" in capsys.readouterr().err
 
 
 def test_console_entry_point_runs():

@@ -52,8 +52,13 @@ def test_env_initialises_limit():
     assert r.stdout.strip() == "12"
 
 
-@pytest.mark.parametrize("value", ["abc", "-3", "4x", "1e3"])
+@pytest.mark.parametrize("value", ["abc", "-3", "4x", "1e3", " 5", "+5", "5 ", "1073741825"])
 def test_bad_env_fails_import_loudly(value):
     r = _import_with_env(value)
     assert r.returncode != 0
     assert "MTLINV_BATCH_INVARIANT_LIMIT" in r.stderr and value in r.stderr
+
+
+def test_env_beyond_the_largest_limit_says_so():
+    r = _import_with_env("1073741825")
+    assert "is beyond the largest limit, 2^30" in r.stderr

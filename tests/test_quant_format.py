@@ -155,6 +155,17 @@ def test_dequantize_errors():
         quant.dequantize(wq, scales, biases[:3], 64, 4)
     with pytest.raises(ValueError, match="bits=7"):
         quant.dequantize(wq, scales, biases, 64, 7)
+    with pytest.raises(ValueError, match=r"wq rows of 16 words hold 170.667 values of bits=3, not a whole number"):
+        quant.dequantize(wq, scales, biases, 64, 3)  # once: "needs shape (4, 2), got (4, 2)"
+
+
+def test_pack_takes_ints_only():
+    with pytest.raises(TypeError, match="pack: q must be an integer array"):
+        quant.pack(np.full((1, 32), 1.7), 4)  # once truncated to 1
+    with pytest.raises(TypeError, match="pack: bits must be an int, got float 4.0"):
+        quant.pack(np.ones((1, 32), np.uint8), 4.0)
+    with pytest.raises(TypeError, match="unpack: bits must be an int"):
+        quant.unpack(np.zeros((1, 4), np.uint32), 4.0, 32)
 
 
 # ------------------------------------------------------------------------------------------------ GGUF
@@ -287,6 +298,13 @@ def test_gguf_float16_bias_overflow_and_bad_blocks():
         gb.q8_0_to_affine(np.zeros(34, np.int8), (1, 32))
     with pytest.raises(TypeError, match="float64"):
         gb.q4_1_to_affine(np.zeros(20, np.uint8), (1, 32), np.float64)
+    for shape in ((1, 32.0), (1, float("nan"))):
+        with pytest.raises(ValueError, match="shape must be two positive integers"):
+            gb.dequantize_q4_0(one_block(1.0), shape)
+    with pytest.raises(ValueError, match=r"quantize_q4_0: block 0 of row 0 needs a float16 field of -125000"):
+        gb.quantize_q4_0(np.full((1, 32), 1e6, np.float32))  # llama.cpp would store -inf
+    with pytest.raises(ValueError, match=r"quantize_q8_0: x has a non-finite value at \(0, 5\)"):
+        gb.quantize_q8_0(np.where(np.arange(32) == 5, np.nan, 1.0).reshape(1, 32))
 
 
 # ------------------------------------------------------------------------------------- MLX (optional)

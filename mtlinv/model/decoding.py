@@ -29,10 +29,16 @@ def _argmax(logits) -> list[int]:
     return [int(i) for i in np.argmax(np.asarray(logits), axis=-1)]
 
 
+def _require_count(what: str, name: str, value) -> None:
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise ValueError(f"{what}: {name} must be an int >= 1, got {value!r}")
+
+
 def greedy(model: DecoderModel, prompt_ids: Sequence[int], n_tokens: int, eos_id: int | None = None) -> list[int]:
     """Up to n_tokens new tokens, one forward call each (M = 1) after the prompt; stops after eos_id."""
-    if not prompt_ids or n_tokens < 1:
-        raise ValueError("greedy needs a non-empty prompt and n_tokens >= 1")
+    if len(prompt_ids) == 0:
+        raise ValueError("greedy needs a non-empty prompt")
+    _require_count("greedy", "n_tokens", n_tokens)
     model.rollback(0)
     out = [_argmax(model.forward(prompt_ids, 0))[-1]]
     while len(out) < n_tokens and out[-1] != eos_id:
@@ -67,8 +73,10 @@ def speculative(target: DecoderModel, draft: DecoderModel, prompt_ids: Sequence[
     target's own next token. Both caches are rolled back to what was kept. target and draft must be separate
     instances (each owns its cache), even when they share weights.
     """
-    if not prompt_ids or n_tokens < 1 or k < 1:
-        raise ValueError("speculative needs a non-empty prompt, n_tokens >= 1 and k >= 1")
+    if len(prompt_ids) == 0:
+        raise ValueError("speculative needs a non-empty prompt")
+    _require_count("speculative", "n_tokens", n_tokens)
+    _require_count("speculative", "k", k)
     if target is draft:
         raise ValueError("target and draft must be separate model instances: each needs its own KV cache")
     target.rollback(0)

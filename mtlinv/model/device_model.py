@@ -124,8 +124,10 @@ class DeviceModel:
 
     def __init__(self, weights: DeviceWeights, capacity: int, skip_layers: Iterable[int] = ()):
         c = weights.config
+        if isinstance(capacity, (bool, np.bool_)) or not isinstance(capacity, (int, np.integer)) or capacity < 1:
+            raise ValueError(f"capacity must be a positive int, got {capacity!r}")
         self.weights = weights
-        self.capacity = capacity
+        self.capacity = int(capacity)
         self.skip_layers = frozenset(skip_layers)
         if not self.skip_layers <= set(range(c.n_layers)):
             raise ValueError(f"skip_layers {sorted(self.skip_layers)} outside 0..{c.n_layers - 1}")
@@ -148,7 +150,10 @@ class DeviceModel:
             raise ValueError(f"forward at start_pos={start_pos} but the cache holds {self.kv_len} positions")
         if m == 0 or start_pos + m > self.capacity:
             raise ValueError(f"forward of {m} tokens at {start_pos} does not fit the cache capacity {self.capacity}")
-        x = mtlinv.embedding(self.weights.embedding, np.asarray(tokens, np.int32))
+        ids = np.asarray(tokens)
+        if ids.dtype.kind not in "iu":  # np.asarray(..., np.int32) would truncate 1.7 to token 1
+            raise ValueError(f"forward: tokens must be integer ids, got {ids.dtype}")
+        x = mtlinv.embedding(self.weights.embedding, ids)
         for i, layer in enumerate(self.weights.layers):
             if i in self.skip_layers:
                 continue

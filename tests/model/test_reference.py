@@ -95,19 +95,20 @@ def test_skipping_every_layer_leaves_embedding_to_logits(tiny_weights):
 
 # --- GGUF reading, on small files written here --------------------------------------------------------------------
 
-def write_gguf(path, weights, qtypes):
-    """Write `weights` as a llama GGUF; qtypes maps a tensor name to its storage type (default F32)."""
+def write_gguf(path, weights, qtypes, meta=None):
+    """Write `weights` as a llama GGUF; qtypes maps a tensor name to its storage type (default F32), and `meta`
+    replaces llama.* keys: name -> (value, GGUFValueType)."""
     c = weights.config
+    V = gguf.GGUFValueType
+    keys = {"block_count": (c.n_layers, V.UINT32), "context_length": (c.context, V.UINT32),
+            "embedding_length": (c.hidden, V.UINT32), "feed_forward_length": (c.ffn, V.UINT32),
+            "attention.head_count": (c.n_heads, V.UINT32), "attention.head_count_kv": (c.n_kv_heads, V.UINT32),
+            "rope.freq_base": (c.rope_theta, V.FLOAT32),
+            "attention.layer_norm_rms_epsilon": (c.rms_eps, V.FLOAT32), "vocab_size": (c.vocab, V.UINT32)}
+    keys.update(meta or {})
     w = gguf.GGUFWriter(str(path), "llama")
-    w.add_block_count(c.n_layers)
-    w.add_context_length(c.context)
-    w.add_embedding_length(c.hidden)
-    w.add_feed_forward_length(c.ffn)
-    w.add_head_count(c.n_heads)
-    w.add_head_count_kv(c.n_kv_heads)
-    w.add_rope_freq_base(c.rope_theta)
-    w.add_layer_norm_rms_eps(c.rms_eps)
-    w.add_vocab_size(c.vocab)
+    for name, (value, vtype) in keys.items():
+        w.add_key_value(f"llama.{name}", value, vtype)
     tensors = {"token_embd.weight": weights.tok_embd, "output_norm.weight": weights.output_norm,
                "output.weight": weights.output}
     names = ("attn_norm", "attn_q", "attn_k", "attn_v", "attn_output", "ffn_norm", "ffn_gate", "ffn_up", "ffn_down")
@@ -170,6 +171,58 @@ def test_rejects_missing_tensor(tmp_path, make_weights):
         load_gguf(path)
 
 
+V = gguf.GGUFValueType
+
+
+@pytest.mark.parametrize("meta, message", [
+    ({"block_count": (1, V.UINT32)}, r"llama.block_count=1 but the file holds blk.\* tensors of layers 0..1 \(2 "),
+    ({"block_count": (2**31, V.UINT32)}, r"llama.block_count=2147483648 but the file holds"),
+    ({"block_count": (0, V.UINT32)}, r"llama.block_count must be a positive integer, got 0"),
+    ({"attention.head_count": (0, V.UINT32)}, r"llama.attention.head_count must be a positive integer, got 0"),
+    ({"embedding_length": (64.5, V.FLOAT32)}, r"llama.embedding_length must be a positive integer, got 64.5"),
+    ({"embedding_length": ("abc", V.STRING)}, r"llama.embedding_length must be a positive integer, got 'abc'"),
+    ({"attention.head_count_kv": (3, V.UINT32)}, r"head_count=4 is not a multiple of .*head_count_kv=3"),
+    ({"attention.layer_norm_rms_epsilon": (float("nan"), V.FLOAT32)}, r"epsilon must be a non-negative finite"),
+    ({"rope.freq_base": (-5.0, V.FLOAT32)}, r"llama.rope.freq_base must be a positive finite number, got -5.0"),
+    ({"context_length": (0, V.UINT32)}, r"llama.context_length must be a positive integer, got 0"),
+])
+def test_rejects_bad_metadata(tmp_path, make_weights, meta, message):
+    """Each llama.* key is checked for its type and range before use: a short block_count once decoded with part
+    of the model, silently, and 0 heads divided by zero."""
+    write_gguf(tmp_path / "bad.gguf", make_weights(n_layers=2), {}, meta)
+    with pytest.raises(GGUFModelError, match=message):
+        load_gguf(tmp_path / "bad.gguf")
+
+
+def test_rejects_corrupt_and_truncated_files(tmp_path, make_weights):
+    """The gguf library's own errors (and its endless loop on a huge array length) become GGUFModelErrors naming the
+    file."""
+    path = tmp_path / "tiny.gguf"
+    write_gguf(path, make_weights(n_layers=1), {})
+    raw = path.read_bytes()
+    for cut in (30, len(raw) // 2, len(raw) - 1):
+        path.write_bytes(raw[:cut])
+        with pytest.raises(GGUFModelError, match=rf"{path}: corrupt or truncated GGUF"):
+            load_gguf(path)
+    huge = bytearray(raw)  # general.architecture's string length, then the first key's: 2^40 bytes
+    i = raw.index(b"general.architecture") - 8
+    huge[i:i + 8] = (2**40).to_bytes(8, "little")
+    path.write_bytes(bytes(huge))
+    with pytest.raises(GGUFModelError, match="passes the end of the file"):
+        load_gguf(path)
+    array = gguf.GGUFWriter(str(tmp_path / "array.gguf"), "llama")
+    array.add_array("tokenizer.ggml.token_type", [1, 2, 3])
+    array.write_header_to_file()
+    array.write_kv_data_to_file()
+    array.close()
+    raw = bytearray((tmp_path / "array.gguf").read_bytes())
+    i = raw.index(b"tokenizer.ggml.token_type") + len(b"tokenizer.ggml.token_type") + 8  # past the two type codes
+    raw[i:i + 8] = (2**40).to_bytes(8, "little")
+    (tmp_path / "array.gguf").write_bytes(bytes(raw))
+    with pytest.raises(GGUFModelError, match="declares 1099511627776 INT32 elements"):
+        load_gguf(tmp_path / "array.gguf")
+
+
 # --- the model cache, with the download replaced ------------------------------------------------------------------
 
 FAKE_MODEL = b"GGUF" + bytes(range(256)) * 64
@@ -223,6 +276,14 @@ def test_local_path_must_be_gguf(tmp_path):
     (tmp_path / "x.bin").write_bytes(b"PK\x03\x04")
     with pytest.raises(ModelFetchError, match="not a GGUF"):
         load_model_path(tmp_path / "x.bin")
+    with pytest.raises(ModelFetchError, match="is not a regular file"):  # once: "does not exist"
+        load_model_path(tmp_path)
+
+
+def test_cache_that_is_a_file_is_named(fake_remote, tmp_path, monkeypatch):
+    (tmp_path / "cache").write_bytes(b"")
+    with pytest.raises(ModelFetchError, match=r"the model cache .*cache \(MTLINV_CACHE, .*\) is not a directory"):
+        load_model_path()  # once a bare FileExistsError
 
 
 # --- the real model -----------------------------------------------------------------------------------------------

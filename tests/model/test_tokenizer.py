@@ -71,3 +71,21 @@ def test_smollm2_chat_template(tokenizer):
     assert tokenizer.decode(ids) == "<|im_start|>user\nHi there<|im_end|>\n<|im_start|>assistant\n"
     with_system = tokenizer.decode(tokenizer.encode_chat("Hi", system="Be brief."))
     assert with_system.startswith("<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>")
+
+
+def test_bad_vocabulary_metadata_is_named():
+    tokens = ["a", "b", "ab"]
+    with pytest.raises(ValueError, match="merge 'ab' is not 'left right'"):
+        Tokenizer(tokens, ["ab"], [1, 1, 1], 0, 1)
+    with pytest.raises(ValueError, match=r"eos_token_id=1000000 is outside the vocabulary \[0, 3\)"):
+        Tokenizer(tokens, ["a b"], [1, 1, 1], 0, 1_000_000)
+    with pytest.raises(ValueError, match="2 token types for 3 tokens"):
+        Tokenizer(tokens, ["a b"], [1, 1], 0, 1)
+
+
+def test_bad_ids_and_text(toy):
+    for ids, bad in (([10**6], "1000000"), ([1, -1], "-1"), ([1.5], "1.5")):
+        with pytest.raises(ValueError, match=f"decode: id {bad} is not a token id"):
+            toy.decode(ids)  # once: out-of-range ids were dropped silently, -1 an OverflowError
+    with pytest.raises(ValueError, match=r"text is not valid UTF-8 at character 3: '\\udce9'"):
+        toy.encode("caf\udce9")  # what argv gives for the byte 0xe9 of a Latin-1 terminal
