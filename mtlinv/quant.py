@@ -30,20 +30,21 @@ _EPS = np.float32(1e-7)
 def check_params(group_size, bits):
     """Raise ValueError unless (group_size, bits) is a supported pair of ints (4.0 or True are not: 4.0 == 4
     would pass the membership tests below and fail later, in a shift, with a message naming neither)."""
-    for name, value in (("bits", bits), ("group_size", group_size)):
-        if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
-            raise TypeError(f"quant: {name} must be an int, got {type(value).__name__} {value!r}")
-    if bits not in SUPPORTED_BITS:
-        raise ValueError(f"quant: bits={bits!r} is not supported; use one of {SUPPORTED_BITS}")
+    _check_bits(bits, "quant")
+    _require_int("quant", "group_size", group_size)
     if group_size not in SUPPORTED_GROUP_SIZES:
         raise ValueError(
             f"quant: group_size={group_size!r} is not supported; use one of {SUPPORTED_GROUP_SIZES}"
         )
 
 
+def _require_int(what, name, value):
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+        raise TypeError(f"{what}: {name} must be an int, got {type(value).__name__} {value!r}")
+
+
 def _check_bits(bits, what):
-    if isinstance(bits, (bool, np.bool_)) or not isinstance(bits, (int, np.integer)):
-        raise TypeError(f"{what}: bits must be an int, got {type(bits).__name__} {bits!r}")
+    _require_int(what, "bits", bits)
     if bits not in SUPPORTED_BITS:
         raise ValueError(f"{what}: bits={bits!r} is not supported; use one of {SUPPORTED_BITS}")
 

@@ -204,18 +204,20 @@ cdef Tensor _wrap(const CTensor& c):
 cdef object _host_array(obj, dtype, str op, str name):
     """obj as an ndarray in the machine's byte order. A producer that only speaks DLPack (np.asarray would make it
     a 0-d object array) is read through np.from_dlpack, which takes host memory only. Errors name `op: name`."""
-    a = np.asarray(obj, dtype=dtype)
+    a = np.asarray(obj)
     if a.dtype == object and a.ndim == 0:
         where = f"{op}: {name}" if name else op
         if hasattr(obj, "__dlpack__"):
             try:
-                a = np.asarray(np.from_dlpack(obj), dtype=dtype)
+                a = np.from_dlpack(obj)
             except Exception as e:
                 raise InvalidArgumentError(f"{where} ({type(obj).__name__}) cannot be read through DLPack: {e}; "
                                            "mtlinv takes arrays in host memory: copy it to the host first") from None
         elif hasattr(obj, "__cuda_array_interface__"):
             raise InvalidArgumentError(f"{where} ({type(obj).__name__}) is CUDA memory; mtlinv takes arrays in host "
                                        "memory (or DLPack from the host): copy it to the host first")
+    if dtype is not None:
+        a = np.asarray(a, dtype=dtype)
     if not a.dtype.isnative:  # '>f2' on a little-endian machine: the kernels read native values
         a = a.astype(a.dtype.newbyteorder("="))
     return a

@@ -127,6 +127,7 @@ class _CudaOnly:
 def test_dlpack_and_cuda_producers():
     a = np.arange(8, dtype=np.float32).reshape(2, 4)
     assert np.array_equal(mtlinv.asarray(_DLPackOnly(a)).numpy(), a)
+    assert np.array_equal(mtlinv.asarray(_DLPackOnly(a), np.float16).numpy(), a.astype(np.float16))
     assert np.array_equal(np.asarray(mtlinv.gemv(_DLPackOnly(a), np.ones((3, 4), np.float32))), a @ np.ones((4, 3)))
     with pytest.raises(ValueError, match=r"gemv: x \(_CudaOnly\) is CUDA memory; mtlinv takes arrays in host memory"):
         mtlinv.gemv(_CudaOnly(), np.ones((3, 4), np.float32))

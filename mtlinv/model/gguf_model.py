@@ -11,12 +11,11 @@ here need RoPE on **interleaved pairs**; applying rotate-half to them gives a mo
 
 from __future__ import annotations
 
+import math
+import re
 from dataclasses import dataclass
 from os import PathLike
 from typing import Any
-
-import math
-import re
 
 import gguf
 import numpy as np

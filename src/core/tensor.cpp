@@ -128,6 +128,10 @@ static void check_copy(const char* what, const Tensor& t, const void* host, size
                           shape_str(t.shape), ", ", dtype_name(t.dtype), ")");
   }
   if (host == nullptr && bytes > 0) throw InvalidArgument(what, ": the host pointer is NULL");
+  if (t.offset > t.storage->bytes || bytes > t.storage->bytes - t.offset) {  // a shape edited past its memory
+    throw InvalidArgument(what, ": the tensor's ", bytes, " bytes at offset ", t.offset, " pass the end of its ",
+                          t.storage->bytes, " bytes of memory");
+  }
 }
 
 void Tensor::upload(const void* src, size_t bytes) {

@@ -50,6 +50,11 @@ int main() {
   expect_invalid("download from a tensor with no memory", [&] { hollow.download(big.data(), 256); },
                  "download: the tensor has no memory");
   expect_invalid("dim out of range", [&] { t.dim(5); }, "dim: index 5 is out of range for shape [2, 2]");
+  mtlinv::Tensor grown = t;  // a shape edited past the tensor's memory
+  grown.shape = {4, 4};
+  grown.strides = {4, 1};
+  expect_invalid("upload past the memory", [&] { grown.upload(big.data(), 64); },
+                 "upload: the tensor's 64 bytes at offset 0 pass the end of its 16 bytes of memory");
 
   float back[4] = {0, 0, 0, 0};
   const float values[4] = {1, 2, 3, 4};
