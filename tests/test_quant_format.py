@@ -351,6 +351,7 @@ def test_matches_mlx_bit_for_bit():
         for group_size, bits in PAIRS:
             ours = quant.quantize(w, group_size, bits)
             theirs = mx.quantize(to_mx(w), group_size=group_size, bits=bits)
+            assert len(theirs) == 3, f"mx.quantize returned {len(theirs)} arrays"
             for name, a, b in zip(("wq", "scales", "biases"), ours, theirs):
                 b = to_np(b, dtype) if name != "wq" else np.array(b)
                 assert a.dtype == b.dtype and a.shape == b.shape, (dtype, group_size, bits, name)

@@ -1,14 +1,15 @@
 /* mtlinv's C API: plain functions and opaque handles over the C++ core, for C and Swift callers.
  *
- * Every function returns MTLINV_OK or an error status; mtlinv_last_error() then describes the error (the message
- * names the offending arguments and values) until the next call on the same thread. Tensors are created from
- * host memory (copied onto the active device) and released with mtlinv_tensor_free. On CUDA an op returns once its
- * kernels are queued, and reading a tensor (mtlinv_tensor_to_host) waits for them; mtlinv_synchronize waits for all
- * (MTLINV_CUDA_SYNC=1 makes every op wait, so that a kernel's error is the status of the op that launched it).
+ * Every function returning mtlinv_status returns MTLINV_OK or an error; mtlinv_last_error() then describes it
+ * (the message names the offending arguments and values) until the next call on the same thread. Tensors are
+ * created from host memory (copied onto the active device) and released with mtlinv_tensor_free. On CUDA an op
+ * returns once its kernels are queued, and reading a tensor (mtlinv_tensor_to_host) waits for them;
+ * mtlinv_synchronize waits for all (MTLINV_CUDA_SYNC=1 makes every op wait, so that a kernel's error is the status
+ * of the op that launched it).
  *
  * On an error, *out is left as it was. A freed tensor must not be used again (undefined behaviour, as for free()).
- * The limit starts from MTLINV_BATCH_INVARIANT_LIMIT, read on first use; while that value is not a non-negative
- * integer every call that uses the limit fails with MTLINV_ERROR_INVALID_ARGUMENT. */
+ * The limit starts from MTLINV_BATCH_INVARIANT_LIMIT, read on first use; while that value is not an integer in
+ * [0, 2^30] (digits only) every call that uses the limit fails with MTLINV_ERROR_INVALID_ARGUMENT. */
 #ifndef MTLINV_H
 #define MTLINV_H
 
@@ -41,7 +42,7 @@ typedef enum {
 
 const char* mtlinv_last_error(void);
 
-/* The batch-invariance limit: calls with M <= limit rows (or queries) take the canonical kernels. */
+/* The batch-invariance limit, in [0, 2^30]: calls with M <= limit rows (or queries) take the canonical kernels. */
 mtlinv_status mtlinv_set_limit(int limit, int* previous /* may be NULL */);
 int mtlinv_get_limit(void); /* -1 on error (see mtlinv_last_error) */
 
@@ -52,6 +53,7 @@ mtlinv_status mtlinv_device_name(char* buf, size_t size);
 /* Waits until the device has run every kernel queued so far; the error of one that failed, if any. */
 mtlinv_status mtlinv_synchronize(void);
 
+/* A tensor of ndim (0..8) dimensions, copied from data (which may be NULL when the shape holds no element). */
 mtlinv_status mtlinv_tensor_from_host(const void* data, const int64_t* shape, int ndim, mtlinv_dtype dtype,
                                       mtlinv_tensor** out);
 /* bytes must be the tensor's size (mtlinv_tensor_nbytes); data may be NULL when it is 0. */
@@ -69,7 +71,8 @@ mtlinv_status mtlinv_gemv(const mtlinv_tensor* x, const mtlinv_tensor* w, const 
 mtlinv_status mtlinv_qgemv(const mtlinv_tensor* x, const mtlinv_tensor* wq, const mtlinv_tensor* scales,
                            const mtlinv_tensor* biases, const mtlinv_tensor* bias, int group_size, int bits,
                            mtlinv_tensor** out);
-/* Attention; kv_len < 0: all C keys; scale <= 0: 1/sqrt(D); a NaN scale is an error. */
+/* Attention; kv_len < 0: all C keys; scale <= 0: 1/sqrt(D) (Python's sdpa takes 0 and negatives as given);
+ * a NaN or infinite scale is an error. */
 mtlinv_status mtlinv_sdpa(const mtlinv_tensor* q, const mtlinv_tensor* k, const mtlinv_tensor* v, int causal,
                           int64_t kv_len, float scale, mtlinv_tensor** out);
 mtlinv_status mtlinv_rms_norm(const mtlinv_tensor* x, const mtlinv_tensor* weight, float eps, mtlinv_tensor** out);

@@ -50,7 +50,7 @@ int get_limit() {
 
 int set_limit(int n) {
   require_env_read();
-  if (n < 0) throw InvalidArgument("set_limit: limit must be >= 0, got ", n);
+  if (n < 0 || n > 1 << 30) throw InvalidArgument("set_limit: limit must be in [0, 2^30], got ", n);
   return g_limit.exchange(n);
 }
 

@@ -9,7 +9,7 @@ namespace mtlinv {
 // InvalidArgument while that value is unparsable or negative, so a program fails loudly instead of running with a
 // silent 0.
 int get_limit();
-// Returns the previous value; throws InvalidArgument for n < 0.
+// Returns the previous value; throws InvalidArgument for n outside [0, 2^30].
 int set_limit(int n);
 // Only reads the variable: the Python package calls it on import.
 void init_limit_from_env();

@@ -17,8 +17,8 @@ for c in clang++ clang++-{30..14}; do
   if command -v "$c" >/dev/null; then compilers+=("$c"); break; fi
 done
 
-# Reference conversions: numpy's float32 -> float16 and ml_dtypes' float32 -> bfloat16 (skipped when missing).
-python3 "$root/tests/emu/write_conversion_refs.py" "$out" || echo "note: numpy reference files not written"
+# Reference conversions: numpy's float32 -> float16 and ml_dtypes' float32 -> bfloat16 (both are test dependencies).
+python3 "$root/tests/emu/write_conversion_refs.py" "$out"
 
 runtime_srcs=()
 runtime_flag=()
