@@ -52,7 +52,7 @@ def synchronize():
 
 def device_info():
     """The active backend: {'backend', 'name', 'threads' (emulator workers / GPU cores), 'simd_width', ...,
-    'matrix_units', 'overlapped_launches'}."""
+    'matrix_units', 'overlapped_launches', 'built_backends'}."""
     cdef CBackend* b = &c_active_backend()
     cdef const CDeviceCaps* c = &b.caps()
     return {

@@ -3,7 +3,8 @@
 
 
 def rms_norm(x, weight, eps=1e-6):
-    """y = x * rsqrt(mean(x**2, axis=-1) + eps) * weight. x [..., C], weight [C]; float32/float16/bfloat16."""
+    """y = x * rsqrt(mean(x**2, axis=-1) + eps) * weight. x [..., C], weight [C]; float32/float16/bfloat16; eps >= 0
+    and finite in float32."""
     cdef Tensor tx = _operand(x, "x", "rms_norm")
     cdef Tensor tw = _operand(weight, "weight", "rms_norm")
     cdef double eps_d = _real_arg("rms_norm", "eps", eps)
