@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cfenv>
 #include <cstdint>
 #include <system_error>
 
@@ -90,6 +91,7 @@ void context_exit(Context& from, Context& to) {
 
 // makecontext passes only int arguments, so the two pointers travel as 32-bit halves.
 static void uc_trampoline(unsigned entry_hi, unsigned entry_lo, unsigned arg_hi, unsigned arg_lo) {
+  std::fesetenv(FE_DFL_ENV);  // IEEE defaults, not getcontext's copy of the creating thread's modes (fiber.h)
   auto join = [](unsigned hi, unsigned lo) { return (static_cast<uintptr_t>(hi) << 16 << 16) | lo; };
   auto entry = reinterpret_cast<FiberEntry>(join(entry_hi, entry_lo));
   entry(reinterpret_cast<void*>(join(arg_hi, arg_lo)));
@@ -174,10 +176,9 @@ void context_make(Context& c, Stack stack, FiberEntry entry, void* arg) {
   auto top = reinterpret_cast<uintptr_t>(stack.lo + stack.size) & ~uintptr_t{15};
   // After the switch's `ret`, rsp = top - 16: 16-byte aligned before the trampoline's call, as the ABI wants.
   auto* frame = reinterpret_cast<uint64_t*>(top - 80);
-  uint32_t mxcsr = __builtin_ia32_stmxcsr();
-  uint16_t fpcw;
-  asm volatile("fnstcw %0" : "=m"(fpcw));
-  frame[0] = mxcsr | static_cast<uint64_t>(fpcw) << 32;  // the fiber starts with the creating thread's FP modes
+  // IEEE defaults (fiber.h): MXCSR 0x1F80 (round to nearest, exceptions masked, no flush to zero or
+  // denormals-are-zero) and the x87 control word 0x037F.
+  frame[0] = 0x1F80u | uint64_t{0x037F} << 32;
   frame[1] = 0;                                          // r15
   frame[2] = 0;                                          // r14
   frame[3] = reinterpret_cast<uint64_t>(entry);          // r13
@@ -265,9 +266,7 @@ void context_make(Context& c, Stack stack, FiberEntry entry, void* arg) {
   frame[0] = reinterpret_cast<uint64_t>(arg);    // x19
   frame[1] = reinterpret_cast<uint64_t>(entry);  // x20
   frame[11] = reinterpret_cast<uint64_t>(&emu_fiber_trampoline);  // x30
-  uint64_t fpcr;
-  asm volatile("mrs %0, fpcr" : "=r"(fpcr));
-  frame[20] = fpcr;  // the fiber starts with the creating thread's FP modes
+  frame[20] = 0;  // FPCR: IEEE defaults (fiber.h), round to nearest, no flush to zero, no default NaN
   c.sp = frame;
   c.stack_lo = stack.lo;
   c.stack_size = stack.size;

@@ -1,5 +1,10 @@
 // User-space execution contexts (fibers) for the emulator: one per GPU thread.
 //
+// Every fiber starts in the IEEE default floating-point modes (round to nearest, no flush to zero), whatever the
+// host thread's: a fiber once inherited the creating thread's, so a caller that turned on flush-to-zero after the
+// worker pool started (a -ffast-math library, torch.set_flush_denormal) flushed subnormals in the threadgroups it
+// ran itself and not in the pool's, and a row's bits depended on M.
+//
 // x86-64 and arm64 switch with a few lines of assembly (callee-saved registers and FP control, no syscall);
 // anything else, or a build with -DEMU_PORTABLE_FIBERS=1, uses ucontext, which is correct but does a syscall per
 // switch.

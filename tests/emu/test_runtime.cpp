@@ -273,6 +273,31 @@ static void k_rounding(const KernelCtx& c) {
   static_cast<int*>(c.buffers[0])[global_linear(c)] = std::fegetround() == mode;
 }
 
+// A subnormal product: 0 under flush-to-zero, 1e-40 in IEEE arithmetic.
+static void k_subnormal(const KernelCtx& c) {
+  volatile float a = 1e-30f;
+  const float product = a * 1e-10f;
+  static_cast<int*>(c.buffers[0])[global_linear(c)] = product > 0.0f;
+}
+
+// Flush-to-zero and denormals-are-zero on the calling thread only (x86-64: MXCSR; arm64: FPCR.FZ), for one scope.
+struct CallerFlushesSubnormals {
+#if defined(__x86_64__)
+  unsigned saved = __builtin_ia32_stmxcsr();
+  CallerFlushesSubnormals() { __builtin_ia32_ldmxcsr(saved | 0x8040u); }
+  ~CallerFlushesSubnormals() { __builtin_ia32_ldmxcsr(saved); }
+#elif defined(__aarch64__)
+  uint64_t saved = read();
+  static uint64_t read() {
+    uint64_t v;
+    asm volatile("mrs %0, fpcr" : "=r"(v));
+    return v;
+  }
+  CallerFlushesSubnormals() { asm volatile("msr fpcr, %0" ::"r"(saved | (uint64_t{1} << 24))); }
+  ~CallerFlushesSubnormals() { asm volatile("msr fpcr, %0" ::"r"(saved)); }
+#endif
+};
+
 static void k_empty(const KernelCtx&) {}
 
 static void k_barrier_loop(const KernelCtx& c) {
@@ -432,6 +457,16 @@ static void test_fp_modes() {
   run1("rounding", k_rounding, {4, 1, 1}, {64, 1, 1}, out);
   EXPECT(std::all_of(out.begin(), out.end(), [](int ok) { return ok == 1; }));
   EXPECT(std::fegetround() == FE_TONEAREST);
+  // Every GPU thread runs in IEEE modes whatever the host thread's: with the caller flushing subnormals (after the
+  // pool's threads started, above), its own threadgroups once flushed them and the pool's did not.
+#if defined(__x86_64__) || defined(__aarch64__)
+  std::vector<int> kept(16 * 64);
+  {
+    CallerFlushesSubnormals ftz;
+    run1("subnormal", k_subnormal, {16, 1, 1}, {64, 1, 1}, kept);
+  }
+  EXPECT(std::all_of(kept.begin(), kept.end(), [](int ok) { return ok == 1; }));
+#endif
 }
 
 static void test_determinism() {
