@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import mtlinv
-from helpers import DTYPE_IDS, FLOAT_DTYPES, RTOL, first_difference, random, same_bits
+from helpers import DTYPE_IDS, FLOAT_DTYPES, RTOL, first_difference, random, same_bits, unaligned
 
 
 def reference(x, w, bias=None, transpose=True):
@@ -100,6 +100,21 @@ def test_filler_rows_do_not_leak(filler, rng):
     x[[0, 1, 2, 3, 5, 6, 7, 8, 9, 10, 11]] = filler
     full = np.asarray(mtlinv.gemv(x, w))
     assert same_bits(full[4:5], alone)
+
+
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES, ids=DTYPE_IDS)
+@pytest.mark.parametrize("transpose", [True, False], ids=["nk", "kn"])
+def test_unaligned_operands_same_bits(dtype, transpose, rng):
+    """The scalar kernels (every dtype here; float32 and Metal everywhere) take 16-byte loads only when x and w both
+    start on a 16-byte boundary: either one off it takes the element loads, with the same bits."""
+    mtlinv.set_limit(8)
+    k = 1048  # rows of whole 16-byte pieces in every dtype, so the aligned call does take the 16-byte loads
+    w = weights(rng, 40, k, dtype, transpose)
+    x = random(rng, (8, k), dtype)
+    for m in (1, 8):
+        aligned = np.asarray(mtlinv.gemv(x[:m], w, transpose=transpose))
+        for a, b in ((unaligned(x[:m]), w), (x[:m], unaligned(w))):
+            assert same_bits(np.asarray(mtlinv.gemv(a, b, transpose=transpose)), aligned), m
 
 
 @pytest.mark.parametrize("dtype", FLOAT_DTYPES, ids=DTYPE_IDS)
