@@ -44,6 +44,7 @@ caller picks float32 (or float16) scales instead.
 import numpy as np
 
 from . import quant
+from ._kinds import is_int
 
 QK = 32  # elements per block, for all three types (QK4_0 == QK4_1 == QK8_0)
 BLOCK_BYTES = {"q4_0": 18, "q4_1": 20, "q8_0": 34}
@@ -52,8 +53,7 @@ BLOCK_BYTES = {"q4_0": 18, "q4_1": 20, "q8_0": 34}
 def _check_shape(shape, what):
     """Return ``(N, K)`` from a logical shape; ValueError unless 2-D, positive, K % 32 == 0."""
     shape = tuple(shape)
-    if len(shape) != 2 or any(isinstance(s, (bool, np.bool_)) or not isinstance(s, (int, np.integer)) or s <= 0
-                              for s in shape):
+    if len(shape) != 2 or any(not is_int(s) or s <= 0 for s in shape):
         raise ValueError(f"{what}: shape must be two positive integers [N, K], got {shape}")
     n, k = (int(s) for s in shape)
     if k % QK:

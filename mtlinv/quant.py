@@ -18,6 +18,8 @@ float32 accumulation performs.
 import ml_dtypes
 import numpy as np
 
+from ._kinds import is_int
+
 BFLOAT16 = np.dtype(ml_dtypes.bfloat16)
 FLOAT_DTYPES = (np.dtype(np.float32), np.dtype(np.float16), BFLOAT16)
 SUPPORTED_BITS = (2, 3, 4, 5, 6, 8)
@@ -39,7 +41,7 @@ def check_params(group_size, bits):
 
 
 def _require_int(what, name, value):
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+    if not is_int(value):
         raise TypeError(f"{what}: {name} must be an int, got {type(value).__name__} {value!r}")
 
 

@@ -65,7 +65,7 @@ cdef extern from "../src/core/tensor.h" namespace "mtlinv":
         int64_t numel()
         size_t nbytes()
         void* host_data()
-        void download(void*, size_t) except +raise_py_error nogil
+        void download(void*, size_t, const char*) except +raise_py_error nogil
         @staticmethod
         CTensor empty(const vector[int64_t]&, CDType) except +raise_py_error
         @staticmethod

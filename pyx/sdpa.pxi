@@ -34,9 +34,8 @@ def sdpa(q, k, v, *, scale=None, causal=True, kv_len=None):
     q [B, Hq, Lq, D]; k, v [B, Hkv, C, D] with Hq a multiple of Hkv (GQA, MQA). Only the first kv_len keys are
     used (default: all C), so a preallocated KV cache needs no copy. causal: query i sits at absolute position
     kv_len - Lq + i and sees keys 0 .. that position. scale=None means 1/sqrt(D); any other finite value, 0 and
-    negatives included, is used as given (the C API instead reads scale <= 0 as the default). D in
-    {64, 80, 96, 128, 256};
-    float32, float16 or bfloat16 (one dtype); the output has q's shape and dtype.
+    negatives included, is used as given (the C API instead reads scale <= 0 as the default).
+    D in {64, 80, 96, 128, 256}; float32, float16 or bfloat16 (one dtype); the output has q's shape and dtype.
 
     With Lq <= get_limit() (and always for Lq == 1) query i's output is bit-identical to a single-query call over
     the first kv_len - Lq + i + 1 keys (causal) or the same keys (not causal); above the limit a throughput

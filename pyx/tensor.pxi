@@ -122,7 +122,7 @@ cdef class Tensor:
             view = np.frombuffer(raw, dtype=self.dtype).reshape(self.shape)
             return view
         out = np.empty(self.shape, dtype=self.dtype)
-        self.c.download(cnp.PyArray_DATA(out), self.c.nbytes())
+        self.c.download(cnp.PyArray_DATA(out), self.c.nbytes(), b"Tensor.numpy")
         return out
 
     def __array__(self, dtype=None, copy=None):
@@ -235,6 +235,11 @@ def asarray(obj, dtype=None):
     if a.dtype not in _NUMPY_TO_DTYPE:
         names = ", ".join(str(d) for d in _NUMPY_TO_DTYPE)
         raise DTypeError(f"asarray: dtype {a.dtype} is not supported (supported: {names})")
+    return _from_host_array(a)
+
+
+cdef Tensor _from_host_array(a):
+    """A Tensor of ndarray `a` (native byte order, a supported dtype): its memory where the device can wrap it."""
     if not a.flags.c_contiguous:
         a = np.array(a, order="C")  # (np.ascontiguousarray would turn a 0-d array into shape (1,))
     cdef vector[int64_t] shape = a.shape
@@ -264,4 +269,4 @@ cdef Tensor _operand(obj, str name, str op):
         raise InvalidArgumentError(f"{op}: {name} cannot be converted to an array: {e}") from None
     if a.dtype not in _NUMPY_TO_DTYPE:
         raise DTypeError(f"{op}: {name} has dtype {a.dtype}; expected float32, float16 or bfloat16")
-    return asarray(a)
+    return _from_host_array(a)

@@ -33,6 +33,16 @@ def first_difference(a, b) -> str:
     return "identical" if diff.size == 0 else f"{diff.size} bytes differ, first at byte {diff[0]}"
 
 
+def rows_invariant(call, inputs, rows=16):
+    """call(*(a[:m] for a in inputs)) has, for every m <= rows and row r < m, the bits of row r computed alone
+    (rows along the first axis of every input and of the output)."""
+    alone = [as_numpy(call(*(a[r:r + 1] for a in inputs))) for r in range(rows)]
+    for m in range(1, rows + 1):
+        full = as_numpy(call(*(a[:m] for a in inputs)))
+        for r in range(m):
+            assert same_bits(full[r:r + 1], alone[r]), f"M={m} row {r}: {first_difference(full[r:r + 1], alone[r])}"
+
+
 def random(rng, shape, dtype, scale=1.0):
     return (rng.standard_normal(shape) * scale).astype(dtype)
 

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 import mtlinv
-from helpers import DTYPE_IDS, FLOAT_DTYPES, RTOL, random, same_bits
+from helpers import DTYPE_IDS, FLOAT_DTYPES, RTOL, random, rows_invariant, same_bits
 
 
 def rope_reference(x, positions, base):
@@ -27,19 +27,16 @@ def test_add_and_swiglu(dtype, rng):
     np.testing.assert_allclose(np.asarray(mtlinv.add(a, b), np.float64), a64 + b64, rtol=tol, atol=tol)
     ref = a64 / (1 + np.exp(-a64)) * b64
     np.testing.assert_allclose(np.asarray(mtlinv.swiglu(a, b), np.float64), ref, rtol=tol, atol=tol)
-    assert same_bits(np.asarray(mtlinv.add(a, b))[1:2], mtlinv.add(a[1:2], b[1:2]))
 
 
 @pytest.mark.parametrize("dtype", FLOAT_DTYPES, ids=DTYPE_IDS)
-def test_rope_heads_matches_reference_and_is_row_invariant(dtype, rng):
+def test_rope_heads_matches_reference(dtype, rng):
     x = random(rng, (5, 3, 64), dtype)
     out = np.asarray(mtlinv.rope_heads(x, 7, 10000.0))
     assert out.shape == (3, 5, 64)
     ref = rope_reference(x.astype(np.float64), np.arange(7, 12), 10000.0).transpose(1, 0, 2)
     tol = RTOL[np.dtype(dtype)]
     np.testing.assert_allclose(out.astype(np.float64), ref, rtol=tol, atol=tol)
-    alone = np.asarray(mtlinv.rope_heads(x[2:3], 9, 10000.0))
-    assert same_bits(out[:, 2:3], alone)
 
 
 def test_write_heads_into_cache(rng):
@@ -106,18 +103,6 @@ def test_tensor_reshape():
 
 
 ROWS = range(1, 17)
-
-
-def rows_invariant(call, inputs, row_axis=0):
-    """call(*inputs cut to the first m rows) has, for every m <= 16 and row r < m, the bits of row r computed alone
-    (rows along row_axis of every input and of the output)."""
-    def cut(a, lo, hi):
-        return np.take(a, np.arange(lo, hi), axis=row_axis)
-    alone = [np.asarray(call(*(cut(a, r, r + 1) for a in inputs))) for r in range(16)]
-    for m in ROWS:
-        full = np.asarray(call(*(cut(a, 0, m) for a in inputs)))
-        for r in range(m):
-            assert same_bits(cut(full, r, r + 1), alone[r]), f"M={m} row {r}"
 
 
 @pytest.mark.parametrize("dtype", FLOAT_DTYPES, ids=DTYPE_IDS)

@@ -13,6 +13,8 @@ from typing import Protocol
 
 import numpy as np
 
+from .._kinds import is_int
+
 
 class DecoderModel(Protocol):
     """A causal LM with a KV cache. Positions are absolute; the cache holds positions [0, kv_len)."""
@@ -30,7 +32,7 @@ def _argmax(logits) -> list[int]:
 
 
 def _require_count(what: str, name: str, value) -> None:
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)) or value < 1:
+    if not is_int(value) or value < 1:
         raise ValueError(f"{what}: {name} must be an int >= 1, got {value!r}")
 
 

@@ -16,6 +16,7 @@ import numpy as np
 import mtlinv
 
 from .. import gguf_blocks, quant
+from .._kinds import is_int
 from .gguf_model import GGUFModel, GGUFTensor, LlamaConfig
 from .reference import LlamaWeights
 
@@ -124,7 +125,7 @@ class DeviceModel:
 
     def __init__(self, weights: DeviceWeights, capacity: int, skip_layers: Iterable[int] = ()):
         c = weights.config
-        if isinstance(capacity, (bool, np.bool_)) or not isinstance(capacity, (int, np.integer)) or capacity < 1:
+        if not is_int(capacity) or capacity < 1:
             raise ValueError(f"capacity must be a positive int, got {capacity!r}")
         self.weights = weights
         self.capacity = int(capacity)

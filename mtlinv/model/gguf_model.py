@@ -20,6 +20,8 @@ from typing import Any
 import gguf
 import numpy as np
 
+from .._kinds import is_int, is_real
+
 QType = gguf.GGMLQuantizationType
 
 SUPPORTED_TYPES = frozenset({QType.F32, QType.F16, QType.BF16, QType.Q4_0, QType.Q4_1, QType.Q8_0})
@@ -155,14 +157,13 @@ def _read_config(metadata: dict[str, Any], tensors: dict[str, GGUFTensor], path)
     def count(name: str, default: Any = None) -> int:
         """A positive integer (a size or count), stored as an integer type."""
         v = value(name, default)
-        if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)) or v < 1:
+        if not is_int(v) or v < 1:
             raise GGUFModelError(f"{path}: llama.{name} must be a positive integer, got {v!r}")
         return int(v)
 
     def real(name: str, default: Any = None, positive: bool = False) -> float:
         v = value(name, default)
-        ok = isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, (bool, np.bool_))
-        if not ok or not math.isfinite(v) or v < 0 or (positive and v == 0):
+        if not is_real(v) or not math.isfinite(v) or v < 0 or (positive and v == 0):
             need = "a positive" if positive else "a non-negative"
             raise GGUFModelError(f"{path}: llama.{name} must be {need} finite number, got {v!r}")
         return float(v)

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import numpy as np
 from tokenizers import AddedToken, Tokenizer as HFTokenizer, decoders, models, pre_tokenizers
 
+from .._kinds import is_int
 from .gguf_model import GGUFModel
 
 # llama.cpp's `tokenizer.ggml.pre` names whose pre-tokenizer splits every digit apart before the GPT-2 regex
@@ -91,7 +91,7 @@ class Tokenizer:
         """Text of `ids`; bytes that do not form whole UTF-8 characters decode to U+FFFD."""
         ids = list(ids)
         for i in ids:
-            if isinstance(i, (bool, np.bool_)) or not isinstance(i, (int, np.integer)) or not 0 <= i < len(self.vocab):
+            if not is_int(i) or not 0 <= i < len(self.vocab):
                 raise ValueError(f"decode: id {i!r} is not a token id in [0, {len(self.vocab)})")
         return self._tok.decode([int(i) for i in ids], skip_special_tokens=skip_special)
 

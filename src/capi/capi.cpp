@@ -120,8 +120,7 @@ mtlinv_status mtlinv_tensor_from_host(const void* data, const int64_t* shape, in
       if (d < 0) throw mtlinv::InvalidArgument(fn, ": shape ", mtlinv::shape_str(s), " has a negative dimension");
     }
     mtlinv::Tensor t = mtlinv::Tensor::empty(s, to_dtype(dtype));
-    if (t.nbytes() > 0) require_arg(data, fn, "data");
-    t.upload(data, t.nbytes());
+    t.upload(data, t.nbytes(), fn);
     *out = wrap(std::move(t));
   });
 }
@@ -130,11 +129,7 @@ mtlinv_status mtlinv_tensor_to_host(const mtlinv_tensor* t, void* data, size_t b
   return guarded([&] {
     const char* fn = "mtlinv_tensor_to_host";
     require_arg(t, fn, "t");
-    if (bytes > 0) require_arg(data, fn, "data");
-    if (bytes != t->t.nbytes()) {
-      throw mtlinv::InvalidArgument(fn, ": tensor has ", t->t.nbytes(), " bytes, buffer has ", bytes);
-    }
-    t->t.download(data, bytes);
+    t->t.download(data, bytes, fn);
   });
 }
 

@@ -123,24 +123,24 @@ void Tensor::require_dense(const char* op, const char* arg) const {
 // silent overrun of the tensor's memory.
 static void check_copy(const char* what, const Tensor& t, const void* host, size_t bytes) {
   t.require_dense(what, "the tensor");
+  if (host == nullptr && bytes > 0) throw InvalidArgument(what, ": data is NULL");
   if (bytes != t.nbytes()) {
     throw InvalidArgument(what, ": ", bytes, " bytes given for a tensor of ", t.nbytes(), " bytes (shape ",
                           shape_str(t.shape), ", ", dtype_name(t.dtype), ")");
   }
-  if (host == nullptr && bytes > 0) throw InvalidArgument(what, ": the host pointer is NULL");
   if (t.offset > t.storage->bytes || bytes > t.storage->bytes - t.offset) {  // a shape edited past its memory
     throw InvalidArgument(what, ": the tensor's ", bytes, " bytes at offset ", t.offset, " pass the end of its ",
                           t.storage->bytes, " bytes of memory");
   }
 }
 
-void Tensor::upload(const void* src, size_t bytes) {
-  check_copy("upload", *this, src, bytes);
+void Tensor::upload(const void* src, size_t bytes, const char* what) {
+  check_copy(what, *this, src, bytes);
   if (bytes > 0) active_backend().upload(*storage, offset, src, bytes);
 }
 
-void Tensor::download(void* dst, size_t bytes) const {
-  check_copy("download", *this, dst, bytes);
+void Tensor::download(void* dst, size_t bytes, const char* what) const {
+  check_copy(what, *this, dst, bytes);
   if (bytes > 0) active_backend().download(*storage, offset, dst, bytes);
 }
 

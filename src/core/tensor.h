@@ -39,8 +39,9 @@ struct Tensor {
   void require_dense(const char* op, const char* arg) const;
   // Copies between host memory and the tensor's: `bytes` must be nbytes(). Downloading waits for the work queued
   // before it.
-  void upload(const void* src, size_t bytes);
-  void download(void* dst, size_t bytes) const;
+  // `what` names the caller in errors.
+  void upload(const void* src, size_t bytes, const char* what = "upload");
+  void download(void* dst, size_t bytes, const char* what = "download") const;
 };
 
 Shape contiguous_strides(const Shape& shape);

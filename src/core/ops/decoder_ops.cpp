@@ -90,7 +90,7 @@ Tensor embedding(const Tensor& table, const Tensor& ids) {
   require_u32(op, "D", table.dim(1));
   require_u32(op, "L", ids.dim(0));
   std::vector<int32_t> host(static_cast<size_t>(ids.numel()));
-  ids.download(host.data(), ids.nbytes());
+  ids.download(host.data(), ids.nbytes(), op);
   for (size_t i = 0; i < host.size(); ++i) {
     const int64_t id = ids.dtype == DType::u32 ? static_cast<int64_t>(static_cast<uint32_t>(host[i]))
                                                : static_cast<int64_t>(host[i]);
