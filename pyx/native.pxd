@@ -66,6 +66,7 @@ cdef extern from "../src/core/tensor.h" namespace "mtlinv":
         size_t nbytes()
         void* host_data()
         void download(void*, size_t, const char*) except +raise_py_error nogil
+        CTensor reshape(const vector[int64_t]&) except +raise_py_error
         @staticmethod
         CTensor empty(const vector[int64_t]&, CDType) except +raise_py_error
         @staticmethod

@@ -51,6 +51,24 @@ def test_shapes_that_overflow_are_refused():
         t.reshape(2**62 + 1, 4)
 
 
+@pytest.mark.parametrize("source, shape", [
+    ((12,), (3, 4)), ((12,), (3, -1)), ((12,), (-1, 2, 3)), ((2, 6), ((4, 3),)), ((12,), (12, 1, 1)),
+    ((1,), ()), ((2, 0, 3), (0, 5)), ((2, 0, 3), (-1, 7)),
+])
+def test_reshape_matches_numpy(source, shape):
+    a = np.arange(np.prod(source), dtype=np.float32).reshape(source)
+    r = mtlinv.asarray(a).reshape(*shape)
+    expected = a.reshape(*shape) if shape else a.reshape(())
+    assert r.shape == expected.shape and np.array_equal(np.asarray(r), expected)
+
+
+@pytest.mark.parametrize("shape", [(5, 3), (-1, 5), (-1, -1), (2**31, 2**31, 2**31), (2**62, 2**62, -1), (0, 12)])
+def test_reshape_to_another_size_is_refused(shape):
+    t = mtlinv.asarray(np.arange(12, dtype=np.float32))
+    with pytest.raises(ValueError, match="reshape: (cannot view shape|invalid shape)"):
+        t.reshape(*shape)
+
+
 def test_zero_dim_and_empty_arrays():
     assert mtlinv.asarray(np.float32(3)).shape == ()
     empty = mtlinv.asarray(np.zeros((2, 0, 3), np.float32))

@@ -145,6 +145,11 @@ class DeviceModel:
 
     def forward(self, tokens: Sequence[int], start_pos: int) -> np.ndarray:
         """Logits [M, V] (float32) for tokens at positions start_pos.. (== the cache length)."""
+        return np.asarray(self.forward_on_device(tokens, start_pos)).astype(np.float32)
+
+    def forward_on_device(self, tokens: Sequence[int], start_pos: int) -> mtlinv.Tensor:
+        """forward's logits [M, V] (bfloat16) left on the device: on a GPU the call returns once its kernels are
+        queued (benchmarks/profile_decode.py times the two apart)."""
         c = self.weights.config
         m = len(tokens)
         if start_pos != self.kv_len:
@@ -163,8 +168,7 @@ class DeviceModel:
             h = mtlinv.rms_norm(x, layer.ffn_norm, c.rms_eps)
             x = mtlinv.add(x, layer.w_down(mtlinv.swiglu(layer.w_gate(h), layer.w_up(h))))
         self.kv_len = start_pos + m
-        logits = self.weights.output(mtlinv.rms_norm(x, self.weights.output_norm, c.rms_eps))
-        return np.asarray(logits).astype(np.float32)
+        return self.weights.output(mtlinv.rms_norm(x, self.weights.output_norm, c.rms_eps))
 
     def _attention(self, i: int, layer: DeviceLayer, h, start: int):
         c = self.weights.config
