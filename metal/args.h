@@ -42,4 +42,6 @@ struct DecoderOpArgs {
   float rope_base;     // RoPE theta base (rope kernels)
   uint32_t vocab;      // rows of the embedding table (gather)
   uint32_t seq_offset; // sequence index of row 0 in the destination ([heads, capacity, D] layouts)
+  uint32_t kv_heads;   // key and value heads after the `heads` query heads (qkv_to_heads)
+  uint32_t half_cols;  // columns of each half of a row (swiglu_halves)
 };

@@ -31,6 +31,22 @@ template <typename T>
   }
 }
 
+// swiglu of a stacked gate|up projection's output x [rows, 2 F]: y[r, c] = silu(x[r, c]) * x[r, F + c], the
+// arithmetic of swiglu. Grid: count = rows * F threads.
+template <typename T>
+[[kernel]] void swiglu_halves(
+    constant DecoderOpArgs& args [[buffer(0)]],
+    device const T* x [[buffer(1)]],
+    device T* y [[buffer(2)]],
+    uint i [[thread_position_in_grid]]) {
+  if (i < args.count) {
+    const uint F = args.half_cols;
+    device const T* row = x + ulong(i / F) * (2 * F) + i % F;
+    const float g = float(row[0]);
+    y[i] = T(g / (1.0f + exp(-g)) * float(row[F]));
+  }
+}
+
 // Rotary embedding on interleaved pairs (x[2j], x[2j+1]) — the convention of llama GGUF files, whose Q/K rows are
 // stored permuted for it — at absolute position start_pos + row, with frequency base^(-2j/D).
 inline float2 rotate_pair(float x0, float x1, uint pos, uint j, uint head_dim, float base) {
@@ -78,6 +94,41 @@ template <typename T>
       x[(ulong(row) * args.heads + h) * args.head_dim + d];
 }
 
+// A fused q|k|v projection's output x [rows, heads + 2 kv_heads, D] -> the three places attention reads them: query
+// heads rotated into q [heads, rows, D], key heads rotated into the cache k [kv_heads, capacity, D] and value heads
+// into v (same shape) at sequence index args.seq_offset + row. One launch for what rope_to_heads and two calls of
+// write_heads do, with the same arithmetic (rotate_pair), so the same bits. Grid: (D / 2, heads + 2 kv_heads, rows),
+// one thread per pair.
+template <typename T>
+[[kernel]] void qkv_to_heads(
+    constant DecoderOpArgs& args [[buffer(0)]],
+    device const T* x [[buffer(1)]],
+    device T* q [[buffer(2)]],
+    device T* k [[buffer(3)]],
+    device T* v [[buffer(4)]],
+    uint3 pos3 [[thread_position_in_grid]]) {
+  const uint j = pos3.x, h = pos3.y, row = pos3.z;
+  const uint D = args.head_dim;
+  const uint all_heads = args.heads + 2 * args.kv_heads;
+  if (j >= D / 2 || h >= all_heads || row >= args.rows) {
+    return;
+  }
+  device const T* src = x + (ulong(row) * all_heads + h) * D + 2 * j;
+  float2 r = float2(float(src[0]), float(src[1]));
+  device T* dst;
+  if (h < args.heads) {
+    r = rotate_pair(r.x, r.y, args.start_pos + row, j, D, args.rope_base);
+    dst = q + (ulong(h) * args.rows + row) * D;
+  } else if (h < args.heads + args.kv_heads) {
+    r = rotate_pair(r.x, r.y, args.start_pos + row, j, D, args.rope_base);
+    dst = k + (ulong(h - args.heads) * args.capacity + args.seq_offset + row) * D;
+  } else {
+    dst = v + (ulong(h - args.heads - args.kv_heads) * args.capacity + args.seq_offset + row) * D;
+  }
+  dst[2 * j] = T(r.x);
+  dst[2 * j + 1] = T(r.y);
+}
+
 // x [heads, rows, D] (attention output) -> y [rows, heads * D] for the output projection. Grid: (D, heads, rows).
 template <typename T>
 [[kernel]] void heads_to_rows(
@@ -114,12 +165,18 @@ MTLINV_KERNEL(add_bf16, add, bfloat)
 MTLINV_KERNEL(swiglu_f32, swiglu, float)
 MTLINV_KERNEL(swiglu_f16, swiglu, half)
 MTLINV_KERNEL(swiglu_bf16, swiglu, bfloat)
+MTLINV_KERNEL(swiglu_halves_f32, swiglu_halves, float)
+MTLINV_KERNEL(swiglu_halves_f16, swiglu_halves, half)
+MTLINV_KERNEL(swiglu_halves_bf16, swiglu_halves, bfloat)
 MTLINV_KERNEL(rope_to_heads_f32, rope_to_heads, float)
 MTLINV_KERNEL(rope_to_heads_f16, rope_to_heads, half)
 MTLINV_KERNEL(rope_to_heads_bf16, rope_to_heads, bfloat)
 MTLINV_KERNEL(rows_to_heads_f32, rows_to_heads, float)
 MTLINV_KERNEL(rows_to_heads_f16, rows_to_heads, half)
 MTLINV_KERNEL(rows_to_heads_bf16, rows_to_heads, bfloat)
+MTLINV_KERNEL(qkv_to_heads_f32, qkv_to_heads, float)
+MTLINV_KERNEL(qkv_to_heads_f16, qkv_to_heads, half)
+MTLINV_KERNEL(qkv_to_heads_bf16, qkv_to_heads, bfloat)
 MTLINV_KERNEL(heads_to_rows_f32, heads_to_rows, float)
 MTLINV_KERNEL(heads_to_rows_f16, heads_to_rows, half)
 MTLINV_KERNEL(heads_to_rows_bf16, heads_to_rows, bfloat)

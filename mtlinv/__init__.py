@@ -23,7 +23,8 @@ from ._native import (
     set_limit,
     synchronize,
 )
-from ._native import add, embedding, heads_to_rows, rope_heads, swiglu, write_heads  # decoder building blocks
+from ._native import (  # the decoder's building blocks
+    add, embedding, heads_to_rows, qkv_to_heads, rope_heads, swiglu, swiglu_halves, write_heads)
 from ._native import _init_limit_from_env
 from .limits import batch_invariant
 from .quant import dequantize, quantize
@@ -33,6 +34,6 @@ _init_limit_from_env()
 __all__ = [
     "DTypeError", "DeviceError", "InvalidArgumentError", "KernelError", "MtlinvError", "OutOfMemoryError",
     "Tensor", "add", "asarray", "batch_invariant", "dequantize", "device_info", "embedding", "gemv", "get_limit",
-    "heads_to_rows", "kernel_names", "matmul", "qgemv", "quantize", "rms_norm", "rope_heads", "sdpa", "set_limit",
-    "swiglu", "synchronize", "write_heads",
+    "heads_to_rows", "kernel_names", "matmul", "qgemv", "qkv_to_heads", "quantize", "rms_norm", "rope_heads", "sdpa",
+    "set_limit", "swiglu", "swiglu_halves", "synchronize", "write_heads",
 ]

@@ -5,8 +5,11 @@
 cdef extern from "../src/core/ops/decoder_ops.h" namespace "mtlinv" nogil:
     CTensor c_add "mtlinv::add"(const CTensor&, const CTensor&) except +raise_py_error
     CTensor c_swiglu "mtlinv::swiglu"(const CTensor&, const CTensor&) except +raise_py_error
+    CTensor c_swiglu_halves "mtlinv::swiglu_halves"(const CTensor&) except +raise_py_error
     void c_write_heads "mtlinv::write_heads"(const CTensor&, const CTensor&, int64_t, int64_t, bool,
                                              double, const char*) except +raise_py_error
+    CTensor c_qkv_to_heads "mtlinv::qkv_to_heads"(const CTensor&, int64_t, const CTensor&, const CTensor&, int64_t,
+                                                  int64_t, double) except +raise_py_error
     CTensor c_heads_to_rows "mtlinv::heads_to_rows"(const CTensor&) except +raise_py_error
     CTensor c_embedding "mtlinv::embedding"(const CTensor&, const CTensor&) except +raise_py_error
 
@@ -26,6 +29,16 @@ def swiglu(gate, up):
     cdef CTensor out
     with nogil:
         out = c_swiglu(tg.c, tu.c)
+    return _wrap(out)
+
+
+def swiglu_halves(x):
+    """swiglu of the two halves of each row: x [L, 2 F] (a stacked gate|up projection's output) -> [L, F], the
+    bits of swiglu(x[:, :F], x[:, F:])."""
+    cdef Tensor tx = _operand(x, "x", "swiglu_halves")
+    cdef CTensor out
+    with nogil:
+        out = c_swiglu_halves(tx.c)
     return _wrap(out)
 
 
@@ -59,6 +72,27 @@ cdef _write_heads(str op, x, Tensor dst, seq_offset, start_pos, rotate, base):
         raise InvalidArgumentError(f"{op}: dst wraps a read-only array; it is written in place")
     with nogil:
         c_write_heads(tx.c, dst.c, offset, start, rot, base_d, op_name)
+
+
+def qkv_to_heads(qkv, q_heads, Tensor k_dst not None, Tensor v_dst not None, seq_offset, start_pos=0, base=10000.0):
+    """A fused q|k|v projection's output qkv [L, q_heads + 2 Hkv, D] to where attention reads it: returns the
+    queries rotated for positions start_pos.. as [q_heads, L, D], and writes the rotated keys into k_dst and the
+    values into v_dst (KV caches [Hkv, C, D], in place) at sequence indices seq_offset... The same bits as
+    rope_heads and two write_heads calls, in one launch."""
+    cdef str op = "qkv_to_heads"
+    cdef Tensor tx = _operand(qkv, "qkv", op)
+    cdef int64_t n_q = _int_arg(op, "q_heads", q_heads, 1, 2**31)
+    cdef int64_t offset = _int_arg(op, "seq_offset", seq_offset, 0, 2**62)
+    cdef int64_t start = _int_arg(op, "start_pos", start_pos, 0, 2**62)
+    cdef double base_d = _real_arg(op, "base", base)
+    for name, dst in (("k_dst", k_dst), ("v_dst", v_dst)):
+        dst._require_storage(op, name)
+        if dst.readonly:
+            raise InvalidArgumentError(f"{op}: {name} wraps a read-only array; it is written in place")
+    cdef CTensor out
+    with nogil:
+        out = c_qkv_to_heads(tx.c, n_q, k_dst.c, v_dst.c, offset, start, base_d)
+    return _wrap(out)
 
 
 def heads_to_rows(x):

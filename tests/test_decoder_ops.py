@@ -147,3 +147,92 @@ def test_write_heads_rotation_matches_float64(dtype, rng):
     ref = rope_reference(x.astype(np.float64), np.arange(8000, 8004), 10000.0).transpose(1, 0, 2)
     tol = RTOL[np.dtype(dtype)] + 8004 * 2.0**-24 * 2
     np.testing.assert_allclose(np.asarray(cache)[:, 2:6].astype(np.float64), ref, rtol=tol, atol=tol)
+
+
+def _qkv_separately(qkv, q_heads, capacity, seq_offset, start_pos, base):
+    """What qkv_to_heads replaces: rope_heads on the query heads, two write_heads calls on key and value heads."""
+    kv_heads = (qkv.shape[1] - q_heads) // 2
+    k_cache = mtlinv.asarray(np.zeros((kv_heads, capacity, qkv.shape[2]), qkv.dtype))
+    v_cache = mtlinv.asarray(np.zeros((kv_heads, capacity, qkv.shape[2]), qkv.dtype))
+    q = mtlinv.rope_heads(np.ascontiguousarray(qkv[:, :q_heads]), start_pos, base)
+    mtlinv.write_heads(np.ascontiguousarray(qkv[:, q_heads:q_heads + kv_heads]), k_cache, seq_offset, start_pos,
+                       rotate=True, base=base)
+    mtlinv.write_heads(np.ascontiguousarray(qkv[:, q_heads + kv_heads:]), v_cache, seq_offset, start_pos)
+    return np.asarray(q), np.asarray(k_cache), np.asarray(v_cache)
+
+
+def _qkv_fused(qkv, q_heads, capacity, seq_offset, start_pos, base):
+    kv_heads = (qkv.shape[1] - q_heads) // 2
+    k_cache = mtlinv.asarray(np.zeros((kv_heads, capacity, qkv.shape[2]), qkv.dtype))
+    v_cache = mtlinv.asarray(np.zeros((kv_heads, capacity, qkv.shape[2]), qkv.dtype))
+    q = mtlinv.qkv_to_heads(qkv, q_heads, k_cache, v_cache, seq_offset, start_pos, base)
+    return np.asarray(q), np.asarray(k_cache), np.asarray(v_cache)
+
+
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES, ids=DTYPE_IDS)
+@pytest.mark.parametrize("q_heads, kv_heads, d, rows, seq_offset, start_pos", [
+    (9, 3, 64, 5, 3, 3), (4, 1, 128, 1, 0, 8000), (2, 2, 2, 7, 9, 40), (1, 1, 8, 16, 0, 0)])
+def test_qkv_to_heads_is_rope_and_two_cache_writes(dtype, q_heads, kv_heads, d, rows, seq_offset, start_pos, rng):
+    """The fused relayout gives the bits of the three calls it replaces, and leaves the rest of the caches alone."""
+    qkv = random(rng, (rows, q_heads + 2 * kv_heads, d), dtype)
+    capacity = seq_offset + rows + 2
+    fused = _qkv_fused(qkv, q_heads, capacity, seq_offset, start_pos, 10000.0)
+    separate = _qkv_separately(qkv, q_heads, capacity, seq_offset, start_pos, 10000.0)
+    for name, a, b in zip("qkv", fused, separate):
+        assert same_bits(a, b), f"{name}: {a.shape} {b.shape}"
+    for cache in fused[1:]:
+        assert not cache[:, :seq_offset].any() and not cache[:, seq_offset + rows:].any()
+    assert same_bits(fused[2][:, seq_offset:seq_offset + rows], qkv[:, q_heads + kv_heads:].transpose(1, 0, 2))
+
+
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES, ids=DTYPE_IDS)
+def test_qkv_to_heads_rows_invariant(dtype, rng):
+    """Position l of an L-row call has, in q and in both caches, the bits it has alone (at its own position)."""
+    qkv = random(rng, (16, 9, 64), dtype)  # 3 query heads, 3 key heads, 3 value heads
+    alone = [_qkv_fused(qkv[r:r + 1], 3, 16, r, 100 + r, 10000.0) for r in range(16)]
+    for m in ROWS:
+        q, k, v = _qkv_fused(qkv[:m], 3, 16, 0, 100, 10000.0)
+        for r in range(m):
+            assert same_bits(q[:, r:r + 1], alone[r][0]), f"q M={m} row {r}"
+            assert same_bits(k[:, r:r + 1], alone[r][1][:, r:r + 1]), f"k M={m} row {r}"
+            assert same_bits(v[:, r:r + 1], alone[r][2][:, r:r + 1]), f"v M={m} row {r}"
+
+
+def test_qkv_to_heads_errors(rng):
+    qkv = random(rng, (2, 5, 8), np.float32)  # 3 query heads, 1 key head, 1 value head
+    k, v = (mtlinv.asarray(np.zeros((1, 4, 8), np.float32)) for _ in range(2))
+    with pytest.raises(ValueError, match=r"qkv_to_heads: qkv must be \[L, q_heads \+ 2 Hkv, D\] for q_heads >= 1"):
+        mtlinv.qkv_to_heads(qkv, 2, k, v, 0)
+    with pytest.raises(ValueError, match=r"qkv_to_heads: q_heads must be in \[1, "):
+        mtlinv.qkv_to_heads(qkv, 0, k, v, 0)
+    with pytest.raises(ValueError, match="qkv_to_heads: q_heads must be an int, got float"):
+        mtlinv.qkv_to_heads(qkv, 3.0, k, v, 0)
+    with pytest.raises(ValueError, match=r"k_dst and v_dst must be \[Hkv, C, D\] of one shape"):
+        mtlinv.qkv_to_heads(qkv, 3, k, mtlinv.asarray(np.zeros((1, 5, 8), np.float32)), 0)
+    with pytest.raises(ValueError, match="k_dst and v_dst share memory"):
+        mtlinv.qkv_to_heads(qkv, 3, k, k, 0)
+    with pytest.raises(ValueError, match="seq_offset=3 with L=2 rows does not fit dst capacity 4"):
+        mtlinv.qkv_to_heads(qkv, 3, k, v, 3)
+    with pytest.raises(ValueError, match="rotation needs an even head dim"):
+        odd = [mtlinv.asarray(np.zeros((1, 4, 7), np.float32)) for _ in range(2)]
+        mtlinv.qkv_to_heads(random(rng, (2, 5, 7), np.float32), 3, *odd, 0)
+    with pytest.raises(TypeError, match="qkv_to_heads: qkv is float16 but k_dst is float32"):
+        mtlinv.qkv_to_heads(qkv.astype(np.float16), 3, k, v, 0)
+    with pytest.raises(TypeError):
+        mtlinv.qkv_to_heads(qkv, 3, None, v, 0)
+
+
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES, ids=DTYPE_IDS)
+def test_swiglu_halves_is_swiglu_of_the_halves(dtype, rng):
+    x = random(rng, (5, 2 * 77), dtype)
+    assert same_bits(mtlinv.swiglu_halves(x), mtlinv.swiglu(np.ascontiguousarray(x[:, :77]),
+                                                             np.ascontiguousarray(x[:, 77:])))
+    rows_invariant(mtlinv.swiglu_halves, (random(rng, (16, 2 * 77), dtype),))
+
+
+def test_swiglu_halves_errors(rng):
+    with pytest.raises(ValueError, match=r"swiglu_halves: x must be \[L, 2 F\], got \[3, 5\]"):
+        mtlinv.swiglu_halves(random(rng, (3, 5), np.float32))
+    with pytest.raises(ValueError, match=r"swiglu_halves: x must be \[L, 2 F\], got \[6\]"):
+        mtlinv.swiglu_halves(random(rng, (6,), np.float32))
+    assert np.asarray(mtlinv.swiglu_halves(np.zeros((0, 4), np.float32))).shape == (0, 2)

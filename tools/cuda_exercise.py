@@ -111,6 +111,12 @@ def decoder_ops(dtype):
     cache = mtlinv.asarray(np.zeros((2, 6, 8), dtype))
     ops.write_heads(x, cache, 2)
     close(np.asarray(cache)[:, 2:5], np.swapaxes(np.asarray(x, np.float64), 0, 1), "write_heads")
+    qkv = np.concatenate([x, x, x], axis=1)  # 2 query, 2 key, 2 value heads
+    k_cache, v_cache = (mtlinv.asarray(np.zeros((2, 6, 8), dtype)) for _ in range(2))
+    close(ops.qkv_to_heads(qkv, 2, k_cache, v_cache, 1, 5), np.swapaxes(rotated, 0, 1), "qkv_to_heads q")
+    close(np.asarray(k_cache)[:, 1:4], np.swapaxes(rotated, 0, 1), "qkv_to_heads k")
+    close(np.asarray(v_cache)[:, 1:4], np.swapaxes(np.asarray(x, np.float64), 0, 1), "qkv_to_heads v")
+    close(ops.swiglu_halves(np.concatenate([a, b], axis=1)), a64 / (1 + np.exp(-a64)) * b64, "swiglu_halves")
     table = rand((11, 8), dtype)
     close(ops.embedding(table, [3, 0, 10]), np.asarray(table, np.float64)[[3, 0, 10]], "embedding")
 

@@ -33,7 +33,8 @@ _IMPORTERS = {
 
 @dataclass(frozen=True)
 class QuantLinear:
-    """A projection y = x @ W.T with W [N, K] in the affine format (group 32) on the device."""
+    """A projection y = x @ W.T with W [N, K] in the affine format (group 32) on the device. Several projections of
+    one input (q, k and v; gate and up) are stacked by rows into one, so that one call computes them all."""
 
     wq: mtlinv.Tensor
     scales: mtlinv.Tensor
@@ -42,22 +43,37 @@ class QuantLinear:
     group_size: int = gguf_blocks.QK
 
     @classmethod
-    def from_gguf(cls, t: GGUFTensor) -> QuantLinear:
-        kind = t.ggml_type.name
-        if kind in _IMPORTERS:
-            importer, bits = _IMPORTERS[kind]
-            wq, scales, biases = importer(t.data, t.shape, dtype=SCALE_DTYPE)
-            return cls(mtlinv.asarray(wq), mtlinv.asarray(scales), mtlinv.asarray(biases), bits)
-        raise ValueError(f"{t.name}: type {kind} has no quantized kernel; supported: {', '.join(_IMPORTERS)}")
+    def from_gguf(cls, *tensors: GGUFTensor) -> QuantLinear:
+        """The GGUF tensors' rows stacked, imported losslessly. Parts of different widths (Q4 and Q8 blocks) are all
+        stored at the widest: a 4-bit code is the same value as an 8-bit code, with the same scale and bias."""
+        return cls._upload([_import_affine(t) for t in tensors])
 
     @classmethod
-    def from_float(cls, w, bits: int = 8) -> QuantLinear:
-        """Quantizes a float weight [N, K] with mtlinv.quant (MLX's affine format, float32 scales)."""
-        wq, scales, biases = quant.quantize(np.asarray(w, np.float32), group_size=gguf_blocks.QK, bits=bits)
+    def from_float(cls, *ws, bits: int = 8) -> QuantLinear:
+        """Float weights [N_i, K], stacked by rows and quantized with mtlinv.quant (MLX's affine format, float32
+        scales)."""
+        w = np.concatenate([np.asarray(w, np.float32) for w in ws])
+        return cls._upload([(*quant.quantize(w, group_size=gguf_blocks.QK, bits=bits), bits)])
+
+    @classmethod
+    def _upload(cls, parts) -> QuantLinear:
+        bits = max(part[3] for part in parts)
+        k = parts[0][0].shape[1] * 32 // parts[0][3]
+        wq = np.concatenate([quant.pack(quant.unpack(w, b, k), bits) if b != bits else w for w, _, _, b in parts])
+        scales, biases = (np.concatenate([part[i] for part in parts]) for i in (1, 2))
         return cls(mtlinv.asarray(wq), mtlinv.asarray(scales), mtlinv.asarray(biases), bits)
 
     def __call__(self, x):
         return mtlinv.qgemv(x, self.wq, self.scales, self.biases, group_size=self.group_size, bits=self.bits)
+
+
+def _import_affine(t: GGUFTensor):
+    """(wq, scales, biases, bits) of a quantized GGUF tensor, as numpy arrays."""
+    kind = t.ggml_type.name
+    if kind not in _IMPORTERS:
+        raise ValueError(f"{t.name}: type {kind} has no quantized kernel; supported: {', '.join(_IMPORTERS)}")
+    importer, bits = _IMPORTERS[kind]
+    return (*importer(t.data, t.shape, dtype=SCALE_DTYPE), bits)
 
 
 def _vector(t: GGUFTensor) -> mtlinv.Tensor:
@@ -67,13 +83,10 @@ def _vector(t: GGUFTensor) -> mtlinv.Tensor:
 @dataclass(frozen=True)
 class DeviceLayer:
     attn_norm: mtlinv.Tensor
-    wq: QuantLinear
-    wk: QuantLinear
-    wv: QuantLinear
+    w_qkv: QuantLinear  # q, k and v stacked: [(Hq + 2 Hkv) D, H]
     wo: QuantLinear
     ffn_norm: mtlinv.Tensor
-    w_gate: QuantLinear
-    w_up: QuantLinear
+    w_gate_up: QuantLinear  # gate and up stacked: [2 F, H]
     w_down: QuantLinear
 
 
@@ -91,11 +104,12 @@ class DeviceWeights:
         c = model.config
         layers = []
         for i in range(c.n_layers):
+            def proj(*names):
+                return QuantLinear.from_gguf(*(model.layer(i, n) for n in names))
+
             layers.append(DeviceLayer(
-                _vector(model.layer(i, "attn_norm")),
-                *(QuantLinear.from_gguf(model.layer(i, n)) for n in ("attn_q", "attn_k", "attn_v", "attn_output")),
-                _vector(model.layer(i, "ffn_norm")),
-                *(QuantLinear.from_gguf(model.layer(i, n)) for n in ("ffn_gate", "ffn_up", "ffn_down")),
+                _vector(model.layer(i, "attn_norm")), proj("attn_q", "attn_k", "attn_v"), proj("attn_output"),
+                _vector(model.layer(i, "ffn_norm")), proj("ffn_gate", "ffn_up"), proj("ffn_down"),
             ))
             if progress:
                 progress(i + 1, c.n_layers)
@@ -110,10 +124,12 @@ class DeviceWeights:
         def vec(a):
             return mtlinv.asarray(np.asarray(a).astype(ACTIVATION))
 
-        layers = tuple(DeviceLayer(vec(l.attn_norm), *(QuantLinear.from_float(m, bits) for m in (l.wq, l.wk, l.wv, l.wo)),
-                                   vec(l.ffn_norm), *(QuantLinear.from_float(m, bits) for m in (l.w_gate, l.w_up, l.w_down)))
+        layers = tuple(DeviceLayer(vec(l.attn_norm), QuantLinear.from_float(l.wq, l.wk, l.wv, bits=bits),
+                                   QuantLinear.from_float(l.wo, bits=bits), vec(l.ffn_norm),
+                                   QuantLinear.from_float(l.w_gate, l.w_up, bits=bits),
+                                   QuantLinear.from_float(l.w_down, bits=bits))
                        for l in w.layers)
-        return cls(w.config, vec(w.tok_embd), layers, vec(w.output_norm), QuantLinear.from_float(w.output, bits))
+        return cls(w.config, vec(w.tok_embd), layers, vec(w.output_norm), QuantLinear.from_float(w.output, bits=bits))
 
 
 class DeviceModel:
@@ -135,6 +151,9 @@ class DeviceModel:
         shape = (1, c.n_kv_heads, capacity, c.head_dim)
         self._k = [mtlinv.asarray(np.zeros(shape, ACTIVATION)) for _ in range(c.n_layers)]
         self._v = [mtlinv.asarray(np.zeros(shape, ACTIVATION)) for _ in range(c.n_layers)]
+        heads = (c.n_kv_heads, capacity, c.head_dim)  # the caches as qkv_to_heads writes them
+        self._k_heads = [k.reshape(heads) for k in self._k]
+        self._v_heads = [v.reshape(heads) for v in self._v]
         self.kv_len = 0
 
     def rollback(self, n_valid: int) -> None:
@@ -166,18 +185,14 @@ class DeviceModel:
             h = mtlinv.rms_norm(x, layer.attn_norm, c.rms_eps)
             x = mtlinv.add(x, self._attention(i, layer, h, start_pos))
             h = mtlinv.rms_norm(x, layer.ffn_norm, c.rms_eps)
-            x = mtlinv.add(x, layer.w_down(mtlinv.swiglu(layer.w_gate(h), layer.w_up(h))))
+            x = mtlinv.add(x, layer.w_down(mtlinv.swiglu_halves(layer.w_gate_up(h))))
         self.kv_len = start_pos + m
         return self.weights.output(mtlinv.rms_norm(x, self.weights.output_norm, c.rms_eps))
 
     def _attention(self, i: int, layer: DeviceLayer, h, start: int):
         c = self.weights.config
         m, d = h.shape[0], c.head_dim
-        q = mtlinv.rope_heads(layer.wq(h).reshape(m, c.n_heads, d), start, c.rope_theta)  # [Hq, M, D]
-        k_cache, v_cache = self._k[i], self._v[i]
-        kv_heads = k_cache.reshape(c.n_kv_heads, self.capacity, d)
-        mtlinv.write_heads(layer.wk(h).reshape(m, c.n_kv_heads, d), kv_heads, start, start, True, c.rope_theta)
-        mtlinv.write_heads(layer.wv(h).reshape(m, c.n_kv_heads, d), v_cache.reshape(c.n_kv_heads, self.capacity, d),
-                           start, start, False)
-        o = mtlinv.sdpa(q.reshape(1, c.n_heads, m, d), k_cache, v_cache, causal=True, kv_len=start + m)
+        qkv = layer.w_qkv(h).reshape(m, c.n_heads + 2 * c.n_kv_heads, d)
+        q = mtlinv.qkv_to_heads(qkv, c.n_heads, self._k_heads[i], self._v_heads[i], start, start, c.rope_theta)
+        o = mtlinv.sdpa(q.reshape(1, c.n_heads, m, d), self._k[i], self._v[i], causal=True, kv_len=start + m)
         return layer.wo(mtlinv.heads_to_rows(o.reshape(c.n_heads, m, d)))

@@ -24,5 +24,5 @@ static_assert(sizeof(GemvArgs) == 40, "GemvArgs layout must match metal/args.h o
 }  // namespace mtlinv
 
 namespace mtlinv {
-static_assert(sizeof(DecoderOpArgs) == 36, "DecoderOpArgs layout must match metal/args.h on every target");
+static_assert(sizeof(DecoderOpArgs) == 44, "DecoderOpArgs layout must match metal/args.h on every target");
 }  // namespace mtlinv

@@ -30,19 +30,27 @@ Tensor elementwise(const char* op, const char* kernel, const Tensor& a, const Te
 Tensor add(const Tensor& a, const Tensor& b) { return elementwise("add", "add", a, b); }
 Tensor swiglu(const Tensor& gate, const Tensor& up) { return elementwise("swiglu", "swiglu", gate, up); }
 
-void write_heads(const Tensor& x, const Tensor& dst, int64_t seq_offset, int64_t start_pos, bool rotate, double base,
-                 const char* op) {
+Tensor swiglu_halves(const Tensor& x) {
+  const char* op = "swiglu_halves";
   require_float(op, "x", x);
-  require_same_dtype(op, "x", x, "dst", dst);
   x.require_dense(op, "x");
-  dst.require_dense(op, "dst");
-  if (x.ndim() != 3 || dst.ndim() != 3 || x.dim(1) != dst.dim(0) || x.dim(2) != dst.dim(2)) {
-    throw InvalidArgument(op, ": x must be [L, H, D] and dst [H, C, D], got x ", shape_str(x.shape), " and dst ",
-                          shape_str(dst.shape));
+  if (x.ndim() != 2 || x.dim(1) % 2 != 0) {
+    throw InvalidArgument(op, ": x must be [L, 2 F], got ", shape_str(x.shape));
   }
-  const int64_t rows = x.dim(0), heads = x.dim(1), dim = x.dim(2), capacity = dst.dim(1);
+  const int64_t rows = x.dim(0), half = x.dim(1) / 2;
+  require_u32(op, "size", x.numel());  // threads index rows * F < the size
+  Tensor y = Tensor::empty({rows, half}, x.dtype);
+  if (y.numel() > 0) run_plan(plan_swiglu_halves(x.dtype, rows, half), {&x, &y});
+  return y;
+}
+
+namespace {
+
+// The checks write_heads and qkv_to_heads share: L rows written at seq_offset.. of a cache of `capacity` positions,
+// for positions start_pos..; returns the RoPE base as the kernels take it (float32), checked where `rotate`.
+float check_heads_write(const char* op, int64_t rows, int64_t dim, int64_t capacity, int64_t seq_offset,
+                        int64_t start_pos, bool rotate, double base) {
   require_u32(op, "L", rows);
-  require_u32(op, "H", heads);
   require_u32(op, "D", dim);
   require_u32(op, "C", capacity);
   // seq_offset > capacity - rows, not seq_offset + rows > capacity: the sum of a huge offset would wrap.
@@ -58,8 +66,58 @@ void write_heads(const Tensor& x, const Tensor& dst, int64_t seq_offset, int64_t
                           " base=", base);
   }
   require_u32(op, "start_pos + L", start_pos + rows);  // both below 2^32 here: no wrap
+  return base_f;
+}
+
+}  // namespace
+
+void write_heads(const Tensor& x, const Tensor& dst, int64_t seq_offset, int64_t start_pos, bool rotate, double base,
+                 const char* op) {
+  require_float(op, "x", x);
+  require_same_dtype(op, "x", x, "dst", dst);
+  x.require_dense(op, "x");
+  dst.require_dense(op, "dst");
+  if (x.ndim() != 3 || dst.ndim() != 3 || x.dim(1) != dst.dim(0) || x.dim(2) != dst.dim(2)) {
+    throw InvalidArgument(op, ": x must be [L, H, D] and dst [H, C, D], got x ", shape_str(x.shape), " and dst ",
+                          shape_str(dst.shape));
+  }
+  const int64_t rows = x.dim(0), heads = x.dim(1), dim = x.dim(2), capacity = dst.dim(1);
+  require_u32(op, "H", heads);
+  const float base_f = check_heads_write(op, rows, dim, capacity, seq_offset, start_pos, rotate, base);
   if (x.numel() == 0) return;
   run_plan(plan_to_heads(rotate, x.dtype, rows, heads, dim, capacity, seq_offset, start_pos, base_f), {&x, &dst});
+}
+
+Tensor qkv_to_heads(const Tensor& x, int64_t q_heads, const Tensor& k_dst, const Tensor& v_dst, int64_t seq_offset,
+                    int64_t start_pos, double base) {
+  const char* op = "qkv_to_heads";
+  require_float(op, "qkv", x);
+  require_same_dtype(op, "qkv", x, "k_dst", k_dst);
+  require_same_dtype(op, "qkv", x, "v_dst", v_dst);
+  x.require_dense(op, "qkv");
+  k_dst.require_dense(op, "k_dst");
+  v_dst.require_dense(op, "v_dst");
+  if (k_dst.ndim() != 3 || v_dst.shape != k_dst.shape) {
+    throw InvalidArgument(op, ": k_dst and v_dst must be [Hkv, C, D] of one shape, got ", shape_str(k_dst.shape),
+                          " and ", shape_str(v_dst.shape));
+  }
+  if (k_dst.storage == v_dst.storage) {  // one is written from the other's heads' values: they must not overlap
+    throw InvalidArgument(op, ": k_dst and v_dst share memory");
+  }
+  const int64_t kv_heads = k_dst.dim(0), capacity = k_dst.dim(1), dim = k_dst.dim(2);
+  if (q_heads < 1 || kv_heads < 1 || x.ndim() != 3 || x.dim(1) != q_heads + 2 * kv_heads || x.dim(2) != dim) {
+    throw InvalidArgument(op, ": qkv must be [L, q_heads + 2 Hkv, D] for q_heads >= 1 and k_dst [Hkv, C, D], got qkv ",
+                          shape_str(x.shape), ", q_heads=", q_heads, ", k_dst ", shape_str(k_dst.shape));
+  }
+  const int64_t rows = x.dim(0);
+  require_u32(op, "q_heads + 2 Hkv", x.dim(1));
+  const float base_f = check_heads_write(op, rows, dim, capacity, seq_offset, start_pos, true, base);
+  Tensor q = Tensor::empty({q_heads, rows, dim}, x.dtype);
+  if (x.numel() > 0) {
+    run_plan(plan_qkv_to_heads(x.dtype, rows, q_heads, kv_heads, dim, capacity, seq_offset, start_pos, base_f),
+             {&x, &q, &k_dst, &v_dst});
+  }
+  return q;
 }
 
 Tensor heads_to_rows(const Tensor& x) {

@@ -7,12 +7,19 @@ namespace mtlinv {
 Tensor add(const Tensor& a, const Tensor& b);
 // y = silu(gate) * up (same shape and dtype).
 Tensor swiglu(const Tensor& gate, const Tensor& up);
+// x [L, 2 F] (a stacked gate|up projection's output) -> swiglu(x[:, :F], x[:, F:]) [L, F], the same bits.
+Tensor swiglu_halves(const Tensor& x);
 // Writes x [L, H, D] into dst [H, C, D] at sequence indices seq_offset .. seq_offset + L - 1, rotating pairs
 // (x[2j], x[2j+1]) for positions start_pos + l when `rotate` (llama GGUF RoPE, frequency base^(-2j/D)). dst is
 // written in place: a KV cache, or a fresh [H, L, D] query tensor with seq_offset 0.
 // `op` names the caller's op in errors (write_heads, or rope_heads, which writes through it).
 void write_heads(const Tensor& x, const Tensor& dst, int64_t seq_offset, int64_t start_pos, bool rotate, double base,
                  const char* op = "write_heads");
+// A fused q|k|v projection's output x [L, q_heads + 2 Hkv, D] -> the rotated queries [q_heads, L, D] (returned);
+// rotated keys and unrotated values written into k_dst and v_dst [Hkv, C, D] at sequence indices seq_offset..: the
+// bits of rope_heads and two write_heads calls, in one launch.
+Tensor qkv_to_heads(const Tensor& x, int64_t q_heads, const Tensor& k_dst, const Tensor& v_dst, int64_t seq_offset,
+                    int64_t start_pos, double base);
 // x [H, L, D] -> [L, H * D].
 Tensor heads_to_rows(const Tensor& x);
 // table [V, D], ids (int32/uint32) [L] -> [L, D]; ids outside [0, V) are an error.

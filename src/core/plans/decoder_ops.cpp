@@ -32,6 +32,14 @@ Plan plan_elementwise(const char* kernel, DType dtype, int64_t count) {
                     {PlanBuffer::op(0), PlanBuffer::op(1), PlanBuffer::op(2)});
 }
 
+Plan plan_swiglu_halves(DType dtype, int64_t rows, int64_t half_cols) {
+  DecoderOpArgs a{};
+  a.count = u32(rows * half_cols);
+  a.half_cols = u32(half_cols);
+  return one_launch(name("swiglu_halves", dtype), {ceil_div(rows * half_cols, 256), 1, 1}, {256, 1, 1}, a,
+                    {PlanBuffer::op(0), PlanBuffer::op(1)});
+}
+
 Plan plan_to_heads(bool rotate, DType dtype, int64_t rows, int64_t heads, int64_t head_dim, int64_t capacity,
                    int64_t seq_offset, int64_t start_pos, float rope_base) {
   DecoderOpArgs a{};
@@ -45,6 +53,21 @@ Plan plan_to_heads(bool rotate, DType dtype, int64_t rows, int64_t heads, int64_
   const int64_t width = rotate ? head_dim / 2 : head_dim;  // threads along D: one per pair when rotating
   return one_launch(name(rotate ? "rope_to_heads" : "rows_to_heads", dtype),
                     {ceil_div(width, 32), u32(heads), u32(rows)}, {32, 1, 1}, a, {PlanBuffer::op(0), PlanBuffer::op(1)});
+}
+
+Plan plan_qkv_to_heads(DType dtype, int64_t rows, int64_t q_heads, int64_t kv_heads, int64_t head_dim,
+                       int64_t capacity, int64_t seq_offset, int64_t start_pos, float rope_base) {
+  DecoderOpArgs a{};
+  a.rows = u32(rows);
+  a.heads = u32(q_heads);
+  a.kv_heads = u32(kv_heads);
+  a.head_dim = u32(head_dim);
+  a.capacity = u32(capacity);
+  a.seq_offset = u32(seq_offset);
+  a.start_pos = u32(start_pos);
+  a.rope_base = rope_base;
+  return one_launch(name("qkv_to_heads", dtype), {ceil_div(head_dim / 2, 32), u32(q_heads + 2 * kv_heads), u32(rows)},
+                    {32, 1, 1}, a, {PlanBuffer::op(0), PlanBuffer::op(1), PlanBuffer::op(2), PlanBuffer::op(3)});
 }
 
 Plan plan_heads_to_rows(DType dtype, int64_t rows, int64_t heads, int64_t head_dim) {
