@@ -39,8 +39,8 @@ from mtlinv.model.reference import LayerWeights
 SMOLLM2_135M = LlamaConfig(n_layers=30, n_heads=9, n_kv_heads=3, hidden=576, ffn=1536, head_dim=64,
                            rope_theta=100000.0, rms_eps=1e-5, vocab=49152, context=8192)
 # The ops a forward calls (DeviceModel reaches them as attributes of the mtlinv module, so wrappers see them).
-OPS = ("embedding", "rms_norm", "add", "qgemv", "swiglu", "swiglu_halves", "rope_heads", "write_heads", "qkv_to_heads",
-       "sdpa", "heads_to_rows")
+OPS = ("embedding", "rms_norm", "add", "add_rms_norm", "qgemv", "swiglu", "swiglu_halves", "rope_heads", "write_heads",
+       "qkv_to_heads", "sdpa", "heads_to_rows")
 
 
 def random_weights(config: LlamaConfig, seed: int = 0) -> LlamaWeights:

@@ -1,31 +1,28 @@
-// rms_norm: y = x * rsqrt(mean(x^2) + eps) * w, one threadgroup per row.
+// rms_norm: y = x * rsqrt(mean(x^2) + eps) * w, one threadgroup per row; add_rms_norm: the same of x + r, which it
+// also stores (a decoder's residual add and the next norm in one launch).
 //
 // Invariance: a row is reduced by one threadgroup whose size depends on `cols` only (the plan picks it), so the
 // sum of squares has the same order whether the row is alone or one of many.
 #include "common.h"
 #include "args.h"
 
-template <typename T>
-[[kernel]] void rms_norm(
-    constant RmsNormArgs& args [[buffer(0)]],
-    device const T* x [[buffer(1)]],
-    device const T* w [[buffer(2)]],
-    device T* y [[buffer(3)]],
-    uint row [[threadgroup_position_in_grid]],
-    uint tid [[thread_index_in_threadgroup]],
-    uint threads [[threads_per_threadgroup]],
-    uint lane [[thread_index_in_simdgroup]],
-    uint simd_id [[simdgroup_index_in_threadgroup]]) {
-  threadgroup float simd_partials[SIMD_WIDTH];
-  threadgroup float row_scale[1];
-
-  device const T* xr = x + ulong(row) * args.cols;
-  device T* yr = y + ulong(row) * args.cols;
+// Row `row` of x (with RESIDUAL: of s = x + r, each element rounded to T as add rounds it, and stored in s)
+// normalised into y. The kernels own the threadgroup arrays (MSL declares them at kernel scope only).
+template <typename T, bool RESIDUAL>
+inline void rms_norm_row(constant RmsNormArgs& args, device const T* x, device const T* r, device T* s,
+                         device const T* w, device T* y, uint row, uint tid, uint threads, uint lane, uint simd_id,
+                         threadgroup float* simd_partials, threadgroup float* row_scale) {
+  const ulong base = ulong(row) * args.cols;
 
   // Each thread sums a strided slice of the row in column order.
   float sumsq = 0.0f;
   for (uint c = tid; c < args.cols; c += threads) {
-    float v = float(xr[c]);
+    float v = float(x[base + c]);
+    if (RESIDUAL) {
+      const T sum = T(v + float(r[base + c]));
+      s[base + c] = sum;
+      v = float(sum);
+    }
     sumsq = fma(v, v, sumsq);
   }
   sumsq = simd_ladder_sum(sumsq);
@@ -46,10 +43,50 @@ template <typename T>
 
   float scale = row_scale[0];
   for (uint c = tid; c < args.cols; c += threads) {
-    yr[c] = T(float(xr[c]) * scale * float(w[c]));
+    // The thread reads back only the sums it stored itself above.
+    const float v = RESIDUAL ? float(s[base + c]) : float(x[base + c]);
+    y[base + c] = T(v * scale * float(w[c]));
   }
+}
+
+template <typename T>
+[[kernel]] void rms_norm(
+    constant RmsNormArgs& args [[buffer(0)]],
+    device const T* x [[buffer(1)]],
+    device const T* w [[buffer(2)]],
+    device T* y [[buffer(3)]],
+    uint row [[threadgroup_position_in_grid]],
+    uint tid [[thread_index_in_threadgroup]],
+    uint threads [[threads_per_threadgroup]],
+    uint lane [[thread_index_in_simdgroup]],
+    uint simd_id [[simdgroup_index_in_threadgroup]]) {
+  threadgroup float simd_partials[SIMD_WIDTH];
+  threadgroup float row_scale[1];
+  rms_norm_row<T, false>(args, x, x, y, w, y, row, tid, threads, lane, simd_id, simd_partials, row_scale);
+}
+
+// The residual add before a norm in one launch: s = x + r (add's bits), y = rms_norm(s) (rms_norm's bits).
+template <typename T>
+[[kernel]] void add_rms_norm(
+    constant RmsNormArgs& args [[buffer(0)]],
+    device const T* x [[buffer(1)]],
+    device const T* r [[buffer(2)]],
+    device const T* w [[buffer(3)]],
+    device T* s [[buffer(4)]],
+    device T* y [[buffer(5)]],
+    uint row [[threadgroup_position_in_grid]],
+    uint tid [[thread_index_in_threadgroup]],
+    uint threads [[threads_per_threadgroup]],
+    uint lane [[thread_index_in_simdgroup]],
+    uint simd_id [[simdgroup_index_in_threadgroup]]) {
+  threadgroup float simd_partials[SIMD_WIDTH];
+  threadgroup float row_scale[1];
+  rms_norm_row<T, true>(args, x, r, s, w, y, row, tid, threads, lane, simd_id, simd_partials, row_scale);
 }
 
 MTLINV_KERNEL(rms_norm_f32, rms_norm, float)
 MTLINV_KERNEL(rms_norm_f16, rms_norm, half)
 MTLINV_KERNEL(rms_norm_bf16, rms_norm, bfloat)
+MTLINV_KERNEL(add_rms_norm_f32, add_rms_norm, float)
+MTLINV_KERNEL(add_rms_norm_f16, add_rms_norm, half)
+MTLINV_KERNEL(add_rms_norm_bf16, add_rms_norm, bfloat)

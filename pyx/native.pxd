@@ -3,6 +3,7 @@ from libc.stdint cimport int64_t, uint8_t, uint32_t
 from libcpp cimport bool
 from libcpp.memory cimport shared_ptr
 from libcpp.string cimport string
+from libcpp.utility cimport pair
 from libcpp.vector cimport vector
 from cpython.ref cimport PyObject
 
@@ -90,6 +91,8 @@ cdef extern from "../src/core/plan.h" namespace "mtlinv":
 
 cdef extern from "../src/core/ops.h" namespace "mtlinv" nogil:
     CTensor c_rms_norm "mtlinv::rms_norm"(const CTensor&, const CTensor&, double) except +raise_py_error
+    pair[CTensor, CTensor] c_add_rms_norm "mtlinv::add_rms_norm"(const CTensor&, const CTensor&, const CTensor&,
+                                                                  double) except +raise_py_error
     cdef cppclass CGemvNames "mtlinv::GemvNames":
         const char* op
         const char* x

@@ -12,3 +12,16 @@ def rms_norm(x, weight, eps=1e-6):
     with nogil:
         out = c_rms_norm(tx.c, tw.c, eps_d)
     return _wrap(out)
+
+
+def add_rms_norm(x, residual, weight, eps=1e-6):
+    """(s, y): s = x + residual and y = rms_norm(s, weight, eps), with the bits of add and rms_norm, in one launch
+    (a decoder's residual add and the norm after it). x and residual [..., C] of one shape, weight [C]."""
+    cdef Tensor tx = _operand(x, "x", "add_rms_norm")
+    cdef Tensor tr = _operand(residual, "residual", "add_rms_norm")
+    cdef Tensor tw = _operand(weight, "weight", "add_rms_norm")
+    cdef double eps_d = _real_arg("add_rms_norm", "eps", eps)
+    cdef pair[CTensor, CTensor] out
+    with nogil:
+        out = c_add_rms_norm(tx.c, tr.c, tw.c, eps_d)
+    return _wrap(out.first), _wrap(out.second)

@@ -55,3 +55,37 @@ def test_bad_inputs_name_the_values(rng):
         mtlinv.rms_norm(x.astype(np.int32), np.ones(8, np.int32))
     with pytest.raises(ValueError, match="eps"):
         mtlinv.rms_norm(x, np.ones(8, np.float32), -1.0)
+
+
+@pytest.mark.parametrize("plans", ["emulator", "gpu"])
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES, ids=DTYPE_IDS)
+@pytest.mark.parametrize("shape", [(1, 1), (3, 7), (4, 576), (2, 4097), (2, 3, 64)])
+def test_add_rms_norm_is_add_then_rms_norm(dtype, shape, plans, rng, request):
+    """The fused residual add and norm give the bits of the two ops, the sum included."""
+    if plans == "gpu":
+        request.getfixturevalue("gpu_plans")
+    x, r, w = random(rng, shape, dtype), random(rng, shape, dtype), random(rng, shape[-1:], dtype)
+    s, y = mtlinv.add_rms_norm(x, r, w, 1e-5)
+    expected_s = mtlinv.add(x, r)
+    assert same_bits(s, expected_s)
+    assert same_bits(y, mtlinv.rms_norm(expected_s, w, 1e-5))
+
+
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES, ids=DTYPE_IDS)
+def test_add_rms_norm_rows_invariant(dtype, rng, gpu_plans):
+    x, r, w = random(rng, (16, 1000), dtype), random(rng, (16, 1000), dtype), random(rng, (1000,), dtype)
+    rows_invariant(lambda a, b: np.concatenate([np.asarray(t) for t in mtlinv.add_rms_norm(a, b, w, 1e-6)], -1), (x, r))
+
+
+def test_add_rms_norm_bad_inputs(rng):
+    x, w = random(rng, (2, 8), np.float32), np.ones(8, np.float32)
+    with pytest.raises(ValueError, match=r"add_rms_norm: shapes differ: x \[2, 8\] and residual \[1, 8\]"):
+        mtlinv.add_rms_norm(x, x[:1], w)
+    with pytest.raises(TypeError, match="add_rms_norm: x is float32 but residual is float16"):
+        mtlinv.add_rms_norm(x, x.astype(np.float16), w)
+    with pytest.raises(ValueError, match=r"add_rms_norm: weight has shape \[7\]"):
+        mtlinv.add_rms_norm(x, x, w[:7])
+    with pytest.raises(ValueError, match="add_rms_norm: eps must be >= 0"):
+        mtlinv.add_rms_norm(x, x, w, -1.0)
+    s, y = mtlinv.add_rms_norm(np.zeros((0, 8), np.float32), np.zeros((0, 8), np.float32), w)
+    assert np.asarray(s).shape == np.asarray(y).shape == (0, 8)

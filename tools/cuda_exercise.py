@@ -39,6 +39,9 @@ def rms_norm(dtype):
         x64 = np.asarray(x, np.float64)
         ref = x64 / np.sqrt((x64 ** 2).mean(-1, keepdims=True) + 1e-6) * np.asarray(w, np.float64)
         close(ops.rms_norm(x, w, 1e-6), ref, "rms_norm")
+        s, y = ops.add_rms_norm(x, np.zeros_like(x), w, 1e-6)
+        close(s, x64, "add_rms_norm sum")
+        close(y, ref, "add_rms_norm")
 
 
 def gemv(dtype):

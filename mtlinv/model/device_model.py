@@ -178,16 +178,17 @@ class DeviceModel:
         ids = np.asarray(tokens)
         if ids.dtype.kind not in "iu":  # np.asarray(..., np.int32) would truncate 1.7 to token 1
             raise ValueError(f"forward: tokens must be integer ids, got {ids.dtype}")
+        layers = [(i, layer) for i, layer in enumerate(self.weights.layers) if i not in self.skip_layers]
+        # Each residual add runs in one launch with the norm after it (add_rms_norm): x is the residual stream, h
+        # its normed copy for the next block.
+        norms = [layer.attn_norm for _, layer in layers] + [self.weights.output_norm]
         x = mtlinv.embedding(self.weights.embedding, ids)
-        for i, layer in enumerate(self.weights.layers):
-            if i in self.skip_layers:
-                continue
-            h = mtlinv.rms_norm(x, layer.attn_norm, c.rms_eps)
-            x = mtlinv.add(x, self._attention(i, layer, h, start_pos))
-            h = mtlinv.rms_norm(x, layer.ffn_norm, c.rms_eps)
-            x = mtlinv.add(x, layer.w_down(mtlinv.swiglu_halves(layer.w_gate_up(h))))
+        h = mtlinv.rms_norm(x, norms[0], c.rms_eps)
+        for (i, layer), next_norm in zip(layers, norms[1:]):
+            x, h = mtlinv.add_rms_norm(x, self._attention(i, layer, h, start_pos), layer.ffn_norm, c.rms_eps)
+            x, h = mtlinv.add_rms_norm(x, layer.w_down(mtlinv.swiglu_halves(layer.w_gate_up(h))), next_norm, c.rms_eps)
         self.kv_len = start_pos + m
-        return self.weights.output(mtlinv.rms_norm(x, self.weights.output_norm, c.rms_eps))
+        return self.weights.output(h)
 
     def _attention(self, i: int, layer: DeviceLayer, h, start: int):
         c = self.weights.config

@@ -1,5 +1,5 @@
 #include <cmath>
-
+#include <utility>
 
 #include "../ops.h"
 #include "../plans/rms_norm.h"
@@ -8,8 +8,10 @@
 
 namespace mtlinv {
 
-Tensor rms_norm(const Tensor& x, const Tensor& weight, double eps) {
-  const char* op = "rms_norm";
+namespace {
+
+// The checks rms_norm and add_rms_norm share; returns eps as the kernels take it (float32).
+float check_rms_norm(const char* op, const Tensor& x, const Tensor& weight, double eps) {
   require_float(op, "x", x);
   require_same_dtype(op, "x", x, "weight", weight);
   x.require_dense(op, "x");
@@ -25,14 +27,36 @@ Tensor rms_norm(const Tensor& x, const Tensor& weight, double eps) {
   if (!(eps >= 0.0) || !std::isfinite(eps_f)) {
     throw InvalidArgument(op, ": eps must be >= 0 and finite within float32, got ", eps);
   }
-  const int64_t rows = cols ? x.numel() / cols : 0;
-  require_u32(op, "rows", rows);
+  require_u32(op, "rows", cols ? x.numel() / cols : 0);
   require_reduced_extent(op, "cols", cols);
+  return eps_f;
+}
 
+}  // namespace
+
+Tensor rms_norm(const Tensor& x, const Tensor& weight, double eps) {
+  const float eps_f = check_rms_norm("rms_norm", x, weight, eps);
+  const int64_t cols = x.dim(-1), rows = cols ? x.numel() / cols : 0;
   Tensor y = Tensor::empty(x.shape, x.dtype);
   if (rows == 0 || cols == 0) return y;
   run_plan(plan_rms_norm(rows, cols, x.dtype, eps_f, active_backend().caps()), {&x, &weight, &y});
   return y;
+}
+
+std::pair<Tensor, Tensor> add_rms_norm(const Tensor& x, const Tensor& residual, const Tensor& weight, double eps) {
+  const char* op = "add_rms_norm";
+  const float eps_f = check_rms_norm(op, x, weight, eps);
+  require_same_dtype(op, "x", x, "residual", residual);
+  residual.require_dense(op, "residual");
+  if (residual.shape != x.shape) {
+    throw InvalidArgument(op, ": shapes differ: x ", shape_str(x.shape), " and residual ", shape_str(residual.shape));
+  }
+  const int64_t cols = x.dim(-1), rows = cols ? x.numel() / cols : 0;
+  Tensor s = Tensor::empty(x.shape, x.dtype);
+  Tensor y = Tensor::empty(x.shape, x.dtype);
+  if (rows == 0 || cols == 0) return {s, y};
+  run_plan(plan_rms_norm(rows, cols, x.dtype, eps_f, active_backend().caps(), true), {&x, &residual, &weight, &s, &y});
+  return {s, y};
 }
 
 }  // namespace mtlinv
