@@ -23,6 +23,20 @@ Plan one_launch(std::string kernel, Dim3 grid, Dim3 threads, const DecoderOpArgs
 
 std::string name(const char* base, DType dtype) { return std::string(base) + "_" + dtype_suffix(dtype); }
 
+// The arguments of the kernels that write heads at sequence indices seq_offset.. (rotated for start_pos..).
+DecoderOpArgs heads_write_args(int64_t rows, int64_t heads, int64_t head_dim, int64_t capacity, int64_t seq_offset,
+                               int64_t start_pos, float rope_base) {
+  DecoderOpArgs a{};
+  a.rows = u32(rows);
+  a.heads = u32(heads);
+  a.head_dim = u32(head_dim);
+  a.capacity = u32(capacity);
+  a.seq_offset = u32(seq_offset);
+  a.start_pos = u32(start_pos);
+  a.rope_base = rope_base;
+  return a;
+}
+
 }  // namespace
 
 Plan plan_elementwise(const char* kernel, DType dtype, int64_t count) {
@@ -42,14 +56,7 @@ Plan plan_swiglu_halves(DType dtype, int64_t rows, int64_t half_cols) {
 
 Plan plan_to_heads(bool rotate, DType dtype, int64_t rows, int64_t heads, int64_t head_dim, int64_t capacity,
                    int64_t seq_offset, int64_t start_pos, float rope_base) {
-  DecoderOpArgs a{};
-  a.rows = u32(rows);
-  a.heads = u32(heads);
-  a.head_dim = u32(head_dim);
-  a.capacity = u32(capacity);
-  a.seq_offset = u32(seq_offset);
-  a.start_pos = u32(start_pos);
-  a.rope_base = rope_base;
+  const DecoderOpArgs a = heads_write_args(rows, heads, head_dim, capacity, seq_offset, start_pos, rope_base);
   const int64_t width = rotate ? head_dim / 2 : head_dim;  // threads along D: one per pair when rotating
   return one_launch(name(rotate ? "rope_to_heads" : "rows_to_heads", dtype),
                     {ceil_div(width, 32), u32(heads), u32(rows)}, {32, 1, 1}, a, {PlanBuffer::op(0), PlanBuffer::op(1)});
@@ -57,15 +64,8 @@ Plan plan_to_heads(bool rotate, DType dtype, int64_t rows, int64_t heads, int64_
 
 Plan plan_qkv_to_heads(DType dtype, int64_t rows, int64_t q_heads, int64_t kv_heads, int64_t head_dim,
                        int64_t capacity, int64_t seq_offset, int64_t start_pos, float rope_base) {
-  DecoderOpArgs a{};
-  a.rows = u32(rows);
-  a.heads = u32(q_heads);
+  DecoderOpArgs a = heads_write_args(rows, q_heads, head_dim, capacity, seq_offset, start_pos, rope_base);
   a.kv_heads = u32(kv_heads);
-  a.head_dim = u32(head_dim);
-  a.capacity = u32(capacity);
-  a.seq_offset = u32(seq_offset);
-  a.start_pos = u32(start_pos);
-  a.rope_base = rope_base;
   return one_launch(name("qkv_to_heads", dtype), {ceil_div(head_dim / 2, 32), u32(q_heads + 2 * kv_heads), u32(rows)},
                     {32, 1, 1}, a, {PlanBuffer::op(0), PlanBuffer::op(1), PlanBuffer::op(2), PlanBuffer::op(3)});
 }
