@@ -1,9 +1,10 @@
 """`mtlinv check`: a bitwise invariance audit of every op on the active device.
 
-For each op and case (rms_norm, gemv in both layouts, qgemv, sdpa; f32/f16/bf16), every row of an M-row call
-(M = 1..limit) must equal the same row computed alone, bit for bit, and every query of a causal block of Lq
-queries must equal that query alone over its visible keys. The elementwise decoder ops (add, swiglu, RoPE,
-embedding) compute each element from its own inputs only and are covered by the test suite instead.
+For each op and case (rms_norm, add_rms_norm, gemv in both layouts, qgemv, sdpa; f32/f16/bf16), every row of an
+M-row call (M = 1..limit) must equal the same row computed alone, bit for bit, and every query of a causal block of
+Lq queries must equal that query alone over its visible keys. The elementwise decoder ops (add, swiglu, RoPE and
+the cache writes, embedding) compute each element from its own inputs only and are covered by the test suite
+instead.
 """
 from __future__ import annotations
 
@@ -63,10 +64,24 @@ def _rms_norm_case(cols: int, dtype_name: str) -> Case:
     return Case("rms_norm", f"C={cols} {dtype_name}", run)
 
 
+def _add_rms_norm_case(cols: int, dtype_name: str) -> Case:
+    """The fused residual add and norm: both outputs (the sum and its norm) of each row."""
+    def run(limit: int):
+        rng = np.random.default_rng(cols + 1)
+        dtype = DTYPES[dtype_name]
+        w = rng.standard_normal(cols).astype(dtype)
+        x = rng.standard_normal((limit, 2 * cols)).astype(dtype)  # each row: x, then the residual
+        return _rows_invariant(
+            lambda a: np.concatenate([np.asarray(t) for t in mtlinv.add_rms_norm(a[:, :cols], a[:, cols:], w)], -1),
+            x, limit)
+    return Case("add_rms_norm", f"C={cols} {dtype_name}", run)
+
+
 def cases(quick: bool) -> list[Case]:
     out = []
     for dt in DTYPES:
         out.append(_rms_norm_case(576, dt))
+        out.append(_add_rms_norm_case(576, dt))
         for transpose in (True, False):
             out.append(_gemv_case(1000 if quick else 4096, 24 if quick else 512, dt, transpose))
     from . import audit_cases  # ops added later register their cases there
