@@ -3,9 +3,11 @@ import numpy as np
 import pytest
 
 import mtlinv
+from mtlinv import gguf_blocks, quant
 from mtlinv.demo import print_table, run_settings
-from mtlinv.model import ReferenceModel, greedy, speculative
-from mtlinv.model.device_model import DeviceModel, DeviceWeights
+from mtlinv.model import GGUFTensor, ReferenceModel, greedy, speculative
+from mtlinv.model.device_model import DeviceModel, DeviceWeights, QuantLinear
+from mtlinv.model.gguf_model import QType
 
 
 @pytest.fixture(scope="module")
@@ -107,3 +109,21 @@ def test_real_model_speculative_equals_greedy(real_device, tokenizer, prompt):
         result = speculative(target, draft, ids, n, k, reference=reference)
     assert result.tokens == reference and result.first_diff is None
     assert result.acceptance_rate == 1.0, "a self-draft's proposals are the target's own tokens"
+
+
+def test_stacked_projection_of_mixed_widths_is_lossless(rng):
+    """A Q4_1 and a Q8_0 tensor stacked into one projection: the 4-bit part is stored as 8-bit codes with its own
+    scales and biases, and every weight keeps its float32 value."""
+    a, b = rng.standard_normal((8, 64)).astype(np.float32), rng.standard_normal((4, 64)).astype(np.float32)
+    ta = GGUFTensor("a", QType.Q4_1, (8, 64), gguf_blocks.quantize_q4_1(a).reshape(8, -1))
+    tb = GGUFTensor("b", QType.Q8_0, (4, 64), gguf_blocks.quantize_q8_0(b).reshape(4, -1))
+
+    def weights(lin):
+        parts = (np.asarray(t) for t in (lin.wq, lin.scales, lin.biases))
+        return quant.dequantize_float32(*parts, group_size=lin.group_size, bits=lin.bits)
+
+    stacked = QuantLinear.from_gguf(ta, tb)
+    assert stacked.bits == 8
+    separate = np.concatenate([weights(QuantLinear.from_gguf(ta)), weights(QuantLinear.from_gguf(tb))])
+    assert np.array_equal(weights(stacked).view(np.uint32), separate.view(np.uint32))
+    np.testing.assert_array_equal(separate, np.concatenate([ta.dequantize(), tb.dequantize()]))
