@@ -96,30 +96,18 @@ cdef class Tensor:
         """A view with a new shape of the same size (one dimension may be -1)."""
         if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
             shape = tuple(shape[0])
-        # Sizes in C integers: a decoder step reshapes hundreds of times, and Python-level products (np.prod
-        # per dimension, as this did) took longer than the op calls around them (benchmarks/profile_decode.py).
-        cdef vector[int64_t] new
-        cdef int64_t d, known = 1  # the product of the given dimensions, unless `zero` or `huge`
-        cdef bint zero = False, huge = False  # a dimension is 0; the product passed 2^62 (no Tensor is that big)
-        cdef Py_ssize_t infer = -1
-        for i, value in enumerate(shape):
-            d = _int_arg("reshape", "a dimension", value, -1, 2**62)
-            new.push_back(d)
-            if d == -1:
-                if infer != -1:
-                    raise InvalidArgumentError(f"reshape: invalid shape {tuple(shape)}")
-                infer = i
-            elif d == 0:
-                zero = True
-            elif not huge:
-                huge = known > 2**62 // d
-                known *= 1 if huge else d
-        if infer != -1:
-            new[infer] = 0 if zero or huge else self.c.numel() // known
-        if zero or (infer != -1 and new[infer] == 0):
-            known, huge = 0, False
-        if huge or known * (1 if infer == -1 else new[infer]) != self.c.numel():
-            raise InvalidArgumentError(f"reshape: cannot view shape {self.shape} as {tuple(shape)}")
+        # Only -1 is resolved here; the core checks the size (and that the tensor is contiguous). A decoder step
+        # reshapes hundreds of times: this once built strides with np.prod per dimension, which took longer than the
+        # op calls around it (benchmarks/profile_decode.py).
+        new = [_int_arg("reshape", "a dimension", value, -1, 2**62) for value in shape]
+        if new.count(-1) > 1:
+            raise InvalidArgumentError(f"reshape: invalid shape {tuple(shape)}")
+        if -1 in new:
+            known = 1
+            for d in new:
+                if d != -1:
+                    known *= d  # Python ints: exact however large
+            new[new.index(-1)] = self.c.numel() // known if known else 0
         cdef Tensor t = Tensor.__new__(Tensor)
         t.c = self.c.reshape(new)
         t.keepalive = self.keepalive

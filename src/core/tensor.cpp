@@ -93,13 +93,19 @@ Tensor Tensor::from_host(void* data, const Shape& shape, const Shape& strides, D
 }
 
 Tensor Tensor::reshape(const Shape& new_shape) const {
-  check_shape(new_shape);
+  int64_t n = 1;  // the new size; -1 where a dimension is negative or the product overflows
+  for (int64_t d : new_shape) {
+    if (d < 0 || __builtin_mul_overflow(n, d, &n)) {
+      n = -1;
+      break;
+    }
+  }
+  if (n != numel()) {
+    throw InvalidArgument("reshape: cannot view shape ", shape_str(shape), " as ", shape_str(new_shape));
+  }
   Tensor t = *this;
   t.shape = new_shape;
   t.strides = contiguous_strides(new_shape);
-  if (t.numel() != numel()) {
-    throw InvalidArgument("reshape: cannot view shape ", shape_str(shape), " as ", shape_str(new_shape));
-  }
   if (!is_contiguous()) throw InvalidArgument("reshape: tensor of shape ", shape_str(shape), " is not contiguous");
   return t;
 }
