@@ -75,7 +75,8 @@ cdef _write_heads(str op, x, Tensor dst, seq_offset, start_pos, rotate, base):
 
 
 def qkv_to_heads(qkv, q_heads, Tensor k_dst not None, Tensor v_dst not None, seq_offset, start_pos=0, base=10000.0):
-    """A fused q|k|v projection's output qkv [L, q_heads + 2 Hkv, D] to where attention reads it: returns the
+    """A fused q|k|v projection's output qkv [L, q_heads + 2 Hkv, D] (or as the projection returns it,
+    [L, (q_heads + 2 Hkv) * D]) to where attention reads it: returns the
     queries rotated for positions start_pos.. as [q_heads, L, D], and writes the rotated keys into k_dst and the
     values into v_dst (KV caches [Hkv, C, D], in place) at sequence indices seq_offset... The same bits as
     rope_heads and two write_heads calls, in one launch."""

@@ -31,7 +31,8 @@ cdef extern from "../metal/sdpa_args.h":
 def sdpa(q, k, v, *, scale=None, causal=True, kv_len=None):
     """Scaled dot-product attention: softmax(scale * q @ k.T) @ v, float32 softmax and accumulation.
 
-    q [B, Hq, Lq, D]; k, v [B, Hkv, C, D] with Hq a multiple of Hkv (GQA, MQA). Only the first kv_len keys are
+    q [B, Hq, Lq, D]; k, v [B, Hkv, C, D] with Hq a multiple of Hkv (GQA, MQA); or, for one sequence, q [Hq, Lq, D]
+    with k, v [Hkv, C, D] (the same as B = 1). Only the first kv_len keys are
     used (default: all C), so a preallocated KV cache needs no copy. causal: query i sits at absolute position
     kv_len - Lq + i and sees keys 0 .. that position. scale=None means 1/sqrt(D); any other finite value, 0 and
     negatives included, is used as given (the C API instead reads scale <= 0 as the default).

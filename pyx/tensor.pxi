@@ -196,9 +196,11 @@ cdef class Tensor:
         return f"mtlinv.Tensor(shape={self.shape}, dtype={self.dtype})"
 
 
-cdef Tensor _wrap(const CTensor& c):
+cdef Tensor _wrap(CTensor& c):
+    """A new Tensor holding c, moved (c is left empty): every op's result passes through here, and a copy would
+    allocate its shape and strides again."""
     cdef Tensor t = Tensor.__new__(Tensor)
-    t.c = c
+    t.c = move(c)
     return t
 
 

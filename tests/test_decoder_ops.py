@@ -183,6 +183,11 @@ def test_qkv_to_heads_is_rope_and_two_cache_writes(dtype, q_heads, kv_heads, d, 
     for cache in fused[1:]:
         assert not cache[:, :seq_offset].any() and not cache[:, seq_offset + rows:].any()
     assert same_bits(fused[2][:, seq_offset:seq_offset + rows], qkv[:, q_heads + kv_heads:].transpose(1, 0, 2))
+    # The projection's own output, [L, (q_heads + 2 Hkv) * D], is the same layout and gives the same bits.
+    k_cache, v_cache = (mtlinv.asarray(np.zeros((kv_heads, capacity, d), qkv.dtype)) for _ in range(2))
+    q = mtlinv.qkv_to_heads(qkv.reshape(rows, -1), q_heads, k_cache, v_cache, seq_offset, start_pos, 10000.0)
+    for name, a, b in zip("qkv", (q, k_cache, v_cache), fused):
+        assert same_bits(np.asarray(a), b), f"{name} from the flat qkv"
 
 
 @pytest.mark.parametrize("dtype", FLOAT_DTYPES, ids=DTYPE_IDS)
@@ -201,8 +206,11 @@ def test_qkv_to_heads_rows_invariant(dtype, rng):
 def test_qkv_to_heads_errors(rng):
     qkv = random(rng, (2, 5, 8), np.float32)  # 3 query heads, 1 key head, 1 value head
     k, v = (mtlinv.asarray(np.zeros((1, 4, 8), np.float32)) for _ in range(2))
-    with pytest.raises(ValueError, match=r"qkv_to_heads: qkv must be \[L, q_heads \+ 2 Hkv, D\] for q_heads >= 1"):
+    with pytest.raises(ValueError, match=r"qkv_to_heads: qkv must be \[L, q_heads \+ 2 Hkv, D\] or "
+                                         r"\[L, \(q_heads \+ 2 Hkv\) \* D\] for q_heads >= 1"):
         mtlinv.qkv_to_heads(qkv, 2, k, v, 0)
+    with pytest.raises(ValueError, match=r"got qkv \[2, 32\], q_heads=3, k_dst \[1, 4, 8\]"):
+        mtlinv.qkv_to_heads(random(rng, (2, 32), np.float32), 3, k, v, 0)  # 4 heads of 8, not 5
     with pytest.raises(ValueError, match=r"qkv_to_heads: q_heads must be in \[1, "):
         mtlinv.qkv_to_heads(qkv, 0, k, v, 0)
     with pytest.raises(ValueError, match="qkv_to_heads: q_heads must be an int, got float"):

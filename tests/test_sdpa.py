@@ -244,6 +244,15 @@ def test_scale_and_kv_len_default(rng):
     assert y.shape == q.shape and y.dtype == np.dtype(ml_dtypes.bfloat16)
 
 
+@pytest.mark.parametrize("limit, q_len", [(0, 1), (8, 5), (0, 5)])
+def test_one_sequence_without_batch_dim_has_the_bits_of_batch_one(limit, q_len, rng):
+    mtlinv.set_limit(limit)
+    q, k, v = qkv(rng, q_heads=4, kv_heads=2, q_len=q_len, capacity=70, head_dim=64, dtype=ml_dtypes.bfloat16)
+    y = sdpa(q[0], k[0], v[0], kv_len=37)
+    assert y.shape == q[0].shape
+    assert same_bits(y, np.asarray(sdpa(q, k, v, kv_len=37))[0])
+
+
 def test_errors_name_values(rng):
     q, k, v = qkv(rng, q_heads=4, kv_heads=2, q_len=8, capacity=16, head_dim=64, dtype=np.float32)
     with pytest.raises(ValueError, match=r"Lq <= kv_len, got Lq=8 queries and kv_len=5"):
@@ -263,8 +272,12 @@ def test_errors_name_values(rng):
         sdpa(q, np.zeros((2, 2, 16, 64), np.float32), np.zeros((2, 2, 16, 64), np.float32))
     with pytest.raises(ValueError, match=r"v has shape \[1, 2, 15, 64\] but k has shape \[1, 2, 16, 64\]"):
         sdpa(q, k, v[:, :, :15])
-    with pytest.raises(ValueError, match=r"q must be \[B, Hq, Lq, D\], got shape \[4, 8, 64\]"):
+    with pytest.raises(ValueError, match=r"q must be \[B, Hq, Lq, D\] or \[Hq, Lq, D\], got shape \[8, 64\]"):
+        sdpa(q[0, 0], k, v)
+    with pytest.raises(ValueError, match=r"k must be \[Hkv, C, D\] like q \[4, 8, 64\], got shape \[1, 2, 16, 64\]"):
         sdpa(q[0], k, v)
+    with pytest.raises(ValueError, match=r"k must be \[B, Hkv, C, D\] like q \[1, 4, 8, 64\], got shape \[2, 16, 64\]"):
+        sdpa(q, k[0], v[0])
     with pytest.raises(TypeError, match="q is float32 but k is float16"):
         sdpa(q, k.astype(np.float16), v)
     with pytest.raises(TypeError, match="q is float32 but v is bfloat16"):

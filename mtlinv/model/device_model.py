@@ -148,12 +148,9 @@ class DeviceModel:
         self.skip_layers = frozenset(skip_layers)
         if not self.skip_layers <= set(range(c.n_layers)):
             raise ValueError(f"skip_layers {sorted(self.skip_layers)} outside 0..{c.n_layers - 1}")
-        shape = (1, c.n_kv_heads, capacity, c.head_dim)
+        shape = (c.n_kv_heads, capacity, c.head_dim)  # per layer, as qkv_to_heads writes them and sdpa reads them
         self._k = [mtlinv.asarray(np.zeros(shape, ACTIVATION)) for _ in range(c.n_layers)]
         self._v = [mtlinv.asarray(np.zeros(shape, ACTIVATION)) for _ in range(c.n_layers)]
-        heads = (c.n_kv_heads, capacity, c.head_dim)  # the caches as qkv_to_heads writes them
-        self._k_heads = [k.reshape(heads) for k in self._k]
-        self._v_heads = [v.reshape(heads) for v in self._v]
         self.kv_len = 0
 
     def rollback(self, n_valid: int) -> None:
@@ -185,15 +182,15 @@ class DeviceModel:
         x = mtlinv.embedding(self.weights.embedding, ids)
         h = mtlinv.rms_norm(x, norms[0], c.rms_eps)
         for (i, layer), next_norm in zip(layers, norms[1:]):
-            x, h = mtlinv.add_rms_norm(x, self._attention(i, layer, h, start_pos), layer.ffn_norm, c.rms_eps)
+            x, h = mtlinv.add_rms_norm(x, self._attention(i, layer, h, start_pos, m), layer.ffn_norm, c.rms_eps)
             x, h = mtlinv.add_rms_norm(x, layer.w_down(mtlinv.swiglu_halves(layer.w_gate_up(h))), next_norm, c.rms_eps)
         self.kv_len = start_pos + m
         return self.weights.output(h)
 
-    def _attention(self, i: int, layer: DeviceLayer, h, start: int):
+    def _attention(self, i: int, layer: DeviceLayer, h, start: int, m: int):
+        # No reshapes: qkv_to_heads takes the projection's [m, (Hq + 2 Hkv) * D] as it is, and sdpa the per-layer
+        # [H, C, D] caches and [Hq, m, D] queries (one sequence). Each reshape was a Python call too (~0.8 us).
         c = self.weights.config
-        m, d = h.shape[0], c.head_dim
-        qkv = layer.w_qkv(h).reshape(m, c.n_heads + 2 * c.n_kv_heads, d)
-        q = mtlinv.qkv_to_heads(qkv, c.n_heads, self._k_heads[i], self._v_heads[i], start, start, c.rope_theta)
-        o = mtlinv.sdpa(q.reshape(1, c.n_heads, m, d), self._k[i], self._v[i], causal=True, kv_len=start + m)
-        return layer.wo(mtlinv.heads_to_rows(o.reshape(c.n_heads, m, d)))
+        q = mtlinv.qkv_to_heads(layer.w_qkv(h), c.n_heads, self._k[i], self._v[i], start, start, c.rope_theta)
+        o = mtlinv.sdpa(q, self._k[i], self._v[i], causal=True, kv_len=start + m)
+        return layer.wo(mtlinv.heads_to_rows(o))

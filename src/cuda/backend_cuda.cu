@@ -9,6 +9,7 @@
 #include <map>
 #include <mutex>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "../core/errors.h"
@@ -182,11 +183,11 @@ class CudaBackend final : public Backend {
     copy(dst, static_cast<const char*>(src.device) + offset, bytes, cudaMemcpyDeviceToHost, "download");
   }
 
-  bool has_kernel(const std::string& name) const override { return cu::find_kernel(name.c_str()) != nullptr; }
+  bool has_kernel(const std::string& name) const override { return cu::find_kernel(name) != nullptr; }
   std::vector<std::string> kernel_names() const override { return cu::kernel_names(); }
 
   void dispatch(const Dispatch& d) override {
-    const cu::KernelHandle entry = cu::find_kernel(d.kernel.c_str());
+    const cu::KernelHandle entry = cu::find_kernel(d.kernel);
     if (entry == nullptr) {
       throw KernelError("cuda: no kernel named '", d.kernel, "' is registered (", cu::kernel_names().size(),
                         " kernels built)");
@@ -311,7 +312,7 @@ class CudaBackend final : public Backend {
   bool blocking_ = false;  // MTLINV_CUDA_SYNC=1
   std::shared_ptr<Pool> pool_;
   std::mutex attr_mutex_;
-  std::map<std::string, int> max_threads_;
+  std::unordered_map<std::string, int> max_threads_;
   std::mutex last_mutex_;
   std::string last_kernel_;
 };

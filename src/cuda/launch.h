@@ -29,7 +29,7 @@ using KernelHandle = const void*;
 struct Registrar {
   Registrar(const char* name, KernelHandle entry);
 };
-KernelHandle find_kernel(const char* name);  // nullptr if not registered
+KernelHandle find_kernel(const std::string& name);  // nullptr if not registered
 std::vector<std::string> kernel_names();     // sorted
 
 }  // namespace cu

@@ -1,9 +1,10 @@
 // The CUDA kernel registry: host name -> __global__ entry, filled by MTLINV_KERNEL's static Registrar objects when
 // the extension is loaded (src/cuda/shim/device.cuh).
+#include <algorithm>
 #include <cstdio>
-#include <map>
 #include <mutex>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "launch.h"
@@ -11,9 +12,10 @@
 namespace cu {
 namespace {
 
-// Function-local statics: constructed on first use, so a Registrar in any translation unit may run first.
-std::map<std::string, KernelHandle>& table() {
-  static std::map<std::string, KernelHandle> t;
+// Function-local statics: constructed on first use, so a Registrar in any translation unit may run first. Hashed:
+// every launch looks its kernel up by name.
+std::unordered_map<std::string, KernelHandle>& table() {
+  static std::unordered_map<std::string, KernelHandle> t;
   return t;
 }
 
@@ -32,7 +34,7 @@ Registrar::Registrar(const char* name, KernelHandle entry) {
   }
 }
 
-KernelHandle find_kernel(const char* name) {
+KernelHandle find_kernel(const std::string& name) {
   std::lock_guard<std::mutex> lock(table_mutex());
   auto it = table().find(name);
   return it == table().end() ? nullptr : it->second;
@@ -42,6 +44,7 @@ std::vector<std::string> kernel_names() {
   std::lock_guard<std::mutex> lock(table_mutex());
   std::vector<std::string> names;
   for (const auto& entry : table()) names.push_back(entry.first);
+  std::sort(names.begin(), names.end());
   return names;
 }
 

@@ -1,16 +1,18 @@
 // The kernel registry, filled by MTLINV_KERNEL's static Registrar objects before main() (or at dlopen).
+#include <algorithm>
 #include <cstdio>
-#include <map>
 #include <mutex>
+#include <unordered_map>
 
 #include "runtime.h"
 
 namespace emu {
 namespace {
 
-// Function-local statics: constructed on first use, so a Registrar in any translation unit may run first.
-std::map<std::string, KernelEntry>& table() {
-  static std::map<std::string, KernelEntry> t;
+// Function-local statics: constructed on first use, so a Registrar in any translation unit may run first. Hashed:
+// every launch looks its kernel up by name (entries stay put as the table grows: find_kernel returns pointers).
+std::unordered_map<std::string, KernelEntry>& table() {
+  static std::unordered_map<std::string, KernelEntry> t;
   return t;
 }
 
@@ -47,6 +49,7 @@ std::vector<std::string> kernel_names() {
   std::lock_guard<std::mutex> lock(table_mutex());
   std::vector<std::string> names;
   for (const auto& entry : table()) names.push_back(entry.first);
+  std::sort(names.begin(), names.end());
   return names;
 }
 

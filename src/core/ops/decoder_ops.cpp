@@ -105,12 +105,17 @@ Tensor qkv_to_heads(const Tensor& x, int64_t q_heads, const Tensor& k_dst, const
     throw InvalidArgument(op, ": k_dst and v_dst share memory");
   }
   const int64_t kv_heads = k_dst.dim(0), capacity = k_dst.dim(1), dim = k_dst.dim(2);
-  if (q_heads < 1 || kv_heads < 1 || x.ndim() != 3 || x.dim(1) != q_heads + 2 * kv_heads || x.dim(2) != dim) {
-    throw InvalidArgument(op, ": qkv must be [L, q_heads + 2 Hkv, D] for q_heads >= 1 and k_dst [Hkv, C, D], got qkv ",
-                          shape_str(x.shape), ", q_heads=", q_heads, ", k_dst ", shape_str(k_dst.shape));
+  // [L, q_heads + 2 Hkv, D], or the projection's own [L, (q_heads + 2 Hkv) * D]: the same dense layout.
+  const bool heads_ok = x.ndim() == 3 ? x.dim(1) == q_heads + 2 * kv_heads && x.dim(2) == dim
+                                      : x.ndim() == 2 && dim > 0 && x.dim(1) % dim == 0 &&
+                                            x.dim(1) / dim == q_heads + 2 * kv_heads;
+  if (q_heads < 1 || kv_heads < 1 || !heads_ok) {
+    throw InvalidArgument(op, ": qkv must be [L, q_heads + 2 Hkv, D] or [L, (q_heads + 2 Hkv) * D] for q_heads >= 1 "
+                          "and k_dst [Hkv, C, D], got qkv ", shape_str(x.shape), ", q_heads=", q_heads, ", k_dst ",
+                          shape_str(k_dst.shape));
   }
   const int64_t rows = x.dim(0);
-  require_u32(op, "q_heads + 2 Hkv", x.dim(1));
+  require_u32(op, "q_heads + 2 Hkv", q_heads + 2 * kv_heads);
   const float base_f = check_heads_write(op, rows, dim, capacity, seq_offset, start_pos, true, base);
   Tensor q = Tensor::empty({q_heads, rows, dim}, x.dtype);
   if (x.numel() > 0) {

@@ -23,26 +23,32 @@ Tensor sdpa(const Tensor& q, const Tensor& k, const Tensor& v, const SdpaOptions
   q.require_dense(op, "q");
   k.require_dense(op, "k");
   v.require_dense(op, "v");
-  if (q.ndim() != 4) throw InvalidArgument(op, ": q must be [B, Hq, Lq, D], got shape ", shape_str(q.shape));
-  if (k.ndim() != 4) throw InvalidArgument(op, ": k must be [B, Hkv, C, D], got shape ", shape_str(k.shape));
+  // [B, H, L, D], or [H, L, D] for one sequence (a decoder's per-layer head views need no reshape to [1, ...]).
+  if (q.ndim() != 4 && q.ndim() != 3) {
+    throw InvalidArgument(op, ": q must be [B, Hq, Lq, D] or [Hq, Lq, D], got shape ", shape_str(q.shape));
+  }
+  if (k.ndim() != q.ndim()) {
+    throw InvalidArgument(op, ": k must be ", q.ndim() == 4 ? "[B, Hkv, C, D]" : "[Hkv, C, D]", " like q ",
+                          shape_str(q.shape), ", got shape ", shape_str(k.shape));
+  }
   if (v.shape != k.shape) {
     throw InvalidArgument(op, ": v has shape ", shape_str(v.shape), " but k has shape ", shape_str(k.shape));
   }
 
   SdpaShape s;
-  s.batch = q.dim(0);
-  s.q_heads = q.dim(1);
-  s.q_len = q.dim(2);
-  s.head_dim = q.dim(3);
-  s.kv_heads = k.dim(1);
-  s.capacity = k.dim(2);
+  s.batch = q.ndim() == 4 ? q.dim(0) : 1;
+  s.q_heads = q.dim(-3);
+  s.q_len = q.dim(-2);
+  s.head_dim = q.dim(-1);
+  s.kv_heads = k.dim(-3);
+  s.capacity = k.dim(-2);
   s.dtype = q.dtype;
   s.causal = options.causal;
-  if (k.dim(0) != s.batch) {
+  if (k.ndim() == 4 && k.dim(0) != s.batch) {
     throw InvalidArgument(op, ": q has batch B=", s.batch, " but k has B=", k.dim(0), " (q ", shape_str(q.shape),
                           ", k ", shape_str(k.shape), ")");
   }
-  if (k.dim(3) != s.head_dim) {
+  if (k.dim(-1) != s.head_dim) {
     throw InvalidArgument(op, ": q has head dim D=", s.head_dim, " but k has D=", k.dim(3), " (q ",
                           shape_str(q.shape), ", k ", shape_str(k.shape), ")");
   }
