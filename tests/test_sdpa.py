@@ -268,6 +268,8 @@ def test_errors_name_values(rng):
         sdpa(np.zeros((1, 4, 1, 72), np.float32), z, z)
     with pytest.raises(ValueError, match=r"q has head dim D=64 but k has D=128"):
         sdpa(q, np.zeros((1, 2, 16, 128), np.float32), np.zeros((1, 2, 16, 128), np.float32))
+    with pytest.raises(ValueError, match=r"q has head dim D=64 but k has D=128 \(q \[4, 8, 64\], k \[2, 16, 128\]\)"):
+        sdpa(q[0], np.zeros((2, 16, 128), np.float32), np.zeros((2, 16, 128), np.float32))
     with pytest.raises(ValueError, match=r"q has batch B=1 but k has B=2"):
         sdpa(q, np.zeros((2, 2, 16, 64), np.float32), np.zeros((2, 2, 16, 64), np.float32))
     with pytest.raises(ValueError, match=r"v has shape \[1, 2, 15, 64\] but k has shape \[1, 2, 16, 64\]"):

@@ -30,6 +30,6 @@ struct Registrar {
   Registrar(const char* name, KernelHandle entry);
 };
 KernelHandle find_kernel(const std::string& name);  // nullptr if not registered
-std::vector<std::string> kernel_names();     // sorted
+std::vector<std::string> kernel_names();            // sorted
 
 }  // namespace cu

@@ -49,7 +49,7 @@ Tensor sdpa(const Tensor& q, const Tensor& k, const Tensor& v, const SdpaOptions
                           ", k ", shape_str(k.shape), ")");
   }
   if (k.dim(-1) != s.head_dim) {
-    throw InvalidArgument(op, ": q has head dim D=", s.head_dim, " but k has D=", k.dim(3), " (q ",
+    throw InvalidArgument(op, ": q has head dim D=", s.head_dim, " but k has D=", k.dim(-1), " (q ",
                           shape_str(q.shape), ", k ", shape_str(k.shape), ")");
   }
   if (!supported_head_dim(s.head_dim)) {
