@@ -5,10 +5,10 @@ SmolLM2-135M's shapes and one row, called --calls times in a row on the active d
   total  until mtlinv.synchronize() returns after them, per call
 
 against two floors measured in the same run: a call into the extension that launches nothing
-(mtlinv.get_limit) and, on CUDA with CuPy, an empty kernel launched from CuPy (the driver's own cost of a launch,
-plus CuPy's). An op whose issue time is near its total and well above the launch floor is bound by mtlinv's host
-code; the difference is what a leaner host path could save per call. Each time is the median of --repeats runs
-after a warm-up run.
+(mtlinv.get_limit) and, on CUDA with CuPy, an empty kernel launched from CuPy (the driver's cost of a launch plus
+CuPy's own). On CUDA a loop of this many calls can fill the launch queue, so an op's time is an upper bound on its
+host cost: part of it may be the queue waiting for the GPU (benchmarks/results/h200.md separates the two with
+launches skipped). Each time is the median of --repeats runs after a warm-up run.
 
   python3 benchmarks/op_overhead.py [--calls 2000] [--repeats 5] [--out rows.json]
 """
@@ -49,20 +49,20 @@ def decoder_ops() -> dict:
     qkv_rows = HEADS + 2 * KV_HEADS
     w_qkv, w_gate_up, w_down = quantized(rng, qkv_rows * HEAD_DIM, HIDDEN), quantized(rng, 2 * FFN, HIDDEN), \
         quantized(rng, HIDDEN, FFN)
-    qkv, gate_up = act(1, qkv_rows, HEAD_DIM), act(1, 2 * FFN)
-    k_cache, v_cache = act(1, KV_HEADS, CACHE, HEAD_DIM), act(1, KV_HEADS, CACHE, HEAD_DIM)
-    k_heads, v_heads = k_cache.reshape(KV_HEADS, CACHE, HEAD_DIM), v_cache.reshape(KV_HEADS, CACHE, HEAD_DIM)
-    q, heads, hidden = act(1, HEADS, 1, HEAD_DIM), act(HEADS, 1, HEAD_DIM), act(1, FFN)
+    # The shapes DeviceModel passes: the projection's flat q|k|v, per-layer [H, C, D] caches, [Hq, 1, D] queries.
+    qkv, gate_up = act(1, qkv_rows * HEAD_DIM), act(1, 2 * FFN)
+    k_cache, v_cache = act(KV_HEADS, CACHE, HEAD_DIM), act(KV_HEADS, CACHE, HEAD_DIM)
+    heads, hidden = act(HEADS, 1, HEAD_DIM), act(1, FFN)
     return {
         "get_limit (no launch)": mtlinv.get_limit,
-        "reshape (no launch)": lambda: qkv.reshape(1, -1),
+        "reshape (no launch)": lambda: qkv.reshape(1, qkv_rows, -1),
         "add_rms_norm": lambda: mtlinv.add_rms_norm(x, x, weight, 1e-5),
         "qgemv q|k|v 576->960": lambda: mtlinv.qgemv(x, *w_qkv, group_size=GROUP, bits=4),
         "qgemv gate|up 576->3072": lambda: mtlinv.qgemv(x, *w_gate_up, group_size=GROUP, bits=4),
         "qgemv down 1536->576": lambda: mtlinv.qgemv(hidden, *w_down, group_size=GROUP, bits=4),
         "swiglu_halves": lambda: mtlinv.swiglu_halves(gate_up),
-        "qkv_to_heads": lambda: mtlinv.qkv_to_heads(qkv, HEADS, k_heads, v_heads, POSITION, POSITION, 1e5),
-        "sdpa": lambda: mtlinv.sdpa(q, k_cache, v_cache, causal=True, kv_len=POSITION + 1),
+        "qkv_to_heads": lambda: mtlinv.qkv_to_heads(qkv, HEADS, k_cache, v_cache, POSITION, POSITION, 1e5),
+        "sdpa": lambda: mtlinv.sdpa(heads, k_cache, v_cache, causal=True, kv_len=POSITION + 1),
         "heads_to_rows": lambda: mtlinv.heads_to_rows(heads),
     }
 
