@@ -71,8 +71,7 @@ def test_forward_calls_ten_ops_a_layer(tiny_device, monkeypatch):
     layers = weights.config.n_layers
     expected = {"embedding": 1, "rms_norm": 1, "add_rms_norm": 2 * layers, "qgemv": 4 * layers + 1,
                 "qkv_to_heads": layers, "sdpa": layers, "heads_to_rows": layers, "swiglu_halves": layers}
-    assert {name: calls.count(name) for name in set(calls)} == expected
-    assert len(calls) == 10 * layers + 3
+    assert {name: calls.count(name) for name in set(calls)} == expected  # 10 a layer and 3 around them
 
 
 def test_kv_cache_capacity_and_rollback_errors(tiny_device):
