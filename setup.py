@@ -150,7 +150,7 @@ def headers() -> list[str]:
 
 def extension() -> Extension:
     sources = ["pyx/_native.pyx"]
-    for folder in ("src/core", "src/core/plans", "src/core/ops", "src/emu"):
+    for folder in ("src/core", "src/core/plans", "src/core/ops", "src/core/model", "src/emu"):
         sources += sorted(rel(p) for p in (ROOT / folder).glob("*.cpp"))
         sources += sorted(rel(p) for p in (ROOT / folder).glob("*.S"))
     sources += generate_emulator_kernels()

@@ -1,11 +1,13 @@
 """Where a decoding step's time goes: one forward of the llama decoder (mtlinv.model.device_model) at M = 1 (a
 decode step) and at M = k + 1 (a verification call), on the active device, timed three ways:
 
-  issue  until forward_on_device returns: on CUDA its kernels are then queued, not run; elsewhere they have run;
+  issue  until the forward returns: on CUDA its kernels are then queued, not run; elsewhere they have run;
   total  until mtlinv.synchronize() returns after it (forward's own download of the logits left out);
   gpu    CUDA events recorded before and after it (CUDA with torch only): the device's span for the step.
 
-and the ops each forward calls (each one Python call into the extension). On CUDA, issue close to total means the
+and the ops and kernel launches each forward issues. Each forward runs two ways, in turn: mtlinv.Decoder (the
+ops called from C++, one Python call a forward: what DeviceModel runs) and forward_by_ops (the same ops called
+from Python one by one, the loop it replaced; the same bits). On CUDA, issue close to total means the
 host bounds the step (the GPU waits for kernels to be queued); gpu close to total with issue well below it means
 the device does. Every time is the median of --reps forwards at the same position (the cache rolled back between
 them), after warm-up forwards at every M timed, so that one-time costs (first launches, the block cache) are left
@@ -14,15 +16,12 @@ out.
 The model is SmolLM2-135M's shape with random weights quantized to 4 bits (float32 scales, as the GGUF imports have
 them) unless --model names a GGUF file, so it needs no download:
 
-  python3 benchmarks/profile_decode.py [--model PATH] [--k 4] [--position 64] [--reps 20] [--cprofile]
+  python3 benchmarks/profile_decode.py [--model PATH] [--k 4] [--position 64] [--reps 20]
 """
 from __future__ import annotations
 
 import argparse
-import cProfile
-import functools
 import json
-import pstats
 import statistics
 import sys
 import time
@@ -32,16 +31,12 @@ import numpy as np
 
 import mtlinv
 from mtlinv.model import LlamaConfig, LlamaWeights, load_gguf
-from mtlinv.model.device_model import DeviceModel, DeviceWeights
+from mtlinv.model.device_model import DeviceModel, DeviceWeights, forward_by_ops
 from mtlinv.model.reference import LayerWeights
 
 # SmolLM2-135M-Instruct's hyperparameters (the demo's model), for the random stand-in.
 SMOLLM2_135M = LlamaConfig(n_layers=30, n_heads=9, n_kv_heads=3, hidden=576, ffn=1536, head_dim=64,
                            rope_theta=100000.0, rms_eps=1e-5, vocab=49152, context=8192)
-# The ops a forward calls (DeviceModel reaches them as attributes of the mtlinv module, so wrappers see them).
-OPS = ("embedding", "rms_norm", "add", "add_rms_norm", "qgemv", "swiglu", "swiglu_halves", "rope_heads", "write_heads",
-       "qkv_to_heads", "sdpa", "heads_to_rows")
-
 
 def random_weights(config: LlamaConfig, seed: int = 0) -> LlamaWeights:
     """Random float64 weights of the given shape, scaled so that activations stay O(1) through the layers."""
@@ -98,56 +93,55 @@ class GpuEvents:
         return start.elapsed_time(end) / 1e3
 
 
-def count_ops(fn) -> dict[str, int]:
-    """How many times fn() calls each op of OPS."""
-    counts = dict.fromkeys(OPS, 0)
-    originals = {name: getattr(mtlinv, name) for name in OPS if hasattr(mtlinv, name)}
-
-    def counting(name, op):
-        @functools.wraps(op)
-        def wrapper(*args, **kwargs):
-            counts[name] += 1
-            return op(*args, **kwargs)
-        return wrapper
-
-    try:
-        for name, op in originals.items():
-            setattr(mtlinv, name, counting(name, op))
-        fn()
-    finally:
-        for name, op in originals.items():
-            setattr(mtlinv, name, op)
-    return {name: n for name, n in counts.items() if n}
+def count_runs(fn) -> tuple[int, int]:
+    """(ops, kernel launches) that fn() issues."""
+    plans, launches = mtlinv._native._run_counts()
+    fn()
+    after = mtlinv._native._run_counts()
+    return after[0] - plans, after[1] - launches
 
 
-def profile_rows(model: DeviceModel, position: int, m: int, reps: int, events: GpuEvents | None) -> dict:
+def profile_rows(model: DeviceModel, position: int, m: int, reps: int, events: GpuEvents | None) -> list[dict]:
+    """The forward at M rows run two ways, their repetitions interleaved so that the host's drift (20-40% within a
+    minute on the GPU machine) falls on both alike: mtlinv.Decoder (one call) and forward_by_ops (a Python call per
+    op, the loop the decoder replaced), both with the model's caches, so both compute the same bits."""
     tokens = [(7 * i + 3) % model.weights.config.vocab for i in range(m)]
 
-    def step():
+    def decoder():
         model.rollback(position)
         return model.forward_on_device(tokens, position)
 
-    for _ in range(3):
-        step()
-        mtlinv.synchronize()
-    issue, total, gpu = [], [], []
+    def by_ops():
+        return forward_by_ops(model.weights, model._k, model._v, tokens, position)
+
+    loops = {"decoder": decoder, "by ops": by_ops}
+    for step in loops.values():
+        for _ in range(3):
+            step()
+            mtlinv.synchronize()
+    times = {name: ([], [], []) for name in loops}
     for _ in range(reps):
+        for name, step in loops.items():
+            issue, total, gpu = times[name]
+            mtlinv.synchronize()
+            t0 = time.perf_counter()
+            step()
+            t1 = time.perf_counter()
+            mtlinv.synchronize()
+            t2 = time.perf_counter()
+            issue.append(t1 - t0)
+            total.append(t2 - t0)
+            if events:
+                gpu.append(events.span(step))
+    rows = []
+    for name, step in loops.items():
+        issue, total, gpu = times[name]
+        ops, launches = count_runs(step)
         mtlinv.synchronize()
-        t0 = time.perf_counter()
-        step()
-        t1 = time.perf_counter()
-        mtlinv.synchronize()
-        t2 = time.perf_counter()
-        issue.append(t1 - t0)
-        total.append(t2 - t0)
-        if events:
-            gpu.append(events.span(step))
-    ops = count_ops(step)
-    mtlinv.synchronize()
-    row = {"m": m, "issue_s": statistics.median(issue), "total_s": statistics.median(total),
-           "gpu_s": statistics.median(gpu) if gpu else None, "ops": sum(ops.values()), "ops_by_name": ops}
-    row["host_per_op_s"] = row["issue_s"] / row["ops"]
-    return row
+        rows.append({"m": m, "loop": name, "issue_s": statistics.median(issue), "total_s": statistics.median(total),
+                     "gpu_s": statistics.median(gpu) if gpu else None, "ops": ops, "launches": launches,
+                     "host_per_op_s": statistics.median(issue) / ops})
+    return rows
 
 
 def us(seconds: float | None) -> str:
@@ -160,7 +154,6 @@ def main(argv=None) -> int:
     ap.add_argument("--k", type=int, default=4, help="draft tokens per round: verification runs k + 1 rows")
     ap.add_argument("--position", type=int, default=64, help="cache positions before the timed step")
     ap.add_argument("--reps", type=int, default=20)
-    ap.add_argument("--cprofile", action="store_true", help="also print the host's 15 costliest functions at M = 1")
     ap.add_argument("--out", help="write the rows as JSON here")
     args = ap.parse_args(argv)
     for name in ("k", "position", "reps"):
@@ -180,24 +173,19 @@ def main(argv=None) -> int:
     events = GpuEvents.make()
     print(f"device: {info['backend']} ({info['name']}); model: {what}; {args.position} cached positions; "
           f"limit {limit}; medians of {args.reps}")
-    print(f"{'M':>3} {'ops':>5} {'issue us':>9} {'total us':>9} {'gpu us':>7} {'host us/op':>10} {'total / M=1':>11}")
+    print(f"{'M':>3} {'loop':>8} {'ops':>4} {'launches':>8} {'issue us':>9} {'total us':>9} {'gpu us':>7} "
+          f"{'host us/op':>10} {'total / decoder M=1':>19}")
     rows = []
     with mtlinv.batch_invariant(limit):
         for m in (1, limit):
-            row = profile_rows(model, args.position, m, args.reps, events)
-            rows.append(row)
-            print(f"{m:>3} {row['ops']:>5} {us(row['issue_s']):>9} {us(row['total_s']):>9} {us(row['gpu_s']):>7} "
-                  f"{row['host_per_op_s'] * 1e6:>10.2f} {row['total_s'] / rows[0]['total_s']:>11.2f}")
-        print("ops per forward: " + ", ".join(f"{k} {v}" for k, v in rows[0]["ops_by_name"].items()))
-        if args.cprofile:
-            profiler = cProfile.Profile()
-            profiler.enable()
-            for _ in range(args.reps):
-                model.rollback(args.position)
-                model.forward_on_device([1], args.position)
-            mtlinv.synchronize()
-            profiler.disable()
-            pstats.Stats(profiler).sort_stats("tottime").print_stats(15)
+            for row in profile_rows(model, args.position, m, args.reps, events):
+                rows.append(row)
+                print(f"{m:>3} {row['loop']:>8} {row['ops']:>4} {row['launches']:>8} {us(row['issue_s']):>9} "
+                      f"{us(row['total_s']):>9} {us(row['gpu_s']):>7} {row['host_per_op_s'] * 1e6:>10.2f} "
+                      f"{row['total_s'] / rows[0]['total_s']:>19.2f}")
+    for m in (1, limit):
+        decoder, by_ops = (next(r for r in rows if r["m"] == m and r["loop"] == name) for name in ("decoder", "by ops"))
+        print(f"M={m}: the by-ops loop takes {by_ops['total_s'] / decoder['total_s']:.2f}x the decoder's time")
     if args.out:
         Path(args.out).write_text(json.dumps({"device": info["name"], "backend": info["backend"], "model": what,
                                               "position": args.position, "limit": limit, "rows": rows}, indent=1))

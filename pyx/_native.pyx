@@ -4,6 +4,7 @@
 from cpython.buffer cimport PyBUF_FORMAT, PyBUF_ND, PyBUF_STRIDES, PyBUF_WRITABLE
 from cpython.ref cimport PyObject
 from libc.stdint cimport int64_t
+from libcpp.memory cimport unique_ptr
 from libcpp.string cimport string
 from libcpp.utility cimport move
 from libcpp.vector cimport vector
@@ -25,6 +26,7 @@ include "gemv.pxi"
 include "qgemv.pxi"
 include "sdpa.pxi"
 include "decoder_ops.pxi"
+include "decoder.pxi"
 include "testing.pxi"
 
 

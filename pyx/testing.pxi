@@ -14,6 +14,11 @@ cdef extern from "../src/core/testing.h" namespace "mtlinv":
     void c_launch_raw "mtlinv::launch_raw"(const string&, CDim3, CDim3, const string&,
                                            const vector[CTensor]&) except +raise_py_error nogil
 
+cdef extern from "../src/core/run_plan.h" namespace "mtlinv":
+    cdef cppclass CRunCounts "mtlinv::RunCounts":
+        uint64_t plans, launches
+    CRunCounts c_run_counts "mtlinv::run_counts"()
+
 cdef extern from "../src/core/grid_pieces.h" namespace "mtlinv":
     cdef cppclass CPieceLimit "mtlinv::PieceLimit":
         uint32_t y, z
@@ -32,6 +37,12 @@ def _set_piece_limit(limit):
     c.y, c.z = values
     cdef CPieceLimit old = c_set_piece_limit(c)
     return None if old.y == 0 else (old.y, old.z)
+
+
+def _run_counts():
+    """(plans run, kernels launched) since the process started: a plan is one op call that launched something."""
+    cdef CRunCounts c = c_run_counts()
+    return c.plans, c.launches
 
 
 def _set_emu_check(bint on, uint64_t seed=0):

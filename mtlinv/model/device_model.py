@@ -151,6 +151,14 @@ class DeviceModel:
         shape = (c.n_kv_heads, capacity, c.head_dim)  # per layer, as qkv_to_heads writes them and sdpa reads them
         self._k = [mtlinv.asarray(np.zeros(shape, ACTIVATION)) for _ in range(c.n_layers)]
         self._v = [mtlinv.asarray(np.zeros(shape, ACTIVATION)) for _ in range(c.n_layers)]
+        # The forward runs in C++ (mtlinv.Decoder): ten op calls a layer from Python cost more host time than a
+        # small model's kernels take on a GPU.
+        layers = [dict(attn_norm=layer.attn_norm, ffn_norm=layer.ffn_norm, qkv=layer.w_qkv, o=layer.wo,
+                       gate_up=layer.w_gate_up, down=layer.w_down, k_cache=self._k[i], v_cache=self._v[i])
+                  for i, layer in enumerate(weights.layers) if i not in self.skip_layers]
+        self._decoder = mtlinv.Decoder(n_heads=c.n_heads, rope_theta=c.rope_theta, rms_eps=c.rms_eps,
+                                       embedding=weights.embedding, layers=layers, output_norm=weights.output_norm,
+                                       output=weights.output)
         self.kv_len = 0
 
     def rollback(self, n_valid: int) -> None:
@@ -166,7 +174,6 @@ class DeviceModel:
     def forward_on_device(self, tokens: Sequence[int], start_pos: int) -> mtlinv.Tensor:
         """forward's logits [M, V] (bfloat16) left on the device: on a GPU the call returns once its kernels are
         queued (benchmarks/profile_decode.py times the two apart)."""
-        c = self.weights.config
         m = len(tokens)
         if start_pos != self.kv_len:
             raise ValueError(f"forward at start_pos={start_pos} but the cache holds {self.kv_len} positions")
@@ -175,22 +182,25 @@ class DeviceModel:
         ids = np.asarray(tokens)
         if ids.dtype.kind not in "iu":  # np.asarray(..., np.int32) would truncate 1.7 to token 1
             raise ValueError(f"forward: tokens must be integer ids, got {ids.dtype}")
-        layers = [(i, layer) for i, layer in enumerate(self.weights.layers) if i not in self.skip_layers]
-        # Each residual add runs in one launch with the norm after it (add_rms_norm): x is the residual stream, h
-        # its normed copy for the next block.
-        norms = [layer.attn_norm for _, layer in layers] + [self.weights.output_norm]
-        x = mtlinv.embedding(self.weights.embedding, ids)
-        h = mtlinv.rms_norm(x, norms[0], c.rms_eps)
-        for (i, layer), next_norm in zip(layers, norms[1:]):
-            x, h = mtlinv.add_rms_norm(x, self._attention(i, layer, h, start_pos, m), layer.ffn_norm, c.rms_eps)
-            x, h = mtlinv.add_rms_norm(x, layer.w_down(mtlinv.swiglu_halves(layer.w_gate_up(h))), next_norm, c.rms_eps)
+        logits = self._decoder.forward(ids, start_pos)
         self.kv_len = start_pos + m
-        return self.weights.output(h)
+        return logits
 
-    def _attention(self, i: int, layer: DeviceLayer, h, start: int, m: int):
-        # No reshapes: qkv_to_heads takes the projection's [m, (Hq + 2 Hkv) * D] as it is, and sdpa the per-layer
-        # [H, C, D] caches and [Hq, m, D] queries (one sequence). Each reshape was a Python call too (~0.8 us).
-        c = self.weights.config
-        q = mtlinv.qkv_to_heads(layer.w_qkv(h), c.n_heads, self._k[i], self._v[i], start, start, c.rope_theta)
-        o = mtlinv.sdpa(q, self._k[i], self._v[i], causal=True, kv_len=start + m)
-        return layer.wo(mtlinv.heads_to_rows(o))
+
+def forward_by_ops(weights: DeviceWeights, k_caches, v_caches, tokens: Sequence[int], start: int,
+                   skip_layers: Iterable[int] = ()) -> mtlinv.Tensor:
+    """DeviceModel's forward as Python op calls, one per op (the loop before it moved into mtlinv.Decoder): the
+    oracle of the Decoder's bits (tests/model/test_native_decoder.py) and the baseline of its host time
+    (benchmarks/profile_decode.py times the two). k_caches and v_caches: one [Hkv, C, D] Tensor per layer of weights."""
+    c = weights.config
+    layers = [(i, layer) for i, layer in enumerate(weights.layers) if i not in set(skip_layers)]
+    norms = [layer.attn_norm for _, layer in layers] + [weights.output_norm]
+    m = len(tokens)
+    x = mtlinv.embedding(weights.embedding, np.asarray(tokens))
+    h = mtlinv.rms_norm(x, norms[0], c.rms_eps)
+    for (i, layer), next_norm in zip(layers, norms[1:]):
+        q = mtlinv.qkv_to_heads(layer.w_qkv(h), c.n_heads, k_caches[i], v_caches[i], start, start, c.rope_theta)
+        o = mtlinv.sdpa(q, k_caches[i], v_caches[i], causal=True, kv_len=start + m)
+        x, h = mtlinv.add_rms_norm(x, layer.wo(mtlinv.heads_to_rows(o)), layer.ffn_norm, c.rms_eps)
+        x, h = mtlinv.add_rms_norm(x, layer.w_down(mtlinv.swiglu_halves(layer.w_gate_up(h))), next_norm, c.rms_eps)
+    return weights.output(h)

@@ -1,5 +1,6 @@
 #include "run_plan.h"
 
+#include <atomic>
 #include <utility>
 
 #include "errors.h"
@@ -8,6 +9,8 @@
 namespace mtlinv {
 
 namespace {
+
+std::atomic<uint64_t> plans_run{0}, kernels_launched{0};
 
 void dispatch_all(Backend& backend, const Plan& plan, const std::vector<const Tensor*>& operands,
                   const std::vector<StoragePtr>& scratch) {
@@ -34,6 +37,7 @@ void dispatch_all(Backend& backend, const Plan& plan, const std::vector<const Te
       }
     }
     dispatch_in_pieces(backend, std::move(d));
+    kernels_launched.fetch_add(1, std::memory_order_relaxed);
   }
 }
 
@@ -56,6 +60,11 @@ void run_plan(const Plan& plan, const std::vector<const Tensor*>& operands) {
     throw;
   }
   backend.op_dispatched();
+  plans_run.fetch_add(1, std::memory_order_relaxed);
+}
+
+RunCounts run_counts() {
+  return {plans_run.load(std::memory_order_relaxed), kernels_launched.load(std::memory_order_relaxed)};
 }
 
 }  // namespace mtlinv

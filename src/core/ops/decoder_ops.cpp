@@ -138,30 +138,60 @@ Tensor heads_to_rows(const Tensor& x) {
   return y;
 }
 
-Tensor embedding(const Tensor& table, const Tensor& ids) {
-  const char* op = "embedding";
+namespace {
+
+void check_table(const char* op, const Tensor& table) {
   require_float(op, "table", table);
   table.require_dense(op, "table");
-  ids.require_dense(op, "ids");
   if (table.ndim() != 2) throw InvalidArgument(op, ": table must be [V, D], got ", shape_str(table.shape));
+  require_u32(op, "V", table.dim(0));
+  require_u32(op, "D", table.dim(1));
+}
+
+void check_id(const char* op, size_t i, int64_t id, int64_t vocab) {
+  if (id < 0 || id >= vocab) throw InvalidArgument(op, ": ids[", i, "]=", id, " is outside [0, ", vocab, ")");
+}
+
+// ids: int32 or uint32 [L], already checked against the table.
+Tensor gather_rows(const Tensor& table, const Tensor& ids) {
+  Tensor y = Tensor::empty({ids.dim(0), table.dim(1)}, table.dtype);
+  if (y.numel() == 0) return y;
+  run_plan(plan_gather_rows(table.dtype, ids.dim(0), table.dim(0), table.dim(1)), {&table, &ids, &y});
+  return y;
+}
+
+}  // namespace
+
+Tensor embedding(const Tensor& table, const Tensor& ids) {
+  const char* op = "embedding";
+  check_table(op, table);
+  ids.require_dense(op, "ids");
   if (ids.dtype != DType::i32 && ids.dtype != DType::u32) {
     throw DTypeError(op, ": ids has dtype ", dtype_name(ids.dtype), "; expected int32 or uint32");
   }
   if (ids.ndim() != 1) throw InvalidArgument(op, ": ids must be 1-D, got shape ", shape_str(ids.shape));
-  const int64_t vocab = table.dim(0);
-  require_u32(op, "V", vocab);
-  require_u32(op, "D", table.dim(1));
   require_u32(op, "L", ids.dim(0));
   std::vector<int32_t> host(static_cast<size_t>(ids.numel()));
   ids.download(host.data(), ids.nbytes(), op);
   for (size_t i = 0; i < host.size(); ++i) {
-    const int64_t id = ids.dtype == DType::u32 ? static_cast<int64_t>(static_cast<uint32_t>(host[i]))
-                                               : static_cast<int64_t>(host[i]);
-    if (id < 0 || id >= vocab) throw InvalidArgument(op, ": ids[", i, "]=", id, " is outside [0, ", vocab, ")");
+    check_id(op, i, ids.dtype == DType::u32 ? static_cast<int64_t>(static_cast<uint32_t>(host[i])) : host[i],
+             table.dim(0));
   }
-  Tensor y = Tensor::empty({ids.dim(0), table.dim(1)}, table.dtype);
-  if (y.numel() > 0) run_plan(plan_gather_rows(table.dtype, ids.dim(0), vocab, table.dim(1)), {&table, &ids, &y});
-  return y;
+  return gather_rows(table, ids);
+}
+
+Tensor embedding(const Tensor& table, const std::vector<int64_t>& ids) {
+  const char* op = "embedding";
+  check_table(op, table);
+  require_u32(op, "L", static_cast<int64_t>(ids.size()));
+  std::vector<uint32_t> narrow(ids.size());  // the kernel reads uint32; every id is in [0, V), V < 2^32
+  for (size_t i = 0; i < ids.size(); ++i) {
+    check_id(op, i, ids[i], table.dim(0));
+    narrow[i] = static_cast<uint32_t>(ids[i]);
+  }
+  Tensor device_ids = Tensor::empty({static_cast<int64_t>(ids.size())}, DType::u32);
+  if (!narrow.empty()) device_ids.upload(narrow.data(), device_ids.nbytes(), op);
+  return gather_rows(table, device_ids);
 }
 
 }  // namespace mtlinv

@@ -1,0 +1,118 @@
+#include "decoder.h"
+
+#include <limits>
+#include <string>
+#include <tuple>
+#include <utility>
+
+#include "../errors.h"
+#include "../ops.h"
+#include "../plans/qgemv.h"
+
+namespace mtlinv {
+
+Tensor QuantLinear::operator()(const Tensor& x) const {
+  return qgemv(x, wq, scales, biases, nullptr, group_size, bits);
+}
+
+namespace {
+
+// The ops check shapes and dtypes at the first forward; a projection's format is checked here, where the error
+// can name the layer.
+void check_format(const QuantLinear& w, const std::string& where) {
+  if (!qgemv_supported_bits(w.bits) || !qgemv_supported_group_size(w.group_size)) {
+    throw InvalidArgument("Decoder: ", where, " has bits=", w.bits, ", group_size=", w.group_size,
+                          "; qgemv takes bits 2, 3, 4, 5, 6 or 8 and group_size 32, 64 or 128");
+  }
+}
+
+bool overlap(const Tensor& a, const Tensor& b) {
+  return a.storage == b.storage && a.offset < b.offset + b.nbytes() && b.offset < a.offset + a.nbytes();
+}
+
+}  // namespace
+
+Decoder::Decoder(DecoderConfig config, Tensor embedding, std::vector<DecoderLayer> layers, Tensor output_norm,
+                 QuantLinear output)
+    : config_(config),
+      embedding_(std::move(embedding)),
+      layers_(std::move(layers)),
+      output_norm_(std::move(output_norm)),
+      output_(std::move(output)),
+      capacity_(std::numeric_limits<int64_t>::max()) {
+  if (config_.n_heads < 1) throw InvalidArgument("Decoder: n_heads=", config_.n_heads, " must be positive");
+  check_format(output_, "output");
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    const DecoderLayer& l = layers_[i];
+    for (const auto& [w, name] : {std::pair{&l.qkv, "qkv"}, {&l.o, "o"}, {&l.gate_up, "gate_up"}, {&l.down, "down"}}) {
+      check_format(*w, concat("layer ", i, "'s ", name));
+    }
+  }
+  if (layers_.empty()) return;
+  const Shape& cache = layers_[0].k_cache.shape;
+  if (cache.size() != 3) {
+    throw InvalidArgument("Decoder: layer 0's k_cache must be [Hkv, C, D], got ", shape_str(cache));
+  }
+  struct Cache {
+    const Tensor* tensor;
+    size_t layer;
+    const char* name;
+  };
+  std::vector<Cache> caches;
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    const DecoderLayer& l = layers_[i];
+    if (l.k_cache.shape != cache || l.v_cache.shape != cache) {
+      throw InvalidArgument("Decoder: layer ", i, "'s caches are ", shape_str(l.k_cache.shape), " and ",
+                            shape_str(l.v_cache.shape), "; every layer's must be layer 0's ", shape_str(cache));
+    }
+    for (const Cache& c : {Cache{&l.k_cache, i, "k_cache"}, Cache{&l.v_cache, i, "v_cache"}}) {
+      c.tensor->require_dense("Decoder", c.name);
+      // Written in place at every forward: two caches in one range would overwrite each other's positions.
+      for (const Cache& other : caches) {
+        if (overlap(*c.tensor, *other.tensor)) {
+          throw InvalidArgument("Decoder: layer ", i, "'s ", c.name, " overlaps layer ", other.layer, "'s ",
+                                other.name, "; each cache needs memory of its own");
+        }
+      }
+      caches.push_back(c);
+    }
+  }
+  if (config_.n_heads % cache[0] != 0) {
+    throw InvalidArgument("Decoder: n_heads=", config_.n_heads, " is not a multiple of the caches' Hkv=", cache[0]);
+  }
+  capacity_ = cache[1];
+}
+
+Tensor Decoder::forward(const std::vector<int64_t>& ids, int64_t start) const {
+  const int64_t m = static_cast<int64_t>(ids.size());
+  // start > capacity - m, not start + m > capacity: a huge start would wrap the sum.
+  if (m < 1 || start < 0 || start > capacity_ - m) {
+    throw InvalidArgument("Decoder.forward: ", m, " tokens at position ", start, " do not fit the cache capacity ",
+                          capacity_);
+  }
+  // Each residual add runs in one launch with the norm after it (add_rms_norm): x is the residual stream, h its
+  // normed copy for the next block.
+  Tensor x = embedding(embedding_, ids);
+  Tensor h = rms_norm(x, layers_.empty() ? output_norm_ : layers_[0].attn_norm, config_.rms_eps);
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    const DecoderLayer& layer = layers_[i];
+    const Tensor& next_norm = i + 1 < layers_.size() ? layers_[i + 1].attn_norm : output_norm_;
+    std::tie(x, h) = add_rms_norm(x, attention(layer, h, start, m), layer.ffn_norm, config_.rms_eps);
+    std::tie(x, h) = add_rms_norm(x, layer.down(swiglu_halves(layer.gate_up(h))), next_norm, config_.rms_eps);
+  }
+  return output_(h);
+}
+
+Tensor Decoder::attention(const DecoderLayer& layer, const Tensor& h, int64_t start, int64_t m) const {
+  // qkv_to_heads takes the projection's [m, (Hq + 2 Hkv) D] as it is and writes k and v into the caches at
+  // `start`; sdpa reads the [Hkv, C, D] caches up to start + m and the [Hq, m, D] queries as one sequence.
+  const Tensor q = qkv_to_heads(layer.qkv(h), config_.n_heads, layer.k_cache, layer.v_cache, start, start,
+                                config_.rope_theta);
+  SdpaOptions options;
+  options.causal = true;
+  options.has_kv_len = true;
+  options.kv_len = start + m;
+  return layer.o(heads_to_rows(sdpa(q, layer.k_cache, layer.v_cache, options)));
+}
+
+}  // namespace mtlinv

@@ -1,0 +1,64 @@
+// A llama decoder's forward pass on mtlinv ops, in C++: the loop mtlinv.model.DeviceModel runs. A decoding step of
+// a small model on a GPU is bound by the host (each op call costs a few us to issue, the kernels less to run:
+// benchmarks/results/h200.md), and one call from Python per step, instead of ten per layer, is most of that cut.
+// The ops are the public ones, called in the order and with the arguments the Python decoder used, so the logits
+// have those bits; with set_limit(L) and M <= L tokens a step, every op is row-invariant, so a position's logits do
+// not depend on how many positions share its call (what greedy speculative decoding needs).
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "../tensor.h"
+
+namespace mtlinv {
+
+// y = x @ W.T with W [N, K] in the affine quantized format qgemv takes.
+struct QuantLinear {
+  Tensor wq, scales, biases;
+  int group_size = 32;
+  int bits = 4;
+
+  Tensor operator()(const Tensor& x) const;
+};
+
+struct DecoderLayer {
+  Tensor attn_norm, ffn_norm;           // [H]
+  QuantLinear qkv;                      // q, k and v stacked by rows: [(Hq + 2 Hkv) D, H]
+  QuantLinear o;                        // [H, Hq D]
+  QuantLinear gate_up;                  // gate and up stacked by rows: [2 F, H]
+  QuantLinear down;                     // [H, F]
+  Tensor k_cache, v_cache;              // [Hkv, C, D]: this decoder's cache of the layer, written in place
+};
+
+struct DecoderConfig {
+  int64_t n_heads = 0;                  // query heads; Hkv and D are the caches'
+  double rope_theta = 10000.0;
+  double rms_eps = 1e-5;
+};
+
+class Decoder {
+ public:
+  // Checks what the ops cannot name (the caches' shapes, the head counts); the ops check the rest at the first
+  // forward. `layers` are the ones this decoder runs (a draft may leave some of a model's out); it may be empty.
+  Decoder(DecoderConfig config, Tensor embedding, std::vector<DecoderLayer> layers, Tensor output_norm,
+          QuantLinear output);
+
+  // The logits [M, V] (the embedding's dtype) of tokens ids (M >= 1) at positions start .. start + M - 1; writes
+  // their keys and values into the caches there, and attends over cache positions 0 .. start + M - 1, so the caller
+  // keeps positions before `start` valid. On CUDA it returns once the kernels are queued.
+  Tensor forward(const std::vector<int64_t>& ids, int64_t start) const;
+
+  int64_t capacity() const { return capacity_; }  // cache positions per layer
+
+ private:
+  Tensor attention(const DecoderLayer& layer, const Tensor& h, int64_t start, int64_t m) const;
+
+  DecoderConfig config_;
+  Tensor embedding_;                    // [V, H]
+  std::vector<DecoderLayer> layers_;
+  Tensor output_norm_;                  // [H]
+  QuantLinear output_;                  // [V, H]
+  int64_t capacity_ = 0;
+};
+
+}  // namespace mtlinv

@@ -1,0 +1,133 @@
+"""mtlinv.Decoder, the forward pass in C++: the bits of the same forward composed of the Python ops, the number of
+ops it issues, and its errors."""
+import ml_dtypes
+import numpy as np
+import pytest
+
+import mtlinv
+from mtlinv.model.device_model import DeviceModel, DeviceWeights, forward_by_ops
+
+
+@pytest.fixture(scope="module")
+def tiny_device(make_weights):
+    # Three layers, so that a skipped middle one leaves layers before and after it; head dim 64, which sdpa supports.
+    w = make_weights(seed=5, n_layers=3, hidden=128, n_heads=2, n_kv_heads=1, vocab=64)
+    return DeviceWeights.from_reference(w)
+
+
+def caches(weights, capacity):
+    c = weights.config
+    shape = (c.n_kv_heads, capacity, c.head_dim)
+    return ([mtlinv.asarray(np.zeros(shape, ml_dtypes.bfloat16)) for _ in weights.layers],
+            [mtlinv.asarray(np.zeros(shape, ml_dtypes.bfloat16)) for _ in weights.layers])
+
+
+def raw(t):
+    return np.asarray(t).view(np.uint16)
+
+
+@pytest.mark.parametrize("skip", [(), (1,)])
+def test_decoder_has_the_bits_of_the_python_ops(tiny_device, skip):
+    """Prefill, one decoding step and a 3-token verification, at limit 5: every logit and every cache entry has the
+    bits of the op-by-op forward."""
+    weights = tiny_device
+    model = DeviceModel(weights, 16, skip_layers=skip)
+    k, v = caches(weights, 16)
+    with mtlinv.batch_invariant(5):
+        for tokens, start in (([7, 3, 11, 42, 5], 0), ([9], 5), ([1, 2, 60], 6)):
+            expected = forward_by_ops(weights, k, v, tokens, start, skip)
+            got = model.forward_on_device(tokens, start)
+            assert got.shape == (len(tokens), weights.config.vocab)
+            assert np.array_equal(raw(got), raw(expected)), (tokens, start)
+    for i in range(len(weights.layers)):
+        if i not in skip:
+            assert np.array_equal(raw(model._k[i]), raw(k[i])) and np.array_equal(raw(model._v[i]), raw(v[i])), i
+
+
+def test_decoder_issues_ten_ops_a_layer(tiny_device):
+    """A step's time on a GPU is mostly host time per op (benchmarks/results/h200.md): the forward's op calls are
+    counted, so that a change which adds one (an unfused add, a copy) shows up here. Per layer: two add_rms_norm,
+    four qgemv (q|k|v, wo, gate|up, down), qkv_to_heads, sdpa, heads_to_rows, swiglu_halves; around them the
+    embedding, rms_norm and the output qgemv."""
+    weights = tiny_device
+    model = DeviceModel(weights, 8)
+    plans, launches = mtlinv._native._run_counts()
+    model.forward_on_device([7, 3], 0)
+    after = mtlinv._native._run_counts()
+    layers = weights.config.n_layers
+    assert after[0] - plans == 10 * layers + 3
+    assert after[1] - launches >= after[0] - plans  # sdpa may launch two kernels
+
+
+def test_decoder_refuses_bad_layers(tiny_device):
+    w = tiny_device
+    k, v = caches(w, 8)
+    l0 = w.layers[0]
+
+    def layer(**change):
+        d = dict(attn_norm=l0.attn_norm, ffn_norm=l0.ffn_norm, qkv=l0.w_qkv, o=l0.wo, gate_up=l0.w_gate_up,
+                 down=l0.w_down, k_cache=k[0], v_cache=v[0])
+        d.update(change)
+        return d
+
+    def build(layers, n_heads=w.config.n_heads, output=w.output):
+        return mtlinv.Decoder(n_heads=n_heads, rope_theta=1e4, rms_eps=1e-5, embedding=w.embedding, layers=layers,
+                              output_norm=w.output_norm, output=output)
+
+    assert build([layer()]).capacity == 8
+    assert build([]).capacity > 2**62  # no layer, no cache to bound it
+    with pytest.raises(mtlinv.InvalidArgumentError, match=r"layers\[0\] must be a dict with keys"):
+        build([{"attn_norm": l0.attn_norm}])
+    with pytest.raises(mtlinv.InvalidArgumentError, match=r"layers\[0\]\['ffn_norm'\] must be an mtlinv.Tensor"):
+        build([layer(ffn_norm=np.ones(128))])
+    with pytest.raises(mtlinv.InvalidArgumentError, match=r"layers\[0\]\['down'\] has no wq"):
+        build([layer(down=l0.attn_norm)])
+    read_only = np.zeros((1, 8, 64), ml_dtypes.bfloat16)
+    read_only.flags.writeable = False
+    with pytest.raises(mtlinv.InvalidArgumentError, match=r"k_cache'\] wraps a read-only array"):
+        build([layer(k_cache=mtlinv.asarray(read_only))])
+    with pytest.raises(mtlinv.InvalidArgumentError, match="layer 0's v_cache overlaps layer 0's k_cache"):
+        build([layer(v_cache=k[0])])
+    with pytest.raises(mtlinv.InvalidArgumentError, match="layer 1's k_cache overlaps layer 0's k_cache"):
+        build([layer(), layer(v_cache=v[1])])
+    with pytest.raises(mtlinv.InvalidArgumentError, match=r"layer 1's caches are \[1, 4, 64\] and \[1, 8, 64\]"):
+        short = mtlinv.asarray(np.zeros((1, 4, 64), ml_dtypes.bfloat16))
+        build([layer(), layer(k_cache=short, v_cache=v[1])])
+    with pytest.raises(mtlinv.InvalidArgumentError, match=r"k_cache must be \[Hkv, C, D\], got \[8, 64\]"):
+        flat = mtlinv.asarray(np.zeros((8, 64), ml_dtypes.bfloat16))
+        build([layer(k_cache=flat, v_cache=flat)])
+    with pytest.raises(mtlinv.InvalidArgumentError, match="n_heads=3 is not a multiple of the caches' Hkv=2"):
+        build([layer(k_cache=mtlinv.asarray(np.zeros((2, 8, 64), ml_dtypes.bfloat16)),
+                     v_cache=mtlinv.asarray(np.zeros((2, 8, 64), ml_dtypes.bfloat16)))], n_heads=3)
+    with pytest.raises(mtlinv.InvalidArgumentError, match="n_heads must be in"):
+        build([layer()], n_heads=0)
+
+    class Seven:
+        wq, scales, biases, group_size, bits = l0.wo.wq, l0.wo.scales, l0.wo.biases, 32, 7
+
+    with pytest.raises(mtlinv.InvalidArgumentError, match="output has bits=7, group_size=32; qgemv takes bits"):
+        build([layer()], output=Seven())
+    with pytest.raises(mtlinv.InvalidArgumentError, match="layer 0's gate_up has bits=7"):
+        build([layer(gate_up=Seven())])
+
+
+def test_decoder_refuses_bad_tokens(tiny_device):
+    w = tiny_device
+    model = DeviceModel(w, 8)
+    d = model._decoder
+    with pytest.raises(mtlinv.InvalidArgumentError, match="0 tokens at position 0 do not fit the cache capacity 8"):
+        d.forward([], 0)
+    with pytest.raises(mtlinv.InvalidArgumentError, match="3 tokens at position 6 do not fit the cache capacity 8"):
+        d.forward([1, 2, 3], 6)
+    with pytest.raises(mtlinv.InvalidArgumentError, match="start must be in"):
+        d.forward([1], -1)
+    with pytest.raises(mtlinv.InvalidArgumentError, match="ids must be a 1-D sequence of integers, got float64"):
+        d.forward([1.5], 0)
+    with pytest.raises(mtlinv.InvalidArgumentError, match=r"shape \(1, 2\)"):
+        d.forward([[1, 2]], 0)
+    with pytest.raises(mtlinv.InvalidArgumentError, match=r"embedding: ids\[1\]=64 is outside \[0, 64\)"):
+        d.forward([3, 64], 0)
+    with pytest.raises(mtlinv.InvalidArgumentError, match=r"embedding: ids\[0\]=-1 is outside \[0, 64\)"):
+        d.forward(np.array([-1]), 0)
+    with pytest.raises(mtlinv.InvalidArgumentError, match=r"ids\[0\]=18446744073709551615 is outside"):
+        d.forward(np.array([2**64 - 1], np.uint64), 0)
