@@ -112,7 +112,10 @@ Tensor Decoder::attention(const DecoderLayer& layer, const Tensor& h, int64_t st
   options.causal = true;
   options.has_kv_len = true;
   options.kv_len = start + m;
-  return layer.o(heads_to_rows(sdpa(q, layer.k_cache, layer.v_cache, options)));
+  const Tensor o = sdpa(q, layer.k_cache, layer.v_cache, options);  // [Hq, m, D]
+  // The output projection takes rows [m, Hq D]. One row's [Hq, 1, D] already lies in that order: a view, not a
+  // heads_to_rows launch (a copy, so the bits are the same either way), for the decoding step's 30 fewer launches.
+  return layer.o(m == 1 ? o.reshape({1, o.numel()}) : heads_to_rows(o));
 }
 
 }  // namespace mtlinv
