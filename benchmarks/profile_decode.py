@@ -3,9 +3,7 @@ decode step) and at M = k + 1 (a verification call), on the active device, timed
 
   issue  until the forward returns: on CUDA its kernels are then queued, not run; elsewhere they have run;
   total  until mtlinv.synchronize() returns after it (forward's own download of the logits left out);
-  gpu    CUDA events recorded before and after it (CUDA with torch only): the device's span for the step;
-  kernels  the same span with the step's kernels queued behind a spin kernel first, so that they run back to back:
-         what the kernels alone take, the time a step would take if the host issued them for free.
+  gpu    CUDA events recorded before and after it (CUDA with torch only): the device's span for the step.
 
 and the ops and kernel launches each forward issues. Each forward runs two ways, in turn: mtlinv.Decoder (the
 ops called from C++, one Python call a forward: what DeviceModel runs) and forward_by_ops (the same ops called
@@ -85,25 +83,14 @@ class GpuEvents:
     def __init__(self, torch):
         self.torch = torch
 
-    # A spin of about 50 ms at the H200's 1.98 GHz: longer than the host takes to queue a forward (1-3 ms).
-    SPIN_CYCLES = 100_000_000
-
-    def span(self, fn, queued: bool = False) -> float:
-        """The device's time from before fn's first kernel to after its last. queued: fn's kernels are held behind
-        a spin kernel (torch.cuda._sleep) while the host queues them all, so that they run back to back and the
-        span is theirs alone, however slowly the host issues them; None if the host took longer than the spin."""
+    def span(self, fn) -> float:
         start = self.torch.cuda.Event(enable_timing=True)
         end = self.torch.cuda.Event(enable_timing=True)
-        spin_end = self.torch.cuda.Event()
-        if queued:
-            self.torch.cuda._sleep(self.SPIN_CYCLES)
-            spin_end.record()
         start.record()
         fn()
         end.record()
-        held = not queued or not spin_end.query()  # the spin still running: all of fn's kernels queued behind it
         end.synchronize()
-        return start.elapsed_time(end) / 1e3 if held else None
+        return start.elapsed_time(end) / 1e3
 
 
 def count_runs(fn) -> tuple[int, int]:
@@ -132,10 +119,10 @@ def profile_rows(model: DeviceModel, position: int, m: int, reps: int, events: G
         for _ in range(3):
             step()
             mtlinv.synchronize()
-    times = {name: ([], [], [], []) for name in loops}
+    times = {name: ([], [], []) for name in loops}
     for _ in range(reps):
         for name, step in loops.items():
-            issue, total, gpu, kernels = times[name]
+            issue, total, gpu = times[name]
             mtlinv.synchronize()
             t0 = time.perf_counter()
             step()
@@ -146,16 +133,13 @@ def profile_rows(model: DeviceModel, position: int, m: int, reps: int, events: G
             total.append(t2 - t0)
             if events:
                 gpu.append(events.span(step))
-                kernels.append(events.span(step, queued=True))
     rows = []
     for name, step in loops.items():
-        issue, total, gpu, kernels = times[name]
+        issue, total, gpu = times[name]
         ops, launches = count_runs(step)
         mtlinv.synchronize()
-        timed = [k for k in kernels if k is not None]
         rows.append({"m": m, "loop": name, "issue_s": statistics.median(issue), "total_s": statistics.median(total),
-                     "gpu_s": statistics.median(gpu) if gpu else None,
-                     "kernels_s": statistics.median(timed) if timed else None, "ops": ops, "launches": launches,
+                     "gpu_s": statistics.median(gpu) if gpu else None, "ops": ops, "launches": launches,
                      "host_per_op_s": statistics.median(issue) / ops})
     return rows
 
@@ -190,22 +174,18 @@ def main(argv=None) -> int:
     print(f"device: {info['backend']} ({info['name']}); model: {what}; {args.position} cached positions; "
           f"limit {limit}; medians of {args.reps}")
     print(f"{'M':>3} {'loop':>8} {'ops':>4} {'launches':>8} {'issue us':>9} {'total us':>9} {'gpu us':>7} "
-          f"{'kernels us':>10} {'host us/op':>10} {'total / decoder M=1':>19}")
+          f"{'host us/op':>10} {'total / decoder M=1':>19}")
     rows = []
     with mtlinv.batch_invariant(limit):
         for m in (1, limit):
             for row in profile_rows(model, args.position, m, args.reps, events):
                 rows.append(row)
                 print(f"{m:>3} {row['loop']:>8} {row['ops']:>4} {row['launches']:>8} {us(row['issue_s']):>9} "
-                      f"{us(row['total_s']):>9} {us(row['gpu_s']):>7} {us(row['kernels_s']):>10} "
-                      f"{row['host_per_op_s'] * 1e6:>10.2f} "
+                      f"{us(row['total_s']):>9} {us(row['gpu_s']):>7} {row['host_per_op_s'] * 1e6:>10.2f} "
                       f"{row['total_s'] / rows[0]['total_s']:>19.2f}")
     for m in (1, limit):
         decoder, by_ops = (next(r for r in rows if r["m"] == m and r["loop"] == name) for name in ("decoder", "by ops"))
         print(f"M={m}: the by-ops loop takes {by_ops['total_s'] / decoder['total_s']:.2f}x the decoder's time")
-        if decoder["kernels_s"]:
-            print(f"M={m}: the decoder's step takes {decoder['total_s'] / decoder['kernels_s']:.2f}x its kernels' "
-                  f"time run back to back")
     if args.out:
         Path(args.out).write_text(json.dumps({"device": info["name"], "backend": info["backend"], "model": what,
                                               "position": args.position, "limit": limit, "rows": rows}, indent=1))
