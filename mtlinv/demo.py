@@ -14,6 +14,7 @@ from .model import decoding
 from .model.device_model import DeviceModel, DeviceWeights
 from .model.fetch import load_model_path
 from .model.gguf_model import load_gguf
+from .model.prompt_lookup import PromptLookupDraft
 from .model.tokenizer import Tokenizer
 
 # Layers a cheap draft leaves out (for SmolLM2-135M's 30 layers the best acceptance among the patterns tried).
@@ -69,11 +70,19 @@ def run_settings(weights: DeviceWeights, prompt_ids: list[int], tokens: int, k: 
     greedy_tps = len(greedy) / (time.perf_counter() - t0)
     out(f"greedy: {len(greedy)} tokens at {greedy_tps:.2f} tokens/s")
 
-    drafts = {"self-draft": (), "layer-skip draft": draft_skip_layers(weights.config.n_layers)}
+    # The self-draft shows exactness (a rejection can only come from the verification kernels), the layer-skip
+    # draft a cheaper model, and prompt lookup speed: it drafts with no forward pass, so each round costs one
+    # verification call, about one decoding step, for however many proposals the target takes.
+    drafts = {
+        "self-draft": lambda: DeviceModel(weights, capacity),
+        "layer-skip draft": lambda: DeviceModel(weights, capacity,
+                                                skip_layers=draft_skip_layers(weights.config.n_layers)),
+        "prompt-lookup draft": lambda: PromptLookupDraft(weights.config.vocab),
+    }
     rows = [Row("greedy (reference)", True, None, 1.0, greedy_tps)]
     for limit in (0, k + 1):
-        for name, skip in drafts.items():
-            draft = DeviceModel(weights, capacity, skip_layers=skip)
+        for name, make_draft in drafts.items():
+            draft = make_draft()
             with mtlinv.batch_invariant(limit):
                 t0 = time.perf_counter()
                 r = decoding.speculative(target, draft, prompt_ids, tokens, k, eos_id=eos_id, reference=greedy)
@@ -124,7 +133,8 @@ def run_demo(prompt: str, tokens: int, k: int, model_path: str | None) -> int:
         print("\n(On the CPU emulator a verification call of k+1 positions costs about k+1 single-token steps, as a CPU\n"
               " is compute-bound, so speculative decoding is slower than greedy here; on a GPU the canonical kernels\n"
               " read the weights once for all rows. With the target as its own draft every proposal is the target's\n"
-              " own token, so a rejection there can only come from the verification kernels.)")
+              " own token, so a rejection there can only come from the verification kernels. The prompt-lookup draft\n"
+              " runs no model: it proposes what followed the context's last tokens where they occurred before.)")
     exact = all(r.identical for r in rows if r.setting.startswith(f"limit {k + 1}"))
     print(f"\nwith limit {k + 1}: speculative decoding {'reproduces' if exact else 'DOES NOT reproduce'} greedy "
           f"decoding token for token")

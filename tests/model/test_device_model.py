@@ -33,7 +33,7 @@ def test_tiny_model_limit_reproduces_greedy_and_limit_zero_drifts(make_weights):
         lines = []
         _, rows = run_settings(DeviceWeights.from_reference(w), [1, 2, 3, 4, 5], 48, 4, None, out=lines.append)
         by_setting = {r.setting: r for r in rows}
-        for name in ("limit 5, self-draft", "limit 5, layer-skip draft"):
+        for name in ("limit 5, self-draft", "limit 5, layer-skip draft", "limit 5, prompt-lookup draft"):
             assert by_setting[name].identical and by_setting[name].first_diff is None, (name, seed)
         if not by_setting["limit 0, self-draft"].identical:
             drifted = by_setting["limit 0, self-draft"]
