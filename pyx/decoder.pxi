@@ -31,9 +31,12 @@ cdef class Decoder:
     mtlinv.qgemv takes them), group_size and bits, such as mtlinv.model.QuantLinear."""
     cdef unique_ptr[CDecoder] c
     cdef object keepalive  # the Tensors it uses: a zero-copy Tensor keeps its array alive, not the C++ side
+    cdef int64_t vocab
 
     def __init__(self, *, n_heads, rope_theta, rms_eps, embedding, layers, output_norm, output):
         op = "Decoder"
+        if self.c:  # a forward on another thread may be running on the decoder it would replace
+            raise InvalidArgumentError(f"{op}: already initialised; make a new Decoder")
         cdef CDecoderConfig config
         config.n_heads = _int_arg(op, "n_heads", n_heads, 1, 2**31)
         config.rope_theta = _real_arg(op, "rope_theta", rope_theta)
@@ -43,8 +46,9 @@ cdef class Decoder:
         cdef CDecoderLayer c_layer
         for i, layer in enumerate(layers):
             if not isinstance(layer, dict) or set(layer) != _LAYER_KEYS:
+                got = sorted(map(repr, layer)) if isinstance(layer, dict) else type(layer).__name__
                 raise InvalidArgumentError(f"{op}: layers[{i}] must be a dict with keys {sorted(_LAYER_KEYS)}, "
-                                           f"got {sorted(layer) if isinstance(layer, dict) else type(layer).__name__}")
+                                           f"got {got}")
             where = f"layers[{i}]"
             c_layer.attn_norm = _decoder_tensor(kept, layer["attn_norm"], f"{where}['attn_norm']")
             c_layer.ffn_norm = _decoder_tensor(kept, layer["ffn_norm"], f"{where}['ffn_norm']")
@@ -60,6 +64,7 @@ cdef class Decoder:
         cdef CQuantLinear c_output = _decoder_linear(kept, output, "output")
         self.c.reset(new CDecoder(config, c_embedding, c_layers, c_norm, c_output))
         self.keepalive = kept
+        self.vocab = c_embedding.shape[0] if c_embedding.shape.size() else 0
 
     @property
     def capacity(self):
@@ -75,9 +80,9 @@ cdef class Decoder:
         if a.ndim != 1 or (a.size and a.dtype.kind not in "iu"):
             raise InvalidArgumentError(f"Decoder.forward: ids must be a 1-D sequence of integers, got {a.dtype} "
                                        f"of shape {a.shape}")
-        if a.size and a.dtype.kind == "u" and a.max() > 2**62:  # int64 would wrap it negative
+        if a.size and a.dtype.kind == "u" and a.max() >= 2**63:  # past int64, where the conversion would wrap
             i = int(np.argmax(a))
-            raise InvalidArgumentError(f"Decoder.forward: ids[{i}]={int(a[i])} is outside the vocabulary")
+            raise InvalidArgumentError(f"Decoder.forward: ids[{i}]={int(a[i])} is outside [0, {self.vocab})")
         cdef const int64_t[::1] view = np.ascontiguousarray(a, dtype=np.int64)
         cdef vector[int64_t] c_ids
         if view.shape[0]:

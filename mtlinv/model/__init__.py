@@ -14,6 +14,6 @@ from .tokenizer import Tokenizer
 
 __all__ = [
     "DecoderModel", "GGUFModel", "GGUFModelError", "GGUFTensor", "LlamaConfig", "LlamaWeights", "ModelFetchError",
-    "PromptLookupDraft", "ReferenceModel", "SpeculativeResult", "Tokenizer", "cache_dir", "default_model_path", "first_difference",
-    "greedy", "load_gguf", "load_model_path", "speculative",
+    "PromptLookupDraft", "ReferenceModel", "SpeculativeResult", "Tokenizer", "cache_dir", "default_model_path",
+    "first_difference", "greedy", "load_gguf", "load_model_path", "speculative",
 ]

@@ -149,8 +149,8 @@ class DeviceModel:
         if not self.skip_layers <= set(range(c.n_layers)):
             raise ValueError(f"skip_layers {sorted(self.skip_layers)} outside 0..{c.n_layers - 1}")
         shape = (c.n_kv_heads, capacity, c.head_dim)  # per layer, as qkv_to_heads writes them and sdpa reads them
-        self._k = [mtlinv.asarray(np.zeros(shape, ACTIVATION)) for _ in range(c.n_layers)]
-        self._v = [mtlinv.asarray(np.zeros(shape, ACTIVATION)) for _ in range(c.n_layers)]
+        self._k, self._v = ([None if i in self.skip_layers else mtlinv.asarray(np.zeros(shape, ACTIVATION))
+                             for i in range(c.n_layers)] for _ in range(2))  # None: a layer this model skips
         # The forward runs in C++ (mtlinv.Decoder): ten op calls a layer from Python cost more host time than a
         # small model's kernels take on a GPU.
         layers = [dict(attn_norm=layer.attn_norm, ffn_norm=layer.ffn_norm, qkv=layer.w_qkv, o=layer.wo,
@@ -191,9 +191,11 @@ def forward_by_ops(weights: DeviceWeights, k_caches, v_caches, tokens: Sequence[
                    skip_layers: Iterable[int] = ()) -> mtlinv.Tensor:
     """DeviceModel's forward as Python op calls, one per op (the loop before it moved into mtlinv.Decoder): the
     oracle of the Decoder's bits (tests/model/test_native_decoder.py) and the baseline of its host time
-    (benchmarks/profile_decode.py times the two). k_caches and v_caches: one [Hkv, C, D] Tensor per layer of weights."""
+    (benchmarks/profile_decode.py times the two). k_caches and v_caches: indexed by layer, a [Hkv, C, D] Tensor for
+    each layer not skipped."""
     c = weights.config
-    layers = [(i, layer) for i, layer in enumerate(weights.layers) if i not in set(skip_layers)]
+    skip = frozenset(skip_layers)
+    layers = [(i, layer) for i, layer in enumerate(weights.layers) if i not in skip]
     norms = [layer.attn_norm for _, layer in layers] + [weights.output_norm]
     m = len(tokens)
     x = mtlinv.embedding(weights.embedding, np.asarray(tokens))

@@ -39,10 +39,11 @@ class PromptLookupDraft:
             raise ValueError(f"forward at start_pos={start_pos} but the context holds {len(self._ctx)} tokens")
         if len(tokens) == 0:
             raise ValueError("forward needs at least one token")
-        logits = np.zeros((len(tokens), self.vocab), np.float32)
-        for i, token in enumerate(tokens):
+        for i, token in enumerate(tokens):  # all checked before any is taken in: an error leaves the context as it was
             if not is_int(token) or not 0 <= token < self.vocab:
                 raise ValueError(f"forward: tokens[{i}]={token!r} is not an id in [0, {self.vocab})")
+        logits = np.zeros((len(tokens), self.vocab), np.float32)
+        for i, token in enumerate(tokens):
             self._append(int(token))
             logits[i, self._propose()] = 1.0
         return logits

@@ -36,8 +36,9 @@ void dispatch_all(Backend& backend, const Plan& plan, const std::vector<const Te
         binding.size = t->nbytes();
       }
     }
+    const bool empty = launch.threadgroups.x == 0 || launch.threadgroups.y == 0 || launch.threadgroups.z == 0;
     dispatch_in_pieces(backend, std::move(d));
-    kernels_launched.fetch_add(1, std::memory_order_relaxed);
+    if (!empty) kernels_launched.fetch_add(1, std::memory_order_relaxed);  // an empty grid launches nothing
   }
 }
 

@@ -1,6 +1,7 @@
 // The C++ API's error paths (tests/test_embedding.py runs this): tensors without memory, mismatched strides, copies
-// of the wrong size and dimension indices out of range must throw mtlinv::InvalidArgument naming what was wrong,
-// never crash. Prints one line per case; exit status 0 when every case passes.
+// of the wrong size, dimension indices out of range and a decoder's bad tokens or shared caches must throw
+// mtlinv::InvalidArgument naming what was wrong, never crash. Prints one line per case; exit status 0 when every
+// case passes.
 #include <cstdio>
 #include <cstring>
 #include <functional>
@@ -55,6 +56,38 @@ int main() {
   grown.strides = {4, 1};
   expect_invalid("upload past the memory", [&] { grown.upload(big.data(), 64); },
                  "upload: the tensor's 64 bytes at offset 0 pass the end of its 16 bytes of memory");
+
+  // The decoder (src/core/model/decoder.h): with no layers a forward is the embedding, the final norm and the
+  // logits projection, all of zeros here.
+  const auto zeros = [](const mtlinv::Shape& shape, mtlinv::DType dtype) {
+    mtlinv::Tensor z = mtlinv::Tensor::empty(shape, dtype);
+    const std::vector<unsigned char> bytes(z.nbytes());
+    z.upload(bytes.data(), bytes.size());
+    return z;
+  };
+  const int64_t vocab = 8, hidden = 64;
+  const mtlinv::QuantLinear output{zeros({vocab, hidden * 4 / 32}, mtlinv::DType::u32),
+                                   zeros({vocab, hidden / 32}, mtlinv::DType::f32),
+                                   zeros({vocab, hidden / 32}, mtlinv::DType::f32), 32, 4};
+  const mtlinv::Tensor table = zeros({vocab, hidden}, mtlinv::DType::f32), norm = zeros({hidden}, mtlinv::DType::f32);
+  mtlinv::DecoderConfig config;
+  config.n_heads = 1;
+  const mtlinv::Decoder bare(config, table, {}, norm, output);
+  expect_invalid("decoder forward of no tokens", [&] { bare.forward({}, 0); },
+                 "Decoder.forward: 0 tokens at position 0 do not fit");
+  expect_invalid("decoder forward of an id past the vocabulary", [&] { bare.forward({1, 8}, 0); },
+                 "embedding: ids[1]=8 is outside [0, 8)");
+  const mtlinv::Tensor logits = bare.forward({1, 2}, 0);
+  const bool logits_ok = logits.shape == mtlinv::Shape{2, vocab};
+  std::printf("%s: decoder forward without layers gives logits %s\n", logits_ok ? "ok" : "FAIL",
+              mtlinv::shape_str(logits.shape).c_str());
+  failures += logits_ok ? 0 : 1;
+  mtlinv::DecoderLayer shared;
+  shared.k_cache = zeros({1, 4, hidden}, mtlinv::DType::f32);
+  shared.v_cache = shared.k_cache;
+  expect_invalid("decoder with one memory for both caches",
+                 [&] { mtlinv::Decoder(config, table, {shared}, norm, output); },
+                 "Decoder: layers[0]'s v_cache overlaps layers[0]'s k_cache");
 
   float back[4] = {0, 0, 0, 0};
   const float values[4] = {1, 2, 3, 4};

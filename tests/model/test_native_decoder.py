@@ -49,16 +49,45 @@ def test_decoder_issues_ten_ops_a_layer(tiny_device):
     counted, so that a change which adds one (an unfused add, a copy) shows up here. Per layer: two add_rms_norm,
     four qgemv (q|k|v, wo, gate|up, down), qkv_to_heads, sdpa, heads_to_rows, swiglu_halves; around them the
     embedding, rms_norm and the output qgemv. A one-token step needs no heads_to_rows (its attention output is
-    already in row order): nine a layer."""
+    already in row order): nine a layer. Its launches are those of the same ops called from Python."""
     weights = tiny_device
     model = DeviceModel(weights, 8)
     layers = weights.config.n_layers
     for tokens, start, ops in (([7, 3], 0, 10 * layers + 3), ([5], 2, 9 * layers + 3)):
-        plans, launches = mtlinv._native._run_counts()
+        before = mtlinv._native._run_counts()
         model.forward_on_device(tokens, start)
+        middle = mtlinv._native._run_counts()
+        forward_by_ops(weights, model._k, model._v, tokens, start)
         after = mtlinv._native._run_counts()
-        assert after[0] - plans == ops, tokens
-        assert after[1] - launches >= ops  # sdpa may launch two kernels
+        decoder_ops, decoder_launches = middle[0] - before[0], middle[1] - before[1]
+        by_ops_launches = after[1] - middle[1]
+        assert decoder_ops == ops, tokens
+        assert decoder_launches == by_ops_launches - (layers if len(tokens) == 1 else 0), tokens
+
+
+def test_decoder_keeps_its_tensors_alive(tiny_device):
+    """The C++ side holds no reference to the arrays a zero-copy Tensor views: the Decoder keeps the Tensors. Were
+    they dropped, the caches' freed memory would likely be reused by the litter, and the bits would change."""
+    import gc
+
+    weights = tiny_device
+    c = weights.config
+
+    def build():
+        k, v = caches(weights, 8)
+        layers = [dict(attn_norm=l.attn_norm, ffn_norm=l.ffn_norm, qkv=l.w_qkv, o=l.wo, gate_up=l.w_gate_up,
+                       down=l.w_down, k_cache=k[i], v_cache=v[i]) for i, l in enumerate(weights.layers)]
+        norm = mtlinv.asarray(np.asarray(weights.output_norm).copy())
+        return mtlinv.Decoder(n_heads=c.n_heads, rope_theta=c.rope_theta, rms_eps=c.rms_eps,
+                              embedding=weights.embedding, layers=layers, output_norm=norm, output=weights.output)
+
+    decoder = build()
+    gc.collect()
+    litter = [np.full((1, 8, 64), 7, ml_dtypes.bfloat16) for _ in range(64)]  # memory the freed arrays would reuse
+    model = DeviceModel(weights, 8)
+    for tokens, start in (([7, 3], 0), ([5], 2)):
+        assert np.array_equal(raw(decoder.forward(tokens, start)), raw(model.forward_on_device(tokens, start)))
+    assert len(litter) == 64
 
 
 def test_decoder_refuses_bad_layers(tiny_device):
@@ -90,16 +119,29 @@ def test_decoder_refuses_bad_layers(tiny_device):
     if view.readonly:  # a zero-copy view (host-visible memory); CUDA copies the array into memory of its own
         with pytest.raises(mtlinv.InvalidArgumentError, match=r"k_cache'\] wraps a read-only array"):
             build([layer(k_cache=view)])
-    with pytest.raises(mtlinv.InvalidArgumentError, match="layer 0's v_cache overlaps layer 0's k_cache"):
+    with pytest.raises(mtlinv.InvalidArgumentError, match=r"layers\[0\]'s v_cache overlaps layers\[0\]'s k_cache"):
         build([layer(v_cache=k[0])])
-    with pytest.raises(mtlinv.InvalidArgumentError, match="layer 1's k_cache overlaps layer 0's k_cache"):
+    with pytest.raises(mtlinv.InvalidArgumentError, match=r"layers\[1\]'s k_cache overlaps layers\[0\]'s k_cache"):
         build([layer(), layer(v_cache=v[1])])
-    with pytest.raises(mtlinv.InvalidArgumentError, match=r"layer 1's caches are \[1, 4, 64\] and \[1, 8, 64\]"):
+    with pytest.raises(mtlinv.InvalidArgumentError, match=r"layers\[1\]'s caches are \[1, 4, 64\] and \[1, 8, 64\]"):
         short = mtlinv.asarray(np.zeros((1, 4, 64), ml_dtypes.bfloat16))
         build([layer(), layer(k_cache=short, v_cache=v[1])])
-    with pytest.raises(mtlinv.InvalidArgumentError, match=r"k_cache must be \[Hkv, C, D\], got \[8, 64\]"):
+    with pytest.raises(mtlinv.InvalidArgumentError, match=r"must be \[Hkv, C, D\] with Hkv, D >= 1, got \[8, 64\]"):
         flat = mtlinv.asarray(np.zeros((8, 64), ml_dtypes.bfloat16))
         build([layer(k_cache=flat, v_cache=flat)])
+    with pytest.raises(mtlinv.InvalidArgumentError, match=r"with Hkv, D >= 1, got \[0, 8, 64\]"):
+        empty = mtlinv.asarray(np.zeros((0, 8, 64), ml_dtypes.bfloat16))  # once a division by zero
+        build([layer(k_cache=empty, v_cache=mtlinv.asarray(np.zeros((0, 8, 64), ml_dtypes.bfloat16)))])
+    halves = np.zeros((2, 8, 64), ml_dtypes.bfloat16)
+    k_half, v_half = mtlinv.asarray(halves[:1]), mtlinv.asarray(halves[1:])
+    if np.asarray(k_half).ctypes.data == halves.ctypes.data:  # zero-copy views (host-visible memory)
+        with pytest.raises(mtlinv.InvalidArgumentError, match="overlaps"):  # two Tensors over the same half
+            build([layer(k_cache=k_half, v_cache=mtlinv.asarray(halves[:1]))])
+        build([layer(k_cache=k_half, v_cache=v_half)])
+    decoder = build([layer()])
+    with pytest.raises(mtlinv.InvalidArgumentError, match="already initialised; make a new Decoder"):
+        decoder.__init__(n_heads=2, rope_theta=1e4, rms_eps=1e-5, embedding=w.embedding, layers=[layer()],
+                         output_norm=w.output_norm, output=w.output)
     with pytest.raises(mtlinv.InvalidArgumentError, match="n_heads=3 is not a multiple of the caches' Hkv=2"):
         build([layer(k_cache=mtlinv.asarray(np.zeros((2, 8, 64), ml_dtypes.bfloat16)),
                      v_cache=mtlinv.asarray(np.zeros((2, 8, 64), ml_dtypes.bfloat16)))], n_heads=3)
@@ -111,13 +153,18 @@ def test_decoder_refuses_bad_layers(tiny_device):
 
     with pytest.raises(mtlinv.InvalidArgumentError, match="output has bits=7, group_size=32; qgemv takes bits"):
         build([layer()], output=Seven())
-    with pytest.raises(mtlinv.InvalidArgumentError, match="layer 0's gate_up has bits=7"):
+    with pytest.raises(mtlinv.InvalidArgumentError, match=r"layers\[0\]'s gate_up has bits=7"):
         build([layer(gate_up=Seven())])
 
 
 def test_decoder_refuses_bad_tokens(tiny_device):
     w = tiny_device
     model = DeviceModel(w, 8)
+    with pytest.raises(mtlinv.InvalidArgumentError, match=r"embedding: ids\[1\]=64 is outside \[0, 64\)"):
+        model.forward([1, 64], 0)
+    assert model.kv_len == 0  # a refused forward leaves the cache as it was
+    model.forward([1], 0)
+    assert model.kv_len == 1
     d = model._decoder
     with pytest.raises(mtlinv.InvalidArgumentError, match="0 tokens at position 0 do not fit the cache capacity 8"):
         d.forward([], 0)
@@ -133,5 +180,5 @@ def test_decoder_refuses_bad_tokens(tiny_device):
         d.forward([3, 64], 0)
     with pytest.raises(mtlinv.InvalidArgumentError, match=r"embedding: ids\[0\]=-1 is outside \[0, 64\)"):
         d.forward(np.array([-1]), 0)
-    with pytest.raises(mtlinv.InvalidArgumentError, match=r"ids\[0\]=18446744073709551615 is outside"):
+    with pytest.raises(mtlinv.InvalidArgumentError, match=r"ids\[0\]=18446744073709551615 is outside \[0, 64\)"):
         d.forward(np.array([2**64 - 1], np.uint64), 0)

@@ -54,8 +54,9 @@ def test_refuses_bad_arguments():
     draft.forward([1, 2], 0)
     with pytest.raises(ValueError, match="start_pos=1 but the context holds 2 tokens"):
         draft.forward([3], 1)
-    with pytest.raises(ValueError, match=r"tokens\[0\]=4 is not an id in \[0, 4\)"):
-        draft.forward([4], 2)
+    with pytest.raises(ValueError, match=r"tokens\[1\]=4 is not an id in \[0, 4\)"):
+        draft.forward([3, 4], 2)
+    assert draft.kv_len == 2  # nothing taken in, not even the good token before the bad one
     with pytest.raises(ValueError, match="at least one token"):
         draft.forward([], 2)
     with pytest.raises(ValueError, match=r"rollback\(3\) with 2 tokens"):

@@ -1,5 +1,6 @@
 #include "decoder.h"
 
+#include <cstdint>
 #include <limits>
 #include <string>
 #include <tuple>
@@ -26,8 +27,15 @@ void check_format(const QuantLinear& w, const std::string& where) {
   }
 }
 
+// Whether two tensors' bytes meet: within one storage, or, in host-visible memory, anywhere (two Tensors made from
+// views of one array have storages of their own over the same bytes).
 bool overlap(const Tensor& a, const Tensor& b) {
-  return a.storage == b.storage && a.offset < b.offset + b.nbytes() && b.offset < a.offset + a.nbytes();
+  const auto meet = [](uintptr_t a0, size_t an, uintptr_t b0, size_t bn) { return a0 < b0 + bn && b0 < a0 + an; };
+  if (a.storage == b.storage) return meet(a.offset, a.nbytes(), b.offset, b.nbytes());
+  const void* ha = a.host_data();
+  const void* hb = b.host_data();
+  return ha != nullptr && hb != nullptr &&
+         meet(reinterpret_cast<uintptr_t>(ha), a.nbytes(), reinterpret_cast<uintptr_t>(hb), b.nbytes());
 }
 
 }  // namespace
@@ -45,13 +53,13 @@ Decoder::Decoder(DecoderConfig config, Tensor embedding, std::vector<DecoderLaye
   for (size_t i = 0; i < layers_.size(); ++i) {
     const DecoderLayer& l = layers_[i];
     for (const auto& [w, name] : {std::pair{&l.qkv, "qkv"}, {&l.o, "o"}, {&l.gate_up, "gate_up"}, {&l.down, "down"}}) {
-      check_format(*w, concat("layer ", i, "'s ", name));
+      check_format(*w, concat("layers[", i, "]'s ", name));
     }
   }
   if (layers_.empty()) return;
   const Shape& cache = layers_[0].k_cache.shape;
-  if (cache.size() != 3) {
-    throw InvalidArgument("Decoder: layer 0's k_cache must be [Hkv, C, D], got ", shape_str(cache));
+  if (cache.size() != 3 || cache[0] < 1 || cache[2] < 1) {
+    throw InvalidArgument("Decoder: layers[0]'s k_cache must be [Hkv, C, D] with Hkv, D >= 1, got ", shape_str(cache));
   }
   struct Cache {
     const Tensor* tensor;
@@ -62,15 +70,15 @@ Decoder::Decoder(DecoderConfig config, Tensor embedding, std::vector<DecoderLaye
   for (size_t i = 0; i < layers_.size(); ++i) {
     const DecoderLayer& l = layers_[i];
     if (l.k_cache.shape != cache || l.v_cache.shape != cache) {
-      throw InvalidArgument("Decoder: layer ", i, "'s caches are ", shape_str(l.k_cache.shape), " and ",
-                            shape_str(l.v_cache.shape), "; every layer's must be layer 0's ", shape_str(cache));
+      throw InvalidArgument("Decoder: layers[", i, "]'s caches are ", shape_str(l.k_cache.shape), " and ",
+                            shape_str(l.v_cache.shape), "; every layer's must be layers[0]'s ", shape_str(cache));
     }
     for (const Cache& c : {Cache{&l.k_cache, i, "k_cache"}, Cache{&l.v_cache, i, "v_cache"}}) {
       c.tensor->require_dense("Decoder", c.name);
       // Written in place at every forward: two caches in one range would overwrite each other's positions.
       for (const Cache& other : caches) {
         if (overlap(*c.tensor, *other.tensor)) {
-          throw InvalidArgument("Decoder: layer ", i, "'s ", c.name, " overlaps layer ", other.layer, "'s ",
+          throw InvalidArgument("Decoder: layers[", i, "]'s ", c.name, " overlaps layers[", other.layer, "]'s ",
                                 other.name, "; each cache needs memory of its own");
         }
       }

@@ -39,13 +39,15 @@ struct DecoderConfig {
 class Decoder {
  public:
   // Checks what the ops cannot name (the caches' shapes, the head counts); the ops check the rest at the first
-  // forward. `layers` are the ones this decoder runs (a draft may leave some of a model's out); it may be empty.
+  // forward. `layers` are the ones this decoder runs (a draft may leave some of a model's out), and errors number
+  // them as given (layers[i]); it may be empty.
   Decoder(DecoderConfig config, Tensor embedding, std::vector<DecoderLayer> layers, Tensor output_norm,
           QuantLinear output);
 
   // The logits [M, V] (the embedding's dtype) of tokens ids (M >= 1) at positions start .. start + M - 1; writes
   // their keys and values into the caches there, and attends over cache positions 0 .. start + M - 1, so the caller
-  // keeps positions before `start` valid. On CUDA it returns once the kernels are queued.
+  // keeps positions before `start` valid. On CUDA it returns once the kernels are queued; its first step, the
+  // upload of the ids (cudaMemcpy from pageable memory), waits for the work queued before it.
   Tensor forward(const std::vector<int64_t>& ids, int64_t start) const;
 
   int64_t capacity() const { return capacity_; }  // cache positions per layer

@@ -26,8 +26,8 @@ Tensor qkv_to_heads(const Tensor& x, int64_t q_heads, const Tensor& k_dst, const
 Tensor heads_to_rows(const Tensor& x);
 // table [V, D], ids (int32/uint32) [L] -> [L, D]; ids outside [0, V) are an error.
 Tensor embedding(const Tensor& table, const Tensor& ids);
-// The same with ids on the host, checked there and uploaded as int32. The Tensor form reads its ids back to check
-// them, which on CUDA waits for every kernel queued before it; this one does not wait.
+// The same with ids on the host, checked there and uploaded as uint32: the Tensor form reads its ids back from
+// the device to check them, this one checks them before they go there.
 Tensor embedding(const Tensor& table, const std::vector<int64_t>& ids);
 
 }  // namespace mtlinv
