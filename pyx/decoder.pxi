@@ -74,7 +74,8 @@ cdef class Decoder:
     def forward(self, ids, start):
         """Logits [M, V] (the embedding's dtype) of token ids [M] (M >= 1) at positions start..start + M - 1:
         writes their keys and values into the caches there and attends over positions 0..start + M - 1 (the caller
-        keeps the positions before start valid). On CUDA it returns once the kernels are queued."""
+        keeps the positions before start valid). On CUDA it returns once the kernels are queued, having first
+        waited for the work queued before it (the ids' upload does)."""
         cdef CDecoder* d = self._checked()
         a = np.asarray(ids)
         if a.ndim != 1 or (a.size and a.dtype.kind not in "iu"):

@@ -52,9 +52,9 @@ Decoder::Decoder(DecoderConfig config, Tensor embedding, std::vector<DecoderLaye
   check_format(output_, "output");
   for (size_t i = 0; i < layers_.size(); ++i) {
     const DecoderLayer& l = layers_[i];
-    for (const auto& [w, name] : {std::pair{&l.qkv, "qkv"}, {&l.o, "o"}, {&l.gate_up, "gate_up"}, {&l.down, "down"}}) {
-      check_format(*w, concat("layers[", i, "]'s ", name));
-    }
+    const std::pair<const QuantLinear*, const char*> projections[] = {
+        {&l.qkv, "qkv"}, {&l.o, "o"}, {&l.gate_up, "gate_up"}, {&l.down, "down"}};
+    for (const auto& [w, name] : projections) check_format(*w, concat("layers[", i, "]'s ", name));
   }
   if (layers_.empty()) return;
   const Shape& cache = layers_[0].k_cache.shape;
