@@ -151,8 +151,8 @@ class DeviceModel:
         shape = (c.n_kv_heads, capacity, c.head_dim)  # per layer, as qkv_to_heads writes them and sdpa reads them
         self._k, self._v = ([None if i in self.skip_layers else mtlinv.asarray(np.zeros(shape, ACTIVATION))
                              for i in range(c.n_layers)] for _ in range(2))  # None: a layer this model skips
-        # The forward runs in C++ (mtlinv.Decoder): ten op calls a layer from Python cost more host time than a
-        # small model's kernels take on a GPU.
+        # The forward runs in C++ (mtlinv.Decoder): with ten op calls a layer from Python, a step of this
+        # host-bound loop took 1.3-1.4x as long on an H200 (benchmarks/results/h200.md).
         layers = [dict(attn_norm=layer.attn_norm, ffn_norm=layer.ffn_norm, qkv=layer.w_qkv, o=layer.wo,
                        gate_up=layer.w_gate_up, down=layer.w_down, k_cache=self._k[i], v_cache=self._v[i])
                   for i, layer in enumerate(weights.layers) if i not in self.skip_layers]
