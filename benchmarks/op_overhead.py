@@ -24,6 +24,7 @@ import numpy as np
 
 import mtlinv
 from mtlinv import quant
+from timing import cuda_module
 
 # SmolLM2-135M's shapes (the demo's model): hidden 576, 9 query heads and 3 KV heads of 64, ffn 1536, Q4_1 weights
 # (4-bit, groups of 32, float32 scales and biases).
@@ -69,11 +70,8 @@ def decoder_ops() -> dict:
 
 def cupy_empty_launch():
     """A launch of an empty kernel from CuPy, or None off CUDA or without CuPy."""
-    if mtlinv.device_info()["backend"] != "cuda":
-        return None
-    try:
-        import cupy
-    except ImportError:
+    cupy = cuda_module("cupy")
+    if cupy is None:
         return None
     kernel = cupy.RawKernel('extern "C" __global__ void empty() {}', "empty")
     return lambda: kernel((1,), (32,), ())

@@ -33,6 +33,7 @@ import mtlinv
 from mtlinv.model import LlamaConfig, LlamaWeights, load_gguf
 from mtlinv.model.device_model import DeviceModel, DeviceWeights, forward_by_ops
 from mtlinv.model.reference import LayerWeights
+from timing import cuda_module
 
 # SmolLM2-135M-Instruct's hyperparameters (the demo's model), for the random stand-in.
 SMOLLM2_135M = LlamaConfig(n_layers=30, n_heads=9, n_kv_heads=3, hidden=576, ffn=1536, head_dim=64,
@@ -72,13 +73,8 @@ class GpuEvents:
 
     @staticmethod
     def make():
-        if mtlinv.device_info()["backend"] != "cuda":
-            return None
-        try:
-            import torch
-        except ImportError:
-            return None
-        return GpuEvents(torch)
+        torch = cuda_module("torch")
+        return None if torch is None else GpuEvents(torch)
 
     def __init__(self, torch):
         self.torch = torch

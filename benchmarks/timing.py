@@ -1,6 +1,9 @@
 """Timing helpers shared by the benchmark scripts: warm-up, then the median of repeated wall-clock runs."""
+import importlib
 import statistics
 import time
+
+import mtlinv
 
 
 def median_seconds(fn, *, repeat=5, warmup=1, min_time=0.0):
@@ -18,3 +21,14 @@ def median_seconds(fn, *, repeat=5, warmup=1, min_time=0.0):
 
 def ms(seconds):
     return f"{seconds * 1e3:9.3f}"
+
+
+def cuda_module(name):
+    """The module `name` (torch, cupy) when mtlinv runs on CUDA and it is installed, else None: the scripts'
+    optional GPU-side baselines."""
+    if mtlinv.device_info()["backend"] != "cuda":
+        return None
+    try:
+        return importlib.import_module(name)
+    except ImportError:
+        return None

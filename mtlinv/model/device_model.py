@@ -174,16 +174,12 @@ class DeviceModel:
     def forward_on_device(self, tokens: Sequence[int], start_pos: int) -> mtlinv.Tensor:
         """forward's logits [M, V] (bfloat16) left on the device: on a GPU the call returns once its kernels are
         queued (benchmarks/profile_decode.py times the two apart)."""
-        m = len(tokens)
         if start_pos != self.kv_len:
             raise ValueError(f"forward at start_pos={start_pos} but the cache holds {self.kv_len} positions")
-        if m == 0 or start_pos + m > self.capacity:
-            raise ValueError(f"forward of {m} tokens at {start_pos} does not fit the cache capacity {self.capacity}")
-        ids = np.asarray(tokens)
-        if ids.dtype.kind not in "iu":  # np.asarray(..., np.int32) would truncate 1.7 to token 1
-            raise ValueError(f"forward: tokens must be integer ids, got {ids.dtype}")
-        logits = self._decoder.forward(ids, start_pos)
-        self.kv_len = start_pos + m
+        # The decoder checks the rest (integer ids in the vocabulary, M >= 1 within the capacity) before any work,
+        # raising InvalidArgumentError, a ValueError; the cache length moves only once it has run.
+        logits = self._decoder.forward(tokens, start_pos)
+        self.kv_len = start_pos + len(tokens)
         return logits
 
 

@@ -64,7 +64,7 @@ def test_kv_cache_capacity_and_rollback_errors(tiny_device):
         model.forward([3], 1)
     with pytest.raises(ValueError, match="rollback"):
         model.rollback(3)
-    with pytest.raises(ValueError, match="forward: tokens must be integer ids, got float64"):
+    with pytest.raises(ValueError, match="ids must be a 1-D sequence of integers, got float64"):
         model.forward([1.7], 2)  # once truncated to token 1
     for capacity in (0, 2.5, True):
         with pytest.raises(ValueError, match="capacity must be a positive int"):

@@ -87,7 +87,7 @@ def test_decoder_keeps_its_tensors_alive(tiny_device):
     model = DeviceModel(weights, 8)
     for tokens, start in (([7, 3], 0), ([5], 2)):
         assert np.array_equal(raw(decoder.forward(tokens, start)), raw(model.forward_on_device(tokens, start)))
-    assert len(litter) == 64
+    del litter  # held until here
 
 
 def test_decoder_refuses_bad_layers(tiny_device):
