@@ -5,9 +5,11 @@ decode step) and at M = k + 1 (a verification call), on the active device, timed
   total  until mtlinv.synchronize() returns after it (forward's own download of the logits left out);
   gpu    CUDA events recorded before and after it (CUDA with torch only): the device's span for the step.
 
-and the ops and kernel launches each forward issues. Each forward runs two ways, in turn: mtlinv.Decoder (the
-ops called from C++, one Python call a forward: what DeviceModel runs) and forward_by_ops (the same ops called
-from Python one by one, the loop it replaced; the same bits). On CUDA, issue close to total means the
+and the ops and kernel launches each forward issues. Each forward runs three ways, in turn: mtlinv.Decoder (the
+ops called from C++, one Python call a forward: what DeviceModel runs), the same with its launch batches off (on
+CUDA the decoder runs each layer's kernels as one graph launch; off, a driver call per kernel), and forward_by_ops
+(the same ops called from Python one by one, the loop it replaced). All three give the same bits. On CUDA the
+batched decoder's graph builds and kernel updates per forward are printed too. On CUDA, issue close to total means the
 host bounds the step (the GPU waits for kernels to be queued); gpu close to total with issue well below it means
 the device does. Every time is the median of --reps forwards at the same position (the cache rolled back between
 them), after warm-up forwards at every M timed, so that one-time costs (first launches, the block cache) are left
@@ -89,18 +91,32 @@ class GpuEvents:
         return start.elapsed_time(end) / 1e3
 
 
-def count_runs(fn) -> tuple[int, int]:
-    """(ops, kernel launches) that fn() issues."""
+def count_runs(fn) -> tuple[int, int, dict]:
+    """(ops, kernel launches, launch batch counts) that fn() issues."""
     plans, launches = mtlinv._native._run_counts()
+    batches = mtlinv._native._launch_batch_counts()
     fn()
     after = mtlinv._native._run_counts()
-    return after[0] - plans, after[1] - launches
+    batches_after = mtlinv._native._launch_batch_counts()
+    return after[0] - plans, after[1] - launches, {k: batches_after[k] - batches[k] for k in batches}
+
+
+def unbatched(fn):
+    """fn with the decoder's launch batches off while it runs."""
+    def run():
+        previous = mtlinv._native._set_launch_batches(False)
+        try:
+            return fn()
+        finally:
+            mtlinv._native._set_launch_batches(previous)
+    return run
 
 
 def profile_rows(model: DeviceModel, position: int, m: int, reps: int, events: GpuEvents | None) -> list[dict]:
-    """The forward at M rows run two ways, their repetitions interleaved so that the host's drift (20-40% within a
-    minute on the GPU machine) falls on both alike: mtlinv.Decoder (one call) and forward_by_ops (a Python call per
-    op, the loop the decoder replaced), both with the model's caches, so both compute the same bits."""
+    """The forward at M rows run three ways, their repetitions interleaved so that the host's drift (20-40% within
+    a minute on the GPU machine) falls on all alike: mtlinv.Decoder (one call) with and without its launch batches,
+    and forward_by_ops (a Python call per op, the loop the decoder replaced), all with the model's caches, so all
+    compute the same bits."""
     tokens = [(7 * i + 3) % model.weights.config.vocab for i in range(m)]
 
     def decoder():
@@ -110,7 +126,7 @@ def profile_rows(model: DeviceModel, position: int, m: int, reps: int, events: G
     def by_ops():
         return forward_by_ops(model.weights, model._k, model._v, tokens, position)
 
-    loops = {"decoder": decoder, "by ops": by_ops}
+    loops = {"decoder": decoder, "unbatched": unbatched(decoder), "by ops": by_ops}
     for step in loops.values():
         for _ in range(3):
             step()
@@ -132,11 +148,11 @@ def profile_rows(model: DeviceModel, position: int, m: int, reps: int, events: G
     rows = []
     for name, step in loops.items():
         issue, total, gpu = times[name]
-        ops, launches = count_runs(step)
+        ops, launches, batches = count_runs(step)
         mtlinv.synchronize()
         rows.append({"m": m, "loop": name, "issue_s": statistics.median(issue), "total_s": statistics.median(total),
                      "gpu_s": statistics.median(gpu) if gpu else None, "ops": ops, "launches": launches,
-                     "host_per_op_s": statistics.median(issue) / ops})
+                     "host_per_op_s": statistics.median(issue) / ops, "batches": batches})
     return rows
 
 
@@ -169,19 +185,23 @@ def main(argv=None) -> int:
     events = GpuEvents.make()
     print(f"device: {info['backend']} ({info['name']}); model: {what}; {args.position} cached positions; "
           f"limit {limit}; medians of {args.reps}")
-    print(f"{'M':>3} {'loop':>8} {'ops':>4} {'launches':>8} {'issue us':>9} {'total us':>9} {'gpu us':>7} "
-          f"{'host us/op':>10} {'total / decoder M=1':>19}")
+    print(f"{'M':>3} {'loop':>9} {'ops':>4} {'launches':>8} {'issue us':>9} {'total us':>9} {'gpu us':>7} "
+          f"{'host us/op':>10} {'total / decoder M=1':>19} {'batches/builds/updates':>22}")
     rows = []
     with mtlinv.batch_invariant(limit):
         for m in (1, limit):
             for row in profile_rows(model, args.position, m, args.reps, events):
                 rows.append(row)
-                print(f"{m:>3} {row['loop']:>8} {row['ops']:>4} {row['launches']:>8} {us(row['issue_s']):>9} "
+                b = row["batches"]
+                print(f"{m:>3} {row['loop']:>9} {row['ops']:>4} {row['launches']:>8} {us(row['issue_s']):>9} "
                       f"{us(row['total_s']):>9} {us(row['gpu_s']):>7} {row['host_per_op_s'] * 1e6:>10.2f} "
-                      f"{row['total_s'] / rows[0]['total_s']:>19.2f}")
+                      f"{row['total_s'] / rows[0]['total_s']:>19.2f} "
+                      f"{b['batches']:>8}/{b['builds']}/{b['updates']:<6}")
     for m in (1, limit):
-        decoder, by_ops = (next(r for r in rows if r["m"] == m and r["loop"] == name) for name in ("decoder", "by ops"))
-        print(f"M={m}: the by-ops loop takes {by_ops['total_s'] / decoder['total_s']:.2f}x the decoder's time")
+        decoder, plain, by_ops = (next(r for r in rows if r["m"] == m and r["loop"] == name)
+                                  for name in ("decoder", "unbatched", "by ops"))
+        print(f"M={m}: the unbatched decoder takes {plain['total_s'] / decoder['total_s']:.2f}x the decoder's time, "
+              f"the by-ops loop {by_ops['total_s'] / decoder['total_s']:.2f}x")
     if args.out:
         Path(args.out).write_text(json.dumps({"device": info["name"], "backend": info["backend"], "model": what,
                                               "position": args.position, "limit": limit, "rows": rows}, indent=1))

@@ -19,6 +19,12 @@ cdef extern from "../src/core/run_plan.h" namespace "mtlinv":
         uint64_t plans, launches
     CRunCounts c_run_counts "mtlinv::run_counts"()
 
+cdef extern from "../src/core/launch_batch.h" namespace "mtlinv":
+    cdef cppclass CBatchCounts "mtlinv::Backend::BatchCounts":
+        uint64_t batches, builds, updates, kernels
+    bint c_set_launch_batches "mtlinv::set_launch_batches"(bint)
+    CBatchCounts c_launch_batch_counts "mtlinv::launch_batch_counts"() except +raise_py_error
+
 cdef extern from "../src/core/grid_pieces.h" namespace "mtlinv":
     cdef cppclass CPieceLimit "mtlinv::PieceLimit":
         uint32_t y, z
@@ -43,6 +49,20 @@ def _run_counts():
     """(plans run, kernels launched) since the process started: a plan is one op call that launched something."""
     cdef CRunCounts c = c_run_counts()
     return c.plans, c.launches
+
+
+def _set_launch_batches(bint on):
+    """Whether the decoder runs each layer's kernels as one launch batch (on CUDA: one graph launch); default on.
+    Returns the previous setting. Benchmarks turn it off to time the same forward with a driver call per kernel."""
+    return c_set_launch_batches(on)
+
+
+def _launch_batch_counts():
+    """The active backend's launch batches since the process started: a dict of batches (run), builds (batches that
+    needed a new graph), updates (kernels changed in a reused graph) and kernels (run in batches). All 0 on the
+    emulator, which runs every kernel as it is dispatched."""
+    cdef CBatchCounts c = c_launch_batch_counts()
+    return {"batches": c.batches, "builds": c.builds, "updates": c.updates, "kernels": c.kernels}
 
 
 def _set_emu_check(bint on, uint64_t seed=0):

@@ -92,6 +92,26 @@ class Backend {
   // them queued: where the host reaches device memory only through download, which waits in queue order (CUDA),
   // the op returns at once and the host's next op overlaps the device's work.
   virtual void op_dispatched() { synchronize(); }
+
+  // Launch batches (src/core/launch_batch.h). From begin_batch until end_batch, the dispatches of the calling thread
+  // may be recorded rather than run, and end_batch runs them in order as one unit: on CUDA, one graph launch in
+  // place of a driver call per kernel. `key` names the batch's place in a sequence that repeats (a layer of a
+  // decoding step), so that the backend can keep what it built for it. Inside a batch the thread must not upload or
+  // download (the recorded kernels have not run), and memory freed inside it is reused only after it. begin_batch
+  // returns false where nothing is recorded (the default: the emulator and Metal run each dispatch at once); then
+  // end_batch must not be called.
+  virtual bool begin_batch(uint64_t key) {
+    (void)key;
+    return false;
+  }
+  virtual void end_batch() {}
+  struct BatchCounts {
+    uint64_t batches = 0;       // batches run
+    uint64_t builds = 0;        // of them, run by a graph built for them (the rest reused one)
+    uint64_t updates = 0;       // kernels changed in a reused graph (arguments, grid or kernel)
+    uint64_t kernels = 0;       // kernels run in batches
+  };
+  virtual BatchCounts batch_counts() const { return {}; }
 };
 
 // The process-wide active backend, chosen on first use from MTLINV_DEVICE=auto|emu|metal|cuda (default auto:

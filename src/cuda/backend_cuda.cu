@@ -4,6 +4,7 @@
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -14,13 +15,12 @@
 
 #include "../core/errors.h"
 #include "../core/grid_pieces.h"
+#include "graph_batch.h"
 #include "launch.h"
 
 namespace mtlinv {
 
 namespace {
-
-std::string describe(cudaError_t e) { return concat(cudaGetErrorName(e), ": ", cudaGetErrorString(e)); }
 
 void check(cudaError_t e, const char* what) {
   if (e != cudaSuccess) throw DeviceError("cuda: ", what, " failed (", describe(e), ")");
@@ -44,6 +44,7 @@ class Pool {
         void* p = it->second.back();
         it->second.pop_back();
         cached_ -= bytes;
+        if (holding_) taken_.push_back(p);
         return p;
       }
     }
@@ -58,6 +59,8 @@ class Pool {
       (void)cudaGetLastError();
       throw OutOfMemory("cuda: cannot allocate ", bytes, " bytes of device memory (", describe(e), ")");
     }
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (holding_) taken_.push_back(p);
     return p;
   }
 
@@ -68,6 +71,54 @@ class Pool {
   // as 1.7x slower sdpa calls at 64K keys after benchmarks of shorter contexts).
   void give(void* p, size_t bytes) noexcept {
     std::lock_guard<std::mutex> lock(mutex_);
+    if (holding_) {
+      held_.push_back({p, bytes});
+      return;
+    }
+    cache(p, bytes);
+  }
+
+  // While a launch batch records, kernels that read or write a block freed meanwhile have not been queued yet, so
+  // the block must not be taken again (by this batch's next op, or by another thread's, queued ahead of the batch)
+  // until the batch is queued: blocks given back are held until release_held().
+  void hold() noexcept {
+    std::lock_guard<std::mutex> lock(mutex_);
+    holding_ = true;
+  }
+
+  // The held blocks go back in the order that makes the next batch of the same ops take the same blocks: the one
+  // taken first comes out first (each size is a stack). The batch's graph then keeps its buffers' addresses, and
+  // the next step's updates are only the kernels whose arguments really change.
+  void release_held() noexcept {
+    std::lock_guard<std::mutex> lock(mutex_);
+    holding_ = false;
+    std::unordered_map<void*, size_t> order;  // taken_ index of the blocks this batch took from the cache
+    for (size_t i = 0; i < taken_.size(); ++i) order.emplace(taken_[i], i);
+    auto rank = [&](const Held& h) {
+      auto it = order.find(h.p);
+      return it == order.end() ? taken_.size() : it->second;  // blocks from before the batch go in first
+    };
+    std::stable_sort(held_.begin(), held_.end(), [&](const Held& a, const Held& b) { return rank(a) > rank(b); });
+    for (const Held& h : held_) cache(h.p, h.bytes);
+    held_.clear();
+    taken_.clear();
+  }
+
+  static size_t rounded(size_t bytes) {
+    const size_t unit = bytes < (size_t{1} << 20) ? 512 : (size_t{1} << 20);
+    return (bytes + unit - 1) / unit * unit;
+  }
+
+ private:
+  static constexpr size_t kMaxCachedBytes = size_t{2} << 30;
+
+  struct Held {
+    void* p;
+    size_t bytes;
+  };
+
+  // Called with mutex_ held.
+  void cache(void* p, size_t bytes) noexcept {
     for (auto it = free_.begin(); it != free_.end() && cached_ + bytes > kMaxCachedBytes; ++it) {
       while (!it->second.empty() && cached_ + bytes > kMaxCachedBytes) {
         device_free(it->second.back());
@@ -82,14 +133,6 @@ class Pool {
     free_[bytes].push_back(p);
     cached_ += bytes;
   }
-
-  static size_t rounded(size_t bytes) {
-    const size_t unit = bytes < (size_t{1} << 20) ? 512 : (size_t{1} << 20);
-    return (bytes + unit - 1) / unit * unit;
-  }
-
- private:
-  static constexpr size_t kMaxCachedBytes = size_t{2} << 30;
 
   void release_all() noexcept {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -113,6 +156,9 @@ class Pool {
   std::mutex mutex_;
   std::map<size_t, std::vector<void*>> free_;
   size_t cached_ = 0;
+  bool holding_ = false;
+  std::vector<Held> held_;
+  std::vector<void*> taken_;  // blocks taken from the cache while holding, in order
 };
 
 // Holds its pool, so memory that outlives the backend (a Tensor kept to interpreter exit) still has a home.
@@ -176,10 +222,12 @@ class CudaBackend final : public Backend {
 
   void upload(Storage& dst, size_t offset, const void* src, size_t bytes) override {
     if (bytes == 0) return;
+    refuse_in_batch("upload");
     copy(static_cast<char*>(dst.device) + offset, src, bytes, cudaMemcpyHostToDevice, "upload");
   }
   void download(const Storage& src, size_t offset, void* dst, size_t bytes) override {
     if (bytes == 0) return;
+    refuse_in_batch("download");
     copy(dst, static_cast<const char*>(src.device) + offset, bytes, cudaMemcpyDeviceToHost, "download");
   }
 
@@ -193,21 +241,21 @@ class CudaBackend final : public Backend {
                         " kernels built)");
     }
     check_piece(d);
-    const cu::LaunchArgs args = launch_args(d);
     const Dim3& g = d.threadgroups;
     const Dim3& t = d.threads_per_threadgroup;
     if (g.x == 0 || g.y == 0 || g.z == 0) return;  // an empty grid runs nothing, as on Metal
     check_launch_shape(d, entry);
-    void* params[] = {const_cast<cu::LaunchArgs*>(&args)};
-    cudaLaunchAttribute overlap{};
-    overlap.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    overlap.val.programmaticStreamSerializationAllowed = 1;
-    cudaLaunchConfig_t config{};
-    config.gridDim = dim3(g.x, g.y, g.z);
-    config.blockDim = dim3(t.x, t.y, t.z);
-    config.attrs = caps_.overlapped_launches ? &overlap : nullptr;
-    config.numAttrs = caps_.overlapped_launches ? 1 : 0;
-    const cudaError_t e = cudaLaunchKernelExC(&config, entry, params);
+    CudaLaunch launch;
+    launch.entry = entry;
+    launch.grid = dim3(g.x, g.y, g.z);
+    launch.block = dim3(t.x, t.y, t.z);
+    fill_launch_args(d, launch.args);
+    if (batches_.recording()) {
+      launch.kernel = d.kernel;
+      batches_.record(std::move(launch));
+      return;
+    }
+    const cudaError_t e = launch_on(launch, cudaStreamLegacy, caps_.overlapped_launches);
     if (e != cudaSuccess) {
       (void)cudaGetLastError();
       throw KernelError("cuda: launching ", d.kernel, " with grid (", g.x, ", ", g.y, ", ", g.z, ") x threads (",
@@ -216,6 +264,26 @@ class CudaBackend final : public Backend {
     std::lock_guard<std::mutex> lock(last_mutex_);
     last_kernel_ = d.kernel;
   }
+
+  // MTLINV_CUDA_SYNC=1 records nothing: each kernel is waited for where it is dispatched.
+  bool begin_batch(uint64_t key) override {
+    if (blocking_ || !batches_.begin(key)) return false;
+    pool_->hold();
+    return true;
+  }
+
+  void end_batch() override {
+    struct Release {  // after the graph is queued: work queued later cannot overtake it
+      Pool& pool;
+      ~Release() { pool.release_held(); }
+    } release{*pool_};
+    const std::string last = batches_.end(cudaStreamLegacy, caps_.overlapped_launches);
+    if (last.empty()) return;
+    std::lock_guard<std::mutex> lock(last_mutex_);
+    last_kernel_ = last;
+  }
+
+  BatchCounts batch_counts() const override { return batches_.counts(); }
 
   void synchronize() override {
     const cudaError_t e = cudaDeviceSynchronize();
@@ -229,14 +297,13 @@ class CudaBackend final : public Backend {
   }
 
  private:
-  cu::LaunchArgs launch_args(const Dispatch& d) const {
+  void fill_launch_args(const Dispatch& d, cu::LaunchArgs& args) const {
     if (d.bindings.empty() || d.bindings[0].storage != nullptr) {
       throw KernelError("cuda: ", d.kernel, ": binding 0 must be the inline argument struct");
     }
     if (d.bindings.size() > static_cast<size_t>(cu::kMaxBindings)) {
       throw KernelError("cuda: ", d.kernel, " binds ", d.bindings.size(), " buffers; at most ", cu::kMaxBindings);
     }
-    cu::LaunchArgs args{};
     const std::vector<uint8_t>& bytes = d.bindings[0].bytes;
     if (bytes.size() > cu::kMaxArgBytes) {
       throw KernelError("cuda: ", d.kernel, ": argument struct of ", bytes.size(), " bytes; at most ",
@@ -256,7 +323,6 @@ class CudaBackend final : public Backend {
       }
       args.buffers[i] = static_cast<char*>(b.storage->device) + b.offset;
     }
-    return args;
   }
 
   // Reports what the device refuses before launching, with the kernel's own limit: a kernel that needs many
@@ -292,6 +358,11 @@ class CudaBackend final : public Backend {
     return max_threads_[name] = attr.maxThreadsPerBlock;
   }
 
+  // A copy runs at once, while the batch's kernels have not been queued: it would read or write memory out of order.
+  void refuse_in_batch(const char* what) const {
+    if (batches_.recording()) throw KernelError("internal: cuda: ", what, " inside a launch batch");
+  }
+
   void copy(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind, const char* what) {
     const cudaError_t e = cudaMemcpy(dst, src, bytes, kind);
     if (e != cudaSuccess) throw failure(e, what);
@@ -311,6 +382,7 @@ class CudaBackend final : public Backend {
   DeviceCaps caps_;
   bool blocking_ = false;  // MTLINV_CUDA_SYNC=1
   std::shared_ptr<Pool> pool_;
+  GraphBatches batches_;
   std::mutex attr_mutex_;
   std::unordered_map<std::string, int> max_threads_;
   std::mutex last_mutex_;

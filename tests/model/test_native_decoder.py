@@ -44,6 +44,53 @@ def test_decoder_has_the_bits_of_the_python_ops(tiny_device, skip):
             assert np.array_equal(raw(model._k[i]), raw(k[i])) and np.array_equal(raw(model._v[i]), raw(v[i])), i
 
 
+def batch_counts():
+    return mtlinv._native._launch_batch_counts()
+
+
+def test_batched_steps_have_the_bits_of_the_python_ops(tiny_device):
+    """Steps as speculative decoding takes them: one token, then three at the same position (the rollback and the
+    verification), two positions on, six times, past position 256, where attention's 256-key chunks gain one (its
+    grid grows). On CUDA the decoder runs each layer as one graph (launch batches), built at a row count's first step
+    and then updated in place (positions, key counts, the grid); every step's logits and the caches must keep the
+    bits of the same ops called one by one, and after the first round no graph may be built anew. The emulator runs
+    every kernel as it is dispatched: it must report no batch at all."""
+    weights = tiny_device
+    capacity, prompt_len = 300, 250
+    vocab = weights.config.vocab
+    model = DeviceModel(weights, capacity)
+    k, v = caches(weights, capacity)
+    cuda = mtlinv.device_info()["backend"] == "cuda"
+    layers = weights.config.n_layers
+
+    def step(tokens, start):
+        model.rollback(start)
+        got = model.forward_on_device(tokens, start)
+        expected = forward_by_ops(weights, k, v, tokens, start)
+        assert np.array_equal(raw(got), raw(expected)), (len(tokens), start)
+
+    with mtlinv.batch_invariant(4):
+        before = batch_counts()
+        step([(5 * i + 1) % vocab for i in range(prompt_len)], 0)
+        position = prompt_len
+        for round_ in range(6):
+            if round_ == 1:
+                reused_from = batch_counts()
+            for m in (1, 3):
+                step([(position * 7 + j) % vocab for j in range(m)], position)
+            position += 2
+        after = batch_counts()
+    for i in range(layers):
+        assert np.array_equal(raw(model._k[i]), raw(k[i])) and np.array_equal(raw(model._v[i]), raw(v[i])), i
+    if not cuda:
+        assert after == before, after
+        return
+    forwards = 1 + 6 * 2
+    assert after["batches"] - before["batches"] == forwards * layers
+    assert after["builds"] - reused_from["builds"] == 0, (reused_from, after)
+    assert after["updates"] > reused_from["updates"], after  # positions move: some kernels change every step
+
+
 def test_decoder_issues_ten_ops_a_layer(tiny_device):
     """A step's time on a GPU is mostly host time per op (benchmarks/results/h200.md): the forward's op calls are
     counted, so that a change which adds one (an unfused add, a copy) shows up here. Per layer: two add_rms_norm,

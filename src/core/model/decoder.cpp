@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "../errors.h"
+#include "../launch_batch.h"
 #include "../ops.h"
 #include "../plans/qgemv.h"
 
@@ -99,16 +100,32 @@ Tensor Decoder::forward(const std::vector<int64_t>& ids, int64_t start) const {
                           capacity_);
   }
   // Each residual add runs in one launch with the norm after it (add_rms_norm): x is the residual stream, h its
-  // normed copy for the next block.
+  // normed copy for the next block. The ids are uploaded first, outside any launch batch.
   Tensor x = embedding(embedding_, ids);
-  Tensor h = rms_norm(x, layers_.empty() ? output_norm_ : layers_[0].attn_norm, config_.rms_eps);
+  if (layers_.empty()) return output_(rms_norm(x, output_norm_, config_.rms_eps));
+  Tensor h, logits;
+  // One launch batch a layer (src/core/launch_batch.h): on CUDA a layer's kernels go out as one graph launch, and
+  // the GPU runs it while the host records the next layer's. The first batch also norms the embeddings; the last
+  // one also projects to the logits.
   for (size_t i = 0; i < layers_.size(); ++i) {
+    LaunchBatch batch(batch_key(m, i));
     const DecoderLayer& layer = layers_[i];
-    const Tensor& next_norm = i + 1 < layers_.size() ? layers_[i + 1].attn_norm : output_norm_;
+    const bool last = i + 1 == layers_.size();
+    if (i == 0) h = rms_norm(x, layer.attn_norm, config_.rms_eps);
     std::tie(x, h) = add_rms_norm(x, attention(layer, h, start, m), layer.ffn_norm, config_.rms_eps);
-    std::tie(x, h) = add_rms_norm(x, layer.down(swiglu_halves(layer.gate_up(h))), next_norm, config_.rms_eps);
+    std::tie(x, h) = add_rms_norm(x, layer.down(swiglu_halves(layer.gate_up(h))),
+                                  last ? output_norm_ : layers_[i + 1].attn_norm, config_.rms_eps);
+    if (last) logits = output_(h);
+    batch.run();
   }
-  return output_(h);
+  return logits;
+}
+
+// A batch's key names what repeats from step to step: this decoder's layer i at m rows. Keys that meet (two
+// decoders, one freed and another made at its address) only cost a graph more updates, never a wrong result.
+uint64_t Decoder::batch_key(int64_t m, size_t layer) const {
+  return (static_cast<uint64_t>(reinterpret_cast<uintptr_t>(this)) * 0x9E3779B97F4A7C15ull) ^
+         (static_cast<uint64_t>(m) << 24) ^ layer;
 }
 
 Tensor Decoder::attention(const DecoderLayer& layer, const Tensor& h, int64_t start, int64_t m) const {

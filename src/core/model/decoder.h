@@ -46,14 +46,16 @@ class Decoder {
 
   // The logits [M, V] (the embedding's dtype) of tokens ids (M >= 1) at positions start .. start + M - 1; writes
   // their keys and values into the caches there, and attends over cache positions 0 .. start + M - 1, so the caller
-  // keeps positions before `start` valid. On CUDA it returns once the kernels are queued; its first step, the
-  // upload of the ids (cudaMemcpy from pageable memory), waits for the work queued before it.
+  // keeps positions before `start` valid. On CUDA it returns once the kernels are queued, each layer's as one
+  // graph (src/core/launch_batch.h); its first step, the upload of the ids (cudaMemcpy from pageable memory),
+  // waits for the work queued before it.
   Tensor forward(const std::vector<int64_t>& ids, int64_t start) const;
 
   int64_t capacity() const { return capacity_; }  // cache positions per layer
 
  private:
   Tensor attention(const DecoderLayer& layer, const Tensor& h, int64_t start, int64_t m) const;
+  uint64_t batch_key(int64_t m, size_t layer) const;
 
   DecoderConfig config_;
   Tensor embedding_;                    // [V, H]
