@@ -62,7 +62,8 @@ GraphBatches::~GraphBatches() {
 }
 
 bool GraphBatches::begin(uint64_t key) {
-  if (!mutex_.try_lock()) return false;
+  // A scope inside the thread's own batch joins it (try_lock on a mutex the thread holds would be undefined).
+  if (recording() || !mutex_.try_lock()) return false;
   key_ = key;
   launches_.clear();
   owner_.store(std::this_thread::get_id(), std::memory_order_release);

@@ -40,7 +40,8 @@ class GraphBatches {
   GraphBatches(const GraphBatches&) = delete;
   GraphBatches& operator=(const GraphBatches&) = delete;
 
-  // False while another thread records a batch: the caller's kernels then run as they are dispatched.
+  // False while another thread records a batch (the caller's kernels then run as they are dispatched) or while
+  // the caller does (they join its batch).
   bool begin(uint64_t key);
   bool recording() const { return owner_.load(std::memory_order_acquire) == std::this_thread::get_id(); }
   void record(CudaLaunch l) { launches_.push_back(std::move(l)); }
