@@ -91,6 +91,23 @@ def test_batched_steps_have_the_bits_of_the_python_ops(tiny_device):
     assert after["updates"] > reused_from["updates"], after  # positions move: some kernels change every step
 
 
+def test_launch_batches_can_be_turned_off(tiny_device):
+    """_set_launch_batches(False), which benchmarks use to time the decoder kernel by kernel, stops the batches
+    (on CUDA the forward then runs no batch) and returns the previous setting; the bits stay the same."""
+    model = DeviceModel(tiny_device, 8)
+    with mtlinv.batch_invariant(4):
+        batched = raw(model.forward_on_device([3, 1], 0))
+        assert mtlinv._native._set_launch_batches(False) is True
+        try:
+            before = batch_counts()
+            model.rollback(0)
+            plain = raw(model.forward_on_device([3, 1], 0))
+            assert batch_counts() == before
+        finally:
+            assert mtlinv._native._set_launch_batches(True) is False
+    assert np.array_equal(batched, plain)
+
+
 def test_decoder_issues_ten_ops_a_layer(tiny_device):
     """A step's time on a GPU is mostly host time per op (benchmarks/results/h200.md): the forward's op calls are
     counted, so that a change which adds one (an unfused add, a copy) shows up here. Per layer: two add_rms_norm,
