@@ -4,7 +4,6 @@
 
 #include <cuda_runtime.h>
 
-#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -44,7 +43,6 @@ class Pool {
         void* p = it->second.back();
         it->second.pop_back();
         cached_ -= bytes;
-        if (holding_) taken_.push_back(p);
         return p;
       }
     }
@@ -59,8 +57,6 @@ class Pool {
       (void)cudaGetLastError();
       throw OutOfMemory("cuda: cannot allocate ", bytes, " bytes of device memory (", describe(e), ")");
     }
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (holding_) taken_.push_back(p);
     return p;
   }
 
@@ -86,22 +82,11 @@ class Pool {
     holding_ = true;
   }
 
-  // The held blocks go back in the order that makes the next batch of the same ops take the same blocks: the one
-  // taken first comes out first (each size is a stack). The batch's graph then keeps its buffers' addresses, and
-  // the next step's updates are only the kernels whose arguments really change.
   void release_held() noexcept {
     std::lock_guard<std::mutex> lock(mutex_);
     holding_ = false;
-    std::unordered_map<void*, size_t> order;  // taken_ index of the blocks this batch took from the cache
-    for (size_t i = 0; i < taken_.size(); ++i) order.emplace(taken_[i], i);
-    auto rank = [&](const Held& h) {
-      auto it = order.find(h.p);
-      return it == order.end() ? taken_.size() : it->second;  // blocks from before the batch go in first
-    };
-    std::stable_sort(held_.begin(), held_.end(), [&](const Held& a, const Held& b) { return rank(a) > rank(b); });
     for (const Held& h : held_) cache(h.p, h.bytes);
     held_.clear();
-    taken_.clear();
   }
 
   static size_t rounded(size_t bytes) {
@@ -158,7 +143,6 @@ class Pool {
   size_t cached_ = 0;
   bool holding_ = false;
   std::vector<Held> held_;
-  std::vector<void*> taken_;  // blocks taken from the cache while holding, in order
 };
 
 // Holds its pool, so memory that outlives the backend (a Tensor kept to interpreter exit) still has a home.

@@ -1,8 +1,8 @@
 // Launch batches on CUDA (Backend::begin_batch): the kernels one thread dispatches inside a batch are recorded and
 // then run as one CUDA graph. A graph is built once for each batch key and kept; when the key comes back, only the
-// kernels whose arguments, grid or function differ are updated in place (cudaGraphExecKernelNodeSetParams), so a
-// decoding step's layer, whose weights stay and whose positions move, costs a few updates and one graph launch
-// instead of a driver call per kernel.
+// kernels whose arguments, grid or function differ are updated in place (cudaGraphExecKernelNodeSetParams): a
+// decoding step's layer costs its updates (positions move, intermediate buffers may come from other blocks) and
+// one graph launch, instead of a driver call per kernel.
 #pragma once
 #include <cuda_runtime.h>
 
