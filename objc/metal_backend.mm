@@ -15,6 +15,7 @@
 #include <exception>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -287,6 +288,35 @@ class MetalBackend final : public Backend {
     });
   }
 
+  // Launch batches (Backend::begin_batch). Outside a batch every op waits for its command buffer (op_dispatched's
+  // default), since the host reads Metal memory directly. Inside one, the thread's ops join the command buffer
+  // without that wait, and end_batch commits and waits once for them all: the decoder's step waits once a layer
+  // instead of once an op. A buffer freed inside the batch stays alive until the command buffer completes (it
+  // retains what its encoder binds), and upload and download wait for the work before them, as always. Not run:
+  // mtlinv has not run on an Apple GPU.
+  bool begin_batch(uint64_t) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (batch_owner_ != std::thread::id()) return false;  // another thread's batch, or a scope inside our own
+    batch_owner_ = std::this_thread::get_id();
+    return true;
+  }
+
+  void end_batch() override {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      batch_owner_ = std::thread::id();
+    }
+    synchronize();
+  }
+
+  void op_dispatched() override {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (batch_owner_ == std::this_thread::get_id()) return;
+    }
+    synchronize();
+  }
+
  private:
   // The library, built on first use: from the metallib when the build made one, else from the embedded source.
   void load_library_locked() const {
@@ -370,6 +400,7 @@ class MetalBackend final : public Backend {
   id<MTLCommandBuffer> batch_;
   id<MTLComputeCommandEncoder> encoder_;
   std::vector<std::string> batch_kernels_;  // what batch_ runs, for its error message
+  std::thread::id batch_owner_;             // the thread in a launch batch, if any
 };
 
 }  // namespace

@@ -93,13 +93,15 @@ class Backend {
   // the op returns at once and the host's next op overlaps the device's work.
   virtual void op_dispatched() { synchronize(); }
 
-  // Launch batches (src/core/launch_batch.h). From begin_batch until end_batch, the dispatches of the calling thread
-  // may be recorded rather than run, and end_batch runs them in order as one unit: on CUDA, one graph launch in
-  // place of a driver call per kernel. `key` names the batch's place in a sequence that repeats (a layer of a
-  // decoding step), so that the backend can keep what it built for it. Inside a batch the thread must not upload or
-  // download (the recorded kernels have not run), and memory freed inside it is reused only after it. begin_batch
-  // returns false where nothing is recorded (the default: the emulator and Metal run each dispatch at once); then
-  // end_batch must not be called.
+  // Launch batches (src/core/launch_batch.h). From begin_batch until end_batch, the calling thread's dispatches may
+  // be deferred, and end_batch runs them in order as one unit. On CUDA they are recorded and go out as one graph
+  // launch, in place of a driver call per kernel; on Metal they join one command buffer, which end_batch commits
+  // and waits for, in place of a wait per op. `key` names the batch's place in a sequence that repeats (a layer of
+  // a decoding step), so that the backend can keep what it built for it. Inside a batch the thread must not upload
+  // or download on CUDA (the recorded kernels have not run), and memory freed inside it is reused only after it.
+  // begin_batch returns false where a batch changes nothing (the default: the emulator runs each dispatch at once)
+  // or cannot begin (another thread's batch; a scope inside the thread's own joins it); then end_batch must not be
+  // called.
   virtual bool begin_batch(uint64_t key) {
     (void)key;
     return false;
