@@ -1,4 +1,5 @@
-// Executes a Plan on the active backend: binds operands and scratch buffers, dispatches, waits.
+// Executes a Plan on the active backend: binds operands and scratch buffers, dispatches, and then lets the backend
+// wait or leave the kernels queued (Backend::op_dispatched; inside a launch batch, see launch_batch.h).
 #pragma once
 #include <cstdint>
 #include <vector>
