@@ -6,6 +6,14 @@
 #include "common.h"
 #include "args.h"
 
+// Values a thread keeps in registers between its sum of squares and its outputs: the plan gives a thread at most 4
+// columns up to 4096 columns (threads_per_row in src/core/plans/rms_norm.cpp), so on a GPU a row of up to 8192 is
+// read once. The kernel issues those loads together and waits on memory once: a loop that loads, adds and stores
+// a column at a time waits once per column, since the compiler may not move a load of x or r above a store to s
+// (they may alias), and reading s back for the output waits again (5.6 us a row of 576 on an H200,
+// benchmarks/results/h200.md).
+constant constexpr uint RMS_NORM_HELD = 8;
+
 // Row `row` of x (with RESIDUAL: of s = x + r, each element rounded to T as add rounds it, and stored in s)
 // normalised into y. The kernels own the threadgroup arrays (MSL declares them at kernel scope only).
 template <typename T, bool RESIDUAL>
@@ -13,10 +21,36 @@ inline void rms_norm_row(constant RmsNormArgs& args, device const T* x, device c
                          device const T* w, device T* y, uint row, uint tid, uint threads, uint lane, uint simd_id,
                          threadgroup float* simd_partials, threadgroup float* row_scale) {
   const ulong base = ulong(row) * args.cols;
+  const uint held_cols = min(args.cols, RMS_NORM_HELD * threads);
 
-  // Each thread sums a strided slice of the row in column order.
+  // Each thread sums a strided slice of the row in column order: columns tid + i threads, the first
+  // RMS_NORM_HELD of them held, the rest (rows too wide to hold) loaded one at a time.
+  float held[RMS_NORM_HELD];
+  for (uint i = 0; i < RMS_NORM_HELD; ++i) {
+    const uint c = tid + i * threads;
+    held[i] = c < held_cols ? float(x[base + c]) : 0.0f;
+  }
+  if (RESIDUAL) {
+    float addend[RMS_NORM_HELD];
+    for (uint i = 0; i < RMS_NORM_HELD; ++i) {
+      const uint c = tid + i * threads;
+      addend[i] = c < held_cols ? float(r[base + c]) : 0.0f;
+    }
+    for (uint i = 0; i < RMS_NORM_HELD; ++i) {
+      const uint c = tid + i * threads;
+      held[i] = float(T(held[i] + addend[i]));
+      if (c < held_cols) {
+        s[base + c] = T(held[i]);
+      }
+    }
+  }
   float sumsq = 0.0f;
-  for (uint c = tid; c < args.cols; c += threads) {
+  for (uint i = 0; i < RMS_NORM_HELD; ++i) {
+    if (tid + i * threads < held_cols) {
+      sumsq = fma(held[i], held[i], sumsq);
+    }
+  }
+  for (uint c = tid + held_cols; c < args.cols; c += threads) {
     float v = float(x[base + c]);
     if (RESIDUAL) {
       const T sum = T(v + float(r[base + c]));
@@ -41,8 +75,14 @@ inline void rms_norm_row(constant RmsNormArgs& args, device const T* x, device c
   }
   threadgroup_barrier(mem_flags::mem_threadgroup);
 
-  float scale = row_scale[0];
-  for (uint c = tid; c < args.cols; c += threads) {
+  const float scale = row_scale[0];
+  for (uint i = 0; i < RMS_NORM_HELD; ++i) {
+    const uint c = tid + i * threads;
+    if (c < held_cols) {
+      y[base + c] = T(held[i] * scale * float(w[c]));
+    }
+  }
+  for (uint c = tid + held_cols; c < args.cols; c += threads) {
     // The thread reads back only the sums it stored itself above.
     const float v = RESIDUAL ? float(s[base + c]) : float(x[base + c]);
     y[base + c] = T(v * scale * float(w[c]));
