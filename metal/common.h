@@ -10,9 +10,6 @@ using namespace metal;
 // the same instantiation in their host-side registry, so the name is written exactly once.
 #define MTLINV_KERNEL(name, fn, ...) \
   template [[host_name(#name)]] [[kernel]] decltype(fn<__VA_ARGS__>) fn<__VA_ARGS__>;
-// The same for a kernel whose body calls wait_for_previous_kernels() itself (below); Metal runs a dispatch after
-// the one before it has finished, so the two are one here.
-#define MTLINV_KERNEL_WAITS(name, fn, ...) MTLINV_KERNEL(name, fn, __VA_ARGS__)
 
 // mtlinv's two builtins beside MSL's, defined by every target. Neither changes a value, only caching.
 // load_streaming: a 16-byte load of data read once (weights streaming past), which a target may keep out of its
@@ -28,12 +25,6 @@ inline void prefetch_l2(device const T* p, uint n) {
   (void)p;
   (void)n;
 }
-// wait_for_previous_kernels: the point from which a kernel registered with MTLINV_KERNEL_WAITS may read what the
-// kernels before it wrote. Every other kernel waits before its first instruction. Before the call a kernel may
-// compute indices and prefetch_l2 what no kernel writes (weights), nothing else: on CUDA a kernel starts while the
-// one before it is still running (programmatic dependent launch, src/cuda/shim/device.cuh), so its weights come
-// into L2 during that time. Nothing on Metal and in the emulator, which start a kernel after the previous one.
-inline void wait_for_previous_kernels() {}
 #endif
 
 // Lanes per simdgroup on every target we build for (Apple GPUs, the emulator, NVIDIA warps).

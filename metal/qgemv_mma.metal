@@ -138,23 +138,6 @@ template <typename T, uint BITS, typename S, uint R>
     w_off[h] = n * runs * BITS;
     g_off[h] = n * (runs >> group_shift);
   }
-  // Before its wait (wait_for_previous_kernels, metal/common.h) the tile asks L2 for its weights: lanes 0-15 of
-  // simdgroup 0 for the words of one weight row each, as far as the first round of steps reads (2 k_splits steps),
-  // lanes 16 and 17 for the tile's scales and biases. They arrive while the kernel before this one still runs; at
-  // the decoder's sizes (K = 576 and 1536, a few steps a simdgroup) that is most of what the tile reads.
-  if (sg == 0) {
-    const uint tile_rows = min(uint(MMA_TILE_COLS), args.n - n0);
-    const uint groups = runs >> group_shift;
-    if (lane < tile_rows) {
-      prefetch_l2(wq + (n0 + lane) * runs * BITS, min(runs, 2 * args.k_splits * QGEMV_MMA_STEP) * BITS);
-    } else if (lane == 16) {
-      prefetch_l2(scales + n0 * groups, tile_rows * groups);
-    } else if (lane == 17) {
-      prefetch_l2(biases + n0 * groups, tile_rows * groups);
-    }
-  }
-  wait_for_previous_kernels();
-
   uint x_row[B];  // where row g of each group of 8 starts in x, clamped to the last row
   float4 acc[B];
   for (uint j = 0; j < B; ++j) {
@@ -218,37 +201,37 @@ template <typename T, uint BITS, typename S, uint R>
   mma_tile_store<T, 1, B>(partials, args.k_splits, args.has_bias != 0, bias, y, n0, args.n, r0, args.rows, lane, sg);
 }
 
-MTLINV_KERNEL_WAITS(qgemv_mma_b2_r8_f16, qgemv_mma, half, 2, half, 8)
-MTLINV_KERNEL_WAITS(qgemv_mma_b2_r16_f16, qgemv_mma, half, 2, half, 16)
-MTLINV_KERNEL_WAITS(qgemv_mma_b2_r8_bf16, qgemv_mma, bfloat, 2, bfloat, 8)
-MTLINV_KERNEL_WAITS(qgemv_mma_b2_r16_bf16, qgemv_mma, bfloat, 2, bfloat, 16)
-MTLINV_KERNEL_WAITS(qgemv_mma_b3_r8_f16, qgemv_mma, half, 3, half, 8)
-MTLINV_KERNEL_WAITS(qgemv_mma_b3_r16_f16, qgemv_mma, half, 3, half, 16)
-MTLINV_KERNEL_WAITS(qgemv_mma_b3_r8_bf16, qgemv_mma, bfloat, 3, bfloat, 8)
-MTLINV_KERNEL_WAITS(qgemv_mma_b3_r16_bf16, qgemv_mma, bfloat, 3, bfloat, 16)
-MTLINV_KERNEL_WAITS(qgemv_mma_b4_r8_f16, qgemv_mma, half, 4, half, 8)
-MTLINV_KERNEL_WAITS(qgemv_mma_b4_r16_f16, qgemv_mma, half, 4, half, 16)
-MTLINV_KERNEL_WAITS(qgemv_mma_b4_r8_bf16, qgemv_mma, bfloat, 4, bfloat, 8)
-MTLINV_KERNEL_WAITS(qgemv_mma_b4_r16_bf16, qgemv_mma, bfloat, 4, bfloat, 16)
-MTLINV_KERNEL_WAITS(qgemv_mma_b5_r8_f16, qgemv_mma, half, 5, half, 8)
-MTLINV_KERNEL_WAITS(qgemv_mma_b5_r16_f16, qgemv_mma, half, 5, half, 16)
-MTLINV_KERNEL_WAITS(qgemv_mma_b5_r8_bf16, qgemv_mma, bfloat, 5, bfloat, 8)
-MTLINV_KERNEL_WAITS(qgemv_mma_b5_r16_bf16, qgemv_mma, bfloat, 5, bfloat, 16)
-MTLINV_KERNEL_WAITS(qgemv_mma_b6_r8_f16, qgemv_mma, half, 6, half, 8)
-MTLINV_KERNEL_WAITS(qgemv_mma_b6_r16_f16, qgemv_mma, half, 6, half, 16)
-MTLINV_KERNEL_WAITS(qgemv_mma_b6_r8_bf16, qgemv_mma, bfloat, 6, bfloat, 8)
-MTLINV_KERNEL_WAITS(qgemv_mma_b6_r16_bf16, qgemv_mma, bfloat, 6, bfloat, 16)
-MTLINV_KERNEL_WAITS(qgemv_mma_b8_r8_f16, qgemv_mma, half, 8, half, 8)
-MTLINV_KERNEL_WAITS(qgemv_mma_b8_r16_f16, qgemv_mma, half, 8, half, 16)
-MTLINV_KERNEL_WAITS(qgemv_mma_b8_r8_bf16, qgemv_mma, bfloat, 8, bfloat, 8)
-MTLINV_KERNEL_WAITS(qgemv_mma_b8_r16_bf16, qgemv_mma, bfloat, 8, bfloat, 16)
+MTLINV_KERNEL(qgemv_mma_b2_r8_f16, qgemv_mma, half, 2, half, 8)
+MTLINV_KERNEL(qgemv_mma_b2_r16_f16, qgemv_mma, half, 2, half, 16)
+MTLINV_KERNEL(qgemv_mma_b2_r8_bf16, qgemv_mma, bfloat, 2, bfloat, 8)
+MTLINV_KERNEL(qgemv_mma_b2_r16_bf16, qgemv_mma, bfloat, 2, bfloat, 16)
+MTLINV_KERNEL(qgemv_mma_b3_r8_f16, qgemv_mma, half, 3, half, 8)
+MTLINV_KERNEL(qgemv_mma_b3_r16_f16, qgemv_mma, half, 3, half, 16)
+MTLINV_KERNEL(qgemv_mma_b3_r8_bf16, qgemv_mma, bfloat, 3, bfloat, 8)
+MTLINV_KERNEL(qgemv_mma_b3_r16_bf16, qgemv_mma, bfloat, 3, bfloat, 16)
+MTLINV_KERNEL(qgemv_mma_b4_r8_f16, qgemv_mma, half, 4, half, 8)
+MTLINV_KERNEL(qgemv_mma_b4_r16_f16, qgemv_mma, half, 4, half, 16)
+MTLINV_KERNEL(qgemv_mma_b4_r8_bf16, qgemv_mma, bfloat, 4, bfloat, 8)
+MTLINV_KERNEL(qgemv_mma_b4_r16_bf16, qgemv_mma, bfloat, 4, bfloat, 16)
+MTLINV_KERNEL(qgemv_mma_b5_r8_f16, qgemv_mma, half, 5, half, 8)
+MTLINV_KERNEL(qgemv_mma_b5_r16_f16, qgemv_mma, half, 5, half, 16)
+MTLINV_KERNEL(qgemv_mma_b5_r8_bf16, qgemv_mma, bfloat, 5, bfloat, 8)
+MTLINV_KERNEL(qgemv_mma_b5_r16_bf16, qgemv_mma, bfloat, 5, bfloat, 16)
+MTLINV_KERNEL(qgemv_mma_b6_r8_f16, qgemv_mma, half, 6, half, 8)
+MTLINV_KERNEL(qgemv_mma_b6_r16_f16, qgemv_mma, half, 6, half, 16)
+MTLINV_KERNEL(qgemv_mma_b6_r8_bf16, qgemv_mma, bfloat, 6, bfloat, 8)
+MTLINV_KERNEL(qgemv_mma_b6_r16_bf16, qgemv_mma, bfloat, 6, bfloat, 16)
+MTLINV_KERNEL(qgemv_mma_b8_r8_f16, qgemv_mma, half, 8, half, 8)
+MTLINV_KERNEL(qgemv_mma_b8_r16_f16, qgemv_mma, half, 8, half, 16)
+MTLINV_KERNEL(qgemv_mma_b8_r8_bf16, qgemv_mma, bfloat, 8, bfloat, 8)
+MTLINV_KERNEL(qgemv_mma_b8_r16_bf16, qgemv_mma, bfloat, 8, bfloat, 16)
 
 // float32 scales and biases (GGUF imports, as for qgemv).
-MTLINV_KERNEL_WAITS(qgemv_mma_b4_r8_f16_sf32, qgemv_mma, half, 4, float, 8)
-MTLINV_KERNEL_WAITS(qgemv_mma_b4_r16_f16_sf32, qgemv_mma, half, 4, float, 16)
-MTLINV_KERNEL_WAITS(qgemv_mma_b4_r8_bf16_sf32, qgemv_mma, bfloat, 4, float, 8)
-MTLINV_KERNEL_WAITS(qgemv_mma_b4_r16_bf16_sf32, qgemv_mma, bfloat, 4, float, 16)
-MTLINV_KERNEL_WAITS(qgemv_mma_b8_r8_f16_sf32, qgemv_mma, half, 8, float, 8)
-MTLINV_KERNEL_WAITS(qgemv_mma_b8_r16_f16_sf32, qgemv_mma, half, 8, float, 16)
-MTLINV_KERNEL_WAITS(qgemv_mma_b8_r8_bf16_sf32, qgemv_mma, bfloat, 8, float, 8)
-MTLINV_KERNEL_WAITS(qgemv_mma_b8_r16_bf16_sf32, qgemv_mma, bfloat, 8, float, 16)
+MTLINV_KERNEL(qgemv_mma_b4_r8_f16_sf32, qgemv_mma, half, 4, float, 8)
+MTLINV_KERNEL(qgemv_mma_b4_r16_f16_sf32, qgemv_mma, half, 4, float, 16)
+MTLINV_KERNEL(qgemv_mma_b4_r8_bf16_sf32, qgemv_mma, bfloat, 4, float, 8)
+MTLINV_KERNEL(qgemv_mma_b4_r16_bf16_sf32, qgemv_mma, bfloat, 4, float, 16)
+MTLINV_KERNEL(qgemv_mma_b8_r8_f16_sf32, qgemv_mma, half, 8, float, 8)
+MTLINV_KERNEL(qgemv_mma_b8_r16_f16_sf32, qgemv_mma, half, 8, float, 16)
+MTLINV_KERNEL(qgemv_mma_b8_r8_bf16_sf32, qgemv_mma, bfloat, 8, float, 8)
+MTLINV_KERNEL(qgemv_mma_b8_r16_bf16_sf32, qgemv_mma, bfloat, 8, float, 16)

@@ -20,7 +20,7 @@ METAL_DIR = ROOT / "metal"
 
 INCLUDE_RE = re.compile(r'^\s*#\s*include\s+"([^"]+)"\s*$')
 PRAGMA_ONCE_RE = re.compile(r"^\s*#\s*pragma\s+once\b")
-KERNEL_RE = re.compile(r"^\s*MTLINV_KERNEL(?:_WAITS)?\(\s*([A-Za-z_]\w*)\s*,")
+KERNEL_RE = re.compile(r"^\s*MTLINV_KERNEL\(\s*([A-Za-z_]\w*)\s*,")
 
 # MSVC rejects a single string literal over 16380 bytes; each chunk stays below that.
 CHUNK_BYTES = 16000

@@ -184,7 +184,7 @@ class CudaBackend final : public Backend {
     // after every op instead, so that a kernel's error surfaces at the op that launched it.
     const char* sync = std::getenv("MTLINV_CUDA_SYNC");
     blocking_ = sync && std::strcmp(sync, "1") == 0;
-    // Programmatic dependent launch (shim/device.cuh, MTLINV_KERNEL_ENTRY) needs sm_90; MTLINV_CUDA_PDL=0 turns
+    // Programmatic dependent launch (shim/device.cuh, follow_previous_grid) needs sm_90; MTLINV_CUDA_PDL=0 turns
     // it off, to time its effect.
     const char* pdl = std::getenv("MTLINV_CUDA_PDL");
     caps_.overlapped_launches = prop.major >= 9 && !(pdl && std::strcmp(pdl, "0") == 0);

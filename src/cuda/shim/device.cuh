@@ -92,20 +92,14 @@ __device__ __forceinline__ std::remove_cv_t<T> attr(uint32_t v) {
 
 // Programmatic dependent launch (sm_90 and later): the backend launches every kernel allowed to start before the
 // kernel ahead of it in the stream has finished (src/cuda/backend_cuda.cu). Each entry first lets the kernel after
-// it do the same, once all of its own threadgroups have started (let_next_grid_start), then waits until the kernel
-// before it has finished and its writes are visible (wait_for_previous_grid); only then does the body run, so no
-// kernel sees a partial result. What overlaps is the launch and the filling of the cores: a kernel's threadgroups
-// take the places its predecessor's free and start the moment it ends, instead of after the grid's completion has
-// gone round the front end. A kernel registered with MTLINV_KERNEL_WAITS calls the wait itself
-// (wait_for_previous_kernels, metal/common.h), after prefetching its weights. Both instructions do nothing in a
-// kernel launched without the attribute, and a second wait returns at once.
-__device__ __forceinline__ void let_next_grid_start() {
+// it do the same, once all of its own threadgroups have started, then waits until the kernel before it has
+// finished and its writes are visible; only then does the body run, so no kernel sees a partial result. What
+// overlaps is the launch and the filling of the cores: a kernel's threadgroups take the places its predecessor's
+// free and start the moment it ends, instead of after the grid's completion has gone round the front end. Both
+// instructions do nothing in a kernel launched without the attribute.
+__device__ __forceinline__ void follow_previous_grid() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-#endif
-}
-__device__ __forceinline__ void wait_for_previous_grid() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.wait;" ::: "memory");
 #endif
 }
@@ -143,24 +137,17 @@ __device__ __forceinline__ void prefetch_l2(const T* p, unsigned n) {
   (void)n;
 #endif
 }
-// wait_for_previous_kernels (metal/common.h): where a kernel registered with MTLINV_KERNEL_WAITS starts to read
-// what the kernels before it wrote.
-__device__ __forceinline__ void wait_for_previous_kernels() { ::cu::wait_for_previous_grid(); }
 }  // namespace cu_msl
 
 // One __global__ entry per instantiation, named after the kernel's host name (so profilers and
 // compute-sanitizer name it too) in namespace <variant>::entry, and registered under that name. The body is
 // named with its full qualification: a host name may equal the template's name. The template arguments may
-// contain commas (fn<half, 8>). The body starts once the kernel before it has finished; with MTLINV_KERNEL_WAITS
-// at once, and it waits itself (wait_for_previous_kernels).
-#define MTLINV_KERNEL_ENTRY(name, fn, wait, ...)                                                \
+// contain commas (fn<half, 8>). The body starts once the kernel before it has finished (follow_previous_grid).
+#define MTLINV_KERNEL(name, fn, ...)                                                            \
   namespace entry {                                                                             \
   __global__ void name(const __grid_constant__ ::cu::LaunchArgs launch) {                       \
-    ::cu::let_next_grid_start();                                                                \
-    if (wait) ::cu::wait_for_previous_grid();                                                   \
+    ::cu::follow_previous_grid();                                                               \
     ::MTLINV_VARIANT_NS::fn<__VA_ARGS__>(::cu::make_ctx(launch));                               \
   }                                                                                             \
   static const ::cu::Registrar registrar_##name(#name, reinterpret_cast<::cu::KernelHandle>(&name)); \
   }
-#define MTLINV_KERNEL(name, fn, ...) MTLINV_KERNEL_ENTRY(name, fn, true, __VA_ARGS__)
-#define MTLINV_KERNEL_WAITS(name, fn, ...) MTLINV_KERNEL_ENTRY(name, fn, false, __VA_ARGS__)

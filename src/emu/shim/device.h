@@ -237,7 +237,6 @@ void prefetch_l2(const ::emu::checked_ptr<T>& p, uint32_t n) {
     (void)p[n - 1];
   }
 }
-inline void wait_for_previous_kernels() {}
 }  // namespace metal
 
 #define EMU_DPTR(...) ::emu::dptr<__VA_ARGS__>
@@ -246,6 +245,3 @@ inline void wait_for_previous_kernels() {}
 // which is unique, and the template arguments may contain commas (fn<half, 8>).
 #define MTLINV_KERNEL(name, fn, ...) \
   static const ::emu::Registrar mtlinv_registrar_##name(#name, &fn<__VA_ARGS__>, (EMU_CHECKED) != 0);
-// The emulator runs a dispatch after the one before it has finished: a kernel that waits itself is registered
-// alike, and its wait_for_previous_kernels() does nothing (metal/common.h).
-#define MTLINV_KERNEL_WAITS(name, fn, ...) MTLINV_KERNEL(name, fn, __VA_ARGS__)
