@@ -21,10 +21,9 @@ constexpr int64_t kWarpsPerCore = 32;   // simdgroups per compute unit the canon
 constexpr uint32_t kGemmTile = 32;      // QGEMM_TILE in metal/qgemm.metal
 constexpr uint32_t kGemmThreads = 128;  // qgemm's staging and compute layout
 constexpr int64_t kTiledQgemvMaxRows = 32;  // above the limit, up to this many rows take the row-tiled qgemv
-// qgemv_mma (metal/qgemv_mma.metal): outputs per threadgroup, K positions per step, steps in flight, most splits.
+// qgemv_mma (metal/qgemv_mma.metal): outputs per threadgroup, K positions per step, most splits.
 constexpr uint32_t kMmaCols = 16;
 constexpr int64_t kMmaStep = 4 * kRun;
-constexpr int64_t kMmaInFlight = 2;
 constexpr uint32_t kMmaMaxSplits = 16;
 constexpr int64_t kMmaWarpsPerCore = 32;  // simdgroups per compute unit qgemv_mma aims for
 
@@ -55,9 +54,15 @@ uint32_t qgemv_k_splits(int64_t k, int64_t n, const DeviceCaps& caps) {
 
 uint32_t qgemv_mma_k_splits(int64_t k, int64_t n, const DeviceCaps& caps) {
   // As gemv_mma_form's one-tile count: about kMmaWarpsPerCore simdgroups per compute unit over the ceil(N / 16)
-  // output tiles, in powers of two, while each split keeps a whole group of steps in flight. On an H200 that is 16
-  // splits at N = 4096 and K = 4096, 8 at N = 8192, 4 at N = 14336.
-  const int64_t most = std::clamp<int64_t>(ceil_div(k, kMmaStep) / kMmaInFlight, 1, kMmaMaxSplits);
+  // output tiles, in powers of two, as many as K has steps (rounded up to a power of two) and at most 16. On an
+  // H200 that is 16 splits at N = 4096 and K = 4096, 8 at N = 8192, 4 at N = 14336. A small grid takes one step per
+  // split, so that the kernel waits on memory once: at SmolLM2-135M's K = 576 (5 steps) 8 splits call in 6.2 us
+  // where 2 (a pair of steps, then one) took 7.9, at K = 1536 (12 steps) 16 take 6.1 us where 4 took 6.9
+  // (benchmarks/results/h200.md, twenty-fourth session). Where K has 32 steps or more (K >= 4096) this is the count
+  // of a split keeping two steps in flight, as before.
+  const int64_t steps = ceil_div(k, kMmaStep);
+  int64_t most = 1;
+  while (most < steps && most < kMmaMaxSplits) most *= 2;
   const int64_t wanted = ceil_div(kMmaWarpsPerCore * caps.compute_units, ceil_div(n, kMmaCols));
   return power_of_two_splits(wanted, most);
 }
@@ -100,11 +105,12 @@ Plan plan_qgemv(const QGemvShape& s, int limit, const DeviceCaps& caps) {
   }
   if (caps.matrix_units && s.dtype != DType::f32) {
     // 16-bit x on a device with matrix units: qgemv_mma, for canonical calls and, with the other split count, up
-    // to kTiledQgemvMaxRows rows above the limit where every split of both counts holds a step.
+    // to kTiledQgemvMaxRows rows above the limit where the two counts deal the steps differently: they do unless
+    // both are at least the step count (each step a split of its own, the splits past it adding zeros).
     const uint32_t splits = qgemv_mma_k_splits(s.k, s.n, caps);
     const uint32_t other_splits = throughput_k_splits(splits);
     const bool mma_throughput = s.rows <= kTiledQgemvMaxRows &&
-                                ceil_div(s.k, kMmaStep) >= static_cast<int64_t>(std::max(splits, other_splits));
+                                static_cast<int64_t>(std::min(splits, other_splits)) < ceil_div(s.k, kMmaStep);
     if (plan.canonical || mma_throughput) {
       args.k_splits = plan.canonical ? splits : other_splits;
       const uint32_t rows = s.rows <= 8 ? 8 : 16;  // one read of the weights for up to 16 rows
