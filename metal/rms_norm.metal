@@ -8,9 +8,10 @@
 
 // Values a thread keeps in registers between its sum of squares and its outputs: the plan gives a thread at most 4
 // columns up to 4096 columns (threads_per_row in src/core/plans/rms_norm.cpp), so on a GPU a row of up to 8192 is
-// read once. The kernel issues those loads together and waits on memory once: a loop that loads, adds and stores
-// a column at a time waits once per column, since the compiler may not move a load of x or r above a store to s
-// (they may alias), and reading s back for the output waits again (5.6 us a row of 576 on an H200,
+// read once. The kernel issues those loads, and those of the weights, together and waits on memory once: a loop
+// that loads, adds and stores a column at a time waits once per column, since the compiler may not move a load of
+// x or r above a store to s (they may alias), reading s back for the output waits again, and so do weights loaded
+// after the barriers (5.6 us a row of 576 on an H200 with all of that, 4.7 with only the last;
 // benchmarks/results/h200.md).
 constant constexpr uint RMS_NORM_HELD = 8;
 
@@ -26,9 +27,11 @@ inline void rms_norm_row(constant RmsNormArgs& args, device const T* x, device c
   // Each thread sums a strided slice of the row in column order: columns tid + i threads, the first
   // RMS_NORM_HELD of them held, the rest (rows too wide to hold) loaded one at a time.
   float held[RMS_NORM_HELD];
+  float weight[RMS_NORM_HELD];
   for (uint i = 0; i < RMS_NORM_HELD; ++i) {
     const uint c = tid + i * threads;
     held[i] = c < held_cols ? float(x[base + c]) : 0.0f;
+    weight[i] = c < held_cols ? float(w[c]) : 0.0f;
   }
   if (RESIDUAL) {
     float addend[RMS_NORM_HELD];
@@ -79,7 +82,7 @@ inline void rms_norm_row(constant RmsNormArgs& args, device const T* x, device c
   for (uint i = 0; i < RMS_NORM_HELD; ++i) {
     const uint c = tid + i * threads;
     if (c < held_cols) {
-      y[base + c] = T(held[i] * scale * float(w[c]));
+      y[base + c] = T(held[i] * scale * weight[i]);
     }
   }
   for (uint c = tid + held_cols; c < args.cols; c += threads) {
