@@ -30,9 +30,9 @@ HQ, HKV, D = 32, 8, 128
 
 def sdpa_args(lq, keys, chunking, prefetch):
     """SdpaArgs (metal/sdpa_args.h): q_heads, kv_heads, group, q_len, kv_len, kv_capacity, head_dim, causal,
-    scale_log2, n_blocks, block_keys, tier_keys, prefetch."""
-    return struct.pack("8If4I", HQ, HKV, HQ // HKV, lq, keys, keys, D, 1, D ** -0.5 * math.log2(math.e),
-                       n_chunks(chunking, keys), *chunking, prefetch)
+    scale_log2, n_blocks, block_keys, tier_keys, prefetch, rows_out (0: out as q)."""
+    return struct.pack("8If5I", HQ, HKV, HQ // HKV, lq, keys, keys, D, 1, D ** -0.5 * math.log2(math.e),
+                       n_chunks(chunking, keys), *chunking, prefetch, 0)
 
 
 def n_chunks(chunking, keys):
@@ -41,7 +41,7 @@ def n_chunks(chunking, keys):
 
 def plan_prefetch(launches):
     """The plan's SdpaArgs.prefetch: a hint that changes no bits."""
-    return struct.unpack_from("<I", launches[0]["args"], len(launches[0]["args"]) - 4)[0]  # the last field
+    return struct.unpack_from("<I", launches[0]["args"], 48)[0]  # SdpaArgs.prefetch
 
 
 def prefetch_for(chunking, keys):

@@ -39,6 +39,13 @@ constant constexpr uint FLASH_QUERIES = 32;  // queries (one per thread) of a sd
 constant constexpr uint FLASH_TILE = 768;    // float4 slots of one staged K or V tile: 12 KiB each
 constant constexpr uint FLASH_MAX_TILE_KEYS = FLASH_TILE / 16;  // keys per tile at D = 64
 
+// The row of `out` (D elements) that query i of head h in batch b writes. With rows_out, a decoder's output
+// projection reads it as it is: no copy between attention and the projection (SdpaOptions::rows_out).
+inline ulong sdpa_out_row(constant SdpaArgs& args, uint b, uint h, uint i) {
+  return args.rows_out != 0 ? (ulong(b) * args.q_len + i) * args.q_heads + h
+                            : (ulong(b) * args.q_heads + h) * args.q_len + i;
+}
+
 // Keys of the block starting at key `first` that query jj of the tile starting at query j0 sees (0 past nq).
 inline uint sdpa_visible_keys(constant SdpaArgs& args, uint j0, uint jj, uint nq, uint first) {
   if (jj >= nq) {
@@ -437,7 +444,7 @@ template <typename T>
       o += range_o[r][c];
       l += range_l[r];
     }
-    sdpa_store4(out + row * args.head_dim + d4 * 4, o / l);
+    sdpa_store4(out + sdpa_out_row(args, pos.z, pos.y, i) * args.head_dim + d4 * 4, o / l);
   }
 }
 
@@ -519,8 +526,9 @@ template <typename T, bool VEC>
   }
 
   if (active) {
+    device T* out_row = out + sdpa_out_row(args, pos.z, pos.y, i) * D;
     for (uint d4 = 0; d4 < D4; ++d4) {
-      sdpa_store4(out + row * D + d4 * 4, acc[d4] / l);
+      sdpa_store4(out_row + d4 * 4, acc[d4] / l);
     }
   }
 }

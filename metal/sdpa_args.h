@@ -22,6 +22,7 @@ struct SdpaArgs {
   uint32_t block_keys;    // keys per block (sdpa_blocks: at most SDPA_BLOCK_KEYS); with tiers, those of tier 0
   uint32_t tier_keys;     // 0: every block holds block_keys keys; else where tier 0 ends (sdpa_chunk_range)
   uint32_t prefetch;      // 1: sdpa_mma asks L2 for each step's K and V a step ahead (a hint: never a change of bits)
+  uint32_t rows_out;      // 1: out is [B, Lq, Hq, D], a row of heads per query; 0: [B, Hq, Lq, D], as q
 };
 
 // The blocks of the two-pass kernels, at absolute key positions. With tier_keys = 0, block j holds keys

@@ -7,6 +7,7 @@ cdef extern from "../src/core/ops.h" namespace "mtlinv" nogil:
         double scale
         bool has_kv_len
         int64_t kv_len
+        bool rows_out
     CTensor c_sdpa "mtlinv::sdpa"(const CTensor&, const CTensor&, const CTensor&,
                                   const CSdpaOptions&) except +raise_py_error
 
@@ -28,7 +29,7 @@ cdef extern from "../metal/sdpa_args.h":
     uint32_t c_sdpa_chunk_of "sdpa_chunk_of"(uint32_t, uint32_t, uint32_t)
 
 
-def sdpa(q, k, v, *, scale=None, causal=True, kv_len=None):
+def sdpa(q, k, v, *, scale=None, causal=True, kv_len=None, rows_out=False):
     """Scaled dot-product attention: softmax(scale * q @ k.T) @ v, float32 softmax and accumulation.
 
     q [B, Hq, Lq, D]; k, v [B, Hkv, C, D] with Hq a multiple of Hkv (GQA, MQA); or, for one sequence, q [Hq, Lq, D]
@@ -36,7 +37,9 @@ def sdpa(q, k, v, *, scale=None, causal=True, kv_len=None):
     used (default: all C), so a preallocated KV cache needs no copy. causal: query i sits at absolute position
     kv_len - Lq + i and sees keys 0 .. that position. scale=None means 1/sqrt(D); any other finite value, 0 and
     negatives included, is used as given (the C API instead reads scale <= 0 as the default).
-    D in {64, 80, 96, 128, 256}; float32, float16 or bfloat16 (one dtype); the output has q's shape and dtype.
+    D in {64, 80, 96, 128, 256}; float32, float16 or bfloat16 (one dtype); the output has q's shape and dtype, or
+    with rows_out=True [B, Lq, Hq * D] ([Lq, Hq * D] for a 3-d q): each query's heads side by side, the rows an
+    output projection takes, with the bits of heads_to_rows of the default output and no copy.
 
     With Lq <= get_limit() (and always for Lq == 1) query i's output is bit-identical to a single-query call over
     the first kv_len - Lq + i + 1 keys (causal) or the same keys (not causal); above the limit a throughput
@@ -51,6 +54,7 @@ def sdpa(q, k, v, *, scale=None, causal=True, kv_len=None):
     o.has_kv_len = kv_len is not None
     # The core checks kv_len against the cache (1 <= kv_len <= C); this range only keeps it an int64.
     o.kv_len = _int_arg("sdpa", "kv_len", kv_len, -2**62, 2**62) if kv_len is not None else 0
+    o.rows_out = _bool_arg("sdpa", "rows_out", rows_out)
     cdef CTensor out
     with nogil:
         out = c_sdpa(tq.c, tk.c, tv.c, o)

@@ -253,6 +253,25 @@ def test_one_sequence_without_batch_dim_has_the_bits_of_batch_one(limit, q_len, 
     assert same_bits(y, np.asarray(sdpa(q, k, v, kv_len=37))[0])
 
 
+@pytest.mark.parametrize("gpu", [False, True], ids=["emulator", "gpu-plans"])
+@pytest.mark.parametrize("limit, q_len", [(8, 1), (8, 5), (0, 5), (0, 12)])  # chunks, chunks, split, flash
+def test_rows_out_has_the_bits_of_the_heads_in_rows(gpu, limit, q_len, rng, request):
+    """rows_out: each query's heads side by side, [B, Lq, Hq * D] (or [Lq, Hq * D]), written by the last kernel of
+    every path (sdpa_combine, sdpa_flash), bit for bit the default output moved; with matrix units (gpu-plans on
+    the emulator) pass 1 is sdpa_mma."""
+    if gpu:
+        request.getfixturevalue("gpu_plans")
+    mtlinv.set_limit(limit)
+    q, k, v = qkv(rng, q_heads=4, kv_heads=2, q_len=q_len, capacity=300, head_dim=64, dtype=ml_dtypes.bfloat16)
+    heads = np.asarray(sdpa(q, k, v, kv_len=290))
+    rows = sdpa(q, k, v, kv_len=290, rows_out=True)
+    assert rows.shape == (1, q_len, 4 * 64)
+    assert same_bits(rows, heads.transpose(0, 2, 1, 3).reshape(1, q_len, 4 * 64))
+    one_sequence = sdpa(q[0], k[0], v[0], kv_len=290, rows_out=True)
+    assert one_sequence.shape == (q_len, 4 * 64)
+    assert same_bits(one_sequence, mtlinv.heads_to_rows(mtlinv.asarray(heads[0])))
+
+
 def test_errors_name_values(rng):
     q, k, v = qkv(rng, q_heads=4, kv_heads=2, q_len=8, capacity=16, head_dim=64, dtype=np.float32)
     with pytest.raises(ValueError, match=r"Lq <= kv_len, got Lq=8 queries and kv_len=5"):
@@ -382,7 +401,7 @@ def test_combine_merges_ranges_of_blocks(head_dim, n_blocks, rng):
     unseen = rng.choice(n_blocks, n_blocks // 15, replace=False)
     m[:, unseen], l[:, unseen], o[:, unseen] = -np.inf, 0, 0
     # SdpaArgs: one key per block, so the query (not causal) sees all n_blocks of them.
-    args = struct.pack("8If4I", heads, heads, 1, 1, n_blocks, n_blocks, head_dim, 0, 1.0, n_blocks, 1, 0, 0)
+    args = struct.pack("8If5I", heads, heads, 1, 1, n_blocks, n_blocks, head_dim, 0, 1.0, n_blocks, 1, 0, 0, 0)
     out = mtlinv.asarray(np.zeros((1, heads, 1, head_dim), np.float32))
     mtlinv._native._launch("sdpa_combine_f32", combine["threadgroups"], combine["threads"], args,
                            [mtlinv.asarray(o), mtlinv.asarray(np.stack([m, l], -1)), out])

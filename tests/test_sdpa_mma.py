@@ -157,7 +157,7 @@ def run_by_hand(q, k, v, kv_len, chunks=None, prefetch=None, limit=8):
         struct.pack_into("<3I", args, 36, n, *chunks)  # SdpaArgs.n_blocks, block_keys, tier_keys
         grid = (*grid[:2], n)  # sdpa_mma's grid: query tiles, B * Hkv, chunks
     if prefetch is not None:
-        struct.pack_into("<I", args, len(args) - 4, prefetch)  # SdpaArgs.prefetch, its last field
+        struct.pack_into("<I", args, 48, prefetch)  # SdpaArgs.prefetch
     rows = batch * q_heads * q_len
     part_o = mtlinv.asarray(np.zeros(rows * grid[2] * head_dim, np.float32))
     part_ml = mtlinv.asarray(np.zeros(rows * grid[2] * 2, np.float32))
@@ -188,7 +188,7 @@ def test_tiered_chunks_give_single_query_bits_and_attention(chunks, gpu_plans, r
 
 
 def prefetch_flag(launch):
-    return int.from_bytes(launch["args"][-4:], "little")  # SdpaArgs.prefetch, its last field
+    return int.from_bytes(launch["args"][48:52], "little")  # SdpaArgs.prefetch
 
 
 def planned_prefetch(kv_len, q_len=1, limit=8, kv_heads=8):

@@ -137,10 +137,11 @@ Tensor Decoder::attention(const DecoderLayer& layer, const Tensor& h, int64_t st
   options.causal = true;
   options.has_kv_len = true;
   options.kv_len = start + m;
-  const Tensor o = sdpa(q, layer.k_cache, layer.v_cache, options);  // [Hq, m, D]
-  // The output projection takes rows [m, Hq D]. One row's [Hq, 1, D] already lies in that order: a view, not a
-  // heads_to_rows launch (a copy, so the bits are the same either way), for the decoding step's 30 fewer launches.
-  return layer.o(m == 1 ? o.reshape({1, o.numel()}) : heads_to_rows(o));
+  // The output projection takes rows [m, Hq D], which attention writes directly (rows_out): the bits of
+  // heads_to_rows after it, without that copy's 30 launches a step (verification's steps had them; one row's
+  // [Hq, 1, D] always lay in row order).
+  options.rows_out = true;
+  return layer.o(sdpa(q, layer.k_cache, layer.v_cache, options));
 }
 
 }  // namespace mtlinv

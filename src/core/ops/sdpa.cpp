@@ -79,9 +79,15 @@ Tensor sdpa(const Tensor& q, const Tensor& k, const Tensor& v, const SdpaOptions
   // sdpa_combine's grid takes a query's head dims in pieces of 32 along x: Lq * ceil(D / 32) threadgroups.
   require_u32(op, "Lq*ceil(D/32)", s.q_len * ((s.head_dim + 31) / 32));
 
-  Tensor out = Tensor::empty(q.shape, q.dtype);
+  Shape out_shape = q.shape;
+  if (options.rows_out) {
+    out_shape = {s.q_len, s.q_heads * s.head_dim};
+    if (q.ndim() == 4) out_shape.insert(out_shape.begin(), s.batch);
+  }
+  Tensor out = Tensor::empty(out_shape, q.dtype);
   if (out.numel() == 0) return out;
   s.aligned = aligned16(q) && aligned16(k) && aligned16(v);
+  s.rows_out = options.rows_out;
   run_plan(plan_sdpa(s, get_limit(), active_backend().caps()), {&q, &k, &v, &out});
   return out;
 }

@@ -10,7 +10,7 @@
 
 namespace mtlinv {
 
-static_assert(sizeof(SdpaArgs) == 52, "SdpaArgs layout must match metal/sdpa_args.h on every target");
+static_assert(sizeof(SdpaArgs) == 56, "SdpaArgs layout must match metal/sdpa_args.h on every target");
 
 namespace {
 constexpr uint32_t kThreads = 128;        // SDPA_THREADS in metal/sdpa.metal
@@ -81,6 +81,7 @@ Plan plan_sdpa(const SdpaShape& s, int limit, const DeviceCaps& caps) {
   args.head_dim = static_cast<uint32_t>(s.head_dim);
   args.causal = s.causal ? 1 : 0;
   args.scale_log2 = static_cast<float>(static_cast<double>(s.scale) * kLog2e);
+  args.rows_out = s.rows_out ? 1 : 0;
   // Vector loads need every row 16-byte aligned: the base pointers, and rows of D elements (true for every D).
   const bool vector_loads = s.aligned && (s.head_dim * static_cast<int64_t>(dtype_size(s.dtype))) % 16 == 0;
   const std::string suffix = dtype_suffix(s.dtype);

@@ -21,6 +21,7 @@ struct SdpaShape {
   bool causal = true;
   float scale = 1.0f;     // the softmax scale (the op has already applied the 1/sqrt(D) default)
   bool aligned = false;   // q, k, v 16-byte aligned: full-vector loads allowed
+  bool rows_out = false;  // out as [B, Lq, Hq, D] (SdpaOptions::rows_out)
 };
 
 // Operands: 0 q, 1 k, 2 v, 3 out.
