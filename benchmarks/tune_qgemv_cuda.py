@@ -10,8 +10,8 @@ Launches qgemv_b{bits}_r{R}_bf16 directly (the plans' kernels, raw arguments) fo
 and R in 1, 2, 4, 8, then qgemv_mma_b{bits}_r8_bf16 / _r16_ (what the plans pick for 16-bit x on a GPU with
 matrix units) for k_splits 1 to 16 at M = 1, 8 and 16, on the shapes of bench_cuda.py or --shapes (SmolLM2-135M's
 are 576:960 576:576 576:3072 1536:576), timed as there (events, medians, weights rotated through HBM).
---float32-scales times the _sf32 instances a GGUF import runs. Prints, per shape and tile, the time of each split count (GB/s of packed
-weights, scales and biases) and the count the plan picks ("-" where it picks another kernel).
+--float32-scales times the _sf32 instances a GGUF import runs. Prints, per shape and tile, the time of each split
+count (GB/s of packed weights, scales and biases) and the count the plan picks ("-" where it picks another kernel).
 """
 import os
 import struct

@@ -27,18 +27,15 @@ inline void rms_norm_row(constant RmsNormArgs& args, device const T* x, device c
   // Each thread sums a strided slice of the row in column order: columns tid + i threads, the first
   // RMS_NORM_HELD of them held, the rest (rows too wide to hold) loaded one at a time.
   float held[RMS_NORM_HELD];
+  float addend[RMS_NORM_HELD];
   float weight[RMS_NORM_HELD];
   for (uint i = 0; i < RMS_NORM_HELD; ++i) {
     const uint c = tid + i * threads;
     held[i] = c < held_cols ? float(x[base + c]) : 0.0f;
+    addend[i] = RESIDUAL && c < held_cols ? float(r[base + c]) : 0.0f;
     weight[i] = c < held_cols ? float(w[c]) : 0.0f;
   }
   if (RESIDUAL) {
-    float addend[RMS_NORM_HELD];
-    for (uint i = 0; i < RMS_NORM_HELD; ++i) {
-      const uint c = tid + i * threads;
-      addend[i] = c < held_cols ? float(r[base + c]) : 0.0f;
-    }
     for (uint i = 0; i < RMS_NORM_HELD; ++i) {
       const uint c = tid + i * threads;
       held[i] = float(T(held[i] + addend[i]));

@@ -262,11 +262,12 @@ def test_rows_out_has_the_bits_of_the_heads_in_rows(gpu, limit, q_len, rng, requ
     if gpu:
         request.getfixturevalue("gpu_plans")
     mtlinv.set_limit(limit)
-    q, k, v = qkv(rng, q_heads=4, kv_heads=2, q_len=q_len, capacity=300, head_dim=64, dtype=ml_dtypes.bfloat16)
+    q, k, v = qkv(rng, batch=2, q_heads=4, kv_heads=2, q_len=q_len, capacity=300, head_dim=64,
+                  dtype=ml_dtypes.bfloat16)
     heads = np.asarray(sdpa(q, k, v, kv_len=290))
     rows = sdpa(q, k, v, kv_len=290, rows_out=True)
-    assert rows.shape == (1, q_len, 4 * 64)
-    assert same_bits(rows, heads.transpose(0, 2, 1, 3).reshape(1, q_len, 4 * 64))
+    assert rows.shape == (2, q_len, 4 * 64)
+    assert same_bits(rows, heads.transpose(0, 2, 1, 3).reshape(2, q_len, 4 * 64))
     one_sequence = sdpa(q[0], k[0], v[0], kv_len=290, rows_out=True)
     assert one_sequence.shape == (q_len, 4 * 64)
     assert same_bits(one_sequence, mtlinv.heads_to_rows(mtlinv.asarray(heads[0])))

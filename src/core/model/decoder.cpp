@@ -138,8 +138,8 @@ Tensor Decoder::attention(const DecoderLayer& layer, const Tensor& h, int64_t st
   options.has_kv_len = true;
   options.kv_len = start + m;
   // The output projection takes rows [m, Hq D], which attention writes directly (rows_out): the bits of
-  // heads_to_rows after it, without that copy's 30 launches a step (verification's steps had them; one row's
-  // [Hq, 1, D] always lay in row order).
+  // heads_to_rows after it, without that copy's launch a layer (multi-row steps had it; one row's [Hq, 1, D]
+  // always lay in row order).
   options.rows_out = true;
   return layer.o(sdpa(q, layer.k_cache, layer.v_cache, options));
 }
