@@ -30,7 +30,7 @@ from mtlinv import _native as ops  # noqa: E402
 def run(kernel, threads, launches, args, q, k, v, out, part_o, part_ml, combine=True):
     first, second = launches
     ops._launch(kernel, first["threadgroups"], (threads, 1, 1) if threads else first["threads"], args,
-                [q, k, v, part_o, part_ml])
+                [q, k, v, part_o, part_ml, out])
     if combine:
         ops._launch(second["kernel"], second["threadgroups"], second["threads"], args, [part_o, part_ml, out])
 
@@ -47,6 +47,9 @@ def main():
     if args.threads and len(args.threads) != len(args.kernels):
         ap.error(f"--threads: one size per kernel ({len(args.kernels)}), got {args.threads}")
     threads = dict(zip(args.kernels, args.threads or [0] * len(args.kernels)))
+    one_chunk = [n for n in args.lengths if ts.n_chunks(ops.sdpa_chunking(ts.D, "bfloat16"), n) < 2]
+    if one_chunk:
+        ap.error(f"--lengths: these put every key in one chunk, which runs pass 1 alone: {one_chunk}")
     if not mtlinv.device_info().get("matrix_units"):
         sys.exit("ab_sdpa_cuda.py times the matrix-unit kernels: run it with MTLINV_DEVICE=cuda on a GPU")
     missing = [name for name in args.kernels if name not in ops.kernel_names()]

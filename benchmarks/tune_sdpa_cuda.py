@@ -61,7 +61,8 @@ def two_passes(launches, q, k, v, out, part_o, part_ml, lq, keys, chunking, comb
     args = sdpa_args(lq, keys, chunking, prefetch_for(chunking, keys))
     first, second = launches
     x, y, _ = first["threadgroups"]  # sdpa_mma's grid: query tiles, B * Hkv, chunks
-    ops._launch(first["kernel"], (x, y, n_chunks(chunking, keys)), first["threads"], args, [q, k, v, part_o, part_ml])
+    ops._launch(first["kernel"], (x, y, n_chunks(chunking, keys)), first["threads"], args,
+                [q, k, v, part_o, part_ml, out])
     if combine:
         ops._launch(second["kernel"], second["threadgroups"], second["threads"], args, [part_o, part_ml, out])
 
@@ -88,6 +89,9 @@ def main():
     ap.add_argument("--chunkings", type=parse_chunking, nargs="+", default=[(256, 0), (512, 0), (256, 4096)],
                     help="chunkings to time: S or S:T (parse_chunking)")
     args = ap.parse_args()
+    one_chunk = [(n, chunking_name(c)) for n in args.lengths for c in args.chunkings if n_chunks(c, n) < 2]
+    if one_chunk:
+        ap.error(f"--lengths: these put every key in one chunk, which runs pass 1 alone: {one_chunk}")
     if not mtlinv.device_info().get("matrix_units"):
         sys.exit("tune_sdpa_cuda.py times the matrix-unit kernels: run it with MTLINV_DEVICE=cuda on a GPU")
     copy_bw = bc.copy_bandwidth()

@@ -5,7 +5,8 @@
 // into blocks of consecutive keys (sdpa_chunk_range in metal/sdpa_args.h: block_keys each, or growing with the
 // position past tier_keys), and writes per (query, block) the block's float32 max score m, sum of exponentials l
 // and unnormalised output o[D]; pass 2 (sdpa_combine) merges the blocks of each query in index order and
-// normalises. The plan picks the blocks:
+// normalises. A call of one block has pass 1 write the output itself, with the bits pass 2 would give
+// (sdpa_single_chunk_output in metal/sdpa_out.h). The plan picks the blocks:
 //   * canonical path: chunks at absolute positions, placed by a function of D, dtype and device only. Within a
 //     chunk every reduction order is fixed by its size and D, and a query at position p reads the chunks up to the
 //     one holding p, each over the keys <= p it holds: exactly what a single-query call over the first p+1 keys
@@ -20,6 +21,7 @@
 #include "common.h"
 #include "sdpa_args.h"
 #include "sdpa_keys.h"
+#include "sdpa_out.h"
 #include "load.h"
 
 constant constexpr uint SDPA_THREADS = 128;        // threads of a sdpa_blocks threadgroup
@@ -38,13 +40,6 @@ constant constexpr uint SDPA_SLICE_KEYS = SDPA_BLOCK_KEYS / SDPA_SLICES;
 constant constexpr uint FLASH_QUERIES = 32;  // queries (one per thread) of a sdpa_flash threadgroup
 constant constexpr uint FLASH_TILE = 768;    // float4 slots of one staged K or V tile: 12 KiB each
 constant constexpr uint FLASH_MAX_TILE_KEYS = FLASH_TILE / 16;  // keys per tile at D = 64
-
-// The row of `out` (D elements) that query i of head h in batch b writes. With rows_out, a decoder's output
-// projection reads it as it is: no copy between attention and the projection (SdpaOptions::rows_out).
-inline ulong sdpa_out_row(constant SdpaArgs& args, uint b, uint h, uint i) {
-  return args.rows_out != 0 ? (ulong(b) * args.q_len + i) * args.q_heads + h
-                            : (ulong(b) * args.q_heads + h) * args.q_len + i;
-}
 
 // Keys of the block starting at key `first` that query jj of the tile starting at query j0 sees (0 past nq).
 inline uint sdpa_visible_keys(constant SdpaArgs& args, uint j0, uint jj, uint nq, uint first) {
@@ -70,14 +65,6 @@ inline float4 sdpa_load4(device const T* p) {
 // The four lanes of a dot-product accumulator, added in a fixed order.
 inline float sdpa_hsum(float4 a) {
   return (a.x + a.y) + (a.z + a.w);
-}
-
-template <typename T>
-inline void sdpa_store4(device T* p, float4 y) {
-  p[0] = T(y.x);
-  p[1] = T(y.y);
-  p[2] = T(y.z);
-  p[3] = T(y.w);
 }
 
 // Pass 1 works on 16-byte units of the K and V rows: E = 16 / sizeof(T) elements each, U = D / E per row. The
@@ -159,7 +146,8 @@ inline void sdpa_block_scores(constant SdpaArgs& args, device const T* k, thread
 // p @ v of one block: thread tid owns unit u = tid % U of the V rows (output elements [u E, u E + E)) over the
 // split tid / U of the block's keys; 128 / U splits of ceil(block_keys / splits) consecutive keys. Each split sums
 // its weighted V rows in ascending key order, the splits are added in index order through `running`, and the last
-// one writes the block's output. The split count is a function of D and the dtype alone.
+// one writes the block's o: to part_o, or, where the call has one block, to `running` for sdpa_blocks to write the
+// output from. The split count is a function of D and the dtype alone.
 template <typename T, bool VEC, uint D, uint Q>
 inline void sdpa_block_pv(constant SdpaArgs& args, device const T* v, threadgroup const float* scores,
                           threadgroup float* running, device float* part_o, thread const uint* visible, uint nq,
@@ -212,7 +200,7 @@ inline void sdpa_block_pv(constant SdpaArgs& args, device const T* v, threadgrou
           for (uint i = 0; i < E; ++i) {
             const uint d = u * E + i;
             const float total = s > 0 ? running[jj * SDPA_MAX_D + d] + acc[jj][i] : acc[jj][i];
-            if (s + 1 < SPLITS) {
+            if (s + 1 < SPLITS || args.n_blocks == 1) {
               running[jj * SDPA_MAX_D + d] = total;
             } else {
               part_o[((out_row0 + jj) * args.n_blocks + block) * D + d] = total;
@@ -247,6 +235,7 @@ template <typename T, bool VEC, uint Q>
     device const T* v [[buffer(3)]],
     device float* part_o [[buffer(4)]],
     device float2* part_ml [[buffer(5)]],
+    device T* out [[buffer(6)]],
     uint3 tile [[threadgroup_position_in_grid]],
     uint tid [[thread_index_in_threadgroup]]) {
   threadgroup float4 q_tile[SDPA_QUERIES * SDPA_MAX_D4];
@@ -254,6 +243,7 @@ template <typename T, bool VEC, uint Q>
   threadgroup float running[SDPA_QUERIES * SDPA_MAX_D];
   threadgroup float slice_max[SDPA_QUERIES][SDPA_SLICES];
   threadgroup float slice_sum[SDPA_QUERIES][SDPA_SLICES];
+  threadgroup float query_l[SDPA_QUERIES];  // a call of one block: each query's l, for its output
 
   const uint D = args.head_dim;
   const uint D4 = D / 4;
@@ -321,7 +311,11 @@ template <typename T, bool VEC, uint Q>
     for (uint s = 1; s < SDPA_SLICES; ++s) {
       l += slice_sum[sq][s];
     }
-    part_ml[(row0 + sq) * args.n_blocks + block] = float2(m, l);
+    if (args.n_blocks == 1) {
+      query_l[sq] = l;
+    } else {
+      part_ml[(row0 + sq) * args.n_blocks + block] = float2(m, l);
+    }
   }
 
   switch (D) {
@@ -340,6 +334,17 @@ template <typename T, bool VEC, uint Q>
     default:
       sdpa_block_pv<T, VEC, 256, Q>(args, v, scores, running, part_o, visible, nq, n_keys, first, row0, block, tid);
       break;
+  }
+
+  // A call of one block: its o is in `running`, and this is the output (sdpa_single_chunk_output, metal/sdpa_out.h).
+  if (args.n_blocks == 1) {
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    for (uint idx = tid; idx < nq * D; idx += SDPA_THREADS) {
+      const uint jj = idx / D;
+      const uint d = idx % D;
+      out[sdpa_out_row_of(args, tile.z, j0 + jj) * D + d] =
+          T(sdpa_single_chunk_output(running[jj * SDPA_MAX_D + d], query_l[jj]));
+    }
   }
 }
 
@@ -444,7 +449,7 @@ template <typename T>
       o += range_o[r][c];
       l += range_l[r];
     }
-    sdpa_store4(out + sdpa_out_row(args, pos.z, pos.y, i) * args.head_dim + d4 * 4, o / l);
+    sdpa_store4(out + sdpa_out_row(args, pos.z, pos.y, i) * args.head_dim + d4 * 4, sdpa_output4(o, l));
   }
 }
 
@@ -528,7 +533,7 @@ template <typename T, bool VEC>
   if (active) {
     device T* out_row = out + sdpa_out_row(args, pos.z, pos.y, i) * D;
     for (uint d4 = 0; d4 < D4; ++d4) {
-      sdpa_store4(out_row + d4 * 4, acc[d4] / l);
+      sdpa_store4(out_row + d4 * 4, sdpa_output4(acc[d4], l));
     }
   }
 }

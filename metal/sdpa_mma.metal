@@ -1,6 +1,7 @@
 // Canonical attention on the matrix units: pass 1 of the canonical sdpa (metal/sdpa.metal) for 16-bit q, k, v and
 // head dims 64 and 128, on targets whose plans say DeviceCaps::matrix_units (CUDA). It writes the same partials as
-// sdpa_blocks, one (m, l, o) per query and chunk of S keys at absolute positions, and sdpa_combine merges them.
+// sdpa_blocks, one (m, l, o) per query and chunk of S keys at absolute positions, and sdpa_combine merges them; a
+// call of one chunk writes the output instead (sdpa_single_chunk_output in metal/sdpa_out.h).
 //
 // Why: sdpa_blocks does a query's arithmetic with scalar fmas, so a verification block of Lq = 8 queries with GQA 4 (32
 // queries per kv head) costs 5-6 times one decoding step on an H200 (benchmarks/results/h200.md). Here the 16 queries
@@ -34,6 +35,7 @@
 #include "common.h"
 #include "sdpa_args.h"
 #include "sdpa_keys.h"
+#include "sdpa_out.h"
 #include "load.h"
 #include "mma.h"
 #include "pair16.h"
@@ -127,6 +129,28 @@ inline void sdpa_mma_store_sums(device float* part_o, thread const float4* sums,
         *(device float4*)(row + 8 * e) = float4(sums[0][c], sums[1][c], sums[2][c], sums[3][c]);
       } else {
         *(device float2*)(row + 8 * e) = float2(sums[0][c], sums[1][c]);
+      }
+    }
+  }
+}
+
+// The same columns as the queries' output, for a call of one chunk (n_blocks = 1): the tile's queries are j0 .. of
+// kv head z, and l_lo and l_hi are the sums of queries g and g + 8.
+template <typename T, uint D>
+inline void sdpa_mma_store_output(constant SdpaArgs& args, device T* out, thread const float4* sums, uint z, uint j0,
+                                  float l_lo, float l_hi, uint o0, uint g, uint t, uint nq) {
+  constexpr uint PER = D / 32;
+  const uint d = 64 * (o0 / 8) + 16 * t + o0 % 8;
+  for (uint h = 0; h < 2; ++h) {
+    if (g + 8 * h >= nq) {
+      continue;
+    }
+    device T* row = out + sdpa_out_row_of(args, z, j0 + g + 8 * h) * D + d;
+    const float l = h == 0 ? l_lo : l_hi;
+    for (uint e = 0; e < 2; ++e) {
+      const uint c = 2 * h + e;
+      for (uint i = 0; i < PER; ++i) {
+        row[8 * e + i] = T(sdpa_single_chunk_output(sums[i][c], l));
       }
     }
   }
@@ -365,6 +389,7 @@ template <typename T, bool VEC, uint D>
     device const T* v [[buffer(3)]],
     device float* part_o [[buffer(4)]],
     device float2* part_ml [[buffer(5)]],
+    device T* out [[buffer(6)]],
     uint3 tile [[threadgroup_position_in_grid]],
     ushort lane [[thread_index_in_simdgroup]],
     ushort sg [[simdgroup_index_in_threadgroup]]) {
@@ -467,13 +492,14 @@ template <typename T, bool VEC, uint D>
   }
   const uint row_lo = g;
   const uint row_hi = g + 8;
-  if (sg == 0 && t == 0) {
-    float l_lo = ml[0].y * w[0].x;
-    float l_hi = ml[0].w * w[0].z;
-    for (uint s = 1; s < SDPA_MMA_SIMDGROUPS; ++s) {
-      l_lo = fma(ml[s].y, w[s].x, l_lo);
-      l_hi = fma(ml[s].w, w[s].z, l_hi);
-    }
+  float l_lo = ml[0].y * w[0].x;
+  float l_hi = ml[0].w * w[0].z;
+  for (uint s = 1; s < SDPA_MMA_SIMDGROUPS; ++s) {
+    l_lo = fma(ml[s].y, w[s].x, l_lo);
+    l_hi = fma(ml[s].w, w[s].z, l_hi);
+  }
+  const bool single = args.n_blocks == 1;
+  if (!single && sg == 0 && t == 0) {
     if (row_lo < nq) {
       part_ml[(row0 + row_lo) * args.n_blocks + block] = float2(most.x, l_lo);
     }
@@ -498,7 +524,11 @@ template <typename T, bool VEC, uint D>
     }
     sums[o % PER] = sum;
   }
-  sdpa_mma_store_sums<D>(part_o, sums, row0, args.n_blocks, block, sg * PER, g, t, nq);
+  if (single) {
+    sdpa_mma_store_output<T, D>(args, out, sums, tile.y, j0, l_lo, l_hi, sg * PER, g, t, nq);
+  } else {
+    sdpa_mma_store_sums<D>(part_o, sums, row0, args.n_blocks, block, sg * PER, g, t, nq);
+  }
 }
 
 MTLINV_KERNEL(sdpa_mma_d64_f16, sdpa_mma, half, true, 64)

@@ -255,20 +255,21 @@ def test_one_sequence_without_batch_dim_has_the_bits_of_batch_one(limit, q_len, 
 
 @pytest.mark.parametrize("gpu", [False, True], ids=["emulator", "gpu-plans"])
 @pytest.mark.parametrize("limit, q_len", [(8, 1), (8, 5), (0, 5), (0, 12)])  # chunks, chunks, split, flash
-def test_rows_out_has_the_bits_of_the_heads_in_rows(gpu, limit, q_len, rng, request):
+@pytest.mark.parametrize("kv_len", [290, 200, 20])  # two chunks, one chunk, one block of the split path too
+def test_rows_out_has_the_bits_of_the_heads_in_rows(gpu, limit, q_len, kv_len, rng, request):
     """rows_out: each query's heads side by side, [B, Lq, Hq * D] (or [Lq, Hq * D]), written by the last kernel of
-    every path (sdpa_combine, sdpa_flash), bit for bit the default output moved; with matrix units (gpu-plans on
-    the emulator) pass 1 is sdpa_mma."""
+    every path (sdpa_combine, sdpa_flash, pass 1 of a call of one chunk or block), bit for bit the default output
+    moved; with matrix units (gpu-plans on the emulator) pass 1 is sdpa_mma."""
     if gpu:
         request.getfixturevalue("gpu_plans")
     mtlinv.set_limit(limit)
     q, k, v = qkv(rng, batch=2, q_heads=4, kv_heads=2, q_len=q_len, capacity=300, head_dim=64,
                   dtype=ml_dtypes.bfloat16)
-    heads = np.asarray(sdpa(q, k, v, kv_len=290))
-    rows = sdpa(q, k, v, kv_len=290, rows_out=True)
+    heads = np.asarray(sdpa(q, k, v, kv_len=kv_len))
+    rows = sdpa(q, k, v, kv_len=kv_len, rows_out=True)
     assert rows.shape == (2, q_len, 4 * 64)
     assert same_bits(rows, heads.transpose(0, 2, 1, 3).reshape(2, q_len, 4 * 64))
-    one_sequence = sdpa(q[0], k[0], v[0], kv_len=290, rows_out=True)
+    one_sequence = sdpa(q[0], k[0], v[0], kv_len=kv_len, rows_out=True)
     assert one_sequence.shape == (q_len, 4 * 64)
     assert same_bits(one_sequence, mtlinv.heads_to_rows(mtlinv.asarray(heads[0])))
 
@@ -331,6 +332,34 @@ def test_routing(q_len, limit, path):
     unaligned = plan_sdpa(q_len=q_len, kv_len=4096, head_dim=128, q_heads=32, kv_heads=8, dtype="bfloat16",
                           limit=limit, aligned=False)
     assert unaligned["launches"][0]["kernel"] == kernels[0].replace("_bf16", "_unaligned_bf16")
+
+
+@pytest.mark.parametrize("gpu", [False, True], ids=["emulator", "gpu-plans"])
+@pytest.mark.parametrize("head_dim", [64, 128])
+def test_one_chunk_is_one_launch_with_the_bits_of_two(gpu, head_dim, rng, request):
+    """A canonical call whose keys lie in one chunk (kv_len <= S) is one launch: pass 1 writes the output
+    (metal/sdpa_out.h). Its bits are those pass 2 writes for the same query in a call whose keys reach the next
+    chunk: queries 0-4 of a block of 8 over S + 3 keys see S - 4 .. S keys, one chunk each, and each equals its
+    single-query call, which is one launch."""
+    if gpu:
+        request.getfixturevalue("gpu_plans")
+    dtype = np.float16
+    s = chunk_keys(head_dim, dtype)
+
+    def kernels(q_len, kv_len):
+        plan = plan_sdpa(q_len=q_len, kv_len=kv_len, head_dim=head_dim, q_heads=8, kv_heads=2, dtype="float16",
+                         limit=8)
+        return [launch["kernel"] for launch in plan["launches"]]
+    pass_one = "sdpa_mma_" if mtlinv.device_info()["matrix_units"] else "sdpa_blocks_"
+    for q_len in (1, 8):
+        one = kernels(q_len, s)
+        assert len(one) == 1 and one[0].startswith(pass_one), one
+        assert kernels(q_len, s + 1)[1] == "sdpa_combine_f16"
+    mtlinv.set_limit(8)
+    q, k, v = qkv(rng, q_heads=8, kv_heads=2, q_len=8, capacity=s + 3, head_dim=head_dim, dtype=dtype)
+    alone = singles(q, k, v, s + 3)
+    assert_block_matches(q, k, v, s + 3, alone)         # two launches
+    assert_block_matches(q[:, :, :5], k, v, s, alone[:5])  # one launch
 
 
 @pytest.mark.parametrize("gpu", [False, True], ids=["emulator", "gpu-plans"])

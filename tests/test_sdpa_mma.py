@@ -144,7 +144,8 @@ def test_routing(q_len, head_dim, dtype, limit, name, gpu_plans):
 
 def run_by_hand(q, k, v, kv_len, chunks=None, prefetch=None, limit=8):
     """sdpa's two planned launches for q, k, v (causal; pass 1 sdpa_mma) by hand: with the plan's chunks replaced by
-    `chunks` (block_keys, tier_keys) and SdpaArgs.prefetch by `prefetch`, where given."""
+    `chunks` (block_keys, tier_keys) and SdpaArgs.prefetch by `prefetch`, where given. Both must give the call more
+    than one chunk: with one, the plan is a single launch."""
     from mtlinv import _native
     batch, q_heads, q_len, head_dim = q.shape
     plan = _native.plan_sdpa(q_len=q_len, kv_len=kv_len, head_dim=head_dim, q_heads=q_heads, kv_heads=k.shape[1],
@@ -155,6 +156,7 @@ def run_by_hand(q, k, v, kv_len, chunks=None, prefetch=None, limit=8):
     if chunks is not None:
         n = len(_native.sdpa_chunks(*chunks, kv_len))
         struct.pack_into("<3I", args, 36, n, *chunks)  # SdpaArgs.n_blocks, block_keys, tier_keys
+        assert n > 1, f"{chunks} put kv_len={kv_len} in one chunk"
         grid = (*grid[:2], n)  # sdpa_mma's grid: query tiles, B * Hkv, chunks
     if prefetch is not None:
         struct.pack_into("<I", args, 48, prefetch)  # SdpaArgs.prefetch
@@ -163,7 +165,7 @@ def run_by_hand(q, k, v, kv_len, chunks=None, prefetch=None, limit=8):
     part_ml = mtlinv.asarray(np.zeros(rows * grid[2] * 2, np.float32))
     out = mtlinv.asarray(np.zeros(q.shape, q.dtype))
     _native._launch(first["kernel"], grid, first["threads"], bytes(args),
-                    [mtlinv.asarray(a) for a in (q, k, v)] + [part_o, part_ml])
+                    [mtlinv.asarray(a) for a in (q, k, v)] + [part_o, part_ml, out])
     _native._launch(second["kernel"], second["threadgroups"], second["threads"], bytes(args), [part_o, part_ml, out])
     return np.asarray(out)
 

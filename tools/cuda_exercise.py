@@ -83,7 +83,10 @@ def sdpa(dtype):
             q = rand((1, 4, q_len, d), dtype)
             with mtlinv.batch_invariant(limit):
                 o = ops.sdpa(q, k, v, causal=True)
-            close(o, reference_sdpa(q, k, v), f"sdpa d={d} kv={kv_len} limit={limit} q_len={q_len}")
+                rows = ops.sdpa(q, k, v, causal=True, rows_out=True)  # the output's other layout: [B, Lq, Hq D]
+            what = f"sdpa d={d} kv={kv_len} limit={limit} q_len={q_len}"
+            close(o, reference_sdpa(q, k, v), what)
+            close(rows, reference_sdpa(q, k, v).transpose(0, 2, 1, 3).reshape(1, q_len, 4 * d), what + " rows_out")
 
 
 def reference_sdpa(q, k, v):

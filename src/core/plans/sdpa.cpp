@@ -129,7 +129,15 @@ Plan plan_sdpa(const SdpaShape& s, int limit, const DeviceCaps& caps) {
   // keys. A hint, so a call's bits do not depend on it.
   args.prefetch = matrix_units && 2 * args.n_blocks * s.batch * s.kv_heads <= caps.compute_units ? 1 : 0;
   partials.args = args_bytes(args);
-  partials.buffers = {PlanBuffer::op(0), PlanBuffer::op(1), PlanBuffer::op(2), PlanBuffer::tmp(0), PlanBuffer::tmp(1)};
+  partials.buffers = {PlanBuffer::op(0), PlanBuffer::op(1), PlanBuffer::op(2), PlanBuffer::tmp(0), PlanBuffer::tmp(1),
+                      PlanBuffer::op(3)};
+  // Keys in one chunk (every decoding step up to 256 keys): pass 1 writes the output, with the bits pass 2 would
+  // write (metal/sdpa_out.h), and the call is one launch. A function of kv_len, which the queries of a longer call
+  // that merge a single chunk in pass 2 get as well.
+  if (args.n_blocks == 1) {
+    plan.launches.push_back(std::move(partials));
+    return plan;
+  }
 
   PlanLaunch combine;
   combine.kernel = "sdpa_combine_" + suffix;
