@@ -135,7 +135,8 @@ inline void sdpa_mma_store_sums(device float* part_o, thread const float4* sums,
 }
 
 // The same columns as the queries' output, for a call of one chunk (n_blocks = 1): the tile's queries are j0 .. of
-// kv head z, and l_lo and l_hi are the sums of queries g and g + 8.
+// kv head z, and l_lo and l_hi are the sums of queries g and g + 8. PER elements of T per store (8 or 4 bytes; the
+// op allocates out, so its rows are aligned).
 template <typename T, uint D>
 inline void sdpa_mma_store_output(constant SdpaArgs& args, device T* out, thread const float4* sums, uint z, uint j0,
                                   float l_lo, float l_hi, uint o0, uint g, uint t, uint nq) {
@@ -149,8 +150,13 @@ inline void sdpa_mma_store_output(constant SdpaArgs& args, device T* out, thread
     const float l = h == 0 ? l_lo : l_hi;
     for (uint e = 0; e < 2; ++e) {
       const uint c = 2 * h + e;
-      for (uint i = 0; i < PER; ++i) {
-        row[8 * e + i] = T(sdpa_single_chunk_output(sums[i][c], l));
+      const uint lo = pair16_pack<T>(sdpa_single_chunk_output(sums[0][c], l),
+                                     sdpa_single_chunk_output(sums[1][c], l));
+      if (PER == 4) {
+        *(device uint2*)(row + 8 * e) = uint2(lo, pair16_pack<T>(sdpa_single_chunk_output(sums[2][c], l),
+                                                                 sdpa_single_chunk_output(sums[3][c], l)));
+      } else {
+        *(device uint*)(row + 8 * e) = lo;
       }
     }
   }

@@ -7,8 +7,8 @@ rows of each output tile and the tile's R / 8 rows of x, before its first matrix
 change to the shared epilogue (metal/mma_tile.h) let nvcc move the second x load behind the first HMMA, the 16-row
 tile lost 10-14%.
 
-sdpa_mma's partials: every global store must be a vector store. Stored one float at a time, they cost 14% of the
-time of verifying 8 queries at 64K keys.
+sdpa_mma's partials, and its output where a call has one chunk: every global store must be a vector store. Stored
+one float at a time, the partials cost 14% of the time of verifying 8 queries at 64K keys.
 
 Both files' kernels: no stack and no spills (sdpa_mma's D = 128 kernels take 248 registers, 255 with element
 loads: nvcc's limit)."""
@@ -74,12 +74,13 @@ def sdpa_mma_stores(compiled):
 
 
 # Per lane: its merged dims of its two queries, two stores per query (float4 at D = 128, float2 at 64), and one float2
-# (m, l) per query from one lane of the quad.
-@pytest.mark.parametrize("head_dim, expected", [(128, {"STG.E.128": 4, "STG.E.64": 2}), (64, {"STG.E.64": 6})])
+# (m, l) per query from one lane of the quad; or, with one chunk, the same dims' output, two stores per query (4
+# elements of 16 bits at D = 128: 8 bytes; 2 at 64: 4 bytes).
+@pytest.mark.parametrize("head_dim, expected", [(128, {"STG.E.128": 4, "STG.E.64": 2 + 4}),
+                                                (64, {"STG.E.64": 6, "STG.E": 4})])
 @pytest.mark.parametrize("variant", ["f16", "bf16", "unaligned_f16", "unaligned_bf16"])
 def test_sdpa_mma_stores_partials_whole(sdpa_mma_stores, head_dim, expected, variant):
     stores = sdpa_mma_stores[f"sdpa_mma_d{head_dim}_{variant}"]
-    assert "STG.E" not in stores, f"a 4-byte global store: {stores}"
     assert {op: stores.count(op) for op in set(stores)} == expected, stores
 
 
