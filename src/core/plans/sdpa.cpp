@@ -132,8 +132,8 @@ Plan plan_sdpa(const SdpaShape& s, int limit, const DeviceCaps& caps) {
   partials.buffers = {PlanBuffer::op(0), PlanBuffer::op(1), PlanBuffer::op(2), PlanBuffer::tmp(0), PlanBuffer::tmp(1),
                       PlanBuffer::op(3)};
   // Keys in one chunk (every decoding step up to 256 keys): pass 1 writes the output, with the bits pass 2 would
-  // write (metal/sdpa_out.h), and the call is one launch. A function of kv_len, which the queries of a longer call
-  // that merge a single chunk in pass 2 get as well.
+  // write (metal/sdpa_out.h), and the call is one launch. The launch count depends on kv_len, the bits do not: a
+  // query of a longer call whose keys lie in one chunk gets the same value from sdpa_combine.
   if (args.n_blocks == 1) {
     plan.launches.push_back(std::move(partials));
     return plan;
