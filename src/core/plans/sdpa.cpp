@@ -134,7 +134,9 @@ Plan plan_sdpa(const SdpaShape& s, int limit, const DeviceCaps& caps) {
   // Keys in one chunk (every decoding step up to 256 keys): pass 1 writes the output, with the bits pass 2 would
   // write (metal/sdpa_out.h), and the call is one launch. The launch count depends on kv_len, the bits do not: a
   // query of a longer call whose keys lie in one chunk gets the same value from sdpa_combine.
+  // The partials' scratch is then bound but never touched: none is allocated for it.
   if (args.n_blocks == 1) {
+    plan.scratch_bytes = {0, 0};
     plan.launches.push_back(std::move(partials));
     return plan;
   }
