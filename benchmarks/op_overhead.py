@@ -62,7 +62,6 @@ def decoder_ops() -> dict:
         "qgemv gate|up 576->3072": lambda: mtlinv.qgemv(x, *w_gate_up, group_size=GROUP, bits=4),
         "qgemv down 1536->576": lambda: mtlinv.qgemv(hidden, *w_down, group_size=GROUP, bits=4),
         "swiglu_halves": lambda: mtlinv.swiglu_halves(gate_up),
-        "qgemv_swiglu gate|up 576->1536": lambda: mtlinv.qgemv_swiglu(x, *w_gate_up, group_size=GROUP, bits=4),
         "qkv_to_heads": lambda: mtlinv.qkv_to_heads(qkv, HEADS, k_cache, v_cache, POSITION, POSITION, 1e5),
         "sdpa": lambda: mtlinv.sdpa(heads, k_cache, v_cache, causal=True, kv_len=POSITION + 1),
         "heads_to_rows": lambda: mtlinv.heads_to_rows(heads),

@@ -40,9 +40,3 @@ inline V simd_ladder_sum(V v) {
   }
   return v;
 }
-
-// silu(gate) * up = gate / (1 + exp(-gate)) * up in float: the arithmetic of every SwiGLU (metal/decoder_ops.metal,
-// qgemv_mma's fused epilogue), written once so that they give the same bits.
-inline float swiglu_value(float gate, float up) {
-  return gate / (1.0f + exp(-gate)) * up;
-}

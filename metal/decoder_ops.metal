@@ -17,7 +17,7 @@ template <typename T>
   }
 }
 
-// y = silu(gate) * up = gate / (1 + exp(-gate)) * up, in float (swiglu_value).
+// y = silu(gate) * up = gate / (1 + exp(-gate)) * up, in float.
 template <typename T>
 [[kernel]] void swiglu(
     constant DecoderOpArgs& args [[buffer(0)]],
@@ -26,7 +26,8 @@ template <typename T>
     device T* y [[buffer(3)]],
     uint i [[thread_position_in_grid]]) {
   if (i < args.count) {
-    y[i] = T(swiglu_value(float(gate[i]), float(up[i])));
+    const float g = float(gate[i]);
+    y[i] = T(g / (1.0f + exp(-g)) * float(up[i]));
   }
 }
 
@@ -41,7 +42,8 @@ template <typename T>
   if (i < args.count) {
     const uint F = args.half_cols;
     device const T* row = x + ulong(i / F) * (2 * F) + i % F;
-    y[i] = T(swiglu_value(float(row[0]), float(row[F])));
+    const float g = float(row[0]);
+    y[i] = T(g / (1.0f + exp(-g)) * float(row[F]));
   }
 }
 

@@ -23,16 +23,6 @@ inline void mma_tile_keep(threadgroup float4 (*partials)[CB][SIMD_WIDTH], thread
   }
 }
 
-// The k_splits splits of tile and group cj added in index order: the canonical order of every output.
-template <uint CB>
-inline float4 mma_tile_sum(threadgroup float4 (*partials)[CB][SIMD_WIDTH], uint k_splits, uint cj, ushort lane) {
-  float4 sum = partials[0][cj][lane];
-  for (uint s = 1; s < k_splits; ++s) {
-    sum += partials[s][cj][lane];
-  }
-  return sum;
-}
-
 // Once every split is kept: simdgroup 0 adds the k_splits splits in index order, then the bias, and stores. Lane
 // 4 g + t holds outputs n0 + 16 c + g and + g + 8 of rows 2 t and 2 t + 1 of each group. All threads of the
 // threadgroup call it (it has a barrier).
@@ -47,7 +37,10 @@ inline void mma_tile_store(threadgroup float4 (*partials)[C * B][SIMD_WIDTH], ui
   const uint g = lane / 4;
   const uint t = lane % 4;
   for (uint cj = 0; cj < C * B; ++cj) {
-    const float4 sum = mma_tile_sum<C * B>(partials, k_splits, cj, lane);
+    float4 sum = partials[0][cj][lane];
+    for (uint s = 1; s < k_splits; ++s) {
+      sum += partials[s][cj][lane];
+    }
     for (uint i = 0; i < 4; ++i) {
       const uint out = n0 + MMA_TILE_COLS * (cj / B) + g + 8 * (i / 2);
       const uint r = r0 + 8 * (cj % B) + 2 * t + i % 2;
@@ -57,29 +50,6 @@ inline void mma_tile_store(threadgroup float4 (*partials)[C * B][SIMD_WIDTH], ui
           v += float(bias[out]);
         }
         y[ulong(r) * n + out] = T(v);
-      }
-    }
-  }
-}
-
-// mma_tile_store of a tile whose A rows are 8 gate rows over their 8 up rows (one output tile, B groups of 8 rows):
-// lane 4 g + t holds gate and up of output n0 + g for rows 2 t and 2 t + 1 of each group, each rounded to T as
-// mma_tile_store would store it, and stores swiglu(gate, up) to y [rows, n]: the bits of swiglu_halves after
-// the unfused GEMV, without the launch and the round trip of the [rows, 2 n] projection. All threads call it.
-template <typename T, uint B>
-inline void mma_tile_store_swiglu(threadgroup float4 (*partials)[B][SIMD_WIDTH], uint k_splits, device T* y,
-                                  uint n0, uint n, uint r0, uint rows, ushort lane, ushort sg) {
-  threadgroup_barrier(mem_flags::mem_threadgroup);
-  if (sg != 0) {
-    return;
-  }
-  const uint out = n0 + lane / 4;
-  for (uint j = 0; j < B; ++j) {
-    const float4 sum = mma_tile_sum<B>(partials, k_splits, j, lane);
-    for (uint i = 0; i < 2; ++i) {
-      const uint r = r0 + 8 * j + 2 * (lane % 4) + i;
-      if (out < n && r < rows) {
-        y[ulong(r) * n + out] = T(swiglu_value(float(T(sum[i])), float(T(sum[i + 2]))));
       }
     }
   }

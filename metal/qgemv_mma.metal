@@ -102,12 +102,9 @@ inline void qgemv_mma_load(device const uint* wq, device const S* scales, device
   }
 }
 
-// R: rows of x per tile, 8 or 16 (the plan's pick from M). SWIGLU: the projection of a gate|up stack ends in SwiGLU
-// (y [rows, n] with n = F: args.n counts outputs, not weight rows; no bias). A template parameter, not a field of
-// the arguments: as a runtime flag its second epilogue alone took nvcc from 64 to 72 registers in the 16-row 4-bit
-// tile, past the 64 that keep four 256-thread threadgroups on a core. Grid: (ceil(N / 16) (ceil(F / 8) with
-// SWIGLU), ceil(rows / R), 1); threadgroup: k_splits simdgroups.
-template <typename T, uint BITS, typename S, uint R, bool SWIGLU>
+// R: rows of x per tile, 8 or 16 (the plan's pick from M). Grid: (ceil(N / 16), ceil(rows / R), 1); threadgroup:
+// k_splits simdgroups.
+template <typename T, uint BITS, typename S, uint R>
 [[kernel]] void qgemv_mma(
     constant QGemvArgs& args [[buffer(0)]],
     device const T* x [[buffer(1)]],
@@ -122,11 +119,9 @@ template <typename T, uint BITS, typename S, uint R, bool SWIGLU>
   constexpr uint B = R / 8;  // groups of 8 rows of x per tile
   threadgroup float4 partials[MMA_TILE_MAX_SPLITS][B][SIMD_WIDTH];  // mma_tile_keep's and mma_tile_store's
 
-  // With SWIGLU, W stacks gate rows [0, n) over up rows [n, 2 n): a tile owns outputs n0 .. n0 + 7, its A rows gate
-  // rows n0 + g and up rows n + n0 + g, so that each lane holds a gate beside its up (mma_tile_store_swiglu).
   const uint g = lane / 4;
   const uint t = lane % 4;
-  const uint n0 = tile.x * (SWIGLU ? MMA_TILE_COLS / 2 : MMA_TILE_COLS);
+  const uint n0 = tile.x * MMA_TILE_COLS;
   const uint r0 = tile.y * R;
   const uint K = args.k;
   const uint runs = K / QGEMV_RUN;
@@ -134,12 +129,12 @@ template <typename T, uint BITS, typename S, uint R, bool SWIGLU>
   const bool x_vector = args.vector_loads != 0;
   const bool w_vector = args.w_vector_loads != 0;
 
-  // Weight rows n0 + g and n0 + g + 8 (gate and up of output n0 + g with SWIGLU), clamped to N: their first word
-  // and first group (offsets fit 32 bits: the op checks it).
+  // Weight rows n0 + g and n0 + g + 8, clamped to N: their first word and first group (offsets fit 32 bits: the
+  // op checks it).
   uint w_off[2];
   uint g_off[2];
   for (uint h = 0; h < 2; ++h) {
-    const uint n = SWIGLU ? h * args.n + min(n0 + g, args.n - 1) : min(n0 + g + 8 * h, args.n - 1);
+    const uint n = min(n0 + g + 8 * h, args.n - 1);
     w_off[h] = n * runs * BITS;
     g_off[h] = n * (runs >> group_shift);
   }
@@ -203,64 +198,40 @@ template <typename T, uint BITS, typename S, uint R, bool SWIGLU>
   }
 
   mma_tile_keep<B>(partials, acc, sg, lane);
-  if (SWIGLU) {
-    mma_tile_store_swiglu<T, B>(partials, args.k_splits, y, n0, args.n, r0, args.rows, lane, sg);
-  } else {
-    mma_tile_store<T, 1, B>(partials, args.k_splits, args.has_bias != 0, bias, y, n0, args.n, r0, args.rows, lane,
-                            sg);
-  }
+  mma_tile_store<T, 1, B>(partials, args.k_splits, args.has_bias != 0, bias, y, n0, args.n, r0, args.rows, lane, sg);
 }
 
-MTLINV_KERNEL(qgemv_mma_b2_r8_f16, qgemv_mma, half, 2, half, 8, false)
-MTLINV_KERNEL(qgemv_mma_b2_r16_f16, qgemv_mma, half, 2, half, 16, false)
-MTLINV_KERNEL(qgemv_mma_b2_r8_bf16, qgemv_mma, bfloat, 2, bfloat, 8, false)
-MTLINV_KERNEL(qgemv_mma_b2_r16_bf16, qgemv_mma, bfloat, 2, bfloat, 16, false)
-MTLINV_KERNEL(qgemv_mma_b3_r8_f16, qgemv_mma, half, 3, half, 8, false)
-MTLINV_KERNEL(qgemv_mma_b3_r16_f16, qgemv_mma, half, 3, half, 16, false)
-MTLINV_KERNEL(qgemv_mma_b3_r8_bf16, qgemv_mma, bfloat, 3, bfloat, 8, false)
-MTLINV_KERNEL(qgemv_mma_b3_r16_bf16, qgemv_mma, bfloat, 3, bfloat, 16, false)
-MTLINV_KERNEL(qgemv_mma_b4_r8_f16, qgemv_mma, half, 4, half, 8, false)
-MTLINV_KERNEL(qgemv_mma_b4_r16_f16, qgemv_mma, half, 4, half, 16, false)
-MTLINV_KERNEL(qgemv_mma_b4_r8_bf16, qgemv_mma, bfloat, 4, bfloat, 8, false)
-MTLINV_KERNEL(qgemv_mma_b4_r16_bf16, qgemv_mma, bfloat, 4, bfloat, 16, false)
-MTLINV_KERNEL(qgemv_mma_b5_r8_f16, qgemv_mma, half, 5, half, 8, false)
-MTLINV_KERNEL(qgemv_mma_b5_r16_f16, qgemv_mma, half, 5, half, 16, false)
-MTLINV_KERNEL(qgemv_mma_b5_r8_bf16, qgemv_mma, bfloat, 5, bfloat, 8, false)
-MTLINV_KERNEL(qgemv_mma_b5_r16_bf16, qgemv_mma, bfloat, 5, bfloat, 16, false)
-MTLINV_KERNEL(qgemv_mma_b6_r8_f16, qgemv_mma, half, 6, half, 8, false)
-MTLINV_KERNEL(qgemv_mma_b6_r16_f16, qgemv_mma, half, 6, half, 16, false)
-MTLINV_KERNEL(qgemv_mma_b6_r8_bf16, qgemv_mma, bfloat, 6, bfloat, 8, false)
-MTLINV_KERNEL(qgemv_mma_b6_r16_bf16, qgemv_mma, bfloat, 6, bfloat, 16, false)
-MTLINV_KERNEL(qgemv_mma_b8_r8_f16, qgemv_mma, half, 8, half, 8, false)
-MTLINV_KERNEL(qgemv_mma_b8_r16_f16, qgemv_mma, half, 8, half, 16, false)
-MTLINV_KERNEL(qgemv_mma_b8_r8_bf16, qgemv_mma, bfloat, 8, bfloat, 8, false)
-MTLINV_KERNEL(qgemv_mma_b8_r16_bf16, qgemv_mma, bfloat, 8, bfloat, 16, false)
+MTLINV_KERNEL(qgemv_mma_b2_r8_f16, qgemv_mma, half, 2, half, 8)
+MTLINV_KERNEL(qgemv_mma_b2_r16_f16, qgemv_mma, half, 2, half, 16)
+MTLINV_KERNEL(qgemv_mma_b2_r8_bf16, qgemv_mma, bfloat, 2, bfloat, 8)
+MTLINV_KERNEL(qgemv_mma_b2_r16_bf16, qgemv_mma, bfloat, 2, bfloat, 16)
+MTLINV_KERNEL(qgemv_mma_b3_r8_f16, qgemv_mma, half, 3, half, 8)
+MTLINV_KERNEL(qgemv_mma_b3_r16_f16, qgemv_mma, half, 3, half, 16)
+MTLINV_KERNEL(qgemv_mma_b3_r8_bf16, qgemv_mma, bfloat, 3, bfloat, 8)
+MTLINV_KERNEL(qgemv_mma_b3_r16_bf16, qgemv_mma, bfloat, 3, bfloat, 16)
+MTLINV_KERNEL(qgemv_mma_b4_r8_f16, qgemv_mma, half, 4, half, 8)
+MTLINV_KERNEL(qgemv_mma_b4_r16_f16, qgemv_mma, half, 4, half, 16)
+MTLINV_KERNEL(qgemv_mma_b4_r8_bf16, qgemv_mma, bfloat, 4, bfloat, 8)
+MTLINV_KERNEL(qgemv_mma_b4_r16_bf16, qgemv_mma, bfloat, 4, bfloat, 16)
+MTLINV_KERNEL(qgemv_mma_b5_r8_f16, qgemv_mma, half, 5, half, 8)
+MTLINV_KERNEL(qgemv_mma_b5_r16_f16, qgemv_mma, half, 5, half, 16)
+MTLINV_KERNEL(qgemv_mma_b5_r8_bf16, qgemv_mma, bfloat, 5, bfloat, 8)
+MTLINV_KERNEL(qgemv_mma_b5_r16_bf16, qgemv_mma, bfloat, 5, bfloat, 16)
+MTLINV_KERNEL(qgemv_mma_b6_r8_f16, qgemv_mma, half, 6, half, 8)
+MTLINV_KERNEL(qgemv_mma_b6_r16_f16, qgemv_mma, half, 6, half, 16)
+MTLINV_KERNEL(qgemv_mma_b6_r8_bf16, qgemv_mma, bfloat, 6, bfloat, 8)
+MTLINV_KERNEL(qgemv_mma_b6_r16_bf16, qgemv_mma, bfloat, 6, bfloat, 16)
+MTLINV_KERNEL(qgemv_mma_b8_r8_f16, qgemv_mma, half, 8, half, 8)
+MTLINV_KERNEL(qgemv_mma_b8_r16_f16, qgemv_mma, half, 8, half, 16)
+MTLINV_KERNEL(qgemv_mma_b8_r8_bf16, qgemv_mma, bfloat, 8, bfloat, 8)
+MTLINV_KERNEL(qgemv_mma_b8_r16_bf16, qgemv_mma, bfloat, 8, bfloat, 16)
 
 // float32 scales and biases (GGUF imports, as for qgemv).
-MTLINV_KERNEL(qgemv_mma_b4_r8_f16_sf32, qgemv_mma, half, 4, float, 8, false)
-MTLINV_KERNEL(qgemv_mma_b4_r16_f16_sf32, qgemv_mma, half, 4, float, 16, false)
-MTLINV_KERNEL(qgemv_mma_b4_r8_bf16_sf32, qgemv_mma, bfloat, 4, float, 8, false)
-MTLINV_KERNEL(qgemv_mma_b4_r16_bf16_sf32, qgemv_mma, bfloat, 4, float, 16, false)
-MTLINV_KERNEL(qgemv_mma_b8_r8_f16_sf32, qgemv_mma, half, 8, float, 8, false)
-MTLINV_KERNEL(qgemv_mma_b8_r16_f16_sf32, qgemv_mma, half, 8, float, 16, false)
-MTLINV_KERNEL(qgemv_mma_b8_r8_bf16_sf32, qgemv_mma, bfloat, 8, float, 8, false)
-MTLINV_KERNEL(qgemv_mma_b8_r16_bf16_sf32, qgemv_mma, bfloat, 8, float, 16, false)
-
-// The gate|up projection ending in SwiGLU (qgemv_swiglu), at the widths of the decoder's weights: GGUF imports (4
-// and 8 bits, float32 scales) and MLX's 4- and 8-bit formats. Other widths run qgemv_mma, then swiglu_halves.
-MTLINV_KERNEL(qgemv_mma_swiglu_b4_r8_f16, qgemv_mma, half, 4, half, 8, true)
-MTLINV_KERNEL(qgemv_mma_swiglu_b4_r8_f16_sf32, qgemv_mma, half, 4, float, 8, true)
-MTLINV_KERNEL(qgemv_mma_swiglu_b4_r16_f16, qgemv_mma, half, 4, half, 16, true)
-MTLINV_KERNEL(qgemv_mma_swiglu_b4_r16_f16_sf32, qgemv_mma, half, 4, float, 16, true)
-MTLINV_KERNEL(qgemv_mma_swiglu_b4_r8_bf16, qgemv_mma, bfloat, 4, bfloat, 8, true)
-MTLINV_KERNEL(qgemv_mma_swiglu_b4_r8_bf16_sf32, qgemv_mma, bfloat, 4, float, 8, true)
-MTLINV_KERNEL(qgemv_mma_swiglu_b4_r16_bf16, qgemv_mma, bfloat, 4, bfloat, 16, true)
-MTLINV_KERNEL(qgemv_mma_swiglu_b4_r16_bf16_sf32, qgemv_mma, bfloat, 4, float, 16, true)
-MTLINV_KERNEL(qgemv_mma_swiglu_b8_r8_f16, qgemv_mma, half, 8, half, 8, true)
-MTLINV_KERNEL(qgemv_mma_swiglu_b8_r8_f16_sf32, qgemv_mma, half, 8, float, 8, true)
-MTLINV_KERNEL(qgemv_mma_swiglu_b8_r16_f16, qgemv_mma, half, 8, half, 16, true)
-MTLINV_KERNEL(qgemv_mma_swiglu_b8_r16_f16_sf32, qgemv_mma, half, 8, float, 16, true)
-MTLINV_KERNEL(qgemv_mma_swiglu_b8_r8_bf16, qgemv_mma, bfloat, 8, bfloat, 8, true)
-MTLINV_KERNEL(qgemv_mma_swiglu_b8_r8_bf16_sf32, qgemv_mma, bfloat, 8, float, 8, true)
-MTLINV_KERNEL(qgemv_mma_swiglu_b8_r16_bf16, qgemv_mma, bfloat, 8, bfloat, 16, true)
-MTLINV_KERNEL(qgemv_mma_swiglu_b8_r16_bf16_sf32, qgemv_mma, bfloat, 8, float, 16, true)
+MTLINV_KERNEL(qgemv_mma_b4_r8_f16_sf32, qgemv_mma, half, 4, float, 8)
+MTLINV_KERNEL(qgemv_mma_b4_r16_f16_sf32, qgemv_mma, half, 4, float, 16)
+MTLINV_KERNEL(qgemv_mma_b4_r8_bf16_sf32, qgemv_mma, bfloat, 4, float, 8)
+MTLINV_KERNEL(qgemv_mma_b4_r16_bf16_sf32, qgemv_mma, bfloat, 4, float, 16)
+MTLINV_KERNEL(qgemv_mma_b8_r8_f16_sf32, qgemv_mma, half, 8, float, 8)
+MTLINV_KERNEL(qgemv_mma_b8_r16_f16_sf32, qgemv_mma, half, 8, float, 16)
+MTLINV_KERNEL(qgemv_mma_b8_r8_bf16_sf32, qgemv_mma, bfloat, 8, float, 8)
+MTLINV_KERNEL(qgemv_mma_b8_r16_bf16_sf32, qgemv_mma, bfloat, 8, float, 16)

@@ -18,7 +18,6 @@ from ._native import (
     kernel_names,
     matmul,
     qgemv,
-    qgemv_swiglu,
     rms_norm,
     sdpa,
     set_limit,
@@ -35,6 +34,6 @@ _init_limit_from_env()
 __all__ = [
     "DTypeError", "Decoder", "DeviceError", "InvalidArgumentError", "KernelError", "MtlinvError", "OutOfMemoryError",
     "Tensor", "add", "add_rms_norm", "asarray", "batch_invariant", "dequantize", "device_info", "embedding", "gemv",
-    "get_limit", "heads_to_rows", "kernel_names", "matmul", "qgemv", "qgemv_swiglu", "qkv_to_heads", "quantize",
-    "rms_norm", "rope_heads", "sdpa", "set_limit", "swiglu", "swiglu_halves", "synchronize", "write_heads",
+    "get_limit", "heads_to_rows", "kernel_names", "matmul", "qgemv", "qkv_to_heads", "quantize", "rms_norm",
+    "rope_heads", "sdpa", "set_limit", "swiglu", "swiglu_halves", "synchronize", "write_heads",
 ]

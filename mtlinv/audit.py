@@ -1,8 +1,8 @@
 """`mtlinv check`: a bitwise invariance audit of every op on the active device.
 
-For each op and case (rms_norm, add_rms_norm, gemv in both layouts, qgemv, qgemv_swiglu, sdpa; f32/f16/bf16),
-every row of an M-row call (M = 1..limit) must equal the same row computed alone, bit for bit, and every query of a
-causal block of Lq queries must equal that query alone over its visible keys. The elementwise decoder ops (add, swiglu, RoPE and
+For each op and case (rms_norm, add_rms_norm, gemv in both layouts, qgemv, sdpa; f32/f16/bf16), every row of an
+M-row call (M = 1..limit) must equal the same row computed alone, bit for bit, and every query of a causal block of
+Lq queries must equal that query alone over its visible keys. The elementwise decoder ops (add, swiglu, RoPE and
 the cache writes, embedding) compute each element from its own inputs only and are covered by the test suite
 instead.
 """

@@ -8,10 +8,8 @@ import mtlinv
 from . import quant
 
 
-def _qgemv_case(k: int, n: int, dtype_name: str, group_size: int, bits: int, swiglu: bool = False):
-    """qgemv, or qgemv_swiglu (n = 2 F: gate over up) with swiglu."""
+def _qgemv_case(k: int, n: int, dtype_name: str, group_size: int, bits: int):
     from .audit import DTYPES, Case, _rows_invariant
-    op = mtlinv.qgemv_swiglu if swiglu else mtlinv.qgemv
 
     def run(limit: int):
         rng = np.random.default_rng(k + n + bits)
@@ -20,8 +18,8 @@ def _qgemv_case(k: int, n: int, dtype_name: str, group_size: int, bits: int, swi
             rng.standard_normal((n, k)).astype(dtype), group_size=group_size, bits=bits))
         x = rng.standard_normal((limit, k)).astype(dtype)
         return _rows_invariant(
-            lambda a: op(a, wq, scales, biases, group_size=group_size, bits=bits), x, limit)
-    return Case(op.__name__, f"K={k} N={n} {dtype_name} g{group_size} {bits}-bit", run)
+            lambda a: mtlinv.qgemv(a, wq, scales, biases, group_size=group_size, bits=bits), x, limit)
+    return Case("qgemv", f"K={k} N={n} {dtype_name} g{group_size} {bits}-bit", run)
 
 
 def _sdpa_case(kv_len: int, dtype_name: str, q_heads: int, kv_heads: int, head_dim: int):
@@ -53,7 +51,6 @@ def extra_cases(quick: bool) -> list:
     k, n = (512, 24) if quick else (4096, 512)
     cases = [_qgemv_case(k, n, dt, 64, 4) for dt in ("f16", "bf16")]
     cases.append(_qgemv_case(k, n, "f32", 32, 8))
-    cases.append(_qgemv_case(k, n, "bf16", 32, 4, swiglu=True))
     lengths = (300,) if quick else (257, 4100)
     for kv in lengths:
         cases.append(_sdpa_case(kv, "bf16", 8, 2, 64))

@@ -3,15 +3,13 @@
 cdef extern from "../src/core/ops.h" namespace "mtlinv" nogil:
     CTensor c_qgemv "mtlinv::qgemv"(const CTensor&, const CTensor&, const CTensor&, const CTensor&, const CTensor*,
                                     int, int) except +raise_py_error
-    CTensor c_qgemv_swiglu "mtlinv::qgemv_swiglu"(const CTensor&, const CTensor&, const CTensor&, const CTensor&,
-                                                  int, int) except +raise_py_error
 
 cdef extern from "../src/core/plans/qgemv.h" namespace "mtlinv":
     cdef cppclass CQGemvShape "mtlinv::QGemvShape":
         int64_t rows, k, n
         int group_size, bits
         CDType dtype, scale_dtype
-        bool has_bias, aligned, w_aligned, swiglu
+        bool has_bias, aligned, w_aligned
     CPlan c_plan_qgemv "mtlinv::plan_qgemv"(const CQGemvShape&, int, const CDeviceCaps&) except +raise_py_error
 
 
@@ -27,8 +25,20 @@ def qgemv(x, wq, scales, biases, *, group_size, bits, bias=None):
 
     With M <= get_limit() rows (and always for M == 1) each output row is bit-identical to the call on that row
     alone; above the limit a throughput kernel runs."""
-    cdef Tensor tx, twq, ts, tbs
-    tx, twq, ts, tbs = _qgemv_operands("qgemv", x, wq, scales, biases, group_size, bits)
+    for name, value in (("group_size", group_size), ("bits", bits)):
+        if isinstance(value, type(True)) or not isinstance(value, (int, np.integer)) or not 0 < value < 2**16:
+            raise InvalidArgumentError(f"qgemv: {name}={value!r} is not supported; bits in 2, 3, 4, 5, 6, 8 and "
+                                       f"group_size in 32, 64, 128")
+    cdef Tensor tx = _operand(x, "x", "qgemv")
+    if not isinstance(wq, Tensor):
+        wq_array = np.asarray(wq)
+        if wq_array.dtype != np.uint32:
+            raise DTypeError(f"qgemv: wq has dtype {wq_array.dtype}; expected uint32 (packed quantized weights, "
+                             f"as mtlinv.quant.quantize returns them)")
+        wq = wq_array
+    cdef Tensor twq = _operand(wq, "wq", "qgemv")
+    cdef Tensor ts = _operand(scales, "scales", "qgemv")
+    cdef Tensor tbs = _operand(biases, "biases", "qgemv")
     cdef Tensor tb
     cdef const CTensor* pb = NULL
     if bias is not None:
@@ -41,41 +51,8 @@ def qgemv(x, wq, scales, biases, *, group_size, bits, bias=None):
     return _wrap(out)
 
 
-def qgemv_swiglu(x, wq, scales, biases, *, group_size, bits):
-    """swiglu(gate, up) = silu(gate) * up [..., F] of the projection x @ W.T, W [2 F, K] stacking the gate rows over
-    the up rows (a llama MLP's gate|up), quantized as qgemv takes it: the bits of
-    swiglu_halves(qgemv(x, wq, scales, biases, ...)). Where qgemv runs on the matrix units (16-bit x, M <= the
-    limit) the SwiGLU is the epilogue of the projection's kernel: one launch, and no [M, 2 F] projection written
-    and read back. Arguments and errors as qgemv's, without a bias."""
-    cdef Tensor tx, twq, ts, tbs
-    tx, twq, ts, tbs = _qgemv_operands("qgemv_swiglu", x, wq, scales, biases, group_size, bits)
-    cdef CTensor out
-    cdef int c_group_size = group_size, c_bits = bits
-    with nogil:
-        out = c_qgemv_swiglu(tx.c, twq.c, ts.c, tbs.c, c_group_size, c_bits)
-    return _wrap(out)
-
-
-def _qgemv_operands(op, x, wq, scales, biases, group_size, bits):
-    """x, wq, scales and biases as Tensors, with the errors of a bad group_size or bits, or wq not uint32."""
-    for name, value in (("group_size", group_size), ("bits", bits)):
-        if isinstance(value, type(True)) or not isinstance(value, (int, np.integer)) or not 0 < value < 2**16:
-            raise InvalidArgumentError(f"{op}: {name}={value!r} is not supported; bits in 2, 3, 4, 5, 6, 8 and "
-                                       f"group_size in 32, 64, 128")
-    if not isinstance(wq, Tensor):
-        wq_array = np.asarray(wq)
-        if wq_array.dtype != np.uint32:
-            raise DTypeError(f"{op}: wq has dtype {wq_array.dtype}; expected uint32 (packed quantized weights, "
-                             f"as mtlinv.quant.quantize returns them)")
-        wq = wq_array
-    return (_operand(x, "x", op), _operand(wq, "wq", op), _operand(scales, "scales", op),
-            _operand(biases, "biases", op))
-
-
-def plan_qgemv(*, rows, k, n, group_size=64, bits=4, dtype="float32", scale_dtype=None, limit=None, bias=False,
-               swiglu=False):
-    """The plan qgemv (qgemv_swiglu with swiglu=True, n = 2 F) would use for this shape:
-    {'canonical': bool, 'launches': [...]}."""
+def plan_qgemv(*, rows, k, n, group_size=64, bits=4, dtype="float32", scale_dtype=None, limit=None, bias=False):
+    """The plan qgemv would use for this shape: {'canonical': bool, 'launches': [...]}."""
     cdef CQGemvShape s
     s.rows, s.k, s.n = rows, k, n
     s.group_size, s.bits = group_size, bits
@@ -84,6 +61,5 @@ def plan_qgemv(*, rows, k, n, group_size=64, bits=4, dtype="float32", scale_dtyp
     s.has_bias = bias
     s.aligned = True
     s.w_aligned = True
-    s.swiglu = swiglu
     cdef CPlan p = c_plan_qgemv(s, c_get_limit() if limit is None else limit, c_active_backend().caps())
     return {"canonical": p.canonical, "launches": _launches(p)}

@@ -74,10 +74,6 @@ def qgemv(dtype, all_bits):
                     y = ops.qgemv(x, wq, sc, bs, group_size=group, bits=bits)
                 close(y, np.asarray(x, np.float64) @ w.T, f"qgemv bits={bits} scales={np.dtype(scale_dtype)} "
                       f"limit={limit} m={m}")
-                with mtlinv.batch_invariant(limit):  # its n / 2 = 20 outputs: the SwiGLU epilogue, a tile's tail
-                    fused = ops.qgemv_swiglu(x, wq, sc, bs, group_size=group, bits=bits)
-                gate, up = np.asarray(y, np.float64)[:, :n // 2], np.asarray(y, np.float64)[:, n // 2:]
-                close(fused, gate / (1 + np.exp(-gate)) * up, f"qgemv_swiglu bits={bits} limit={limit} m={m}")
 
 
 def sdpa(dtype):

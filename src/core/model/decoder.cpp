@@ -56,10 +56,6 @@ Decoder::Decoder(DecoderConfig config, Tensor embedding, std::vector<DecoderLaye
     const std::pair<const QuantLinear*, const char*> projections[] = {
         {&l.qkv, "qkv"}, {&l.o, "o"}, {&l.gate_up, "gate_up"}, {&l.down, "down"}};
     for (const auto& [w, name] : projections) check_format(*w, concat("layers[", i, "]'s ", name));
-    if (l.gate_up.wq.ndim() == 2 && l.gate_up.wq.dim(0) % 2 != 0) {
-      throw InvalidArgument("Decoder: layers[", i, "]'s gate_up has N=", l.gate_up.wq.dim(0),
-                            " rows; the gate rows stacked over the up rows need an even N");
-    }
   }
   if (layers_.empty()) return;
   const Shape& cache = layers_[0].k_cache.shape;
@@ -117,9 +113,7 @@ Tensor Decoder::forward(const std::vector<int64_t>& ids, int64_t start) const {
     const bool last = i + 1 == layers_.size();
     if (i == 0) h = rms_norm(x, layer.attn_norm, config_.rms_eps);
     std::tie(x, h) = add_rms_norm(x, attention(layer, h, start, m), layer.ffn_norm, config_.rms_eps);
-    const QuantLinear& gate_up = layer.gate_up;  // the MLP's SwiGLU in its projection's epilogue (qgemv_swiglu)
-    const Tensor mlp = qgemv_swiglu(h, gate_up.wq, gate_up.scales, gate_up.biases, gate_up.group_size, gate_up.bits);
-    std::tie(x, h) = add_rms_norm(x, layer.down(mlp),
+    std::tie(x, h) = add_rms_norm(x, layer.down(swiglu_halves(layer.gate_up(h))),
                                   last ? output_norm_ : layers_[i + 1].attn_norm, config_.rms_eps);
     if (last) logits = output_(h);
     batch.run();

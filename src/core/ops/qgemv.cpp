@@ -19,9 +19,11 @@ void require_group_shape(const char* op, const char* arg, const Tensor& t, int64
   }
 }
 
-// The checks qgemv and qgemv_swiglu share; returns the call's shape (without the alignments and swiglu).
-QGemvShape check_qgemv(const char* op, const Tensor& x, const Tensor& wq, const Tensor& scales, const Tensor& biases,
-                       const Tensor* bias, int group_size, int bits) {
+}  // namespace
+
+Tensor qgemv(const Tensor& x, const Tensor& wq, const Tensor& scales, const Tensor& biases, const Tensor* bias,
+             int group_size, int bits) {
+  const char* op = "qgemv";
   require_float(op, "x", x);
   if (wq.dtype != DType::u32) {
     throw DTypeError(op, ": wq has dtype ", dtype_name(wq.dtype),
@@ -80,43 +82,18 @@ QGemvShape check_qgemv(const char* op, const Tensor& x, const Tensor& wq, const 
   require_u32(op, "rows*N", s.rows * n);
   require_u32(op, "K*bits", k * bits);
   require_u32(op, "wq words", wq.numel());
-  s.has_bias = bias != nullptr;
-  return s;
-}
 
-// Runs the plan of s (checked) into a new y [..., n_out]; x's leading dimensions are kept.
-Tensor run_qgemv(const char* op, QGemvShape s, int64_t n_out, const Tensor& x, const Tensor& wq, const Tensor& scales,
-                 const Tensor& biases, const Tensor* bias) {
   Shape out_shape(x.shape.begin(), x.shape.end() - 1);
-  out_shape.push_back(n_out);
+  out_shape.push_back(n);
   Tensor y = Tensor::empty(out_shape, x.dtype);
   if (y.numel() == 0) return y;
-  if (s.k == 0) throw InvalidArgument(op, ": K must be >= 1, got x ", shape_str(x.shape));
+  if (k == 0) throw InvalidArgument(op, ": K must be >= 1, got x ", shape_str(x.shape));
+  s.has_bias = bias != nullptr;
   s.aligned = aligned16(x);
   s.w_aligned = aligned16(wq);
   const Tensor* b = bias ? bias : &y;  // an unread placeholder binding when there is no bias
   run_plan(plan_qgemv(s, get_limit(), active_backend().caps()), {&x, &wq, &scales, &biases, b, &y});
   return y;
-}
-
-}  // namespace
-
-Tensor qgemv(const Tensor& x, const Tensor& wq, const Tensor& scales, const Tensor& biases, const Tensor* bias,
-             int group_size, int bits) {
-  const QGemvShape s = check_qgemv("qgemv", x, wq, scales, biases, bias, group_size, bits);
-  return run_qgemv("qgemv", s, s.n, x, wq, scales, biases, bias);
-}
-
-Tensor qgemv_swiglu(const Tensor& x, const Tensor& wq, const Tensor& scales, const Tensor& biases, int group_size,
-                    int bits) {
-  const char* op = "qgemv_swiglu";
-  QGemvShape s = check_qgemv(op, x, wq, scales, biases, nullptr, group_size, bits);
-  if (s.n % 2 != 0) {
-    throw InvalidArgument(op, ": wq has N=", s.n, " rows (wq ", shape_str(wq.shape),
-                          "); gate stacked over up needs an even N = 2 F");
-  }
-  s.swiglu = true;
-  return run_qgemv(op, s, s.n / 2, x, wq, scales, biases, nullptr);
 }
 
 }  // namespace mtlinv

@@ -12,10 +12,4 @@ namespace mtlinv {
 Tensor qgemv(const Tensor& x, const Tensor& wq, const Tensor& scales, const Tensor& biases, const Tensor* bias,
              int group_size, int bits);
 
-// swiglu(gate, up) [..., F] of the projection x @ W.T with W [2 F, K] stacking the gate rows over the up rows (a
-// llama MLP's gate|up): the bits of swiglu_halves(qgemv(x, W)), in one launch where qgemv_mma runs (matrix units,
-// 16-bit x, M <= limit). Arguments and errors as qgemv's, without a bias.
-Tensor qgemv_swiglu(const Tensor& x, const Tensor& wq, const Tensor& scales, const Tensor& biases, int group_size,
-                    int bits);
-
 }  // namespace mtlinv

@@ -7,7 +7,6 @@
 #include "../kernel_args.h"
 #include "../limit.h"
 #include "../../../metal/qgemv_args.h"
-#include "decoder_ops.h"
 #include "row_tiled.h"
 
 namespace mtlinv {
@@ -78,10 +77,6 @@ Plan plan_qgemv(const QGemvShape& s, int limit, const DeviceCaps& caps) {
   if (s.k % s.group_size != 0) {
     throw InvalidArgument("qgemv: K=", s.k, " is not a multiple of group_size=", s.group_size);
   }
-  if (s.swiglu && (s.n % 2 != 0 || s.has_bias)) {
-    throw InvalidArgument("qgemv_swiglu: N=", s.n, s.has_bias ? " with a bias" : "",
-                          "; gate|up stacking needs an even N and no bias");
-  }
   Plan plan;
   plan.canonical = use_canonical(s.rows, limit);
 
@@ -98,7 +93,6 @@ Plan plan_qgemv(const QGemvShape& s, int limit, const DeviceCaps& caps) {
   args.w_vector_loads = s.w_aligned ? 1 : 0;
 
   PlanLaunch launch;
-  bool fused_swiglu = false;
   const std::string bits = "_b" + std::to_string(s.bits);
   std::string types = std::string("_") + dtype_suffix(s.dtype);
   if (s.scale_dtype != s.dtype) {
@@ -120,13 +114,8 @@ Plan plan_qgemv(const QGemvShape& s, int limit, const DeviceCaps& caps) {
     if (plan.canonical || mma_throughput) {
       args.k_splits = plan.canonical ? splits : other_splits;
       const uint32_t rows = s.rows <= 8 ? 8 : 16;  // one read of the weights for up to 16 rows
-      fused_swiglu = s.swiglu && (s.bits == 4 || s.bits == 8);  // the widths built with the SwiGLU epilogue
-      launch.kernel = (fused_swiglu ? "qgemv_mma_swiglu" : "qgemv_mma") + bits + "_r" + std::to_string(rows) + types;
+      launch.kernel = "qgemv_mma" + bits + "_r" + std::to_string(rows) + types;
       launch.threadgroups = {ceil_div(s.n, kMmaCols), ceil_div(s.rows, rows), 1};
-      if (fused_swiglu) {  // tiles of 8 gate rows over their 8 up rows, F = N / 2 outputs
-        args.n = static_cast<uint32_t>(s.n / 2);
-        launch.threadgroups.x = ceil_div(s.n / 2, kMmaCols / 2);
-      }
       launch.threads = {32 * args.k_splits, 1, 1};
     }
   } else {
@@ -157,15 +146,7 @@ Plan plan_qgemv(const QGemvShape& s, int limit, const DeviceCaps& caps) {
   launch.args = args_bytes(args);
   launch.buffers = {PlanBuffer::op(0), PlanBuffer::op(1), PlanBuffer::op(2), PlanBuffer::op(3), PlanBuffer::op(4),
                     PlanBuffer::op(5)};
-  const bool unfused_swiglu = s.swiglu && !fused_swiglu;
-  if (unfused_swiglu) launch.buffers[5] = PlanBuffer::tmp(0);  // the [M, 2 F] projection
   plan.launches.push_back(std::move(launch));
-  if (unfused_swiglu) {
-    PlanLaunch tail = std::move(plan_swiglu_halves(s.dtype, s.rows, s.n / 2).launches[0]);
-    tail.buffers = {PlanBuffer::tmp(0), PlanBuffer::op(5)};
-    plan.launches.push_back(std::move(tail));
-    plan.scratch_bytes = {static_cast<size_t>(s.rows * s.n) * dtype_size(s.dtype)};
-  }
   return plan;
 }
 

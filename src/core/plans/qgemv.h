@@ -16,7 +16,6 @@ struct QGemvShape {
   bool has_bias = false;
   bool aligned = false;   // x 16-byte aligned: full-vector loads allowed
   bool w_aligned = false; // wq 16-byte aligned: the canonical kernel may load 4- and 8-bit weights 16 bytes at once
-  bool swiglu = false;    // qgemv_swiglu: W stacks gate over up (N = 2 F), y [M, F] = swiglu(gate, up); no bias
 };
 
 // The bit widths and group sizes the kernels are built for (MLX's affine widths; 32 divides every group size).
@@ -28,10 +27,8 @@ bool qgemv_supported_group_size(int group_size);
 // qgemv_mma_b{bits}_r{8,16}_{dtype}[_sf32] (tiles of 8 rows, 16 above M = 8); otherwise
 // qgemv_b{bits}_r{R}_{dtype}[_sf32] with the tile height R from M (row_tiled.h). Above the limit, up to 32 rows
 // run the same kernels with another K split count where that changes the order, and other rows the tiled qgemm.
-// With s.swiglu at 4 or 8 bits, qgemv_mma_swiglu_b{bits}_r{8,16}_{dtype}[_sf32] ends in SwiGLU (one launch, y
-// [M, F]); otherwise the kernel writes the [M, 2 F] projection to scratch and swiglu_halves follows: the same bits. Throws InvalidArgument for an unsupported bits or group
-// size, K not a multiple of the group size, or swiglu with an odd N or a bias, and DTypeError for a scale dtype
-// without a kernel.
+// Throws InvalidArgument for an unsupported bits or group size, or K not a multiple of the group size, and
+// DTypeError for a scale dtype without a kernel.
 Plan plan_qgemv(const QGemvShape& s, int limit, const DeviceCaps& caps);
 
 // The number of simdgroups that split one output tile's K range, from K, N and the device (never M).
