@@ -92,14 +92,14 @@ __device__ __forceinline__ std::remove_cv_t<T> attr(uint32_t v) {
 
 // Programmatic dependent launch (sm_90 and later): the backend launches every kernel allowed to start before the
 // kernel ahead of it in the stream has finished (src/cuda/backend_cuda.cu). Each entry first waits until the kernel
-// before it has finished and its writes are visible, then lets the kernel after it launch once all of its own
-// threadgroups have got that far; only then does the body run, so no kernel sees a partial result. What overlaps
-// is the launch and the filling of the cores: the next kernel's threadgroups are resident while this one runs and
-// start the moment it ends, instead of after the grid's completion has gone round the front end. Both instructions
-// do nothing in a kernel launched without the attribute.
+// before it has finished and its writes are visible, so no kernel sees a partial result; then it lets the kernel
+// after it launch, which happens once all of its own threadgroups have got that far. What overlaps is the launch
+// and the filling of the cores: the next kernel's threadgroups are resident while this one runs and start the
+// moment it ends, instead of after the grid's completion has gone round the front end. Both instructions do
+// nothing in a kernel launched without the attribute.
 //
 // Wait first, then let the next launch: one kernel ahead, never more. In the other order (the twelfth to
-// twenty-sixth sessions) a waiting kernel let its own successor launch too, so a chain of small kernels could
+// twenty-fifth sessions) a waiting kernel let its own successor launch too, so a chain of small kernels could
 // run several launches ahead, their threadgroups resident and waiting wherever the running kernel had left room.
 // On an H200 the decoder's forward of SmolLM2-135M took the same time at one row and 2-6% less at five rows with
 // this order (real GGUF: 860-892 / 907-914 us against 870-902 / 934-976), and with the MLP's SwiGLU fused into
