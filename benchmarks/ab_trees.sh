@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# A/B of whole trees on one GPU machine: other commits built beside this checkout, then one benchmark run in each
+# tree in turn, several rounds, so that the machine's drift falls on every tree alike (a host's time to issue a
+# step changed by tens of percent between processes on one machine). Use it for changes judged by a decoder step:
+# kernel-by-kernel times (Nsight Compute) do not predict a step's span in its CUDA graphs, where programmatic
+# dependent launch hides small kernels (benchmarks/results/h200.md, twenty-sixth session).
+#
+#   bash benchmarks/ab_trees.sh prepare NAME COMMIT        # here: COMMIT's files into build/ab_NAME, to carry
+#   OUT=$OUT bash benchmarks/ab_trees.sh build NAME...       # there: this tree and each build/ab_NAME, in parallel
+#   OUT=$OUT bash benchmarks/ab_trees.sh run NAME... -- COMMAND...
+#                                                          # there: COMMAND in this tree ("head") and in each
+#                                                          # build/ab_NAME, in turn, ROUNDS times (default 3)
+#
+# build/ is ignored by git, so a prepared tree travels only where the device tool is told to carry it. run writes
+# each output to $OUT/<tree>_<round>.txt and prints the lines matching FILTER (an extended regex), or the last
+# TAIL lines (default 4), with MTLINV_DEVICE=cuda unless set. Example: a commit against HEAD on the decoder's
+# step, the GGUF in the cache:
+#   run old -- python3 benchmarks/profile_decode.py --reps 30 --model ~/.cache/mtlinv/SmolLM2-135M-Instruct.Q4_1.gguf
+# with FILTER='^ +[15] +decoder'.
+set -u
+
+usage() {
+  sed -n '8,12p' "$0" | sed 's/^# \{0,1\}//' >&2
+  exit 2
+}
+
+tree_dir() {  # the directory of a tree name: "head" is this checkout
+  if [ "$1" = head ]; then echo "$PWD"; else echo "$PWD/build/ab_$1"; fi
+}
+
+[ $# -ge 1 ] || usage
+command=$1
+shift
+case $command in
+  prepare)
+    [ $# -eq 2 ] || usage
+    name=$1 commit=$2
+    git rev-parse --verify --quiet "$commit^{commit}" > /dev/null || { echo "ab_trees: no commit $commit" >&2; exit 1; }
+    dir=$(tree_dir "$name")
+    rm -rf "$dir" && mkdir -p "$dir" && git archive "$commit" | tar -x -C "$dir" || exit 1
+    echo "build/ab_$name: $(git rev-parse --short "$commit"), $(du -sh "$dir" | cut -f1); carry it to the GPU machine"
+    ;;
+  build)
+    [ $# -ge 1 ] || usage
+    : "${OUT:?set OUT to a folder for the logs}"
+    for name in "$@"; do
+      [ -d "$(tree_dir "$name")" ] || { echo "ab_trees: no tree build/ab_$name (prepare it)" >&2; exit 1; }
+    done
+    pids=()
+    for name in head "$@"; do
+      (cd "$(tree_dir "$name")" && OUT="$OUT/build_$name" bash benchmarks/cuda_session.sh build \
+        > "$OUT/build_$name.txt" 2>&1) &
+      pids+=($!)
+    done
+    failed=0
+    for i in "${!pids[@]}"; do
+      wait "${pids[$i]}" || { failed=1; echo "ab_trees: the build of $([ "$i" = 0 ] && echo head || echo "${*:$i:1}") failed:" >&2; }
+    done
+    tail -n 2 "$OUT"/build_*.txt
+    exit $failed
+    ;;
+  run)
+    names=()
+    while [ $# -gt 0 ] && [ "$1" != -- ]; do names+=("$1"); shift; done
+    [ $# -ge 2 ] || usage
+    shift
+    : "${OUT:?set OUT to a folder for the outputs}"
+    mkdir -p "$OUT"
+    export MTLINV_DEVICE=${MTLINV_DEVICE:-cuda}
+    for name in head "${names[@]}"; do  # each tree must import its own build (an editable install elsewhere wins)
+      dir=$(tree_dir "$name")
+      (cd "$dir" && PYTHONPATH="$dir${PYTHONPATH:+:$PYTHONPATH}" python3 -c \
+        "import sys, mtlinv._native as n; sys.exit(0 if n.__file__.startswith(sys.argv[1] + '/') else n.__file__)" \
+        "$dir") || { echo "ab_trees: $name does not import its own mtlinv._native (built there? installed elsewhere?)" >&2; exit 1; }
+    done
+    for round in $(seq "${ROUNDS:-3}"); do
+      for name in head "${names[@]}"; do
+        dir=$(tree_dir "$name")
+        log="$OUT/${name}_$round.txt"
+        (cd "$dir" && PYTHONPATH="$dir${PYTHONPATH:+:$PYTHONPATH}" "$@" > "$log" 2>&1)
+        echo "== $name, round $round: rc=$?"
+        if [ -n "${FILTER:-}" ]; then grep -E "$FILTER" "$log"; else tail -n "${TAIL:-4}" "$log"; fi
+      done
+    done
+    ;;
+  *) usage ;;
+esac
