@@ -43,6 +43,7 @@ case $command in
   build)
     [ $# -ge 1 ] || usage
     : "${OUT:?set OUT to a folder for the logs}"
+    mkdir -p "$OUT"
     for name in "$@"; do
       [ -d "$(tree_dir "$name")" ] || { echo "ab_trees: no tree build/ab_$name (prepare it)" >&2; exit 1; }
     done
