@@ -13,7 +13,7 @@
 #
 # build/ is ignored by git, so a prepared tree travels only where the device tool is told to carry it. run writes
 # each output to $OUT/<tree>_<round>.txt and prints the lines matching FILTER (an extended regex), or the last
-# TAIL lines (default 4), with MTLINV_DEVICE=cuda unless set. Example: a commit against HEAD on the decoder's
+# TAIL lines (default 4), with MTLINV_DEVICE=cuda unless set (the import check runs $PYTHON, default python3). Example: a commit against HEAD on the decoder's
 # step, the GGUF in the cache:
 #   run old -- python3 benchmarks/profile_decode.py --reps 30 --model ~/.cache/mtlinv/SmolLM2-135M-Instruct.Q4_1.gguf
 # with FILTER='^ +[15] +decoder'.
@@ -70,7 +70,7 @@ case $command in
     export MTLINV_DEVICE=${MTLINV_DEVICE:-cuda}
     for name in head "${names[@]}"; do  # each tree must import its own build (an editable install elsewhere wins)
       dir=$(tree_dir "$name")
-      (cd "$dir" && PYTHONPATH="$dir${PYTHONPATH:+:$PYTHONPATH}" python3 -c \
+      (cd "$dir" && PYTHONPATH="$dir${PYTHONPATH:+:$PYTHONPATH}" "${PYTHON:-python3}" -c \
         "import sys, mtlinv._native as n; sys.exit(0 if n.__file__.startswith(sys.argv[1] + '/') else n.__file__)" \
         "$dir") || { echo "ab_trees: $name does not import its own mtlinv._native (built there? installed elsewhere?)" >&2; exit 1; }
     done

@@ -4,6 +4,7 @@ import os
 import pathlib
 import shutil
 import subprocess
+import sys
 import uuid
 
 import pytest
@@ -13,7 +14,7 @@ SCRIPT = ROOT / "benchmarks" / "ab_trees.sh"
 
 
 def ab_trees(*args, out=None, **env):
-    full_env = dict(os.environ, MTLINV_DEVICE="emu", ROUNDS="1", **env)
+    full_env = dict(os.environ, MTLINV_DEVICE="emu", ROUNDS="1", PYTHON=sys.executable, **env)
     if out is not None:
         full_env["OUT"] = str(out)
     return subprocess.run(["bash", str(SCRIPT), *args], cwd=ROOT, env=full_env, stdout=subprocess.PIPE,
@@ -35,7 +36,7 @@ def test_prepare_refuses_an_unknown_commit():
 def test_run_times_each_tree_in_turn_and_refuses_an_unbuilt_one(tmp_path):
     """head alone runs (its own build) with FILTER picking the lines; a prepared tree without a build imports
     nothing of its own and is refused before anything runs."""
-    proc = ab_trees("run", "--", "python3", "-c", "import mtlinv._native as n; print('from', n.__file__)",
+    proc = ab_trees("run", "--", sys.executable, "-c", "import mtlinv._native as n; print('from', n.__file__)",
                     out=tmp_path, FILTER="^from ")
     assert proc.returncode == 0, proc.stdout
     assert "== head, round 1: rc=0" in proc.stdout and f"from {ROOT}/mtlinv/" in proc.stdout
@@ -46,7 +47,7 @@ def test_run_times_each_tree_in_turn_and_refuses_an_unbuilt_one(tmp_path):
         prepared = ab_trees("prepare", name, "HEAD")
         assert prepared.returncode == 0 and f"build/ab_{name}:" in prepared.stdout, prepared.stdout
         assert (ROOT / "build" / f"ab_{name}" / "pyproject.toml").exists()
-        refused = ab_trees("run", name, "--", "python3", "-c", "print('ran')", out=tmp_path)
+        refused = ab_trees("run", name, "--", sys.executable, "-c", "print('ran')", out=tmp_path)
         assert refused.returncode == 1 and "== " not in refused.stdout  # no round ran
         assert f"ab_trees: {name} does not import its own mtlinv._native" in refused.stdout
     finally:
