@@ -11,12 +11,12 @@
 #                                                          # there: COMMAND in this tree ("head") and in each
 #                                                          # build/ab_NAME, in turn, ROUNDS times (default 3)
 #
-# build/ is ignored by git, so a prepared tree travels only where the device tool is told to carry it. run writes
-# each output to $OUT/<tree>_<round>.txt and prints the lines matching FILTER (an extended regex), or the last
-# TAIL lines (default 4), with MTLINV_DEVICE=cuda unless set (the import check runs $PYTHON, default python3). Example: a commit against HEAD on the decoder's
-# step, the GGUF in the cache:
-#   run old -- python3 benchmarks/profile_decode.py --reps 30 --model ~/.cache/mtlinv/SmolLM2-135M-Instruct.Q4_1.gguf
-# with FILTER='^ +[15] +decoder'.
+# build/ is ignored by git, so a prepared tree travels only where the device tool is told to carry it. run first
+# checks that each tree imports its own build (with $PYTHON, default python3), then writes each output to
+# $OUT/<tree>_<round>.txt and prints the lines matching FILTER (an extended regex), or the last TAIL lines
+# (default 4); MTLINV_DEVICE is cuda unless set. Example, a commit against HEAD on the decoder's step:
+#   FILTER='^ +[15] +decoder' OUT=$OUT bash benchmarks/ab_trees.sh run old -- \
+#     python3 benchmarks/profile_decode.py --reps 30 --model ~/.cache/mtlinv/SmolLM2-135M-Instruct.Q4_1.gguf
 set -u
 
 usage() {
@@ -28,6 +28,15 @@ tree_dir() {  # the directory of a tree name: "head" is this checkout
   if [ "$1" = head ]; then echo "$PWD"; else echo "$PWD/build/ab_$1"; fi
 }
 
+check_names() {  # names of prepared trees: letters, digits, _ and -, and never "head" (prepare empties the folder)
+  for name in "$@"; do
+    if [[ ! $name =~ ^[A-Za-z0-9_-]+$ ]] || [ "$name" = head ]; then
+      echo "ab_trees: a tree name is letters, digits, _ and -, and not head; got '$name'" >&2
+      exit 2
+    fi
+  done
+}
+
 [ $# -ge 1 ] || usage
 command=$1
 shift
@@ -35,6 +44,7 @@ case $command in
   prepare)
     [ $# -eq 2 ] || usage
     name=$1 commit=$2
+    check_names "$name"
     git rev-parse --verify --quiet "$commit^{commit}" > /dev/null || { echo "ab_trees: no commit $commit" >&2; exit 1; }
     dir=$(tree_dir "$name")
     rm -rf "$dir" && mkdir -p "$dir" && git archive "$commit" | tar -x -C "$dir" || exit 1
@@ -44,6 +54,7 @@ case $command in
     [ $# -ge 1 ] || usage
     : "${OUT:?set OUT to a folder for the logs}"
     mkdir -p "$OUT"
+    check_names "$@"
     for name in "$@"; do
       [ -d "$(tree_dir "$name")" ] || { echo "ab_trees: no tree build/ab_$name (prepare it)" >&2; exit 1; }
     done
@@ -55,7 +66,12 @@ case $command in
     done
     failed=0
     for i in "${!pids[@]}"; do
-      wait "${pids[$i]}" || { failed=1; echo "ab_trees: the build of $([ "$i" = 0 ] && echo head || echo "${*:$i:1}") failed:" >&2; }
+      tree=head
+      [ "$i" = 0 ] || tree=${*:$i:1}
+      if ! wait "${pids[$i]}"; then
+        failed=1
+        echo "ab_trees: the build of $tree failed (its log: $OUT/build_$tree.txt)" >&2
+      fi
     done
     tail -n 2 "$OUT"/build_*.txt
     exit $failed
@@ -65,6 +81,7 @@ case $command in
     while [ $# -gt 0 ] && [ "$1" != -- ]; do names+=("$1"); shift; done
     [ $# -ge 2 ] || usage
     shift
+    check_names "${names[@]}"
     : "${OUT:?set OUT to a folder for the outputs}"
     mkdir -p "$OUT"
     export MTLINV_DEVICE=${MTLINV_DEVICE:-cuda}
@@ -72,7 +89,8 @@ case $command in
       dir=$(tree_dir "$name")
       (cd "$dir" && PYTHONPATH="$dir${PYTHONPATH:+:$PYTHONPATH}" "${PYTHON:-python3}" -c \
         "import sys, mtlinv._native as n; sys.exit(0 if n.__file__.startswith(sys.argv[1] + '/') else n.__file__)" \
-        "$dir") || { echo "ab_trees: $name does not import its own mtlinv._native (built there? installed elsewhere?)" >&2; exit 1; }
+        "$dir") || { echo "ab_trees: $name does not import its own mtlinv._native (not built? installed elsewhere?)" >&2
+                     exit 1; }
     done
     for round in $(seq "${ROUNDS:-3}"); do
       for name in head "${names[@]}"; do

@@ -28,6 +28,14 @@ def test_bad_arguments_print_the_usage(args):
     assert "ab_trees.sh prepare NAME COMMIT" in proc.stdout
 
 
+@pytest.mark.parametrize("name", ["head", "../x", "a b", ""])
+def test_prepare_refuses_a_name_that_is_not_a_folder_of_its_own(name):
+    """prepare empties build/ab_NAME first: "head" (this checkout) or a path must never reach it."""
+    proc = ab_trees("prepare", name, "HEAD")
+    assert proc.returncode == 2 and "ab_trees: a tree name is letters, digits, _ and -, and not head" in proc.stdout
+    assert (ROOT / "README.md").exists()
+
+
 def test_prepare_refuses_an_unknown_commit():
     proc = ab_trees("prepare", "x", "no-such-commit-anywhere")
     assert proc.returncode == 1 and "ab_trees: no commit no-such-commit-anywhere" in proc.stdout
