@@ -28,6 +28,13 @@ tree_dir() {  # the directory of a tree name: "head" is this checkout
   if [ "$1" = head ]; then echo "$PWD"; else echo "$PWD/build/ab_$1"; fi
 }
 
+in_tree() {  # NAME COMMAND...: COMMAND in tree NAME's folder, importing that tree's mtlinv first
+  local dir
+  dir=$(tree_dir "$1")
+  shift
+  (cd "$dir" && PYTHONPATH="$dir${PYTHONPATH:+:$PYTHONPATH}" "$@")
+}
+
 check_names() {  # names of prepared trees: letters, digits, _ and -, and never "head" (prepare empties the folder)
   for name in "$@"; do
     if [[ ! $name =~ ^[A-Za-z0-9_-]+$ ]] || [ "$name" = head ]; then
@@ -58,19 +65,18 @@ case $command in
     for name in "$@"; do
       [ -d "$(tree_dir "$name")" ] || { echo "ab_trees: no tree build/ab_$name (prepare it)" >&2; exit 1; }
     done
+    trees=(head "$@")
     pids=()
-    for name in head "$@"; do
+    for name in "${trees[@]}"; do
       (cd "$(tree_dir "$name")" && OUT="$OUT/build_$name" bash benchmarks/cuda_session.sh build \
         > "$OUT/build_$name.txt" 2>&1) &
       pids+=($!)
     done
     failed=0
-    for i in "${!pids[@]}"; do
-      tree=head
-      [ "$i" = 0 ] || tree=${*:$i:1}
+    for i in "${!trees[@]}"; do
       if ! wait "${pids[$i]}"; then
         failed=1
-        echo "ab_trees: the build of $tree failed (its log: $OUT/build_$tree.txt)" >&2
+        echo "ab_trees: the build of ${trees[$i]} failed (its log: $OUT/build_${trees[$i]}.txt)" >&2
       fi
     done
     tail -n 2 "$OUT"/build_*.txt
@@ -86,21 +92,23 @@ case $command in
     mkdir -p "$OUT"
     export MTLINV_DEVICE=${MTLINV_DEVICE:-cuda}
     for name in head "${names[@]}"; do  # each tree must import its own build (an editable install elsewhere wins)
-      dir=$(tree_dir "$name")
-      (cd "$dir" && PYTHONPATH="$dir${PYTHONPATH:+:$PYTHONPATH}" "${PYTHON:-python3}" -c \
+      in_tree "$name" "${PYTHON:-python3}" -c \
         "import sys, mtlinv._native as n; sys.exit(0 if n.__file__.startswith(sys.argv[1] + '/') else n.__file__)" \
-        "$dir") || { echo "ab_trees: $name does not import its own mtlinv._native (not built? installed elsewhere?)" >&2
-                     exit 1; }
+        "$(tree_dir "$name")" ||
+        { echo "ab_trees: $name does not import its own mtlinv._native (not built? installed elsewhere?)" >&2; exit 1; }
     done
+    failed=0
     for round in $(seq "${ROUNDS:-3}"); do
       for name in head "${names[@]}"; do
-        dir=$(tree_dir "$name")
         log="$OUT/${name}_$round.txt"
-        (cd "$dir" && PYTHONPATH="$dir${PYTHONPATH:+:$PYTHONPATH}" "$@" > "$log" 2>&1)
-        echo "== $name, round $round: rc=$?"
+        in_tree "$name" "$@" > "$log" 2>&1
+        rc=$?
+        [ $rc = 0 ] || failed=1
+        echo "== $name, round $round: rc=$rc"
         if [ -n "${FILTER:-}" ]; then grep -E "$FILTER" "$log"; else tail -n "${TAIL:-4}" "$log"; fi
       done
     done
+    exit $failed  # 1 if any run failed: its numbers are missing from the comparison
     ;;
   *) usage ;;
 esac

@@ -14,7 +14,7 @@ SCRIPT = ROOT / "benchmarks" / "ab_trees.sh"
 
 
 def ab_trees(*args, out=None, **env):
-    full_env = dict(os.environ, MTLINV_DEVICE="emu", ROUNDS="1", PYTHON=sys.executable, **env)
+    full_env = dict(os.environ, **{"MTLINV_DEVICE": "emu", "ROUNDS": "1", "PYTHON": sys.executable, **env})
     if out is not None:
         full_env["OUT"] = str(out)
     return subprocess.run(["bash", str(SCRIPT), *args], cwd=ROOT, env=full_env, stdout=subprocess.PIPE,
@@ -48,6 +48,8 @@ def test_run_times_each_tree_in_turn_and_refuses_an_unbuilt_one(tmp_path):
                     out=tmp_path, FILTER="^from ")
     assert proc.returncode == 0, proc.stdout
     assert "== head, round 1: rc=0" in proc.stdout and f"from {ROOT}/mtlinv/" in proc.stdout
+    failing = ab_trees("run", "--", sys.executable, "-c", "raise SystemExit(3)", out=tmp_path, ROUNDS="2")
+    assert failing.returncode == 1 and failing.stdout.count("rc=3") == 2, failing.stdout  # every round, then fail
     if shutil.which("git") is None or not (ROOT / ".git").exists():
         pytest.skip("prepare needs this checkout's git history")
     name = f"test{uuid.uuid4().hex[:8]}"
