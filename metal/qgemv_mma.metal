@@ -19,6 +19,14 @@
 // B agree on which K position each slot holds. Steps are dealt to the k_splits simdgroups in turn (simdgroup sg:
 // steps sg, sg + k_splits, ...).
 //
+// The tile layout (the _tiled kernels; mtlinv.quant.tile makes it from MLX's): the rows of each tile of 16 weight
+// rows interleaved step by step, in the order this kernel reads them. wq [N/16, S, 16, 4 BITS] holds in block
+// (tile x, step s) the 4 runs (4 BITS words) of K positions [128 s, 128 s + 128) of each of the tile's 16 rows,
+// S = ceil(K / 128) (a last partial step padded with zero words); scales and biases [N/16, K / group_size, 16]
+// hold a group's 16 rows side by side. A simdgroup's load of one step then reads 1 KB in one piece at 4 bits,
+// where the row layout has it read 64 bytes of each of 16 rows, and the step's scales lie in one or two sectors
+// instead of 16 rows' lines. The same values reach the same calls in either layout, so the bits are the same.
+//
 // Invariance (design.md §2): output (m, n) is acc <- mma(acc, call) over the simdgroup's steps and calls in order,
 // then the splits added in index order (mma_tile_store). Steps and splits depend on K and k_splits (from K, N and
 // the device), never on M; the builtin sums one (row, output) pair the same way in every position of its 8 rows
@@ -87,24 +95,37 @@ inline void qgemv_mma_step(thread float4* acc, thread const uint* words, thread 
   qgemv_mma_call<T, BITS, S, B, 3>(acc, words, scale, bias, x, x_row, k, valid, x_vector, lane);
 }
 
-// The words, scales and biases (as stored) of run j of both weight rows of the lane (first words w_off[2], first
-// groups g_off[2]; run j lies in group j >> group_shift). Four 2-byte loads per step, each touching 8 rows' lines:
-// one 16-byte table per lane for 4 steps, handed round the quad by shuffles, made 8 rows 8% faster in a kernel
-// with only that path, but nvcc gave the complete kernel 78-84 registers and it was slower (docs/kernel_guide.md).
-template <uint BITS, typename S>
+// The words, scales and biases (as stored) of run j of both weight rows of the lane, from the rows' first words
+// w_off[2] and first groups g_off[2] (in the tile layout, those of the lane's rows in the tile's first block). Run j
+// lies in group j >> group_shift; in the tile layout at run j % 4 of step j / 4, whose blocks lie 16 rows apart, and
+// a row's groups 16 scales apart (metal/qgemv_args.h). Four 2-byte loads per step, each touching 8 rows' lines in
+// the row layout: one 16-byte table per lane for 4 steps, handed round the quad by shuffles, made 8 rows 8% faster
+// in a kernel with only that path, but nvcc gave the complete kernel 78-84 registers and it was slower
+// (docs/kernel_guide.md); the tile layout puts a step's scales in two sectors instead.
+template <uint BITS, typename S, bool TILED>
 inline void qgemv_mma_load(device const uint* wq, device const S* scales, device const S* biases,
                            thread const uint* w_off, thread const uint* g_off, uint j, uint group_shift,
                            bool w_vector, thread uint* words, thread S* scale, thread S* bias) {
+  constexpr uint block_words = MMA_TILE_COLS * QGEMV_MMA_STEP * BITS;  // one step of a tile's 16 rows
   for (uint h = 0; h < 2; ++h) {
-    qgemv_load_words<BITS>(wq, w_off[h], j, w_vector, words + h * BITS);
-    scale[h] = scales[g_off[h] + (j >> group_shift)];
-    bias[h] = biases[g_off[h] + (j >> group_shift)];
+    if (TILED) {
+      const uint word = (j / QGEMV_MMA_STEP) * block_words + (j % QGEMV_MMA_STEP) * BITS;
+      const uint group = (j >> group_shift) * MMA_TILE_COLS;
+      qgemv_load_words<BITS>(wq, w_off[h] + word, 0, w_vector, words + h * BITS);
+      scale[h] = scales[g_off[h] + group];
+      bias[h] = biases[g_off[h] + group];
+    } else {
+      qgemv_load_words<BITS>(wq, w_off[h], j, w_vector, words + h * BITS);
+      scale[h] = scales[g_off[h] + (j >> group_shift)];
+      bias[h] = biases[g_off[h] + (j >> group_shift)];
+    }
   }
 }
 
-// R: rows of x per tile, 8 or 16 (the plan's pick from M). Grid: (ceil(N / 16), ceil(rows / R), 1); threadgroup:
+// R: rows of x per tile, 8 or 16 (the plan's pick from M). TILED: wq, scales and biases in the tile layout
+// (metal/qgemv_args.h), the same values in the same calls. Grid: (ceil(N / 16), ceil(rows / R), 1); threadgroup:
 // k_splits simdgroups.
-template <typename T, uint BITS, typename S, uint R>
+template <typename T, uint BITS, typename S, uint R, bool TILED = false>
 [[kernel]] void qgemv_mma(
     constant QGemvArgs& args [[buffer(0)]],
     device const T* x [[buffer(1)]],
@@ -129,14 +150,20 @@ template <typename T, uint BITS, typename S, uint R>
   const bool x_vector = args.vector_loads != 0;
   const bool w_vector = args.w_vector_loads != 0;
 
-  // Weight rows n0 + g and n0 + g + 8, clamped to N: their first word and first group (offsets fit 32 bits: the
-  // op checks it).
+  // Weight rows n0 + g and n0 + g + 8, clamped to N in the row layout (the tile layout holds whole tiles): their
+  // first word and first group (offsets fit 32 bits: the op checks it).
   uint w_off[2];
   uint g_off[2];
   for (uint h = 0; h < 2; ++h) {
-    const uint n = min(n0 + g + 8 * h, args.n - 1);
-    w_off[h] = n * runs * BITS;
-    g_off[h] = n * (runs >> group_shift);
+    if (TILED) {
+      const uint steps_k = (runs + QGEMV_MMA_STEP - 1) / QGEMV_MMA_STEP;
+      w_off[h] = (tile.x * steps_k * MMA_TILE_COLS + g + 8 * h) * QGEMV_MMA_STEP * BITS;
+      g_off[h] = tile.x * (runs >> group_shift) * MMA_TILE_COLS + g + 8 * h;
+    } else {
+      const uint n = min(n0 + g + 8 * h, args.n - 1);
+      w_off[h] = n * runs * BITS;
+      g_off[h] = n * (runs >> group_shift);
+    }
   }
   uint x_row[B];  // where row g of each group of 8 starts in x, clamped to the last row
   float4 acc[B];
@@ -164,8 +191,10 @@ template <typename T, uint BITS, typename S, uint R>
       S scale1[2];
       S bias0[2];
       S bias1[2];
-      qgemv_mma_load<BITS, S>(wq, scales, biases, w_off, g_off, j0, group_shift, true, words0, scale0, bias0);
-      qgemv_mma_load<BITS, S>(wq, scales, biases, w_off, g_off, j1, group_shift, true, words1, scale1, bias1);
+      qgemv_mma_load<BITS, S, TILED>(wq, scales, biases, w_off, g_off, j0, group_shift, true, words0, scale0,
+                                     bias0);
+      qgemv_mma_load<BITS, S, TILED>(wq, scales, biases, w_off, g_off, j1, group_shift, true, words1, scale1,
+                                     bias1);
       qgemv_mma_step<T, BITS, S, B>(acc, words0, scale0, bias0, x, x_row, j0 * QGEMV_RUN, true, true, lane);
       qgemv_mma_step<T, BITS, S, B>(acc, words1, scale1, bias1, x, x_row, j1 * QGEMV_RUN, true, true, lane);
     }
@@ -174,7 +203,7 @@ template <typename T, uint BITS, typename S, uint R>
       uint words[2 * BITS];
       S scale[2];
       S bias_g[2];
-      qgemv_mma_load<BITS, S>(wq, scales, biases, w_off, g_off, j, group_shift, true, words, scale, bias_g);
+      qgemv_mma_load<BITS, S, TILED>(wq, scales, biases, w_off, g_off, j, group_shift, true, words, scale, bias_g);
       qgemv_mma_step<T, BITS, S, B>(acc, words, scale, bias_g, x, x_row, j * QGEMV_RUN, true, true, lane);
     }
   }
@@ -185,8 +214,8 @@ template <typename T, uint BITS, typename S, uint R>
     S scale[2];
     S bias_g[2];
     // A run past K loads the last run's words (in bounds) and dequantises them with scale and bias 0: zeros.
-    qgemv_mma_load<BITS, S>(wq, scales, biases, w_off, g_off, min(j, runs - 1), group_shift, w_vector, words,
-                            scale, bias_g);
+    qgemv_mma_load<BITS, S, TILED>(wq, scales, biases, w_off, g_off, min(j, runs - 1), group_shift, w_vector,
+                                   words, scale, bias_g);
     if (!valid) {
       for (uint h = 0; h < 2; ++h) {
         scale[h] = S(0.0f);
@@ -235,3 +264,21 @@ MTLINV_KERNEL(qgemv_mma_b8_r8_f16_sf32, qgemv_mma, half, 8, float, 8)
 MTLINV_KERNEL(qgemv_mma_b8_r16_f16_sf32, qgemv_mma, half, 8, float, 16)
 MTLINV_KERNEL(qgemv_mma_b8_r8_bf16_sf32, qgemv_mma, bfloat, 8, float, 8)
 MTLINV_KERNEL(qgemv_mma_b8_r16_bf16_sf32, qgemv_mma, bfloat, 8, float, 16)
+
+// The tile layout (mtlinv.quant.tile), for the widths of MLX's and GGUF's common formats.
+MTLINV_KERNEL(qgemv_mma_b4_r8_f16_tiled, qgemv_mma, half, 4, half, 8, true)
+MTLINV_KERNEL(qgemv_mma_b4_r16_f16_tiled, qgemv_mma, half, 4, half, 16, true)
+MTLINV_KERNEL(qgemv_mma_b4_r8_bf16_tiled, qgemv_mma, bfloat, 4, bfloat, 8, true)
+MTLINV_KERNEL(qgemv_mma_b4_r16_bf16_tiled, qgemv_mma, bfloat, 4, bfloat, 16, true)
+MTLINV_KERNEL(qgemv_mma_b8_r8_f16_tiled, qgemv_mma, half, 8, half, 8, true)
+MTLINV_KERNEL(qgemv_mma_b8_r16_f16_tiled, qgemv_mma, half, 8, half, 16, true)
+MTLINV_KERNEL(qgemv_mma_b8_r8_bf16_tiled, qgemv_mma, bfloat, 8, bfloat, 8, true)
+MTLINV_KERNEL(qgemv_mma_b8_r16_bf16_tiled, qgemv_mma, bfloat, 8, bfloat, 16, true)
+MTLINV_KERNEL(qgemv_mma_b4_r8_f16_sf32_tiled, qgemv_mma, half, 4, float, 8, true)
+MTLINV_KERNEL(qgemv_mma_b4_r16_f16_sf32_tiled, qgemv_mma, half, 4, float, 16, true)
+MTLINV_KERNEL(qgemv_mma_b4_r8_bf16_sf32_tiled, qgemv_mma, bfloat, 4, float, 8, true)
+MTLINV_KERNEL(qgemv_mma_b4_r16_bf16_sf32_tiled, qgemv_mma, bfloat, 4, float, 16, true)
+MTLINV_KERNEL(qgemv_mma_b8_r8_f16_sf32_tiled, qgemv_mma, half, 8, float, 8, true)
+MTLINV_KERNEL(qgemv_mma_b8_r16_f16_sf32_tiled, qgemv_mma, half, 8, float, 16, true)
+MTLINV_KERNEL(qgemv_mma_b8_r8_bf16_sf32_tiled, qgemv_mma, bfloat, 8, float, 8, true)
+MTLINV_KERNEL(qgemv_mma_b8_r16_bf16_sf32_tiled, qgemv_mma, bfloat, 8, float, 16, true)

@@ -9,7 +9,7 @@ cdef extern from "../src/core/plans/qgemv.h" namespace "mtlinv":
         int64_t rows, k, n
         int group_size, bits
         CDType dtype, scale_dtype
-        bool has_bias, aligned, w_aligned
+        bool has_bias, aligned, w_aligned, tiled
     CPlan c_plan_qgemv "mtlinv::plan_qgemv"(const CQGemvShape&, int, const CDeviceCaps&) except +raise_py_error
 
 
@@ -22,6 +22,8 @@ def qgemv(x, wq, scales, biases, *, group_size, bits, bias=None):
     plus bias), accumulation is float32, the output has x's dtype. On devices with matrix units
     (device_info()["matrix_units"]: CUDA), 16-bit x meets each weight in x's dtype T: T(scale * q + bias), rounded
     once, with scales of x's dtype; the float32 weight rounded to T with float32 scales.
+    There the weights may also come in the tile layout of mtlinv.quant.tile (wq [N/16, ceil(K/128), 16, 4*bits],
+    scales and biases [N/16, K/group_size, 16]; bits 4 or 8, 16-bit x): the same bits, read in whole blocks.
 
     With M <= get_limit() rows (and always for M == 1) each output row is bit-identical to the call on that row
     alone; above the limit a throughput kernel runs."""
@@ -51,7 +53,8 @@ def qgemv(x, wq, scales, biases, *, group_size, bits, bias=None):
     return _wrap(out)
 
 
-def plan_qgemv(*, rows, k, n, group_size=64, bits=4, dtype="float32", scale_dtype=None, limit=None, bias=False):
+def plan_qgemv(*, rows, k, n, group_size=64, bits=4, dtype="float32", scale_dtype=None, limit=None, bias=False,
+               tiled=False):
     """The plan qgemv would use for this shape: {'canonical': bool, 'launches': [...]}."""
     cdef CQGemvShape s
     s.rows, s.k, s.n = rows, k, n
@@ -61,5 +64,6 @@ def plan_qgemv(*, rows, k, n, group_size=64, bits=4, dtype="float32", scale_dtyp
     s.has_bias = bias
     s.aligned = True
     s.w_aligned = True
+    s.tiled = tiled
     cdef CPlan p = c_plan_qgemv(s, c_get_limit() if limit is None else limit, c_active_backend().caps())
     return {"canonical": p.canonical, "launches": _launches(p)}

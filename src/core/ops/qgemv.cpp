@@ -10,12 +10,17 @@ namespace mtlinv {
 
 namespace {
 
-// scales and biases: one value per row and group, [N, K / group_size].
-void require_group_shape(const char* op, const char* arg, const Tensor& t, int64_t n, int64_t k, int group_size) {
-  const Shape expected{n, k / group_size};
+constexpr int64_t kTileRows = 16;    // the tile layout's rows per tile (metal/qgemv_mma.metal)
+constexpr int64_t kTileStepK = 128;  // and K positions per step
+
+// scales and biases: one value per row and group, [N, K / group_size]; in the tile layout [N/16, K/group_size, 16].
+void require_group_shape(const char* op, const char* arg, const Tensor& t, int64_t n, int64_t k, int group_size,
+                         bool tiled) {
+  const Shape expected = tiled ? Shape{n / kTileRows, k / group_size, kTileRows} : Shape{n, k / group_size};
   if (t.shape != expected) {
     throw InvalidArgument(op, ": ", arg, " has shape ", shape_str(t.shape), " but N=", n, ", K=", k,
-                          " at group_size=", group_size, " needs [N, K/group_size] = ", shape_str(expected));
+                          " at group_size=", group_size, " needs ",
+                          tiled ? "[N/16, K/group_size, 16] = " : "[N, K/group_size] = ", shape_str(expected));
   }
 }
 
@@ -41,22 +46,33 @@ Tensor qgemv(const Tensor& x, const Tensor& wq, const Tensor& scales, const Tens
   wq.require_dense(op, "wq");
   scales.require_dense(op, "scales");
   biases.require_dense(op, "biases");
-  if (wq.ndim() != 2) {
-    throw InvalidArgument(op, ": wq must be [N, K*bits/32], got shape ", shape_str(wq.shape));
+  // Two layouts, told apart by wq's rank: MLX's rows [N, K*bits/32], or the tile layout of qgemv_mma
+  // [N/16, ceil(K/128), 16, 4*bits] (mtlinv.quant.tile).
+  const bool tiled = wq.ndim() == 4;
+  if (wq.ndim() != 2 && !tiled) {
+    throw InvalidArgument(op, ": wq must be [N, K*bits/32] (rows) or [N/16, ceil(K/128), 16, 4*bits] (tiles), got "
+                          "shape ", shape_str(wq.shape));
   }
   if (x.ndim() < 1) throw InvalidArgument(op, ": x must be [K] or [..., M, K], got shape ", shape_str(x.shape));
   const int64_t k = x.dim(-1);
-  const int64_t n = wq.dim(0);
+  const int64_t n = tiled ? wq.dim(0) * kTileRows : wq.dim(0);
   if (k % group_size != 0) {
     throw InvalidArgument(op, ": K=", k, " is not a multiple of group_size=", group_size, " (x ",
                           shape_str(x.shape), ")");
   }
-  if (wq.dim(1) * 32 != k * bits) {
+  if (tiled) {
+    const Shape expected{wq.dim(0), (k + kTileStepK - 1) / kTileStepK, kTileRows, 4 * static_cast<int64_t>(bits)};
+    if (wq.shape != expected) {
+      throw InvalidArgument(op, ": x has K=", k, " but wq in the tile layout has shape ", shape_str(wq.shape),
+                            "; K=", k, " at bits=", bits, " needs [N/16, ceil(K/128), 16, 4*bits] = ",
+                            shape_str(expected));
+    }
+  } else if (wq.dim(1) * 32 != k * bits) {
     throw InvalidArgument(op, ": x has K=", k, " but wq ", shape_str(wq.shape), " holds ", wq.dim(1),
                           " words per row; K=", k, " at bits=", bits, " needs ", k * bits / 32);
   }
-  require_group_shape(op, "scales", scales, n, k, group_size);
-  require_group_shape(op, "biases", biases, n, k, group_size);
+  require_group_shape(op, "scales", scales, n, k, group_size, tiled);
+  require_group_shape(op, "biases", biases, n, k, group_size, tiled);
   if (bias != nullptr) {
     require_same_dtype(op, "x", x, "bias", *bias);
     bias->require_dense(op, "bias");
@@ -91,6 +107,7 @@ Tensor qgemv(const Tensor& x, const Tensor& wq, const Tensor& scales, const Tens
   s.has_bias = bias != nullptr;
   s.aligned = aligned16(x);
   s.w_aligned = aligned16(wq);
+  s.tiled = tiled;
   const Tensor* b = bias ? bias : &y;  // an unread placeholder binding when there is no bias
   run_plan(plan_qgemv(s, get_limit(), active_backend().caps()), {&x, &wq, &scales, &biases, b, &y});
   return y;

@@ -9,6 +9,9 @@ namespace mtlinv {
 // as mtlinv.quant.dequantize_float32 does. x [K] or [..., M, K] (float32, float16 or bfloat16); float32
 // accumulation, y in x's dtype. bits in {2, 3, 4, 5, 6, 8}, group_size in {32, 64, 128}. Rows M <= get_limit()
 // (and M == 1 always) take the canonical kernel: each row's bits are those of the row alone. bias may be null.
+// On a device with matrix units, 16-bit x may instead meet W in the tile layout (wq [N/16, ceil(K/128), 16,
+// 4*bits], scales and biases [N/16, K/group_size, 16]; bits 4 or 8, N a multiple of 16: mtlinv.quant.tile and
+// metal/qgemv_mma.metal describe it), which gives the row layout's bits and reads each block whole.
 Tensor qgemv(const Tensor& x, const Tensor& wq, const Tensor& scales, const Tensor& biases, const Tensor* bias,
              int group_size, int bits);
 

@@ -103,7 +103,22 @@ Plan plan_qgemv(const QGemvShape& s, int limit, const DeviceCaps& caps) {
     }
     types += "_sf32";
   }
-  if (caps.matrix_units && s.dtype != DType::f32) {
+  if (s.tiled) {
+    if (!caps.matrix_units || s.dtype == DType::f32 || (s.bits != 4 && s.bits != 8) || s.n % kMmaCols != 0) {
+      throw InvalidArgument("qgemv: weights in the tile layout need 16-bit x on a device with matrix units, bits 4 or "
+                            "8 and N a multiple of 16; got x ", dtype_name(s.dtype), ", bits=", s.bits, ", N=", s.n,
+                            caps.matrix_units ? "" : " on a device without matrix units",
+                            " (use the row layout there)");
+    }
+    // Every M takes qgemv_mma: the tiled kernels are the only ones that read the layout. Above the limit it runs
+    // with the throughput split count, and more than 16 rows take several row tiles, each reading the weights.
+    const uint32_t splits = qgemv_mma_k_splits(s.k, s.n, caps);
+    args.k_splits = plan.canonical ? splits : throughput_k_splits(splits);
+    const uint32_t rows = s.rows <= 8 ? 8 : 16;
+    launch.kernel = "qgemv_mma" + bits + "_r" + std::to_string(rows) + types + "_tiled";
+    launch.threadgroups = {ceil_div(s.n, kMmaCols), ceil_div(s.rows, rows), 1};
+    launch.threads = {32 * args.k_splits, 1, 1};
+  } else if (caps.matrix_units && s.dtype != DType::f32) {
     // 16-bit x on a device with matrix units: qgemv_mma, for canonical calls and, with the other split count, up
     // to kTiledQgemvMaxRows rows above the limit where the two counts deal the steps differently: they do unless
     // both are at least the step count (each step a split of its own, the splits past it adding zeros).

@@ -16,6 +16,7 @@ struct QGemvShape {
   bool has_bias = false;
   bool aligned = false;   // x 16-byte aligned: full-vector loads allowed
   bool w_aligned = false; // wq 16-byte aligned: the canonical kernel may load 4- and 8-bit weights 16 bytes at once
+  bool tiled = false;     // wq, scales and biases in qgemv_mma's tile layout (mtlinv.quant.tile), N a multiple of 16
 };
 
 // The bit widths and group sizes the kernels are built for (MLX's affine widths; 32 divides every group size).
@@ -27,8 +28,11 @@ bool qgemv_supported_group_size(int group_size);
 // qgemv_mma_b{bits}_r{8,16}_{dtype}[_sf32] (tiles of 8 rows, 16 above M = 8); otherwise
 // qgemv_b{bits}_r{R}_{dtype}[_sf32] with the tile height R from M (row_tiled.h). Above the limit, up to 32 rows
 // run the same kernels with another K split count where that changes the order, and other rows the tiled qgemm.
-// Throws InvalidArgument for an unsupported bits or group size, or K not a multiple of the group size, and
-// DTypeError for a scale dtype without a kernel.
+// Weights in the tile layout take qgemv_mma_b{bits}_r{8,16}_{dtype}[_sf32]_tiled at every M (the split count of the
+// canonical or the throughput path): the row layout's bits, read in whole blocks; they need 16-bit x, matrix units,
+// bits 4 or 8 and N a multiple of 16.
+// Throws InvalidArgument for an unsupported bits or group size, K not a multiple of the group size, or tiled
+// weights where no tiled kernel runs, and DTypeError for a scale dtype without a kernel.
 Plan plan_qgemv(const QGemvShape& s, int limit, const DeviceCaps& caps);
 
 // The number of simdgroups that split one output tile's K range, from K, N and the device (never M).
