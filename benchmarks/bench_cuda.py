@@ -38,6 +38,7 @@ import torch.nn.functional as F  # noqa: E402
 from torch.nn.attention.bias import causal_lower_right  # noqa: E402
 
 import mtlinv  # noqa: E402
+from mtlinv import quant  # noqa: E402
 from mtlinv import _native as ops  # noqa: E402
 try:  # benchmarks/, this script's directory; it needs CuPy
     from probe_reads_cuda import one_call_read_floor  # noqa: E402
@@ -178,35 +179,45 @@ def check_gemv_rows(x_rows, k, w):
 
 def bench_qgemv(ms, reps, copy_bw, results, group=64, bits=4):
     print(f"\n## qgemv, {bits}-bit g{group} weights, bf16 activations (cuBLAS: dense bf16 of the same shape)\n")
-    print(row(["K", "N", "M", "canonical us", "throughput us", "cuBLAS bf16 us", "canonical GB/s", "% of copy",
-               "floor us (% of it)", "can(M)/can(1)", "can/cuBLAS"]))
-    print(row(["---:"] * 11))
+    print("Canonical with the weights in MLX's row layout and in the tile layout (mtlinv.quant.tile: the same bits);")
+    print("bandwidth, floor and ratios are the tile layout's.\n")
+    print(row(["K", "N", "M", "canonical rows us", "canonical tiles us", "throughput us", "cuBLAS bf16 us",
+               "tiles GB/s", "% of copy", "floor us (% of it)", "can(M)/can(1)", "can/cuBLAS", "tiles/rows"]))
+    print(row(["---:"] * 13))
     cublas = {(r["k"], r["n"], r["m"]): r["cublas_s"] for r in results if r["op"] == "gemv"}
     for k, n in SHAPES:
         # Random codes and plausible scales: the timing does not depend on the values.
         wq_host = RNG.integers(0, 2**32, size=(n, k * bits // 32), dtype=np.uint32)
         scales_host = (RNG.random((n, k // group), dtype=np.float32) * 0.02).astype(BF16)
         biases_host = (-RNG.random((n, k // group), dtype=np.float32) * 0.1).astype(BF16)
+        tiles_host = quant.tile(wq_host, scales_host, biases_host, group_size=group, bits=bits)
         wbytes = wq_host.nbytes + scales_host.nbytes + biases_host.nbytes
         copies = copies_for(wbytes)
         packs = [tuple(mtlinv.asarray(a) for a in (wq_host, scales_host, biases_host)) for _ in range(copies)]
+        tiled = [tuple(mtlinv.asarray(a) for a in tiles_host) for _ in range(copies)]
         floor = read_floor(wbytes, reps)
         can1 = None
         for m in ms:
             x = mtlinv.asarray(RNG.standard_normal((m, k), dtype=np.float32).astype(BF16))
             calls = [lambda p=p: ops.qgemv(x, *p, group_size=group, bits=bits) for p in packs]
-            t_can, t_thr = canonical_and_throughput(calls, reps, m, 16)
+            tiled_calls = [lambda p=p: ops.qgemv(x, *p, group_size=group, bits=bits) for p in tiled]
+            with mtlinv.batch_invariant(16):
+                t_rows = event_median(calls, reps)
+                same = np.asarray(calls[0]()).tobytes() == np.asarray(tiled_calls[0]()).tobytes()
+            if not same:
+                raise AssertionError(f"qgemv K={k} N={n} M={m}: the tile layout's bits differ from the rows'")
+            t_can, t_thr = canonical_and_throughput(tiled_calls, reps, m, 16)
             can1 = can1 or t_can
             nbytes = wbytes + 2 * (m * k + m * n)
             bw = nbytes / t_can
             t_torch = cublas.get((k, n, m))
             results.append({"op": "qgemv", "k": k, "n": n, "m": m, "bits": bits, "group": group, "canonical_s": t_can,
-                            "throughput_s": t_thr, "cublas_bf16_s": t_torch, "canonical_bytes": nbytes,
-                            "read_floor_s": floor})
-            print(row([k, n, m, fmt_us(t_can), fmt_us(t_thr), fmt_us(t_torch), f"{bw / 1e9:.0f}",
+                            "canonical_rows_s": t_rows, "throughput_s": t_thr, "cublas_bf16_s": t_torch,
+                            "canonical_bytes": nbytes, "read_floor_s": floor})
+            print(row([k, n, m, fmt_us(t_rows), fmt_us(t_can), fmt_us(t_thr), fmt_us(t_torch), f"{bw / 1e9:.0f}",
                        f"{100 * bw / copy_bw:.0f}%", floor_cell(floor, t_can), f"{t_can / can1:.2f}",
-                       f"{t_can / t_torch:.2f}" if t_torch else "-"]), flush=True)
-        del packs
+                       f"{t_can / t_torch:.2f}" if t_torch else "-", f"{t_can / t_rows:.2f}"]), flush=True)
+        del packs, tiled
 
 
 def bench_sdpa(lengths, q_lens, reps, copy_bw, results, hq=32, hkv=8, d=128):

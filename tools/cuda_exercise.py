@@ -74,6 +74,18 @@ def qgemv(dtype, all_bits):
                     y = ops.qgemv(x, wq, sc, bs, group_size=group, bits=bits)
                 close(y, np.asarray(x, np.float64) @ w.T, f"qgemv bits={bits} scales={np.dtype(scale_dtype)} "
                       f"limit={limit} m={m}")
+        if wide and mtlinv.device_info()["matrix_units"]:  # the tile layout: qgemv_mma's _tiled kernels, N = 48
+            tq = quant.quantize(rand((48, k), np.float32).astype(dtype), group, bits)
+            for scale_dtype in (dtype, np.float32):
+                q = (tq[0], tq[1].astype(scale_dtype), tq[2].astype(scale_dtype))
+                w = quant.dequantize_float32(*q, group, bits).astype(np.float64)
+                tiles = quant.tile(*q, group, bits)
+                for limit, m in ((16, 1), (16, 9), (0, 40)):  # tiles R = 8, 16; three row tiles above the limit
+                    x = rand((m, k), dtype)
+                    with mtlinv.batch_invariant(limit):
+                        y = ops.qgemv(x, *tiles, group_size=group, bits=bits)
+                    close(y, np.asarray(x, np.float64) @ w.T, f"qgemv tiled bits={bits} "
+                          f"scales={np.dtype(scale_dtype)} limit={limit} m={m}")
 
 
 def sdpa(dtype):
