@@ -45,6 +45,17 @@ def test_tiny_model_limit_reproduces_greedy_and_limit_zero_drifts(make_weights):
     assert " no " in table_row and str(drifted.first_diff) in table_row
 
 
+def test_short_prompt_reference_runs_under_the_limit(make_weights, gpu_plans):
+    """A prompt of k + 1 tokens is one call of k + 1 rows, canonical under limit k + 1 and not under limit 0: the
+    greedy reference runs under limit k + 1, so the speculative runs at that limit start from the same KV cache.
+    With the reference under the ambient limit 0, seeds 3, 38 and 2 of this model drifted at limit 5 after 26-36
+    tokens (on the emulator with GPU plans and on an H200)."""
+    for seed in (3, 38):
+        w = make_weights(seed=seed, n_layers=2, hidden=128, n_heads=2, n_kv_heads=1, vocab=64)
+        _, rows = run_settings(DeviceWeights.from_reference(w), [1, 2, 3, 4, 5], 48, 4, None, out=lambda line: None)
+        assert all(r.identical for r in rows if r.setting.startswith("limit 5")), (seed, rows)
+
+
 def test_tiny_model_forward_matches_float64_reference(tiny_device):
     w, weights = tiny_device
     tokens = [7, 3, 11, 42, 5, 9]
