@@ -11,7 +11,8 @@
 #                                                          # there: COMMAND in this tree ("head") and in each
 #                                                          # build/ab_NAME, in turn, ROUNDS times (default 3)
 #
-# build/ is ignored by git, so a prepared tree travels only where the device tool is told to carry it. run first
+# build/ is ignored by git, so a prepared tree travels only where the device tool is told to carry it: carry it
+# with the call that builds it and not after, since a carried path replaces the built tree there. run first
 # checks that each tree imports its own build (with $PYTHON, default python3), then writes each output to
 # $OUT/<tree>_<round>.txt and prints the lines matching FILTER (an extended regex), or the last TAIL lines
 # (default 4); MTLINV_DEVICE is cuda unless set. Example, a commit against HEAD on the decoder's step:
