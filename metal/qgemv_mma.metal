@@ -98,7 +98,7 @@ inline void qgemv_mma_step(thread float4* acc, thread const uint* words, thread 
 // The words, scales and biases (as stored) of run j of both weight rows of the lane, from the rows' first words
 // w_off[2] and first groups g_off[2] (in the tile layout, those of the lane's rows in the tile's first block). Run j
 // lies in group j >> group_shift; in the tile layout at run j % 4 of step j / 4, whose blocks lie 16 rows apart, and
-// a row's groups 16 scales apart (metal/qgemv_args.h). Four 2-byte loads per step, each touching 8 rows' lines in
+// a row's groups 16 scales apart (the tile layout, above). Four 2-byte loads per step, each touching 8 rows' lines in
 // the row layout: one 16-byte table per lane for 4 steps, handed round the quad by shuffles, made 8 rows 8% faster
 // in a kernel with only that path, but nvcc gave the complete kernel 78-84 registers and it was slower
 // (docs/kernel_guide.md); the tile layout puts a step's scales in two sectors instead.
@@ -123,7 +123,7 @@ inline void qgemv_mma_load(device const uint* wq, device const S* scales, device
 }
 
 // R: rows of x per tile, 8 or 16 (the plan's pick from M). TILED: wq, scales and biases in the tile layout
-// (metal/qgemv_args.h), the same values in the same calls. Grid: (ceil(N / 16), ceil(rows / R), 1); threadgroup:
+// (above), the same values in the same calls. Grid: (ceil(N / 16), ceil(rows / R), 1); threadgroup:
 // k_splits simdgroups.
 template <typename T, uint BITS, typename S, uint R, bool TILED = false>
 [[kernel]] void qgemv_mma(
