@@ -67,7 +67,9 @@ void mtlinv_tensor_free(mtlinv_tensor* t);
 /* y = x @ w^T (+ bias) for w [N, K] (transpose != 0) or y = x @ w for w [K, N]; bias may be NULL. */
 mtlinv_status mtlinv_gemv(const mtlinv_tensor* x, const mtlinv_tensor* w, const mtlinv_tensor* bias, int transpose,
                           mtlinv_tensor** out);
-/* Quantized (MLX affine format) y = x @ W^T (+ bias); bias may be NULL. */
+/* Quantized (MLX affine format) y = x @ W^T (+ bias); bias may be NULL. wq [N, K*bits/32] (MLX's rows), or on a
+ * device with matrix units the tile layout of mtlinv.quant.tile (wq [N/16, ceil(K/128), 16, 4*bits], scales and
+ * biases [N/16, K/group_size, 16]; 16-bit x, bits 4 or 8): the same bits (src/core/ops/qgemv.h). */
 mtlinv_status mtlinv_qgemv(const mtlinv_tensor* x, const mtlinv_tensor* wq, const mtlinv_tensor* scales,
                            const mtlinv_tensor* biases, const mtlinv_tensor* bias, int group_size, int bits,
                            mtlinv_tensor** out);
