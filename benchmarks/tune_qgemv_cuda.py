@@ -4,14 +4,16 @@ qgemv_k_splits and qgemv_mma_k_splits (src/core/plans/qgemv.cpp), which must pic
 device alone.
 
     MTLINV_DEVICE=cuda python benchmarks/tune_qgemv_cuda.py [--reps 30] [--bits 4] [--group-size 64] [--mma-only]
-        [--shapes K:N ...] [--float32-scales]
+        [--shapes K:N ...] [--float32-scales] [--tiled]
 
 Launches qgemv_b{bits}_r{R}_bf16 directly (the plans' kernels, raw arguments) for every k_splits in 1, 2, 4, 8
 and R in 1, 2, 4, 8, then qgemv_mma_b{bits}_r8_bf16 / _r16_ (what the plans pick for 16-bit x on a GPU with
 matrix units) for k_splits 1 to 16 at M = 1, 8 and 16, on the shapes of bench_cuda.py or --shapes (SmolLM2-135M's
 are 576:960 576:576 576:3072 1536:576), timed as there (events, medians, weights rotated through HBM).
---float32-scales times the _sf32 instances a GGUF import runs. Prints, per shape and tile, the time of each split
-count (GB/s of packed weights, scales and biases) and the count the plan picks ("-" where it picks another kernel).
+--float32-scales times the _sf32 instances a GGUF import runs, --tiled the _tiled instances with the weights in the
+tile layout (mtlinv.quant.tile; qgemv_mma only, N a multiple of 16, bits 4 or 8). Prints, per shape and tile, the
+time of each split count (GB/s of packed weights, scales and biases) and the count the plan picks ("-" where it
+picks another kernel).
 """
 import os
 import struct
@@ -26,6 +28,7 @@ import numpy as np  # noqa: E402
 
 import mtlinv  # noqa: E402
 from mtlinv import _native as ops  # noqa: E402
+from mtlinv import quant  # noqa: E402
 
 
 def qgemv_args(m, k, n, group_size, splits):
@@ -41,35 +44,40 @@ def main():
     ap.add_argument("--mma-only", action="store_true", help="only the qgemv_mma kernels")
     ap.add_argument("--shapes", nargs="+", metavar="K:N", help="shapes to time instead of bench_cuda.py's")
     ap.add_argument("--float32-scales", action="store_true", help="float32 scales and biases (the _sf32 kernels)")
+    ap.add_argument("--tiled", action="store_true", help="weights in the tile layout (the _tiled qgemv_mma kernels)")
     args = ap.parse_args()
     bits, group = args.bits, args.group_size
     shapes = [tuple(int(v) for v in shape.split(":")) for shape in args.shapes] if args.shapes else bc.SHAPES
-    suffix = "_bf16_sf32" if args.float32_scales else "_bf16"
+    suffix = ("_bf16_sf32" if args.float32_scales else "_bf16") + ("_tiled" if args.tiled else "")
+    if args.tiled and (bits not in (4, 8) or any(n % quant.TILE_ROWS for _, n in shapes)):
+        ap.error(f"--tiled needs bits 4 or 8 and every N a multiple of {quant.TILE_ROWS}")
     copy_bw = bc.copy_bandwidth()
     print(f"# {mtlinv.device_info()['name']}: copy {copy_bw / 1e9:.0f} GB/s; qgemv {bits}-bit g{group}, bf16 x; "
           "us per call (GB/s of the weights)")
-    kernels = [] if args.mma_only else [(f"qgemv_b{bits}_r{r}{suffix}", 4, r, bc.TUNE_SPLITS) for r in bc.TUNE_TILES]
+    scalar = [(f"qgemv_b{bits}_r{r}{suffix}", 4, r, bc.TUNE_SPLITS) for r in bc.TUNE_TILES]
+    kernels = [] if args.mma_only or args.tiled else scalar
     kernels += [(f"qgemv_mma_b{bits}_r8{suffix}", 16, m, bc.MMA_SPLITS) for m in (1, 8)]
     kernels += [(f"qgemv_mma_b{bits}_r16{suffix}", 16, 16, bc.MMA_SPLITS)]
     for title, family in (("row-tiled qgemv", "qgemv_b"), ("qgemv_mma", "qgemv_mma_b")):
         rows = [kernel for kernel in kernels if kernel[0].startswith(family)]
         if not rows:
             continue
-        print(f"\n## {title}, {bits}-bit g{group}\n")
+        print(f"\n## {title}, {bits}-bit g{group}{', tile layout' if args.tiled else ''}\n")
         bc.print_split_header(rows[0][3], "kernel, M")
         for k, n in shapes:
-            tune_shape(k, n, bits, group, rows, args.reps, np.float32 if args.float32_scales else bc.BF16)
+            tune_shape(k, n, bits, group, rows, args.reps, np.float32 if args.float32_scales else bc.BF16,
+                       args.tiled)
 
 
-def tune_shape(k, n, bits, group, kernels, reps, scale_dtype=bc.BF16):
+def tune_shape(k, n, bits, group, kernels, reps, scale_dtype=bc.BF16, tiled=False):
     """One table row per (kernel, M) at this shape; `kernels`: (name, outputs per threadgroup, M, split counts)."""
     # Random codes and plausible scales: the timing does not depend on the values.
     wq_host = bc.RNG.integers(0, 2**32, size=(n, k * bits // 32), dtype=np.uint32)
     scales_host = (bc.RNG.random((n, k // group), dtype=np.float32) * 0.02).astype(scale_dtype)
     biases_host = (-bc.RNG.random((n, k // group), dtype=np.float32) * 0.1).astype(scale_dtype)
     wbytes = wq_host.nbytes + scales_host.nbytes + biases_host.nbytes
-    packs = [tuple(mtlinv.asarray(a) for a in (wq_host, scales_host, biases_host))
-             for _ in range(bc.copies_for(wbytes))]
+    host = quant.tile(wq_host, scales_host, biases_host, group, bits) if tiled else (wq_host, scales_host, biases_host)
+    packs = [tuple(mtlinv.asarray(a) for a in host) for _ in range(bc.copies_for(wbytes))]
     bias = mtlinv.asarray(np.zeros(n, bc.BF16))
     for name, cols, m, splits in kernels:
         x = mtlinv.asarray(bc.RNG.standard_normal((m, k), dtype=np.float32).astype(bc.BF16))
@@ -79,7 +87,7 @@ def tune_shape(k, n, bits, group, kernels, reps, scale_dtype=bc.BF16):
                                           for p in packs], reps, wbytes, splits)
         launch = ops.plan_qgemv(rows=m, k=k, n=n, group_size=group, bits=bits, dtype="bfloat16",
                                 scale_dtype="float32" if scale_dtype == np.float32 else "bfloat16",
-                                limit=16)["launches"][0]
+                                limit=16, tiled=tiled)["launches"][0]
         plan_splits = launch["threads"][0] // 32 if launch["kernel"] == name else "-"
         print(bc.row([k, n, f"{name.split('_bf16')[0]}, {m}", *cells, plan_splits]), flush=True)
 
