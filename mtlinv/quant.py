@@ -245,7 +245,7 @@ def tile(wq, scales, biases, group_size=64, bits=4):
     is padded with zero words), and scales and biases ``[N/16, K/group_size, 16]``, a group's 16 rows side by side.
     ``qgemv`` takes either layout and gives the same bits; the tile layout runs on devices with matrix units
     (``device_info()["matrix_units"]``: CUDA) with 16-bit x, and needs bits 4 or 8 and N a multiple of 16. On an
-    H200 it read a 4-bit weight 10-20% faster (benchmarks/results/h200.md).
+    H200 a 4-bit qgemv took 8-20% less time at M = 1..16 (benchmarks/results/h200.md).
     """
     wq, scales, biases, k = _check_quantized(wq, scales, biases, group_size, bits, "tile")
     if wq.ndim != 2:
