@@ -8,18 +8,22 @@ import mtlinv
 from . import quant
 
 
-def _qgemv_case(k: int, n: int, dtype_name: str, group_size: int, bits: int):
+def _qgemv_case(k: int, n: int, dtype_name: str, group_size: int, bits: int, tiled: bool = False):
+    """tiled: the weights in the tile layout (mtlinv.quant.tile), which devices with matrix units run."""
     from .audit import DTYPES, Case, _rows_invariant
 
     def run(limit: int):
         rng = np.random.default_rng(k + n + bits)
         dtype = DTYPES[dtype_name]
-        wq, scales, biases = (mtlinv.asarray(a) for a in quant.quantize(
-            rng.standard_normal((n, k)).astype(dtype), group_size=group_size, bits=bits))
+        weights = quant.quantize(rng.standard_normal((n, k)).astype(dtype), group_size=group_size, bits=bits)
+        if tiled:
+            weights = quant.tile(*weights, group_size=group_size, bits=bits)
+        wq, scales, biases = (mtlinv.asarray(a) for a in weights)
         x = rng.standard_normal((limit, k)).astype(dtype)
         return _rows_invariant(
             lambda a: mtlinv.qgemv(a, wq, scales, biases, group_size=group_size, bits=bits), x, limit)
-    return Case("qgemv", f"K={k} N={n} {dtype_name} g{group_size} {bits}-bit", run)
+    layout = ", tile layout" if tiled else ""
+    return Case("qgemv", f"K={k} N={n} {dtype_name} g{group_size} {bits}-bit{layout}", run)
 
 
 def _sdpa_case(kv_len: int, dtype_name: str, q_heads: int, kv_heads: int, head_dim: int):
@@ -51,6 +55,8 @@ def extra_cases(quick: bool) -> list:
     k, n = (512, 24) if quick else (4096, 512)
     cases = [_qgemv_case(k, n, dt, 64, 4) for dt in ("f16", "bf16")]
     cases.append(_qgemv_case(k, n, "f32", 32, 8))
+    if mtlinv.device_info()["matrix_units"]:
+        cases += [_qgemv_case(k, 32 if quick else n, dt, 64, 4, tiled=True) for dt in ("f16", "bf16")]
     lengths = (300,) if quick else (257, 4100)
     for kv in lengths:
         cases.append(_sdpa_case(kv, "bf16", 8, 2, 64))
