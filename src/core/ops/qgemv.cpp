@@ -10,13 +10,10 @@ namespace mtlinv {
 
 namespace {
 
-constexpr int64_t kTileRows = 16;    // the tile layout's rows per tile (metal/qgemv_mma.metal)
-constexpr int64_t kTileStepK = 128;  // and K positions per step
-
 // scales and biases: one value per row and group, [N, K / group_size]; in the tile layout [N/16, K/group_size, 16].
 void require_group_shape(const char* op, const char* arg, const Tensor& t, int64_t n, int64_t k, int group_size,
                          bool tiled) {
-  const Shape expected = tiled ? Shape{n / kTileRows, k / group_size, kTileRows} : Shape{n, k / group_size};
+  const Shape expected = tiled ? Shape{n / kQgemvMmaRows, k / group_size, kQgemvMmaRows} : Shape{n, k / group_size};
   if (t.shape != expected) {
     throw InvalidArgument(op, ": ", arg, " has shape ", shape_str(t.shape), " but N=", n, ", K=", k,
                           " at group_size=", group_size, " needs ",
@@ -55,13 +52,14 @@ Tensor qgemv(const Tensor& x, const Tensor& wq, const Tensor& scales, const Tens
   }
   if (x.ndim() < 1) throw InvalidArgument(op, ": x must be [K] or [..., M, K], got shape ", shape_str(x.shape));
   const int64_t k = x.dim(-1);
-  const int64_t n = tiled ? wq.dim(0) * kTileRows : wq.dim(0);
+  const int64_t n = tiled ? wq.dim(0) * kQgemvMmaRows : wq.dim(0);
   if (k % group_size != 0) {
     throw InvalidArgument(op, ": K=", k, " is not a multiple of group_size=", group_size, " (x ",
                           shape_str(x.shape), ")");
   }
   if (tiled) {
-    const Shape expected{wq.dim(0), (k + kTileStepK - 1) / kTileStepK, kTileRows, 4 * static_cast<int64_t>(bits)};
+    const int64_t steps = (k + kQgemvMmaStepK - 1) / kQgemvMmaStepK;
+    const Shape expected{wq.dim(0), steps, kQgemvMmaRows, 4 * static_cast<int64_t>(bits)};
     if (wq.shape != expected) {
       throw InvalidArgument(op, ": x has K=", k, " but wq in the tile layout has shape ", shape_str(wq.shape),
                             "; K=", k, " at bits=", bits, " needs [N/16, ceil(K/128), 16, 4*bits] = ",

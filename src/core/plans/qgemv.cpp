@@ -22,8 +22,9 @@ constexpr uint32_t kGemmTile = 32;      // QGEMM_TILE in metal/qgemm.metal
 constexpr uint32_t kGemmThreads = 128;  // qgemm's staging and compute layout
 constexpr int64_t kTiledQgemvMaxRows = 32;  // above the limit, up to this many rows take the row-tiled qgemv
 // qgemv_mma (metal/qgemv_mma.metal): outputs per threadgroup, K positions per step, most splits.
-constexpr uint32_t kMmaCols = 16;
-constexpr int64_t kMmaStep = 4 * kRun;
+constexpr uint32_t kMmaCols = kQgemvMmaRows;
+constexpr int64_t kMmaStep = kQgemvMmaStepK;
+static_assert(kMmaStep == 4 * kRun, "a qgemv_mma step is 4 runs");
 constexpr uint32_t kMmaMaxSplits = 16;
 constexpr int64_t kMmaWarpsPerCore = 32;  // simdgroups per compute unit qgemv_mma aims for
 
@@ -103,33 +104,27 @@ Plan plan_qgemv(const QGemvShape& s, int limit, const DeviceCaps& caps) {
     }
     types += "_sf32";
   }
-  if (s.tiled) {
-    if (!caps.matrix_units || s.dtype == DType::f32 || (s.bits != 4 && s.bits != 8) || s.n % kMmaCols != 0) {
-      throw InvalidArgument("qgemv: weights in the tile layout need 16-bit x on a device with matrix units, bits 4 or "
-                            "8 and N a multiple of 16; got x ", dtype_name(s.dtype), ", bits=", s.bits, ", N=", s.n,
-                            caps.matrix_units ? "" : " on a device without matrix units",
-                            " (use the row layout there)");
-    }
-    // Every M takes qgemv_mma: the tiled kernels are the only ones that read the layout. Above the limit it runs
-    // with the throughput split count, and more than 16 rows take several row tiles, each reading the weights.
-    const uint32_t splits = qgemv_mma_k_splits(s.k, s.n, caps);
-    args.k_splits = plan.canonical ? splits : throughput_k_splits(splits);
-    const uint32_t rows = s.rows <= 8 ? 8 : 16;
-    launch.kernel = "qgemv_mma" + bits + "_r" + std::to_string(rows) + types + "_tiled";
-    launch.threadgroups = {ceil_div(s.n, kMmaCols), ceil_div(s.rows, rows), 1};
-    launch.threads = {32 * args.k_splits, 1, 1};
-  } else if (caps.matrix_units && s.dtype != DType::f32) {
+  const bool mma_kernels = caps.matrix_units && s.dtype != DType::f32;
+  if (s.tiled && (!mma_kernels || (s.bits != 4 && s.bits != 8) || s.n % kMmaCols != 0)) {
+    throw InvalidArgument("qgemv: weights in the tile layout need 16-bit x on a device with matrix units, bits 4 or "
+                          "8 and N a multiple of 16; got x ", dtype_name(s.dtype), ", bits=", s.bits, ", N=", s.n,
+                          caps.matrix_units ? "" : " on a device without matrix units", " (use the row layout there)");
+  }
+  if (mma_kernels) {
     // 16-bit x on a device with matrix units: qgemv_mma, for canonical calls and, with the other split count, up
     // to kTiledQgemvMaxRows rows above the limit where the two counts deal the steps differently: they do unless
-    // both are at least the step count (each step a split of its own, the splits past it adding zeros).
+    // both are at least the step count (each step a split of its own, the splits past it adding zeros). Weights in
+    // the tile layout take it at every M, since only its _tiled instances read that layout (more than 16 rows:
+    // several row tiles, each reading the weights).
     const uint32_t splits = qgemv_mma_k_splits(s.k, s.n, caps);
     const uint32_t other_splits = throughput_k_splits(splits);
-    const bool mma_throughput = s.rows <= kTiledQgemvMaxRows &&
-                                static_cast<int64_t>(std::min(splits, other_splits)) < ceil_div(s.k, kMmaStep);
+    const bool mma_throughput =
+        s.tiled || (s.rows <= kTiledQgemvMaxRows &&
+                    static_cast<int64_t>(std::min(splits, other_splits)) < ceil_div(s.k, kMmaStep));
     if (plan.canonical || mma_throughput) {
       args.k_splits = plan.canonical ? splits : other_splits;
       const uint32_t rows = s.rows <= 8 ? 8 : 16;  // one read of the weights for up to 16 rows
-      launch.kernel = "qgemv_mma" + bits + "_r" + std::to_string(rows) + types;
+      launch.kernel = "qgemv_mma" + bits + "_r" + std::to_string(rows) + types + (s.tiled ? "_tiled" : "");
       launch.threadgroups = {ceil_div(s.n, kMmaCols), ceil_div(s.rows, rows), 1};
       launch.threads = {32 * args.k_splits, 1, 1};
     }

@@ -19,6 +19,10 @@ struct QGemvShape {
   bool tiled = false;     // wq, scales and biases in qgemv_mma's tile layout (mtlinv.quant.tile), N a multiple of 16
 };
 
+// qgemv_mma's output tile (16 weight rows) and step (128 K positions): also the blocks of the tile layout.
+constexpr int64_t kQgemvMmaRows = 16;
+constexpr int64_t kQgemvMmaStepK = 128;
+
 // The bit widths and group sizes the kernels are built for (MLX's affine widths; 32 divides every group size).
 bool qgemv_supported_bits(int bits);
 bool qgemv_supported_group_size(int group_size);
