@@ -18,6 +18,7 @@ float32 accumulation performs.
 import ml_dtypes
 import numpy as np
 
+from . import _native
 from ._kinds import is_int
 
 BFLOAT16 = np.dtype(ml_dtypes.bfloat16)
@@ -233,7 +234,6 @@ def dequantize_float32(wq, scales, biases, group_size=64, bits=4):
 
 
 TILE_ROWS = 16  # rows of a tile in the tile layout (qgemv_mma's output tile)
-TILE_STEP = 128  # K positions of a step: 4 runs of 32 values a row
 
 
 def tile(wq, scales, biases, group_size=64, bits=4):
@@ -247,21 +247,8 @@ def tile(wq, scales, biases, group_size=64, bits=4):
     (``device_info()["matrix_units"]``: CUDA) with 16-bit x, and needs bits 4 or 8 and N a multiple of 16. On an
     H200 a 4-bit qgemv took 8-20% less time at M = 1..16 (benchmarks/results/h200.md).
     """
-    wq, scales, biases, k = _check_quantized(wq, scales, biases, group_size, bits, "tile")
+    wq, scales, biases, _ = _check_quantized(wq, scales, biases, group_size, bits, "tile")
     if wq.ndim != 2:
         raise ValueError(f"tile: wq must be [N, K*bits/32], got shape {wq.shape}")
-    if bits not in (4, 8):
-        raise ValueError(f"tile: bits={bits}: the tile layout is built for bits 4 and 8")
-    n = wq.shape[0]
-    if n % TILE_ROWS:
-        raise ValueError(f"tile: N={n} is not a multiple of {TILE_ROWS}; keep the row layout for this weight")
-    steps = -(-k // TILE_STEP)
-    step_words = TILE_STEP * bits // 32
-    padded = np.zeros((n, steps * step_words), np.uint32)
-    padded[:, :wq.shape[1]] = wq
-    wq_tiles = padded.reshape(n // TILE_ROWS, TILE_ROWS, steps, step_words).transpose(0, 2, 1, 3)
-
-    def groups(a):
-        return a.reshape(n // TILE_ROWS, TILE_ROWS, -1).transpose(0, 2, 1)
-
-    return tuple(np.ascontiguousarray(a) for a in (wq_tiles, groups(scales), groups(biases)))
+    # The rearrangement is the C++ core's (src/core/quant_tile.h), which the C and C++ APIs export too.
+    return _native._quant_tile(wq, scales, biases, group_size, bits)

@@ -89,22 +89,29 @@ def test_negative_control_limit_zero_differs(gpu_plans, rng):
     assert not same_bits(run(x, t, group_size, bits), singles), "throughput matched canonical: the control cannot fail"
 
 
-def test_layout():
+@pytest.mark.parametrize("bits, group_size, k, scale_dtype", [
+    (4, 32, 352, np.float16),   # a partial last step
+    (8, 64, 256, np.float32),   # whole steps, 4-byte scales (GGUF imports)
+    (8, 128, 384, ml_dtypes.bfloat16)])
+def test_layout(bits, group_size, k, scale_dtype):
     """Block [t, s] of wq holds K positions [128 s, 128 s + 128) of rows 16 t .. 16 t + 15 (zero words past K), and
-    scales [t, g] the 16 rows' scales of group g."""
-    n, k, group_size, bits = 32, 352, 32, 4
-    wq, scales, biases = quantized(n, k, group_size, bits, np.dtype(np.float16))
+    scales [t, g] the 16 rows' scales of group g: the C++ core's rearrangement (src/core/quant_tile.h) against the
+    layout written out."""
+    n = 32
+    wq, scales, biases = quantized(n, k, group_size, bits, np.dtype(scale_dtype))
     twq, ts, tb = quant.tile(wq, scales, biases, group_size=group_size, bits=bits)
     step_words = 128 * bits // 32
-    assert twq.shape == (2, 3, 16, step_words) and ts.shape == tb.shape == (2, k // group_size, 16)
+    steps = -(-k // 128)
+    assert twq.shape == (2, steps, 16, step_words) and ts.shape == tb.shape == (2, k // group_size, 16)
+    assert ts.dtype == tb.dtype == np.dtype(scale_dtype)
     for t in range(2):
-        for s in range(3):
+        for s in range(steps):
             for r in range(16):
                 row = wq[16 * t + r, s * step_words:(s + 1) * step_words]
                 assert np.array_equal(twq[t, s, r, :row.size], row)
                 assert not twq[t, s, r, row.size:].any()
-    assert np.array_equal(ts.transpose(0, 2, 1).reshape(n, -1), scales)
-    assert np.array_equal(tb.transpose(0, 2, 1).reshape(n, -1), biases)
+    assert same_bits(ts.transpose(0, 2, 1).reshape(n, -1), scales)
+    assert same_bits(tb.transpose(0, 2, 1).reshape(n, -1), biases)
 
 
 def test_plans(gpu_plans):
@@ -134,7 +141,7 @@ def test_errors(gpu_plans):
         kernel(1, 256, 32, 2, np.float16, 8)
     with pytest.raises(mtlinv.InvalidArgumentError, match=r"N a multiple of 16.*N=40"):
         kernel(1, 256, 40, 4, np.float16, 8)
-    with pytest.raises(ValueError, match=r"tile: N=24 is not a multiple of 16"):
+    with pytest.raises(ValueError, match=r"tile: N=24 is not a positive multiple of 16"):
         quant.tile(*quantized(24, k, group_size, bits, np.dtype(np.float16)), group_size=group_size, bits=bits)
     with pytest.raises(ValueError, match=r"tile: bits=3"):
         quant.tile(*quantized(n, k, group_size, 3, np.dtype(np.float16)), group_size=group_size, bits=3)

@@ -73,6 +73,17 @@ mtlinv_status mtlinv_gemv(const mtlinv_tensor* x, const mtlinv_tensor* w, const 
 mtlinv_status mtlinv_qgemv(const mtlinv_tensor* x, const mtlinv_tensor* wq, const mtlinv_tensor* scales,
                            const mtlinv_tensor* biases, const mtlinv_tensor* bias, int group_size, int bits,
                            mtlinv_tensor** out);
+/* The tile layout of mtlinv_qgemv above, made on the host from MLX's row layout (one implementation with Python's
+ * mtlinv.quant.tile: src/core/quant_tile.h). wq [N, K*bits/32] -> wq_tiled, *words words (from
+ * mtlinv_quant_tiled_words; [N/16, ceil(K/128), 16, 4*bits], a last partial step padded with zeros); scales and
+ * biases [N, K/group_size] of scale_dtype (MTLINV_FLOAT16, MTLINV_BFLOAT16 or MTLINV_FLOAT32) -> the same count
+ * in [N/16, K/group_size, 16]. Row-major host arrays; outputs must not overlap inputs. Errors for bits other than 4
+ * and 8, N not a multiple of 16, K not a multiple of group_size (32, 64 or 128). Upload the results with
+ * mtlinv_tensor_from_host in those shapes. */
+mtlinv_status mtlinv_quant_tiled_words(int64_t n, int64_t k, int group_size, int bits, int64_t* words);
+mtlinv_status mtlinv_quant_tile(const uint32_t* wq, const void* scales, const void* biases, mtlinv_dtype scale_dtype,
+                                int64_t n, int64_t k, int group_size, int bits, uint32_t* wq_tiled,
+                                void* scales_tiled, void* biases_tiled);
 /* Attention; kv_len < 0: all C keys; scale <= 0: 1/sqrt(D) (Python's sdpa takes 0 and negatives as given);
  * a NaN or infinite scale is an error. */
 mtlinv_status mtlinv_sdpa(const mtlinv_tensor* q, const mtlinv_tensor* k, const mtlinv_tensor* v, int causal,

@@ -11,6 +11,7 @@
 #include "../core/errors.h"
 #include "../core/limit.h"
 #include "../core/ops.h"
+#include "../core/quant_tile.h"
 #include "../core/tensor.h"
 
 struct mtlinv_tensor {
@@ -162,6 +163,33 @@ mtlinv_status mtlinv_qgemv(const mtlinv_tensor* x, const mtlinv_tensor* wq, cons
     require_arg(biases, fn, "biases");
     require_arg(out, fn, "out");
     *out = wrap(mtlinv::qgemv(x->t, wq->t, scales->t, biases->t, bias ? &bias->t : nullptr, group_size, bits));
+  });
+}
+
+mtlinv_status mtlinv_quant_tiled_words(int64_t n, int64_t k, int group_size, int bits, int64_t* words) {
+  return guarded([&] {
+    require_arg(words, "mtlinv_quant_tiled_words", "words");
+    *words = mtlinv::quant_tiled_words(n, k, group_size, bits);
+  });
+}
+
+mtlinv_status mtlinv_quant_tile(const uint32_t* wq, const void* scales, const void* biases, mtlinv_dtype scale_dtype,
+                                int64_t n, int64_t k, int group_size, int bits, uint32_t* wq_tiled,
+                                void* scales_tiled, void* biases_tiled) {
+  return guarded([&] {
+    const char* fn = "mtlinv_quant_tile";
+    require_arg(wq, fn, "wq");
+    require_arg(scales, fn, "scales");
+    require_arg(biases, fn, "biases");
+    require_arg(wq_tiled, fn, "wq_tiled");
+    require_arg(scales_tiled, fn, "scales_tiled");
+    require_arg(biases_tiled, fn, "biases_tiled");
+    if (scale_dtype != MTLINV_FLOAT16 && scale_dtype != MTLINV_BFLOAT16 && scale_dtype != MTLINV_FLOAT32) {
+      throw mtlinv::DTypeError(fn, ": scale_dtype=", static_cast<int>(scale_dtype),
+                               " is not MTLINV_FLOAT16, MTLINV_BFLOAT16 or MTLINV_FLOAT32");
+    }
+    mtlinv::quant_tile(wq, scales, biases, mtlinv::dtype_size(to_dtype(scale_dtype)), n, k, group_size, bits,
+                       wq_tiled, scales_tiled, biases_tiled);
   });
 }
 

@@ -3,6 +3,7 @@
  * that the library took its limit from MTLINV_BATCH_INVARIANT_LIMIT=N, and `api_errors bad-env` that an invalid
  * value is every limit call's error. Prints one line per case; exit status 0 when every case passes. */
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +21,52 @@ static void expect(const char* name, mtlinv_status got, mtlinv_status want, cons
     printf("FAIL: %s: status %d (want %d), message '%s' (want '%s')\n", name, (int)got, (int)want, message, text);
     ++failures;
   }
+}
+
+/* mtlinv_quant_tile against the tile layout written out (N = 16, K = 160: two steps, the second partial; 4 bits,
+ * groups of 32), and its errors. */
+static void check_quant_tile(void) {
+  enum { N = 16, K = 160, BITS = 4, GROUP = 32, ROW_WORDS = K * BITS / 32, GROUPS = K / GROUP, STEP_WORDS = 16 };
+  static uint32_t wq[N * ROW_WORDS], wq_tiled[N * 2 * STEP_WORDS];
+  static uint16_t scales[N * GROUPS], biases[N * GROUPS], scales_tiled[N * GROUPS], biases_tiled[N * GROUPS];
+  for (int i = 0; i < N * ROW_WORDS; ++i) wq[i] = 1000u + (uint32_t)i;
+  for (int i = 0; i < N * GROUPS; ++i) {
+    scales[i] = (uint16_t)i;
+    biases[i] = (uint16_t)(500 + i);
+  }
+  int64_t words = 0;
+  expect("quant_tiled_words", mtlinv_quant_tiled_words(N, K, GROUP, BITS, &words), MTLINV_OK, "");
+  expect("quant_tile", mtlinv_quant_tile(wq, scales, biases, MTLINV_BFLOAT16, N, K, GROUP, BITS, wq_tiled,
+                                         scales_tiled, biases_tiled), MTLINV_OK, "");
+  int wrong = words != N * 2 * STEP_WORDS;
+  for (int step = 0; step < 2; ++step) {
+    for (int row = 0; row < N; ++row) {
+      for (int w = 0; w < STEP_WORDS; ++w) {
+        const int word = step * STEP_WORDS + w;
+        const uint32_t want = word < ROW_WORDS ? wq[row * ROW_WORDS + word] : 0u;
+        wrong += wq_tiled[(step * N + row) * STEP_WORDS + w] != want;
+      }
+    }
+  }
+  for (int group = 0; group < GROUPS; ++group) {
+    for (int row = 0; row < N; ++row) {
+      wrong += scales_tiled[group * N + row] != scales[row * GROUPS + group];
+      wrong += biases_tiled[group * N + row] != biases[row * GROUPS + group];
+    }
+  }
+  printf("%s: quant_tile layout: %lld words, %d wrong\n", wrong ? "FAIL" : "ok", (long long)words, wrong);
+  failures += wrong != 0;
+  expect("quant_tile bits=3", mtlinv_quant_tiled_words(N, K, GROUP, 3, &words), MTLINV_ERROR_INVALID_ARGUMENT,
+         "quant_tile: bits=3: the tile layout is built for bits 4 and 8");
+  expect("quant_tile N=24", mtlinv_quant_tile(wq, scales, biases, MTLINV_FLOAT16, 24, K, GROUP, BITS, wq_tiled,
+                                              scales_tiled, biases_tiled), MTLINV_ERROR_INVALID_ARGUMENT,
+         "quant_tile: N=24 is not a positive multiple of 16");
+  expect("quant_tile scale_dtype", mtlinv_quant_tile(wq, scales, biases, MTLINV_INT32, N, K, GROUP, BITS, wq_tiled,
+                                                     scales_tiled, biases_tiled), MTLINV_ERROR_DTYPE,
+         "mtlinv_quant_tile: scale_dtype=4 is not");
+  expect("quant_tile biases_tiled NULL", mtlinv_quant_tile(wq, scales, biases, MTLINV_FLOAT16, N, K, GROUP, BITS,
+                                                           wq_tiled, scales_tiled, NULL), MTLINV_ERROR_INVALID_ARGUMENT,
+         "mtlinv_quant_tile: biases_tiled is NULL");
 }
 
 static int check_calls(void) {
@@ -68,6 +115,7 @@ static int check_calls(void) {
   mtlinv_tensor_free(out);
   mtlinv_tensor_free(q);
   mtlinv_tensor_free(empty);
+  check_quant_tile();
   return failures;
 }
 

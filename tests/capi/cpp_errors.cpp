@@ -2,6 +2,7 @@
 // of the wrong size, dimension indices out of range and a decoder's bad tokens or shared caches must throw
 // mtlinv::InvalidArgument naming what was wrong, never crash. Prints one line per case; exit status 0 when every
 // case passes.
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <functional>
@@ -43,6 +44,13 @@ int main() {
                  "gemv: x has no memory");
   expect_invalid("sdpa of a tensor with no memory", [&] { mtlinv::sdpa(hollow, w, w, mtlinv::SdpaOptions{}); },
                  "sdpa: q has no memory");
+
+  std::vector<uint32_t> words(16 * 64 * 4 / 32);
+  std::vector<uint16_t> groups(16 * 64 / 32);
+  expect_invalid("quant_tile of K not a multiple of the group size", [&] {
+    mtlinv::quant_tile(words.data(), groups.data(), groups.data(), 2, 16, 48, 32, 4, words.data(), groups.data(),
+                       groups.data());
+  }, "quant_tile: K=48 is not a positive multiple of group_size=32");
 
   mtlinv::Tensor t = mtlinv::Tensor::empty({2, 2}, mtlinv::DType::f32);
   std::vector<float> big(256);
