@@ -17,6 +17,12 @@
 // and on an H200 that made 8 rows cost 1.5x one row (benchmarks/results/h200.md). The tensor cores do a tile's
 // arithmetic in two instructions per block, so the time stays the time of reading W.
 //
+// The tile layout (the _tiled kernels; mtlinv.tile_weights makes it from W [N, K]): W [N/16, ceil(K/32), 16, 32],
+// block (tile x, b) holding K positions [32 b, 32 b + 32) of the tile's 16 rows (a last partial block padded with
+// zeros). A simdgroup's loads of one block then read 1 KB in one piece, where the row layout has them read 64 bytes
+// of each of 16 rows: on an H200 one row took 3-10% less time, 16 rows 4-5% (benchmarks/results/h200.md,
+// twenty-eighth session). The same values reach the same calls in either layout, so the bits are the same.
+//
 // Why C and U: on an H200 one row ran 4-6% faster at N = 8192 and 14336 with two output tiles per threadgroup (C =
 // 2) and twice the splits, but the 16-row tile ran slower with twice the simdgroups (fewer threadgroups fit a core
 // at once); U = 2 lets it keep its simdgroups while it sums the same splits (benchmarks/results/h200.md, tenth
@@ -34,11 +40,21 @@ constant constexpr uint GEMV_MMA_BLOCK = 32;  // K per builtin call: 8 per lane 
 // (GEMV_MMA_IN_FLIGHT / C blocks with C output tiles).
 constant constexpr uint GEMV_MMA_IN_FLIGHT = 4;
 
+// Weight row `row` (at K = 0 and position 8 t of a block) at K position k + more, a multiple of the block: that many
+// elements on in the row layout; in the tile layout 16 times that, past the blocks of the tile's 16 rows before it.
+// (The row layout adds k and more to the pointer one at a time: as one 32-bit sum nvcc gave the row layout's kernels
+// other code, 2 registers more or less.)
+template <bool TILED, typename T>
+inline device const T* gemv_mma_at(device const T* row, uint k, uint more) {
+  return TILED ? row + MMA_TILE_COLS * (k + more) : row + k + more;
+}
+
 // R: rows of x per tile, 8 or 16 (the plan's pick from M): R / 8 builtin calls per block and output tile share the
 // weight loads, each with its own 8 rows of x and its own accumulators. C: output tiles per threadgroup (1 or 2),
-// which share the loads of x. U: splits per simdgroup (1 or 2), summed one after the other.
+// which share the loads of x. U: splits per simdgroup (1 or 2), summed one after the other. TILED: W in the tile
+// layout (above; N a multiple of 16, one W for every batch entry).
 // Grid: (ceil(N / 16 C), ceil(rows / R), batch); threadgroup: k_splits / U simdgroups.
-template <typename T, uint R, uint C, uint U>
+template <typename T, uint R, uint C, uint U, bool TILED = false>
 [[kernel]] void gemv_nk_mma(
     constant GemvArgs& args [[buffer(0)]],
     device const T* x [[buffer(1)]],
@@ -61,11 +77,20 @@ template <typename T, uint R, uint C, uint U>
   const uint K = args.k;
   x += ulong(tile.z) * args.x_batch_stride;
   w += ulong(tile.z) * args.w_batch_stride;
+  // Weight rows g and g + 8 of each output tile at K = 0, the row layout's clamped to N (the tile layout's tiles to
+  // the last one); gemv_mma_at says where the block at k lies from there.
   device const T* w_lo[C];
   device const T* w_hi[C];
   for (uint c = 0; c < C; ++c) {
-    w_lo[c] = w + ulong(min(n0 + MMA_TILE_COLS * c + g, args.n - 1)) * K + 8 * t;
-    w_hi[c] = w + ulong(min(n0 + MMA_TILE_COLS * c + g + 8, args.n - 1)) * K + 8 * t;
+    if (TILED) {
+      const uint padded_k = (K + GEMV_MMA_BLOCK - 1) / GEMV_MMA_BLOCK * GEMV_MMA_BLOCK;
+      const uint tile_c = min(n0 / MMA_TILE_COLS + c, args.n / MMA_TILE_COLS - 1);
+      w_lo[c] = w + ulong(tile_c) * padded_k * MMA_TILE_COLS + GEMV_MMA_BLOCK * g + 8 * t;
+      w_hi[c] = w_lo[c] + GEMV_MMA_BLOCK * 8;
+    } else {
+      w_lo[c] = w + ulong(min(n0 + MMA_TILE_COLS * c + g, args.n - 1)) * K + 8 * t;
+      w_hi[c] = w + ulong(min(n0 + MMA_TILE_COLS * c + g + 8, args.n - 1)) * K + 8 * t;
+    }
   }
   device const T* x_row[B];
   for (uint j = 0; j < B; ++j) {
@@ -90,8 +115,8 @@ template <typename T, uint R, uint C, uint U>
         uint4 b[IN_FLIGHT][B];
         for (uint i = 0; i < IN_FLIGHT; ++i) {
           for (uint c = 0; c < C; ++c) {
-            a_lo[i][c] = load16_streaming(w_lo[c] + k + i * step);
-            a_hi[i][c] = load16_streaming(w_hi[c] + k + i * step);
+            a_lo[i][c] = load16_streaming(gemv_mma_at<TILED>(w_lo[c], k, i * step));
+            a_hi[i][c] = load16_streaming(gemv_mma_at<TILED>(w_hi[c], k, i * step));
           }
           for (uint j = 0; j < B; ++j) {
             b[i][j] = load16(x_row[j] + k + i * step);
@@ -112,8 +137,10 @@ template <typename T, uint R, uint C, uint U>
       const uint valid = k + 8 * t < K ? min(8u, K - k - 8 * t) : 0u;
       const bool whole = args.vector_loads != 0 && valid == 8;
       for (uint c = 0; c < C; ++c) {
-        const uint4 a_lo = whole ? load16_streaming(w_lo[c] + k) : load16_upto(w_lo[c] + k, valid);
-        const uint4 a_hi = whole ? load16_streaming(w_hi[c] + k) : load16_upto(w_hi[c] + k, valid);
+        const uint4 a_lo = whole ? load16_streaming(gemv_mma_at<TILED>(w_lo[c], k, 0))
+                                 : load16_upto(gemv_mma_at<TILED>(w_lo[c], k, 0), valid);
+        const uint4 a_hi = whole ? load16_streaming(gemv_mma_at<TILED>(w_hi[c], k, 0))
+                                 : load16_upto(gemv_mma_at<TILED>(w_hi[c], k, 0), valid);
         for (uint j = 0; j < B; ++j) {
           const uint4 b = whole ? load16(x_row[j] + k) : load16_upto(x_row[j] + k, valid);
           acc[c * B + j] = simd_mma_16x8x32<T>(acc[c * B + j], a_lo, a_hi, b, lane);
@@ -128,7 +155,7 @@ template <typename T, uint R, uint C, uint U>
 }
 
 // The plan's forms (src/core/plans/gemv.cpp): 8 rows with one or two output tiles, 16 rows with one or two splits
-// per simdgroup.
+// per simdgroup; each for W in rows and in the tile layout.
 MTLINV_KERNEL(gemv_nk_mma_r8_f16, gemv_nk_mma, half, 8, 1, 1)
 MTLINV_KERNEL(gemv_nk_mma_r8_c2_f16, gemv_nk_mma, half, 8, 2, 1)
 MTLINV_KERNEL(gemv_nk_mma_r16_f16, gemv_nk_mma, half, 16, 1, 1)
@@ -137,3 +164,11 @@ MTLINV_KERNEL(gemv_nk_mma_r8_bf16, gemv_nk_mma, bfloat, 8, 1, 1)
 MTLINV_KERNEL(gemv_nk_mma_r8_c2_bf16, gemv_nk_mma, bfloat, 8, 2, 1)
 MTLINV_KERNEL(gemv_nk_mma_r16_bf16, gemv_nk_mma, bfloat, 16, 1, 1)
 MTLINV_KERNEL(gemv_nk_mma_r16_u2_bf16, gemv_nk_mma, bfloat, 16, 1, 2)
+MTLINV_KERNEL(gemv_nk_mma_r8_f16_tiled, gemv_nk_mma, half, 8, 1, 1, true)
+MTLINV_KERNEL(gemv_nk_mma_r8_c2_f16_tiled, gemv_nk_mma, half, 8, 2, 1, true)
+MTLINV_KERNEL(gemv_nk_mma_r16_f16_tiled, gemv_nk_mma, half, 16, 1, 1, true)
+MTLINV_KERNEL(gemv_nk_mma_r16_u2_f16_tiled, gemv_nk_mma, half, 16, 1, 2, true)
+MTLINV_KERNEL(gemv_nk_mma_r8_bf16_tiled, gemv_nk_mma, bfloat, 8, 1, 1, true)
+MTLINV_KERNEL(gemv_nk_mma_r8_c2_bf16_tiled, gemv_nk_mma, bfloat, 8, 2, 1, true)
+MTLINV_KERNEL(gemv_nk_mma_r16_bf16_tiled, gemv_nk_mma, bfloat, 16, 1, 1, true)
+MTLINV_KERNEL(gemv_nk_mma_r16_u2_bf16_tiled, gemv_nk_mma, bfloat, 16, 1, 2, true)

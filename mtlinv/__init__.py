@@ -22,6 +22,7 @@ from ._native import (
     sdpa,
     set_limit,
     synchronize,
+    tile_weights,
 )
 from ._native import (  # the decoder's building blocks, and a llama decoder's forward pass made of them
     Decoder, add, add_rms_norm, embedding, heads_to_rows, qkv_to_heads, rope_heads, swiglu, swiglu_halves, write_heads)

@@ -1,8 +1,9 @@
 """`mtlinv check`: a bitwise invariance audit of every op on the active device.
 
-For each op and case (rms_norm, add_rms_norm, gemv in both layouts, qgemv, sdpa; f32/f16/bf16), every row of an
-M-row call (M = 1..limit) must equal the same row computed alone, bit for bit, and every query of a causal block of
-Lq queries must equal that query alone over its visible keys. The elementwise decoder ops (add, swiglu, RoPE and
+For each op and case (rms_norm, add_rms_norm, gemv with w [N, K], [K, N] and, on devices with matrix units, w in
+the tile layout, qgemv, sdpa; f32/f16/bf16), every row of an M-row call (M = 1..limit) must equal the same row
+computed alone, bit for bit, and every query of a causal block of Lq queries must equal that query alone over its
+visible keys. The elementwise decoder ops (add, swiglu, RoPE and
 the cache writes, embedding) compute each element from its own inputs only and are covered by the test suite
 instead.
 """
@@ -42,15 +43,16 @@ def _rows_invariant(call: Callable[[np.ndarray], np.ndarray], x: np.ndarray, lim
     return True, f"M=1..{limit}, every row"
 
 
-def _gemv_case(k: int, n: int, dtype_name: str, transpose: bool) -> Case:
+def _gemv_case(k: int, n: int, dtype_name: str, transpose: bool, tiled: bool = False) -> Case:
+    """tiled: w [N, K] in the tile layout (mtlinv.tile_weights), which devices with matrix units run."""
     def run(limit: int):
         rng = np.random.default_rng(k * 31 + n)
         dtype = DTYPES[dtype_name]
         w = (rng.standard_normal((n, k) if transpose else (k, n)) * k ** -0.5).astype(dtype)
-        tw = mtlinv.asarray(w)
+        tw = mtlinv.asarray(mtlinv.tile_weights(w) if tiled else w)
         x = rng.standard_normal((limit, k)).astype(dtype)
         return _rows_invariant(lambda a: mtlinv.gemv(a, tw, transpose=transpose), x, limit)
-    layout = "[N,K]" if transpose else "[K,N]"
+    layout = "[N,K] tiles" if tiled else "[N,K]" if transpose else "[K,N]"
     return Case("gemv", f"K={k} N={n} {dtype_name} w{layout}", run)
 
 
@@ -84,6 +86,8 @@ def cases(quick: bool) -> list[Case]:
         out.append(_add_rms_norm_case(576, dt))
         for transpose in (True, False):
             out.append(_gemv_case(1000 if quick else 4096, 24 if quick else 512, dt, transpose))
+        if dt != "f32" and mtlinv.device_info()["matrix_units"]:
+            out.append(_gemv_case(1000 if quick else 4096, 32 if quick else 512, dt, True, tiled=True))
     from . import audit_cases  # ops added later register their cases there
     out += audit_cases.extra_cases(quick)
     return out

@@ -250,5 +250,5 @@ def tile(wq, scales, biases, group_size=64, bits=4):
     wq, scales, biases, _ = _check_quantized(wq, scales, biases, group_size, bits, "tile")
     if wq.ndim != 2:
         raise ValueError(f"tile: wq must be [N, K*bits/32], got shape {wq.shape}")
-    # The rearrangement is the C++ core's (src/core/quant_tile.h), which the C and C++ APIs export too.
+    # The rearrangement is the C++ core's (src/core/tile_layout.h), which the C and C++ APIs export too.
     return _native._quant_tile(wq, scales, biases, group_size, bits)

@@ -4,7 +4,9 @@
 def gemv(x, w, bias=None, *, transpose=True):
     """y = x @ w.T (+ bias) for w [N, K] (transpose=True, a linear layer's weight), or y = x @ w for w [K, N]
     (transpose=False). x is [K] or [..., M, K]; a batched w [B, N, K] takes x [B, M, K] or a shared [M, K].
-    float32/float16/bfloat16 (one dtype), float32 accumulation, output in the input dtype.
+    float32/float16/bfloat16 (one dtype), float32 accumulation, output in the input dtype. On devices with matrix
+    units (device_info()["matrix_units"]: CUDA) w [N, K] may also come in the tile layout of mtlinv.tile_weights
+    ([N/16, ceil(K/32), 16, 32], 16-bit, unbatched): the same bits, read in whole blocks.
 
     With M <= get_limit() rows (and always for M == 1) each output row is bit-identical to the call on that row
     alone; above the limit a throughput kernel runs."""
@@ -36,7 +38,7 @@ cdef Tensor _gemv(x, w, bias, bint transpose, str op, str x_name, str w_name):
     return _wrap(out)
 
 
-def plan_gemv(*, rows, k, n, dtype="float32", limit=None, transpose=True, batch=1, bias=False):
+def plan_gemv(*, rows, k, n, dtype="float32", limit=None, transpose=True, batch=1, bias=False, tiled=False):
     """The plan gemv would use for this shape: {'canonical': bool, 'launches': [...]}."""
     cdef CGemvShape s
     s.batch, s.rows, s.k, s.n = batch, rows, k, n
@@ -45,5 +47,6 @@ def plan_gemv(*, rows, k, n, dtype="float32", limit=None, transpose=True, batch=
     s.has_bias = bias
     s.w_batched = batch > 1
     s.aligned = True
+    s.tiled = tiled
     cdef CPlan p = c_plan_gemv(s, c_get_limit() if limit is None else limit, c_active_backend().caps())
     return {"canonical": p.canonical, "launches": _launches(p)}

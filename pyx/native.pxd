@@ -104,5 +104,5 @@ cdef extern from "../src/core/plans/gemv.h" namespace "mtlinv":
     cdef cppclass CGemvShape "mtlinv::GemvShape":
         int64_t batch, rows, k, n
         CDType dtype
-        bool w_kn, has_bias, x_batched, w_batched, aligned
+        bool w_kn, has_bias, x_batched, w_batched, aligned, tiled
     CPlan c_plan_gemv "mtlinv::plan_gemv"(const CGemvShape&, int, const CDeviceCaps&) except +raise_py_error

@@ -1,6 +1,4 @@
-# qgemv: the quantized matmul op (MLX's affine format), its extern declarations, its plan introspection and the
-# tile layout's rearrangement (src/core/quant_tile.h).
-from libc.stdint cimport uintptr_t
+# qgemv: the quantized matmul op (MLX's affine format), its extern declarations and its plan introspection.
 
 cdef extern from "../src/core/ops.h" namespace "mtlinv" nogil:
     CTensor c_qgemv "mtlinv::qgemv"(const CTensor&, const CTensor&, const CTensor&, const CTensor&, const CTensor*,
@@ -13,30 +11,6 @@ cdef extern from "../src/core/plans/qgemv.h" namespace "mtlinv":
         CDType dtype, scale_dtype
         bool has_bias, aligned, w_aligned, tiled
     CPlan c_plan_qgemv "mtlinv::plan_qgemv"(const CQGemvShape&, int, const CDeviceCaps&) except +raise_py_error
-
-cdef extern from "../src/core/quant_tile.h" namespace "mtlinv" nogil:
-    int64_t c_quant_tiled_words "mtlinv::quant_tiled_words"(int64_t, int64_t, int, int) except +raise_py_error
-    void c_quant_tile "mtlinv::quant_tile"(const uint32_t*, const void*, const void*, size_t, int64_t, int64_t, int,
-                                           int, uint32_t*, void*, void*) except +raise_py_error
-
-
-def _quant_tile(wq, scales, biases, int group_size, int bits):
-    """The tile layout of mtlinv.quant.tile from the row layout's numpy arrays (wq uint32 [N, K*bits/32], scales
-    and biases [N, K/group_size] of one 2- or 4-byte float dtype), rearranged by the C++ core: wq
-    [N/16, ceil(K/128), 16, 4*bits], scales and biases [N/16, K/group_size, 16]."""
-    wq, scales, biases = (np.ascontiguousarray(a) for a in (wq, scales, biases))
-    n = wq.shape[0]
-    k = wq.shape[1] * 32 // bits
-    steps = c_quant_tiled_words(n, k, group_size, bits) // (n * 4 * bits)  # checks the shape first
-    wq_tiled = np.empty((n // 16, steps, 16, 4 * bits), np.uint32)
-    scales_tiled = np.empty((n // 16, k // group_size, 16), scales.dtype)
-    biases_tiled = np.empty_like(scales_tiled)
-    c_quant_tile(<const uint32_t*><uintptr_t>wq.ctypes.data, <const void*><uintptr_t>scales.ctypes.data,
-                 <const void*><uintptr_t>biases.ctypes.data, scales.dtype.itemsize, n, k, group_size, bits,
-                 <uint32_t*><uintptr_t>wq_tiled.ctypes.data, <void*><uintptr_t>scales_tiled.ctypes.data,
-                 <void*><uintptr_t>biases_tiled.ctypes.data)
-    return wq_tiled, scales_tiled, biases_tiled
-
 
 def qgemv(x, wq, scales, biases, *, group_size, bits, bias=None):
     """y = x @ W.T (+ bias) for a weight W [N, K] quantized in MLX's affine format (mtlinv.quant.quantize):

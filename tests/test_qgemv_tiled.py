@@ -95,7 +95,7 @@ def test_negative_control_limit_zero_differs(gpu_plans, rng):
     (8, 128, 384, ml_dtypes.bfloat16)])
 def test_layout(bits, group_size, k, scale_dtype):
     """Block [t, s] of wq holds K positions [128 s, 128 s + 128) of rows 16 t .. 16 t + 15 (zero words past K), and
-    scales [t, g] the 16 rows' scales of group g: the C++ core's rearrangement (src/core/quant_tile.h) against the
+    scales [t, g] the 16 rows' scales of group g: the C++ core's rearrangement (src/core/tile_layout.h) against the
     layout written out."""
     n = 32
     wq, scales, biases = quantized(n, k, group_size, bits, np.dtype(scale_dtype))

@@ -2,8 +2,9 @@
 and a CI machine that has it (cuobjdump and nvdisasm come with the test extra as wheels); elsewhere it skips. Each
 property was found by timing on an H200 (benchmarks/results/h200.md).
 
-gemv_nk_mma's hot loop: each loop iteration of every form must issue all loads of its first block, the two weight
-rows of each output tile and the tile's R / 8 rows of x, before its first matrix instruction. When an unrelated
+gemv_nk_mma's hot loop: each loop iteration of every form (W in rows and in the tile layout) must issue all loads
+of its first block, the two weight rows of each output tile and the tile's R / 8 rows of x, before its first matrix
+instruction. When an unrelated
 change to the shared epilogue (metal/mma_tile.h) let nvcc move the second x load behind the first HMMA, the 16-row
 tile lost 10-14%.
 
@@ -49,7 +50,7 @@ def opcode_counts(loop_line):
 
 
 @pytest.mark.parametrize("form, groups, tiles", [("r8", 1, 1), ("r8_c2", 1, 2), ("r16", 2, 1), ("r16_u2", 2, 1)])
-@pytest.mark.parametrize("dtype", ["f16", "bf16"])
+@pytest.mark.parametrize("dtype", ["f16", "bf16", "f16_tiled", "bf16_tiled"])
 def test_first_block_loads_ahead_of_the_matrix_units(gemv_mma_loops, form, groups, tiles, dtype):
     # The vector loop, told from the element-wise tail by its mix: GEMV_MMA_IN_FLIGHT / tiles blocks of 2 weight
     # loads per output tile and one x load per group of 8 rows, 16 bytes each, and two HMMAs per block, output tile

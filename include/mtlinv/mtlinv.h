@@ -64,7 +64,9 @@ int64_t mtlinv_tensor_dim(const mtlinv_tensor* t, int i);
 size_t mtlinv_tensor_nbytes(const mtlinv_tensor* t);
 void mtlinv_tensor_free(mtlinv_tensor* t);
 
-/* y = x @ w^T (+ bias) for w [N, K] (transpose != 0) or y = x @ w for w [K, N]; bias may be NULL. */
+/* y = x @ w^T (+ bias) for w [N, K] (transpose != 0) or y = x @ w for w [K, N]; bias may be NULL. On a device with
+ * matrix units w [N, K] may also come in the tile layout of mtlinv_tile_weights ([N/16, ceil(K/32), 16, 32],
+ * float16 or bfloat16, transpose != 0): the same bits. */
 mtlinv_status mtlinv_gemv(const mtlinv_tensor* x, const mtlinv_tensor* w, const mtlinv_tensor* bias, int transpose,
                           mtlinv_tensor** out);
 /* Quantized (MLX affine format) y = x @ W^T (+ bias); bias may be NULL. wq [N, K*bits/32] (MLX's rows), or on a
@@ -73,13 +75,17 @@ mtlinv_status mtlinv_gemv(const mtlinv_tensor* x, const mtlinv_tensor* w, const 
 mtlinv_status mtlinv_qgemv(const mtlinv_tensor* x, const mtlinv_tensor* wq, const mtlinv_tensor* scales,
                            const mtlinv_tensor* biases, const mtlinv_tensor* bias, int group_size, int bits,
                            mtlinv_tensor** out);
-/* The tile layout of mtlinv_qgemv above, made on the host from MLX's row layout (one implementation with Python's
- * mtlinv.quant.tile: src/core/quant_tile.h). wq [N, K*bits/32] -> wq_tiled, *words words (from
- * mtlinv_quant_tiled_words; [N/16, ceil(K/128), 16, 4*bits], a last partial step padded with zeros); scales and
- * biases [N, K/group_size] of scale_dtype (MTLINV_FLOAT16, MTLINV_BFLOAT16 or MTLINV_FLOAT32) -> the same count
- * in [N/16, K/group_size, 16]. Row-major host arrays; outputs must not overlap inputs. Errors for bits other than 4
- * and 8, N not a multiple of 16, K not a multiple of group_size (32, 64 or 128). Upload the results with
- * mtlinv_tensor_from_host in those shapes. */
+/* The tile layouts of mtlinv_gemv and mtlinv_qgemv above, made on the host from row-major weights (one
+ * implementation with Python's mtlinv.tile_weights and mtlinv.quant.tile: src/core/tile_layout.h). Row-major host
+ * arrays; outputs must not overlap inputs; upload the results with mtlinv_tensor_from_host in the shapes below.
+ * Dense: w [N, K] of dtype (MTLINV_FLOAT16 or MTLINV_BFLOAT16) -> w_tiled, *elements elements (from
+ * mtlinv_tiled_weight_elements), [N/16, ceil(K/32), 16, 32]; N a multiple of 16.
+ * Quantized: wq [N, K*bits/32] -> wq_tiled, *words words (from mtlinv_quant_tiled_words),
+ * [N/16, ceil(K/128), 16, 4*bits]; scales and biases [N, K/group_size] of scale_dtype (MTLINV_FLOAT16,
+ * MTLINV_BFLOAT16 or MTLINV_FLOAT32) -> the same count in [N/16, K/group_size, 16]; bits 4 or 8, N a multiple of
+ * 16, K a multiple of group_size (32, 64 or 128). A last partial block is padded with zeros. */
+mtlinv_status mtlinv_tiled_weight_elements(int64_t n, int64_t k, int64_t* elements);
+mtlinv_status mtlinv_tile_weights(const void* w, mtlinv_dtype dtype, int64_t n, int64_t k, void* w_tiled);
 mtlinv_status mtlinv_quant_tiled_words(int64_t n, int64_t k, int group_size, int bits, int64_t* words);
 mtlinv_status mtlinv_quant_tile(const uint32_t* wq, const void* scales, const void* biases, mtlinv_dtype scale_dtype,
                                 int64_t n, int64_t k, int group_size, int bits, uint32_t* wq_tiled,

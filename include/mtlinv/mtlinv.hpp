@@ -1,5 +1,5 @@
 // mtlinv's C++ API: the core's tensors, the limit, the ops (all in namespace mtlinv; see src/core/ops.h), the
-// quantized weights' tile layout (src/core/quant_tile.h) and a llama decoder built on them (src/core/model/decoder.h).
+// weights' tile layouts (src/core/tile_layout.h) and a llama decoder built on them (src/core/model/decoder.h).
 // C++17. It includes the core's headers where they lie in the source tree, so compile against a checkout (the
 // CMake target `mtlinv` sets the include path), not a copied include/ folder. Tensor::upload and Tensor::download
 // move data in and out, checked; the backend's own upload and download are unchecked internals.
@@ -9,5 +9,5 @@
 #include "../../src/core/limit.h"
 #include "../../src/core/model/decoder.h"
 #include "../../src/core/ops.h"
-#include "../../src/core/quant_tile.h"
+#include "../../src/core/tile_layout.h"
 #include "../../src/core/tensor.h"

@@ -11,7 +11,7 @@
 #include "../core/errors.h"
 #include "../core/limit.h"
 #include "../core/ops.h"
-#include "../core/quant_tile.h"
+#include "../core/tile_layout.h"
 #include "../core/tensor.h"
 
 struct mtlinv_tensor {
@@ -163,6 +163,25 @@ mtlinv_status mtlinv_qgemv(const mtlinv_tensor* x, const mtlinv_tensor* wq, cons
     require_arg(biases, fn, "biases");
     require_arg(out, fn, "out");
     *out = wrap(mtlinv::qgemv(x->t, wq->t, scales->t, biases->t, bias ? &bias->t : nullptr, group_size, bits));
+  });
+}
+
+mtlinv_status mtlinv_tiled_weight_elements(int64_t n, int64_t k, int64_t* elements) {
+  return guarded([&] {
+    require_arg(elements, "mtlinv_tiled_weight_elements", "elements");
+    *elements = mtlinv::tiled_weight_elements(n, k);
+  });
+}
+
+mtlinv_status mtlinv_tile_weights(const void* w, mtlinv_dtype dtype, int64_t n, int64_t k, void* w_tiled) {
+  return guarded([&] {
+    const char* fn = "mtlinv_tile_weights";
+    require_arg(w, fn, "w");
+    require_arg(w_tiled, fn, "w_tiled");
+    if (dtype != MTLINV_FLOAT16 && dtype != MTLINV_BFLOAT16) {
+      throw mtlinv::DTypeError(fn, ": dtype=", static_cast<int>(dtype), " is not MTLINV_FLOAT16 or MTLINV_BFLOAT16");
+    }
+    mtlinv::tile_weights(w, 2, n, k, w_tiled);
   });
 }
 

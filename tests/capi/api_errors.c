@@ -69,6 +69,35 @@ static void check_quant_tile(void) {
          "mtlinv_quant_tile: biases_tiled is NULL");
 }
 
+/* mtlinv_tile_weights against the dense layout written out (N = 16, K = 40: two blocks of 32, the second partial),
+ * and its errors. */
+static void check_tile_weights(void) {
+  enum { N = 16, K = 40, BLOCK = 32 };
+  static uint16_t w[N * K], w_tiled[N * 2 * BLOCK];
+  for (int i = 0; i < N * K; ++i) w[i] = (uint16_t)(1 + i);
+  int64_t elements = 0;
+  expect("tiled_weight_elements", mtlinv_tiled_weight_elements(N, K, &elements), MTLINV_OK, "");
+  expect("tile_weights", mtlinv_tile_weights(w, MTLINV_BFLOAT16, N, K, w_tiled), MTLINV_OK, "");
+  int wrong = elements != N * 2 * BLOCK;
+  for (int block = 0; block < 2; ++block) {
+    for (int row = 0; row < N; ++row) {
+      for (int i = 0; i < BLOCK; ++i) {
+        const int col = block * BLOCK + i;
+        const uint16_t want = col < K ? w[row * K + col] : 0;
+        wrong += w_tiled[(block * N + row) * BLOCK + i] != want;
+      }
+    }
+  }
+  printf("%s: tile_weights layout: %lld elements, %d wrong\n", wrong ? "FAIL" : "ok", (long long)elements, wrong);
+  failures += wrong != 0;
+  expect("tile_weights N=8", mtlinv_tile_weights(w, MTLINV_FLOAT16, 8, K, w_tiled), MTLINV_ERROR_INVALID_ARGUMENT,
+         "tile_weights: N=8 is not a positive multiple of 16");
+  expect("tile_weights float32", mtlinv_tile_weights(w, MTLINV_FLOAT32, N, K, w_tiled), MTLINV_ERROR_DTYPE,
+         "mtlinv_tile_weights: dtype=0 is not MTLINV_FLOAT16 or MTLINV_BFLOAT16");
+  expect("tile_weights w_tiled NULL", mtlinv_tile_weights(w, MTLINV_FLOAT16, N, K, NULL),
+         MTLINV_ERROR_INVALID_ARGUMENT, "mtlinv_tile_weights: w_tiled is NULL");
+}
+
 static int check_calls(void) {
   char small[4];
   expect("device_name into 4 bytes", mtlinv_device_name(small, sizeof small), MTLINV_ERROR_INVALID_ARGUMENT,
@@ -116,6 +145,7 @@ static int check_calls(void) {
   mtlinv_tensor_free(q);
   mtlinv_tensor_free(empty);
   check_quant_tile();
+  check_tile_weights();
   return failures;
 }
 

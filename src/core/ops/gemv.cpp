@@ -21,14 +21,26 @@ Tensor gemv(const Tensor& x, const Tensor& w, const Tensor* bias, bool transpose
   x.require_dense(op, xn);
   w.require_dense(op, wn);
   const char* layout = transpose ? "[N, K]" : "[K, N]";
-  if (w.ndim() != 2 && w.ndim() != 3) {
-    throw InvalidArgument(op, ": ", wn, " must be ", layout, " or batched [B, ", layout + 1, ", got shape ",
-                          shape_str(w.shape));
+  // Two layouts of w [N, K], told apart by rank: rows, or gemv_nk_mma's tile layout [N/16, ceil(K/32), 16, 32]
+  // (mtlinv.tile_weights).
+  const bool tiled = w.ndim() == 4;
+  if (w.ndim() != 2 && w.ndim() != 3 && !(tiled && transpose)) {
+    throw InvalidArgument(op, ": ", wn, " must be ", layout, " or batched [B, ", layout + 1,
+                          transpose ? " or [N, K] in the tile layout [N/16, ceil(K/32), 16, 32]" : "",
+                          ", got shape ", shape_str(w.shape));
   }
   if (x.ndim() < 1) throw InvalidArgument(op, ": ", xn, " must be [K] or [..., M, K], got shape ", shape_str(x.shape));
   const int64_t k = x.dim(-1);
-  const int64_t wk = transpose ? w.dim(-1) : w.dim(-2);
-  const int64_t n = transpose ? w.dim(-2) : w.dim(-1);
+  if (tiled) {
+    const Shape expected{w.dim(0), (k + kGemvMmaBlockK - 1) / kGemvMmaBlockK, kGemvMmaRows, kGemvMmaBlockK};
+    if (w.shape != expected) {
+      throw InvalidArgument(op, ": ", xn, " has K=", k, " but ", wn, " in the tile layout has shape ",
+                            shape_str(w.shape), "; K=", k, " needs [N/16, ceil(K/32), 16, 32] = ",
+                            shape_str(expected));
+    }
+  }
+  const int64_t wk = tiled ? k : transpose ? w.dim(-1) : w.dim(-2);
+  const int64_t n = tiled ? w.dim(0) * kGemvMmaRows : transpose ? w.dim(-2) : w.dim(-1);
   if (wk != k) {
     throw InvalidArgument(op, ": ", xn, " has K=", k, " but ", wn, " has K=", wk, " (", xn, " ", shape_str(x.shape),
                           ", ", wn, " ", shape_str(w.shape), ", ", wn, " layout ", layout, ")");
@@ -39,6 +51,7 @@ Tensor gemv(const Tensor& x, const Tensor& w, const Tensor* bias, bool transpose
   s.n = n;
   s.dtype = x.dtype;
   s.w_kn = !transpose;
+  s.tiled = tiled;
   Shape out_shape(x.shape.begin(), x.shape.end() - 1);
   if (w.ndim() == 3) {
     s.batch = w.dim(0);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "../errors.h"
 #include "../kernel_args.h"
 #include "../limit.h"
 #include "row_tiled.h"
@@ -15,8 +16,8 @@ constexpr uint32_t kMaxSplits = 8;      // GEMV_MAX_SPLITS
 constexpr int64_t kNkWarpsPerCore = 32; // simdgroups per compute unit gemv_nk aims for (its loads in flight)
 constexpr int64_t kTiledGemvMaxRows = 32;  // above the limit, up to this many rows take the row-tiled GEMV
 // gemv_nk_mma (metal/gemv_mma.metal): its tile, K block, blocks in flight and most splits.
-constexpr uint32_t kMmaCols = 16;
-constexpr int64_t kMmaBlock = 32;
+constexpr uint32_t kMmaCols = kGemvMmaRows;
+constexpr int64_t kMmaBlock = kGemvMmaBlockK;
 constexpr int64_t kMmaInFlight = 4;
 constexpr uint32_t kMmaMaxSplits = 16;
 constexpr int64_t kMmaWarpsPerCore = 32;  // simdgroups per compute unit gemv_nk_mma aims for
@@ -80,6 +81,13 @@ Plan plan_gemv(const GemvShape& s, int limit, const DeviceCaps& caps) {
   const int64_t row_bytes = (s.w_kn ? s.n : s.k) * static_cast<int64_t>(dtype_size(s.dtype));
   args.vector_loads = s.aligned && row_bytes % 16 == 0 && (s.k * static_cast<int64_t>(dtype_size(s.dtype))) % 16 == 0;
 
+  if (s.tiled && (!use_mma(s, caps) || s.w_batched || s.n % kMmaCols != 0)) {
+    throw InvalidArgument("gemv: w in the tile layout needs 16-bit x on a device with matrix units, one w for every "
+                          "batch entry and N a multiple of 16; got x ", dtype_name(s.dtype), ", N=", s.n,
+                          s.w_batched ? ", a batched w" : "",
+                          caps.matrix_units ? "" : " on a device without matrix units", " (use w [N, K] there)");
+  }
+
   PlanLaunch launch;
   const uint32_t batch = static_cast<uint32_t>(s.batch);
   // Above the limit, up to kTiledGemvMaxRows rows run the canonical kernel with another split count (it beats the
@@ -88,9 +96,10 @@ Plan plan_gemv(const GemvShape& s, int limit, const DeviceCaps& caps) {
     const GemvMmaForm form = gemv_mma_form(s.k, s.n, caps);
     const uint32_t splits = form.k_splits;
     const uint32_t other_splits = throughput_k_splits(splits);
-    // Every split of both counts must hold a K block.
-    const bool mma_throughput = s.rows <= kTiledGemvMaxRows &&
-                                ceil_div(s.k, kMmaBlock) >= static_cast<int64_t>(std::max(splits, other_splits));
+    // Every split of both counts must hold a K block. W in the tile layout takes gemv_nk_mma at every M, since
+    // only its _tiled instances read that layout (more than 16 rows: several row tiles, each reading W).
+    const int64_t most_splits = std::max(splits, other_splits);
+    const bool mma_throughput = s.tiled || (s.rows <= kTiledGemvMaxRows && ceil_div(s.k, kMmaBlock) >= most_splits);
     if (plan.canonical || mma_throughput) {
       args.k_splits = plan.canonical ? splits : other_splits;
       // Tiles of 8 rows, or 16 (one read of W for up to 16 rows) above 8; the canonical call in the form's shape
@@ -100,7 +109,8 @@ Plan plan_gemv(const GemvShape& s, int limit, const DeviceCaps& caps) {
       const uint32_t tiles_per_threadgroup = wide && rows == 8 ? 2 : 1;
       const uint32_t splits_per_simdgroup = wide && rows == 16 ? 2 : 1;
       launch.kernel = "gemv_nk_mma_r" + std::to_string(rows) + (tiles_per_threadgroup == 2 ? "_c2" : "") +
-                      (splits_per_simdgroup == 2 ? "_u2" : "") + "_" + dtype_suffix(s.dtype);
+                      (splits_per_simdgroup == 2 ? "_u2" : "") + "_" + dtype_suffix(s.dtype) +
+                      (s.tiled ? "_tiled" : "");
       launch.threadgroups = {ceil_div(s.n, kMmaCols * tiles_per_threadgroup), ceil_div(s.rows, rows), batch};
       launch.threads = {32 * args.k_splits / splits_per_simdgroup, 1, 1};
     }

@@ -16,12 +16,21 @@ struct GemvShape {
   bool x_batched = true;  // false: one x broadcast over a batched W
   bool w_batched = false; // false: one W shared by every batch entry
   bool aligned = false;   // operands 16-byte aligned: full-vector loads allowed
+  bool tiled = false;     // W [N, K] in gemv_nk_mma's tile layout (mtlinv.tile_weights), N a multiple of 16
 };
+
+// gemv_nk_mma's output tile (16 weight rows) and K block (32 positions): also the blocks of the tile layout,
+// W [N/16, ceil(K/32), 16, 32].
+constexpr int64_t kGemvMmaRows = 16;
+constexpr int64_t kGemvMmaBlockK = 32;
 
 // Operands: 0 x, 1 w, 2 bias (or any valid buffer when absent), 3 y.
 // M <= limit (and M == 1 always) -> canonical gemv_nk_mma (16-bit W [N, K] on a device with matrix units),
 // gemv_nk or gemv_kn; above the limit the same row-tiled kernels with
-// another K split up to 32 rows, and the tiled GEMM beyond.
+// another K split up to 32 rows, and the tiled GEMM beyond. W in the tile layout takes
+// gemv_nk_mma_r{8,16}[_c2|_u2]_{dtype}_tiled at every M (the split count of the canonical or the throughput path):
+// the row layout's bits, read in whole blocks; it needs 16-bit x, matrix units and an unbatched W.
+// Throws InvalidArgument for tiled W where no tiled kernel runs.
 Plan plan_gemv(const GemvShape& s, int limit, const DeviceCaps& caps);
 
 // The number of simdgroups that split one output tile's K range, from K, N, the dtype, the layout and the device

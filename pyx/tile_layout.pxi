@@ -1,0 +1,51 @@
+# The tile layouts of the matrix-unit kernels' weights, made on the host by the C++ core (src/core/tile_layout.h).
+from libc.stdint cimport uintptr_t
+
+cdef extern from "../src/core/tile_layout.h" namespace "mtlinv" nogil:
+    int64_t c_tiled_weight_elements "mtlinv::tiled_weight_elements"(int64_t, int64_t) except +raise_py_error
+    void c_tile_weights "mtlinv::tile_weights"(const void*, size_t, int64_t, int64_t, void*) except +raise_py_error
+    int64_t c_quant_tiled_words "mtlinv::quant_tiled_words"(int64_t, int64_t, int, int) except +raise_py_error
+    void c_quant_tile "mtlinv::quant_tile"(const uint32_t*, const void*, const void*, size_t, int64_t, int64_t, int,
+                                           int, uint32_t*, void*, void*) except +raise_py_error
+
+
+cdef const void* _host_address(a):
+    return <const void*><uintptr_t>a.ctypes.data
+
+
+def tile_weights(w):
+    """W [N, K] (float16 or bfloat16, a linear layer's weight as gemv(transpose=True) takes it) in the tile layout
+    that gemv's matrix-unit kernel reads in whole blocks: a numpy array [N/16, ceil(K/32), 16, 32], block [t, b]
+    holding K positions [32 b, 32 b + 32) of rows 16 t .. 16 t + 15 (a last partial block padded with zeros). gemv
+    takes either layout (told apart by rank) and gives the same bits; the tile layout runs where the device has
+    matrix units (device_info()["matrix_units"]: CUDA) and needs N a multiple of 16. On an H200 one row took 3-10%
+    less time, 16 rows 4-5% (benchmarks/results/h200.md)."""
+    w = np.asarray(w)
+    if w.ndim != 2:
+        raise InvalidArgumentError(f"tile_weights: w must be [N, K], got shape {w.shape}")
+    if w.dtype not in (np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16)):
+        raise DTypeError(f"tile_weights: w has dtype {w.dtype}; the tile layout is read by the 16-bit (float16, "
+                         f"bfloat16) matrix-unit kernel only")
+    w = np.ascontiguousarray(w)
+    n, k = w.shape
+    blocks = c_tiled_weight_elements(n, k) // (n * 32)  # checks the shape first
+    w_tiled = np.empty((n // 16, blocks, 16, 32), w.dtype)
+    c_tile_weights(_host_address(w), w.dtype.itemsize, n, k, <void*>_host_address(w_tiled))
+    return w_tiled
+
+
+def _quant_tile(wq, scales, biases, int group_size, int bits):
+    """The tile layout of mtlinv.quant.tile from the row layout's numpy arrays (wq uint32 [N, K*bits/32], scales
+    and biases [N, K/group_size] of one 2- or 4-byte float dtype): wq [N/16, ceil(K/128), 16, 4*bits], scales and
+    biases [N/16, K/group_size, 16]."""
+    wq, scales, biases = (np.ascontiguousarray(a) for a in (wq, scales, biases))
+    n = wq.shape[0]
+    k = wq.shape[1] * 32 // bits
+    steps = c_quant_tiled_words(n, k, group_size, bits) // (n * 4 * bits)  # checks the shape first
+    wq_tiled = np.empty((n // 16, steps, 16, 4 * bits), np.uint32)
+    scales_tiled = np.empty((n // 16, k // group_size, 16), scales.dtype)
+    biases_tiled = np.empty_like(scales_tiled)
+    c_quant_tile(<const uint32_t*>_host_address(wq), _host_address(scales), _host_address(biases),
+                 scales.dtype.itemsize, n, k, group_size, bits, <uint32_t*>_host_address(wq_tiled),
+                 <void*>_host_address(scales_tiled), <void*>_host_address(biases_tiled))
+    return wq_tiled, scales_tiled, biases_tiled

@@ -1,0 +1,99 @@
+#include "tile_layout.h"
+
+#include <algorithm>
+#include <cstring>
+#include <initializer_list>
+#include <utility>
+
+#include "errors.h"
+#include "plans/gemv.h"
+#include "plans/qgemv.h"
+
+namespace mtlinv {
+
+namespace {
+
+static_assert(kGemvMmaRows == kQgemvMmaRows, "both tile layouts hold tiles of 16 rows");
+constexpr int64_t kRows = kGemvMmaRows;
+
+void require_rows(const char* fn, int64_t n) {
+  if (n <= 0 || n % kRows != 0) {
+    throw InvalidArgument(fn, ": N=", n, " is not a positive multiple of ", kRows,
+                          "; keep the row layout for this weight");
+  }
+}
+
+void require_pointers(const char* fn, std::initializer_list<std::pair<const char*, const void*>> pointers) {
+  for (const auto& [name, pointer] : pointers) {
+    if (pointer == nullptr) throw InvalidArgument(fn, ": ", name, " is NULL");
+  }
+}
+
+// The one rearrangement of every layout: rows of row_bytes bytes [N, row_bytes] -> [N/16, ceil(row_bytes /
+// block_bytes), 16, block_bytes], a last partial block padded with zero bytes.
+void tile_rows(const void* src, int64_t n, int64_t row_bytes, int64_t block_bytes, void* dst) {
+  const auto* in = static_cast<const unsigned char*>(src);
+  auto* out = static_cast<unsigned char*>(dst);
+  const int64_t blocks = (row_bytes + block_bytes - 1) / block_bytes;
+  for (int64_t row = 0; row < n; ++row) {
+    for (int64_t block = 0; block < blocks; ++block) {
+      const unsigned char* from = in + row * row_bytes + block * block_bytes;
+      unsigned char* to = out + (((row / kRows) * blocks + block) * kRows + row % kRows) * block_bytes;
+      const int64_t bytes = std::min(block_bytes, row_bytes - block * block_bytes);
+      std::memcpy(to, from, static_cast<size_t>(bytes));
+      std::memset(to + bytes, 0, static_cast<size_t>(block_bytes - bytes));
+    }
+  }
+}
+
+void check_quant_shape(int64_t n, int64_t k, int group_size, int bits) {
+  if (bits != 4 && bits != 8) {
+    throw InvalidArgument("quant_tile: bits=", bits, ": the tile layout is built for bits 4 and 8");
+  }
+  if (!qgemv_supported_group_size(group_size)) {
+    throw InvalidArgument("quant_tile: group_size=", group_size, " is not supported; use 32, 64 or 128");
+  }
+  require_rows("quant_tile", n);
+  if (k <= 0 || k % group_size != 0) {
+    throw InvalidArgument("quant_tile: K=", k, " is not a positive multiple of group_size=", group_size);
+  }
+}
+
+}  // namespace
+
+int64_t tiled_weight_elements(int64_t n, int64_t k) {
+  require_rows("tile_weights", n);
+  if (k <= 0) throw InvalidArgument("tile_weights: K=", k, " must be >= 1");
+  return n * ((k + kGemvMmaBlockK - 1) / kGemvMmaBlockK) * kGemvMmaBlockK;
+}
+
+void tile_weights(const void* w, size_t elem_bytes, int64_t n, int64_t k, void* w_tiled) {
+  tiled_weight_elements(n, k);
+  if (elem_bytes != 2) {
+    throw InvalidArgument("tile_weights: elements of ", elem_bytes, " bytes; the tile layout is read by the 16-bit "
+                          "(float16, bfloat16) matrix-unit kernel only");
+  }
+  require_pointers("tile_weights", {{"w", w}, {"w_tiled", w_tiled}});
+  tile_rows(w, n, k * 2, kGemvMmaBlockK * 2, w_tiled);
+}
+
+int64_t quant_tiled_words(int64_t n, int64_t k, int group_size, int bits) {
+  check_quant_shape(n, k, group_size, bits);
+  return n * ((k + kQgemvMmaStepK - 1) / kQgemvMmaStepK) * (kQgemvMmaStepK * bits / 32);
+}
+
+void quant_tile(const uint32_t* wq, const void* scales, const void* biases, size_t scale_bytes, int64_t n, int64_t k,
+                int group_size, int bits, uint32_t* wq_tiled, void* scales_tiled, void* biases_tiled) {
+  check_quant_shape(n, k, group_size, bits);
+  if (scale_bytes != 2 && scale_bytes != 4) {
+    throw InvalidArgument("quant_tile: scale_bytes=", scale_bytes, " is not 2 (float16, bfloat16) or 4 (float32)");
+  }
+  require_pointers("quant_tile", {{"wq", wq}, {"scales", scales}, {"biases", biases}, {"wq_tiled", wq_tiled},
+                                  {"scales_tiled", scales_tiled}, {"biases_tiled", biases_tiled}});
+  tile_rows(wq, n, k * bits / 8, kQgemvMmaStepK * bits / 8, wq_tiled);
+  const int64_t scale_row_bytes = k / group_size * static_cast<int64_t>(scale_bytes);
+  tile_rows(scales, n, scale_row_bytes, static_cast<int64_t>(scale_bytes), scales_tiled);
+  tile_rows(biases, n, scale_row_bytes, static_cast<int64_t>(scale_bytes), biases_tiled);
+}
+
+}  // namespace mtlinv

@@ -1,0 +1,29 @@
+// The tile layouts that the matrix-unit kernels read in whole blocks, made on the host from row-major weights: one
+// implementation behind Python (mtlinv.tile_weights, mtlinv.quant.tile), C (mtlinv_tile_weights,
+// mtlinv_quant_tile) and C++. gemv and qgemv take either layout and give the same bits.
+//   - Dense W [N, K] (16-bit), for gemv_nk_mma (metal/gemv_mma.metal): [N/16, ceil(K/32), 16, 32], block (t, b)
+//     holding K positions [32 b, 32 b + 32) of rows 16 t .. 16 t + 15.
+//   - Quantized weights in MLX's affine format, for qgemv_mma (metal/qgemv_mma.metal): wq [N, K bits/32] ->
+//     [N/16, ceil(K/128), 16, 4 bits], a block holding 128 K positions of the tile's 16 rows; scales and biases
+//     [N, K/group_size] -> [N/16, K/group_size, 16], a group's 16 rows side by side.
+// A last partial block is padded with zeros. Host memory, row-major; outputs must not overlap inputs. Every function
+// throws InvalidArgument naming the argument for a shape the layout does not take or a null pointer.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+
+namespace mtlinv {
+
+// Elements of dense W in the tile layout: N a positive multiple of 16, K >= 1.
+int64_t tiled_weight_elements(int64_t n, int64_t k);
+// W [N, K] of elem_bytes bytes each (2: float16 or bfloat16, the dtypes gemv_nk_mma reads) -> w_tiled.
+void tile_weights(const void* w, size_t elem_bytes, int64_t n, int64_t k, void* w_tiled);
+
+// Words of quantized wq in the tile layout: bits 4 or 8, group_size 32, 64 or 128, N a positive multiple of 16, K a
+// positive multiple of group_size.
+int64_t quant_tiled_words(int64_t n, int64_t k, int group_size, int bits);
+// wq, scales and biases (scale_bytes bytes each: 2 for float16 or bfloat16, 4 for float32) -> the tile layout.
+void quant_tile(const uint32_t* wq, const void* scales, const void* biases, size_t scale_bytes, int64_t n, int64_t k,
+                int group_size, int bits, uint32_t* wq_tiled, void* scales_tiled, void* biases_tiled);
+
+}  // namespace mtlinv
