@@ -139,6 +139,16 @@ def split_cells(launch_for, reps, nbytes, splits=TUNE_SPLITS):
     return cells
 
 
+def canonical_rows(calls, tiled_calls, reps, case):
+    """The canonical time with the weights in rows, after checking that the tile layout gives the same bits."""
+    with mtlinv.batch_invariant(16):
+        t_rows = event_median(calls, reps)
+        same = np.asarray(calls[0]()).tobytes() == np.asarray(tiled_calls[0]()).tobytes()
+    if not same:
+        raise AssertionError(f"{case}: the tile layout's bits differ from the rows'")
+    return t_rows
+
+
 def bench_gemv(ms, reps, copy_bw, results):
     print("\n## gemv, bf16, y = x @ W.T, W [N, K]\n")
     print("Canonical with W in rows and in the tile layout (mtlinv.tile_weights: the same bits); bandwidth, floor and")
@@ -159,11 +169,7 @@ def bench_gemv(ms, reps, copy_bw, results):
             xt = torch.from_dlpack(x)
             calls = [lambda w=w: ops.gemv(x, w) for w in w_mt]
             tiled_calls = [lambda w=w: ops.gemv(x, w) for w in w_tiles]
-            with mtlinv.batch_invariant(16):
-                t_rows = event_median(calls, reps)
-                same = np.asarray(calls[0]()).tobytes() == np.asarray(tiled_calls[0]()).tobytes()
-            if not same:
-                raise AssertionError(f"gemv K={k} N={n} M={m}: the tile layout's bits differ from the rows'")
+            t_rows = canonical_rows(calls, tiled_calls, reps, f"gemv K={k} N={n} M={m}")
             t_can, t_thr = canonical_and_throughput(tiled_calls, reps, m, 16)
             t_torch = event_median([lambda w=w: F.linear(xt, w) for w in w_th], reps)
             can1 = can1 or t_can
@@ -213,11 +219,7 @@ def bench_qgemv(ms, reps, copy_bw, results, group=64, bits=4):
             x = mtlinv.asarray(RNG.standard_normal((m, k), dtype=np.float32).astype(BF16))
             calls = [lambda p=p: ops.qgemv(x, *p, group_size=group, bits=bits) for p in packs]
             tiled_calls = [lambda p=p: ops.qgemv(x, *p, group_size=group, bits=bits) for p in tiled]
-            with mtlinv.batch_invariant(16):
-                t_rows = event_median(calls, reps)
-                same = np.asarray(calls[0]()).tobytes() == np.asarray(tiled_calls[0]()).tobytes()
-            if not same:
-                raise AssertionError(f"qgemv K={k} N={n} M={m}: the tile layout's bits differ from the rows'")
+            t_rows = canonical_rows(calls, tiled_calls, reps, f"qgemv K={k} N={n} M={m}")
             t_can, t_thr = canonical_and_throughput(tiled_calls, reps, m, 16)
             can1 = can1 or t_can
             nbytes = wbytes + 2 * (m * k + m * n)
