@@ -2,12 +2,13 @@
 """How the canonical gemv_nk's time depends on its K splits and row tile, on an NVIDIA GPU: the data behind
 gemv_k_splits (src/core/plans/gemv.cpp), which must pick the splits from K, N, dtype and device alone.
 
-    MTLINV_DEVICE=cuda python benchmarks/tune_gemv_cuda.py [--reps 30] [--mma-only]
+    MTLINV_DEVICE=cuda python benchmarks/tune_gemv_cuda.py [--reps 30] [--mma-only] [--tiled]
 
 Launches gemv_nk_r{R}_bf16 directly (the plans' kernels, raw arguments) for every k_splits in 1, 2, 4, 8 and
 R in 1, 2, 4, 8 on the shapes of bench_cuda.py, timed as there (events, medians, weights rotated through HBM),
 then gemv_nk_mma's forms (the kernels the plans pick on a GPU with matrix units: tiles of 8 rows with one or two
 output tiles per threadgroup, of 16 rows with one or two splits per simdgroup) for k_splits 1 to 16 at M = 1, 8 / 16.
+--tiled times the _tiled instances with W in the tile layout (mtlinv.tile_weights; gemv_nk_mma only).
 Prints, per shape and R (or M), the time of each split count and the count the plan picks ("-" where the plan picks
 another kernel).
 """
@@ -31,10 +32,10 @@ def gemv_args(m, k, n, splits):
     return struct.pack("10I", m, k, n, splits, m * k, 0, m * n, 0, 1, 0)
 
 
-def plan_splits(kernel, m, k, n):
+def plan_splits(kernel, m, k, n, tiled=False):
     """The split count the plans give `kernel` (a name, or a prefix ending in "_r") here, or "-" where they pick
     another kernel (a GPU with matrix units runs 16-bit W [N, K] on gemv_nk_mma, not gemv_nk)."""
-    launch = ops.plan_gemv(rows=m, k=k, n=n, dtype="bfloat16", limit=16)["launches"][0]
+    launch = ops.plan_gemv(rows=m, k=k, n=n, dtype="bfloat16", limit=16, tiled=tiled)["launches"][0]
     mine = launch["kernel"].startswith(kernel) if kernel.endswith("_r") else launch["kernel"] == kernel
     return struct.unpack_from("<4I", launch["args"])[3] if mine else "-"
 
@@ -45,13 +46,14 @@ def main():
     ap.add_argument("--mma-only", action="store_true", help="only the gemv_nk_mma kernels")
     ap.add_argument("--mma-kernels", nargs="+", default=["gemv_nk_mma_r8_bf16", "gemv_nk_mma_r8_c2_bf16",
                                                          "gemv_nk_mma_r16_bf16", "gemv_nk_mma_r16_u2_bf16"])
+    ap.add_argument("--tiled", action="store_true", help="W in the tile layout (the _tiled gemv_nk_mma kernels)")
     args = ap.parse_args()
     copy_bw = bc.copy_bandwidth()
     print(f"# {mtlinv.device_info()['name']}: copy {copy_bw / 1e9:.0f} GB/s; us per call (GB/s of the weights)")
-    if not args.mma_only:
+    if not (args.mma_only or args.tiled):
         tune_row_tiled(args.reps)
     for name in args.mma_kernels:
-        tune_mma(name, args.reps)
+        tune_mma(name + ("_tiled" if args.tiled else ""), args.reps, args.tiled)
 
 
 def tune_row_tiled(reps):
@@ -72,7 +74,7 @@ def tune_row_tiled(reps):
         del ws
 
 
-def tune_mma(name, reps):
+def tune_mma(name, reps, tiled=False):
     # The form from the name: two output tiles per threadgroup (_c2_), two splits per simdgroup (_u2_).
     cols = 32 if "_c2_" in name else 16
     per_simdgroup = 2 if "_u2_" in name else 1
@@ -81,7 +83,8 @@ def tune_mma(name, reps):
     bc.print_split_header(splits, "M")
     for k, n in bc.SHAPES:
         w_host = (bc.RNG.standard_normal((n, k), dtype=np.float32) * k ** -0.5).astype(bc.BF16)
-        ws, _ = bc.tensors(w_host, bc.copies_for(w_host.nbytes))
+        layout = mtlinv.tile_weights(w_host) if tiled else w_host
+        ws = [mtlinv.asarray(layout) for _ in range(bc.copies_for(w_host.nbytes))]
         bias = mtlinv.asarray(np.zeros(n, bc.BF16))
         for m in ((16,) if "_r16" in name else (1, 8)):
             x = mtlinv.asarray(bc.RNG.standard_normal((m, k), dtype=np.float32).astype(bc.BF16))
@@ -91,7 +94,7 @@ def tune_mma(name, reps):
                                                                       gemv_args(m, k, n, s), [x, w, bias, y])
                                               for w in ws],
                                    reps, w_host.nbytes, splits)
-            print(bc.row([k, n, f"{m}", *cells, plan_splits(name, m, k, n)]), flush=True)
+            print(bc.row([k, n, f"{m}", *cells, plan_splits(name, m, k, n, tiled)]), flush=True)
         del ws
 
 
