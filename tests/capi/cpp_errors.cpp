@@ -51,6 +51,10 @@ int main() {
     mtlinv::quant_tile(words.data(), groups.data(), groups.data(), 2, 16, 48, 32, 4, words.data(), groups.data(),
                        groups.data());
   }, "quant_tile: K=48 is not a positive multiple of group_size=32");
+  std::vector<float> tiles(16 * 32);
+  expect_invalid("tile_weights of 4-byte elements",
+                 [&] { mtlinv::tile_weights(host.data(), 4, 16, 16, tiles.data()); },
+                 "tile_weights: elements of 4 bytes; the tile layout is read by the 16-bit");
 
   mtlinv::Tensor t = mtlinv::Tensor::empty({2, 2}, mtlinv::DType::f32);
   std::vector<float> big(256);
