@@ -2,6 +2,9 @@
 from libc.stdint cimport uintptr_t
 
 cdef extern from "../src/core/tile_layout.h" namespace "mtlinv" nogil:
+    vector[int64_t] c_tiled_weight_shape "mtlinv::tiled_weight_shape"(int64_t, int64_t)
+    vector[int64_t] c_quant_tiled_shape "mtlinv::quant_tiled_shape"(int64_t, int64_t, int)
+    vector[int64_t] c_quant_tiled_group_shape "mtlinv::quant_tiled_group_shape"(int64_t, int64_t, int)
     int64_t c_tiled_weight_elements "mtlinv::tiled_weight_elements"(int64_t, int64_t) except +raise_py_error
     void c_tile_weights "mtlinv::tile_weights"(const void*, size_t, int64_t, int64_t, void*) except +raise_py_error
     int64_t c_quant_tiled_words "mtlinv::quant_tiled_words"(int64_t, int64_t, int, int) except +raise_py_error
@@ -29,8 +32,8 @@ def tile_weights(w):
                          f"bfloat16) matrix-unit kernel only")
     w = np.ascontiguousarray(w)
     n, k = w.shape
-    blocks = c_tiled_weight_elements(n, k) // (n * 32)  # checks the shape first
-    w_tiled = np.empty((n // 16, blocks, 16, 32), w.dtype)
+    c_tiled_weight_elements(n, k)  # checks the shape
+    w_tiled = np.empty(tuple(c_tiled_weight_shape(n, k)), w.dtype)
     c_tile_weights(_host_address(w), w.dtype.itemsize, n, k, <void*>_host_address(w_tiled))
     return w_tiled
 
@@ -42,9 +45,9 @@ def _quant_tile(wq, scales, biases, int group_size, int bits):
     wq, scales, biases = (np.ascontiguousarray(a) for a in (wq, scales, biases))
     n = wq.shape[0]
     k = wq.shape[1] * 32 // bits
-    steps = c_quant_tiled_words(n, k, group_size, bits) // (n * 4 * bits)  # checks the shape first
-    wq_tiled = np.empty((n // 16, steps, 16, 4 * bits), np.uint32)
-    scales_tiled = np.empty((n // 16, k // group_size, 16), scales.dtype)
+    c_quant_tiled_words(n, k, group_size, bits)  # checks the shape
+    wq_tiled = np.empty(tuple(c_quant_tiled_shape(n, k, bits)), np.uint32)
+    scales_tiled = np.empty(tuple(c_quant_tiled_group_shape(n, k, group_size)), scales.dtype)
     biases_tiled = np.empty_like(scales_tiled)
     c_quant_tile(<const uint32_t*>_host_address(wq), _host_address(scales), _host_address(biases),
                  scales.dtype.itemsize, n, k, group_size, bits, <uint32_t*>_host_address(wq_tiled),

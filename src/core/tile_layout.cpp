@@ -59,12 +59,30 @@ void check_quant_shape(int64_t n, int64_t k, int group_size, int bits) {
   }
 }
 
+int64_t elements(const Shape& shape) {
+  int64_t count = 1;
+  for (const int64_t d : shape) count *= d;
+  return count;
+}
+
 }  // namespace
+
+Shape tiled_weight_shape(int64_t n, int64_t k) {
+  return {n / kRows, (k + kGemvMmaBlockK - 1) / kGemvMmaBlockK, kRows, kGemvMmaBlockK};
+}
+
+Shape quant_tiled_shape(int64_t n, int64_t k, int bits) {
+  return {n / kRows, (k + kQgemvMmaStepK - 1) / kQgemvMmaStepK, kRows, kQgemvMmaStepK * bits / 32};
+}
+
+Shape quant_tiled_group_shape(int64_t n, int64_t k, int group_size) {
+  return {n / kRows, k / group_size, kRows};
+}
 
 int64_t tiled_weight_elements(int64_t n, int64_t k) {
   require_rows("tile_weights", n);
   if (k <= 0) throw InvalidArgument("tile_weights: K=", k, " must be >= 1");
-  return n * ((k + kGemvMmaBlockK - 1) / kGemvMmaBlockK) * kGemvMmaBlockK;
+  return elements(tiled_weight_shape(n, k));
 }
 
 void tile_weights(const void* w, size_t elem_bytes, int64_t n, int64_t k, void* w_tiled) {
@@ -79,7 +97,7 @@ void tile_weights(const void* w, size_t elem_bytes, int64_t n, int64_t k, void* 
 
 int64_t quant_tiled_words(int64_t n, int64_t k, int group_size, int bits) {
   check_quant_shape(n, k, group_size, bits);
-  return n * ((k + kQgemvMmaStepK - 1) / kQgemvMmaStepK) * (kQgemvMmaStepK * bits / 32);
+  return elements(quant_tiled_shape(n, k, bits));
 }
 
 void quant_tile(const uint32_t* wq, const void* scales, const void* biases, size_t scale_bytes, int64_t n, int64_t k,

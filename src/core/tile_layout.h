@@ -12,7 +12,15 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "tensor.h"
+
 namespace mtlinv {
+
+// The layouts' shapes, unchecked (the ops compare operands with them): dense W [N/16, ceil(K/32), 16, 32];
+// quantized wq [N/16, ceil(K/128), 16, 4 bits], scales and biases [N/16, K/group_size, 16].
+Shape tiled_weight_shape(int64_t n, int64_t k);
+Shape quant_tiled_shape(int64_t n, int64_t k, int bits);
+Shape quant_tiled_group_shape(int64_t n, int64_t k, int group_size);
 
 // Elements of dense W in the tile layout: N a positive multiple of 16, K >= 1.
 int64_t tiled_weight_elements(int64_t n, int64_t k);

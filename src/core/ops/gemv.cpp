@@ -4,6 +4,7 @@
 #include "../ops.h"
 #include "../plans/gemv.h"
 #include "../run_plan.h"
+#include "../tile_layout.h"
 #include "checks.h"
 
 namespace mtlinv {
@@ -32,7 +33,7 @@ Tensor gemv(const Tensor& x, const Tensor& w, const Tensor* bias, bool transpose
   if (x.ndim() < 1) throw InvalidArgument(op, ": ", xn, " must be [K] or [..., M, K], got shape ", shape_str(x.shape));
   const int64_t k = x.dim(-1);
   if (tiled) {
-    const Shape expected{w.dim(0), (k + kGemvMmaBlockK - 1) / kGemvMmaBlockK, kGemvMmaRows, kGemvMmaBlockK};
+    const Shape expected = tiled_weight_shape(w.dim(0) * kGemvMmaRows, k);
     if (w.shape != expected) {
       throw InvalidArgument(op, ": ", xn, " has K=", k, " but ", wn, " in the tile layout has shape ",
                             shape_str(w.shape), "; K=", k, " needs [N/16, ceil(K/32), 16, 32] = ",

@@ -4,6 +4,7 @@
 #include "../ops.h"
 #include "../plans/qgemv.h"
 #include "../run_plan.h"
+#include "../tile_layout.h"
 #include "checks.h"
 
 namespace mtlinv {
@@ -13,7 +14,7 @@ namespace {
 // scales and biases: one value per row and group, [N, K / group_size]; in the tile layout [N/16, K/group_size, 16].
 void require_group_shape(const char* op, const char* arg, const Tensor& t, int64_t n, int64_t k, int group_size,
                          bool tiled) {
-  const Shape expected = tiled ? Shape{n / kQgemvMmaRows, k / group_size, kQgemvMmaRows} : Shape{n, k / group_size};
+  const Shape expected = tiled ? quant_tiled_group_shape(n, k, group_size) : Shape{n, k / group_size};
   if (t.shape != expected) {
     throw InvalidArgument(op, ": ", arg, " has shape ", shape_str(t.shape), " but N=", n, ", K=", k,
                           " at group_size=", group_size, " needs ",
@@ -58,8 +59,7 @@ Tensor qgemv(const Tensor& x, const Tensor& wq, const Tensor& scales, const Tens
                           shape_str(x.shape), ")");
   }
   if (tiled) {
-    const int64_t steps = (k + kQgemvMmaStepK - 1) / kQgemvMmaStepK;
-    const Shape expected{wq.dim(0), steps, kQgemvMmaRows, 4 * static_cast<int64_t>(bits)};
+    const Shape expected = quant_tiled_shape(n, k, bits);
     if (wq.shape != expected) {
       throw InvalidArgument(op, ": x has K=", k, " but wq in the tile layout has shape ", shape_str(wq.shape),
                             "; K=", k, " at bits=", bits, " needs [N/16, ceil(K/128), 16, 4*bits] = ",
