@@ -3,9 +3,8 @@
 For each op and case (rms_norm, add_rms_norm, gemv with w [N, K], [K, N] and, on devices with matrix units, w in
 the tile layout, qgemv, sdpa; f32/f16/bf16), every row of an M-row call (M = 1..limit) must equal the same row
 computed alone, bit for bit, and every query of a causal block of Lq queries must equal that query alone over its
-visible keys. The elementwise decoder ops (add, swiglu, RoPE and
-the cache writes, embedding) compute each element from its own inputs only and are covered by the test suite
-instead.
+visible keys. The elementwise decoder ops (add, swiglu, RoPE and the cache writes, embedding) compute each element
+from its own inputs only and are covered by the test suite instead.
 """
 from __future__ import annotations
 
