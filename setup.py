@@ -141,9 +141,12 @@ def cuda_backend(macros, link_args) -> list[str]:
     return cuda["extra_objects"]
 
 
-def headers() -> list[str]:
+def dependencies() -> list[str]:
+    """What the objects are made from besides their sources: headers, and the kernels of metal/, which reach the
+    emulator's translation units through files the pre-pass generates (a unit's own text never changes)."""
     found = []
-    for pattern in ("src/**/*.h", "src/**/*.cuh", "metal/*.h", "pyx/*.h", "pyx/*.pxi", "pyx/*.pxd", "tools/msl2cpp.py"):
+    for pattern in ("src/**/*.h", "src/**/*.cuh", "metal/*.h", "metal/*.metal", "tests/kernels/*.metal", "pyx/*.h",
+                    "pyx/*.pxi", "pyx/*.pxd", "tools/msl2cpp.py"):
         found += sorted(rel(p) for p in ROOT.glob(pattern))
     return found
 
@@ -173,9 +176,9 @@ def extension() -> Extension:
         "mtlinv._native",
         sources=sources,
         extra_objects=cuda_objects,
-        # Headers too: distutils tracks no #include, so a changed header must rebuild every object (and only the CUDA
+        # distutils tracks no #include, so a changed header or kernel must rebuild every object (and only the CUDA
         # objects changing must relink).
-        depends=cuda_objects + headers(),
+        depends=cuda_objects + dependencies(),
         language="c++",
         include_dirs=include_dirs,
         extra_compile_args=compile_args,
