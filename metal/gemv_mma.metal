@@ -17,9 +17,9 @@
 // and on an H200 that made 8 rows cost 1.5x one row (benchmarks/results/h200.md). The tensor cores do a tile's
 // arithmetic in two instructions per block, so the time stays the time of reading W.
 //
-// The tile layout (the _tiled kernels; mtlinv.tile_weights makes it from W [N, K]): W [N/16, ceil(K/32), 16, 32],
-// block (tile x, b) holding K positions [32 b, 32 b + 32) of the tile's 16 rows (a last partial block padded with
-// zeros). A simdgroup's loads of one block then read 1 KB in one piece, where the row layout has them read 64 bytes
+// The tile layout (the _tiled kernels; mtlinv.tile_weights makes it from W [N, K]): W [N/16, K/32, 16, 32], block
+// (tile x, b) holding K positions [32 b, 32 b + 32) of the tile's 16 rows (K a multiple of 32, so that the shape
+// gives K: the op checks x against it). A simdgroup's loads of one block then read 1 KB in one piece, where the row layout has them read 64 bytes
 // of each of 16 rows: on an H200 a call took 4-12% less time at M = 1..16 at 4096 x 4096 and 8192 x 8192, 0-4% at
 // 4096 x 14336 (benchmarks/results/h200.md, twenty-eighth session). The same values reach the same calls in either
 // layout, so the bits are the same.
@@ -84,9 +84,8 @@ template <typename T, uint R, uint C, uint U, bool TILED = false>
   device const T* w_hi[C];
   for (uint c = 0; c < C; ++c) {
     if (TILED) {
-      const uint padded_k = (K + GEMV_MMA_BLOCK - 1) / GEMV_MMA_BLOCK * GEMV_MMA_BLOCK;
       const uint tile_c = min(n0 / MMA_TILE_COLS + c, args.n / MMA_TILE_COLS - 1);
-      w_lo[c] = w + ulong(tile_c) * padded_k * MMA_TILE_COLS + GEMV_MMA_BLOCK * g + 8 * t;
+      w_lo[c] = w + ulong(tile_c) * K * MMA_TILE_COLS + GEMV_MMA_BLOCK * g + 8 * t;
       w_hi[c] = w_lo[c] + GEMV_MMA_BLOCK * 8;
     } else {
       w_lo[c] = w + ulong(min(n0 + MMA_TILE_COLS * c + g, args.n - 1)) * K + 8 * t;

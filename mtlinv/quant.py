@@ -243,7 +243,8 @@ def tile(wq, scales, biases, group_size=64, bits=4):
     and returns ``(wq, scales, biases)`` as numpy arrays: wq ``[N/16, S, 16, 4*bits]``, where block ``[t, s]``
     holds K positions ``[128 s, 128 s + 128)`` of rows ``16 t .. 16 t + 15`` (S = ceil(K/128); a last partial step
     is padded with zero words), and scales and biases ``[N/16, K/group_size, 16]``, a group's 16 rows side by side.
-    ``qgemv`` takes either layout and gives the same bits; the tile layout runs on devices with matrix units
+    ``qgemv`` takes either layout and gives the same bits at or below the limit (above it each layout has its
+    own throughput kernel); the tile layout runs on devices with matrix units
     (``device_info()["matrix_units"]``: CUDA) with 16-bit x, and needs bits 4 or 8 and N a multiple of 16. On an
     H200 a 4-bit qgemv took 8-20% less time at M = 1..16 (benchmarks/results/h200.md).
     """

@@ -6,7 +6,7 @@ def gemv(x, w, bias=None, *, transpose=True):
     (transpose=False). x is [K] or [..., M, K]; a batched w [B, N, K] takes x [B, M, K] or a shared [M, K].
     float32/float16/bfloat16 (one dtype), float32 accumulation, output in the input dtype. On devices with matrix
     units (device_info()["matrix_units"]: CUDA) w [N, K] may also come in the tile layout of mtlinv.tile_weights
-    ([N/16, ceil(K/32), 16, 32], 16-bit, unbatched): the same bits, read in whole blocks.
+    ([N/16, K/32, 16, 32], 16-bit, unbatched): at or below the limit the same bits, read in whole blocks.
 
     With M <= get_limit() rows (and always for M == 1) each output row is bit-identical to the call on that row
     alone; above the limit a throughput kernel runs."""

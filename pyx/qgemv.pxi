@@ -22,7 +22,8 @@ def qgemv(x, wq, scales, biases, *, group_size, bits, bias=None):
     (device_info()["matrix_units"]: CUDA), 16-bit x meets each weight in x's dtype T: T(scale * q + bias), rounded
     once, with scales of x's dtype; the float32 weight rounded to T with float32 scales.
     There the weights may also come in the tile layout of mtlinv.quant.tile (wq [N/16, ceil(K/128), 16, 4*bits],
-    scales and biases [N/16, K/group_size, 16]; bits 4 or 8, 16-bit x): the same bits, read in whole blocks.
+    scales and biases [N/16, K/group_size, 16]; bits 4 or 8, 16-bit x): at or below the limit the same bits,
+    read in whole blocks.
 
     With M <= get_limit() rows (and always for M == 1) each output row is bit-identical to the call on that row
     alone; above the limit a throughput kernel runs."""

@@ -65,13 +65,14 @@ size_t mtlinv_tensor_nbytes(const mtlinv_tensor* t);
 void mtlinv_tensor_free(mtlinv_tensor* t);
 
 /* y = x @ w^T (+ bias) for w [N, K] (transpose != 0) or y = x @ w for w [K, N]; bias may be NULL. On a device with
- * matrix units w [N, K] may also come in the tile layout of mtlinv_tile_weights ([N/16, ceil(K/32), 16, 32],
- * float16 or bfloat16, transpose != 0): the same bits. */
+ * matrix units w [N, K] may also come in the tile layout of mtlinv_tile_weights ([N/16, K/32, 16, 32], float16
+ * or bfloat16, transpose != 0): at or below the limit the same bits. */
 mtlinv_status mtlinv_gemv(const mtlinv_tensor* x, const mtlinv_tensor* w, const mtlinv_tensor* bias, int transpose,
                           mtlinv_tensor** out);
 /* Quantized (MLX affine format) y = x @ W^T (+ bias); bias may be NULL. wq [N, K*bits/32] (MLX's rows), or on a
  * device with matrix units the tile layout of mtlinv.quant.tile (wq [N/16, ceil(K/128), 16, 4*bits], scales and
- * biases [N/16, K/group_size, 16]; 16-bit x, bits 4 or 8): the same bits (src/core/ops/qgemv.h). */
+ * biases [N/16, K/group_size, 16]; 16-bit x, bits 4 or 8): at or below the limit the same bits
+ * (src/core/ops/qgemv.h). */
 mtlinv_status mtlinv_qgemv(const mtlinv_tensor* x, const mtlinv_tensor* wq, const mtlinv_tensor* scales,
                            const mtlinv_tensor* biases, const mtlinv_tensor* bias, int group_size, int bits,
                            mtlinv_tensor** out);
@@ -79,11 +80,11 @@ mtlinv_status mtlinv_qgemv(const mtlinv_tensor* x, const mtlinv_tensor* wq, cons
  * implementation with Python's mtlinv.tile_weights and mtlinv.quant.tile: src/core/tile_layout.h). Row-major host
  * arrays; outputs must not overlap inputs; upload the results with mtlinv_tensor_from_host in the shapes below.
  * Dense: w [N, K] of dtype (MTLINV_FLOAT16 or MTLINV_BFLOAT16) -> w_tiled, *elements elements (from
- * mtlinv_tiled_weight_elements), [N/16, ceil(K/32), 16, 32]; N a multiple of 16.
+ * mtlinv_tiled_weight_elements), [N/16, K/32, 16, 32]; N and K multiples of 16 and 32.
  * Quantized: wq [N, K*bits/32] -> wq_tiled, *words words (from mtlinv_quant_tiled_words),
  * [N/16, ceil(K/128), 16, 4*bits]; scales and biases [N, K/group_size] of scale_dtype (MTLINV_FLOAT16,
  * MTLINV_BFLOAT16 or MTLINV_FLOAT32) -> the same count in [N/16, K/group_size, 16]; bits 4 or 8, N a multiple of
- * 16, K a multiple of group_size (32, 64 or 128). A last partial block is padded with zeros. */
+ * 16, K a multiple of group_size (32, 64 or 128); a last partial block of 128 K positions is padded with zeros. */
 mtlinv_status mtlinv_tiled_weight_elements(int64_t n, int64_t k, int64_t* elements);
 mtlinv_status mtlinv_tile_weights(const void* w, mtlinv_dtype dtype, int64_t n, int64_t k, void* w_tiled);
 mtlinv_status mtlinv_quant_tiled_words(int64_t n, int64_t k, int group_size, int bits, int64_t* words);

@@ -1,6 +1,7 @@
 #include "tile_layout.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <initializer_list>
 #include <utility>
@@ -30,7 +31,7 @@ void require_pointers(const char* fn, std::initializer_list<std::pair<const char
 }
 
 // The one rearrangement of every layout: rows of row_bytes bytes [N, row_bytes] -> [N/16, ceil(row_bytes /
-// block_bytes), 16, block_bytes], a last partial block padded with zero bytes.
+// block_bytes), 16, block_bytes], a last partial block padded with zero bytes (the quantized layout's).
 void tile_rows(const void* src, int64_t n, int64_t row_bytes, int64_t block_bytes, void* dst) {
   const auto* in = static_cast<const unsigned char*>(src);
   auto* out = static_cast<unsigned char*>(dst);
@@ -46,6 +47,14 @@ void tile_rows(const void* src, int64_t n, int64_t row_bytes, int64_t block_byte
   }
 }
 
+// Every size the layouts compute (elements, bytes of a row) stays below 8 N K; refuse positive N and K whose 8 N K
+// passes 64 bits rather than let the arithmetic wrap.
+void require_size(const char* fn, int64_t n, int64_t k) {
+  if (k > INT64_MAX / 8 / n) {
+    throw InvalidArgument(fn, ": N=", n, " and K=", k, " make a weight too large to address (8 N K past 2^63)");
+  }
+}
+
 void check_quant_shape(int64_t n, int64_t k, int group_size, int bits) {
   if (bits != 4 && bits != 8) {
     throw InvalidArgument("quant_tile: bits=", bits, ": the tile layout is built for bits 4 and 8");
@@ -57,6 +66,7 @@ void check_quant_shape(int64_t n, int64_t k, int group_size, int bits) {
   if (k <= 0 || k % group_size != 0) {
     throw InvalidArgument("quant_tile: K=", k, " is not a positive multiple of group_size=", group_size);
   }
+  require_size("quant_tile", n, k);
 }
 
 int64_t elements(const Shape& shape) {
@@ -68,11 +78,11 @@ int64_t elements(const Shape& shape) {
 }  // namespace
 
 Shape tiled_weight_shape(int64_t n, int64_t k) {
-  return {n / kRows, (k + kGemvMmaBlockK - 1) / kGemvMmaBlockK, kRows, kGemvMmaBlockK};
+  return {n / kRows, k / kGemvMmaBlockK, kRows, kGemvMmaBlockK};
 }
 
 Shape quant_tiled_shape(int64_t n, int64_t k, int bits) {
-  return {n / kRows, (k + kQgemvMmaStepK - 1) / kQgemvMmaStepK, kRows, kQgemvMmaStepK * bits / 32};
+  return {n / kRows, k / kQgemvMmaStepK + (k % kQgemvMmaStepK != 0), kRows, kQgemvMmaStepK * bits / 32};
 }
 
 Shape quant_tiled_group_shape(int64_t n, int64_t k, int group_size) {
@@ -81,7 +91,11 @@ Shape quant_tiled_group_shape(int64_t n, int64_t k, int group_size) {
 
 int64_t tiled_weight_elements(int64_t n, int64_t k) {
   require_rows("tile_weights", n);
-  if (k <= 0) throw InvalidArgument("tile_weights: K=", k, " must be >= 1");
+  if (k <= 0 || k % kGemvMmaBlockK != 0) {
+    throw InvalidArgument("tile_weights: K=", k, " is not a positive multiple of ", kGemvMmaBlockK,
+                          " (the layout's shape must give K); keep the row layout for this weight");
+  }
+  require_size("tile_weights", n, k);
   return elements(tiled_weight_shape(n, k));
 }
 

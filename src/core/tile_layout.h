@@ -1,13 +1,16 @@
 // The tile layouts that the matrix-unit kernels read in whole blocks, made on the host from row-major weights: one
 // implementation behind Python (mtlinv.tile_weights, mtlinv.quant.tile), C (mtlinv_tile_weights,
-// mtlinv_quant_tile) and C++. gemv and qgemv take either layout and give the same bits.
-//   - Dense W [N, K] (16-bit), for gemv_nk_mma (metal/gemv_mma.metal): [N/16, ceil(K/32), 16, 32], block (t, b)
-//     holding K positions [32 b, 32 b + 32) of rows 16 t .. 16 t + 15.
-//   - Quantized weights in MLX's affine format, for qgemv_mma (metal/qgemv_mma.metal): wq [N, K bits/32] ->
-//     [N/16, ceil(K/128), 16, 4 bits], a block holding 128 K positions of the tile's 16 rows; scales and biases
-//     [N, K/group_size] -> [N/16, K/group_size, 16], a group's 16 rows side by side.
-// A last partial block is padded with zeros. Host memory, row-major; outputs must not overlap inputs. Every function
-// throws InvalidArgument naming the argument for a shape the layout does not take or a null pointer.
+// mtlinv_quant_tile) and C++. gemv and qgemv take either layout; at or below the limit (the canonical kernels) they
+// give the same bits, above it each layout has its own throughput kernel.
+//   - Dense W [N, K] (16-bit), for gemv_nk_mma (metal/gemv_mma.metal): [N/16, K/32, 16, 32], block (t, b) holding
+//     K positions [32 b, 32 b + 32) of rows 16 t .. 16 t + 15. K is a multiple of 32, so that the shape gives K:
+//     gemv checks x against it (with a padded last block, an x a few positions short or long would pass).
+//   - Quantized weights in MLX's affine format, for qgemv_mma (metal/qgemv_mma.metal): wq [N, K*bits/32] ->
+//     [N/16, ceil(K/128), 16, 4*bits], a block holding 128 K positions of the tile's 16 rows (a last partial block
+//     padded with zeros; the scales' shape gives K); scales and biases [N, K/group_size] -> [N/16, K/group_size,
+//     16], a group's 16 rows side by side.
+// Host memory, row-major; outputs must not overlap inputs. The functions below the shapes throw InvalidArgument
+// naming the argument for a shape the layout does not take, a size past 64 bits, or a null pointer.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -16,13 +19,13 @@
 
 namespace mtlinv {
 
-// The layouts' shapes, unchecked (the ops compare operands with them): dense W [N/16, ceil(K/32), 16, 32];
-// quantized wq [N/16, ceil(K/128), 16, 4 bits], scales and biases [N/16, K/group_size, 16].
+// The layouts' shapes, unchecked (the ops compare operands with them): dense W [N/16, K/32, 16, 32]; quantized wq
+// [N/16, ceil(K/128), 16, 4*bits], scales and biases [N/16, K/group_size, 16].
 Shape tiled_weight_shape(int64_t n, int64_t k);
 Shape quant_tiled_shape(int64_t n, int64_t k, int bits);
 Shape quant_tiled_group_shape(int64_t n, int64_t k, int group_size);
 
-// Elements of dense W in the tile layout: N a positive multiple of 16, K >= 1.
+// Elements of dense W in the tile layout: N a positive multiple of 16, K a positive multiple of 32.
 int64_t tiled_weight_elements(int64_t n, int64_t k);
 // W [N, K] of elem_bytes bytes each (2: float16 or bfloat16, the dtypes gemv_nk_mma reads) -> w_tiled.
 void tile_weights(const void* w, size_t elem_bytes, int64_t n, int64_t k, void* w_tiled);

@@ -58,6 +58,8 @@ static void check_quant_tile(void) {
   failures += wrong != 0;
   expect("quant_tile bits=3", mtlinv_quant_tiled_words(N, K, GROUP, 3, &words), MTLINV_ERROR_INVALID_ARGUMENT,
          "quant_tile: bits=3: the tile layout is built for bits 4 and 8");
+  expect("quant_tiled_words K=2^60", mtlinv_quant_tiled_words(N, (int64_t)1 << 60, GROUP, BITS, &words),
+         MTLINV_ERROR_INVALID_ARGUMENT, "quant_tile: N=16 and K=1152921504606846976 make a weight too large");
   expect("quant_tile N=24", mtlinv_quant_tile(wq, scales, biases, MTLINV_FLOAT16, 24, K, GROUP, BITS, wq_tiled,
                                               scales_tiled, biases_tiled), MTLINV_ERROR_INVALID_ARGUMENT,
          "quant_tile: N=24 is not a positive multiple of 16");
@@ -69,10 +71,9 @@ static void check_quant_tile(void) {
          "mtlinv_quant_tile: biases_tiled is NULL");
 }
 
-/* mtlinv_tile_weights against the dense layout written out (N = 16, K = 40: two blocks of 32, the second partial),
- * and its errors. */
+/* mtlinv_tile_weights against the dense layout written out (N = 16, K = 64: two blocks of 32), and its errors. */
 static void check_tile_weights(void) {
-  enum { N = 16, K = 40, BLOCK = 32 };
+  enum { N = 16, K = 64, BLOCK = 32 };
   static uint16_t w[N * K], w_tiled[N * 2 * BLOCK];
   for (int i = 0; i < N * K; ++i) w[i] = (uint16_t)(1 + i);
   int64_t elements = 0;
@@ -82,9 +83,7 @@ static void check_tile_weights(void) {
   for (int block = 0; block < 2; ++block) {
     for (int row = 0; row < N; ++row) {
       for (int i = 0; i < BLOCK; ++i) {
-        const int col = block * BLOCK + i;
-        const uint16_t want = col < K ? w[row * K + col] : 0;
-        wrong += w_tiled[(block * N + row) * BLOCK + i] != want;
+        wrong += w_tiled[(block * N + row) * BLOCK + i] != w[row * K + block * BLOCK + i];
       }
     }
   }
@@ -92,6 +91,10 @@ static void check_tile_weights(void) {
   failures += wrong != 0;
   expect("tile_weights N=8", mtlinv_tile_weights(w, MTLINV_FLOAT16, 8, K, w_tiled), MTLINV_ERROR_INVALID_ARGUMENT,
          "tile_weights: N=8 is not a positive multiple of 16");
+  expect("tile_weights K=40", mtlinv_tile_weights(w, MTLINV_FLOAT16, N, 40, w_tiled), MTLINV_ERROR_INVALID_ARGUMENT,
+         "tile_weights: K=40 is not a positive multiple of 32 (the layout's shape must give K)");
+  expect("tiled_weight_elements K=2^60", mtlinv_tiled_weight_elements(N, (int64_t)1 << 60, &elements),
+         MTLINV_ERROR_INVALID_ARGUMENT, "tile_weights: N=16 and K=1152921504606846976 make a weight too large");
   expect("tile_weights float32", mtlinv_tile_weights(w, MTLINV_FLOAT32, N, K, w_tiled), MTLINV_ERROR_DTYPE,
          "mtlinv_tile_weights: dtype=0 is not MTLINV_FLOAT16 or MTLINV_BFLOAT16");
   expect("tile_weights w_tiled NULL", mtlinv_tile_weights(w, MTLINV_FLOAT16, N, K, NULL),

@@ -53,7 +53,7 @@ int main() {
   }, "quant_tile: K=48 is not a positive multiple of group_size=32");
   std::vector<float> tiles(16 * 32);
   expect_invalid("tile_weights of 4-byte elements",
-                 [&] { mtlinv::tile_weights(host.data(), 4, 16, 16, tiles.data()); },
+                 [&] { mtlinv::tile_weights(host.data(), 4, 16, 32, tiles.data()); },
                  "tile_weights: elements of 4 bytes; the tile layout is read by the 16-bit");
 
   mtlinv::Tensor t = mtlinv::Tensor::empty({2, 2}, mtlinv::DType::f32);

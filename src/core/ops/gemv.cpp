@@ -4,7 +4,6 @@
 #include "../ops.h"
 #include "../plans/gemv.h"
 #include "../run_plan.h"
-#include "../tile_layout.h"
 #include "checks.h"
 
 namespace mtlinv {
@@ -21,26 +20,26 @@ Tensor gemv(const Tensor& x, const Tensor& w, const Tensor* bias, bool transpose
   require_same_dtype(op, xn, x, wn, w);
   x.require_dense(op, xn);
   w.require_dense(op, wn);
-  const char* layout = transpose ? "[N, K]" : "[K, N]";
-  // Two layouts of w [N, K], told apart by rank: rows, or gemv_nk_mma's tile layout [N/16, ceil(K/32), 16, 32]
-  // (mtlinv.tile_weights).
+  // Two layouts of w [N, K], told apart by rank: rows, or gemv_nk_mma's tile layout [N/16, K/32, 16, 32]
+  // (mtlinv.tile_weights), whose shape gives N and K.
   const bool tiled = w.ndim() == 4;
-  if (w.ndim() != 2 && w.ndim() != 3 && !(tiled && transpose)) {
+  if (tiled && !transpose) {
+    throw InvalidArgument(op, ": ", wn, " of shape ", shape_str(w.shape), " is w [N, K] in the tile layout, which "
+                          "needs transpose (y = x @ w.T)");
+  }
+  const char* layout = tiled ? "[N/16, K/32, 16, 32] (tiles)" : transpose ? "[N, K]" : "[K, N]";
+  if (w.ndim() != 2 && w.ndim() != 3 && !tiled) {
     throw InvalidArgument(op, ": ", wn, " must be ", layout, " or batched [B, ", layout + 1,
-                          transpose ? " or [N, K] in the tile layout [N/16, ceil(K/32), 16, 32]" : "",
+                          transpose ? " or [N, K] in the tile layout [N/16, K/32, 16, 32]" : "",
                           ", got shape ", shape_str(w.shape));
+  }
+  if (tiled && (w.dim(2) != kGemvMmaRows || w.dim(3) != kGemvMmaBlockK)) {
+    throw InvalidArgument(op, ": ", wn, " in the tile layout must be [N/16, K/32, ", kGemvMmaRows, ", ",
+                          kGemvMmaBlockK, "], got shape ", shape_str(w.shape));
   }
   if (x.ndim() < 1) throw InvalidArgument(op, ": ", xn, " must be [K] or [..., M, K], got shape ", shape_str(x.shape));
   const int64_t k = x.dim(-1);
-  if (tiled) {
-    const Shape expected = tiled_weight_shape(w.dim(0) * kGemvMmaRows, k);
-    if (w.shape != expected) {
-      throw InvalidArgument(op, ": ", xn, " has K=", k, " but ", wn, " in the tile layout has shape ",
-                            shape_str(w.shape), "; K=", k, " needs [N/16, ceil(K/32), 16, 32] = ",
-                            shape_str(expected));
-    }
-  }
-  const int64_t wk = tiled ? k : transpose ? w.dim(-1) : w.dim(-2);
+  const int64_t wk = tiled ? w.dim(1) * kGemvMmaBlockK : transpose ? w.dim(-1) : w.dim(-2);
   const int64_t n = tiled ? w.dim(0) * kGemvMmaRows : transpose ? w.dim(-2) : w.dim(-1);
   if (wk != k) {
     throw InvalidArgument(op, ": ", xn, " has K=", k, " but ", wn, " has K=", wk, " (", xn, " ", shape_str(x.shape),

@@ -20,7 +20,7 @@ struct GemvShape {
 };
 
 // gemv_nk_mma's output tile (16 weight rows) and K block (32 positions): also the blocks of the tile layout,
-// W [N/16, ceil(K/32), 16, 32].
+// W [N/16, K/32, 16, 32].
 constexpr int64_t kGemvMmaRows = 16;
 constexpr int64_t kGemvMmaBlockK = 32;
 
