@@ -44,9 +44,17 @@ def _quant_tile(wq, scales, biases, int group_size, int bits):
     and biases [N, K/group_size] of one 2- or 4-byte float dtype): wq [N/16, ceil(K/128), 16, 4*bits], scales and
     biases [N/16, K/group_size, 16]."""
     wq, scales, biases = (np.ascontiguousarray(a) for a in (wq, scales, biases))
+    if wq.ndim != 2 or wq.dtype != np.uint32:
+        raise InvalidArgumentError(f"_quant_tile: wq must be uint32 [N, K*bits/32], got {wq.dtype} {list(wq.shape)}")
     n = wq.shape[0]
-    k = wq.shape[1] * 32 // bits
+    k = wq.shape[1] * 32 // bits if bits > 0 else 0
     c_quant_tiled_words(n, k, group_size, bits)  # checks the shape
+    # The rearrangement reads N K/group_size scales and biases: anything else would read past them.
+    groups = [n, k // group_size]
+    for name, a in (("scales", scales), ("biases", biases)):
+        if list(a.shape) != groups or a.dtype != scales.dtype or a.dtype.itemsize not in (2, 4):
+            raise InvalidArgumentError(f"_quant_tile: {name} must be [N, K/group_size] = {groups} of one 2- or "
+                                       f"4-byte dtype, got {a.dtype} {list(a.shape)}")
     wq_tiled = np.empty(tuple(c_quant_tiled_shape(n, k, bits)), np.uint32)
     scales_tiled = np.empty(tuple(c_quant_tiled_group_shape(n, k, group_size)), scales.dtype)
     biases_tiled = np.empty_like(scales_tiled)

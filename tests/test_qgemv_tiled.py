@@ -147,6 +147,13 @@ def test_errors(gpu_plans):
         quant.tile(*quantized(n, k, group_size, 3, np.dtype(np.float16)), group_size=group_size, bits=3)
     with pytest.raises(ValueError, match=r"tile: wq must be \[N, K\*bits/32\]"):
         quant.tile(*(a[None] for a in q), group_size=group_size, bits=bits)
+    # The native rearrangement behind quant.tile checks what it reads by itself (it is reachable from Python).
+    with pytest.raises(mtlinv.InvalidArgumentError, match=r"_quant_tile: scales must be \[N, K/group_size\] = "
+                                                          r"\[32, 4\] of one 2- or 4-byte dtype, "
+                                                          r"got float16 \[32, 2\]"):
+        mtlinv._native._quant_tile(q[0], q[1][:, :2], q[2], group_size, bits)
+    with pytest.raises(mtlinv.InvalidArgumentError, match=r"_quant_tile: wq must be uint32"):
+        mtlinv._native._quant_tile(q[0].astype(np.int64), q[1], q[2], group_size, bits)
 
 
 def test_no_tiled_kernel_without_matrix_units():
