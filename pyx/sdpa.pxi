@@ -36,7 +36,9 @@ def sdpa(q, k, v, *, scale=None, causal=True, kv_len=None, rows_out=False):
     with k, v [Hkv, C, D] (the same as B = 1). Only the first kv_len keys are
     used (default: all C), so a preallocated KV cache needs no copy. causal: query i sits at absolute position
     kv_len - Lq + i and sees keys 0 .. that position. scale=None means 1/sqrt(D); any other finite value, 0 and
-    negatives included, is used as given (the C API instead reads scale <= 0 as the default).
+    negatives included, is used as given (the C API instead reads scale <= 0 as the default), as long as
+    scale * log2(e) is a finite float32 (the kernels' softmax is exp2 of scaled scores; scores whose product with
+    it passes float32's range overflow, as any float32 arithmetic does).
     D in {64, 80, 96, 128, 256}; float32, float16 or bfloat16 (one dtype); the output has q's shape and dtype, or
     with rows_out=True [B, Lq, Hq * D] ([Lq, Hq * D] for a 3-d q): each query's heads side by side, the rows an
     output projection takes, with the bits of heads_to_rows of the default output and no copy.

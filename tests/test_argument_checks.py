@@ -186,6 +186,30 @@ def test_sdpa_combine_grid_beyond_uint32(tmp_path):
         mtlinv.sdpa(q, kv, kv, causal=False)
 
 
+def test_sdpa_keys_beyond_int32(tmp_path):
+    """Attention walks its keys in uint32 too: a chunk's first key plus a quarter of it wrapped past 2^32 and skipped
+    the last keys. A cache of 2^31 keys is refused; the k here is a sparse file mapped read-only, never touched."""
+    if mtlinv.device_info()["backend"] != "emu":
+        pytest.skip("the array would be copied to the device; the core's checks run on the emulator")
+    c = 2**31
+    path = tmp_path / "k.bin"
+    with open(path, "wb") as f:
+        f.truncate(c * 64 * 2)
+    k = np.memmap(path, np.float16, "r", shape=(1, c, 64))
+    with pytest.raises(ValueError, match=r"sdpa: C=2147483648 is out of range for the kernels \(at most 2\^31 - 1\)"):
+        mtlinv.sdpa(np.zeros((1, 1, 64), np.float16), k, k, causal=False)
+
+
+def test_sdpa_plans_refuse_what_would_divide_by_zero():
+    """plan_sdpa (introspection) is called without the op's checks: no heads or no batch raised SIGFPE."""
+    for kwargs in (dict(kv_heads=0), dict(batch=0, limit=0), dict(q_heads=3, kv_heads=2)):
+        with pytest.raises(ValueError, match=r"sdpa: a plan needs B, Lq, Hkv >= 1 and Hq a positive multiple of Hkv"):
+            mtlinv._native.plan_sdpa(q_len=2, kv_len=100, **kwargs)
+    with pytest.raises(ValueError, match=r"sdpa: k has Hkv=0 heads; attention needs at least one"):
+        mtlinv.sdpa(np.zeros((4, 1, 64), np.float16), np.zeros((0, 8, 64), np.float16),
+                    np.zeros((0, 8, 64), np.float16))
+
+
 def test_matmul_errors_name_its_own_arguments():
     """matmul(a, b) is gemv(a, b, transpose=False); its errors speak of matmul, a and b, gemv's of x and w."""
     with pytest.raises(ValueError, match=r"matmul: a has K=3 but b has K=4 \(a \[2, 3\], b \[4, 5\], b layout"):

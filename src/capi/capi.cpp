@@ -220,8 +220,8 @@ mtlinv_status mtlinv_sdpa(const mtlinv_tensor* q, const mtlinv_tensor* k, const 
     require_arg(k, fn, "k");
     require_arg(v, fn, "v");
     require_arg(out, fn, "out");
-    // scale <= 0 asks for the default; NaN is neither a scale nor that request.
-    if (std::isnan(scale)) throw mtlinv::InvalidArgument(fn, ": scale is NaN");
+    // scale <= 0 asks for the default; NaN and the infinities are neither a scale nor that request.
+    if (!std::isfinite(scale)) throw mtlinv::InvalidArgument(fn, ": scale is ", scale, ", not a finite number");
     mtlinv::SdpaOptions o;
     o.causal = causal != 0;
     o.has_kv_len = kv_len >= 0;

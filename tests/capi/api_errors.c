@@ -142,7 +142,9 @@ static int check_calls(void) {
   expect("sdpa v NULL", mtlinv_sdpa(q, q, NULL, 1, -1, 0.0f, &out), MTLINV_ERROR_INVALID_ARGUMENT,
          "mtlinv_sdpa: v is NULL");
   expect("sdpa scale NaN", mtlinv_sdpa(q, q, q, 1, -1, nanf(""), &out), MTLINV_ERROR_INVALID_ARGUMENT,
-         "mtlinv_sdpa: scale is NaN");
+         "mtlinv_sdpa: scale is nan, not a finite number");
+  expect("sdpa scale -inf", mtlinv_sdpa(q, q, q, 1, -1, -INFINITY, &out), MTLINV_ERROR_INVALID_ARGUMENT,
+         "mtlinv_sdpa: scale is -inf, not a finite number");
   expect("sdpa default scale", mtlinv_sdpa(q, q, q, 1, -1, 0.0f, &out), MTLINV_OK, "");
   mtlinv_tensor_free(out);
   mtlinv_tensor_free(q);

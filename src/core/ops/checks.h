@@ -34,9 +34,9 @@ inline void require_u32(const char* op, const char* what, int64_t v) {
   if (v < 0 || v > 0xFFFFFFFFll) throw InvalidArgument(op, ": ", what, "=", v, " is out of range for the kernels");
 }
 
-// A reduced extent (a GEMV's K, rms_norm's columns): the kernels walk it in uint32 steps of up to a few thousand
-// (k + step <= K, chunk = (K + splits - 1) / splits), which wrap within that distance of 2^32 and then end early
-// or never. Below 2^31 they cannot.
+// A reduced extent (a GEMV's K, rms_norm's columns, attention's keys): the kernels walk it in uint32 steps of up to
+// a few thousand (k + step <= K, chunk = (K + splits - 1) / splits, a chunk's first key + a quarter of it), which
+// wrap within that distance of 2^32 and then end early, skip keys or never end. Below 2^31 they cannot.
 inline void require_reduced_extent(const char* op, const char* what, int64_t v) {
   if (v < 0 || v > 0x7FFFFFFFll) {
     throw InvalidArgument(op, ": ", what, "=", v, " is out of range for the kernels (at most 2^31 - 1)");

@@ -55,7 +55,11 @@ Tensor sdpa(const Tensor& q, const Tensor& k, const Tensor& v, const SdpaOptions
   if (!supported_head_dim(s.head_dim)) {
     throw InvalidArgument(op, ": head dim D=", s.head_dim, " is not supported (supported: 64, 80, 96, 128, 256)");
   }
-  if (s.kv_heads < 1 || s.q_heads % s.kv_heads != 0) {
+  if (s.kv_heads < 1) {
+    throw InvalidArgument(op, ": k has Hkv=", s.kv_heads, " heads; attention needs at least one (k ",
+                          shape_str(k.shape), ")");
+  }
+  if (s.q_heads % s.kv_heads != 0) {
     throw InvalidArgument(op, ": q has Hq=", s.q_heads, " heads, which is not a multiple of k's Hkv=", s.kv_heads,
                           " (q ", shape_str(q.shape), ", k ", shape_str(k.shape), ")");
   }
@@ -75,7 +79,7 @@ Tensor sdpa(const Tensor& q, const Tensor& k, const Tensor& v, const SdpaOptions
   s.scale = static_cast<float>(options.has_scale ? options.scale : 1.0 / std::sqrt(static_cast<double>(s.head_dim)));
 
   require_u32(op, "B*Hq*Lq", s.batch * s.q_heads * s.q_len);
-  require_u32(op, "C", s.capacity);
+  require_reduced_extent(op, "C", s.capacity);
   // sdpa_combine's grid takes a query's head dims in pieces of 32 along x: Lq * ceil(D / 32) threadgroups.
   require_u32(op, "Lq*ceil(D/32)", s.q_len * ((s.head_dim + 31) / 32));
 

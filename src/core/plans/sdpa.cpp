@@ -1,6 +1,7 @@
 #include "sdpa.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <string>
 
 #include "../errors.h"
@@ -65,8 +66,13 @@ uint32_t sdpa_split_blocks(const SdpaShape& s, const DeviceCaps& caps) {
 }
 
 Plan plan_sdpa(const SdpaShape& s, int limit, const DeviceCaps& caps) {
-  if (s.kv_len < 1 || s.kv_len > UINT32_MAX) {  // the op checks it; plan_sdpa is also called alone (introspection)
-    throw InvalidArgument("sdpa: kv_len=", s.kv_len, " must be in [1, 2^32)");
+  // The op checks these; plan_sdpa is also called alone (introspection), where a zero would divide below.
+  if (s.kv_len < 1 || s.kv_len > INT32_MAX) {
+    throw InvalidArgument("sdpa: kv_len=", s.kv_len, " must be in [1, 2^31)");
+  }
+  if (s.batch < 1 || s.q_len < 1 || s.kv_heads < 1 || s.q_heads < 1 || s.q_heads % s.kv_heads != 0) {
+    throw InvalidArgument("sdpa: a plan needs B, Lq, Hkv >= 1 and Hq a positive multiple of Hkv; got B=", s.batch,
+                          ", Lq=", s.q_len, ", Hq=", s.q_heads, ", Hkv=", s.kv_heads);
   }
   Plan plan;
   plan.canonical = use_canonical(s.q_len, limit);
