@@ -12,8 +12,8 @@ import mtlinv
 
 from .model import decoding
 from .model.device_model import DeviceModel, DeviceWeights
-from .model.fetch import load_model_path
-from .model.gguf_model import load_gguf
+from .model.fetch import ModelFetchError, load_model_path
+from .model.gguf_model import GGUFModelError, load_gguf
 from .model.prompt_lookup import PromptLookupDraft
 from .model.tokenizer import Tokenizer
 
@@ -114,8 +114,12 @@ def run_demo(prompt: str, tokens: int, k: int, model_path: str | None) -> int:
         return 2
     info = mtlinv.device_info()
     print(f"device: {info['backend']} ({info['name']})")
-    path = load_model_path(model_path)
-    model = load_gguf(path)
+    try:
+        path = load_model_path(model_path)
+        model = load_gguf(path)
+    except (ModelFetchError, GGUFModelError) as e:  # no model, or not one this demo runs: say which, no traceback
+        print(f"mtlinv demo: {e}", file=sys.stderr)
+        return 2
     print(f"model: {path.name}: {model.config.n_layers} layers, hidden {model.config.hidden}")
     tokenizer = Tokenizer.from_gguf(model)
     try:
@@ -130,7 +134,11 @@ def run_demo(prompt: str, tokens: int, k: int, model_path: str | None) -> int:
         print(f"mtlinv demo: the prompt's {len(prompt_ids)} tokens + --tokens {tokens} + --k {k} + 2 need {need} "
               f"positions; the model's context holds {model.config.context}", file=sys.stderr)
         return 2
-    weights = DeviceWeights.from_gguf(model, progress=_progress("importing layers"))
+    try:
+        weights = DeviceWeights.from_gguf(model, progress=_progress("importing layers"))
+    except GGUFModelError as e:  # a projection of a type qgemv does not take: found at the first layer
+        print(f"\nmtlinv demo: {e}", file=sys.stderr)
+        return 2
     greedy, rows = run_settings(weights, prompt_ids, tokens, k, tokenizer.eos_id)
     print(f"\nprompt: {prompt}\ngreedy output: {tokenizer.decode(greedy, skip_special=True)}\n")
     print_table(rows)

@@ -32,13 +32,15 @@ _EPS = np.float32(1e-7)
 
 def check_params(group_size, bits):
     """Raise ValueError unless (group_size, bits) is a supported pair of ints (4.0 or True are not: 4.0 == 4
-    would pass the membership tests below and fail later, in a shift, with a message naming neither)."""
-    _check_bits(bits, "quant")
+    would pass the membership tests below and fail later, in a shift, with a message naming neither). Returns
+    them as Python ints: a NumPy int8 bits=8 would overflow in 1 << bits, a uint8 in K*bits."""
+    bits = _check_bits(bits, "quant")
     _require_int("quant", "group_size", group_size)
     if group_size not in SUPPORTED_GROUP_SIZES:
         raise ValueError(
             f"quant: group_size={group_size!r} is not supported; use one of {SUPPORTED_GROUP_SIZES}"
         )
+    return int(group_size), bits
 
 
 def _require_int(what, name, value):
@@ -47,9 +49,11 @@ def _require_int(what, name, value):
 
 
 def _check_bits(bits, what):
+    """bits as a Python int (see check_params), or TypeError / ValueError."""
     _require_int(what, "bits", bits)
     if bits not in SUPPORTED_BITS:
         raise ValueError(f"{what}: bits={bits!r} is not supported; use one of {SUPPORTED_BITS}")
+    return int(bits)
 
 
 def check_float_dtype(dtype, what):
@@ -70,7 +74,7 @@ def pack(q, bits):
     if q.ndim == 0 or q.dtype.kind not in "iu":
         raise TypeError(f"pack: q must be an integer array [..., K], got {q.dtype} of shape {q.shape}")
     lead, k = q.shape[:-1], q.shape[-1]
-    _check_bits(bits, "pack")
+    bits = _check_bits(bits, "pack")
     if k % 32:
         raise ValueError(f"pack: K={k} is not a multiple of 32")
     if q.size and (q.min() < 0 or q.max() >= 1 << bits):
@@ -88,7 +92,7 @@ def pack(q, bits):
 
 def unpack(wq, bits, k):
     """Inverse of :func:`pack`: uint32 ``[..., k*bits/32]`` -> uint8 ``[..., k]``."""
-    _check_bits(bits, "unpack")
+    bits = _check_bits(bits, "unpack")
     words = np.ascontiguousarray(wq, dtype="<u4")
     lead = words.shape[:-1]
     if k % 32 or words.shape[-1] * 32 != k * bits:
@@ -140,7 +144,7 @@ def quantize(w, group_size=64, bits=4):
     float32 scale and bias, which are rounded to ``w``'s dtype only when stored (no re-fit of the bias
     after rounding the scale).
     """
-    check_params(group_size, bits)
+    group_size, bits = check_params(group_size, bits)
     w = np.asarray(w)
     dtype = check_float_dtype(w.dtype, "quantize")
     if w.ndim < 2:
@@ -209,6 +213,7 @@ def dequantize(wq, scales, biases, group_size=64, bits=4):
     (<= 11-bit) scale and an 8-bit q is exact in float32, and for the sum float32's 24 bits are at
     least 2p + 2 for p = 11 (float16) and p = 8 (bfloat16), so the double rounding is innocuous.
     """
+    group_size, bits = check_params(group_size, bits)
     wq, scales, biases, k = _check_quantized(wq, scales, biases, group_size, bits, "dequantize")
     dtype = scales.dtype
     q = unpack(wq, bits, k).reshape(*scales.shape, group_size).astype(np.float32)
@@ -227,6 +232,7 @@ def dequantize_float32(wq, scales, biases, group_size=64, bits=4):
     importers (``mtlinv.gguf_blocks``) promise to reproduce. Shapes as :func:`dequantize`; returns
     float32 ``[..., N, K]``.
     """
+    group_size, bits = check_params(group_size, bits)
     wq, scales, biases, k = _check_quantized(wq, scales, biases, group_size, bits, "dequantize_float32")
     q = unpack(wq, bits, k).reshape(*scales.shape, group_size).astype(np.float32)
     out = q * scales[..., None].astype(np.float32) + biases[..., None].astype(np.float32)
@@ -248,6 +254,7 @@ def tile(wq, scales, biases, group_size=64, bits=4):
     (``device_info()["matrix_units"]``: CUDA) with 16-bit x, and needs bits 4 or 8 and N a multiple of 16. On an
     H200 a 4-bit qgemv took 8-20% less time at M = 1..16 (benchmarks/results/h200.md).
     """
+    group_size, bits = check_params(group_size, bits)
     wq, scales, biases, _ = _check_quantized(wq, scales, biases, group_size, bits, "tile")
     if wq.ndim != 2:
         raise ValueError(f"tile: wq must be [N, K*bits/32], got shape {wq.shape}")

@@ -168,6 +168,19 @@ def test_pack_takes_ints_only():
         quant.unpack(np.zeros((1, 4), np.uint32), 4.0, 32)
 
 
+@pytest.mark.parametrize("int_type", [np.int8, np.uint8, np.int64])
+def test_numpy_int_params_act_as_python_ints(int_type, rng):
+    """NumPy ints pass as ints, and act as Python ints: an int8 bits=8 overflowed in 1 << bits and a uint8 one in
+    K * bits, raising OverflowError or a false range error."""
+    w = rng.standard_normal((4, 128)).astype(np.float16)
+    want = quant.quantize(w, 64, 8)
+    got = quant.quantize(w, int_type(64), int_type(8))
+    assert all(np.array_equal(a, b) for a, b in zip(got, want))
+    assert np.array_equal(quant.dequantize(*got, int_type(64), int_type(8)), quant.dequantize(*want, 64, 8))
+    assert np.array_equal(quant.unpack(quant.pack(np.full((1, 32), 255, np.uint8), int_type(8)), int_type(8), 32),
+                          np.full((1, 32), 255, np.uint8))
+
+
 # ------------------------------------------------------------------------------------------------ GGUF
 
 

@@ -17,7 +17,7 @@ import mtlinv
 
 from .. import gguf_blocks, quant
 from .._kinds import is_int
-from .gguf_model import GGUFModel, GGUFTensor, LlamaConfig
+from .gguf_model import GGUFModel, GGUFModelError, GGUFTensor, LlamaConfig
 from .reference import LlamaWeights
 
 ACTIVATION = ml_dtypes.bfloat16
@@ -75,7 +75,8 @@ def _import_affine(t: GGUFTensor):
     """(wq, scales, biases, bits) of a quantized GGUF tensor, as numpy arrays."""
     kind = t.ggml_type.name
     if kind not in _IMPORTERS:
-        raise ValueError(f"{t.name}: type {kind} has no quantized kernel; supported: {', '.join(_IMPORTERS)}")
+        raise GGUFModelError(f"{t.name}: type {kind}: the device model runs its projections through qgemv, which "
+                             f"takes {', '.join(_IMPORTERS)} (the embedding and norms may be F32, F16 or BF16)")
     importer, bits = _IMPORTERS[kind]
     return (*importer(t.data, t.shape, dtype=SCALE_DTYPE), bits)
 
