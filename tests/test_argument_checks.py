@@ -171,16 +171,20 @@ def test_reduced_extents_beyond_int32():
         mtlinv.rms_norm(x, x)
 
 
-def test_sdpa_combine_grid_beyond_uint32(tmp_path):
-    """sdpa_combine's grid holds Lq * ceil(D / 32) threadgroups along x, which wrapped past 2^32 (Lq = 2^30 at
-    D = 128, a q of 256 GiB). The q here is a sparse file mapped read-only: no page of it is ever touched."""
+def sparse_float16(path, shape):
+    """A float16 array of `shape` (hundreds of GiB) as a sparse file mapped read-only: the checks refuse it before
+    any page is touched. Emulator only, as huge_zeros."""
     if mtlinv.device_info()["backend"] != "emu":
         pytest.skip("the array would be copied to the device; the core's checks run on the emulator")
-    lq = 2**30
-    path = tmp_path / "q.bin"
     with open(path, "wb") as f:
-        f.truncate(lq * 128 * 2)
-    q = np.memmap(path, np.float16, "r", shape=(1, 1, lq, 128))
+        f.truncate(int(np.prod(shape)) * 2)
+    return np.memmap(path, np.float16, "r", shape=shape)
+
+
+def test_sdpa_combine_grid_beyond_uint32(tmp_path):
+    """sdpa_combine's grid holds Lq * ceil(D / 32) threadgroups along x, which wrapped past 2^32 (Lq = 2^30 at
+    D = 128, a q of 256 GiB)."""
+    q = sparse_float16(tmp_path / "q.bin", (1, 1, 2**30, 128))
     kv = np.zeros((1, 1, 4, 128), np.float16)
     with pytest.raises(ValueError, match=r"sdpa: Lq\*ceil\(D/32\)=4294967296 is out of range for the kernels"):
         mtlinv.sdpa(q, kv, kv, causal=False)
@@ -188,14 +192,8 @@ def test_sdpa_combine_grid_beyond_uint32(tmp_path):
 
 def test_sdpa_keys_beyond_int32(tmp_path):
     """Attention walks its keys in uint32 too: a chunk's first key plus a quarter of it wrapped past 2^32 and skipped
-    the last keys. A cache of 2^31 keys is refused; the k here is a sparse file mapped read-only, never touched."""
-    if mtlinv.device_info()["backend"] != "emu":
-        pytest.skip("the array would be copied to the device; the core's checks run on the emulator")
-    c = 2**31
-    path = tmp_path / "k.bin"
-    with open(path, "wb") as f:
-        f.truncate(c * 64 * 2)
-    k = np.memmap(path, np.float16, "r", shape=(1, c, 64))
+    the last keys. A cache of 2^31 keys is refused."""
+    k = sparse_float16(tmp_path / "k.bin", (1, 2**31, 64))
     with pytest.raises(ValueError, match=r"sdpa: C=2147483648 is out of range for the kernels \(at most 2\^31 - 1\)"):
         mtlinv.sdpa(np.zeros((1, 1, 64), np.float16), k, k, causal=False)
 
