@@ -19,10 +19,10 @@
 //
 // The tile layout (the _tiled kernels; mtlinv.tile_weights makes it from W [N, K]): W [N/16, K/32, 16, 32], block
 // (tile x, b) holding K positions [32 b, 32 b + 32) of the tile's 16 rows (K a multiple of 32, so that the shape
-// gives K: the op checks x against it). A simdgroup's loads of one block then read 1 KB in one piece, where the row layout has them read 64 bytes
-// of each of 16 rows: on an H200 a call took 4-12% less time at M = 1..16 at 4096 x 4096 and 8192 x 8192, 0-4% at
-// 4096 x 14336 (benchmarks/results/h200.md, twenty-eighth session). The same values reach the same calls in either
-// layout, so the bits are the same.
+// gives K: the op checks x against it). A simdgroup's loads of one block then read 1 KB in one piece, where the
+// row layout has them read 64 bytes of each of 16 rows: on an H200 a call took 4-12% less time at M = 1..16 at
+// 4096 x 4096 and 8192 x 8192, 0-4% at 4096 x 14336 (benchmarks/results/h200.md, twenty-eighth session). The same
+// values reach the same calls in either layout, so the bits are the same.
 //
 // Why C and U: on an H200 one row ran 4-6% faster at N = 8192 and 14336 with two output tiles per threadgroup (C =
 // 2) and twice the splits, but the 16-row tile ran slower with twice the simdgroups (fewer threadgroups fit a core

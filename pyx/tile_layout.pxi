@@ -22,9 +22,9 @@ def tile_weights(w):
     K positions [32 b, 32 b + 32) of rows 16 t .. 16 t + 15. N and K must be multiples of 16 and 32 (the shape then
     gives K, which gemv checks x against). gemv takes either layout (told apart by rank) and gives the same bits at
     or below the limit (above it each layout has its own throughput kernel); the tile layout runs where the device
-    has matrix units (device_info()["matrix_units"]: CUDA). On an H200 a call took 4-12%
-    less time at M = 1..16 at 4096 x 4096 and 8192 x 8192, 0-4% at 4096 x 14336 (one row of 8192 x 8192 at 92% of
-    copy bandwidth; benchmarks/results/h200.md)."""
+    has matrix units (device_info()["matrix_units"]: CUDA). On an H200 a call took 4-12% less time at M = 1..16 at
+    4096 x 4096 and 8192 x 8192, 0-4% at 4096 x 14336 (one row of 8192 x 8192 at 92% of copy bandwidth;
+    benchmarks/results/h200.md)."""
     w = np.asarray(w)
     if w.ndim != 2:
         raise InvalidArgumentError(f"tile_weights: w must be [N, K], got shape {w.shape}")
