@@ -161,8 +161,9 @@ def test_no_tiled_kernel_without_matrix_units():
     if mtlinv.device_info()["matrix_units"]:
         pytest.skip("this device has matrix units")
     q = quantized(32, 256, 64, 4, np.dtype(np.float16))
-    with pytest.raises(mtlinv.InvalidArgumentError, match="on a device without matrix units"):
-        run(np.ones((1, 256), np.float16), tiled(q, 64, 4), 64, 4)
+    for m in (1, 0):  # no rows too: whether a call is refused does not depend on M
+        with pytest.raises(mtlinv.InvalidArgumentError, match="on a device without matrix units"):
+            run(np.ones((m, 256), np.float16), tiled(q, 64, 4), 64, 4)
 
 
 def test_decoder_projections_tile_where_the_device_has_matrix_units(gpu_plans, rng):

@@ -94,6 +94,7 @@ Tensor gemv(const Tensor& x, const Tensor& w, const Tensor* bias, bool transpose
   require_u32(op, "K*N", k * n);
   require_u32(op, "rows*N", s.rows * n);
 
+  check_gemv_operands(s, active_backend().caps());
   Tensor y = Tensor::empty(out_shape, x.dtype);
   if (y.numel() == 0) return y;
   if (k == 0) throw InvalidArgument(op, ": K must be >= 1, got ", xn, " ", shape_str(x.shape));

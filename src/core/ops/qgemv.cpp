@@ -97,6 +97,8 @@ Tensor qgemv(const Tensor& x, const Tensor& wq, const Tensor& scales, const Tens
   require_u32(op, "K*bits", k * bits);
   require_u32(op, "wq words", wq.numel());
 
+  s.tiled = tiled;
+  check_qgemv_operands(s, active_backend().caps());
   Shape out_shape(x.shape.begin(), x.shape.end() - 1);
   out_shape.push_back(n);
   Tensor y = Tensor::empty(out_shape, x.dtype);
@@ -105,7 +107,6 @@ Tensor qgemv(const Tensor& x, const Tensor& wq, const Tensor& scales, const Tens
   s.has_bias = bias != nullptr;
   s.aligned = aligned16(x);
   s.w_aligned = aligned16(wq);
-  s.tiled = tiled;
   const Tensor* b = bias ? bias : &y;  // an unread placeholder binding when there is no bias
   run_plan(plan_qgemv(s, get_limit(), active_backend().caps()), {&x, &wq, &scales, &biases, b, &y});
   return y;

@@ -65,7 +65,17 @@ uint32_t gemv_k_splits(int64_t k, int64_t n, DType dtype, bool w_kn, const Devic
   return power_of_two_splits(wanted, most);
 }
 
+void check_gemv_operands(const GemvShape& s, const DeviceCaps& caps) {
+  if (s.tiled && (!use_mma(s, caps) || s.w_batched || s.n % kMmaCols != 0)) {
+    throw InvalidArgument("gemv: w in the tile layout needs 16-bit x on a device with matrix units, one w for every "
+                          "batch entry and N a multiple of 16; got x ", dtype_name(s.dtype), ", N=", s.n,
+                          s.w_batched ? ", a batched w" : "",
+                          caps.matrix_units ? "" : " on a device without matrix units", " (use w [N, K] there)");
+  }
+}
+
 Plan plan_gemv(const GemvShape& s, int limit, const DeviceCaps& caps) {
+  check_gemv_operands(s, caps);
   Plan plan;
   plan.canonical = use_canonical(s.rows, limit);
 
@@ -80,13 +90,6 @@ Plan plan_gemv(const GemvShape& s, int limit, const DeviceCaps& caps) {
   args.w_kn = s.w_kn ? 1 : 0;
   const int64_t row_bytes = (s.w_kn ? s.n : s.k) * static_cast<int64_t>(dtype_size(s.dtype));
   args.vector_loads = s.aligned && row_bytes % 16 == 0 && (s.k * static_cast<int64_t>(dtype_size(s.dtype))) % 16 == 0;
-
-  if (s.tiled && (!use_mma(s, caps) || s.w_batched || s.n % kMmaCols != 0)) {
-    throw InvalidArgument("gemv: w in the tile layout needs 16-bit x on a device with matrix units, one w for every "
-                          "batch entry and N a multiple of 16; got x ", dtype_name(s.dtype), ", N=", s.n,
-                          s.w_batched ? ", a batched w" : "",
-                          caps.matrix_units ? "" : " on a device without matrix units", " (use w [N, K] there)");
-  }
 
   PlanLaunch launch;
   const uint32_t batch = static_cast<uint32_t>(s.batch);

@@ -32,6 +32,9 @@ constexpr int64_t kGemvMmaBlockK = 32;
 // the row layout's bits, read in whole blocks; it needs 16-bit x, matrix units and an unbatched W.
 // Throws InvalidArgument for tiled W where no tiled kernel runs.
 Plan plan_gemv(const GemvShape& s, int limit, const DeviceCaps& caps);
+// What plan_gemv refuses (w in the tile layout where no kernel reads it), also for a call with nothing to compute,
+// so that whether a call is refused does not depend on M or N.
+void check_gemv_operands(const GemvShape& s, const DeviceCaps& caps);
 
 // The number of simdgroups that split one output tile's K range, from K, N, the dtype, the layout and the device
 // (never M).

@@ -68,7 +68,7 @@ uint32_t qgemv_mma_k_splits(int64_t k, int64_t n, const DeviceCaps& caps) {
   return power_of_two_splits(wanted, most);
 }
 
-Plan plan_qgemv(const QGemvShape& s, int limit, const DeviceCaps& caps) {
+void check_qgemv_operands(const QGemvShape& s, const DeviceCaps& caps) {
   if (!qgemv_supported_bits(s.bits)) {
     throw InvalidArgument("qgemv: bits=", s.bits, " is not supported; use 2, 3, 4, 5, 6 or 8");
   }
@@ -78,6 +78,21 @@ Plan plan_qgemv(const QGemvShape& s, int limit, const DeviceCaps& caps) {
   if (s.k % s.group_size != 0) {
     throw InvalidArgument("qgemv: K=", s.k, " is not a multiple of group_size=", s.group_size);
   }
+  // Only float32 scales with 16-bit activations at 4 and 8 bits are built besides x's own (what GGUF imports give).
+  if (s.scale_dtype != s.dtype && (s.scale_dtype != DType::f32 || (s.bits != 4 && s.bits != 8))) {
+    throw DTypeError("qgemv: scales are ", dtype_name(s.scale_dtype), " with ", dtype_name(s.dtype), " x and bits=",
+                     s.bits, "; scales must have x's dtype, or be float32 with bits 4 or 8");
+  }
+  if (s.tiled && (!caps.matrix_units || s.dtype == DType::f32 || (s.bits != 4 && s.bits != 8) ||
+                  s.n % kMmaCols != 0)) {
+    throw InvalidArgument("qgemv: weights in the tile layout need 16-bit x on a device with matrix units, bits 4 or "
+                          "8 and N a multiple of 16; got x ", dtype_name(s.dtype), ", bits=", s.bits, ", N=", s.n,
+                          caps.matrix_units ? "" : " on a device without matrix units", " (use the row layout there)");
+  }
+}
+
+Plan plan_qgemv(const QGemvShape& s, int limit, const DeviceCaps& caps) {
+  check_qgemv_operands(s, caps);
   Plan plan;
   plan.canonical = use_canonical(s.rows, limit);
 
@@ -96,20 +111,8 @@ Plan plan_qgemv(const QGemvShape& s, int limit, const DeviceCaps& caps) {
   PlanLaunch launch;
   const std::string bits = "_b" + std::to_string(s.bits);
   std::string types = std::string("_") + dtype_suffix(s.dtype);
-  if (s.scale_dtype != s.dtype) {
-    // Only float32 scales with 16-bit activations at 4 and 8 bits are built (what GGUF imports produce).
-    if (s.scale_dtype != DType::f32 || (s.bits != 4 && s.bits != 8)) {
-      throw DTypeError("qgemv: scales are ", dtype_name(s.scale_dtype), " with ", dtype_name(s.dtype), " x and bits=",
-                       s.bits, "; scales must have x's dtype, or be float32 with bits 4 or 8");
-    }
-    types += "_sf32";
-  }
+  if (s.scale_dtype != s.dtype) types += "_sf32";
   const bool mma_kernels = caps.matrix_units && s.dtype != DType::f32;
-  if (s.tiled && (!mma_kernels || (s.bits != 4 && s.bits != 8) || s.n % kMmaCols != 0)) {
-    throw InvalidArgument("qgemv: weights in the tile layout need 16-bit x on a device with matrix units, bits 4 or "
-                          "8 and N a multiple of 16; got x ", dtype_name(s.dtype), ", bits=", s.bits, ", N=", s.n,
-                          caps.matrix_units ? "" : " on a device without matrix units", " (use the row layout there)");
-  }
   if (mma_kernels) {
     // 16-bit x on a device with matrix units: qgemv_mma, for canonical calls and, with the other split count, up
     // to kTiledQgemvMaxRows rows above the limit where the two counts deal the steps differently: they do unless

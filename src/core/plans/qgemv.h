@@ -38,6 +38,9 @@ bool qgemv_supported_group_size(int group_size);
 // Throws InvalidArgument for an unsupported bits or group size, K not a multiple of the group size, or tiled
 // weights where no tiled kernel runs, and DTypeError for a scale dtype without a kernel.
 Plan plan_qgemv(const QGemvShape& s, int limit, const DeviceCaps& caps);
+// What plan_qgemv refuses (bits, group size, scale dtype, the tile layout where no kernel reads it), also for a
+// call with nothing to compute, so that whether a call is refused does not depend on M or N.
+void check_qgemv_operands(const QGemvShape& s, const DeviceCaps& caps);
 
 // The number of simdgroups that split one output tile's K range, from K, N and the device (never M).
 uint32_t qgemv_k_splits(int64_t k, int64_t n, const DeviceCaps& caps);
