@@ -175,11 +175,10 @@ mtlinv_status mtlinv_tiled_weight_elements(int64_t n, int64_t k, int64_t* elemen
 
 mtlinv_status mtlinv_tile_weights(const void* w, mtlinv_dtype dtype, int64_t n, int64_t k, void* w_tiled) {
   return guarded([&] {
-    const char* fn = "mtlinv_tile_weights";
-    require_arg(w, fn, "w");
-    require_arg(w_tiled, fn, "w_tiled");
+    // The pointers and the shape are the core's to check (src/core/tile_layout.h), as for C++ callers.
     if (dtype != MTLINV_FLOAT16 && dtype != MTLINV_BFLOAT16) {
-      throw mtlinv::DTypeError(fn, ": dtype=", static_cast<int>(dtype), " is not MTLINV_FLOAT16 or MTLINV_BFLOAT16");
+      throw mtlinv::DTypeError("mtlinv_tile_weights: dtype=", static_cast<int>(dtype),
+                               " is not MTLINV_FLOAT16 or MTLINV_BFLOAT16");
     }
     mtlinv::tile_weights(w, 2, n, k, w_tiled);
   });
@@ -196,15 +195,9 @@ mtlinv_status mtlinv_quant_tile(const uint32_t* wq, const void* scales, const vo
                                 int64_t n, int64_t k, int group_size, int bits, uint32_t* wq_tiled,
                                 void* scales_tiled, void* biases_tiled) {
   return guarded([&] {
-    const char* fn = "mtlinv_quant_tile";
-    require_arg(wq, fn, "wq");
-    require_arg(scales, fn, "scales");
-    require_arg(biases, fn, "biases");
-    require_arg(wq_tiled, fn, "wq_tiled");
-    require_arg(scales_tiled, fn, "scales_tiled");
-    require_arg(biases_tiled, fn, "biases_tiled");
+    // The pointers and the shape are the core's to check (src/core/tile_layout.h), as for C++ callers.
     if (scale_dtype != MTLINV_FLOAT16 && scale_dtype != MTLINV_BFLOAT16 && scale_dtype != MTLINV_FLOAT32) {
-      throw mtlinv::DTypeError(fn, ": scale_dtype=", static_cast<int>(scale_dtype),
+      throw mtlinv::DTypeError("mtlinv_quant_tile: scale_dtype=", static_cast<int>(scale_dtype),
                                " is not MTLINV_FLOAT16, MTLINV_BFLOAT16 or MTLINV_FLOAT32");
     }
     mtlinv::quant_tile(wq, scales, biases, mtlinv::dtype_size(to_dtype(scale_dtype)), n, k, group_size, bits,

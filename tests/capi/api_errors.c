@@ -68,7 +68,7 @@ static void check_quant_tile(void) {
          "mtlinv_quant_tile: scale_dtype=4 is not");
   expect("quant_tile biases_tiled NULL", mtlinv_quant_tile(wq, scales, biases, MTLINV_FLOAT16, N, K, GROUP, BITS,
                                                            wq_tiled, scales_tiled, NULL), MTLINV_ERROR_INVALID_ARGUMENT,
-         "mtlinv_quant_tile: biases_tiled is NULL");
+         "quant_tile: biases_tiled is NULL");
 }
 
 /* mtlinv_tile_weights against the dense layout written out (N = 16, K = 64: two blocks of 32), and its errors. */
@@ -98,7 +98,7 @@ static void check_tile_weights(void) {
   expect("tile_weights float32", mtlinv_tile_weights(w, MTLINV_FLOAT32, N, K, w_tiled), MTLINV_ERROR_DTYPE,
          "mtlinv_tile_weights: dtype=0 is not MTLINV_FLOAT16 or MTLINV_BFLOAT16");
   expect("tile_weights w_tiled NULL", mtlinv_tile_weights(w, MTLINV_FLOAT16, N, K, NULL),
-         MTLINV_ERROR_INVALID_ARGUMENT, "mtlinv_tile_weights: w_tiled is NULL");
+         MTLINV_ERROR_INVALID_ARGUMENT, "tile_weights: w_tiled is NULL");
 }
 
 static int check_calls(void) {
