@@ -4,9 +4,8 @@ property was found by timing on an H200 (benchmarks/results/h200.md).
 
 gemv_nk_mma's hot loop: each loop iteration of every form (W in rows and in the tile layout) must issue all loads
 of its first block, the two weight rows of each output tile and the tile's R / 8 rows of x, before its first matrix
-instruction. When an unrelated
-change to the shared epilogue (metal/mma_tile.h) let nvcc move the second x load behind the first HMMA, the 16-row
-tile lost 10-14%.
+instruction. When an unrelated change to the shared epilogue (metal/mma_tile.h) let nvcc move the second x load
+behind the first HMMA, the 16-row tile lost 10-14%.
 
 sdpa_mma's partials, and its output where a call has one chunk: every global store must be a vector store. Stored
 one float at a time, the partials cost 14% of the time of verifying 8 queries at 64K keys.
