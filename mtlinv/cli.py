@@ -1,5 +1,5 @@
-"""The `mtlinv` command: `mtlinv check` (bitwise audit of every op) and `mtlinv demo` (exact speculative
-decoding on a real model)."""
+"""The `mtlinv` command: `mtlinv check` (bitwise audit of every op), `mtlinv demo` (exact speculative decoding on
+a real model) and `mtlinv doctor` (the first run on a new machine: device, audit, timing against MLX, one report)."""
 from __future__ import annotations
 
 import argparse
@@ -17,12 +17,30 @@ def main(argv: list[str] | None = None) -> int:
     demo.add_argument("--tokens", type=int, default=48, help="tokens to generate (default 48)")
     demo.add_argument("--k", type=int, default=4, help="draft tokens per speculative step (default 4)")
     demo.add_argument("--model", default=None, help="path of a llama-architecture GGUF (default: SmolLM2-135M)")
+    doctor = sub.add_parser(
+        "doctor", help="first run on a new machine (a Mac): device, audit, timing against MLX, one report file",
+        description="Reports the device and software, runs the invariance audit of `mtlinv check`, times gemv, "
+                    "qgemv and sdpa against MLX when it is installed, and writes one Markdown report to attach to "
+                    "an issue. Exit status: 0 all passed; 1 an audit FAIL, a device that did not start, an mtlinv "
+                    "error or results far from MLX's; 2 bad usage.")
+    doctor.add_argument("--quick", action="store_true", help="smaller audit shapes, fewer timing repetitions")
+    doctor.add_argument("--limit", type=int, default=8, help="largest M audited and timed (default 8, at most 256)")
+    doctor.add_argument("--out", default=None, metavar="PATH",
+                        help="where the report goes (default: mtlinv-doctor-report.md in the current directory)")
     args = ap.parse_args(argv)
 
-    if args.command == "check":
+    if args.command in ("check", "doctor"):
         from .audit import MAX_LIMIT
         if not 1 <= args.limit <= MAX_LIMIT:
             ap.error(f"--limit must be in [1, {MAX_LIMIT}], got {args.limit}")
+    if args.command == "doctor":
+        from .doctor import REPORT_NAME, check_out_path, run_doctor
+        out = args.out if args.out is not None else REPORT_NAME
+        problem = check_out_path(out)
+        if problem:
+            ap.error(problem)
+        return run_doctor(out, args.limit, args.quick)
+    if args.command == "check":
         from .audit import run_audit
         return 0 if run_audit(args.limit, args.quick) else 1
     from .demo import run_demo
