@@ -46,6 +46,23 @@ def test_real_sources_pass(clang):
     assert checked, "nothing to check"
     for path in checked:
         assert f"ok   {path.relative_to(ROOT)}" in out, out
+    assert f"ok   {check_static.FLATTENED}" in out, out
+
+
+def test_flattened_library_catches_what_single_files_cannot(clang, tmp_path):
+    """Two kernel files that each define the same helper: each passes alone, but the Metal backend compiles all of
+    them as one unit, where the second definition is an error. Only the flattened check sees it."""
+    metal = tmp_path / "metal"
+    metal.mkdir()
+    for name in ("a.metal", "b.metal"):
+        (metal / name).write_text("#include <metal_stdlib>\nusing namespace metal;\n"
+                                  "float clashing_helper(float x) { return x; }  // PLANTED in both files\n")
+    work = tmp_path / "work"
+    work.mkdir()
+    assert check_static.check_metal(clang, sorted(metal.glob("*.metal")), work) == []
+    failures = check_static.check_flattened(clang, work, metal)
+    assert len(failures) == 1 and "redefinition of 'clashing_helper'" in failures[0][1], failures
+    assert "b.metal:3:" in failures[0][1], failures
 
 
 @pytest.mark.parametrize("name", ["bad_address_space.metal", "bad_selector.mm"])

@@ -3,7 +3,8 @@
 
     python tools/check_static.py [--clang clang++-19] [FILE ...]
 
-With no FILE: every metal/*.metal and every objc/*.mm. Exits non-zero if any file fails, printing the file and
+With no FILE: every metal/*.metal, the flattened library that the Metal backend compiles (all of them as one unit),
+and every objc/*.mm. Exits non-zero if any file fails, printing the file and
 clang's output.
 
 - .metal: clang's C++ for OpenCL mode with tests/static/msl_as_opencl.h force-included, which maps MSL's
@@ -28,6 +29,9 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 STATIC = ROOT / "tests" / "static"
 sys.path.insert(0, str(ROOT / "tools"))
 import embed_metal  # noqa: E402  (sibling tool: the objc check compiles against the real generated header)
+
+# The flattened library's name in the report (tools/embed_metal.py --msl writes the same text).
+FLATTENED = "the flattened library (embed_metal.py --msl)"
 
 CLANG_CANDIDATES = [f"clang++-{v}" for v in range(21, 13, -1)] + ["clang++"]
 
@@ -97,6 +101,8 @@ def rewrite_msl(text, display_path):
 
 
 def _display(path):
+    if path == FLATTENED:
+        return path
     path = pathlib.Path(path).resolve()
     try:
         return str(path.relative_to(ROOT))
@@ -126,6 +132,18 @@ def check_metal(clang, files, work):
         if rc != 0:
             failures.append((f, output))
     return failures
+
+
+def check_flattened(clang, work, metal_dir=embed_metal.METAL_DIR):
+    """The library as the Metal backend compiles it: every .metal flattened into one unit by embed_metal.py, so
+    that what only one unit can show fails here too (two files defining one helper, a header's `#pragma once`
+    dropped, a name that clashes across files). Returns [(label, output)] of failures."""
+    target = work / "flattened" / "mtlinv.metal"
+    target.parent.mkdir()
+    target.write_text(rewrite_msl(embed_metal.flatten(metal_dir), FLATTENED))
+    rc, output = _run([clang, *CLCPP_FLAGS, "-include", str(STATIC / "msl_as_opencl.h"), "-isystem",
+                       str(STATIC / "include"), str(target)])
+    return [] if rc == 0 else [(FLATTENED, output)]
 
 
 # Each .mm is checked as each build makes it: from the embedded source against the macOS 15 SDK and against the
@@ -176,6 +194,9 @@ def main(argv=None):
         metal = [f for f in files if f.suffix == ".metal"]
         objc = [f for f in files if f.suffix == ".mm"]
         failures = (check_metal(clang, metal, work) if metal else []) + (check_objc(clang, objc, work) if objc else [])
+        if not args.files:
+            files.append(FLATTENED)
+            failures += check_flattened(clang, work)
 
     failed = {f for f, _ in failures}
     for f in files:

@@ -46,9 +46,13 @@ class EmuBackend final : public Backend {
 
   StoragePtr allocate(size_t bytes) override {
     auto s = std::make_shared<HostStorage>();
-    size_t rounded = (bytes + 63) / 64 * 64;
-    s->host = std::aligned_alloc(64, rounded ? rounded : 64);
-    if (s->host == nullptr) throw OutOfMemory("emulator: cannot allocate ", bytes, " bytes");
+    // posix_memalign, not std::aligned_alloc: macOS's libc declares the latter only from macOS 10.15 on, and a
+    // universal2 Python builds its x86-64 half for older releases.
+    const size_t rounded = (bytes + 63) / 64 * 64;
+    if (posix_memalign(&s->host, 64, rounded ? rounded : 64) != 0) {
+      s->host = nullptr;
+      throw OutOfMemory("emulator: cannot allocate ", bytes, " bytes");
+    }
     s->owned = true;
     s->device = s->host;
     s->bytes = bytes;

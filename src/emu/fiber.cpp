@@ -1,4 +1,10 @@
 // Fiber stacks and context switching; see fiber.h.
+#if defined(__APPLE__)
+// macOS declares the ucontext routines only for X/Open code, which must say so before any system header; Darwin's
+// own extensions (MAP_ANON, MAP_NORESERVE) then need _DARWIN_C_SOURCE to stay visible.
+#define _XOPEN_SOURCE 700
+#define _DARWIN_C_SOURCE 1
+#endif
 #include "fiber.h"
 
 #include <sys/mman.h>
@@ -7,7 +13,12 @@
 #include <cerrno>
 #include <cfenv>
 #include <cstdint>
+#include <new>
 #include <system_error>
+
+#if EMU_PORTABLE_FIBERS
+#include <ucontext.h>
+#endif
 
 #if EMU_ASAN
 #include <sanitizer/asan_interface.h>
@@ -40,6 +51,12 @@ void asan_switch(Context& from, Context& to) {
 }
 #endif
 
+#ifdef MAP_STACK
+constexpr int kMapStack = MAP_STACK;  // Linux, the BSDs: the mapping is a thread stack
+#else
+constexpr int kMapStack = 0;  // macOS has no such flag
+#endif
+
 static size_t page_bytes() {
   static const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
   return page;
@@ -50,7 +67,7 @@ Stack stack_alloc(size_t size) {
   size = (size + page - 1) / page * page;
   // MAP_NORESERVE: a fiber touches only the top page or two of its stack, so don't charge the rest up front.
   void* base = mmap(nullptr, size + page, PROT_READ | PROT_WRITE,
-                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_STACK, -1, 0);
+                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | kMapStack, -1, 0);
   // Each stack costs two memory mappings (stack and guard): many workers times 1024-thread threadgroups can
   // reach vm.max_map_count, hence the errno in the message.
   if (base == MAP_FAILED) throw std::system_error(errno, std::generic_category(), "mmap of a fiber stack");
@@ -89,6 +106,15 @@ void context_exit(Context& from, Context& to) {
 
 #if EMU_PORTABLE_FIBERS
 
+static_assert(sizeof(ucontext_t) <= kUcontextBytes && alignof(ucontext_t) <= 16,
+              "fiber.h: Context::uc has no room for this system's ucontext_t; raise kUcontextBytes");
+
+static ucontext_t& uc(Context& c) { return *reinterpret_cast<ucontext_t*>(c.uc); }
+
+// macOS marks the ucontext routines deprecated; they still work there, and this path runs only where asked for.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+
 // makecontext passes only int arguments, so the two pointers travel as 32-bit halves.
 static void uc_trampoline(unsigned entry_hi, unsigned entry_lo, unsigned arg_hi, unsigned arg_lo) {
   std::fesetenv(FE_DFL_ENV);  // IEEE defaults, not getcontext's copy of the creating thread's modes (fiber.h)
@@ -98,33 +124,44 @@ static void uc_trampoline(unsigned entry_hi, unsigned entry_lo, unsigned arg_hi,
 }
 
 void context_make(Context& c, Stack stack, FiberEntry entry, void* arg) {
-  getcontext(&c.uc);
-  c.uc.uc_stack.ss_sp = stack.lo;
-  c.uc.uc_stack.ss_size = stack.size;
-  c.uc.uc_link = nullptr;
+  ucontext_t& u = *new (c.uc) ucontext_t;
+  getcontext(&u);
+  u.uc_stack.ss_sp = stack.lo;
+  u.uc_stack.ss_size = stack.size;
+  u.uc_link = nullptr;
   auto e = reinterpret_cast<uintptr_t>(entry), a = reinterpret_cast<uintptr_t>(arg);
-  makecontext(&c.uc, reinterpret_cast<void (*)()>(uc_trampoline), 4, static_cast<unsigned>(e >> 16 >> 16),
+  makecontext(&u, reinterpret_cast<void (*)()>(uc_trampoline), 4, static_cast<unsigned>(e >> 16 >> 16),
               static_cast<unsigned>(e), static_cast<unsigned>(a >> 16 >> 16), static_cast<unsigned>(a));
   c.stack_lo = stack.lo;
   c.stack_size = stack.size;
 }
 
-void portable_switch(Context& from, Context& to) { swapcontext(&from.uc, &to.uc); }
+void portable_switch(Context& from, Context& to) { swapcontext(&uc(from), &uc(to)); }
 
-#elif defined(__x86_64__)
+#pragma GCC diagnostic pop
+
+#else
+
+// The switch's functions in the object format's own directives; the instructions between them are one text on
+// every system. Mach-O (macOS) prefixes C symbols with an underscore, hides them with .private_extern and has no
+// .type or .size; ELF has all three.
+#if defined(__APPLE__)
+#define EMU_ASM_BEGIN(name) ".globl _" #name "\n.private_extern _" #name "\n.p2align 4\n_" #name ":\n"
+#define EMU_ASM_END(name) ""
+#else
+#define EMU_ASM_BEGIN(name) \
+  ".globl " #name "\n.hidden " #name "\n.type " #name ", %function\n.p2align 4\n" #name ":\n"
+#define EMU_ASM_END(name) ".size " #name ", .-" #name "\n"
+#endif
+
+#if defined(__x86_64__)
 
 // emu_fiber_switch(rdi = where to save the old rsp, rsi = the new rsp). The frame it leaves on the old stack,
 // from rsp up: MXCSR (4 bytes), x87 control word (2), pad (2), r15, r14, r13, r12, rbx, rbp, return address.
 // The FP control words are reloaded only when they differ: fldcw serialises and would double the switch's cost,
 // and fibers of one thread nearly always share them.
 // A new fiber's frame returns into emu_fiber_trampoline, which calls r13(r12) = entry(arg).
-asm(R"(
-  .text
-  .globl emu_fiber_switch
-  .hidden emu_fiber_switch
-  .type emu_fiber_switch, @function
-  .p2align 4
-emu_fiber_switch:
+asm(".text\n" EMU_ASM_BEGIN(emu_fiber_switch) R"(
   pushq %rbp
   pushq %rbx
   pushq %r12
@@ -155,21 +192,14 @@ emu_fiber_switch:
   popq %rbx
   popq %rbp
   ret
-  .size emu_fiber_switch, .-emu_fiber_switch
-
-  .globl emu_fiber_trampoline
-  .hidden emu_fiber_trampoline
-  .type emu_fiber_trampoline, @function
-  .p2align 4
-emu_fiber_trampoline:
+)" EMU_ASM_END(emu_fiber_switch) EMU_ASM_BEGIN(emu_fiber_trampoline) R"(
   .cfi_startproc
   .cfi_undefined rip
   movq %r12, %rdi
   callq *%r13
   ud2
   .cfi_endproc
-  .size emu_fiber_trampoline, .-emu_fiber_trampoline
-)");
+)" EMU_ASM_END(emu_fiber_trampoline));
 extern "C" void emu_fiber_trampoline();
 
 void context_make(Context& c, Stack stack, FiberEntry entry, void* arg) {
@@ -202,13 +232,7 @@ void context_make(Context& c, Stack stack, FiberEntry entry, void* arg) {
 // its worker thread and the thread itself (tests/emu/test_runtime.cpp, test_fp_modes, run under qemu-aarch64).
 // It is written only when it differs: fibers of one thread nearly always share it, and msr fpcr is not cheap.
 // A new fiber's frame "returns" (x30) into emu_fiber_trampoline, which calls x20(x19) = entry(arg).
-asm(R"(
-  .text
-  .globl emu_fiber_switch
-  .hidden emu_fiber_switch
-  .type emu_fiber_switch, %function
-  .p2align 4
-emu_fiber_switch:
+asm(".text\n" EMU_ASM_BEGIN(emu_fiber_switch) R"(
   sub sp, sp, #176
   stp x19, x20, [sp, #0]
   stp x21, x22, [sp, #16]
@@ -242,21 +266,14 @@ emu_fiber_switch:
   ldp d14, d15, [sp, #144]
   add sp, sp, #176
   ret
-  .size emu_fiber_switch, .-emu_fiber_switch
-
-  .globl emu_fiber_trampoline
-  .hidden emu_fiber_trampoline
-  .type emu_fiber_trampoline, %function
-  .p2align 4
-emu_fiber_trampoline:
+)" EMU_ASM_END(emu_fiber_switch) EMU_ASM_BEGIN(emu_fiber_trampoline) R"(
   .cfi_startproc
   .cfi_undefined x30
   mov x0, x19
   blr x20
   brk #0
   .cfi_endproc
-  .size emu_fiber_trampoline, .-emu_fiber_trampoline
-)");
+)" EMU_ASM_END(emu_fiber_trampoline));
 extern "C" void emu_fiber_trampoline();
 
 void context_make(Context& c, Stack stack, FiberEntry entry, void* arg) {
@@ -272,6 +289,7 @@ void context_make(Context& c, Stack stack, FiberEntry entry, void* arg) {
   c.stack_size = stack.size;
 }
 
-#endif
+#endif  // __aarch64__
+#endif  // EMU_PORTABLE_FIBERS
 
 }  // namespace emu::detail

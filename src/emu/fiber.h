@@ -5,24 +5,21 @@
 // worker pool started (a -ffast-math library, torch.set_flush_denormal) flushed subnormals in the threadgroups it
 // ran itself and not in the pool's, and a row's bits depended on M.
 //
-// x86-64 and arm64 switch with a few lines of assembly (callee-saved registers and FP control, no syscall);
-// anything else, or a build with -DEMU_PORTABLE_FIBERS=1, uses ucontext, which is correct but does a syscall per
-// switch.
+// x86-64 and arm64 switch with a few lines of assembly (callee-saved registers and FP control, no syscall), on
+// Linux and other ELF systems and on macOS (Mach-O) alike: one instruction sequence, only the assembler directives
+// differ. Anything else, or a build with -DEMU_PORTABLE_FIBERS=1, uses ucontext, which is correct but does a
+// syscall per switch (and is deprecated on macOS, though it still works there).
 // Under AddressSanitizer every switch is announced to ASan, which otherwise reports stack accesses on a
 // foreign stack as errors.
 #pragma once
 #include <cstddef>
 
 #if !defined(EMU_PORTABLE_FIBERS)
-#if (defined(__x86_64__) || defined(__aarch64__)) && defined(__ELF__)
+#if (defined(__x86_64__) || defined(__aarch64__)) && (defined(__ELF__) || defined(__APPLE__))
 #define EMU_PORTABLE_FIBERS 0
 #else
 #define EMU_PORTABLE_FIBERS 1
 #endif
-#endif
-
-#if EMU_PORTABLE_FIBERS
-#include <ucontext.h>
 #endif
 
 #if defined(__SANITIZE_ADDRESS__)
@@ -41,6 +38,13 @@ namespace emu::detail {
 // ASan's instrumented frames are several times larger, so its fibers get more room.
 constexpr size_t kFiberStackBytes = EMU_ASAN ? 256 * 1024 : 64 * 1024;
 
+#if EMU_PORTABLE_FIBERS
+// Room for a ucontext_t, which this header keeps opaque: macOS declares the ucontext routines only to code that
+// defines _XOPEN_SOURCE before its first system header, and only fiber.cpp can promise that (its includers cannot).
+// fiber.cpp checks that the real type fits (glibc's arm64 ucontext_t, the largest known, is 4560 bytes).
+constexpr size_t kUcontextBytes = 4608;
+#endif
+
 // A fiber stack: [lo, lo + size) is usable; the page below lo is a guard page, so an overflow faults at once.
 struct Stack {
   char* lo = nullptr;
@@ -53,7 +57,7 @@ void stack_forget_frames(Stack s);
 
 struct Context {
 #if EMU_PORTABLE_FIBERS
-  ucontext_t uc;
+  alignas(16) unsigned char uc[kUcontextBytes];  // a ucontext_t (fiber.cpp)
 #else
   void* sp = nullptr;  // the suspended context's registers are saved on its own stack, below sp
 #endif

@@ -1,0 +1,29 @@
+"""The emulator's kernel translation units, as setup.py builds them (CMakeLists.txt writes the same two lines).
+
+Every kernel file of metal/ (and tests/kernels/, kernels with planted bugs that the emulator's checks must catch)
+goes through the MSL pre-pass (tools/msl2cpp.py) into C++, and is compiled twice, as the fast and the
+bounds-checked variant, in distinct namespaces.
+"""
+import pathlib
+import subprocess
+import sys
+
+
+def generate(root: pathlib.Path, out: pathlib.Path, fast_checked: bool = False) -> list[pathlib.Path]:
+    """Runs the pre-pass into `out` and returns the units; `fast_checked` bounds-checks the fast variant too
+    (MTLINV_DEBUG). A unit's file is rewritten only when its text changes, so its object stays up to date."""
+    kernels = sorted((root / "metal").glob("*.metal")) + sorted((root / "tests" / "kernels").glob("*.metal"))
+    headers = sorted((root / "metal").glob("*.h"))
+    subprocess.check_call([sys.executable, str(root / "tools" / "msl2cpp.py"), "--target", "emu", "--out", str(out)]
+                          + [str(p) for p in kernels + headers])
+    units = []
+    for src in kernels:
+        for variant, checked in (("fast", int(fast_checked)), ("checked", 1)):
+            unit = out / f"{src.stem}.{variant}.cpp"
+            text = (f"// Generated: the {variant} emulator variant of {src.relative_to(root)}.\n"
+                    f"#define EMU_CHECKED {checked}\n#define MTLINV_VARIANT_NS emu_{variant}\n"
+                    f'#include "{src.stem}.cpp"\n')
+            if not unit.exists() or unit.read_text() != text:
+                unit.write_text(text)
+            units.append(unit)
+    return units
