@@ -8,6 +8,7 @@ import os
 import pathlib
 import shutil
 import subprocess
+import sys
 
 import pytest
 
@@ -20,6 +21,8 @@ ARM64_TOOLS = ["aarch64-linux-gnu-g++", "aarch64-linux-gnu-gcc", "qemu-aarch64",
 
 @pytest.mark.parametrize("script", ["build_and_run.sh", "build_shim_test.sh", "build_and_run_arm64.sh"])
 def test_emulator_program(script, tmp_path):
+    if script.endswith("arm64.sh") and sys.platform == "darwin":
+        pytest.skip("a Linux cross build under qemu; on an Apple-silicon Mac build_and_run.sh runs arm64 natively")
     missing = [t for t in ARM64_TOOLS if shutil.which(t) is None] if script.endswith("arm64.sh") else []
     if missing:
         if os.environ.get("CI"):

@@ -18,6 +18,10 @@ DEPLOYMENT_TARGET = "14.0"
 METAL_FLAGS = ["-std=metal3.1", "-fno-fast-math"]
 
 
+def metal_flags() -> list[str]:
+    return [*METAL_FLAGS, f"-mmacosx-version-min={DEPLOYMENT_TARGET}"]
+
+
 def configure(env: dict, platform_tag: str, machine: str) -> list[str]:
     """Sets the build's macOS environment in `env` (os.environ in setup.py): the deployment target unless the user
     chose one, and one architecture for a universal2 Python unless ARCHFLAGS says otherwise. `platform_tag` is
@@ -42,8 +46,7 @@ def build_metallib(msl: str, air: str, metallib: str, run=subprocess.run) -> tup
     if os.path.exists(metallib):
         os.remove(metallib)  # a failure below must not leave an older build's kernels to be found
     steps = [
-        ["xcrun", "-sdk", "macosx", "metal", *METAL_FLAGS, f"-mmacosx-version-min={DEPLOYMENT_TARGET}", "-c", msl,
-         "-o", air],
+        ["xcrun", "-sdk", "macosx", "metal", *metal_flags(), "-c", msl, "-o", air],
         ["xcrun", "-sdk", "macosx", "metallib", air, "-o", metallib],
     ]
     for step in steps:
@@ -57,3 +60,8 @@ def build_metallib(msl: str, air: str, metallib: str, run=subprocess.run) -> tup
     if not os.path.exists(metallib):
         return False, f"`xcrun metallib` wrote no {metallib}"
     return True, ""
+
+
+if __name__ == "__main__":
+    # `python tools/macos.py`: the offline compiler's flags, for the macOS workflow's own kernel compile.
+    print(" ".join(metal_flags()))
