@@ -95,7 +95,7 @@ def cases(quick: bool) -> list[Case]:
 def run_audit(limit: int = 8, quick: bool = False, out=print) -> bool:
     info = mtlinv.device_info()
     out(f"mtlinv check on {info['backend']} ({info['name']}), limit {limit}")
-    out(f"{'op':<9} {'case':<34} {'result':<6} {'seconds':>7}  detail")
+    out(f"{'op':<12} {'case':<34} {'result':<6} {'seconds':>7}  detail")
     ok = True
     for case in cases(quick):
         t0 = time.perf_counter()
@@ -104,6 +104,6 @@ def run_audit(limit: int = 8, quick: bool = False, out=print) -> bool:
         except mtlinv.MtlinvError as e:
             passed, detail = False, f"error: {e}"
         ok &= passed
-        out(f"{case.op:<9} {case.desc:<34} {'PASS' if passed else 'FAIL':<6} {time.perf_counter() - t0:7.2f}  {detail}")
+        out(f"{case.op:<12} {case.desc:<34} {'PASS' if passed else 'FAIL':<6} {time.perf_counter() - t0:7.2f}  {detail}")
     out("all PASS" if ok else "FAILURES above")
     return ok
