@@ -3,8 +3,9 @@
 - Every C++ source of the project compiles for macOS, arm64 and x86-64, with a real clang and Apple's own libc and
   libc++ headers (the `ziglang` package ships both): the fiber code, the runtime, the core, the C API, the examples
   and every kernel's emulator units. Not covered: pyx/_native.cpp (Cython's output is compiled against this
-  machine's Python and NumPy headers, which are Linux's) and objc/ (Objective-C++: tests/test_static_checks.py
-  compiles it against declarations of the Metal API). The macOS workflow builds all of it with Apple's toolchain.
+  machine's Python and NumPy headers, which are Linux's). objc/ compiles there too, with macOS's libc and libc++
+  but against our declarations of the Metal and Foundation API (tests/static/apple_sdk, as
+  tests/test_static_checks.py). The macOS workflow builds all of it with Apple's own toolchain and SDK.
 - The fiber switch's Mach-O objects hold the very instructions of the ELF ones, which the arm64 build runs under
   qemu (tests/emu/build_and_run_arm64.sh), and never name x18, the register Apple reserves.
 - setup.py's macOS choices (tools/macos.py): the deployment target, one architecture for a universal2 Python, and
@@ -104,6 +105,29 @@ def test_kernel_units_compile_for_macos(zig, arch, tmp_path):
         if rc != 0:
             failures.append(f"{unit.name}:\n{out}")
     assert not failures, "\n".join(failures)
+
+
+@pytest.mark.parametrize("arch", TARGETS)
+@pytest.mark.parametrize("metallib", [False, True], ids=["source", "metallib"])
+def test_objc_compiles_with_apples_headers(zig, arch, metallib, tmp_path):
+    """The Metal backend with macOS's own libc and libc++ (and its availability rules for them); Metal and
+    Foundation are still the declarations of tests/static/apple_sdk, which only a Mac's SDK can confirm."""
+    gen = tmp_path / "gen"
+    gen.mkdir()
+    subprocess.run([sys.executable, str(ROOT / "tools/embed_metal.py"), "--out", str(gen / "metal_source.inc")],
+                   check=True)
+    flags = ["-x", "objective-c++", "-fobjc-arc", "-fblocks", "-Wextra", "-isystem", "tests/static/apple_sdk",
+             f"-I{gen}", "-DMTLINV_WITH_METAL=1"]
+    if metallib:
+        flags.append('-DMTLINV_METALLIB_PATH="mtlinv.metallib"')
+    sources = sorted((ROOT / "objc").glob("*.mm"))
+    assert sources
+    for mm in sources:
+        rc, out, _ = zig(macos_target(arch), mm, *flags, out=tmp_path / "objc.o")
+        assert rc == 0, out
+    planted = ROOT / "tests/static/fixtures/bad_selector.mm"  # a misspelt selector must fail here too
+    rc, out, _ = zig(macos_target(arch), planted, *flags, out=tmp_path / "planted.o")
+    assert rc != 0 and "newBufferWithLength:option:" in out, out
 
 
 def test_posix_memalign_replaces_aligned_alloc(zig, tmp_path):
