@@ -47,8 +47,8 @@ def _init_limit_from_env():
 
 def synchronize():
     """Waits until the active device has run every kernel queued so far, and raises the KernelError of one that
-    failed. On CUDA an op returns once its kernels are queued (reading a result, e.g. np.asarray(t), waits for
-    it); time GPU work with this after the calls. Elsewhere every op has already waited."""
+    failed. On CUDA and Metal an op returns once its kernels are queued (reading a result, e.g. np.asarray(t),
+    waits for it); time GPU work with this after the calls. On the emulator every op has already run."""
     cdef CBackend* backend = &c_active_backend()
     with nogil:
         backend.synchronize()

@@ -65,7 +65,8 @@ cdef extern from "../src/core/tensor.h" namespace "mtlinv":
         size_t offset
         int64_t numel()
         size_t nbytes()
-        void* host_data()
+        void* host_address()
+        void* host_data() except +raise_py_error nogil
         void download(void*, size_t, const char*) except +raise_py_error nogil
         CTensor reshape(const vector[int64_t]&) except +raise_py_error
         @staticmethod

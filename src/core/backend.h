@@ -15,7 +15,8 @@ struct Dim3 {
 };
 
 // Device memory. `host` is non-null when the CPU can read and write it directly (emulator, Metal's shared
-// storage); CUDA memory has host == nullptr and is reached through Backend::upload / download.
+// storage); CUDA memory has host == nullptr and is reached through Backend::upload / download. Code that reads or
+// writes through `host` goes through Tensor::host_data(), which first waits for the device (Backend, "Host access").
 struct Storage {
   void* host = nullptr;
   void* device = nullptr;   // backend handle: CUDA pointer, id<MTLBuffer> as void*, == host on the emulator
@@ -68,6 +69,13 @@ struct Dispatch {
   std::vector<Binding> bindings;  // bindings[i] is [[buffer(i)]]
 };
 
+// Host access. On CUDA and Metal an op returns once its kernels are queued (op_dispatched), and the host's next op
+// overlaps the device's work; the emulator runs each kernel as it is dispatched. So the host touches a Storage's
+// memory only after waiting for the work queued before: upload and download wait themselves, and every other read
+// or write through Storage::host goes through Tensor::host_data(), which synchronizes (and reports a failed
+// kernel). A pointer obtained so (a NumPy view, a DLPack capsule) stays valid, but it shows work queued later only
+// after the next wait, and the host must not write through it while queued work may still use the memory.
+// Memory that wrap_host wraps is the caller's: see there.
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -75,8 +83,11 @@ class Backend {
 
   // Throws OutOfMemory when the allocation fails.
   virtual StoragePtr allocate(size_t bytes) = 0;
-  // Wraps existing host memory without copying where the backend can (nullptr when it cannot); the caller keeps
-  // the memory alive for the Storage's lifetime.
+  // Wraps existing host memory without copying where the backend can (nullptr when it cannot). The memory stays
+  // the caller's, who keeps it alive while the Storage lives; the Storage's destructor waits until the device has
+  // finished the work queued on it, so the caller may free or reuse the memory as soon as the last reference to
+  // the Storage is gone, whatever is still queued. While the Storage lives the memory is the tensor's: host writes
+  // to it follow the rule of host access above.
   virtual StoragePtr wrap_host(void* host, size_t bytes) = 0;
   virtual void upload(Storage& dst, size_t offset, const void* src, size_t bytes) = 0;
   virtual void download(const Storage& src, size_t offset, void* dst, size_t bytes) = 0;
@@ -84,13 +95,13 @@ class Backend {
   virtual bool has_kernel(const std::string& name) const = 0;
   virtual std::vector<std::string> kernel_names() const = 0;
 
-  // Enqueues one kernel; may run it immediately. Errors surface here or at synchronize() as exceptions.
+  // Enqueues one kernel; may run it immediately. Errors surface here or at the next wait (synchronize, upload,
+  // download, Tensor::host_data) as exceptions.
   virtual void dispatch(const Dispatch& d) = 0;
-  // Waits for everything dispatched so far.
+  // Waits for everything dispatched so far; throws the error of a kernel that failed since the last wait.
   virtual void synchronize() = 0;
-  // Called once an op (or a raw launch) has dispatched its kernels. Waits for them, unless the backend can leave
-  // them queued: where the host reaches device memory only through download, which waits in queue order (CUDA),
-  // the op returns at once and the host's next op overlaps the device's work.
+  // Called once an op (or a raw launch) has dispatched its kernels: a backend that queues them sends them to the
+  // device here and returns without waiting (host access above). The default waits.
   virtual void op_dispatched() { synchronize(); }
 
   // Launch batches (src/core/launch_batch.h). From begin_batch until end_batch, the calling thread's dispatches may

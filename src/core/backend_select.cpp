@@ -1,12 +1,14 @@
 // Chooses the process-wide backend from MTLINV_DEVICE on first use.
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <memory>
 #include <mutex>
 #include <string>
 
 #include "../emu/backend_emu.h"
 #include "backend.h"
+#include "deferred_backend.h"
 #include "errors.h"
 #ifdef MTLINV_WITH_METAL
 #include "../../objc/metal_backend.h"
@@ -51,6 +53,14 @@ std::unique_ptr<Backend> make_backend(const std::string& requested) {
   throw DeviceError("MTLINV_DEVICE='", requested, "' is not one of auto, emu, metal, cuda");
 }
 
+// MTLINV_EMU_DEFER=1: the emulator queues its kernels until the host waits, as a GPU does (deferred_backend.h).
+bool defer_emulator() {
+  const char* env = std::getenv("MTLINV_EMU_DEFER");
+  if (!env || !*env || std::strcmp(env, "0") == 0) return false;
+  if (std::strcmp(env, "1") == 0) return true;
+  throw DeviceError("MTLINV_EMU_DEFER='", env, "' is not 0 or 1");
+}
+
 }  // namespace
 
 Backend& active_backend() {
@@ -58,7 +68,9 @@ Backend& active_backend() {
   static std::unique_ptr<Backend> backend;
   std::call_once(once, [] {
     const char* env = std::getenv("MTLINV_DEVICE");
-    backend = make_backend(env && *env ? env : "auto");
+    std::unique_ptr<Backend> made = make_backend(env && *env ? env : "auto");
+    if (made->caps().backend == "emu" && defer_emulator()) made = defer_dispatches(std::move(made));
+    backend = std::move(made);
   });
   return *backend;
 }
