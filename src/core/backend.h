@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -47,6 +48,8 @@ struct DeviceCaps {
   // The most threadgroups one dispatch may have along x, y and z (CUDA: 2^31 - 1, 65535, 65535). A plan's grid may
   // be larger: src/core/grid_pieces.h runs it in pieces that fit.
   Dim3 max_threadgroups{UINT32_MAX, UINT32_MAX, UINT32_MAX};
+  // Metal: the highest Apple GPU family the device supports ("apple7", "apple8", "apple9"); empty elsewhere.
+  std::string gpu_family;
 };
 
 // One argument of a dispatch: the argument struct (bytes, slot 0) or a buffer range.
@@ -95,6 +98,18 @@ class Backend {
   virtual bool has_kernel(const std::string& name) const = 0;
   virtual std::vector<std::string> kernel_names() const = 0;
 
+  // Where the kernels come from, for device_info.
+  struct KernelSource {
+    // "built-in" (compiled into the binary: emulator, CUDA), "metallib" (Metal, compiled when mtlinv was built) or
+    // "source" (Metal: the MSL embedded in the binary, compiled at run time, one kernel file at its first use).
+    std::string origin = "built-in";
+    // Seconds spent loading the metallib, or compiling kernel files so far; none before, and where nothing loads.
+    std::optional<double> load_seconds;
+    // Why a metallib the build configured is not used (it is missing, does not load, or lacks kernels); else "".
+    std::string fallback;
+  };
+  virtual KernelSource kernel_source() const { return {}; }
+
   // Enqueues one kernel; may run it immediately. Errors surface here or at the next wait (synchronize, upload,
   // download, Tensor::host_data) as exceptions.
   virtual void dispatch(const Dispatch& d) = 0;
@@ -128,9 +143,13 @@ class Backend {
 };
 
 // The process-wide active backend, chosen on first use from MTLINV_DEVICE=auto|emu|metal|cuda (default auto:
-// metal when built and a device exists, else cuda when built with a device, else emu). Throws DeviceError when
-// the requested backend is not built or has no device.
+// metal when built and its device accepted, else cuda when built with a device, else emu). Throws DeviceError
+// when the requested backend is not built, or has no device it accepts.
 Backend& active_backend();
+// Why MTLINV_DEVICE=auto runs on another backend than the first it prefers (the messages of the backends that
+// refused, e.g. Metal on an Intel Mac), also printed once to stderr as a warning; "" when it runs on that
+// one, or when MTLINV_DEVICE named the backend. Chooses the backend if none is active yet.
+const std::string& backend_fallback();
 // Names of the backends compiled into this build, e.g. {"emu", "cuda"}.
 std::vector<std::string> built_backends();
 

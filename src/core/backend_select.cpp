@@ -1,4 +1,6 @@
 // Chooses the process-wide backend from MTLINV_DEVICE on first use.
+#include "backend_select.h"
+
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -7,7 +9,6 @@
 #include <string>
 
 #include "../emu/backend_emu.h"
-#include "backend.h"
 #include "deferred_backend.h"
 #include "errors.h"
 #ifdef MTLINV_WITH_METAL
@@ -21,7 +22,24 @@ namespace mtlinv {
 
 namespace {
 
-std::unique_ptr<Backend> make_backend(const std::string& requested) {
+// What MTLINV_DEVICE=auto tries before the emulator, best first.
+std::vector<BackendCandidate> auto_candidates() {
+  std::vector<BackendCandidate> candidates;
+#ifdef MTLINV_WITH_METAL
+  candidates.push_back({"metal", make_metal_backend});
+#endif
+#ifdef MTLINV_WITH_CUDA
+  candidates.push_back({"cuda", [] {
+                          if (!cuda_device_available()) {
+                            throw DeviceError("CUDA: no device (the driver is missing, or sees none)");
+                          }
+                          return make_cuda_backend();
+                        }});
+#endif
+  return candidates;
+}
+
+std::unique_ptr<Backend> make_backend(const std::string& requested, std::string& fallback) {
   if (requested == "emu") return make_emu_backend();
   if (requested == "metal") {
 #ifdef MTLINV_WITH_METAL
@@ -39,17 +57,7 @@ std::unique_ptr<Backend> make_backend(const std::string& requested) {
                       "exists); use MTLINV_DEVICE=auto or emu");
 #endif
   }
-  if (requested == "auto") {
-#ifdef MTLINV_WITH_METAL
-    if (metal_device_available()) return make_metal_backend();
-    std::fprintf(stderr, "mtlinv: warning: built with Metal but no usable Metal device (Apple7+ GPU, macOS 14+) "
-                         "was found; MTLINV_DEVICE=auto falls back to the CPU emulator\n");
-#endif
-#ifdef MTLINV_WITH_CUDA
-    if (cuda_device_available()) return make_cuda_backend();
-#endif
-    return make_emu_backend();
-  }
+  if (requested == "auto") return choose_auto_backend(auto_candidates(), fallback);
   throw DeviceError("MTLINV_DEVICE='", requested, "' is not one of auto, emu, metal, cuda");
 }
 
@@ -61,19 +69,50 @@ bool defer_emulator() {
   throw DeviceError("MTLINV_EMU_DEFER='", env, "' is not 0 or 1");
 }
 
-}  // namespace
+struct Active {
+  std::unique_ptr<Backend> backend;
+  std::string fallback;  // backend_fallback()
+};
 
-Backend& active_backend() {
+Active& active() {
   static std::once_flag once;
-  static std::unique_ptr<Backend> backend;
+  static Active active;
   std::call_once(once, [] {
     const char* env = std::getenv("MTLINV_DEVICE");
-    std::unique_ptr<Backend> made = make_backend(env && *env ? env : "auto");
-    if (made->caps().backend == "emu" && defer_emulator()) made = defer_dispatches(std::move(made));
-    backend = std::move(made);
+    std::string fallback;
+    std::unique_ptr<Backend> backend = make_backend(env && *env ? env : "auto", fallback);
+    if (backend->caps().backend == "emu" && defer_emulator()) backend = defer_dispatches(std::move(backend));
+    active.backend = std::move(backend);
+    active.fallback = std::move(fallback);
   });
-  return *backend;
+  return active;
 }
+
+}  // namespace
+
+std::unique_ptr<Backend> choose_auto_backend(const std::vector<BackendCandidate>& preferred, std::string& fallback) {
+  fallback.clear();
+  std::unique_ptr<Backend> chosen;
+  for (const BackendCandidate& candidate : preferred) {
+    try {
+      chosen = candidate.make();
+      break;
+    } catch (const DeviceError& refusal) {
+      fallback += (fallback.empty() ? "" : "; ") + std::string(refusal.what());
+    }
+  }
+  if (!chosen) chosen = make_emu_backend();
+  if (!fallback.empty()) {
+    std::fprintf(stderr, "mtlinv: warning: MTLINV_DEVICE=auto: %s; running on the %s backend (%s) instead; set "
+                 "MTLINV_DEVICE to choose a backend without this warning\n", fallback.c_str(),
+                 chosen->caps().backend.c_str(), chosen->caps().name.c_str());
+  }
+  return chosen;
+}
+
+Backend& active_backend() { return *active().backend; }
+
+const std::string& backend_fallback() { return active().fallback; }
 
 std::vector<std::string> built_backends() {
   std::vector<std::string> names{"emu"};

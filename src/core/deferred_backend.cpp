@@ -89,6 +89,7 @@ class DeferredBackend final : public Backend {
 
   bool has_kernel(const std::string& name) const override { return queue_->inner->has_kernel(name); }
   std::vector<std::string> kernel_names() const override { return queue_->inner->kernel_names(); }
+  KernelSource kernel_source() const override { return queue_->inner->kernel_source(); }
 
   void dispatch(const Dispatch& d) override {
     std::lock_guard<std::mutex> lock(queue_->mutex);
