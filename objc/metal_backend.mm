@@ -64,12 +64,26 @@ std::string join(const std::vector<std::string>& names) {
   return out;
 }
 
-// The kernels use bfloat, which needs MSL 3.1 (macOS 14) on an Apple7+ or Metal 3 GPU.
-bool meets_requirements(id<MTLDevice> device) {
-  if (@available(macOS 14.0, iOS 17.0, *)) {
-    return [device supportsFamily:MTLGPUFamilyApple7] || [device supportsFamily:MTLGPUFamilyMetal3];
+// ---- The device gate (make_metal_backend): one refusal up front, before any library or pipeline.
+
+struct GpuFamily {
+  const char* name;   // as device_info reports it
+  bool runs_kernels;  // Apple7 or newer
+};
+
+// The highest family the device supports among those the gate tells apart. Apple families are cumulative, so a
+// GPU newer than Apple9 reports "apple9". Mac2 without Apple7 is an Intel or AMD GPU (or a virtual machine's).
+API_AVAILABLE(macos(14.0), ios(17.0)) GpuFamily gpu_family(id<MTLDevice> device) {
+  const std::pair<MTLGPUFamily, GpuFamily> families[] = {
+      {MTLGPUFamilyApple9, {"apple9", true}},
+      {MTLGPUFamilyApple8, {"apple8", true}},
+      {MTLGPUFamilyApple7, {"apple7", true}},
+      {MTLGPUFamilyMac2, {"mac2", false}},
+  };
+  for (const auto& [family, described] : families) {
+    if ([device supportsFamily:family]) return described;
   }
-  return false;
+  return {"other", false};
 }
 
 #ifdef MTLINV_METALLIB_PATH
@@ -137,14 +151,15 @@ void check_range(const char* what, const Storage& storage, size_t offset, size_t
 
 class MetalBackend final : public Backend {
  public:
-  MetalBackend(id<MTLDevice> device, id<MTLCommandQueue> queue) : device_(device), queue_(queue) {
+  MetalBackend(id<MTLDevice> device, id<MTLCommandQueue> queue, const char* family)
+      : device_(device), queue_(queue) {
     caps_.backend = "metal";
     caps_.name = utf8(device.name);
-    caps_.simd_width = 32;  // checked per pipeline (threadExecutionWidth)
+    caps_.gpu_family = family;
+    caps_.simd_width = 32;  // Apple7+ (the gate); each pipeline checks it again (threadExecutionWidth)
     caps_.max_threads_per_threadgroup = static_cast<uint32_t>(device.maxThreadsPerThreadgroup.width);
     caps_.threadgroup_memory_bytes = static_cast<uint32_t>(device.maxThreadgroupMemoryLength);
     // compute_units keeps its default: Metal has no public API for the GPU's core count.
-    caps_.bfloat = meets_requirements(device);
     // matrix_units stays off: metal/mma.h's simd_mma_16x8x32 has only its plain-MSL fallback (shuffles and fmas)
     // on Metal; Apple's simdgroup-matrix lane layout is undocumented and mtlinv has never run on an Apple GPU.
   }
@@ -327,8 +342,8 @@ class MetalBackend final : public Backend {
     library_ = [device_ newLibraryWithURL:[NSURL fileURLWithPath:@(path.c_str())] error:&error];
     if (!library_) throw DeviceError("Metal: cannot load the kernel library ", path, ": ", describe(error));
 #else
-    // Always true here (the device passed meets_requirements); the check tells the compiler that MSL 3.1 is there
-    // when the deployment target is older than macOS 14.
+    // Always true here (the gate); the check tells the compiler that MSL 3.1 is there when the deployment target
+    // is older than macOS 14.
     if (@available(macOS 14.0, iOS 17.0, *)) {
       library_ = [device_ newLibraryWithSource:embedded_source() options:compile_options() error:&error];
     }
@@ -352,7 +367,7 @@ class MetalBackend final : public Backend {
     NSError* error = nil;
     id<MTLComputePipelineState> pipeline = [device_ newComputePipelineStateWithFunction:function error:&error];
     if (!pipeline) throw DeviceError("Metal: no pipeline for kernel '", name, "': ", describe(error));
-    // The kernels' cross-lane reductions assume 32-lane SIMD-groups (common.h: SIMD_WIDTH).
+    // A defence behind the gate: the kernels' cross-lane reductions assume 32-lane SIMD-groups (common.h).
     if (pipeline.threadExecutionWidth != caps_.simd_width) {
       throw DeviceError("Metal: kernel '", name, "' runs ", pipeline.threadExecutionWidth,
                         "-wide SIMD-groups on ", caps_.name, "; mtlinv's kernels need ", caps_.simd_width);
@@ -410,24 +425,24 @@ std::unique_ptr<Backend> make_metal_backend() {
   with_pool([&] {
     id<MTLDevice> device = MTLCreateSystemDefaultDevice();
     if (!device) throw DeviceError("Metal: no device (MTLCreateSystemDefaultDevice returned nil)");
-    if (!meets_requirements(device)) {
-      throw DeviceError("Metal: '", utf8(device.name), "' cannot run mtlinv's kernels: they need MSL 3.1 with ",
-                        "bfloat (macOS 14 or later on an Apple7 (M1) or newer / Metal 3 GPU)");
+    const std::string name = utf8(device.name);
+    if (@available(macOS 14.0, iOS 17.0, *)) {
+      const GpuFamily family = gpu_family(device);
+      if (!family.runs_kernels) {
+        throw DeviceError("Metal: '", name, "' (GPU family ", family.name, ") cannot run mtlinv's kernels: they ",
+                          "need Apple silicon, an Apple7-family GPU or newer (M1 and later), whose 32-lane ",
+                          "SIMD-groups they assume. Intel and AMD GPUs are not supported: on an Intel Mac, use the ",
+                          "CPU emulator (MTLINV_DEVICE=emu)");
+      }
+      id<MTLCommandQueue> queue = [device newCommandQueue];
+      if (!queue) throw DeviceError("Metal: '", name, "' gave no command queue");
+      backend = std::make_unique<MetalBackend>(device, queue, family.name);
+    } else {
+      throw DeviceError("Metal: mtlinv's kernels need macOS 14 or later (MSL 3.1, for bfloat); '", name,
+                        "' is not used. On older systems, use the CPU emulator (MTLINV_DEVICE=emu)");
     }
-    id<MTLCommandQueue> queue = [device newCommandQueue];
-    if (!queue) throw DeviceError("Metal: '", utf8(device.name), "' gave no command queue");
-    backend = std::make_unique<MetalBackend>(device, queue);
   });
   return backend;
-}
-
-bool metal_device_available() {
-  bool available = false;
-  with_pool([&] {
-    id<MTLDevice> device = MTLCreateSystemDefaultDevice();
-    available = device && meets_requirements(device);
-  });
-  return available;
 }
 
 }  // namespace mtlinv
