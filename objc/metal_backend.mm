@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <deque>
 #include <exception>
 #include <mutex>
 #include <string>
@@ -126,13 +127,23 @@ API_AVAILABLE(macos(14.0), ios(17.0)) MTLCompileOptions* compile_options() {
   return options;
 }
 
+class CommandStream;
+
 // Owns its MTLBuffer; Storage::device is a non-owning view of it and Storage::host its contents (shared
 // storage: the CPU and GPU see the same memory).
 struct MetalStorage : Storage {
   id<MTLBuffer> buffer;
+  // Set where the buffer wraps host memory the caller owns (wrap_host): the stream whose work may read it, which
+  // the destructor waits for. The command buffers that bind a buffer keep the MTLBuffer alive, not the caller's
+  // memory under it. Null for mtlinv's own buffers, which need nothing more.
+  std::shared_ptr<CommandStream> wraps_for;
+  // The serial number of the last command buffer that bound the buffer (CommandStream); 0: none. Guarded by the
+  // stream's mutex; mutable because dispatches see storages as const.
+  mutable uint64_t last_use = 0;
+  ~MetalStorage() override;
 };
 
-StoragePtr make_storage(id<MTLBuffer> buffer, size_t bytes) {
+std::shared_ptr<MetalStorage> make_storage(id<MTLBuffer> buffer, size_t bytes) {
   auto storage = std::make_shared<MetalStorage>();
   storage->buffer = buffer;
   storage->host = buffer.contents;
@@ -147,6 +158,146 @@ void check_range(const char* what, const Storage& storage, size_t offset, size_t
     throw InvalidArgument(what, ": ", bytes, " bytes at offset ", offset, " exceed the ", storage.bytes,
                           "-byte storage");
   }
+}
+
+// ---- Command buffers
+
+// The command queue and the command buffers in flight. Dispatches collect in the open command buffer, in one
+// serial compute encoder (each dispatch sees the previous one's writes); an op's end (or a launch batch's) commits
+// it without waiting, and the host waits only where it touches memory (backend.h: host access). Consecutive
+// command buffers that use the same buffer are ordered by Metal's hazard tracking, the default for buffers made
+// with MTLResourceHazardTrackingModeDefault, as all of these are. Shared with the storages that wrap host memory,
+// whose release waits here, even after the backend is gone.
+class CommandStream {
+ public:
+  explicit CommandStream(id<MTLCommandQueue> queue) : queue_(queue) {}
+
+  // Encodes `d` into the open command buffer (opening one): slot i is [[buffer(i)]], `buffers[i]` its storage or
+  // null (inline bytes, or an empty slot).
+  void encode(id<MTLComputePipelineState> pipeline, const Dispatch& d,
+              const std::vector<const MetalStorage*>& buffers) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!open_) {
+      id<MTLCommandBuffer> opened = [queue_ commandBuffer];
+      id<MTLComputeCommandEncoder> encoder =
+          opened ? [opened computeCommandEncoderWithDispatchType:MTLDispatchTypeSerial] : nil;
+      if (!encoder) throw DeviceError("Metal: the command queue gave no command buffer or encoder");
+      open_ = opened;
+      encoder_ = encoder;
+      open_serial_ = ++serials_;
+    }
+    [encoder_ setComputePipelineState:pipeline];
+    for (size_t i = 0; i < d.bindings.size(); ++i) {
+      const Binding& b = d.bindings[i];
+      if (buffers[i]) {
+        [encoder_ setBuffer:buffers[i]->buffer offset:b.offset atIndex:i];
+        buffers[i]->last_use = open_serial_;
+      } else if (!b.bytes.empty()) {
+        [encoder_ setBytes:b.bytes.data() length:b.bytes.size() atIndex:i];
+      } else {
+        [encoder_ setBuffer:nil offset:0 atIndex:i];  // a slot the plan leaves empty
+      }
+    }
+    const Dim3& grid = d.threadgroups;
+    const Dim3& group = d.threads_per_threadgroup;
+    [encoder_ dispatchThreadgroups:MTLSizeMake(grid.x, grid.y, grid.z)
+             threadsPerThreadgroup:MTLSizeMake(group.x, group.y, group.z)];
+    open_kernels_.push_back(d.kernel);
+  }
+
+  // Backend::op_dispatched: the open command buffer goes to the GPU, unless this thread's launch batch holds it.
+  void op_done() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (batch_owner_ != std::this_thread::get_id()) commit_locked();
+  }
+
+  // Launch batches (Backend::begin_batch): the owner's ops keep joining the open command buffer, and end_batch
+  // commits it. Another thread's dispatches meanwhile join it too, and its ops' ends commit it: still in order.
+  bool begin_batch() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (batch_owner_ != std::thread::id()) return false;  // another thread's batch, or a scope inside our own
+    batch_owner_ = std::this_thread::get_id();
+    return true;
+  }
+
+  void end_batch() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    batch_owner_ = std::thread::id();
+    commit_locked();
+  }
+
+  // Commits and waits for every command buffer, then throws the error of one that failed since the last wait,
+  // naming the kernels it ran. Holds the lock while it waits: other threads' dispatches wait too.
+  void wait_all() {
+    std::string failure;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      commit_locked();
+      while (!committed_.empty()) retire_front_locked();
+      std::swap(failure, failure_);
+    }
+    if (!failure.empty()) throw KernelError(failure);
+  }
+
+  // Waits until no command buffer uses `storage` any more (committing the open one if it does). A failure is kept
+  // for the next wait_all: this runs where nothing may throw, as a storage is released.
+  void wait_for(const MetalStorage& storage) noexcept {
+    @autoreleasepool {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (storage.last_use == 0) return;
+      if (open_ && open_serial_ == storage.last_use) commit_locked();  // the open command buffer binds it
+      while (!committed_.empty() && committed_.front().serial <= storage.last_use) retire_front_locked();
+    }
+  }
+
+ private:
+  struct Committed {
+    id<MTLCommandBuffer> buffer;
+    std::vector<std::string> kernels;  // what it runs, for its error message
+    uint64_t serial;
+  };
+
+  void commit_locked() {
+    if (!open_) return;
+    [encoder_ endEncoding];
+    [open_ commit];
+    committed_.push_back({open_, std::move(open_kernels_), open_serial_});
+    open_ = nil;
+    encoder_ = nil;
+    open_kernels_.clear();
+    // Retire what has finished, so that a process that never waits holds only what is in flight.
+    while (!committed_.empty()) {
+      const MTLCommandBufferStatus status = committed_.front().buffer.status;
+      if (status != MTLCommandBufferStatusCompleted && status != MTLCommandBufferStatusError) break;
+      retire_front_locked();
+    }
+  }
+
+  // Waits for the oldest committed command buffer and keeps its error, the first since the last wait_all.
+  void retire_front_locked() {
+    const Committed& oldest = committed_.front();
+    [oldest.buffer waitUntilCompleted];
+    if (oldest.buffer.status == MTLCommandBufferStatusError && failure_.empty()) {
+      failure_ = concat("Metal: the command buffer running ", join(oldest.kernels), " failed: ",
+                        describe(oldest.buffer.error));
+    }
+    committed_.pop_front();
+  }
+
+  id<MTLCommandQueue> queue_;
+  std::mutex mutex_;  // guards everything below
+  id<MTLCommandBuffer> open_;
+  id<MTLComputeCommandEncoder> encoder_;
+  std::vector<std::string> open_kernels_;
+  uint64_t open_serial_ = 0;
+  uint64_t serials_ = 0;            // command buffers opened so far; each one's serial is its count
+  std::deque<Committed> committed_;  // oldest first
+  std::string failure_;
+  std::thread::id batch_owner_;     // the thread in a launch batch, if any
+};
+
+MetalStorage::~MetalStorage() {
+  if (wraps_for) wraps_for->wait_for(*this);
 }
 
 // ---- Kernels
@@ -169,7 +320,7 @@ struct Kernel {
 class MetalBackend final : public Backend {
  public:
   MetalBackend(id<MTLDevice> device, id<MTLCommandQueue> queue, const char* family)
-      : device_(device), queue_(queue) {
+      : device_(device), stream_(std::make_shared<CommandStream>(queue)) {
     caps_.backend = "metal";
     caps_.name = utf8(device.name);
     caps_.gpu_family = family;
@@ -196,14 +347,14 @@ class MetalBackend final : public Backend {
 #endif
   }
 
-  // Work still queued is finished, not abandoned: Metal asserts on an encoder released before endEncoding.
-  // Its errors are dropped here (a destructor must not throw); synchronize() is where they are reported.
+  // Work still queued is finished, not abandoned. Its errors are dropped here (a destructor must not throw): a
+  // wait before would have reported them.
   ~MetalBackend() override {
-    if (!batch_) return;
     @autoreleasepool {
-      [encoder_ endEncoding];
-      [batch_ commit];
-      [batch_ waitUntilCompleted];
+      try {
+        stream_->wait_all();
+      } catch (...) {
+      }
     }
   }
 
@@ -229,12 +380,16 @@ class MetalBackend final : public Backend {
     if (!host || bytes == 0 || reinterpret_cast<uintptr_t>(host) % page != 0 || bytes % page != 0) return nullptr;
     StoragePtr storage;
     with_pool([&] {
-      // Metal wraps only whole pages of one VM region; when it declines, the caller copies instead.
+      // Metal wraps only whole pages of one VM region; when it declines, the caller copies instead. No
+      // deallocator: the memory stays the caller's, and its release waits for the GPU instead (~MetalStorage).
       id<MTLBuffer> buffer = [device_ newBufferWithBytesNoCopy:host
                                                         length:bytes
                                                        options:MTLResourceStorageModeShared
                                                    deallocator:nil];
-      if (buffer) storage = make_storage(buffer, bytes);
+      if (!buffer) return;
+      std::shared_ptr<MetalStorage> wrapped = make_storage(buffer, bytes);
+      wrapped->wraps_for = stream_;
+      storage = wrapped;
     });
     return storage;
   }
@@ -304,60 +459,23 @@ class MetalBackend final : public Backend {
                           ", ", grid.y, ", ", grid.z, ") threadgroups of a (", d.grid.x, ", ", d.grid.y, ", ",
                           d.grid.z, ") grid");
       }
-
-      std::lock_guard<std::mutex> lock(mutex_);
-      id<MTLComputeCommandEncoder> encoder = encoder_locked();
-      [encoder setComputePipelineState:pipeline];
-      for (size_t i = 0; i < d.bindings.size(); ++i) {
-        const Binding& b = d.bindings[i];
-        if (buffers[i]) {
-          [encoder setBuffer:buffers[i]->buffer offset:b.offset atIndex:i];
-        } else if (!b.bytes.empty()) {
-          [encoder setBytes:b.bytes.data() length:b.bytes.size() atIndex:i];
-        } else {
-          [encoder setBuffer:nil offset:0 atIndex:i];  // a slot the plan leaves empty
-        }
-      }
-      [encoder dispatchThreadgroups:MTLSizeMake(grid.x, grid.y, grid.z)
-              threadsPerThreadgroup:MTLSizeMake(group.x, group.y, group.z)];
-      batch_kernels_.push_back(d.kernel);
+      stream_->encode(pipeline, d, buffers);
     });
   }
 
   void synchronize() override {
-    with_pool([&] {
-      std::lock_guard<std::mutex> lock(mutex_);
-      flush_locked();
-    });
+    with_pool([&] { stream_->wait_all(); });
   }
 
-  // Launch batches (Backend::begin_batch). Outside a batch every op waits for its command buffer (op_dispatched's
-  // default), since the host reads Metal memory directly. Inside one, the thread's ops join the command buffer
-  // without that wait, and end_batch commits and waits once for them all: the decoder's step waits once a layer
-  // instead of once an op. A buffer freed inside the batch stays alive until the command buffer completes (it
-  // retains what its encoder binds), and upload and download wait for the work before them, as always. Not run:
-  // mtlinv has not run on an Apple GPU.
-  bool begin_batch(uint64_t) override {
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (batch_owner_ != std::thread::id()) return false;  // another thread's batch, or a scope inside our own
-    batch_owner_ = std::this_thread::get_id();
-    return true;
+  // An op returns once its command buffer is committed; the host waits where it touches memory.
+  void op_dispatched() override {
+    with_pool([&] { stream_->op_done(); });
   }
+
+  bool begin_batch(uint64_t) override { return stream_->begin_batch(); }
 
   void end_batch() override {
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      batch_owner_ = std::thread::id();
-    }
-    synchronize();
-  }
-
-  void op_dispatched() override {
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      if (batch_owner_ == std::this_thread::get_id()) return;
-    }
-    synchronize();
+    with_pool([&] { stream_->end_batch(); });
   }
 
  private:
@@ -467,37 +585,9 @@ class MetalBackend final : public Backend {
     return pipeline;
   }
 
-  // Dispatches collect in one command buffer until synchronize(). A serial encoder runs them one after another,
-  // each seeing the previous one's writes.
-  id<MTLComputeCommandEncoder> encoder_locked() {
-    if (encoder_) return encoder_;
-    batch_ = [queue_ commandBuffer];
-    if (batch_) encoder_ = [batch_ computeCommandEncoderWithDispatchType:MTLDispatchTypeSerial];
-    if (!encoder_) {
-      batch_ = nil;
-      throw DeviceError("Metal: the command queue gave no command buffer or encoder");
-    }
-    return encoder_;
-  }
-
-  void flush_locked() {
-    if (!batch_) return;
-    id<MTLCommandBuffer> batch = batch_;
-    std::vector<std::string> kernels = std::move(batch_kernels_);
-    [encoder_ endEncoding];
-    encoder_ = nil;
-    batch_ = nil;
-    batch_kernels_.clear();
-    [batch commit];
-    [batch waitUntilCompleted];
-    if (batch.status == MTLCommandBufferStatusError) {
-      throw KernelError("Metal: the command buffer failed running ", join(kernels), ": ", describe(batch.error));
-    }
-  }
-
   id<MTLDevice> device_;
-  id<MTLCommandQueue> queue_;
   DeviceCaps caps_;
+  std::shared_ptr<CommandStream> stream_;
   // Set in the constructor, read-only after: the kernel table, and the metallib when it is used.
   id<MTLLibrary> metallib_;
   std::vector<std::unique_ptr<SourceFile>> files_;
@@ -505,11 +595,6 @@ class MetalBackend final : public Backend {
   std::vector<std::string> kernel_names_;  // sorted
   mutable std::mutex source_mutex_;        // guards source_
   KernelSource source_;
-  std::mutex mutex_;  // guards the command buffer: everything below
-  id<MTLCommandBuffer> batch_;
-  id<MTLComputeCommandEncoder> encoder_;
-  std::vector<std::string> batch_kernels_;  // what batch_ runs, for its error message
-  std::thread::id batch_owner_;             // the thread in a launch batch, if any
 };
 
 }  // namespace

@@ -122,9 +122,10 @@ class Backend {
   // Launch batches (src/core/launch_batch.h). From begin_batch until end_batch, the calling thread's dispatches may
   // be deferred, and end_batch runs them in order as one unit. On CUDA they are recorded and go out as one graph
   // launch, in place of a driver call per kernel; on Metal they join one command buffer, which end_batch commits
-  // and waits for, in place of a wait per op. `key` names the batch's place in a sequence that repeats (a layer of
-  // a decoding step), so that the backend can keep what it built for it. Inside a batch the thread must not upload
-  // or download on CUDA (the recorded kernels have not run), and memory freed inside it is reused only after it.
+  // (one command buffer a layer, not one an op). `key` names the batch's place in a sequence that repeats (a layer
+  // of a decoding step), so that the backend can keep what it built for it. Inside a batch the thread must not
+  // upload or download on CUDA (the recorded kernels have not run), and memory freed inside it is reused only after
+  // it.
   // begin_batch returns false where a batch changes nothing (the default: the emulator runs each dispatch at once)
   // or cannot begin (another thread's batch; a scope inside the thread's own joins it); then end_batch must not be
   // called.
