@@ -128,13 +128,16 @@ def check_metal(clang, files, work):
     return failures
 
 
-# Each .mm is checked as each build makes it. Every build embeds the kernels' source; a build with a metallib also
-# loads it, and falls back to the source. Without a metallib against the macOS 15 SDK and against the 14.5 SDK
-# (GitHub's macos-14 image defaults to it; it lacks MTLCompileOptions.mathMode), and with one.
+# Each .mm is checked as each build makes it: without and with a metallib (every build embeds the kernels' source;
+# one with a metallib loads it and falls back to the source), each against the macOS 15 SDK and against the 14.5
+# SDK (GitHub's macos-14 image defaults to it; it lacks MTLCompileOptions.mathMode).
+METALLIB = '-DMTLINV_METALLIB_PATH="mtlinv.metallib"'
+SDK_14_5 = "-D__MAC_OS_X_VERSION_MAX_ALLOWED=140500"
 OBJC_VARIANTS = [
     ("embedded source only, SDK 15", []),
-    ("embedded source only, SDK 14.5", ["-D__MAC_OS_X_VERSION_MAX_ALLOWED=140500"]),
-    ("metallib and embedded source, SDK 15", ['-DMTLINV_METALLIB_PATH="mtlinv.metallib"']),
+    ("embedded source only, SDK 14.5", [SDK_14_5]),
+    ("metallib and embedded source, SDK 15", [METALLIB]),
+    ("metallib and embedded source, SDK 14.5", [METALLIB, SDK_14_5]),
 ]
 
 
