@@ -7,11 +7,9 @@
 
 namespace mtlinv {
 
-// The system's default Metal device as a Backend. Throws DeviceError when there is no device, or when it cannot
-// run mtlinv's kernels: they need MSL 3.1 with bfloat (macOS 14+ on an Apple7 (M1) or newer / Metal 3 GPU).
+// The system's default Metal device as a Backend. Throws DeviceError, before any kernel is compiled, when there is
+// no device or it cannot run mtlinv's kernels: they need macOS 14 (MSL 3.1, for bfloat) and Apple silicon (an
+// Apple7-family GPU or newer), whose 32-lane SIMD-groups they assume; the message names the GPU and its family.
 std::unique_ptr<Backend> make_metal_backend();
-
-// True when make_metal_backend() would find a device that meets those requirements.
-bool metal_device_available();
 
 }  // namespace mtlinv

@@ -47,8 +47,8 @@ def _init_limit_from_env():
 
 def synchronize():
     """Waits until the active device has run every kernel queued so far, and raises the KernelError of one that
-    failed. On CUDA an op returns once its kernels are queued (reading a result, e.g. np.asarray(t), waits for
-    it); time GPU work with this after the calls. Elsewhere every op has already waited."""
+    failed. On CUDA and Metal an op returns once its kernels are queued (reading a result, e.g. np.asarray(t),
+    waits for it); time GPU work with this after the calls. On the emulator every op has already run."""
     cdef CBackend* backend = &c_active_backend()
     with nogil:
         backend.synchronize()
@@ -56,9 +56,11 @@ def synchronize():
 
 def device_info():
     """The active backend: {'backend', 'name', 'threads' (emulator workers / GPU cores), 'simd_width', ...,
-    'matrix_units', 'overlapped_launches', 'built_backends'}."""
+    'matrix_units', 'overlapped_launches', 'built_backends', 'gpu_family', 'kernels', 'kernels_load_s',
+    'kernels_fallback', 'fallback'}."""
     cdef CBackend* b = &c_active_backend()
     cdef const CDeviceCaps* c = &b.caps()
+    cdef CKernelSource kernels = b.kernel_source()
     return {
         "backend": c.backend.decode(),
         "name": c.name.decode(),
@@ -72,6 +74,18 @@ def device_info():
         # off with MTLINV_CUDA_PDL=0): the gaps between launches shrink, results are the same.
         "overlapped_launches": c.overlapped_launches,
         "built_backends": [s.decode() for s in c_built_backends()],
+        # Metal: the highest Apple GPU family the device supports ('apple7', 'apple8', 'apple9'); else None.
+        "gpu_family": c.gpu_family.decode() or None,
+        # Where the kernels came from: 'built-in' (emulator, CUDA), 'metallib' (compiled when mtlinv was built) or
+        # 'source' (Metal: the embedded MSL, each kernel file compiled at its first use).
+        "kernels": kernels.origin.decode(),
+        # Seconds spent loading the metallib, or compiling kernel files so far; None before, and off Metal.
+        "kernels_load_s": kernels.load_seconds.value() if kernels.load_seconds.has_value() else None,
+        # Why the metallib the build made is not used (missing, does not load, lacks kernels); else None.
+        "kernels_fallback": kernels.fallback.decode() or None,
+        # Why MTLINV_DEVICE=auto runs here and not on the backend it prefers (e.g. Metal on an Intel Mac;
+        # also warned about on stderr); None when it runs there, or when MTLINV_DEVICE named the backend.
+        "fallback": c_backend_fallback().decode() or None,
     }
 
 

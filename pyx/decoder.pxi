@@ -21,6 +21,8 @@ _LINEARS = ("qkv", "o", "gate_up", "down")
 _LAYER_KEYS = frozenset(("attn_norm", "ffn_norm", "k_cache", "v_cache") + _LINEARS)
 
 
+# no_gc_clear: `c` must release the Tensors' storages before `keepalive` drops the Tensors (Tensor.__dealloc__).
+@cython.no_gc_clear
 cdef class Decoder:
     """A llama decoder's forward pass, run op by op in C++ on the active device (mtlinv.model.DeviceModel's loop).
 

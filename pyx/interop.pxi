@@ -1,7 +1,7 @@
 # Zero-copy export of Tensors to other array libraries: DLPack (torch.from_dlpack, cupy.from_dlpack,
 # numpy.from_dlpack) for memory on any device, and __cuda_array_interface__ (CuPy, Numba, torch.as_tensor) for
-# CUDA memory. On CUDA an op returns once its kernels are queued (Backend::op_dispatched), so an export of CUDA
-# memory first waits for the device: the data handed over is complete and the consumer needs no stream handshake.
+# CUDA memory. On CUDA and Metal an op returns once its kernels are queued (Backend::op_dispatched), so an export
+# first waits for the device: the data handed over is complete and the consumer needs no stream handshake.
 from cpython.pycapsule cimport PyCapsule_GetPointer, PyCapsule_IsValid, PyCapsule_New
 from cpython.ref cimport Py_DECREF, Py_INCREF
 from libc.stdint cimport int32_t, uint8_t, uint16_t, uint64_t, uintptr_t
@@ -47,7 +47,8 @@ _DLPACK_TYPES = {
 
 
 cdef void* _device_address(Tensor t):
-    """The tensor's first byte in the memory its device addresses: host memory, or a CUDA device pointer."""
+    """The tensor's first byte in the memory its device addresses: host memory, or a CUDA device pointer. An
+    address only: wait for the device (_wait_for_device) before handing it out."""
     cdef CStorage* s = t.c.storage.get()
     if s.host != NULL:
         return <char*>s.host + t.c.offset
@@ -55,7 +56,7 @@ cdef void* _device_address(Tensor t):
 
 
 cdef tuple _dlpack_device(Tensor t):
-    if t.c.host_data() != NULL:
+    if t.c.host_address() != NULL:
         return (kDLCPU, 0)
     if c_active_backend().caps().backend == b"cuda":
         return (kDLCUDA, 0)  # the CUDA backend runs on the first visible device
@@ -91,8 +92,7 @@ cdef object _to_dlpack(Tensor t, dl_device, copy):
         raise BufferError(f"__dlpack__: the Tensor is on DLPack device {device}, not {tuple(dl_device)}")
     if t.readonly:
         raise BufferError("__dlpack__: this Tensor wraps a read-only array, which DLPack cannot mark read-only")
-    if t.c.host_data() == NULL:
-        _wait_for_device()
+    _wait_for_device()  # host memory too: on Metal the GPU may still be writing it
     cdef int32_t ndim = t.c.shape.size()
     # One allocation: the struct, then shape[ndim] and strides[ndim].
     cdef DLManagedTensor* m = <DLManagedTensor*>malloc(sizeof(DLManagedTensor) + 2 * max(ndim, 1) * sizeof(int64_t))
@@ -124,7 +124,7 @@ cdef object _to_dlpack(Tensor t, dl_device, copy):
 
 
 cdef dict _cuda_array_interface(Tensor t):
-    if t.c.host_data() != NULL or c_active_backend().caps().backend != b"cuda":
+    if t.c.host_address() != NULL or c_active_backend().caps().backend != b"cuda":
         raise AttributeError("__cuda_array_interface__: this Tensor is not in CUDA memory "
                              f"(backend {c_active_backend().caps().backend.decode()})")
     if t.c.dtype == CDType.bf16:

@@ -2,6 +2,7 @@
 from libc.stdint cimport int64_t, uint8_t, uint32_t
 from libcpp cimport bool
 from libcpp.memory cimport shared_ptr
+from libcpp.optional cimport optional
 from libcpp.string cimport string
 from libcpp.utility cimport pair
 from libcpp.vector cimport vector
@@ -45,14 +46,21 @@ cdef extern from "../src/core/backend.h" namespace "mtlinv":
         bool bfloat
         bool matrix_units
         bool overlapped_launches
+        string gpu_family
+    cdef cppclass CKernelSource "mtlinv::Backend::KernelSource":
+        string origin
+        optional[double] load_seconds
+        string fallback
     cdef cppclass CDim3 "mtlinv::Dim3":
         uint32_t x, y, z
     cdef cppclass CBackend "mtlinv::Backend":
         const CDeviceCaps& caps()
         vector[string] kernel_names()
         bool has_kernel(const string&)
+        CKernelSource kernel_source() except +raise_py_error
         void synchronize() except +raise_py_error nogil
     CBackend& c_active_backend "mtlinv::active_backend"() except +raise_py_error
+    const string& c_backend_fallback "mtlinv::backend_fallback"() except +raise_py_error
     vector[string] c_built_backends "mtlinv::built_backends"()
 
 cdef extern from "../src/core/tensor.h" namespace "mtlinv":
@@ -65,7 +73,8 @@ cdef extern from "../src/core/tensor.h" namespace "mtlinv":
         size_t offset
         int64_t numel()
         size_t nbytes()
-        void* host_data()
+        void* host_address()
+        void* host_data() except +raise_py_error nogil
         void download(void*, size_t, const char*) except +raise_py_error nogil
         CTensor reshape(const vector[int64_t]&) except +raise_py_error
         @staticmethod

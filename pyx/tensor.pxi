@@ -1,6 +1,9 @@
 # mtlinv.Tensor: a tensor on the active device. Host-visible memory (emulator, Metal's shared storage) is exposed
-# without copies through the buffer protocol and __array__; other memory (CUDA) is copied on .numpy().
+# without copies through the buffer protocol and __array__; other memory (CUDA) is copied on .numpy(). Either way
+# the device first finishes the work queued before (src/core/backend.h, host access): a view taken earlier shows
+# later ops' results only after a wait (mtlinv.synchronize(), or taking a view again).
 
+cimport cython
 import ml_dtypes
 
 _NUMPY_TO_DTYPE = {
@@ -29,6 +32,15 @@ cdef char* _buffer_format(CDType t):
     return NULL
 
 
+cdef void* _host_data(Tensor t) except? NULL:
+    """t's host memory once the device has finished the work queued before (Tensor::host_data; it raises the
+    KernelError of a kernel that failed): the buffer protocol, numpy() and DLPack reach host memory through here."""
+    cdef void* p
+    with nogil:
+        p = t.c.host_data()
+    return p
+
+
 cdef class _RawBytes:
     """The bytes of a host-visible Tensor as a 1-D buffer: the base of the ndarray views that Tensor hands out."""
     cdef Tensor tensor
@@ -37,7 +49,7 @@ cdef class _RawBytes:
         cdef CTensor* c = &self.tensor.c
         if (flags & PyBUF_WRITABLE) and self.tensor.readonly:
             raise BufferError("this Tensor wraps a read-only array")
-        buf.buf = c.host_data()
+        buf.buf = _host_data(self.tensor)
         buf.len = c.nbytes()
         buf.readonly = self.tensor.readonly
         buf.itemsize = 1
@@ -55,15 +67,26 @@ cdef class _RawBytes:
         pass
 
 
+# no_gc_clear: the garbage collector must not drop `keepalive` before `c` (see __dealloc__); the ndarray it holds
+# refers to no Tensor, so it closes no cycle.
+@cython.no_gc_clear
 cdef class Tensor:
     """A tensor on the active mtlinv device. Make one with mtlinv.asarray(ndarray); ops return them."""
     cdef CTensor c
     cdef object keepalive      # the ndarray whose memory a zero-copy Tensor views
     cdef readonly bint readonly
     cdef Py_ssize_t[8] _shape_bytes, _stride_bytes
+    # (class, args) of the error a wait raised in __getbuffer__, for __array__ to raise again: NumPy asks for the
+    # buffer first, drops whatever error that raises, and calls __array__, which would wait with nothing to report.
+    cdef object _buffer_error
 
     def __init__(self):
         raise TypeError("use mtlinv.asarray(array) to make a Tensor")
+
+    def __dealloc__(self):
+        # The storage goes first: releasing one that wraps the ndarray's memory waits until the device no longer
+        # uses it (Backend::wrap_host), and only then may `keepalive` free the memory.
+        self.c = CTensor()
 
     cdef _require_storage(self, str where, str name=None):
         """Tensor.__new__ (or a subclass's __init__) makes a Tensor with no memory; refuse it before a use.
@@ -117,7 +140,7 @@ cdef class Tensor:
     def numpy(self):
         """The contents as an ndarray: a zero-copy view on host-visible memory, else a copy."""
         self._require_storage("Tensor.numpy")
-        if self.c.host_data() != NULL:
+        if self.c.host_address() != NULL:
             raw = _RawBytes.__new__(_RawBytes)
             (<_RawBytes>raw).tensor = self
             view = np.frombuffer(raw, dtype=self.dtype).reshape(self.shape)
@@ -127,7 +150,10 @@ cdef class Tensor:
         return out
 
     def __array__(self, dtype=None, copy=None):
-        needs_copy = (dtype is not None and np.dtype(dtype) != self.dtype) or self.c.host_data() == NULL
+        error, self._buffer_error = self._buffer_error, None
+        if error is not None:
+            raise error[0](*error[1])
+        needs_copy = (dtype is not None and np.dtype(dtype) != self.dtype) or self.c.host_address() == NULL
         if copy is False and needs_copy:
             raise ValueError("Tensor.__array__: copy=False, but a copy is needed (dtype change or device memory)")
         a = self.numpy()
@@ -137,7 +163,7 @@ cdef class Tensor:
 
     def __getbuffer__(self, Py_buffer* buf, int flags):
         self._require_storage("Tensor buffer")
-        if self.c.host_data() == NULL:
+        if self.c.host_address() == NULL:
             raise BufferError("Tensor memory is not host-visible on this device; use .numpy() to copy it")
         cdef char* fmt = _buffer_format(self.c.dtype)
         if fmt == NULL:
@@ -151,7 +177,12 @@ cdef class Tensor:
         for i in range(nd):
             self._shape_bytes[i] = self.c.shape[i]
             self._stride_bytes[i] = self.c.strides[i] * item
-        buf.buf = self.c.host_data()
+        self._buffer_error = None
+        try:
+            buf.buf = _host_data(self)
+        except MtlinvError as e:
+            self._buffer_error = (type(e), e.args)
+            raise
         buf.len = self.c.nbytes()
         buf.readonly = self.readonly
         buf.format = fmt if (flags & PyBUF_FORMAT) else NULL

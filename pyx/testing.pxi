@@ -1,5 +1,5 @@
 # Low-level hooks for tests and `mtlinv check`: run a registered kernel by name with raw arguments, switch the
-# emulator's checking mode, cut grids into pieces. Not part of the public API.
+# emulator's checking mode, cut grids into pieces, run MTLINV_DEVICE=auto's choice. Not part of the public API.
 from libc.stdint cimport uint32_t, uint64_t
 
 
@@ -13,6 +13,8 @@ cdef extern from "../src/emu/backend_emu.h" namespace "mtlinv":
 cdef extern from "../src/core/testing.h" namespace "mtlinv":
     void c_launch_raw "mtlinv::launch_raw"(const string&, CDim3, CDim3, const string&,
                                            const vector[CTensor]&) except +raise_py_error nogil
+    pair[string, string] c_choose_auto_backend_refused_by "mtlinv::choose_auto_backend_refused_by"(
+        const vector[string]&) except +raise_py_error
 
 cdef extern from "../src/core/run_plan.h" namespace "mtlinv":
     cdef cppclass CRunCounts "mtlinv::RunCounts":
@@ -43,6 +45,14 @@ def _set_piece_limit(limit):
     c.y, c.z = values
     cdef CPieceLimit old = c_set_piece_limit(c)
     return None if old.y == 0 else (old.y, old.z)
+
+
+def _choose_auto_backend(refusals):
+    """MTLINV_DEVICE=auto's choice where each preferred backend refuses with one of `refusals` (messages):
+    (the backend taken, its fallback reason or None). The warning goes to stderr; the active backend is kept."""
+    cdef vector[string] c_refusals = [str(r).encode() for r in refusals]
+    cdef pair[string, string] chosen = c_choose_auto_backend_refused_by(c_refusals)
+    return chosen.first.decode(), chosen.second.decode() or None
 
 
 def _run_counts():

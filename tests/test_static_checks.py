@@ -77,18 +77,46 @@ def test_planted_bug_is_caught(clang, name):
         assert f"fixtures/{name}:{line}:" in out and "error:" in out, f"line {line} not reported:\n{out}"
 
 
-def test_embedded_source_round_trips(clang, tmp_path):
-    """The generated header, compiled as C++, yields exactly the flattened source."""
-    source = embed_metal.flatten()
+def test_embedded_units_round_trip(clang, tmp_path):
+    """The generated header, compiled as C++, yields exactly each kernel file's unit: its name, the host names of
+    its kernels and its flattened source."""
+    units = embed_metal.units()
     header = tmp_path / "metal_source.inc"
-    header.write_text(embed_metal.cpp_header(source))
+    header.write_text(embed_metal.cpp_header(units))
     program = tmp_path / "dump.cpp"
-    program.write_text('#include <cstdio>\n#include "metal_source.inc"\n'
-                       "int main() { for (const char* c : mtlinv::metal_source::kChunks) std::fputs(c, stdout); }\n")
+    # Records end with \x1e, fields with \x1f (neither occurs in MSL).
+    program.write_text(
+        '#include <cstdio>\n#include "metal_source.inc"\n'
+        "int main() {\n"
+        "  for (const auto& f : mtlinv::metal_source::kFiles) {\n"
+        '    std::printf("%s\\x1f", f.name);\n'
+        '    for (auto k = f.kernels; *k; ++k) std::printf("%s\\n", *k);\n'
+        '    std::fputs("\\x1f", stdout);\n'
+        "    for (auto c = f.chunks; *c; ++c) std::fputs(*c, stdout);\n"
+        '    std::fputs("\\x1e", stdout);\n'
+        "  }\n"
+        "}\n")
     exe = tmp_path / "dump"
     subprocess.run([clang, "-std=c++17", "-o", str(exe), str(program)], check=True)
     dumped = subprocess.run([str(exe)], check=True, stdout=subprocess.PIPE).stdout.decode()
-    assert dumped == source
+    records = [r.split("\x1f") for r in dumped.split("\x1e")[:-1]]
+    assert [(name, kernels.split(), source) for name, kernels, source in records] == units
+
+
+def test_each_unit_is_one_file_with_its_headers():
+    """What the runtime compiles at a kernel's first use: the kernel file that defines it, with the headers it
+    includes, and every kernel of the library in exactly one unit."""
+    units = embed_metal.units()
+    assert [name for name, _, _ in units] == [p.name for p in sorted((ROOT / "metal").glob("*.metal"))]
+    assert [k for _, kernels, _ in units for k in kernels] == embed_metal.kernel_names()
+    for name, kernels, source in units:
+        assert kernels, f"{name} registers no kernel"
+        assert '#include "' not in source and "#pragma once" not in source
+        lines = source.splitlines()
+        assert [line for line in lines if line.startswith("#line 1 ") and line.endswith('.metal"')] == \
+            [f'#line 1 "{name}"'], name
+        for header in sorted((ROOT / "metal").glob("*.h")):
+            assert lines.count(f'#line 1 "{header.name}"') <= 1, (name, header.name)
 
 
 def test_flatten_inlines_each_header_once():

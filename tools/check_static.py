@@ -146,19 +146,23 @@ def check_flattened(clang, work, metal_dir=embed_metal.METAL_DIR):
     return [] if rc == 0 else [(FLATTENED, output)]
 
 
-# Each .mm is checked as each build makes it: from the embedded source against the macOS 15 SDK and against the
-# 14.5 SDK (GitHub's macos-14 image defaults to it; it lacks MTLCompileOptions.mathMode), and with a metallib.
+# Each .mm is checked as each build makes it: without and with a metallib (every build embeds the kernels' source;
+# one with a metallib loads it and falls back to the source), each against the macOS 15 SDK and against the 14.5
+# SDK (GitHub's macos-14 image defaults to it; it lacks MTLCompileOptions.mathMode).
+METALLIB = '-DMTLINV_METALLIB_PATH="mtlinv.metallib"'
+SDK_14_5 = "-D__MAC_OS_X_VERSION_MAX_ALLOWED=140500"
 OBJC_VARIANTS = [
-    ("embedded source, SDK 15", []),
-    ("embedded source, SDK 14.5", ["-D__MAC_OS_X_VERSION_MAX_ALLOWED=140500"]),
-    ("metallib, SDK 15", ['-DMTLINV_METALLIB_PATH="mtlinv.metallib"']),
+    ("embedded source only, SDK 15", []),
+    ("embedded source only, SDK 14.5", [SDK_14_5]),
+    ("metallib and embedded source, SDK 15", [METALLIB]),
+    ("metallib and embedded source, SDK 14.5", [METALLIB, SDK_14_5]),
 ]
 
 
 def check_objc(clang, files, work):
     gen = work / "gen"
     gen.mkdir()
-    (gen / "metal_source.inc").write_text(embed_metal.cpp_header(embed_metal.flatten()))
+    (gen / "metal_source.inc").write_text(embed_metal.cpp_header(embed_metal.units()))
     failures = []
     for f in files:
         for label, defines in OBJC_VARIANTS:

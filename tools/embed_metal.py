@@ -1,14 +1,19 @@
 #!/usr/bin/env python3
-"""Flattens metal/*.metal into one MSL source and embeds it in a C++ header for the Metal backend.
+"""Flattens metal/*.metal into MSL sources and embeds them in a C++ header for the Metal backend.
 
     python tools/embed_metal.py --out build/gen/metal_source.inc   # C++ header (objc/metal_backend.mm)
     python tools/embed_metal.py --msl build/gen/mtlinv.metal       # the flattened MSL (for a metallib build)
     python tools/embed_metal.py --list-kernels                     # host names from MTLINV_KERNEL(...) lines
 
 Every metal/*.metal is part of the library, so a new kernel file needs no registration here. `#include "x.h"`
-of a file in metal/ is inlined once per library (the files become one translation unit); `#include <...>` is
-left to the Metal compiler. Includes are resolved textually, so a `#include "x.h"` must not sit inside `#if`.
-`#line` directives keep the compiler log pointing at the original files.
+of a file in metal/ is inlined once per unit; `#include <...>` is left to the Metal compiler. Includes are
+resolved textually, so a `#include "x.h"` must not sit inside `#if`. `#line` directives keep the compiler log
+pointing at the original files.
+
+Two kinds of unit: --msl writes the whole library as one (every file, each header inlined once), which a metallib
+is built from; --out embeds each kernel file as a unit of its own (its headers inlined), with the host names of
+its kernels, so that the runtime compiles a file when one of its kernels is first used and a file that does not
+compile takes only its own kernels down.
 """
 import argparse
 import pathlib
@@ -66,9 +71,17 @@ def flatten(metal_dir=METAL_DIR):
     return "\n".join(out) + "\n"
 
 
-def kernel_names(metal_dir=METAL_DIR):
-    """Host names of every MTLINV_KERNEL(...) line, in file order; a name registered twice is an error."""
-    names, where = [], {}
+def flatten_file(path, metal_dir=METAL_DIR):
+    """One kernel file as a unit of its own: its MSL with every metal/ header it includes inlined."""
+    out = [f"// Flattened from metal/{path.name} by tools/embed_metal.py."]
+    _inline(pathlib.Path(path).resolve(), metal_dir, set(), out)
+    return "\n".join(out) + "\n"
+
+
+def _registrations(metal_dir):
+    """(file, host name, line) of every MTLINV_KERNEL(...) line, in file order; a name registered twice is an
+    error."""
+    found, where = [], {}
     for path in kernel_files(metal_dir):
         for lineno, line in enumerate(path.read_text().splitlines(), start=1):
             m = KERNEL_RE.match(line)
@@ -78,8 +91,21 @@ def kernel_names(metal_dir=METAL_DIR):
             if name in where:
                 raise EmbedError(f"kernel {name} registered twice: {where[name]} and {path.name}:{lineno}")
             where[name] = f"{path.name}:{lineno}"
-            names.append(name)
-    return names
+            found.append((path, name, lineno))
+    return found
+
+
+def kernel_names(metal_dir=METAL_DIR):
+    """Host names of every MTLINV_KERNEL(...) line, in file order."""
+    return [name for _, name, _ in _registrations(metal_dir)]
+
+
+def units(metal_dir=METAL_DIR):
+    """[(file name, [host names of its kernels], flattened source)] for every kernel file, in name order."""
+    kernels = {}
+    for path, name, _ in _registrations(metal_dir):
+        kernels.setdefault(path, []).append(name)
+    return [(path.name, kernels.get(path, []), flatten_file(path, metal_dir)) for path in kernel_files(metal_dir)]
 
 
 def _chunks(source):
@@ -98,18 +124,38 @@ def _chunks(source):
     return chunks
 
 
-def cpp_header(source):
+def _c_string(text):
+    if not re.fullmatch(r"[A-Za-z0-9_.]+", text):
+        raise EmbedError(f"{text!r} is not a file or kernel name this header can embed")
+    return f'"{text}"'
+
+
+def cpp_header(unit_list):
+    """The C++ header embedding `unit_list` (as units() returns it): per file its name, its kernels' host names
+    and its source in pieces (compilers limit the length of one literal), each list ended by nullptr."""
     closing = f'){RAW_DELIM}"'
-    if closing in source:
-        raise EmbedError(f"the MSL source contains the raw-string terminator {closing!r}")
-    pieces = ",\n".join(f'R"{RAW_DELIM}({chunk}){RAW_DELIM}"' for chunk in _chunks(source))
+    arrays, files = [], []
+    for i, (name, kernels, source) in enumerate(unit_list):
+        if closing in source:
+            raise EmbedError(f"{name}: the MSL source contains the raw-string terminator {closing!r}")
+        pieces = "".join(f'R"{RAW_DELIM}({chunk}){RAW_DELIM}",\n' for chunk in _chunks(source))
+        names = "".join(f"{_c_string(k)}, " for k in kernels)
+        arrays.append(f"inline constexpr const char* kKernels{i}[] = {{{names}nullptr}};\n"
+                      f"inline constexpr const char* kChunks{i}[] = {{\n{pieces}nullptr}};\n")
+        files.append(f"    {{{_c_string(name)}, kKernels{i}, kChunks{i}}},\n")
     return (
         "// Generated by tools/embed_metal.py from metal/*.metal; do not edit.\n"
-        "// The library's MSL source in pieces (compilers limit the length of one literal); join them in order.\n"
+        "// Each kernel file's MSL as a unit of its own, with the host names of its kernels.\n"
         "#pragma once\n"
         "namespace mtlinv {\n"
         "namespace metal_source {\n"
-        f"inline constexpr const char* kChunks[] = {{\n{pieces}}};\n"
+        "struct File {\n"
+        "  const char* name;             // e.g. \"gemv.metal\"\n"
+        "  const char* const* kernels;   // host names, ended by nullptr\n"
+        "  const char* const* chunks;    // the source: join the pieces in order; ended by nullptr\n"
+        "};\n"
+        + "".join(arrays)
+        + f"inline constexpr File kFiles[] = {{\n{''.join(files)}}};\n"
         "}  // namespace metal_source\n"
         "}  // namespace mtlinv\n"
     )
@@ -137,12 +183,10 @@ def main(argv=None):
     try:
         if args.list_kernels:
             print("\n".join(kernel_names(metal_dir)))
-        if args.out or args.msl:
-            source = flatten(metal_dir)
-            if args.out:
-                _write_if_changed(args.out, cpp_header(source))
-            if args.msl:
-                _write_if_changed(args.msl, source)
+        if args.out:
+            _write_if_changed(args.out, cpp_header(units(metal_dir)))
+        if args.msl:
+            _write_if_changed(args.msl, flatten(metal_dir))
     except EmbedError as e:
         print(f"embed_metal: {e}", file=sys.stderr)
         return 1

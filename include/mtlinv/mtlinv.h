@@ -2,10 +2,10 @@
  *
  * Every function returning mtlinv_status returns MTLINV_OK or an error; mtlinv_last_error() then describes it
  * (the message names the offending arguments and values) until the next call on the same thread. Tensors are
- * created from host memory (copied onto the active device) and released with mtlinv_tensor_free. On CUDA an op
- * returns once its kernels are queued, and reading a tensor (mtlinv_tensor_to_host) waits for them;
- * mtlinv_synchronize waits for all (MTLINV_CUDA_SYNC=1 makes every op wait, so that a kernel's error is the status
- * of the op that launched it).
+ * created from host memory (copied onto the active device) and released with mtlinv_tensor_free. On CUDA and
+ * Metal an op returns once its kernels are queued, and reading a tensor (mtlinv_tensor_to_host) waits for them;
+ * mtlinv_synchronize waits for all, and a failed kernel's error is the status of the call that waited (on CUDA,
+ * MTLINV_CUDA_SYNC=1 makes every op wait, so that a kernel's error is the status of the op that launched it).
  *
  * On an error, *out is left as it was. A freed tensor must not be used again (undefined behaviour, as for free()).
  * The limit starts from MTLINV_BATCH_INVARIANT_LIMIT, read on first use; while that value is not an integer in

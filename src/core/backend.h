@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -15,7 +16,8 @@ struct Dim3 {
 };
 
 // Device memory. `host` is non-null when the CPU can read and write it directly (emulator, Metal's shared
-// storage); CUDA memory has host == nullptr and is reached through Backend::upload / download.
+// storage); CUDA memory has host == nullptr and is reached through Backend::upload / download. Code that reads or
+// writes through `host` goes through Tensor::host_data(), which first waits for the device (Backend, "Host access").
 struct Storage {
   void* host = nullptr;
   void* device = nullptr;   // backend handle: CUDA pointer, id<MTLBuffer> as void*, == host on the emulator
@@ -46,6 +48,8 @@ struct DeviceCaps {
   // The most threadgroups one dispatch may have along x, y and z (CUDA: 2^31 - 1, 65535, 65535). A plan's grid may
   // be larger: src/core/grid_pieces.h runs it in pieces that fit.
   Dim3 max_threadgroups{UINT32_MAX, UINT32_MAX, UINT32_MAX};
+  // Metal: the highest Apple GPU family the device supports ("apple7", "apple8", "apple9"); empty elsewhere.
+  std::string gpu_family;
 };
 
 // One argument of a dispatch: the argument struct (bytes, slot 0) or a buffer range.
@@ -68,6 +72,13 @@ struct Dispatch {
   std::vector<Binding> bindings;  // bindings[i] is [[buffer(i)]]
 };
 
+// Host access. On CUDA and Metal an op returns once its kernels are queued (op_dispatched), and the host's next op
+// overlaps the device's work; the emulator runs each kernel as it is dispatched. So the host touches a Storage's
+// memory only after waiting for the work queued before: upload and download wait themselves, and every other read
+// or write through Storage::host goes through Tensor::host_data(), which synchronizes (and reports a failed
+// kernel). A pointer obtained so (a NumPy view, a DLPack capsule) stays valid, but it shows work queued later only
+// after the next wait, and the host must not write through it while queued work may still use the memory.
+// Memory that wrap_host wraps is the caller's: see there.
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -75,8 +86,11 @@ class Backend {
 
   // Throws OutOfMemory when the allocation fails.
   virtual StoragePtr allocate(size_t bytes) = 0;
-  // Wraps existing host memory without copying where the backend can (nullptr when it cannot); the caller keeps
-  // the memory alive for the Storage's lifetime.
+  // Wraps existing host memory without copying where the backend can (nullptr when it cannot). The memory stays
+  // the caller's, who keeps it alive while the Storage lives; the Storage's destructor waits until the device has
+  // finished the work queued on it, so the caller may free or reuse the memory as soon as the last reference to
+  // the Storage is gone, whatever is still queued. While the Storage lives the memory is the tensor's: host writes
+  // to it follow the rule of host access above.
   virtual StoragePtr wrap_host(void* host, size_t bytes) = 0;
   virtual void upload(Storage& dst, size_t offset, const void* src, size_t bytes) = 0;
   virtual void download(const Storage& src, size_t offset, void* dst, size_t bytes) = 0;
@@ -84,21 +98,34 @@ class Backend {
   virtual bool has_kernel(const std::string& name) const = 0;
   virtual std::vector<std::string> kernel_names() const = 0;
 
-  // Enqueues one kernel; may run it immediately. Errors surface here or at synchronize() as exceptions.
+  // Where the kernels come from, for device_info.
+  struct KernelSource {
+    // "built-in" (compiled into the binary: emulator, CUDA), "metallib" (Metal, compiled when mtlinv was built) or
+    // "source" (Metal: the MSL embedded in the binary, compiled at run time, one kernel file at its first use).
+    std::string origin = "built-in";
+    // Seconds spent loading the metallib, or compiling kernel files so far; none before, and where nothing loads.
+    std::optional<double> load_seconds;
+    // Why a metallib the build configured is not used (it is missing, does not load, or lacks kernels); else "".
+    std::string fallback;
+  };
+  virtual KernelSource kernel_source() const { return {}; }
+
+  // Enqueues one kernel; may run it immediately. Errors surface here or at the next wait (synchronize, upload,
+  // download, Tensor::host_data) as exceptions.
   virtual void dispatch(const Dispatch& d) = 0;
-  // Waits for everything dispatched so far.
+  // Waits for everything dispatched so far; throws the error of a kernel that failed since the last wait.
   virtual void synchronize() = 0;
-  // Called once an op (or a raw launch) has dispatched its kernels. Waits for them, unless the backend can leave
-  // them queued: where the host reaches device memory only through download, which waits in queue order (CUDA),
-  // the op returns at once and the host's next op overlaps the device's work.
+  // Called once an op (or a raw launch) has dispatched its kernels: a backend that queues them sends them to the
+  // device here and returns without waiting (host access above). The default waits.
   virtual void op_dispatched() { synchronize(); }
 
   // Launch batches (src/core/launch_batch.h). From begin_batch until end_batch, the calling thread's dispatches may
   // be deferred, and end_batch runs them in order as one unit. On CUDA they are recorded and go out as one graph
   // launch, in place of a driver call per kernel; on Metal they join one command buffer, which end_batch commits
-  // and waits for, in place of a wait per op. `key` names the batch's place in a sequence that repeats (a layer of
-  // a decoding step), so that the backend can keep what it built for it. Inside a batch the thread must not upload
-  // or download on CUDA (the recorded kernels have not run), and memory freed inside it is reused only after it.
+  // (one command buffer a layer, not one an op). `key` names the batch's place in a sequence that repeats (a layer
+  // of a decoding step), so that the backend can keep what it built for it. Inside a batch the thread must not
+  // upload or download on CUDA (the recorded kernels have not run), and memory freed inside it is reused only after
+  // it.
   // begin_batch returns false where a batch changes nothing (the default: the emulator runs each dispatch at once)
   // or cannot begin (another thread's batch; a scope inside the thread's own joins it); then end_batch must not be
   // called.
@@ -117,9 +144,13 @@ class Backend {
 };
 
 // The process-wide active backend, chosen on first use from MTLINV_DEVICE=auto|emu|metal|cuda (default auto:
-// metal when built and a device exists, else cuda when built with a device, else emu). Throws DeviceError when
-// the requested backend is not built or has no device.
+// metal when built and its device accepted, else cuda when built with a device, else emu). Throws DeviceError
+// when the requested backend is not built, or has no device it accepts.
 Backend& active_backend();
+// Why MTLINV_DEVICE=auto runs on another backend than the first it prefers (the messages of the backends that
+// refused, e.g. Metal on an Intel Mac), also printed once to stderr as a warning; "" when it runs on that
+// one, or when MTLINV_DEVICE named the backend. Chooses the backend if none is active yet.
+const std::string& backend_fallback();
 // Names of the backends compiled into this build, e.g. {"emu", "cuda"}.
 std::vector<std::string> built_backends();
 

@@ -50,9 +50,15 @@ bool Tensor::is_contiguous() const {
   return true;
 }
 
-void* Tensor::host_data() const {
+void* Tensor::host_address() const {
   if (!storage || !storage->host) return nullptr;
   return static_cast<char*>(storage->host) + offset;
+}
+
+void* Tensor::host_data() const {
+  void* address = host_address();
+  if (address) active_backend().synchronize();
+  return address;
 }
 
 Tensor Tensor::empty(const Shape& shape, DType dtype) {

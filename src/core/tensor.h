@@ -31,15 +31,19 @@ struct Tensor {
   // Dimension i, counted from the end when negative; throws InvalidArgument outside [-ndim, ndim).
   int64_t dim(int i) const;
   bool is_contiguous() const;
-  void* host_data() const;  // nullptr when the storage is not host-visible
+  // Where the tensor's bytes lie in host memory, or nullptr when the storage is not host-visible. An address to
+  // compare, not to access: the device may still be writing there.
+  void* host_address() const;
+  // host_address(), once the device has finished the work queued before (Backend::synchronize, which throws the
+  // error of a kernel that failed). Every read or write of Storage::host goes through here (backend.h: host access).
+  void* host_data() const;
   // A contiguous view with a new shape of the same number of elements (throws if not contiguous).
   Tensor reshape(const Shape& new_shape) const;
   // Throws InvalidArgument naming `op` and `arg` unless the tensor has memory (a default-constructed or moved-from
   // Tensor has none) and is contiguous (kernels index it densely).
   void require_dense(const char* op, const char* arg) const;
-  // Copies between host memory and the tensor's: `bytes` must be nbytes(). Downloading waits for the work queued
-  // before it.
-  // `what` names the caller in errors.
+  // Copies between host memory and the tensor's: `bytes` must be nbytes(). Both wait for the work queued before
+  // them. `what` names the caller in errors.
   void upload(const void* src, size_t bytes, const char* what = "upload");
   void download(void* dst, size_t bytes, const char* what = "download") const;
 };

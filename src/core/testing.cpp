@@ -2,6 +2,7 @@
 
 #include <utility>
 
+#include "backend_select.h"
 #include "errors.h"
 #include "grid_pieces.h"
 
@@ -24,6 +25,19 @@ void launch_raw(const std::string& kernel, Dim3 threadgroups, Dim3 threads, cons
   }
   dispatch_in_pieces(backend, std::move(d));
   backend.op_dispatched();
+}
+
+std::pair<std::string, std::string> choose_auto_backend_refused_by(const std::vector<std::string>& refusals) {
+  std::vector<BackendCandidate> candidates;
+  for (size_t i = 0; i < refusals.size(); ++i) {
+    const std::string refusal = refusals[i];
+    candidates.push_back({concat("refusing", i), [refusal]() -> std::unique_ptr<Backend> {
+                            throw DeviceError(refusal);
+                          }});
+  }
+  std::string fallback;
+  const std::unique_ptr<Backend> chosen = choose_auto_backend(candidates, fallback);
+  return {chosen->caps().backend, fallback};
 }
 
 }  // namespace mtlinv

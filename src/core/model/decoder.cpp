@@ -33,8 +33,8 @@ void check_format(const QuantLinear& w, const std::string& where) {
 bool overlap(const Tensor& a, const Tensor& b) {
   const auto meet = [](uintptr_t a0, size_t an, uintptr_t b0, size_t bn) { return a0 < b0 + bn && b0 < a0 + an; };
   if (a.storage == b.storage) return meet(a.offset, a.nbytes(), b.offset, b.nbytes());
-  const void* ha = a.host_data();
-  const void* hb = b.host_data();
+  const void* ha = a.host_address();
+  const void* hb = b.host_address();
   return ha != nullptr && hb != nullptr &&
          meet(reinterpret_cast<uintptr_t>(ha), a.nbytes(), reinterpret_cast<uintptr_t>(hb), b.nbytes());
 }

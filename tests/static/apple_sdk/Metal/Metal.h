@@ -122,7 +122,9 @@ typedef NS_ENUM(NSUInteger, MTLCommandBufferStatus) {
 // ---- MTLDevice.h (MTL_EXTERN is extern "C" in C++)
 typedef NS_ENUM(NSInteger, MTLGPUFamily) {
   MTLGPUFamilyApple7 = 1007,
-  MTLGPUFamilyMetal3 = 5001,
+  MTLGPUFamilyApple8 = 1008,
+  MTLGPUFamilyApple9 = 1009,
+  MTLGPUFamilyMac2 = 2002,
 } API_AVAILABLE(macos(10.15), ios(13.0));
 
 @protocol MTLDevice <NSObject>

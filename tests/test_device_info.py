@@ -1,0 +1,70 @@
+"""device_info()'s account of the device and its kernels, and MTLINV_DEVICE=auto's choice when the backend it
+prefers refuses (as Metal refuses an Intel Mac's GPU): what a user reads to learn where mtlinv runs, and why."""
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+
+import mtlinv
+from mtlinv import _native
+
+
+def run_python(code, **env):
+    return subprocess.run([sys.executable, "-c", code], env=dict(os.environ, **env), capture_output=True, text=True,
+                          timeout=120)
+
+
+def test_device_info_says_where_the_kernels_come_from():
+    info = mtlinv.device_info()
+    if info["backend"] != "metal":
+        assert info["kernels"] == "built-in"
+        assert info["kernels_load_s"] is None and info["kernels_fallback"] is None and info["gpu_family"] is None
+        return
+    assert info["gpu_family"] in ("apple7", "apple8", "apple9")
+    assert info["kernels"] in ("metallib", "source")
+    if info["kernels"] == "metallib":
+        assert info["kernels_fallback"] is None
+    x = np.ones((2, 64), np.float32)
+    np.asarray(mtlinv.rms_norm(x, np.ones(64, np.float32)))  # loads (or compiles) the kernels it needs
+    assert mtlinv.device_info()["kernels_load_s"] > 0
+
+
+def test_auto_falls_back_to_the_emulator_saying_why(capfd):
+    refusal = ("Metal: 'AMD Radeon Pro 5500M' (GPU family mac2) cannot run mtlinv's kernels: they need Apple "
+               "silicon, an Apple7-family GPU or newer")
+    assert _native._choose_auto_backend([refusal]) == ("emu", refusal)
+    err = capfd.readouterr().err
+    assert err.count("mtlinv: warning: MTLINV_DEVICE=auto: ") == 1, err
+    assert refusal in err and "running on the emu backend" in err, err
+
+
+def test_auto_reports_every_backend_that_refused(capfd):
+    refusals = ["Metal: no device (MTLCreateSystemDefaultDevice returned nil)",
+                "CUDA: no device (the driver is missing, or sees none)"]
+    assert _native._choose_auto_backend(refusals) == ("emu", "; ".join(refusals))
+    assert "; ".join(refusals) in capfd.readouterr().err
+
+
+def test_auto_without_a_refusal_is_silent(capfd):
+    assert _native._choose_auto_backend([]) == ("emu", None)
+    assert capfd.readouterr().err == ""
+
+
+def test_fallback_in_device_info():
+    """MTLINV_DEVICE naming a backend never falls back; auto reports a fallback, and warns once, exactly when it
+    runs on another backend than the first this build prefers to the emulator."""
+    show = "import json, mtlinv; i = mtlinv.device_info(); print(json.dumps([i['backend'], i['fallback']]))"
+    named = run_python(show, MTLINV_DEVICE="emu")
+    assert named.returncode == 0, named.stderr
+    assert json.loads(named.stdout) == ["emu", None] and "warning" not in named.stderr, named.stderr
+    auto = run_python(show, MTLINV_DEVICE="auto")
+    assert auto.returncode == 0, auto.stderr
+    backend, fallback = json.loads(auto.stdout)
+    preferred = [b for b in mtlinv.device_info()["built_backends"] if b != "emu"]
+    if preferred and backend != preferred[0]:
+        assert isinstance(fallback, str) and fallback, auto.stdout
+        assert auto.stderr.count("mtlinv: warning: MTLINV_DEVICE=auto: ") == 1, auto.stderr
+    else:
+        assert fallback is None and "warning" not in auto.stderr, auto.stdout + auto.stderr
