@@ -51,15 +51,16 @@ inline uint sdpa_visible_keys(constant SdpaArgs& args, uint j0, uint jj, uint nq
 }
 
 // Four consecutive elements as floats: one vector load in the kernels the plan picks when q, k and v are 16-byte
-// aligned (VEC), else element by element. Both hand the same floats on. VEC is a template parameter, not a
-// runtime flag: a compiler may execute both sides of a runtime choice and keep one, and a speculated aligned
-// vector load from a misaligned row faults (the emulator's fast build does exactly that).
+// aligned (VEC), else element by element. Both hand the same floats on, converted by the same vector conversion
+// (metal/load.h says why). VEC is a template parameter, not a runtime flag: a compiler may execute both sides of a
+// runtime choice and keep one, and a speculated aligned vector load from a misaligned row faults (the emulator's
+// fast build does exactly that).
 template <bool VEC, typename T>
 inline float4 sdpa_load4(device const T* p) {
   if (VEC) {
     return float4(*((device const vec<T, 4>*)p));
   }
-  return float4(float(p[0]), float(p[1]), float(p[2]), float(p[3]));
+  return float4(vec<T, 4>(p[0], p[1], p[2], p[3]));
 }
 
 // The four lanes of a dot-product accumulator, added in a fixed order.
