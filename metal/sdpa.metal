@@ -39,7 +39,6 @@ constant constexpr uint SDPA_SLICE_KEYS = SDPA_BLOCK_KEYS / SDPA_SLICES;
 
 constant constexpr uint FLASH_QUERIES = 32;  // queries (one per thread) of a sdpa_flash threadgroup
 constant constexpr uint FLASH_TILE = 768;    // float4 slots of one staged K or V tile: 12 KiB each
-constant constexpr uint FLASH_MAX_TILE_KEYS = FLASH_TILE / 16;  // keys per tile at D = 64
 
 // Keys of the block starting at key `first` that query jj of the tile starting at query j0 sees (0 past nq).
 inline uint sdpa_visible_keys(constant SdpaArgs& args, uint j0, uint jj, uint nq, uint first) {
@@ -458,7 +457,10 @@ template <typename T>
 // each (q and the output accumulator in registers). The threadgroup stages tiles of K and V rows as float in
 // threadgroup memory (FLASH_TILE / (D/4) keys per tile) up to the last key its last query sees; each query runs
 // an online softmax over the visible keys of each tile, rescaling its accumulator once per tile.
-template <typename T, bool VEC>
+// One instance per head dim D (the plan picks it): a thread's arrays (q, the accumulator, a tile's scores) are
+// indexed by loops of constant trip count, which GPU compilers unroll and keep in registers. Sized for the largest
+// D and indexed by loops over the run-time D, they went to memory (a 2240-byte stack frame with nvcc).
+template <typename T, bool VEC, uint D>
 [[kernel]] void sdpa_flash(
     constant SdpaArgs& args [[buffer(0)]],
     device const T* q [[buffer(1)]],
@@ -467,12 +469,11 @@ template <typename T, bool VEC>
     device T* out [[buffer(4)]],
     uint3 pos [[threadgroup_position_in_grid]],
     uint tid [[thread_index_in_threadgroup]]) {
+  constexpr uint D4 = D / 4;
+  constexpr uint TILE_KEYS = FLASH_TILE / D4;
   threadgroup float4 k_tile[FLASH_TILE];
   threadgroup float4 v_tile[FLASH_TILE];
 
-  const uint D = args.head_dim;
-  const uint D4 = D / 4;
-  const uint tile_keys = FLASH_TILE / D4;
   const uint i = pos.x * FLASH_QUERIES + tid;
   const bool active = i < args.q_len;
   const ulong row = (ulong(pos.z) * args.q_heads + pos.y) * args.q_len + i;
@@ -482,8 +483,8 @@ template <typename T, bool VEC>
   const uint end = sdpa_last_key(args, min(args.q_len, (pos.x + 1) * FLASH_QUERIES) - 1) + 1;
   const uint last = active ? sdpa_last_key(args, i) : 0;
 
-  float4 qv[SDPA_MAX_D4];
-  float4 acc[SDPA_MAX_D4];
+  float4 qv[D4];
+  float4 acc[D4];
   for (uint d4 = 0; d4 < D4; ++d4) {
     qv[d4] = active ? sdpa_load4<VEC>(q + row * D + d4 * 4) : float4(0.0f);
     acc[d4] = float4(0.0f);
@@ -491,8 +492,8 @@ template <typename T, bool VEC>
   float m = -INFINITY;
   float l = 0.0f;
 
-  for (uint k0 = 0; k0 < end; k0 += tile_keys) {
-    const uint n = min(tile_keys, end - k0);
+  for (uint k0 = 0; k0 < end; k0 += TILE_KEYS) {
+    const uint n = min(TILE_KEYS, end - k0);
     // The tile's rows are contiguous: slot idx holds elements [4 idx, 4 idx + 4) from key k0 on.
     for (uint idx = tid; idx < n * D4; idx += FLASH_QUERIES) {
       const ulong offset = ulong(k0) * D + idx * 4;
@@ -502,16 +503,19 @@ template <typename T, bool VEC>
     threadgroup_barrier(mem_flags::mem_threadgroup);
 
     if (active && last >= k0) {
+      // Keys t < nv of the tile, in ascending order; the loops run to TILE_KEYS so that s stays in registers.
       const uint nv = min(n, last - k0 + 1);
-      float s[FLASH_MAX_TILE_KEYS];
+      float s[TILE_KEYS];
       float m_tile = -INFINITY;
-      for (uint t = 0; t < nv; ++t) {
-        float4 dot4 = float4(0.0f);
-        for (uint d4 = 0; d4 < D4; ++d4) {
-          dot4 = fma(qv[d4], k_tile[t * D4 + d4], dot4);
+      for (uint t = 0; t < TILE_KEYS; ++t) {
+        if (t < nv) {
+          float4 dot4 = float4(0.0f);
+          for (uint d4 = 0; d4 < D4; ++d4) {
+            dot4 = fma(qv[d4], k_tile[t * D4 + d4], dot4);
+          }
+          s[t] = sdpa_hsum(dot4) * args.scale_log2;
+          m_tile = max(m_tile, s[t]);
         }
-        s[t] = sdpa_hsum(dot4) * args.scale_log2;
-        m_tile = max(m_tile, s[t]);
       }
       const float m_new = max(m, m_tile);
       const float factor = exp2(m - m_new);
@@ -519,11 +523,13 @@ template <typename T, bool VEC>
       for (uint d4 = 0; d4 < D4; ++d4) {
         acc[d4] *= factor;
       }
-      for (uint t = 0; t < nv; ++t) {
-        const float p = exp2(s[t] - m_new);
-        l += p;
-        for (uint d4 = 0; d4 < D4; ++d4) {
-          acc[d4] = fma(float4(p), v_tile[t * D4 + d4], acc[d4]);
+      for (uint t = 0; t < TILE_KEYS; ++t) {
+        if (t < nv) {
+          const float p = exp2(s[t] - m_new);
+          l += p;
+          for (uint d4 = 0; d4 < D4; ++d4) {
+            acc[d4] = fma(float4(p), v_tile[t * D4 + d4], acc[d4]);
+          }
         }
       }
       m = m_new;
@@ -554,9 +560,34 @@ MTLINV_KERNEL(sdpa_blocks_q8_unaligned_bf16, sdpa_blocks, bfloat, false, 8)
 MTLINV_KERNEL(sdpa_combine_f32, sdpa_combine, float)
 MTLINV_KERNEL(sdpa_combine_f16, sdpa_combine, half)
 MTLINV_KERNEL(sdpa_combine_bf16, sdpa_combine, bfloat)
-MTLINV_KERNEL(sdpa_flash_f32, sdpa_flash, float, true)
-MTLINV_KERNEL(sdpa_flash_f16, sdpa_flash, half, true)
-MTLINV_KERNEL(sdpa_flash_bf16, sdpa_flash, bfloat, true)
-MTLINV_KERNEL(sdpa_flash_unaligned_f32, sdpa_flash, float, false)
-MTLINV_KERNEL(sdpa_flash_unaligned_f16, sdpa_flash, half, false)
-MTLINV_KERNEL(sdpa_flash_unaligned_bf16, sdpa_flash, bfloat, false)
+// sdpa_flash: one instance per head dim the op supports (src/core/plans/sdpa.h, kSdpaHeadDims).
+MTLINV_KERNEL(sdpa_flash_d64_f32, sdpa_flash, float, true, 64)
+MTLINV_KERNEL(sdpa_flash_d64_f16, sdpa_flash, half, true, 64)
+MTLINV_KERNEL(sdpa_flash_d64_bf16, sdpa_flash, bfloat, true, 64)
+MTLINV_KERNEL(sdpa_flash_d80_f32, sdpa_flash, float, true, 80)
+MTLINV_KERNEL(sdpa_flash_d80_f16, sdpa_flash, half, true, 80)
+MTLINV_KERNEL(sdpa_flash_d80_bf16, sdpa_flash, bfloat, true, 80)
+MTLINV_KERNEL(sdpa_flash_d96_f32, sdpa_flash, float, true, 96)
+MTLINV_KERNEL(sdpa_flash_d96_f16, sdpa_flash, half, true, 96)
+MTLINV_KERNEL(sdpa_flash_d96_bf16, sdpa_flash, bfloat, true, 96)
+MTLINV_KERNEL(sdpa_flash_d128_f32, sdpa_flash, float, true, 128)
+MTLINV_KERNEL(sdpa_flash_d128_f16, sdpa_flash, half, true, 128)
+MTLINV_KERNEL(sdpa_flash_d128_bf16, sdpa_flash, bfloat, true, 128)
+MTLINV_KERNEL(sdpa_flash_d256_f32, sdpa_flash, float, true, 256)
+MTLINV_KERNEL(sdpa_flash_d256_f16, sdpa_flash, half, true, 256)
+MTLINV_KERNEL(sdpa_flash_d256_bf16, sdpa_flash, bfloat, true, 256)
+MTLINV_KERNEL(sdpa_flash_d64_unaligned_f32, sdpa_flash, float, false, 64)
+MTLINV_KERNEL(sdpa_flash_d64_unaligned_f16, sdpa_flash, half, false, 64)
+MTLINV_KERNEL(sdpa_flash_d64_unaligned_bf16, sdpa_flash, bfloat, false, 64)
+MTLINV_KERNEL(sdpa_flash_d80_unaligned_f32, sdpa_flash, float, false, 80)
+MTLINV_KERNEL(sdpa_flash_d80_unaligned_f16, sdpa_flash, half, false, 80)
+MTLINV_KERNEL(sdpa_flash_d80_unaligned_bf16, sdpa_flash, bfloat, false, 80)
+MTLINV_KERNEL(sdpa_flash_d96_unaligned_f32, sdpa_flash, float, false, 96)
+MTLINV_KERNEL(sdpa_flash_d96_unaligned_f16, sdpa_flash, half, false, 96)
+MTLINV_KERNEL(sdpa_flash_d96_unaligned_bf16, sdpa_flash, bfloat, false, 96)
+MTLINV_KERNEL(sdpa_flash_d128_unaligned_f32, sdpa_flash, float, false, 128)
+MTLINV_KERNEL(sdpa_flash_d128_unaligned_f16, sdpa_flash, half, false, 128)
+MTLINV_KERNEL(sdpa_flash_d128_unaligned_bf16, sdpa_flash, bfloat, false, 128)
+MTLINV_KERNEL(sdpa_flash_d256_unaligned_f32, sdpa_flash, float, false, 256)
+MTLINV_KERNEL(sdpa_flash_d256_unaligned_f16, sdpa_flash, half, false, 256)
+MTLINV_KERNEL(sdpa_flash_d256_unaligned_bf16, sdpa_flash, bfloat, false, 256)
