@@ -17,7 +17,8 @@
 // The kernels that read q, k and v come in two builds: vector loads (rows 16-byte aligned, the usual case) and
 // element loads (*_unaligned_*); both compute the same bits.
 //
-// Scores are kept in base 2 (scale * log2(e) folded into the scale), so every exponential is an exp2.
+// Scores are kept in base 2 (scale * log2(e) folded into the scale), so every exponential is an exp2: the weights of
+// sdpa_weight (metal/sdpa_keys.h).
 #include "common.h"
 #include "sdpa_args.h"
 #include "sdpa_keys.h"
@@ -223,7 +224,7 @@ inline void sdpa_block_pv(constant SdpaArgs& args, device const T* v, threadgrou
 // Phases, each over fixed index sets:
 //   scores   sdpa_block_scores
 //   softmax  16 threads per query, 16 consecutive keys each: slice maxima, the block max (slices in order),
-//            then exp2(s - m) and slice sums in key order
+//            then the weights 2^(s - m) (sdpa_weight) and slice sums in key order
 //   p @ v    sdpa_block_pv
 // A query's results depend on the keys it sees in the block, block_keys, D and the dtype alone. Masked keys are
 // skipped, never weighted by zero; a query that sees no key of the block writes m = -inf, l = 0, o = 0.
@@ -299,7 +300,7 @@ template <typename T, bool VEC, uint Q>
   }
   float slice_l = 0.0f;
   for (uint t = t_begin; t < t_end; ++t) {
-    const float e = exp2(scores[sq * SDPA_BLOCK_KEYS + t] - m);
+    const float e = sdpa_weight(scores[sq * SDPA_BLOCK_KEYS + t] - m);
     scores[sq * SDPA_BLOCK_KEYS + t] = e;
     slice_l += e;
   }
@@ -432,7 +433,7 @@ template <typename T>
     }
     for (uint b = 0; b < SDPA_COMBINE_LOADS; ++b) {
       if (j0 + b < j_end) {
-        const float w = exp2(ml[b].x - m);
+        const float w = sdpa_weight(ml[b].x - m);
         l = fma(ml[b].y, w, l);
         o = fma(po[b], float4(w), o);
       }
@@ -518,14 +519,14 @@ template <typename T, bool VEC, uint D>
         }
       }
       const float m_new = max(m, m_tile);
-      const float factor = exp2(m - m_new);
+      const float factor = sdpa_weight(m - m_new);
       l *= factor;
       for (uint d4 = 0; d4 < D4; ++d4) {
         acc[d4] *= factor;
       }
       for (uint t = 0; t < TILE_KEYS; ++t) {
         if (t < nv) {
-          const float p = exp2(s[t] - m_new);
+          const float p = sdpa_weight(s[t] - m_new);
           l += p;
           for (uint d4 = 0; d4 < D4; ++d4) {
             acc[d4] = fma(float4(p), v_tile[t * D4 + d4], acc[d4]);
