@@ -458,9 +458,9 @@ template <typename T>
 // each (q and the output accumulator in registers). The threadgroup stages tiles of K and V rows as float in
 // threadgroup memory (FLASH_TILE / (D/4) keys per tile) up to the last key its last query sees; each query runs
 // an online softmax over the visible keys of each tile, rescaling its accumulator once per tile.
-// One instance per head dim D (the plan picks it): a thread's arrays (q, the accumulator, a tile's scores) are
-// indexed by loops of constant trip count, which GPU compilers unroll and keep in registers. Sized for the largest
-// D and indexed by loops over the run-time D, they went to memory (a 2240-byte stack frame with nvcc).
+// One instance per head dim D (the plan picks it), so that q and the accumulator are indexed by loops of constant
+// trip count, which GPU compilers unroll and keep in registers (docs/kernel_guide.md); a thread's scores of a tile,
+// indexed by the key, are in threadgroup memory, each thread in its own column.
 template <typename T, bool VEC, uint D>
 [[kernel]] void sdpa_flash(
     constant SdpaArgs& args [[buffer(0)]],
@@ -474,6 +474,7 @@ template <typename T, bool VEC, uint D>
   constexpr uint TILE_KEYS = FLASH_TILE / D4;
   threadgroup float4 k_tile[FLASH_TILE];
   threadgroup float4 v_tile[FLASH_TILE];
+  threadgroup float scores[TILE_KEYS * FLASH_QUERIES];  // key t of thread tid's query at t * FLASH_QUERIES + tid
 
   const uint i = pos.x * FLASH_QUERIES + tid;
   const bool active = i < args.q_len;
@@ -504,19 +505,16 @@ template <typename T, bool VEC, uint D>
     threadgroup_barrier(mem_flags::mem_threadgroup);
 
     if (active && last >= k0) {
-      // Keys t < nv of the tile, in ascending order; the loops run to TILE_KEYS so that s stays in registers.
       const uint nv = min(n, last - k0 + 1);
-      float s[TILE_KEYS];
       float m_tile = -INFINITY;
-      for (uint t = 0; t < TILE_KEYS; ++t) {
-        if (t < nv) {
-          float4 dot4 = float4(0.0f);
-          for (uint d4 = 0; d4 < D4; ++d4) {
-            dot4 = fma(qv[d4], k_tile[t * D4 + d4], dot4);
-          }
-          s[t] = sdpa_hsum(dot4) * args.scale_log2;
-          m_tile = max(m_tile, s[t]);
+      for (uint t = 0; t < nv; ++t) {
+        float4 dot4 = float4(0.0f);
+        for (uint d4 = 0; d4 < D4; ++d4) {
+          dot4 = fma(qv[d4], k_tile[t * D4 + d4], dot4);
         }
+        const float s = sdpa_hsum(dot4) * args.scale_log2;
+        scores[t * FLASH_QUERIES + tid] = s;
+        m_tile = max(m_tile, s);
       }
       const float m_new = max(m, m_tile);
       const float factor = sdpa_weight(m - m_new);
@@ -524,13 +522,11 @@ template <typename T, bool VEC, uint D>
       for (uint d4 = 0; d4 < D4; ++d4) {
         acc[d4] *= factor;
       }
-      for (uint t = 0; t < TILE_KEYS; ++t) {
-        if (t < nv) {
-          const float p = sdpa_weight(s[t] - m_new);
-          l += p;
-          for (uint d4 = 0; d4 < D4; ++d4) {
-            acc[d4] = fma(float4(p), v_tile[t * D4 + d4], acc[d4]);
-          }
+      for (uint t = 0; t < nv; ++t) {
+        const float p = sdpa_weight(scores[t * FLASH_QUERIES + tid] - m_new);
+        l += p;
+        for (uint d4 = 0; d4 < D4; ++d4) {
+          acc[d4] = fma(float4(p), v_tile[t * D4 + d4], acc[d4]);
         }
       }
       m = m_new;
