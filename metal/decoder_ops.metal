@@ -97,8 +97,9 @@ template <typename T>
 // A fused q|k|v projection's output x [rows, heads + 2 kv_heads, D] -> the three places attention reads them: query
 // heads rotated into q [heads, rows, D], key heads rotated into the cache k [kv_heads, capacity, D] and value heads
 // into v (same shape) at sequence index args.seq_offset + row. One launch for what rope_to_heads and two calls of
-// write_heads do, with the same arithmetic (rotate_pair), so the same bits. Grid: (D / 2, heads + 2 kv_heads, rows),
-// one thread per pair.
+// write_heads do, with the same arithmetic (rotate_pair), so the same bits: value heads are copied as rows_to_heads
+// copies them, never through float (which quiets a signalling NaN, and on a GPU whose conversions flush float32
+// subnormals, turns a bfloat subnormal into zero). Grid: (D / 2, heads + 2 kv_heads, rows), one thread per pair.
 template <typename T>
 [[kernel]] void qkv_to_heads(
     constant DecoderOpArgs& args [[buffer(0)]],
@@ -114,17 +115,15 @@ template <typename T>
     return;
   }
   device const T* src = x + (ulong(row) * all_heads + h) * D + 2 * j;
-  float2 r = float2(float(src[0]), float(src[1]));
-  device T* dst;
-  if (h < args.heads) {
-    r = rotate_pair(r.x, r.y, args.start_pos + row, j, D, args.rope_base);
-    dst = q + (ulong(h) * args.rows + row) * D;
-  } else if (h < args.heads + args.kv_heads) {
-    r = rotate_pair(r.x, r.y, args.start_pos + row, j, D, args.rope_base);
-    dst = k + (ulong(h - args.heads) * args.capacity + args.seq_offset + row) * D;
-  } else {
-    dst = v + (ulong(h - args.heads - args.kv_heads) * args.capacity + args.seq_offset + row) * D;
+  if (h >= args.heads + args.kv_heads) {
+    device T* dst = v + (ulong(h - args.heads - args.kv_heads) * args.capacity + args.seq_offset + row) * D + 2 * j;
+    dst[0] = src[0];
+    dst[1] = src[1];
+    return;
   }
+  const float2 r = rotate_pair(float(src[0]), float(src[1]), args.start_pos + row, j, D, args.rope_base);
+  device T* dst = h < args.heads ? q + (ulong(h) * args.rows + row) * D
+                                 : k + (ulong(h - args.heads) * args.capacity + args.seq_offset + row) * D;
   dst[2 * j] = T(r.x);
   dst[2 * j + 1] = T(r.y);
 }

@@ -1,6 +1,9 @@
 // Loads widened to float. Kernels read 16 bytes at a time where the plan proved the rows 16-byte aligned
 // (`load16`), and element by element with a bound otherwise and for the tail of a row (`load_floats`). Both hand
-// the same floats to the same arithmetic, so the choice never changes results, only speed.
+// the same floats to the same arithmetic, so the choice never changes results, only speed. The two differ only in
+// how the bits arrive: each widens them with widen16, so a GPU converts them with the same instructions either way
+// (a conversion of a bfloat subnormal may give it or zero, depending on whether it flushes float32 subnormals, but
+// the same conversion gives the same one).
 #pragma once
 #include "common.h"
 #include "pair16.h"
@@ -42,8 +45,9 @@ inline uint4 load16(device const T* p) {
   return *((device const uint4*)p);
 }
 
-// The bits load16 gives for the first `valid` (0..8) elements of a 16-bit row, zeros after them: the tail of a row
-// that a 16-byte load would overrun, or any group of a row that may not be 16-byte aligned.
+// The bits load16 gives for the first `valid` elements of a row (all of the group's 16 / sizeof(T) when there are
+// as many), zeros after them: the tail of a row that a 16-byte load would overrun, or any group of a row that may
+// not be 16-byte aligned. This is the 16-bit version; float's follows.
 template <typename T>
 inline uint4 load16_upto(device const T* p, uint valid) {
   static_assert(sizeof(T) == 2, "load16_upto reads 16-bit elements");
@@ -54,17 +58,21 @@ inline uint4 load16_upto(device const T* p, uint valid) {
   }
   return raw;
 }
+template <>
+inline uint4 load16_upto<float>(device const float* p, uint valid) {
+  uint4 raw = uint4(0);
+  for (uint i = 0; i < 4; ++i) {
+    raw[i] = i < valid ? as_type<uint>(p[i]) : 0u;
+  }
+  return raw;
+}
 
 // The bits load16 gives, read element by element from a row that may not be 16-byte aligned: element i lands in
 // bytes [i * sizeof(T), (i + 1) * sizeof(T)) either way, so widen16 turns both into the same floats. This is the
 // 16-bit version; float's follows.
 template <typename T>
 inline uint4 load16_elements(device const T* p) {
-  return load16_upto(p, 8);
-}
-template <>
-inline uint4 load16_elements<float>(device const float* p) {
-  return uint4(as_type<uint>(p[0]), as_type<uint>(p[1]), as_type<uint>(p[2]), as_type<uint>(p[3]));
+  return load16_upto(p, 16 / sizeof(T));
 }
 
 // The raw bits of the 16-byte unit at p: one 16-byte load when VEC (the plan proved the rows aligned), else element
@@ -95,8 +103,8 @@ inline void load_floats(device const T* p, uint valid, bool vector_loads, thread
       widen16<T>(load16(p + i), out + i);
     }
   } else {
-    for (uint i = 0; i < N; ++i) {
-      out[i] = i < valid ? float(p[i]) : 0.0f;
+    for (uint i = 0; i < N; i += PER_LOAD) {
+      widen16<T>(load16_upto(p + i, valid > i ? valid - i : 0u), out + i);
     }
   }
 }

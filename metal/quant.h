@@ -16,15 +16,19 @@ inline float quant_float(uint q) {
 // The dequantisation of every quantized kernel, and of mtlinv.quant.dequantize_float32: scale * q + bias in
 // float32, the product rounded before the add. Two roundings rather than an fma because that is the value the
 // Python format helpers and the lossless GGUF importers reproduce; the kernels are compiled without contraction
-// (design.md §2 rule 4), so no target fuses it. S is the type the scales are stored in.
+// (design.md §2 rule 4), so no target fuses it. S is the type the scales are stored in. On a GPU that flushes
+// float32 subnormals (docs/kernel_guide.md, "Subnormals"), a float32 or bfloat scale, bias or weight below 2^-126
+// becomes 0; nothing else does (with q >= 1, scale * q is at least the scale).
 template <typename S>
 inline float quant_dequantize(float scale, uint q, float bias) {
   return scale * quant_float(q) + bias;
 }
 
 // A half scale has at most 11 significant bits and q at most 8, and their product is below 2^24: scale * q is exact
-// in float32 and rounds to itself, so an fma gives the same float in one instruction. (Not for bfloat scales: their
-// product with q can overflow float32, where the fma could still return a finite value.)
+// in float32 and rounds to itself, so an fma gives the same float in one instruction. Both it and the sum with a
+// half bias are multiples of 2^-24, however tiny the scale (half subnormals included), so neither is a float32
+// subnormal that a GPU could flush. (Not for bfloat scales: their product with q can overflow float32, where the
+// fma could still return a finite value.)
 template <>
 inline float quant_dequantize<half>(float scale, uint q, float bias) {
   return fma(scale, quant_float(q), bias);

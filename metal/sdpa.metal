@@ -17,7 +17,8 @@
 // The kernels that read q, k and v come in two builds: vector loads (rows 16-byte aligned, the usual case) and
 // element loads (*_unaligned_*); both compute the same bits.
 //
-// Scores are kept in base 2 (scale * log2(e) folded into the scale), so every exponential is an exp2.
+// Scores are kept in base 2 (scale * log2(e) folded into the scale), so every exponential is an exp2: the weights of
+// sdpa_weight (metal/sdpa_keys.h).
 #include "common.h"
 #include "sdpa_args.h"
 #include "sdpa_keys.h"
@@ -39,7 +40,6 @@ constant constexpr uint SDPA_SLICE_KEYS = SDPA_BLOCK_KEYS / SDPA_SLICES;
 
 constant constexpr uint FLASH_QUERIES = 32;  // queries (one per thread) of a sdpa_flash threadgroup
 constant constexpr uint FLASH_TILE = 768;    // float4 slots of one staged K or V tile: 12 KiB each
-constant constexpr uint FLASH_MAX_TILE_KEYS = FLASH_TILE / 16;  // keys per tile at D = 64
 
 // Keys of the block starting at key `first` that query jj of the tile starting at query j0 sees (0 past nq).
 inline uint sdpa_visible_keys(constant SdpaArgs& args, uint j0, uint jj, uint nq, uint first) {
@@ -51,15 +51,16 @@ inline uint sdpa_visible_keys(constant SdpaArgs& args, uint j0, uint jj, uint nq
 }
 
 // Four consecutive elements as floats: one vector load in the kernels the plan picks when q, k and v are 16-byte
-// aligned (VEC), else element by element. Both hand the same floats on. VEC is a template parameter, not a
-// runtime flag: a compiler may execute both sides of a runtime choice and keep one, and a speculated aligned
-// vector load from a misaligned row faults (the emulator's fast build does exactly that).
+// aligned (VEC), else element by element. Both hand the same floats on, converted by the same vector conversion
+// (metal/load.h says why). VEC is a template parameter, not a runtime flag: a compiler may execute both sides of a
+// runtime choice and keep one, and a speculated aligned vector load from a misaligned row faults (the emulator's
+// fast build does exactly that).
 template <bool VEC, typename T>
 inline float4 sdpa_load4(device const T* p) {
   if (VEC) {
     return float4(*((device const vec<T, 4>*)p));
   }
-  return float4(float(p[0]), float(p[1]), float(p[2]), float(p[3]));
+  return float4(vec<T, 4>(p[0], p[1], p[2], p[3]));
 }
 
 // The four lanes of a dot-product accumulator, added in a fixed order.
@@ -223,7 +224,7 @@ inline void sdpa_block_pv(constant SdpaArgs& args, device const T* v, threadgrou
 // Phases, each over fixed index sets:
 //   scores   sdpa_block_scores
 //   softmax  16 threads per query, 16 consecutive keys each: slice maxima, the block max (slices in order),
-//            then exp2(s - m) and slice sums in key order
+//            then the weights 2^(s - m) (sdpa_weight) and slice sums in key order
 //   p @ v    sdpa_block_pv
 // A query's results depend on the keys it sees in the block, block_keys, D and the dtype alone. Masked keys are
 // skipped, never weighted by zero; a query that sees no key of the block writes m = -inf, l = 0, o = 0.
@@ -299,7 +300,7 @@ template <typename T, bool VEC, uint Q>
   }
   float slice_l = 0.0f;
   for (uint t = t_begin; t < t_end; ++t) {
-    const float e = exp2(scores[sq * SDPA_BLOCK_KEYS + t] - m);
+    const float e = sdpa_weight(scores[sq * SDPA_BLOCK_KEYS + t] - m);
     scores[sq * SDPA_BLOCK_KEYS + t] = e;
     slice_l += e;
   }
@@ -432,7 +433,7 @@ template <typename T>
     }
     for (uint b = 0; b < SDPA_COMBINE_LOADS; ++b) {
       if (j0 + b < j_end) {
-        const float w = exp2(ml[b].x - m);
+        const float w = sdpa_weight(ml[b].x - m);
         l = fma(ml[b].y, w, l);
         o = fma(po[b], float4(w), o);
       }
@@ -457,7 +458,10 @@ template <typename T>
 // each (q and the output accumulator in registers). The threadgroup stages tiles of K and V rows as float in
 // threadgroup memory (FLASH_TILE / (D/4) keys per tile) up to the last key its last query sees; each query runs
 // an online softmax over the visible keys of each tile, rescaling its accumulator once per tile.
-template <typename T, bool VEC>
+// One instance per head dim D (the plan picks it), so that q and the accumulator are indexed by loops of constant
+// trip count, which GPU compilers unroll and keep in registers (docs/kernel_guide.md); a thread's scores of a tile,
+// indexed by the key, are in threadgroup memory, each thread in its own column.
+template <typename T, bool VEC, uint D>
 [[kernel]] void sdpa_flash(
     constant SdpaArgs& args [[buffer(0)]],
     device const T* q [[buffer(1)]],
@@ -466,12 +470,12 @@ template <typename T, bool VEC>
     device T* out [[buffer(4)]],
     uint3 pos [[threadgroup_position_in_grid]],
     uint tid [[thread_index_in_threadgroup]]) {
+  constexpr uint D4 = D / 4;
+  constexpr uint TILE_KEYS = FLASH_TILE / D4;
   threadgroup float4 k_tile[FLASH_TILE];
   threadgroup float4 v_tile[FLASH_TILE];
+  threadgroup float scores[TILE_KEYS * FLASH_QUERIES];  // key t of thread tid's query at t * FLASH_QUERIES + tid
 
-  const uint D = args.head_dim;
-  const uint D4 = D / 4;
-  const uint tile_keys = FLASH_TILE / D4;
   const uint i = pos.x * FLASH_QUERIES + tid;
   const bool active = i < args.q_len;
   const ulong row = (ulong(pos.z) * args.q_heads + pos.y) * args.q_len + i;
@@ -481,8 +485,8 @@ template <typename T, bool VEC>
   const uint end = sdpa_last_key(args, min(args.q_len, (pos.x + 1) * FLASH_QUERIES) - 1) + 1;
   const uint last = active ? sdpa_last_key(args, i) : 0;
 
-  float4 qv[SDPA_MAX_D4];
-  float4 acc[SDPA_MAX_D4];
+  float4 qv[D4];
+  float4 acc[D4];
   for (uint d4 = 0; d4 < D4; ++d4) {
     qv[d4] = active ? sdpa_load4<VEC>(q + row * D + d4 * 4) : float4(0.0f);
     acc[d4] = float4(0.0f);
@@ -490,8 +494,8 @@ template <typename T, bool VEC>
   float m = -INFINITY;
   float l = 0.0f;
 
-  for (uint k0 = 0; k0 < end; k0 += tile_keys) {
-    const uint n = min(tile_keys, end - k0);
+  for (uint k0 = 0; k0 < end; k0 += TILE_KEYS) {
+    const uint n = min(TILE_KEYS, end - k0);
     // The tile's rows are contiguous: slot idx holds elements [4 idx, 4 idx + 4) from key k0 on.
     for (uint idx = tid; idx < n * D4; idx += FLASH_QUERIES) {
       const ulong offset = ulong(k0) * D + idx * 4;
@@ -502,24 +506,24 @@ template <typename T, bool VEC>
 
     if (active && last >= k0) {
       const uint nv = min(n, last - k0 + 1);
-      float s[FLASH_MAX_TILE_KEYS];
       float m_tile = -INFINITY;
       for (uint t = 0; t < nv; ++t) {
         float4 dot4 = float4(0.0f);
         for (uint d4 = 0; d4 < D4; ++d4) {
           dot4 = fma(qv[d4], k_tile[t * D4 + d4], dot4);
         }
-        s[t] = sdpa_hsum(dot4) * args.scale_log2;
-        m_tile = max(m_tile, s[t]);
+        const float s = sdpa_hsum(dot4) * args.scale_log2;
+        scores[t * FLASH_QUERIES + tid] = s;
+        m_tile = max(m_tile, s);
       }
       const float m_new = max(m, m_tile);
-      const float factor = exp2(m - m_new);
+      const float factor = sdpa_weight(m - m_new);
       l *= factor;
       for (uint d4 = 0; d4 < D4; ++d4) {
         acc[d4] *= factor;
       }
       for (uint t = 0; t < nv; ++t) {
-        const float p = exp2(s[t] - m_new);
+        const float p = sdpa_weight(scores[t * FLASH_QUERIES + tid] - m_new);
         l += p;
         for (uint d4 = 0; d4 < D4; ++d4) {
           acc[d4] = fma(float4(p), v_tile[t * D4 + d4], acc[d4]);
@@ -553,9 +557,34 @@ MTLINV_KERNEL(sdpa_blocks_q8_unaligned_bf16, sdpa_blocks, bfloat, false, 8)
 MTLINV_KERNEL(sdpa_combine_f32, sdpa_combine, float)
 MTLINV_KERNEL(sdpa_combine_f16, sdpa_combine, half)
 MTLINV_KERNEL(sdpa_combine_bf16, sdpa_combine, bfloat)
-MTLINV_KERNEL(sdpa_flash_f32, sdpa_flash, float, true)
-MTLINV_KERNEL(sdpa_flash_f16, sdpa_flash, half, true)
-MTLINV_KERNEL(sdpa_flash_bf16, sdpa_flash, bfloat, true)
-MTLINV_KERNEL(sdpa_flash_unaligned_f32, sdpa_flash, float, false)
-MTLINV_KERNEL(sdpa_flash_unaligned_f16, sdpa_flash, half, false)
-MTLINV_KERNEL(sdpa_flash_unaligned_bf16, sdpa_flash, bfloat, false)
+// sdpa_flash: one instance per head dim the op supports (src/core/plans/sdpa.h, kSdpaHeadDims).
+MTLINV_KERNEL(sdpa_flash_d64_f32, sdpa_flash, float, true, 64)
+MTLINV_KERNEL(sdpa_flash_d64_f16, sdpa_flash, half, true, 64)
+MTLINV_KERNEL(sdpa_flash_d64_bf16, sdpa_flash, bfloat, true, 64)
+MTLINV_KERNEL(sdpa_flash_d80_f32, sdpa_flash, float, true, 80)
+MTLINV_KERNEL(sdpa_flash_d80_f16, sdpa_flash, half, true, 80)
+MTLINV_KERNEL(sdpa_flash_d80_bf16, sdpa_flash, bfloat, true, 80)
+MTLINV_KERNEL(sdpa_flash_d96_f32, sdpa_flash, float, true, 96)
+MTLINV_KERNEL(sdpa_flash_d96_f16, sdpa_flash, half, true, 96)
+MTLINV_KERNEL(sdpa_flash_d96_bf16, sdpa_flash, bfloat, true, 96)
+MTLINV_KERNEL(sdpa_flash_d128_f32, sdpa_flash, float, true, 128)
+MTLINV_KERNEL(sdpa_flash_d128_f16, sdpa_flash, half, true, 128)
+MTLINV_KERNEL(sdpa_flash_d128_bf16, sdpa_flash, bfloat, true, 128)
+MTLINV_KERNEL(sdpa_flash_d256_f32, sdpa_flash, float, true, 256)
+MTLINV_KERNEL(sdpa_flash_d256_f16, sdpa_flash, half, true, 256)
+MTLINV_KERNEL(sdpa_flash_d256_bf16, sdpa_flash, bfloat, true, 256)
+MTLINV_KERNEL(sdpa_flash_d64_unaligned_f32, sdpa_flash, float, false, 64)
+MTLINV_KERNEL(sdpa_flash_d64_unaligned_f16, sdpa_flash, half, false, 64)
+MTLINV_KERNEL(sdpa_flash_d64_unaligned_bf16, sdpa_flash, bfloat, false, 64)
+MTLINV_KERNEL(sdpa_flash_d80_unaligned_f32, sdpa_flash, float, false, 80)
+MTLINV_KERNEL(sdpa_flash_d80_unaligned_f16, sdpa_flash, half, false, 80)
+MTLINV_KERNEL(sdpa_flash_d80_unaligned_bf16, sdpa_flash, bfloat, false, 80)
+MTLINV_KERNEL(sdpa_flash_d96_unaligned_f32, sdpa_flash, float, false, 96)
+MTLINV_KERNEL(sdpa_flash_d96_unaligned_f16, sdpa_flash, half, false, 96)
+MTLINV_KERNEL(sdpa_flash_d96_unaligned_bf16, sdpa_flash, bfloat, false, 96)
+MTLINV_KERNEL(sdpa_flash_d128_unaligned_f32, sdpa_flash, float, false, 128)
+MTLINV_KERNEL(sdpa_flash_d128_unaligned_f16, sdpa_flash, half, false, 128)
+MTLINV_KERNEL(sdpa_flash_d128_unaligned_bf16, sdpa_flash, bfloat, false, 128)
+MTLINV_KERNEL(sdpa_flash_d256_unaligned_f32, sdpa_flash, float, false, 256)
+MTLINV_KERNEL(sdpa_flash_d256_unaligned_f16, sdpa_flash, half, false, 256)
+MTLINV_KERNEL(sdpa_flash_d256_unaligned_bf16, sdpa_flash, bfloat, false, 256)

@@ -15,9 +15,10 @@
 // A threadgroup takes one chunk of one kv head and a tile of 16 of its G * Lq queries; its 4 simdgroups take a
 // quarter of the chunk each (64 keys for a chunk of 256: two steps of 32). Per query and step, in this order:
 //   scores   s = (q . k) * scale_log2 for the 32 keys: D / 32 builtin calls per 8 keys, dims in ascending order
-//   softmax  online: m' = max(m, visible scores), p = T(exp2(s - m')) (0 for keys the query does not see),
-//            l = l * exp2(m - m') + (sum of p), the sum over the lane's 8 keys then a quad ladder
-//   p v      acc = acc * exp2(m - m') + p v: one builtin call per output dim column, 32 keys as its K
+//   softmax  online: m' = max(m, visible scores), p = T(2^(s - m')) (0 for keys the query does not see),
+//            l = l * 2^(m - m') + (sum of p), the sum over the lane's 8 keys then a quad ladder (each weight
+//            2^x is sdpa_weight's, metal/sdpa_keys.h)
+//   p v      acc = acc * 2^(m - m') + p v: one builtin call per output dim column, 32 keys as its K
 // then the 4 simdgroups' (m, l, acc) are merged in simdgroup order, as sdpa_combine merges chunks.
 //
 // Invariance (design.md §2): the builtin sums a (query, key) or (query, dim) pair the same way whatever the other
@@ -255,7 +256,7 @@ inline uint4 sdpa_mma_softmax(thread float* s, bool whole, uint count, uint t, t
                               thread float& factor) {
   if (!whole) {
     for (uint i = 0; i < 8; ++i) {
-      s[i] = 8 * (i / 2) + 2 * t + i % 2 < count ? s[i] : -INFINITY;  // exp2(-inf - m) is 0: hidden keys add 0
+      s[i] = 8 * (i / 2) + 2 * t + i % 2 < count ? s[i] : -INFINITY;  // weight 0: hidden keys add 0
     }
   }
   float m_step = max(max(max(s[0], s[1]), max(s[2], s[3])), max(max(s[4], s[5]), max(s[6], s[7])));
@@ -264,7 +265,7 @@ inline uint4 sdpa_mma_softmax(thread float* s, bool whole, uint count, uint t, t
   const float m_new = max(m, m_step);
   float p[8];
   for (uint i = 0; i < 8; ++i) {
-    p[i] = exp2(s[i] - m_new);
+    p[i] = sdpa_weight(s[i] - m_new);
   }
   const uint4 packed = narrow16<T>(p);
   widen16<T>(packed, p);
@@ -273,7 +274,7 @@ inline uint4 sdpa_mma_softmax(thread float* s, bool whole, uint count, uint t, t
   sum += simd_shuffle_xor(sum, ushort(2));
   factor = 1.0f;
   if (count > 0) {
-    factor = exp2(m - m_new);
+    factor = sdpa_weight(m - m_new);
     l = fma(l, factor, sum);
     m = m_new;
   }
@@ -475,7 +476,7 @@ template <typename T, bool VEC, uint D>
     sdpa_mma_step<T, VEC, D>(args, v, q_frags, k_raw, a0, first, end_row, end_lo, end_hi, end_min, lane, m, l, acc);
   }
 
-  // The merge of the four quarters, in simdgroup order: weights exp2(m_s - M) over M = max of the m_s, 0 for a
+  // The merge of the four quarters, in simdgroup order: weights 2^(m_s - M) over M = max of the m_s, 0 for a
   // quarter the query sees nothing of; a query that sees no key of the chunk writes m = -inf, l = 0, o = 0. Each
   // simdgroup merges its own OUT / 4 output columns (sdpa_mma_owner), so it leaves (m, l) and the other columns here.
   merge_ml[sg * SIMD_WIDTH + lane] = float4(m[0], l[0], m[1], l[1]);
@@ -493,8 +494,8 @@ template <typename T, bool VEC, uint D>
   }
   float4 w[SDPA_MMA_SIMDGROUPS];  // (weight of query g, -, weight of query g + 8, -)
   for (uint s = 0; s < SDPA_MMA_SIMDGROUPS; ++s) {
-    w[s] = float4(ml[s].x == -INFINITY ? 0.0f : exp2(ml[s].x - most.x), 0.0f,
-                  ml[s].z == -INFINITY ? 0.0f : exp2(ml[s].z - most.z), 0.0f);
+    w[s] = float4(ml[s].x == -INFINITY ? 0.0f : sdpa_weight(ml[s].x - most.x), 0.0f,
+                  ml[s].z == -INFINITY ? 0.0f : sdpa_weight(ml[s].z - most.z), 0.0f);
   }
   const uint row_lo = g;
   const uint row_hi = g + 8;

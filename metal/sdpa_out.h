@@ -36,8 +36,9 @@ inline float4 sdpa_output4(float4 o, float l) {
 // A call whose keys all lie in one chunk (n_blocks = 1) has pass 1 write the output, and no pass 2: one launch
 // instead of two, as in every decoding step of a context up to 256 keys. The value must be the one sdpa_combine
 // writes from that chunk's partials (m, l, o), which a query of another call, whose keys reach a second chunk, gets
-// for the same keys. sdpa_combine merges a single chunk with the weight exp2(m - m) = 1 as fma(o, 1, 0), then adds
-// its empty ranges' zeros, and divides: (o + 0) / (l + 0), where + 0 changes nothing but -0 into +0. So do the same.
+// for the same keys. sdpa_combine merges a single chunk with the weight sdpa_weight(m - m) = 1 as fma(o, 1, 0), then
+// adds its empty ranges' zeros, and divides: (o + 0) / (l + 0), where + 0 changes nothing but -0 into +0. So do the
+// same.
 inline float sdpa_single_chunk_output(float o, float l) {
   return sdpa_output(o + 0.0f, l + 0.0f);
 }

@@ -1,11 +1,14 @@
 # Low-level hooks for tests and `mtlinv check`: run a registered kernel by name with raw arguments, switch the
-# emulator's checking mode, cut grids into pieces, run MTLINV_DEVICE=auto's choice. Not part of the public API.
+# emulator's checking and flush-to-zero modes, cut grids into pieces, run MTLINV_DEVICE=auto's choice. Not
+# part of the public API.
 from libc.stdint cimport uint32_t, uint64_t
 
 
 cdef extern from "../src/emu/runtime.h" namespace "emu":
     void c_emu_set_check_mode "emu::set_check_mode"(bool, uint64_t)
     bool c_emu_check_mode "emu::check_mode"()
+    void c_emu_set_flush_subnormals "emu::set_flush_subnormals"(bool)
+    bool c_emu_flush_subnormals "emu::flush_subnormals"()
 
 cdef extern from "../src/emu/backend_emu.h" namespace "mtlinv":
     void c_set_emu_gpu_plans "mtlinv::set_emu_gpu_plans"(bool) except +raise_py_error
@@ -87,6 +90,15 @@ def _set_emu_gpu_plans(bint on):
 
 def _emu_check_mode():
     return c_emu_check_mode()
+
+
+def _set_emu_ftz(bint on):
+    """Turns the emulator's flush-to-zero mode on or off (what MTLINV_EMU_FTZ=1 sets at start): the GPU threads of the
+    launches after the call flush float32 subnormals to zero, as operands and as results. Returns the previous
+    setting."""
+    previous = c_emu_flush_subnormals()
+    c_emu_set_flush_subnormals(on)
+    return previous
 
 
 def _launch(str kernel, threadgroups, threads, bytes args, buffers):

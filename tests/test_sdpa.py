@@ -328,10 +328,34 @@ def test_routing(q_len, limit, path):
     pass_one = f"sdpa_blocks_q{tile}_bf16"
     if path == "chunks" and mtlinv.device_info()["matrix_units"]:
         pass_one = "sdpa_mma_d128_bf16"
-    assert kernels == (["sdpa_flash_bf16"] if path == "flash" else [pass_one, "sdpa_combine_bf16"])
+    assert kernels == (["sdpa_flash_d128_bf16"] if path == "flash" else [pass_one, "sdpa_combine_bf16"])
     unaligned = plan_sdpa(q_len=q_len, kv_len=4096, head_dim=128, q_heads=32, kv_heads=8, dtype="bfloat16",
                           limit=limit, aligned=False)
     assert unaligned["launches"][0]["kernel"] == kernels[0].replace("_bf16", "_unaligned_bf16")
+
+
+@pytest.mark.parametrize("plans", ["emulator", "gpu"])
+def test_every_planned_kernel_exists(plans, request):
+    """Every head dim plan_sdpa accepts, on every path, dtype and load build, names kernels that exist (sdpa_flash has
+    one instance per head dim, sdpa_mma one per dim it takes); it accepts the head dims the op documents and refuses
+    the others."""
+    if plans == "gpu":
+        request.getfixturevalue("gpu_plans")
+    names = set(mtlinv.kernel_names())
+    accepted = []
+    for d in range(8, 264, 8):
+        try:
+            launches = [launch["kernel"] for q_len, limit in ((1, 0), (4, 0), (9, 0), (8, 8))
+                        for dtype in ("float32", "float16", "bfloat16") for aligned in (True, False)
+                        for launch in plan_sdpa(q_len=q_len, kv_len=300, head_dim=d, dtype=dtype, limit=limit,
+                                                aligned=aligned)["launches"]]
+        except ValueError as e:
+            assert f"head dim D={d} is not supported (supported: 64, 80, 96, 128, 256)" in str(e)
+            continue
+        accepted.append(d)
+        assert set(launches) <= names, sorted(set(launches) - names)
+        assert f"sdpa_flash_d{d}_unaligned_bf16" in launches
+    assert accepted == [64, 80, 96, 128, 256]
 
 
 @pytest.mark.parametrize("gpu", [False, True], ids=["emulator", "gpu-plans"])

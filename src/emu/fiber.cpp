@@ -27,6 +27,17 @@
 
 namespace emu::detail {
 
+// The floating-point control words of FpMode (fiber.h). x86-64: MXCSR 0x1F80 is round to nearest with every
+// exception masked; FTZ (bit 15) replaces a subnormal result by zero, DAZ (bit 6) reads a subnormal operand as zero.
+// arm64: FPCR 0 is round to nearest, no flush to zero, no default NaN; FZ (bit 24) does both of those.
+#if defined(__x86_64__)
+constexpr uint32_t kMxcsrIeee = 0x1F80u;
+constexpr uint32_t kMxcsrFlush = kMxcsrIeee | 0x8000u | 0x0040u;
+#elif defined(__aarch64__)
+constexpr uint64_t kFpcrIeee = 0;
+constexpr uint64_t kFpcrFlush = uint64_t{1} << 24;
+#endif
+
 // Switches without telling ASan.
 static void raw_switch(Context& from, Context& to) {
 #if EMU_PORTABLE_FIBERS
@@ -116,22 +127,30 @@ static ucontext_t& uc(Context& c) { return *reinterpret_cast<ucontext_t*>(c.uc);
 #pragma GCC diagnostic ignored "-Wdeprecated-declarations"
 
 // makecontext passes only int arguments, so the two pointers travel as 32-bit halves.
-static void uc_trampoline(unsigned entry_hi, unsigned entry_lo, unsigned arg_hi, unsigned arg_lo) {
+static void uc_trampoline(unsigned entry_hi, unsigned entry_lo, unsigned arg_hi, unsigned arg_lo, unsigned fp) {
   std::fesetenv(FE_DFL_ENV);  // IEEE defaults, not getcontext's copy of the creating thread's modes (fiber.h)
+  if (static_cast<FpMode>(fp) == FpMode::kFlushSubnormals) {
+#if defined(__x86_64__)
+    __builtin_ia32_ldmxcsr(kMxcsrFlush);
+#elif defined(__aarch64__)
+    asm volatile("msr fpcr, %0" ::"r"(kFpcrFlush));
+#endif
+  }
   auto join = [](unsigned hi, unsigned lo) { return (static_cast<uintptr_t>(hi) << 16 << 16) | lo; };
   auto entry = reinterpret_cast<FiberEntry>(join(entry_hi, entry_lo));
   entry(reinterpret_cast<void*>(join(arg_hi, arg_lo)));
 }
 
-void context_make(Context& c, Stack stack, FiberEntry entry, void* arg) {
+void context_make(Context& c, Stack stack, FiberEntry entry, void* arg, FpMode fp) {
   ucontext_t& u = *new (c.uc) ucontext_t;
   getcontext(&u);
   u.uc_stack.ss_sp = stack.lo;
   u.uc_stack.ss_size = stack.size;
   u.uc_link = nullptr;
   auto e = reinterpret_cast<uintptr_t>(entry), a = reinterpret_cast<uintptr_t>(arg);
-  makecontext(&u, reinterpret_cast<void (*)()>(uc_trampoline), 4, static_cast<unsigned>(e >> 16 >> 16),
-              static_cast<unsigned>(e), static_cast<unsigned>(a >> 16 >> 16), static_cast<unsigned>(a));
+  makecontext(&u, reinterpret_cast<void (*)()>(uc_trampoline), 5, static_cast<unsigned>(e >> 16 >> 16),
+              static_cast<unsigned>(e), static_cast<unsigned>(a >> 16 >> 16), static_cast<unsigned>(a),
+              static_cast<unsigned>(fp));
   c.stack_lo = stack.lo;
   c.stack_size = stack.size;
 }
@@ -202,13 +221,12 @@ asm(".text\n" EMU_ASM_BEGIN(emu_fiber_switch) R"(
 )" EMU_ASM_END(emu_fiber_trampoline));
 extern "C" void emu_fiber_trampoline();
 
-void context_make(Context& c, Stack stack, FiberEntry entry, void* arg) {
+void context_make(Context& c, Stack stack, FiberEntry entry, void* arg, FpMode fp) {
   auto top = reinterpret_cast<uintptr_t>(stack.lo + stack.size) & ~uintptr_t{15};
   // After the switch's `ret`, rsp = top - 16: 16-byte aligned before the trampoline's call, as the ABI wants.
   auto* frame = reinterpret_cast<uint64_t*>(top - 80);
-  // IEEE defaults (fiber.h): MXCSR 0x1F80 (round to nearest, exceptions masked, no flush to zero or
-  // denormals-are-zero) and the x87 control word 0x037F.
-  frame[0] = 0x1F80u | uint64_t{0x037F} << 32;
+  // MXCSR as `fp` says, and the x87 control word's default 0x037F (x87 has no flush to zero; nothing uses it).
+  frame[0] = (fp == FpMode::kFlushSubnormals ? kMxcsrFlush : kMxcsrIeee) | uint64_t{0x037F} << 32;
   frame[1] = 0;                                          // r15
   frame[2] = 0;                                          // r14
   frame[3] = reinterpret_cast<uint64_t>(entry);          // r13
@@ -276,14 +294,14 @@ asm(".text\n" EMU_ASM_BEGIN(emu_fiber_switch) R"(
 )" EMU_ASM_END(emu_fiber_trampoline));
 extern "C" void emu_fiber_trampoline();
 
-void context_make(Context& c, Stack stack, FiberEntry entry, void* arg) {
+void context_make(Context& c, Stack stack, FiberEntry entry, void* arg, FpMode fp) {
   auto top = reinterpret_cast<uintptr_t>(stack.lo + stack.size) & ~uintptr_t{15};
   auto* frame = reinterpret_cast<uint64_t*>(top - 176);
   for (int i = 0; i < 22; ++i) frame[i] = 0;  // x29 = 0 ends frame-pointer backtraces here
   frame[0] = reinterpret_cast<uint64_t>(arg);    // x19
   frame[1] = reinterpret_cast<uint64_t>(entry);  // x20
   frame[11] = reinterpret_cast<uint64_t>(&emu_fiber_trampoline);  // x30
-  frame[20] = 0;  // FPCR: IEEE defaults (fiber.h), round to nearest, no flush to zero, no default NaN
+  frame[20] = fp == FpMode::kFlushSubnormals ? kFpcrFlush : kFpcrIeee;  // FPCR
   c.sp = frame;
   c.stack_lo = stack.lo;
   c.stack_size = stack.size;

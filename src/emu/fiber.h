@@ -1,9 +1,9 @@
 // User-space execution contexts (fibers) for the emulator: one per GPU thread.
 //
-// Every fiber starts in the IEEE default floating-point modes (round to nearest, no flush to zero), whatever the
-// host thread's: a fiber once inherited the creating thread's, so a caller that turned on flush-to-zero after the
-// worker pool started (a -ffast-math library, torch.set_flush_denormal) flushed subnormals in the threadgroups it
-// ran itself and not in the pool's, and a row's bits depended on M.
+// Every fiber starts in the floating-point modes its FpMode names (IEEE defaults: round to nearest, no flush to
+// zero), whatever the host thread's: a fiber once inherited the creating thread's, so a caller that turned on
+// flush-to-zero after the worker pool started (a -ffast-math library, torch.set_flush_denormal) flushed subnormals
+// in the threadgroups it ran itself and not in the pool's, and a row's bits depended on M.
 //
 // x86-64 and arm64 switch with a few lines of assembly (callee-saved registers and FP control, no syscall), on
 // Linux and other ELF systems and on macOS (Mach-O) alike: one instruction sequence, only the assembler directives
@@ -73,9 +73,20 @@ struct Context {
 
 using FiberEntry = void (*)(void* arg);
 
-// Prepares `c` so that the first switch to it calls entry(arg) on `stack`. entry must call context_started(c)
-// first and must never return: it ends with context_exit(c, ...).
-void context_make(Context& c, Stack stack, FiberEntry entry, void* arg);
+// The floating-point modes a fiber starts in. kFlushSubnormals: float (and double) subnormals are flushed to zero
+// as operands and as results, keeping their sign (x86-64: MXCSR's DAZ and FTZ; arm64: FPCR.FZ), as a GPU that
+// flushes them computes (the emulator's MTLINV_EMU_FTZ mode, emu::set_flush_subnormals).
+enum class FpMode { kIeee, kFlushSubnormals };
+// Whether this CPU has those modes to set (anywhere else the runtime refuses to launch in kFlushSubnormals).
+#if defined(__x86_64__) || defined(__aarch64__)
+constexpr bool kFlushSubnormalsSupported = true;
+#else
+constexpr bool kFlushSubnormalsSupported = false;
+#endif
+
+// Prepares `c` so that the first switch to it calls entry(arg) on `stack`, in the modes `fp`. entry must call
+// context_started(c) first and must never return: it ends with context_exit(c, ...).
+void context_make(Context& c, Stack stack, FiberEntry entry, void* arg, FpMode fp);
 
 #if EMU_PORTABLE_FIBERS
 void portable_switch(Context& from, Context& to);

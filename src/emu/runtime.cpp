@@ -9,6 +9,7 @@
 #include <mutex>
 #include <thread>
 
+#include "fiber.h"
 #include "scheduler.h"
 #include "thread_pool.h"
 
@@ -17,6 +18,7 @@ namespace {
 
 struct Settings {
   std::atomic<bool> check{false};
+  std::atomic<bool> flush{false};
   std::atomic<uint64_t> seed{0};
   std::atomic<int> workers{1};
 };
@@ -29,12 +31,19 @@ int default_workers() {
   return std::max(1u, std::thread::hardware_concurrency());
 }
 
-// Read from the environment at first use, so a test run can switch checking mode on without code changes.
+// "1" (any value but empty or "0") turns a switch on.
+bool env_switch(const char* name) {
+  const char* value = std::getenv(name);
+  return value && *value && std::strcmp(value, "0") != 0;
+}
+
+// Read from the environment at first use, so a test run can switch checking or flush-to-zero mode on without code
+// changes.
 Settings& settings() {
   static Settings* s = [] {
     auto* s = new Settings;
-    const char* check = std::getenv("MTLINV_EMU_CHECK");
-    s->check = check && *check && std::strcmp(check, "0") != 0;
+    s->check = env_switch("MTLINV_EMU_CHECK");
+    s->flush = env_switch("MTLINV_EMU_FTZ");
     if (const char* seed = std::getenv("MTLINV_EMU_SEED")) s->seed = std::strtoull(seed, nullptr, 0);
     s->workers = default_workers();
     return s;
@@ -150,6 +159,8 @@ void launch(const Launch& l) {
   const uint64_t total = uint64_t{G.x} * G.y * G.z;
   if (total == 0) return;
   if (detail::in_kernel()) throw Fault(kernel_prefix(l) + "launch called from inside a kernel");
+  if (flush_subnormals() && !detail::kFlushSubnormalsSupported)
+    throw Fault(kernel_prefix(l) + "flush-to-zero mode (MTLINV_EMU_FTZ) needs an x86-64 or arm64 CPU");
   static std::mutex serial;
   std::lock_guard<std::mutex> lock(serial);
   if (check_mode())
@@ -164,6 +175,10 @@ void set_check_mode(bool on, uint64_t seed) {
 }
 
 bool check_mode() { return settings().check; }
+
+void set_flush_subnormals(bool on) { settings().flush = on; }
+
+bool flush_subnormals() { return settings().flush; }
 
 void set_num_workers(int n) { settings().workers = n > 0 ? n : default_workers(); }
 

@@ -115,6 +115,7 @@ class Threadgroup {
   uint32_t barrier_arrived_ = 0;
   Site barrier_site_{};
   Order order_ = Order::kNatural;
+  FpMode fp_ = FpMode::kIeee;  // the modes every fiber of this threadgroup starts in
   Rng rng_{0};
   bool failed_ = false;
   std::string failure_;
@@ -181,7 +182,7 @@ void Threadgroup::prepare(uint32_t t) {
   f.wait = Wait::kNone;
   // Stack tops 68 KiB apart would all share one L1 cache set; a per-fiber offset spreads them.
   const Stack s = stacks_[t];
-  context_make(f.ctx, Stack{s.lo, s.size - t % 64 * 64}, &Threadgroup::fiber_main, this);
+  context_make(f.ctx, Stack{s.lo, s.size - t % 64 * 64}, &Threadgroup::fiber_main, this, fp_);
 }
 
 void Threadgroup::start(const Launch& l, uint64_t group) {
@@ -207,6 +208,7 @@ void Threadgroup::start(const Launch& l, uint64_t group) {
     next_.push_back(static_cast<uint16_t>(t));
   }
   fn_ = l.fn;
+  fp_ = flush_subnormals() ? FpMode::kFlushSubnormals : FpMode::kIeee;
   done_ = 0;
   barrier_arrived_ = 0;
   failed_ = false;

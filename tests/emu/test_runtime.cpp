@@ -280,6 +280,13 @@ static void k_subnormal(const KernelCtx& c) {
   static_cast<int*>(c.buffers[0])[global_linear(c)] = product > 0.0f;
 }
 
+// A subnormal operand: 1e-40 * 1e30 is 1e-10 in IEEE arithmetic, 0 when subnormal operands read as zero.
+static void k_subnormal_operand(const KernelCtx& c) {
+  volatile float a = 1e-40f;
+  const float product = a * 1e30f;
+  static_cast<int*>(c.buffers[0])[global_linear(c)] = product > 0.0f;
+}
+
 // Flush-to-zero and denormals-are-zero on the calling thread only (x86-64: MXCSR; arm64: FPCR.FZ), for one scope.
 struct CallerFlushesSubnormals {
 #if defined(__x86_64__)
@@ -466,6 +473,21 @@ static void test_fp_modes() {
     run1("subnormal", k_subnormal, {16, 1, 1}, {64, 1, 1}, kept);
   }
   EXPECT(std::all_of(kept.begin(), kept.end(), [](int ok) { return ok == 1; }));
+  // Flush-to-zero mode: every GPU thread flushes subnormal results and operands, whatever the calling thread does,
+  // and the mode's end restores IEEE arithmetic.
+  std::vector<int> flushed(16 * 64), operand(16 * 64);
+  emu::set_flush_subnormals(true);
+  run1("subnormal", k_subnormal, {16, 1, 1}, {64, 1, 1}, flushed);
+  run1("subnormal_operand", k_subnormal_operand, {16, 1, 1}, {64, 1, 1}, operand);
+  emu::set_flush_subnormals(false);
+  EXPECT(std::all_of(flushed.begin(), flushed.end(), [](int ok) { return ok == 0; }));
+  EXPECT(std::all_of(operand.begin(), operand.end(), [](int ok) { return ok == 0; }));
+  volatile float tiny = 1e-30f;
+  EXPECT(tiny * 1e-10f > 0.0f);  // the caller's own arithmetic was never touched
+  run1("subnormal", k_subnormal, {16, 1, 1}, {64, 1, 1}, kept);
+  run1("subnormal_operand", k_subnormal_operand, {16, 1, 1}, {64, 1, 1}, operand);
+  EXPECT(std::all_of(kept.begin(), kept.end(), [](int ok) { return ok == 1; }));
+  EXPECT(std::all_of(operand.begin(), operand.end(), [](int ok) { return ok == 1; }));
 #endif
 }
 
@@ -519,7 +541,7 @@ static void benchmark() {
   double best = 1e30;
   for (int rep = 0; rep < 5; ++rep) {
     bench::switches_left = iterations;
-    context_make(bench::fiber, stack, bench::entry, nullptr);
+    context_make(bench::fiber, stack, bench::entry, nullptr, FpMode::kIeee);
     const double t0 = now_ns();
     while (bench::switches_left > 0) context_switch(bench::home, bench::fiber);
     best = std::min(best, (now_ns() - t0) / (2.0 * iterations));

@@ -9,12 +9,6 @@
 
 namespace mtlinv {
 
-namespace {
-
-bool supported_head_dim(int64_t d) { return d == 64 || d == 80 || d == 96 || d == 128 || d == 256; }
-
-}  // namespace
-
 Tensor sdpa(const Tensor& q, const Tensor& k, const Tensor& v, const SdpaOptions& options) {
   const char* op = "sdpa";
   require_float(op, "q", q);
@@ -52,8 +46,9 @@ Tensor sdpa(const Tensor& q, const Tensor& k, const Tensor& v, const SdpaOptions
     throw InvalidArgument(op, ": q has head dim D=", s.head_dim, " but k has D=", k.dim(-1), " (q ",
                           shape_str(q.shape), ", k ", shape_str(k.shape), ")");
   }
-  if (!supported_head_dim(s.head_dim)) {
-    throw InvalidArgument(op, ": head dim D=", s.head_dim, " is not supported (supported: 64, 80, 96, 128, 256)");
+  if (!sdpa_head_dim_supported(s.head_dim)) {
+    throw InvalidArgument(op, ": head dim D=", s.head_dim, " is not supported (supported: ", sdpa_head_dims_str(),
+                          ")");
   }
   if (s.kv_heads < 1) {
     throw InvalidArgument(op, ": k has Hkv=", s.kv_heads, " heads; attention needs at least one (k ",

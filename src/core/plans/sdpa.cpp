@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <iterator>
 #include <string>
 
 #include "../errors.h"
@@ -30,6 +31,16 @@ static_assert(kMmaChunkKeys % (4 * 32) == 0, "sdpa_mma needs chunks of a multipl
 static_assert(kMmaTierKeys % (4 * kMmaChunkKeys) == 0, "tiers need tier_keys a multiple of 4 block_keys");
 
 }  // namespace
+
+bool sdpa_head_dim_supported(int64_t head_dim) {
+  return std::find(std::begin(kSdpaHeadDims), std::end(kSdpaHeadDims), head_dim) != std::end(kSdpaHeadDims);
+}
+
+std::string sdpa_head_dims_str() {
+  std::string s;
+  for (int64_t d : kSdpaHeadDims) s += (s.empty() ? "" : ", ") + std::to_string(d);
+  return s;
+}
 
 // sdpa_blocks: chunks of 256 keys, the most its threadgroup arrays hold (within 32 KiB at D = 256 too), which keeps
 // pass 2 short. sdpa_mma: chunks that grow with the position (metal/sdpa_args.h): 256 keys below 4096, 512 up to
@@ -74,6 +85,9 @@ Plan plan_sdpa(const SdpaShape& s, int limit, const DeviceCaps& caps) {
     throw InvalidArgument("sdpa: a plan needs B, Lq, Hkv >= 1 and Hq a positive multiple of Hkv; got B=", s.batch,
                           ", Lq=", s.q_len, ", Hq=", s.q_heads, ", Hkv=", s.kv_heads);
   }
+  if (!sdpa_head_dim_supported(s.head_dim)) {
+    throw InvalidArgument("sdpa: head dim D=", s.head_dim, " is not supported (supported: ", sdpa_head_dims_str(), ")");
+  }
   Plan plan;
   plan.canonical = use_canonical(s.q_len, limit);
 
@@ -97,7 +111,7 @@ Plan plan_sdpa(const SdpaShape& s, int limit, const DeviceCaps& caps) {
 
   if (!plan.canonical && s.q_len > kSdpaSplitMaxQueries) {
     PlanLaunch flash;
-    flash.kernel = "sdpa_flash_" + loads + suffix;
+    flash.kernel = "sdpa_flash_d" + std::to_string(s.head_dim) + "_" + loads + suffix;
     flash.threadgroups = {ceil_div(s.q_len, kFlashQueries), q_heads, batch};
     flash.threads = {kFlashQueries, 1, 1};
     flash.args = args_bytes(args);

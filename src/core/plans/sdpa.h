@@ -1,4 +1,6 @@
 #pragma once
+#include <string>
+
 #include "../dtype.h"
 #include "../plan.h"
 
@@ -6,6 +8,13 @@ namespace mtlinv {
 
 // log2(e): the kernels take scale * log2(e) as a float32 (SdpaArgs.scale_log2) and use exp2.
 constexpr double kLog2e = 1.4426950408889634074;
+
+// The head dims the kernels are built for: sdpa_flash has an instance per dim (sdpa_flash_d<D>_...), sdpa_blocks a
+// loop per dim (metal/sdpa.metal). The op and plan_sdpa refuse any other.
+constexpr int64_t kSdpaHeadDims[] = {64, 80, 96, 128, 256};
+bool sdpa_head_dim_supported(int64_t head_dim);
+// "64, 80, 96, 128, 256": kSdpaHeadDims for messages.
+std::string sdpa_head_dims_str();
 
 // One sdpa call after validation. q [batch, q_heads, q_len, head_dim]; k and v [batch, kv_heads, capacity,
 // head_dim] of which the first kv_len keys are valid.
@@ -28,7 +37,7 @@ struct SdpaShape {
 // q_len <= limit (and q_len == 1 always) -> canonical: the two-pass sdpa_blocks (or sdpa_mma, see
 // sdpa_mma_applies) + sdpa_combine (two scratch buffers of float32 partials) over the chunks of sdpa_chunking().
 // Otherwise q_len <= kSdpaSplitMaxQueries -> the same two passes over sdpa_split_blocks() blocks, and longer
-// blocks -> the single-pass sdpa_flash.
+// blocks -> the single-pass sdpa_flash of the head dim.
 // Without `aligned`, the kernels reading q, k, v are the element-load builds (sdpa_blocks_unaligned_*, ...),
 // with the same bits.
 Plan plan_sdpa(const SdpaShape& s, int limit, const DeviceCaps& caps);

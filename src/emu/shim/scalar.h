@@ -85,16 +85,39 @@ struct binary16 {
   }
 };
 
+// Whether the calling thread reads float32 subnormals as zero: a fiber of the emulator's flush-to-zero mode
+// (emu::set_flush_subnormals; src/emu/fiber.cpp sets x86-64's MXCSR.DAZ, bit 6, or arm64's FPCR.FZ, bit 24).
+// Asked only when a conversion meets a subnormal.
+inline bool thread_flushes_subnormals() {
+#if defined(__x86_64__)
+  return (__builtin_ia32_stmxcsr() & 0x40u) != 0;
+#elif defined(__aarch64__)
+  uint64_t fpcr;
+  asm volatile("mrs %0, fpcr" : "=r"(fpcr));
+  return (fpcr >> 24 & 1u) != 0;
+#else
+  return false;
+#endif
+}
+
 // bfloat16 is the top half of a binary32, so widening is a shift and narrowing rounds away the low 16 bits
 // (nearest even; a carry into the exponent gives the next binade or inf). NaNs stay NaN: quiet, payload's top
-// bits and sign kept.
+// bits and sign kept. A subnormal bfloat is a float32 subnormal: in flush-to-zero mode both conversions give it
+// as a zero of its sign, as the arithmetic of that mode reads and writes float32 subnormals (half needs no such
+// case: no float32 subnormal converts to a nonzero half, nor a half to a float32 subnormal).
 struct bfloat16 {
   static uint16_t from_float(float f) {
     const uint32_t x = float_bits(f);
     if ((x & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((x >> 16) | 0x40u);
+    if ((x & 0x7f800000u) == 0 && (x & 0x7fffffu) != 0 && thread_flushes_subnormals())
+      return static_cast<uint16_t>((x >> 16) & 0x8000u);
     return static_cast<uint16_t>((x + 0x7fffu + ((x >> 16) & 1u)) >> 16);
   }
-  static float to_float(uint16_t b) { return bits_float(static_cast<uint32_t>(b) << 16); }
+  static float to_float(uint16_t b) {
+    if ((b & 0x7f80u) == 0 && (b & 0x7fu) != 0 && thread_flushes_subnormals())
+      return bits_float(static_cast<uint32_t>(b & 0x8000u) << 16);
+    return bits_float(static_cast<uint32_t>(b) << 16);
+  }
 };
 
 }  // namespace detail
