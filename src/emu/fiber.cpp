@@ -34,7 +34,7 @@ namespace emu::detail {
 constexpr uint32_t kMxcsrIeee = 0x1F80u;
 constexpr uint32_t kMxcsrFlush = kMxcsrIeee | 0x8000u | 0x0040u;
 #elif defined(__aarch64__)
-constexpr uint64_t kFpcrIeee = 0;
+[[maybe_unused]] constexpr uint64_t kFpcrIeee = 0;  // unused by the ucontext fibers, which start from FE_DFL_ENV
 constexpr uint64_t kFpcrFlush = uint64_t{1} << 24;
 #endif
 
