@@ -62,3 +62,10 @@ def test_bad_env_fails_import_loudly(value):
 def test_env_beyond_the_largest_limit_says_so():
     r = _import_with_env("1073741825")
     assert "is beyond the largest limit, 2^30" in r.stderr
+
+
+def test_empty_env_is_unset():
+    """An empty MTLINV_BATCH_INVARIANT_LIMIT means unset (the common convention): limit 0, no error."""
+    r = _import_with_env("")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "0"

@@ -8,8 +8,9 @@
  * of the op that launched it).
  *
  * On an error, *out is left as it was. A freed tensor must not be used again (undefined behaviour, as for free()).
- * The limit starts from MTLINV_BATCH_INVARIANT_LIMIT, read on first use; while that value is not an integer in
- * [0, 2^30] (digits only) every call that uses the limit fails with MTLINV_ERROR_INVALID_ARGUMENT. */
+ * The limit starts from MTLINV_BATCH_INVARIANT_LIMIT, read on first use (unset or empty: 0); while that value is
+ * not an integer in [0, 2^30] (digits only) every call that uses the limit fails with
+ * MTLINV_ERROR_INVALID_ARGUMENT. */
 #ifndef MTLINV_H
 #define MTLINV_H
 
