@@ -54,7 +54,8 @@ mtlinv_status mtlinv_device_name(char* buf, size_t size);
 /* Waits until the device has run every kernel queued so far; the error of one that failed, if any. */
 mtlinv_status mtlinv_synchronize(void);
 
-/* A tensor of ndim (0..8) dimensions, copied from data (which may be NULL when the shape holds no element). */
+/* A tensor of ndim (0..8) dimensions, copied from data (which may be NULL when the shape holds no element). Each
+ * dimension is at most 2^32 - 1, as the kernels count in 32 bits (MTLINV_ERROR_INVALID_ARGUMENT beyond). */
 mtlinv_status mtlinv_tensor_from_host(const void* data, const int64_t* shape, int ndim, mtlinv_dtype dtype,
                                       mtlinv_tensor** out);
 /* bytes must be the tensor's size (mtlinv_tensor_nbytes); data may be NULL when it is 0. */

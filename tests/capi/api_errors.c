@@ -119,10 +119,23 @@ static int check_calls(void) {
   const int64_t two[2] = {2, 2};
   expect("from_host data NULL", mtlinv_tensor_from_host(NULL, two, 2, MTLINV_FLOAT32, &t),
          MTLINV_ERROR_INVALID_ARGUMENT, "mtlinv_tensor_from_host: data is NULL");
+  /* A dimension past the kernels' 32 bits is the shape's error, found before an allocation fails on its size. */
+  const int64_t huge[2] = {(int64_t)1 << 33, 1};
+  expect("from_host [2^33, 1]", mtlinv_tensor_from_host(NULL, huge, 2, MTLINV_FLOAT32, &t),
+         MTLINV_ERROR_INVALID_ARGUMENT,
+         "mtlinv_tensor_from_host: shape [8589934592, 1] has dimension 8589934592, beyond the kernels' 2^32 - 1");
+  const int64_t past[2] = {(int64_t)1 << 32, 0};
+  expect("from_host [2^32, 0]", mtlinv_tensor_from_host(NULL, past, 2, MTLINV_FLOAT32, &t),
+         MTLINV_ERROR_INVALID_ARGUMENT, "has dimension 4294967296, beyond the kernels' 2^32 - 1");
   if (t != NULL) {
     printf("FAIL: a failed call wrote *out\n");
     ++failures;
   }
+  const int64_t widest[2] = {((int64_t)1 << 32) - 1, 0};
+  mtlinv_tensor* widest_tensor = NULL;
+  expect("from_host [2^32 - 1, 0]", mtlinv_tensor_from_host(NULL, widest, 2, MTLINV_FLOAT32, &widest_tensor),
+         MTLINV_OK, "");
+  mtlinv_tensor_free(widest_tensor);
 
   const int64_t empty_shape[1] = {0};
   mtlinv_tensor* empty = NULL;
