@@ -43,9 +43,17 @@ typedef enum {
 
 const char* mtlinv_last_error(void);
 
-/* The batch-invariance limit, in [0, 2^30]: calls with M <= limit rows (or queries) take the canonical kernels. */
+/* The batch-invariance limit, in [0, 2^30]: calls with M <= limit rows (or queries) take the canonical kernels.
+ * mtlinv_set_limit sets the process value, for every thread. mtlinv_push_limit opens a scope on the calling thread:
+ * its calls use `limit` until the matching mtlinv_pop_limit, which restores what the thread saw before; scopes nest,
+ * belong to the thread that opened them (other threads and the process value are untouched), and a thread's calls
+ * take its innermost scope, else the process value. mtlinv_pop_limit with no scope open on the thread is
+ * MTLINV_ERROR_INVALID_ARGUMENT. mtlinv_get_limit reads the calling thread's limit. (The C++ API's guard for the same
+ * scopes is mtlinv::LimitScope.) */
 mtlinv_status mtlinv_set_limit(int limit, int* previous /* may be NULL */);
 int mtlinv_get_limit(void); /* -1 on error (see mtlinv_last_error) */
+mtlinv_status mtlinv_push_limit(int limit);
+mtlinv_status mtlinv_pop_limit(void);
 
 /* Name of the active backend ("emu", "metal", "cuda") and device, written NUL-terminated into buf; an error,
  * never a truncated name, when it needs more than size bytes. */

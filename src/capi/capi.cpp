@@ -93,6 +93,14 @@ int mtlinv_get_limit(void) {
   return limit;
 }
 
+mtlinv_status mtlinv_push_limit(int limit) {
+  return guarded([&] { mtlinv::push_limit(limit); });
+}
+
+mtlinv_status mtlinv_pop_limit(void) {
+  return guarded([&] { mtlinv::pop_limit(); });
+}
+
 mtlinv_status mtlinv_device_name(char* buf, size_t size) {
   return guarded([&] {
     require_arg(buf, "mtlinv_device_name", "buf");
