@@ -18,6 +18,7 @@ cnp.import_array()
 
 include "errors.pxi"
 include "arguments.pxi"
+include "limit.pxi"
 include "tensor.pxi"
 include "interop.pxi"
 include "plans.pxi"
@@ -29,20 +30,6 @@ include "sdpa.pxi"
 include "decoder_ops.pxi"
 include "decoder.pxi"
 include "testing.pxi"
-
-
-def get_limit():
-    """The batch-invariance limit: calls with M <= limit rows take the canonical kernels."""
-    return c_get_limit()
-
-
-def set_limit(n):
-    """Sets the batch-invariance limit (n >= 0) and returns the previous value."""
-    return c_set_limit(_int_arg("set_limit", "limit", n, 0, 2**30))
-
-
-def _init_limit_from_env():
-    c_init_limit_from_env()
 
 
 def synchronize():

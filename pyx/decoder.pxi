@@ -92,6 +92,8 @@ cdef class Decoder:
             c_ids.assign(&view[0], &view[0] + view.shape[0])
         cdef int64_t c_start = _int_arg("Decoder.forward", "start", start, 0, 2**62)
         cdef CTensor out
+        cdef CContextLimit limit_scope
+        limit_scope.open(_context_limit())
         with nogil:
             out = d.forward(c_ids, c_start)
         return _wrap(out)

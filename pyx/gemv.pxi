@@ -33,6 +33,8 @@ cdef Tensor _gemv(x, w, bias, bint transpose, str op, str x_name, str w_name):
     names.x = x_b
     names.w = w_b
     cdef CTensor out
+    cdef CContextLimit limit_scope
+    limit_scope.open(_context_limit())
     with nogil:
         out = c_gemv(tx.c, tw.c, pb, transpose, names)
     return _wrap(out)
@@ -48,5 +50,5 @@ def plan_gemv(*, rows, k, n, dtype="float32", limit=None, transpose=True, batch=
     s.w_batched = batch > 1
     s.aligned = True
     s.tiled = tiled
-    cdef CPlan p = c_plan_gemv(s, c_get_limit() if limit is None else limit, c_active_backend().caps())
+    cdef CPlan p = c_plan_gemv(s, get_limit() if limit is None else limit, c_active_backend().caps())
     return {"canonical": p.canonical, "launches": _launches(p)}

@@ -48,6 +48,8 @@ def qgemv(x, wq, scales, biases, *, group_size, bits, bias=None):
         pb = &tb.c
     cdef CTensor out
     cdef int c_group_size = group_size, c_bits = bits
+    cdef CContextLimit limit_scope
+    limit_scope.open(_context_limit())
     with nogil:
         out = c_qgemv(tx.c, twq.c, ts.c, tbs.c, pb, c_group_size, c_bits)
     return _wrap(out)
@@ -65,5 +67,5 @@ def plan_qgemv(*, rows, k, n, group_size=64, bits=4, dtype="float32", scale_dtyp
     s.aligned = True
     s.w_aligned = True
     s.tiled = tiled
-    cdef CPlan p = c_plan_qgemv(s, c_get_limit() if limit is None else limit, c_active_backend().caps())
+    cdef CPlan p = c_plan_qgemv(s, get_limit() if limit is None else limit, c_active_backend().caps())
     return {"canonical": p.canonical, "launches": _launches(p)}

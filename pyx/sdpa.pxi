@@ -58,6 +58,8 @@ def sdpa(q, k, v, *, scale=None, causal=True, kv_len=None, rows_out=False):
     o.kv_len = _int_arg("sdpa", "kv_len", kv_len, -2**62, 2**62) if kv_len is not None else 0
     o.rows_out = _bool_arg("sdpa", "rows_out", rows_out)
     cdef CTensor out
+    cdef CContextLimit limit_scope
+    limit_scope.open(_context_limit())
     with nogil:
         out = c_sdpa(tq.c, tk.c, tv.c, o)
     return _wrap(out)
@@ -99,5 +101,5 @@ def plan_sdpa(*, q_len, kv_len, head_dim=128, q_heads=1, kv_heads=1, batch=1, ca
     s.causal = causal
     s.scale = head_dim ** -0.5
     s.aligned = aligned
-    cdef CPlan p = c_plan_sdpa(s, c_get_limit() if limit is None else limit, c_active_backend().caps())
+    cdef CPlan p = c_plan_sdpa(s, get_limit() if limit is None else limit, c_active_backend().caps())
     return {"canonical": p.canonical, "launches": _launches(p), "scratch_bytes": list(p.scratch_bytes)}

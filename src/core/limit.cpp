@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "errors.h"
 
@@ -12,9 +13,17 @@ namespace mtlinv {
 
 namespace {
 
+constexpr int kMaxLimit = 1 << 30;
+constexpr int kNoScope = -1;  // below every limit, so a thread's scope is one int that every op reads
+
 std::atomic<int> g_limit{0};
 std::once_flag g_env_read;
 std::string g_env_error;  // written once, under g_env_read
+
+// The calling thread's innermost scope, or kNoScope.
+thread_local int t_scope = kNoScope;
+// What each open push_limit saved, innermost last: the C API's scopes have no object of their own to hold it.
+thread_local std::vector<int> t_pushed;
 
 void read_env() {
   const char* raw = std::getenv("MTLINV_BATCH_INVARIANT_LIMIT");
@@ -27,7 +36,7 @@ void read_env() {
   }
   errno = 0;
   const long long value = std::strtoll(raw, nullptr, 10);
-  if (errno != 0 || value > 1 << 30) {
+  if (errno != 0 || value > kMaxLimit) {
     g_env_error = "MTLINV_BATCH_INVARIANT_LIMIT='" + text + "' is beyond the largest limit, 2^30";
     return;
   }
@@ -41,19 +50,42 @@ void require_env_read() {
   if (!g_env_error.empty()) throw InvalidArgument(g_env_error);
 }
 
+void check_limit(const char* fn, int n) {
+  require_env_read();
+  if (n < 0 || n > kMaxLimit) throw InvalidArgument(fn, ": limit must be in [0, 2^30], got ", n);
+}
+
 }  // namespace
 
 int get_limit() {
   require_env_read();
-  return g_limit.load(std::memory_order_relaxed);
+  return t_scope != kNoScope ? t_scope : g_limit.load(std::memory_order_relaxed);
 }
 
 int set_limit(int n) {
-  require_env_read();
-  if (n < 0 || n > 1 << 30) throw InvalidArgument("set_limit: limit must be in [0, 2^30], got ", n);
+  check_limit("set_limit", n);
   return g_limit.exchange(n);
 }
 
 void init_limit_from_env() { require_env_read(); }
+
+LimitScope::LimitScope(int limit) : saved_(t_scope) {
+  check_limit("LimitScope", limit);
+  t_scope = limit;
+}
+
+LimitScope::~LimitScope() { t_scope = saved_; }
+
+void push_limit(int limit) {
+  check_limit("push_limit", limit);
+  t_pushed.push_back(t_scope);
+  t_scope = limit;
+}
+
+void pop_limit() {
+  if (t_pushed.empty()) throw InvalidArgument("pop_limit: no limit scope is open on this thread");
+  t_scope = t_pushed.back();
+  t_pushed.pop_back();
+}
 
 }  // namespace mtlinv

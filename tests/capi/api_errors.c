@@ -1,8 +1,10 @@
 /* The C API's error paths (tests/test_embedding.py runs this): each bad call must return its status with a message
- * naming the argument, never crash or succeed silently. `api_errors` checks the calls; `api_errors env N` checks
- * that the library took its limit from MTLINV_BATCH_INVARIANT_LIMIT=N, and `api_errors bad-env` that an invalid
- * value is every limit call's error. Prints one line per case; exit status 0 when every case passes. */
+ * naming the argument, never crash or succeed silently; and the limit's scopes (mtlinv_push_limit) belong to the
+ * thread that opens them. `api_errors` checks the calls; `api_errors env N` checks that the library took its limit
+ * from MTLINV_BATCH_INVARIANT_LIMIT=N, and `api_errors bad-env` that an invalid value is every limit call's error.
+ * Prints one line per case; exit status 0 when every case passes. */
 #include <math.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,6 +23,47 @@ static void expect(const char* name, mtlinv_status got, mtlinv_status want, cons
     printf("FAIL: %s: status %d (want %d), message '%s' (want '%s')\n", name, (int)got, (int)want, message, text);
     ++failures;
   }
+}
+
+static void check(const char* name, int passed) {
+  printf("%s: %s\n", passed ? "ok" : "FAIL", name);
+  failures += !passed;
+}
+
+static void* read_limit(void* out) {
+  *(int*)out = mtlinv_get_limit();
+  return NULL;
+}
+
+/* The limit another thread sees now. */
+static int limit_of_another_thread(void) {
+  int limit = -2;
+  pthread_t thread;
+  if (pthread_create(&thread, NULL, read_limit, &limit) != 0 || pthread_join(thread, NULL) != 0) return -3;
+  return limit;
+}
+
+/* mtlinv_push_limit/mtlinv_pop_limit: scopes of the calling thread, nested, restoring what it saw before; the
+ * process value (mtlinv_set_limit) stays the other threads' and comes back when the scopes end. */
+static void check_limit_scopes(void) {
+  int previous = -1;
+  expect("set_limit 2", mtlinv_set_limit(2, &previous), MTLINV_OK, "");
+  expect("push_limit 8", mtlinv_push_limit(8), MTLINV_OK, "");
+  expect("push_limit 0", mtlinv_push_limit(0), MTLINV_OK, "");
+  check("innermost scope on this thread, the process value on another",
+        mtlinv_get_limit() == 0 && limit_of_another_thread() == 2);
+  expect("pop_limit", mtlinv_pop_limit(), MTLINV_OK, "");
+  check("pop_limit restores the outer scope", mtlinv_get_limit() == 8);
+  expect("set_limit 5 inside a scope", mtlinv_set_limit(5, &previous), MTLINV_OK, "");
+  check("set_limit inside a scope sets the process value, which the scope hides",
+        previous == 2 && mtlinv_get_limit() == 8 && limit_of_another_thread() == 5);
+  expect("push_limit -1", mtlinv_push_limit(-1), MTLINV_ERROR_INVALID_ARGUMENT,
+         "push_limit: limit must be in [0, 2^30], got -1");
+  expect("pop_limit", mtlinv_pop_limit(), MTLINV_OK, "");
+  check("the process value once the scopes end", mtlinv_get_limit() == 5);
+  expect("pop_limit with no scope open", mtlinv_pop_limit(), MTLINV_ERROR_INVALID_ARGUMENT,
+         "pop_limit: no limit scope is open on this thread");
+  expect("set_limit 0", mtlinv_set_limit(0, NULL), MTLINV_OK, "");
 }
 
 /* mtlinv_quant_tile against the tile layout written out (N = 16, K = 160: two steps, the second partial; 4 bits,
@@ -119,10 +162,23 @@ static int check_calls(void) {
   const int64_t two[2] = {2, 2};
   expect("from_host data NULL", mtlinv_tensor_from_host(NULL, two, 2, MTLINV_FLOAT32, &t),
          MTLINV_ERROR_INVALID_ARGUMENT, "mtlinv_tensor_from_host: data is NULL");
+  /* A dimension past the kernels' 32 bits is the shape's error, found before an allocation fails on its size. */
+  const int64_t huge[2] = {(int64_t)1 << 33, 1};
+  expect("from_host [2^33, 1]", mtlinv_tensor_from_host(NULL, huge, 2, MTLINV_FLOAT32, &t),
+         MTLINV_ERROR_INVALID_ARGUMENT,
+         "mtlinv_tensor_from_host: shape [8589934592, 1] has dimension 8589934592, beyond the kernels' 2^32 - 1");
+  const int64_t past[2] = {(int64_t)1 << 32, 0};
+  expect("from_host [2^32, 0]", mtlinv_tensor_from_host(NULL, past, 2, MTLINV_FLOAT32, &t),
+         MTLINV_ERROR_INVALID_ARGUMENT, "has dimension 4294967296, beyond the kernels' 2^32 - 1");
   if (t != NULL) {
     printf("FAIL: a failed call wrote *out\n");
     ++failures;
   }
+  const int64_t widest[2] = {((int64_t)1 << 32) - 1, 0};
+  mtlinv_tensor* widest_tensor = NULL;
+  expect("from_host [2^32 - 1, 0]", mtlinv_tensor_from_host(NULL, widest, 2, MTLINV_FLOAT32, &widest_tensor),
+         MTLINV_OK, "");
+  mtlinv_tensor_free(widest_tensor);
 
   const int64_t empty_shape[1] = {0};
   mtlinv_tensor* empty = NULL;
@@ -151,6 +207,7 @@ static int check_calls(void) {
   mtlinv_tensor_free(empty);
   check_quant_tile();
   check_tile_weights();
+  check_limit_scopes();
   return failures;
 }
 
@@ -167,6 +224,8 @@ int main(int argc, char** argv) {
       return 1;
     }
     expect("set_limit under a bad variable", mtlinv_set_limit(2, NULL), MTLINV_ERROR_INVALID_ARGUMENT,
+           "MTLINV_BATCH_INVARIANT_LIMIT='");
+    expect("push_limit under a bad variable", mtlinv_push_limit(2), MTLINV_ERROR_INVALID_ARGUMENT,
            "MTLINV_BATCH_INVARIANT_LIMIT='");
     return failures != 0;
   }

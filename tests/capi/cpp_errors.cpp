@@ -1,11 +1,13 @@
 // The C++ API's error paths (tests/test_embedding.py runs this): tensors without memory, mismatched strides, copies
 // of the wrong size, dimension indices out of range and a decoder's bad tokens or shared caches must throw
-// mtlinv::InvalidArgument naming what was wrong, never crash. Prints one line per case; exit status 0 when every
-// case passes.
+// mtlinv::InvalidArgument naming what was wrong, never crash; and the limit's scopes (mtlinv::LimitScope) belong to
+// the thread that opens them. Prints one line per case; exit status 0 when every case passes.
+#include <atomic>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <functional>
+#include <thread>
 #include <vector>
 
 #include <mtlinv/mtlinv.hpp>
@@ -24,6 +26,54 @@ void expect_invalid(const char* name, const std::function<void()>& call, const c
     std::printf("%s: %s: %s\n", ok ? "ok" : "FAIL", name, e.what());
     failures += ok ? 0 : 1;
   }
+}
+
+void check(const char* name, bool passed) {
+  std::printf("%s: %s\n", passed ? "ok" : "FAIL", name);
+  failures += passed ? 0 : 1;
+}
+
+int limit_of_another_thread() {
+  int limit = -1;
+  std::thread([&] { limit = mtlinv::get_limit(); }).join();
+  return limit;
+}
+
+// mtlinv::LimitScope: a guard of the calling thread, nested, restoring what the thread saw; the process value stays
+// the other threads' and comes back when the guards end. Two threads in scopes 0 and 8 never see each other's.
+void check_limit_scopes() {
+  mtlinv::set_limit(2);
+  {
+    const mtlinv::LimitScope outer(8);
+    {
+      const mtlinv::LimitScope inner(0);
+      check("innermost scope on this thread, the process value on another",
+            mtlinv::get_limit() == 0 && limit_of_another_thread() == 2);
+    }
+    check("the end of a scope restores the outer one", mtlinv::get_limit() == 8);
+    expect_invalid("LimitScope(-1)", [] { const mtlinv::LimitScope bad(-1); },
+                   "LimitScope: limit must be in [0, 2^30], got -1");
+    check("a scope that failed to open changes nothing", mtlinv::get_limit() == 8);
+    check("set_limit inside a scope sets the process value, which the scope hides",
+          mtlinv::set_limit(5) == 2 && mtlinv::get_limit() == 8 && limit_of_another_thread() == 5);
+  }
+  check("the process value once the scopes end", mtlinv::get_limit() == 5);
+  std::atomic<int> wrong{0};
+  const auto race = [&wrong](int limit) {
+    return std::thread([&wrong, limit] {
+      int mine = 0;
+      for (int i = 0; i < 100000; ++i) {
+        const mtlinv::LimitScope scope(limit);
+        mine += mtlinv::get_limit() != limit;
+      }
+      wrong += mine;
+    });
+  };
+  std::thread a = race(0), b = race(8);
+  a.join();
+  b.join();
+  check("two threads in scopes 0 and 8 each see their own", wrong == 0 && mtlinv::get_limit() == 5);
+  mtlinv::set_limit(0);
 }
 
 }  // namespace
@@ -108,5 +158,6 @@ int main() {
   const bool round_trip = std::memcmp(values, back, sizeof back) == 0;
   std::printf("%s: upload then download\n", round_trip ? "ok" : "FAIL");
   failures += round_trip ? 0 : 1;
+  check_limit_scopes();
   return failures != 0;
 }

@@ -5,8 +5,30 @@ import os
 import numpy as np
 import pytest
 
-from mtlinv.model import LlamaConfig, LlamaWeights, ModelFetchError, Tokenizer, default_model_path, load_gguf
-from mtlinv.model.reference import LayerWeights
+try:  # the model extra (pip install ".[model]"), which mtlinv.model and these tests import
+    import gguf  # noqa: F401
+    import tokenizers  # noqa: F401
+except ImportError as e:
+    if os.environ.get("CI"):
+        raise ImportError(f"CI needs the model extra (pip install '.[model]'): {e}") from e
+    MISSING_EXTRA = f"the model extra is not installed (pip install '.[model]'): {e}"
+else:
+    MISSING_EXTRA = None
+    from mtlinv.model import LlamaConfig, LlamaWeights, ModelFetchError, Tokenizer, default_model_path, load_gguf
+    from mtlinv.model.reference import LayerWeights
+
+
+class _WithoutTheExtra(pytest.Module):
+    def collect(self):
+        pytest.skip(MISSING_EXTRA)
+
+
+def pytest_pycollect_makemodule(module_path, parent):
+    """Without the extra every module here is skipped, with the reason, instead of failing to import. (A skip
+    raised by this file itself would stop pytest when it loads the file early, as for `pytest tests/model`.)"""
+    if MISSING_EXTRA:
+        return _WithoutTheExtra.from_parent(parent, path=module_path)
+    return None
 
 
 def pytest_configure(config):

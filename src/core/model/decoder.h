@@ -32,7 +32,7 @@ struct DecoderLayer {
 
 struct DecoderConfig {
   int64_t n_heads = 0;                  // query heads; Hkv and D are the caches'
-  double rope_theta = 10000.0;
+  double rope_theta = 10000.0;          // RoPE base, in [1, FLT_MAX] (rope_base, ops/decoder_ops.h)
   double rms_eps = 1e-5;
 };
 

@@ -30,8 +30,9 @@ inline bool aligned16(const Tensor& t) {
 }
 
 // Dimensions are passed to kernels as uint32.
+constexpr int64_t kMaxDim = 0xFFFFFFFFll;
 inline void require_u32(const char* op, const char* what, int64_t v) {
-  if (v < 0 || v > 0xFFFFFFFFll) throw InvalidArgument(op, ": ", what, "=", v, " is out of range for the kernels");
+  if (v < 0 || v > kMaxDim) throw InvalidArgument(op, ": ", what, "=", v, " is out of range for the kernels");
 }
 
 // A reduced extent (a GEMV's K, rms_norm's columns, attention's keys): the kernels walk it in uint32 steps of up to

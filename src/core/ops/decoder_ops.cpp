@@ -1,6 +1,9 @@
 #include "decoder_ops.h"
 
-#include <cmath>
+#include <cstdlib>
+#include <limits>
+#include <sstream>
+#include <string>
 #include <vector>
 
 #include "../plans/decoder_ops.h"
@@ -46,8 +49,36 @@ Tensor swiglu_halves(const Tensor& x) {
 
 namespace {
 
+// v with as many digits as it takes to read back as v: the default six would print 0.99999994 as 1, and the message
+// of a base just below the range would read like one at its edge.
+std::string round_trip(double v) {
+  std::ostringstream out;
+  for (int digits = 6;; ++digits) {
+    out.str("");
+    out.precision(digits);
+    out << v;
+    if (digits >= 17 || std::strtod(out.str().c_str(), nullptr) == v) return out.str();
+  }
+}
+
+}  // namespace
+
+float rope_base(const char* op, const char* arg, double base) {
+  // Checked on the double: converting one beyond float32's range to float is undefined behaviour.
+  if (!(base >= 1.0 && base <= std::numeric_limits<float>::max())) {
+    throw InvalidArgument(op, ": ", arg, "=", round_trip(base), " is outside [1, ",
+                          round_trip(std::numeric_limits<float>::max()),
+                          "]: a RoPE base must be a float32 of at least 1, whose frequencies base^(-2j/D) are at "
+                          "most 1 a position (below 1 they grow without bound and overflow float32 to NaN)");
+  }
+  return static_cast<float>(base);
+}
+
+namespace {
+
 // The checks write_heads and qkv_to_heads share: L rows written at seq_offset.. of a cache of `capacity` positions,
-// for positions start_pos..; returns the RoPE base as the kernels take it (float32), checked where `rotate`.
+// for positions start_pos..; returns the RoPE base as the kernels take it (float32), checked where `rotate` (and
+// unused, 1, where not).
 float check_heads_write(const char* op, int64_t rows, int64_t dim, int64_t capacity, int64_t seq_offset,
                         int64_t start_pos, bool rotate, double base) {
   require_u32(op, "L", rows);
@@ -59,14 +90,9 @@ float check_heads_write(const char* op, int64_t rows, int64_t dim, int64_t capac
                           capacity);
   }
   require_u32(op, "start_pos", start_pos);
-  // The kernels take base as a float32: it must be positive there too.
-  const float base_f = static_cast<float>(base);
-  if (rotate && (dim % 2 != 0 || !(base_f > 0.0f) || !std::isfinite(base_f))) {
-    throw InvalidArgument(op, ": rotation needs an even head dim and a positive base within float32, got D=", dim,
-                          " base=", base);
-  }
+  if (rotate && dim % 2 != 0) throw InvalidArgument(op, ": rotation needs an even head dim, got D=", dim);
   require_u32(op, "start_pos + L", start_pos + rows);  // both below 2^32 here: no wrap
-  return base_f;
+  return rotate ? rope_base(op, "base", base) : 1.0f;
 }
 
 }  // namespace

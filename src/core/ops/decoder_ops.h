@@ -22,6 +22,13 @@ void write_heads(const Tensor& x, const Tensor& dst, int64_t seq_offset, int64_t
 // bits of rope_heads and two write_heads calls, in one launch.
 Tensor qkv_to_heads(const Tensor& x, int64_t q_heads, const Tensor& k_dst, const Tensor& v_dst, int64_t seq_offset,
                     int64_t start_pos, double base);
+// A RoPE base as the kernels take it, float32: throws InvalidArgument naming `op` and `arg` unless base is in
+// [1, FLT_MAX]. The kernels rotate pair j of position p by p * base^(-2j/D). From 1 up every frequency is at most 1
+// and every angle below 2^32, finite on every backend; below 1 the frequencies reach base^(-(D-2)/D), nearly
+// 1/base, so a subnormal base makes them infinite from D = 16 (NaN results), and a small normal one overflows the
+// angles of late positions (from base ~ 2^-96). No RoPE model uses a base below 1, which would turn its slowest
+// pair fastest.
+float rope_base(const char* op, const char* arg, double base);
 // x [H, L, D] -> [L, H * D].
 Tensor heads_to_rows(const Tensor& x);
 // table [V, D], ids (int32/uint32) [L] -> [L, D]; ids outside [0, V) are an error.
