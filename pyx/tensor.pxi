@@ -236,11 +236,15 @@ cdef Tensor _wrap(CTensor& c):
 
 
 cdef object _host_array(obj, dtype, str op, str name):
-    """obj as an ndarray in the machine's byte order. A producer that only speaks DLPack (np.asarray would make it
-    a 0-d object array) is read through np.from_dlpack, which takes host memory only. Errors name `op: name`."""
+    """obj as an ndarray in the machine's byte order: the one conversion route of every array argument (asarray,
+    the ops' operands, tile_weights, the mtlinv.quant helpers). A producer that only speaks DLPack (np.asarray
+    would make it a 0-d object array) is read through np.from_dlpack, which takes host memory only. Without
+    `dtype`, what NumPy reads as float64 from anything but an ndarray (Python lists, tuples and floats) becomes
+    float32, the widest dtype the kernels take; a float64 ndarray stays float64, for the caller to refuse. Errors
+    name `op: name`."""
     a = np.asarray(obj)
+    where = f"{op}: {name}" if name else op
     if a.dtype == object and a.ndim == 0:
-        where = f"{op}: {name}" if name else op
         if hasattr(obj, "__dlpack__"):
             try:
                 a = np.from_dlpack(obj)
@@ -252,15 +256,23 @@ cdef object _host_array(obj, dtype, str op, str name):
                                        "memory (or DLPack from the host): copy it to the host first")
     if dtype is not None:
         a = np.asarray(a, dtype=dtype)
+    elif a.dtype == np.float64 and not isinstance(obj, np.ndarray):
+        a = a.astype(np.float32)
     if not a.dtype.isnative:  # '>f2' on a little-endian machine: the kernels read native values
         a = a.astype(a.dtype.newbyteorder("="))
     return a
 
 
+def _to_host_array(obj, str what, str name):
+    """_host_array for the pure-Python helpers (mtlinv.quant): obj as a native-order ndarray, lists and scalars as
+    float32."""
+    return _host_array(obj, None, what, name)
+
+
 def asarray(obj, dtype=None):
     """A Tensor with the contents of `obj` (an ndarray, anything np.asarray or np.from_dlpack accepts, or a Tensor).
     Shares the memory of a contiguous ndarray in native byte order on host-visible devices (like np.asarray);
-    otherwise copies."""
+    otherwise copies. Python lists and scalars become float32 (as in the ops), unless `dtype` says otherwise."""
     if isinstance(obj, Tensor):
         if dtype is None or np.dtype(dtype) == obj.dtype:
             return obj
@@ -295,8 +307,6 @@ cdef Tensor _operand(obj, str name, str op):
         return obj
     try:
         a = _host_array(obj, None, op, name)
-        if not isinstance(obj, np.ndarray) and a.dtype == np.float64:
-            a = a.astype(np.float32)  # Python floats and lists: float32, the widest dtype the kernels take
     except MtlinvError:
         raise
     except Exception as e:
