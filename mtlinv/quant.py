@@ -145,7 +145,7 @@ def quantize(w, group_size=64, bits=4):
     after rounding the scale).
     """
     group_size, bits = check_params(group_size, bits)
-    w = np.asarray(w)
+    w = _native._to_host_array(w, "quantize", "w")
     dtype = check_float_dtype(w.dtype, "quantize")
     if w.ndim < 2:
         raise ValueError(f"quantize: w must have at least 2 dimensions [..., N, K], got shape {w.shape}")
@@ -179,7 +179,8 @@ def quantize(w, group_size=64, bits=4):
 def _check_quantized(wq, scales, biases, group_size, bits, what):
     """Validate a quantized triple; return ``(wq, scales, biases, K)`` as numpy arrays."""
     check_params(group_size, bits)
-    wq, scales, biases = np.asarray(wq), np.asarray(scales), np.asarray(biases)
+    wq, scales, biases = (_native._to_host_array(a, what, name)
+                          for a, name in ((wq, "wq"), (scales, "scales"), (biases, "biases")))
     if wq.dtype != np.uint32:
         raise TypeError(f"{what}: wq must be uint32, got {wq.dtype}")
     check_float_dtype(scales.dtype, what)

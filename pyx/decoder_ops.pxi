@@ -112,7 +112,7 @@ def embedding(table, ids):
     if isinstance(ids, Tensor):
         ti = _operand(ids, "ids", "embedding")
     else:
-        a = np.asarray(ids)
+        a = _host_array(ids, None, "embedding", "ids", True)
         if a.size and not np.issubdtype(a.dtype, np.integer):
             raise DTypeError(f"embedding: ids must be integers, got dtype {a.dtype}")
         # Only the int32 conversion is checked here (it must be exact); the core checks the range [0, V).

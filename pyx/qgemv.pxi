@@ -33,7 +33,7 @@ def qgemv(x, wq, scales, biases, *, group_size, bits, bias=None):
                                        f"group_size in 32, 64, 128")
     cdef Tensor tx = _operand(x, "x", "qgemv")
     if not isinstance(wq, Tensor):
-        wq_array = np.asarray(wq)
+        wq_array = _host_array(wq, None, "qgemv", "wq", True)
         if wq_array.dtype != np.uint32:
             raise DTypeError(f"qgemv: wq has dtype {wq_array.dtype}; expected uint32 (packed quantized weights, "
                              f"as mtlinv.quant.quantize returns them)")

@@ -16,6 +16,11 @@ _NUMPY_TO_DTYPE = {
 }
 _DTYPE_TO_NUMPY = {int(v): k for k, v in _NUMPY_TO_DTYPE.items()}
 
+cdef extern from "../src/core/ops/checks.h" namespace "mtlinv":
+    const int64_t c_max_dim "mtlinv::kMaxDim"  # every dimension's limit: the kernels count in 32 bits
+
+_MAX_DIM = c_max_dim
+
 
 cdef char* _buffer_format(CDType t):
     """The PEP 3118 format of a dtype; bfloat16 has none (NULL), so np.asarray falls back to __array__ for it."""
@@ -235,12 +240,19 @@ cdef Tensor _wrap(CTensor& c):
     return t
 
 
-cdef object _host_array(obj, dtype, str op, str name):
-    """obj as an ndarray in the machine's byte order. A producer that only speaks DLPack (np.asarray would make it
-    a 0-d object array) is read through np.from_dlpack, which takes host memory only. Errors name `op: name`."""
+cdef object _host_array(obj, dtype, str op, str name, bint for_kernels):
+    """obj as an ndarray in the machine's byte order: the one conversion route of every array argument (asarray,
+    the ops' operands, tile_weights, the mtlinv.quant helpers). A producer that only speaks DLPack (np.asarray
+    would make it a 0-d object array) is read through np.from_dlpack, which takes host memory only. Without
+    `dtype`, what NumPy reads as float64 from anything but an ndarray (Python lists, tuples and floats) becomes
+    float32, the widest dtype the kernels take; a float64 ndarray stays float64, for the caller to refuse. With
+    `for_kernels`, an array that must be copied (a broadcast or strided view, a byte-swapped array) has its
+    dimensions checked against the kernels' limit first: a copy of 2^32 rows would fail for memory before the
+    core could refuse the shape. A contiguous array goes to the core uncopied, whose checks name the op's
+    dimension (B, N, K ...). Errors name `op: name`."""
     a = np.asarray(obj)
+    where = f"{op}: {name}" if name else op
     if a.dtype == object and a.ndim == 0:
-        where = f"{op}: {name}" if name else op
         if hasattr(obj, "__dlpack__"):
             try:
                 a = np.from_dlpack(obj)
@@ -250,22 +262,35 @@ cdef object _host_array(obj, dtype, str op, str name):
         elif hasattr(obj, "__cuda_array_interface__"):
             raise InvalidArgumentError(f"{where} ({type(obj).__name__}) is CUDA memory; mtlinv takes arrays in host "
                                        "memory (or DLPack from the host): copy it to the host first")
+    if for_kernels and not (a.flags.c_contiguous and a.dtype.isnative):
+        for i, d in enumerate(a.shape):
+            if d > _MAX_DIM:
+                raise InvalidArgumentError(f"{where} has shape {a.shape}: dimension {i} = {d} is out of range for "
+                                           f"the kernels (at most 2^32 - 1)")
     if dtype is not None:
         a = np.asarray(a, dtype=dtype)
+    elif a.dtype == np.float64 and not isinstance(obj, np.ndarray):
+        a = a.astype(np.float32)
     if not a.dtype.isnative:  # '>f2' on a little-endian machine: the kernels read native values
         a = a.astype(a.dtype.newbyteorder("="))
     return a
 
 
+def _to_host_array(obj, str what, str name):
+    """_host_array for the pure-Python helpers (mtlinv.quant): obj as a native-order ndarray, lists and scalars as
+    float32."""
+    return _host_array(obj, None, what, name, False)
+
+
 def asarray(obj, dtype=None):
     """A Tensor with the contents of `obj` (an ndarray, anything np.asarray or np.from_dlpack accepts, or a Tensor).
     Shares the memory of a contiguous ndarray in native byte order on host-visible devices (like np.asarray);
-    otherwise copies."""
+    otherwise copies. Python lists and scalars become float32 (as in the ops), unless `dtype` says otherwise."""
     if isinstance(obj, Tensor):
         if dtype is None or np.dtype(dtype) == obj.dtype:
             return obj
         obj = obj.numpy()
-    a = _host_array(obj, dtype, "asarray", None)
+    a = _host_array(obj, dtype, "asarray", None, False)
     if a.dtype not in _NUMPY_TO_DTYPE:
         names = ", ".join(str(d) for d in _NUMPY_TO_DTYPE)
         raise DTypeError(f"asarray: dtype {a.dtype} is not supported (supported: {names})")
@@ -294,9 +319,7 @@ cdef Tensor _operand(obj, str name, str op):
         (<Tensor>obj)._require_storage(op, name)
         return obj
     try:
-        a = _host_array(obj, None, op, name)
-        if not isinstance(obj, np.ndarray) and a.dtype == np.float64:
-            a = a.astype(np.float32)  # Python floats and lists: float32, the widest dtype the kernels take
+        a = _host_array(obj, None, op, name, True)
     except MtlinvError:
         raise
     except Exception as e:

@@ -215,3 +215,44 @@ def test_matmul_errors_name_its_own_arguments():
         mtlinv.matmul(np.ones((2, 3), F32), np.ones((3, 5), np.float16))
     with pytest.raises(ValueError, match=r"gemv: x has K=3 but w has K=5 \(x \[2, 3\], w \[4, 5\]"):
         mtlinv.gemv(np.ones((2, 3), F32), np.ones((4, 5), F32))
+
+
+@pytest.mark.parametrize("call", [
+    lambda view: mtlinv.gemv(np.ones((2, 8), F32), view((2**32, 8))),
+    lambda view: mtlinv.rms_norm(view((2**32, 8)), np.ones(8, F32)),
+    lambda view: mtlinv.add(view((2**32, 8)), view((2**32, 8))),
+    lambda view: mtlinv.sdpa(view((1, 2**32, 8)), np.ones((1, 4, 8), F32), np.ones((1, 4, 8), F32)),
+], ids=["gemv", "rms_norm", "add", "sdpa"])
+@pytest.mark.parametrize("kind", ["broadcast", "strided", "byte-swapped"])
+def test_views_beyond_uint32_are_refused_before_a_copy(call, kind):
+    """A view that must be copied (broadcast, strided, byte-swapped) is refused by its shape before the copy, which
+    raised NumPy's MemoryError (128 GiB and more) instead of an error naming the dimension."""
+    def view(shape):
+        if kind == "broadcast":
+            return np.broadcast_to(F32(0), shape)
+        if kind == "strided":  # every other element of the last axis, of a few rows read again and again
+            step = np.zeros(2 * shape[-1], F32)
+            return np.lib.stride_tricks.as_strided(step, shape, (0,) * (len(shape) - 1) + (8,), writeable=False)
+        return np.broadcast_to(np.zeros(1, ">f4"), shape)
+    with pytest.raises(mtlinv.InvalidArgumentError, match=r"dimension \d = 4294967296 is out of range for the "
+                                                          r"kernels \(at most 2\^32 - 1\)"):
+        call(view)
+
+
+def test_embedding_ids_view_beyond_uint32_is_refused_before_a_copy():
+    ids = np.broadcast_to(np.int32(0), (2**32,))
+    with pytest.raises(mtlinv.InvalidArgumentError, match=r"embedding: ids has shape \(4294967296,\): dimension 0"):
+        mtlinv.embedding(np.ones((4, 8), F32), ids)
+
+
+def test_qgemv_wq_view_beyond_uint32_is_refused_before_a_copy():
+    wq = np.broadcast_to(np.uint32(0), (2**32, 4))
+    s = np.ones((1, 1), F32)
+    with pytest.raises(mtlinv.InvalidArgumentError, match=r"qgemv: wq has shape \(4294967296, 4\): dimension 0"):
+        mtlinv.qgemv(np.ones((1, 32), F32), wq, s, s, group_size=32, bits=4)
+
+
+def test_tile_weights_view_beyond_uint32_is_refused_before_a_copy():
+    w = np.broadcast_to(np.float16(0), (2**32, 32))
+    with pytest.raises(mtlinv.InvalidArgumentError, match=r"tile_weights: w has shape \(4294967296, 32\)"):
+        mtlinv.tile_weights(w)

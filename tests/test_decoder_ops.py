@@ -88,7 +88,7 @@ def test_embedding(rng):
         mtlinv.embedding(table, [-1])
     with pytest.raises(ValueError, match=r"=4294967297 is outside"):
         mtlinv.embedding(table, np.array([2**32 + 1], np.int64))
-    with pytest.raises(TypeError, match="ids must be integers, got dtype float64"):
+    with pytest.raises(TypeError, match="ids must be integers, got dtype float32"):
         mtlinv.embedding(table, [1.9, 2.7])
     with pytest.raises(ValueError, match=r"ids\[0\]=-1 is outside"):  # Tensors are checked by the core
         mtlinv.embedding(table, mtlinv.asarray(np.array([-1], np.int32)))

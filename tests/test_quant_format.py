@@ -373,3 +373,32 @@ def test_matches_mlx_bit_for_bit():
                 deq = quant.dequantize(*ours, group_size, bits)
             their_deq = mx.dequantize(*(to_mx(a) for a in ours), group_size=group_size, bits=bits)
             assert np.array_equal(bits_of(deq), bits_of(to_np(their_deq, dtype))), (dtype, group_size, bits)
+
+
+# ----------------------------------------------------------------------------------------------- conversions
+
+
+def test_byte_swapped_arrays_are_read_in_native_order():
+    """quantize, dequantize and tile refused '>f2' and '>u4', which the ops read in native order."""
+    w = np.random.default_rng(3).standard_normal((16, 128)).astype(np.float16)
+    native = quant.quantize(w, group_size=64, bits=4)
+    swapped = quant.quantize(w.astype(">f2"), group_size=64, bits=4)
+    for a, b in zip(native, swapped):
+        assert a.dtype == b.dtype and np.array_equal(a, b)
+    swapped = [a.astype(a.dtype.newbyteorder("S")) for a in native]
+    assert np.array_equal(quant.dequantize(*swapped, group_size=64, bits=4),
+                          quant.dequantize(*native, group_size=64, bits=4))
+    for a, b in zip(quant.tile(*swapped, group_size=64, bits=4), quant.tile(*native, group_size=64, bits=4)):
+        assert a.dtype == b.dtype and np.array_equal(a, b)
+
+
+def test_lists_are_float32_and_float64_arrays_refused():
+    """quantize(list) raised a TypeError (float64); lists and scalars are float32, as in every op."""
+    rows = [[float(i % 7) for i in range(32)]] * 2
+    wq, scales, biases = quant.quantize(rows, group_size=32, bits=4)
+    expected = quant.quantize(np.array(rows, np.float32), group_size=32, bits=4)
+    assert scales.dtype == np.float32
+    for a, b in zip((wq, scales, biases), expected):
+        assert np.array_equal(a, b)
+    with pytest.raises(TypeError, match="float64"):
+        quant.quantize(np.array(rows), group_size=32, bits=4)

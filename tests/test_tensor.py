@@ -149,3 +149,29 @@ def test_dlpack_and_cuda_producers():
     assert np.array_equal(np.asarray(mtlinv.gemv(_DLPackOnly(a), np.ones((3, 4), np.float32))), a @ np.ones((4, 3)))
     with pytest.raises(ValueError, match=r"gemv: x \(_CudaOnly\) is CUDA memory; mtlinv takes arrays in host memory"):
         mtlinv.gemv(_CudaOnly(), np.ones((3, 4), np.float32))
+
+
+def test_byte_swapped_operands_of_every_op_are_read_in_native_order(rng):
+    """qgemv's wq and tile_weights refused '>u4' and '>f2' while the other operands were converted."""
+    w = rng.standard_normal((16, 64)).astype(np.float32)
+    wq, scales, biases = mtlinv.quantize(w, group_size=32, bits=4)
+    x = rng.standard_normal((2, 64)).astype(np.float32)
+    swapped = [a.astype(a.dtype.newbyteorder("S")) for a in (x, wq, scales, biases)]
+    assert np.array_equal(np.asarray(mtlinv.qgemv(*swapped, group_size=32, bits=4)),
+                          np.asarray(mtlinv.qgemv(x, wq, scales, biases, group_size=32, bits=4)))
+    w16 = w.astype(np.float16)
+    assert np.array_equal(mtlinv.tile_weights(w16.astype(">f2")), mtlinv.tile_weights(w16))
+
+
+def test_lists_and_python_scalars_are_float32():
+    """asarray refused them (DTypeError: float64) while the ops took them as float32; a float64 ndarray stays
+    refused (test_unsupported_dtype_names_it)."""
+    t = mtlinv.asarray([1.5, 2.5])
+    assert t.dtype == np.float32 and np.array_equal(t.numpy(), np.array([1.5, 2.5], np.float32))
+    t = mtlinv.asarray(1.5)
+    assert t.dtype == np.float32 and t.shape == () and t.numpy() == np.float32(1.5)
+    assert mtlinv.asarray([[1.0], [2.0]]).shape == (2, 1)
+    assert np.array_equal(np.asarray(mtlinv.rms_norm([[1.0, 2.0]], [1.0, 1.0])),
+                          np.asarray(mtlinv.rms_norm(np.array([[1.0, 2.0]], np.float32), np.ones(2, np.float32))))
+    with pytest.raises(mtlinv.DTypeError, match="float64"):
+        mtlinv.rms_norm(np.ones((1, 2)), np.ones(2))
