@@ -25,7 +25,7 @@
 // the two-sum is exact only where none occurs. So the float32 path runs only where no value it computes can be one:
 // always for half; bfloat, whose exponent range is float32's, takes an integer path where operands are subnormal or
 // small (pair16_bfloat_float32_safe, pair16_bfloat_fma_exact). The bits then do not depend on whether the GPU
-// flushes (tests/test_subnormals.py runs both paths in the emulator's flush-to-zero mode).
+// flushes (tests/ops/test_subnormals.py runs both paths in the emulator's flush-to-zero mode).
 #pragma once
 #include "common.h"
 

@@ -11,7 +11,7 @@
 import os
 import subprocess
 
-# MSL 3.1's floor; CMakeLists.txt's CMAKE_OSX_DEPLOYMENT_TARGET default says the same (tests/test_macos_build.py).
+# MSL 3.1's floor; CMakeLists.txt's CMAKE_OSX_DEPLOYMENT_TARGET default says the same (tests/compile/test_macos_build.py).
 DEPLOYMENT_TARGET = "14.0"
 # What the Metal backend compiles the kernels as, offline and at run time (objc/metal_backend.mm): fast math off,
 # so the compiler may not reassociate or contract (design.md §2, rule 4).

@@ -6,7 +6,7 @@ entry, and the instruction mix of each loop of the kernels asked for (SASS).
 
 Why: a kernel's speed can move with no change to its source. gemv_nk_mma's 16-row loop went from 62 to 56
 registers when its epilogue moved into a shared helper, and held fewer loads in flight: 10-14% slower on an H200
-(benchmarks/results/h200.md, eighth session), found only by timing; fixed in the ninth, and tests/test_sass_guard.py
+(benchmarks/results/h200.md, eighth session), found only by timing; fixed in the ninth, and tests/compile/test_sass_guard.py
 now checks that loop through this module. Compare this report before and after a change, before spending device
 time on it.
 

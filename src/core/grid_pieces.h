@@ -4,7 +4,7 @@
 // dispatches them in order, each with its origin. A kernel sees its position in the whole grid and the whole
 // grid's size (Dispatch::origin, Dispatch::grid), so it cannot tell a piece from the whole and computes the same
 // bits; no threadgroup of a plan's kernels depends on another of the same launch, so the order of the pieces
-// changes nothing either (tests/test_grid_pieces.py runs every op in pieces and compares the bits).
+// changes nothing either (tests/ops/test_grid_pieces.py runs every op in pieces and compares the bits).
 //
 // x is never cut: CUDA's 2^31 - 1 threadgroups along x is more than any plan asks for, and on CUDA an offset on x
 // too changed nvcc's registers for the canonical kernels (gemv_nk_mma_r16_u2: 48 -> 56), where y and z left them

@@ -1,4 +1,4 @@
-/* The C API's error paths (tests/test_embedding.py runs this): each bad call must return its status with a message
+/* The C API's error paths (tests/ops/test_embedding.py runs this): each bad call must return its status with a message
  * naming the argument, never crash or succeed silently; and the limit's scopes (mtlinv_push_limit) belong to the
  * thread that opens them. `api_errors` checks the calls; `api_errors env N` checks that the library took its limit
  * from MTLINV_BATCH_INVARIANT_LIMIT=N, and `api_errors bad-env` that an invalid value is every limit call's error.

@@ -1,4 +1,4 @@
-// The C++ API's error paths (tests/test_embedding.py runs this): tensors without memory, mismatched strides, copies
+// The C++ API's error paths (tests/ops/test_embedding.py runs this): tensors without memory, mismatched strides, copies
 // of the wrong size, dimension indices out of range and a decoder's bad tokens or shared caches must throw
 // mtlinv::InvalidArgument naming what was wrong, never crash; and the limit's scopes (mtlinv::LimitScope) belong to
 // the thread that opens them. Prints one line per case; exit status 0 when every case passes.

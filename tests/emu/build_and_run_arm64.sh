@@ -3,7 +3,7 @@
 # qemu-aarch64, user-mode emulation that executes the arm64 code paths (the fiber switch's assembly first) and says
 # nothing of their speed. Three parts: tests/emu/test_runtime.cpp with the assembly and the ucontext fibers,
 # tests/emu/test_shim.cpp with the real runtime, and the CMake library's two examples, which run gemv and sdpa
-# kernels and compare a row's bits with the row alone (as tests/test_embedding.py does on this machine).
+# kernels and compare a row's bits with the row alone (as tests/ops/test_embedding.py does on this machine).
 # Needs g++-aarch64-linux-gnu and qemu-user (Debian packages, which .ci/run installs), cmake and numpy.
 # Usage: tests/emu/build_and_run_arm64.sh [build-dir]
 set -euo pipefail

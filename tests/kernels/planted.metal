@@ -1,5 +1,5 @@
 // Kernels with planted bugs, built into the emulator only (never into the Metal library or CUDA): the
-// emulator's checking mode must catch each of them (tests/test_emulator_checks.py).
+// emulator's checking mode must catch each of them (tests/runtime/test_emulator_checks.py).
 #include "common.h"
 
 struct PlantedArgs {

@@ -3,7 +3,7 @@ run is reported without a traceback."""
 import pytest
 from test_reference import write_gguf
 
-from mtlinv.demo import run_demo
+from mtlinv.apps.demo import run_demo
 from mtlinv.model import GGUFModelError, load_gguf
 from mtlinv.model.device_model import DeviceWeights
 

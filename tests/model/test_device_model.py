@@ -4,7 +4,7 @@ import pytest
 
 import mtlinv
 from mtlinv import gguf_blocks, quant
-from mtlinv.demo import print_table, run_settings
+from mtlinv.apps.demo import print_table, run_settings
 from mtlinv.model import GGUFTensor, ReferenceModel, greedy, speculative
 from mtlinv.model.device_model import DeviceModel, DeviceWeights, QuantLinear
 from mtlinv.model.gguf_model import QType

@@ -1,4 +1,4 @@
-// The CUDA shim's documented semantics, checked on a GPU (tests/test_cuda_specific.py builds and runs this):
+// The CUDA shim's documented semantics, checked on a GPU (tests/runtime/test_cuda_specific.py builds and runs this):
 // the simd_* reduction tree and its lane-independence, shuffles that leave the warp, prefix sums in lane order,
 // the 16-bit float conversions, and simd_mma_16x8x32's zero products. Whole warps only, as the backend launches them
 // (src/cuda/shim/simd.cuh).

@@ -13,8 +13,8 @@ import pytest
 
 import mtlinv
 
-from mtlinv import doctor
-from mtlinv.cli import main
+from mtlinv.apps import doctor
+from mtlinv.apps.cli import main
 
 try:
     import mlx.core  # noqa: F401
@@ -137,7 +137,7 @@ def test_doctor_console_and_no_device(tmp_path):
     missing = next((b for b in ("metal", "cuda") if b not in built), None)
     if missing is None:
         pytest.skip("every backend is built here")
-    r = _run(["-m", "mtlinv.cli", "doctor", "--quick", "--out", "r.md"], {"MTLINV_DEVICE": missing}, cwd=tmp_path)
+    r = _run(["-m", "mtlinv.apps.cli", "doctor", "--quick", "--out", "r.md"], {"MTLINV_DEVICE": missing}, cwd=tmp_path)
     assert r.returncode == 1, r.stdout + r.stderr
     report = (tmp_path / "r.md").read_text()
     assert "Verdict: **FAIL**: the device did not start" in report and "DeviceError" in report
@@ -146,11 +146,11 @@ def test_doctor_console_and_no_device(tmp_path):
 
 def test_doctor_report_survives_a_crash(tmp_path):
     """A process that dies during the audit (as a GPU fault may kill it) leaves a report that says where."""
-    script = ("import os, mtlinv.audit as a\n"
+    script = ("import os, mtlinv.apps.audit as a\n"
               "def crash(limit): os._exit(3)\n"
               "real = a.cases\n"
               "a.cases = lambda quick: real(quick)[:2] + [a.Case('gemv', 'crashes', crash)]\n"
-              "from mtlinv.cli import main\n"
+              "from mtlinv.apps.cli import main\n"
               "main(['doctor', '--quick', '--limit', '2', '--out', 'r.md'])\n")
     r = _run(["-c", script], cwd=tmp_path)
     assert r.returncode == 3, r.stdout + r.stderr

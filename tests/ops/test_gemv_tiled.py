@@ -170,7 +170,7 @@ def test_no_tiled_kernel_without_matrix_units(rng):
 
 def test_audit_checks_the_tile_layout_where_it_runs(gpu_plans):
     """`mtlinv check` audits gemv with w in the tile layout too on a device with matrix units."""
-    from mtlinv import audit
+    from mtlinv.apps import audit
     tiled_cases = [c for c in audit.cases(quick=True) if c.op == "gemv" and "tiles" in c.desc]
     assert [c.desc.split()[2] for c in tiled_cases] == ["f16", "bf16"]
     for case in tiled_cases:

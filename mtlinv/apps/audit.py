@@ -8,38 +8,18 @@ from its own inputs only and are covered by the test suite instead.
 """
 from __future__ import annotations
 
-import dataclasses
 import time
-from typing import Callable
 
-import ml_dtypes
 import numpy as np
 
 import mtlinv
 
-DTYPES = {"f32": np.float32, "f16": np.float16, "bf16": ml_dtypes.bfloat16}
+from . import audit_cases
+from .audit_case import DTYPES, Case, rows_invariant
+
 # The largest limit audited: a causal block of Lq queries needs Lq <= the keys of the shortest attention case
 # (257, audit_cases.extra_cases), and each limit audits every M up to it.
 MAX_LIMIT = 256
-
-
-@dataclasses.dataclass
-class Case:
-    op: str
-    desc: str
-    run: Callable[[int], tuple[bool, str]]  # limit -> (passed, detail)
-
-
-def _rows_invariant(call: Callable[[np.ndarray], np.ndarray], x: np.ndarray, limit: int) -> tuple[bool, str]:
-    """call(x[:m]) row r == call(x[r:r+1]) for every m <= limit and r < m. x is [rows, ...]."""
-    singles = [np.asarray(call(x[r:r + 1])) for r in range(limit)]
-    with mtlinv.batch_invariant(limit):
-        for m in range(1, limit + 1):
-            full = np.asarray(call(x[:m]))
-            for r in range(m):
-                if full[r:r + 1].tobytes() != singles[r].tobytes():
-                    return False, f"M={m} row {r} differs from the row alone"
-    return True, f"M=1..{limit}, every row"
 
 
 def _gemv_case(k: int, n: int, dtype_name: str, transpose: bool, tiled: bool = False) -> Case:
@@ -50,7 +30,7 @@ def _gemv_case(k: int, n: int, dtype_name: str, transpose: bool, tiled: bool = F
         w = (rng.standard_normal((n, k) if transpose else (k, n)) * k ** -0.5).astype(dtype)
         tw = mtlinv.asarray(mtlinv.tile_weights(w) if tiled else w)
         x = rng.standard_normal((limit, k)).astype(dtype)
-        return _rows_invariant(lambda a: mtlinv.gemv(a, tw, transpose=transpose), x, limit)
+        return rows_invariant(lambda a: mtlinv.gemv(a, tw, transpose=transpose), x, limit)
     layout = "[N,K] tiles" if tiled else "[N,K]" if transpose else "[K,N]"
     return Case("gemv", f"K={k} N={n} {dtype_name} w{layout}", run)
 
@@ -61,7 +41,7 @@ def _rms_norm_case(cols: int, dtype_name: str) -> Case:
         dtype = DTYPES[dtype_name]
         w = rng.standard_normal(cols).astype(dtype)
         x = rng.standard_normal((limit, cols)).astype(dtype)
-        return _rows_invariant(lambda a: mtlinv.rms_norm(a, w, 1e-6), x, limit)
+        return rows_invariant(lambda a: mtlinv.rms_norm(a, w, 1e-6), x, limit)
     return Case("rms_norm", f"C={cols} {dtype_name}", run)
 
 
@@ -72,7 +52,7 @@ def _add_rms_norm_case(cols: int, dtype_name: str) -> Case:
         dtype = DTYPES[dtype_name]
         w = rng.standard_normal(cols).astype(dtype)
         x = rng.standard_normal((limit, 2 * cols)).astype(dtype)  # each row: x, then the residual
-        return _rows_invariant(
+        return rows_invariant(
             lambda a: np.concatenate([np.asarray(t) for t in mtlinv.add_rms_norm(a[:, :cols], a[:, cols:], w)], -1),
             x, limit)
     return Case("add_rms_norm", f"C={cols} {dtype_name}", run)
@@ -87,7 +67,6 @@ def cases(quick: bool) -> list[Case]:
             out.append(_gemv_case(1000 if quick else 4096, 24 if quick else 512, dt, transpose))
         if dt != "f32" and mtlinv.device_info()["matrix_units"]:
             out.append(_gemv_case(992 if quick else 4096, 32 if quick else 512, dt, True, tiled=True))
-    from . import audit_cases  # ops added later register their cases there
     out += audit_cases.extra_cases(quick)
     return out
 

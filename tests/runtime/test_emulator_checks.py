@@ -128,7 +128,7 @@ def test_every_registered_kernel_is_in_the_metal_table():
     emulator-only planted kernels."""
     import pathlib
     import re
-    root = pathlib.Path(__file__).resolve().parents[1]
+    root = pathlib.Path(__file__).resolve().parents[2]
     table = set()
     for f in list((root / "metal").glob("*.metal")) + list((root / "tests" / "kernels").glob("*.metal")):
         table |= set(re.findall(r"^MTLINV_KERNEL\((\w+),", f.read_text(), re.M))

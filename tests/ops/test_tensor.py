@@ -98,7 +98,7 @@ def test_error_hierarchy():
 
 def test_synchronize_waits_for_queued_ops():
     """mtlinv.synchronize() exists on every backend and returns once the ops before it have run (on CUDA they return
-    queued; tests/test_cuda_specific.py checks that the device is idle after it)."""
+    queued; tests/runtime/test_cuda_specific.py checks that the device is idle after it)."""
     a = np.arange(8, dtype=np.float32)
     out = mtlinv.add(a, a)
     assert mtlinv.synchronize() is None

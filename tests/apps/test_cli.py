@@ -7,8 +7,8 @@ import pytest
 
 import mtlinv
 
-from mtlinv.audit import run_audit
-from mtlinv.cli import main
+from mtlinv.apps.audit import run_audit
+from mtlinv.apps.cli import main
 
 
 def test_check_quick_passes():
@@ -40,7 +40,7 @@ def test_check_rejects_bad_limit(capsys):
 
 
 def test_console_entry_point_runs():
-    r = subprocess.run([sys.executable, "-m", "mtlinv.cli", "check", "--quick", "--limit", "2"], capture_output=True,
+    r = subprocess.run([sys.executable, "-m", "mtlinv.apps.cli", "check", "--quick", "--limit", "2"], capture_output=True,
                        text=True, timeout=600)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "all PASS" in r.stdout

@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 TOOLS = ROOT / "tools"
 FIXTURES = ROOT / "tests" / "static" / "fixtures"
 sys.path.insert(0, str(TOOLS))

@@ -195,7 +195,7 @@ def test_errors_name_shapes(rng):
     (1, 100, True, "gemv_nk_r1_f32")])
 def test_routing(rows, limit, canonical, kernel):
     # float32: the scalar kernels on every device (16-bit W [N, K] takes gemv_nk_mma where there are matrix
-    # units, tests/test_gemv_mma.py).
+    # units, tests/ops/test_gemv_mma.py).
     plan = mtlinv._native.plan_gemv(rows=rows, k=4096, n=4096, dtype="float32", limit=limit)
     assert plan["canonical"] is canonical
     assert plan["launches"][0]["kernel"] == kernel

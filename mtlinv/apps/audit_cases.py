@@ -5,12 +5,12 @@ import numpy as np
 
 import mtlinv
 
-from . import quant
+from .. import quant
+from .audit_case import DTYPES, Case, rows_invariant
 
 
 def _qgemv_case(k: int, n: int, dtype_name: str, group_size: int, bits: int, tiled: bool = False):
     """tiled: the weights in the tile layout (mtlinv.quant.tile), which devices with matrix units run."""
-    from .audit import DTYPES, Case, _rows_invariant
 
     def run(limit: int):
         rng = np.random.default_rng(k + n + bits)
@@ -20,7 +20,7 @@ def _qgemv_case(k: int, n: int, dtype_name: str, group_size: int, bits: int, til
             weights = quant.tile(*weights, group_size=group_size, bits=bits)
         wq, scales, biases = (mtlinv.asarray(a) for a in weights)
         x = rng.standard_normal((limit, k)).astype(dtype)
-        return _rows_invariant(
+        return rows_invariant(
             lambda a: mtlinv.qgemv(a, wq, scales, biases, group_size=group_size, bits=bits), x, limit)
     layout = ", tile layout" if tiled else ""
     return Case("qgemv", f"K={k} N={n} {dtype_name} g{group_size} {bits}-bit{layout}", run)
@@ -29,7 +29,6 @@ def _qgemv_case(k: int, n: int, dtype_name: str, group_size: int, bits: int, til
 def _sdpa_case(kv_len: int, dtype_name: str, q_heads: int, kv_heads: int, head_dim: int):
     """Query i of a causal block of Lq queries equals the single query at position kv_len - Lq + i over the first
     kv_len - Lq + i + 1 keys, for every Lq up to the limit."""
-    from .audit import DTYPES, Case
 
     def run(limit: int):
         rng = np.random.default_rng(kv_len)

@@ -269,7 +269,7 @@ def test_errors_name_values(rng):
 def test_routing(rows, limit, canonical, bits, gpu_plans):
     """Below the limit the canonical qgemv; above it the same row-tiled kernels (another split count) up to 32
     rows, and the tiled qgemm beyond. float32 x, which takes the scalar kernels on every device (16-bit x takes
-    qgemv_mma where there are matrix units: tests/test_qgemv_mma.py)."""
+    qgemv_mma where there are matrix units: tests/ops/test_qgemv_mma.py)."""
     plan = mtlinv._native.plan_qgemv(rows=rows, k=4096, n=4096, group_size=64, bits=bits, dtype="float32",
                                      limit=limit)
     assert plan["canonical"] is canonical

@@ -122,7 +122,7 @@ def test_partial_warp_is_refused():
         _native._launch("add_f32", (1,), (40,), struct.pack("<I", 8) + bytes(60), [x, x, x])
 
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
 def test_every_kernel_of_the_metal_table_is_built():

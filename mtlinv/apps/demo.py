@@ -10,12 +10,12 @@ from dataclasses import dataclass
 
 import mtlinv
 
-from .model import decoding
-from .model.device_model import DeviceModel, DeviceWeights
-from .model.fetch import ModelFetchError, load_model_path
-from .model.gguf_model import GGUFModelError, load_gguf
-from .model.prompt_lookup import PromptLookupDraft
-from .model.tokenizer import Tokenizer
+from ..model import decoding
+from ..model.device_model import DeviceModel, DeviceWeights
+from ..model.fetch import ModelFetchError, load_model_path
+from ..model.gguf_model import GGUFModelError, load_gguf
+from ..model.prompt_lookup import PromptLookupDraft
+from ..model.tokenizer import Tokenizer
 
 # Layers a cheap draft leaves out (for SmolLM2-135M's 30 layers the best acceptance among the patterns tried).
 DRAFT_SKIP_FRACTIONS = (10 / 30, 14 / 30, 18 / 30, 22 / 30, 26 / 30)

@@ -323,7 +323,7 @@ def test_routing(q_len, limit, path):
     assert plan["canonical"] is (path == "chunks")
     kernels = [launch["kernel"] for launch in plan["launches"]]
     # Query tiles of 4 hold a decoding step's group of 4 query heads; more queries per kv head take tiles of 8. On
-    # devices with matrix units the canonical pass 1 is sdpa_mma (tests/test_sdpa_mma.py).
+    # devices with matrix units the canonical pass 1 is sdpa_mma (tests/ops/test_sdpa_mma.py).
     tile = 4 if q_len * 4 <= 4 else 8
     pass_one = f"sdpa_blocks_q{tile}_bf16"
     if path == "chunks" and mtlinv.device_info()["matrix_units"]:

@@ -180,7 +180,7 @@ def test_decoder_projections_tile_where_the_device_has_matrix_units(gpu_plans, r
 
 def test_audit_checks_the_tile_layout_where_it_runs(gpu_plans):
     """`mtlinv check` audits qgemv in the tile layout too on a device with matrix units."""
-    from mtlinv import audit_cases
+    from mtlinv.apps import audit_cases
     tiled_cases = [c for c in audit_cases.extra_cases(quick=True) if "tile layout" in c.desc]
     assert [c.desc.split()[2] for c in tiled_cases] == ["f16", "bf16"]
     for case in tiled_cases:

@@ -5,7 +5,7 @@
   and every kernel's emulator units. Not covered: pyx/_native.cpp (Cython's output is compiled against this
   machine's Python and NumPy headers, which are Linux's). objc/ compiles there too, with macOS's libc and libc++
   but against our declarations of the Metal and Foundation API (tests/static/apple_sdk, as
-  tests/test_static_checks.py). The macOS workflow builds all of it with Apple's own toolchain and SDK.
+  tests/compile/test_static_checks.py). The macOS workflow builds all of it with Apple's own toolchain and SDK.
 - The fiber switch's Mach-O objects hold the very instructions of the ELF ones, which the arm64 build runs under
   qemu (tests/emu/build_and_run_arm64.sh), and never name x18, the register Apple reserves.
 - setup.py's macOS choices (tools/macos.py): the deployment target, one architecture for a universal2 Python, and
@@ -23,7 +23,7 @@ import sys
 
 import pytest
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tools"))
 import emu_units  # noqa: E402
 import macos  # noqa: E402

@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "tools"))
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "tools"))
 import sass_report  # noqa: E402
 
 PTXAS = """ptxas info    : Compiling entry function '_ZN10cu_kernels5entry20gemv_nk_mma_r16_bf16EN2cu10LaunchArgsE' for 'sm_90'

@@ -1,7 +1,7 @@
 """`mtlinv doctor`: one command for the first run on a new machine (made for a Mac's first run of Metal).
 
 It reports the software and the device (backend, GPU family, OS, where the kernels came from and how long the
-first use took), runs the invariance audit of `mtlinv check` (mtlinv/audit.py), times gemv, qgemv and sdpa
+first use took), runs the invariance audit of `mtlinv check` (mtlinv/apps/audit.py), times gemv, qgemv and sdpa
 against MLX's own ops when MLX is installed (same shapes; the output differences are reported too, since the audit
 checks invariance, not accuracy), and writes everything into one Markdown report a user can attach to an issue.
 
@@ -9,7 +9,7 @@ The report is rewritten after every step and every audit case, so a run that cra
 Metal may) still leaves a file that says where it stopped.
 
 Exit status: 0 when everything passed; 1 on an audit FAIL, a device that did not start, an mtlinv error, or
-results far from MLX's; 2 for bad usage (argparse's, in mtlinv/cli.py).
+results far from MLX's; 2 for bad usage (argparse's, in mtlinv/apps/cli.py).
 """
 from __future__ import annotations
 

@@ -4,7 +4,7 @@ import pathlib
 import subprocess
 import sys
 
-SCRIPT = pathlib.Path(__file__).resolve().parents[1] / "benchmarks" / "ncu_stalls.py"
+SCRIPT = pathlib.Path(__file__).resolve().parents[2] / "benchmarks" / "ncu_stalls.py"
 
 PAGE = '''==PROF== Connected to process 1 (python3)
 "Kernel Name","cu_kernels::entry::demo(cu::LaunchArgs)",
