@@ -3,16 +3,16 @@
 # tree in turn, several rounds, so that the machine's drift falls on every tree alike (a host's time to issue a
 # step changed by tens of percent between processes on one machine). Use it for changes judged by a decoder step:
 # kernel-by-kernel times (Nsight Compute) do not predict a step's span in its CUDA graphs, where programmatic
-# dependent launch hides small kernels (benchmarks/results/h200.md, twenty-sixth session).
+# dependent launch hides small kernels (docs/decisions.md, "Decoder step: fused ops").
 #
-#   bash benchmarks/ab_trees.sh prepare NAME COMMIT        # here: COMMIT's files into build/ab_NAME, to carry
+#   bash benchmarks/ab_trees.sh prepare NAME COMMIT        # here: COMMIT's files into build/ab_NAME, to copy
 #   OUT=$OUT bash benchmarks/ab_trees.sh build NAME...       # there: this tree and each build/ab_NAME, in parallel
 #   OUT=$OUT bash benchmarks/ab_trees.sh run NAME... -- COMMAND...
 #                                                          # there: COMMAND in this tree ("head") and in each
 #                                                          # build/ab_NAME, in turn, ROUNDS times (default 3)
 #
-# build/ is ignored by git, so a prepared tree travels only where the device tool is told to carry it: carry it
-# with the call that builds it and not after, since a carried path replaces the built tree there. run first
+# build/ is ignored by git, so a prepared tree reaches the GPU machine only if copied there explicitly: copy it
+# with the command that builds it and not after, since a copied path replaces the built tree there. run first
 # checks that each tree imports its own build (with $PYTHON, default python3), then writes each output to
 # $OUT/<tree>_<round>.txt and prints the lines matching FILTER (an extended regex), or the last TAIL lines
 # (default 4); MTLINV_DEVICE is cuda unless set. Example, a commit against HEAD on the decoder's step:
@@ -56,7 +56,7 @@ case $command in
     git rev-parse --verify --quiet "$commit^{commit}" > /dev/null || { echo "ab_trees: no commit $commit" >&2; exit 1; }
     dir=$(tree_dir "$name")
     rm -rf "$dir" && mkdir -p "$dir" && git archive "$commit" | tar -x -C "$dir" || exit 1
-    echo "build/ab_$name: $(git rev-parse --short "$commit"), $(du -sh "$dir" | cut -f1); carry it to the GPU machine"
+    echo "build/ab_$name: $(git rev-parse --short "$commit"), $(du -sh "$dir" | cut -f1); copy it to the GPU machine"
     ;;
   build)
     [ $# -ge 1 ] || usage

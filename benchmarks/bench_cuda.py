@@ -3,7 +3,7 @@
 
     MTLINV_DEVICE=cuda python benchmarks/bench_cuda.py [--out results.json] [--quick]
 
-Method (the device-timing rules of /work/.library/device/METHOD.md):
+Method (docs/decisions.md, "Measuring on a GPU"):
   * Kernel time from CUDA events around each call, median of --reps calls after a warm-up of every input copy.
     The ops return without waiting (MTLINV_CUDA_SYNC=0, set here over any setting in the environment), so calls
     queue on the one stream; a sleep kernel first holds the GPU while the host queues every call, so no launch
@@ -16,9 +16,9 @@ Method (the device-timing rules of /work/.library/device/METHOD.md):
     grid-stride stream, benchmarks/probe_reads_cuda.py), timed the same way, and that time over the call's. The
     launch, ramp-up and tail of one call hold a 30 MB read near 60% of copy bandwidth on an H200, so for operands
     of that size this, not the copy, is the ceiling a kernel can approach.
-Goals (issue 8): canonical gemv/qgemv at M=1 >= 85% of copy bandwidth, canonical(8)/canonical(1) <= 1.3,
-canonical no slower than cuBLAS for M <= 16; sdpa decode >= 80% of copy bandwidth at 16K+ keys, verify (Lq=8)
-within 1.3x of decode and bit-exact.
+Goals (docs/results.md, "Goals"): canonical gemv/qgemv at M=1 >= 85% of copy bandwidth, canonical(8)/canonical(1)
+<= 1.3, canonical no slower than cuBLAS for M <= 16; sdpa decode >= 80% of copy bandwidth at 16K+ keys, verify
+(Lq=8) within 1.3x of decode and bit-exact.
 """
 import os
 

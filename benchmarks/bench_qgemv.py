@@ -9,7 +9,7 @@ Per (N, M) it reports the median time of
   throughput  one M-row call under limit 0 (the tiled kernel; M == 1 always runs the canonical one: '-')
   per-row     M single-row calls, the seed PR's way of staying invariant
 and the ratios canonical(M) / canonical(1), canonical(M) / throughput(M) and per-row(M) / canonical(M), all
-measured in this run. The table is Markdown, ready for benchmarks/results/.
+measured in this run. The table is Markdown, ready for docs/results.md.
 """
 import argparse
 

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# The whole CUDA check on a GPU machine, recorded in benchmarks/results/h200.md: build with MTLINV_CUDA=1, the
+# The whole CUDA check on a GPU machine, recorded in docs/results.md: build with MTLINV_CUDA=1, the
 # test suite on the CUDA backend, compute-sanitizer memcheck and racecheck over every kernel family
 # (tools/cuda_exercise.py), and benchmarks/bench_cuda.py. Each step has a time limit and a log in $OUT; the
 # steps run in order of importance, so a cut-off run still returns the results that matter most. The emulator's
 # kernels, built beside the CUDA ones, only stand by there: they are compiled at -O1 (MTLINV_EMU_OPT), because at
-# -O3 the build ran past 240 s on that machine once qgemv had 88 instances. Carry prebuilt CUDA objects in
+# -O3 the build ran past 240 s on that machine once qgemv had 88 instances. Copy prebuilt CUDA objects into
 # build/gen (tools/build_cuda.py) to skip nvcc. LIMIT_<step>=seconds overrides a step's limit.
 #
 #   OUT=/tmp/cuda-run bash benchmarks/cuda_session.sh [steps...]   (default: build tests bench memcheck racecheck)

@@ -8,7 +8,8 @@
 
 Prints the share of each stall reason over the whole kernel, then the top instructions by samples with their SASS
 and their three main reasons. A load's latency shows on the first instruction that reads its register (long_sb:
-waiting on a long scoreboard), not on the load itself. benchmarks/results/h200.md quotes these tables.
+waiting on a long scoreboard), not on the load itself. docs/decisions.md quotes these tables ("qgemv: what bounds
+one row", "sdpa: tensor cores").
 """
 import argparse
 import csv

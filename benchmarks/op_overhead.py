@@ -7,8 +7,8 @@ SmolLM2-135M's shapes and one row, called --calls times in a row on the active d
 against two floors measured in the same run: a call into the extension that launches nothing
 (mtlinv.get_limit) and, on CUDA with CuPy, an empty kernel launched from CuPy (the driver's cost of a launch plus
 CuPy's own). On CUDA a loop of this many calls can fill the launch queue, so an op's time is an upper bound on its
-host cost: part of it may be the queue waiting for the GPU (benchmarks/results/h200.md separates the two with
-launches skipped). Each time is the median of --repeats runs after a warm-up run.
+host cost: part of it may be the queue waiting for the GPU (docs/decisions.md, "Decoder step: host side", separates
+the two with launches skipped). Each time is the median of --repeats runs after a warm-up run.
 
   python3 benchmarks/op_overhead.py [--calls 2000] [--repeats 5] [--out rows.json]
 """

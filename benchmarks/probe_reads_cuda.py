@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """How fast an NVIDIA GPU reads a weight matrix in qgemv_mma's access pattern, with no arithmetic: a hardware probe
-that separates the pattern's own ceiling from the kernel's (benchmarks/results/h200.md, seventh session).
+that separates the pattern's own ceiling from the kernel's (docs/decisions.md, "Measuring on a GPU").
 
     python benchmarks/probe_reads_cuda.py [--n 14336] [--row-bytes 2048] [--splits 4] [--reps 30] [--single]
 

@@ -14,22 +14,22 @@
 // the builtin, which all lanes must reach.
 //
 // Why matrix units for a memory-bound op: with scalar fmas a tile of 8 rows does 8 times the arithmetic of one row,
-// and on an H200 that made 8 rows cost 1.5x one row (benchmarks/results/h200.md). The tensor cores do a tile's
-// arithmetic in two instructions per block, so the time stays the time of reading W.
+// and on an H200 that made 8 rows cost 1.5x one row (docs/decisions.md, "gemv: scalar kernel"). The tensor cores
+// do a tile's arithmetic in two instructions per block, so the time stays the time of reading W.
 //
 // The tile layout (the _tiled kernels; mtlinv.tile_weights makes it from W [N, K]): W [N/16, K/32, 16, 32], block
 // (tile x, b) holding K positions [32 b, 32 b + 32) of the tile's 16 rows (K a multiple of 32, so that the shape
 // gives K: the op checks x against it). A simdgroup's loads of one block then read 1 KB in one piece, where the
 // row layout has them read 64 bytes of each of 16 rows: on an H200 a call took 4-12% less time at M = 1..16 at
-// 4096 x 4096 and 8192 x 8192, 0-4% at 4096 x 14336 (benchmarks/results/h200.md, twenty-eighth session). The same
+// 4096 x 4096 and 8192 x 8192, 0-4% at 4096 x 14336 (docs/decisions.md, "gemv: tile layout"). The same
 // values reach the same calls in either layout, so the bits are the same.
 //
-// Why C and U: on an H200 one row ran 4-6% faster at N = 8192 and 14336 with two output tiles per threadgroup (C =
-// 2) and twice the splits, but the 16-row tile ran slower with twice the simdgroups (fewer threadgroups fit a core
-// at once); U = 2 lets it keep its simdgroups while it sums the same splits (benchmarks/results/h200.md, tenth
-// session). The splits of a simdgroup run one after the other: summed side by side, their accumulators took nvcc
-// to 74-90 registers. Two output tiles for 16 rows with 1 or 2 blocks in flight (66-78 registers), and two tiles of
-// 8 rows over the same weights, were 5-32% slower than the 16-row tile (sixteenth session).
+// Why C and U: on an H200 one row ran 4-6% faster at N = 8192 and 14336 with two output tiles per threadgroup (C = 2)
+// and twice the splits, but the 16-row tile ran slower with twice the simdgroups (fewer threadgroups fit a core at
+// once); U = 2 lets it keep its simdgroups while it sums the same splits (docs/decisions.md, "gemv: split counts and
+// forms"). The splits of a simdgroup run one after the other: summed side by side, their accumulators took nvcc to
+// 74-90 registers. Two output tiles for 16 rows with 1 or 2 blocks in flight (66-78 registers), and two tiles of 8
+// rows over the same weights, were 5-32% slower than the 16-row tile (docs/decisions.md, "gemv: the 16-row tile").
 #include "common.h"
 #include "args.h"
 #include "load.h"
@@ -99,7 +99,7 @@ template <typename T, uint R, uint C, uint U, bool TILED = false>
 
   // Blocks dealt to the splits in turn. A split's IN_FLIGHT blocks lie k_splits blocks apart, so together the
   // splits read a contiguous stretch of each weight row: faster on an H200 than giving each IN_FLIGHT adjacent
-  // blocks (benchmarks/results/h200.md).
+  // blocks (docs/decisions.md, "gemv: tensor cores").
   const uint step = args.k_splits * GEMV_MMA_BLOCK;
   for (uint u = 0; u < U; ++u) {
     const uint split = sg + u * (args.k_splits / U);

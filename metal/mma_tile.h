@@ -13,7 +13,7 @@ constant constexpr uint MMA_TILE_MAX_SPLITS = 16;  // most k splits per threadgr
 //
 // partials is indexed as the 3-D array it is, not flattened: with a flat index nvcc 13 (sm_90) gave gemv_nk_mma's
 // 16-row tile 56 registers instead of 62 and moved the second x load of each block behind the first block's HMMA,
-// one more memory round trip per block: 10-14% slower on an H200 (benchmarks/results/h200.md, ninth session).
+// one more memory round trip per block: 10-14% slower on an H200 (docs/decisions.md, "gemv: the 16-row tile").
 // tests/compile/test_sass_guard.py checks that load order wherever nvcc and cuobjdump are installed.
 template <uint CB>
 inline void mma_tile_keep(threadgroup float4 (*partials)[CB][SIMD_WIDTH], thread const float4* acc, uint split,

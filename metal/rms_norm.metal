@@ -12,7 +12,7 @@
 // that loads, adds and stores a column at a time waits once per column, since the compiler may not move a load of
 // x or r above a store to s (they may alias), reading s back for the output waits again, and so do weights loaded
 // after the barriers (5.6 us a row of 576 on an H200 with all of that, 4.7 with only the last;
-// benchmarks/results/h200.md).
+// docs/decisions.md, "rms_norm and add_rms_norm").
 constant constexpr uint RMS_NORM_HELD = 8;
 
 // Row `row` of x (with RESIDUAL: of s = x + r, each element rounded to T as add rounds it, and stored in s)

@@ -376,7 +376,7 @@ inline void sdpa_combine_load(device const float2* part_ml, device const float4*
 // ranges rather than 32 halve the threads: verifying 8 queries with Hq = 32 is 1024 threadgroups, which an H200
 // holds at 7 per core (924; 8 since nvcc gives the kernel 64 registers, not 72) where it held 4 of 256 threads.
 // There both passes took up to 7% less time, never more (at 16K keys 26.8 -> 26.0 us for one query, 42.3 -> 40.0
-// for 8; benchmarks/results/h200.md).
+// for 8; docs/decisions.md, "sdpa: pass 2 (sdpa_combine)").
 template <typename T>
 [[kernel]] void sdpa_combine(
     constant SdpaArgs& args [[buffer(0)]],

@@ -3,14 +3,15 @@
 // sdpa_blocks, one (m, l, o) per query and chunk of S keys at absolute positions, and sdpa_combine merges them; a
 // call of one chunk writes the output instead (sdpa_single_chunk_output in metal/sdpa_out.h).
 //
-// Why: sdpa_blocks does a query's arithmetic with scalar fmas, so a verification block of Lq = 8 queries with GQA 4 (32
-// queries per kv head) costs 5-6 times one decoding step on an H200 (benchmarks/results/h200.md). Here the 16 queries
-// of a tile are the A rows of simd_mma_16x8x32 (metal/mma.h): q k^T takes 8 keys per call as B rows, and p v takes 32
-// keys per call as the builtin's K, so a tile costs one read of K and V and the same instructions whether it holds 1
-// query or 16. (Lq = 8 with GQA 4 is two tiles: 1.2x a decoding step at 1K-4K keys, 1.4-1.5x at 16K-64K, where the
-// cores pass over the keys once per tile, though HBM is read once. A threadgroup taking both tiles, each K and V load
-// serving both, needs their 128 accumulator registers a lane: nvcc then spills, and it was 30-38% slower at 16K-64K
-// keys, twice as slow at 1K-4K; benchmarks/results/h200.md, thirteenth session.)
+// Why: sdpa_blocks does a query's arithmetic with scalar fmas, so a verification block of Lq = 8 queries with GQA 4
+// (32 queries per kv head) costs 5-6 times one decoding step on an H200 (docs/decisions.md, "sdpa: scalar kernels").
+// Here the 16 queries of a tile are the A rows of simd_mma_16x8x32 (metal/mma.h): q k^T takes 8 keys per call as B
+// rows, and p v takes 32 keys per call as the builtin's K, so a tile costs one read of K and V and the same
+// instructions whether it holds 1 query or 16. (Lq = 8 with GQA 4 is two tiles: 1.2x a decoding step at 1K-4K keys,
+// 1.4-1.5x at 16K-64K, where the cores pass over the keys once per tile, though HBM is read once. A threadgroup
+// taking both tiles, each K and V load serving both, needs their 128 accumulator registers a lane: nvcc then spills,
+// and it was 30-38% slower at 16K-64K keys, twice as slow at 1K-4K; docs/decisions.md, "sdpa: the second query
+// tile".)
 //
 // A threadgroup takes one chunk of one kv head and a tile of 16 of its G * Lq queries; its 4 simdgroups take a
 // quarter of the chunk each (64 keys for a chunk of 256: two steps of 32). Per query and step, in this order:
@@ -29,7 +30,7 @@
 // call over the unzeroed V gives every query its own bits. Otherwise (a NaN or infinity, which 0 times would not
 // make 0) the call runs once per distinct count c, with V zeroed past c, and each query keeps the run of its own
 // count; that took up to 8 calls on the diagonal, which made verifying 8 queries at 1K-4K keys 8-9% slower on an
-// H200 (benchmarks/results/h200.md, twelfth session). Steps a query sees nothing of leave its state untouched.
+// H200 (docs/decisions.md, "sdpa: the causal diagonal"). Steps a query sees nothing of leave its state untouched.
 //
 // Arithmetic change from sdpa_blocks, documented: p is rounded to T before p v, as in FlashAttention, and l sums
 // the rounded p, so the weights that multiply V are exactly those that normalise the output.
@@ -113,7 +114,7 @@ inline uint sdpa_mma_merge_slot(uint writer, uint o, uint out) {
 // query g + 8, with d = 64 (o / 8) + 16 t + o % 8) into the chunk's partials of the lane's queries that exist. For
 // o0 a multiple of PER the PER columns' dims are consecutive, so each lands in one 16-byte (D = 128) or 8-byte
 // (D = 64) store: with a store per float, verifying 8 queries at 64K keys took 16% longer on an H200
-// (benchmarks/results/h200.md).
+// (docs/decisions.md, "sdpa: loads, stores and prefetches").
 template <uint D>
 inline void sdpa_mma_store_sums(device float* part_o, thread const float4* sums, ulong row0, uint n_blocks,
                                 uint block, uint o0, uint g, uint t, uint nq) {
@@ -167,7 +168,8 @@ inline void sdpa_mma_store_output(constant SdpaArgs& args, device T* out, thread
 // past kv_len are read as the last valid key: never seen by a query, never a fault. A step inside the keys (every
 // step but the last) reads from one pointer at constant offsets, which spares the address arithmetic per row: the
 // clamped rows alone (one loop, here and in sdpa_mma_load_v) took 254 registers instead of 240, and pass 1 was no
-// faster anywhere and 0.3-2% slower at 16K-64K keys on an H200 (benchmarks/results/h200.md, seventh session).
+// faster anywhere and 0.3-2% slower at 16K-64K keys on an H200 (docs/decisions.md, "sdpa: loads, stores and
+// prefetches").
 template <typename T, bool VEC, uint D>
 inline void sdpa_mma_load_k(device const T* k, uint a0, uint kv_len, uint g, uint t, thread uint4* k_raw) {
   constexpr uint KS = D / 32;
@@ -218,7 +220,8 @@ inline void sdpa_mma_load_v(device const T* v, uint a0, uint kv_len, uint g, uin
 // part of the time), asks L2 for the V rows, and the K rows when `with_k`, of the simdgroup's step at a0 (its keys
 // below `stop`) before they are loaded: each step otherwise waits for two trips to HBM, K's and then V's. On an
 // H200, a step ahead: decoding 1K-4K keys 5-7% faster; at 8K keys (a threadgroup per core) 4% slower, at 16K-64K
-// (several per core, HBM busy) 10%, so plans leave it off there (benchmarks/results/h200.md, fourteenth session).
+// (several per core, HBM busy) 10%, so plans leave it off there (docs/decisions.md, "sdpa: loads, stores and
+// prefetches").
 template <typename T, uint D>
 inline void sdpa_mma_prefetch(constant SdpaArgs& args, device const T* k, device const T* v, uint a0, uint stop,
                               bool with_k, ushort lane) {
@@ -442,8 +445,8 @@ template <typename T, bool VEC, uint D>
   const uint stop = min(first + quarter, end_max);
   // The first step's K is on its way while q is staged: a threadgroup lives for a few steps (four at 512 keys), and
   // its first wait on memory came after the staging's. On an H200: 0.7-2.1 us less at 64K keys, every Lq (0.9-1.9%),
-  // within 0.4 us at 1K-16K; nvcc gives the kernel 252 registers, 238 before (benchmarks/results/h200.md, thirteenth
-  // session).
+  // within 0.4 us at 1K-16K; nvcc gives the kernel 252 registers, 238 before (docs/decisions.md, "sdpa: loads,
+  // stores and prefetches").
   uint4 k_first[4 * KS];
   if (first < stop) {
     sdpa_mma_load_k<T, VEC, D>(k, first, args.kv_len, g, t, k_first);

@@ -253,7 +253,7 @@ def tile(wq, scales, biases, group_size=64, bits=4):
     ``qgemv`` takes either layout and gives the same bits at or below the limit (above it each layout has its
     own throughput kernel); the tile layout runs on devices with matrix units
     (``device_info()["matrix_units"]``: CUDA) with 16-bit x, and needs bits 4 or 8 and N a multiple of 16. On an
-    H200 a 4-bit qgemv took 8-20% less time at M = 1..16 (benchmarks/results/h200.md).
+    H200 a 4-bit qgemv took 8-20% less time at M = 1..16 (docs/decisions.md, "qgemv: tile layout").
     """
     group_size, bits = check_params(group_size, bits)
     wq, scales, biases, _ = _check_quantized(wq, scales, biases, group_size, bits, "tile")

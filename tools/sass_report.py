@@ -6,8 +6,8 @@ entry, and the instruction mix of each loop of the kernels asked for (SASS).
 
 Why: a kernel's speed can move with no change to its source. gemv_nk_mma's 16-row loop went from 62 to 56
 registers when its epilogue moved into a shared helper, and held fewer loads in flight: 10-14% slower on an H200
-(benchmarks/results/h200.md, eighth session), found only by timing; fixed in the ninth, and tests/compile/test_sass_guard.py
-now checks that loop through this module. Compare this report before and after a change, before spending device
+(docs/decisions.md, "gemv: the 16-row tile"), found only by timing; it was fixed, and tests/compile/test_sass_guard.py now
+checks that loop through this module. Compare this report before and after a change, before spending device
 time on it.
 
 Compiles the CUDA translation of metal/*.metal (tools/msl2cpp.py --target cuda) with tools/build_cuda.py's flags.

@@ -157,7 +157,7 @@ class DeviceModel:
         self._k, self._v = ([None if i in self.skip_layers else mtlinv.asarray(np.zeros(shape, ACTIVATION))
                              for i in range(c.n_layers)] for _ in range(2))  # None: a layer this model skips
         # The forward runs in C++ (mtlinv.Decoder): with ten op calls a layer from Python, a step of this
-        # host-bound loop took 1.3-1.4x as long on an H200 (benchmarks/results/h200.md).
+        # host-bound loop took 1.3-1.4x as long on an H200 (docs/decisions.md, "Decoder step: host side").
         layers = [dict(attn_norm=layer.attn_norm, ffn_norm=layer.ffn_norm, qkv=layer.w_qkv, o=layer.wo,
                        gate_up=layer.w_gate_up, down=layer.w_down, k_cache=self._k[i], v_cache=self._v[i])
                   for i, layer in enumerate(weights.layers) if i not in self.skip_layers]

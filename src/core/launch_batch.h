@@ -1,8 +1,8 @@
 // A scope whose kernels run as one launch batch (Backend::begin_batch): on CUDA, one graph launch instead of a
 // driver call per kernel; on Metal, one command buffer instead of one per op. A decoding step of a small model issues
 // hundreds of small kernels, and on an H200 the host spent about 4 us calling the driver for each while the GPU
-// waited (benchmarks/results/h200.md). Where the backend does not batch (the emulator), the scope changes nothing:
-// every dispatch runs as it is made.
+// waited (docs/decisions.md, "Decoder step: launch batches"). Where the backend does not batch (the emulator), the
+// scope changes nothing: every dispatch runs as it is made.
 #pragma once
 #include <cstdint>
 

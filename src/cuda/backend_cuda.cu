@@ -180,7 +180,7 @@ class CudaBackend final : public Backend {
     // Ops return once their kernels are queued (op_dispatched): every kernel, copy and free runs in the order of
     // the one (legacy default) stream, and the host sees device memory only through download, whose cudaMemcpy
     // waits for the work queued before it. On an H200 the demo model decoded 1.4-2.2x as many tokens per second
-    // as with a wait after every op (benchmarks/results/h200.md, seventeenth session). MTLINV_CUDA_SYNC=1 waits
+    // as with a wait after every op (docs/decisions.md, "CUDA runtime"). MTLINV_CUDA_SYNC=1 waits
     // after every op instead, so that a kernel's error surfaces at the op that launched it.
     const char* sync = std::getenv("MTLINV_CUDA_SYNC");
     blocking_ = sync && std::strcmp(sync, "1") == 0;

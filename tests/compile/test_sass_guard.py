@@ -1,6 +1,6 @@
 """What nvcc makes of two kernel files (sm_90 SASS), wherever nvcc is installed: the GPU machine, a developer's,
 and a CI machine that has it (cuobjdump and nvdisasm come with the test extra as wheels); elsewhere it skips. Each
-property was found by timing on an H200 (benchmarks/results/h200.md).
+property was found by timing on an H200 (docs/decisions.md, "gemv: the 16-row tile" and "sdpa").
 
 gemv_nk_mma's hot loop: each loop iteration of every form (W in rows and in the tile layout) must issue all loads
 of its first block, the two weight rows of each output tile and the tile's R / 8 rows of x, before its first matrix
@@ -87,8 +87,9 @@ def test_sdpa_mma_stores_partials_whole(sdpa_mma_stores, head_dim, expected, var
 @pytest.mark.parametrize("stem", ["gemv_mma", "sdpa_mma"])
 def test_matrix_unit_kernels_keep_everything_in_registers(compiled, stem):
     """No stack frame, no spills. sdpa_mma runs at 248 of the 255 registers nvcc may give it (255 with element
-    loads): one more live array (the next step's K, loaded early) spilled 360-520 bytes and cost 7-38% on an H200
-    (twelfth session), and a second tile's accumulators 292 bytes, 30-38% (thirteenth)."""
+    loads): one more live array (the next step's K, loaded early) spilled 360-520 bytes and cost 7-38% on an H200,
+    and a second tile's accumulators 292 bytes, 30-38% (docs/decisions.md, "sdpa: loads, stores and prefetches",
+    "sdpa: the second query tile")."""
     kernels = sass_report.resources(compiled[stem][0])
     assert kernels, f"no kernel in {stem}'s ptxas report"
     heavy = {name: r for name, r in kernels.items() if r["stack"] or r["spill_st"] or r["spill_ld"]}

@@ -117,7 +117,7 @@ def test_launch_batches_can_be_turned_off(tiny_device):
 
 
 def test_decoder_issues_nine_ops_a_layer(tiny_device):
-    """A step's time on a GPU is mostly host time per op (benchmarks/results/h200.md): the forward's op calls are
+    """A step's time on a GPU grows with its op count (docs/decisions.md, "Decoder step"): the forward's op calls are
     counted, so that a change which adds one (an unfused add, a copy) shows up here. Per layer: two add_rms_norm,
     four qgemv (q|k|v, wo, gate|up, down), qkv_to_heads, sdpa, swiglu_halves; around them the embedding, rms_norm
     and the output qgemv. Attention writes its output in row order (rows_out), where the same ops called from

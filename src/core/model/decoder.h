@@ -1,6 +1,7 @@
 // A llama decoder's forward pass on mtlinv ops, in C++: the loop mtlinv.model.DeviceModel runs. A decoding step of
 // a small model on a GPU is bound by the host, which spends a few us issuing each op while the GPU waits; one call
-// from Python a step, instead of ten a layer, took a step 1.3-1.4x less time on an H200 (benchmarks/results/h200.md).
+// from Python a step, instead of ten a layer, took a step 1.3-1.4x less time on an H200 (docs/decisions.md,
+// "Decoder step: host side").
 // The ops are the public ones, called in the order and with the arguments the Python decoder used, so the logits
 // have those bits; with set_limit(L) and M <= L tokens a step, every op is row-invariant, so a position's logits do
 // not depend on how many positions share its call (what greedy speculative decoding needs).

@@ -34,7 +34,7 @@ GemvMmaForm gemv_mma_form(int64_t k, int64_t n, const DeviceCaps& caps) {
   // keeps a whole group of blocks in flight. With tiles of 16 outputs per threadgroup that is 16 splits at N = 4096,
   // 4 at N = 14336 and 8 at N = 8192 on an H200. Where two output tiles per threadgroup reach the same simdgroups
   // per compute unit with twice the splits (N = 14336 and 8192 there, not 4096, whose 16 splits are the most), the
-  // tile of 8 rows takes them: one row 4-6% faster (benchmarks/results/h200.md, tenth session). The tile of 16
+  // tile of 8 rows takes them: one row 4-6% faster (docs/decisions.md, "gemv: split counts and forms"). The tile of 16
   // rows ran slower with more simdgroups, so it keeps the one-tile count and sums two splits per simdgroup.
   const int64_t most = std::clamp<int64_t>(ceil_div(k, kMmaBlock) / kMmaInFlight, 1, kMmaMaxSplits);
   const auto splits_for = [&](int64_t outputs_per_threadgroup) {
@@ -58,7 +58,7 @@ uint32_t gemv_k_splits(int64_t k, int64_t n, DType dtype, bool w_kn, const Devic
   // About kNkWarpsPerCore simdgroups per compute unit over the ceil(N / 4) output tiles, in powers of two, while
   // each lane keeps at least two 16-byte steps per weight row (one unrolled group). On an H200 (132 SMs) that is
   // 4 splits at N = 4096 and 2 at N = 8192 and 14336: within 5% of the best count at M = 1 and 8 alike
-  // (benchmarks/tune_gemv_cuda.py, results in benchmarks/results/h200.md).
+  // (benchmarks/tune_gemv_cuda.py; docs/decisions.md, "gemv: scalar kernel").
   const int64_t vec = 16 / static_cast<int64_t>(dtype_size(dtype));
   const int64_t most = std::clamp<int64_t>(ceil_div(k, 32 * vec) / 2, 1, kMaxSplits);
   const int64_t wanted = ceil_div(kNkWarpsPerCore * caps.compute_units, ceil_div(n, kNkCols));

@@ -59,8 +59,8 @@ uint32_t qgemv_mma_k_splits(int64_t k, int64_t n, const DeviceCaps& caps) {
   // H200 that is 16 splits at N = 4096 and K = 4096, 8 at N = 8192, 4 at N = 14336. A small grid takes one step per
   // split, so that the kernel waits on memory once: at SmolLM2-135M's K = 576 (5 steps) 8 splits call in 6.2 us
   // where 2 (a pair of steps, then one) took 7.9, at K = 1536 (12 steps) 16 take 6.1 us where 4 took 6.9
-  // (benchmarks/results/h200.md, twenty-fourth session). Where K has 32 steps or more (K >= 4096) this is the count
-  // of a split keeping two steps in flight, as before.
+  // (docs/decisions.md, "qgemv: split counts"). Where K has 32 steps or more (K >= 4096) this is the count of a
+  // split keeping two steps in flight.
   const int64_t steps = ceil_div(k, kMmaStep);
   int64_t most = 1;
   while (most < steps && most < kMmaMaxSplits) most *= 2;
@@ -141,8 +141,8 @@ Plan plan_qgemv(const QGemvShape& s, int limit, const DeviceCaps& caps) {
     if (plan.canonical || tiled_throughput) {
       args.k_splits = plan.canonical ? splits : throughput_splits;
       // The emulator runs one row in the 2-row tile: its build of the 1-row instance is more than twice as slow
-      // (28 against 12.5 ms at K = N = 4096, benchmarks/results/emulator.md). A row's bits are the same in any
-      // tile.
+      // (28 against 12.5 ms at K = N = 4096; docs/decisions.md, "qgemv: scalar kernel"). A row's bits are the
+      // same in any tile.
       const uint32_t rows =
           caps.few_threads ? std::max<uint32_t>(2, row_tile_height(s.rows)) : row_tile_height(s.rows);
       launch.kernel = "qgemv" + bits + "_r" + std::to_string(rows) + types;

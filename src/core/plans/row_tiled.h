@@ -20,7 +20,7 @@ inline uint32_t power_of_two_splits(int64_t wanted, int64_t most) {
 
 // The throughput path's split count: tiles of 8 rows do more arithmetic per weight byte and run best with fewer
 // simdgroups than the canonical count, which must also serve M = 1 (half of it on an H200,
-// benchmarks/results/h200.md); 2 where the canonical count is 1. Never the canonical count.
+// docs/decisions.md, "gemv: scalar kernel"); 2 where the canonical count is 1. Never the canonical count.
 inline uint32_t throughput_k_splits(uint32_t canonical) { return canonical > 1 ? canonical / 2 : 2; }
 
 // gemv_nk and qgemv deal K out in units (16-byte groups, 32-value runs) to 32 lanes per split, in turn. Two split

@@ -18,7 +18,7 @@ namespace {
 constexpr uint32_t kThreads = 128;        // SDPA_THREADS in metal/sdpa.metal
 constexpr uint32_t kMaxQueriesPerTile = 8;  // SDPA_QUERIES: the query tile Q of sdpa_blocks is 4 or 8
 constexpr uint32_t kBlockKeys = 256;      // SDPA_BLOCK_KEYS: the most keys a block of sdpa_blocks may hold
-constexpr uint32_t kMmaChunkKeys = 256;   // sdpa_mma's chunks in tier 0 (benchmarks/results/h200.md, tune_sdpa_cuda.py)
+constexpr uint32_t kMmaChunkKeys = 256;   // sdpa_mma's chunks in tier 0 (docs/decisions.md, "sdpa: chunks")
 constexpr uint32_t kMmaTierKeys = 4096;   // where sdpa_mma's tier 0 ends
 constexpr uint32_t kMmaQueries = 16;      // SDPA_MMA_QUERIES in metal/sdpa_mma.metal (4 simdgroups: kThreads)
 constexpr uint32_t kFlashQueries = 32;    // FLASH_QUERIES
@@ -48,7 +48,7 @@ std::string sdpa_head_dims_str() {
 // cores idle, against long ones, where small chunks mean more threadgroups, partials and merging. On an H200 (Hq =
 // 32, Hkv = 8, D = 128, bf16), against 512 throughout: decoding 1K / 2K / 4K keys 19 / 14 / 8% faster, verifying 8
 // queries 16 / 13 / 8%; 8K and 16K keys 4-8% slower; 32K equal; 64K decoding equal, verifying 5% faster
-// (benchmarks/results/h200.md, fifteenth session). What must never enter is a count of the call (Lq, kv_len).
+// (docs/decisions.md, "sdpa: chunks"). What must never enter is a count of the call (Lq, kv_len).
 SdpaChunking sdpa_chunking(int64_t head_dim, DType dtype, const DeviceCaps& caps) {
   if (sdpa_mma_applies(head_dim, dtype, caps)) {
     return {kMmaChunkKeys, kMmaTierKeys};
@@ -145,7 +145,8 @@ Plan plan_sdpa(const SdpaShape& s, int limit, const DeviceCaps& caps) {
   partials.threads = {kThreads, 1, 1};
   // L2 prefetches (sdpa_mma_prefetch) pay where one tile's grid is at most one threadgroup per two cores: on an H200
   // (132 cores) with 8 kv heads and chunks of 512 keys, 5-7% less time for decoding at 1K-4K keys (64 threadgroups
-  // at 4K), 4% more at 8K (128) and 10% more at 16K-64K (fourteenth session). With the growing chunks, up to 2K
+  // at 4K), 4% more at 8K (128) and 10% more at 16K-64K (docs/decisions.md, "sdpa: loads, stores and prefetches").
+  // With the growing chunks, up to 2K
   // keys. A hint, so a call's bits do not depend on it.
   args.prefetch = matrix_units && 2 * args.n_blocks * s.batch * s.kv_heads <= caps.compute_units ? 1 : 0;
   partials.args = args_bytes(args);

@@ -98,13 +98,13 @@ __device__ __forceinline__ std::remove_cv_t<T> attr(uint32_t v) {
 // moment it ends, instead of after the grid's completion has gone round the front end. Both instructions do
 // nothing in a kernel launched without the attribute.
 //
-// Wait first, then let the next launch: one kernel ahead, never more. In the other order (the twelfth to
-// twenty-fifth sessions) a waiting kernel let its own successor launch too, so a chain of small kernels could
+// Wait first, then let the next launch: one kernel ahead, never more. In the other order (this file's first
+// version) a waiting kernel let its own successor launch too, so a chain of small kernels could
 // run several launches ahead, their threadgroups resident and waiting wherever the running kernel had left room.
 // On an H200 the decoder's forward of SmolLM2-135M took the same time at one row and 2-6% less at five rows with
 // this order (real GGUF: 860-892 / 907-914 us against 870-902 / 934-976), and with the MLP's SwiGLU fused into
 // its gate|up projection (30 kernels fewer) the old order made the forward 6% slower, this one did not
-// (benchmarks/results/h200.md, twenty-sixth session).
+// (docs/decisions.md, "CUDA runtime" and "Decoder step: fused ops").
 __device__ __forceinline__ void follow_previous_grid() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.wait;" ::: "memory");
@@ -120,8 +120,8 @@ namespace cu_msl {
 // .nc reads through the read-only path, valid because no kernel writes what it streams. L2::128B asks L2 to fetch
 // the whole 128-byte line on a miss: a matrix-unit GEMV's load touches 64 bytes of each of 8 rows, and the other
 // half of each line comes with another simdgroup's load soon after. On an H200 that made gemv_nk_mma 1.4-2.7%
-// faster at one row and 1.8-4.9% at 16, and left qgemv as it was (L2::256B: no better; benchmarks/results/h200.md,
-// ninth session).
+// faster at one row and 1.8-4.9% at 16, and left qgemv as it was (L2::256B: no better; docs/decisions.md, "gemv:
+// loads and L2 hints").
 __device__ __forceinline__ vec<unsigned, 4> load_streaming(const vec<unsigned, 4>* p) {
   vec<unsigned, 4> v;
   asm volatile("ld.global.nc.L1::no_allocate.L2::128B.v4.u32 {%0, %1, %2, %3}, [%4];"

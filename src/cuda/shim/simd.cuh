@@ -13,8 +13,8 @@
 // every mask here is the constant 0xffffffff. With the mask worked out from blockDim instead, as the shim did to
 // serve a partial last warp, nvcc checked each shuffle's mask against the active lanes at run time (MATCH, REDUX,
 // VOTE and a branch per shuffle) and kept the memory descriptor of every load outside the uniform registers:
-// sdpa_mma's step loop was 1359 instructions of SASS, 1200 with the constant mask (benchmarks/results/h200.md,
-// fourteenth session). The emulator, like Metal, still runs partial simdgroups.
+// sdpa_mma's step loop was 1359 instructions of SASS, 1200 with the constant mask (docs/decisions.md, "CUDA shim
+// and build"). The emulator, like Metal, still runs partial simdgroups.
 #pragma once
 #include <cstring>
 #include <type_traits>
