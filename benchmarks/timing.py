@@ -1,4 +1,4 @@
-"""Timing helpers shared by the benchmark scripts: warm-up, then the median of repeated wall-clock runs."""
+"""Timing helpers shared by the benchmark scripts: warm-up, then repeated wall-clock runs; copy bandwidth."""
 import importlib
 import statistics
 import time
@@ -6,8 +6,13 @@ import time
 import mtlinv
 
 
-def median_seconds(fn, *, repeat=5, warmup=1, min_time=0.0):
-    """Median wall time of fn() over `repeat` runs after `warmup` runs (more runs until `min_time` passes)."""
+def median_seconds(fn, **kwargs):
+    """Median wall time of fn() (sample_seconds)."""
+    return statistics.median(sample_seconds(fn, **kwargs))
+
+
+def sample_seconds(fn, *, repeat=5, warmup=1, min_time=0.0):
+    """Wall times of fn() over `repeat` runs after `warmup` runs (more runs until `min_time` passes)."""
     for _ in range(warmup):
         fn()
     times = []
@@ -16,7 +21,7 @@ def median_seconds(fn, *, repeat=5, warmup=1, min_time=0.0):
         t0 = time.perf_counter()
         fn()
         times.append(time.perf_counter() - t0)
-    return statistics.median(times)
+    return times
 
 
 def ms(seconds):
@@ -32,3 +37,31 @@ def cuda_module(name):
         return importlib.import_module(name)
     except ImportError:
         return None
+
+
+def device_copy_bandwidth(torch, nbytes=2 << 30, reps=20):
+    """A device-to-device copy through torch on the current CUDA device, bytes read + written per second (the
+    memory-bound ceiling): the median of `reps` copies, each timed by an event pair, after one to warm up."""
+    a = torch.empty(nbytes, dtype=torch.uint8, device="cuda")
+    b = torch.empty_like(a)
+    a.random_()
+    times = []
+    for _ in range(reps + 1):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        b.copy_(a)
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end) / 1e3)
+    del a, b
+    return 2 * nbytes / statistics.median(times[1:])
+
+
+def host_copy_bandwidth(nbytes=256 << 20, reps=5):
+    """numpy's copy of a 256 MiB array, bytes read + written per second: the ceiling where the device is the CPU
+    (the emulator), or a unified memory that the host shares."""
+    import numpy as np
+
+    a = np.ones(nbytes, np.uint8)
+    b = np.empty_like(a)
+    return 2 * nbytes / median_seconds(lambda: np.copyto(b, a), repeat=reps)

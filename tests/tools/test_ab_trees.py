@@ -1,4 +1,4 @@
-"""benchmarks/ab_trees.sh, the A/B of whole trees on a GPU machine: its argument errors, and its refusal to time a
+"""benchmarks/cuda/ab_trees.sh, the A/B of whole trees on a GPU machine: its argument errors, and its refusal to time a
 tree that would import another tree's build (the comparison would then be of one build with itself)."""
 import os
 import pathlib
@@ -10,7 +10,7 @@ import uuid
 import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-SCRIPT = ROOT / "benchmarks" / "ab_trees.sh"
+SCRIPT = ROOT / "benchmarks" / "cuda" / "ab_trees.sh"
 
 
 def ab_trees(*args, out=None, **env):

@@ -1,10 +1,10 @@
-"""benchmarks/ncu_stalls.py on a small source page in Nsight Compute's CSV layout (ncu itself needs a GPU): the shares
+"""benchmarks/profiling/ncu_stalls.py on a small source page in Nsight Compute's CSV layout (ncu itself needs a GPU):
 it prints, and a clear failure on a file without the stall column."""
 import pathlib
 import subprocess
 import sys
 
-SCRIPT = pathlib.Path(__file__).resolve().parents[2] / "benchmarks" / "ncu_stalls.py"
+SCRIPT = pathlib.Path(__file__).resolve().parents[2] / "benchmarks" / "profiling" / "ncu_stalls.py"
 
 PAGE = '''==PROF== Connected to process 1 (python3)
 "Kernel Name","cu_kernels::entry::demo(cu::LaunchArgs)",

@@ -3,8 +3,8 @@
 
     ncu --clock-control none --launch-skip 1 --launch-count 1 -k regex:qgemv_mma --section WarpStateStats \\
         --section SourceCounters --page source --print-source sass --csv \\
-        python3 benchmarks/ncu_case.py qgemv --k 4096 --n 14336 > stalls.csv
-    python3 benchmarks/ncu_stalls.py stalls.csv [--top 20]
+        python3 benchmarks/profiling/ncu_case.py qgemv --k 4096 --n 14336 > stalls.csv
+    python3 benchmarks/profiling/ncu_stalls.py stalls.csv [--top 20]
 
 Prints the share of each stall reason over the whole kernel, then the top instructions by samples with their SASS
 and their three main reasons. A load's latency shows on the first instruction that reads its register (long_sb:

@@ -5,9 +5,9 @@
 # kernel-by-kernel times (Nsight Compute) do not predict a step's span in its CUDA graphs, where programmatic
 # dependent launch hides small kernels (docs/decisions.md, "Decoder step: fused ops").
 #
-#   bash benchmarks/ab_trees.sh prepare NAME COMMIT        # here: COMMIT's files into build/ab_NAME, to copy
-#   OUT=$OUT bash benchmarks/ab_trees.sh build NAME...       # there: this tree and each build/ab_NAME, in parallel
-#   OUT=$OUT bash benchmarks/ab_trees.sh run NAME... -- COMMAND...
+#   bash benchmarks/cuda/ab_trees.sh prepare NAME COMMIT        # here: COMMIT's files into build/ab_NAME, to copy
+#   OUT=$OUT bash benchmarks/cuda/ab_trees.sh build NAME...       # there: this tree and each build/ab_NAME, in parallel
+#   OUT=$OUT bash benchmarks/cuda/ab_trees.sh run NAME... -- COMMAND...
 #                                                          # there: COMMAND in this tree ("head") and in each
 #                                                          # build/ab_NAME, in turn, ROUNDS times (default 3)
 #
@@ -16,9 +16,10 @@
 # checks that each tree imports its own build (with $PYTHON, default python3), then writes each output to
 # $OUT/<tree>_<round>.txt and prints the lines matching FILTER (an extended regex), or the last TAIL lines
 # (default 4); MTLINV_DEVICE is cuda unless set. Example, a commit against HEAD on the decoder's step:
-#   FILTER='^ +[15] +decoder' OUT=$OUT bash benchmarks/ab_trees.sh run old -- \
+#   FILTER='^ +[15] +decoder' OUT=$OUT bash benchmarks/cuda/ab_trees.sh run old -- \
 #     python3 benchmarks/profile_decode.py --reps 30 --model ~/.cache/mtlinv/SmolLM2-135M-Instruct.Q4_1.gguf
 set -u
+HERE=$(cd "$(dirname "$0")" && pwd)  # this checkout's benchmarks/cuda: its cuda_check.sh builds every tree
 
 usage() {
   sed -n '8,12p' "$0" | sed 's/^# \{0,1\}//' >&2
@@ -45,6 +46,7 @@ check_names() {  # names of prepared trees: letters, digits, _ and -, and never 
   done
 }
 
+case ${1:-} in -h|--help) sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;; esac
 [ $# -ge 1 ] || usage
 command=$1
 shift
@@ -69,7 +71,7 @@ case $command in
     trees=(head "$@")
     pids=()
     for name in "${trees[@]}"; do
-      (cd "$(tree_dir "$name")" && OUT="$OUT/build_$name" bash benchmarks/cuda_session.sh build \
+      (cd "$(tree_dir "$name")" && OUT="$OUT/build_$name" bash "$HERE/cuda_check.sh" build \
         > "$OUT/build_$name.txt" 2>&1) &
       pids+=($!)
     done

@@ -2,11 +2,11 @@
 """One mtlinv call on the CUDA device, for Nsight Compute to profile (the hardware counters behind a benchmark row).
 
     ncu --clock-control none -k regex:sdpa_blocks --section SpeedOfLight --section Occupancy \\
-        --section WarpStateStats python3 benchmarks/ncu_case.py sdpa --keys 16384 --q-len 1
-    ncu --clock-control none -k regex:gemv_nk ... python3 benchmarks/ncu_case.py gemv --k 4096 --n 14336 --rows 8
-    ncu --clock-control none -k regex:qgemv_mma ... python3 benchmarks/ncu_case.py qgemv --k 4096 --n 14336
+        --section WarpStateStats python3 benchmarks/profiling/ncu_case.py sdpa --keys 16384 --q-len 1
+    ncu --clock-control none -k regex:gemv_nk ... python3 benchmarks/profiling/ncu_case.py gemv --k 4096 --n 14336 --rows 8
+    ncu --clock-control none -k regex:qgemv_mma ... python3 benchmarks/profiling/ncu_case.py qgemv --k 4096 --n 14336
 
-With `--section SourceCounters --page source --print-source sass --csv`, benchmarks/ncu_stalls.py lists the
+With `--section SourceCounters --page source --print-source sass --csv`, benchmarks/profiling/ncu_stalls.py lists the
 instructions warps wait at.
 
 The shapes are bench_cuda.py's (bf16; qgemv 4-bit g64 with bf16 scales; attention Hq=32, Hkv=8, D=128, causal).

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Two or more builds of attention's pass 1 side by side on one GPU: same inputs, same plan, bits compared.
 
-    MTLINV_DEVICE=cuda python benchmarks/ab_sdpa_cuda.py --kernels sdpa_mma_d128_bf16 sdpa_mmh_d128_bf16 \
+    MTLINV_DEVICE=cuda python benchmarks/cuda/ab_sdpa_cuda.py --kernels sdpa_mma_d128_bf16 sdpa_mmh_d128_bf16 \
         [--prefetch plan|0|1 ...] [--lengths 1024 16384] [--lq 1 4 5 8] [--reps 30]
 
 An experiment on sdpa_mma keeps the kernel it started from registered under another name for one build (its file
@@ -15,7 +15,7 @@ passes, then pass 1 alone, in us; the last column says whether every variant's o
 import os
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(1, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tuning"))  # tune_sdpa_cuda.py
 import bench_cuda as bc  # noqa: E402  (sets MTLINV_CUDA_SYNC=0 before mtlinv loads)
 import tune_sdpa_cuda as ts  # noqa: E402
 

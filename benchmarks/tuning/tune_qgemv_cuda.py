@@ -3,7 +3,7 @@
 qgemv_k_splits and qgemv_mma_k_splits (src/core/plans/qgemv.cpp), which must pick the splits from K, N, bits and
 device alone.
 
-    MTLINV_DEVICE=cuda python benchmarks/tune_qgemv_cuda.py [--reps 30] [--bits 4] [--group-size 64] [--mma-only]
+    MTLINV_DEVICE=cuda python benchmarks/tuning/tune_qgemv_cuda.py [--reps 30] [--bits 4] [--group-size 64] [--mma-only]
         [--shapes K:N ...] [--float32-scales] [--tiled]
 
 Launches qgemv_b{bits}_r{R}_bf16 directly (the plans' kernels, raw arguments) for every k_splits in 1, 2, 4, 8
@@ -19,7 +19,7 @@ import os
 import struct
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(1, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "cuda"))  # bench_cuda.py
 import bench_cuda as bc  # noqa: E402  (sets MTLINV_CUDA_SYNC=0 before mtlinv loads)
 
 import argparse  # noqa: E402

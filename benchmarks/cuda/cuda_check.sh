@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
 # The whole CUDA check on a GPU machine, recorded in docs/results.md: build with MTLINV_CUDA=1, the
 # test suite on the CUDA backend, compute-sanitizer memcheck and racecheck over every kernel family
-# (tools/cuda_exercise.py), and benchmarks/bench_cuda.py. Each step has a time limit and a log in $OUT; the
+# (tools/cuda_exercise.py), benchmarks/cuda/bench_cuda.py and benchmarks/bench_decode_step.py. Each step has a time limit and a log in $OUT; the
 # steps run in order of importance, so a cut-off run still returns the results that matter most. The emulator's
 # kernels, built beside the CUDA ones, only stand by there: they are compiled at -O1 (MTLINV_EMU_OPT), because at
 # -O3 the build ran past 240 s on that machine once qgemv had 88 instances. Copy prebuilt CUDA objects into
 # build/gen (tools/build_cuda.py) to skip nvcc. LIMIT_<step>=seconds overrides a step's limit.
 #
-#   OUT=/tmp/cuda-run bash benchmarks/cuda_session.sh [steps...]   (default: build tests bench memcheck racecheck)
+#   OUT=/tmp/cuda-run bash benchmarks/cuda/cuda_check.sh [steps...]
+#       steps: build tests bench decode memcheck racecheck (the default: all, in that order)
 set -u
+case ${1:-} in -h|--help) sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;; esac
 OUT=${OUT:-$PWD/cuda-run}
 mkdir -p "$OUT"
 # The build is in place (setup.py build_ext --inplace): scripts under benchmarks/ and tools/ import mtlinv from here.
@@ -34,7 +36,8 @@ run() {
     # No registry there: PIP_NO_INDEX makes the model fixture's fetch fail at once (its tests skip).
     tests) step tests 60 env PIP_NO_INDEX=1 python3 -m pytest -q -rs -p no:cacheprovider --durations=5 -m "not slow" \
              $(python3 -c "import xdist" 2>/dev/null && echo "-n 8") tests ;;
-    bench) step bench 200 python3 benchmarks/bench_cuda.py --out "$OUT/bench.json" ${BENCH_ARGS:-} ;;
+    bench) step bench 200 python3 benchmarks/cuda/bench_cuda.py --out "$OUT" ${BENCH_ARGS:-} ;;
+    decode) step decode 200 python3 benchmarks/bench_decode_step.py --out "$OUT" ${DECODE_ARGS:-} ;;
     memcheck) step memcheck 80 "$SANITIZER" --tool memcheck --error-exitcode 9 python3 tools/cuda_exercise.py ;;
     racecheck) step racecheck 100 "$SANITIZER" --tool racecheck --racecheck-report all --error-exitcode 9 \
                  python3 tools/cuda_exercise.py ;;
@@ -49,7 +52,7 @@ if [ -x /usr/bin/g++ ]; then
 fi
 echo "compiler: ${CXX:-the default of this Python}"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv,noheader
-for s in "${@:-build tests bench memcheck racecheck}"; do
+for s in "${@:-build tests bench decode memcheck racecheck}"; do
   for t in $s; do
     run "$t" || { [ "$t" = build ] && exit 1; }
   done

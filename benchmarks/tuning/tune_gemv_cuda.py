@@ -2,7 +2,7 @@
 """How the canonical gemv_nk's time depends on its K splits and row tile, on an NVIDIA GPU: the data behind
 gemv_k_splits (src/core/plans/gemv.cpp), which must pick the splits from K, N, dtype and device alone.
 
-    MTLINV_DEVICE=cuda python benchmarks/tune_gemv_cuda.py [--reps 30] [--mma-only] [--tiled]
+    MTLINV_DEVICE=cuda python benchmarks/tuning/tune_gemv_cuda.py [--reps 30] [--mma-only] [--tiled]
 
 Launches gemv_nk_r{R}_bf16 directly (the plans' kernels, raw arguments) for every k_splits in 1, 2, 4, 8 and
 R in 1, 2, 4, 8 on the shapes of bench_cuda.py, timed as there (events, medians, weights rotated through HBM),
@@ -16,7 +16,7 @@ import os
 import struct
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(1, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "cuda"))  # bench_cuda.py
 import bench_cuda as bc  # noqa: E402  (sets MTLINV_CUDA_SYNC=0 before mtlinv loads)
 
 import argparse  # noqa: E402

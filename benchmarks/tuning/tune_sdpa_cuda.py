@@ -2,7 +2,7 @@
 """How the canonical sdpa's time on an NVIDIA GPU splits between its passes and depends on its chunks: the data
 behind sdpa_chunking (src/core/plans/sdpa.cpp), which must place the chunks from the head dim, dtype and device alone.
 
-    MTLINV_DEVICE=cuda python benchmarks/tune_sdpa_cuda.py [--reps 30] [--chunkings 512 256:4096 ...]
+    MTLINV_DEVICE=cuda python benchmarks/tuning/tune_sdpa_cuda.py [--reps 30] [--chunkings 512 256:4096 ...]
 
 Runs the kernels of the canonical plan on a device with matrix units (sdpa_mma_d128_bf16, then sdpa_combine_bf16)
 directly with raw arguments, on bench_cuda.py's attention shape (Hq=32, Hkv=8, D=128, bf16, causal), decode
@@ -15,7 +15,7 @@ import os
 import struct
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(1, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "cuda"))  # bench_cuda.py
 import bench_cuda as bc  # noqa: E402  (sets MTLINV_CUDA_SYNC=0 before mtlinv loads)
 
 import argparse  # noqa: E402

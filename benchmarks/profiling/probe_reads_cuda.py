@@ -2,7 +2,7 @@
 """How fast an NVIDIA GPU reads a weight matrix in qgemv_mma's access pattern, with no arithmetic: a hardware probe
 that separates the pattern's own ceiling from the kernel's (docs/decisions.md, "Measuring on a GPU").
 
-    python benchmarks/probe_reads_cuda.py [--n 14336] [--row-bytes 2048] [--splits 4] [--reps 30] [--single]
+    python benchmarks/profiling/probe_reads_cuda.py [--n 14336] [--row-bytes 2048] [--splits 4] [--reps 30] [--single]
 
 Not an mtlinv kernel (those are written once in MSL under metal/): three read-only CUDA kernels compiled here by
 CuPy, each XOR-folding what it reads into one word per thread so that no load is optimised away:
@@ -16,14 +16,18 @@ launch itself; timed by events around batches of launches (medians), per copy. T
 4-bit weights at K = 4096, N = 14336 (2048 bytes per row); the percentage is of the device-to-device copy.
 
 --single times what one call of an mtlinv op can reach instead: each launch reads one copy (the launches rotate
-through the copies, so each comes from HBM), timed alone by an event pair as benchmarks/bench_cuda.py times the
+through the copies, so each comes from HBM), timed alone by an event pair as benchmarks/cuda/bench_cuda.py times the
 ops (a spin kernel first holds the GPU while the host queues every launch). That includes the launch, the ramp-up
 and the tail a real call pays, and an empty kernel's time is printed as the floor of any call.
 """
 import argparse
 
-import cupy as cp
 import numpy as np
+
+try:  # optional so that --help works anywhere; main() and the floor need it
+    import cupy as cp
+except ImportError:
+    cp = None
 
 SPIN_CYCLES = 20_000_000  # ~10 ms at boost clock: longer than the host needs to queue the timed launches
 
@@ -168,9 +172,10 @@ def median_time(calls, reps, batch=10):
     return float(np.median(times))
 
 
-def single_call_time(calls, reps, spin):
-    """Median seconds of one launch timed alone by an event pair, rotating through `calls` (one per copy), as
-    bench_cuda.py's event_median: a spin kernel first, so that no launch gap from Python falls inside a pair."""
+def single_call_times(calls, reps, spin):
+    """Seconds of each of `reps` launches, each timed alone by an event pair, rotating through `calls` (one per
+    copy), as bench_cuda.py's event_times: a spin kernel first, so that no launch gap from Python falls inside a
+    pair."""
     for c in calls:
         c()
     cp.cuda.Device().synchronize()
@@ -182,12 +187,12 @@ def single_call_time(calls, reps, spin):
         calls[i % len(calls)]()
         stops[i].record()
     stops[-1].synchronize()
-    return float(np.median([cp.cuda.get_elapsed_time(a, b) * 1e-3 for a, b in zip(starts, stops)]))
+    return [cp.cuda.get_elapsed_time(a, b) * 1e-3 for a, b in zip(starts, stops)]
 
 
 def one_call_read_floor(nbytes, reps=40):
-    """Seconds one launch of the plain stream kernel takes to read `nbytes` from HBM, timed as --single times it:
-    the size-matched floor of an op's call that must read those bytes (benchmarks/bench_cuda.py prints its ops'
+    """Seconds of `reps` launches (each alone) of the plain stream kernel; each launch of the plain stream kernel takes to read `nbytes` from HBM, timed as --single times it:
+    the size-matched floor of an op's call that must read those bytes (benchmarks/cuda/bench_cuda.py prints its ops'
     times against it)."""
     module = cp.RawModule(code=SOURCE)
     stream, spin = module.get_function("stream"), module.get_function("spin")
@@ -198,7 +203,7 @@ def one_call_read_floor(nbytes, reps=40):
     out = cp.zeros(sms * 8 * 256, dtype=cp.uint32)
     views = [mats[i * units * 4:(i + 1) * units * 4] for i in range(copies)]
     calls = [lambda v=v: stream((sms * 8,), (256,), (v, out, np.uint64(units))) for v in views]
-    return single_call_time(calls, reps, spin)
+    return single_call_times(calls, reps, spin)
 
 
 def main():
@@ -210,6 +215,8 @@ def main():
     ap.add_argument("--single", action="store_true",
                     help="time single launches of one copy each, as an op's call is timed (see above)")
     args = ap.parse_args()
+    if cp is None:
+        ap.error("needs CuPy and an NVIDIA GPU")
     if args.row_bytes <= 0 or args.row_bytes % 64 or args.n <= 0 or not 0 < args.splits <= 32 or args.reps <= 0:
         ap.error(f"need --n > 0, --reps > 0, --splits in 1..32 (32 threads each, 1024 at most) and --row-bytes a "
                  f"positive multiple of 64; got {args.n}, {args.reps}, {args.splits}, {args.row_bytes}")
@@ -255,13 +262,13 @@ def main():
     if args.single:
         spin = module.get_function("spin")
         empty = module.get_function("empty")
-        t = single_call_time([lambda: empty((sms,), (32,), (out,))], args.reps, spin)
+        t = np.median(single_call_times([lambda: empty((sms,), (32,), (out,))], args.reps, spin))
         print(f"| empty kernel (the floor of any call) | {t * 1e6:.1f} | - | - |", flush=True)
         words = nbytes // 4
         views = [mats[i * words:(i + 1) * words] for i in range(copies)]
     for label, launch in cases:
         if args.single:
-            t = single_call_time([lambda v=v: launch(v, 1) for v in views], args.reps, spin)
+            t = np.median(single_call_times([lambda v=v: launch(v, 1) for v in views], args.reps, spin))
         else:
             t = median_time([lambda: launch(mats, copies)], args.reps) / copies
         print(f"| {label} | {t * 1e6:.1f} | {nbytes / t / 1e9:.0f} | {100 * nbytes / t / copy_bw:.0f}% |", flush=True)

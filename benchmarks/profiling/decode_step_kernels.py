@@ -5,7 +5,7 @@ With launch batches the decoder's step on an H200 is bound by the device, not by
 this runs one forward of the llama decoder at M rows under `ncu`, which times each kernel alone, and sums the
 durations by kernel. The sum against profile_decode's "gpu us" is the time between kernels.
 
-    python3 benchmarks/decode_step_kernels.py [--model PATH] [--position 64] [--m 1]
+    python3 benchmarks/profiling/decode_step_kernels.py [--model PATH] [--position 64] [--m 1]
 
 It runs ncu on itself (--clock-control none, as on this project's GPU machine; only the profiled forward, between
 cudaProfilerStart and cudaProfilerStop, after warm-up forwards). The model is profile_decode.py's (SmolLM2-135M's
@@ -23,10 +23,11 @@ import shutil
 import subprocess
 import sys
 
-import mtlinv
-from mtlinv.model.device_model import DeviceModel
-from profile_decode import load_weights
-from timing import cuda_module
+sys.path.insert(1, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))  # profile_decode.py, timing.py
+import mtlinv  # noqa: E402
+from mtlinv.model.device_model import DeviceModel  # noqa: E402
+from profile_decode import load_weights  # noqa: E402
+from timing import cuda_module  # noqa: E402
 
 UNITS = {"ns": 1e-3, "nsecond": 1e-3, "us": 1.0, "usecond": 1.0, "ms": 1e3, "msecond": 1e3}  # to us
 
