@@ -31,8 +31,11 @@ def spread(samples) -> dict:
 
 
 def commit() -> str | None:
-    """HEAD of the checkout the script runs from, with "-dirty" when tracked files differ from it; None outside
-    git. A table is reproducible from its commit only when the commit is clean."""
+    """HEAD of the checkout the script runs from, with "-dirty" when tracked files differ from it. A tree without
+    git (`git archive` copied to a GPU machine) names its commit in MTLINV_BENCH_COMMIT; else None. A table is
+    reproducible from its commit only when the commit is clean."""
+    if not (REPO / ".git").exists():
+        return os.environ.get("MTLINV_BENCH_COMMIT")
     try:
         head = subprocess.run(["git", "-C", str(REPO), "rev-parse", "HEAD"], capture_output=True, text=True,
                               check=True).stdout.strip()
