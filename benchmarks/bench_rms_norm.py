@@ -1,27 +1,48 @@
-"""rms_norm on the active device next to NumPy, on a 4096x4096 float32 input.
+#!/usr/bin/env python3
+"""rms_norm on the active device beside MLX's mx.fast.rms_norm (NumPy without MLX), on a 4096x4096 float32 input.
 
-    python benchmarks/bench_rms_norm.py
+    python benchmarks/bench_rms_norm.py [--repeat 5] [--out DIR]
 """
+import argparse
+
 import numpy as np
 
 import mtlinv
-from timing import median_seconds, ms
+import report
+import timing
+
+
+def peer_call(mx, x, w):
+    if mx is None:
+        return lambda: x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + 1e-6) * w
+    xm, wm = mx.array(x), mx.array(w)
+    mx.eval(xm, wm)
+    return lambda: mx.eval(mx.fast.rms_norm(xm, wm, 1e-6))
 
 
 def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--repeat", type=int, default=5)
+    report.add_out_argument(ap)
+    args = ap.parse_args()
+    if args.repeat < 1:
+        ap.error(f"--repeat must be >= 1, got {args.repeat}")
     rng = np.random.default_rng(0)
     x = rng.standard_normal((4096, 4096)).astype(np.float32)
     w = rng.standard_normal(4096).astype(np.float32)
     tx, tw = mtlinv.asarray(x), mtlinv.asarray(w)
-
-    def numpy_rms_norm():
-        return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + 1e-6) * w
-
-    t_dev = median_seconds(lambda: mtlinv.rms_norm(tx, tw, 1e-6))
-    t_np = median_seconds(numpy_rms_norm)
+    mx = timing.mlx_core()
+    peer = f"MLX ({mx.default_device()})" if mx else "numpy"
+    t_dev = report.spread(timing.sample_seconds(lambda: mtlinv.rms_norm(tx, tw, 1e-6), repeat=args.repeat))
+    t_peer = report.spread(timing.sample_seconds(peer_call(mx, x, w), repeat=args.repeat))
     info = mtlinv.device_info()
-    print(f"rms_norm 4096x4096 float32 on {info['backend']} ({info['name']})")
-    print(f"  mtlinv {ms(t_dev)} ms   numpy {ms(t_np)} ms   mtlinv/numpy {t_dev / t_np:6.2f}x")
+    say = report.Lines()
+    say(f"# rms_norm 4096x4096 float32 on {info['backend']} ({info['name']}) beside {peer}\n")
+    for line in report.md_header(["mtlinv ms", f"{peer} ms", "mtlinv / peer"]):
+        say(line)
+    say(report.md_row([f"{t_dev['median'] * 1e3:.3f}", f"{t_peer['median'] * 1e3:.3f}",
+                       f"{t_dev['median'] / t_peer['median']:.2f}"]))
+    report.write(args.out, "bench_rms_norm", {"mtlinv": t_dev, "peer": t_peer, "peer_name": peer}, say.text())
 
 
 if __name__ == "__main__":

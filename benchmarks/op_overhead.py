@@ -10,19 +10,17 @@ CuPy's own). On CUDA a loop of this many calls can fill the launch queue, so an 
 host cost: part of it may be the queue waiting for the GPU (docs/decisions.md, "Decoder step: host side", separates
 the two with launches skipped). Each time is the median of --repeats runs after a warm-up run.
 
-  python3 benchmarks/op_overhead.py [--calls 2000] [--repeats 5] [--out rows.json]
+  python3 benchmarks/op_overhead.py [--calls 2000] [--repeats 5] [--out DIR]
 """
 from __future__ import annotations
 
 import argparse
-import json
-import statistics
 import time
-from pathlib import Path
 
 import numpy as np
 
 import mtlinv
+import report
 from mtlinv import quant
 from timing import cuda_module
 
@@ -77,8 +75,8 @@ def cupy_empty_launch():
     return lambda: kernel((1,), (32,), ())
 
 
-def time_calls(fn, calls: int, repeats: int) -> tuple[float, float]:
-    """(issue, total) seconds per call: the median over repeats of `calls` calls in a row."""
+def time_calls(fn, calls: int, repeats: int) -> tuple[dict, dict]:
+    """(issue, total) seconds per call: the spread over repeats of `calls` calls in a row."""
     issue, total = [], []
     for run in range(repeats + 1):
         mtlinv.synchronize()
@@ -91,14 +89,14 @@ def time_calls(fn, calls: int, repeats: int) -> tuple[float, float]:
         if run:  # run 0 warms up: first launches, the memory cache's first fills
             issue.append((t1 - t0) / calls)
             total.append((t2 - t0) / calls)
-    return statistics.median(issue), statistics.median(total)
+    return report.spread(issue), report.spread(total)
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--calls", type=int, default=2000, help="calls in a row per timed run")
     ap.add_argument("--repeats", type=int, default=5)
-    ap.add_argument("--out", help="write the rows as JSON here")
+    report.add_out_argument(ap)
     args = ap.parse_args(argv)
     for name in ("calls", "repeats"):
         if getattr(args, name) < 1:
@@ -108,16 +106,17 @@ def main(argv=None) -> int:
     launch = cupy_empty_launch()
     if launch is not None:
         ops = {"cupy empty kernel (driver floor)": launch, **ops}
-    print(f"device: {info['backend']} ({info['name']}); {args.calls} calls in a row, median of {args.repeats}")
-    print(f"{'call':<34} {'issue us':>9} {'total us':>9}")
+    say = report.Lines()
+    say(f"# What one op call costs the host: {info['backend']} ({info['name']})\n")
+    say(f"{args.calls} calls in a row, medians of {args.repeats} runs (min and max in the JSON), us per call\n")
+    for line in report.md_header(["call", "issue us", "total us"]):
+        say(line)
     rows = []
     for name, fn in ops.items():
         issue, total = time_calls(fn, args.calls, args.repeats)
-        rows.append({"call": name, "issue_s": issue, "total_s": total})
-        print(f"{name:<34} {issue * 1e6:>9.2f} {total * 1e6:>9.2f}", flush=True)
-    if args.out:
-        Path(args.out).write_text(json.dumps({"device": info["name"], "backend": info["backend"],
-                                              "calls": args.calls, "rows": rows}, indent=1))
+        rows.append({"call": name, "issue": issue, "total": total})
+        say(report.md_row([name, f"{issue['median'] * 1e6:.2f}", f"{total['median'] * 1e6:.2f}"]))
+    report.write(args.out, "op_overhead", {"calls": args.calls, "rows": rows}, say.text())
     return 0
 
 

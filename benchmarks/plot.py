@@ -58,24 +58,25 @@ def _matvec_vs_m(plt, data, op, path, peer):
     """% of copy bandwidth against M, one panel per shape: mtlinv's canonical call, the peer's (cuBLAS, MLX) and
     the one-call read floor where it was measured."""
     rows = [r for r in data["results"] if r["op"] == op]
-    shapes = sorted({(r["k"], r["n"]) for r in rows})
+    shapes = sorted({(r["k"], r["n"], r.get("dtype", "")) for r in rows})
     if not shapes:
         return None
     copy = data["copy_bytes_per_s"]
     fig, axes = plt.subplots(1, len(shapes), figsize=(4.2 * len(shapes), 3.4), sharey=True, squeeze=False)
-    for ax, (k, n) in zip(axes[0], shapes):
-        sel = sorted((r for r in rows if (r["k"], r["n"]) == (k, n)), key=lambda r: r["m"])
+    for ax, (k, n, dtype) in zip(axes[0], shapes):
+        sel = sorted((r for r in rows if (r["k"], r["n"], r.get("dtype", "")) == (k, n, dtype)), key=lambda r: r["m"])
         ms = [r["m"] for r in sel]
         _series(ax, ms, [_pct(r["canonical_bytes"], r["canonical"], copy) for r in sel], "mtlinv canonical")
         if any(r.get("throughput") for r in sel):
             _series(ax, ms, [_pct(r["canonical_bytes"], r.get("throughput"), copy) for r in sel],
                     "mtlinv throughput", linestyle=":")
-        _series(ax, ms, [_pct(r["peer_bytes"], r.get("peer"), copy) for r in sel], peer(data, op))
+        _series(ax, ms, [_pct(r["peer_bytes"], r.get("peer"), copy) if r.get("peer_bytes") else None for r in sel],
+                peer(data, op))
         floors = [r.get("read_floor") for r in sel]
         if floors[0]:
             ax.axhline(100 * sel[0]["canonical_bytes"] / _median(floors[0]) / copy, color="gray", linestyle="--",
                        label="one-call read floor")
-        ax.set_title(f"{op} K={k} N={n}", fontsize=9)
+        ax.set_title(f"{op} K={k} N={n} {dtype}", fontsize=9)
         ax.set_ylim(0, 105)  # 100: the copy
     return _finish(plt, fig, list(axes[0]), path, "M (rows)", "% of copy bandwidth")
 

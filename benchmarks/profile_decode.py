@@ -18,12 +18,11 @@ out.
 The model is SmolLM2-135M's shape with random weights quantized to 4 bits (float32 scales, as the GGUF imports have
 them) unless --model names a GGUF file, so it needs no download:
 
-  python3 benchmarks/profile_decode.py [--model PATH] [--k 4] [--position 64] [--reps 20]
+  python3 benchmarks/profile_decode.py [--model PATH] [--k 4] [--position 64] [--reps 20] [--out DIR]
 """
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 import time
@@ -35,6 +34,7 @@ import mtlinv
 from mtlinv.model import LlamaConfig, LlamaWeights, load_gguf
 from mtlinv.model.device_model import DeviceModel, DeviceWeights, forward_by_ops
 from mtlinv.model.reference import LayerWeights
+import report
 from timing import cuda_module
 
 # SmolLM2-135M-Instruct's hyperparameters (the demo's model), for the random stand-in.
@@ -151,8 +151,9 @@ def profile_rows(model: DeviceModel, position: int, m: int, reps: int, events: G
         ops, launches, batches = count_runs(step)
         mtlinv.synchronize()
         rows.append({"m": m, "loop": name, "issue_s": statistics.median(issue), "total_s": statistics.median(total),
-                     "gpu_s": statistics.median(gpu) if gpu else None, "ops": ops, "launches": launches,
-                     "host_per_op_s": statistics.median(issue) / ops, "batches": batches})
+                     "gpu_s": statistics.median(gpu) if gpu else None, "issue": report.spread(issue),
+                     "total": report.spread(total), "gpu": report.spread(gpu) if gpu else None, "ops": ops,
+                     "launches": launches, "host_per_op_s": statistics.median(issue) / ops, "batches": batches})
     return rows
 
 
@@ -166,7 +167,7 @@ def main(argv=None) -> int:
     ap.add_argument("--k", type=int, default=4, help="draft tokens per round: verification runs k + 1 rows")
     ap.add_argument("--position", type=int, default=64, help="cache positions before the timed step")
     ap.add_argument("--reps", type=int, default=20)
-    ap.add_argument("--out", help="write the rows as JSON here")
+    report.add_out_argument(ap)
     args = ap.parse_args(argv)
     for name in ("k", "position", "reps"):
         if getattr(args, name) < 1:
@@ -183,28 +184,31 @@ def main(argv=None) -> int:
     mtlinv.synchronize()
     limit = args.k + 1
     events = GpuEvents.make()
-    print(f"device: {info['backend']} ({info['name']}); model: {what}; {args.position} cached positions; "
-          f"limit {limit}; medians of {args.reps}")
-    print(f"{'M':>3} {'loop':>9} {'ops':>4} {'launches':>8} {'issue us':>9} {'total us':>9} {'gpu us':>7} "
-          f"{'host us/op':>10} {'total / decoder M=1':>19} {'batches/builds/updates':>22}")
+    say = report.Lines()
+    say(f"# Where a decoding step's time goes: {info['backend']} ({info['name']})\n")
+    say(f"model: {what}; {args.position} cached positions; limit {limit}; medians of {args.reps} forwards (min and "
+        "max in the JSON)\n")
+    for line in report.md_header(["M", "loop", "ops", "launches", "issue us", "total us", "gpu us", "host us/op",
+                                  "total / decoder M=1", "batches/builds/updates"]):
+        say(line)
     rows = []
     with mtlinv.batch_invariant(limit):
         for m in (1, limit):
             for row in profile_rows(model, args.position, m, args.reps, events):
                 rows.append(row)
                 b = row["batches"]
-                print(f"{m:>3} {row['loop']:>9} {row['ops']:>4} {row['launches']:>8} {us(row['issue_s']):>9} "
-                      f"{us(row['total_s']):>9} {us(row['gpu_s']):>7} {row['host_per_op_s'] * 1e6:>10.2f} "
-                      f"{row['total_s'] / rows[0]['total_s']:>19.2f} "
-                      f"{b['batches']:>8}/{b['builds']}/{b['updates']:<6}")
+                say(report.md_row([m, row["loop"], row["ops"], row["launches"], us(row["issue_s"]),
+                                   us(row["total_s"]), us(row["gpu_s"]), f"{row['host_per_op_s'] * 1e6:.2f}",
+                                   f"{row['total_s'] / rows[0]['total_s']:.2f}",
+                                   f"{b['batches']}/{b['builds']}/{b['updates']}"]))
+    say()
     for m in (1, limit):
         decoder, plain, by_ops = (next(r for r in rows if r["m"] == m and r["loop"] == name)
                                   for name in ("decoder", "unbatched", "by ops"))
-        print(f"M={m}: the unbatched decoder takes {plain['total_s'] / decoder['total_s']:.2f}x the decoder's time, "
-              f"the by-ops loop {by_ops['total_s'] / decoder['total_s']:.2f}x")
-    if args.out:
-        Path(args.out).write_text(json.dumps({"device": info["name"], "backend": info["backend"], "model": what,
-                                              "position": args.position, "limit": limit, "rows": rows}, indent=1))
+        say(f"M={m}: the unbatched decoder takes {plain['total_s'] / decoder['total_s']:.2f}x the decoder's time, "
+            f"the by-ops loop {by_ops['total_s'] / decoder['total_s']:.2f}x")
+    report.write(args.out, "profile_decode", {"model": what, "position": args.position, "limit": limit,
+                                              "rows": rows}, say.text())
     return 0
 
 

@@ -65,3 +65,25 @@ def host_copy_bandwidth(nbytes=256 << 20, reps=5):
     a = np.ones(nbytes, np.uint8)
     b = np.empty_like(a)
     return 2 * nbytes / median_seconds(lambda: np.copyto(b, a), repeat=reps)
+
+
+def mlx_core():
+    """mlx.core when MLX is installed (the GPU on a Mac; the CPU with mlx[cpu] on Linux), else None: the scripts'
+    peer on the machines mtlinv is for."""
+    try:
+        import mlx.core as mx
+    except ImportError:
+        return None
+    return mx
+
+
+def peer_copy_bandwidth(mx):
+    """Copy bandwidth where the peer runs, bytes read + written per second: on MLX's GPU (a Mac's unified memory,
+    which the CPU alone does not saturate) its elementwise add of 256 MiB, a read and a write of each byte as a
+    copy; else numpy's copy on the host."""
+    if mx is None or mx.default_device() != mx.gpu:
+        return host_copy_bandwidth()
+    nbytes = 256 << 20
+    a = mx.ones((nbytes,), dtype=mx.uint8)
+    mx.eval(a)
+    return 2 * nbytes / median_seconds(lambda: mx.eval(a + 1), repeat=5)

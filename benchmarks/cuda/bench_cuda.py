@@ -16,9 +16,8 @@ Method (docs/decisions.md, "Measuring on a GPU"):
     grid-stride stream, benchmarks/profiling/probe_reads_cuda.py), timed the same way, and that time over the call's. The
     launch, ramp-up and tail of one call hold a 30 MB read near 60% of copy bandwidth on an H200, so for operands
     of that size this, not the copy, is the ceiling a kernel can approach.
-Goals (docs/results.md, "Goals"): canonical gemv/qgemv at M=1 >= 85% of copy bandwidth, canonical(8)/canonical(1)
-<= 1.3, canonical no slower than cuBLAS for M <= 16; sdpa decode >= 80% of copy bandwidth at 16K+ keys, verify
-(Lq=8) within 1.3x of decode and bit-exact.
+Goals and the latest figures against them: docs/results.md, "The latest run". With --out DIR it writes
+bench_cuda.json (every timing's min / median / max), bench_cuda.md and the plots of benchmarks/plot.py.
 """
 import os
 

@@ -1,5 +1,5 @@
-"""benchmarks/profiling/ncu_stalls.py on a small source page in Nsight Compute's CSV layout (ncu itself needs a GPU):
-it prints, and a clear failure on a file without the stall column."""
+"""benchmarks/profiling/ncu_stalls.py on a small source page in Nsight Compute's CSV layout (ncu itself needs a
+GPU): the shares it prints, and a clear failure on a file without the stall column."""
 import pathlib
 import subprocess
 import sys

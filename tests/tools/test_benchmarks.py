@@ -1,0 +1,80 @@
+"""The benchmark scripts: every one answers --help (on any machine: torch, CuPy, MLX and a GPU are imported or needed
+only past the arguments), writes nothing unless given --out, and bench_decode_step.py at a tiny shape on the active
+device writes its JSON (command, commit, device, spreads) and Markdown, with row 0 of every step bit-equal to the
+1-row step and speculative decoding equal to greedy."""
+import json
+import os
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+BENCHMARKS = ROOT / "benchmarks"
+SCRIPTS = sorted(p for p in BENCHMARKS.rglob("*") if p.suffix in (".py", ".sh") and p.name not in
+                 ("timing.py", "report.py"))  # the two shared modules are imported, not run
+# The worktree's own build first, wherever mtlinv is installed.
+ENV = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
+
+
+def run(*args, **kwargs):
+    return subprocess.run(list(args), capture_output=True, text=True, env=ENV, timeout=300, **kwargs)
+
+
+def test_the_layout_is_by_purpose():
+    """User benchmarks at the top, GPU-machine scripts, tuners and profiling tools in folders of their own."""
+    names = {p.relative_to(BENCHMARKS).as_posix() for p in SCRIPTS}
+    assert {"bench_decode_step.py", "cuda/bench_cuda.py", "cuda/cuda_check.sh", "tuning/tune_qgemv_cuda.py",
+            "profiling/ncu_case.py"} <= names
+    assert not [n for n in names if "/" not in n and ("cuda" in n or n.startswith(("tune_", "ncu_")))]
+
+
+@pytest.mark.parametrize("script", SCRIPTS, ids=lambda p: p.relative_to(BENCHMARKS).as_posix())
+def test_help(script, tmp_path):
+    command = ["bash", str(script)] if script.suffix == ".sh" else [sys.executable, str(script)]
+    proc = run(*command, "--help", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "usage" in proc.stdout.lower() or script.suffix == ".sh", proc.stdout
+    assert len(proc.stdout.splitlines()) >= 2, proc.stdout
+    assert not list(tmp_path.iterdir())  # --help writes nothing
+
+
+TINY = ["--hidden", "128", "--ffn", "256", "--layers", "2", "--heads", "4", "--kv-heads", "2", "--head-dim", "64",
+        "--vocab", "256", "--context", "40", "--reps", "2", "--tokens", "6", "--rows", "1", "3"]
+
+
+def test_decode_step_writes_its_record(tmp_path):
+    out = tmp_path / "out"
+    proc = run(sys.executable, str(BENCHMARKS / "bench_decode_step.py"), *TINY, "--out", str(out), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]  # nothing beside --out
+    data = json.loads((out / "bench_decode_step.json").read_text())
+    assert data["command"].startswith("python3 ") and "--context 40" in data["command"]
+    assert data["device"]["backend"] and "commit" in data
+    steps = [s for s in data["steps"] if s["impl"] == "mtlinv"]
+    assert [s["rows"] for s in steps] == [1, 3]
+    assert all(s["row0_bits_equal_1_row"] for s in steps)
+    for s in steps:
+        t = s["time"]
+        assert t["runs"] == 2 and 0 < t["min"] <= t["median"] <= t["max"]
+    assert data["decoding"]["identical"] and data["decoding"]["tokens"] == 6
+    assert "| mtlinv.Decoder | 3 |" in (out / "bench_decode_step.md").read_text()
+
+
+def test_without_out_nothing_is_written(tmp_path):
+    proc = run(sys.executable, str(BENCHMARKS / "bench_decode_step.py"), *TINY, "--tokens", "0", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "| mtlinv.Decoder | 1 |" in proc.stdout
+    assert not list(tmp_path.iterdir())
+
+
+def test_plots_from_a_record(tmp_path):
+    """benchmarks/plot.py draws the percent-of-copy plots from a GPU run's JSON (committed under results/)."""
+    pytest.importorskip("matplotlib")
+    record = BENCHMARKS / "results" / "h200" / "bench_cuda.json"
+    proc = run(sys.executable, str(BENCHMARKS / "plot.py"), str(record), "--out", str(tmp_path))
+    assert proc.returncode == 0, proc.stderr
+    pngs = sorted(p.name for p in tmp_path.iterdir())
+    assert pngs == ["bench_cuda_gemv_vs_m.png", "bench_cuda_qgemv_vs_m.png", "bench_cuda_sdpa_vs_keys.png"]
+    assert all((tmp_path / p).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" for p in pngs)
