@@ -43,11 +43,9 @@ def main():
         ap.error(f"--repeat must be >= 1, got {a.repeat}")
     shapes = SHAPES[:1] if a.quick else SHAPES
     repeat = 3 if a.quick else a.repeat
-    mx = timing.mlx_core()
-    peer = f"MLX ({mx.default_device()})" if mx else "numpy f32"
+    mx, peer, copy_bw = timing.peer()
     rng = np.random.default_rng(0)
     info = mtlinv.device_info()
-    copy_bw = timing.peer_copy_bandwidth(mx)
     say = report.Lines()
     say(f"# gemv on {info['backend']} ({info['name']}) beside {peer}\n")
     say(f"times in ms, medians of {repeat}; copy bandwidth {copy_bw / 1e9:.0f} GB/s (read + write, where the peer "

@@ -44,9 +44,7 @@ def main():
 
     dtype = DTYPES[args.dtype]
     info = mtlinv.device_info()
-    mx = timing.mlx_core()
-    peer = f"MLX ({mx.default_device()})" if mx else "numpy f32"
-    copy_bw = timing.peer_copy_bandwidth(mx)
+    mx, peer, copy_bw = timing.peer()
     say = report.Lines()
     say(f"# qgemv on {info['backend']} ({info['name']}, {info['threads']} threads) beside {peer}\n")
     say(f"K={args.k}, {args.bits}-bit g{args.group_size}, x {args.dtype}; ms, medians; copy bandwidth "

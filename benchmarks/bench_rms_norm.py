@@ -31,8 +31,7 @@ def main():
     x = rng.standard_normal((4096, 4096)).astype(np.float32)
     w = rng.standard_normal(4096).astype(np.float32)
     tx, tw = mtlinv.asarray(x), mtlinv.asarray(w)
-    mx = timing.mlx_core()
-    peer = f"MLX ({mx.default_device()})" if mx else "numpy"
+    mx, peer, _ = timing.peer(fallback="numpy")
     t_dev = report.spread(timing.sample_seconds(lambda: mtlinv.rms_norm(tx, tw, 1e-6), repeat=args.repeat))
     t_peer = report.spread(timing.sample_seconds(peer_call(mx, x, w), repeat=args.repeat))
     info = mtlinv.device_info()

@@ -113,9 +113,7 @@ def main():
     if args.repeat < 1 or min(args.lengths) < max(VERIFY):
         ap.error(f"--repeat must be >= 1 and --lengths >= {max(VERIFY)}, got {args.repeat} and {args.lengths}")
     info = mtlinv.device_info()
-    mx = timing.mlx_core()
-    peer = f"MLX ({mx.default_device()})" if mx else "numpy f32"
-    copy_bw = timing.peer_copy_bandwidth(mx)
+    mx, peer, copy_bw = timing.peer()
     say = report.Lines()
     say(f"# sdpa: decode and verify, Hq={Q_HEADS}, Hkv={KV_HEADS}, D={HEAD_DIM}, bf16, beside {peer}\n")
     say(f"Device: {info['backend']} ({info['name']}); median of {args.repeat} calls after a warm-up, canonical and "

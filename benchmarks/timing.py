@@ -87,3 +87,9 @@ def peer_copy_bandwidth(mx):
     a = mx.ones((nbytes,), dtype=mx.uint8)
     mx.eval(a)
     return 2 * nbytes / median_seconds(lambda: mx.eval(a + 1), repeat=5)
+
+
+def peer(fallback="numpy f32"):
+    """(mlx.core or None, the peer's name for the tables, the copy bandwidth where it runs)."""
+    mx = mlx_core()
+    return mx, f"MLX ({mx.default_device()})" if mx else fallback, peer_copy_bandwidth(mx)
