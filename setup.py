@@ -11,6 +11,7 @@ import concurrent.futures
 import os
 import pathlib
 import platform
+import shutil
 import subprocess
 import sys
 import sysconfig
@@ -25,6 +26,7 @@ GEN = ROOT / "build" / "gen"
 sys.path.insert(0, str(ROOT / "tools"))
 import emu_units  # noqa: E402  (tools/emu_units.py: the emulator's kernel units)
 import macos  # noqa: E402  (tools/macos.py: the macOS build's choices, tested on Linux)
+import sources  # noqa: E402  (tools/sources.py: the library's sources and flags, which CMakeLists.txt reads too)
 DEBUG = os.environ.get("MTLINV_DEBUG") == "1"
 SANITIZE = os.environ.get("MTLINV_SANITIZE", "")
 
@@ -40,11 +42,8 @@ def cpu_flags() -> list[str]:
         info = pathlib.Path("/proc/cpuinfo").read_text()
     except OSError:
         return []
-    flags = []
-    for feature, flag in (("fma", "-mfma"), ("f16c", "-mf16c"), ("avx2", "-mavx2")):
-        if f" {feature}" in info:
-            flags.append(flag)
-    return flags
+    # Each flag is -m<feature>, the feature's name in /proc/cpuinfo.
+    return [flag for flag in sources.X86_FLAGS if f" {flag[2:]}" in info]
 
 
 def compile_in_parallel(compiler, jobs: int, force: bool):
@@ -104,8 +103,84 @@ class BuildExt(build_ext):
                 kernel_compile(obj, src, ext, cc_args, extra_postargs, pp_opts)
 
             self.compiler._compile = _compile
+        hide_kernel_symbols(self.compiler)
         compile_in_parallel(self.compiler, self.parallel or os.cpu_count() or 1, self.force)
         super().build_extensions()
+
+    def build_extension(self, ext):
+        super().build_extension(ext)
+        package = pathlib.Path(self.get_ext_fullpath(ext.name)).parent
+        link_library(self.compiler, ext, self.build_temp, package / "lib")
+        package_files(package)
+
+    def copy_extensions_to_source(self):
+        """An in-place (or editable) build: the package's library files join the extension in the source tree."""
+        super().copy_extensions_to_source()
+        build_py = self.get_finalized_command("build_py")
+        for ext in self.extensions:
+            package = ext.name.rpartition(".")[0]
+            built = pathlib.Path(self.build_lib, *package.split("."))
+            for folder in ("lib", "include"):
+                shutil.copytree(built / folder, pathlib.Path(build_py.get_package_dir(package)) / folder,
+                                dirs_exist_ok=True)
+
+
+def hide_kernel_symbols(compiler):
+    """Hidden visibility for the kernels' units and the Cython module: a kernel's helpers (the shim's vector fma,
+    conversions) are then called directly and inlined instead of through the PLT, and the module exports only its
+    init function. The core, the emulator's runtime and the C API keep default visibility: the library the package
+    carries (link_library) exports them."""
+    plain_compile = compiler._compile
+
+    def _compile(obj, src, ext, cc_args, extra_postargs, pp_opts):
+        path = pathlib.Path(src).resolve()
+        if path.parent == GEN / "emu" or path == ROOT / "pyx" / "_native.cpp":
+            extra_postargs = [*extra_postargs, "-fvisibility=hidden"]
+        plain_compile(obj, src, ext, cc_args, extra_postargs, pp_opts)
+
+    compiler._compile = _compile
+
+
+def link_library(compiler, ext, build_temp, lib_dir: pathlib.Path) -> pathlib.Path:
+    """The C/C++ library for embedding (libmtlinv.so, .dylib on macOS), linked from the extension's own objects less
+    the Cython module's: the package carries it with its headers and CMake and pkg-config files (package_files), so
+    that a C or C++ program builds against the installed package (docs/embedding.md). It is a second copy of the
+    core, with its own state (limit, device): tensors do not pass between it and mtlinv._native."""
+    # Not the Cython module, nor the kernels with planted bugs that the emulator's own checks must catch.
+    planted = {p.stem for p in (ROOT / "tests" / "kernels").glob("*.metal")}
+    objects = [o for o, s in zip(compiler.object_filenames(ext.sources, output_dir=build_temp), ext.sources)
+               if not s.endswith("_native.cpp") and pathlib.Path(s).name.split(".")[0] not in planted]
+    lib_dir.mkdir(parents=True, exist_ok=True)
+    if sys.platform == "darwin":
+        library = lib_dir / "libmtlinv.dylib"
+        shared = ["-dynamiclib", "-install_name", "@rpath/libmtlinv.dylib"]
+    else:
+        library = lib_dir / "libmtlinv.so"
+        shared = ["-shared", "-Wl,-soname,libmtlinv.so"]
+    newest = max(os.path.getmtime(o) for o in objects + list(ext.extra_objects))
+    if not library.exists() or os.path.getmtime(library) < newest:
+        command = [*compiler.compiler_cxx, *shared, *objects, *ext.extra_objects, *ext.extra_link_args, "-o",
+                   str(library)]
+        print(" ".join(command))
+        subprocess.check_call(command)
+    return library
+
+
+def package_files(package: pathlib.Path):
+    """The public headers (include/), and the CMake package (lib/cmake/mtlinv: find_package(mtlinv) with
+    mtlinv.get_cmake_dir()) and mtlinv.pc (lib/pkgconfig) for the library, from the templates CMake's install
+    uses (cmake/)."""
+    sources.stage_headers(package / "include")
+    cmake_dir = package / "lib" / "cmake" / "mtlinv"
+    values = {"MTLINV_VERSION": sources.version()}
+    sources.fill_template(ROOT / "cmake" / "mtlinvConfig.cmake.in", cmake_dir / "mtlinvConfig.cmake", values)
+    sources.fill_template(ROOT / "cmake" / "mtlinvConfigVersion.cmake.in", cmake_dir / "mtlinvConfigVersion.cmake",
+                          values)
+    sources.fill_template(ROOT / "cmake" / "package" / "mtlinvTargets.cmake", cmake_dir / "mtlinvTargets.cmake", {})
+    frameworks = " -framework Metal -framework Foundation" if sys.platform == "darwin" else ""
+    values.update(MTLINV_PC_PREFIX="../..", MTLINV_PC_LIBDIR="lib",
+                  MTLINV_PC_LIBS="-L${libdir} -lmtlinv -Wl,-rpath,${libdir}", MTLINV_PC_PRIVATE="-pthread" + frameworks)
+    sources.fill_template(ROOT / "cmake" / "mtlinv.pc.in", package / "lib" / "pkgconfig" / "mtlinv.pc", values)
 
 
 def macos_target(compile_args, link_args):
@@ -118,13 +193,13 @@ def macos_target(compile_args, link_args):
     link_args.append(version_min)
 
 
-def metal_backend(sources, macros, include_dirs, link_args):
+def metal_backend(units, macros, include_dirs, link_args):
     """On macOS: the Metal backend, with every kernel's MSL embedded (compiled at first use, fast math off), and a
     precompiled mtlinv/mtlinv.metallib loaded instead where Apple's Metal toolchain works (MTLINV_METALLIB=0:
     never)."""
     embed = [sys.executable, str(ROOT / "tools" / "embed_metal.py")]
     subprocess.check_call(embed + ["--out", str(GEN / "metal_source.inc")])
-    sources.append("objc/metal_backend.mm")
+    units.append("objc/metal_backend.mm")
     macros.append(("MTLINV_WITH_METAL", "1"))
     include_dirs.append(str(GEN))
     link_args += ["-framework", "Metal", "-framework", "Foundation"]
@@ -162,14 +237,11 @@ def dependencies() -> list[str]:
 
 
 def extension() -> Extension:
-    sources = ["pyx/_native.pyx"]
-    for folder in ("src/core", "src/core/plans", "src/core/ops", "src/core/model", "src/emu"):
-        sources += sorted(rel(p) for p in (ROOT / folder).glob("*.cpp"))
-    sources += [rel(u) for u in emu_units.generate(ROOT, GEN / "emu", fast_checked=DEBUG)]
-    # Hidden visibility: kernel helpers (the shim's vector fma, conversions) are then called directly and inlined
-    # instead of through the PLT; only the module's init function is exported.
-    compile_args = ["-std=c++17", "-ffp-contract=off", "-fno-fast-math", "-fvisibility=hidden",
-                    "-fvisibility-inlines-hidden", "-Wall", "-Wno-unused-function"]
+    units = ["pyx/_native.pyx", *sources.sources()]
+    units += [rel(u) for u in emu_units.generate(ROOT, GEN / "emu", fast_checked=DEBUG)]
+    # Hidden visibility for the kernels' units: hide_kernel_symbols.
+    compile_args = ["-std=c++17", *sources.COMPILE_FLAGS, "-fvisibility-inlines-hidden", "-Wall",
+                    "-Wno-unused-function"]
     compile_args += ["-O1", "-g"] if DEBUG else ["-O3"]
     compile_args += cpu_flags()
     link_args = []
@@ -177,14 +249,14 @@ def extension() -> Extension:
     include_dirs = [str(GEN / "emu"), "src/emu", "pyx", numpy.get_include()]
     if sys.platform == "darwin":
         macos_target(compile_args, link_args)
-        metal_backend(sources, macros, include_dirs, link_args)
+        metal_backend(units, macros, include_dirs, link_args)
     cuda_objects = cuda_backend(macros, link_args) if os.environ.get("MTLINV_CUDA") == "1" else []
     if SANITIZE:
         compile_args += [f"-fsanitize={SANITIZE}", "-fno-omit-frame-pointer"]
         link_args += [f"-fsanitize={SANITIZE}"]
     return Extension(
         "mtlinv._native",
-        sources=sources,
+        sources=units,
         extra_objects=cuda_objects,
         # distutils tracks no #include, so a changed header or kernel must rebuild every object (and only the CUDA
         # objects changing must relink).
@@ -198,6 +270,7 @@ def extension() -> Extension:
 
 
 setup(
+    version=sources.version(),
     ext_modules=cythonize([extension()], language_level=3, include_path=["pyx"]),
     cmdclass={"build_ext": BuildExt},
 )

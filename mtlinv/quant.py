@@ -12,7 +12,8 @@ on a word boundary) but single values may straddle two words (e.g. 3-bit element
 
 ``quantize``/``dequantize`` reproduce ``mlx.core.quantize``/``dequantize`` (mode "affine", CPU
 backend, MLX 0.32) bit for bit; ``dequantize_float32`` is the float32 dequantisation a kernel with
-float32 accumulation performs.
+float32 accumulation performs. The work is the C++ core's (src/core/quant.h, also the C API's
+mtlinv_quantize and friends); this module checks the Python arguments and shapes.
 """
 
 import ml_dtypes
@@ -25,10 +26,6 @@ BFLOAT16 = np.dtype(ml_dtypes.bfloat16)
 FLOAT_DTYPES = (np.dtype(np.float32), np.dtype(np.float16), BFLOAT16)
 SUPPORTED_BITS = (2, 3, 4, 5, 6, 8)
 SUPPORTED_GROUP_SIZES = (32, 64, 128)
-
-# MLX's lower bound on the step of a group, so a constant group does not divide by zero.
-_EPS = np.float32(1e-7)
-
 
 def check_params(group_size, bits):
     """Raise ValueError unless (group_size, bits) is a supported pair of ints (4.0 or True are not: 4.0 == 4
@@ -73,63 +70,22 @@ def pack(q, bits):
     q = np.asarray(q)
     if q.ndim == 0 or q.dtype.kind not in "iu":
         raise TypeError(f"pack: q must be an integer array [..., K], got {q.dtype} of shape {q.shape}")
-    lead, k = q.shape[:-1], q.shape[-1]
+    k = q.shape[-1]
     bits = _check_bits(bits, "pack")
     if k % 32:
         raise ValueError(f"pack: K={k} is not a multiple of 32")
     if q.size and (q.min() < 0 or q.max() >= 1 << bits):
         raise ValueError(f"pack: values must lie in [0, {(1 << bits) - 1}] for bits={bits}")
-    # Every 8 consecutive values fill exactly `bits` bytes of the stream, for every supported width:
-    # assemble them in a little-endian uint64 and keep its low `bits` bytes.
-    octets = q.reshape(*lead, k // 8, 8)
-    chunk = np.zeros((*lead, k // 8), dtype="<u8")
-    for j in range(8):
-        chunk |= octets[..., j].astype(np.uint64) << np.uint64(j * bits)
-    stream = chunk.view(np.uint8).reshape(*lead, k // 8, 8)[..., :bits]
-    words = np.ascontiguousarray(stream).reshape(*lead, k * bits // 8).view("<u4")
-    return words.astype(np.uint32, copy=False)
+    return _native._pack(np.ascontiguousarray(q, dtype=np.uint8), bits)
 
 
 def unpack(wq, bits, k):
     """Inverse of :func:`pack`: uint32 ``[..., k*bits/32]`` -> uint8 ``[..., k]``."""
     bits = _check_bits(bits, "unpack")
-    words = np.ascontiguousarray(wq, dtype="<u4")
-    lead = words.shape[:-1]
+    words = np.ascontiguousarray(wq, dtype=np.uint32)
     if k % 32 or words.shape[-1] * 32 != k * bits:
         raise ValueError(f"unpack: {words.shape[-1]} words a row cannot hold K={k} values of bits={bits}")
-    padded = np.zeros((*lead, k // 8, 8), dtype=np.uint8)
-    padded[..., :bits] = words.view(np.uint8).reshape(*lead, k // 8, bits)
-    chunk = padded.view("<u8")[..., 0]
-    mask = np.uint64((1 << bits) - 1)
-    q = np.empty((*lead, k // 8, 8), dtype=np.uint8)
-    for j in range(8):
-        q[..., j] = (chunk >> np.uint64(j * bits)) & mask
-    return q.reshape(*lead, k)
-
-
-def _group_params(w_max, w_min, bits):
-    """MLX's per-group scale and bias, in float32 and before rounding to the output dtype.
-
-    w_max, w_min: float32 ``[..., G]``, each group's extremes. Returns ``(scale, bias)`` float32
-    ``[..., G]``.
-
-    The step ``(max - min) / n_bins`` is signed so that the group's extreme of largest magnitude
-    (``edge``) maps to q=0; the step is then re-derived as ``edge / q0`` so that ``edge`` itself is
-    reproduced exactly (``bias = edge``). When ``edge`` rounds to q0 == 0 (an all-zero group, or one
-    whose values are below half the minimal step) the bias stays 0 and the step is kept.
-    """
-    n_bins = np.float32((1 << bits) - 1)
-    min_is_edge = np.abs(w_min) > np.abs(w_max)
-    step = np.maximum((w_max - w_min) / n_bins, _EPS)
-    step = np.where(min_is_edge, step, -step)
-    edge = np.where(min_is_edge, w_min, w_max)
-    with np.errstate(over="ignore"):
-        # A constant group beyond ~3e31 overflows to q0 = -inf here, giving scale = -0.0 as in MLX.
-        q0 = np.rint(edge / step)
-    has_zero_point = q0 != 0
-    scale = np.where(has_zero_point, edge / np.where(has_zero_point, q0, np.float32(1)), step)
-    bias = np.where(has_zero_point, edge, np.float32(0))
-    return scale.astype(np.float32, copy=False), bias.astype(np.float32, copy=False)
+    return _native._unpack(words, bits, k)
 
 
 def quantize(w, group_size=64, bits=4):
@@ -152,28 +108,8 @@ def quantize(w, group_size=64, bits=4):
     k = w.shape[-1]
     if k % group_size:
         raise ValueError(f"quantize: K={k} (w.shape={w.shape}) is not a multiple of group_size={group_size}")
-    wg = w.astype(np.float32, copy=True).reshape(*w.shape[:-1], k // group_size, group_size)
-    if not np.isfinite(wg).all():
-        raise ValueError("quantize: w contains inf or NaN")
-    w_max, w_min = wg.max(axis=-1), wg.min(axis=-1)
-    with np.errstate(over="ignore"):
-        spread_overflows = np.isinf(w_max - w_min).any()
-    if spread_overflows:
-        # MLX would store an infinite scale and dequantize the group to NaN.
-        raise ValueError("quantize: a group's range max - min overflows float32")
-
-    scale, bias = _group_params(w_max, w_min, bits)
-    n_bins = np.float32((1 << bits) - 1)
-    q = np.subtract(wg, bias[..., None], out=wg)  # wg is a private copy: reuse it for q
-    with np.errstate(invalid="ignore"):
-        np.divide(q, scale[..., None], out=q)
-    np.rint(q, out=q)
-    # fmax also maps NaN to 0: a zero scale (the overflowed constant group above) gives 0/0 here,
-    # and MLX's float-to-integer conversion turns that NaN into q = 0, i.e. the constant itself.
-    np.fmax(q, np.float32(0), out=q)
-    np.minimum(q, n_bins, out=q)
-    q = q.astype(np.uint8).reshape(w.shape)
-    return pack(q, bits), scale.astype(dtype), bias.astype(dtype)
+    # The finiteness and range checks are the core's (they name the first offending group).
+    return _native._quantize(np.ascontiguousarray(w), group_size, bits)
 
 
 def _check_quantized(wq, scales, biases, group_size, bits, what):
@@ -203,6 +139,10 @@ def _check_quantized(wq, scales, biases, group_size, bits, what):
     return wq, scales, biases, k
 
 
+def _contiguous(*arrays):
+    return (np.ascontiguousarray(a) for a in arrays)
+
+
 def dequantize(wq, scales, biases, group_size=64, bits=4):
     """``scale * q + bias`` exactly as ``mlx.core.dequantize`` computes it.
 
@@ -216,14 +156,7 @@ def dequantize(wq, scales, biases, group_size=64, bits=4):
     """
     group_size, bits = check_params(group_size, bits)
     wq, scales, biases, k = _check_quantized(wq, scales, biases, group_size, bits, "dequantize")
-    dtype = scales.dtype
-    q = unpack(wq, bits, k).reshape(*scales.shape, group_size).astype(np.float32)
-    # As in MLX the product is rounded before the bias is added, so a float16 group spanning more
-    # than float16's range (e.g. -60000..60000) overflows to inf here exactly as it does in MLX.
-    with np.errstate(over="ignore"):
-        product = (q * scales[..., None].astype(np.float32)).astype(dtype)
-        out = (product.astype(np.float32) + biases[..., None].astype(np.float32)).astype(dtype)
-    return out.reshape(*wq.shape[:-1], k)
+    return _native._dequantize(*_contiguous(wq, scales, biases), group_size, bits, False)
 
 
 def dequantize_float32(wq, scales, biases, group_size=64, bits=4):
@@ -235,9 +168,7 @@ def dequantize_float32(wq, scales, biases, group_size=64, bits=4):
     """
     group_size, bits = check_params(group_size, bits)
     wq, scales, biases, k = _check_quantized(wq, scales, biases, group_size, bits, "dequantize_float32")
-    q = unpack(wq, bits, k).reshape(*scales.shape, group_size).astype(np.float32)
-    out = q * scales[..., None].astype(np.float32) + biases[..., None].astype(np.float32)
-    return out.reshape(*wq.shape[:-1], k)
+    return _native._dequantize(*_contiguous(wq, scales, biases), group_size, bits, True)
 
 
 TILE_ROWS = 16  # rows of a tile in the tile layout (qgemv_mma's output tile)

@@ -1,4 +1,5 @@
-"""The emulator's kernel translation units, as setup.py builds them (CMakeLists.txt writes the same two lines).
+"""The emulator's kernel translation units, as setup.py and CMakeLists.txt build them (CMake runs
+`python tools/emu_units.py OUT_DIR`, which writes the library's units and no test kernels).
 
 Every kernel file of metal/ (and tests/kernels/, kernels with planted bugs that the emulator's checks must catch)
 goes through the MSL pre-pass (tools/msl2cpp.py) into C++, and is compiled twice, as the fast and the
@@ -9,10 +10,14 @@ import subprocess
 import sys
 
 
-def generate(root: pathlib.Path, out: pathlib.Path, fast_checked: bool = False) -> list[pathlib.Path]:
+def generate(root: pathlib.Path, out: pathlib.Path, fast_checked: bool = False,
+             test_kernels: bool = True) -> list[pathlib.Path]:
     """Runs the pre-pass into `out` and returns the units; `fast_checked` bounds-checks the fast variant too
-    (MTLINV_DEBUG). A unit's file is rewritten only when its text changes, so its object stays up to date."""
-    kernels = sorted((root / "metal").glob("*.metal")) + sorted((root / "tests" / "kernels").glob("*.metal"))
+    (MTLINV_DEBUG); `test_kernels` adds tests/kernels/ (the Python extension has them, the installed library not).
+    A unit's file is rewritten only when its text changes, so its object stays up to date."""
+    kernels = sorted((root / "metal").glob("*.metal"))
+    if test_kernels:
+        kernels += sorted((root / "tests" / "kernels").glob("*.metal"))
     headers = sorted((root / "metal").glob("*.h"))
     subprocess.check_call([sys.executable, str(root / "tools" / "msl2cpp.py"), "--target", "emu", "--out", str(out)]
                           + [str(p) for p in kernels + headers])
@@ -27,3 +32,9 @@ def generate(root: pathlib.Path, out: pathlib.Path, fast_checked: bool = False) 
                 unit.write_text(text)
             units.append(unit)
     return units
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 2:
+        sys.exit("usage: emu_units.py OUT_DIR")
+    generate(pathlib.Path(__file__).resolve().parent.parent, pathlib.Path(sys.argv[1]), test_kernels=False)

@@ -10,12 +10,30 @@
  * On an error, *out is left as it was. A freed tensor must not be used again (undefined behaviour, as for free()).
  * The limit starts from MTLINV_BATCH_INVARIANT_LIMIT, read on first use (unset or empty: 0); while that value is
  * not an integer in [0, 2^30] (digits only) every call that uses the limit fails with
- * MTLINV_ERROR_INVALID_ARGUMENT. */
+ * MTLINV_ERROR_INVALID_ARGUMENT.
+ *
+ * ABI rules (from 1.0; below 1.0 they hold within one MAJOR.MINOR, which the shared library's soname carries):
+ *   - A release never changes or removes a function, an enum value or a struct below; it only adds functions and
+ *     enum values. A program built against version X.Y runs with any library X.Z, Z >= Y (check
+ *     mtlinv_version() >= the MTLINV_VERSION it was built with before calling a function newer than that).
+ *   - The structs (mtlinv_quant_linear, mtlinv_decoder_layer, mtlinv_decoder_config) are passed by pointer and
+ *     never grow; a new field means a new struct and a new function taking it.
+ *   - Handles (mtlinv_tensor, mtlinv_decoder) are opaque; their layout is not part of the ABI.
+ *   - Statuses may gain values: treat any value other than MTLINV_OK as an error.
+ *   - Strings returned (mtlinv_last_error, mtlinv_version_string) belong to the library.
+ *
+ * Thread safety. Any function may be called from any thread, and calls may run at once on several threads,
+ * except that: a tensor that one call writes (an output's storage, a cache of write_heads, qkv_to_heads or a
+ * decoder) must not be read or written by another call at the same time; a decoder runs one forward at a time
+ * (it writes its caches); mtlinv_tensor_free and mtlinv_decoder_free must not race with a call using the same
+ * handle. The limit and the last error are per thread as described; mtlinv_set_limit is atomic. */
 #ifndef MTLINV_H
 #define MTLINV_H
 
 #include <stddef.h>
 #include <stdint.h>
+
+#include "version.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -41,7 +59,13 @@ typedef enum {
   MTLINV_ERROR_INTERNAL = 6,
 } mtlinv_status;
 
+/* The message of the calling thread's last failed call ("" after a success); valid until its next call. */
 const char* mtlinv_last_error(void);
+
+/* The library's version: MTLINV_VERSION's number (10000 * MAJOR + 100 * MINOR + PATCH) and "MAJOR.MINOR.PATCH".
+ * They may differ from the MTLINV_VERSION_* macros a program was compiled with (the ABI rules above). */
+int mtlinv_version(void);
+const char* mtlinv_version_string(void);
 
 /* The batch-invariance limit, in [0, 2^30]: calls with M <= limit rows (or queries) take the canonical kernels.
  * mtlinv_set_limit sets the process value, for every thread. mtlinv_push_limit opens a scope on the calling thread:
@@ -106,6 +130,120 @@ mtlinv_status mtlinv_quant_tile(const uint32_t* wq, const void* scales, const vo
 mtlinv_status mtlinv_sdpa(const mtlinv_tensor* q, const mtlinv_tensor* k, const mtlinv_tensor* v, int causal,
                           int64_t kv_len, float scale, mtlinv_tensor** out);
 mtlinv_status mtlinv_rms_norm(const mtlinv_tensor* x, const mtlinv_tensor* weight, float eps, mtlinv_tensor** out);
+
+/* ---- Tensors, continued ---- */
+
+/* A new contiguous tensor of ndim (0..8) dimensions on the active device, its contents unspecified (a KV cache:
+ * each position is written before it is read). Same shape rules as mtlinv_tensor_from_host. */
+mtlinv_status mtlinv_tensor_empty(const int64_t* shape, int ndim, mtlinv_dtype dtype, mtlinv_tensor** out);
+/* The tensor's dtype; MTLINV_ERROR_INVALID_ARGUMENT for a NULL tensor. */
+mtlinv_status mtlinv_tensor_dtype(const mtlinv_tensor* t, mtlinv_dtype* dtype);
+/* A new handle on the same memory with another shape of as many elements (a view: writes through one show in
+ * the other). */
+mtlinv_status mtlinv_tensor_reshape(const mtlinv_tensor* t, const int64_t* shape, int ndim, mtlinv_tensor** out);
+
+/* ---- More ops (src/core/ops/): the same checks, limit and bits as the Python API's functions of the same names.
+ * Each returns a new tensor in *out (free it with mtlinv_tensor_free) unless it writes in place. ---- */
+
+/* a @ b for b [K, N] (mtlinv_gemv with transpose = 0, with errors naming a and b). */
+mtlinv_status mtlinv_matmul(const mtlinv_tensor* a, const mtlinv_tensor* b, mtlinv_tensor** out);
+/* mtlinv_sdpa with the output as rows, [B, Lq, Hq * D] ([Lq, Hq * D] for a 3-d q): each query's heads side by
+ * side, the bits of mtlinv_heads_to_rows of mtlinv_sdpa's. */
+mtlinv_status mtlinv_sdpa_rows(const mtlinv_tensor* q, const mtlinv_tensor* k, const mtlinv_tensor* v, int causal,
+                               int64_t kv_len, float scale, mtlinv_tensor** out);
+/* s = x + residual (mtlinv_add's bits) into *sum and y = rms_norm(s, weight, eps) into *out, in one launch. */
+mtlinv_status mtlinv_add_rms_norm(const mtlinv_tensor* x, const mtlinv_tensor* residual, const mtlinv_tensor* weight,
+                                  float eps, mtlinv_tensor** sum, mtlinv_tensor** out);
+/* a + b elementwise (same shape and dtype). */
+mtlinv_status mtlinv_add(const mtlinv_tensor* a, const mtlinv_tensor* b, mtlinv_tensor** out);
+/* silu(gate) * up elementwise, computed in float32. */
+mtlinv_status mtlinv_swiglu(const mtlinv_tensor* gate, const mtlinv_tensor* up, mtlinv_tensor** out);
+/* x [L, 2 F] -> swiglu(x[:, :F], x[:, F:]) [L, F], the same bits. */
+mtlinv_status mtlinv_swiglu_halves(const mtlinv_tensor* x, mtlinv_tensor** out);
+/* Writes x [L, H, D] into dst [H, C, D] (in place) at sequence indices seq_offset.., rotating the interleaved
+ * pairs for positions start_pos.. when rotate != 0 (RoPE as llama GGUF files store it, frequency base^(-2j/D),
+ * base in [1, FLT_MAX]). */
+mtlinv_status mtlinv_write_heads(const mtlinv_tensor* x, mtlinv_tensor* dst, int64_t seq_offset, int64_t start_pos,
+                                 int rotate, double base);
+/* RoPE on x [L, H, D] (even D) for positions start_pos.., returned as [H, L, D] (the layout mtlinv_sdpa takes). */
+mtlinv_status mtlinv_rope_heads(const mtlinv_tensor* x, int64_t start_pos, double base, mtlinv_tensor** out);
+/* A fused q|k|v projection's output x [L, q_heads + 2 Hkv, D] -> the rotated queries [q_heads, L, D] in *out; the
+ * rotated keys and the values written into k_dst and v_dst [Hkv, C, D] (in place) at sequence indices
+ * seq_offset..: the bits of mtlinv_rope_heads and two mtlinv_write_heads, in one launch. */
+mtlinv_status mtlinv_qkv_to_heads(const mtlinv_tensor* x, int64_t q_heads, mtlinv_tensor* k_dst, mtlinv_tensor* v_dst,
+                                  int64_t seq_offset, int64_t start_pos, double base, mtlinv_tensor** out);
+/* x [H, L, D] -> [L, H * D]. */
+mtlinv_status mtlinv_heads_to_rows(const mtlinv_tensor* x, mtlinv_tensor** out);
+/* table [V, D] and ids [L] (host memory), each in [0, V) -> table[ids] [L, D]. */
+mtlinv_status mtlinv_embedding(const mtlinv_tensor* table, const int64_t* ids, size_t n_ids, mtlinv_tensor** out);
+
+/* ---- MLX's affine quantisation on the host (src/core/quant.h): the format mtlinv_qgemv takes ----
+ * A weight w [rows, K] is quantized along K in groups of group_size (32, 64 or 128) with bits 2, 3, 4, 5, 6 or 8:
+ * wq [rows, K*bits/32] uint32 words (a little-endian bit stream of q in [0, 2^bits)), scales and biases
+ * [rows, K/group_size] in w's dtype (MTLINV_FLOAT32, MTLINV_FLOAT16 or MTLINV_BFLOAT16), w ~= scale * q + bias.
+ * The bits of mlx.core.quantize / dequantize. Row-major host arrays; outputs must not overlap inputs; K a multiple
+ * of group_size. Any thread, at once. */
+/* Words of one packed row (K*bits/32), checking bits, group_size and K. */
+mtlinv_status mtlinv_quant_row_words(int64_t k, int group_size, int bits, int64_t* words);
+/* w must be finite, and no group's max - min may overflow float32 (MTLINV_ERROR_INVALID_ARGUMENT). */
+mtlinv_status mtlinv_quantize(const void* w, mtlinv_dtype dtype, int64_t rows, int64_t k, int group_size, int bits,
+                              uint32_t* wq, void* scales, void* biases);
+/* out [rows, K] in dtype, the scales' (mlx.core.dequantize), or float32 (the weight a float32-accumulating kernel
+ * multiplies: float32(scale) * q + float32(bias)). */
+mtlinv_status mtlinv_dequantize(const uint32_t* wq, const void* scales, const void* biases, mtlinv_dtype dtype,
+                                int64_t rows, int64_t k, int group_size, int bits, void* out);
+mtlinv_status mtlinv_dequantize_float32(const uint32_t* wq, const void* scales, const void* biases,
+                                        mtlinv_dtype dtype, int64_t rows, int64_t k, int group_size, int bits,
+                                        float* out);
+
+/* ---- A llama decoder's forward pass (src/core/model/decoder.h) ----
+ * Built from device tensors (the decoder keeps its own references: the handles may be freed after
+ * mtlinv_decoder_create; the caches stay shared, so the caller's cache handles see what it writes). With
+ * mtlinv_set_limit(L) (or a scope) and M <= L tokens a call, a position's logits do not depend on how many
+ * positions share its call: greedy speculative decoding is exact (examples/programs/speculative.cpp). */
+typedef struct mtlinv_decoder mtlinv_decoder;
+
+/* y = x @ W^T with W [N, K] in the quantized format of mtlinv_qgemv. */
+typedef struct {
+  const mtlinv_tensor* wq;
+  const mtlinv_tensor* scales;
+  const mtlinv_tensor* biases;
+  int group_size;
+  int bits;
+} mtlinv_quant_linear;
+
+typedef struct {
+  const mtlinv_tensor* attn_norm;  /* [H] */
+  const mtlinv_tensor* ffn_norm;   /* [H] */
+  mtlinv_quant_linear qkv;         /* q, k and v stacked by rows: [(Hq + 2 Hkv) D, H] */
+  mtlinv_quant_linear o;           /* [H, Hq D] */
+  mtlinv_quant_linear gate_up;     /* gate and up stacked by rows: [2 F, H] */
+  mtlinv_quant_linear down;        /* [H, F] */
+  mtlinv_tensor* k_cache;          /* [Hkv, C, D], written in place */
+  mtlinv_tensor* v_cache;          /* [Hkv, C, D], written in place */
+} mtlinv_decoder_layer;
+
+typedef struct {
+  int64_t n_heads;                 /* query heads Hq; Hkv and D are the caches' */
+  double rope_theta;               /* RoPE base, in [1, FLT_MAX] */
+  double rms_eps;
+} mtlinv_decoder_config;
+
+/* embedding [V, H], output_norm [H], output [V, H]; layers[0 .. n_layers) (n_layers may be 0; a draft model may
+ * run a prefix of a model's layers). Checks what the ops cannot (the caches' shapes, the head counts); the ops
+ * check the rest at the first forward. */
+mtlinv_status mtlinv_decoder_create(const mtlinv_decoder_config* config, const mtlinv_tensor* embedding,
+                                    const mtlinv_decoder_layer* layers, size_t n_layers,
+                                    const mtlinv_tensor* output_norm, const mtlinv_quant_linear* output,
+                                    mtlinv_decoder** out);
+/* The logits [M, V] (the embedding's dtype) of ids[0 .. M) (M >= 1, each in [0, V)) at positions start ..
+ * start + M - 1: writes their keys and values into the caches there and attends over positions 0 .. start + M - 1
+ * (the caller keeps the positions before start valid). One call at a time per decoder. */
+mtlinv_status mtlinv_decoder_forward(const mtlinv_decoder* decoder, const int64_t* ids, size_t n_ids, int64_t start,
+                                     mtlinv_tensor** logits);
+/* Cache positions per layer (the caches' C); -1 for NULL. */
+int64_t mtlinv_decoder_capacity(const mtlinv_decoder* decoder);
+void mtlinv_decoder_free(mtlinv_decoder* decoder);
 
 #ifdef __cplusplus
 }

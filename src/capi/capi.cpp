@@ -1,6 +1,7 @@
 // The C API (include/mtlinv/mtlinv.h): catches every C++ exception at the boundary and turns it into a status
 // plus a thread-local message, so no exception ever crosses into C or Swift.
 #include "../../include/mtlinv/mtlinv.h"
+#include "capi_internal.h"
 
 #include <cmath>
 #include <cstring>
@@ -14,10 +15,6 @@
 #include "../core/ops/checks.h"
 #include "../core/tile_layout.h"
 #include "../core/tensor.h"
-
-struct mtlinv_tensor {
-  mtlinv::Tensor t;
-};
 
 namespace {
 
@@ -227,15 +224,7 @@ mtlinv_status mtlinv_sdpa(const mtlinv_tensor* q, const mtlinv_tensor* k, const 
     require_arg(k, fn, "k");
     require_arg(v, fn, "v");
     require_arg(out, fn, "out");
-    // scale <= 0 asks for the default; NaN and the infinities are neither a scale nor that request.
-    if (!std::isfinite(scale)) throw mtlinv::InvalidArgument(fn, ": scale is ", scale, ", not a finite number");
-    mtlinv::SdpaOptions o;
-    o.causal = causal != 0;
-    o.has_kv_len = kv_len >= 0;
-    o.kv_len = kv_len;
-    o.has_scale = scale > 0.0f;
-    o.scale = scale;
-    *out = wrap(mtlinv::sdpa(q->t, k->t, v->t, o));
+    *out = wrap(mtlinv::sdpa(q->t, k->t, v->t, mtlinv::capi::sdpa_options(fn, causal, kv_len, scale, false)));
   });
 }
 
@@ -250,3 +239,25 @@ mtlinv_status mtlinv_rms_norm(const mtlinv_tensor* x, const mtlinv_tensor* weigh
 }
 
 }  // extern "C"
+
+// The helpers above, for the C API's other files (capi_internal.h).
+namespace mtlinv::capi {
+
+mtlinv_status run(const std::function<void()>& fn) { return guarded(fn); }
+void require(const void* p, const char* fn, const char* arg) { require_arg(p, fn, arg); }
+DType dtype(mtlinv_dtype d) { return to_dtype(d); }
+mtlinv_tensor* wrap(Tensor t) { return ::wrap(std::move(t)); }
+
+mtlinv_dtype c_dtype(DType d) {
+  switch (d) {
+    case DType::f32: return MTLINV_FLOAT32;
+    case DType::f16: return MTLINV_FLOAT16;
+    case DType::bf16: return MTLINV_BFLOAT16;
+    case DType::u32: return MTLINV_UINT32;
+    case DType::i32: return MTLINV_INT32;
+    case DType::u8: break;
+  }
+  throw DTypeError("a tensor of dtype ", dtype_name(d), " has no mtlinv_dtype");
+}
+
+}  // namespace mtlinv::capi

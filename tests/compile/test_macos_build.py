@@ -27,6 +27,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tools"))
 import emu_units  # noqa: E402
 import macos  # noqa: E402
+import sources  # noqa: E402
 
 TARGETS = {"arm64": "aarch64-macos", "x86_64": "x86_64-macos"}
 ELF_TARGETS = {"arm64": "aarch64-linux-gnu", "x86_64": "x86_64-linux-gnu"}
@@ -70,15 +71,16 @@ def macos_target(arch):
 
 INCLUDES = ["-Iinclude", "-Isrc/emu", "-Ipyx", "-Imetal"]
 HAND_WRITTEN = sorted(
-    [p for folder in ("src/core", "src/core/plans", "src/core/ops", "src/core/model", "src/emu", "src/capi")
-     for p in (ROOT / folder).glob("*.cpp")]
+    [ROOT / p for p in sources.sources()]
     + list((ROOT / "tests" / "emu").glob("*.cpp")) + list((ROOT / "tests" / "capi").glob("*.c*"))
-    + list((ROOT / "examples").glob("*.c*")))
+    + list((ROOT / "examples").rglob("*.c*")))
 
 
 @pytest.mark.parametrize("arch", TARGETS)
 def test_hand_written_sources_compile_for_macos(zig, arch, tmp_path):
     assert len(HAND_WRITTEN) > 30, HAND_WRITTEN
+    # The public headers as they are installed (<mtlinv/core/...>), which the examples and API tests include.
+    sources.stage_headers(tmp_path / "include")
     # Both fiber implementations: the assembly switch, and the ucontext fallback that macOS declares only to code
     # defining _XOPEN_SOURCE first.
     jobs = [(src, []) for src in HAND_WRITTEN]
@@ -86,7 +88,8 @@ def test_hand_written_sources_compile_for_macos(zig, arch, tmp_path):
              (ROOT / "src/emu/scheduler.cpp", ["-DEMU_PORTABLE_FIBERS=1"])]
     failures = []
     for src, flags in jobs:
-        rc, out, _ = zig(macos_target(arch), src, *INCLUDES, *flags, out=tmp_path / "unit.o")
+        rc, out, _ = zig(macos_target(arch), src, *INCLUDES, f"-I{tmp_path / 'include'}", *flags,
+                         out=tmp_path / "unit.o")
         if rc != 0:
             failures.append(f"{src.relative_to(ROOT)} {' '.join(flags)}:\n{out}")
     assert not failures, "\n".join(failures)

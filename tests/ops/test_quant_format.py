@@ -1,6 +1,9 @@
-"""The affine quantized-weight format (mtlinv.quant) and the lossless GGUF importers (mtlinv.gguf_blocks).
+"""The affine quantized-weight format (mtlinv.quant, run by the C++ core's src/core/quant.cpp) and the lossless GGUF
+importers (mtlinv.gguf_blocks).
 
-Pure NumPy; the comparison against MLX itself runs only where ``mlx`` is installed (``pip install "mlx[cpu]"``).
+The core's every result is compared bit for bit with the NumPy reference (tests/quant_reference.py, the
+implementation the core replaced); the comparison against MLX itself runs only where ``mlx`` is installed
+(``pip install "mlx[cpu]"``).
 """
 import math
 import os
@@ -10,6 +13,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 
+import quant_reference as reference
 from mtlinv import gguf_blocks as gb
 from mtlinv import quant
 
@@ -112,6 +116,65 @@ def test_dequantize_float32_matches_formula():
     expected = q * scales.astype(np.float32)[..., None] + biases.astype(np.float32)[..., None]
     out = quant.dequantize_float32(wq, scales, biases, 32, 4)
     assert out.dtype == np.float32 and np.array_equal(bits_of(out), bits_of(expected.reshape(4, 128)))
+
+
+# ------------------------------------------------------------------------- the core vs the NumPy reference
+
+
+def hard_weights(rng, dtype, rows, k, group_size):
+    """Weights that reach every branch of the quantiser: normal rows of every scale, constant groups (zero, -0.0,
+    small, beyond the ~3e31 where q0 overflows), groups below half the minimal step, subnormals, ties of the
+    rounding (integers and halves), wide float16 groups whose dequantisation overflows, and extremes of one sign."""
+    w = rng.standard_normal((rows, k)) * 10.0 ** rng.uniform(-6, 4, (rows, 1))
+    groups = w.reshape(rows, k // group_size, group_size)
+    finfo = np.finfo(np.float16) if dtype == np.float16 else np.finfo(np.float32)
+    specials = [0.0, -0.0, 1e-3, -3.5, 3e31 if dtype != np.float16 else 6e4, -4e31 if dtype != np.float16 else -6e4,
+                1e-9, 2.0 ** -140]
+    for i, value in enumerate(specials):
+        groups[i % rows, i % groups.shape[1]] = value
+    groups[-1, 0] = rng.integers(-8, 8, group_size) / 2.0
+    groups[-1, -1] = rng.uniform(0, 1, group_size) * 1e-8
+    # The widest group whose range still fits float32 (float16: wider than float16 itself).
+    groups[-2, 0] = np.linspace(-1, 1, group_size) * float(finfo.max) * (0.9 if dtype == np.float16 else 0.45)
+    groups[-2, -1] = np.abs(groups[-2, -1]) + 5.0
+    return w.astype(dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("group_size, bits", PAIRS)
+def test_core_matches_the_numpy_reference_bit_for_bit(dtype, group_size, bits):
+    rng = np.random.default_rng([group_size, bits, DTYPES.index(dtype)])
+    w = hard_weights(rng, dtype, 12, 4 * group_size, group_size)
+    with np.errstate(over="ignore", invalid="ignore"):
+        want = reference.quantize(w, group_size, bits)
+    got = quant.quantize(w, group_size, bits)
+    for name, a, b in zip(("wq", "scales", "biases"), got, want):
+        assert a.dtype == b.dtype and a.shape == b.shape, name
+        assert np.array_equal(bits_of(a), bits_of(b)), name
+    # Dequantisation of the reference's triple and of random scales and biases (overflow to inf included).
+    scales = (rng.standard_normal(want[1].shape) * 10.0 ** rng.uniform(-4, 4, want[1].shape)).astype(dtype)
+    biases = (rng.standard_normal(want[1].shape) * 10.0 ** rng.uniform(-4, 4, want[1].shape)).astype(dtype)
+    for triple in (want, (want[0], scales, biases)):
+        for name in ("dequantize", "dequantize_float32"):
+            a = getattr(quant, name)(*triple, group_size, bits)
+            b = getattr(reference, name)(*triple, group_size, bits)
+            assert a.dtype == b.dtype and np.array_equal(bits_of(a), bits_of(b)), name
+
+
+@pytest.mark.parametrize("bits", quant.SUPPORTED_BITS)
+def test_core_pack_matches_the_numpy_reference(bits):
+    q = np.random.default_rng(bits).integers(0, 1 << bits, (3, 2, 96), dtype=np.uint8)
+    assert np.array_equal(quant.pack(q, bits), reference.pack(q, bits))
+    words = np.random.default_rng(bits).integers(0, 2**32, (5, 96 * bits // 32), dtype=np.uint32)
+    assert np.array_equal(quant.unpack(words, bits, 96), reference.unpack(words, bits, 96))
+
+
+def test_reference_catches_a_changed_rounding():
+    """Negative control: the bitwise comparison above notices a quantiser one rounding away from the core's."""
+    w = hard_weights(np.random.default_rng(0), np.dtype(np.float16), 12, 256, 64)
+    wq, scales, biases = quant.quantize(w, 64, 4)
+    nudged = (scales.astype(np.float32) * np.float32(1 + 2**-10)).astype(np.float16)
+    assert not np.array_equal(bits_of(nudged), bits_of(reference.quantize(w, 64, 4)[1]))
 
 
 # ---------------------------------------------------------------------------------------------- errors
