@@ -114,6 +114,31 @@ def test_install_holds_the_package(prefix):
         assert "src/" not in header.read_text(), header
 
 
+def test_public_headers_stand_alone(tmp_path):
+    """Each public header compiles on its own from the installed layout (tools/sources.py stages it): the set is
+    closed under #include and reaches nothing outside it; mtlinv.h is also C99."""
+    sys.path.insert(0, str(ROOT / "tools"))
+    import sources
+    include = tmp_path / "include"
+    cxx, cc = os.environ.get("CXX", "c++"), os.environ.get("CC", "cc")
+
+    def compile_alone(header, *command):
+        unit = tmp_path / ("unit.c" if command[0] == cc else "unit.cpp")
+        unit.write_text(f"#include <{header.relative_to(include).as_posix()}>\n")
+        return subprocess.run([*command, "-fsyntax-only", "-Wall", "-Werror", f"-I{include}", unit],
+                              capture_output=True, text=True)
+
+    for header in sources.stage_headers(include):
+        r = compile_alone(header, cxx, "-std=c++17")
+        assert r.returncode == 0, f"{header}: {r.stderr}"
+    r = compile_alone(include / "mtlinv" / "mtlinv.h", cc, "-std=c99", "-pedantic")
+    assert r.returncode == 0, r.stderr
+    planted = include / "mtlinv" / "core" / "tensor.h"  # negative control: an include past the set
+    planted.write_text('#include "ops/checks.h"\n' + planted.read_text())
+    r = compile_alone(planted, cxx, "-std=c++17")
+    assert r.returncode != 0 and "checks.h" in r.stderr, r.stderr
+
+
 def test_find_package_from_the_install_prefix(prefix, tmp_path):
     """(a): examples/find_package against the `cmake --install` prefix."""
     build = configure_and_build(ROOT / "examples" / "find_package", tmp_path, f"-DCMAKE_PREFIX_PATH={prefix}")
