@@ -264,7 +264,9 @@ def extension() -> Extension:
         language="c++",
         include_dirs=include_dirs,
         extra_compile_args=compile_args,
-        extra_link_args=link_args + ([] if sys.platform == "darwin" else ["-pthread"]),
+        # -Bsymbolic-functions: the kernels' calls into the emulator's runtime (default visibility:
+        # hide_kernel_symbols) bind within the object, as calls to hidden functions do, not through the PLT.
+        extra_link_args=link_args + ([] if sys.platform == "darwin" else ["-pthread", "-Wl,-Bsymbolic-functions"]),
         define_macros=macros,
     )
 
