@@ -76,7 +76,7 @@ inline bool quant_fma_exact(float scale, float bias) {
 
 // Values [8 I, 8 I + 8) of a run (its BITS words loaded, its group's scale and bias) as the builtin's operand, in
 // the pair order of qgemv_code_pairs: each value dequantised and rounded to T. Scales of x's type T dequantise two
-// values per packed instruction (quant_dequantize_pair).
+// values per packed instruction (quant_dequantize_pair); FMA concerns float32 scales only.
 template <typename T, uint BITS, uint I, bool FMA>
 inline uint4 qgemv_mma_operand(thread const uint* words, T scale, T bias) {
   const uint4 codes = qgemv_code_pairs<BITS>(words, I);
@@ -178,11 +178,10 @@ inline void qgemv_mma_step(thread float4* acc, thread const uint* words, thread 
                            ushort lane) {
   qgemv_mma_calls<T, BITS, T, B, false>(acc, words, scale, bias, x, x_row, k, valid, x_vector, lane);
 }
-// A step with float32 scales: quant_dequantize_fma (2 instructions per weight besides the code's mask) where every
-// lane's two groups allow it, which all but extreme or special scales do; else quant_dequantize (4, and the code's
-// conversion to float took 2 more): on an H200 its 7 instructions per weight bounded the kernel, 890 SASS
-// instructions per two steps of the 8-row tile against 373 with scales of x's type. The branch is uniform
-// (simd_all), so the builtin runs converged either way, and the weights are the same bits either way.
+// A step with float32 scales: quant_dequantize_fma where every lane's two groups allow it, which all but extreme or
+// special scales do, else quant_dequantize (about 7 instructions a weight where the fma path takes 4;
+// docs/decisions.md, "qgemv: float32 scales"). The branch is uniform (simd_all), so the builtin runs converged
+// either way, and the weights are the same bits either way.
 template <typename T, uint BITS, uint B>
 inline void qgemv_mma_step(thread float4* acc, thread const uint* words, thread const float* scale,
                            thread const float* bias, device const T* x, thread const uint* x_row, uint k, bool valid,
