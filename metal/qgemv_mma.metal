@@ -42,10 +42,42 @@
 
 constant constexpr uint QGEMV_MMA_STEP = 4;       // runs per step: one per lane of a weight row
 
+// quant_dequantize<float> in two instructions per weight instead of four, for the groups quant_fma_exact admits.
+// A BITS-bit code at bits [AT, AT + BITS) of a word (AT + BITS <= 23), masked out and given the exponent of
+// 2^(23 - AT), is the float 2^E + q, E = 23 - AT (quant_code_float: one LOP3). Then
+//   fma(scale, 2^E + q, -scale 2^E) = scale q, rounded once,
+// exactly the product quant_dequantize rounds, since scale 2^E is exact and fma rounds the exact sum only once;
+// the bias is added after it as there. `offset` is -scale 2^E (quant_fma_offset), computed once per group.
+template <uint BITS, uint AT>
+inline float quant_code_float(uint word) {
+  return as_type<float>(pair16_and_or(word, ((1u << BITS) - 1u) << AT, (150u - AT) << 23));
+}
+
+template <uint AT>
+inline float quant_fma_offset(float scale) {
+  return scale * -float(1u << (23 - AT));
+}
+
+template <uint BITS, uint AT>
+inline float quant_dequantize_fma(float scale, float offset, uint word, float bias) {
+  return fma(scale, quant_code_float<BITS, AT>(word), offset) + bias;
+}
+
+// Whether quant_dequantize_fma gives quant_dequantize<float>'s bits for this group, where a GPU flushes float32
+// subnormals or not: the scale is 0 or normal below 2^100 (so scale 2^23 is finite and exact, scale q is never a
+// subnormal, and NaN or infinite scales are left out), and not (a negative scale, -0 included, with the bias -0):
+// there scale * 0 + bias is -0, where the fma's exact 0 is +0. Checked once per group, on the bits.
+inline bool quant_fma_exact(float scale, float bias) {
+  const uint s = as_type<uint>(scale);
+  const uint magnitude = s & 0x7FFFFFFFu;
+  const bool in_range = magnitude == 0u || magnitude - 0x00800000u < 0x71800000u - 0x00800000u;  // [2^-126, 2^100)
+  return in_range && !(s >= 0x80000000u && as_type<uint>(bias) == 0x80000000u);
+}
+
 // Values [8 I, 8 I + 8) of a run (its BITS words loaded, its group's scale and bias) as the builtin's operand, in
 // the pair order of qgemv_code_pairs: each value dequantised and rounded to T. Scales of x's type T dequantise two
-// values per packed instruction (quant_dequantize_pair).
-template <typename T, uint BITS, uint I>
+// values per packed instruction (quant_dequantize_pair); FMA concerns float32 scales only.
+template <typename T, uint BITS, uint I, bool FMA>
 inline uint4 qgemv_mma_operand(thread const uint* words, T scale, T bias) {
   const uint4 codes = qgemv_code_pairs<BITS>(words, I);
   const uint scale2 = pair16_splat<T>(scale);
@@ -57,8 +89,16 @@ inline uint4 qgemv_mma_operand(thread const uint* words, T scale, T bias) {
   return w;
 }
 // float32 scales (GGUF imports): the float32 weight of every quantized kernel (quant_dequantize), rounded to T.
+// FMA: by quant_dequantize_fma, the same bits in fewer instructions, for groups quant_fma_exact admits
+// (QgemvMmaFma); else by quant_dequantize, which every group admits.
 template <typename T, uint BITS, uint I>
+struct QgemvMmaFma;
+
+template <typename T, uint BITS, uint I, bool FMA>
 inline uint4 qgemv_mma_operand(thread const uint* words, float scale, float bias) {
+  if (FMA) {
+    return QgemvMmaFma<T, BITS, I>::operand(words, scale, bias);
+  }
   const uint4 codes = qgemv_code_pairs<BITS>(words, I) & quant_code_mask(BITS);
   uint4 w;
   for (uint i = 0; i < 4; ++i) {
@@ -68,15 +108,51 @@ inline uint4 qgemv_mma_operand(thread const uint* words, float scale, float bias
   return w;
 }
 
+// The pairs of qgemv_code_pairs, each code read where it lies in a word. 4 bits: pair i is word I shifted by 4 i,
+// its codes at bits 0 and 16.
+template <typename T, uint I>
+struct QgemvMmaFma<T, 4, I> {
+  static uint4 operand(thread const uint* words, float scale, float bias) {
+    const float at0 = quant_fma_offset<0>(scale);
+    const float at16 = quant_fma_offset<16>(scale);
+    uint4 w;
+    for (uint i = 0; i < 4; ++i) {
+      const uint pair = words[I] >> (4 * i);
+      w[i] = pair16_pack<T>(quant_dequantize_fma<4, 0>(scale, at0, pair, bias),
+                            quant_dequantize_fma<4, 16>(scale, at16, pair, bias));
+    }
+    return w;
+  }
+};
+// 8 bits: bytes 0 and 2, then 1 and 3, of words 2 I and 2 I + 1: bits 0 and 8 of the word and of its upper half (a
+// code at bit 16 would reach the exponent's bit 23).
+template <typename T, uint I>
+struct QgemvMmaFma<T, 8, I> {
+  static uint4 operand(thread const uint* words, float scale, float bias) {
+    const float at0 = quant_fma_offset<0>(scale);
+    const float at8 = quant_fma_offset<8>(scale);
+    uint4 w;
+    for (uint h = 0; h < 2; ++h) {
+      const uint word = words[2 * I + h];
+      const uint upper = word >> 16;
+      w[2 * h] = pair16_pack<T>(quant_dequantize_fma<8, 0>(scale, at0, word, bias),
+                                quant_dequantize_fma<8, 0>(scale, at0, upper, bias));
+      w[2 * h + 1] = pair16_pack<T>(quant_dequantize_fma<8, 8>(scale, at8, word, bias),
+                                    quant_dequantize_fma<8, 8>(scale, at8, upper, bias));
+    }
+    return w;
+  }
+};
+
 // Call I of a step: values [8 I, 8 I + 8) of the lane's runs of both weight rows (words [2][BITS], scale[2],
 // bias[2]) against the same K positions of x (from element `k` of each row, `valid`: whether the lane's run lies
-// inside K; put in the operand's pair order), for every group of 8 rows.
-template <typename T, uint BITS, typename S, uint B, uint I>
+// inside K; put in the operand's pair order), for every group of 8 rows. FMA: as qgemv_mma_operand.
+template <typename T, uint BITS, typename S, uint B, uint I, bool FMA>
 inline void qgemv_mma_call(thread float4* acc, thread const uint* words, thread const S* scale,
                            thread const S* bias, device const T* x, thread const uint* x_row, uint k, bool valid,
                            bool x_vector, ushort lane) {
-  const uint4 a_lo = qgemv_mma_operand<T, BITS, I>(words, scale[0], bias[0]);
-  const uint4 a_hi = qgemv_mma_operand<T, BITS, I>(words + BITS, scale[1], bias[1]);
+  const uint4 a_lo = qgemv_mma_operand<T, BITS, I, FMA>(words, scale[0], bias[0]);
+  const uint4 a_hi = qgemv_mma_operand<T, BITS, I, FMA>(words + BITS, scale[1], bias[1]);
   for (uint j = 0; j < B; ++j) {
     device const T* p = x + x_row[j] + k + QGEMV_SUB * I;
     const uint4 b = qgemv_pair_order<BITS>(valid && x_vector ? load16(p) : load16_upto(p, valid ? 8u : 0u));
@@ -85,14 +161,36 @@ inline void qgemv_mma_call(thread float4* acc, thread const uint* words, thread 
 }
 
 // One step's four calls, in order.
-template <typename T, uint BITS, typename S, uint B>
-inline void qgemv_mma_step(thread float4* acc, thread const uint* words, thread const S* scale,
-                           thread const S* bias, device const T* x, thread const uint* x_row, uint k, bool valid,
+template <typename T, uint BITS, typename S, uint B, bool FMA>
+inline void qgemv_mma_calls(thread float4* acc, thread const uint* words, thread const S* scale,
+                            thread const S* bias, device const T* x, thread const uint* x_row, uint k, bool valid,
+                            bool x_vector, ushort lane) {
+  qgemv_mma_call<T, BITS, S, B, 0, FMA>(acc, words, scale, bias, x, x_row, k, valid, x_vector, lane);
+  qgemv_mma_call<T, BITS, S, B, 1, FMA>(acc, words, scale, bias, x, x_row, k, valid, x_vector, lane);
+  qgemv_mma_call<T, BITS, S, B, 2, FMA>(acc, words, scale, bias, x, x_row, k, valid, x_vector, lane);
+  qgemv_mma_call<T, BITS, S, B, 3, FMA>(acc, words, scale, bias, x, x_row, k, valid, x_vector, lane);
+}
+
+// A step with scales of x's type: the packed dequantisation.
+template <typename T, uint BITS, uint B>
+inline void qgemv_mma_step(thread float4* acc, thread const uint* words, thread const T* scale, thread const T* bias,
+                           device const T* x, thread const uint* x_row, uint k, bool valid, bool x_vector,
+                           ushort lane) {
+  qgemv_mma_calls<T, BITS, T, B, false>(acc, words, scale, bias, x, x_row, k, valid, x_vector, lane);
+}
+// A step with float32 scales: quant_dequantize_fma where every lane's two groups allow it, which all but extreme or
+// special scales do, else quant_dequantize (about 7 instructions a weight where the fma path takes 4;
+// docs/decisions.md, "qgemv: float32 scales"). The branch is uniform (simd_all), so the builtin runs converged
+// either way, and the weights are the same bits either way.
+template <typename T, uint BITS, uint B>
+inline void qgemv_mma_step(thread float4* acc, thread const uint* words, thread const float* scale,
+                           thread const float* bias, device const T* x, thread const uint* x_row, uint k, bool valid,
                            bool x_vector, ushort lane) {
-  qgemv_mma_call<T, BITS, S, B, 0>(acc, words, scale, bias, x, x_row, k, valid, x_vector, lane);
-  qgemv_mma_call<T, BITS, S, B, 1>(acc, words, scale, bias, x, x_row, k, valid, x_vector, lane);
-  qgemv_mma_call<T, BITS, S, B, 2>(acc, words, scale, bias, x, x_row, k, valid, x_vector, lane);
-  qgemv_mma_call<T, BITS, S, B, 3>(acc, words, scale, bias, x, x_row, k, valid, x_vector, lane);
+  if (simd_all(quant_fma_exact(scale[0], bias[0]) && quant_fma_exact(scale[1], bias[1]))) {
+    qgemv_mma_calls<T, BITS, float, B, true>(acc, words, scale, bias, x, x_row, k, valid, x_vector, lane);
+  } else {
+    qgemv_mma_calls<T, BITS, float, B, false>(acc, words, scale, bias, x, x_row, k, valid, x_vector, lane);
+  }
 }
 
 // The words, scales and biases (as stored) of run j of both weight rows of the lane, from the rows' first words
@@ -195,8 +293,8 @@ template <typename T, uint BITS, typename S, uint R, bool TILED = false>
                                      bias0);
       qgemv_mma_load<BITS, S, TILED>(wq, scales, biases, w_off, g_off, j1, group_shift, true, words1, scale1,
                                      bias1);
-      qgemv_mma_step<T, BITS, S, B>(acc, words0, scale0, bias0, x, x_row, j0 * QGEMV_RUN, true, true, lane);
-      qgemv_mma_step<T, BITS, S, B>(acc, words1, scale1, bias1, x, x_row, j1 * QGEMV_RUN, true, true, lane);
+      qgemv_mma_step<T, BITS, B>(acc, words0, scale0, bias0, x, x_row, j0 * QGEMV_RUN, true, true, lane);
+      qgemv_mma_step<T, BITS, B>(acc, words1, scale1, bias1, x, x_row, j1 * QGEMV_RUN, true, true, lane);
     }
     for (; s < full_steps; s += args.k_splits) {
       const uint j = QGEMV_MMA_STEP * s + t;
@@ -204,7 +302,7 @@ template <typename T, uint BITS, typename S, uint R, bool TILED = false>
       S scale[2];
       S bias_g[2];
       qgemv_mma_load<BITS, S, TILED>(wq, scales, biases, w_off, g_off, j, group_shift, true, words, scale, bias_g);
-      qgemv_mma_step<T, BITS, S, B>(acc, words, scale, bias_g, x, x_row, j * QGEMV_RUN, true, true, lane);
+      qgemv_mma_step<T, BITS, B>(acc, words, scale, bias_g, x, x_row, j * QGEMV_RUN, true, true, lane);
     }
   }
   for (; s < steps; s += args.k_splits) {
@@ -222,7 +320,7 @@ template <typename T, uint BITS, typename S, uint R, bool TILED = false>
         bias_g[h] = S(0.0f);
       }
     }
-    qgemv_mma_step<T, BITS, S, B>(acc, words, scale, bias_g, x, x_row, min(j, runs - 1) * QGEMV_RUN, valid,
+    qgemv_mma_step<T, BITS, B>(acc, words, scale, bias_g, x, x_row, min(j, runs - 1) * QGEMV_RUN, valid,
                                   x_vector, lane);
   }
 

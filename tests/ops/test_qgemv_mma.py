@@ -166,6 +166,66 @@ def test_float32_scales(bits, dtype, gpu_plans, rng):
         assert same_bits(full[r:r + 1], run(x[r:r + 1], q, 32, bits)), f"row {r}"
 
 
+def float32_scales(rng, groups, special):
+    """float32 scales and biases with full 24-bit significands, of both signs, as the kernels' fast path
+    (quant_dequantize_fma) takes them, plus zero scales and biases of either sign; with `special`, the groups of
+    weight rows 16 and up (the second tile of 16) in the first step (groups 0-3 of 32 values) are also those that
+    path leaves to the general one: scales at 2^100 and above, subnormal, and -0 biases with negative scales."""
+    scales = (rng.choice([-1.0, 1.0], groups) * rng.uniform(1, 2, groups) * 2.0 ** rng.integers(-20, 0, groups))
+    scales = scales.astype(np.float32)
+    biases = (rng.uniform(-1, 1, groups) * 2.0 ** rng.integers(-14, 4, groups)).astype(np.float32)
+    scales[0, :3] = [0.0, -0.0, 0.0]
+    biases[1, :3] = [-0.0, 0.0, -0.0]
+    if special:
+        scales[16:24, 0] = np.float32(1.25 * 2.0 ** 100) * np.float32(rng.uniform(1, 1024))
+        scales[24:28, 1] = np.array([1, -3, 7, -0x7FFFFF], np.int64) * np.float32(2.0 ** -149)  # subnormal
+        scales[28:32, 2], biases[28:32, 2] = -np.abs(scales[28:32, 2]), -0.0
+        scales[28, 3], biases[28, 3] = -0.0, -0.0
+    return scales, biases
+
+
+@pytest.mark.parametrize("bits", [4, 8])
+def test_float32_scales_weights_exact(bits, gpu_plans, rng):
+    """With float32 scales each weight enters the products as T(float32(float32(scale q) + bias)), the float32
+    weight of quant.dequantize_float32 rounded once to x's type, bit for bit: on groups the kernel's fast path takes
+    (full 24-bit scales of both signs, zero scales and biases) and on those it leaves to the general path (huge and
+    subnormal scales, -0 biases with negative scales). bfloat16 x, whose range holds the huge weights. A zero
+    weight's sign does not reach the output (the products are summed onto +0), so zeros are compared as +0."""
+    n, k, group_size, dtype = 32, 256, 32, ml_dtypes.bfloat16
+    scales, biases = float32_scales(rng, (n, k // group_size), special=True)
+    wq = quant.pack(rng.integers(0, 1 << bits, size=(n, k)), bits)
+    want = quant.dequantize_float32(wq, scales, biases, group_size=group_size, bits=bits).astype(dtype)
+    assert np.isfinite(np.asarray(want, np.float32)).all()
+    assert kernel(k, k, n, group_size, bits, dtype, k, np.float32)["kernel"] == f"qgemv_mma_b{bits}_r16_bf16_sf32"
+    mtlinv.set_limit(k)
+    got = run(np.eye(k, dtype=dtype), (wq, scales, biases), group_size, bits)
+    plus_zero = lambda a: np.asarray(a, np.float32) + np.float32(0.0)  # noqa: E731  (-0 + 0 = +0, all else kept)
+    assert same_bits(plus_zero(got), plus_zero(want.T)), first_difference(plus_zero(got), plus_zero(want.T))
+
+
+@pytest.mark.parametrize("layout", ["rows", "tiles"])
+@pytest.mark.parametrize("dtype", MMA_DTYPES, ids=MMA_IDS)
+@pytest.mark.parametrize("bits", [4, 8])
+def test_float32_scales_both_paths_agree(bits, dtype, layout, gpu_plans, rng):
+    """The fast path (quant_dequantize_fma) and the general one (quant_dequantize) give the same outputs: a
+    simdgroup takes the general path for a whole step when any of its lanes' groups needs it, so a huge scale in
+    every group of weight row 0 sends its tile's other 15 rows through the general path, and their outputs must
+    keep the bits they have through the fast path; the second tile keeps the fast path. Negative control: row 0
+    itself changes."""
+    n, k, group_size = 32, 1024, 64
+    scales, biases = float32_scales(rng, (n, k // group_size), special=False)
+    wq = quant.pack(rng.integers(0, 1 << bits, size=(n, k)), bits)
+    huge = scales.copy()
+    huge[0] = np.float32(2.0 ** 101)
+    x = random(rng, (8, k), dtype)
+    mtlinv.set_limit(8)
+    arrange = (lambda q: quant.tile(*q, group_size=group_size, bits=bits)) if layout == "tiles" else (lambda q: q)
+    fast = run(x, arrange((wq, scales, biases)), group_size, bits)
+    general = run(x, arrange((wq, huge, biases)), group_size, bits)
+    assert same_bits(general[:, 1:], fast[:, 1:]), first_difference(general[:, 1:], fast[:, 1:])
+    assert not same_bits(general[:, 0], fast[:, 0])
+
+
 @pytest.mark.parametrize("k, n", [(4096, 256), (576, 4096)])  # 576: 5 steps, 1 a split of 8, 2 in one of 4
 def test_negative_control_limit_zero_differs(k, n, gpu_plans, rng):
     """With limit 0, M=8 runs qgemv_mma with the throughput split count: another order, other bits for this fixed
