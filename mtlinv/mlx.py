@@ -12,12 +12,13 @@ format, so there is no conversion step. Larger M, and what mtlinv has no kernel 
 mask array, a quantized KV cache, attention sinks, a head dim outside 64/80/96/128/256, mixed dtypes), is left to
 MLX; `Routing.to_mlx` counts those calls by reason. Norms, RoPE and the rest stay MLX's: each is row-wise.
 
-How arrays cross: DLPack. MLX exports its arrays' host memory, which mtlinv reads without a copy (MLX evaluates an
-array when it is exported, so a routed layer is a synchronization point of MLX's lazy graph); MLX's CPU build
-cannot import without a copy, so each result is copied into MLX. This is the MLX CPU build's route (Linux, and
-macOS without the GPU). Not built: an MLX C++ extension (a Primitive running mtlinv's kernels on MLX's own stream
-and Metal command encoder, keeping the graph lazy); on a Mac's GPU stream the arrays are evaluated and exported
-the same way, which works on unified memory but has not been run on Apple hardware.
+How arrays cross: the buffer protocol (MLX exports bfloat16 as format 'bfloat16', which mtlinv reads), which
+gives the CPU address of an evaluated array on every MLX build (a Mac's unified memory included), which a
+DLPack export of a GPU array need not. mtlinv reads it without a copy; MLX evaluates an array
+when it is exported, so a routed layer is a synchronization point of MLX's lazy graph. MLX's CPU build imports
+nothing without a copy, so each result is copied into MLX (mx.from_dlpack). Not built: an MLX C++ extension (a
+Primitive running mtlinv's kernels on MLX's own stream and Metal command encoder, keeping the graph lazy, copying
+nothing). Run on the MLX CPU build (Linux); on a Mac the same route has not been run.
 
 mlx is imported on first use: the rest of mtlinv does not need it.
 """
@@ -113,6 +114,16 @@ def _dtype_reason(*arrays) -> str | None:
     return None
 
 
+def _host(array):
+    """An MLX array's memory for mtlinv, zero-copy: a strided view (a KV cache's keys) is made contiguous first."""
+    mx, _ = _mlx()
+    return memoryview(mx.contiguous(array))
+
+
+def _maybe_host(array):
+    return None if array is None else _host(array)
+
+
 def _to_mlx(tensor):
     mx, _ = _mlx()
     return mx.from_dlpack(tensor)  # a copy: MLX's CPU build imports none without one
@@ -136,7 +147,8 @@ def _linear_call(self, x):
     routing, base = self._mtlinv_routing, self._mtlinv_base
     w, b = self["weight"], self.get("bias")
     reason = routing.rows_reason(_rows(x)) or _dtype_reason(x, w, b)
-    return _run(routing, "linear", reason, lambda: base.__call__(self, x), lambda: mtlinv.gemv(x, w, b))
+    return _run(routing, "linear", reason, lambda: base.__call__(self, x),
+                lambda: mtlinv.gemv(_host(x), _host(w), _maybe_host(b)))
 
 
 def _quantized_reason(module, x, scales, biases, bias):
@@ -152,7 +164,8 @@ def _quantized_call(self, x):
     wq, scales, biases, bias = self["weight"], self["scales"], self.get("biases"), self.get("bias")
     reason = routing.rows_reason(_rows(x)) or _quantized_reason(self, x, scales, biases, bias)
     return _run(routing, "quantized_linear", reason, lambda: base.__call__(self, x),
-                lambda: mtlinv.qgemv(x, wq, scales, biases, bias=bias, group_size=self.group_size, bits=self.bits))
+                lambda: mtlinv.qgemv(_host(x), _host(wq), _host(scales), _host(biases), bias=_maybe_host(bias),
+                                     group_size=self.group_size, bits=self.bits))
 
 
 def _embedding_as_linear(self, x):
@@ -163,10 +176,11 @@ def _embedding_as_linear(self, x):
         wq, scales, biases = self["weight"], self["scales"], self.get("biases")
         reason = routing.rows_reason(_rows(x)) or _quantized_reason(self, x, scales, biases, None)
         return _run(routing, "embedding_as_linear", reason, mlx_call,
-                    lambda: mtlinv.qgemv(x, wq, scales, biases, group_size=self.group_size, bits=self.bits))
+                    lambda: mtlinv.qgemv(_host(x), _host(wq), _host(scales), _host(biases),
+                                         group_size=self.group_size, bits=self.bits))
     w = self["weight"]
     reason = routing.rows_reason(_rows(x)) or _dtype_reason(x, w)
-    return _run(routing, "embedding_as_linear", reason, mlx_call, lambda: mtlinv.gemv(x, w))
+    return _run(routing, "embedding_as_linear", reason, mlx_call, lambda: mtlinv.gemv(_host(x), _host(w)))
 
 
 def _attention(queries, keys, values, cache, scale, mask, sinks=None, **kwargs):
@@ -187,7 +201,8 @@ def _attention(queries, keys, values, cache, scale, mask, sinks=None, **kwargs):
         reason = routing.rows_reason(queries.shape[-2]) or _dtype_reason(queries, keys, values)
     return _run(routing, "attention", reason,
                 lambda: original(queries, keys, values, cache=cache, scale=scale, mask=mask, sinks=sinks),
-                lambda: mtlinv.sdpa(queries, keys, values, scale=scale, causal=mask is not None))
+                lambda: mtlinv.sdpa(_host(queries), _host(keys), _host(values), scale=scale,
+                                    causal=mask is not None))
 
 
 def _model_call(self, *args, **kwargs):

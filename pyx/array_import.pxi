@@ -4,7 +4,8 @@
 #   ndarray (ml_dtypes' bfloat16 included)      as it is
 #   __dlpack__ (PyTorch, MLX, JAX, CuPy, ...)    read here, bfloat16 included (np.from_dlpack refuses it), zero-copy,
 #                                               read-only where the producer says so (versioned DLPack)
-#   __cuda_array_interface__ alone              refused: CUDA memory
+#   CUDA memory (DLPack kDLCUDA, __cuda_array_interface__): on the CUDA backend a Tensor over it, zero-copy
+#                                               (cuda_import.pxi); elsewhere refused by name
 #   Python lists, tuples and scalars            float64 becomes float32, the widest dtype the kernels take
 #   anything else                               the buffer protocol (MLX's 'bfloat16' format too), then NumPy's
 #                                               __array_interface__ / __array_struct__ / __array__
@@ -33,10 +34,13 @@ def _dtype_error(str where, dtype, obj, str expected):
 
 
 cdef class _DLPackMemory:
-    """The memory of a DLPack capsule as a 1-D byte buffer: the base of the ndarray that views it. Runs the
-    producer's deleter when the last view goes, which lets the producer free (or stop pinning) the memory."""
+    """A consumed DLPack capsule: its tensor's dtype, shape and strides (in bytes), and its host memory as a 1-D byte
+    buffer, the base of the ndarray that views it (device memory: the keepalive of the Tensor over it). Runs the
+    producer's deleter when the last user goes, which lets the producer free (or stop pinning) the memory."""
     cdef void* managed
     cdef bint versioned
+    cdef DLTensor* tensor
+    cdef object dtype, shape, strides
     cdef char* start
     cdef Py_ssize_t length
     cdef bint readonly
@@ -60,29 +64,24 @@ cdef class _DLPackMemory:
             m.deleter(m)
 
 
-cdef object _dlpack_capsule(obj, str where):
-    """obj.__dlpack__(), asking for the versioned ABI and no copy; producers that predate the keywords (DLPack
-    < 1.0) are asked again without them, as the array API standard says."""
+cdef object _dlpack_capsule(obj, str where, stream):
+    """obj.__dlpack__(), asking for the versioned ABI and no copy (and, for CUDA memory, for the producer's work to
+    be ordered before `stream`'s); producers that predate the keywords (DLPack < 1.0) are asked again without the
+    new ones, as the array API standard says."""
+    kwargs = {} if stream is None else {"stream": stream}
     try:
-        return obj.__dlpack__(max_version=DLPACK_VERSION, copy=False)
+        return obj.__dlpack__(max_version=DLPACK_VERSION, copy=False, **kwargs)
     except TypeError:
         pass
     except BufferError as e:
         raise InvalidArgumentError(f"{where} ({_source(obj)}) cannot be shared through DLPack without a copy: {e}; "
                                    "mtlinv reads arrays without copying them") from None
-    return obj.__dlpack__()
+    return obj.__dlpack__(**kwargs)
 
 
-cdef object _from_dlpack(obj, str where):
-    """An ndarray viewing the host memory that obj exports through DLPack, bfloat16 included; read-only where the
-    producer marked it so. Device memory is refused (on the CUDA backend, see _cuda_dlpack)."""
-    device = tuple(obj.__dlpack_device__())
-    if int(device[0]) not in (kDLCPU, kDLCUDAHost):
-        kind = "CUDA memory" if int(device[0]) in (kDLCUDA, kDLCUDAManaged) else f"on DLPack device {device}"
-        raise InvalidArgumentError(f"{where} ({_source(obj)}) is {kind}; mtlinv takes arrays in host memory on "
-                                   f"this backend ({c_active_backend().caps().backend.decode()}): copy it to the host "
-                                   "first")
-    capsule = _dlpack_capsule(obj, where)
+cdef _DLPackMemory _consume_dlpack(obj, str where, stream):
+    """Takes obj's DLPack capsule: the memory it describes, owned (the producer's deleter runs when it goes)."""
+    capsule = _dlpack_capsule(obj, where, stream)
     cdef _DLPackMemory memory = _DLPackMemory.__new__(_DLPackMemory)
     cdef DLManagedTensorVersioned* mv
     cdef DLManagedTensor* m
@@ -108,28 +107,49 @@ cdef object _from_dlpack(obj, str where):
         raise InvalidArgumentError(f"{where} ({_source(obj)}): __dlpack__ returned {capsule!r}, not a DLPack "
                                    "capsule (or one already consumed)")
     # From here on `memory` owns the tensor: its deleter runs whatever fails below.
+    memory.tensor = t
+    memory.readonly = (flags & DLPACK_FLAG_READ_ONLY) != 0
     key = (t.dtype.code, t.dtype.bits)
     if t.dtype.lanes != 1 or key not in _DLPACK_DTYPES:
         raise DTypeError(f"{where} ({_source(obj)}) has DLPack dtype code {t.dtype.code}, {t.dtype.bits} bits, "
                          f"{t.dtype.lanes} lanes; expected {_KERNEL_FLOATS}; {_DTYPE_FIX}")
-    dtype = _DLPACK_DTYPES[key]
-    item = dtype.itemsize
-    shape = [t.shape[i] for i in range(t.ndim)]
+    memory.dtype = _DLPACK_DTYPES[key]
+    item = memory.dtype.itemsize
+    memory.shape = [t.shape[i] for i in range(t.ndim)]
     if t.strides == NULL:  # C-contiguous
-        strides = [item] * t.ndim
-        for i in range(t.ndim - 2, -1, -1):
-            strides[i] = strides[i + 1] * shape[i + 1]
+        memory.strides = _contiguous_strides(memory.shape, item)
     else:
-        strides = [t.strides[i] * item for i in range(t.ndim)]
+        memory.strides = [t.strides[i] * item for i in range(t.ndim)]
+    return memory
+
+
+cdef list _contiguous_strides(shape, Py_ssize_t item):
+    """C-order strides in bytes."""
+    strides = [item] * len(shape)
+    for i in range(len(shape) - 2, -1, -1):
+        strides[i] = strides[i + 1] * shape[i + 1]
+    return strides
+
+
+cdef object _from_dlpack(obj, str where):
+    """An ndarray viewing the host memory that obj exports through DLPack, bfloat16 included; read-only where the
+    producer marked it so. Device memory is refused (the CUDA backend takes it first: _device_tensor)."""
+    device = tuple(obj.__dlpack_device__())
+    if int(device[0]) not in (kDLCPU, kDLCUDAHost):
+        kind = "CUDA memory" if int(device[0]) in (kDLCUDA, kDLCUDAManaged) else f"on DLPack device {device}"
+        raise InvalidArgumentError(f"{where} ({_source(obj)}) is {kind}; mtlinv takes arrays in host memory on "
+                                   f"this backend ({c_active_backend().caps().backend.decode()}): copy it to the host "
+                                   "first")
+    cdef _DLPackMemory memory = _consume_dlpack(obj, where, None)
+    shape, strides, item = memory.shape, memory.strides, memory.dtype.itemsize
     # The bytes the array spans, from its lowest to its highest element (strides may be negative or zero).
     low = sum(s * (d - 1) for s, d in zip(strides, shape) if s < 0 and d > 0)
     high = sum(s * (d - 1) for s, d in zip(strides, shape) if s > 0 and d > 0)
     empty = any(d == 0 for d in shape)
     cdef Py_ssize_t first = 0 if empty else low
-    memory.start = <char*>t.data + t.byte_offset + first
+    memory.start = <char*>memory.tensor.data + memory.tensor.byte_offset + first
     memory.length = 0 if empty else high - low + item
-    memory.readonly = (flags & DLPACK_FLAG_READ_ONLY) != 0
-    return np.ndarray(shape, dtype, buffer=memory, offset=0 if empty else -low, strides=strides)
+    return np.ndarray(shape, memory.dtype, buffer=memory, offset=0 if empty else -low, strides=strides)
 
 
 cdef object _from_buffer(obj, str where):
@@ -198,10 +218,13 @@ def asarray(obj, dtype=None):
         if dtype is None or np.dtype(dtype) == obj.dtype:
             return obj
         obj = obj.numpy()
+    expected = "one of " + ", ".join(str(d) for d in _NUMPY_TO_DTYPE)
+    on_device = _device_tensor(obj, dtype, "asarray", expected)
+    if on_device is not None:
+        return on_device
     a = _host_array(obj, dtype, "asarray", None, False)
     if a.dtype not in _NUMPY_TO_DTYPE:
-        names = ", ".join(str(d) for d in _NUMPY_TO_DTYPE)
-        raise _dtype_error("asarray", a.dtype, obj, f"one of {names}")
+        raise _dtype_error("asarray", a.dtype, obj, expected)
     return _from_host_array(a)
 
 
@@ -210,6 +233,9 @@ cdef Tensor _operand(obj, str name, str op):
     if isinstance(obj, Tensor):
         (<Tensor>obj)._require_storage(op, name)
         return obj
+    on_device = _device_tensor(obj, None, f"{op}: {name}", _KERNEL_FLOATS)
+    if on_device is not None:
+        return on_device
     try:
         a = _host_array(obj, None, op, name, True)
     except MtlinvError:

@@ -161,3 +161,18 @@ def test_non_arrays_are_named():
         mtlinv.asarray(object())
     with pytest.raises(ValueError, match=r"gemv: x cannot be converted|gemv: x \(dict\) is not an array"):
         mtlinv.gemv({}, np.ones((2, 2), np.float32))
+
+
+def test_device_memory_is_refused_off_cuda():
+    """A DLPack producer on a GPU, given to the emulator (or Metal): refused by name, not read as host memory."""
+
+    class OnGpu:
+        def __dlpack__(self, **kwargs):
+            raise AssertionError("the capsule must not be asked for")
+
+        def __dlpack_device__(self):
+            return (2, 0)
+
+    with pytest.raises(ValueError, match=r"gemv: x \(OnGpu\) is CUDA memory; mtlinv takes arrays in host memory on "
+                                         r"this backend"):
+        mtlinv.gemv(OnGpu(), np.ones((2, 2), np.float32))

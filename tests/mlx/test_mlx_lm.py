@@ -96,7 +96,7 @@ def calls(monkeypatch):
 
         def wrapper(*args, _op=op, _name=name, **kwargs):
             x = args[0]
-            rows = x.shape[-2] if _name == "sdpa" else x.size // x.shape[-1]
+            rows = x.shape[-2] if _name == "sdpa" else int(np.prod(x.shape[:-1]))
             counted[(_name, rows)] += 1
             return _op(*args, **kwargs)
         monkeypatch.setattr(mtlinv, name, wrapper)
@@ -238,3 +238,23 @@ def test_patch_arguments_are_checked():
     with mtlinv.mlx.patch(model):
         with pytest.raises(ValueError, match="already patched"):
             mtlinv.mlx.patch(model)
+
+
+def test_stream_generate_with_a_draft_model_is_greedy(calls):
+    """The README's route: mlx-lm's public stream_generate, with and without draft_model, on patched models (a
+    word-level tokenizer of the model's 256 ids stands in for a real one: only detokenizing uses it)."""
+    from mlx_lm import stream_generate
+    tokenizers = pytest.importorskip("tokenizers")
+    transformers = pytest.importorskip("transformers")
+    vocab = {f"t{i}": i for i in range(256)}
+    words = tokenizers.Tokenizer(tokenizers.models.WordLevel(vocab, unk_token="t0"))
+    words.pre_tokenizer = tokenizers.pre_tokenizers.Whitespace()
+    tokenizer = transformers.PreTrainedTokenizerFast(tokenizer_object=words, eos_token="t255")
+    model, draft = make_model(seed=0), make_model(seed=0)
+    with mtlinv.mlx.patch(model, limit=8), mtlinv.mlx.patch(draft, limit=8):
+        greedy = [r.token for r in stream_generate(model, tokenizer, PROMPT, max_tokens=16)]
+        calls.clear()
+        speculative = [r.token for r in stream_generate(model, tokenizer, PROMPT, max_tokens=16, draft_model=draft,
+                                                        num_draft_tokens=3)]
+    assert speculative == greedy
+    assert calls[("gemv", 4)] > 0, "verification ran on mtlinv"
