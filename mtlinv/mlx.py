@@ -152,8 +152,10 @@ def _linear_call(self, x):
 
 
 def _quantized_reason(module, x, scales, biases, bias):
-    if getattr(module, "mode", "affine") != "affine" or biases is None:
-        return f"mode {getattr(module, 'mode', 'affine')}"
+    """Why a quantized layer is MLX's: qgemv reads MLX's affine format (with biases) at its bits and group sizes."""
+    mode = getattr(module, "mode", "affine")
+    if mode != "affine" or biases is None:
+        return f"mode {mode}" if mode != "affine" else "affine without biases"
     if module.bits not in _QGEMV_BITS or module.group_size not in _QGEMV_GROUP_SIZES:
         return f"bits {module.bits}, group_size {module.group_size}"
     return _dtype_reason(x, scales, biases, bias)

@@ -258,3 +258,14 @@ def test_stream_generate_with_a_draft_model_is_greedy(calls):
                                                         num_draft_tokens=3)]
     assert speculative == greedy
     assert calls[("gemv", 4)] > 0, "verification ran on mtlinv"
+
+
+def test_other_quantization_modes_are_left_to_mlx(calls):
+    """MLX's mxfp4 (no biases) is not qgemv's affine format: those layers stay MLX's and say why; attention, which
+    the mode does not touch, is still mtlinv's."""
+    model = make_model(layers=1)
+    nn.quantize(model, group_size=32, bits=4, mode="mxfp4")
+    with mtlinv.mlx.patch(model, limit=8) as routing:
+        model(mx.array([PROMPT]))
+    assert routing.to_mlx == {("quantized_linear", "mode mxfp4"): 8} and routing.routed == {"attention": 1}
+    assert set(calls) == {("sdpa", len(PROMPT))}
