@@ -1,5 +1,5 @@
 # Extern declarations of the C++ core; C++ types are prefixed C so the Python names stay free.
-from libc.stdint cimport int64_t, uint8_t, uint32_t
+from libc.stdint cimport int64_t, uint8_t, uint32_t, uintptr_t
 from libcpp cimport bool
 from libcpp.memory cimport shared_ptr
 from libcpp.optional cimport optional
@@ -59,6 +59,7 @@ cdef extern from "../src/core/backend.h" namespace "mtlinv":
         bool has_kernel(const string&)
         CKernelSource kernel_source() except +raise_py_error
         void synchronize() except +raise_py_error nogil
+        void wait_for_stream(uintptr_t) except +raise_py_error
     CBackend& c_active_backend "mtlinv::active_backend"() except +raise_py_error
     const string& c_backend_fallback "mtlinv::backend_fallback"() except +raise_py_error
     vector[string] c_built_backends "mtlinv::built_backends"()
@@ -81,6 +82,8 @@ cdef extern from "../src/core/tensor.h" namespace "mtlinv":
         CTensor empty(const vector[int64_t]&, CDType) except +raise_py_error
         @staticmethod
         CTensor from_host(void*, const vector[int64_t]&, const vector[int64_t]&, CDType) except +raise_py_error
+        @staticmethod
+        CTensor from_device(void*, const vector[int64_t]&, const vector[int64_t]&, CDType) except +raise_py_error
 
 cdef extern from "../src/core/limit.h" namespace "mtlinv":
     int c_get_limit "mtlinv::get_limit"() except +raise_py_error

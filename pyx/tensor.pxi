@@ -51,25 +51,30 @@ cdef class _RawBytes:
     cdef Tensor tensor
 
     def __getbuffer__(self, Py_buffer* buf, int flags):
-        cdef CTensor* c = &self.tensor.c
         if (flags & PyBUF_WRITABLE) and self.tensor.readonly:
             raise BufferError("this Tensor wraps a read-only array")
-        buf.buf = _host_data(self.tensor)
-        buf.len = c.nbytes()
-        buf.readonly = self.tensor.readonly
-        buf.itemsize = 1
-        buf.format = NULL
-        if flags & PyBUF_FORMAT:
-            buf.format = "B"
-        buf.ndim = 1
-        buf.shape = NULL
-        buf.strides = NULL
-        buf.suboffsets = NULL
-        buf.internal = NULL
-        buf.obj = self
+        _byte_buffer(buf, flags, self, _host_data(self.tensor), self.tensor.c.nbytes(), self.tensor.readonly)
 
     def __releasebuffer__(self, Py_buffer* buf):
         pass
+
+
+cdef void _byte_buffer(Py_buffer* buf, int flags, object owner, void* start, Py_ssize_t length, bint readonly):
+    """Fills `buf` as a 1-D byte buffer of `owner`'s memory [start, start + length): what np.frombuffer and
+    np.ndarray(buffer=...) view (a Tensor's bytes, a DLPack capsule's)."""
+    buf.buf = start
+    buf.len = length
+    buf.readonly = readonly
+    buf.itemsize = 1
+    buf.format = NULL
+    if flags & PyBUF_FORMAT:
+        buf.format = "B"
+    buf.ndim = 1
+    buf.shape = NULL
+    buf.strides = NULL
+    buf.suboffsets = NULL
+    buf.internal = NULL
+    buf.obj = owner
 
 
 # no_gc_clear: the garbage collector must not drop `keepalive` before `c` (see __dealloc__); the ndarray it holds
@@ -81,8 +86,9 @@ cdef class Tensor:
     cdef object keepalive      # the ndarray whose memory a zero-copy Tensor views
     cdef readonly bint readonly
     cdef Py_ssize_t[8] _shape_bytes, _stride_bytes
-    # (class, args) of the error a wait raised in __getbuffer__, for __array__ to raise again: NumPy asks for the
-    # buffer first, drops whatever error that raises, and calls __array__, which would wait with nothing to report.
+    # (class, args) of the error a wait raised in __getbuffer__, for __array_interface__ and __array__ to raise again:
+    # NumPy asks for the buffer first, drops whatever error that raises, and asks them, whose waits would have
+    # nothing to report.
     cdef object _buffer_error
 
     def __init__(self):
@@ -154,10 +160,15 @@ cdef class Tensor:
         self.c.download(cnp.PyArray_DATA(out), self.c.nbytes(), b"Tensor.numpy")
         return out
 
-    def __array__(self, dtype=None, copy=None):
+    cdef _raise_buffer_error(self):
+        """Raises (once) the error a wait in __getbuffer__ raised, which NumPy dropped before asking the
+        interfaces below."""
         error, self._buffer_error = self._buffer_error, None
         if error is not None:
             raise error[0](*error[1])
+
+    def __array__(self, dtype=None, copy=None):
+        self._raise_buffer_error()
         needs_copy = (dtype is not None and np.dtype(dtype) != self.dtype) or self.c.host_address() == NULL
         if copy is False and needs_copy:
             raise ValueError("Tensor.__array__: copy=False, but a copy is needed (dtype change or device memory)")
@@ -212,15 +223,23 @@ cdef class Tensor:
         pass
 
     def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
-        """A DLPack capsule sharing this Tensor's memory, host or CUDA (torch.from_dlpack(t), ...). `stream` needs
-        no handshake (CUDA memory is exported once the device has finished the work queued before); the capsule is
-        DLPack's unversioned kind, which every consumer accepts whatever its max_version."""
+        """A DLPack capsule sharing this Tensor's memory, host or CUDA (torch.from_dlpack(t), mx.from_dlpack(t),
+        jax.numpy.from_dlpack(t) ...): versioned (read-only flag, copy=True) for a consumer whose max_version is
+        (1, 0) or newer, else the legacy kind. `stream` needs no handshake: memory is exported once the device
+        has finished the work queued before, so it is complete on any stream of the consumer's."""
         self._require_storage("__dlpack__")
-        return _to_dlpack(self, dl_device, copy)
+        return _to_dlpack(self, max_version, dl_device, copy)
 
     def __dlpack_device__(self):
         self._require_storage("__dlpack_device__")
         return _dlpack_device(self)
+
+    @property
+    def __array_interface__(self):
+        """NumPy's array interface, for host-visible float32/float16 and integer Tensors (AttributeError else)."""
+        self._require_storage("__array_interface__")
+        self._raise_buffer_error()
+        return _array_interface(self)
 
     @property
     def __cuda_array_interface__(self):
@@ -228,8 +247,60 @@ cdef class Tensor:
         self._require_storage("__cuda_array_interface__")
         return _cuda_array_interface(self)
 
+    @property
+    def device(self):
+        """The backend whose memory holds this Tensor: 'emu', 'metal' or 'cuda'."""
+        return c_active_backend().caps().backend.decode()
+
     def __repr__(self):
-        return f"mtlinv.Tensor(shape={self.shape}, dtype={self.dtype})"
+        flags = ", read-only" if self.readonly else ""
+        return (f"mtlinv.Tensor(shape={self.shape}, dtype={np.dtype(self.dtype).name}, device={self.device!r}"
+                f"{flags})")
+
+    # What a Tensor is not: an array library. It holds an op's operands and results; indexing, arithmetic and
+    # iteration belong to NumPy (t.numpy(), zero-copy on host-visible memory) or to mtlinv's ops (mtlinv.add ...).
+    def _not_supported(self, what):
+        raise TypeError(f"mtlinv.Tensor has no {what}: use t.numpy() (zero-copy on host-visible memory) for "
+                        "NumPy's, or mtlinv's ops (add, gemv, ...)")
+
+    def __getitem__(self, key):
+        self._not_supported("indexing")
+
+    def __setitem__(self, key, value):
+        self._not_supported("indexing")
+
+    def __iter__(self):
+        self._not_supported("iteration")
+
+    def __add__(self, other):
+        self._not_supported("arithmetic")
+
+    def __radd__(self, other):
+        self._not_supported("arithmetic")
+
+    def __sub__(self, other):
+        self._not_supported("arithmetic")
+
+    def __rsub__(self, other):
+        self._not_supported("arithmetic")
+
+    def __mul__(self, other):
+        self._not_supported("arithmetic")
+
+    def __rmul__(self, other):
+        self._not_supported("arithmetic")
+
+    def __truediv__(self, other):
+        self._not_supported("arithmetic")
+
+    def __rtruediv__(self, other):
+        self._not_supported("arithmetic")
+
+    def __matmul__(self, other):
+        self._not_supported("arithmetic")
+
+    def __rmatmul__(self, other):
+        self._not_supported("arithmetic")
 
 
 cdef Tensor _wrap(CTensor& c):
@@ -238,63 +309,6 @@ cdef Tensor _wrap(CTensor& c):
     cdef Tensor t = Tensor.__new__(Tensor)
     t.c = move(c)
     return t
-
-
-cdef object _host_array(obj, dtype, str op, str name, bint for_kernels):
-    """obj as an ndarray in the machine's byte order: the one conversion route of every array argument (asarray,
-    the ops' operands, tile_weights, the mtlinv.quant helpers). A producer that only speaks DLPack (np.asarray
-    would make it a 0-d object array) is read through np.from_dlpack, which takes host memory only. Without
-    `dtype`, what NumPy reads as float64 from anything but an ndarray (Python lists, tuples and floats) becomes
-    float32, the widest dtype the kernels take; a float64 ndarray stays float64, for the caller to refuse. With
-    `for_kernels`, an array that must be copied (a broadcast or strided view, a byte-swapped array) has its
-    dimensions checked against the kernels' limit first: a copy of 2^32 rows would fail for memory before the
-    core could refuse the shape. A contiguous array goes to the core uncopied, whose checks name the op's
-    dimension (B, N, K ...). Errors name `op: name`."""
-    a = np.asarray(obj)
-    where = f"{op}: {name}" if name else op
-    if a.dtype == object and a.ndim == 0:
-        if hasattr(obj, "__dlpack__"):
-            try:
-                a = np.from_dlpack(obj)
-            except Exception as e:
-                raise InvalidArgumentError(f"{where} ({type(obj).__name__}) cannot be read through DLPack: {e}; "
-                                           "mtlinv takes arrays in host memory: copy it to the host first") from None
-        elif hasattr(obj, "__cuda_array_interface__"):
-            raise InvalidArgumentError(f"{where} ({type(obj).__name__}) is CUDA memory; mtlinv takes arrays in host "
-                                       "memory (or DLPack from the host): copy it to the host first")
-    if for_kernels and not (a.flags.c_contiguous and a.dtype.isnative):
-        for i, d in enumerate(a.shape):
-            if d > _MAX_DIM:
-                raise InvalidArgumentError(f"{where} has shape {a.shape}: dimension {i} = {d} is out of range for "
-                                           f"the kernels (at most 2^32 - 1)")
-    if dtype is not None:
-        a = np.asarray(a, dtype=dtype)
-    elif a.dtype == np.float64 and not isinstance(obj, np.ndarray):
-        a = a.astype(np.float32)
-    if not a.dtype.isnative:  # '>f2' on a little-endian machine: the kernels read native values
-        a = a.astype(a.dtype.newbyteorder("="))
-    return a
-
-
-def _to_host_array(obj, str what, str name):
-    """_host_array for the pure-Python helpers (mtlinv.quant): obj as a native-order ndarray, lists and scalars as
-    float32."""
-    return _host_array(obj, None, what, name, False)
-
-
-def asarray(obj, dtype=None):
-    """A Tensor with the contents of `obj` (an ndarray, anything np.asarray or np.from_dlpack accepts, or a Tensor).
-    Shares the memory of a contiguous ndarray in native byte order on host-visible devices (like np.asarray);
-    otherwise copies. Python lists and scalars become float32 (as in the ops), unless `dtype` says otherwise."""
-    if isinstance(obj, Tensor):
-        if dtype is None or np.dtype(dtype) == obj.dtype:
-            return obj
-        obj = obj.numpy()
-    a = _host_array(obj, dtype, "asarray", None, False)
-    if a.dtype not in _NUMPY_TO_DTYPE:
-        names = ", ".join(str(d) for d in _NUMPY_TO_DTYPE)
-        raise DTypeError(f"asarray: dtype {a.dtype} is not supported (supported: {names})")
-    return _from_host_array(a)
 
 
 cdef Tensor _from_host_array(a):
@@ -313,17 +327,3 @@ cdef Tensor _from_host_array(a):
     return t
 
 
-cdef Tensor _operand(obj, str name, str op):
-    """An op's argument as a Tensor, with the op and argument named in any error."""
-    if isinstance(obj, Tensor):
-        (<Tensor>obj)._require_storage(op, name)
-        return obj
-    try:
-        a = _host_array(obj, None, op, name, True)
-    except MtlinvError:
-        raise
-    except Exception as e:
-        raise InvalidArgumentError(f"{op}: {name} cannot be converted to an array: {e}") from None
-    if a.dtype not in _NUMPY_TO_DTYPE:
-        raise DTypeError(f"{op}: {name} has dtype {a.dtype}; expected float32, float16 or bfloat16")
-    return _from_host_array(a)

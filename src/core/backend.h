@@ -92,6 +92,17 @@ class Backend {
   // the Storage is gone, whatever is still queued. While the Storage lives the memory is the tensor's: host writes
   // to it follow the rule of host access above.
   virtual StoragePtr wrap_host(void* host, size_t bytes) = 0;
+  // Wraps memory of this backend's device that another library allocated (a CUDA pointer from DLPack or
+  // __cuda_array_interface__), on the terms of wrap_host; nullptr where the backend has no such memory (the default).
+  virtual StoragePtr wrap_device(void* device, size_t bytes) {
+    (void)device;
+    (void)bytes;
+    return nullptr;
+  }
+  // Orders the work queued from now on after the work queued so far on another library's stream (a CUDA stream
+  // handle, as DLPack and __cuda_array_interface__ pass it: 1 the legacy default stream, 2 the per-thread one).
+  // Backends without streams have nothing to order.
+  virtual void wait_for_stream(uintptr_t stream) { (void)stream; }
   virtual void upload(Storage& dst, size_t offset, const void* src, size_t bytes) = 0;
   virtual void download(const Storage& src, size_t offset, void* dst, size_t bytes) = 0;
 

@@ -71,10 +71,13 @@ Tensor Tensor::empty(const Shape& shape, DType dtype) {
   return t;
 }
 
-Tensor Tensor::from_host(void* data, const Shape& shape, const Shape& strides, DType dtype) {
+namespace {
+
+// A Tensor of `shape` and `strides` over memory at `data`: the checks from_host and from_device share.
+Tensor over_memory(const char* what, void* data, const Shape& shape, const Shape& strides, DType dtype) {
   check_shape(shape);
   if (strides.size() != shape.size()) {
-    throw InvalidArgument("from_host: strides ", shape_str(strides), " have ", strides.size(), " entries but shape ",
+    throw InvalidArgument(what, ": strides ", shape_str(strides), " have ", strides.size(), " entries but shape ",
                           shape_str(shape), " has ", shape.size());
   }
   Tensor t;
@@ -82,18 +85,35 @@ Tensor Tensor::from_host(void* data, const Shape& shape, const Shape& strides, D
   t.shape = shape;
   t.strides = strides;
   if (!t.is_contiguous()) {
-    throw InvalidArgument("from_host: array of shape ", shape_str(shape), " is not contiguous (strides ",
+    throw InvalidArgument(what, ": array of shape ", shape_str(shape), " is not contiguous (strides ",
                           shape_str(strides), " elements); make a contiguous copy first");
   }
   t.strides = contiguous_strides(shape);
   if (data == nullptr && t.nbytes() > 0) {
-    throw InvalidArgument("from_host: data is NULL for shape ", shape_str(shape), " (", t.nbytes(), " bytes)");
+    throw InvalidArgument(what, ": data is NULL for shape ", shape_str(shape), " (", t.nbytes(), " bytes)");
   }
+  return t;
+}
+
+}  // namespace
+
+Tensor Tensor::from_host(void* data, const Shape& shape, const Shape& strides, DType dtype) {
+  Tensor t = over_memory("from_host", data, shape, strides, dtype);
   Backend& backend = active_backend();
   t.storage = backend.wrap_host(data, t.nbytes());
   if (!t.storage) {
     t.storage = backend.allocate(t.nbytes());
     backend.upload(*t.storage, 0, data, t.nbytes());
+  }
+  return t;
+}
+
+Tensor Tensor::from_device(void* data, const Shape& shape, const Shape& strides, DType dtype) {
+  Tensor t = over_memory("from_device", data, shape, strides, dtype);
+  Backend& backend = active_backend();
+  t.storage = backend.wrap_device(data, t.nbytes());
+  if (!t.storage) {
+    throw DeviceError("from_device: the ", backend.caps().backend, " backend cannot wrap device memory");
   }
   return t;
 }

@@ -24,6 +24,9 @@ struct Tensor {
   static Tensor empty(const Shape& shape, DType dtype);
   // A view of host memory: zero-copy where the backend can wrap it, else a copy. `strides` in elements.
   static Tensor from_host(void* data, const Shape& shape, const Shape& strides, DType dtype);
+  // A view of the active device's own memory that another library allocated (Backend::wrap_device); contiguous
+  // only, never copied: throws DeviceError where the backend cannot wrap it.
+  static Tensor from_device(void* data, const Shape& shape, const Shape& strides, DType dtype);
 
   int ndim() const { return static_cast<int>(shape.size()); }
   int64_t numel() const;

@@ -154,6 +154,12 @@ struct CudaStorage : Storage {
   }
 };
 
+// Device memory another library allocated (Backend::wrap_device): the caller's to free once the Storage is gone,
+// so its release first waits for the work queued on the stream, as a wrapped host array's does.
+struct WrappedCudaStorage : Storage {
+  ~WrappedCudaStorage() override { (void)cudaStreamSynchronize(cudaStreamLegacy); }
+};
+
 class CudaBackend final : public Backend {
  public:
   CudaBackend() {
@@ -203,6 +209,38 @@ class CudaBackend final : public Backend {
 
   // CUDA memory is not host memory: Tensor::from_host copies through upload().
   StoragePtr wrap_host(void*, size_t) override { return nullptr; }
+
+  // Any CUDA pointer of device 0 (cudaMalloc, a memory pool, managed memory): kernels read it as they read ours.
+  StoragePtr wrap_device(void* device, size_t bytes) override {
+    cudaPointerAttributes attributes{};
+    check(cudaPointerGetAttributes(&attributes, device), "cudaPointerGetAttributes");
+    if (attributes.type != cudaMemoryTypeDevice && attributes.type != cudaMemoryTypeManaged) {
+      throw InvalidArgument("cuda: pointer ", device, " is not device memory (cudaPointerGetAttributes type ",
+                            static_cast<int>(attributes.type), ")");
+    }
+    if (attributes.device != 0) {
+      throw InvalidArgument("cuda: pointer ", device, " is memory of CUDA device ", attributes.device,
+                            "; mtlinv runs on device 0");
+    }
+    auto s = std::make_shared<WrappedCudaStorage>();
+    s->device = device;
+    s->bytes = bytes;
+    return s;
+  }
+
+  // Our work runs on the legacy stream: make it wait for what the producer queued on its stream so far.
+  void wait_for_stream(uintptr_t stream) override {
+    cudaStream_t other = stream == 1   ? cudaStreamLegacy
+                         : stream == 2 ? cudaStreamPerThread
+                                       : reinterpret_cast<cudaStream_t>(stream);
+    if (other == cudaStreamLegacy) return;  // ours: in order already
+    cudaEvent_t done;
+    check(cudaEventCreateWithFlags(&done, cudaEventDisableTiming), "cudaEventCreateWithFlags");
+    cudaError_t e = cudaEventRecord(done, other);
+    if (e == cudaSuccess) e = cudaStreamWaitEvent(cudaStreamLegacy, done, 0);
+    (void)cudaEventDestroy(done);  // released once the wait completes
+    check(e, "ordering the producer's stream before mtlinv's (cudaEventRecord / cudaStreamWaitEvent)");
+  }
 
   void upload(Storage& dst, size_t offset, const void* src, size_t bytes) override {
     if (bytes == 0) return;

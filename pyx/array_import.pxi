@@ -1,0 +1,247 @@
+# How arrays get into mtlinv: the one conversion route of every array argument (asarray, the ops' operands,
+# tile_weights, the mtlinv.quant helpers). Each producer is read through the protocol that describes its memory
+# best, and every route ends in one dtype policy (_check_dtype):
+#   ndarray (ml_dtypes' bfloat16 included)      as it is
+#   __dlpack__ (PyTorch, MLX, JAX, CuPy, ...)    read here, bfloat16 included (np.from_dlpack refuses it), zero-copy,
+#                                               read-only where the producer says so (versioned DLPack)
+#   CUDA memory (DLPack kDLCUDA, __cuda_array_interface__): on the CUDA backend a Tensor over it, zero-copy
+#                                               (cuda_import.pxi); elsewhere refused by name
+#   Python lists, tuples and scalars            float64 becomes float32, the widest dtype the kernels take
+#   anything else                               the buffer protocol (MLX's 'bfloat16' format too), then NumPy's
+#                                               __array_interface__ / __array_struct__ / __array__
+# Only Python's own numbers are narrowed: a float64 *array* from any library is refused with the same DTypeError.
+
+from cpython.buffer cimport PyObject_CheckBuffer
+
+# The kernels' floating dtypes, named in the errors.
+_KERNEL_FLOATS = "float32, float16 or bfloat16"
+_DTYPE_FIX = ("convert it first (NumPy: a.astype(np.float32); PyTorch: t.float(); MLX: a.astype(mx.float32); JAX: "
+              "a.astype(jnp.float32)): mtlinv converts no array's dtype by itself")
+# Buffer-protocol formats that PEP 3118 lacks, as producers write them: MLX exports bfloat16 arrays as 'bfloat16'.
+_BUFFER_FORMATS = {"bfloat16": np.dtype(ml_dtypes.bfloat16)}
+
+
+cdef str _source(obj):
+    """The name of obj's type, for errors ('Tensor', 'array', 'ArrayImpl'; its dtype names the library)."""
+    return type(obj).__name__
+
+
+def _dtype_error(str where, dtype, obj, str expected):
+    """The DTypeError of every route: the dtype, where it came from, what is taken and how to convert it."""
+    native = getattr(obj, "dtype", None)
+    came = f" ({_source(obj)} of dtype {native})" if native is not None and not isinstance(obj, np.ndarray) else ""
+    return DTypeError(f"{where} has dtype {dtype}{came}; expected {expected}; {_DTYPE_FIX}")
+
+
+cdef class _DLPackMemory:
+    """A consumed DLPack capsule: its tensor's dtype, shape and strides (in bytes), and its host memory as a 1-D byte
+    buffer, the base of the ndarray that views it (device memory: the keepalive of the Tensor over it). Runs the
+    producer's deleter when the last user goes, which lets the producer free (or stop pinning) the memory."""
+    cdef void* managed
+    cdef bint versioned
+    cdef DLTensor* tensor
+    cdef object dtype, shape, strides
+    cdef char* start
+    cdef Py_ssize_t length
+    cdef bint readonly
+
+    def __getbuffer__(self, Py_buffer* buf, int flags):
+        if (flags & PyBUF_WRITABLE) and self.readonly:
+            raise BufferError("the DLPack producer marked this array read-only")
+        _byte_buffer(buf, flags, self, self.start, self.length, self.readonly)
+
+    def __releasebuffer__(self, Py_buffer* buf):
+        pass
+
+    def __dealloc__(self):
+        if self.managed == NULL:
+            return
+        cdef DLManagedTensorVersioned* mv = <DLManagedTensorVersioned*>self.managed
+        cdef DLManagedTensor* m = <DLManagedTensor*>self.managed
+        if self.versioned and mv.deleter != NULL:
+            mv.deleter(mv)
+        elif not self.versioned and m.deleter != NULL:
+            m.deleter(m)
+
+
+cdef object _dlpack_capsule(obj, str where, stream):
+    """obj.__dlpack__(), asking for the versioned ABI and no copy (and, for CUDA memory, for the producer's work to
+    be ordered before `stream`'s); producers that predate the keywords (DLPack < 1.0) are asked again without the
+    new ones, as the array API standard says."""
+    kwargs = {} if stream is None else {"stream": stream}
+    try:
+        return obj.__dlpack__(max_version=DLPACK_VERSION, copy=False, **kwargs)
+    except TypeError:
+        pass
+    except BufferError as e:
+        raise InvalidArgumentError(f"{where} ({_source(obj)}) cannot be shared through DLPack without a copy: {e}; "
+                                   "mtlinv reads arrays without copying them") from None
+    return obj.__dlpack__(**kwargs)
+
+
+cdef _DLPackMemory _consume_dlpack(obj, str where, stream):
+    """Takes obj's DLPack capsule: the memory it describes, owned (the producer's deleter runs when it goes)."""
+    capsule = _dlpack_capsule(obj, where, stream)
+    cdef _DLPackMemory memory = _DLPackMemory.__new__(_DLPackMemory)
+    cdef DLManagedTensorVersioned* mv
+    cdef DLManagedTensor* m
+    cdef DLTensor* t
+    cdef uint64_t flags = 0
+    cdef int i
+    if PyCapsule_IsValid(capsule, b"dltensor_versioned"):
+        mv = <DLManagedTensorVersioned*>PyCapsule_GetPointer(capsule, b"dltensor_versioned")
+        if mv.version.major > DLPACK_VERSION[0]:
+            raise InvalidArgumentError(f"{where} ({_source(obj)}): DLPack {mv.version.major}.{mv.version.minor} is "
+                                       f"newer than mtlinv reads ({DLPACK_VERSION[0]}.x)")
+        PyCapsule_SetName(capsule, b"used_dltensor_versioned")
+        memory.managed = mv
+        memory.versioned = True
+        t = &mv.dl_tensor
+        flags = mv.flags
+    elif PyCapsule_IsValid(capsule, b"dltensor"):
+        m = <DLManagedTensor*>PyCapsule_GetPointer(capsule, b"dltensor")
+        PyCapsule_SetName(capsule, b"used_dltensor")
+        memory.managed = m
+        t = &m.dl_tensor
+    else:
+        raise InvalidArgumentError(f"{where} ({_source(obj)}): __dlpack__ returned {capsule!r}, not a DLPack "
+                                   "capsule (or one already consumed)")
+    # From here on `memory` owns the tensor: its deleter runs whatever fails below.
+    memory.tensor = t
+    memory.readonly = (flags & DLPACK_FLAG_READ_ONLY) != 0
+    key = (t.dtype.code, t.dtype.bits)
+    if t.dtype.lanes != 1 or key not in _DLPACK_DTYPES:
+        raise DTypeError(f"{where} ({_source(obj)}) has DLPack dtype code {t.dtype.code}, {t.dtype.bits} bits, "
+                         f"{t.dtype.lanes} lanes; expected {_KERNEL_FLOATS}; {_DTYPE_FIX}")
+    memory.dtype = _DLPACK_DTYPES[key]
+    item = memory.dtype.itemsize
+    memory.shape = [t.shape[i] for i in range(t.ndim)]
+    if t.strides == NULL:  # C-contiguous
+        memory.strides = _contiguous_strides(memory.shape, item)
+    else:
+        memory.strides = [t.strides[i] * item for i in range(t.ndim)]
+    return memory
+
+
+cdef list _contiguous_strides(shape, Py_ssize_t item):
+    """C-order strides in bytes."""
+    strides = [item] * len(shape)
+    for i in range(len(shape) - 2, -1, -1):
+        strides[i] = strides[i + 1] * shape[i + 1]
+    return strides
+
+
+cdef object _from_dlpack(obj, str where):
+    """An ndarray viewing the host memory that obj exports through DLPack, bfloat16 included; read-only where the
+    producer marked it so. Device memory is refused (the CUDA backend takes it first: _device_tensor)."""
+    device = tuple(obj.__dlpack_device__())
+    if int(device[0]) not in (kDLCPU, kDLCUDAHost):
+        kind = "CUDA memory" if int(device[0]) in (kDLCUDA, kDLCUDAManaged) else f"on DLPack device {device}"
+        raise InvalidArgumentError(f"{where} ({_source(obj)}) is {kind}; mtlinv takes arrays in host memory on "
+                                   f"this backend ({c_active_backend().caps().backend.decode()}): copy it to the host "
+                                   "first")
+    cdef _DLPackMemory memory = _consume_dlpack(obj, where, None)
+    shape, strides, item = memory.shape, memory.strides, memory.dtype.itemsize
+    # The bytes the array spans, from its lowest to its highest element (strides may be negative or zero).
+    low = sum(s * (d - 1) for s, d in zip(strides, shape) if s < 0 and d > 0)
+    high = sum(s * (d - 1) for s, d in zip(strides, shape) if s > 0 and d > 0)
+    empty = any(d == 0 for d in shape)
+    cdef Py_ssize_t first = 0 if empty else low
+    memory.start = <char*>memory.tensor.data + memory.tensor.byte_offset + first
+    memory.length = 0 if empty else high - low + item
+    return np.ndarray(shape, memory.dtype, buffer=memory, offset=0 if empty else -low, strides=strides)
+
+
+cdef object _from_buffer(obj, str where):
+    """obj's buffer as an ndarray, zero-copy; formats PEP 3118 lacks (MLX's 'bfloat16') mapped to their dtype."""
+    view = memoryview(obj)
+    dtype = _BUFFER_FORMATS.get(view.format)
+    if dtype is None:
+        return np.asarray(view)
+    if not view.c_contiguous:
+        raise InvalidArgumentError(f"{where} ({_source(obj)}) is a strided '{view.format}' buffer; mtlinv reads "
+                                   "that format from contiguous buffers only")
+    raw = view.cast("B")
+    return np.frombuffer(raw, dtype).reshape(view.shape)
+
+
+cdef object _host_array(obj, dtype, str op, str name, bint for_kernels):
+    """obj as an ndarray in the machine's byte order (see the table at the top of this file). With `dtype`, an
+    explicit conversion to it. With `for_kernels`, an array that must be copied (a broadcast or strided view, a
+    byte-swapped array) has its dimensions checked against the kernels' limit first: a copy of 2^32 rows would fail
+    for memory before the core could refuse the shape. A contiguous array goes to the core uncopied, whose checks
+    name the op's dimension (B, N, K ...). Errors name `op: name`."""
+    where = f"{op}: {name}" if name else op
+    if isinstance(obj, np.ndarray):
+        a = obj
+    elif hasattr(type(obj), "__dlpack__"):
+        a = _from_dlpack(obj, where)
+    elif hasattr(obj, "__cuda_array_interface__"):
+        raise InvalidArgumentError(f"{where} ({_source(obj)}) is CUDA memory; mtlinv takes arrays in host "
+                                   "memory (or DLPack from the host): copy it to the host first")
+    elif isinstance(obj, (list, tuple, int, float, complex, np.generic)):
+        a = np.asarray(obj)
+        if dtype is None and a.dtype == np.float64:
+            a = a.astype(np.float32)  # Python's numbers: float32 is the widest dtype the kernels take
+    elif PyObject_CheckBuffer(obj) and not isinstance(obj, (bytes, bytearray, str)):
+        a = _from_buffer(obj, where)
+    else:
+        a = np.asarray(obj)
+        if a.dtype == object:
+            raise InvalidArgumentError(f"{where} ({_source(obj)}) is not an array: it has neither DLPack, the "
+                                       "buffer protocol nor NumPy's array interface")
+    if for_kernels and not (a.flags.c_contiguous and a.dtype.isnative):
+        for i, d in enumerate(a.shape):
+            if d > _MAX_DIM:
+                raise InvalidArgumentError(f"{where} has shape {a.shape}: dimension {i} = {d} is out of range for "
+                                           f"the kernels (at most 2^32 - 1)")
+    if dtype is not None:
+        a = np.asarray(a, dtype=dtype)
+    if not a.dtype.isnative:  # '>f2' on a little-endian machine: the kernels read native values
+        a = a.astype(a.dtype.newbyteorder("="))
+    return a
+
+
+def _to_host_array(obj, str what, str name):
+    """_host_array for the pure-Python helpers (mtlinv.quant): obj as a native-order ndarray, lists and scalars as
+    float32."""
+    return _host_array(obj, None, what, name, False)
+
+
+def asarray(obj, dtype=None):
+    """A Tensor with the contents of `obj`: an ndarray, a DLPack producer (PyTorch, MLX, JAX: bfloat16 included),
+    a buffer (MLX's 'bfloat16' format included), anything NumPy reads, or a Tensor. Shares the memory of a
+    contiguous array in host memory, in native byte order, on host-visible devices (read-only where the producer's
+    is); otherwise copies. Python lists and scalars become float32 (as in the ops), unless `dtype` says otherwise;
+    an array's dtype is kept, and refused when no kernel takes it (DTypeError), as in the ops."""
+    if isinstance(obj, Tensor):
+        if dtype is None or np.dtype(dtype) == obj.dtype:
+            return obj
+        obj = obj.numpy()
+    expected = "one of " + ", ".join(str(d) for d in _NUMPY_TO_DTYPE)
+    on_device = _device_tensor(obj, dtype, "asarray", expected)
+    if on_device is not None:
+        return on_device
+    a = _host_array(obj, dtype, "asarray", None, False)
+    if a.dtype not in _NUMPY_TO_DTYPE:
+        raise _dtype_error("asarray", a.dtype, obj, expected)
+    return _from_host_array(a)
+
+
+cdef Tensor _operand(obj, str name, str op):
+    """An op's argument as a Tensor, with the op and argument named in any error."""
+    if isinstance(obj, Tensor):
+        (<Tensor>obj)._require_storage(op, name)
+        return obj
+    on_device = _device_tensor(obj, None, f"{op}: {name}", _KERNEL_FLOATS)
+    if on_device is not None:
+        return on_device
+    try:
+        a = _host_array(obj, None, op, name, True)
+    except MtlinvError:
+        raise
+    except Exception as e:
+        raise InvalidArgumentError(f"{op}: {name} cannot be converted to an array: {e}") from None
+    if a.dtype not in _NUMPY_TO_DTYPE:
+        raise _dtype_error(f"{op}: {name}", a.dtype, obj, _KERNEL_FLOATS)
+    return _from_host_array(a)
