@@ -240,18 +240,11 @@ cdef Tensor _wrap(CTensor& c):
     return t
 
 
-cdef object _host_array(obj, dtype, str op, str name, bint for_kernels):
-    """obj as an ndarray in the machine's byte order: the one conversion route of every array argument (asarray,
-    the ops' operands, tile_weights, the mtlinv.quant helpers). A producer that only speaks DLPack (np.asarray
-    would make it a 0-d object array) is read through np.from_dlpack, which takes host memory only. Without
-    `dtype`, what NumPy reads as float64 from anything but an ndarray (Python lists, tuples and floats) becomes
-    float32, the widest dtype the kernels take; a float64 ndarray stays float64, for the caller to refuse. With
-    `for_kernels`, an array that must be copied (a broadcast or strided view, a byte-swapped array) has its
-    dimensions checked against the kernels' limit first: a copy of 2^32 rows would fail for memory before the
-    core could refuse the shape. A contiguous array goes to the core uncopied, whose checks name the op's
-    dimension (B, N, K ...). Errors name `op: name`."""
+cdef object _host_view(obj, str where, bint lists_as_float32=True):
+    """obj as an ndarray, without copying an ndarray (a list or scalar is read into a new one). A producer that only
+    speaks DLPack (np.asarray would make it a 0-d object array) is read through np.from_dlpack, which takes host
+    memory only. Errors name `where`."""
     a = np.asarray(obj)
-    where = f"{op}: {name}" if name else op
     if a.dtype == object and a.ndim == 0:
         if hasattr(obj, "__dlpack__"):
             try:
@@ -262,24 +255,55 @@ cdef object _host_array(obj, dtype, str op, str name, bint for_kernels):
         elif hasattr(obj, "__cuda_array_interface__"):
             raise InvalidArgumentError(f"{where} ({type(obj).__name__}) is CUDA memory; mtlinv takes arrays in host "
                                        "memory (or DLPack from the host): copy it to the host first")
-    if for_kernels and not (a.flags.c_contiguous and a.dtype.isnative):
-        for i, d in enumerate(a.shape):
-            if d > _MAX_DIM:
-                raise InvalidArgumentError(f"{where} has shape {a.shape}: dimension {i} = {d} is out of range for "
-                                           f"the kernels (at most 2^32 - 1)")
+    elif lists_as_float32 and a.dtype == np.float64 and not isinstance(obj, np.ndarray):
+        # What NumPy reads as float64 from anything but an ndarray (Python lists, tuples and floats) becomes
+        # float32, the widest dtype the kernels take; a float64 ndarray stays float64, for the caller to refuse.
+        a = a.astype(np.float32)
+    return a
+
+
+cdef bint _needs_copy(a):
+    """Whether ndarray `a` must be copied before a Tensor can hold it: a broadcast or strided view, or a byte-swapped
+    array (the kernels read native values)."""
+    return not (a.flags.c_contiguous and a.dtype.isnative)
+
+
+cdef object _native(a):
+    """ndarray `a` contiguous and in the machine's byte order: a copy where it is not already."""
+    if not a.dtype.isnative:  # '>f2' on a little-endian machine
+        a = a.astype(a.dtype.newbyteorder("="))
+    if not a.flags.c_contiguous:
+        a = np.array(a, order="C")  # (np.ascontiguousarray would turn a 0-d array into shape (1,))
+    return a
+
+
+cdef _check_dims(a, str where):
+    """Every dimension of `a` within the kernels' 32 bits, before a copy that would otherwise be asked of memory
+    first (the routes that copy without an op's checks: asarray, tile_weights, mtlinv.quant)."""
+    for i, d in enumerate(a.shape):
+        if d > _MAX_DIM:
+            raise InvalidArgumentError(f"{where} has shape {a.shape}: dimension {i} = {d} is out of range for "
+                                       f"the kernels (at most 2^32 - 1)")
+
+
+cdef object _host_array(obj, dtype, str op, str name):
+    """obj as a contiguous ndarray in the machine's byte order (_host_view, then _native): the conversion route of
+    the arguments that are not an op's operands (asarray, tile_weights, the mtlinv.quant helpers; the ops' take
+    _operand). An array that must be copied has its dimensions checked first (_check_dims). Errors name
+    `op: name`."""
+    where = f"{op}: {name}" if name else op
+    a = _host_view(obj, where, dtype is None)  # with a dtype, a list is read once, into it
+    if _needs_copy(a) or (dtype is not None and np.dtype(dtype) != a.dtype):
+        _check_dims(a, where)
     if dtype is not None:
         a = np.asarray(a, dtype=dtype)
-    elif a.dtype == np.float64 and not isinstance(obj, np.ndarray):
-        a = a.astype(np.float32)
-    if not a.dtype.isnative:  # '>f2' on a little-endian machine: the kernels read native values
-        a = a.astype(a.dtype.newbyteorder("="))
-    return a
+    return _native(a)
 
 
 def _to_host_array(obj, str what, str name):
     """_host_array for the pure-Python helpers (mtlinv.quant): obj as a native-order ndarray, lists and scalars as
     float32."""
-    return _host_array(obj, None, what, name, False)
+    return _host_array(obj, None, what, name)
 
 
 def asarray(obj, dtype=None):
@@ -290,7 +314,7 @@ def asarray(obj, dtype=None):
         if dtype is None or np.dtype(dtype) == obj.dtype:
             return obj
         obj = obj.numpy()
-    a = _host_array(obj, dtype, "asarray", None, False)
+    a = _host_array(obj, dtype, "asarray", None)
     if a.dtype not in _NUMPY_TO_DTYPE:
         names = ", ".join(str(d) for d in _NUMPY_TO_DTYPE)
         raise DTypeError(f"asarray: dtype {a.dtype} is not supported (supported: {names})")
@@ -299,8 +323,7 @@ def asarray(obj, dtype=None):
 
 cdef Tensor _from_host_array(a):
     """A Tensor of ndarray `a` (native byte order, a supported dtype): its memory where the device can wrap it."""
-    if not a.flags.c_contiguous:
-        a = np.array(a, order="C")  # (np.ascontiguousarray would turn a 0-d array into shape (1,))
+    a = _native(a)
     cdef vector[int64_t] shape = a.shape
     cdef vector[int64_t] strides = [s // a.itemsize for s in a.strides]
     cdef CDType dt = _NUMPY_TO_DTYPE[a.dtype]
@@ -313,17 +336,62 @@ cdef Tensor _from_host_array(a):
     return t
 
 
-cdef Tensor _operand(obj, str name, str op):
-    """An op's argument as a Tensor, with the op and argument named in any error."""
+cdef Tensor _operand(obj, str name, str op, list pending=None):
+    """An op's argument as a Tensor, with the op and argument named in any error. An array that must be copied
+    (_needs_copy) becomes, where the op passes `pending`, a Tensor with its shape and no memory, listed there with
+    the array: the op runs its checks on it first (_checks_first), and only then is it copied."""
     if isinstance(obj, Tensor):
         (<Tensor>obj)._require_storage(op, name)
         return obj
     try:
-        a = _host_array(obj, None, op, name, True)
+        a = _host_view(obj, f"{op}: {name}")
     except MtlinvError:
         raise
     except Exception as e:
         raise InvalidArgumentError(f"{op}: {name} cannot be converted to an array: {e}") from None
-    if a.dtype not in _NUMPY_TO_DTYPE:
+    native_dtype = a.dtype.newbyteorder("=") if a.dtype.byteorder in "<>" else a.dtype
+    if native_dtype not in _NUMPY_TO_DTYPE:
         raise DTypeError(f"{op}: {name} has dtype {a.dtype}; expected float32, float16 or bfloat16")
+    if pending is not None and _needs_copy(a):
+        return _pending_copy(pending, a, _NUMPY_TO_DTYPE[native_dtype], _native)
     return _from_host_array(a)
+
+
+cdef Tensor _pending_copy(list pending, a, CDType dtype, convert):
+    """A Tensor of a's shape and `dtype` with no memory, listed in `pending` with what makes its contents:
+    convert(a), a contiguous native ndarray of that dtype."""
+    cdef vector[int64_t] shape = a.shape
+    cdef Tensor t = Tensor.__new__(Tensor)
+    t.c = CTensor.shape_only(shape, dtype)
+    pending.append((t, a, convert))
+    return t
+
+
+cdef class _checks_first:
+    """`with _checks_first(pending): <the op's native call>` runs the op in checks-only mode on the Tensors of
+    `pending` (_operand), which have no memory: an error in the arguments is raised as for contiguous arrays, and
+    before any copy. Once the checks pass, each array is copied into its Tensor, for the op's real call after."""
+    cdef list pending
+    cdef CChecksOnlyScope* scope
+
+    def __cinit__(self, list pending):
+        self.pending = pending
+
+    def __enter__(self):
+        self.scope = new CChecksOnlyScope()
+
+    def __exit__(self, kind, value, traceback):
+        del self.scope
+        self.scope = NULL
+        if kind is not None and kind is not _ChecksPassed:
+            return False
+        cdef Tensor t, made
+        for t, a, convert in self.pending:
+            made = _from_host_array(convert(a))
+            t.c = made.c
+            t.keepalive = made.keepalive
+            t.readonly = made.readonly
+        return True
+
+    def __dealloc__(self):
+        del self.scope

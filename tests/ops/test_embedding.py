@@ -1,33 +1,18 @@
 """The C++ library for embedding: CMake builds the core, the emulator and the C API without Python, and the
 examples (C++ and C) check one row's bits against the row alone."""
 import os
-import pathlib
-import shutil
 import subprocess
 
 import pytest
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
+import cmake_build
 
 pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
-def build_dir(tmp_path_factory):
-    cmake = shutil.which("cmake")
-    if cmake is None:
-        if os.environ.get("CI"):
-            pytest.fail("cmake is required in CI (pip install cmake)")
-        pytest.skip("cmake is not installed")
-    out = tmp_path_factory.mktemp("cmake")
-    generator = ["-G", "Ninja"] if shutil.which("ninja") else []
-    # -O1: the examples run two small calls, and the library's every kernel is compiled twice (fast and checked
-    # emulator builds); at CMake's Release -O3 this build was the second longest step of CI.
-    subprocess.run([cmake, "-S", str(ROOT), "-B", str(out), "-DCMAKE_BUILD_TYPE=Release", "-DMTLINV_OPT=-O1",
-                    "-DMTLINV_BUILD_TESTS=ON", *generator], check=True, capture_output=True, text=True)
-    r = subprocess.run([cmake, "--build", str(out), "-j", "2"], capture_output=True, text=True)
-    assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-4000:]
-    return out
+def build_dir():
+    return cmake_build.build()
 
 
 @pytest.mark.parametrize("program", ["embed_example", "embed_example_c"])
