@@ -13,8 +13,20 @@ BIG = 2**32
 f32 = np.float32
 
 
+KINDS = ["broadcast", "strided", "byte-swapped"]
+kind = KINDS[0]  # the kind of view huge() makes (test_huge_view_is_refused_before_any_copy sets it)
+
+
 def huge(shape, dtype=f32):
-    """A broadcast view of `shape`: one element of memory."""
+    """A view of `shape` over a few elements of memory, of the current `kind`: broadcast (zero strides), strided
+    (every other element of a short last axis, of one row read again and again) or byte-swapped and broadcast."""
+    if kind == "strided":  # (a huge last axis, too, is read again and again)
+        last = shape[-1] if shape[-1] <= 64 else 1
+        row = np.zeros(2 * last, dtype)
+        strides = (0,) * (len(shape) - 1) + (2 * row.itemsize if last > 1 else 0,)
+        return np.lib.stride_tricks.as_strided(row, shape, strides, writeable=False)
+    if kind == "byte-swapped":
+        return np.broadcast_to(np.zeros((), np.dtype(dtype).newbyteorder()), shape)
     return np.broadcast_to(np.zeros((), dtype), shape)
 
 
@@ -65,11 +77,20 @@ CASES = {
     "embedding V": (lambda: mtlinv.embedding(huge((BIG, 4)), [0]), r"embedding: V=4294967296 is out of range"),
     "embedding L": (lambda: mtlinv.embedding(np.ones((4, 4), f32), huge((BIG,), np.int32)),
                     r"embedding: L=4294967296 is out of range"),
+    "sdpa B*Hq*Lq": (lambda: mtlinv.sdpa(huge((1, BIG, 64)), np.ones((1, 4, 64), f32), np.ones((1, 4, 64), f32),
+                                         causal=False), r"sdpa: B\*Hq\*Lq=4294967296 is out of range"),
+    # Outside the ops, each dimension against 2^32 - 1 before the copy.
+    "tile_weights": (lambda: mtlinv.tile_weights(huge((BIG, 32), np.float16)),
+                     r"tile_weights: w has shape \(4294967296, 32\): dimension 0 = 4294967296 is out of range"),
+    "asarray": (lambda: mtlinv.asarray(huge((4, BIG))), r"asarray has shape \(4, 4294967296\): dimension 1"),
+    "quantize": (lambda: mtlinv.quantize(huge((BIG, 64))), r"quantize: w has shape \(4294967296, 64\)"),
 }
 
 
+@pytest.mark.parametrize("view", KINDS)
 @pytest.mark.parametrize("case", sorted(CASES))
-def test_huge_view_is_refused_before_any_copy(case):
+def test_huge_view_is_refused_before_any_copy(case, view, monkeypatch):
+    monkeypatch.setattr(__import__(__name__), "kind", view)
     call, message = CASES[case]
     tracemalloc.start()  # NumPy reports its data allocations to tracemalloc
     try:

@@ -223,3 +223,38 @@ def test_quant_helpers_parameters(helper, value, as_bits):
 def test_quantize_dtype(dtype):
     with pytest.raises(TypeError, match=np.dtype(dtype).name):
         mtlinv.quant.quantize(np.ones((2, 64), dtype), group_size=64, bits=4)
+
+
+# Each op with its first array argument replaced: the contract's routes, op by op.
+FIRST_ARGUMENT = {
+    "gemv": lambda a: mtlinv.gemv(a, np.ones((4, 8), f32)),
+    "matmul": lambda a: mtlinv.matmul(a, np.ones((8, 4), f32)),
+    "qgemv": lambda a: mtlinv.qgemv(a, np.zeros((16, 1), np.uint32), np.ones((16, 1), f32), np.zeros((16, 1), f32),
+                                    group_size=32, bits=4),
+    "rms_norm": lambda a: mtlinv.rms_norm(a, np.ones(8, f32)),
+    "add_rms_norm": lambda a: mtlinv.add_rms_norm(a, np.ones((2, 8), f32), np.ones(8, f32)),
+    "sdpa": lambda a: mtlinv.sdpa(a, np.ones((1, 4, 64), f32), np.ones((1, 4, 64), f32)),
+    "add": lambda a: mtlinv.add(a, np.ones((2, 8), f32)),
+    "swiglu": lambda a: mtlinv.swiglu(a, np.ones((2, 8), f32)),
+    "swiglu_halves": lambda a: mtlinv.swiglu_halves(a),
+    "rope_heads": lambda a: mtlinv.rope_heads(a, 0),
+    "write_heads": lambda a: mtlinv.write_heads(a, mtlinv.asarray(np.zeros((1, 4, 8), f32)), 0),
+    "qkv_to_heads": lambda a: mtlinv.qkv_to_heads(a, 1, *(mtlinv.asarray(np.zeros((1, 4, 8), f32)) for _ in "kv"),
+                                                  0),
+    "heads_to_rows": lambda a: mtlinv.heads_to_rows(a),
+    "embedding": lambda a: mtlinv.embedding(a, [0]),
+    "tile_weights": lambda a: mtlinv.tile_weights(a),
+}
+SHAPES = {"sdpa": (1, 1, 64), "rope_heads": (2, 1, 8), "write_heads": (2, 1, 8), "qkv_to_heads": (2, 3, 8),
+          "heads_to_rows": (1, 2, 8), "qgemv": (1, 32), "tile_weights": (16, 32)}
+
+
+@given(st.sampled_from(sorted(FIRST_ARGUMENT)), st.sampled_from(["float64", "int64", "complex64", "bool"]),
+       st.booleans())
+def test_unsupported_dtypes_are_refused_not_converted(op, dtype, view):
+    """A float64 (or other unsupported) ndarray is a DTypeError naming the dtype, not a silent conversion; the
+    same as a view, refused before any copy."""
+    a = np.ones(SHAPES.get(op, (2, 8)), dtype)
+    if view:
+        a = np.broadcast_to(a[:1], a.shape)
+    raises(lambda: FIRST_ARGUMENT[op](a), BadType, f"{op}:", dtype)

@@ -12,7 +12,7 @@ import mtlinv
 from helpers import same_bits
 
 THREADS = 4
-ROUNDS = 40
+ROUNDS = 100
 HIDDEN, HEADS, DIM = 128, 2, 64
 
 
