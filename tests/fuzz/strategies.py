@@ -38,7 +38,7 @@ def as_form(a, form):
         return np.broadcast_to(a[:1], a.shape)
     if form == "tensor":
         return mtlinv.asarray(a)
-    if form == "list" and a.dtype == np.float32:
+    if form == "list" and a.dtype == np.float32 and a.size:  # (an empty list loses the axes after the empty one)
         return a.tolist()
     return a
 
