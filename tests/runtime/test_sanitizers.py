@@ -15,15 +15,20 @@ OUT = ROOT / "build" / "sanitize"
 # The subset: every op family's argument checks, a kernel of each family, the huge-view refusals and the fuzz of
 # valid inputs; MTLINV_SANITIZE_TESTS (test paths, space-separated) runs others.
 TESTS = ["tests/ops/test_argument_checks.py", "tests/ops/test_rms_norm.py", "tests/ops/test_decoder_ops.py",
-         "tests/ops/test_tensor.py", "tests/fuzz/test_huge_views.py", "tests/fuzz/test_invalid_inputs.py"]
+         "tests/ops/test_tensor.py", "tests/fuzz/test_huge_views.py", "tests/fuzz/test_invalid_inputs.py",
+         "tests/fuzz/test_valid_inputs.py"]
 
 pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the sanitizer runtimes of Linux's g++")]
 
 
-def asan_runtime():
-    path = subprocess.run(["g++", "-print-file-name=libasan.so"], capture_output=True, text=True).stdout.strip()
-    return path if os.path.isabs(path) and os.path.exists(path) else None
+def preload():
+    """LD_PRELOAD for a Python that loads a sanitized extension: the ASan runtime, and libstdc++ with it, whose
+    __cxa_throw ASan must find at start-up (loaded later, with the extension, the first C++ exception aborts
+    with "CHECK failed: ... real___cxa_throw")."""
+    paths = [subprocess.run(["g++", f"-print-file-name={lib}"], capture_output=True, text=True).stdout.strip()
+             for lib in ("libasan.so", "libstdc++.so")]
+    return " ".join(paths) if all(os.path.isabs(p) and os.path.exists(p) for p in paths) else None
 
 
 def build_sanitized():
@@ -39,8 +44,23 @@ def build_sanitized():
     return lib
 
 
+# The control: a planted out-of-range load (tests/kernels/planted.metal) in the emulator's unchecked build, which
+# ASan must report; without it a run that sees no report could be one that cannot see any.
+PLANTED = """
+import struct, numpy as np, mtlinv
+from mtlinv import _native
+x, y = mtlinv.asarray(np.arange(64, dtype=np.float32)), mtlinv.asarray(np.zeros(64, np.float32))
+_native._launch("emutest_out_of_range", (1,), (64,), struct.pack("<II", 64, 64), [x, y])
+"""
+
+
+def report(r):
+    """The run's output, with the start of stderr, where a sanitizer's report is, before Python's own trace."""
+    return r.stdout[-4000:] + "\n--- stderr ---\n" + r.stderr[:6000] + "\n...\n" + r.stderr[-2000:]
+
+
 def test_op_tests_under_asan_and_ubsan():
-    runtime = asan_runtime()
+    runtime = preload()
     if runtime is None:
         if os.environ.get("CI"):
             pytest.fail("g++'s libasan is required in CI")
@@ -54,11 +74,12 @@ def test_op_tests_under_asan_and_ubsan():
     # From inside build/sanitize/lib, so that `import mtlinv` finds the sanitized copy, not the in-place build.
     check = "import mtlinv._native as n, sys; assert n.__file__.startswith(sys.argv[1]), n.__file__"
     r = subprocess.run([sys.executable, "-c", check, str(lib)], cwd=lib, env=env, capture_output=True, text=True)
-    assert r.returncode == 0, r.stderr[-3000:]
+    assert r.returncode == 0, report(r)
+    r = subprocess.run([sys.executable, "-c", PLANTED], cwd=lib, env=env, capture_output=True, text=True, timeout=600)
+    assert r.returncode != 0 and "AddressSanitizer: heap-buffer-overflow" in r.stderr, report(r)
     r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", "-p", "no:xdist",
                         "--rootdir", str(ROOT), "-c", str(ROOT / "pyproject.toml"), *(str(ROOT / t) for t in tests)],
                        cwd=lib, env=env, capture_output=True, text=True, timeout=1800)
-    report = r.stdout[-6000:] + r.stderr[-6000:]
-    assert r.returncode == 0, report
-    assert "runtime error:" not in r.stderr and "AddressSanitizer" not in r.stderr, report
-    assert " passed" in r.stdout, report
+    assert r.returncode == 0, report(r)
+    assert "runtime error:" not in r.stderr and "Sanitizer" not in r.stderr, report(r)
+    assert " passed" in r.stdout, report(r)
