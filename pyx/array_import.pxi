@@ -165,47 +165,73 @@ cdef object _from_buffer(obj, str where):
     return np.frombuffer(raw, dtype).reshape(view.shape)
 
 
-cdef object _host_array(obj, dtype, str op, str name, bint for_kernels):
-    """obj as an ndarray in the machine's byte order (see the table at the top of this file). With `dtype`, an
-    explicit conversion to it. With `for_kernels`, an array that must be copied (a broadcast or strided view, a
-    byte-swapped array) has its dimensions checked against the kernels' limit first: a copy of 2^32 rows would fail
-    for memory before the core could refuse the shape. A contiguous array goes to the core uncopied, whose checks
-    name the op's dimension (B, N, K ...). Errors name `op: name`."""
-    where = f"{op}: {name}" if name else op
+cdef object _host_view(obj, str where, bint lists_as_float32=True):
+    """obj as an ndarray over the producer's memory, uncopied (see the table at the top of this file): possibly
+    strided, broadcast or byte-swapped. Only Python's lists, tuples and scalars are read into a new array, as float32
+    where NumPy reads float64 (with `lists_as_float32`). Errors name `where`."""
     if isinstance(obj, np.ndarray):
-        a = obj
-    elif hasattr(type(obj), "__dlpack__"):
-        a = _from_dlpack(obj, where)
-    elif hasattr(obj, "__cuda_array_interface__"):
+        return obj
+    if hasattr(type(obj), "__dlpack__"):
+        return _from_dlpack(obj, where)
+    if hasattr(obj, "__cuda_array_interface__"):
         raise InvalidArgumentError(f"{where} ({_source(obj)}) is CUDA memory; mtlinv takes arrays in host "
                                    "memory (or DLPack from the host): copy it to the host first")
-    elif isinstance(obj, (list, tuple, int, float, complex, np.generic)):
+    if isinstance(obj, (list, tuple, int, float, complex, np.generic)):
         a = np.asarray(obj)
-        if dtype is None and a.dtype == np.float64:
+        if lists_as_float32 and a.dtype == np.float64:
             a = a.astype(np.float32)  # Python's numbers: float32 is the widest dtype the kernels take
-    elif PyObject_CheckBuffer(obj) and not isinstance(obj, (bytes, bytearray, str)):
-        a = _from_buffer(obj, where)
-    else:
-        a = np.asarray(obj)
-        if a.dtype == object:
-            raise InvalidArgumentError(f"{where} ({_source(obj)}) is not an array: it has neither DLPack, the "
-                                       "buffer protocol nor NumPy's array interface")
-    if for_kernels and not (a.flags.c_contiguous and a.dtype.isnative):
-        for i, d in enumerate(a.shape):
-            if d > _MAX_DIM:
-                raise InvalidArgumentError(f"{where} has shape {a.shape}: dimension {i} = {d} is out of range for "
-                                           f"the kernels (at most 2^32 - 1)")
+        return a
+    if PyObject_CheckBuffer(obj) and not isinstance(obj, (bytes, bytearray, str)):
+        return _from_buffer(obj, where)
+    a = np.asarray(obj)
+    if a.dtype == object:
+        raise InvalidArgumentError(f"{where} ({_source(obj)}) is not an array: it has neither DLPack, the "
+                                   "buffer protocol nor NumPy's array interface")
+    return a
+
+
+cdef bint _needs_copy(a):
+    """Whether ndarray `a` must be copied before a Tensor can hold it: a broadcast or strided view, or a byte-swapped
+    array (the kernels read native values)."""
+    return not (a.flags.c_contiguous and a.dtype.isnative)
+
+
+cdef object _native(a):
+    """ndarray `a` contiguous and in the machine's byte order: a copy where it is not already."""
+    if not a.dtype.isnative:  # '>f2' on a little-endian machine
+        a = a.astype(a.dtype.newbyteorder("="))
+    if not a.flags.c_contiguous:
+        a = np.array(a, order="C")  # (np.ascontiguousarray would turn a 0-d array into shape (1,))
+    return a
+
+
+cdef _check_dims(a, str where):
+    """Every dimension of `a` within the kernels' 32 bits, before a copy that would otherwise be asked of memory
+    first (the routes that copy without an op's checks: asarray, tile_weights, mtlinv.quant)."""
+    for i, d in enumerate(a.shape):
+        if d > _MAX_DIM:
+            raise InvalidArgumentError(f"{where} has shape {a.shape}: dimension {i} = {d} is out of range for "
+                                       f"the kernels (at most 2^32 - 1)")
+
+
+cdef object _host_array(obj, dtype, str op, str name):
+    """obj as a contiguous ndarray in the machine's byte order (_host_view, then _native): the conversion route of
+    the arguments that are not an op's operands (asarray, tile_weights, the mtlinv.quant helpers; the ops take
+    _operand). With `dtype`, an explicit conversion to it. An array that must be copied has its dimensions checked
+    first (_check_dims). Errors name `op: name`."""
+    where = f"{op}: {name}" if name else op
+    a = _host_view(obj, where, dtype is None)  # with a dtype, a list is read once, into it
+    if _needs_copy(a) or (dtype is not None and np.dtype(dtype) != a.dtype):
+        _check_dims(a, where)
     if dtype is not None:
         a = np.asarray(a, dtype=dtype)
-    if not a.dtype.isnative:  # '>f2' on a little-endian machine: the kernels read native values
-        a = a.astype(a.dtype.newbyteorder("="))
-    return a
+    return _native(a)
 
 
 def _to_host_array(obj, str what, str name):
     """_host_array for the pure-Python helpers (mtlinv.quant): obj as a native-order ndarray, lists and scalars as
     float32."""
-    return _host_array(obj, None, what, name, False)
+    return _host_array(obj, None, what, name)
 
 
 def asarray(obj, dtype=None):
@@ -222,14 +248,16 @@ def asarray(obj, dtype=None):
     on_device = _device_tensor(obj, dtype, "asarray", expected)
     if on_device is not None:
         return on_device
-    a = _host_array(obj, dtype, "asarray", None, False)
+    a = _host_array(obj, dtype, "asarray", None)
     if a.dtype not in _NUMPY_TO_DTYPE:
         raise _dtype_error("asarray", a.dtype, obj, expected)
     return _from_host_array(a)
 
 
-cdef Tensor _operand(obj, str name, str op):
-    """An op's argument as a Tensor, with the op and argument named in any error."""
+cdef Tensor _operand(obj, str name, str op, list pending=None):
+    """An op's argument as a Tensor, with the op and argument named in any error. An array that must be copied
+    (_needs_copy) becomes, where the op passes `pending`, a Tensor with its shape and no memory, listed there with
+    the array: the op runs its checks on it first (_checks_first), and only then is it copied."""
     if isinstance(obj, Tensor):
         (<Tensor>obj)._require_storage(op, name)
         return obj
@@ -237,11 +265,56 @@ cdef Tensor _operand(obj, str name, str op):
     if on_device is not None:
         return on_device
     try:
-        a = _host_array(obj, None, op, name, True)
+        a = _host_view(obj, f"{op}: {name}")
     except MtlinvError:
         raise
     except Exception as e:
         raise InvalidArgumentError(f"{op}: {name} cannot be converted to an array: {e}") from None
-    if a.dtype not in _NUMPY_TO_DTYPE:
+    native_dtype = a.dtype.newbyteorder("=") if a.dtype.byteorder in "<>" else a.dtype
+    if native_dtype not in _NUMPY_TO_DTYPE:
         raise _dtype_error(f"{op}: {name}", a.dtype, obj, _KERNEL_FLOATS)
+    if _needs_copy(a):
+        if pending is not None:
+            return _pending_copy(pending, a, _NUMPY_TO_DTYPE[native_dtype], _native)
+        _check_dims(a, f"{op}: {name}")
     return _from_host_array(a)
+
+
+cdef Tensor _pending_copy(list pending, a, CDType dtype, convert):
+    """A Tensor of a's shape and `dtype` with no memory, listed in `pending` with what makes its contents:
+    convert(a), a contiguous native ndarray of that dtype."""
+    cdef vector[int64_t] shape = a.shape
+    cdef Tensor t = Tensor.__new__(Tensor)
+    t.c = CTensor.shape_only(shape, dtype)
+    pending.append((t, a, convert))
+    return t
+
+
+cdef class _checks_first:
+    """`with _checks_first(pending): <the op's native call>` runs the op in checks-only mode on the Tensors of
+    `pending` (_operand), which have no memory: an error in the arguments is raised as for contiguous arrays, and
+    before any copy. Once the checks pass, each array is copied into its Tensor, for the op's real call after."""
+    cdef list pending
+    cdef CChecksOnlyScope* scope
+
+    def __cinit__(self, list pending):
+        self.pending = pending
+
+    def __enter__(self):
+        self.scope = new CChecksOnlyScope()
+
+    def __exit__(self, kind, value, traceback):
+        del self.scope
+        self.scope = NULL
+        if kind is not None and kind is not _ChecksPassed:
+            return False
+        cdef Tensor t, made
+        for t, a, convert in self.pending:
+            made = _from_host_array(convert(a))
+            t.c = made.c
+            t.keepalive = made.keepalive
+            t.readonly = made.readonly
+        return True
+
+    def __dealloc__(self):
+        del self.scope

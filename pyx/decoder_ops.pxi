@@ -16,8 +16,12 @@ cdef extern from "../src/core/ops/decoder_ops.h" namespace "mtlinv" nogil:
 
 def add(a, b):
     """a + b elementwise (same shape and dtype)."""
-    cdef Tensor ta = _operand(a, "a", "add"), tb = _operand(b, "b", "add")
+    cdef list pending = []
+    cdef Tensor ta = _operand(a, "a", "add", pending), tb = _operand(b, "b", "add", pending)
     cdef CTensor out
+    if pending:
+        with _checks_first(pending), nogil:
+            c_add(ta.c, tb.c)
     with nogil:
         out = c_add(ta.c, tb.c)
     return _wrap(out)
@@ -25,8 +29,12 @@ def add(a, b):
 
 def swiglu(gate, up):
     """silu(gate) * up elementwise, computed in float32."""
-    cdef Tensor tg = _operand(gate, "gate", "swiglu"), tu = _operand(up, "up", "swiglu")
+    cdef list pending = []
+    cdef Tensor tg = _operand(gate, "gate", "swiglu", pending), tu = _operand(up, "up", "swiglu", pending)
     cdef CTensor out
+    if pending:
+        with _checks_first(pending), nogil:
+            c_swiglu(tg.c, tu.c)
     with nogil:
         out = c_swiglu(tg.c, tu.c)
     return _wrap(out)
@@ -35,8 +43,12 @@ def swiglu(gate, up):
 def swiglu_halves(x):
     """swiglu of the two halves of each row: x [L, 2 F] (a stacked gate|up projection's output) -> [L, F], the
     bits of swiglu(x[:, :F], x[:, F:])."""
-    cdef Tensor tx = _operand(x, "x", "swiglu_halves")
+    cdef list pending = []
+    cdef Tensor tx = _operand(x, "x", "swiglu_halves", pending)
     cdef CTensor out
+    if pending:
+        with _checks_first(pending), nogil:
+            c_swiglu_halves(tx.c)
     with nogil:
         out = c_swiglu_halves(tx.c)
     return _wrap(out)
@@ -50,17 +62,23 @@ def write_heads(x, Tensor dst not None, seq_offset, start_pos=0, rotate=False, b
 
 def rope_heads(x, start_pos, base=10000.0):
     """RoPE on x [L, H, D] for positions start_pos.., returned as [H, L, D] (the layout sdpa takes)."""
-    cdef Tensor tx = _operand(x, "x", "rope_heads")
+    cdef list pending = []
+    cdef Tensor tx = _operand(x, "x", "rope_heads", pending)
     if tx.ndim != 3 or tx.shape[2] % 2:
         raise InvalidArgumentError(f"rope_heads: x must be [L, H, D] with an even D, got {list(tx.shape)}")
-    cdef Tensor out = _wrap(CTensor.empty([tx.shape[1], tx.shape[0], tx.shape[2]], tx.c.dtype))
+    cdef vector[int64_t] out_shape = [tx.shape[1], tx.shape[0], tx.shape[2]]
+    if pending:  # the checks with an output of no memory either, before x's copy and the output's allocation
+        with _checks_first(pending):
+            _write_heads("rope_heads", tx, _wrap(CTensor.shape_only(out_shape, tx.c.dtype)), 0, start_pos, True, base)
+    cdef Tensor out = _wrap(CTensor.empty(out_shape, tx.c.dtype))
     _write_heads("rope_heads", tx, out, 0, start_pos, True, base)
     return out
 
 
 cdef _write_heads(str op, x, Tensor dst, seq_offset, start_pos, rotate, base):
     """write_heads under the name of the op the caller called (rope_heads writes through it)."""
-    cdef Tensor tx = _operand(x, "x", op)
+    cdef list pending = []
+    cdef Tensor tx = _operand(x, "x", op, pending)
     cdef int64_t offset = _int_arg(op, "seq_offset", seq_offset, 0, 2**62)
     cdef int64_t start = _int_arg(op, "start_pos", start_pos, 0, 2**62)
     cdef bool rot = _bool_arg(op, "rotate", rotate)
@@ -70,6 +88,9 @@ cdef _write_heads(str op, x, Tensor dst, seq_offset, start_pos, rotate, base):
     dst._require_storage(op, "dst")
     if dst.readonly:
         raise InvalidArgumentError(f"{op}: dst wraps a read-only array; it is written in place")
+    if pending:
+        with _checks_first(pending), nogil:
+            c_write_heads(tx.c, dst.c, offset, start, rot, base_d, op_name)
     with nogil:
         c_write_heads(tx.c, dst.c, offset, start, rot, base_d, op_name)
 
@@ -81,7 +102,8 @@ def qkv_to_heads(qkv, q_heads, Tensor k_dst not None, Tensor v_dst not None, seq
     values into v_dst (KV caches [Hkv, C, D], in place) at sequence indices seq_offset... The same bits as
     rope_heads and two write_heads calls, in one launch."""
     cdef str op = "qkv_to_heads"
-    cdef Tensor tx = _operand(qkv, "qkv", op)
+    cdef list pending = []
+    cdef Tensor tx = _operand(qkv, "qkv", op, pending)
     cdef int64_t n_q = _int_arg(op, "q_heads", q_heads, 1, 2**31)
     cdef int64_t offset = _int_arg(op, "seq_offset", seq_offset, 0, 2**62)
     cdef int64_t start = _int_arg(op, "start_pos", start_pos, 0, 2**62)
@@ -91,6 +113,9 @@ def qkv_to_heads(qkv, q_heads, Tensor k_dst not None, Tensor v_dst not None, seq
         if dst.readonly:
             raise InvalidArgumentError(f"{op}: {name} wraps a read-only array; it is written in place")
     cdef CTensor out
+    if pending:
+        with _checks_first(pending), nogil:
+            c_qkv_to_heads(tx.c, n_q, k_dst.c, v_dst.c, offset, start, base_d)
     with nogil:
         out = c_qkv_to_heads(tx.c, n_q, k_dst.c, v_dst.c, offset, start, base_d)
     return _wrap(out)
@@ -98,8 +123,12 @@ def qkv_to_heads(qkv, q_heads, Tensor k_dst not None, Tensor v_dst not None, seq
 
 def heads_to_rows(x):
     """x [H, L, D] -> [L, H * D]."""
-    cdef Tensor tx = _operand(x, "x", "heads_to_rows")
+    cdef list pending = []
+    cdef Tensor tx = _operand(x, "x", "heads_to_rows", pending)
     cdef CTensor out
+    if pending:
+        with _checks_first(pending), nogil:
+            c_heads_to_rows(tx.c)
     with nogil:
         out = c_heads_to_rows(tx.c)
     return _wrap(out)
@@ -107,22 +136,34 @@ def heads_to_rows(x):
 
 def embedding(table, ids):
     """table [V, D], ids [L] (int32) -> table[ids] [L, D]."""
-    cdef Tensor tt = _operand(table, "table", "embedding")
+    cdef list pending = []
+    cdef Tensor tt = _operand(table, "table", "embedding", pending)
     cdef Tensor ti
     if isinstance(ids, Tensor):
         ti = _operand(ids, "ids", "embedding")
     else:
-        a = _host_array(ids, None, "embedding", "ids", True)
+        a = _host_view(ids, "embedding: ids")
         if a.size and not np.issubdtype(a.dtype, np.integer):
             raise DTypeError(f"embedding: ids must be integers, got dtype {a.dtype}")
-        # Only the int32 conversion is checked here (it must be exact); the core checks the range [0, V).
-        flat = a.reshape(-1)
-        wide = np.flatnonzero((flat < -2**31) | (flat >= 2**31)) if a.size else flat
-        if wide.size:
-            i = int(wide[0])
-            raise InvalidArgumentError(f"embedding: ids[{i}]={int(flat[i])} is outside [0, {tt.shape[0]})")
-        ti = asarray(a.astype(np.int32))
+        # Taken as int32 (the core then checks ids against [0, V)), after the checks of its shape.
+        vocab = tt.shape[0]
+        ti = _pending_copy(pending, a, CDType.i32, lambda ids: _ids_as_int32(ids, vocab))
     cdef CTensor out
+    if pending:
+        with _checks_first(pending), nogil:
+            c_embedding(tt.c, ti.c)
     with nogil:
         out = c_embedding(tt.c, ti.c)
     return _wrap(out)
+
+
+def _ids_as_int32(a, vocab):
+    """embedding's ids (an integer ndarray) as int32, after the range check the core makes of int32 ids, made here
+    on the ids as given: one that int32 cannot hold must not wrap into range. The first id outside [0, V) is named,
+    as the core names it."""
+    flat = a.reshape(-1)
+    bad = np.flatnonzero((flat < 0) | (flat >= vocab)) if a.size else flat
+    if bad.size:
+        i = int(bad[0])
+        raise InvalidArgumentError(f"embedding: ids[{i}]={int(flat[i])} is outside [0, {vocab})")
+    return np.ascontiguousarray(a.astype(np.int32).reshape(a.shape))

@@ -6,6 +6,7 @@
 #include <new>
 #include <stdexcept>
 
+#include "../src/core/checks_only.h"
 #include "../src/core/errors.h"
 
 namespace mtlinv_py {
@@ -17,6 +18,7 @@ struct ErrorClasses {
   PyObject* kernel = nullptr;            // mtlinv.KernelError(MtlinvError, RuntimeError)
   PyObject* memory = nullptr;            // mtlinv.OutOfMemoryError(MtlinvError, MemoryError)
   PyObject* base = nullptr;              // mtlinv.MtlinvError
+  PyObject* checks_passed = nullptr;     // _native._ChecksPassed (src/core/checks_only.h), caught by the ops
 };
 
 inline ErrorClasses& error_classes() {
@@ -38,6 +40,8 @@ inline void raise_py_error() {
     PyErr_SetString(c.kernel, e.what());
   } catch (const mtlinv::OutOfMemory& e) {
     PyErr_SetString(c.memory, e.what());
+  } catch (const mtlinv::ChecksPassed&) {
+    PyErr_SetString(c.checks_passed, "the op's checks passed");
   } catch (const std::bad_alloc&) {
     PyErr_SetString(c.memory, "out of host memory");
   } catch (const std::exception& e) {

@@ -26,6 +26,10 @@ class OutOfMemoryError(MtlinvError, MemoryError):
     """A device allocation failed."""
 
 
+class _ChecksPassed(Exception):
+    """An op's checks passed in checks-only mode (src/core/checks_only.h); never seen outside _checks_first."""
+
+
 cdef CErrorClasses* _classes = &error_classes()
 _classes.invalid_argument = <PyObject*>InvalidArgumentError
 _classes.dtype = <PyObject*>DTypeError
@@ -33,3 +37,4 @@ _classes.device = <PyObject*>DeviceError
 _classes.kernel = <PyObject*>KernelError
 _classes.memory = <PyObject*>OutOfMemoryError
 _classes.base = <PyObject*>MtlinvError
+_classes.checks_passed = <PyObject*>_ChecksPassed

@@ -20,12 +20,13 @@ def matmul(a, b):
 
 cdef Tensor _gemv(x, w, bias, bint transpose, str op, str x_name, str w_name):
     """gemv under the names of the op called, so that matmul's errors speak of a and b."""
-    cdef Tensor tx = _operand(x, x_name, op)
-    cdef Tensor tw = _operand(w, w_name, op)
+    cdef list pending = []
+    cdef Tensor tx = _operand(x, x_name, op, pending)
+    cdef Tensor tw = _operand(w, w_name, op, pending)
     cdef Tensor tb
     cdef const CTensor* pb = NULL
     if bias is not None:
-        tb = _operand(bias, "bias", op)
+        tb = _operand(bias, "bias", op, pending)
         pb = &tb.c
     cdef bytes op_b = _c_name(op), x_b = _c_name(x_name), w_b = _c_name(w_name)
     cdef CGemvNames names
@@ -35,6 +36,9 @@ cdef Tensor _gemv(x, w, bias, bint transpose, str op, str x_name, str w_name):
     cdef CTensor out
     cdef CContextLimit limit_scope
     limit_scope.open(_context_limit())
+    if pending:
+        with _checks_first(pending), nogil:
+            c_gemv(tx.c, tw.c, pb, transpose, names)
     with nogil:
         out = c_gemv(tx.c, tw.c, pb, transpose, names)
     return _wrap(out)

@@ -16,6 +16,7 @@ cdef extern from "../pyx/error_bridge.h" namespace "mtlinv_py":
         PyObject* kernel
         PyObject* memory
         PyObject* base
+        PyObject* checks_passed
     CErrorClasses& error_classes()
     void raise_py_error()
 
@@ -81,9 +82,15 @@ cdef extern from "../src/core/tensor.h" namespace "mtlinv":
         @staticmethod
         CTensor empty(const vector[int64_t]&, CDType) except +raise_py_error
         @staticmethod
+        CTensor shape_only(const vector[int64_t]&, CDType) except +raise_py_error
+        @staticmethod
         CTensor from_host(void*, const vector[int64_t]&, const vector[int64_t]&, CDType) except +raise_py_error
         @staticmethod
         CTensor from_device(void*, const vector[int64_t]&, const vector[int64_t]&, CDType) except +raise_py_error
+
+cdef extern from "../src/core/checks_only.h" namespace "mtlinv":
+    cdef cppclass CChecksOnlyScope "mtlinv::ChecksOnlyScope":
+        CChecksOnlyScope()
 
 cdef extern from "../src/core/limit.h" namespace "mtlinv":
     int c_get_limit "mtlinv::get_limit"() except +raise_py_error

@@ -31,25 +31,29 @@ def qgemv(x, wq, scales, biases, *, group_size, bits, bias=None):
         if isinstance(value, type(True)) or not isinstance(value, (int, np.integer)) or not 0 < value < 2**16:
             raise InvalidArgumentError(f"qgemv: {name}={value!r} is not supported; bits in 2, 3, 4, 5, 6, 8 and "
                                        f"group_size in 32, 64, 128")
-    cdef Tensor tx = _operand(x, "x", "qgemv")
+    cdef list pending = []
+    cdef Tensor tx = _operand(x, "x", "qgemv", pending)
     if not isinstance(wq, Tensor):
-        wq_array = _host_array(wq, None, "qgemv", "wq", True)
-        if wq_array.dtype != np.uint32:
+        wq_array = _host_view(wq, "qgemv: wq")
+        if not (wq_array.dtype.kind == "u" and wq_array.dtype.itemsize == 4):  # uint32, in either byte order
             raise DTypeError(f"qgemv: wq has dtype {wq_array.dtype}; expected uint32 (packed quantized weights, "
                              f"as mtlinv.quant.quantize returns them)")
         wq = wq_array
-    cdef Tensor twq = _operand(wq, "wq", "qgemv")
-    cdef Tensor ts = _operand(scales, "scales", "qgemv")
-    cdef Tensor tbs = _operand(biases, "biases", "qgemv")
+    cdef Tensor twq = _operand(wq, "wq", "qgemv", pending)
+    cdef Tensor ts = _operand(scales, "scales", "qgemv", pending)
+    cdef Tensor tbs = _operand(biases, "biases", "qgemv", pending)
     cdef Tensor tb
     cdef const CTensor* pb = NULL
     if bias is not None:
-        tb = _operand(bias, "bias", "qgemv")
+        tb = _operand(bias, "bias", "qgemv", pending)
         pb = &tb.c
     cdef CTensor out
     cdef int c_group_size = group_size, c_bits = bits
     cdef CContextLimit limit_scope
     limit_scope.open(_context_limit())
+    if pending:
+        with _checks_first(pending), nogil:
+            c_qgemv(tx.c, twq.c, ts.c, tbs.c, pb, c_group_size, c_bits)
     with nogil:
         out = c_qgemv(tx.c, twq.c, ts.c, tbs.c, pb, c_group_size, c_bits)
     return _wrap(out)

@@ -46,9 +46,10 @@ def sdpa(q, k, v, *, scale=None, causal=True, kv_len=None, rows_out=False):
     With Lq <= get_limit() (and always for Lq == 1) query i's output is bit-identical to a single-query call over
     the first kv_len - Lq + i + 1 keys (causal) or the same keys (not causal); above the limit a throughput
     kernel runs."""
-    cdef Tensor tq = _operand(q, "q", "sdpa")
-    cdef Tensor tk = _operand(k, "k", "sdpa")
-    cdef Tensor tv = _operand(v, "v", "sdpa")
+    cdef list pending = []
+    cdef Tensor tq = _operand(q, "q", "sdpa", pending)
+    cdef Tensor tk = _operand(k, "k", "sdpa", pending)
+    cdef Tensor tv = _operand(v, "v", "sdpa", pending)
     cdef CSdpaOptions o
     o.causal = _bool_arg("sdpa", "causal", causal)
     o.has_scale = scale is not None
@@ -60,6 +61,9 @@ def sdpa(q, k, v, *, scale=None, causal=True, kv_len=None, rows_out=False):
     cdef CTensor out
     cdef CContextLimit limit_scope
     limit_scope.open(_context_limit())
+    if pending:
+        with _checks_first(pending), nogil:
+            c_sdpa(tq.c, tk.c, tv.c, o)
     with nogil:
         out = c_sdpa(tq.c, tk.c, tv.c, o)
     return _wrap(out)

@@ -312,9 +312,9 @@ cdef Tensor _wrap(CTensor& c):
 
 
 cdef Tensor _from_host_array(a):
-    """A Tensor of ndarray `a` (native byte order, a supported dtype): its memory where the device can wrap it."""
-    if not a.flags.c_contiguous:
-        a = np.array(a, order="C")  # (np.ascontiguousarray would turn a 0-d array into shape (1,))
+    """A Tensor of ndarray `a` (a supported dtype; made contiguous and native first): its memory where the device
+    can wrap it."""
+    a = _native(a)
     cdef vector[int64_t] shape = a.shape
     cdef vector[int64_t] strides = [s // a.itemsize for s in a.strides]
     cdef CDType dt = _NUMPY_TO_DTYPE[a.dtype]

@@ -25,7 +25,7 @@ def tile_weights(w):
     has matrix units (device_info()["matrix_units"]: CUDA). On an H200 a call took 4-12% less time at M = 1..16 at
     4096 x 4096 and 8192 x 8192, 0-4% at 4096 x 14336 (one row of 8192 x 8192 at 92% of copy bandwidth;
     docs/decisions.md, "gemv: tile layout")."""
-    w = _host_array(w, None, "tile_weights", "w", True)
+    w = _host_array(w, None, "tile_weights", "w")
     if w.ndim != 2:
         raise InvalidArgumentError(f"tile_weights: w must be [N, K], got shape {w.shape}")
     if w.dtype not in (np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16)):

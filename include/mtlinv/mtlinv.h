@@ -7,7 +7,11 @@
  * mtlinv_synchronize waits for all, and a failed kernel's error is the status of the call that waited (on CUDA,
  * MTLINV_CUDA_SYNC=1 makes every op wait, so that a kernel's error is the status of the op that launched it).
  *
- * On an error, *out is left as it was. A freed tensor must not be used again (undefined behaviour, as for free()).
+ * On an error, *out is left as it was. Every NULL pointer argument, shape, dtype, size and limit is checked (a
+ * status, never a crash). Undefined behaviour, as in C's own library (no check can tell such memory from valid
+ * memory): using a tensor after mtlinv_tensor_free or freeing it twice, and passing a host buffer smaller than the
+ * size given with it (data shorter than the shape, bytes or size beyond the buffer, tile-layout outputs shorter
+ * than mtlinv_tiled_weight_elements or mtlinv_quant_tiled_words).
  * The limit starts from MTLINV_BATCH_INVARIANT_LIMIT, read on first use (unset or empty: 0); while that value is
  * not an integer in [0, 2^30] (digits only) every call that uses the limit fails with
  * MTLINV_ERROR_INVALID_ARGUMENT.

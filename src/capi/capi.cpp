@@ -58,7 +58,8 @@ void require_arg(const void* p, const char* fn, const char* arg) {
   if (p == nullptr) throw mtlinv::InvalidArgument(fn, ": ", arg, " is NULL");
 }
 
-mtlinv::DType to_dtype(mtlinv_dtype d) {
+// `fn` and `arg` name the function and argument in the error.
+mtlinv::DType to_dtype(mtlinv_dtype d, const char* fn, const char* arg) {
   switch (d) {
     case MTLINV_FLOAT32: return mtlinv::DType::f32;
     case MTLINV_FLOAT16: return mtlinv::DType::f16;
@@ -66,7 +67,7 @@ mtlinv::DType to_dtype(mtlinv_dtype d) {
     case MTLINV_UINT32: return mtlinv::DType::u32;
     case MTLINV_INT32: return mtlinv::DType::i32;
   }
-  throw mtlinv::DTypeError("unknown mtlinv_dtype ", static_cast<int>(d));
+  throw mtlinv::DTypeError(fn, ": ", arg, "=", static_cast<int>(d), " is not an mtlinv_dtype");
 }
 
 mtlinv_tensor* wrap(mtlinv::Tensor t) { return new mtlinv_tensor{std::move(t)}; }
@@ -131,7 +132,7 @@ mtlinv_status mtlinv_tensor_from_host(const void* data, const int64_t* shape, in
                                       ", beyond the kernels' 2^32 - 1");
       }
     }
-    mtlinv::Tensor t = mtlinv::Tensor::empty(s, to_dtype(dtype));
+    mtlinv::Tensor t = mtlinv::Tensor::empty(s, to_dtype(dtype, fn, "dtype"));
     t.upload(data, t.nbytes(), fn);
     *out = wrap(std::move(t));
   });
@@ -211,7 +212,7 @@ mtlinv_status mtlinv_quant_tile(const uint32_t* wq, const void* scales, const vo
       throw mtlinv::DTypeError("mtlinv_quant_tile: scale_dtype=", static_cast<int>(scale_dtype),
                                " is not MTLINV_FLOAT16, MTLINV_BFLOAT16 or MTLINV_FLOAT32");
     }
-    mtlinv::quant_tile(wq, scales, biases, mtlinv::dtype_size(to_dtype(scale_dtype)), n, k, group_size, bits,
+    mtlinv::quant_tile(wq, scales, biases, mtlinv::dtype_size(to_dtype(scale_dtype, "mtlinv_quant_tile", "scale_dtype")), n, k, group_size, bits,
                        wq_tiled, scales_tiled, biases_tiled);
   });
 }

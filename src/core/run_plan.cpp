@@ -3,6 +3,7 @@
 #include <atomic>
 #include <utility>
 
+#include "checks_only.h"
 #include "errors.h"
 #include "grid_pieces.h"
 
@@ -45,6 +46,7 @@ void dispatch_all(Backend& backend, const Plan& plan, const std::vector<const Te
 }  // namespace
 
 void run_plan(const Plan& plan, const std::vector<const Tensor*>& operands) {
+  stop_if_checks_only();
   Backend& backend = active_backend();
   std::vector<StoragePtr> scratch;
   scratch.reserve(plan.scratch_bytes.size());

@@ -1,8 +1,10 @@
 #include "tensor.h"
 
 #include <cstring>
+#include <memory>
 #include <sstream>
 
+#include "checks_only.h"
 #include "errors.h"
 
 namespace mtlinv {
@@ -56,18 +58,31 @@ void* Tensor::host_address() const {
 }
 
 void* Tensor::host_data() const {
+  stop_if_checks_only();
   void* address = host_address();
   if (address) active_backend().synchronize();
   return address;
 }
 
 Tensor Tensor::empty(const Shape& shape, DType dtype) {
+  stop_if_checks_only();
   check_shape(shape);
   Tensor t;
   t.dtype = dtype;
   t.shape = shape;
   t.strides = contiguous_strides(shape);
   t.storage = active_backend().allocate(t.nbytes());
+  return t;
+}
+
+Tensor Tensor::shape_only(const Shape& shape, DType dtype) {
+  check_shape(shape);
+  static const StoragePtr no_memory = std::make_shared<Storage>();
+  Tensor t;
+  t.dtype = dtype;
+  t.shape = shape;
+  t.strides = contiguous_strides(shape);
+  t.storage = no_memory;
   return t;
 }
 
@@ -154,6 +169,7 @@ void Tensor::require_dense(const char* op, const char* arg) const {
 // Both sides must be the tensor's whole, dense extent: a partial or oversized copy is a caller's error, never a
 // silent overrun of the tensor's memory.
 static void check_copy(const char* what, const Tensor& t, const void* host, size_t bytes) {
+  stop_if_checks_only();
   t.require_dense(what, "the tensor");
   if (host == nullptr && bytes > 0) throw InvalidArgument(what, ": data is NULL");
   if (bytes != t.nbytes()) {

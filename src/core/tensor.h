@@ -22,6 +22,9 @@ struct Tensor {
 
   // A new contiguous tensor on the active backend (contents uninitialised).
   static Tensor empty(const Shape& shape, DType dtype);
+  // A contiguous tensor with a shape and no memory (its storage holds 0 bytes), for an op's checks in checks-only
+  // mode (checks_only.h), which stops before anything reads or writes it.
+  static Tensor shape_only(const Shape& shape, DType dtype);
   // A view of host memory: zero-copy where the backend can wrap it, else a copy. `strides` in elements.
   static Tensor from_host(void* data, const Shape& shape, const Shape& strides, DType dtype);
   // A view of the active device's own memory that another library allocated (Backend::wrap_device); contiguous

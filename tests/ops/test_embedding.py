@@ -17,8 +17,9 @@ import sys
 
 import pytest
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
+import cmake_build
 
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slow
 
 
@@ -51,8 +52,9 @@ FAST_BUILD = "-DMTLINV_OPT=-O1"
 
 
 @pytest.fixture(scope="module")
-def build_dir(tmp_path_factory):
-    return configure_and_build(ROOT, tmp_path_factory.mktemp("cmake"), FAST_BUILD, "-DMTLINV_BUILD_TESTS=ON")
+def build_dir():
+    """The library, its examples and the tests/capi programs: the build tests/fuzz/test_capi.py shares."""
+    return cmake_build.build()
 
 
 @pytest.fixture(scope="module")
