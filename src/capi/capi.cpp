@@ -212,8 +212,8 @@ mtlinv_status mtlinv_quant_tile(const uint32_t* wq, const void* scales, const vo
       throw mtlinv::DTypeError("mtlinv_quant_tile: scale_dtype=", static_cast<int>(scale_dtype),
                                " is not MTLINV_FLOAT16, MTLINV_BFLOAT16 or MTLINV_FLOAT32");
     }
-    mtlinv::quant_tile(wq, scales, biases, mtlinv::dtype_size(to_dtype(scale_dtype, "mtlinv_quant_tile", "scale_dtype")), n, k, group_size, bits,
-                       wq_tiled, scales_tiled, biases_tiled);
+    const size_t scale_size = mtlinv::dtype_size(to_dtype(scale_dtype, "mtlinv_quant_tile", "scale_dtype"));
+    mtlinv::quant_tile(wq, scales, biases, scale_size, n, k, group_size, bits, wq_tiled, scales_tiled, biases_tiled);
   });
 }
 
@@ -246,7 +246,7 @@ namespace mtlinv::capi {
 
 mtlinv_status run(const std::function<void()>& fn) { return guarded(fn); }
 void require(const void* p, const char* fn, const char* arg) { require_arg(p, fn, arg); }
-DType dtype(mtlinv_dtype d) { return to_dtype(d); }
+DType dtype(mtlinv_dtype d, const char* fn, const char* arg) { return to_dtype(d, fn, arg); }
 mtlinv_tensor* wrap(Tensor t) { return ::wrap(std::move(t)); }
 
 mtlinv_dtype c_dtype(DType d) {

@@ -20,7 +20,7 @@ mtlinv_status run(const std::function<void()>& fn);
 // Throws InvalidArgument "<fn>: <arg> is NULL" when p is NULL: each pointer on its own, so the message names it.
 void require(const void* p, const char* fn, const char* arg);
 // The core's dtype of a C one; DTypeError for a value outside the enum.
-DType dtype(mtlinv_dtype d);
+DType dtype(mtlinv_dtype d, const char* fn, const char* arg);
 mtlinv_dtype c_dtype(DType d);
 // A new handle owning t (a copy sharing its storage); released by mtlinv_tensor_free.
 mtlinv_tensor* wrap(Tensor t);

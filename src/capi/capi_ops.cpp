@@ -70,7 +70,7 @@ mtlinv_status mtlinv_tensor_empty(const int64_t* shape, int ndim, mtlinv_dtype d
   return run([&] {
     const char* fn = "mtlinv_tensor_empty";
     require(out, fn, "out");
-    *out = wrap(mtlinv::Tensor::empty(checked_shape(fn, shape, ndim), mtlinv::capi::dtype(dtype)));
+    *out = wrap(mtlinv::Tensor::empty(checked_shape(fn, shape, ndim), mtlinv::capi::dtype(dtype, fn, "dtype")));
   });
 }
 

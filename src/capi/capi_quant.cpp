@@ -20,14 +20,16 @@ mtlinv_status mtlinv_quant_row_words(int64_t k, int group_size, int bits, int64_
 mtlinv_status mtlinv_quantize(const void* w, mtlinv_dtype dtype, int64_t rows, int64_t k, int group_size, int bits,
                               uint32_t* wq, void* scales, void* biases) {
   return run([&] {
-    mtlinv::quantize(w, mtlinv::capi::dtype(dtype), rows, k, group_size, bits, wq, scales, biases);
+    const mtlinv::DType dt = mtlinv::capi::dtype(dtype, "mtlinv_quantize", "dtype");
+    mtlinv::quantize(w, dt, rows, k, group_size, bits, wq, scales, biases);
   });
 }
 
 mtlinv_status mtlinv_dequantize(const uint32_t* wq, const void* scales, const void* biases, mtlinv_dtype dtype,
                                 int64_t rows, int64_t k, int group_size, int bits, void* out) {
   return run([&] {
-    mtlinv::dequantize(wq, scales, biases, mtlinv::capi::dtype(dtype), rows, k, group_size, bits, out);
+    const mtlinv::DType dt = mtlinv::capi::dtype(dtype, "mtlinv_dequantize", "dtype");
+    mtlinv::dequantize(wq, scales, biases, dt, rows, k, group_size, bits, out);
   });
 }
 
@@ -35,7 +37,8 @@ mtlinv_status mtlinv_dequantize_float32(const uint32_t* wq, const void* scales, 
                                         mtlinv_dtype dtype, int64_t rows, int64_t k, int group_size, int bits,
                                         float* out) {
   return run([&] {
-    mtlinv::dequantize_float32(wq, scales, biases, mtlinv::capi::dtype(dtype), rows, k, group_size, bits, out);
+    const mtlinv::DType dt = mtlinv::capi::dtype(dtype, "mtlinv_dequantize_float32", "dtype");
+    mtlinv::dequantize_float32(wq, scales, biases, dt, rows, k, group_size, bits, out);
   });
 }
 
