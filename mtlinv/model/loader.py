@@ -1,0 +1,105 @@
+"""A model ready to generate from: its file, tokenizer, chat template and weights on the active mtlinv device."""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from os import PathLike
+from pathlib import Path
+
+import mtlinv
+
+from .device_model import DeviceModel, DeviceWeights
+from .fetch import load_model_path
+from .gguf_model import GGUFModel, LlamaConfig, load_gguf
+from .tokenizer import Tokenizer
+
+# Layers a cheap draft leaves out, as fractions of the depth (for SmolLM2-135M's 30 layers the best acceptance
+# among the patterns tried).
+DRAFT_SKIP_FRACTIONS = (10 / 30, 14 / 30, 18 / 30, 22 / 30, 26 / 30)
+# Token ids besides the end-of-sequence one after which a reply is over: end of turn, end of message.
+_STOP_KEYS = ("tokenizer.ggml.eos_token_id", "tokenizer.ggml.eot_token_id", "tokenizer.ggml.eom_token_id")
+
+
+def draft_skip_layers(n_layers: int) -> list[int]:
+    """The layers a layer-skipping draft of an n_layers model leaves out."""
+    return sorted({int(f * n_layers) for f in DRAFT_SKIP_FRACTIONS if int(f * n_layers) < n_layers})
+
+
+class Model:
+    """A loaded model: `load(path)` builds one. Decoders made by `decoder` share its device weights."""
+
+    def __init__(self, path: Path, source: GGUFModel, tokenizer: Tokenizer, weights: DeviceWeights):
+        self.path = path
+        self.source = source
+        self.tokenizer = tokenizer
+        self.weights = weights
+        self._target: PrefillReuse | None = None
+
+    @property
+    def config(self) -> LlamaConfig:
+        return self.weights.config
+
+    @property
+    def name(self) -> str:
+        return self.path.name
+
+    @property
+    def stop_ids(self) -> frozenset[int]:
+        """The ids after which a reply ends (end of sequence, of turn, of message), from the model's metadata."""
+        md = self.source.metadata
+        return frozenset(int(md[key]) for key in _STOP_KEYS if key in md)
+
+    def chat_prompt(self, prompt: str, system: str | None = None) -> list[int]:
+        """Ids of a one-turn conversation in the model's chat format, ending where the reply starts."""
+        return self.tokenizer.encode_chat(prompt, system)
+
+    def decoder(self, capacity: int, skip_layers: Sequence[int] = ()) -> DeviceModel:
+        """A new decoder with its own KV cache of `capacity` positions."""
+        return DeviceModel(self.weights, capacity, skip_layers=skip_layers)
+
+    def target(self, capacity: int) -> PrefillReuse:
+        """The decoder generate() runs as its target: kept between calls (grown when a call needs more positions),
+        so that a call with the last call's prompt reuses its prefill."""
+        if self._target is None or self._target.model.capacity < capacity:
+            self._target = PrefillReuse(self.decoder(capacity))
+        return self._target
+
+
+class PrefillReuse:
+    """A DecoderModel around a DeviceModel that remembers its last prompt's prefill (the tokens, the limit it ran
+    under, its logits). A new prefill of the same tokens under the same limit would be the same call, of the same
+    bits, so it is skipped: the cache still holds the prompt's K/V, since only a forward from position 0 (which comes
+    here) rewrites positions below the prompt's length."""
+
+    def __init__(self, model: DeviceModel):
+        self.model = model
+        self._key: tuple | None = None
+        self._logits = None
+
+    @property
+    def kv_len(self) -> int:
+        return self.model.kv_len
+
+    def rollback(self, n_valid: int) -> None:
+        self.model.rollback(n_valid)
+
+    def forward(self, tokens, start_pos: int):
+        key = (tuple(int(t) for t in tokens), mtlinv.get_limit())
+        if start_pos == 0 and key == self._key:
+            self.model.kv_len = len(tokens)
+            return self._logits
+        if start_pos < len(self._key[0] if self._key else ()):
+            self._key = None  # the prompt's positions are being rewritten
+        logits = self.model.forward(tokens, start_pos)
+        if start_pos == 0:
+            self._key, self._logits = key, logits
+        return logits
+
+
+def load(path: str | PathLike | None = None, progress=None) -> Model:
+    """Loads a llama-architecture GGUF (default: SmolLM2-135M-Instruct, fetched once) onto the active device.
+    progress(done, total) is called after each layer's import. Raises ModelFetchError or GGUFModelError, naming
+    what is missing or not supported."""
+    p = load_model_path(path)
+    source = load_gguf(p)
+    tokenizer = Tokenizer.from_gguf(source)
+    return Model(p, source, tokenizer, DeviceWeights.from_gguf(source, progress=progress))
