@@ -15,7 +15,7 @@ import numpy as np
 
 import mtlinv
 
-from .. import gguf_blocks, quant
+from .. import gguf_blocks, gguf_kquants, quant
 from .._kinds import is_int
 from .gguf_model import GGUFModel, GGUFModelError, GGUFTensor, LlamaConfig
 from .reference import LlamaWeights
@@ -74,11 +74,16 @@ class QuantLinear:
 def _import_affine(t: GGUFTensor):
     """(wq, scales, biases, bits) of a quantized GGUF tensor, as numpy arrays."""
     kind = t.ggml_type.name
-    if kind not in _IMPORTERS:
-        raise GGUFModelError(f"{t.name}: type {kind}: the device model runs its projections through qgemv, which "
-                             f"takes {', '.join(_IMPORTERS)} (the embedding and norms may be F32, F16 or BF16)")
-    importer, bits = _IMPORTERS[kind]
-    return (*importer(t.data, t.shape, dtype=SCALE_DTYPE), bits)
+    if kind in _IMPORTERS:
+        importer, bits = _IMPORTERS[kind]
+        return (*importer(t.data, t.shape, dtype=SCALE_DTYPE), bits)
+    if kind.lower() in gguf_kquants.AFFINE_KINDS:
+        return gguf_kquants.to_affine(t.data, t.shape, kind.lower())
+    takes = ", ".join([*_IMPORTERS, *(k.upper() for k in gguf_kquants.AFFINE_KINDS)])
+    why = (" (its scales cover 16 elements; qgemv's groups are 32, 64 or 128, so no exact import exists)"
+           if kind == "Q6_K" else "")
+    raise GGUFModelError(f"{t.name}: type {kind}{why}: the device model runs its projections through qgemv, which "
+                         f"takes {takes} (the embedding and norms may be F32, F16, BF16 or any quantized type)")
 
 
 def _vector(t: GGUFTensor) -> mtlinv.Tensor:

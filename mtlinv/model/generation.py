@@ -119,8 +119,9 @@ def generate(model: Model | str | PathLike, prompt: str | Sequence[int], *, max_
              chat: bool = False, system: str | None = None) -> Generation:
     """Generates up to max_tokens tokens after `prompt`, as an iterator of GeneratedToken.
 
-    model: a Model (mtlinv.model.load) or the path of a GGUF file. prompt: text, or token ids. chat: the text is
-    one user turn (with an optional system turn) in the model's chat format. temperature 0 (the default) is greedy
+    model: a Model (mtlinv.model.load) or the path of a GGUF file. prompt: text, token ids, or a conversation (a
+    list of {"role", "content"} dicts) rendered with the model's own chat template. chat: the text is one user turn
+    (after a system turn when `system` is given) in that template. temperature 0 (the default) is greedy
     decoding; otherwise top_k, top_p, min_p and seed shape and fix the sampling (mtlinv.model.sampling.Sampler).
     stop: strings that end the text (left out of it). stop_tokens: ids that end it (default: the model's end of
     sequence/turn ids). draft: None, "prompt-lookup", "layer-skip" (the model without some of its layers), or
@@ -149,6 +150,10 @@ def generate(model: Model | str | PathLike, prompt: str | Sequence[int], *, max_
 def _prompt_ids(model: Model, prompt, chat: bool, system: str | None) -> list[int]:
     if isinstance(prompt, str):
         ids = model.chat_prompt(prompt, system) if chat else model.tokenizer.encode(prompt)
+    elif len(prompt) and all(isinstance(m, dict) for m in prompt):
+        if system is not None:
+            raise ValueError("system goes into the messages when the prompt is a conversation")
+        ids = model.tokenizer.encode(model.render_chat(prompt))
     else:
         if chat or system is not None:
             raise ValueError("chat and system take a text prompt, not token ids")

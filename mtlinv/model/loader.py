@@ -7,9 +7,10 @@ from pathlib import Path
 
 import mtlinv
 
+from .chat_template import ChatTemplate, ChatTemplateError
 from .device_model import DeviceModel, DeviceWeights
 from .fetch import load_model_path
-from .gguf_model import GGUFModel, LlamaConfig, load_gguf
+from .gguf_model import GGUFModel, GGUFModelError, LlamaConfig, load_gguf
 from .tokenizer import Tokenizer
 
 # Layers a cheap draft leaves out, as fractions of the depth (for SmolLM2-135M's 30 layers the best acceptance
@@ -17,6 +18,9 @@ from .tokenizer import Tokenizer
 DRAFT_SKIP_FRACTIONS = (10 / 30, 14 / 30, 18 / 30, 22 / 30, 26 / 30)
 # Token ids besides the end-of-sequence one after which a reply is over: end of turn, end of message.
 _STOP_KEYS = ("tokenizer.ggml.eos_token_id", "tokenizer.ggml.eot_token_id", "tokenizer.ggml.eom_token_id")
+# The special tokens a chat template may name, and the metadata keys of their ids.
+_TEMPLATE_TOKENS = {"bos_token": "tokenizer.ggml.bos_token_id", "eos_token": "tokenizer.ggml.eos_token_id",
+                    "unk_token": "tokenizer.ggml.unknown_token_id", "pad_token": "tokenizer.ggml.padding_token_id"}
 
 
 def draft_skip_layers(n_layers: int) -> list[int]:
@@ -27,16 +31,28 @@ def draft_skip_layers(n_layers: int) -> list[int]:
 class Model:
     """A loaded model: `load(path)` builds one. Decoders made by `decoder` share its device weights."""
 
-    def __init__(self, path: Path, source: GGUFModel, tokenizer: Tokenizer, weights: DeviceWeights):
+    def __init__(self, path: Path, source: GGUFModel, tokenizer: Tokenizer, weights: DeviceWeights | None = None):
         self.path = path
         self.source = source
         self.tokenizer = tokenizer
-        self.weights = weights
+        self._weights = weights
         self._target: PrefillReuse | None = None
+        self._chat_template: ChatTemplate | None = None
 
     @property
     def config(self) -> LlamaConfig:
-        return self.weights.config
+        return self.source.config
+
+    @property
+    def weights(self) -> DeviceWeights:
+        """The weights on the device, imported on first use (import_weights reports progress)."""
+        return self._weights if self._weights is not None else self.import_weights()
+
+    def import_weights(self, progress=None) -> DeviceWeights:
+        """Imports the weights onto the active device (once); progress(done, total) is called after each layer."""
+        if self._weights is None:
+            self._weights = DeviceWeights.from_gguf(self.source, progress=progress)
+        return self._weights
 
     @property
     def name(self) -> str:
@@ -48,9 +64,27 @@ class Model:
         md = self.source.metadata
         return frozenset(int(md[key]) for key in _STOP_KEYS if key in md)
 
+    @property
+    def chat_template(self) -> ChatTemplate:
+        """The model's own template (`tokenizer.chat_template`); ChatTemplateError when it has none."""
+        if self._chat_template is None:
+            md = self.source.metadata
+            if "tokenizer.chat_template" not in md:
+                raise ChatTemplateError(f"{self.name} has no chat template (tokenizer.chat_template); give the "
+                                        f"prompt as plain text")
+            special = {name: self.tokenizer.decode([int(md[key])]) for name, key in _TEMPLATE_TOKENS.items()
+                       if key in md}
+            self._chat_template = ChatTemplate(md["tokenizer.chat_template"], special)
+        return self._chat_template
+
+    def render_chat(self, messages: Sequence[dict]) -> str:
+        """The text of a conversation (dicts of role and content) up to where the assistant's reply starts."""
+        return self.chat_template.render(messages)
+
     def chat_prompt(self, prompt: str, system: str | None = None) -> list[int]:
-        """Ids of a one-turn conversation in the model's chat format, ending where the reply starts."""
-        return self.tokenizer.encode_chat(prompt, system)
+        """Ids of a one-turn conversation (with a system turn when given) in the model's chat template."""
+        messages = [{"role": "system", "content": system}] if system is not None else []
+        return self.tokenizer.encode(self.render_chat(messages + [{"role": "user", "content": prompt}]))
 
     def decoder(self, capacity: int, skip_layers: Sequence[int] = ()) -> DeviceModel:
         """A new decoder with its own KV cache of `capacity` positions."""
@@ -95,11 +129,17 @@ class PrefillReuse:
         return logits
 
 
-def load(path: str | PathLike | None = None, progress=None) -> Model:
-    """Loads a llama-architecture GGUF (default: SmolLM2-135M-Instruct, fetched once) onto the active device.
-    progress(done, total) is called after each layer's import. Raises ModelFetchError or GGUFModelError, naming
-    what is missing or not supported."""
+def load(path: str | PathLike | None = None, progress=None, import_weights: bool = True) -> Model:
+    """Loads a llama-architecture GGUF (default: SmolLM2-135M-Instruct, fetched once) and, unless import_weights is
+    False, imports its weights onto the active device, calling progress(done, total) after each layer. Raises
+    ModelFetchError or GGUFModelError, naming what is missing or not supported."""
     p = load_model_path(path)
     source = load_gguf(p)
-    tokenizer = Tokenizer.from_gguf(source)
-    return Model(p, source, tokenizer, DeviceWeights.from_gguf(source, progress=progress))
+    try:
+        tokenizer = Tokenizer.from_gguf(source)
+    except ValueError as e:  # a vocabulary this package does not read: the model cannot run
+        raise GGUFModelError(str(e)) from None
+    model = Model(p, source, tokenizer)
+    if import_weights:
+        model.import_weights(progress)
+    return model

@@ -94,18 +94,3 @@ class Tokenizer:
             if not is_int(i) or not 0 <= i < len(self.vocab):
                 raise ValueError(f"decode: id {i!r} is not a token id in [0, {len(self.vocab)})")
         return self._tok.decode([int(i) for i in ids], skip_special_tokens=skip_special)
-
-    def encode_chat(self, prompt: str, system: str | None = None) -> list[int]:
-        """Ids of a one-turn ChatML conversation (SmolLM2-Instruct's format), ending where the assistant's reply
-        starts: [<|im_start|>system\\n{system}<|im_end|>\\n]<|im_start|>user\\n{prompt}<|im_end|>\\n<|im_start|>assistant\\n
-        """
-        if "<|im_start|>" not in self.vocab or "<|im_end|>" not in self.vocab:
-            raise ValueError("this model's vocabulary has no <|im_start|>/<|im_end|>: it does not use the ChatML "
-                             "template; encode the prompt with encode() instead")
-        _require_utf8(prompt, "prompt")
-        turns = [("system", system)] if system is not None else []
-        if system is not None:
-            _require_utf8(system, "system")
-        turns.append(("user", prompt))
-        text = "".join(f"<|im_start|>{role}\n{content}<|im_end|>\n" for role, content in turns)
-        return self.encode(text + "<|im_start|>assistant\n")

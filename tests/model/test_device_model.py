@@ -87,11 +87,11 @@ def real_device(gguf_model):
     return DeviceWeights.from_gguf(gguf_model)
 
 
-def test_real_model_forward_matches_float64_reference(gguf_model, real_device, tokenizer):
+def test_real_model_forward_matches_float64_reference(gguf_model, real_device, chat_model):
     """The first positions of the prompt: the bf16 device forward stays close to the float64 reference of the same
     weights, and picks the same next token."""
     from mtlinv.model import LlamaWeights
-    prompt = tokenizer.encode_chat("What is the capital of France?")[:8]
+    prompt = chat_model.chat_prompt("What is the capital of France?")[:8]
     ref = ReferenceModel(LlamaWeights.from_gguf(gguf_model)).forward(prompt, 0)
     dev = DeviceModel(real_device, 16).forward(prompt, 0)
     for pos in range(len(prompt)):
@@ -108,11 +108,11 @@ PROMPTS = ["What is the capital of France?", "Write a haiku about the sea.", "Li
 
 @pytest.mark.slow
 @pytest.mark.parametrize("prompt", PROMPTS)
-def test_real_model_speculative_equals_greedy(real_device, tokenizer, prompt):
+def test_real_model_speculative_equals_greedy(real_device, chat_model, prompt):
     """With limit >= k+1, greedy speculative decoding gives exactly the greedy tokens (64 tokens, self-draft: every
     rejection would be a pure kernel effect)."""
     k, n = 4, 64
-    ids = tokenizer.encode_chat(prompt)
+    ids = chat_model.chat_prompt(prompt)
     capacity = len(ids) + n + k + 2
     target, draft = DeviceModel(real_device, capacity), DeviceModel(real_device, capacity)
     reference = greedy(target, ids, n)

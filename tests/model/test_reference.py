@@ -393,8 +393,8 @@ def test_real_model_is_the_one_the_issue_describes(gguf_model):
 
 
 @pytest.mark.slow
-def test_reference_answers_in_english(gguf_model):
+def test_reference_answers_in_english(gguf_model, chat_model):
     tok = Tokenizer.from_gguf(gguf_model)
     model = ReferenceModel(LlamaWeights.from_gguf(gguf_model))
-    out = greedy(model, tok.encode_chat("What is the capital of France?"), 16, eos_id=tok.eos_id)
+    out = greedy(model, chat_model.chat_prompt("What is the capital of France?"), 16, eos_id=tok.eos_id)
     assert tok.decode(out) == "The capital of France is Paris.<|im_end|>"
