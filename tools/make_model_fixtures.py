@@ -7,12 +7,16 @@ writer, then quantised by llama.cpp's own quantiser (`llama_cpp.llama_model_quan
 - Q4_K_M, llama.cpp's usual mix (Q4_K and Q6_K here: every row length is a multiple of 256);
 - pure Q4_K, Q5_K, Q5_0, Q5_1 and Q6_K (`pure`: every matrix in the one type, the embedding too).
 
-For each file it records llama.cpp's logits (`llama_cpp.Llama`, logits_all) of a fixed token sequence into
+Then MLX checkpoints, written by mlx-lm's own model classes, quantize_model and save path (mlx-llama-q4: a tied
+4-bit llama, hidden 128, group 64; and qwen2, qwen3 and a Llama 3 RoPE-scaled llama, which the loader must refuse
+by name), with the same vocabulary as tokenizer.json, and mlx-lm's logits for the llama (mlx_reference_logits.npz).
+
+For each GGUF file it records llama.cpp's logits (`llama_cpp.Llama`, logits_all) of a fixed token sequence into
 reference_logits.npz, with llama.cpp's token ids of a fixed text. Run once; the outputs (about 3 MB) are committed, so the tests need neither
 llama.cpp nor this script:
 
-    pip install llama-cpp-python  # builds llama.cpp from source (minutes)
-    python tools/make_model_fixtures.py tests/model/fixtures
+    pip install llama-cpp-python mlx-lm  # the first builds llama.cpp from source (minutes); mlx[cpu] on Linux
+    python tools/make_model_fixtures.py tests/model/fixtures [--only gguf|mlx]
 """
 from __future__ import annotations
 
@@ -154,11 +158,69 @@ def run_llama_cpp(path: pathlib.Path) -> tuple[np.ndarray, list[int]]:
     return np.array(llm.scores[:len(TOKENS)], np.float32), ids
 
 
+MLX_MODELS = {  # directory -> config.json of a tiny model mlx-lm builds
+    "mlx-llama-q4": dict(model_type="llama", hidden_size=128, num_hidden_layers=2, intermediate_size=256,
+                         num_attention_heads=2, num_key_value_heads=1, rms_norm_eps=1e-5, rope_theta=10000.0,
+                         tie_word_embeddings=True, max_position_embeddings=256),
+    "mlx-qwen2": dict(model_type="qwen2", hidden_size=64, num_hidden_layers=1, intermediate_size=128,
+                      num_attention_heads=1, num_key_value_heads=1, rms_norm_eps=1e-6, rope_theta=1e6,
+                      tie_word_embeddings=True, max_position_embeddings=256),
+    "mlx-qwen3": dict(model_type="qwen3", hidden_size=64, num_hidden_layers=1, intermediate_size=128,
+                      num_attention_heads=1, num_key_value_heads=1, head_dim=64, rms_norm_eps=1e-6,
+                      rope_theta=1e6, tie_word_embeddings=True, max_position_embeddings=256),
+    "mlx-llama3-rope-scaled": dict(model_type="llama", hidden_size=64, num_hidden_layers=1, intermediate_size=128,
+                                   num_attention_heads=1, num_key_value_heads=1, rms_norm_eps=1e-5,
+                                   rope_theta=500000.0, tie_word_embeddings=True, max_position_embeddings=256,
+                                   rope_scaling=dict(rope_type="llama3", factor=8.0, low_freq_factor=1.0,
+                                                     high_freq_factor=4.0, original_max_position_embeddings=128)),
+}
+
+
+def write_mlx(out: pathlib.Path) -> dict[str, np.ndarray]:
+    """The MLX checkpoints; returns mlx-lm's logits of TOKENS for those the loader runs."""
+    import importlib
+
+    import mlx.core as mx
+    from mlx_lm import load as mlx_load
+    from mlx_lm.utils import quantize_model, save_config, save_model
+    from transformers import PreTrainedTokenizerFast
+
+    from mtlinv.model.tokenizer import Tokenizer
+
+    tokens, types, merges = vocabulary()
+    hf = Tokenizer(tokens, merges, types, len(tokens) - 2, len(tokens) - 1, "gpt-2")._tok
+    logits = {}
+    for name, cfg in MLX_MODELS.items():
+        mx.random.seed(SEED)
+        cfg = dict(cfg, vocab_size=len(tokens), bos_token_id=len(tokens) - 2, eos_token_id=len(tokens) - 1)
+        arch = importlib.import_module(f"mlx_lm.models.{cfg['model_type']}")
+        model = arch.Model(arch.ModelArgs.from_dict(cfg))
+        mx.eval(model.parameters())
+        model, cfg = quantize_model(model, cfg, group_size=64, bits=4)
+        path = out / name
+        path.mkdir(exist_ok=True)
+        save_model(path, model)
+        save_config(cfg, path / "config.json")
+        fast = PreTrainedTokenizerFast(tokenizer_object=hf, bos_token=tokens[-2], eos_token=tokens[-1])
+        fast.chat_template = CHAT_TEMPLATE
+        fast.save_pretrained(path)
+        if name == "mlx-llama-q4":
+            model, _ = mlx_load(str(path))
+            logits[name] = np.array(model(mx.array([TOKENS]))[0].astype(mx.float32))
+        print(f"{path}: {sum(f.stat().st_size for f in path.iterdir())} bytes")
+    return logits
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("out", type=pathlib.Path)
+    ap.add_argument("--only", choices=("gguf", "mlx"), default=None)
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
+    if args.only != "gguf":
+        np.savez_compressed(args.out / "mlx_reference_logits.npz", tokens=np.array(TOKENS), **write_mlx(args.out))
+    if args.only == "mlx":
+        return
     logits = {}
     with tempfile.TemporaryDirectory() as tmp:
         f32 = pathlib.Path(tmp) / "tiny-F32.gguf"

@@ -33,7 +33,7 @@ _IMPORTERS = {
 
 @dataclass(frozen=True)
 class QuantLinear:
-    """A projection y = x @ W.T with W [N, K] in the affine format (group 32) on the device. Several projections of
+    """A projection y = x @ W.T with W [N, K] in the affine format (group 32 from GGUF) on the device. Several of
     one input (q, k and v; gate and up) are stacked by rows into one, so that one call computes them all."""
 
     wq: mtlinv.Tensor
@@ -56,7 +56,14 @@ class QuantLinear:
         return cls._upload([(*quant.quantize(w, group_size=gguf_blocks.QK, bits=bits), bits)])
 
     @classmethod
-    def _upload(cls, parts) -> QuantLinear:
+    def from_affine(cls, *parts, group_size: int, bits: int) -> QuantLinear:
+        """Matrices already in the affine format ((wq, scales, biases) each, as MLX stores them), stacked by rows;
+        the scales and biases are widened to float32, exactly."""
+        return cls._upload([(wq, s.astype(SCALE_DTYPE), b.astype(SCALE_DTYPE), bits) for wq, s, b in parts],
+                           group_size)
+
+    @classmethod
+    def _upload(cls, parts, group_size: int = gguf_blocks.QK) -> QuantLinear:
         """The parts stacked by rows, on the device: in the tile layout (mtlinv.quant.tile) where the device has
         matrix units and the weight allows it: the same bits, 8-20% less time on an H200 at 4 bits."""
         bits = max(part[3] for part in parts)
@@ -64,8 +71,8 @@ class QuantLinear:
         wq = np.concatenate([quant.pack(quant.unpack(w, b, k), bits) if b != bits else w for w, _, _, b in parts])
         scales, biases = (np.concatenate([part[i] for part in parts]) for i in (1, 2))
         if mtlinv.device_info()["matrix_units"] and bits in (4, 8) and wq.shape[0] % quant.TILE_ROWS == 0:
-            wq, scales, biases = quant.tile(wq, scales, biases, gguf_blocks.QK, bits)
-        return cls(mtlinv.asarray(wq), mtlinv.asarray(scales), mtlinv.asarray(biases), bits)
+            wq, scales, biases = quant.tile(wq, scales, biases, group_size, bits)
+        return cls(mtlinv.asarray(wq), mtlinv.asarray(scales), mtlinv.asarray(biases), bits, group_size)
 
     def __call__(self, x):
         return mtlinv.qgemv(x, self.wq, self.scales, self.biases, group_size=self.group_size, bits=self.bits)
@@ -127,6 +134,34 @@ class DeviceWeights:
         return cls(c, embedding, tuple(layers), _vector(model.tensors["output_norm.weight"]),
                    QuantLinear.from_gguf(model.output))
 
+
+    @classmethod
+    def from_mlx(cls, ckpt, progress=None) -> DeviceWeights:
+        """Imports an MLX checkpoint (mlx_checkpoint.Checkpoint): its quantized matrices as they are, q and k rows
+        interleaved for the decoder's RoPE."""
+        c = ckpt.config
+
+        def proj(i, names, rope=None):
+            parts = [ckpt.quantized(f"model.layers.{i}.{n}", rope.get(n) if rope else None) for n in names]
+            return QuantLinear.from_affine(*parts, group_size=ckpt.group_size, bits=ckpt.bits)
+
+        def vec(name):
+            return mtlinv.asarray(np.asarray(ckpt.get(name)).astype(ACTIVATION))
+
+        rope = {"self_attn.q_proj": c.n_heads, "self_attn.k_proj": c.n_kv_heads}
+        layers = []
+        for i in range(c.n_layers):
+            layers.append(DeviceLayer(
+                vec(f"model.layers.{i}.input_layernorm.weight"),
+                proj(i, ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj"), rope),
+                proj(i, ("self_attn.o_proj",)), vec(f"model.layers.{i}.post_attention_layernorm.weight"),
+                proj(i, ("mlp.gate_proj", "mlp.up_proj")), proj(i, ("mlp.down_proj",))))
+            if progress:
+                progress(i + 1, c.n_layers)
+        head = "model.embed_tokens" if ckpt.tied else "lm_head"
+        output = QuantLinear.from_affine(ckpt.quantized(head), group_size=ckpt.group_size, bits=ckpt.bits)
+        embedding = mtlinv.asarray(ckpt.dense("model.embed_tokens").astype(ACTIVATION))
+        return cls(c, embedding, tuple(layers), vec("model.norm.weight"), output)
 
     @classmethod
     def from_reference(cls, w: LlamaWeights, bits: int = 8) -> DeviceWeights:

@@ -8,6 +8,7 @@ from pathlib import Path
 import mtlinv
 
 from .chat_template import ChatTemplate, ChatTemplateError
+from . import mlx_checkpoint
 from .device_model import DeviceModel, DeviceWeights
 from .fetch import load_model_path
 from .gguf_model import GGUFModel, GGUFModelError, LlamaConfig, load_gguf
@@ -29,19 +30,45 @@ def draft_skip_layers(n_layers: int) -> list[int]:
 
 
 class Model:
-    """A loaded model: `load(path)` builds one. Decoders made by `decoder` share its device weights."""
+    """A loaded model: `load(path)` builds one, from a GGUF file or an MLX checkpoint directory. Decoders made by
+    `decoder` share its device weights.
 
-    def __init__(self, path: Path, source: GGUFModel, tokenizer: Tokenizer, weights: DeviceWeights | None = None):
+    stop_ids: the ids after which a reply ends (end of sequence, turn, message), from the model's own metadata.
+    template: its chat template's source (None: it has none); special_tokens: the strings a template may name."""
+
+    def __init__(self, path: Path, config: LlamaConfig, tokenizer: Tokenizer, stop_ids: frozenset[int],
+                 template: str | None, special_tokens: dict[str, str], make_weights):
         self.path = path
-        self.source = source
+        self.config = config
         self.tokenizer = tokenizer
-        self._weights = weights
+        self.stop_ids = stop_ids
+        self._template_source, self._special_tokens = template, special_tokens
+        self._make_weights = make_weights  # progress -> DeviceWeights
+        self._weights: DeviceWeights | None = None
         self._target: PrefillReuse | None = None
         self._chat_template: ChatTemplate | None = None
 
-    @property
-    def config(self) -> LlamaConfig:
-        return self.source.config
+    @classmethod
+    def from_gguf(cls, path: Path, source: GGUFModel | None = None) -> Model:
+        """A GGUF file (source: the file already read), its weights not yet imported."""
+        source = source if source is not None else load_gguf(path)
+        try:
+            tokenizer = Tokenizer.from_gguf(source)
+        except ValueError as e:  # a vocabulary this package does not read: the model cannot run
+            raise GGUFModelError(str(e)) from None
+        md = source.metadata
+        special = {name: tokenizer.decode([int(md[key])]) for name, key in _TEMPLATE_TOKENS.items() if key in md}
+        return cls(Path(path), source.config, tokenizer, frozenset(int(md[k]) for k in _STOP_KEYS if k in md),
+                   md.get("tokenizer.chat_template"), special,
+                   lambda progress: DeviceWeights.from_gguf(source, progress=progress))
+
+    @classmethod
+    def from_mlx(cls, path: Path) -> Model:
+        """An MLX checkpoint directory as mlx-lm writes it, its weights not yet imported."""
+        ckpt = mlx_checkpoint.Checkpoint(Path(path))
+        tokenizer, stops, template, special = mlx_checkpoint.read_tokenizer(Path(path), ckpt.raw)
+        return cls(Path(path), ckpt.config, tokenizer, stops, template, special,
+                   lambda progress: DeviceWeights.from_mlx(ckpt, progress=progress))
 
     @property
     def weights(self) -> DeviceWeights:
@@ -51,7 +78,7 @@ class Model:
     def import_weights(self, progress=None) -> DeviceWeights:
         """Imports the weights onto the active device (once); progress(done, total) is called after each layer."""
         if self._weights is None:
-            self._weights = DeviceWeights.from_gguf(self.source, progress=progress)
+            self._weights = self._make_weights(progress)
         return self._weights
 
     @property
@@ -59,22 +86,12 @@ class Model:
         return self.path.name
 
     @property
-    def stop_ids(self) -> frozenset[int]:
-        """The ids after which a reply ends (end of sequence, of turn, of message), from the model's metadata."""
-        md = self.source.metadata
-        return frozenset(int(md[key]) for key in _STOP_KEYS if key in md)
-
-    @property
     def chat_template(self) -> ChatTemplate:
-        """The model's own template (`tokenizer.chat_template`); ChatTemplateError when it has none."""
+        """The model's own template; ChatTemplateError when it has none."""
         if self._chat_template is None:
-            md = self.source.metadata
-            if "tokenizer.chat_template" not in md:
-                raise ChatTemplateError(f"{self.name} has no chat template (tokenizer.chat_template); give the "
-                                        f"prompt as plain text")
-            special = {name: self.tokenizer.decode([int(md[key])]) for name, key in _TEMPLATE_TOKENS.items()
-                       if key in md}
-            self._chat_template = ChatTemplate(md["tokenizer.chat_template"], special)
+            if self._template_source is None:
+                raise ChatTemplateError(f"{self.name} has no chat template; give the prompt as plain text")
+            self._chat_template = ChatTemplate(self._template_source, self._special_tokens)
         return self._chat_template
 
     def render_chat(self, messages: Sequence[dict]) -> str:
@@ -130,16 +147,14 @@ class PrefillReuse:
 
 
 def load(path: str | PathLike | None = None, progress=None, import_weights: bool = True) -> Model:
-    """Loads a llama-architecture GGUF (default: SmolLM2-135M-Instruct, fetched once) and, unless import_weights is
-    False, imports its weights onto the active device, calling progress(done, total) after each layer. Raises
-    ModelFetchError or GGUFModelError, naming what is missing or not supported."""
-    p = load_model_path(path)
-    source = load_gguf(p)
-    try:
-        tokenizer = Tokenizer.from_gguf(source)
-    except ValueError as e:  # a vocabulary this package does not read: the model cannot run
-        raise GGUFModelError(str(e)) from None
-    model = Model(p, source, tokenizer)
+    """Loads a model: a llama-architecture GGUF file (default: SmolLM2-135M-Instruct, fetched once) or an MLX
+    checkpoint directory, and unless import_weights is False imports its weights onto the active device, calling
+    progress(done, total) after each layer. Raises ModelFetchError or GGUFModelError (MLXCheckpointError for a
+    checkpoint), naming what is missing or not supported."""
+    if path is not None and mlx_checkpoint.is_checkpoint(Path(path).expanduser()):
+        model = Model.from_mlx(Path(path).expanduser())
+    else:
+        model = Model.from_gguf(load_model_path(path))
     if import_weights:
         model.import_weights(progress)
     return model

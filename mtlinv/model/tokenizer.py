@@ -82,6 +82,23 @@ class Tokenizer:
         except ValueError as e:
             raise ValueError(f"{model.path}: {e}") from None
 
+    @classmethod
+    def from_file(cls, path, bos_id: int | None, eos_id: int | None) -> Tokenizer:
+        """A Hugging Face tokenizer.json (an MLX checkpoint's), taken as it is: its normalizer, pre-tokenizer, model
+        and decoder are the model's own."""
+        tok = cls.__new__(cls)
+        try:
+            tok._tok = HFTokenizer.from_file(str(path))
+        except Exception as e:  # the tokenizers library raises its own Exception type for a bad file
+            raise ValueError(f"{path}: not a tokenizer the tokenizers library reads: {e}") from None
+        tok.vocab = tok._tok.get_vocab(with_added_tokens=True)
+        tok.bos_id, tok.eos_id = bos_id, eos_id
+        return tok
+
+    def token_id(self, token: str) -> int | None:
+        """The id of a token string, or None."""
+        return self._tok.token_to_id(token)
+
     def encode(self, text: str) -> list[int]:
         """Token ids of `text`; control tokens written in the text (e.g. "<|im_end|>") become their single id."""
         _require_utf8(text, "text")

@@ -67,7 +67,7 @@ def smollm(model_path):
 @pytest.fixture(scope="session")
 def chat_model(model_path, gguf_model, tokenizer):
     """The default model without its weights on the device: its chat template and stop tokens."""
-    return Model(model_path, gguf_model, tokenizer)
+    return Model.from_gguf(model_path, gguf_model)
 
 
 def make_tiny_weights(seed=0, n_layers=4, hidden=64, n_heads=4, n_kv_heads=2, ffn=128, vocab=256):
