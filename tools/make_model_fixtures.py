@@ -36,7 +36,10 @@ CHAT_TEMPLATE = ("{% for m in messages %}{{ '<|im_start|>' + m['role'] + '\\n' +
                  "{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}")
 # A text llama.cpp's tokenizer encodes for the tokenizer test (its ids go into reference_logits.npz).
 TOKENIZER_TEXT = "<|im_start|>user\nThe quick fox, then the sea: 12 345!<|im_end|>\n"
-TEXT_FOR_MERGES = "the quick brown fox jumps over the lazy dog and then the other one went to see the sea"
+# Texts for the vocabulary-only files (tok-*.gguf): contractions, digit runs, spaces, newlines, non-ASCII.
+TOKENIZER_TEXTS = ["The quick fox, then the sea: 12 345!\n", "don't   stop 2024\n\nthe END", "héllo wörld 日本 x"]
+TEXT_FOR_MERGES = ("the quick brown fox jumps over the lazy dog and then the other one went to see the sea in 2024 "
+                   "2024 2024 with 12345 12345 12345 as don't don't don't")
 # name -> (llama_ftype constant name in llama_cpp, pure)
 FILES = {
     "Q4_K_M": ("LLAMA_FTYPE_MOSTLY_Q4_K_M", False),
@@ -66,7 +69,10 @@ def vocabulary():
     tokens = byte_tokens()
     space = tokens[ord(" ")]
     words = [([space] if i else []) + [tokens[ord(c)] for c in w] for i, w in enumerate(TEXT_FOR_MERGES.split())]
-    merges = []
+    # Merges inside digit runs and contractions first: pieces only some pre-tokenizers isolate (Llama 3's digit
+    # groups of up to three, Qwen2's single digits, GPT-2's space-prefixed runs), so the files tell them apart.
+    merges = ["2 0", "20 2", "1 2", "12 3", "3 4", "34 5", "' t"]
+    tokens += [m.replace(" ", "") for m in merges]
     while len(tokens) < 297:
         pairs = {}
         for w in words:
@@ -88,6 +94,78 @@ def vocabulary():
     types = [1] * len(tokens) + [3, 3, 3]
     tokens += ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
     return tokens, types, merges
+
+
+def sentencepiece_vocabulary():
+    """(tokens, scores, types) of a SentencePiece BPE vocabulary: <unk>, <s>, </s>, the 256 byte pieces, the
+    characters of TEXT_FOR_MERGES with "▁", and pieces merged greedily from it (earlier merges score higher)."""
+    words = [["\u2581", *w] for w in TEXT_FOR_MERGES.split()]
+    chars = sorted({c for w in words for c in w})
+    tokens, scores, types = ["<unk>", "<s>", "</s>"], [0.0, 0.0, 0.0], [2, 3, 3]
+    tokens += [f"<0x{b:02X}>" for b in range(256)]
+    scores += [0.0] * 256
+    types += [6] * 256
+    merged = []
+    while len(merged) < 40:
+        pairs = {}
+        for w in words:
+            for a, b in zip(w, w[1:]):
+                pairs[(a, b)] = pairs.get((a, b), 0) + 1
+        if not pairs:
+            break
+        a, b = max(pairs, key=lambda p: (pairs[p], p))
+        merged.append(a + b)
+        for w in words:
+            i = 0
+            while i < len(w) - 1:
+                if (w[i], w[i + 1]) == (a, b):
+                    w[i:i + 2] = [a + b]
+                i += 1
+    pieces = [p for p in merged if p not in chars]
+    tokens += chars + pieces
+    scores += [-1000.0 - i for i in range(len(chars))] + [-float(i) for i in range(len(pieces))]
+    types += [1] * (len(chars) + len(pieces))
+    return tokens, scores, types
+
+
+def write_vocab_only(path: pathlib.Path, kind: str, pre: str | None) -> None:
+    """A GGUF with the hyperparameters and a vocabulary, no tensors: what llama.cpp loads with vocab_only."""
+    w = gguf.GGUFWriter(str(path), "llama")
+    w.add_block_count(1)
+    w.add_context_length(CONTEXT)
+    w.add_embedding_length(HIDDEN)
+    w.add_feed_forward_length(FFN)
+    w.add_head_count(N_HEADS)
+    w.add_layer_norm_rms_eps(1e-5)
+    if kind == "gpt2":
+        tokens, types, merges = vocabulary()
+        w.add_tokenizer_model("gpt2")
+        w.add_tokenizer_pre(pre)
+        w.add_token_merges(merges)
+        bos, eos = len(tokens) - 2, len(tokens) - 1
+    else:
+        tokens, scores, types = sentencepiece_vocabulary()
+        w.add_tokenizer_model("llama")
+        w.add_token_scores(scores)
+        bos, eos = 1, 2
+    w.add_token_list(tokens)
+    w.add_token_types(types)
+    w.add_bos_token_id(bos)
+    w.add_eos_token_id(eos)
+    w.add_add_bos_token(False)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+
+
+VOCAB_ONLY = {"tok-llama-bpe": ("gpt2", "llama-bpe"), "tok-qwen2": ("gpt2", "qwen2"), "tok-spm": ("llama", None)}
+
+
+def tokenize_with_llama_cpp(path: pathlib.Path) -> list[list[int]]:
+    import llama_cpp
+    llm = llama_cpp.Llama(model_path=str(path), vocab_only=True, verbose=False)
+    return [llm.tokenize(t.encode(), add_bos=False, special=True) for t in TOKENIZER_TEXTS]
 
 
 def write_f32(path: pathlib.Path) -> None:
@@ -233,6 +311,12 @@ def main() -> None:
     np.savez_compressed(args.out / "reference_logits.npz", tokens=np.array(TOKENS), text=np.array(TOKENIZER_TEXT),
                         text_ids=np.array(ids),
                         **logits)
+    ids = {}
+    for name, (kind, pre) in VOCAB_ONLY.items():
+        write_vocab_only(args.out / f"{name}.gguf", kind, pre)
+        for i, row in enumerate(tokenize_with_llama_cpp(args.out / f"{name}.gguf")):
+            ids[f"{name}/{i}"] = np.array(row)
+    np.savez_compressed(args.out / "reference_tokens.npz", texts=np.array(TOKENIZER_TEXTS), **ids)
 
 
 if __name__ == "__main__":
