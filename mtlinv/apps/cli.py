@@ -28,7 +28,8 @@ def main(argv: list[str] | None = None) -> int:
     demo.add_argument("--prompt", default="Write a short story about a robot who learns to paint.")
     demo.add_argument("--tokens", type=int, default=48, help="tokens to generate (default 48)")
     demo.add_argument("--k", type=int, default=4, help="draft tokens per speculative step (default 4)")
-    demo.add_argument("--model", default=None, help="path of a llama-architecture GGUF (default: SmolLM2-135M)")
+    demo.add_argument("--model", default=None,
+                      help="a llama GGUF file or MLX checkpoint directory (default: SmolLM2-135M)")
     gen = sub.add_parser("generate", help="text after a prompt, streamed (greedy, sampled, speculative)")
     gen.add_argument("prompt")
     gen.add_argument("--chat", action="store_true", help="the prompt is a user turn in the model's chat template")

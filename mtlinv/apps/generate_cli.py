@@ -22,7 +22,8 @@ def missing_extra() -> str | None:
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """The options generate and chat share."""
     p.add_argument("--model", default=None, metavar="PATH",
-                   help="a GGUF file (default: SmolLM2-135M-Instruct, fetched once); see docs/models.md")
+                   help="a GGUF file or an MLX checkpoint directory (default: SmolLM2-135M-Instruct, fetched "
+                        "once); see docs/models.md")
     p.add_argument("--max-tokens", type=int, default=256, help="most tokens per reply (default 256)")
     p.add_argument("--temperature", type=float, default=0.0, help="0 (default): greedy; otherwise sample")
     p.add_argument("--top-k", type=int, default=0, help="sample among the k most likely tokens (0: all)")
@@ -60,7 +61,7 @@ def run(command: str, args) -> int:
         print(f"mtlinv {command} needs the model extra ({missing} is not installed): {EXTRA_HINT}", file=sys.stderr)
         return 2
     from ..model import GGUFModelError, ModelFetchError, generate, load
-    from ..model.chat_template import ChatTemplateError
+    from ..model.chat_template import ChatTemplateError  # MLXCheckpointError is a GGUFModelError
     try:
         model = load(args.model)
         if command == "generate":

@@ -58,6 +58,7 @@ class Generation:
         self._t0: float | None = None
         self._t_end: float | None = None
         target = model.target(len(prompt_ids) + max_tokens + k + 2)
+        model.active_generation = self  # the target's cache is the model's: one generation runs at a time
         self._rounds = decoding.stream(target, draft, prompt_ids, max_tokens, k, stops, sampler, draft_sampler,
                                        self.counts)
 
@@ -67,6 +68,9 @@ class Generation:
     def __next__(self) -> GeneratedToken:
         if self.finish_reason is not None:
             raise StopIteration
+        if self.model.active_generation is not self:
+            raise RuntimeError("a later generate() call on this model took over its KV cache: a model runs one "
+                               "generation at a time (load another Model to run two)")
         if self._t0 is None:
             self._t0 = time.perf_counter()
         if not self._pending:

@@ -47,6 +47,7 @@ class Model:
         self._weights: DeviceWeights | None = None
         self._target: PrefillReuse | None = None
         self._chat_template: ChatTemplate | None = None
+        self.active_generation = None  # the generation that owns the target's cache (generation.Generation)
 
     @classmethod
     def from_gguf(cls, path: Path, source: GGUFModel | None = None) -> Model:

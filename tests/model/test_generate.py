@@ -124,6 +124,15 @@ def test_generate_streams_text_and_stops(smollm):
     assert [tok.id for tok in stopped] == g.tokens[:2] and stopped.finish_reason == "stop"
 
 
+def test_a_later_generation_takes_over_the_model(smollm):
+    first = mtlinv.generate(smollm, "Hi", max_tokens=4)
+    next(first)
+    second = mtlinv.generate(smollm, "Hello", max_tokens=1)
+    with pytest.raises(RuntimeError, match="a model runs one generation at a time"):
+        next(first)
+    assert len(list(second)) == 1
+
+
 @pytest.mark.parametrize("kwargs, message", [
     (dict(max_tokens=0), "max_tokens must be an int >= 1, got 0"),
     (dict(k=0), "k must be an int >= 1, got 0"),

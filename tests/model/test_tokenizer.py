@@ -44,8 +44,8 @@ def test_toy_round_trips(toy, text):
 
 
 def test_unknown_pre_tokenizer_is_refused():
-    with pytest.raises(ValueError, match="'llama-bpe'"):
-        Tokenizer(["a"], [], [1], 0, 0, pre="llama-bpe")
+    with pytest.raises(ValueError, match="'deepseek-coder'"):
+        Tokenizer(["a"], [], [1], 0, 0, pre="deepseek-coder")
 
 
 @pytest.mark.parametrize("text", ROUND_TRIPS)
