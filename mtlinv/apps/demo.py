@@ -70,14 +70,14 @@ def warm_up(weights: DeviceWeights, prompt_ids: list[int], tokens: int, k: int, 
     the timed runs. progress(done, total) is called after each forward call."""
     n = min(k + 2, tokens)  # k + 2: one full round of k proposals
     capacity = len(prompt_ids) + n + k + 2
-    # Calls per limit: the target's prefill and verifications, the draft's prefill and steps (at most k + 1 each).
+    # Forward calls per limit, at most: the target's prefill and verifications, the draft's prefill and steps.
     total, done = 2 * (2 + 2 * (n + k)), 0
 
     def tick():
         nonlocal done
         done += 1
         if progress:
-            progress(min(done, total), total)
+            progress(min(done, total - 1), total)  # total only once every run is over
 
     target = _Ticking(DeviceModel(weights, capacity), tick)
     draft = _Ticking(DeviceModel(weights, capacity), tick)

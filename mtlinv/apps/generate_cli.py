@@ -43,7 +43,8 @@ def _options(args) -> dict:
                 draft=None if args.draft == "none" else args.draft)
 
 
-def _stream(generation, out=sys.stdout) -> None:
+def _stream(generation) -> None:
+    out = sys.stdout
     for token in generation:
         out.write(token.text)
         out.flush()

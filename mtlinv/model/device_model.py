@@ -57,16 +57,22 @@ class QuantLinear:
 
     @classmethod
     def from_affine(cls, *parts, group_size: int, bits: int) -> QuantLinear:
-        """Matrices already in the affine format ((wq, scales, biases) each, as MLX stores them), stacked by rows;
-        the scales and biases are widened to float32, exactly."""
-        return cls._upload([(wq, s.astype(SCALE_DTYPE), b.astype(SCALE_DTYPE), bits) for wq, s, b in parts],
-                           group_size)
+        """Matrices already in the affine format ((wq, scales, biases) each, as MLX stores them), stacked by rows.
+        Scales and biases in the activation dtype (bfloat16, as mlx-lm saves them) stay as they are, and qgemv
+        computes MLX's own bfloat16 weights; others are widened to float32, exactly."""
+        def dtype(a):
+            return a if a.dtype == ACTIVATION else a.astype(SCALE_DTYPE)
+        return cls._upload([(wq, dtype(s), dtype(b), bits) for wq, s, b in parts], group_size)
 
     @classmethod
     def _upload(cls, parts, group_size: int = gguf_blocks.QK) -> QuantLinear:
         """The parts stacked by rows, on the device: in the tile layout (mtlinv.quant.tile) where the device has
         matrix units and the weight allows it: the same bits, 8-20% less time on an H200 at 4 bits."""
         bits = max(part[3] for part in parts)
+        if parts[0][1].dtype == np.float32 and bits not in (4, 8):
+            # qgemv takes float32 scales with 4- or 8-bit codes only; a 5-bit code is the same value as an 8-bit
+            # one (same scale and bias), so Q5_* blocks stay exact at 8 bits a weight instead of 5.
+            bits = 8
         k = parts[0][0].shape[1] * 32 // parts[0][3]
         wq = np.concatenate([quant.pack(quant.unpack(w, b, k), bits) if b != bits else w for w, _, _, b in parts])
         scales, biases = (np.concatenate([part[i] for part in parts]) for i in (1, 2))

@@ -12,7 +12,7 @@ from . import mlx_checkpoint
 from .device_model import DeviceModel, DeviceWeights
 from .fetch import load_model_path
 from .gguf_model import GGUFModel, GGUFModelError, LlamaConfig, load_gguf
-from .tokenizer import Tokenizer
+from .tokenizer import Tokenizer, require_utf8
 
 # Layers a cheap draft leaves out, as fractions of the depth (for SmolLM2-135M's 30 layers the best acceptance
 # among the patterns tried).
@@ -101,6 +101,9 @@ class Model:
 
     def chat_prompt(self, prompt: str, system: str | None = None) -> list[int]:
         """Ids of a one-turn conversation (with a system turn when given) in the model's chat template."""
+        for what, text in (("prompt", prompt), ("system", system)):
+            if text is not None:
+                require_utf8(text, what)  # named here: in the rendered text its place would mislead
         messages = [{"role": "system", "content": system}] if system is not None else []
         return self.tokenizer.encode(self.render_chat(messages + [{"role": "user", "content": prompt}]))
 

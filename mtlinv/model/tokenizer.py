@@ -32,7 +32,7 @@ _BYTE = 6
 _SPACE = "\u2581"  # "▁", SentencePiece's space
 
 
-def _require_utf8(text: str, what: str) -> None:
+def require_utf8(text: str, what: str) -> None:
     try:
         text.encode("utf-8")
     except UnicodeEncodeError as e:  # a lone surrogate: bytes that were not UTF-8, as argv gives them
@@ -157,7 +157,7 @@ class Tokenizer:
 
     def encode(self, text: str) -> list[int]:
         """Token ids of `text`; control tokens written in the text (e.g. "<|im_end|>") become their single id."""
-        _require_utf8(text, "text")
+        require_utf8(text, "text")
         return self._tok.encode(text, add_special_tokens=False).ids
 
     def decode(self, ids: Sequence[int], skip_special: bool = False) -> str:
