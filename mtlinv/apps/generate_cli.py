@@ -31,16 +31,24 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--min-p", type=float, default=0.0, help="drop tokens below min-p times the likeliest's probability")
     p.add_argument("--seed", type=int, default=0, help="the sampling seed (default 0): same seed, same text")
     p.add_argument("--stop", action="append", default=[], metavar="TEXT", help="end the text at TEXT (repeatable)")
-    p.add_argument("--draft", choices=("none", "prompt-lookup", "layer-skip"), default="none",
-                   help="speculative decoding with this draft (the text is the same as without)")
+    p.add_argument("--draft", default="none", metavar="DRAFT",
+                   help="speculative decoding with this draft: none (default), prompt-lookup, layer-skip, or the "
+                        "path of a smaller model with the same vocabulary (the text is the same as without)")
     p.add_argument("--k", type=int, default=4, help="draft tokens per verification call (default 4)")
     p.add_argument("--system", default=None, help="a system message (chat format)")
 
 
-def _options(args) -> dict:
+def _options(args, draft) -> dict:
     return dict(max_tokens=args.max_tokens, temperature=args.temperature, top_k=args.top_k, top_p=args.top_p,
-                min_p=args.min_p, seed=args.seed, stop=args.stop, k=args.k,
-                draft=None if args.draft == "none" else args.draft)
+                min_p=args.min_p, seed=args.seed, stop=args.stop, k=args.k, draft=draft)
+
+
+def _draft(args, load):
+    """None, a draft's name, or a loaded draft model."""
+    from ..model.generation import DRAFTS
+    if args.draft == "none":
+        return None
+    return args.draft if args.draft in DRAFTS else load(args.draft)
 
 
 def _stream(generation) -> None:
@@ -65,12 +73,13 @@ def run(command: str, args) -> int:
     from ..model.chat_template import ChatTemplateError  # MLXCheckpointError is a GGUFModelError
     try:
         model = load(args.model)
+        options = _options(args, _draft(args, load))
         if command == "generate":
             g = generate(model, args.prompt, chat=args.chat or args.system is not None, system=args.system,
-                         **_options(args))
+                         **options)
             _stream(g)
             return 0
-        return _chat(model, args)
+        return _chat(model, args, options)
     except (ModelFetchError, GGUFModelError, ChatTemplateError, ValueError) as e:
         print(f"mtlinv {command}: {e}", file=sys.stderr)
         return 2
@@ -79,7 +88,7 @@ def run(command: str, args) -> int:
         return 130
 
 
-def _chat(model, args) -> int:
+def _chat(model, args, options) -> int:
     from ..model import generate
     messages = [{"role": "system", "content": args.system}] if args.system is not None else []
     print(f"{model.name}: type a message, an empty line to end", file=sys.stderr)
@@ -91,6 +100,6 @@ def _chat(model, args) -> int:
         if not line.strip():
             return 0
         messages.append({"role": "user", "content": line})
-        g = generate(model, messages, **_options(args))
+        g = generate(model, messages, **options)
         _stream(g)
         messages.append({"role": "assistant", "content": g.text})

@@ -67,3 +67,13 @@ def test_unsupported_architectures_are_refused_by_name(name, message, capsys):
     assert main(["generate", "Hi", "--model", str(FIXTURES / name)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "Traceback" not in err and name in err
+
+
+def test_command_line_with_a_draft_model_gives_the_plain_text(capsys):
+    """`--draft PATH`: another model as the draft (here a second copy of the same checkpoint): the same text."""
+    args = ["generate", "the sea", "--model", str(LLAMA), "--max-tokens", "8", "--temperature", "1", "--seed", "2"]
+    assert main(args) == 0
+    plain = capsys.readouterr()
+    assert main([*args, "--draft", str(LLAMA), "--k", "3"]) == 0
+    spec = capsys.readouterr()
+    assert spec.out == plain.out and "draft acceptance" in spec.err
