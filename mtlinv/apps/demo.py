@@ -220,8 +220,9 @@ def run_demo(prompt: str, tokens: int, k: int, model_path: str | None) -> int:
               f"differ between limit 0 and limit {k + 1}; the first at position {position}, token {token}: {v0!r} "
               f"(limit 0) vs {vk!r} (limit {k + 1})")
         if all(r.identical for r in limit0):
-            print(f"limit 0 happens to match greedy in this run: no differing logit changed a choice. On other "
-                  f"prompts, lengths and devices it does (first diff column); limit {k + 1} never lets it.")
+            print(f"limit 0 happens to match greedy in this run: no differing logit changed a token it kept (a "
+                  f"limit-0 self-draft rejection is one that changed a proposal). On other prompts, lengths and "
+                  f"devices it does (the first diff column); limit {k + 1} never lets it.")
     if info["backend"] == "emu":
         print("\n(On the CPU emulator a verification call of k+1 positions costs about k+1 single-token steps, as a CPU\n"
               " is compute-bound, so speculative decoding is slower than greedy here; on a GPU the canonical kernels\n"
