@@ -15,7 +15,7 @@ For each GGUF file it records llama.cpp's logits (`llama_cpp.Llama`, logits_all)
 reference_logits.npz, with llama.cpp's token ids of a fixed text. Run once; the outputs (about 3 MB) are committed, so the tests need neither
 llama.cpp nor this script:
 
-    pip install llama-cpp-python mlx-lm  # the first builds llama.cpp from source (minutes); mlx[cpu] on Linux
+    pip install ".[model,fixtures]"  # llama-cpp-python builds llama.cpp from source (about 40 min on 2 busy cores)
     python tools/make_model_fixtures.py tests/model/fixtures [--only gguf|mlx]
 """
 from __future__ import annotations
