@@ -40,3 +40,12 @@ __all__ = [
     "qgemv", "qkv_to_heads", "quantize", "rms_norm", "rope_heads", "sdpa", "set_limit", "swiglu", "swiglu_halves",
     "synchronize", "write_heads",
 ]
+
+
+def __getattr__(name):
+    """`mtlinv.generate` is mtlinv.model.generate, imported on first use: the library itself never imports the model
+    layer (which needs the model extra), so `import mtlinv` stays as light as the ops."""
+    if name == "generate":
+        from .model import generate
+        return generate
+    raise AttributeError(f"module 'mtlinv' has no attribute {name!r}")

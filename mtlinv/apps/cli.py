@@ -1,13 +1,25 @@
 """The `mtlinv` command: `mtlinv check` (bitwise audit of every op), `mtlinv demo` (exact speculative decoding on
-a real model) and `mtlinv doctor` (the first run on a new machine: device, audit, timing against MLX, one report)."""
+a real model), `mtlinv generate` and `mtlinv chat` (text from a model), and `mtlinv doctor` (the first run on a new
+machine: device, audit, timing against MLX, one report)."""
 from __future__ import annotations
 
 import argparse
 import sys
+from importlib import metadata
+
+from . import generate_cli
+
+
+def version() -> str:
+    try:
+        return metadata.version("mtlinv")
+    except metadata.PackageNotFoundError:  # run from a source tree that was never installed
+        return "unknown (not installed)"
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="mtlinv", description="batch-invariant inference kernels")
+    ap.add_argument("--version", action="version", version=f"mtlinv {version()}")
     sub = ap.add_subparsers(dest="command", required=True)
     check = sub.add_parser("check", help="bitwise invariance audit of every op on the active device")
     check.add_argument("--limit", type=int, default=8, help="largest M checked (default 8, at most 256)")
@@ -16,7 +28,14 @@ def main(argv: list[str] | None = None) -> int:
     demo.add_argument("--prompt", default="Write a short story about a robot who learns to paint.")
     demo.add_argument("--tokens", type=int, default=48, help="tokens to generate (default 48)")
     demo.add_argument("--k", type=int, default=4, help="draft tokens per speculative step (default 4)")
-    demo.add_argument("--model", default=None, help="path of a llama-architecture GGUF (default: SmolLM2-135M)")
+    demo.add_argument("--model", default=None,
+                      help="a llama GGUF file or MLX checkpoint directory (default: SmolLM2-135M)")
+    gen = sub.add_parser("generate", help="text after a prompt, streamed (greedy, sampled, speculative)")
+    gen.add_argument("prompt")
+    gen.add_argument("--chat", action="store_true", help="the prompt is a user turn in the model's chat template")
+    generate_cli.add_arguments(gen)
+    chat = sub.add_parser("chat", help="a conversation with a model, in its own chat template")
+    generate_cli.add_arguments(chat)
     doctor = sub.add_parser(
         "doctor", help="first run on a new machine (a Mac): device, audit, timing against MLX, one report file",
         description="Reports the device and software, runs the invariance audit of `mtlinv check`, times gemv, "
@@ -43,6 +62,13 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "check":
         from .audit import run_audit
         return 0 if run_audit(args.limit, args.quick) else 1
+    if args.command in ("generate", "chat"):
+        return generate_cli.run(args.command, args)
+    missing = generate_cli.missing_extra()
+    if missing:
+        print(f"mtlinv demo needs the model extra ({missing} is not installed): {generate_cli.EXTRA_HINT}",
+              file=sys.stderr)
+        return 2
     from .demo import run_demo
     return run_demo(prompt=args.prompt, tokens=args.tokens, k=args.k, model_path=args.model)
 

@@ -15,7 +15,7 @@ import numpy as np
 
 import mtlinv
 
-from .. import gguf_blocks, quant
+from .. import gguf_blocks, gguf_kquants, quant
 from .._kinds import is_int
 from .gguf_model import GGUFModel, GGUFModelError, GGUFTensor, LlamaConfig
 from .reference import LlamaWeights
@@ -33,7 +33,7 @@ _IMPORTERS = {
 
 @dataclass(frozen=True)
 class QuantLinear:
-    """A projection y = x @ W.T with W [N, K] in the affine format (group 32) on the device. Several projections of
+    """A projection y = x @ W.T with W [N, K] in the affine format (group 32 from GGUF) on the device. Several of
     one input (q, k and v; gate and up) are stacked by rows into one, so that one call computes them all."""
 
     wq: mtlinv.Tensor
@@ -56,16 +56,29 @@ class QuantLinear:
         return cls._upload([(*quant.quantize(w, group_size=gguf_blocks.QK, bits=bits), bits)])
 
     @classmethod
-    def _upload(cls, parts) -> QuantLinear:
+    def from_affine(cls, *parts, group_size: int, bits: int) -> QuantLinear:
+        """Matrices already in the affine format ((wq, scales, biases) each, as MLX stores them), stacked by rows.
+        Scales and biases in the activation dtype (bfloat16, as mlx-lm saves them) stay as they are, and qgemv
+        computes MLX's own bfloat16 weights; others are widened to float32, exactly."""
+        def dtype(a):
+            return a if a.dtype == ACTIVATION else a.astype(SCALE_DTYPE)
+        return cls._upload([(wq, dtype(s), dtype(b), bits) for wq, s, b in parts], group_size)
+
+    @classmethod
+    def _upload(cls, parts, group_size: int = gguf_blocks.QK) -> QuantLinear:
         """The parts stacked by rows, on the device: in the tile layout (mtlinv.quant.tile) where the device has
         matrix units and the weight allows it: the same bits, 8-20% less time on an H200 at 4 bits."""
         bits = max(part[3] for part in parts)
+        if parts[0][1].dtype == np.float32 and bits not in (4, 8):
+            # qgemv takes float32 scales with 4- or 8-bit codes only; a 5-bit code is the same value as an 8-bit
+            # one (same scale and bias), so Q5_* blocks stay exact at 8 bits a weight instead of 5.
+            bits = 8
         k = parts[0][0].shape[1] * 32 // parts[0][3]
         wq = np.concatenate([quant.pack(quant.unpack(w, b, k), bits) if b != bits else w for w, _, _, b in parts])
         scales, biases = (np.concatenate([part[i] for part in parts]) for i in (1, 2))
         if mtlinv.device_info()["matrix_units"] and bits in (4, 8) and wq.shape[0] % quant.TILE_ROWS == 0:
-            wq, scales, biases = quant.tile(wq, scales, biases, gguf_blocks.QK, bits)
-        return cls(mtlinv.asarray(wq), mtlinv.asarray(scales), mtlinv.asarray(biases), bits)
+            wq, scales, biases = quant.tile(wq, scales, biases, group_size, bits)
+        return cls(mtlinv.asarray(wq), mtlinv.asarray(scales), mtlinv.asarray(biases), bits, group_size)
 
     def __call__(self, x):
         return mtlinv.qgemv(x, self.wq, self.scales, self.biases, group_size=self.group_size, bits=self.bits)
@@ -74,11 +87,16 @@ class QuantLinear:
 def _import_affine(t: GGUFTensor):
     """(wq, scales, biases, bits) of a quantized GGUF tensor, as numpy arrays."""
     kind = t.ggml_type.name
-    if kind not in _IMPORTERS:
-        raise GGUFModelError(f"{t.name}: type {kind}: the device model runs its projections through qgemv, which "
-                             f"takes {', '.join(_IMPORTERS)} (the embedding and norms may be F32, F16 or BF16)")
-    importer, bits = _IMPORTERS[kind]
-    return (*importer(t.data, t.shape, dtype=SCALE_DTYPE), bits)
+    if kind in _IMPORTERS:
+        importer, bits = _IMPORTERS[kind]
+        return (*importer(t.data, t.shape, dtype=SCALE_DTYPE), bits)
+    if kind.lower() in gguf_kquants.AFFINE_KINDS:
+        return gguf_kquants.to_affine(t.data, t.shape, kind.lower())
+    takes = ", ".join([*_IMPORTERS, *(k.upper() for k in gguf_kquants.AFFINE_KINDS)])
+    why = (" (its scales cover 16 elements; qgemv's groups are 32, 64 or 128, so no exact import exists)"
+           if kind == "Q6_K" else "")
+    raise GGUFModelError(f"{t.name}: type {kind}{why}: the device model runs its projections through qgemv, which "
+                         f"takes {takes} (the embedding and norms may be F32, F16, BF16 or any quantized type)")
 
 
 def _vector(t: GGUFTensor) -> mtlinv.Tensor:
@@ -122,6 +140,34 @@ class DeviceWeights:
         return cls(c, embedding, tuple(layers), _vector(model.tensors["output_norm.weight"]),
                    QuantLinear.from_gguf(model.output))
 
+
+    @classmethod
+    def from_mlx(cls, ckpt, progress=None) -> DeviceWeights:
+        """Imports an MLX checkpoint (mlx_checkpoint.Checkpoint): its quantized matrices as they are, q and k rows
+        interleaved for the decoder's RoPE."""
+        c = ckpt.config
+
+        def proj(i, names, rope=None):
+            parts = [ckpt.quantized(f"model.layers.{i}.{n}", rope.get(n) if rope else None) for n in names]
+            return QuantLinear.from_affine(*parts, group_size=ckpt.group_size, bits=ckpt.bits)
+
+        def vec(name):
+            return mtlinv.asarray(np.asarray(ckpt.get(name)).astype(ACTIVATION))
+
+        rope = {"self_attn.q_proj": c.n_heads, "self_attn.k_proj": c.n_kv_heads}
+        layers = []
+        for i in range(c.n_layers):
+            layers.append(DeviceLayer(
+                vec(f"model.layers.{i}.input_layernorm.weight"),
+                proj(i, ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj"), rope),
+                proj(i, ("self_attn.o_proj",)), vec(f"model.layers.{i}.post_attention_layernorm.weight"),
+                proj(i, ("mlp.gate_proj", "mlp.up_proj")), proj(i, ("mlp.down_proj",))))
+            if progress:
+                progress(i + 1, c.n_layers)
+        head = "model.embed_tokens" if ckpt.tied else "lm_head"
+        output = QuantLinear.from_affine(ckpt.quantized(head), group_size=ckpt.group_size, bits=ckpt.bits)
+        embedding = mtlinv.asarray(ckpt.dense("model.embed_tokens").astype(ACTIVATION))
+        return cls(c, embedding, tuple(layers), vec("model.norm.weight"), output)
 
     @classmethod
     def from_reference(cls, w: LlamaWeights, bits: int = 8) -> DeviceWeights:

@@ -24,7 +24,8 @@ from .._kinds import is_int, is_real
 
 QType = gguf.GGMLQuantizationType
 
-SUPPORTED_TYPES = frozenset({QType.F32, QType.F16, QType.BF16, QType.Q4_0, QType.Q4_1, QType.Q8_0})
+SUPPORTED_TYPES = frozenset({QType.F32, QType.F16, QType.BF16, QType.Q4_0, QType.Q4_1, QType.Q8_0, QType.Q5_0,
+                             QType.Q5_1, QType.Q4_K, QType.Q5_K, QType.Q6_K})
 
 LAYER_TENSORS = (
     "attn_norm", "attn_q", "attn_k", "attn_v", "attn_output",

@@ -1,14 +1,18 @@
-"""Byte-level BPE tokenizer built from a GGUF's own vocabulary (`tokenizer.ggml.model == "gpt2"`).
+"""Tokenizers built from a model's own vocabulary, on the `tokenizers` package.
 
-Built on the `tokenizers` package: BPE over the GGUF's tokens and merges, GPT-2 byte-to-unicode mapping and
-pre-tokenizer regex, and control tokens (`<|im_start|>`, ...) matched whole in the text.
+GGUF `tokenizer.ggml.model == "gpt2"`: byte-level BPE over the file's tokens and merges, with the pre-tokenizer
+`tokenizer.ggml.pre` names (GPT-2's regex; SmolLM2's digit split; Llama 3's `llama-bpe` and Qwen2's `qwen2` regexes,
+as llama.cpp's llama-vocab.cpp writes them). GGUF `"llama"`: a SentencePiece BPE vocabulary (pieces with scores,
+"▁" for a space, <0xNN> byte pieces for what no piece covers), merged by the score of the merged piece as
+llama.cpp does. An MLX checkpoint's tokenizer.json is taken as it is (`from_file`). Control tokens
+(`<|im_start|>`, ...) are matched whole in the text.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from tokenizers import AddedToken, Tokenizer as HFTokenizer, decoders, models, pre_tokenizers
+from tokenizers import AddedToken, Regex, Tokenizer as HFTokenizer, decoders, models, normalizers, pre_tokenizers
 
 from .._kinds import is_int
 from .gguf_model import GGUFModel
@@ -17,10 +21,18 @@ from .gguf_model import GGUFModel
 # (SmolLM2's tokenizer.json has Digits(individual_digits=True) ahead of ByteLevel).
 _DIGIT_SPLIT_PRE = frozenset({"smollm", "starcoder", "refact", "codeshell", "command-r", "exaone", "minerva"})
 _PLAIN_GPT2_PRE = frozenset({"default", "gpt-2", "gpt2", "mpt", "olmo", "jais"})
-_CONTROL = 3  # llama.cpp token type of control tokens
+# Pre-tokenizer regexes of llama.cpp (llama-vocab.cpp) by `tokenizer.ggml.pre` name; byte-level BPE runs on the
+# pieces they isolate. Llama 3's groups digits by up to three, Qwen2's splits every digit.
+_LLAMA3_REGEX = (r"(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}|"
+                 r" ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
+_QWEN2_REGEX = _LLAMA3_REGEX.replace(r"\p{N}{1,3}", r"\p{N}")
+_REGEX_PRE = {"llama-bpe": _LLAMA3_REGEX, "llama3": _LLAMA3_REGEX, "qwen2": _QWEN2_REGEX}
+_CONTROL = 3  # llama.cpp token types: control, and a byte piece of a SentencePiece vocabulary
+_BYTE = 6
+_SPACE = "\u2581"  # "▁", SentencePiece's space
 
 
-def _require_utf8(text: str, what: str) -> None:
+def require_utf8(text: str, what: str) -> None:
     try:
         text.encode("utf-8")
     except UnicodeEncodeError as e:  # a lone surrogate: bytes that were not UTF-8, as argv gives them
@@ -41,6 +53,10 @@ class Tokenizer:
                                                pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)])
         elif pre in _PLAIN_GPT2_PRE:
             pre_tok = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
+        elif pre in _REGEX_PRE:
+            pre_tok = pre_tokenizers.Sequence([
+                pre_tokenizers.Split(Regex(_REGEX_PRE[pre]), behavior="isolated"),
+                pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
         else:
             raise ValueError(f"tokenizer pre-tokenizer {pre!r} is not supported")
         if len(token_types) != len(tokens):
@@ -57,6 +73,9 @@ class Tokenizer:
         self._tok = HFTokenizer(models.BPE(vocab=vocab, merges=pairs, fuse_unk=False, byte_fallback=False))
         self._tok.pre_tokenizer = pre_tok
         self._tok.decoder = decoders.ByteLevel()
+        self._finish(tokens, token_types, vocab, bos_id, eos_id)
+
+    def _finish(self, tokens, token_types, vocab, bos_id, eos_id) -> None:
         self._tok.add_special_tokens([AddedToken(tokens[i], special=True, normalized=False)
                                       for i, t in enumerate(token_types) if t == _CONTROL])
         self.vocab = vocab
@@ -64,27 +83,81 @@ class Tokenizer:
         self.eos_id = eos_id
 
     @classmethod
+    def sentencepiece(cls, tokens: Sequence[str], scores: Sequence[float], token_types: Sequence[int], bos_id: int,
+                      eos_id: int, add_space_prefix: bool = True) -> Tokenizer:
+        """A SentencePiece BPE vocabulary (GGUF `llama`): the merges are every split of a piece into two pieces,
+        ranked by the merged piece's score (llama.cpp's order); spaces become "▁", and one is prepended to the
+        text when add_space_prefix; characters no piece covers fall back to their UTF-8 bytes' <0xNN> pieces."""
+        if not (len(tokens) == len(scores) == len(token_types)):
+            raise ValueError(f"tokenizer: {len(tokens)} tokens, {len(scores)} scores, {len(token_types)} types")
+        vocab = {tok: i for i, tok in enumerate(tokens)}
+        ranked = []
+        for i, piece in enumerate(tokens):
+            if token_types[i] in (_CONTROL, _BYTE) or len(piece) < 2:
+                continue
+            for cut in range(1, len(piece)):
+                left, right = piece[:cut], piece[cut:]
+                if left in vocab and right in vocab:
+                    ranked.append((-scores[i], i, vocab[left], left, right))
+        merges = [(left, right) for *_, left, right in sorted(ranked)]
+        unk = next((t for t, ty in zip(tokens, token_types) if ty == 2), None)
+        tok = cls.__new__(cls)
+        tok._tok = HFTokenizer(models.BPE(vocab=vocab, merges=merges, unk_token=unk, fuse_unk=True,
+                                          byte_fallback=True))
+        steps = [normalizers.Prepend(_SPACE)] if add_space_prefix else []
+        tok._tok.normalizer = normalizers.Sequence([*steps, normalizers.Replace(" ", _SPACE)])
+        strip = [decoders.Strip(" ", 1, 0)] if add_space_prefix else []
+        tok._tok.decoder = decoders.Sequence([decoders.Replace(_SPACE, " "), decoders.ByteFallback(), decoders.Fuse(),
+                                              *strip])
+        tok._finish(tokens, token_types, vocab, bos_id, eos_id)
+        return tok
+
+    @classmethod
     def from_gguf(cls, model: GGUFModel) -> Tokenizer:
-        md = model.metadata
+        return cls.from_metadata(model.metadata, model.path)
+
+    @classmethod
+    def from_metadata(cls, md: dict, path) -> Tokenizer:
+        """The tokenizer of a GGUF's `tokenizer.ggml.*` keys (path: for messages)."""
         kind = md.get("tokenizer.ggml.model")
-        if kind != "gpt2":
-            raise ValueError(f"{model.path}: tokenizer.ggml.model is {kind!r}; only 'gpt2' (byte-level BPE) is "
-                             f"supported")
-        missing = [key for key in ("tokens", "merges", "token_type", "bos_token_id", "eos_token_id")
+        if kind not in ("gpt2", "llama"):
+            raise ValueError(f"{path}: tokenizer.ggml.model is {kind!r}; supported: 'gpt2' (byte-level BPE), "
+                             f"'llama' (SentencePiece BPE)")
+        table = "merges" if kind == "gpt2" else "scores"
+        missing = [key for key in ("tokens", table, "token_type", "bos_token_id", "eos_token_id")
                    if f"tokenizer.ggml.{key}" not in md]
         if missing:
             names = ", ".join(f"tokenizer.ggml.{k}" for k in missing)
-            raise ValueError(f"{model.path}: missing metadata keys {names}")
+            raise ValueError(f"{path}: missing metadata keys {names}")
+        args = (md["tokenizer.ggml.tokens"], md[f"tokenizer.ggml.{table}"], md["tokenizer.ggml.token_type"],
+                int(md["tokenizer.ggml.bos_token_id"]), int(md["tokenizer.ggml.eos_token_id"]))
         try:
-            return cls(md["tokenizer.ggml.tokens"], md["tokenizer.ggml.merges"], md["tokenizer.ggml.token_type"],
-                       int(md["tokenizer.ggml.bos_token_id"]), int(md["tokenizer.ggml.eos_token_id"]),
-                       md.get("tokenizer.ggml.pre", "default"))
+            if kind == "llama":
+                return cls.sentencepiece(*args, add_space_prefix=bool(md.get("tokenizer.ggml.add_space_prefix", True)))
+            return cls(*args, md.get("tokenizer.ggml.pre", "default"))
         except ValueError as e:
-            raise ValueError(f"{model.path}: {e}") from None
+            raise ValueError(f"{path}: {e}") from None
+
+    @classmethod
+    def from_file(cls, path, bos_id: int | None, eos_id: int | None) -> Tokenizer:
+        """A Hugging Face tokenizer.json (an MLX checkpoint's), taken as it is: its normalizer, pre-tokenizer, model
+        and decoder are the model's own."""
+        tok = cls.__new__(cls)
+        try:
+            tok._tok = HFTokenizer.from_file(str(path))
+        except Exception as e:  # the tokenizers library raises its own Exception type for a bad file
+            raise ValueError(f"{path}: not a tokenizer the tokenizers library reads: {e}") from None
+        tok.vocab = tok._tok.get_vocab(with_added_tokens=True)
+        tok.bos_id, tok.eos_id = bos_id, eos_id
+        return tok
+
+    def token_id(self, token: str) -> int | None:
+        """The id of a token string, or None."""
+        return self._tok.token_to_id(token)
 
     def encode(self, text: str) -> list[int]:
         """Token ids of `text`; control tokens written in the text (e.g. "<|im_end|>") become their single id."""
-        _require_utf8(text, "text")
+        require_utf8(text, "text")
         return self._tok.encode(text, add_special_tokens=False).ids
 
     def decode(self, ids: Sequence[int], skip_special: bool = False) -> str:
@@ -94,18 +167,3 @@ class Tokenizer:
             if not is_int(i) or not 0 <= i < len(self.vocab):
                 raise ValueError(f"decode: id {i!r} is not a token id in [0, {len(self.vocab)})")
         return self._tok.decode([int(i) for i in ids], skip_special_tokens=skip_special)
-
-    def encode_chat(self, prompt: str, system: str | None = None) -> list[int]:
-        """Ids of a one-turn ChatML conversation (SmolLM2-Instruct's format), ending where the assistant's reply
-        starts: [<|im_start|>system\\n{system}<|im_end|>\\n]<|im_start|>user\\n{prompt}<|im_end|>\\n<|im_start|>assistant\\n
-        """
-        if "<|im_start|>" not in self.vocab or "<|im_end|>" not in self.vocab:
-            raise ValueError("this model's vocabulary has no <|im_start|>/<|im_end|>: it does not use the ChatML "
-                             "template; encode the prompt with encode() instead")
-        _require_utf8(prompt, "prompt")
-        turns = [("system", system)] if system is not None else []
-        if system is not None:
-            _require_utf8(system, "system")
-        turns.append(("user", prompt))
-        text = "".join(f"<|im_start|>{role}\n{content}<|im_end|>\n" for role, content in turns)
-        return self.encode(text + "<|im_start|>assistant\n")

@@ -34,3 +34,19 @@ def test_model_tests_fail_without_the_extra_under_ci(without_gguf):
     r = run_model_tests(dict(without_gguf, CI="1"))
     assert r.returncode not in (pytest.ExitCode.OK, pytest.ExitCode.NO_TESTS_COLLECTED), r.stdout + r.stderr
     assert "CI needs the model extra" in r.stdout + r.stderr
+
+
+@pytest.mark.parametrize("command", [["generate", "Hi"], ["chat"], ["demo"]])
+def test_model_commands_name_the_extra_without_it(without_gguf, command):
+    """Without the extra the model commands print one line naming the install command, exit 2, no traceback."""
+    r = subprocess.run([sys.executable, "-m", "mtlinv.apps.cli", *command], cwd=ROOT, env=without_gguf,
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert r.stderr == (f"mtlinv {command[0]} needs the model extra (gguf is not installed): "
+                        'pip install "mtlinv[model]"\n')
+
+
+def test_version():
+    r = subprocess.run([sys.executable, "-m", "mtlinv.apps.cli", "--version"], cwd=ROOT, capture_output=True,
+                       text=True, timeout=120)
+    assert r.returncode == 0 and r.stdout.startswith("mtlinv 0.")

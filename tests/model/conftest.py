@@ -7,6 +7,7 @@ import pytest
 
 try:  # the model extra (pip install ".[model]"), which mtlinv.model and these tests import
     import gguf  # noqa: F401
+    import jinja2  # noqa: F401
     import tokenizers  # noqa: F401
 except ImportError as e:
     if os.environ.get("CI"):
@@ -14,7 +15,8 @@ except ImportError as e:
     MISSING_EXTRA = f"the model extra is not installed (pip install '.[model]'): {e}"
 else:
     MISSING_EXTRA = None
-    from mtlinv.model import LlamaConfig, LlamaWeights, ModelFetchError, Tokenizer, default_model_path, load_gguf
+    from mtlinv.model import (LlamaConfig, LlamaWeights, Model, ModelFetchError, Tokenizer, default_model_path, load,
+                              load_gguf)
     from mtlinv.model.reference import LayerWeights
 
 
@@ -54,6 +56,18 @@ def gguf_model(model_path):
 @pytest.fixture(scope="session")
 def tokenizer(gguf_model):
     return Tokenizer.from_gguf(gguf_model)
+
+
+@pytest.fixture(scope="session")
+def smollm(model_path):
+    """The default model with its weights on the device, for generate() and the command line."""
+    return load(model_path)
+
+
+@pytest.fixture(scope="session")
+def chat_model(model_path, gguf_model, tokenizer):
+    """The default model without its weights on the device: its chat template and stop tokens."""
+    return Model.from_gguf(model_path, gguf_model)
 
 
 def make_tiny_weights(seed=0, n_layers=4, hidden=64, n_heads=4, n_kv_heads=2, ffn=128, vocab=256):

@@ -1,4 +1,6 @@
 """The llama decoder on mtlinv ops: accuracy against the float64 reference, and exact speculative decoding."""
+import contextlib
+
 import numpy as np
 import pytest
 
@@ -87,11 +89,11 @@ def real_device(gguf_model):
     return DeviceWeights.from_gguf(gguf_model)
 
 
-def test_real_model_forward_matches_float64_reference(gguf_model, real_device, tokenizer):
+def test_real_model_forward_matches_float64_reference(gguf_model, real_device, chat_model):
     """The first positions of the prompt: the bf16 device forward stays close to the float64 reference of the same
     weights, and picks the same next token."""
     from mtlinv.model import LlamaWeights
-    prompt = tokenizer.encode_chat("What is the capital of France?")[:8]
+    prompt = chat_model.chat_prompt("What is the capital of France?")[:8]
     ref = ReferenceModel(LlamaWeights.from_gguf(gguf_model)).forward(prompt, 0)
     dev = DeviceModel(real_device, 16).forward(prompt, 0)
     for pos in range(len(prompt)):
@@ -108,11 +110,11 @@ PROMPTS = ["What is the capital of France?", "Write a haiku about the sea.", "Li
 
 @pytest.mark.slow
 @pytest.mark.parametrize("prompt", PROMPTS)
-def test_real_model_speculative_equals_greedy(real_device, tokenizer, prompt):
+def test_real_model_speculative_equals_greedy(real_device, chat_model, prompt):
     """With limit >= k+1, greedy speculative decoding gives exactly the greedy tokens (64 tokens, self-draft: every
     rejection would be a pure kernel effect)."""
     k, n = 4, 64
-    ids = tokenizer.encode_chat(prompt)
+    ids = chat_model.chat_prompt(prompt)
     capacity = len(ids) + n + k + 2
     target, draft = DeviceModel(real_device, capacity), DeviceModel(real_device, capacity)
     reference = greedy(target, ids, n)
@@ -138,3 +140,27 @@ def test_stacked_projection_of_mixed_widths_is_lossless(rng):
     separate = np.concatenate([weights(QuantLinear.from_gguf(ta)), weights(QuantLinear.from_gguf(tb))])
     assert np.array_equal(weights(stacked).view(np.uint32), separate.view(np.uint32))
     np.testing.assert_array_equal(separate, np.concatenate([ta.dequantize(), tb.dequantize()]))
+
+
+def test_demo_sampled_rows_progress_and_first_differing_logit(make_weights, monkeypatch):
+    """The demo's sampled rows (speculative sampling under limit k+1 equals plain sampling), its warm-up progress,
+    and where the throughput path's bits differ: a verification call under limit 0 against limit k+1."""
+    from mtlinv.apps import demo
+    from mtlinv.model import Sampler
+    weights = DeviceWeights.from_reference(make_weights(seed=3, n_layers=2, hidden=128, n_heads=2, n_kv_heads=1,
+                                                        vocab=64))
+    ticks = []
+    greedy_tokens, rows = run_settings(weights, [1, 2, 3, 4, 5], 16, 4, None, out=lambda line: None,
+                                       sampler=Sampler(0.8, top_p=0.9, seed=3),
+                                       progress=lambda done, total: ticks.append((done, total)))
+    by_setting = {r.setting: r for r in rows}
+    assert by_setting["limit 5, sampled, layer-skip draft"].identical
+    assert "sampled T 0.8, top-p 0.9, seed 3 (reference)" in by_setting
+    assert len(ticks) > 4 and ticks[-1][0] == ticks[-1][1] and all(d <= t for d, t in ticks)
+    diff = demo.first_logit_difference(weights, [1, 2, 3, 4, 5], greedy_tokens, 4)
+    assert diff is not None, "the throughput kernels (limit 0) should give other bits than the canonical ones"
+    position, token, v0, v5, n = diff
+    assert v0 != v5 and n >= 1 and 5 <= position < 5 + len(greedy_tokens)
+    # Control: with the limit scopes doing nothing both calls take the same kernels, and nothing differs.
+    monkeypatch.setattr(mtlinv, "batch_invariant", lambda limit: contextlib.nullcontext())
+    assert demo.first_logit_difference(weights, [1, 2, 3, 4, 5], greedy_tokens, 4) is None

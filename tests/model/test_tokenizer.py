@@ -44,8 +44,8 @@ def test_toy_round_trips(toy, text):
 
 
 def test_unknown_pre_tokenizer_is_refused():
-    with pytest.raises(ValueError, match="'llama-bpe'"):
-        Tokenizer(["a"], [], [1], 0, 0, pre="llama-bpe")
+    with pytest.raises(ValueError, match="'deepseek-coder'"):
+        Tokenizer(["a"], [], [1], 0, 0, pre="deepseek-coder")
 
 
 @pytest.mark.parametrize("text", ROUND_TRIPS)
@@ -64,13 +64,19 @@ def test_smollm2_known_ids(tokenizer, gguf_model):
     assert tokenizer.encode("2024") == [vocab_list.index(d) for d in "2024"]  # SmolLM2 splits every digit
 
 
-def test_smollm2_chat_template(tokenizer):
-    ids = tokenizer.encode_chat("Hi there")
+SMOLLM2_DEFAULT_SYSTEM = "You are a helpful AI assistant named SmolLM, trained by Hugging Face"
+
+
+def test_smollm2_chat_template(chat_model, tokenizer):
+    """SmolLM2's own template (from the GGUF, rendered by jinja2) adds its default system turn when none is given."""
+    ids = chat_model.chat_prompt("Hi there")
     assert (tokenizer.bos_id, tokenizer.eos_id) == (1, 2)  # <|im_start|>, <|im_end|>
-    assert ids[0] == tokenizer.bos_id and ids.count(tokenizer.eos_id) == 1
-    assert tokenizer.decode(ids) == "<|im_start|>user\nHi there<|im_end|>\n<|im_start|>assistant\n"
-    with_system = tokenizer.decode(tokenizer.encode_chat("Hi", system="Be brief."))
-    assert with_system.startswith("<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>")
+    assert ids[0] == tokenizer.bos_id and ids.count(tokenizer.eos_id) == 2
+    assert tokenizer.decode(ids) == (f"<|im_start|>system\n{SMOLLM2_DEFAULT_SYSTEM}<|im_end|>\n"
+                                     "<|im_start|>user\nHi there<|im_end|>\n<|im_start|>assistant\n")
+    with_system = tokenizer.decode(chat_model.chat_prompt("Hi", system="Be brief."))
+    assert with_system == "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n"
+    assert chat_model.stop_ids == {2}
 
 
 def test_bad_vocabulary_metadata_is_named():

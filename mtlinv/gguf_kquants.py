@@ -1,0 +1,128 @@
+"""Lossless import of llama.cpp's Q5_0, Q5_1, Q4_K and Q5_K blocks into the affine format (group 32), and the
+decoding of Q6_K, whose 16-element scales the affine format's groups (32, 64, 128) cannot hold.
+
+A K-quant super-block covers 256 consecutive elements of a row (QK_K). Layouts (little-endian), per block:
+
+=====  =====  ==========================================================================  ======================
+type   bytes  fields                                                                      element of sub-block j
+=====  =====  ==========================================================================  ======================
+Q5_0   22     f16 d, u32 qh (5th bits), 16 bytes of low nibbles (as Q4_0)                 d * (q - 16)
+Q5_1   24     f16 d, f16 m, u32 qh, 16 bytes of low nibbles                               d * q + m
+Q4_K   144    f16 d, f16 dmin, 12 bytes: eight 6-bit scales sc_j and mins m_j, 128 bytes  (d sc_j) q - (dmin m_j)
+              of nibbles (32-element sub-blocks: 64 elements per 32 bytes, low then high)
+Q5_K   176    as Q4_K, then 32 bytes qh (bit j of byte i: 5th bit of element 32 j + i)    (d sc_j) q - (dmin m_j)
+Q6_K   210    128 bytes low nibbles, 64 bytes 2-bit highs, 16 int8 scales, f16 d          (d sc_j) (q - 32)
+=====  =====  ==========================================================================  ======================
+
+Why the affine form is exact (float32 scales and biases; `quant.dequantize_float32` computes scale * q + bias):
+d, dmin, m are float16 (at most 11 significant bits); sc_j and m_j are 6-bit integers. So d * sc_j and
+dmin * m_j have at most 17 significant bits: exact in float32, the very products gguf's and llama.cpp's float32
+code forms. The code q has at most 5 bits, so scale * q (at most 22 bits) is exact too, and the one rounding left
+is the sum's, the same single rounding as llama.cpp's `d * q - dm`. For Q4_K/Q5_K, x + (-y) and x - y are the same
+IEEE operation, so even the sign of a zero agrees; for Q5_0 (bias -16 d) the value agrees and only a zero's sign
+can differ, as for Q4_0 (see `gguf_blocks`). tests/model/test_kquants.py checks bit equality with
+`gguf.quants.dequantize` on llama.cpp's own quantisations and on random blocks.
+
+Q6_K has one scale per 16 elements: a group of 32 holds two, and no single (scale, bias) pair with 8-bit codes
+spans both halves in general, so it is decoded here (for the float64 reference, the embedding lookup) and the
+device model refuses it as a projection until qgemv has a group of 16 (docs/models.md).
+"""
+import numpy as np
+
+from . import quant
+from .gguf_blocks import QK, _check_shape, _f16_field, _split_nibbles
+
+QK_K = 256
+AFFINE_KINDS = ("q5_0", "q5_1", "q4_k", "q5_k")  # the types `to_affine` imports
+BLOCK_BYTES = {"q5_0": 22, "q5_1": 24, "q4_k": 144, "q5_k": 176, "q6_k": 210}
+_BLOCK_ELEMENTS = {"q5_0": QK, "q5_1": QK, "q4_k": QK_K, "q5_k": QK_K, "q6_k": QK_K}
+
+
+def _blocks(raw, shape, kind, what):
+    """Raw GGUF bytes as ``[N, K / block_elements, block_bytes]`` uint8, checked."""
+    raw = np.asarray(raw)
+    if raw.dtype != np.uint8:
+        raise TypeError(f"{what}: blocks must be a uint8 array of raw bytes, got {raw.dtype}")
+    n, k = _check_shape(shape, what)
+    per = _BLOCK_ELEMENTS[kind]
+    if k % per:
+        raise ValueError(f"{what}: K={k} is not a multiple of the {kind.upper()} block size {per}")
+    nbytes = BLOCK_BYTES[kind]
+    if raw.size != n * (k // per) * nbytes:
+        raise ValueError(f"{what}: shape [{n}, {k}] in {kind.upper()} needs {n * (k // per) * nbytes} bytes "
+                         f"({n * (k // per)} blocks of {nbytes}), got {raw.size}")
+    return np.ascontiguousarray(raw).reshape(n, k // per, nbytes)
+
+
+def _fifth_bits(qh_u32):
+    """``[N, G]`` uint32 -> ``[N, G, 32]`` uint8: bit i of the word is element i's fifth bit (Q5_0, Q5_1)."""
+    return ((qh_u32[..., None] >> np.arange(32, dtype=np.uint32)) & 1).astype(np.uint8)
+
+
+def _q5_codes(b, offset):
+    """The 32 five-bit codes of Q5_0/Q5_1 blocks whose qh word starts at byte ``offset``."""
+    qh = np.ascontiguousarray(b[..., offset:offset + 4]).view("<u4")[..., 0]
+    return _split_nibbles(b[..., offset + 4:]) | (_fifth_bits(qh) << 4)
+
+
+def _k_scales(scales):
+    """Q4_K/Q5_K's 12 scale bytes ``[N, G, 12]`` -> (sc, m), each ``[N, G, 8]`` 6-bit values (llama.cpp's
+    get_scale_min_k4: sub-blocks 0-3 in the low 6 bits of bytes 0-3 and 4-7; 4-7 split across bytes 8-11)."""
+    d, m, md = scales[..., 0:4], scales[..., 4:8], scales[..., 8:12]
+    sc = np.concatenate([d & 0x3F, (md & 0x0F) | ((d >> 2) & 0x30)], axis=-1)
+    mn = np.concatenate([m & 0x3F, (md >> 4) | ((m >> 2) & 0x30)], axis=-1)
+    return sc, mn
+
+
+def _k_low_nibbles(qs):
+    """``[N, G, 128]`` bytes -> ``[N, G, 8, 32]``: each 32 bytes hold sub-block 2i in low and 2i+1 in high nibbles."""
+    q = qs.reshape(*qs.shape[:-1], 4, 1, 32) >> np.array([0, 4], np.uint8).reshape(2, 1)
+    return (q & 0x0F).reshape(*qs.shape[:-1], 8, 32)
+
+
+def decode(raw, shape, kind):
+    """``(q, scale, bias, bits)`` of a tensor's blocks, per 32 elements: q uint8 ``[N, K/32, 32]`` in
+    ``[0, 2^bits)``, scale and bias float32 ``[N, K/32]`` with element = scale * q + bias (exactly; see above).
+    kind: q5_0, q5_1, q4_k or q5_k."""
+    what = f"{kind}_to_affine"
+    b = _blocks(raw, shape, kind, what)
+    n = b.shape[0]
+    if kind == "q5_0":
+        d = _f16_field(b, 0)
+        return _q5_codes(b, 2), d, np.float32(-16) * d, 5
+    if kind == "q5_1":
+        return _q5_codes(b, 4), _f16_field(b, 0), _f16_field(b, 2), 5
+    if kind not in ("q4_k", "q5_k"):
+        raise ValueError(f"{what}: no affine import for {kind!r}")
+    d, dmin = _f16_field(b, 0)[..., None], _f16_field(b, 2)[..., None]
+    sc, mn = _k_scales(b[..., 4:16])
+    q = _k_low_nibbles(b[..., 16:144] if kind == "q4_k" else b[..., 48:176])
+    if kind == "q5_k":
+        qh = b[..., 16:48]  # [N, G, 32]: bit j of byte i is the fifth bit of element i of sub-block j
+        q = q | ((((qh[..., None, :] >> np.arange(8, dtype=np.uint8)[:, None]) & 1)) << 4)
+    scale = (d * sc.astype(np.float32)).reshape(n, -1)
+    bias = -(dmin * mn.astype(np.float32)).reshape(n, -1)
+    return q.reshape(n, -1, QK), scale, bias, (4 if kind == "q4_k" else 5)
+
+
+def to_affine(raw, shape, kind):
+    """``(wq, scales, biases, bits)`` of a tensor's blocks in the affine format, group_size 32, float32 scales."""
+    q, scale, bias, bits = decode(raw, shape, kind)
+    return quant.pack(q.reshape(q.shape[0], -1), bits), scale, bias, bits
+
+
+def dequantize_q6_k(raw, shape):
+    """llama.cpp's ``dequantize_row_q6_K``: float32 ``[N, K]`` with ``(d * sc_j) * (q - 32)`` per 16 elements."""
+    b = _blocks(raw, shape, "q6_k", "dequantize_q6_k")
+    n, g = b.shape[:2]
+    ql, qh = b[..., :128], b[..., 128:192]
+    sc = np.ascontiguousarray(b[..., 192:208]).view(np.int8).astype(np.float32)
+    d = _f16_field(b, 208)[..., None]
+    # Each half of 128 elements is four runs of 32: ql byte l holds run 0 (low nibble) and run 2 (high), byte
+    # l + 32 runs 1 and 3; qh byte l holds the two high bits of runs 0, 1, 2, 3 at shifts 0, 2, 4, 6.
+    low = (ql.reshape(n, g, 2, 1, 64) >> np.array([0, 4], np.uint8).reshape(2, 1)) & 0x0F  # [N, G, 2, 2, 64]
+    low = low.reshape(n, g, 2, 4, 32)
+    high = (qh.reshape(n, g, 2, 1, 32) >> np.array([0, 2, 4, 6], np.uint8).reshape(4, 1)) & 0x03  # [N, G, 2, 4, 32]
+    q = (low | (high << 4)).astype(np.int8) - np.int8(32)
+    values = (d * sc).reshape(n, g, 16, 1) * q.reshape(n, g, 16, 16).astype(np.float32)
+    return values.reshape(n, -1)

@@ -1,0 +1,60 @@
+"""`mtlinv generate` and `mtlinv chat` on SmolLM2: the streamed text is generate()'s, the rate goes to stderr, and
+a model the command cannot run exits 2 with one line."""
+import pytest
+
+import mtlinv
+import mtlinv.model
+from mtlinv.apps.cli import main
+
+
+@pytest.fixture
+def loaded(monkeypatch, smollm):
+    """The command loads the model given; the tests hand it the one already loaded (the emulator imports its
+    weights in tens of seconds)."""
+    paths = []
+
+    def load(path=None, progress=None, import_weights=True):
+        paths.append(path)
+        return smollm
+    monkeypatch.setattr(mtlinv.model, "load", load)
+    return paths
+
+
+def test_generate_streams_the_text_and_the_rate(loaded, capsys):
+    args = ["--max-tokens", "4", "--temperature", "0.8", "--top-p", "0.9", "--seed", "3", "--draft", "prompt-lookup",
+            "--k", "2"]
+    assert main(["generate", "Once upon a time", "--model", "x.gguf", *args]) == 0
+    out, err = capsys.readouterr()
+    g = mtlinv.generate(mtlinv.model.load(), "Once upon a time", max_tokens=4, temperature=0.8, top_p=0.9, seed=3,
+                        k=2)
+    assert out == "".join(t.text for t in g) + "\n" and loaded[0] == "x.gguf"
+    assert "[4 tokens, " in err and "tokens/s after the first" in err and "draft acceptance" in err
+
+
+def test_chat_keeps_the_conversation(loaded, monkeypatch, capsys):
+    lines = iter(["What is the capital of France?", ""])
+    prompts = []
+    real_generate = mtlinv.model.generate
+
+    def generate(model, prompt, **kw):
+        prompts.append(list(prompt))
+        return real_generate(model, prompt, **kw)
+    monkeypatch.setattr("builtins.input", lambda _: next(lines))
+    monkeypatch.setattr(mtlinv.model, "generate", generate)
+    assert main(["chat", "--max-tokens", "3"]) == 0
+    out, err = capsys.readouterr()
+    assert prompts == [[{"role": "user", "content": "What is the capital of France?"}]]
+    assert out.strip() and "tokens/s" in err
+
+
+def test_unsupported_model_exits_2_with_one_line(tmp_path, capsys):
+    (tmp_path / "notes.gguf").write_text("not a model")
+    assert main(["generate", "Hi", "--model", str(tmp_path / "notes.gguf")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("mtlinv generate: ") and "is not a GGUF file" in err
+    assert "Traceback" not in err
+
+
+def test_bad_sampling_option_exits_2(loaded, capsys):
+    assert main(["generate", "Hi", "--top-p", "0"]) == 2
+    assert capsys.readouterr().err == "mtlinv generate: top_p must be in (0, 1], got 0.0\n"

@@ -1,0 +1,145 @@
+"""Q5_0, Q5_1, Q4_K, Q5_K and Q6_K: decoded bit for bit as the `gguf` package's own NumPy dequantisation does it,
+on blocks of random bytes (every bit pattern of the codes and scales) and on files llama.cpp's quantiser wrote
+(tests/model/fixtures, made by tools/make_model_fixtures.py); the models in those files give llama.cpp's logits
+(token agreement and logit error, not bits: the kernels differ)."""
+import pathlib
+
+import gguf
+import numpy as np
+import pytest
+
+from mtlinv import gguf_blocks, gguf_kquants, quant
+from mtlinv.model import GGUFModelError, LlamaWeights, ReferenceModel, Tokenizer, load_gguf
+from mtlinv.model.device_model import DeviceModel, DeviceWeights
+from mtlinv.model.gguf_model import QType
+
+FIXTURES = pathlib.Path(__file__).parent / "fixtures"
+KINDS = {QType.Q5_0: "q5_0", QType.Q5_1: "q5_1", QType.Q4_K: "q4_k", QType.Q5_K: "q5_k", QType.Q6_K: "q6_k"}
+# Byte offsets of the float16 fields of a block (d, and dmin or m where the type has one).
+F16_FIELDS = {"q5_0": (0,), "q5_1": (0, 2), "q4_k": (0, 2), "q5_k": (0, 2), "q6_k": (208,)}
+_EXISTING = {QType.Q4_0: gguf_blocks.q4_0_to_affine, QType.Q4_1: gguf_blocks.q4_1_to_affine,
+             QType.Q8_0: gguf_blocks.q8_0_to_affine}
+
+
+def ours(raw, shape, qtype):
+    """Our float32 dequantisation of a tensor's blocks: the affine import's weights (what qgemv multiplies), or
+    the Q6_K decoder."""
+    n, k = shape
+    if qtype == QType.Q6_K:
+        return gguf_kquants.dequantize_q6_k(raw, shape)
+    if qtype in _EXISTING:
+        wq, s, b = _EXISTING[qtype](raw, shape, dtype=np.float32)
+        bits = 8 if qtype == QType.Q8_0 else 4
+    else:
+        wq, s, b, bits = gguf_kquants.to_affine(raw, shape, KINDS[qtype])
+    assert s.dtype == np.float32 and b.dtype == np.float32
+    return quant.dequantize_float32(wq, s, b, 32, bits)
+
+
+def assert_bit_equal(got, want, what):
+    """Equal bits, except that a zero may have the other sign (Q4_0, Q5_0, Q8_0: see gguf_blocks)."""
+    assert got.shape == want.shape, what
+    same = got.view(np.uint32) == want.view(np.uint32)
+    zeros = (got == 0) & (want == 0)
+    assert (same | zeros).all(), f"{what}: {int((~(same | zeros)).sum())} values differ"
+
+
+def random_blocks(rng, kind, n, k):
+    per = gguf_kquants._BLOCK_ELEMENTS[kind]
+    raw = rng.integers(0, 256, size=(n, k // per, gguf_kquants.BLOCK_BYTES[kind]), dtype=np.uint8)
+    for offset in F16_FIELDS[kind]:
+        raw[..., offset + 1] &= 0xFB  # an even float16 exponent: never 31 (inf, NaN); signs and the rest random
+    return raw.reshape(-1)
+
+
+@pytest.mark.parametrize("qtype", list(KINDS))
+def test_random_blocks_decode_as_gguf_does(qtype):
+    rng = np.random.default_rng(int(qtype))
+    shape = (8, 1024)
+    raw = random_blocks(rng, KINDS[qtype], *shape)
+    want = gguf.quants.dequantize(raw.reshape(shape[0], -1), qtype).reshape(shape).astype(np.float32)
+    assert_bit_equal(ours(raw, shape, qtype), want, qtype.name)
+
+
+def test_decoders_check_sizes():
+    with pytest.raises(ValueError, match=r"K=288 is not a multiple of the Q4_K block size 256"):
+        gguf_kquants.to_affine(np.zeros(10, np.uint8), (1, 288), "q4_k")
+    with pytest.raises(ValueError, match=r"shape \[2, 256\] in Q6_K needs 420 bytes \(2 blocks of 210\), got 10"):
+        gguf_kquants.dequantize_q6_k(np.zeros(10, np.uint8), (2, 256))
+    with pytest.raises(TypeError, match="blocks must be a uint8 array"):
+        gguf_kquants.to_affine(np.zeros(22, np.int8), (1, 32), "q5_0")
+
+
+FILES = ("Q4_K_M", "Q4_K", "Q5_K", "Q5_0", "Q5_1", "Q6_K")
+ON_DEVICE = ("Q4_K", "Q5_K", "Q5_0", "Q5_1")  # every projection in a type qgemv holds exactly
+
+
+@pytest.fixture(scope="module")
+def reference():
+    return np.load(FIXTURES / "reference_logits.npz")
+
+
+def fixture(name):
+    return load_gguf(FIXTURES / f"tiny-{name}.gguf")
+
+
+@pytest.mark.parametrize("name", FILES)
+def test_llama_cpp_quantised_tensors_decode_as_gguf_does(name):
+    model = fixture(name)
+    types = {t.ggml_type for t in model.tensors.values() if t.ggml_type not in (QType.F32, QType.F16)}
+    expected = {QType.Q4_K, QType.Q6_K} if name == "Q4_K_M" else {QType[name]}
+    assert types == expected, f"llama.cpp wrote {sorted(t.name for t in types)}"
+    for t in model.tensors.values():
+        if t.ggml_type in expected:
+            assert_bit_equal(ours(t.data, t.shape, t.ggml_type), t.dequantize(), t.name)
+
+
+def agreement(got, want):
+    """Share of positions whose best token agrees, and the largest logit error relative to the logits' spread."""
+    top = float(np.mean(np.argmax(got, -1) == np.argmax(want, -1)))
+    return top, float(np.abs(got - want).max() / want.std())
+
+
+@pytest.mark.parametrize("name", FILES)
+def test_float64_reference_gives_llama_cpp_logits(name, reference):
+    """The file as read here (weights dequantised as above, run in float64) against llama.cpp's own run of it.
+    llama.cpp's CPU products round the activations to 8-bit blocks (Q8_K, Q8_0, Q8_1) first: errors of 3.5-6.6%
+    of the logits' spread here, against 200% for weights read wrongly (the negative control below)."""
+    tokens = [int(t) for t in reference["tokens"]]
+    got = ReferenceModel(LlamaWeights.from_gguf(fixture(name))).forward(tokens, 0)
+    top, err = agreement(got, reference[name])
+    assert top == 1.0 and err < 0.1, (top, err)
+
+
+def test_a_misread_file_fails_the_logit_comparison(reference):
+    """Negative control: with one projection's rows in the wrong order (as a misread layout would give) the logits
+    leave the bound (error 2.0 of the spread; the best tokens still agree: the tied embedding dominates them)."""
+    weights = LlamaWeights.from_gguf(fixture("Q4_K"))
+    layer = weights.layers[0]
+    broken = type(layer)(**{**vars(layer), "wq": layer.wq[::-1].copy()})
+    wrong = type(weights)(weights.config, weights.tok_embd, (broken, *weights.layers[1:]), weights.output_norm,
+                          weights.output)
+    tokens = [int(t) for t in reference["tokens"]]
+    top, err = agreement(ReferenceModel(wrong).forward(tokens, 0), reference["Q4_K"])
+    assert top < 1.0 or err > 0.1, (top, err)
+
+
+@pytest.mark.parametrize("name", ON_DEVICE)
+def test_device_model_gives_llama_cpp_logits(name, reference):
+    tokens = [int(t) for t in reference["tokens"]]
+    got = DeviceModel(DeviceWeights.from_gguf(fixture(name)), len(tokens)).forward(tokens, 0)
+    top, err = agreement(got, reference[name])
+    assert top >= 0.9 and err < 0.1, (top, err)  # bfloat16 activations against 8-bit ones: 4-6.5% here
+
+
+@pytest.mark.parametrize("name", ["Q6_K", "Q4_K_M"])
+def test_device_model_refuses_q6_k_projections_by_name(name):
+    with pytest.raises(GGUFModelError, match=r"type Q6_K \(its scales cover 16 elements; qgemv's groups are 32, 64 "
+                                             r"or 128, so no exact import exists\)"):
+        DeviceWeights.from_gguf(fixture(name))
+
+
+def test_fixture_tokenizer_matches_llama_cpp(reference):
+    """The fixtures' byte-level BPE vocabulary (gpt-2 pre-tokenizer) encodes as llama.cpp encodes it."""
+    tok = Tokenizer.from_gguf(fixture("Q4_K"))
+    assert tok.encode(str(reference["text"])) == [int(i) for i in reference["text_ids"]]
