@@ -31,6 +31,13 @@ cdef extern from "../src/core/dtype.h" namespace "mtlinv":
     const char* dtype_name(CDType)
     CDType dtype_from_name(const string&) except +raise_py_error
 
+cdef extern from "../src/core/kernel_id.h" namespace "mtlinv":
+    cdef cppclass CKernelId "mtlinv::KernelId":
+        pass
+    size_t c_kernel_table_size "mtlinv::kernel_table_size"()
+    CKernelId c_kernel_at "mtlinv::kernel_at"(size_t)
+    const char* c_kernel_name "mtlinv::kernel_name"(CKernelId)
+
 cdef extern from "../src/core/backend.h" namespace "mtlinv":
     cdef cppclass CStorage "mtlinv::Storage":
         void* host
@@ -56,7 +63,6 @@ cdef extern from "../src/core/backend.h" namespace "mtlinv":
     cdef cppclass CBackend "mtlinv::Backend":
         const CDeviceCaps& caps()
         vector[string] kernel_names()
-        bool has_kernel(const string&)
         CKernelSource kernel_source() except +raise_py_error
         void synchronize() except +raise_py_error nogil
     CBackend& c_active_backend "mtlinv::active_backend"() except +raise_py_error
@@ -89,10 +95,10 @@ cdef extern from "../src/core/limit.h" namespace "mtlinv":
 
 cdef extern from "../src/core/plan.h" namespace "mtlinv":
     cdef cppclass CPlanLaunch "mtlinv::PlanLaunch":
-        string kernel
+        CKernelId kernel
         CDim3 threadgroups
-        CDim3 threads
-        vector[uint8_t] args
+        CDim3 threads_per_threadgroup
+        const vector[uint8_t]& args()
     cdef cppclass CPlan "mtlinv::Plan":
         vector[CPlanLaunch] launches
         vector[size_t] scratch_bytes
@@ -115,3 +121,18 @@ cdef extern from "../src/core/plans/gemv.h" namespace "mtlinv":
         CDType dtype
         bool w_kn, has_bias, x_batched, w_batched, aligned, tiled
     CPlan c_plan_gemv "mtlinv::plan_gemv"(const CGemvShape&, int, const CDeviceCaps&) except +raise_py_error
+
+cdef extern from "../src/core/plans/rms_norm.h" namespace "mtlinv":
+    CPlan c_plan_rms_norm "mtlinv::plan_rms_norm"(int64_t, int64_t, CDType, float, const CDeviceCaps&,
+                                                  bool) except +raise_py_error
+
+cdef extern from "../src/core/plans/decoder_ops.h" namespace "mtlinv":
+    CPlan c_plan_add "mtlinv::plan_add"(CDType, int64_t) except +raise_py_error
+    CPlan c_plan_swiglu "mtlinv::plan_swiglu"(CDType, int64_t) except +raise_py_error
+    CPlan c_plan_swiglu_halves "mtlinv::plan_swiglu_halves"(CDType, int64_t, int64_t) except +raise_py_error
+    CPlan c_plan_to_heads "mtlinv::plan_to_heads"(bool, CDType, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
+                                                  float) except +raise_py_error
+    CPlan c_plan_qkv_to_heads "mtlinv::plan_qkv_to_heads"(CDType, int64_t, int64_t, int64_t, int64_t, int64_t,
+                                                          int64_t, int64_t, float) except +raise_py_error
+    CPlan c_plan_heads_to_rows "mtlinv::plan_heads_to_rows"(CDType, int64_t, int64_t, int64_t) except +raise_py_error
+    CPlan c_plan_gather_rows "mtlinv::plan_gather_rows"(CDType, int64_t, int64_t, int64_t) except +raise_py_error

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "../../metal/args.h"
+#include "../../metal/gemv_args.h"
 
 namespace mtlinv {
 
@@ -20,7 +21,7 @@ std::vector<uint8_t> args_bytes(const Args& a) {
 }  // namespace mtlinv
 
 namespace mtlinv {
-static_assert(sizeof(GemvArgs) == 40, "GemvArgs layout must match metal/args.h on every target");
+static_assert(sizeof(GemvArgs) == 40, "GemvArgs layout must match metal/gemv_args.h on every target");
 }  // namespace mtlinv
 
 namespace mtlinv {

@@ -11,9 +11,10 @@ namespace mtlinv {
 void launch_raw(const std::string& kernel, Dim3 threadgroups, Dim3 threads, const std::string& args,
                 const std::vector<Tensor>& buffers) {
   Backend& backend = active_backend();
-  if (!backend.has_kernel(kernel)) throw InvalidArgument("launch: no kernel named '", kernel, "'");
+  const std::optional<KernelId> id = find_kernel_id(kernel);
+  if (!id || !backend.has_kernel(*id)) throw InvalidArgument("launch: no kernel named '", kernel, "'");
   Dispatch d;
-  d.kernel = kernel;
+  d.kernel = *id;
   d.threadgroups = threadgroups;
   d.threads_per_threadgroup = threads;
   d.bindings.resize(1 + buffers.size());

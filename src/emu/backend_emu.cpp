@@ -32,6 +32,7 @@ class EmuBackend final : public Backend {
     caps_.max_threads_per_threadgroup = emu::kMaxThreadsPerThreadgroup;
     caps_.threadgroup_memory_bytes = 32768;  // what Apple GPUs offer; plans stay within it on every target
     caps_.few_threads = true;
+    kernels_ = kernels_by_id<const emu::KernelEntry*>(emu::kernel_names(), emu::find_kernel);
   }
 
   // GPU plans: as for a GPU of kGpuPlanCores cores, whatever this machine's thread count, so the plans take the
@@ -73,11 +74,10 @@ class EmuBackend final : public Backend {
     std::memcpy(dst, static_cast<const char*>(src.host) + offset, bytes);
   }
 
-  bool has_kernel(const std::string& name) const override { return emu::find_kernel(name) != nullptr; }
-  std::vector<std::string> kernel_names() const override { return emu::kernel_names(); }
+  bool has_kernel(KernelId id) const override { return entry(id) != nullptr; }
 
   void dispatch(const Dispatch& d) override {
-    const emu::KernelEntry* entry = emu::find_kernel(d.kernel);
+    const emu::KernelEntry* entry = this->entry(d.kernel);
     if (entry == nullptr) throw KernelError("emulator: no kernel named '", d.kernel, "' is registered");
     const emu::KernelFn fn = emu::check_mode() || !entry->fast ? entry->checked : entry->fast;
 
@@ -94,7 +94,7 @@ class EmuBackend final : public Backend {
       }
     }
     emu::Launch l;
-    l.kernel_name = d.kernel.c_str();
+    l.kernel_name = kernel_name(d.kernel);
     l.fn = fn;
     check_piece(d);
     l.threadgroups = {d.threadgroups.x, d.threadgroups.y, d.threadgroups.z};
@@ -114,7 +114,12 @@ class EmuBackend final : public Backend {
   void synchronize() override {}
 
  private:
+  const emu::KernelEntry* entry(KernelId id) const {
+    return kernel_index(id) < kernels_.size() ? kernels_[kernel_index(id)] : nullptr;
+  }
+
   DeviceCaps caps_;
+  std::vector<const emu::KernelEntry*> kernels_;  // by kernel id; null where none is registered
 };
 
 }  // namespace

@@ -1,4 +1,5 @@
 #pragma once
+#include "../../../metal/gemv_args.h"
 #include "../dtype.h"
 #include "../plan.h"
 
@@ -21,8 +22,8 @@ struct GemvShape {
 
 // gemv_nk_mma's output tile (16 weight rows) and K block (32 positions): also the blocks of the tile layout,
 // W [N/16, K/32, 16, 32].
-constexpr int64_t kGemvMmaRows = 16;
-constexpr int64_t kGemvMmaBlockK = 32;
+constexpr int64_t kGemvMmaRows = MMA_TILE_COLS;
+constexpr int64_t kGemvMmaBlockK = GEMV_MMA_BLOCK;
 
 // Operands: 0 x, 1 w, 2 bias (or any valid buffer when absent), 3 y.
 // M <= limit (and M == 1 always) -> canonical gemv_nk_mma (16-bit W [N, K] on a device with matrix units),

@@ -1,4 +1,5 @@
 #pragma once
+#include "../../../metal/qgemv_args.h"
 #include "../dtype.h"
 #include "../plan.h"
 
@@ -20,8 +21,8 @@ struct QGemvShape {
 };
 
 // qgemv_mma's output tile (16 weight rows) and step (128 K positions): also the blocks of the tile layout.
-constexpr int64_t kQgemvMmaRows = 16;
-constexpr int64_t kQgemvMmaStepK = 128;
+constexpr int64_t kQgemvMmaRows = MMA_TILE_COLS;
+constexpr int64_t kQgemvMmaStepK = QGEMV_MMA_STEP * QGEMV_RUN;
 
 // The bit widths and group sizes the kernels are built for (MLX's affine widths; 32 divides every group size).
 bool qgemv_supported_bits(int bits);
