@@ -69,7 +69,6 @@ void check_gemv_operands(const GemvShape& s, const DeviceCaps& caps) {
 }
 
 Plan plan_gemv(const GemvShape& s, int limit, const DeviceCaps& caps) {
-  check_gemv_operands(s, caps);
   Plan plan;
   plan.canonical = use_canonical(s.rows, limit);
 

@@ -59,16 +59,17 @@ uint32_t qgemv_mma_k_splits(int64_t k, int64_t n, const DeviceCaps& caps) {
   return power_of_two_splits(wanted, most);
 }
 
+void check_qgemv_format(int bits, int group_size) {
+  if (!qgemv_supported_bits(bits)) {
+    throw InvalidArgument("qgemv: bits=", bits, " is not supported; use 2, 3, 4, 5, 6 or 8");
+  }
+  if (!qgemv_supported_group_size(group_size)) {
+    throw InvalidArgument("qgemv: group_size=", group_size, " is not supported; use 32, 64 or 128");
+  }
+}
+
 void check_qgemv_operands(const QGemvShape& s, const DeviceCaps& caps) {
-  if (!qgemv_supported_bits(s.bits)) {
-    throw InvalidArgument("qgemv: bits=", s.bits, " is not supported; use 2, 3, 4, 5, 6 or 8");
-  }
-  if (!qgemv_supported_group_size(s.group_size)) {
-    throw InvalidArgument("qgemv: group_size=", s.group_size, " is not supported; use 32, 64 or 128");
-  }
-  if (s.k % s.group_size != 0) {
-    throw InvalidArgument("qgemv: K=", s.k, " is not a multiple of group_size=", s.group_size);
-  }
+  check_qgemv_format(s.bits, s.group_size);
   // Only float32 scales with 16-bit activations at 4 and 8 bits are built besides x's own (what GGUF imports give).
   if (s.scale_dtype != s.dtype && (s.scale_dtype != DType::f32 || (s.bits != 4 && s.bits != 8))) {
     throw DTypeError("qgemv: scales are ", dtype_name(s.scale_dtype), " with ", dtype_name(s.dtype), " x and bits=",
@@ -83,7 +84,6 @@ void check_qgemv_operands(const QGemvShape& s, const DeviceCaps& caps) {
 }
 
 Plan plan_qgemv(const QGemvShape& s, int limit, const DeviceCaps& caps) {
-  check_qgemv_operands(s, caps);
   Plan plan;
   plan.canonical = use_canonical(s.rows, limit);
 

@@ -72,8 +72,7 @@ uint32_t sdpa_split_blocks(const SdpaShape& s, const DeviceCaps& caps) {
   return static_cast<uint32_t>(std::max(least, std::min(fill, most)));
 }
 
-Plan plan_sdpa(const SdpaShape& s, int limit, const DeviceCaps& caps) {
-  // The op checks these; plan_sdpa is also called alone (introspection), where a zero would divide below.
+void check_sdpa_shape(const SdpaShape& s) {
   if (s.kv_len < 1 || s.kv_len > INT32_MAX) {
     throw InvalidArgument("sdpa: kv_len=", s.kv_len, " must be in [1, 2^31)");
   }
@@ -84,6 +83,9 @@ Plan plan_sdpa(const SdpaShape& s, int limit, const DeviceCaps& caps) {
   if (!sdpa_head_dim_supported(s.head_dim)) {
     throw InvalidArgument("sdpa: head dim D=", s.head_dim, " is not supported (supported: ", sdpa_head_dims_str(), ")");
   }
+}
+
+Plan plan_sdpa(const SdpaShape& s, int limit, const DeviceCaps& caps) {
   Plan plan;
   plan.canonical = use_canonical(s.q_len, limit);
 
