@@ -104,35 +104,9 @@ cdef extern from "../src/core/plan.h" namespace "mtlinv":
         vector[size_t] scratch_bytes
         bool canonical
 
-cdef extern from "../src/core/ops.h" namespace "mtlinv" nogil:
-    CTensor c_rms_norm "mtlinv::rms_norm"(const CTensor&, const CTensor&, double) except +raise_py_error
-    pair[CTensor, CTensor] c_add_rms_norm "mtlinv::add_rms_norm"(const CTensor&, const CTensor&, const CTensor&,
-                                                                  double) except +raise_py_error
-    cdef cppclass CGemvNames "mtlinv::GemvNames":
-        const char* op
-        const char* x
-        const char* w
-    CTensor c_gemv "mtlinv::gemv"(const CTensor&, const CTensor&, const CTensor*, bool,
-                                  const CGemvNames&) except +raise_py_error
+cdef extern from "../pyx/context_limit.h" namespace "mtlinv_py":
+    cdef cppclass CContextLimit "mtlinv_py::ContextLimit":
+        void open(int) except +raise_py_error
 
-cdef extern from "../src/core/plans/gemv.h" namespace "mtlinv":
-    cdef cppclass CGemvShape "mtlinv::GemvShape":
-        int64_t batch, rows, k, n
-        CDType dtype
-        bool w_kn, has_bias, x_batched, w_batched, aligned, tiled
-    CPlan c_plan_gemv "mtlinv::plan_gemv"(const CGemvShape&, int, const CDeviceCaps&) except +raise_py_error
-
-cdef extern from "../src/core/plans/rms_norm.h" namespace "mtlinv":
-    CPlan c_plan_rms_norm "mtlinv::plan_rms_norm"(int64_t, int64_t, CDType, float, const CDeviceCaps&,
-                                                  bool) except +raise_py_error
-
-cdef extern from "../src/core/plans/decoder_ops.h" namespace "mtlinv":
-    CPlan c_plan_add "mtlinv::plan_add"(CDType, int64_t) except +raise_py_error
-    CPlan c_plan_swiglu "mtlinv::plan_swiglu"(CDType, int64_t) except +raise_py_error
-    CPlan c_plan_swiglu_halves "mtlinv::plan_swiglu_halves"(CDType, int64_t, int64_t) except +raise_py_error
-    CPlan c_plan_to_heads "mtlinv::plan_to_heads"(bool, CDType, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
-                                                  float) except +raise_py_error
-    CPlan c_plan_qkv_to_heads "mtlinv::plan_qkv_to_heads"(CDType, int64_t, int64_t, int64_t, int64_t, int64_t,
-                                                          int64_t, int64_t, float) except +raise_py_error
-    CPlan c_plan_heads_to_rows "mtlinv::plan_heads_to_rows"(CDType, int64_t, int64_t, int64_t) except +raise_py_error
-    CPlan c_plan_gather_rows "mtlinv::plan_gather_rows"(CDType, int64_t, int64_t, int64_t) except +raise_py_error
+cdef extern from "../src/core/ops/checks.h" namespace "mtlinv":
+    const int64_t c_max_dim "mtlinv::kMaxDim"  # every dimension's limit: the kernels count in 32 bits

@@ -28,6 +28,20 @@ void launch_raw(const std::string& kernel, Dim3 threadgroups, Dim3 threads, cons
   backend.op_dispatched();
 }
 
+namespace {
+const EmulatorSwitches*& registered_switches() {
+  static const EmulatorSwitches* switches = nullptr;
+  return switches;
+}
+}  // namespace
+
+void register_emulator_switches(const EmulatorSwitches& switches) { registered_switches() = &switches; }
+
+const EmulatorSwitches& emulator_switches() {
+  if (registered_switches() == nullptr) throw DeviceError("this build has no emulator");
+  return *registered_switches();
+}
+
 std::pair<std::string, std::string> choose_auto_backend_refused_by(const std::vector<std::string>& refusals) {
   std::vector<BackendCandidate> candidates;
   for (size_t i = 0; i < refusals.size(); ++i) {

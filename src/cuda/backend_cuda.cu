@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "../core/backend_select.h"
 #include "../core/errors.h"
 #include "../core/grid_pieces.h"
 #include "graph_batch.h"
@@ -390,5 +391,13 @@ bool cuda_device_available() {
   if (e != cudaSuccess) (void)cudaGetLastError();
   return e == cudaSuccess && count > 0;
 }
+
+namespace {
+// MTLINV_DEVICE=auto tries CUDA after Metal (no build has both).
+const BackendRegistrar kRegistered("cuda", 1, [] {
+  if (!cuda_device_available()) throw DeviceError("CUDA: no device (the driver is missing, or sees none)");
+  return make_cuda_backend();
+});
+}  // namespace
 
 }  // namespace mtlinv

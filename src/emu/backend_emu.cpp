@@ -4,8 +4,10 @@
 #include <cstring>
 #include <new>
 
+#include "../core/backend_select.h"
 #include "../core/errors.h"
 #include "../core/grid_pieces.h"
+#include "../core/testing.h"
 #include "runtime.h"
 
 namespace mtlinv {
@@ -126,10 +128,21 @@ class EmuBackend final : public Backend {
 
 std::unique_ptr<Backend> make_emu_backend() { return std::make_unique<EmuBackend>(); }
 
-void set_emu_gpu_plans(bool on) {
+namespace {
+
+void set_gpu_plans(bool on) {
   auto* emu = dynamic_cast<EmuBackend*>(&active_backend());
   if (emu == nullptr) throw DeviceError("set_emu_gpu_plans: the active backend is ", active_backend().caps().backend);
   emu->set_gpu_plans(on);
 }
+
+// Every build has the emulator: MTLINV_DEVICE=auto's fallback.
+const BackendRegistrar kRegistered("emu", BackendRegistrar::kFallback, make_emu_backend);
+
+const EmulatorSwitches kSwitches{set_gpu_plans, emu::set_check_mode, emu::check_mode, emu::set_flush_subnormals,
+                                 emu::flush_subnormals};
+const bool kSwitchesRegistered = (register_emulator_switches(kSwitches), true);
+
+}  // namespace
 
 }  // namespace mtlinv

@@ -85,6 +85,16 @@ void check_sdpa_shape(const SdpaShape& s) {
   }
 }
 
+std::vector<std::pair<uint32_t, uint32_t>> sdpa_chunks(uint32_t block_keys, uint32_t tier_keys, uint32_t kv_len) {
+  std::vector<std::pair<uint32_t, uint32_t>> chunks;
+  const uint32_t n = sdpa_chunk_of(block_keys, tier_keys, kv_len - 1) + 1;
+  for (uint32_t i = 0; i < n; ++i) {
+    const SdpaChunk c = sdpa_chunk_range(block_keys, tier_keys, i);
+    chunks.emplace_back(c.first, c.keys);
+  }
+  return chunks;
+}
+
 Plan plan_sdpa(const SdpaShape& s, int limit, const DeviceCaps& caps) {
   Plan plan;
   plan.canonical = use_canonical(s.q_len, limit);
