@@ -14,7 +14,7 @@ cdef extern from "../src/core/testing.h" namespace "mtlinv":
     pair[string, string] c_choose_auto_backend_refused_by "mtlinv::choose_auto_backend_refused_by"(
         const vector[string]&) except +raise_py_error
     cdef cppclass CEmulatorSwitches "mtlinv::EmulatorSwitches":
-        void (*set_gpu_plans)(bool) except +raise_py_error
+        void (*set_gpu_plans)(bool, bool) except +raise_py_error
         void (*set_check_mode)(bool, uint64_t)
         bool (*check_mode)()
         void (*set_flush_subnormals)(bool)

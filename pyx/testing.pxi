@@ -51,9 +51,10 @@ def _set_emu_check(bint on, uint64_t seed=0):
     c_emulator_switches().set_check_mode(on, seed)
 
 
-def _set_emu_gpu_plans(bint on):
-    """Emulator only: plan as for a GPU (several K splits, wide threadgroups), so tests run those code paths."""
-    c_emulator_switches().set_gpu_plans(on)
+def _set_emu_gpu_plans(bint on, bint matrix_units=True):
+    """Emulator only: plan as for a GPU (several K splits, wide threadgroups), with matrix units as CUDA's or without
+    as Metal's, so tests run those code paths."""
+    c_emulator_switches().set_gpu_plans(on, matrix_units)
 
 
 def _emu_check_mode():

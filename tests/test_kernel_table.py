@@ -36,7 +36,7 @@ def _kernels(plan):
     return {launch["kernel"] for launch in plan["launches"]}
 
 
-def _gemv_kernels(gpu):
+def _gemv_kernels(matrix_units):
     found = set()
     # Rows: each row tile (1, 2, 4, 8, and 16 / 32 above the limit's reach), N: 16 up to sizes whose split counts
     # take the wide forms (_c2, _u2) on a GPU of 128 cores, K: one block to many.
@@ -44,12 +44,12 @@ def _gemv_kernels(gpu):
             [1, 2, 3, 4, 5, 8, 9, 16, 17, 32, 33, 40], [64, 4096, 14336], [16, 4096, 8192, 14336], DTYPES,
             [0, 8, 16, 64], [True, False]):
         found |= _kernels(_native.plan_gemv(rows=rows, k=k, n=n, dtype=dtype, limit=limit, transpose=transpose))
-        if gpu and transpose and dtype in SIXTEEN:
+        if matrix_units and transpose and dtype in SIXTEEN:  # the tile layout: matrix-unit kernels only
             found |= _kernels(_native.plan_gemv(rows=rows, k=k, n=n, dtype=dtype, limit=limit, tiled=True))
     return found
 
 
-def _qgemv_kernels(gpu):
+def _qgemv_kernels(matrix_units):
     found = set()
     for rows, k, n, bits, dtype, limit in itertools.product(
             [1, 2, 3, 4, 5, 8, 9, 16, 17, 33, 40], [256, 4096], [16, 4096], [2, 3, 4, 5, 6, 8], DTYPES, [0, 8, 64]):
@@ -57,7 +57,7 @@ def _qgemv_kernels(gpu):
         for scale_dtype in scales:
             args = dict(rows=rows, k=k, n=n, bits=bits, dtype=dtype, scale_dtype=scale_dtype, limit=limit)
             found |= _kernels(_native.plan_qgemv(**args))
-            if gpu and dtype in SIXTEEN and bits in (4, 8):
+            if matrix_units and dtype in SIXTEEN and bits in (4, 8):
                 found |= _kernels(_native.plan_qgemv(**args, tiled=True))
     return found
 
@@ -85,14 +85,15 @@ def _small_op_kernels():
 
 @pytest.fixture(scope="module")
 def planned():
-    """Every kernel any plan picks, with the emulator's plans and with the GPU plans (matrix units, K splits)."""
+    """Every kernel any plan picks: with the emulator's plans, and with the GPU plans (K splits, wide threadgroups)
+    of a GPU with matrix units (CUDA) and of one without (Metal)."""
     if mtlinv.device_info()["backend"] != "emu":
         pytest.skip("enumerates the GPU plans through the emulator's switch (_set_emu_gpu_plans)")
     found = set()
-    for gpu in (False, True):
-        _native._set_emu_gpu_plans(gpu)
+    for gpu, matrix_units in ((False, False), (True, True), (True, False)):
+        _native._set_emu_gpu_plans(gpu, matrix_units)
         try:
-            found |= _gemv_kernels(gpu) | _qgemv_kernels(gpu) | _sdpa_kernels() | _small_op_kernels()
+            found |= _gemv_kernels(matrix_units) | _qgemv_kernels(matrix_units) | _sdpa_kernels() | _small_op_kernels()
         finally:
             _native._set_emu_gpu_plans(False)
     return found
@@ -218,7 +219,8 @@ def lookup_build(tmp_path_factory):
 def test_a_missing_kernel_fails_to_compile_with_constant_arguments(lookup_build):
     proc, _ = lookup_build("-DMISSING_AT_COMPILE_TIME")
     assert proc.returncode != 0
-    assert "absent" in proc.stderr and "constant" in proc.stderr
+    # The constant evaluation reaches the lookup's failure (without the define the program compiles: below).
+    assert "lookup.cpp:10" in proc.stderr and "missing" in proc.stderr, proc.stderr
 
 
 def test_a_missing_kernel_is_a_clear_error_at_run_time(lookup_build):

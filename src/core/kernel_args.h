@@ -1,8 +1,6 @@
 // The argument structs of metal/args.h, seen from the host, with the layout checks that keep both sides equal.
 #pragma once
 #include <cstdint>
-#include <cstring>
-#include <vector>
 
 #include "../../metal/args.h"
 #include "../../metal/gemv_args.h"
@@ -10,13 +8,6 @@
 namespace mtlinv {
 
 static_assert(sizeof(RmsNormArgs) == 12, "RmsNormArgs layout must match metal/args.h on every target");
-
-template <class Args>
-std::vector<uint8_t> args_bytes(const Args& a) {
-  std::vector<uint8_t> bytes(sizeof(Args));
-  std::memcpy(bytes.data(), &a, sizeof(Args));
-  return bytes;
-}
 
 }  // namespace mtlinv
 

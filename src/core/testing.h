@@ -23,7 +23,8 @@ std::pair<std::string, std::string> choose_auto_backend_refused_by(const std::ve
 
 // The emulator's switches (src/emu/backend_emu.cpp registers them, so that the core names no backend's sources).
 struct EmulatorSwitches {
-  void (*set_gpu_plans)(bool on);  // plan as for a GPU; throws DeviceError unless the emulator is active
+  // Plan as for a GPU, with matrix units or without; throws DeviceError unless the emulator is active.
+  void (*set_gpu_plans)(bool on, bool matrix_units);
   void (*set_check_mode)(bool on, uint64_t seed);
   bool (*check_mode)();
   void (*set_flush_subnormals)(bool on);

@@ -38,10 +38,10 @@ class EmuBackend final : public Backend {
   }
 
   // GPU plans: as for a GPU of kGpuPlanCores cores, whatever this machine's thread count, so the plans take the
-  // code paths (K splits, block counts) that they take on a GPU.
-  void set_gpu_plans(bool on) {
+  // code paths (K splits, block counts) that they take on a GPU; with matrix units (CUDA) or without (Metal).
+  void set_gpu_plans(bool on, bool matrix_units) {
     caps_.few_threads = !on;
-    caps_.matrix_units = on;
+    caps_.matrix_units = on && matrix_units;
     caps_.compute_units = on ? kGpuPlanCores : static_cast<uint32_t>(emu::num_workers());
   }
 
@@ -130,10 +130,10 @@ std::unique_ptr<Backend> make_emu_backend() { return std::make_unique<EmuBackend
 
 namespace {
 
-void set_gpu_plans(bool on) {
+void set_gpu_plans(bool on, bool matrix_units) {
   auto* emu = dynamic_cast<EmuBackend*>(&active_backend());
   if (emu == nullptr) throw DeviceError("set_emu_gpu_plans: the active backend is ", active_backend().caps().backend);
-  emu->set_gpu_plans(on);
+  emu->set_gpu_plans(on, matrix_units);
 }
 
 // Every build has the emulator: MTLINV_DEVICE=auto's fallback.
