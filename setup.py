@@ -25,6 +25,7 @@ ROOT = pathlib.Path(__file__).parent.resolve()
 GEN = ROOT / "build" / "gen"
 sys.path.insert(0, str(ROOT / "tools"))
 import emu_units  # noqa: E402  (tools/emu_units.py: the emulator's kernel units)
+import kernel_table  # noqa: E402  (tools/kernel_table.py: the kernel table, generated from metal/*.metal)
 import macos  # noqa: E402  (tools/macos.py: the macOS build's choices, tested on Linux)
 import sources  # noqa: E402  (tools/sources.py: the library's sources and flags, which CMakeLists.txt reads too)
 DEBUG = os.environ.get("MTLINV_DEBUG") == "1"
@@ -231,7 +232,7 @@ def dependencies() -> list[str]:
     emulator's translation units through files the pre-pass generates (a unit's own text never changes)."""
     found = []
     for pattern in ("src/**/*.h", "src/**/*.cuh", "metal/*.h", "metal/*.metal", "tests/kernels/*.metal", "pyx/*.h",
-                    "pyx/*.pxi", "pyx/*.pxd", "tools/msl2cpp.py"):
+                    "pyx/*.pxi", "pyx/*.pxd", "tools/msl2cpp.py", "build/gen/kernel_table.h"):
         found += sorted(rel(p) for p in ROOT.glob(pattern))
     return found
 
@@ -239,6 +240,7 @@ def dependencies() -> list[str]:
 def extension() -> Extension:
     units = ["pyx/_native.pyx", *sources.sources()]
     units += [rel(u) for u in emu_units.generate(ROOT, GEN / "emu", fast_checked=DEBUG)]
+    kernel_table.write(GEN / "kernel_table.h")  # the plans' kernel ids (src/core/kernels.h)
     # Hidden visibility for the kernels' units: hide_kernel_symbols.
     compile_args = ["-std=c++17", *sources.COMPILE_FLAGS, "-fvisibility-inlines-hidden", "-Wall",
                     "-Wno-unused-function"]
@@ -246,7 +248,7 @@ def extension() -> Extension:
     compile_args += cpu_flags()
     link_args = []
     macros = [("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")]
-    include_dirs = [str(GEN / "emu"), "src/emu", "pyx", numpy.get_include()]
+    include_dirs = [str(GEN), str(GEN / "emu"), "src/emu", "pyx", numpy.get_include()]
     if sys.platform == "darwin":
         macos_target(compile_args, link_args)
         metal_backend(units, macros, include_dirs, link_args)

@@ -14,22 +14,6 @@ struct RmsNormArgs {
   float eps;
 };
 
-// gemv / matmul: y[b, m, n] = sum_k x[b, m, k] * W[b](n, k) (+ bias[n]).
-// W is stored [N, K] ("nk", a linear layer's weight) or [K, N] ("kn"). Strides are in elements; a batch stride of
-// 0 broadcasts that operand over the batch.
-struct GemvArgs {
-  uint32_t rows;            // M: rows of x per batch entry
-  uint32_t k;               // reduced extent
-  uint32_t n;               // outputs per row
-  uint32_t k_splits;        // simdgroups sharing one output tile's K range; from K, N, dtype, device (never M)
-  uint32_t x_batch_stride;
-  uint32_t w_batch_stride;
-  uint32_t y_batch_stride;
-  uint32_t has_bias;        // 1: add bias[n] in the epilogue
-  uint32_t vector_loads;    // 1: rows start 16-byte aligned, full vectors may be loaded at once
-  uint32_t w_kn;            // 1: W stored [K, N] (read by the throughput GEMM; the GEMVs are one per layout)
-};
-
 // The small per-element kernels of a decoder layer (metal/decoder_ops.metal). Each output element depends on its
 // own inputs only, so they are row-invariant by construction.
 struct DecoderOpArgs {

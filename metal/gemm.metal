@@ -3,10 +3,9 @@
 // (which is why rows must not switch between the two below the limit).
 // Grid: (ceil(N / 32), ceil(rows / 32), batch); 256 threads as a 16x16 layout.
 #include "common.h"
-#include "args.h"
+#include "gemv_args.h"  // GemvArgs, GEMM_TILE, GEMM_THREADS
 
-constant constexpr uint GEMM_TILE = 32;  // outputs per threadgroup along M and along N
-constant constexpr uint GEMM_BK = 16;    // K slice staged in threadgroup memory per step
+constant constexpr uint GEMM_BK = 16;  // K slice staged in threadgroup memory per step
 
 template <typename T>
 [[kernel]] void gemm_tiled(
@@ -33,7 +32,7 @@ template <typename T>
   float acc[2][2] = {{0.0f, 0.0f}, {0.0f, 0.0f}};
   for (uint k0 = 0; k0 < K; k0 += GEMM_BK) {
     // 256 threads stage 32 x 16 elements of each operand: two each.
-    for (uint i = tid; i < GEMM_TILE * GEMM_BK; i += 256) {
+    for (uint i = tid; i < GEMM_TILE * GEMM_BK; i += GEMM_THREADS) {
       const uint row = i / GEMM_BK;
       const uint kk = i % GEMM_BK;
       const uint k = k0 + kk;

@@ -11,13 +11,8 @@
 //     count; tile rows past M repeat the last row, computed and never stored, so no branch sits in the fma loop.
 // Two weight layouts: gemv_nk (W stored [N, K], a linear layer's weight) and gemv_kn (W stored [K, N]).
 #include "common.h"
-#include "args.h"
+#include "gemv_args.h"  // GemvArgs, GEMV_NK_COLS, GEMV_MAX_SPLITS, GEMV_KN_LANE_BYTES
 #include "load.h"
-
-// Outputs per simdgroup in the [N, K] layout: four weight rows read together, one float4 accumulator per row.
-constant constexpr uint GEMV_NK_COLS = 4;
-// Most simdgroups sharing one output tile (k_splits).
-constant constexpr uint GEMV_MAX_SPLITS = 8;
 
 // acc += the VEC products of one row's x values xv[i] and the four weight rows wv[c * VEC + i], in K order: the
 // one fma sequence of every gemv_nk output, whichever load path supplied the values.
@@ -151,7 +146,7 @@ template <typename T, uint R>
     uint3 tile [[threadgroup_position_in_grid]],
     uint lane [[thread_index_in_simdgroup]],
     uint sg [[simdgroup_index_in_threadgroup]]) {
-  constexpr uint VEC = 16 / sizeof(T);
+  constexpr uint VEC = GEMV_KN_LANE_BYTES / sizeof(T);
   threadgroup float running[R][SIMD_WIDTH * VEC];  // the ordered sum of splits 0..s
 
   const uint n = tile.x * SIMD_WIDTH * VEC + lane * VEC;

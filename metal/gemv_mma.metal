@@ -31,15 +31,10 @@
 // 74-90 registers. Two output tiles for 16 rows with 1 or 2 blocks in flight (66-78 registers), and two tiles of 8
 // rows over the same weights, were 5-32% slower than the 16-row tile (docs/decisions.md, "gemv: the 16-row tile").
 #include "common.h"
-#include "args.h"
+#include "gemv_args.h"  // GemvArgs, GEMV_MMA_BLOCK, GEMV_MMA_IN_FLIGHT
 #include "load.h"
 #include "mma.h"
 #include "mma_tile.h"
-
-constant constexpr uint GEMV_MMA_BLOCK = 32;  // K per builtin call: 8 per lane for the 4 lanes of a row
-// Blocks of one output tile a split loads before it multiplies them: 8 weight loads of 16 bytes in flight per lane
-// (GEMV_MMA_IN_FLIGHT / C blocks with C output tiles).
-constant constexpr uint GEMV_MMA_IN_FLIGHT = 4;
 
 // Weight row `row` (at K = 0 and position 8 t of a block) at K position k + more, a multiple of the block: that many
 // elements on in the row layout; in the tile layout 16 times that, past the blocks of the tile's 16 rows before it.
@@ -156,14 +151,14 @@ template <typename T, uint R, uint C, uint U, bool TILED = false>
 
 // The plan's forms (src/core/plans/gemv.cpp): 8 rows with one or two output tiles, 16 rows with one or two splits
 // per simdgroup; each for W in rows and in the tile layout.
-MTLINV_KERNEL(gemv_nk_mma_r8_f16, gemv_nk_mma, half, 8, 1, 1)
-MTLINV_KERNEL(gemv_nk_mma_r8_c2_f16, gemv_nk_mma, half, 8, 2, 1)
-MTLINV_KERNEL(gemv_nk_mma_r16_f16, gemv_nk_mma, half, 16, 1, 1)
-MTLINV_KERNEL(gemv_nk_mma_r16_u2_f16, gemv_nk_mma, half, 16, 1, 2)
-MTLINV_KERNEL(gemv_nk_mma_r8_bf16, gemv_nk_mma, bfloat, 8, 1, 1)
-MTLINV_KERNEL(gemv_nk_mma_r8_c2_bf16, gemv_nk_mma, bfloat, 8, 2, 1)
-MTLINV_KERNEL(gemv_nk_mma_r16_bf16, gemv_nk_mma, bfloat, 16, 1, 1)
-MTLINV_KERNEL(gemv_nk_mma_r16_u2_bf16, gemv_nk_mma, bfloat, 16, 1, 2)
+MTLINV_KERNEL(gemv_nk_mma_r8_f16, gemv_nk_mma, half, 8, 1, 1, false)
+MTLINV_KERNEL(gemv_nk_mma_r8_c2_f16, gemv_nk_mma, half, 8, 2, 1, false)
+MTLINV_KERNEL(gemv_nk_mma_r16_f16, gemv_nk_mma, half, 16, 1, 1, false)
+MTLINV_KERNEL(gemv_nk_mma_r16_u2_f16, gemv_nk_mma, half, 16, 1, 2, false)
+MTLINV_KERNEL(gemv_nk_mma_r8_bf16, gemv_nk_mma, bfloat, 8, 1, 1, false)
+MTLINV_KERNEL(gemv_nk_mma_r8_c2_bf16, gemv_nk_mma, bfloat, 8, 2, 1, false)
+MTLINV_KERNEL(gemv_nk_mma_r16_bf16, gemv_nk_mma, bfloat, 16, 1, 1, false)
+MTLINV_KERNEL(gemv_nk_mma_r16_u2_bf16, gemv_nk_mma, bfloat, 16, 1, 2, false)
 MTLINV_KERNEL(gemv_nk_mma_r8_f16_tiled, gemv_nk_mma, half, 8, 1, 1, true)
 MTLINV_KERNEL(gemv_nk_mma_r8_c2_f16_tiled, gemv_nk_mma, half, 8, 2, 1, true)
 MTLINV_KERNEL(gemv_nk_mma_r16_f16_tiled, gemv_nk_mma, half, 16, 1, 1, true)

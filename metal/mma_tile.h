@@ -4,9 +4,7 @@
 // each a share of K.
 #pragma once
 #include "common.h"
-
-constant constexpr uint MMA_TILE_COLS = 16;        // outputs per output tile (the builtin's A rows)
-constant constexpr uint MMA_TILE_MAX_SPLITS = 16;  // most k splits per threadgroup
+#include "mma_tile_args.h"  // MMA_TILE_COLS, MMA_TILE_MAX_SPLITS
 
 // Leaves a split's accumulators in partials, [k split][output tile c, group j of 8 rows][lane]: acc[c * B + j] is
 // the sum for outputs n0 + 16 c .. n0 + 16 c + 15 and group j.

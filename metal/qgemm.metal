@@ -4,13 +4,14 @@
 // qgemv, which is why the two must never serve the same rows below the limit. Runs of 8 values are staged at a
 // time: 8 * BITS bits from a byte boundary, at most two words (for 3, 5 and 6 bits single values straddle two).
 #include "common.h"
-#include "qgemv_args.h"
+#include "qgemv_args.h"  // QGemvArgs, QGEMM_TILE, QGEMM_THREADS
 #include "load.h"
 #include "quant.h"
 
-constant constexpr uint QGEMM_RUN = 8;         // K positions a qgemm thread stages at once
-constant constexpr uint QGEMM_TILE = 32;       // throughput outputs per threadgroup along M and along N
-constant constexpr uint QGEMM_BK = 32;         // K positions staged per throughput step
+constant constexpr uint QGEMM_RUN = 8;  // K positions a qgemm thread stages at once
+constant constexpr uint QGEMM_BK = 32;  // K positions staged per throughput step
+// Each thread stages one run of one tile row (the plan launches QGEMM_THREADS, metal/qgemv_args.h).
+static_assert(QGEMM_THREADS == QGEMM_TILE * (QGEMM_BK / QGEMM_RUN), "qgemm stages one run per thread");
 
 // Dequantises the run of QGEMM_RUN values of weight row `row` that starts at K position k (a multiple of 8).
 // The run's bits start `shift` bits into word `word` (a multiple of 8 bits) and end at most 64 bits later, so two

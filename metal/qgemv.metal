@@ -10,13 +10,10 @@
 // The unit is a run of 32 consecutive values of one weight row (metal/qgemv_run.h). On targets with matrix units,
 // qgemv_mma (metal/qgemv_mma.metal) serves 16-bit x instead.
 #include "common.h"
-#include "qgemv_args.h"
+#include "qgemv_args.h"  // QGemvArgs, QGEMV_COLS, QGEMV_MAX_SPLITS
 #include "load.h"
 #include "qgemv_run.h"
 #include "quant.h"
-
-constant constexpr uint QGEMV_COLS = 4;        // weight rows (outputs) per canonical simdgroup
-constant constexpr uint QGEMV_MAX_SPLITS = 8;  // most simdgroups sharing one output tile (k_splits)
 
 // Values [8 SUB, 8 SUB + 8) of one run (K positions [k, k + 32)) of the four weight rows, whose words (`words`,
 // [column][BITS]), scales and biases are already loaded, against every row of the tile: each value dequantised

@@ -1,10 +1,9 @@
-// Argument struct of the quantized matmul kernels (metal/qgemv.metal), shared by the host and the kernels.
-// 4-byte scalars only, so the layout is identical on every target (size static_assert'ed in
-// src/core/plans/qgemv.cpp).
+// The quantized matmul family (metal/qgemv.metal, qgemv_mma.metal, qgemm.metal) as the kernels and the host
+// (src/core/plans/qgemv.cpp) both see it: the argument struct, 4-byte scalars only so that its layout is the same on
+// every target (its size is static_assert'ed in src/core/plans/qgemv.cpp), and the geometry the plans size grids by.
 #pragma once
-#ifndef __METAL_VERSION__
-#include <cstdint>
-#endif
+#include "mma_tile_args.h"
+#include "shared.h"
 
 // qgemv: y[m, n] = sum_k x[m, k] * W(n, k) (+ bias[n]) with W(n, k) = scales[n, g] * q(n, k) + biases[n, g],
 // g = k / group_size, q unpacked from wq [N, K * bits / 32] (MLX's affine format). The bit width is a template
@@ -19,3 +18,16 @@ struct QGemvArgs {
   uint32_t vector_loads;  // 1: x starts 16-byte aligned, full vectors of it may be loaded at once
   uint32_t w_vector_loads;  // 1: wq starts 16-byte aligned (qgemv loads runs of 4- and 8-bit words 16 bytes at once)
 };
+
+// A run: 32 consecutive K positions of one weight row (BITS packed words), the unit both GEMVs load and unpack
+// (metal/qgemv_run.h). 32 divides every group size, so a run has one scale and one bias.
+MTLINV_SHARED uint32_t QGEMV_RUN = 32;
+// qgemv: weight rows (outputs) per simdgroup, and most simdgroups sharing one output tile (k_splits).
+MTLINV_SHARED uint32_t QGEMV_COLS = 4;
+MTLINV_SHARED uint32_t QGEMV_MAX_SPLITS = 8;
+// qgemv_mma: runs per step, one per lane of a weight row; its output tile is the MMA tile (mma_tile_args.h).
+MTLINV_SHARED uint32_t QGEMV_MMA_STEP = 4;
+// qgemm: outputs per threadgroup along M and along N, and its threads (each stages one run of QGEMM_RUN values of a
+// tile row: QGEMM_TILE rows x QGEMM_BK / QGEMM_RUN runs, 32 x 4).
+MTLINV_SHARED uint32_t QGEMM_TILE = 32;
+MTLINV_SHARED uint32_t QGEMM_THREADS = 128;

@@ -33,14 +33,12 @@
 // whatever the others hold. Rows past M repeat the last row, weight rows past N the last weight row (computed,
 // never stored); runs past K enter as zeros in both operands, so no branch sits around the builtin.
 #include "common.h"
-#include "qgemv_args.h"
+#include "qgemv_args.h"  // QGemvArgs, QGEMV_MMA_STEP (runs per step: one per lane of a weight row)
 #include "load.h"
 #include "mma.h"
 #include "mma_tile.h"
 #include "qgemv_run.h"
 #include "quant.h"
-
-constant constexpr uint QGEMV_MMA_STEP = 4;       // runs per step: one per lane of a weight row
 
 // quant_dequantize<float> in two instructions per weight instead of four, for the groups quant_fma_exact admits.
 // A BITS-bit code at bits [AT, AT + BITS) of a word (AT + BITS <= 23), masked out and given the exponent of
@@ -328,40 +326,40 @@ template <typename T, uint BITS, typename S, uint R, bool TILED = false>
   mma_tile_store<T, 1, B>(partials, args.k_splits, args.has_bias != 0, bias, y, n0, args.n, r0, args.rows, lane, sg);
 }
 
-MTLINV_KERNEL(qgemv_mma_b2_r8_f16, qgemv_mma, half, 2, half, 8)
-MTLINV_KERNEL(qgemv_mma_b2_r16_f16, qgemv_mma, half, 2, half, 16)
-MTLINV_KERNEL(qgemv_mma_b2_r8_bf16, qgemv_mma, bfloat, 2, bfloat, 8)
-MTLINV_KERNEL(qgemv_mma_b2_r16_bf16, qgemv_mma, bfloat, 2, bfloat, 16)
-MTLINV_KERNEL(qgemv_mma_b3_r8_f16, qgemv_mma, half, 3, half, 8)
-MTLINV_KERNEL(qgemv_mma_b3_r16_f16, qgemv_mma, half, 3, half, 16)
-MTLINV_KERNEL(qgemv_mma_b3_r8_bf16, qgemv_mma, bfloat, 3, bfloat, 8)
-MTLINV_KERNEL(qgemv_mma_b3_r16_bf16, qgemv_mma, bfloat, 3, bfloat, 16)
-MTLINV_KERNEL(qgemv_mma_b4_r8_f16, qgemv_mma, half, 4, half, 8)
-MTLINV_KERNEL(qgemv_mma_b4_r16_f16, qgemv_mma, half, 4, half, 16)
-MTLINV_KERNEL(qgemv_mma_b4_r8_bf16, qgemv_mma, bfloat, 4, bfloat, 8)
-MTLINV_KERNEL(qgemv_mma_b4_r16_bf16, qgemv_mma, bfloat, 4, bfloat, 16)
-MTLINV_KERNEL(qgemv_mma_b5_r8_f16, qgemv_mma, half, 5, half, 8)
-MTLINV_KERNEL(qgemv_mma_b5_r16_f16, qgemv_mma, half, 5, half, 16)
-MTLINV_KERNEL(qgemv_mma_b5_r8_bf16, qgemv_mma, bfloat, 5, bfloat, 8)
-MTLINV_KERNEL(qgemv_mma_b5_r16_bf16, qgemv_mma, bfloat, 5, bfloat, 16)
-MTLINV_KERNEL(qgemv_mma_b6_r8_f16, qgemv_mma, half, 6, half, 8)
-MTLINV_KERNEL(qgemv_mma_b6_r16_f16, qgemv_mma, half, 6, half, 16)
-MTLINV_KERNEL(qgemv_mma_b6_r8_bf16, qgemv_mma, bfloat, 6, bfloat, 8)
-MTLINV_KERNEL(qgemv_mma_b6_r16_bf16, qgemv_mma, bfloat, 6, bfloat, 16)
-MTLINV_KERNEL(qgemv_mma_b8_r8_f16, qgemv_mma, half, 8, half, 8)
-MTLINV_KERNEL(qgemv_mma_b8_r16_f16, qgemv_mma, half, 8, half, 16)
-MTLINV_KERNEL(qgemv_mma_b8_r8_bf16, qgemv_mma, bfloat, 8, bfloat, 8)
-MTLINV_KERNEL(qgemv_mma_b8_r16_bf16, qgemv_mma, bfloat, 8, bfloat, 16)
+MTLINV_KERNEL(qgemv_mma_b2_r8_f16, qgemv_mma, half, 2, half, 8, false)
+MTLINV_KERNEL(qgemv_mma_b2_r16_f16, qgemv_mma, half, 2, half, 16, false)
+MTLINV_KERNEL(qgemv_mma_b2_r8_bf16, qgemv_mma, bfloat, 2, bfloat, 8, false)
+MTLINV_KERNEL(qgemv_mma_b2_r16_bf16, qgemv_mma, bfloat, 2, bfloat, 16, false)
+MTLINV_KERNEL(qgemv_mma_b3_r8_f16, qgemv_mma, half, 3, half, 8, false)
+MTLINV_KERNEL(qgemv_mma_b3_r16_f16, qgemv_mma, half, 3, half, 16, false)
+MTLINV_KERNEL(qgemv_mma_b3_r8_bf16, qgemv_mma, bfloat, 3, bfloat, 8, false)
+MTLINV_KERNEL(qgemv_mma_b3_r16_bf16, qgemv_mma, bfloat, 3, bfloat, 16, false)
+MTLINV_KERNEL(qgemv_mma_b4_r8_f16, qgemv_mma, half, 4, half, 8, false)
+MTLINV_KERNEL(qgemv_mma_b4_r16_f16, qgemv_mma, half, 4, half, 16, false)
+MTLINV_KERNEL(qgemv_mma_b4_r8_bf16, qgemv_mma, bfloat, 4, bfloat, 8, false)
+MTLINV_KERNEL(qgemv_mma_b4_r16_bf16, qgemv_mma, bfloat, 4, bfloat, 16, false)
+MTLINV_KERNEL(qgemv_mma_b5_r8_f16, qgemv_mma, half, 5, half, 8, false)
+MTLINV_KERNEL(qgemv_mma_b5_r16_f16, qgemv_mma, half, 5, half, 16, false)
+MTLINV_KERNEL(qgemv_mma_b5_r8_bf16, qgemv_mma, bfloat, 5, bfloat, 8, false)
+MTLINV_KERNEL(qgemv_mma_b5_r16_bf16, qgemv_mma, bfloat, 5, bfloat, 16, false)
+MTLINV_KERNEL(qgemv_mma_b6_r8_f16, qgemv_mma, half, 6, half, 8, false)
+MTLINV_KERNEL(qgemv_mma_b6_r16_f16, qgemv_mma, half, 6, half, 16, false)
+MTLINV_KERNEL(qgemv_mma_b6_r8_bf16, qgemv_mma, bfloat, 6, bfloat, 8, false)
+MTLINV_KERNEL(qgemv_mma_b6_r16_bf16, qgemv_mma, bfloat, 6, bfloat, 16, false)
+MTLINV_KERNEL(qgemv_mma_b8_r8_f16, qgemv_mma, half, 8, half, 8, false)
+MTLINV_KERNEL(qgemv_mma_b8_r16_f16, qgemv_mma, half, 8, half, 16, false)
+MTLINV_KERNEL(qgemv_mma_b8_r8_bf16, qgemv_mma, bfloat, 8, bfloat, 8, false)
+MTLINV_KERNEL(qgemv_mma_b8_r16_bf16, qgemv_mma, bfloat, 8, bfloat, 16, false)
 
 // float32 scales and biases (GGUF imports, as for qgemv).
-MTLINV_KERNEL(qgemv_mma_b4_r8_f16_sf32, qgemv_mma, half, 4, float, 8)
-MTLINV_KERNEL(qgemv_mma_b4_r16_f16_sf32, qgemv_mma, half, 4, float, 16)
-MTLINV_KERNEL(qgemv_mma_b4_r8_bf16_sf32, qgemv_mma, bfloat, 4, float, 8)
-MTLINV_KERNEL(qgemv_mma_b4_r16_bf16_sf32, qgemv_mma, bfloat, 4, float, 16)
-MTLINV_KERNEL(qgemv_mma_b8_r8_f16_sf32, qgemv_mma, half, 8, float, 8)
-MTLINV_KERNEL(qgemv_mma_b8_r16_f16_sf32, qgemv_mma, half, 8, float, 16)
-MTLINV_KERNEL(qgemv_mma_b8_r8_bf16_sf32, qgemv_mma, bfloat, 8, float, 8)
-MTLINV_KERNEL(qgemv_mma_b8_r16_bf16_sf32, qgemv_mma, bfloat, 8, float, 16)
+MTLINV_KERNEL(qgemv_mma_b4_r8_f16_sf32, qgemv_mma, half, 4, float, 8, false)
+MTLINV_KERNEL(qgemv_mma_b4_r16_f16_sf32, qgemv_mma, half, 4, float, 16, false)
+MTLINV_KERNEL(qgemv_mma_b4_r8_bf16_sf32, qgemv_mma, bfloat, 4, float, 8, false)
+MTLINV_KERNEL(qgemv_mma_b4_r16_bf16_sf32, qgemv_mma, bfloat, 4, float, 16, false)
+MTLINV_KERNEL(qgemv_mma_b8_r8_f16_sf32, qgemv_mma, half, 8, float, 8, false)
+MTLINV_KERNEL(qgemv_mma_b8_r16_f16_sf32, qgemv_mma, half, 8, float, 16, false)
+MTLINV_KERNEL(qgemv_mma_b8_r8_bf16_sf32, qgemv_mma, bfloat, 8, float, 8, false)
+MTLINV_KERNEL(qgemv_mma_b8_r16_bf16_sf32, qgemv_mma, bfloat, 8, float, 16, false)
 
 // The tile layout (mtlinv.quant.tile), for the widths of MLX's and GGUF's common formats.
 MTLINV_KERNEL(qgemv_mma_b4_r8_f16_tiled, qgemv_mma, half, 4, half, 8, true)

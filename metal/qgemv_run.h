@@ -8,9 +8,9 @@
 #include "common.h"
 #include "load.h"
 #include "pair16.h"
+#include "qgemv_args.h"  // QGEMV_RUN: K positions (and BITS packed words) of a run
 
-constant constexpr uint QGEMV_RUN = 32;  // K positions (and BITS packed words) of a run
-constant constexpr uint QGEMV_SUB = 8;   // values unpacked at once
+constant constexpr uint QGEMV_SUB = 8;  // values unpacked at once
 
 // log2 of the runs of a group: 1, 2 or 4 runs (group sizes 32, 64, 128, which the op checks), so run j lies in
 // group j >> shift. A division by a runtime value takes about a dozen instructions on CUDA; both GEMVs find a

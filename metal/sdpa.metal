@@ -20,17 +20,12 @@
 // Scores are kept in base 2 (scale * log2(e) folded into the scale), so every exponential is an exp2: the weights of
 // sdpa_weight (metal/sdpa_keys.h).
 #include "common.h"
-#include "sdpa_args.h"
+#include "sdpa_args.h"  // SdpaArgs; SDPA_THREADS, SDPA_QUERIES, SDPA_BLOCK_KEYS, SDPA_COMBINE_*, FLASH_QUERIES
 #include "sdpa_keys.h"
 #include "sdpa_out.h"
 #include "load.h"
 
-constant constexpr uint SDPA_THREADS = 128;        // threads of a sdpa_blocks threadgroup
-constant constexpr uint SDPA_QUERIES = 8;          // most queries per sdpa_blocks threadgroup (its tile Q: 4 or 8)
-constant constexpr uint SDPA_BLOCK_KEYS = 256;     // most keys per block of sdpa_blocks
-constant constexpr uint SDPA_COMBINE_GROUPS = 16;  // block ranges sdpa_combine merges in parallel
 constant constexpr uint SDPA_COMBINE_LOADS = 8;    // blocks whose partials one sdpa_combine thread loads together
-constant constexpr uint SDPA_COMBINE_COLUMNS = 8;  // float4 columns of the output per sdpa_combine threadgroup
 constant constexpr uint SDPA_MAX_D = 256;          // head_dim at most
 constant constexpr uint SDPA_MAX_D4 = SDPA_MAX_D / 4;
 // The softmax of a block gives each query SDPA_SLICES threads, each over SDPA_SLICE_KEYS consecutive keys: 16
@@ -38,7 +33,6 @@ constant constexpr uint SDPA_MAX_D4 = SDPA_MAX_D / 4;
 constant constexpr uint SDPA_SLICES = SDPA_THREADS / SDPA_QUERIES;
 constant constexpr uint SDPA_SLICE_KEYS = SDPA_BLOCK_KEYS / SDPA_SLICES;
 
-constant constexpr uint FLASH_QUERIES = 32;  // queries (one per thread) of a sdpa_flash threadgroup
 constant constexpr uint FLASH_TILE = 768;    // float4 slots of one staged K or V tile: 12 KiB each
 
 // Keys of the block starting at key `first` that query jj of the tile starting at query j0 sees (0 past nq).

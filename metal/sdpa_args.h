@@ -1,12 +1,26 @@
-// The argument struct of the sdpa kernels (metal/sdpa.metal), shared by the host and every target. Only 4-byte
-// scalars, so the layout is the same everywhere (its size is static_assert'ed in src/core/plans/sdpa.cpp).
+// The sdpa family (metal/sdpa.metal, sdpa_mma.metal) as the kernels and the host (src/core/plans/sdpa.cpp) both see
+// it: the argument struct, only 4-byte scalars so that the layout is the same everywhere (its size is
+// static_assert'ed in src/core/plans/sdpa.cpp), the chunks of keys, and the geometry the plans size grids by.
 //
 // q [B, Hq, Lq, D], k and v [B, Hkv, C, D] (a cache of capacity C holding kv_len valid keys), out [B, Hq, Lq, D].
 // Query i of a causal block sits at absolute position kv_len - q_len + i and sees keys 0 .. that position.
 #pragma once
-#ifndef __METAL_VERSION__
-#include <cstdint>
-#endif
+#include "shared.h"
+
+// sdpa_blocks: threads of a threadgroup, most queries of its tile (Q: 4 or 8) and most keys of a block.
+MTLINV_SHARED uint32_t SDPA_THREADS = 128;
+MTLINV_SHARED uint32_t SDPA_QUERIES = 8;
+MTLINV_SHARED uint32_t SDPA_BLOCK_KEYS = 256;
+// sdpa_combine: block ranges merged in parallel, and float4 columns of the output per threadgroup.
+MTLINV_SHARED uint32_t SDPA_COMBINE_GROUPS = 16;
+MTLINV_SHARED uint32_t SDPA_COMBINE_COLUMNS = 8;
+// sdpa_flash: queries (one per thread) of a threadgroup.
+MTLINV_SHARED uint32_t FLASH_QUERIES = 32;
+// sdpa_mma: queries per tile (the builtin's A rows), simdgroups (each takes a quarter of a chunk's keys; the
+// threadgroup is as wide as sdpa_blocks') and keys per step (the builtin's K in p v).
+MTLINV_SHARED uint32_t SDPA_MMA_QUERIES = 16;
+MTLINV_SHARED uint32_t SDPA_MMA_SIMDGROUPS = 4;
+MTLINV_SHARED uint32_t SDPA_MMA_STEP = 32;
 
 struct SdpaArgs {
   uint32_t q_heads;       // Hq

@@ -35,16 +35,13 @@
 // Arithmetic change from sdpa_blocks, documented: p is rounded to T before p v, as in FlashAttention, and l sums
 // the rounded p, so the weights that multiply V are exactly those that normalise the output.
 #include "common.h"
-#include "sdpa_args.h"
+#include "sdpa_args.h"  // SdpaArgs; SDPA_MMA_QUERIES, SDPA_MMA_SIMDGROUPS, SDPA_MMA_STEP
 #include "sdpa_keys.h"
 #include "sdpa_out.h"
 #include "load.h"
 #include "mma.h"
 #include "pair16.h"
 
-constant constexpr uint SDPA_MMA_QUERIES = 16;    // queries per tile: the builtin's A rows
-constant constexpr uint SDPA_MMA_SIMDGROUPS = 4;  // each takes a quarter of the chunk's keys
-constant constexpr uint SDPA_MMA_STEP = 32;       // keys per step: the builtin's K in p v
 constant constexpr uint SDPA_MMA_MAX_D = 128;
 
 // Keys of the step at `a0` a query sees when it sees the keys before `end`: 0..32.

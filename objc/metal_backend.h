@@ -1,5 +1,5 @@
-// The Metal backend behind a plain C++ header: no Objective-C type crosses it, so the portable core
-// (src/core/backend_select.cpp) includes it as ordinary C++. Built on macOS only, with MTLINV_WITH_METAL.
+// The Metal backend behind a plain C++ header: no Objective-C type crosses it. Built on macOS only; it registers
+// itself with the core as "metal" (src/core/backend_select.h).
 #pragma once
 #include <memory>
 

@@ -13,6 +13,8 @@ cimport numpy as cnp
 import numpy as np
 
 from native cimport *
+from native_ops cimport *
+from native_testing cimport *
 
 cnp.import_array()
 

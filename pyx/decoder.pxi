@@ -1,22 +1,6 @@
 # A llama decoder's forward pass in C++ (src/core/model/decoder.h): one call from Python a step instead of ten a
 # layer, since a small model's step on a GPU costs mostly the host's time to issue its ops.
 
-cdef extern from "../src/core/model/decoder.h" namespace "mtlinv":
-    cdef cppclass CQuantLinear "mtlinv::QuantLinear":
-        CTensor wq, scales, biases
-        int group_size, bits
-    cdef cppclass CDecoderLayer "mtlinv::DecoderLayer":
-        CTensor attn_norm, ffn_norm, k_cache, v_cache
-        CQuantLinear qkv, o, gate_up, down
-    cdef cppclass CDecoderConfig "mtlinv::DecoderConfig":
-        int64_t n_heads
-        double rope_theta, rms_eps
-    cdef cppclass CDecoder "mtlinv::Decoder":
-        CDecoder(CDecoderConfig, CTensor, vector[CDecoderLayer], CTensor, CQuantLinear) except +raise_py_error
-        CTensor forward(const vector[int64_t]&, int64_t) except +raise_py_error nogil
-        int64_t capacity()
-
-
 _LINEARS = ("qkv", "o", "gate_up", "down")
 _LAYER_KEYS = frozenset(("attn_norm", "ffn_norm", "k_cache", "v_cache") + _LINEARS)
 

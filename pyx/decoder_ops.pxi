@@ -2,18 +2,6 @@
 # pass on the device.
 
 
-cdef extern from "../src/core/ops/decoder_ops.h" namespace "mtlinv" nogil:
-    CTensor c_add "mtlinv::add"(const CTensor&, const CTensor&) except +raise_py_error
-    CTensor c_swiglu "mtlinv::swiglu"(const CTensor&, const CTensor&) except +raise_py_error
-    CTensor c_swiglu_halves "mtlinv::swiglu_halves"(const CTensor&) except +raise_py_error
-    void c_write_heads "mtlinv::write_heads"(const CTensor&, const CTensor&, int64_t, int64_t, bool,
-                                             double, const char*) except +raise_py_error
-    CTensor c_qkv_to_heads "mtlinv::qkv_to_heads"(const CTensor&, int64_t, const CTensor&, const CTensor&, int64_t,
-                                                  int64_t, double) except +raise_py_error
-    CTensor c_heads_to_rows "mtlinv::heads_to_rows"(const CTensor&) except +raise_py_error
-    CTensor c_embedding "mtlinv::embedding"(const CTensor&, const CTensor&) except +raise_py_error
-
-
 def add(a, b):
     """a + b elementwise (same shape and dtype)."""
     cdef list pending = []

@@ -3,9 +3,6 @@
 #pragma once
 #include <Python.h>
 
-#include <new>
-#include <stdexcept>
-
 #include "../src/core/checks_only.h"
 #include "../src/core/errors.h"
 
@@ -26,28 +23,29 @@ inline ErrorClasses& error_classes() {
   return classes;
 }
 
+// The exception's kind comes from the core (classify_current_exception); an internal error is the base class.
+inline PyObject* error_class(mtlinv::ErrorKind kind) {
+  const ErrorClasses& c = error_classes();
+  switch (kind) {
+    case mtlinv::ErrorKind::invalid_argument: return c.invalid_argument;
+    case mtlinv::ErrorKind::dtype: return c.dtype;
+    case mtlinv::ErrorKind::device: return c.device;
+    case mtlinv::ErrorKind::kernel: return c.kernel;
+    case mtlinv::ErrorKind::out_of_memory: return c.memory;
+    case mtlinv::ErrorKind::internal: break;
+  }
+  return c.base;
+}
+
+// ChecksPassed is no error: the end of an op's checks-only run (src/core/checks_only.h), for _checks_first.
 inline void raise_py_error() {
-  ErrorClasses& c = error_classes();
   try {
     throw;
-  } catch (const mtlinv::InvalidArgument& e) {
-    PyErr_SetString(c.invalid_argument, e.what());
-  } catch (const mtlinv::DTypeError& e) {
-    PyErr_SetString(c.dtype, e.what());
-  } catch (const mtlinv::DeviceError& e) {
-    PyErr_SetString(c.device, e.what());
-  } catch (const mtlinv::KernelError& e) {
-    PyErr_SetString(c.kernel, e.what());
-  } catch (const mtlinv::OutOfMemory& e) {
-    PyErr_SetString(c.memory, e.what());
   } catch (const mtlinv::ChecksPassed&) {
-    PyErr_SetString(c.checks_passed, "the op's checks passed");
-  } catch (const std::bad_alloc&) {
-    PyErr_SetString(c.memory, "out of host memory");
-  } catch (const std::exception& e) {
-    PyErr_SetString(c.base, e.what());
+    PyErr_SetString(error_classes().checks_passed, "the op's checks passed");
   } catch (...) {
-    PyErr_SetString(c.base, "unknown C++ exception");
+    const mtlinv::CaughtError error = mtlinv::classify_current_exception();
+    PyErr_SetString(error_class(error.kind), error.message.c_str());
   }
 }
 

@@ -54,5 +54,6 @@ def plan_gemv(*, rows, k, n, dtype="float32", limit=None, transpose=True, batch=
     s.w_batched = batch > 1
     s.aligned = True
     s.tiled = tiled
+    c_check_gemv_operands(s, c_active_backend().caps())  # as the op does: a plan expects validated operands
     cdef CPlan p = c_plan_gemv(s, get_limit() if limit is None else limit, c_active_backend().caps())
     return {"canonical": p.canonical, "launches": _launches(p)}

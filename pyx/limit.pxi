@@ -6,11 +6,6 @@ from contextvars import ContextVar
 from cpython.contextvars cimport get_value
 
 
-cdef extern from "../pyx/context_limit.h" namespace "mtlinv_py":
-    cdef cppclass CContextLimit "mtlinv_py::ContextLimit":
-        void open(int) except +raise_py_error
-
-
 cdef object _limit_scope = ContextVar("mtlinv.batch_invariant", default=None)
 
 

@@ -32,6 +32,13 @@ cdef extern from "../src/core/dtype.h" namespace "mtlinv":
     const char* dtype_name(CDType)
     CDType dtype_from_name(const string&) except +raise_py_error
 
+cdef extern from "../src/core/kernel_id.h" namespace "mtlinv":
+    cdef cppclass CKernelId "mtlinv::KernelId":
+        pass
+    size_t c_kernel_table_size "mtlinv::kernel_table_size"()
+    CKernelId c_kernel_at "mtlinv::kernel_at"(size_t)
+    const char* c_kernel_name "mtlinv::kernel_name"(CKernelId)
+
 cdef extern from "../src/core/backend.h" namespace "mtlinv":
     cdef cppclass CStorage "mtlinv::Storage":
         void* host
@@ -57,7 +64,6 @@ cdef extern from "../src/core/backend.h" namespace "mtlinv":
     cdef cppclass CBackend "mtlinv::Backend":
         const CDeviceCaps& caps()
         vector[string] kernel_names()
-        bool has_kernel(const string&)
         CKernelSource kernel_source() except +raise_py_error
         void synchronize() except +raise_py_error nogil
         void wait_for_stream(uintptr_t) except +raise_py_error
@@ -99,29 +105,18 @@ cdef extern from "../src/core/limit.h" namespace "mtlinv":
 
 cdef extern from "../src/core/plan.h" namespace "mtlinv":
     cdef cppclass CPlanLaunch "mtlinv::PlanLaunch":
-        string kernel
+        CKernelId kernel
         CDim3 threadgroups
-        CDim3 threads
-        vector[uint8_t] args
+        CDim3 threads_per_threadgroup
+        const vector[uint8_t]& args()
     cdef cppclass CPlan "mtlinv::Plan":
         vector[CPlanLaunch] launches
         vector[size_t] scratch_bytes
         bool canonical
 
-cdef extern from "../src/core/ops.h" namespace "mtlinv" nogil:
-    CTensor c_rms_norm "mtlinv::rms_norm"(const CTensor&, const CTensor&, double) except +raise_py_error
-    pair[CTensor, CTensor] c_add_rms_norm "mtlinv::add_rms_norm"(const CTensor&, const CTensor&, const CTensor&,
-                                                                  double) except +raise_py_error
-    cdef cppclass CGemvNames "mtlinv::GemvNames":
-        const char* op
-        const char* x
-        const char* w
-    CTensor c_gemv "mtlinv::gemv"(const CTensor&, const CTensor&, const CTensor*, bool,
-                                  const CGemvNames&) except +raise_py_error
+cdef extern from "../pyx/context_limit.h" namespace "mtlinv_py":
+    cdef cppclass CContextLimit "mtlinv_py::ContextLimit":
+        void open(int) except +raise_py_error
 
-cdef extern from "../src/core/plans/gemv.h" namespace "mtlinv":
-    cdef cppclass CGemvShape "mtlinv::GemvShape":
-        int64_t batch, rows, k, n
-        CDType dtype
-        bool w_kn, has_bias, x_batched, w_batched, aligned, tiled
-    CPlan c_plan_gemv "mtlinv::plan_gemv"(const CGemvShape&, int, const CDeviceCaps&) except +raise_py_error
+cdef extern from "../src/core/ops/checks.h" namespace "mtlinv":
+    const int64_t c_max_dim "mtlinv::kMaxDim"  # every dimension's limit: the kernels count in 32 bits

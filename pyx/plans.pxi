@@ -3,6 +3,45 @@
 
 cdef list _launches(CPlan& plan):
     # args: the kernel's argument struct ([[buffer(0)]], metal/args.h), as bytes.
-    return [{"kernel": l.kernel.decode(), "threadgroups": (l.threadgroups.x, l.threadgroups.y, l.threadgroups.z),
-             "threads": (l.threads.x, l.threads.y, l.threads.z),
-             "args": bytes(bytearray(l.args))} for l in plan.launches]
+    return [{"kernel": c_kernel_name(l.kernel).decode(),
+             "threadgroups": (l.threadgroups.x, l.threadgroups.y, l.threadgroups.z),
+             "threads": (l.threads_per_threadgroup.x, l.threads_per_threadgroup.y, l.threads_per_threadgroup.z),
+             "args": bytes(bytearray(l.args()))} for l in plan.launches]
+
+
+def kernel_table():
+    """The library's kernels in the order of their ids: the table generated from metal/*.metal at build time."""
+    return [c_kernel_name(c_kernel_at(i)).decode() for i in range(c_kernel_table_size())]
+
+
+def plan_rms_norm(*, rows, cols, dtype="float32", residual=False):
+    """The plan rms_norm (add_rms_norm with residual) would use: {'canonical': True, 'launches': [...]}."""
+    cdef CPlan p = c_plan_rms_norm(rows, cols, dtype_from_name(np.dtype(dtype).name.encode()), 1e-6,
+                                   c_active_backend().caps(), residual)
+    return {"canonical": p.canonical, "launches": _launches(p)}
+
+
+def plan_decoder_ops(*, dtype="float32"):
+    """The plans of the per-element decoder ops (metal/decoder_ops.metal) at a small shape, by op name:
+    {op: {'canonical': True, 'launches': [...]}}. Their kernels depend on the dtype alone."""
+    cdef CDType t = dtype_from_name(np.dtype(dtype).name.encode())
+    cdef CPlan p
+    plans = {}
+    for op in ("add", "swiglu", "swiglu_halves", "rope_to_heads", "rows_to_heads", "qkv_to_heads", "heads_to_rows",
+               "gather_rows"):
+        if op == "add":
+            p = c_plan_add(t, 64)
+        elif op == "swiglu":
+            p = c_plan_swiglu(t, 64)
+        elif op == "swiglu_halves":
+            p = c_plan_swiglu_halves(t, 2, 32)
+        elif op in ("rope_to_heads", "rows_to_heads"):
+            p = c_plan_to_heads(op == "rope_to_heads", t, 2, 4, 64, 8, 0, 0, 10000.0)
+        elif op == "qkv_to_heads":
+            p = c_plan_qkv_to_heads(t, 2, 4, 2, 64, 8, 0, 0, 10000.0)
+        elif op == "heads_to_rows":
+            p = c_plan_heads_to_rows(t, 2, 4, 64)
+        else:
+            p = c_plan_gather_rows(t, 2, 10, 64)
+        plans[op] = {"canonical": p.canonical, "launches": _launches(p)}
+    return plans

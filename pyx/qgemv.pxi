@@ -1,17 +1,5 @@
 # qgemv: the quantized matmul op (MLX's affine format), its extern declarations and its plan introspection.
 
-cdef extern from "../src/core/ops.h" namespace "mtlinv" nogil:
-    CTensor c_qgemv "mtlinv::qgemv"(const CTensor&, const CTensor&, const CTensor&, const CTensor&, const CTensor*,
-                                    int, int) except +raise_py_error
-
-cdef extern from "../src/core/plans/qgemv.h" namespace "mtlinv":
-    cdef cppclass CQGemvShape "mtlinv::QGemvShape":
-        int64_t rows, k, n
-        int group_size, bits
-        CDType dtype, scale_dtype
-        bool has_bias, aligned, w_aligned, tiled
-    CPlan c_plan_qgemv "mtlinv::plan_qgemv"(const CQGemvShape&, int, const CDeviceCaps&) except +raise_py_error
-
 def qgemv(x, wq, scales, biases, *, group_size, bits, bias=None):
     """y = x @ W.T (+ bias) for a weight W [N, K] quantized in MLX's affine format (mtlinv.quant.quantize):
     wq uint32 [N, K*bits/32], scales and biases [N, K/group_size] in x's dtype
@@ -71,5 +59,6 @@ def plan_qgemv(*, rows, k, n, group_size=64, bits=4, dtype="float32", scale_dtyp
     s.aligned = True
     s.w_aligned = True
     s.tiled = tiled
+    c_check_qgemv_operands(s, c_active_backend().caps())  # as the op does: a plan expects validated operands
     cdef CPlan p = c_plan_qgemv(s, get_limit() if limit is None else limit, c_active_backend().caps())
     return {"canonical": p.canonical, "launches": _launches(p)}

@@ -1,34 +1,5 @@
 # sdpa: the attention op, its extern declarations and its plan introspection.
 
-cdef extern from "../src/core/ops.h" namespace "mtlinv" nogil:
-    cdef cppclass CSdpaOptions "mtlinv::SdpaOptions":
-        bool causal
-        bool has_scale
-        double scale
-        bool has_kv_len
-        int64_t kv_len
-        bool rows_out
-    CTensor c_sdpa "mtlinv::sdpa"(const CTensor&, const CTensor&, const CTensor&,
-                                  const CSdpaOptions&) except +raise_py_error
-
-cdef extern from "../src/core/plans/sdpa.h" namespace "mtlinv":
-    cdef cppclass CSdpaShape "mtlinv::SdpaShape":
-        int64_t batch, q_heads, kv_heads, q_len, kv_len, capacity, head_dim
-        CDType dtype
-        bool causal, aligned
-        float scale
-    CPlan c_plan_sdpa "mtlinv::plan_sdpa"(const CSdpaShape&, int, const CDeviceCaps&) except +raise_py_error
-    cdef cppclass CSdpaChunking "mtlinv::SdpaChunking":
-        uint32_t block_keys, tier_keys
-    CSdpaChunking c_sdpa_chunking "mtlinv::sdpa_chunking"(int64_t, CDType, const CDeviceCaps&)
-
-cdef extern from "../metal/sdpa_args.h":
-    cdef cppclass CSdpaChunk "SdpaChunk":
-        uint32_t first, keys
-    CSdpaChunk c_sdpa_chunk_range "sdpa_chunk_range"(uint32_t, uint32_t, uint32_t)
-    uint32_t c_sdpa_chunk_of "sdpa_chunk_of"(uint32_t, uint32_t, uint32_t)
-
-
 def sdpa(q, k, v, *, scale=None, causal=True, kv_len=None, rows_out=False):
     """Scaled dot-product attention: softmax(scale * q @ k.T) @ v, float32 softmax and accumulation.
 
@@ -85,13 +56,7 @@ def sdpa_chunks(block_keys, tier_keys, kv_len):
         raise InvalidArgumentError(f"sdpa_chunks: need 0 < block_keys < 2**32, 0 < kv_len < 2**32 (as plan_sdpa) and "
                                    f"tier_keys 0 or a multiple of 4 block_keys below 2**32; got block_keys="
                                    f"{block_keys}, tier_keys={tier_keys}, kv_len={kv_len}")
-    cdef uint32_t n = c_sdpa_chunk_of(block_keys, tier_keys, kv_len - 1) + 1
-    cdef CSdpaChunk c
-    chunks = []
-    for i in range(n):
-        c = c_sdpa_chunk_range(block_keys, tier_keys, i)
-        chunks.append((c.first, c.keys))
-    return chunks
+    return [(first, keys) for first, keys in c_sdpa_chunks(block_keys, tier_keys, kv_len)]
 
 
 def plan_sdpa(*, q_len, kv_len, head_dim=128, q_heads=1, kv_heads=1, batch=1, capacity=None, dtype="float32",
@@ -105,5 +70,6 @@ def plan_sdpa(*, q_len, kv_len, head_dim=128, q_heads=1, kv_heads=1, batch=1, ca
     s.causal = causal
     s.scale = head_dim ** -0.5
     s.aligned = aligned
+    c_check_sdpa_shape(s)  # the op's own checks name its tensors; a plan expects a valid shape
     cdef CPlan p = c_plan_sdpa(s, get_limit() if limit is None else limit, c_active_backend().caps())
     return {"canonical": p.canonical, "launches": _launches(p), "scratch_bytes": list(p.scratch_bytes)}

@@ -16,9 +16,6 @@ _NUMPY_TO_DTYPE = {
 }
 _DTYPE_TO_NUMPY = {int(v): k for k, v in _NUMPY_TO_DTYPE.items()}
 
-cdef extern from "../src/core/ops/checks.h" namespace "mtlinv":
-    const int64_t c_max_dim "mtlinv::kMaxDim"  # every dimension's limit: the kernels count in 32 bits
-
 _MAX_DIM = c_max_dim
 
 

@@ -4,38 +4,6 @@
 from libc.stdint cimport uint32_t, uint64_t
 
 
-cdef extern from "../src/emu/runtime.h" namespace "emu":
-    void c_emu_set_check_mode "emu::set_check_mode"(bool, uint64_t)
-    bool c_emu_check_mode "emu::check_mode"()
-    void c_emu_set_flush_subnormals "emu::set_flush_subnormals"(bool)
-    bool c_emu_flush_subnormals "emu::flush_subnormals"()
-
-cdef extern from "../src/emu/backend_emu.h" namespace "mtlinv":
-    void c_set_emu_gpu_plans "mtlinv::set_emu_gpu_plans"(bool) except +raise_py_error
-
-cdef extern from "../src/core/testing.h" namespace "mtlinv":
-    void c_launch_raw "mtlinv::launch_raw"(const string&, CDim3, CDim3, const string&,
-                                           const vector[CTensor]&) except +raise_py_error nogil
-    pair[string, string] c_choose_auto_backend_refused_by "mtlinv::choose_auto_backend_refused_by"(
-        const vector[string]&) except +raise_py_error
-
-cdef extern from "../src/core/run_plan.h" namespace "mtlinv":
-    cdef cppclass CRunCounts "mtlinv::RunCounts":
-        uint64_t plans, launches
-    CRunCounts c_run_counts "mtlinv::run_counts"()
-
-cdef extern from "../src/core/launch_batch.h" namespace "mtlinv":
-    cdef cppclass CBatchCounts "mtlinv::Backend::BatchCounts":
-        uint64_t batches, builds, updates, kernels
-    bint c_set_launch_batches "mtlinv::set_launch_batches"(bint)
-    CBatchCounts c_launch_batch_counts "mtlinv::launch_batch_counts"() except +raise_py_error
-
-cdef extern from "../src/core/grid_pieces.h" namespace "mtlinv":
-    cdef cppclass CPieceLimit "mtlinv::PieceLimit":
-        uint32_t y, z
-    CPieceLimit c_set_piece_limit "mtlinv::set_piece_limit"(CPieceLimit) except +raise_py_error
-
-
 def _set_piece_limit(limit):
     """Caps every dispatch at `limit` = (y, z) threadgroups along y and z (each >= 1) on any backend, so that grids
     run in pieces as CUDA runs those past its 65535 threadgroups along y or z; None returns to the backends' own
@@ -80,24 +48,25 @@ def _launch_batch_counts():
 
 def _set_emu_check(bint on, uint64_t seed=0):
     """Turns the emulator's checking mode on or off (random fiber order, double runs, bounds checks)."""
-    c_emu_set_check_mode(on, seed)
+    c_emulator_switches().set_check_mode(on, seed)
 
 
-def _set_emu_gpu_plans(bint on):
-    """Emulator only: plan as for a GPU (several K splits, wide threadgroups), so tests run those code paths."""
-    c_set_emu_gpu_plans(on)
+def _set_emu_gpu_plans(bint on, bint matrix_units=True):
+    """Emulator only: plan as for a GPU (several K splits, wide threadgroups), with matrix units as CUDA's or without
+    as Metal's, so tests run those code paths."""
+    c_emulator_switches().set_gpu_plans(on, matrix_units)
 
 
 def _emu_check_mode():
-    return c_emu_check_mode()
+    return c_emulator_switches().check_mode()
 
 
 def _set_emu_ftz(bint on):
     """Turns the emulator's flush-to-zero mode on or off (what MTLINV_EMU_FTZ=1 sets at start): the GPU threads of the
     launches after the call flush float32 subnormals to zero, as operands and as results. Returns the previous
     setting."""
-    previous = c_emu_flush_subnormals()
-    c_emu_set_flush_subnormals(on)
+    previous = c_emulator_switches().flush_subnormals()
+    c_emulator_switches().set_flush_subnormals(on)
     return previous
 
 

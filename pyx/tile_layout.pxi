@@ -1,17 +1,6 @@
 # The tile layouts of the matrix-unit kernels' weights, made on the host by the C++ core (src/core/tile_layout.h).
 from libc.stdint cimport uintptr_t
 
-cdef extern from "../src/core/tile_layout.h" namespace "mtlinv" nogil:
-    vector[int64_t] c_tiled_weight_shape "mtlinv::tiled_weight_shape"(int64_t, int64_t)
-    vector[int64_t] c_quant_tiled_shape "mtlinv::quant_tiled_shape"(int64_t, int64_t, int)
-    vector[int64_t] c_quant_tiled_group_shape "mtlinv::quant_tiled_group_shape"(int64_t, int64_t, int)
-    int64_t c_tiled_weight_elements "mtlinv::tiled_weight_elements"(int64_t, int64_t) except +raise_py_error
-    void c_tile_weights "mtlinv::tile_weights"(const void*, size_t, int64_t, int64_t, void*) except +raise_py_error
-    int64_t c_quant_tiled_words "mtlinv::quant_tiled_words"(int64_t, int64_t, int, int) except +raise_py_error
-    void c_quant_tile "mtlinv::quant_tile"(const uint32_t*, const void*, const void*, size_t, int64_t, int64_t, int,
-                                           int, uint32_t*, void*, void*) except +raise_py_error
-
-
 cdef const void* _host_address(a):
     return <const void*><uintptr_t>a.ctypes.data
 

@@ -62,7 +62,7 @@ def _key(flags: list[str], inputs: list[pathlib.Path]) -> str:
 
 def build(root: pathlib.Path, gen: pathlib.Path, debug: bool = False) -> dict:
     """Compiles everything and returns the extension's additions: extra_objects, libraries, library_dirs and
-    define_macros (MTLINV_WITH_CUDA for src/core/backend_select.cpp)."""
+    define_macros (MTLINV_WITH_CUDA: a build with the CUDA backend, which registers itself with the core)."""
     nvcc = find_nvcc()
     if nvcc is None:
         raise SystemExit("MTLINV_CUDA=1 but nvcc was not found: put it on PATH or set CUDA_HOME")

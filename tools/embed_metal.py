@@ -23,9 +23,11 @@ import sys
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 METAL_DIR = ROOT / "metal"
 
-INCLUDE_RE = re.compile(r'^\s*#\s*include\s+"([^"]+)"\s*$')
+INCLUDE_RE = re.compile(r'^\s*#\s*include\s+"([^"]+)"\s*(?://.*)?$')  # a comment may follow
 PRAGMA_ONCE_RE = re.compile(r"^\s*#\s*pragma\s+once\b")
 KERNEL_RE = re.compile(r"^\s*MTLINV_KERNEL\(\s*([A-Za-z_]\w*)\s*,")
+# The whole line: MTLINV_KERNEL(host name, template, template arguments...), on one line.
+KERNEL_LINE_RE = re.compile(r"^\s*MTLINV_KERNEL\(\s*([A-Za-z_]\w*)\s*,\s*([A-Za-z_]\w*)\s*((?:,[^()]*)?)\)\s*$")
 
 # MSVC rejects a single string literal over 16380 bytes; each chunk stays below that.
 CHUNK_BYTES = 16000
@@ -78,32 +80,37 @@ def flatten_file(path, metal_dir=METAL_DIR):
     return "\n".join(out) + "\n"
 
 
-def _registrations(metal_dir):
-    """(file, host name, line) of every MTLINV_KERNEL(...) line, in file order; a name registered twice is an
+def registrations(metal_dir=METAL_DIR):
+    """(file, host name, line, template, [template arguments]) of every MTLINV_KERNEL(...) line, in file order; a
+    name registered twice, or a line that is not one whole MTLINV_KERNEL(name, template, arguments...), is an
     error."""
     found, where = [], {}
     for path in kernel_files(metal_dir):
         for lineno, line in enumerate(path.read_text().splitlines(), start=1):
-            m = KERNEL_RE.match(line)
-            if not m:
+            if not KERNEL_RE.match(line):
                 continue
-            name = m.group(1)
+            m = KERNEL_LINE_RE.match(line)
+            if not m:
+                raise EmbedError(f"{path.name}:{lineno}: write MTLINV_KERNEL(name, template, arguments...) on one "
+                                 "line")
+            name, template = m.group(1), m.group(2)
+            arguments = [a.strip() for a in m.group(3).split(",")[1:]]
             if name in where:
                 raise EmbedError(f"kernel {name} registered twice: {where[name]} and {path.name}:{lineno}")
             where[name] = f"{path.name}:{lineno}"
-            found.append((path, name, lineno))
+            found.append((path, name, lineno, template, arguments))
     return found
 
 
 def kernel_names(metal_dir=METAL_DIR):
     """Host names of every MTLINV_KERNEL(...) line, in file order."""
-    return [name for _, name, _ in _registrations(metal_dir)]
+    return [r[1] for r in registrations(metal_dir)]
 
 
 def units(metal_dir=METAL_DIR):
     """[(file name, [host names of its kernels], flattened source)] for every kernel file, in name order."""
     kernels = {}
-    for path, name, _ in _registrations(metal_dir):
+    for path, name, *_ in registrations(metal_dir):
         kernels.setdefault(path, []).append(name)
     return [(path.name, kernels.get(path, []), flatten_file(path, metal_dir)) for path in kernel_files(metal_dir)]
 

@@ -28,7 +28,7 @@ from mtlinv import _native as ops  # noqa: E402
 
 
 def gemv_args(m, k, n, splits):
-    # GemvArgs (metal/args.h): rows, k, n, k_splits, x/w/y batch strides, has_bias, vector_loads, w_kn
+    # GemvArgs (metal/gemv_args.h): rows, k, n, k_splits, x/w/y batch strides, has_bias, vector_loads, w_kn
     return struct.pack("10I", m, k, n, splits, m * k, 0, m * n, 0, 1, 0)
 
 

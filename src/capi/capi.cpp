@@ -7,6 +7,7 @@
 #include <cstring>
 #include <new>
 #include <string>
+#include <utility>
 
 #include "../core/backend.h"
 #include "../core/errors.h"
@@ -20,36 +21,26 @@ namespace {
 
 thread_local std::string g_last_error;
 
+// The statuses are the core's error kinds (src/core/errors.h), which classifies the exceptions.
+using mtlinv::ErrorKind;
+static_assert(MTLINV_ERROR_INVALID_ARGUMENT == static_cast<int>(ErrorKind::invalid_argument) &&
+                  MTLINV_ERROR_DTYPE == static_cast<int>(ErrorKind::dtype) &&
+                  MTLINV_ERROR_DEVICE == static_cast<int>(ErrorKind::device) &&
+                  MTLINV_ERROR_KERNEL == static_cast<int>(ErrorKind::kernel) &&
+                  MTLINV_ERROR_OUT_OF_MEMORY == static_cast<int>(ErrorKind::out_of_memory) &&
+                  MTLINV_ERROR_INTERNAL == static_cast<int>(ErrorKind::internal),
+              "mtlinv_status numbers the core's error kinds");
+
 template <class Fn>
 mtlinv_status guarded(Fn&& fn) {
   try {
     fn();
     g_last_error.clear();
     return MTLINV_OK;
-  } catch (const mtlinv::InvalidArgument& e) {
-    g_last_error = e.what();
-    return MTLINV_ERROR_INVALID_ARGUMENT;
-  } catch (const mtlinv::DTypeError& e) {
-    g_last_error = e.what();
-    return MTLINV_ERROR_DTYPE;
-  } catch (const mtlinv::DeviceError& e) {
-    g_last_error = e.what();
-    return MTLINV_ERROR_DEVICE;
-  } catch (const mtlinv::KernelError& e) {
-    g_last_error = e.what();
-    return MTLINV_ERROR_KERNEL;
-  } catch (const mtlinv::OutOfMemory& e) {
-    g_last_error = e.what();
-    return MTLINV_ERROR_OUT_OF_MEMORY;
-  } catch (const std::bad_alloc&) {
-    g_last_error = "out of host memory";
-    return MTLINV_ERROR_OUT_OF_MEMORY;
-  } catch (const std::exception& e) {
-    g_last_error = e.what();
-    return MTLINV_ERROR_INTERNAL;
   } catch (...) {
-    g_last_error = "unknown C++ exception";
-    return MTLINV_ERROR_INTERNAL;
+    mtlinv::CaughtError error = mtlinv::classify_current_exception();
+    g_last_error = std::move(error.message);
+    return static_cast<mtlinv_status>(error.kind);
   }
 }
 

@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "kernel_id.h"
+
 namespace mtlinv {
 
 struct Dim3 {
@@ -61,7 +63,7 @@ struct Binding {
 };
 
 struct Dispatch {
-  std::string kernel;
+  KernelId kernel{};
   Dim3 threadgroups;  // of this dispatch: the whole grid, or a piece of it
   Dim3 threads_per_threadgroup;
   // The piece of the grid this dispatch runs (src/core/grid_pieces.h): its first threadgroup, and the whole grid.
@@ -106,8 +108,10 @@ class Backend {
   virtual void upload(Storage& dst, size_t offset, const void* src, size_t bytes) = 0;
   virtual void download(const Storage& src, size_t offset, void* dst, size_t bytes) = 0;
 
-  virtual bool has_kernel(const std::string& name) const = 0;
-  virtual std::vector<std::string> kernel_names() const = 0;
+  // Whether this backend can run kernel `id` (every kernel of the table, where the build is whole).
+  virtual bool has_kernel(KernelId id) const = 0;
+  // The names of the kernels it can run, sorted.
+  std::vector<std::string> kernel_names() const;
 
   // Where the kernels come from, for device_info.
   struct KernelSource {

@@ -1,6 +1,7 @@
 // Chooses the process-wide backend from MTLINV_DEVICE on first use.
 #include "backend_select.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -8,57 +9,59 @@
 #include <mutex>
 #include <string>
 
-#include "../emu/backend_emu.h"
 #include "deferred_backend.h"
 #include "errors.h"
-#ifdef MTLINV_WITH_METAL
-#include "../../objc/metal_backend.h"
-#endif
-#ifdef MTLINV_WITH_CUDA
-#include "../cuda/backend_cuda.h"
-#endif
 
 namespace mtlinv {
 
 namespace {
 
-// What MTLINV_DEVICE=auto tries before the emulator, best first.
+struct Registered {
+  std::string name;
+  int auto_rank;
+  std::unique_ptr<Backend> (*make)();
+};
+
+// A function-local static: backends register from static initialisers of other translation units.
+std::vector<Registered>& registry() {
+  static std::vector<Registered> r;
+  return r;
+}
+
+const Registered& fallback_backend() {
+  for (const Registered& r : registry()) {
+    if (r.auto_rank == BackendRegistrar::kFallback) return r;
+  }
+  throw DeviceError("internal: no fallback backend is registered");
+}
+
+// What MTLINV_DEVICE=auto tries before the fallback, best first.
 std::vector<BackendCandidate> auto_candidates() {
+  std::vector<Registered> ranked;
+  for (const Registered& r : registry()) {
+    if (r.auto_rank >= 0) ranked.push_back(r);
+  }
+  std::stable_sort(ranked.begin(), ranked.end(),
+                   [](const Registered& a, const Registered& b) { return a.auto_rank < b.auto_rank; });
   std::vector<BackendCandidate> candidates;
-#ifdef MTLINV_WITH_METAL
-  candidates.push_back({"metal", make_metal_backend});
-#endif
-#ifdef MTLINV_WITH_CUDA
-  candidates.push_back({"cuda", [] {
-                          if (!cuda_device_available()) {
-                            throw DeviceError("CUDA: no device (the driver is missing, or sees none)");
-                          }
-                          return make_cuda_backend();
-                        }});
-#endif
+  for (const Registered& r : ranked) candidates.push_back({r.name, r.make});
   return candidates;
 }
 
+std::string built_list() {
+  std::string list;
+  for (const std::string& name : built_backends()) list += (list.empty() ? "" : ", ") + name;
+  return list;
+}
+
 std::unique_ptr<Backend> make_backend(const std::string& requested, std::string& fallback) {
-  if (requested == "emu") return make_emu_backend();
-  if (requested == "metal") {
-#ifdef MTLINV_WITH_METAL
-    return make_metal_backend();
-#else
-    throw DeviceError("MTLINV_DEVICE=metal: this build has no Metal backend (it is built on macOS only); built: ",
-                      "emu", "; use MTLINV_DEVICE=auto or emu");
-#endif
-  }
-  if (requested == "cuda") {
-#ifdef MTLINV_WITH_CUDA
-    return make_cuda_backend();
-#else
-    throw DeviceError("MTLINV_DEVICE=cuda: this build has no CUDA backend (build with MTLINV_CUDA=1 where nvcc ",
-                      "exists); use MTLINV_DEVICE=auto or emu");
-#endif
-  }
   if (requested == "auto") return choose_auto_backend(auto_candidates(), fallback);
-  throw DeviceError("MTLINV_DEVICE='", requested, "' is not one of auto, emu, metal, cuda");
+  for (const Registered& r : registry()) {
+    if (r.name == requested) return r.make();
+  }
+  throw DeviceError("MTLINV_DEVICE='", requested, "': this build has no such backend (built: ", built_list(),
+                    "; Metal is built on macOS, CUDA with MTLINV_CUDA=1 where nvcc exists); use MTLINV_DEVICE=auto ",
+                    "or one of those built");
 }
 
 // MTLINV_EMU_DEFER=1: the emulator queues its kernels until the host waits, as a GPU does (deferred_backend.h).
@@ -101,7 +104,7 @@ std::unique_ptr<Backend> choose_auto_backend(const std::vector<BackendCandidate>
       fallback += (fallback.empty() ? "" : "; ") + std::string(refusal.what());
     }
   }
-  if (!chosen) chosen = make_emu_backend();
+  if (!chosen) chosen = fallback_backend().make();
   if (!fallback.empty()) {
     std::fprintf(stderr, "mtlinv: warning: MTLINV_DEVICE=auto: %s; running on the %s backend (%s) instead; set "
                  "MTLINV_DEVICE to choose a backend without this warning\n", fallback.c_str(),
@@ -114,14 +117,16 @@ Backend& active_backend() { return *active().backend; }
 
 const std::string& backend_fallback() { return active().fallback; }
 
+BackendRegistrar::BackendRegistrar(const char* name, int auto_rank, std::unique_ptr<Backend> (*make)()) {
+  registry().push_back({name, auto_rank, make});
+}
+
 std::vector<std::string> built_backends() {
-  std::vector<std::string> names{"emu"};
-#ifdef MTLINV_WITH_METAL
-  names.push_back("metal");
-#endif
-#ifdef MTLINV_WITH_CUDA
-  names.push_back("cuda");
-#endif
+  std::vector<Registered> ordered = registry();  // the fallback first, then as auto tries them
+  std::stable_sort(ordered.begin(), ordered.end(),
+                   [](const Registered& a, const Registered& b) { return a.auto_rank < b.auto_rank; });
+  std::vector<std::string> names;
+  for (const Registered& r : ordered) names.push_back(r.name);
   return names;
 }
 

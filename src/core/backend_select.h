@@ -1,5 +1,5 @@
-// How MTLINV_DEVICE=auto chooses a backend (src/core/backend_select.cpp), declared apart from backend.h so that
-// tests can run the choice with backends that refuse, which no Linux machine has.
+// The backends of this build, and how MTLINV_DEVICE=auto chooses one (src/core/backend_select.cpp), declared apart
+// from backend.h so that tests can run the choice with backends that refuse, which no Linux machine has.
 #pragma once
 #include <functional>
 #include <memory>
@@ -9,6 +9,15 @@
 #include "backend.h"
 
 namespace mtlinv {
+
+// Each backend registers itself from its own source with a static BackendRegistrar, so that the core names none:
+// a build has the backends whose sources it compiles. MTLINV_DEVICE=auto tries those of auto_rank >= 0, lowest
+// first, and falls back to the one of rank kFallback (the emulator, in every build).
+struct BackendRegistrar {
+  static constexpr int kFallback = -1;
+  // `make` throws DeviceError when its device is missing or refused.
+  BackendRegistrar(const char* name, int auto_rank, std::unique_ptr<Backend> (*make)());
+};
 
 struct BackendCandidate {
   std::string name;                                // "metal", "cuda"

@@ -87,8 +87,7 @@ class DeferredBackend final : public Backend {
     queue_->inner->download(src, offset, dst, bytes);
   }
 
-  bool has_kernel(const std::string& name) const override { return queue_->inner->has_kernel(name); }
-  std::vector<std::string> kernel_names() const override { return queue_->inner->kernel_names(); }
+  bool has_kernel(KernelId id) const override { return queue_->inner->has_kernel(id); }
   KernelSource kernel_source() const override { return queue_->inner->kernel_source(); }
 
   void dispatch(const Dispatch& d) override {

@@ -1,7 +1,10 @@
-// The error hierarchy of the C++ core. pyx/errors.pxi turns each into an mtlinv.MtlinvError subclass that also
-// derives from the fitting Python builtin. Messages carry the offending values:
+// The error hierarchy of the C++ core, and the one mapping of C++ exceptions to the kinds of error the boundaries
+// report (classify_current_exception): the C API as a status, Python (pyx/error_bridge.h) as an mtlinv.MtlinvError
+// subclass that also derives from the fitting Python builtin. Messages carry the offending values:
 //   throw InvalidArgument("gemv: x has K=", 4095, " but w has K=", 4096);
 #pragma once
+#include <exception>
+#include <new>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -32,5 +35,37 @@ MTLINV_DEFINE_ERROR(DeviceError)      // RuntimeError: no device, backend not bu
 MTLINV_DEFINE_ERROR(KernelError)      // RuntimeError: a kernel faulted (emulator checks, CUDA errors)
 MTLINV_DEFINE_ERROR(OutOfMemory)      // MemoryError
 #undef MTLINV_DEFINE_ERROR
+
+// The kinds of error, numbered as the C API's mtlinv_status (include/mtlinv/mtlinv.h; src/capi asserts it).
+enum class ErrorKind : int { invalid_argument = 1, dtype = 2, device = 3, kernel = 4, out_of_memory = 5, internal = 6 };
+
+struct CaughtError {
+  ErrorKind kind;
+  std::string message;
+};
+
+// The exception in flight, classified; call it inside a catch block. An exception that is not an mtlinv::Error is
+// internal, except std::bad_alloc, which is out_of_memory.
+inline CaughtError classify_current_exception() {
+  try {
+    throw;
+  } catch (const InvalidArgument& e) {
+    return {ErrorKind::invalid_argument, e.what()};
+  } catch (const DTypeError& e) {
+    return {ErrorKind::dtype, e.what()};
+  } catch (const DeviceError& e) {
+    return {ErrorKind::device, e.what()};
+  } catch (const KernelError& e) {
+    return {ErrorKind::kernel, e.what()};
+  } catch (const OutOfMemory& e) {
+    return {ErrorKind::out_of_memory, e.what()};
+  } catch (const std::bad_alloc&) {
+    return {ErrorKind::out_of_memory, "out of host memory"};
+  } catch (const std::exception& e) {
+    return {ErrorKind::internal, e.what()};
+  } catch (...) {
+    return {ErrorKind::internal, "unknown C++ exception"};
+  }
+}
 
 }  // namespace mtlinv

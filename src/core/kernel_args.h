@@ -1,26 +1,18 @@
 // The argument structs of metal/args.h, seen from the host, with the layout checks that keep both sides equal.
 #pragma once
 #include <cstdint>
-#include <cstring>
-#include <vector>
 
 #include "../../metal/args.h"
+#include "../../metal/gemv_args.h"
 
 namespace mtlinv {
 
 static_assert(sizeof(RmsNormArgs) == 12, "RmsNormArgs layout must match metal/args.h on every target");
 
-template <class Args>
-std::vector<uint8_t> args_bytes(const Args& a) {
-  std::vector<uint8_t> bytes(sizeof(Args));
-  std::memcpy(bytes.data(), &a, sizeof(Args));
-  return bytes;
-}
-
 }  // namespace mtlinv
 
 namespace mtlinv {
-static_assert(sizeof(GemvArgs) == 40, "GemvArgs layout must match metal/args.h on every target");
+static_assert(sizeof(GemvArgs) == 40, "GemvArgs layout must match metal/gemv_args.h on every target");
 }  // namespace mtlinv
 
 namespace mtlinv {

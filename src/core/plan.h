@@ -2,7 +2,7 @@
 // device, so routing is unit-tested without running a kernel, and every backend makes the same decision.
 #pragma once
 #include <cstdint>
-#include <string>
+#include <cstring>
 #include <vector>
 
 #include "backend.h"
@@ -17,12 +17,18 @@ struct PlanBuffer {
   static PlanBuffer tmp(int i) { return {scratch, i}; }
 };
 
-struct PlanLaunch {
-  std::string kernel;
-  Dim3 threadgroups;
-  Dim3 threads;
-  std::vector<uint8_t> args;          // the argument struct, [[buffer(0)]]
-  std::vector<PlanBuffer> buffers;    // [[buffer(1)]], [[buffer(2)]], ...
+// One launch of a plan: the dispatch itself (kernel, grid, threads and the argument struct, [[buffer(0)]]), with its
+// other buffers named by their role until run_plan binds them.
+struct PlanLaunch : Dispatch {
+  std::vector<PlanBuffer> buffers;  // [[buffer(1)]], [[buffer(2)]], ...
+
+  template <class Args>
+  void set_args(const Args& a) {
+    bindings.assign(1, Binding{});
+    bindings[0].bytes.resize(sizeof(Args));
+    std::memcpy(bindings[0].bytes.data(), &a, sizeof(Args));
+  }
+  const std::vector<uint8_t>& args() const { return bindings.at(0).bytes; }
 };
 
 // Threadgroups needed to cover `n` items `per` at a time (grid sizes are uint32 on every target).

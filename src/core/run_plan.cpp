@@ -16,12 +16,8 @@ std::atomic<uint64_t> plans_run{0}, kernels_launched{0};
 void dispatch_all(Backend& backend, const Plan& plan, const std::vector<const Tensor*>& operands,
                   const std::vector<StoragePtr>& scratch) {
   for (const PlanLaunch& launch : plan.launches) {
-    Dispatch d;
-    d.kernel = launch.kernel;
-    d.threadgroups = launch.threadgroups;
-    d.threads_per_threadgroup = launch.threads;
+    Dispatch d = launch;  // the dispatch, with the buffers' roles left behind
     d.bindings.resize(1 + launch.buffers.size());
-    d.bindings[0].bytes = launch.args;
     for (size_t i = 0; i < launch.buffers.size(); ++i) {
       const PlanBuffer& b = launch.buffers[i];
       Binding& binding = d.bindings[i + 1];

@@ -11,9 +11,10 @@ namespace mtlinv {
 void launch_raw(const std::string& kernel, Dim3 threadgroups, Dim3 threads, const std::string& args,
                 const std::vector<Tensor>& buffers) {
   Backend& backend = active_backend();
-  if (!backend.has_kernel(kernel)) throw InvalidArgument("launch: no kernel named '", kernel, "'");
+  const std::optional<KernelId> id = find_kernel_id(kernel);
+  if (!id || !backend.has_kernel(*id)) throw InvalidArgument("launch: no kernel named '", kernel, "'");
   Dispatch d;
-  d.kernel = kernel;
+  d.kernel = *id;
   d.threadgroups = threadgroups;
   d.threads_per_threadgroup = threads;
   d.bindings.resize(1 + buffers.size());
@@ -25,6 +26,20 @@ void launch_raw(const std::string& kernel, Dim3 threadgroups, Dim3 threads, cons
   }
   dispatch_in_pieces(backend, std::move(d));
   backend.op_dispatched();
+}
+
+namespace {
+const EmulatorSwitches*& registered_switches() {
+  static const EmulatorSwitches* switches = nullptr;
+  return switches;
+}
+}  // namespace
+
+void register_emulator_switches(const EmulatorSwitches& switches) { registered_switches() = &switches; }
+
+const EmulatorSwitches& emulator_switches() {
+  if (registered_switches() == nullptr) throw DeviceError("this build has no emulator");
+  return *registered_switches();
 }
 
 std::pair<std::string, std::string> choose_auto_backend_refused_by(const std::vector<std::string>& refusals) {

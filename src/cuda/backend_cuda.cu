@@ -4,14 +4,17 @@
 
 #include <cuda_runtime.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
+#include "../core/backend_select.h"
 #include "../core/errors.h"
 #include "../core/grid_pieces.h"
 #include "graph_batch.h"
@@ -253,11 +256,10 @@ class CudaBackend final : public Backend {
     copy(dst, static_cast<const char*>(src.device) + offset, bytes, cudaMemcpyDeviceToHost, "download");
   }
 
-  bool has_kernel(const std::string& name) const override { return cu::find_kernel(name) != nullptr; }
-  std::vector<std::string> kernel_names() const override { return cu::kernel_names(); }
+  bool has_kernel(KernelId id) const override { return entry(id) != nullptr; }
 
   void dispatch(const Dispatch& d) override {
-    const cu::KernelHandle entry = cu::find_kernel(d.kernel);
+    const cu::KernelHandle entry = this->entry(d.kernel);
     if (entry == nullptr) {
       throw KernelError("cuda: no kernel named '", d.kernel, "' is registered (", cu::kernel_names().size(),
                         " kernels built)");
@@ -283,8 +285,7 @@ class CudaBackend final : public Backend {
       throw KernelError("cuda: launching ", d.kernel, " with grid (", g.x, ", ", g.y, ", ", g.z, ") x threads (",
                         t.x, ", ", t.y, ", ", t.z, ") failed (", describe(e), ")");
     }
-    std::lock_guard<std::mutex> lock(last_mutex_);
-    last_kernel_ = d.kernel;
+    last_kernel_.store(static_cast<int>(kernel_index(d.kernel)), std::memory_order_relaxed);
   }
 
   // MTLINV_CUDA_SYNC=1 records nothing: each kernel is waited for where it is dispatched.
@@ -299,10 +300,8 @@ class CudaBackend final : public Backend {
       Pool& pool;
       ~Release() { pool.release_held(); }
     } release{*pool_};
-    const std::string last = batches_.end(cudaStreamLegacy, caps_.overlapped_launches);
-    if (last.empty()) return;
-    std::lock_guard<std::mutex> lock(last_mutex_);
-    last_kernel_ = last;
+    const std::optional<KernelId> last = batches_.end(cudaStreamLegacy, caps_.overlapped_launches);
+    if (last) last_kernel_.store(static_cast<int>(kernel_index(*last)), std::memory_order_relaxed);
   }
 
   BatchCounts batch_counts() const override { return batches_.counts(); }
@@ -371,13 +370,20 @@ class CudaBackend final : public Backend {
     }
   }
 
-  int max_threads_of(const std::string& name, cu::KernelHandle entry) {
-    std::lock_guard<std::mutex> lock(attr_mutex_);
-    auto it = max_threads_.find(name);
-    if (it != max_threads_.end()) return it->second;
+  // Asked of the driver at a kernel's first launch; two threads asking at once store the same value.
+  int max_threads_of(KernelId id, cu::KernelHandle entry) {
+    std::atomic<int>& known = max_threads_[kernel_index(id)];
+    int most = known.load(std::memory_order_relaxed);
+    if (most != 0) return most;
     cudaFuncAttributes attr{};
     check(cudaFuncGetAttributes(&attr, entry), "cudaFuncGetAttributes");
-    return max_threads_[name] = attr.maxThreadsPerBlock;
+    most = attr.maxThreadsPerBlock;
+    known.store(most, std::memory_order_relaxed);
+    return most;
+  }
+
+  cu::KernelHandle entry(KernelId id) const {
+    return kernel_index(id) < kernels_.size() ? kernels_[kernel_index(id)] : nullptr;
   }
 
   // A copy runs at once, while the batch's kernels have not been queued: it would read or write memory out of order.
@@ -393,22 +399,24 @@ class CudaBackend final : public Backend {
   // An error at a synchronising call belongs to the last kernel launched (or an earlier one, when asynchronous).
   // Faults such as an illegal address are sticky: the process's CUDA context is unusable afterwards.
   KernelError failure(cudaError_t e, const char* what) {
-    std::lock_guard<std::mutex> lock(last_mutex_);
-    return KernelError("cuda: ", what, " after kernel ", last_kernel_.empty() ? "(none)" : last_kernel_, ": ",
-                       describe(e), e == cudaErrorIllegalAddress || e == cudaErrorLaunchFailure ||
-                                            e == cudaErrorMisalignedAddress || e == cudaErrorIllegalInstruction
-                                        ? "; the CUDA context is lost, restart the process"
-                                        : "");
+    const int last = last_kernel_.load(std::memory_order_relaxed);
+    const char* kernel = last < 0 ? "(none)" : kernel_name(kernel_at(static_cast<size_t>(last)));
+    return KernelError("cuda: ", what, " after kernel ", kernel, ": ", describe(e),
+                       e == cudaErrorIllegalAddress || e == cudaErrorLaunchFailure ||
+                               e == cudaErrorMisalignedAddress || e == cudaErrorIllegalInstruction
+                           ? "; the CUDA context is lost, restart the process"
+                           : "");
   }
 
   DeviceCaps caps_;
   bool blocking_ = false;  // MTLINV_CUDA_SYNC=1
   std::shared_ptr<Pool> pool_;
   GraphBatches batches_;
-  std::mutex attr_mutex_;
-  std::unordered_map<std::string, int> max_threads_;
-  std::mutex last_mutex_;
-  std::string last_kernel_;
+  // By kernel id (kernel_id.h): the registry's entries, found by name once, and each one's most threads per block
+  // (0 until its first launch).
+  std::vector<cu::KernelHandle> kernels_ = kernels_by_id<cu::KernelHandle>(cu::kernel_names(), cu::find_kernel);
+  std::unique_ptr<std::atomic<int>[]> max_threads_{new std::atomic<int>[kernels_.size()]()};
+  std::atomic<int> last_kernel_{-1};  // the index of the kernel launched last; -1 before any
 };
 
 }  // namespace
@@ -421,5 +429,13 @@ bool cuda_device_available() {
   if (e != cudaSuccess) (void)cudaGetLastError();
   return e == cudaSuccess && count > 0;
 }
+
+namespace {
+// MTLINV_DEVICE=auto tries CUDA after Metal (no build has both).
+const BackendRegistrar kRegistered("cuda", 1, [] {
+  if (!cuda_device_available()) throw DeviceError("CUDA: no device (the driver is missing, or sees none)");
+  return make_cuda_backend();
+});
+}  // namespace
 
 }  // namespace mtlinv

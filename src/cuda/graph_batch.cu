@@ -70,7 +70,7 @@ bool GraphBatches::begin(uint64_t key) {
   return true;
 }
 
-std::string GraphBatches::end(cudaStream_t stream, bool overlapped) {
+std::optional<KernelId> GraphBatches::end(cudaStream_t stream, bool overlapped) {
   struct Finish {  // the batch ends whatever happens: the thread records no more, and another may begin
     GraphBatches& b;
     ~Finish() {
@@ -79,7 +79,7 @@ std::string GraphBatches::end(cudaStream_t stream, bool overlapped) {
       b.mutex_.unlock();
     }
   } finish{*this};
-  if (launches_.empty()) return "";
+  if (launches_.empty()) return std::nullopt;
   run(key_, stream, overlapped);
   return launches_.back().kernel;
 }

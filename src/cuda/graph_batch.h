@@ -9,6 +9,7 @@
 #include <atomic>
 #include <cstdint>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <unordered_map>
@@ -24,7 +25,7 @@ struct CudaLaunch {
   cu::KernelHandle entry = nullptr;
   dim3 grid, block;
   cu::LaunchArgs args{};
-  std::string kernel;  // its name, for errors
+  KernelId kernel{};  // for errors
 };
 
 // Queues `l` on `stream`. With `overlapped`, programmatic dependent launch: the kernel may be started before the
@@ -46,9 +47,9 @@ class GraphBatches {
   bool recording() const { return owner_.load(std::memory_order_acquire) == std::this_thread::get_id(); }
   void record(CudaLaunch l) { launches_.push_back(std::move(l)); }
   // Queues the recorded kernels on `stream` as one graph launch and ends the batch (also when it throws). A graph
-  // built here launches them as launch_on(..., overlapped) does. Returns the name of the last kernel, which errors
-  // found later are reported against ("" when nothing was recorded).
-  std::string end(cudaStream_t stream, bool overlapped);
+  // built here launches them as launch_on(..., overlapped) does. Returns the last kernel, which errors found later
+  // are reported against (none when nothing was recorded).
+  std::optional<KernelId> end(cudaStream_t stream, bool overlapped);
   Backend::BatchCounts counts() const;
 
  private:

@@ -9,7 +9,7 @@
 namespace cu {
 
 // Bindings per kernel, [[buffer(0)]] included, and bytes of the argument struct. The plans use at most 8 and
-// 64 (metal/args.h holds only 4-byte scalars); the whole struct stays far under CUDA's 4 KiB of parameters.
+// 64 (the structs of metal/*_args.h hold only 4-byte scalars); the whole struct stays far under CUDA's 4 KiB of parameters.
 constexpr int kMaxBindings = 16;
 constexpr std::size_t kMaxArgBytes = 256;
 

@@ -12,8 +12,8 @@
 namespace cu {
 namespace {
 
-// Function-local statics: constructed on first use, so a Registrar in any translation unit may run first. Hashed:
-// every launch looks its kernel up by name.
+// Function-local statics: constructed on first use, so a Registrar in any translation unit may run first. Looked
+// up by name once per kernel, when the backend makes its table by kernel id (src/cuda/backend_cuda.cu).
 std::unordered_map<std::string, KernelHandle>& table() {
   static std::unordered_map<std::string, KernelHandle> t;
   return t;

@@ -4,8 +4,10 @@
 #include <cstring>
 #include <new>
 
+#include "../core/backend_select.h"
 #include "../core/errors.h"
 #include "../core/grid_pieces.h"
+#include "../core/testing.h"
 #include "runtime.h"
 
 namespace mtlinv {
@@ -32,13 +34,14 @@ class EmuBackend final : public Backend {
     caps_.max_threads_per_threadgroup = emu::kMaxThreadsPerThreadgroup;
     caps_.threadgroup_memory_bytes = 32768;  // what Apple GPUs offer; plans stay within it on every target
     caps_.few_threads = true;
+    kernels_ = kernels_by_id<const emu::KernelEntry*>(emu::kernel_names(), emu::find_kernel);
   }
 
   // GPU plans: as for a GPU of kGpuPlanCores cores, whatever this machine's thread count, so the plans take the
-  // code paths (K splits, block counts) that they take on a GPU.
-  void set_gpu_plans(bool on) {
+  // code paths (K splits, block counts) that they take on a GPU; with matrix units (CUDA) or without (Metal).
+  void set_gpu_plans(bool on, bool matrix_units) {
     caps_.few_threads = !on;
-    caps_.matrix_units = on;
+    caps_.matrix_units = on && matrix_units;
     caps_.compute_units = on ? kGpuPlanCores : static_cast<uint32_t>(emu::num_workers());
   }
 
@@ -73,11 +76,10 @@ class EmuBackend final : public Backend {
     std::memcpy(dst, static_cast<const char*>(src.host) + offset, bytes);
   }
 
-  bool has_kernel(const std::string& name) const override { return emu::find_kernel(name) != nullptr; }
-  std::vector<std::string> kernel_names() const override { return emu::kernel_names(); }
+  bool has_kernel(KernelId id) const override { return entry(id) != nullptr; }
 
   void dispatch(const Dispatch& d) override {
-    const emu::KernelEntry* entry = emu::find_kernel(d.kernel);
+    const emu::KernelEntry* entry = this->entry(d.kernel);
     if (entry == nullptr) throw KernelError("emulator: no kernel named '", d.kernel, "' is registered");
     const emu::KernelFn fn = emu::check_mode() || !entry->fast ? entry->checked : entry->fast;
 
@@ -94,7 +96,7 @@ class EmuBackend final : public Backend {
       }
     }
     emu::Launch l;
-    l.kernel_name = d.kernel.c_str();
+    l.kernel_name = kernel_name(d.kernel);
     l.fn = fn;
     check_piece(d);
     l.threadgroups = {d.threadgroups.x, d.threadgroups.y, d.threadgroups.z};
@@ -114,17 +116,33 @@ class EmuBackend final : public Backend {
   void synchronize() override {}
 
  private:
+  const emu::KernelEntry* entry(KernelId id) const {
+    return kernel_index(id) < kernels_.size() ? kernels_[kernel_index(id)] : nullptr;
+  }
+
   DeviceCaps caps_;
+  std::vector<const emu::KernelEntry*> kernels_;  // by kernel id; null where none is registered
 };
 
 }  // namespace
 
 std::unique_ptr<Backend> make_emu_backend() { return std::make_unique<EmuBackend>(); }
 
-void set_emu_gpu_plans(bool on) {
+namespace {
+
+void set_gpu_plans(bool on, bool matrix_units) {
   auto* emu = dynamic_cast<EmuBackend*>(&active_backend());
   if (emu == nullptr) throw DeviceError("set_emu_gpu_plans: the active backend is ", active_backend().caps().backend);
-  emu->set_gpu_plans(on);
+  emu->set_gpu_plans(on, matrix_units);
 }
+
+// Every build has the emulator: MTLINV_DEVICE=auto's fallback.
+const BackendRegistrar kRegistered("emu", BackendRegistrar::kFallback, make_emu_backend);
+
+const EmulatorSwitches kSwitches{set_gpu_plans, emu::set_check_mode, emu::check_mode, emu::set_flush_subnormals,
+                                 emu::flush_subnormals};
+const bool kSwitchesRegistered = (register_emulator_switches(kSwitches), true);
+
+}  // namespace
 
 }  // namespace mtlinv

@@ -9,8 +9,9 @@
 namespace emu {
 namespace {
 
-// Function-local statics: constructed on first use, so a Registrar in any translation unit may run first. Hashed:
-// every launch looks its kernel up by name (entries stay put as the table grows: find_kernel returns pointers).
+// Function-local statics: constructed on first use, so a Registrar in any translation unit may run first. Looked
+// up by name once per kernel, when a backend makes its table by kernel id (src/emu/backend_emu.cpp); entries stay
+// put as the table grows (find_kernel returns pointers).
 std::unordered_map<std::string, KernelEntry>& table() {
   static std::unordered_map<std::string, KernelEntry> t;
   return t;

@@ -26,6 +26,7 @@ import pytest
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tools"))
 import emu_units  # noqa: E402
+import kernel_table  # noqa: E402
 import macos  # noqa: E402
 import sources  # noqa: E402
 
@@ -84,12 +85,14 @@ def test_hand_written_sources_compile_for_macos(zig, arch, tmp_path):
     # Both fiber implementations: the assembly switch, and the ucontext fallback that macOS declares only to code
     # defining _XOPEN_SOURCE first.
     jobs = [(src, []) for src in HAND_WRITTEN]
+    gen = tmp_path / "gen"  # the kernel table the plans include, generated as the builds do
+    kernel_table.write(gen / "kernel_table.h")
     jobs += [(ROOT / "src/emu/fiber.cpp", ["-DEMU_PORTABLE_FIBERS=1"]),
              (ROOT / "src/emu/scheduler.cpp", ["-DEMU_PORTABLE_FIBERS=1"])]
     failures = []
     for src, flags in jobs:
-        rc, out, _ = zig(macos_target(arch), src, *INCLUDES, f"-I{tmp_path / 'include'}", *flags,
-                         out=tmp_path / "unit.o")
+        rc, out, _ = zig(macos_target(arch), src, *INCLUDES, f"-I{tmp_path / 'include'}", f"-I{gen}",
+                         *flags, out=tmp_path / "unit.o")
         if rc != 0:
             failures.append(f"{src.relative_to(ROOT)} {' '.join(flags)}:\n{out}")
     assert not failures, "\n".join(failures)

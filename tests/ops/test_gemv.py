@@ -202,7 +202,7 @@ def test_routing(rows, limit, canonical, kernel):
 
 
 def k_splits(launch):
-    """GemvArgs.k_splits (metal/args.h: rows, k, n, k_splits, ...) of a planned launch: the K partition, which the
+    """GemvArgs.k_splits (metal/gemv_args.h: rows, k, n, k_splits, ...) of a planned launch: the K partition, which the
     threads per threadgroup do not show when a simdgroup sums two splits (gemv_nk_mma's r16_u2)."""
     return struct.unpack_from("<4I", launch["args"])[3]
 

@@ -14,7 +14,7 @@ namespace mtlinv {
 
 namespace {
 
-Tensor elementwise(const char* op, const char* kernel, const Tensor& a, const Tensor& b) {
+Tensor elementwise(const char* op, Plan (*plan)(DType, int64_t), const Tensor& a, const Tensor& b) {
   require_float(op, "a", a);
   require_same_dtype(op, "a", a, "b", b);
   a.require_dense(op, "a");
@@ -24,14 +24,14 @@ Tensor elementwise(const char* op, const char* kernel, const Tensor& a, const Te
   }
   require_u32(op, "size", a.numel());
   Tensor y = Tensor::empty(a.shape, a.dtype);
-  if (a.numel() > 0) run_plan(plan_elementwise(kernel, a.dtype, a.numel()), {&a, &b, &y});
+  if (a.numel() > 0) run_plan(plan(a.dtype, a.numel()), {&a, &b, &y});
   return y;
 }
 
 }  // namespace
 
-Tensor add(const Tensor& a, const Tensor& b) { return elementwise("add", "add", a, b); }
-Tensor swiglu(const Tensor& gate, const Tensor& up) { return elementwise("swiglu", "swiglu", gate, up); }
+Tensor add(const Tensor& a, const Tensor& b) { return elementwise("add", plan_add, a, b); }
+Tensor swiglu(const Tensor& gate, const Tensor& up) { return elementwise("swiglu", plan_swiglu, gate, up); }
 
 Tensor swiglu_halves(const Tensor& x) {
   const char* op = "swiglu_halves";

@@ -34,12 +34,7 @@ Tensor qgemv(const Tensor& x, const Tensor& wq, const Tensor& scales, const Tens
   }
   if (scales.dtype != DType::f32) require_same_dtype(op, "x", x, "scales", scales);
   require_same_dtype(op, "scales", scales, "biases", biases);
-  if (!qgemv_supported_bits(bits)) {
-    throw InvalidArgument(op, ": bits=", bits, " is not supported; use 2, 3, 4, 5, 6 or 8");
-  }
-  if (!qgemv_supported_group_size(group_size)) {
-    throw InvalidArgument(op, ": group_size=", group_size, " is not supported; use 32, 64 or 128");
-  }
+  check_qgemv_format(bits, group_size);  // before the shapes, which depend on them
   x.require_dense(op, "x");
   wq.require_dense(op, "wq");
   scales.require_dense(op, "scales");

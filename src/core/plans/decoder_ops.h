@@ -5,7 +5,8 @@
 namespace mtlinv {
 
 // Plans of the per-element decoder kernels (metal/decoder_ops.metal). Operands are listed per function.
-Plan plan_elementwise(const char* kernel, DType dtype, int64_t count);                 // 0 a, 1 b, 2 y
+Plan plan_add(DType dtype, int64_t count);                                               // 0 a, 1 b, 2 y
+Plan plan_swiglu(DType dtype, int64_t count);                                            // 0 gate, 1 up, 2 y
 Plan plan_swiglu_halves(DType dtype, int64_t rows, int64_t half_cols);                   // 0 x, 1 y
 Plan plan_to_heads(bool rotate, DType dtype, int64_t rows, int64_t heads, int64_t head_dim, int64_t capacity,
                    int64_t seq_offset, int64_t start_pos, float rope_base);                // 0 x, 1 y

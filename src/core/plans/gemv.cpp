@@ -4,22 +4,16 @@
 
 #include "../errors.h"
 #include "../kernel_args.h"
+#include "../kernels.h"
 #include "../limit.h"
 #include "row_tiled.h"
 
 namespace mtlinv {
 
+// The kernels' geometry (GEMV_*, GEMM_*, MMA_TILE_*) is metal/gemv_args.h's; these are the plan's own choices.
 namespace {
-constexpr uint32_t kNkCols = 4;         // GEMV_NK_COLS in metal/gemv.metal
-constexpr uint32_t kGemmTile = 32;      // GEMM_TILE in metal/gemm.metal
-constexpr uint32_t kMaxSplits = 8;      // GEMV_MAX_SPLITS
 constexpr int64_t kNkWarpsPerCore = 32; // simdgroups per compute unit gemv_nk aims for (its loads in flight)
 constexpr int64_t kTiledGemvMaxRows = 32;  // above the limit, up to this many rows take the row-tiled GEMV
-// gemv_nk_mma (metal/gemv_mma.metal): its tile, K block, blocks in flight and most splits.
-constexpr uint32_t kMmaCols = kGemvMmaRows;
-constexpr int64_t kMmaBlock = kGemvMmaBlockK;
-constexpr int64_t kMmaInFlight = 4;
-constexpr uint32_t kMmaMaxSplits = 16;
 constexpr int64_t kMmaWarpsPerCore = 32;  // simdgroups per compute unit gemv_nk_mma aims for
 
 // gemv_nk_mma serves 16-bit W stored [N, K] where the device has matrix units.
@@ -36,13 +30,13 @@ GemvMmaForm gemv_mma_form(int64_t k, int64_t n, const DeviceCaps& caps) {
   // per compute unit with twice the splits (N = 14336 and 8192 there, not 4096, whose 16 splits are the most), the
   // tile of 8 rows takes them: one row 4-6% faster (docs/decisions.md, "gemv: split counts and forms"). The tile of 16
   // rows ran slower with more simdgroups, so it keeps the one-tile count and sums two splits per simdgroup.
-  const int64_t most = std::clamp<int64_t>(ceil_div(k, kMmaBlock) / kMmaInFlight, 1, kMmaMaxSplits);
+  const int64_t most = std::clamp<int64_t>(ceil_div(k, GEMV_MMA_BLOCK) / GEMV_MMA_IN_FLIGHT, 1, MMA_TILE_MAX_SPLITS);
   const auto splits_for = [&](int64_t outputs_per_threadgroup) {
     const int64_t wanted = ceil_div(kMmaWarpsPerCore * caps.compute_units, ceil_div(n, outputs_per_threadgroup));
     return power_of_two_splits(wanted, most);
   };
-  const uint32_t one_tile = splits_for(kMmaCols);
-  const uint32_t two_tiles = splits_for(2 * kMmaCols);
+  const uint32_t one_tile = splits_for(MMA_TILE_COLS);
+  const uint32_t two_tiles = splits_for(2 * MMA_TILE_COLS);
   if (two_tiles == 2 * one_tile) return {two_tiles, true};
   return {one_tile, false};
 }
@@ -53,20 +47,20 @@ uint32_t gemv_k_splits(int64_t k, int64_t n, DType dtype, bool w_kn, const Devic
   if (caps.few_threads) return 1;
   if (w_kn) {
     // Consecutive K ranges of at least 256 per simdgroup.
-    return static_cast<uint32_t>(std::clamp<int64_t>(k / 256, 1, kMaxSplits));
+    return static_cast<uint32_t>(std::clamp<int64_t>(k / 256, 1, GEMV_MAX_SPLITS));
   }
   // About kNkWarpsPerCore simdgroups per compute unit over the ceil(N / 4) output tiles, in powers of two, while
   // each lane keeps at least two 16-byte steps per weight row (one unrolled group). On an H200 (132 SMs) that is
   // 4 splits at N = 4096 and 2 at N = 8192 and 14336: within 5% of the best count at M = 1 and 8 alike
-  // (benchmarks/tune_gemv_cuda.py; docs/decisions.md, "gemv: scalar kernel").
+  // (benchmarks/tuning/tune_gemv_cuda.py; docs/decisions.md, "gemv: scalar kernel").
   const int64_t vec = 16 / static_cast<int64_t>(dtype_size(dtype));
-  const int64_t most = std::clamp<int64_t>(ceil_div(k, 32 * vec) / 2, 1, kMaxSplits);
-  const int64_t wanted = ceil_div(kNkWarpsPerCore * caps.compute_units, ceil_div(n, kNkCols));
+  const int64_t most = std::clamp<int64_t>(ceil_div(k, 32 * vec) / 2, 1, GEMV_MAX_SPLITS);
+  const int64_t wanted = ceil_div(kNkWarpsPerCore * caps.compute_units, ceil_div(n, GEMV_NK_COLS));
   return power_of_two_splits(wanted, most);
 }
 
 void check_gemv_operands(const GemvShape& s, const DeviceCaps& caps) {
-  if (s.tiled && (!use_mma(s, caps) || s.w_batched || s.n % kMmaCols != 0)) {
+  if (s.tiled && (!use_mma(s, caps) || s.w_batched || s.n % MMA_TILE_COLS != 0)) {
     throw InvalidArgument("gemv: w in the tile layout needs 16-bit x on a device with matrix units, one w for every "
                           "batch entry and N a multiple of 16; got x ", dtype_name(s.dtype), ", N=", s.n,
                           s.w_batched ? ", a batched w" : "",
@@ -75,7 +69,6 @@ void check_gemv_operands(const GemvShape& s, const DeviceCaps& caps) {
 }
 
 Plan plan_gemv(const GemvShape& s, int limit, const DeviceCaps& caps) {
-  check_gemv_operands(s, caps);
   Plan plan;
   plan.canonical = use_canonical(s.rows, limit);
 
@@ -92,6 +85,7 @@ Plan plan_gemv(const GemvShape& s, int limit, const DeviceCaps& caps) {
   args.vector_loads = s.aligned && row_bytes % 16 == 0 && (s.k * static_cast<int64_t>(dtype_size(s.dtype))) % 16 == 0;
 
   PlanLaunch launch;
+  bool planned = false;  // a GEMV took the call; else the tiled GEMM
   const uint32_t batch = static_cast<uint32_t>(s.batch);
   // Above the limit, up to kTiledGemvMaxRows rows run the canonical kernel with another split count (it beats the
   // tiled GEMM by far there) when that gives another reduction order; the tiled GEMM runs the rest.
@@ -102,7 +96,8 @@ Plan plan_gemv(const GemvShape& s, int limit, const DeviceCaps& caps) {
     // Every split of both counts must hold a K block. W in the tile layout takes gemv_nk_mma at every M, since
     // only its _tiled instances read that layout (more than 16 rows: several row tiles, each reading W).
     const int64_t most_splits = std::max(splits, other_splits);
-    const bool mma_throughput = s.tiled || (s.rows <= kTiledGemvMaxRows && ceil_div(s.k, kMmaBlock) >= most_splits);
+    const bool mma_throughput =
+        s.tiled || (s.rows <= kTiledGemvMaxRows && ceil_div(s.k, GEMV_MMA_BLOCK) >= most_splits);
     if (plan.canonical || mma_throughput) {
       args.k_splits = plan.canonical ? splits : other_splits;
       // Tiles of 8 rows, or 16 (one read of W for up to 16 rows) above 8; the canonical call in the form's shape
@@ -111,11 +106,11 @@ Plan plan_gemv(const GemvShape& s, int limit, const DeviceCaps& caps) {
       const bool wide = plan.canonical && form.wide;
       const uint32_t tiles_per_threadgroup = wide && rows == 8 ? 2 : 1;
       const uint32_t splits_per_simdgroup = wide && rows == 16 ? 2 : 1;
-      launch.kernel = "gemv_nk_mma_r" + std::to_string(rows) + (tiles_per_threadgroup == 2 ? "_c2" : "") +
-                      (splits_per_simdgroup == 2 ? "_u2" : "") + "_" + dtype_suffix(s.dtype) +
-                      (s.tiled ? "_tiled" : "");
-      launch.threadgroups = {ceil_div(s.n, kMmaCols * tiles_per_threadgroup), ceil_div(s.rows, rows), batch};
-      launch.threads = {32 * args.k_splits / splits_per_simdgroup, 1, 1};
+      launch.kernel = kernel_id(KernelFamily::gemv_nk_mma, s.dtype, rows, tiles_per_threadgroup,
+                                splits_per_simdgroup, s.tiled);
+      launch.threadgroups = {ceil_div(s.n, MMA_TILE_COLS * tiles_per_threadgroup), ceil_div(s.rows, rows), batch};
+      launch.threads_per_threadgroup = {32 * args.k_splits / splits_per_simdgroup, 1, 1};
+      planned = true;
     }
   } else {
     const uint32_t splits = gemv_k_splits(s.k, s.n, s.dtype, s.w_kn, caps);
@@ -127,21 +122,22 @@ Plan plan_gemv(const GemvShape& s, int limit, const DeviceCaps& caps) {
     if (plan.canonical || tiled_throughput) {
       args.k_splits = plan.canonical ? splits : other_splits;
       const uint32_t rows = row_tile_height(s.rows);
-      launch.kernel = std::string(s.w_kn ? "gemv_kn_r" : "gemv_nk_r") + std::to_string(rows) + "_" +
-                      dtype_suffix(s.dtype);
+      launch.kernel = kernel_id(s.w_kn ? KernelFamily::gemv_kn : KernelFamily::gemv_nk, s.dtype, rows);
       // gemv_kn: 32 lanes of one 16-byte group of outputs each.
-      const uint32_t cols = s.w_kn ? 32 * 16 / static_cast<uint32_t>(dtype_size(s.dtype)) : kNkCols;
+      const uint32_t lane_cols = GEMV_KN_LANE_BYTES / static_cast<uint32_t>(dtype_size(s.dtype));
+      const uint32_t cols = s.w_kn ? 32 * lane_cols : GEMV_NK_COLS;
       launch.threadgroups = {ceil_div(s.n, cols), ceil_div(s.rows, rows), batch};
-      launch.threads = {32 * args.k_splits, 1, 1};
+      launch.threads_per_threadgroup = {32 * args.k_splits, 1, 1};
+      planned = true;
     }
   }
-  if (launch.kernel.empty()) {
+  if (!planned) {
     args.k_splits = 1;
-    launch.kernel = std::string("gemm_tiled_") + dtype_suffix(s.dtype);
-    launch.threadgroups = {ceil_div(s.n, kGemmTile), ceil_div(s.rows, kGemmTile), batch};
-    launch.threads = {256, 1, 1};
+    launch.kernel = kernel_id(KernelFamily::gemm_tiled, s.dtype);
+    launch.threadgroups = {ceil_div(s.n, GEMM_TILE), ceil_div(s.rows, GEMM_TILE), batch};
+    launch.threads_per_threadgroup = {GEMM_THREADS, 1, 1};
   }
-  launch.args = args_bytes(args);
+  launch.set_args(args);
   launch.buffers = {PlanBuffer::op(0), PlanBuffer::op(1), PlanBuffer::op(2), PlanBuffer::op(3)};
   plan.launches.push_back(std::move(launch));
   return plan;

@@ -1,4 +1,5 @@
 #pragma once
+#include "../../../metal/gemv_args.h"
 #include "../dtype.h"
 #include "../plan.h"
 
@@ -21,8 +22,8 @@ struct GemvShape {
 
 // gemv_nk_mma's output tile (16 weight rows) and K block (32 positions): also the blocks of the tile layout,
 // W [N/16, K/32, 16, 32].
-constexpr int64_t kGemvMmaRows = 16;
-constexpr int64_t kGemvMmaBlockK = 32;
+constexpr int64_t kGemvMmaRows = MMA_TILE_COLS;
+constexpr int64_t kGemvMmaBlockK = GEMV_MMA_BLOCK;
 
 // Operands: 0 x, 1 w, 2 bias (or any valid buffer when absent), 3 y.
 // M <= limit (and M == 1 always) -> canonical gemv_nk_mma (16-bit W [N, K] on a device with matrix units),
@@ -30,10 +31,10 @@ constexpr int64_t kGemvMmaBlockK = 32;
 // another K split up to 32 rows, and the tiled GEMM beyond. W in the tile layout takes
 // gemv_nk_mma_r{8,16}[_c2|_u2]_{dtype}_tiled at every M (the split count of the canonical or the throughput path):
 // the row layout's bits, read in whole blocks; it needs 16-bit x, matrix units and an unbatched W.
-// Throws InvalidArgument for tiled W where no tiled kernel runs.
+// Expects a shape check_gemv_operands accepted (the op validates once, at the boundary).
 Plan plan_gemv(const GemvShape& s, int limit, const DeviceCaps& caps);
-// What plan_gemv refuses (w in the tile layout where no kernel reads it), also for a call with nothing to compute,
-// so that whether a call is refused does not depend on M or N.
+// The op's check of what no kernel serves (w in the tile layout where no kernel reads it): InvalidArgument. Also
+// for a call with nothing to compute, so that whether a call is refused does not depend on M or N.
 void check_gemv_operands(const GemvShape& s, const DeviceCaps& caps);
 
 // The number of simdgroups that split one output tile's K range, from K, N, the dtype, the layout and the device

@@ -5,27 +5,18 @@
 
 #include "../errors.h"
 #include "../kernel_args.h"
+#include "../kernels.h"
 #include "../limit.h"
-#include "../../../metal/qgemv_args.h"
 #include "row_tiled.h"
 
 namespace mtlinv {
 
 static_assert(sizeof(QGemvArgs) == 32, "QGemvArgs layout must match metal/qgemv_args.h on every target");
 
+// The kernels' geometry (QGEMV_*, QGEMM_*, MMA_TILE_*) is metal/qgemv_args.h's; these are the plan's own choices.
 namespace {
-constexpr uint32_t kRun = 32;           // QGEMV_RUN in metal/qgemv.metal: K positions a lane owns per step
-constexpr uint32_t kCols = 4;           // QGEMV_COLS
-constexpr uint32_t kMaxSplits = 8;      // QGEMV_MAX_SPLITS
 constexpr int64_t kWarpsPerCore = 32;   // simdgroups per compute unit the canonical kernel aims for
-constexpr uint32_t kGemmTile = 32;      // QGEMM_TILE in metal/qgemm.metal
-constexpr uint32_t kGemmThreads = 128;  // qgemm's staging and compute layout
 constexpr int64_t kTiledQgemvMaxRows = 32;  // above the limit, up to this many rows take the row-tiled qgemv
-// qgemv_mma (metal/qgemv_mma.metal): outputs per threadgroup, K positions per step, most splits.
-constexpr uint32_t kMmaCols = kQgemvMmaRows;
-constexpr int64_t kMmaStep = kQgemvMmaStepK;
-static_assert(kMmaStep == 4 * kRun, "a qgemv_mma step is 4 runs");
-constexpr uint32_t kMmaMaxSplits = 16;
 constexpr int64_t kMmaWarpsPerCore = 32;  // simdgroups per compute unit qgemv_mma aims for
 
 }  // namespace
@@ -39,17 +30,17 @@ bool qgemv_supported_group_size(int group_size) {
 }
 
 uint32_t qgemv_k_splits(int64_t k, int64_t n, const DeviceCaps& caps) {
-  const int64_t runs = k / kRun;
+  const int64_t runs = k / QGEMV_RUN;
   if (caps.few_threads) {
     // The emulator pays a fiber switch per lane and ladder step, so it wants few simdgroups, each with at least
     // 4 steps (128 runs: 4096 K positions) of work.
-    return static_cast<uint32_t>(std::clamp<int64_t>(runs / (4 * 32), 1, kMaxSplits));
+    return static_cast<uint32_t>(std::clamp<int64_t>(runs / (4 * 32), 1, QGEMV_MAX_SPLITS));
   }
   // GPUs: about kWarpsPerCore simdgroups per compute unit over the ceil(N / 4) output tiles, in powers of two (as
   // gemv_k_splits), while each lane keeps at least two runs (one pair of runs in flight). On an H200 (132 SMs)
   // that is 2 splits at K = 4096 and at 8192 x 8192, 4 at K = 14336, N = 4096.
-  const int64_t most = std::clamp<int64_t>(runs / (2 * 32), 1, kMaxSplits);
-  const int64_t wanted = ceil_div(kWarpsPerCore * caps.compute_units, ceil_div(n, kCols));
+  const int64_t most = std::clamp<int64_t>(runs / (2 * 32), 1, QGEMV_MAX_SPLITS);
+  const int64_t wanted = ceil_div(kWarpsPerCore * caps.compute_units, ceil_div(n, QGEMV_COLS));
   return power_of_two_splits(wanted, most);
 }
 
@@ -61,30 +52,31 @@ uint32_t qgemv_mma_k_splits(int64_t k, int64_t n, const DeviceCaps& caps) {
   // where 2 (a pair of steps, then one) took 7.9, at K = 1536 (12 steps) 16 take 6.1 us where 4 took 6.9
   // (docs/decisions.md, "qgemv: split counts"). Where K has 32 steps or more (K >= 4096) this is the count of a
   // split keeping two steps in flight.
-  const int64_t steps = ceil_div(k, kMmaStep);
+  const int64_t steps = ceil_div(k, kQgemvMmaStepK);
   int64_t most = 1;
-  while (most < steps && most < kMmaMaxSplits) most *= 2;
-  const int64_t wanted = ceil_div(kMmaWarpsPerCore * caps.compute_units, ceil_div(n, kMmaCols));
+  while (most < steps && most < MMA_TILE_MAX_SPLITS) most *= 2;
+  const int64_t wanted = ceil_div(kMmaWarpsPerCore * caps.compute_units, ceil_div(n, MMA_TILE_COLS));
   return power_of_two_splits(wanted, most);
 }
 
+void check_qgemv_format(int bits, int group_size) {
+  if (!qgemv_supported_bits(bits)) {
+    throw InvalidArgument("qgemv: bits=", bits, " is not supported; use 2, 3, 4, 5, 6 or 8");
+  }
+  if (!qgemv_supported_group_size(group_size)) {
+    throw InvalidArgument("qgemv: group_size=", group_size, " is not supported; use 32, 64 or 128");
+  }
+}
+
 void check_qgemv_operands(const QGemvShape& s, const DeviceCaps& caps) {
-  if (!qgemv_supported_bits(s.bits)) {
-    throw InvalidArgument("qgemv: bits=", s.bits, " is not supported; use 2, 3, 4, 5, 6 or 8");
-  }
-  if (!qgemv_supported_group_size(s.group_size)) {
-    throw InvalidArgument("qgemv: group_size=", s.group_size, " is not supported; use 32, 64 or 128");
-  }
-  if (s.k % s.group_size != 0) {
-    throw InvalidArgument("qgemv: K=", s.k, " is not a multiple of group_size=", s.group_size);
-  }
+  check_qgemv_format(s.bits, s.group_size);
   // Only float32 scales with 16-bit activations at 4 and 8 bits are built besides x's own (what GGUF imports give).
   if (s.scale_dtype != s.dtype && (s.scale_dtype != DType::f32 || (s.bits != 4 && s.bits != 8))) {
     throw DTypeError("qgemv: scales are ", dtype_name(s.scale_dtype), " with ", dtype_name(s.dtype), " x and bits=",
                      s.bits, "; scales must have x's dtype, or be float32 with bits 4 or 8");
   }
   if (s.tiled && (!caps.matrix_units || s.dtype == DType::f32 || (s.bits != 4 && s.bits != 8) ||
-                  s.n % kMmaCols != 0)) {
+                  s.n % MMA_TILE_COLS != 0)) {
     throw InvalidArgument("qgemv: weights in the tile layout need 16-bit x on a device with matrix units, bits 4 or "
                           "8 and N a multiple of 16; got x ", dtype_name(s.dtype), ", bits=", s.bits, ", N=", s.n,
                           caps.matrix_units ? "" : " on a device without matrix units", " (use the row layout there)");
@@ -92,7 +84,6 @@ void check_qgemv_operands(const QGemvShape& s, const DeviceCaps& caps) {
 }
 
 Plan plan_qgemv(const QGemvShape& s, int limit, const DeviceCaps& caps) {
-  check_qgemv_operands(s, caps);
   Plan plan;
   plan.canonical = use_canonical(s.rows, limit);
 
@@ -109,9 +100,7 @@ Plan plan_qgemv(const QGemvShape& s, int limit, const DeviceCaps& caps) {
   args.w_vector_loads = s.w_aligned ? 1 : 0;
 
   PlanLaunch launch;
-  const std::string bits = "_b" + std::to_string(s.bits);
-  std::string types = std::string("_") + dtype_suffix(s.dtype);
-  if (s.scale_dtype != s.dtype) types += "_sf32";
+  bool planned = false;  // a GEMV took the call; else qgemm
   const bool mma_kernels = caps.matrix_units && s.dtype != DType::f32;
   if (mma_kernels) {
     // 16-bit x on a device with matrix units: qgemv_mma, for canonical calls and, with the other split count, up
@@ -123,13 +112,14 @@ Plan plan_qgemv(const QGemvShape& s, int limit, const DeviceCaps& caps) {
     const uint32_t other_splits = throughput_k_splits(splits);
     const bool mma_throughput =
         s.tiled || (s.rows <= kTiledQgemvMaxRows &&
-                    static_cast<int64_t>(std::min(splits, other_splits)) < ceil_div(s.k, kMmaStep));
+                    static_cast<int64_t>(std::min(splits, other_splits)) < ceil_div(s.k, kQgemvMmaStepK));
     if (plan.canonical || mma_throughput) {
       args.k_splits = plan.canonical ? splits : other_splits;
       const uint32_t rows = s.rows <= 8 ? 8 : 16;  // one read of the weights for up to 16 rows
-      launch.kernel = "qgemv_mma" + bits + "_r" + std::to_string(rows) + types + (s.tiled ? "_tiled" : "");
-      launch.threadgroups = {ceil_div(s.n, kMmaCols), ceil_div(s.rows, rows), 1};
-      launch.threads = {32 * args.k_splits, 1, 1};
+      launch.kernel = kernel_id(KernelFamily::qgemv_mma, s.dtype, s.bits, s.scale_dtype, rows, s.tiled);
+      launch.threadgroups = {ceil_div(s.n, MMA_TILE_COLS), ceil_div(s.rows, rows), 1};
+      launch.threads_per_threadgroup = {32 * args.k_splits, 1, 1};
+      planned = true;
     }
   } else {
     const uint32_t splits = qgemv_k_splits(s.k, s.n, caps);
@@ -137,7 +127,7 @@ Plan plan_qgemv(const QGemvShape& s, int limit, const DeviceCaps& caps) {
     // Above the limit, up to kTiledQgemvMaxRows rows run the row-tiled qgemv (several times faster than qgemm
     // there) with throughput_splits, when that gives another reduction order.
     const bool tiled_throughput = s.rows <= kTiledQgemvMaxRows &&
-                                  split_counts_differ_in_order(s.k / kRun, splits, throughput_splits);
+                                  split_counts_differ_in_order(s.k / QGEMV_RUN, splits, throughput_splits);
     if (plan.canonical || tiled_throughput) {
       args.k_splits = plan.canonical ? splits : throughput_splits;
       // The emulator runs one row in the 2-row tile: its build of the 1-row instance is more than twice as slow
@@ -145,18 +135,19 @@ Plan plan_qgemv(const QGemvShape& s, int limit, const DeviceCaps& caps) {
       // same in any tile.
       const uint32_t rows =
           caps.few_threads ? std::max<uint32_t>(2, row_tile_height(s.rows)) : row_tile_height(s.rows);
-      launch.kernel = "qgemv" + bits + "_r" + std::to_string(rows) + types;
-      launch.threadgroups = {ceil_div(s.n, kCols), ceil_div(s.rows, rows), 1};
-      launch.threads = {32 * args.k_splits, 1, 1};
+      launch.kernel = kernel_id(KernelFamily::qgemv, s.dtype, s.bits, s.scale_dtype, rows);
+      launch.threadgroups = {ceil_div(s.n, QGEMV_COLS), ceil_div(s.rows, rows), 1};
+      launch.threads_per_threadgroup = {32 * args.k_splits, 1, 1};
+      planned = true;
     }
   }
-  if (launch.kernel.empty()) {
+  if (!planned) {
     args.k_splits = 1;
-    launch.kernel = "qgemm" + bits + types;
-    launch.threadgroups = {ceil_div(s.n, kGemmTile), ceil_div(s.rows, kGemmTile), 1};
-    launch.threads = {kGemmThreads, 1, 1};
+    launch.kernel = kernel_id(KernelFamily::qgemm, s.dtype, s.bits, s.scale_dtype);
+    launch.threadgroups = {ceil_div(s.n, QGEMM_TILE), ceil_div(s.rows, QGEMM_TILE), 1};
+    launch.threads_per_threadgroup = {QGEMM_THREADS, 1, 1};
   }
-  launch.args = args_bytes(args);
+  launch.set_args(args);
   launch.buffers = {PlanBuffer::op(0), PlanBuffer::op(1), PlanBuffer::op(2), PlanBuffer::op(3), PlanBuffer::op(4),
                     PlanBuffer::op(5)};
   plan.launches.push_back(std::move(launch));

@@ -1,4 +1,5 @@
 #pragma once
+#include "../../../metal/qgemv_args.h"
 #include "../dtype.h"
 #include "../plan.h"
 
@@ -20,8 +21,8 @@ struct QGemvShape {
 };
 
 // qgemv_mma's output tile (16 weight rows) and step (128 K positions): also the blocks of the tile layout.
-constexpr int64_t kQgemvMmaRows = 16;
-constexpr int64_t kQgemvMmaStepK = 128;
+constexpr int64_t kQgemvMmaRows = MMA_TILE_COLS;
+constexpr int64_t kQgemvMmaStepK = QGEMV_MMA_STEP * QGEMV_RUN;
 
 // The bit widths and group sizes the kernels are built for (MLX's affine widths; 32 divides every group size).
 bool qgemv_supported_bits(int bits);
@@ -35,12 +36,14 @@ bool qgemv_supported_group_size(int group_size);
 // Weights in the tile layout take qgemv_mma_b{bits}_r{8,16}_{dtype}[_sf32]_tiled at every M (the split count of the
 // canonical or the throughput path): the row layout's bits, read in whole blocks; they need 16-bit x, matrix units,
 // bits 4 or 8 and N a multiple of 16.
-// Throws InvalidArgument for an unsupported bits or group size, K not a multiple of the group size, or tiled
-// weights where no tiled kernel runs, and DTypeError for a scale dtype without a kernel.
+// Expects a shape check_qgemv_operands accepted (the op validates once, at the boundary; K a multiple of the group
+// size).
 Plan plan_qgemv(const QGemvShape& s, int limit, const DeviceCaps& caps);
-// What plan_qgemv refuses (bits, group size, scale dtype, the tile layout where no kernel reads it), also for a
-// call with nothing to compute, so that whether a call is refused does not depend on M or N.
+// The op's check of what no kernel serves: InvalidArgument for an unsupported bits or group size (check_qgemv_format)
+// or tiled weights where no tiled kernel runs, DTypeError for a scale dtype without a kernel. Also for a call with
+// nothing to compute, so that whether a call is refused does not depend on M or N.
 void check_qgemv_operands(const QGemvShape& s, const DeviceCaps& caps);
+void check_qgemv_format(int bits, int group_size);
 
 // The number of simdgroups that split one output tile's K range, from K, N and the device (never M).
 uint32_t qgemv_k_splits(int64_t k, int64_t n, const DeviceCaps& caps);

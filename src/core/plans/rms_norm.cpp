@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "../kernel_args.h"
+#include "../kernels.h"
 
 namespace mtlinv {
 
@@ -22,10 +23,10 @@ uint32_t threads_per_row(int64_t cols, const DeviceCaps& caps) {
 
 Plan plan_rms_norm(int64_t rows, int64_t cols, DType dtype, float eps, const DeviceCaps& caps, bool residual) {
   PlanLaunch launch;
-  launch.kernel = std::string(residual ? "add_rms_norm_" : "rms_norm_") + dtype_suffix(dtype);
+  launch.kernel = kernel_id(residual ? KernelFamily::add_rms_norm : KernelFamily::rms_norm, dtype);
   launch.threadgroups = {static_cast<uint32_t>(rows), 1, 1};
-  launch.threads = {threads_per_row(cols, caps), 1, 1};
-  launch.args = args_bytes(RmsNormArgs{static_cast<uint32_t>(rows), static_cast<uint32_t>(cols), eps});
+  launch.threads_per_threadgroup = {threads_per_row(cols, caps), 1, 1};
+  launch.set_args(RmsNormArgs{static_cast<uint32_t>(rows), static_cast<uint32_t>(cols), eps});
   for (int i = 0; i < (residual ? 5 : 3); ++i) launch.buffers.push_back(PlanBuffer::op(i));
   Plan plan;
   plan.launches.push_back(std::move(launch));

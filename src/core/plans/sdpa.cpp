@@ -7,6 +7,7 @@
 
 #include "../errors.h"
 #include "../kernel_args.h"
+#include "../kernels.h"
 #include "../limit.h"
 #include "../../../metal/sdpa_args.h"
 
@@ -14,20 +15,15 @@ namespace mtlinv {
 
 static_assert(sizeof(SdpaArgs) == 56, "SdpaArgs layout must match metal/sdpa_args.h on every target");
 
+// The kernels' geometry (SDPA_*, FLASH_*) is metal/sdpa_args.h's; these are the plan's own choices.
 namespace {
-constexpr uint32_t kThreads = 128;        // SDPA_THREADS in metal/sdpa.metal
-constexpr uint32_t kMaxQueriesPerTile = 8;  // SDPA_QUERIES: the query tile Q of sdpa_blocks is 4 or 8
-constexpr uint32_t kBlockKeys = 256;      // SDPA_BLOCK_KEYS: the most keys a block of sdpa_blocks may hold
 constexpr uint32_t kMmaChunkKeys = 256;   // sdpa_mma's chunks in tier 0 (docs/decisions.md, "sdpa: chunks")
 constexpr uint32_t kMmaTierKeys = 4096;   // where sdpa_mma's tier 0 ends
-constexpr uint32_t kMmaQueries = 16;      // SDPA_MMA_QUERIES in metal/sdpa_mma.metal (4 simdgroups: kThreads)
-constexpr uint32_t kFlashQueries = 32;    // FLASH_QUERIES
-constexpr uint32_t kCombineGroups = 16;   // SDPA_COMBINE_GROUPS
-constexpr uint32_t kCombineColumns = 8;   // SDPA_COMBINE_COLUMNS
 constexpr int64_t kSplitMinKeys = 32;     // split blocks shorter than this cost more in pass 2 than they gain
 constexpr int64_t kSplitWavesPerCore = 4; // threadgroups per compute unit the split path aims for
-// sdpa_mma's 4 simdgroups take a quarter of a chunk each, in steps of 32 keys.
-static_assert(kMmaChunkKeys % (4 * 32) == 0, "sdpa_mma needs chunks of a multiple of 128 keys");
+// sdpa_mma's simdgroups take a share of a chunk each, in whole steps; its threadgroup is sdpa_blocks' size.
+static_assert(kMmaChunkKeys % (SDPA_MMA_SIMDGROUPS * SDPA_MMA_STEP) == 0, "sdpa_mma needs chunks of whole steps");
+static_assert(SDPA_MMA_SIMDGROUPS * 32 == SDPA_THREADS, "sdpa_mma and sdpa_blocks launch as many threads");
 static_assert(kMmaTierKeys % (4 * kMmaChunkKeys) == 0, "tiers need tier_keys a multiple of 4 block_keys");
 
 }  // namespace
@@ -53,14 +49,14 @@ SdpaChunking sdpa_chunking(int64_t head_dim, DType dtype, const DeviceCaps& caps
   if (sdpa_mma_applies(head_dim, dtype, caps)) {
     return {kMmaChunkKeys, kMmaTierKeys};
   }
-  return {kBlockKeys, 0};
+  return {SDPA_BLOCK_KEYS, 0};
 }
 
 // A query's arithmetic is the same in either tile (design.md §2): the tile only decides which queries of a kv head
 // share the K and V loads. 4 when they fit (decoding with GQA groups of up to 4), which halves the accumulator
 // registers; 8 otherwise.
 uint32_t sdpa_query_tile(const SdpaShape& s) {
-  return s.q_len * (s.q_heads / s.kv_heads) <= 4 ? 4 : kMaxQueriesPerTile;
+  return s.q_len * (s.q_heads / s.kv_heads) <= 4 ? 4 : SDPA_QUERIES;
 }
 
 bool sdpa_mma_applies(int64_t head_dim, DType dtype, const DeviceCaps& caps) {
@@ -72,12 +68,11 @@ uint32_t sdpa_split_blocks(const SdpaShape& s, const DeviceCaps& caps) {
       s.batch * s.kv_heads * ceil_div(s.q_len * (s.q_heads / s.kv_heads), sdpa_query_tile(s));
   const int64_t fill = (kSplitWavesPerCore * caps.compute_units + groups_per_block - 1) / groups_per_block;
   const int64_t most = std::max<int64_t>(1, s.kv_len / kSplitMinKeys);
-  const int64_t least = ceil_div(s.kv_len, kBlockKeys);
+  const int64_t least = ceil_div(s.kv_len, SDPA_BLOCK_KEYS);
   return static_cast<uint32_t>(std::max(least, std::min(fill, most)));
 }
 
-Plan plan_sdpa(const SdpaShape& s, int limit, const DeviceCaps& caps) {
-  // The op checks these; plan_sdpa is also called alone (introspection), where a zero would divide below.
+void check_sdpa_shape(const SdpaShape& s) {
   if (s.kv_len < 1 || s.kv_len > INT32_MAX) {
     throw InvalidArgument("sdpa: kv_len=", s.kv_len, " must be in [1, 2^31)");
   }
@@ -88,6 +83,19 @@ Plan plan_sdpa(const SdpaShape& s, int limit, const DeviceCaps& caps) {
   if (!sdpa_head_dim_supported(s.head_dim)) {
     throw InvalidArgument("sdpa: head dim D=", s.head_dim, " is not supported (supported: ", sdpa_head_dims_str(), ")");
   }
+}
+
+std::vector<std::pair<uint32_t, uint32_t>> sdpa_chunks(uint32_t block_keys, uint32_t tier_keys, uint32_t kv_len) {
+  std::vector<std::pair<uint32_t, uint32_t>> chunks;
+  const uint32_t n = sdpa_chunk_of(block_keys, tier_keys, kv_len - 1) + 1;
+  for (uint32_t i = 0; i < n; ++i) {
+    const SdpaChunk c = sdpa_chunk_range(block_keys, tier_keys, i);
+    chunks.emplace_back(c.first, c.keys);
+  }
+  return chunks;
+}
+
+Plan plan_sdpa(const SdpaShape& s, int limit, const DeviceCaps& caps) {
   Plan plan;
   plan.canonical = use_canonical(s.q_len, limit);
 
@@ -104,17 +112,15 @@ Plan plan_sdpa(const SdpaShape& s, int limit, const DeviceCaps& caps) {
   args.rows_out = s.rows_out ? 1 : 0;
   // Vector loads need every row 16-byte aligned: the base pointers, and rows of D elements (true for every D).
   const bool vector_loads = s.aligned && (s.head_dim * static_cast<int64_t>(dtype_size(s.dtype))) % 16 == 0;
-  const std::string suffix = dtype_suffix(s.dtype);
-  const std::string loads = vector_loads ? "" : "unaligned_";
   const uint32_t batch = static_cast<uint32_t>(s.batch);
   const uint32_t q_heads = static_cast<uint32_t>(s.q_heads);
 
   if (!plan.canonical && s.q_len > kSdpaSplitMaxQueries) {
     PlanLaunch flash;
-    flash.kernel = "sdpa_flash_d" + std::to_string(s.head_dim) + "_" + loads + suffix;
-    flash.threadgroups = {ceil_div(s.q_len, kFlashQueries), q_heads, batch};
-    flash.threads = {kFlashQueries, 1, 1};
-    flash.args = args_bytes(args);
+    flash.kernel = kernel_id(KernelFamily::sdpa_flash, s.dtype, vector_loads, s.head_dim);
+    flash.threadgroups = {ceil_div(s.q_len, FLASH_QUERIES), q_heads, batch};
+    flash.threads_per_threadgroup = {FLASH_QUERIES, 1, 1};
+    flash.set_args(args);
     flash.buffers = {PlanBuffer::op(0), PlanBuffer::op(1), PlanBuffer::op(2), PlanBuffer::op(3)};
     plan.launches.push_back(std::move(flash));
     return plan;
@@ -134,22 +140,22 @@ Plan plan_sdpa(const SdpaShape& s, int limit, const DeviceCaps& caps) {
 
   PlanLaunch partials;
   const bool matrix_units = plan.canonical && sdpa_mma_applies(s.head_dim, s.dtype, caps);
-  const uint32_t tile = matrix_units ? kMmaQueries : sdpa_query_tile(s);
-  partials.kernel = matrix_units ? "sdpa_mma_d" + std::to_string(s.head_dim) + "_" + loads + suffix
-                                 : "sdpa_blocks_q" + std::to_string(tile) + "_" + loads + suffix;
+  const uint32_t tile = matrix_units ? SDPA_MMA_QUERIES : sdpa_query_tile(s);
+  partials.kernel = matrix_units ? kernel_id(KernelFamily::sdpa_mma, s.dtype, vector_loads, s.head_dim)
+                                 : kernel_id(KernelFamily::sdpa_blocks, s.dtype, vector_loads, tile);
   const uint32_t query_tiles = ceil_div(s.q_len * args.group, tile);
   const uint32_t kv_heads = static_cast<uint32_t>(s.batch * s.kv_heads);
   // sdpa_mma takes the chunks as the grid's slowest dimension, the last (the largest) first.
   partials.threadgroups = matrix_units ? Dim3{query_tiles, kv_heads, args.n_blocks}
                                        : Dim3{query_tiles, args.n_blocks, kv_heads};
-  partials.threads = {kThreads, 1, 1};
+  partials.threads_per_threadgroup = {SDPA_THREADS, 1, 1};
   // L2 prefetches (sdpa_mma_prefetch) pay where one tile's grid is at most one threadgroup per two cores: on an H200
   // (132 cores) with 8 kv heads and chunks of 512 keys, 5-7% less time for decoding at 1K-4K keys (64 threadgroups
   // at 4K), 4% more at 8K (128) and 10% more at 16K-64K (docs/decisions.md, "sdpa: loads, stores and prefetches").
   // With the growing chunks, up to 2K
   // keys. A hint, so a call's bits do not depend on it.
   args.prefetch = matrix_units && 2 * args.n_blocks * s.batch * s.kv_heads <= caps.compute_units ? 1 : 0;
-  partials.args = args_bytes(args);
+  partials.set_args(args);
   partials.buffers = {PlanBuffer::op(0), PlanBuffer::op(1), PlanBuffer::op(2), PlanBuffer::tmp(0), PlanBuffer::tmp(1),
                       PlanBuffer::op(3)};
   // Keys in one chunk (every decoding step up to 256 keys): pass 1 writes the output, with the bits pass 2 would
@@ -163,10 +169,10 @@ Plan plan_sdpa(const SdpaShape& s, int limit, const DeviceCaps& caps) {
   }
 
   PlanLaunch combine;
-  combine.kernel = "sdpa_combine_" + suffix;
-  combine.threadgroups = {static_cast<uint32_t>(s.q_len) * ceil_div(s.head_dim / 4, kCombineColumns), q_heads, batch};
-  combine.threads = {kCombineGroups * kCombineColumns, 1, 1};
-  combine.args = partials.args;
+  combine.kernel = kernel_id(KernelFamily::sdpa_combine, s.dtype);
+  combine.threadgroups = {static_cast<uint32_t>(s.q_len) * ceil_div(s.head_dim / 4, SDPA_COMBINE_COLUMNS), q_heads, batch};
+  combine.threads_per_threadgroup = {SDPA_COMBINE_GROUPS * SDPA_COMBINE_COLUMNS, 1, 1};
+  combine.bindings = partials.bindings;
   combine.buffers = {PlanBuffer::tmp(0), PlanBuffer::tmp(1), PlanBuffer::op(3)};
 
   plan.launches.push_back(std::move(partials));

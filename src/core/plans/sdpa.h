@@ -1,5 +1,8 @@
 #pragma once
+#include <cstdint>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "../dtype.h"
 #include "../plan.h"
@@ -39,8 +42,15 @@ struct SdpaShape {
 // Otherwise q_len <= kSdpaSplitMaxQueries -> the same two passes over sdpa_split_blocks() blocks, and longer
 // blocks -> the single-pass sdpa_flash of the head dim.
 // Without `aligned`, the kernels reading q, k, v are the element-load builds (sdpa_blocks_unaligned_*, ...),
-// with the same bits.
+// with the same bits. Expects a valid shape: the op validates it, with the operands' names; introspection calls
+// check_sdpa_shape first.
 Plan plan_sdpa(const SdpaShape& s, int limit, const DeviceCaps& caps);
+// InvalidArgument unless B, Lq, Hkv >= 1, Hq a multiple of Hkv, kv_len in [1, 2^31) and the head dim supported.
+void check_sdpa_shape(const SdpaShape& s);
+
+// The chunks covering keys 0 .. kv_len - 1 (kv_len >= 1) under (block_keys, tier_keys), as the kernels place them
+// (sdpa_chunk_range in metal/sdpa_args.h): (first key, keys) each.
+std::vector<std::pair<uint32_t, uint32_t>> sdpa_chunks(uint32_t block_keys, uint32_t tier_keys, uint32_t kv_len);
 
 // Above the limit, blocks of at most this many queries per head take the split kernel (MLX's vector mode bound).
 constexpr int64_t kSdpaSplitMaxQueries = 8;
