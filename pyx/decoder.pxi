@@ -67,6 +67,9 @@ cdef class Decoder:
         if a.ndim != 1 or (a.size and a.dtype.kind not in "iu"):
             raise InvalidArgumentError(f"Decoder.forward: ids must be a 1-D sequence of integers, got {a.dtype} "
                                        f"of shape {a.shape}")
+        cdef int64_t c_start = _int_arg("Decoder.forward", "start", start, 0, 2**62)
+        d.check_positions(a.shape[0], c_start)  # before the copy below, which a broadcast view would make huge
+        _check_dims(a, "Decoder.forward: ids")
         if a.size and a.dtype.kind == "u" and a.max() >= 2**63:  # past int64, where the conversion would wrap
             i = int(np.argmax(a))
             raise InvalidArgumentError(f"Decoder.forward: ids[{i}]={int(a[i])} is outside [0, {self.vocab})")
@@ -74,7 +77,6 @@ cdef class Decoder:
         cdef vector[int64_t] c_ids
         if view.shape[0]:
             c_ids.assign(&view[0], &view[0] + view.shape[0])
-        cdef int64_t c_start = _int_arg("Decoder.forward", "start", start, 0, 2**62)
         cdef CTensor out
         cdef CContextLimit limit_scope
         limit_scope.open(_context_limit())

@@ -103,6 +103,7 @@ cdef extern from "../src/core/model/decoder.h" namespace "mtlinv":
     cdef cppclass CDecoder "mtlinv::Decoder":
         CDecoder(CDecoderConfig, CTensor, vector[CDecoderLayer], CTensor, CQuantLinear) except +raise_py_error
         CTensor forward(const vector[int64_t]&, int64_t) except +raise_py_error nogil
+        void check_positions(int64_t, int64_t) except +raise_py_error
         int64_t capacity()
 
 cdef extern from "../src/core/tile_layout.h" namespace "mtlinv" nogil:

@@ -34,3 +34,12 @@ def gpu_plans():
     _native._set_emu_gpu_plans(True)
     yield
     _native._set_emu_gpu_plans(False)
+
+
+@pytest.fixture
+def torch():
+    """PyTorch with a CUDA device (the CUDA backend's interchange tests), else the test skips."""
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("torch sees no CUDA device")
+    return torch

@@ -1,4 +1,6 @@
 """Shared test helpers: bitwise comparison and per-dtype accuracy bounds."""
+import threading
+
 import ml_dtypes
 import numpy as np
 
@@ -55,3 +57,12 @@ def unaligned(a):
     out = storage[offset:offset + a.size].reshape(a.shape)
     out[...] = a
     return out
+
+
+def run_threads(target, count):
+    """target(t) in `count` threads at once, t = 0..count - 1, all joined before it returns."""
+    threads = [threading.Thread(target=target, args=(t,)) for t in range(count)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()

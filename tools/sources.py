@@ -20,7 +20,7 @@ SOURCE_DIRS = ("src/core", "src/core/plans", "src/core/ops", "src/core/model", "
 COMPILE_FLAGS = ("-ffp-contract=off", "-fno-fast-math")
 X86_FLAGS = ("-mfma", "-mf16c", "-mavx2")
 PUBLIC_HEADERS = (
-    "backend.h", "dtype.h", "errors.h", "limit.h", "quant.h", "tensor.h", "tile_layout.h", "ops.h",
+    "backend.h", "dtype.h", "errors.h", "kernel_id.h", "limit.h", "quant.h", "tensor.h", "tile_layout.h", "ops.h",
     "ops/decoder_ops.h", "ops/gemv.h", "ops/qgemv.h", "ops/rms_norm.h", "ops/sdpa.h", "model/decoder.h",
 )
 # The API's own headers (include/mtlinv/), installed beside the core's.

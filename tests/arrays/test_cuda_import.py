@@ -13,14 +13,6 @@ pytestmark = pytest.mark.skipif(mtlinv.device_info()["backend"] != "cuda", reaso
 DTYPES = {"f32": np.float32, "f16": np.float16, "bf16": ml_dtypes.bfloat16}
 
 
-@pytest.fixture
-def torch():
-    torch = pytest.importorskip("torch")
-    if not torch.cuda.is_available():
-        pytest.skip("torch sees no CUDA device")
-    return torch
-
-
 def _cuda(torch, a):
     return torch.from_numpy(a.astype(np.float32)).to(device="cuda", dtype=getattr(torch, np.dtype(a.dtype).name))
 

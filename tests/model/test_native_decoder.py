@@ -1,6 +1,7 @@
 """mtlinv.Decoder, the forward pass in C++: the bits of the same forward composed of the Python ops, the number of
 ops it issues, and its errors."""
 import os
+import tracemalloc
 
 import ml_dtypes
 import numpy as np
@@ -254,3 +255,10 @@ def test_decoder_refuses_bad_tokens(tiny_device):
         d.forward(np.array([-1]), 0)
     with pytest.raises(mtlinv.InvalidArgumentError, match=r"ids\[0\]=18446744073709551615 is outside \[0, 64\)"):
         d.forward(np.array([2**64 - 1], np.uint64), 0)
+    # A broadcast view of ids that cannot fit is refused as a list of that length is, before any copy of it.
+    tracemalloc.start()
+    with pytest.raises(mtlinv.InvalidArgumentError, match="4294967296 tokens at position 0 do not fit the cache "
+                                                          "capacity 8"):
+        d.forward(np.broadcast_to(np.int64(1), (2**32,)), 0)
+    assert tracemalloc.get_traced_memory()[1] < 2**20
+    tracemalloc.stop()

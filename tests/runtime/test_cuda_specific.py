@@ -22,14 +22,6 @@ pytestmark = pytest.mark.skipif(mtlinv.device_info()["backend"] != "cuda",
 DTYPES = [np.float32, np.float16, ml_dtypes.bfloat16]
 
 
-@pytest.fixture
-def torch():
-    torch = pytest.importorskip("torch")
-    if not torch.cuda.is_available():
-        pytest.skip("torch sees no CUDA device")
-    return torch
-
-
 def test_device_info_describes_the_gpu():
     info = mtlinv.device_info()
     assert isinstance(info["overlapped_launches"], bool)

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import mtlinv
-from helpers import same_bits
+from helpers import run_threads, same_bits
 
 THREADS = 4
 ROUNDS = 100
@@ -73,11 +73,7 @@ def test_threads_views_and_scopes(shared):
             failures.append(f"thread {t}: {e!r}")
             barrier.abort()
 
-    threads = [threading.Thread(target=run, args=(t,)) for t in range(THREADS)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    run_threads(run, THREADS)
     assert failures == []
     assert mtlinv.get_limit() == 0
 

@@ -6,7 +6,7 @@ import threading
 import numpy as np
 
 import mtlinv
-from helpers import same_bits
+from helpers import run_threads, same_bits
 
 THREADS = 4
 ROUNDS = 25
@@ -70,11 +70,7 @@ def test_threads_share_weights_and_a_kv_cache(rng):
             failures.append(f"thread {t}: {e!r}")
             barrier.abort()
 
-    threads = [threading.Thread(target=run, args=(t,)) for t in range(THREADS)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    run_threads(run, THREADS)
     assert failures == []
     for a, b in zip(shared, alone):
         assert same_bits(a, b)

@@ -93,13 +93,17 @@ Decoder::Decoder(DecoderConfig config, Tensor embedding, std::vector<DecoderLaye
   capacity_ = cache[1];
 }
 
-Tensor Decoder::forward(const std::vector<int64_t>& ids, int64_t start) const {
-  const int64_t m = static_cast<int64_t>(ids.size());
+void Decoder::check_positions(int64_t m, int64_t start) const {
   // start > capacity - m, not start + m > capacity: a huge start would wrap the sum.
   if (m < 1 || start < 0 || start > capacity_ - m) {
     throw InvalidArgument("Decoder.forward: ", m, " tokens at position ", start, " do not fit the cache capacity ",
                           capacity_);
   }
+}
+
+Tensor Decoder::forward(const std::vector<int64_t>& ids, int64_t start) const {
+  const int64_t m = static_cast<int64_t>(ids.size());
+  check_positions(m, start);
   // Each residual add runs in one launch with the norm after it (add_rms_norm): x is the residual stream, h its
   // normed copy for the next block. The ids are uploaded first, outside any launch batch.
   Tensor x = embedding(embedding_, ids);

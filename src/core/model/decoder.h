@@ -51,6 +51,9 @@ class Decoder {
   // graph (src/core/launch_batch.h); its first step, the upload of the ids (cudaMemcpy from pageable memory),
   // waits for the work queued before it.
   Tensor forward(const std::vector<int64_t>& ids, int64_t start) const;
+  // forward's check of m tokens at `start` against the caches, on its own: callers that must copy the ids first
+  // (a strided or broadcast array of them) check before the copy.
+  void check_positions(int64_t m, int64_t start) const;
 
   int64_t capacity() const { return capacity_; }  // cache positions per layer
 
