@@ -64,6 +64,25 @@ def byte_tokens() -> list[str]:
     return [chars[b] for b in range(256)]
 
 
+def merge_most_frequent(words: list[list[str]]) -> tuple[str, str] | None:
+    """One BPE training step: the most frequent adjacent pair (ties to the larger pair), merged in place in every
+    word; None when no word has two pieces left."""
+    pairs = {}
+    for w in words:
+        for a, b in zip(w, w[1:]):
+            pairs[(a, b)] = pairs.get((a, b), 0) + 1
+    if not pairs:
+        return None
+    a, b = max(pairs, key=lambda p: (pairs[p], p))
+    for w in words:
+        i = 0
+        while i < len(w) - 1:
+            if (w[i], w[i + 1]) == (a, b):
+                w[i:i + 2] = [a + b]
+            i += 1
+    return a, b
+
+
 def vocabulary():
     """(tokens, token types, merges): 256 bytes, merges learnt greedily from a sentence, then 3 control tokens."""
     tokens = byte_tokens()
@@ -74,21 +93,11 @@ def vocabulary():
     merges = ["2 0", "20 2", "1 2", "12 3", "3 4", "34 5", "' t"]
     tokens += [m.replace(" ", "") for m in merges]
     while len(tokens) < 297:
-        pairs = {}
-        for w in words:
-            for a, b in zip(w, w[1:]):
-                pairs[(a, b)] = pairs.get((a, b), 0) + 1
-        if not pairs:
+        pair = merge_most_frequent(words)
+        if pair is None:
             break
-        a, b = max(pairs, key=lambda p: (pairs[p], p))
-        merges.append(f"{a} {b}")
-        tokens.append(a + b)
-        for w in words:
-            i = 0
-            while i < len(w) - 1:
-                if (w[i], w[i + 1]) == (a, b):
-                    w[i:i + 2] = [a + b]
-                i += 1
+        merges.append(" ".join(pair))
+        tokens.append("".join(pair))
     while len(tokens) < 297:  # pad with unused tokens (never produced by a merge)
         tokens.append(f"<unused{len(tokens)}>")
     types = [1] * len(tokens) + [3, 3, 3]
@@ -107,20 +116,10 @@ def sentencepiece_vocabulary():
     types += [6] * 256
     merged = []
     while len(merged) < 40:
-        pairs = {}
-        for w in words:
-            for a, b in zip(w, w[1:]):
-                pairs[(a, b)] = pairs.get((a, b), 0) + 1
-        if not pairs:
+        pair = merge_most_frequent(words)
+        if pair is None:
             break
-        a, b = max(pairs, key=lambda p: (pairs[p], p))
-        merged.append(a + b)
-        for w in words:
-            i = 0
-            while i < len(w) - 1:
-                if (w[i], w[i + 1]) == (a, b):
-                    w[i:i + 2] = [a + b]
-                i += 1
+        merged.append("".join(pair))
     pieces = [p for p in merged if p not in chars]
     tokens += chars + pieces
     scores += [-1000.0 - i for i in range(len(chars))] + [-float(i) for i in range(len(pieces))]

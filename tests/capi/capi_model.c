@@ -10,22 +10,7 @@
 
 #include <mtlinv/mtlinv.h>
 
-static int failures = 0;
-
-static void expect(const char* name, mtlinv_status got, mtlinv_status want, const char* text) {
-  const char* message = mtlinv_last_error();
-  if (got == want && strstr(message, text) != NULL) {
-    printf("ok: %s: %s\n", name, message);
-  } else {
-    printf("FAIL: %s: status %d (want %d), message '%s' (want '%s')\n", name, (int)got, (int)want, message, text);
-    ++failures;
-  }
-}
-
-static void check(const char* name, int passed) {
-  printf("%s: %s\n", passed ? "ok" : "FAIL", name);
-  failures += !passed;
-}
+#include "expect.h"
 
 /* MLX's hand example: 0..15 twice in one group of 32 at 4 bits has scale -1, bias 15 and q = 15 - w. */
 static void check_quantize(void) {
