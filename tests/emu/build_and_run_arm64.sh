@@ -51,7 +51,7 @@ if ! cmake -S "$root" -B "$out/cmake" -DCMAKE_BUILD_TYPE=Release -DMTLINV_OPT=-O
   exit 1
 fi
 for example in embed_example embed_example_c; do
-  MTLINV_DEVICE=emu on_arm64 "$out/cmake/$example" | tee "$out/$example.txt"
+  MTLINV_DEVICE=emu on_arm64 "$out/cmake/examples/programs/$example" | tee "$out/$example.txt"
   grep -q "has the bits of" "$out/$example.txt" && grep -q "bad input:" "$out/$example.txt" &&
     ! grep -q DIFFERS "$out/$example.txt" || { echo "== $example: unexpected output"; exit 1; }
 done
