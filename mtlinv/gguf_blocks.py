@@ -61,20 +61,23 @@ def _check_shape(shape, what):
     return n, k
 
 
-def _blocks(raw, shape, kind, what):
-    """View raw GGUF bytes as ``[N, K/32, block_bytes]`` uint8; validate dtype and size."""
+def _blocks(raw, shape, kind, what, per=QK, nbytes=None):
+    """View raw GGUF bytes as ``[N, K / per, nbytes]`` uint8 (blocks of `per` elements, `nbytes` bytes each; by
+    default this module's 32-element types); validate dtype and size."""
     raw = np.asarray(raw)
     if raw.dtype != np.uint8:
         raise TypeError(f"{what}: blocks must be a uint8 array of raw bytes, got {raw.dtype}")
     n, k = _check_shape(shape, what)
-    nbytes = BLOCK_BYTES[kind]
-    expected = n * (k // QK) * nbytes
+    if k % per:
+        raise ValueError(f"{what}: K={k} is not a multiple of the {kind.upper()} block size {per}")
+    nbytes = BLOCK_BYTES[kind] if nbytes is None else nbytes
+    expected = n * (k // per) * nbytes
     if raw.size != expected:
         raise ValueError(
             f"{what}: shape [{n}, {k}] in {kind.upper()} needs {expected} bytes "
-            f"({n * (k // QK)} blocks of {nbytes}), got {raw.size}"
+            f"({n * (k // per)} blocks of {nbytes}), got {raw.size}"
         )
-    return np.ascontiguousarray(raw).reshape(n, k // QK, nbytes)
+    return np.ascontiguousarray(raw).reshape(n, k // per, nbytes)
 
 
 def _f16_field(blocks, offset):

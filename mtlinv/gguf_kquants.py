@@ -30,7 +30,7 @@ device model refuses it as a projection until qgemv has a group of 16 (docs/mode
 import numpy as np
 
 from . import quant
-from .gguf_blocks import QK, _check_shape, _f16_field, _split_nibbles
+from .gguf_blocks import QK, _blocks as _raw_blocks, _f16_field, _split_nibbles
 
 QK_K = 256
 AFFINE_KINDS = ("q5_0", "q5_1", "q4_k", "q5_k")  # the types `to_affine` imports
@@ -39,19 +39,8 @@ _BLOCK_ELEMENTS = {"q5_0": QK, "q5_1": QK, "q4_k": QK_K, "q5_k": QK_K, "q6_k": Q
 
 
 def _blocks(raw, shape, kind, what):
-    """Raw GGUF bytes as ``[N, K / block_elements, block_bytes]`` uint8, checked."""
-    raw = np.asarray(raw)
-    if raw.dtype != np.uint8:
-        raise TypeError(f"{what}: blocks must be a uint8 array of raw bytes, got {raw.dtype}")
-    n, k = _check_shape(shape, what)
-    per = _BLOCK_ELEMENTS[kind]
-    if k % per:
-        raise ValueError(f"{what}: K={k} is not a multiple of the {kind.upper()} block size {per}")
-    nbytes = BLOCK_BYTES[kind]
-    if raw.size != n * (k // per) * nbytes:
-        raise ValueError(f"{what}: shape [{n}, {k}] in {kind.upper()} needs {n * (k // per) * nbytes} bytes "
-                         f"({n * (k // per)} blocks of {nbytes}), got {raw.size}")
-    return np.ascontiguousarray(raw).reshape(n, k // per, nbytes)
+    """Raw GGUF bytes as ``[N, K / block_elements, block_bytes]`` uint8, checked (gguf_blocks._blocks)."""
+    return _raw_blocks(raw, shape, kind, what, _BLOCK_ELEMENTS[kind], BLOCK_BYTES[kind])
 
 
 def _fifth_bits(qh_u32):
