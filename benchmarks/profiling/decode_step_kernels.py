@@ -3,13 +3,18 @@
 
 With launch batches the decoder's step on an H200 is bound by the device, not by the host (profile_decode.py):
 this runs one forward of the llama decoder at M rows under `ncu`, which times each kernel alone, and sums the
-durations by kernel. The sum against profile_decode's "gpu us" is the time between kernels.
+durations by kernel, with the DRAM bytes each kernel moved, the bandwidth that makes, and its achieved occupancy.
+The sum against the step's time (profile_decode's "gpu us", bench_decode_step's "step") is the time between
+kernels.
 
-    python3 benchmarks/profiling/decode_step_kernels.py [--model PATH] [--position 64] [--m 1]
+    python3 benchmarks/profiling/decode_step_kernels.py [--model PATH | --shape 8b [--scales float32]]
+        [--position 64] [--m 1]
 
 It runs ncu on itself (--clock-control none, as on this project's GPU machine; only the profiled forward, between
 cudaProfilerStart and cudaProfilerStop, after warm-up forwards). The model is profile_decode.py's (SmolLM2-135M's
-shape with random 4-bit weights unless --model names a GGUF file). The forward runs without launch batches, so each
+shape with random 4-bit weights) unless --model names a GGUF file; `--shape 8b` is bench_decode_step.py's default
+model (an 8B llama's shapes, random 4-bit g64 codes, --scales float32 or bfloat16), whose cache is left as
+allocated (the step's time does not depend on the cached values) rather than filled by a prefill. The forward runs without launch batches, so each
 kernel is a launch of its own; the kernels and their arguments are the batched forward's.
 """
 from __future__ import annotations
@@ -24,21 +29,40 @@ import subprocess
 import sys
 
 sys.path.insert(1, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))  # profile_decode.py, timing.py
+import bench_decode_step  # noqa: E402
 import mtlinv  # noqa: E402
 from mtlinv.model.device_model import DeviceModel  # noqa: E402
 from profile_decode import load_weights  # noqa: E402
 from timing import cuda_module  # noqa: E402
 
 UNITS = {"ns": 1e-3, "nsecond": 1e-3, "us": 1.0, "usecond": 1.0, "ms": 1e3, "msecond": 1e3}  # to us
+BYTE_UNITS = {"byte": 1, "Kbyte": 1e3, "Mbyte": 1e6, "Gbyte": 1e9}
+TIME, READ, WRITTEN, OCCUPANCY = ("gpu__time_duration.sum", "dram__bytes_read.sum", "dram__bytes_write.sum",
+                                  "sm__warps_active.avg.pct_of_peak_sustained_active")
+
+
+def model_weights(args):
+    """The profiled model's weights and whether its cache must be filled by a prefill."""
+    if args.shape == "8b":
+        shape = bench_decode_step.parse_args(["--scales", args.scales, "--context", str(args.position)])
+        config = mtlinv.model.LlamaConfig(n_layers=shape.layers, n_heads=shape.heads, n_kv_heads=shape.kv_heads,
+                                          hidden=shape.hidden, ffn=shape.ffn, head_dim=shape.head_dim,
+                                          rope_theta=500000.0, rms_eps=1e-5, vocab=shape.vocab,
+                                          context=args.position + args.m)
+        return bench_decode_step.random_weights(config, shape)[0], False
+    return load_weights(args.model)[1], True
 
 
 def profiled_forward(args) -> None:
     torch = cuda_module("torch")
     if torch is None:
         raise SystemExit("decode_step_kernels: needs the CUDA backend and torch (for cudaProfilerStart)")
-    _, weights = load_weights(args.model)
+    weights, prefill = model_weights(args)
     model = DeviceModel(weights, args.position + args.m)
-    model.forward_on_device([1] * args.position, 0)
+    if prefill:
+        model.forward_on_device([1] * args.position, 0)
+    else:
+        model.kv_len = args.position
     tokens = [(7 * i + 3) % weights.config.vocab for i in range(args.m)]
     mtlinv._native._set_launch_batches(False)
     with mtlinv.batch_invariant(max(args.m, 5)):
@@ -57,23 +81,39 @@ def summarize(report: str) -> None:
     lines = report[report.index('"ID"'):]  # ncu prints its own log lines first
     rows = list(csv.reader(io.StringIO(lines)))
     header, units, data = rows[0], rows[1], rows[2:]
-    name, time = header.index("Kernel Name"), header.index("gpu__time_duration.sum")
-    scale = UNITS[units[time]]
-    by_kernel = collections.defaultdict(list)
+    col = {key: header.index(key) for key in (TIME, READ, WRITTEN, OCCUPANCY)}
+    name = header.index("Kernel Name")
+
+    def value(row, key):
+        number = float(row[col[key]].replace(",", ""))
+        unit = units[col[key]]
+        return number * (UNITS[unit] if key == TIME else BYTE_UNITS.get(unit, 1.0))
+
+    by_kernel = collections.defaultdict(list)  # kernel -> [(us, bytes moved, occupancy %)]
     for row in data:
-        by_kernel[row[name].split("(")[0]].append(float(row[time].replace(",", "")) * scale)
-    total = sum(sum(v) for v in by_kernel.values())
-    print(f"{len(data)} kernels, {total:.0f} us in all (each timed alone)")
-    print(f"{'kernel':<40} {'launches':>8} {'us each (median)':>16} {'us in all':>9} {'share':>6}")
-    for kernel, times in sorted(by_kernel.items(), key=lambda kv: -sum(kv[1])):
-        times.sort()
-        print(f"{kernel:<40} {len(times):>8} {times[len(times) // 2]:>16.2f} {sum(times):>9.0f} "
-              f"{sum(times) / total:>6.1%}")
+        by_kernel[row[name].split("(")[0]].append((value(row, TIME), value(row, READ) + value(row, WRITTEN),
+                                                   value(row, OCCUPANCY)))
+    total = sum(t for runs in by_kernel.values() for t, _, _ in runs)
+    moved = sum(b for runs in by_kernel.values() for _, b, _ in runs)
+    print(f"{len(data)} kernels, {total:.0f} us in all (each timed alone), {moved / 1e9:.3f} GB of DRAM traffic, "
+          f"{moved / total / 1e6:.2f} TB/s over their sum")
+    print(f"{'kernel':<40} {'launches':>8} {'us each (median)':>16} {'us in all':>9} {'share':>6} "
+          f"{'MB each':>8} {'TB/s':>5} {'occupancy':>9}")
+    for kernel, runs in sorted(by_kernel.items(), key=lambda kv: -sum(t for t, _, _ in kv[1])):
+        times = sorted(t for t, _, _ in runs)
+        us, nbytes = sum(times), sum(b for _, b, _ in runs)
+        occupancy = sum(o for _, _, o in runs) / len(runs)
+        print(f"{kernel:<40} {len(runs):>8} {times[len(times) // 2]:>16.2f} {us:>9.0f} {us / total:>6.1%} "
+              f"{nbytes / len(runs) / 1e6:>8.2f} {nbytes / us / 1e6:>5.2f} {occupancy:>8.0f}%")
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--model", help="a GGUF file (default: a random model of SmolLM2-135M's shape)")
+    ap.add_argument("--shape", choices=("smollm2", "8b"), default="smollm2",
+                    help="the random model's shape when no --model is given")
+    ap.add_argument("--scales", choices=sorted(bench_decode_step.SCALES), default="float32",
+                    help="the 8b shape's scale dtype")
     ap.add_argument("--position", type=int, default=64, help="cache positions before the profiled step")
     ap.add_argument("--m", type=int, default=1, help="rows of the profiled forward")
     ap.add_argument("--profiled", action="store_true", help=argparse.SUPPRESS)  # the run under ncu
@@ -86,9 +126,12 @@ def main(argv=None) -> int:
     ncu = shutil.which("ncu")
     if ncu is None:
         raise SystemExit("decode_step_kernels: ncu (Nsight Compute) is not on PATH")
-    cmd = [ncu, "--clock-control", "none", "--profile-from-start", "off", "--metrics", "gpu__time_duration.sum",
-           "--csv", "--page", "raw", sys.executable, os.path.abspath(__file__), "--profiled",
-           "--position", str(args.position), "--m", str(args.m)] + (["--model", args.model] if args.model else [])
+    if args.model and args.shape != "smollm2":
+        ap.error("--model and --shape name the model twice: give one")
+    cmd = [ncu, "--clock-control", "none", "--profile-from-start", "off", "--metrics",
+           ",".join((TIME, READ, WRITTEN, OCCUPANCY)), "--csv", "--page", "raw", sys.executable,
+           os.path.abspath(__file__), "--profiled", "--position", str(args.position), "--m", str(args.m),
+           "--shape", args.shape, "--scales", args.scales] + (["--model", args.model] if args.model else [])
     out = subprocess.run(cmd, capture_output=True, text=True)
     if out.returncode != 0 or '"ID"' not in out.stdout:
         sys.stderr.write(out.stdout[-3000:] + out.stderr[-3000:])

@@ -54,6 +54,13 @@ def gguf_model(model_path):
 
 
 @pytest.fixture(scope="session")
+def real_device(gguf_model):
+    """The default model's weights on the device."""
+    from mtlinv.model.device_model import DeviceWeights
+    return DeviceWeights.from_gguf(gguf_model)
+
+
+@pytest.fixture(scope="session")
 def tokenizer(gguf_model):
     return Tokenizer.from_gguf(gguf_model)
 

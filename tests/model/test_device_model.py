@@ -84,11 +84,6 @@ def test_kv_cache_capacity_and_rollback_errors(tiny_device):
             DeviceModel(weights, capacity)
 
 
-@pytest.fixture(scope="module")
-def real_device(gguf_model):
-    return DeviceWeights.from_gguf(gguf_model)
-
-
 def test_real_model_forward_matches_float64_reference(gguf_model, real_device, chat_model):
     """The first positions of the prompt: the bf16 device forward stays close to the float64 reference of the same
     weights, and picks the same next token."""
