@@ -1,7 +1,7 @@
-// Argument structs shared by the host (C++) and the kernels (MSL, emulator, CUDA).
-// Each kernel takes exactly one of these in `constant XArgs& args [[buffer(0)]]`; the host fills it with
-// designated fields. Only 4-byte scalars, so the layout is identical on every target (sizes are
-// static_assert'ed on the host in src/core/kernel_args.h).
+// Argument structs shared by the host (C++) and the kernels (MSL, emulator, CUDA), each with its buffer slots.
+// Each kernel takes exactly one of these in `constant XArgs& args [[buffer(X_SLOT_ARGS)]]` (`enum XSlot`, as
+// metal/shared.h describes); the host fills it with designated fields. Only 4-byte scalars, so the layout is
+// identical on every target (sizes are static_assert'ed on the host in src/core/kernel_args.h).
 #pragma once
 #ifndef __METAL_VERSION__
 #include <cstdint>
@@ -12,6 +12,16 @@ struct RmsNormArgs {
   uint32_t rows;
   uint32_t cols;
   float eps;
+};
+
+// The buffer slots of rms_norm (x, w, y) and add_rms_norm (all five).
+enum RmsNormSlot : uint32_t {
+  RMS_NORM_SLOT_ARGS = 0,      // RmsNormArgs
+  RMS_NORM_SLOT_X = 1,
+  RMS_NORM_SLOT_W = 2,         // the weight
+  RMS_NORM_SLOT_Y = 3,
+  RMS_NORM_SLOT_RESIDUAL = 4,  // add_rms_norm: r, added to x
+  RMS_NORM_SLOT_SUM = 5,       // add_rms_norm: s = x + r, written
 };
 
 // The small per-element kernels of a decoder layer (metal/decoder_ops.metal). Each output element depends on its
@@ -28,4 +38,15 @@ struct DecoderOpArgs {
   uint32_t seq_offset; // sequence index of row 0 in the destination ([heads, capacity, D] layouts)
   uint32_t kv_heads;   // key and value heads after the `heads` query heads (qkv_to_heads)
   uint32_t half_cols;  // columns of each half of a row (swiglu_halves)
+};
+
+// The buffer slots of the decoder kernels: one input and one output each, a second input for add, swiglu and
+// gather_rows, and two more outputs for qkv_to_heads (which writes q to DECODER_SLOT_OUT).
+enum DecoderOpSlot : uint32_t {
+  DECODER_SLOT_ARGS = 0,   // DecoderOpArgs
+  DECODER_SLOT_IN = 1,     // x; add's a, swiglu's gate, gather_rows' table
+  DECODER_SLOT_OUT = 2,    // y; qkv_to_heads' q
+  DECODER_SLOT_IN2 = 3,    // add's b, swiglu's up, gather_rows' ids
+  DECODER_SLOT_OUT_K = 4,  // qkv_to_heads' k
+  DECODER_SLOT_OUT_V = 5,  // qkv_to_heads' v
 };

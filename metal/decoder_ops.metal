@@ -7,10 +7,10 @@
 // y = a + b, elementwise over `count` elements.
 template <typename T>
 [[kernel]] void add(
-    constant DecoderOpArgs& args [[buffer(0)]],
-    device const T* a [[buffer(1)]],
-    device const T* b [[buffer(2)]],
-    device T* y [[buffer(3)]],
+    constant DecoderOpArgs& args [[buffer(DECODER_SLOT_ARGS)]],
+    device const T* a [[buffer(DECODER_SLOT_IN)]],
+    device const T* b [[buffer(DECODER_SLOT_IN2)]],
+    device T* y [[buffer(DECODER_SLOT_OUT)]],
     uint i [[thread_position_in_grid]]) {
   if (i < args.count) {
     y[i] = T(float(a[i]) + float(b[i]));
@@ -20,10 +20,10 @@ template <typename T>
 // y = silu(gate) * up = gate / (1 + exp(-gate)) * up, in float.
 template <typename T>
 [[kernel]] void swiglu(
-    constant DecoderOpArgs& args [[buffer(0)]],
-    device const T* gate [[buffer(1)]],
-    device const T* up [[buffer(2)]],
-    device T* y [[buffer(3)]],
+    constant DecoderOpArgs& args [[buffer(DECODER_SLOT_ARGS)]],
+    device const T* gate [[buffer(DECODER_SLOT_IN)]],
+    device const T* up [[buffer(DECODER_SLOT_IN2)]],
+    device T* y [[buffer(DECODER_SLOT_OUT)]],
     uint i [[thread_position_in_grid]]) {
   if (i < args.count) {
     const float g = float(gate[i]);
@@ -35,9 +35,9 @@ template <typename T>
 // arithmetic of swiglu. Grid: count = rows * F threads.
 template <typename T>
 [[kernel]] void swiglu_halves(
-    constant DecoderOpArgs& args [[buffer(0)]],
-    device const T* x [[buffer(1)]],
-    device T* y [[buffer(2)]],
+    constant DecoderOpArgs& args [[buffer(DECODER_SLOT_ARGS)]],
+    device const T* x [[buffer(DECODER_SLOT_IN)]],
+    device T* y [[buffer(DECODER_SLOT_OUT)]],
     uint i [[thread_position_in_grid]]) {
   if (i < args.count) {
     const uint F = args.half_cols;
@@ -62,9 +62,9 @@ inline float2 rotate_pair(float x0, float x1, uint pos, uint j, uint head_dim, f
 // Grid: (D / 2, heads, rows).
 template <typename T>
 [[kernel]] void rope_to_heads(
-    constant DecoderOpArgs& args [[buffer(0)]],
-    device const T* x [[buffer(1)]],
-    device T* y [[buffer(2)]],
+    constant DecoderOpArgs& args [[buffer(DECODER_SLOT_ARGS)]],
+    device const T* x [[buffer(DECODER_SLOT_IN)]],
+    device T* y [[buffer(DECODER_SLOT_OUT)]],
     uint3 pos3 [[thread_position_in_grid]]) {
   const uint j = pos3.x, h = pos3.y, row = pos3.z;
   const uint D = args.head_dim;
@@ -82,9 +82,9 @@ template <typename T>
 // cache). Grid: (D, heads, rows).
 template <typename T>
 [[kernel]] void rows_to_heads(
-    constant DecoderOpArgs& args [[buffer(0)]],
-    device const T* x [[buffer(1)]],
-    device T* y [[buffer(2)]],
+    constant DecoderOpArgs& args [[buffer(DECODER_SLOT_ARGS)]],
+    device const T* x [[buffer(DECODER_SLOT_IN)]],
+    device T* y [[buffer(DECODER_SLOT_OUT)]],
     uint3 pos3 [[thread_position_in_grid]]) {
   const uint d = pos3.x, h = pos3.y, row = pos3.z;
   if (d >= args.head_dim || h >= args.heads || row >= args.rows) {
@@ -102,11 +102,11 @@ template <typename T>
 // subnormals, turns a bfloat subnormal into zero). Grid: (D / 2, heads + 2 kv_heads, rows), one thread per pair.
 template <typename T>
 [[kernel]] void qkv_to_heads(
-    constant DecoderOpArgs& args [[buffer(0)]],
-    device const T* x [[buffer(1)]],
-    device T* q [[buffer(2)]],
-    device T* k [[buffer(3)]],
-    device T* v [[buffer(4)]],
+    constant DecoderOpArgs& args [[buffer(DECODER_SLOT_ARGS)]],
+    device const T* x [[buffer(DECODER_SLOT_IN)]],
+    device T* q [[buffer(DECODER_SLOT_OUT)]],
+    device T* k [[buffer(DECODER_SLOT_OUT_K)]],
+    device T* v [[buffer(DECODER_SLOT_OUT_V)]],
     uint3 pos3 [[thread_position_in_grid]]) {
   const uint j = pos3.x, h = pos3.y, row = pos3.z;
   const uint D = args.head_dim;
@@ -131,9 +131,9 @@ template <typename T>
 // x [heads, rows, D] (attention output) -> y [rows, heads * D] for the output projection. Grid: (D, heads, rows).
 template <typename T>
 [[kernel]] void heads_to_rows(
-    constant DecoderOpArgs& args [[buffer(0)]],
-    device const T* x [[buffer(1)]],
-    device T* y [[buffer(2)]],
+    constant DecoderOpArgs& args [[buffer(DECODER_SLOT_ARGS)]],
+    device const T* x [[buffer(DECODER_SLOT_IN)]],
+    device T* y [[buffer(DECODER_SLOT_OUT)]],
     uint3 pos3 [[thread_position_in_grid]]) {
   const uint d = pos3.x, h = pos3.y, row = pos3.z;
   if (d >= args.head_dim || h >= args.heads || row >= args.rows) {
@@ -146,10 +146,10 @@ template <typename T>
 // rejected on the host. Grid: (D, rows).
 template <typename T>
 [[kernel]] void gather_rows(
-    constant DecoderOpArgs& args [[buffer(0)]],
-    device const T* table [[buffer(1)]],
-    device const uint* ids [[buffer(2)]],
-    device T* y [[buffer(3)]],
+    constant DecoderOpArgs& args [[buffer(DECODER_SLOT_ARGS)]],
+    device const T* table [[buffer(DECODER_SLOT_IN)]],
+    device const uint* ids [[buffer(DECODER_SLOT_IN2)]],
+    device T* y [[buffer(DECODER_SLOT_OUT)]],
     uint2 pos2 [[thread_position_in_grid]]) {
   const uint d = pos2.x, row = pos2.y;
   if (d >= args.head_dim || row >= args.rows) {

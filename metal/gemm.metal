@@ -9,11 +9,11 @@ constant constexpr uint GEMM_BK = 16;  // K slice staged in threadgroup memory p
 
 template <typename T>
 [[kernel]] void gemm_tiled(
-    constant GemvArgs& args [[buffer(0)]],
-    device const T* x [[buffer(1)]],
-    device const T* w [[buffer(2)]],
-    device const T* bias [[buffer(3)]],
-    device T* y [[buffer(4)]],
+    constant GemvArgs& args [[buffer(GEMV_SLOT_ARGS)]],
+    device const T* x [[buffer(GEMV_SLOT_X)]],
+    device const T* w [[buffer(GEMV_SLOT_W)]],
+    device const T* bias [[buffer(GEMV_SLOT_BIAS)]],
+    device T* y [[buffer(GEMV_SLOT_Y)]],
     uint3 tile [[threadgroup_position_in_grid]],
     uint tid [[thread_index_in_threadgroup]]) {
   threadgroup float xs[GEMM_TILE][GEMM_BK + 1];  // +1: no bank conflicts on the column reads

@@ -47,11 +47,11 @@ inline void gemv_nk_step(thread float4* acc, thread const uint4* raw, device con
 // Grid: (ceil(N / 4), ceil(rows / R), batch).
 template <typename T, uint R>
 [[kernel]] void gemv_nk(
-    constant GemvArgs& args [[buffer(0)]],
-    device const T* x [[buffer(1)]],
-    device const T* w [[buffer(2)]],
-    device const T* bias [[buffer(3)]],
-    device T* y [[buffer(4)]],
+    constant GemvArgs& args [[buffer(GEMV_SLOT_ARGS)]],
+    device const T* x [[buffer(GEMV_SLOT_X)]],
+    device const T* w [[buffer(GEMV_SLOT_W)]],
+    device const T* bias [[buffer(GEMV_SLOT_BIAS)]],
+    device T* y [[buffer(GEMV_SLOT_Y)]],
     uint3 tile [[threadgroup_position_in_grid]],
     uint lane [[thread_index_in_simdgroup]],
     uint sg [[simdgroup_index_in_threadgroup]]) {
@@ -138,11 +138,11 @@ template <typename T, uint R>
 // Grid: (ceil(N / (32 * VEC)), ceil(rows / R), batch).
 template <typename T, uint R>
 [[kernel]] void gemv_kn(
-    constant GemvArgs& args [[buffer(0)]],
-    device const T* x [[buffer(1)]],
-    device const T* w [[buffer(2)]],
-    device const T* bias [[buffer(3)]],
-    device T* y [[buffer(4)]],
+    constant GemvArgs& args [[buffer(GEMV_SLOT_ARGS)]],
+    device const T* x [[buffer(GEMV_SLOT_X)]],
+    device const T* w [[buffer(GEMV_SLOT_W)]],
+    device const T* bias [[buffer(GEMV_SLOT_BIAS)]],
+    device T* y [[buffer(GEMV_SLOT_Y)]],
     uint3 tile [[threadgroup_position_in_grid]],
     uint lane [[thread_index_in_simdgroup]],
     uint sg [[simdgroup_index_in_threadgroup]]) {

@@ -21,6 +21,15 @@ struct GemvArgs {
   uint32_t w_kn;            // 1: W stored [K, N] (read by the throughput GEMM; the GEMVs are one per layout)
 };
 
+// The buffer slots of every kernel of the family (shared.h).
+enum GemvSlot : uint32_t {
+  GEMV_SLOT_ARGS = 0,  // GemvArgs
+  GEMV_SLOT_X = 1,
+  GEMV_SLOT_W = 2,
+  GEMV_SLOT_BIAS = 3,  // read only with has_bias
+  GEMV_SLOT_Y = 4,
+};
+
 // gemv_nk: outputs per simdgroup, four weight rows read together (one float4 accumulator per row of x).
 MTLINV_SHARED uint32_t GEMV_NK_COLS = 4;
 // gemv_nk and gemv_kn: most simdgroups sharing one output tile (k_splits).

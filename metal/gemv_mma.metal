@@ -52,11 +52,11 @@ inline device const T* gemv_mma_at(device const T* row, uint k, uint more) {
 // Grid: (ceil(N / 16 C), ceil(rows / R), batch); threadgroup: k_splits / U simdgroups.
 template <typename T, uint R, uint C, uint U, bool TILED = false>
 [[kernel]] void gemv_nk_mma(
-    constant GemvArgs& args [[buffer(0)]],
-    device const T* x [[buffer(1)]],
-    device const T* w [[buffer(2)]],
-    device const T* bias [[buffer(3)]],
-    device T* y [[buffer(4)]],
+    constant GemvArgs& args [[buffer(GEMV_SLOT_ARGS)]],
+    device const T* x [[buffer(GEMV_SLOT_X)]],
+    device const T* w [[buffer(GEMV_SLOT_W)]],
+    device const T* bias [[buffer(GEMV_SLOT_BIAS)]],
+    device T* y [[buffer(GEMV_SLOT_Y)]],
     uint3 tile [[threadgroup_position_in_grid]],
     ushort lane [[thread_index_in_simdgroup]],
     ushort sg [[simdgroup_index_in_threadgroup]]) {

@@ -40,13 +40,13 @@ inline void qgemm_dequantize_run(device const uint* row, uint k, float scale, fl
 // Grid: (ceil(N / 32), ceil(rows / 32), 1).
 template <typename T, uint BITS, typename S>
 [[kernel]] void qgemm(
-    constant QGemvArgs& args [[buffer(0)]],
-    device const T* x [[buffer(1)]],
-    device const uint* wq [[buffer(2)]],
-    device const S* scales [[buffer(3)]],
-    device const S* biases [[buffer(4)]],
-    device const T* bias [[buffer(5)]],
-    device T* y [[buffer(6)]],
+    constant QGemvArgs& args [[buffer(QGEMV_SLOT_ARGS)]],
+    device const T* x [[buffer(QGEMV_SLOT_X)]],
+    device const uint* wq [[buffer(QGEMV_SLOT_WQ)]],
+    device const S* scales [[buffer(QGEMV_SLOT_SCALES)]],
+    device const S* biases [[buffer(QGEMV_SLOT_BIASES)]],
+    device const T* bias [[buffer(QGEMV_SLOT_BIAS)]],
+    device T* y [[buffer(QGEMV_SLOT_Y)]],
     uint2 tile [[threadgroup_position_in_grid]],
     uint tid [[thread_index_in_threadgroup]]) {
   threadgroup float xs[QGEMM_TILE][QGEMM_BK + 1];  // +1: no bank conflicts on the column reads

@@ -62,13 +62,13 @@ inline void qgemv_run(thread float4* acc, thread const uint* words, thread const
 // and the registers go to the rows). Grid: (ceil(N / 4), ceil(rows / R), 1).
 template <typename T, uint BITS, typename S, uint R>
 [[kernel]] void qgemv(
-    constant QGemvArgs& args [[buffer(0)]],
-    device const T* x [[buffer(1)]],
-    device const uint* wq [[buffer(2)]],
-    device const S* scales [[buffer(3)]],
-    device const S* biases [[buffer(4)]],
-    device const T* bias [[buffer(5)]],
-    device T* y [[buffer(6)]],
+    constant QGemvArgs& args [[buffer(QGEMV_SLOT_ARGS)]],
+    device const T* x [[buffer(QGEMV_SLOT_X)]],
+    device const uint* wq [[buffer(QGEMV_SLOT_WQ)]],
+    device const S* scales [[buffer(QGEMV_SLOT_SCALES)]],
+    device const S* biases [[buffer(QGEMV_SLOT_BIASES)]],
+    device const T* bias [[buffer(QGEMV_SLOT_BIAS)]],
+    device T* y [[buffer(QGEMV_SLOT_Y)]],
     uint2 tile [[threadgroup_position_in_grid]],
     uint lane [[thread_index_in_simdgroup]],
     uint sg [[simdgroup_index_in_threadgroup]]) {

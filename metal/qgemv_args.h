@@ -19,6 +19,17 @@ struct QGemvArgs {
   uint32_t w_vector_loads;  // 1: wq starts 16-byte aligned (qgemv loads runs of 4- and 8-bit words 16 bytes at once)
 };
 
+// The buffer slots of every kernel of the family (shared.h).
+enum QGemvSlot : uint32_t {
+  QGEMV_SLOT_ARGS = 0,    // QGemvArgs
+  QGEMV_SLOT_X = 1,
+  QGEMV_SLOT_WQ = 2,      // the packed weights
+  QGEMV_SLOT_SCALES = 3,
+  QGEMV_SLOT_BIASES = 4,  // the quantization biases, one per group
+  QGEMV_SLOT_BIAS = 5,    // the output bias, read only with has_bias
+  QGEMV_SLOT_Y = 6,
+};
+
 // A run: 32 consecutive K positions of one weight row (BITS packed words), the unit both GEMVs load and unpack
 // (metal/qgemv_run.h). 32 divides every group size, so a run has one scale and one bias.
 MTLINV_SHARED uint32_t QGEMV_RUN = 32;

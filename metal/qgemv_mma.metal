@@ -223,13 +223,13 @@ inline void qgemv_mma_load(device const uint* wq, device const S* scales, device
 // k_splits simdgroups.
 template <typename T, uint BITS, typename S, uint R, bool TILED = false>
 [[kernel]] void qgemv_mma(
-    constant QGemvArgs& args [[buffer(0)]],
-    device const T* x [[buffer(1)]],
-    device const uint* wq [[buffer(2)]],
-    device const S* scales [[buffer(3)]],
-    device const S* biases [[buffer(4)]],
-    device const T* bias [[buffer(5)]],
-    device T* y [[buffer(6)]],
+    constant QGemvArgs& args [[buffer(QGEMV_SLOT_ARGS)]],
+    device const T* x [[buffer(QGEMV_SLOT_X)]],
+    device const uint* wq [[buffer(QGEMV_SLOT_WQ)]],
+    device const S* scales [[buffer(QGEMV_SLOT_SCALES)]],
+    device const S* biases [[buffer(QGEMV_SLOT_BIASES)]],
+    device const T* bias [[buffer(QGEMV_SLOT_BIAS)]],
+    device T* y [[buffer(QGEMV_SLOT_Y)]],
     uint2 tile [[threadgroup_position_in_grid]],
     ushort lane [[thread_index_in_simdgroup]],
     ushort sg [[simdgroup_index_in_threadgroup]]) {

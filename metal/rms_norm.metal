@@ -91,10 +91,10 @@ inline void rms_norm_row(constant RmsNormArgs& args, device const T* x, device c
 
 template <typename T>
 [[kernel]] void rms_norm(
-    constant RmsNormArgs& args [[buffer(0)]],
-    device const T* x [[buffer(1)]],
-    device const T* w [[buffer(2)]],
-    device T* y [[buffer(3)]],
+    constant RmsNormArgs& args [[buffer(RMS_NORM_SLOT_ARGS)]],
+    device const T* x [[buffer(RMS_NORM_SLOT_X)]],
+    device const T* w [[buffer(RMS_NORM_SLOT_W)]],
+    device T* y [[buffer(RMS_NORM_SLOT_Y)]],
     uint row [[threadgroup_position_in_grid]],
     uint tid [[thread_index_in_threadgroup]],
     uint threads [[threads_per_threadgroup]],
@@ -108,12 +108,12 @@ template <typename T>
 // The residual add before a norm in one launch: s = x + r (add's bits), y = rms_norm(s) (rms_norm's bits).
 template <typename T>
 [[kernel]] void add_rms_norm(
-    constant RmsNormArgs& args [[buffer(0)]],
-    device const T* x [[buffer(1)]],
-    device const T* r [[buffer(2)]],
-    device const T* w [[buffer(3)]],
-    device T* s [[buffer(4)]],
-    device T* y [[buffer(5)]],
+    constant RmsNormArgs& args [[buffer(RMS_NORM_SLOT_ARGS)]],
+    device const T* x [[buffer(RMS_NORM_SLOT_X)]],
+    device const T* r [[buffer(RMS_NORM_SLOT_RESIDUAL)]],
+    device const T* w [[buffer(RMS_NORM_SLOT_W)]],
+    device T* s [[buffer(RMS_NORM_SLOT_SUM)]],
+    device T* y [[buffer(RMS_NORM_SLOT_Y)]],
     uint row [[threadgroup_position_in_grid]],
     uint tid [[thread_index_in_threadgroup]],
     uint threads [[threads_per_threadgroup]],

@@ -224,13 +224,13 @@ inline void sdpa_block_pv(constant SdpaArgs& args, device const T* v, threadgrou
 // skipped, never weighted by zero; a query that sees no key of the block writes m = -inf, l = 0, o = 0.
 template <typename T, bool VEC, uint Q>
 [[kernel]] void sdpa_blocks(
-    constant SdpaArgs& args [[buffer(0)]],
-    device const T* q [[buffer(1)]],
-    device const T* k [[buffer(2)]],
-    device const T* v [[buffer(3)]],
-    device float* part_o [[buffer(4)]],
-    device float2* part_ml [[buffer(5)]],
-    device T* out [[buffer(6)]],
+    constant SdpaArgs& args [[buffer(SDPA_SLOT_ARGS)]],
+    device const T* q [[buffer(SDPA_SLOT_Q)]],
+    device const T* k [[buffer(SDPA_SLOT_K)]],
+    device const T* v [[buffer(SDPA_SLOT_V)]],
+    device float* part_o [[buffer(SDPA_SLOT_PART_O)]],
+    device float2* part_ml [[buffer(SDPA_SLOT_PART_ML)]],
+    device T* out [[buffer(SDPA_SLOT_OUT)]],
     uint3 tile [[threadgroup_position_in_grid]],
     uint tid [[thread_index_in_threadgroup]]) {
   threadgroup float4 q_tile[SDPA_QUERIES * SDPA_MAX_D4];
@@ -373,10 +373,10 @@ inline void sdpa_combine_load(device const float2* part_ml, device const float4*
 // for 8; docs/decisions.md, "sdpa: pass 2 (sdpa_combine)").
 template <typename T>
 [[kernel]] void sdpa_combine(
-    constant SdpaArgs& args [[buffer(0)]],
-    device const float4* part_o [[buffer(1)]],
-    device const float2* part_ml [[buffer(2)]],
-    device T* out [[buffer(3)]],
+    constant SdpaArgs& args [[buffer(SDPA_SLOT_ARGS)]],
+    device const float4* part_o [[buffer(SDPA_SLOT_PART_O)]],
+    device const float2* part_ml [[buffer(SDPA_SLOT_PART_ML)]],
+    device T* out [[buffer(SDPA_SLOT_OUT)]],
     uint3 pos [[threadgroup_position_in_grid]],
     uint tid [[thread_index_in_threadgroup]]) {
   threadgroup float range_max[SDPA_COMBINE_GROUPS];
@@ -457,11 +457,11 @@ template <typename T>
 // indexed by the key, are in threadgroup memory, each thread in its own column.
 template <typename T, bool VEC, uint D>
 [[kernel]] void sdpa_flash(
-    constant SdpaArgs& args [[buffer(0)]],
-    device const T* q [[buffer(1)]],
-    device const T* k [[buffer(2)]],
-    device const T* v [[buffer(3)]],
-    device T* out [[buffer(4)]],
+    constant SdpaArgs& args [[buffer(SDPA_SLOT_ARGS)]],
+    device const T* q [[buffer(SDPA_SLOT_Q)]],
+    device const T* k [[buffer(SDPA_SLOT_K)]],
+    device const T* v [[buffer(SDPA_SLOT_V)]],
+    device T* out [[buffer(SDPA_SLOT_OUT)]],
     uint3 pos [[threadgroup_position_in_grid]],
     uint tid [[thread_index_in_threadgroup]]) {
   constexpr uint D4 = D / 4;

@@ -39,6 +39,18 @@ struct SdpaArgs {
   uint32_t rows_out;      // 1: out is [B, Lq, Hq, D], a row of heads per query; 0: [B, Hq, Lq, D], as q
 };
 
+// The buffer slots of every kernel of the family (shared.h). sdpa_blocks and sdpa_mma take them all; sdpa_combine
+// (pass 2) only the partials and out, sdpa_flash only q, k, v and out.
+enum SdpaSlot : uint32_t {
+  SDPA_SLOT_ARGS = 0,     // SdpaArgs
+  SDPA_SLOT_Q = 1,
+  SDPA_SLOT_K = 2,
+  SDPA_SLOT_V = 3,
+  SDPA_SLOT_PART_O = 4,   // float32 scratch: each block's unnormalized output
+  SDPA_SLOT_PART_ML = 5,  // float32 scratch: each block's (max, sum) of the scores
+  SDPA_SLOT_OUT = 6,
+};
+
 // The blocks of the two-pass kernels, at absolute key positions. With tier_keys = 0, block j holds keys
 // [j S, (j + 1) S), S = block_keys. Otherwise the blocks grow with the position: tier 0 holds keys [0, T) in blocks
 // of S, and tier t > 0 holds [T 4^(t-1), T 4^t) in blocks of S 2^t (T = tier_keys, a multiple of 4 S). So a context

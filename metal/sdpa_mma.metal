@@ -390,13 +390,13 @@ inline void sdpa_mma_step(constant SdpaArgs& args, device const T* v, threadgrou
 // 8 b + 2 t, 8 b + 2 t + 1 of each 8, and output dims 64 h + 16 t + c, 64 h + 16 t + 8 + c (c = 0..7) of each 64.
 template <typename T, bool VEC, uint D>
 [[kernel]] void sdpa_mma(
-    constant SdpaArgs& args [[buffer(0)]],
-    device const T* q [[buffer(1)]],
-    device const T* k [[buffer(2)]],
-    device const T* v [[buffer(3)]],
-    device float* part_o [[buffer(4)]],
-    device float2* part_ml [[buffer(5)]],
-    device T* out [[buffer(6)]],
+    constant SdpaArgs& args [[buffer(SDPA_SLOT_ARGS)]],
+    device const T* q [[buffer(SDPA_SLOT_Q)]],
+    device const T* k [[buffer(SDPA_SLOT_K)]],
+    device const T* v [[buffer(SDPA_SLOT_V)]],
+    device float* part_o [[buffer(SDPA_SLOT_PART_O)]],
+    device float2* part_ml [[buffer(SDPA_SLOT_PART_ML)]],
+    device T* out [[buffer(SDPA_SLOT_OUT)]],
     uint3 tile [[threadgroup_position_in_grid]],
     ushort lane [[thread_index_in_simdgroup]],
     ushort sg [[simdgroup_index_in_threadgroup]]) {

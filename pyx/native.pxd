@@ -104,11 +104,19 @@ cdef extern from "../src/core/limit.h" namespace "mtlinv":
     void c_init_limit_from_env "mtlinv::init_limit_from_env"() except +raise_py_error
 
 cdef extern from "../src/core/plan.h" namespace "mtlinv":
+    cdef enum CPlanBufferKind "mtlinv::PlanBuffer::Kind":
+        c_plan_buffer_none "mtlinv::PlanBuffer::none"
+        c_plan_buffer_operand "mtlinv::PlanBuffer::operand"
+        c_plan_buffer_scratch "mtlinv::PlanBuffer::scratch"
+    cdef cppclass CPlanBuffer "mtlinv::PlanBuffer":
+        CPlanBufferKind kind
+        int index
     cdef cppclass CPlanLaunch "mtlinv::PlanLaunch":
         CKernelId kernel
         CDim3 threadgroups
         CDim3 threads_per_threadgroup
         const vector[uint8_t]& args()
+        vector[CPlanBuffer] buffers
     cdef cppclass CPlan "mtlinv::Plan":
         vector[CPlanLaunch] launches
         vector[size_t] scratch_bytes

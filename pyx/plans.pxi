@@ -1,12 +1,30 @@
 # Plan introspection for tests and tools: which kernels a call would run, without running them.
 
 
+cdef dict _slots(CPlanLaunch& launch):
+    # {slot: ("operand" | "scratch", index)} for every slot the launch binds ([[buffer(slot)]]).
+    slots = {}
+    for slot in range(launch.buffers.size()):
+        if launch.buffers[slot].kind != c_plan_buffer_none:
+            kind = "operand" if launch.buffers[slot].kind == c_plan_buffer_operand else "scratch"
+            slots[slot] = (kind, launch.buffers[slot].index)
+    return slots
+
+
 cdef list _launches(CPlan& plan):
-    # args: the kernel's argument struct ([[buffer(0)]], metal/args.h), as bytes.
+    # args: the kernel's argument struct ([[buffer(0)]], metal/args.h), as bytes; slots: _slots.
     return [{"kernel": c_kernel_name(l.kernel).decode(),
              "threadgroups": (l.threadgroups.x, l.threadgroups.y, l.threadgroups.z),
              "threads": (l.threads_per_threadgroup.x, l.threads_per_threadgroup.y, l.threads_per_threadgroup.z),
-             "args": bytes(bytearray(l.args()))} for l in plan.launches]
+             "args": bytes(bytearray(l.args())), "slots": _slots(l)} for l in plan.launches]
+
+
+def plan_buffers(launch, operands, scratch=()):
+    """The buffers of `launch` (one of a plan's 'launches') as _launch takes them, slot 1 first: operands[i] and
+    scratch[i] where the plan binds them, None in the slots it leaves empty. `operands` are the op's, in its order."""
+    slots = launch["slots"]
+    return [None if s not in slots else (operands if slots[s][0] == "operand" else scratch)[slots[s][1]]
+            for s in range(1, max(slots, default=0) + 1)]
 
 
 def kernel_table():

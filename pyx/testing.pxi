@@ -71,12 +71,16 @@ def _set_emu_ftz(bint on):
 
 
 def _launch(str kernel, threadgroups, threads, bytes args, buffers):
-    """Runs `kernel` once: [[buffer(0)]] = `args`, [[buffer(i+1)]] = buffers[i] (Tensors)."""
+    """Runs `kernel` once: [[buffer(0)]] = `args`, [[buffer(i+1)]] = buffers[i] (Tensors; None leaves the slot empty,
+    for a slot of the kernel's family that it does not take)."""
     cdef CDim3 grid, block
     grid.x, grid.y, grid.z = (tuple(threadgroups) + (1, 1))[:3]
     block.x, block.y, block.z = (tuple(threads) + (1, 1))[:3]
     cdef vector[CTensor] tensors
     for b in buffers:
+        if b is None:
+            tensors.push_back(CTensor())
+            continue
         if (<Tensor?>b).readonly:
             raise InvalidArgumentError("launch: a buffer wraps a read-only array")
         tensors.push_back((<Tensor?>b).c)

@@ -11,7 +11,10 @@ clang's output.
   address spaces onto OpenCL's, so address-space mistakes fail as they would in the Metal compiler.
   Two constructs are rewritten first, line for line (line numbers stay exact): block-scope
   `threadgroup T name[N];` declarations, which OpenCL allows only in kernel functions (and kernel templates not
-  at all), and MSL's own attributes ([[buffer(1)]], [[kernel]], ...), which OpenCL does not know. Any other
+  at all), and MSL's own attributes ([[kernel]], [[thread_position_in_grid]], ...), which OpenCL does not know:
+  blanked, except that `[[buffer(i)]]` becomes an attribute clang does know whose argument evaluates i as a
+  template argument (msl_as_opencl.h, mtlinv_static::buffer_slot), so a slot that is not an integral constant
+  expression from 0 to 30 (an undeclared slot name, a runtime value) fails as in the Metal compiler. Any other
   attribute is left in place, so a misspelt one fails under -Werror.
 - .mm: Objective-C++ with ARC against tests/static/apple_sdk, declaration headers of exactly the Metal and
   Foundation API the runtime uses, in each configuration a build can compile it in (OBJC_VARIANTS).
@@ -78,13 +81,15 @@ def _split_attribute_items(body):
     return items
 
 
-def _strip_msl_attributes(line):
-    def blank(m):
-        names = [ATTRIBUTE_ITEM_RE.match(item) for item in _split_attribute_items(m.group(1))]
-        if all(n and n.group(1) in MSL_ATTRIBUTES for n in names):
-            return " " * len(m.group(0))
-        return m.group(0)
-    return ATTRIBUTE_RE.sub(blank, line)
+def _rewrite_msl_attributes(line):
+    def rewrite(m):
+        items = [ATTRIBUTE_ITEM_RE.match(item) for item in _split_attribute_items(m.group(1))]
+        if not all(n and n.group(1) in MSL_ATTRIBUTES for n in items):
+            return m.group(0)
+        slots = [n.group(2)[1:-1] for n in items if n.group(1) == "buffer" and n.group(2)]
+        return "".join(f'[[clang::annotate("buffer", mtlinv_static::buffer_slot<{s}>::value)]]' for s in slots) \
+            or " " * len(m.group(0))
+    return ATTRIBUTE_RE.sub(rewrite, line)
 
 
 def rewrite_msl(text, display_path):
@@ -96,7 +101,7 @@ def rewrite_msl(text, display_path):
             t, dims = m.group("type"), m.group("dims").replace(" ", "")
             line = (f"{m.group('indent')}__local {t} (&{m.group('name')}){dims} = "
                     f"mtlinv_static::threadgroup_var<{t}{dims}>();{m.group('rest')}")
-        out.append(_strip_msl_attributes(line))
+        out.append(_rewrite_msl_attributes(line))
     return "\n".join(out) + "\n"
 
 

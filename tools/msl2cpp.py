@@ -7,9 +7,11 @@ cannot:
 
 * A kernel's parameter list becomes bindings from a context struct, so every kernel has one signature that the
   runtime can call per thread (emulator) or from a ``__global__`` entry (CUDA):
-      [[kernel]] void f(constant A& a [[buffer(0)]], device T* y [[buffer(1)]], uint i [[thread_position_in_grid]])
+      [[kernel]] void f(constant A& a [[buffer(A_SLOT_ARGS)]], device T* y [[buffer(A_SLOT_Y)]], uint i [[...]])
   becomes
-      void f(const KCTX& __ctx) { constant A& a = bind_constant<A>(__ctx, 0); ...; { body } }
+      void f(const KCTX& __ctx) { constant A& a = bind_constant<A>(__ctx, A_SLOT_ARGS); ...; { body } }
+  A slot is a number or the name of one (an enumerator of the family's slot enum, metal/shared.h), emitted as
+  written: the translation includes the args headers, so the C++ compiler resolves the name.
 * ``threadgroup T name[N];`` declarations become storage shared by the threadgroup: ``static thread_local`` on the
   emulator (all fibers of a threadgroup run on one OS thread) and ``__shared__`` on CUDA.
 * ``device X*`` pointer types become ``EMU_DPTR(X)`` on the emulator, a bounds-checked pointer in checked builds.
@@ -46,7 +48,9 @@ KERNEL_HEAD = re.compile(r"\[\[\s*kernel\s*\]\]\s*void\s+(\w+)\s*\(")
 THREADGROUP_ARRAY = re.compile(r"^(\s*)threadgroup\s+([\w:<>, ]+?)\s+(\w+)\s*((?:\[[^\]]+\])+)\s*;", re.M)
 TYPE_NAME = r"[A-Za-z_][\w:]*(?:<[^<>;(){}]*>)?"
 DEVICE_POINTER = re.compile(rf"\b(const\s+)?device\s+(const\s+)?({TYPE_NAME})\s*\*")
-PARAM = re.compile(r"^(?P<decl>.*?)\s*\[\[\s*(?P<attr>\w+)\s*(?:\(\s*(?P<index>\d+)\s*\))?\s*\]\]\s*$", re.S)
+PARAM = re.compile(r"^(?P<decl>.*?)\s*\[\[\s*(?P<attr>\w+)\s*(?:\((?P<index>.*)\))?\s*\]\]\s*$", re.S)
+# What [[buffer(...)]] may hold: a decimal number or one identifier (a slot's name); never an expression.
+SLOT = re.compile(r"\d+|[A-Za-z_]\w*")
 
 
 class PrepassError(Exception):
@@ -89,12 +93,35 @@ def _declarator(decl: str) -> tuple[str, str]:
     return m.group(1).strip(), m.group(2)
 
 
-def _binding(param: str, target: dict, where: str) -> str:
+def parameter(param: str, where: str) -> tuple[str, str, str, str | None]:
+    """A kernel parameter as (type, name, attribute, slot): the slot of [[buffer(slot)]] as written (a number or a
+    slot's name), None for the other attributes. Raises PrepassError for what the pass does not take."""
     m = PARAM.match(param)
     if not m:
         raise PrepassError(f"{where}: kernel parameter '{param}' has no [[attribute]]")
     type_, name = _declarator(m.group("decl"))
     attr, index = m.group("attr"), m.group("index")
+    if index is not None and attr != "buffer":
+        raise PrepassError(f"{where}: [[{attr}]] on '{name}' takes no index, got [[{attr}({index})]]")
+    if attr == "buffer" and (index is None or not SLOT.fullmatch(index.strip())):
+        written = "buffer" if index is None else f"buffer({index})"
+        raise PrepassError(f"{where}: [[{written}]] on '{name}': a slot is a number or the name of one (an "
+                           "enumerator of the family's slot enum, metal/shared.h), not an expression")
+    return type_, name, attr, index.strip() if index is not None else None
+
+
+def kernel_signatures(text: str, path: str) -> list[tuple[str, list[tuple[str, str, str, str | None]]]]:
+    """Every [[kernel]] of `text`: (its name, its parameters as `parameter` gives them)."""
+    kernels = []
+    for m in KERNEL_HEAD.finditer(text):
+        where = f"{path}:{text.count(chr(10), 0, m.start()) + 1}: kernel {m.group(1)}"
+        params = _split_params(text[m.end():_matching(text, m.end() - 1)])
+        kernels.append((m.group(1), [parameter(p, where) for p in params]))
+    return kernels
+
+
+def _binding(param: str, target: dict, where: str) -> str:
+    type_, name, attr, index = parameter(param, where)
     ns = target["ns"]
     if attr == "buffer":
         if type_.startswith("constant") and type_.endswith("&"):

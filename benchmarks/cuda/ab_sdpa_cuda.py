@@ -30,9 +30,10 @@ from mtlinv import _native as ops  # noqa: E402
 def run(kernel, threads, launches, args, q, k, v, out, part_o, part_ml, combine=True):
     first, second = launches
     ops._launch(kernel, first["threadgroups"], (threads, 1, 1) if threads else first["threads"], args,
-                [q, k, v, part_o, part_ml, out])
+                ops.plan_buffers(first, [q, k, v, out], [part_o, part_ml]))
     if combine:
-        ops._launch(second["kernel"], second["threadgroups"], second["threads"], args, [part_o, part_ml, out])
+        ops._launch(second["kernel"], second["threadgroups"], second["threads"], args,
+                    ops.plan_buffers(second, [q, k, v, out], [part_o, part_ml]))
 
 
 def main():

@@ -62,9 +62,10 @@ def two_passes(launches, q, k, v, out, part_o, part_ml, lq, keys, chunking, comb
     first, second = launches
     x, y, _ = first["threadgroups"]  # sdpa_mma's grid: query tiles, B * Hkv, chunks
     ops._launch(first["kernel"], (x, y, n_chunks(chunking, keys)), first["threads"], args,
-                [q, k, v, part_o, part_ml, out])
+                ops.plan_buffers(first, [q, k, v, out], [part_o, part_ml]))
     if combine:
-        ops._launch(second["kernel"], second["threadgroups"], second["threads"], args, [part_o, part_ml, out])
+        ops._launch(second["kernel"], second["threadgroups"], second["threads"], args,
+                    ops.plan_buffers(second, [q, k, v, out], [part_o, part_ml]))
 
 
 def parse_chunking(text):

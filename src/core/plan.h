@@ -6,21 +6,31 @@
 #include <vector>
 
 #include "backend.h"
+#include "errors.h"
 
 namespace mtlinv {
 
-// A buffer of a launch: an operand of the op (index into the op's tensor list) or a scratch buffer of the plan.
+// A buffer of a launch: an operand of the op (index into the op's tensor list) or a scratch buffer of the plan;
+// `none` in a slot the kernel does not take.
 struct PlanBuffer {
-  enum Kind : uint8_t { operand, scratch } kind = operand;
+  enum Kind : uint8_t { none, operand, scratch } kind = none;
   int index = 0;
   static PlanBuffer op(int i) { return {operand, i}; }
   static PlanBuffer tmp(int i) { return {scratch, i}; }
 };
 
-// One launch of a plan: the dispatch itself (kernel, grid, threads and the argument struct, [[buffer(0)]]), with its
+// One launch of a plan: the dispatch itself (kernel, grid, threads and the argument struct in slot 0), with its
 // other buffers named by their role until run_plan binds them.
 struct PlanLaunch : Dispatch {
-  std::vector<PlanBuffer> buffers;  // [[buffer(1)]], [[buffer(2)]], ...
+  // buffers[s] is the buffer of slot s, [[buffer(s)]]: bound by the name of the slot, which the kernel's signature
+  // writes too (the family's `enum XSlot` in metal/*_args.h). buffers[0] stays `none`: slot 0 is the argument struct.
+  std::vector<PlanBuffer> buffers;
+
+  void bind(uint32_t slot, PlanBuffer b) {
+    if (slot == 0) throw KernelError("internal: a plan binds a buffer to slot 0, the argument struct's");
+    if (buffers.size() <= slot) buffers.resize(slot + 1);
+    buffers[slot] = b;
+  }
 
   template <class Args>
   void set_args(const Args& a) {

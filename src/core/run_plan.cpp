@@ -1,5 +1,6 @@
 #include "run_plan.h"
 
+#include <algorithm>
 #include <atomic>
 #include <utility>
 
@@ -17,10 +18,11 @@ void dispatch_all(Backend& backend, const Plan& plan, const std::vector<const Te
                   const std::vector<StoragePtr>& scratch) {
   for (const PlanLaunch& launch : plan.launches) {
     Dispatch d = launch;  // the dispatch, with the buffers' roles left behind
-    d.bindings.resize(1 + launch.buffers.size());
-    for (size_t i = 0; i < launch.buffers.size(); ++i) {
+    d.bindings.resize(std::max<size_t>(1, launch.buffers.size()));  // a slot the kernel does not take stays empty
+    for (size_t i = 1; i < launch.buffers.size(); ++i) {
       const PlanBuffer& b = launch.buffers[i];
-      Binding& binding = d.bindings[i + 1];
+      Binding& binding = d.bindings[i];
+      if (b.kind == PlanBuffer::none) continue;
       if (b.kind == PlanBuffer::scratch) {
         binding.storage = scratch.at(b.index).get();
         binding.size = plan.scratch_bytes.at(b.index);

@@ -20,6 +20,7 @@ void launch_raw(const std::string& kernel, Dim3 threadgroups, Dim3 threads, cons
   d.bindings.resize(1 + buffers.size());
   d.bindings[0].bytes.assign(args.begin(), args.end());
   for (size_t i = 0; i < buffers.size(); ++i) {
+    if (!buffers[i].storage) continue;
     d.bindings[i + 1].storage = buffers[i].storage.get();
     d.bindings[i + 1].offset = buffers[i].offset;
     d.bindings[i + 1].size = buffers[i].nbytes();

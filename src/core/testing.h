@@ -11,8 +11,9 @@
 
 namespace mtlinv {
 
-// Dispatches `kernel` once on the active backend: [[buffer(0)]] = args, [[buffer(i + 1)]] = buffers[i]; returns as
-// an op does (Backend::op_dispatched).
+// Dispatches `kernel` once on the active backend: [[buffer(0)]] = args, [[buffer(i + 1)]] = buffers[i] (left empty
+// where buffers[i] has no storage: a slot of the kernel's family it does not take); returns as an op does
+// (Backend::op_dispatched).
 void launch_raw(const std::string& kernel, Dim3 threadgroups, Dim3 threads, const std::string& args,
                 const std::vector<Tensor>& buffers);
 

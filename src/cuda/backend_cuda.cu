@@ -339,10 +339,11 @@ class CudaBackend final : public Backend {
     args.grid[2] = d.grid.z;
     for (size_t i = 1; i < d.bindings.size(); ++i) {
       const Binding& b = d.bindings[i];
-      if (b.storage == nullptr) {
+      if (b.storage == nullptr && !b.bytes.empty()) {
         throw KernelError("cuda: ", d.kernel, ": binding ", i, " is inline bytes; only binding 0 may be");
       }
-      args.buffers[i] = static_cast<char*>(b.storage->device) + b.offset;
+      // A slot the plan leaves empty (one its family has and this kernel does not take) is a null pointer.
+      args.buffers[i] = b.storage ? static_cast<char*>(b.storage->device) + b.offset : nullptr;
     }
   }
 

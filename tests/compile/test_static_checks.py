@@ -65,7 +65,7 @@ def test_flattened_library_catches_what_single_files_cannot(clang, tmp_path):
     assert "b.metal:3:" in failures[0][1], failures
 
 
-@pytest.mark.parametrize("name", ["bad_address_space.metal", "bad_selector.mm"])
+@pytest.mark.parametrize("name", ["bad_address_space.metal", "bad_buffer_slot.metal", "bad_selector.mm"])
 def test_planted_bug_is_caught(clang, name):
     fixture = FIXTURES / name
     planted = [n for n, line in enumerate(fixture.read_text().splitlines(), 1) if "PLANTED" in line]

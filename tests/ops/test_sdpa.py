@@ -457,8 +457,9 @@ def test_combine_merges_ranges_of_blocks(head_dim, n_blocks, rng):
     # SdpaArgs: one key per block, so the query (not causal) sees all n_blocks of them.
     args = struct.pack("8If5I", heads, heads, 1, 1, n_blocks, n_blocks, head_dim, 0, 1.0, n_blocks, 1, 0, 0, 0)
     out = mtlinv.asarray(np.zeros((1, heads, 1, head_dim), np.float32))
-    mtlinv._native._launch("sdpa_combine_f32", combine["threadgroups"], combine["threads"], args,
-                           [mtlinv.asarray(o), mtlinv.asarray(np.stack([m, l], -1)), out])
+    partials = [mtlinv.asarray(o), mtlinv.asarray(np.stack([m, l], -1))]
+    buffers = mtlinv._native.plan_buffers(combine, [None, None, None, out], partials)  # q, k, v: not read
+    mtlinv._native._launch("sdpa_combine_f32", combine["threadgroups"], combine["threads"], args, buffers)
     w = np.exp2(m.astype(np.float64) - m.max(1, keepdims=True))
     expected = (w[..., None] * o).sum(1) / (w * l).sum(1, keepdims=True)
     # float32 sums and, on CUDA, an exp2 within 2 ulp: far inside 1e-5, far outside what a lost block would move

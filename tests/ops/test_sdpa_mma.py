@@ -164,9 +164,11 @@ def run_by_hand(q, k, v, kv_len, chunks=None, prefetch=None, limit=8):
     part_o = mtlinv.asarray(np.zeros(rows * grid[2] * head_dim, np.float32))
     part_ml = mtlinv.asarray(np.zeros(rows * grid[2] * 2, np.float32))
     out = mtlinv.asarray(np.zeros(q.shape, q.dtype))
+    operands = [mtlinv.asarray(a) for a in (q, k, v)] + [out]
     _native._launch(first["kernel"], grid, first["threads"], bytes(args),
-                    [mtlinv.asarray(a) for a in (q, k, v)] + [part_o, part_ml, out])
-    _native._launch(second["kernel"], second["threadgroups"], second["threads"], bytes(args), [part_o, part_ml, out])
+                    _native.plan_buffers(first, operands, [part_o, part_ml]))
+    _native._launch(second["kernel"], second["threadgroups"], second["threads"], bytes(args),
+                    _native.plan_buffers(second, operands, [part_o, part_ml]))
     return np.asarray(out)
 
 

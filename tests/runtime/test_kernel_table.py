@@ -7,6 +7,8 @@ builds.
   translation (tools/msl2cpp.py --target cuda, whose MTLINV_KERNEL lines register the CUDA kernels) and in the
   Metal source the Metal backend embeds (tools/embed_metal.py).
 - The plans reach every kernel of the table: no kernel is dead.
+- Buffer slots: every kernel names its slots in the enum beside its argument struct (`XArgs`, `enum XSlot`,
+  metal/shared.h), and every plan binds exactly the slots its kernel takes.
 - A plan asking for an instantiation metal/ lacks fails: at compile time where the arguments are constants, with a
   KernelError naming the family and arguments otherwise; the generator refuses what it cannot encode.
 """
@@ -26,77 +28,91 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tools"))
 import embed_metal  # noqa: E402
 import kernel_table  # noqa: E402
+import msl2cpp  # noqa: E402
 
+METAL = ROOT / "metal"
 DTYPES = ["float32", "float16", "bfloat16"]
 SIXTEEN = ["float16", "bfloat16"]
 REGISTRATION = re.compile(r"^MTLINV_KERNEL\((\w+),", re.M)
 
 
+def _launches(plan):
+    """{(kernel, the slots the plan binds)} of a plan's launches."""
+    return {(launch["kernel"], tuple(sorted(launch["slots"]))) for launch in plan["launches"]}
+
+
 def _kernels(plan):
-    return {launch["kernel"] for launch in plan["launches"]}
+    return {kernel for kernel, _ in _launches(plan)}
 
 
-def _gemv_kernels(matrix_units):
+def _gemv_launches(matrix_units):
     found = set()
     # Rows: each row tile (1, 2, 4, 8, and 16 / 32 above the limit's reach), N: 16 up to sizes whose split counts
     # take the wide forms (_c2, _u2) on a GPU of 128 cores, K: one block to many.
     for rows, k, n, dtype, limit, transpose in itertools.product(
             [1, 2, 3, 4, 5, 8, 9, 16, 17, 32, 33, 40], [64, 4096, 14336], [16, 4096, 8192, 14336], DTYPES,
             [0, 8, 16, 64], [True, False]):
-        found |= _kernels(_native.plan_gemv(rows=rows, k=k, n=n, dtype=dtype, limit=limit, transpose=transpose))
+        found |= _launches(_native.plan_gemv(rows=rows, k=k, n=n, dtype=dtype, limit=limit, transpose=transpose))
         if matrix_units and transpose and dtype in SIXTEEN:  # the tile layout: matrix-unit kernels only
-            found |= _kernels(_native.plan_gemv(rows=rows, k=k, n=n, dtype=dtype, limit=limit, tiled=True))
+            found |= _launches(_native.plan_gemv(rows=rows, k=k, n=n, dtype=dtype, limit=limit, tiled=True))
     return found
 
 
-def _qgemv_kernels(matrix_units):
+def _qgemv_launches(matrix_units):
     found = set()
     for rows, k, n, bits, dtype, limit in itertools.product(
             [1, 2, 3, 4, 5, 8, 9, 16, 17, 33, 40], [256, 4096], [16, 4096], [2, 3, 4, 5, 6, 8], DTYPES, [0, 8, 64]):
         scales = [None] + (["float32"] if dtype in SIXTEEN and bits in (4, 8) else [])
         for scale_dtype in scales:
             args = dict(rows=rows, k=k, n=n, bits=bits, dtype=dtype, scale_dtype=scale_dtype, limit=limit)
-            found |= _kernels(_native.plan_qgemv(**args))
+            found |= _launches(_native.plan_qgemv(**args))
             if matrix_units and dtype in SIXTEEN and bits in (4, 8):
-                found |= _kernels(_native.plan_qgemv(**args, tiled=True))
+                found |= _launches(_native.plan_qgemv(**args, tiled=True))
     return found
 
 
-def _sdpa_kernels():
+def _sdpa_launches():
     found = set()
     for q_len, kv_len, head_dim, heads, dtype, limit, aligned in itertools.product(
             [1, 2, 5, 8, 33], [1, 100, 4096, 70000], [64, 80, 96, 128, 256], [(32, 8), (4, 4), (1, 1)], DTYPES,
             [0, 8], [True, False]):
         if q_len <= kv_len:
-            found |= _kernels(_native.plan_sdpa(q_len=q_len, kv_len=kv_len, head_dim=head_dim, q_heads=heads[0],
+            found |= _launches(_native.plan_sdpa(q_len=q_len, kv_len=kv_len, head_dim=head_dim, q_heads=heads[0],
                                                 kv_heads=heads[1], dtype=dtype, limit=limit, aligned=aligned))
     return found
 
 
-def _small_op_kernels():
+def _small_op_launches():
     found = set()
     for dtype in DTYPES:
         for residual in (False, True):
-            found |= _kernels(_native.plan_rms_norm(rows=3, cols=4096, dtype=dtype, residual=residual))
+            found |= _launches(_native.plan_rms_norm(rows=3, cols=4096, dtype=dtype, residual=residual))
         for plan in _native.plan_decoder_ops(dtype=dtype).values():
-            found |= _kernels(plan)
+            found |= _launches(plan)
     return found
 
 
 @pytest.fixture(scope="module")
-def planned():
-    """Every kernel any plan picks: with the emulator's plans, and with the GPU plans (K splits, wide threadgroups)
-    of a GPU with matrix units (CUDA) and of one without (Metal)."""
+def planned_launches():
+    """Every (kernel, slots bound) any plan launches: with the emulator's plans, and with the GPU plans (K splits,
+    wide threadgroups) of a GPU with matrix units (CUDA) and of one without (Metal)."""
     if mtlinv.device_info()["backend"] != "emu":
         pytest.skip("enumerates the GPU plans through the emulator's switch (_set_emu_gpu_plans)")
     found = set()
     for gpu, matrix_units in ((False, False), (True, True), (True, False)):
         _native._set_emu_gpu_plans(gpu, matrix_units)
         try:
-            found |= _gemv_kernels(matrix_units) | _qgemv_kernels(matrix_units) | _sdpa_kernels() | _small_op_kernels()
+            found |= _gemv_launches(matrix_units) | _qgemv_launches(matrix_units)
+            found |= _sdpa_launches() | _small_op_launches()
         finally:
             _native._set_emu_gpu_plans(False)
     return found
+
+
+@pytest.fixture(scope="module")
+def planned(planned_launches):
+    """Every kernel any plan picks."""
+    return {kernel for kernel, _ in planned_launches}
 
 
 def test_the_table_is_the_mtlinv_kernel_lines():
@@ -149,7 +165,121 @@ def test_plan_introspection_names_the_kernels_it_picks():
     assert _kernels(plan) == {"sdpa_blocks_q4_unaligned_f32", "sdpa_combine_f32"}
 
 
+# --- buffer slots ----------------------------------------------------------------------------------------------
+
+SLOT_ENUM = re.compile(r"\benum\s+(\w+)Slot\s*:\s*uint32_t\s*\{(.*?)\};", re.S)
+
+
+def slot_enums(metal_dir):
+    """({family: {slot name: number}} from each `enum XSlot : uint32_t {...}` of metal/*.h (X the family, as in its
+    argument struct XArgs), [problems]): every slot numbered explicitly, X_SLOT_ARGS = 0 first, no number twice."""
+    enums, problems = {}, []
+    for header in sorted(metal_dir.glob("*.h")):
+        for m in SLOT_ENUM.finditer(header.read_text()):
+            family, slots = m.group(1), {}
+            for item in filter(None, (i.strip() for i in re.sub(r"//[^\n]*", "", m.group(2)).split(","))):
+                name, _, number = (s.strip() for s in item.partition("="))
+                if not number.isdigit():
+                    problems.append(f"{header.name}: {family}Slot: {item!r} gives no number")
+                slots[name] = int(number) if number.isdigit() else None
+            if list(slots.values())[:1] != [0] or not next(iter(slots)).endswith("_SLOT_ARGS"):
+                problems.append(f"{header.name}: {family}Slot does not start with its argument struct's slot, 0")
+            if len(set(slots.values())) != len(slots):
+                problems.append(f"{header.name}: two slots of {family}Slot share a number: {slots}")
+            enums[family] = slots
+    return enums, problems
+
+
+def kernel_slots(metal_dir, enums):
+    """({kernel template: the slot numbers it takes besides its argument struct's}, [problems]): a kernel takes
+    `constant XArgs& args [[buffer(X_SLOT_ARGS)]]` first and names every other slot in the same enum XSlot."""
+    taken, problems = {}, []
+    for path in sorted(metal_dir.glob("*.metal")):
+        for kernel, params in msl2cpp.kernel_signatures(path.read_text(), path.name):
+            buffers = [(type_, name, slot) for type_, name, attr, slot in params if attr == "buffer"]
+            args = re.fullmatch(r"constant\s+(\w+)Args\s*&", buffers[0][0]) if buffers else None
+            if not args or args.group(1) not in enums:
+                problems.append(f"{path.name}: {kernel} does not take an argument struct XArgs (enum XSlot) first")
+                continue
+            family, slots = args.group(1), enums[args.group(1)]
+            for _, name, slot in buffers:
+                if slot not in slots:
+                    problems.append(f"{path.name}: {kernel}: {name} [[buffer({slot})]] is no slot of {family}Slot")
+            numbers = [slots.get(slot) for _, _, slot in buffers]
+            if numbers[0] != 0 or len(set(numbers)) != len(numbers):
+                problems.append(f"{path.name}: {kernel} takes slots {numbers}: the struct's first, none twice")
+            taken[kernel] = set(numbers[1:])
+    return taken, problems
+
+
+def unbound(launches, taken, template):
+    """Launches whose plan binds other slots than its kernel takes (`template`: host name -> kernel template)."""
+    return [f"{kernel}: bound {list(bound)}, takes {sorted(taken[template[kernel]])}"
+            for kernel, bound in sorted(launches) if set(bound) != taken[template[kernel]]]
+
+
+def test_every_kernel_names_its_familys_slots_and_every_plan_binds_them(planned_launches):
+    enums, problems = slot_enums(METAL)
+    taken, more = kernel_slots(METAL, enums)
+    assert problems + more == []
+    assert len(enums) >= 5 and len(taken) == len({r[3] for r in embed_metal.registrations()})
+    template = {name: family for _, name, _, family, _ in embed_metal.registrations()}
+    assert unbound(planned_launches, taken, template) == []
+
+
 # --- what fails ------------------------------------------------------------------------------------------------
+
+
+SLOTS_H = """enum CopySlot : uint32_t {
+  COPY_SLOT_ARGS = 0,
+  COPY_SLOT_X = 1,  // a comment
+  COPY_SLOT_Y = 2,
+};
+enum PasteSlot : uint32_t { PASTE_SLOT_ARGS = 0, PASTE_SLOT_Y = 1 };
+"""
+COPY = """[[kernel]] void copy(constant CopyArgs& args [[buffer(COPY_SLOT_ARGS)]], device const float* x [[buffer(X)]],
+                     device float* y [[buffer(COPY_SLOT_Y)]], uint i [[thread_position_in_grid]]) { y[i] = x[i]; }
+"""
+
+
+def _slot_problems(folder, header, kernel):
+    folder.mkdir()
+    (folder / "slots.h").write_text(header)
+    (folder / "copy.metal").write_text(kernel)
+    enums, problems = slot_enums(folder)
+    taken, more = kernel_slots(folder, enums)
+    return taken, problems + more
+
+
+def test_slot_check_passes_a_kernel_of_its_familys_slots(tmp_path):
+    taken, problems = _slot_problems(tmp_path / "metal", SLOTS_H, COPY.replace("buffer(X)", "buffer(COPY_SLOT_X)"))
+    assert problems == [] and taken == {"copy": {1, 2}}
+    assert unbound({("copy_f32", (1, 2))}, taken, {"copy_f32": "copy"}) == []
+
+
+@pytest.mark.parametrize("slot, problem", [
+    ("PASTE_SLOT_Y", r"copy: x \[\[buffer\(PASTE_SLOT_Y\)\]\] is no slot of CopySlot"),  # another family's
+    ("1", r"copy: x \[\[buffer\(1\)\]\] is no slot of CopySlot"),  # a bare number
+    ("COPY_SLOT_Y", r"copy takes slots \[0, 2, 2\]"),  # a slot twice
+])
+def test_slot_check_refuses_a_slot_outside_the_family_or_taken_twice(tmp_path, slot, problem):
+    _, problems = _slot_problems(tmp_path / "metal", SLOTS_H, COPY.replace("buffer(X)", f"buffer({slot})"))
+    assert len(problems) == 1 and re.search(problem, problems[0]), problems
+
+
+def test_slot_check_refuses_an_enum_with_a_number_twice_or_missing(tmp_path):
+    header = SLOTS_H.replace("COPY_SLOT_Y = 2", "COPY_SLOT_Y = 1").replace("PASTE_SLOT_Y = 1", "PASTE_SLOT_Y")
+    _, problems = _slot_problems(tmp_path / "metal", header, COPY.replace("buffer(X)", "buffer(COPY_SLOT_X)"))
+    assert any("two slots of CopySlot share a number" in p for p in problems), problems
+    assert any("PasteSlot: 'PASTE_SLOT_Y' gives no number" in p for p in problems), problems
+
+
+def test_slot_check_refuses_a_plan_that_binds_other_slots(tmp_path):
+    taken, _ = _slot_problems(tmp_path / "metal", SLOTS_H, COPY.replace("buffer(X)", "buffer(COPY_SLOT_X)"))
+    template = {"copy_f32": "copy"}
+    assert unbound({("copy_f32", (2,))}, taken, template) == ["copy_f32: bound [2], takes [1, 2]"]
+    assert unbound({("copy_f32", (1, 2, 3))}, taken, template) == ["copy_f32: bound [1, 2, 3], takes [1, 2]"]
+
 
 
 def _write_kernels(folder, lines):

@@ -42,7 +42,15 @@ typedef unsigned long uint64_t;
 namespace mtlinv_static {
 template <class A>
 __local A& threadgroup_var();
-}
+
+// The check's rewrite of `[[buffer(i)]]` evaluates i here: Metal takes an integral constant expression (a number or
+// an enumerator of a family's slot enum) naming one of its 31 buffer slots. Anything else fails to compile.
+template <unsigned long long I>
+struct buffer_slot {
+  static_assert(I <= 30, "[[buffer(i)]]: Metal's buffer slots are 0..30");
+  static constexpr unsigned value = I;
+};
+}  // namespace mtlinv_static
 
 namespace metal {
 

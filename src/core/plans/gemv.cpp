@@ -138,7 +138,11 @@ Plan plan_gemv(const GemvShape& s, int limit, const DeviceCaps& caps) {
     launch.threads_per_threadgroup = {GEMM_THREADS, 1, 1};
   }
   launch.set_args(args);
-  launch.buffers = {PlanBuffer::op(0), PlanBuffer::op(1), PlanBuffer::op(2), PlanBuffer::op(3)};
+  // The op's operands: x, w, bias (y where there is none: bound, never read) and y.
+  launch.bind(GEMV_SLOT_X, PlanBuffer::op(0));
+  launch.bind(GEMV_SLOT_W, PlanBuffer::op(1));
+  launch.bind(GEMV_SLOT_BIAS, PlanBuffer::op(2));
+  launch.bind(GEMV_SLOT_Y, PlanBuffer::op(3));
   plan.launches.push_back(std::move(launch));
   return plan;
 }

@@ -148,8 +148,13 @@ Plan plan_qgemv(const QGemvShape& s, int limit, const DeviceCaps& caps) {
     launch.threads_per_threadgroup = {QGEMM_THREADS, 1, 1};
   }
   launch.set_args(args);
-  launch.buffers = {PlanBuffer::op(0), PlanBuffer::op(1), PlanBuffer::op(2), PlanBuffer::op(3), PlanBuffer::op(4),
-                    PlanBuffer::op(5)};
+  // The op's operands: x, wq, scales, biases, bias (y where there is none: bound, never read) and y.
+  launch.bind(QGEMV_SLOT_X, PlanBuffer::op(0));
+  launch.bind(QGEMV_SLOT_WQ, PlanBuffer::op(1));
+  launch.bind(QGEMV_SLOT_SCALES, PlanBuffer::op(2));
+  launch.bind(QGEMV_SLOT_BIASES, PlanBuffer::op(3));
+  launch.bind(QGEMV_SLOT_BIAS, PlanBuffer::op(4));
+  launch.bind(QGEMV_SLOT_Y, PlanBuffer::op(5));
   plan.launches.push_back(std::move(launch));
   return plan;
 }

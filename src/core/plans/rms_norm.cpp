@@ -27,7 +27,17 @@ Plan plan_rms_norm(int64_t rows, int64_t cols, DType dtype, float eps, const Dev
   launch.threadgroups = {static_cast<uint32_t>(rows), 1, 1};
   launch.threads_per_threadgroup = {threads_per_row(cols, caps), 1, 1};
   launch.set_args(RmsNormArgs{static_cast<uint32_t>(rows), static_cast<uint32_t>(cols), eps});
-  for (int i = 0; i < (residual ? 5 : 3); ++i) launch.buffers.push_back(PlanBuffer::op(i));
+  // The op's operands: rms_norm's x, w, y; add_rms_norm's x, r, w, s, y.
+  launch.bind(RMS_NORM_SLOT_X, PlanBuffer::op(0));
+  if (residual) {
+    launch.bind(RMS_NORM_SLOT_RESIDUAL, PlanBuffer::op(1));
+    launch.bind(RMS_NORM_SLOT_W, PlanBuffer::op(2));
+    launch.bind(RMS_NORM_SLOT_SUM, PlanBuffer::op(3));
+    launch.bind(RMS_NORM_SLOT_Y, PlanBuffer::op(4));
+  } else {
+    launch.bind(RMS_NORM_SLOT_W, PlanBuffer::op(1));
+    launch.bind(RMS_NORM_SLOT_Y, PlanBuffer::op(2));
+  }
   Plan plan;
   plan.launches.push_back(std::move(launch));
   return plan;

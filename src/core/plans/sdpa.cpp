@@ -26,6 +26,20 @@ static_assert(kMmaChunkKeys % (SDPA_MMA_SIMDGROUPS * SDPA_MMA_STEP) == 0, "sdpa_
 static_assert(SDPA_MMA_SIMDGROUPS * 32 == SDPA_THREADS, "sdpa_mma and sdpa_blocks launch as many threads");
 static_assert(kMmaTierKeys % (4 * kMmaChunkKeys) == 0, "tiers need tier_keys a multiple of 4 block_keys");
 
+// The op's operands: q, k, v, out.
+void bind_operands(PlanLaunch& l) {
+  l.bind(SDPA_SLOT_Q, PlanBuffer::op(0));
+  l.bind(SDPA_SLOT_K, PlanBuffer::op(1));
+  l.bind(SDPA_SLOT_V, PlanBuffer::op(2));
+  l.bind(SDPA_SLOT_OUT, PlanBuffer::op(3));
+}
+
+// The partials pass 1 writes and pass 2 reads: the plan's scratch buffers 0 and 1.
+void bind_partials(PlanLaunch& l) {
+  l.bind(SDPA_SLOT_PART_O, PlanBuffer::tmp(0));
+  l.bind(SDPA_SLOT_PART_ML, PlanBuffer::tmp(1));
+}
+
 }  // namespace
 
 bool sdpa_head_dim_supported(int64_t head_dim) {
@@ -121,7 +135,7 @@ Plan plan_sdpa(const SdpaShape& s, int limit, const DeviceCaps& caps) {
     flash.threadgroups = {ceil_div(s.q_len, FLASH_QUERIES), q_heads, batch};
     flash.threads_per_threadgroup = {FLASH_QUERIES, 1, 1};
     flash.set_args(args);
-    flash.buffers = {PlanBuffer::op(0), PlanBuffer::op(1), PlanBuffer::op(2), PlanBuffer::op(3)};
+    bind_operands(flash);
     plan.launches.push_back(std::move(flash));
     return plan;
   }
@@ -156,8 +170,8 @@ Plan plan_sdpa(const SdpaShape& s, int limit, const DeviceCaps& caps) {
   // keys. A hint, so a call's bits do not depend on it.
   args.prefetch = matrix_units && 2 * args.n_blocks * s.batch * s.kv_heads <= caps.compute_units ? 1 : 0;
   partials.set_args(args);
-  partials.buffers = {PlanBuffer::op(0), PlanBuffer::op(1), PlanBuffer::op(2), PlanBuffer::tmp(0), PlanBuffer::tmp(1),
-                      PlanBuffer::op(3)};
+  bind_operands(partials);
+  bind_partials(partials);
   // Keys in one chunk (every decoding step up to 256 keys): pass 1 writes the output, with the bits pass 2 would
   // write (metal/sdpa_out.h), and the call is one launch. The launch count depends on kv_len, the bits do not: a
   // query of a longer call whose keys lie in one chunk gets the same value from sdpa_combine.
@@ -173,7 +187,8 @@ Plan plan_sdpa(const SdpaShape& s, int limit, const DeviceCaps& caps) {
   combine.threadgroups = {static_cast<uint32_t>(s.q_len) * ceil_div(s.head_dim / 4, SDPA_COMBINE_COLUMNS), q_heads, batch};
   combine.threads_per_threadgroup = {SDPA_COMBINE_GROUPS * SDPA_COMBINE_COLUMNS, 1, 1};
   combine.bindings = partials.bindings;
-  combine.buffers = {PlanBuffer::tmp(0), PlanBuffer::tmp(1), PlanBuffer::op(3)};
+  bind_partials(combine);
+  combine.bind(SDPA_SLOT_OUT, PlanBuffer::op(3));
 
   plan.launches.push_back(std::move(partials));
   plan.launches.push_back(std::move(combine));
