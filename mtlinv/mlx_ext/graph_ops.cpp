@@ -1,7 +1,6 @@
 #include "graph_ops.h"
 
 #include <memory>
-#include <sstream>
 #include <utility>
 #include <vector>
 
@@ -9,6 +8,7 @@
 #include "primitives.h"
 #include "src/core/errors.h"
 #include "src/core/limit.h"
+#include "src/core/tensor.h"
 
 namespace mtlinv_mlx {
 
@@ -28,9 +28,8 @@ int checked_limit(int limit) {
 // weights are not a model's arrays).
 void require_rows(const char* op, const char* arg, const mx::array& w, const char* layout) {
   if (w.ndim() != 2) {
-    std::ostringstream shape;
-    shape << w.shape();
-    throw mtlinv::InvalidArgument(op, ": ", arg, " must be ", layout, ", got shape ", shape.str());
+    throw mtlinv::InvalidArgument(op, ": ", arg, " must be ", layout, ", got shape ",
+                                  mtlinv::shape_str(mtlinv::Shape(w.shape().begin(), w.shape().end())));
   }
 }
 

@@ -142,7 +142,7 @@ def test_bad_arguments_raise_mtlinvs_errors_as_the_graph_is_built(mlx_ext):
         mlx_ext.gemv(x, w.astype(mx.float16), limit=LIMIT)
     with pytest.raises(mtlinv.InvalidArgumentError, match="gemv: x has K=32 but w has K=64"):
         mlx_ext.gemv(x[:, :32], w, limit=LIMIT)
-    with pytest.raises(mtlinv.InvalidArgumentError, match=r"gemv: w must be \[N, K\].*got shape \(1, 8, 64\)"):
+    with pytest.raises(mtlinv.InvalidArgumentError, match=r"gemv: w must be \[N, K\].*got shape \[1, 8, 64\]"):
         mlx_ext.gemv(x, w[None], limit=LIMIT)
     with pytest.raises(mtlinv.InvalidArgumentError, match=r"limit must be in \[0, 2\^30\], got -1"):
         mlx_ext.gemv(x, w, limit=-1)
