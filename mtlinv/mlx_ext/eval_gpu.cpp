@@ -5,8 +5,9 @@
 // mtlinv's metallib (built with fast math off by setup.py on macOS). It mirrors the Metal backend's encoding
 // (objc/metal_backend.mm, CommandStream::encode) through MLX's metal-cpp encoder.
 //
-// Never run: no Mac is available to this project. Compiled for aarch64-macos against the macOS mlx wheel's headers
-// by tests/mlx/test_primitive_macos_compile.py; elsewhere (MLX's CPU build) eval_gpu is never called, and says so.
+// Never run: no Mac is available to this project. Compiled for arm64 macOS against the macOS mlx-metal wheel's
+// headers and metal-cpp by tests/compile/test_macos_build.py (which also checks that the wheel's libmlx.dylib
+// exports every MLX symbol used here); with MLX's CPU build eval_gpu is never called, and says so if it is.
 #include <string>
 
 #include "primitives.h"
@@ -81,8 +82,7 @@ class EncoderBackend : public mtlinv::Backend {
 
   // A plan's scratch buffer: MLX memory the encoder holds until its command buffer completes.
   mtlinv::StoragePtr allocate(size_t bytes) override {
-    mx::array scratch({static_cast<int>(bytes)}, mx::uint8, nullptr, {});
-    scratch.set_data(mx::allocator::malloc(bytes));
+    mx::array scratch(mx::allocator::malloc(bytes), {static_cast<int>(bytes)}, mx::uint8);
     encoder_.add_temporary(scratch);
     return std::make_shared<ArrayStorage>(scratch, true);
   }

@@ -145,6 +145,24 @@ def test_a_patched_forward_pass_stays_lazy(mlx_ext):
     assert mlx_ext.plans_run() == before + sum(routing.routed.values())
 
 
+def test_the_default_route_is_the_extension_where_it_imports_else_dlpack(mlx_ext, monkeypatch):
+    model = make_model(layers=1)
+    with mtlinv.mlx.patch(model, limit=8) as routing:
+        assert mtlinv.mlx.backend() == routing.route == "primitive"
+    # The extension not built: its import fails, and mtlinv.mlx says why and takes the DLPack route.
+    import sys
+    monkeypatch.setattr(mtlinv.mlx, "_extension_state", {})
+    monkeypatch.delattr(mtlinv, "_mlx_ext", raising=False)
+    monkeypatch.setitem(sys.modules, "mtlinv._mlx_ext", None)
+    assert mtlinv.mlx.backend() == "dlpack"
+    assert "build it: python -m mtlinv.mlx_ext.build" in mtlinv.mlx.extension_error()
+    with mtlinv.mlx.patch(model, limit=8) as routing:
+        model(mx.array([PROMPT]))
+    assert routing.route == "dlpack" and routing.routed == {"linear": 8, "attention": 1}
+    with pytest.raises(ValueError, match="route 'primitive' needs mtlinv._mlx_ext: .*build it"):
+        mtlinv.mlx.patch(model, limit=8, route="primitive")
+
+
 def test_unpatch_restores_mlx_exactly(route):
     model = make_model()
     tokens = mx.array([PROMPT])
