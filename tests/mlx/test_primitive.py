@@ -81,16 +81,25 @@ def test_sdpa_is_mtlinvs_sdpa(mlx_ext, dtype, head_dim, causal):
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
-def test_rows_are_invariant_to_limit_and_not_at_limit_zero(mlx_ext, dtype):
+@pytest.mark.parametrize("op", ["gemv", "qgemv"])
+def test_rows_are_invariant_to_limit_and_not_at_limit_zero(mlx_ext, dtype, op):
     """Each of M <= limit rows has the bits of the row alone; at limit 0, M=8 takes the throughput kernel, whose
     other reduction order shows in the bits (the negative control: 16-bit outputs round most float32-level
     differences away, hence tests/ops/test_gemv.py's 4096-wide case)."""
     n = 512 if dtype == "float32" else 4096
     w, x = normal((n, 4096), dtype, 10), normal((LIMIT, 4096), dtype, 11)
-    alone = mx.concatenate([mlx_ext.gemv(x[r:r + 1], w, limit=LIMIT) for r in range(LIMIT)])
+    if op == "gemv":
+        def call(rows, limit):
+            return mlx_ext.gemv(rows, w, limit=limit)
+    else:
+        wq, scales, biases = mx.quantize(w, group_size=64, bits=4)
+
+        def call(rows, limit):
+            return mlx_ext.qgemv(rows, wq, scales, biases, group_size=64, bits=4, limit=limit)
+    alone = mx.concatenate([call(x[r:r + 1], LIMIT) for r in range(LIMIT)])
     for m in range(1, LIMIT + 1):
-        assert same_bits(mlx_ext.gemv(x[:m], w, limit=LIMIT), alone[:m]), m
-    assert not same_bits(mlx_ext.gemv(x, w, limit=0), alone), "the throughput kernel matched: the control is void"
+        assert same_bits(call(x[:m], LIMIT), alone[:m]), m
+    assert not same_bits(call(x, 0), alone), "the throughput kernel matched: the control is void"
 
 
 def test_sdpa_queries_are_invariant_and_not_at_limit_zero(mlx_ext):
