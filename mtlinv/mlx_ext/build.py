@@ -2,9 +2,10 @@
 
     python -m mtlinv.mlx_ext.build
 
-It needs a source checkout (an editable install), MLX (whose wheel ships the headers and CMake config), the nanobind mlx.core was built with (the `test`
-extra pins it), cmake, a C++20 compiler, and the library the package carries (mtlinv/lib: `pip install -e .` or
-`python setup.py build_ext --inplace` makes it). The build goes to build/mlx-ext under a file lock, so that
+It needs a source checkout (an editable install: the core's headers are read from src/core), MLX (whose wheel
+ships the headers and CMake config), the nanobind mlx.core was built with (the `test` extra pins it), cmake, a C++20
+compiler, and the library the package carries (mtlinv/lib: `pip install -e .` or `python setup.py build_ext
+--inplace` makes it). The build goes to build/mlx-ext under a file lock, so that
 pytest-xdist's workers wait for one build; a later call rebuilds only what changed. mtlinv.mlx uses the module when
 it imports, else its DLPack route (mtlinv.mlx.backend())."""
 import fcntl
