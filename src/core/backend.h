@@ -159,9 +159,9 @@ class Backend {
 };
 
 // The calling thread's backend (its innermost BackendScope), else the process-wide active backend, chosen on first
-// use from MTLINV_DEVICE=auto|emu|metal|cuda (default auto:
-// metal when built and its device accepted, else cuda when built with a device, else emu). Throws DeviceError
-// when the requested backend is not built, or has no device it accepts.
+// use from MTLINV_DEVICE=auto|emu|metal|cuda (default auto: metal when built and its device accepted, else cuda
+// when built with a device, else emu). Throws DeviceError when the requested backend is not built, or has no
+// device it accepts.
 Backend& active_backend();
 // A scope of the calling thread whose ops run on `backend` instead of the process-wide one: an MLX primitive's GPU
 // evaluation (mtlinv/mlx_ext) runs mtlinv's ops on a backend that encodes their kernels on MLX's own command
