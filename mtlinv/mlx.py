@@ -12,19 +12,25 @@ format, so there is no conversion step. Larger M, and what mtlinv has no kernel 
 mask array, a quantized KV cache, attention sinks, a head dim outside 64/80/96/128/256, mixed dtypes), is left to
 MLX; `Routing.to_mlx` counts those calls by reason. Norms, RoPE and the rest stay MLX's: each is row-wise.
 
-How arrays cross: the buffer protocol (MLX exports bfloat16 as format 'bfloat16', which mtlinv reads), which
-gives the CPU address of an evaluated array on every MLX build (a Mac's unified memory included), which a
-DLPack export of a GPU array need not. mtlinv reads it without a copy; MLX evaluates an array
-when it is exported, so a routed layer is a synchronization point of MLX's lazy graph. MLX's CPU build imports
-nothing without a copy, so each result is copied into MLX (mx.from_dlpack). Not built: an MLX C++ extension (a
-Primitive running mtlinv's kernels on MLX's own stream and Metal command encoder, keeping the graph lazy, copying
-nothing). Run on the MLX CPU build (Linux); on a Mac the same route has not been run.
+Two routes (backend() says which this process takes, patch(route=...) picks one):
+- "primitive": mtlinv._mlx_ext, an MLX C++ extension (mtlinv/mlx_ext, built by `python -m mtlinv.mlx_ext.build`).
+  Each routed call is an MLX Primitive: a node of MLX's lazy graph, evaluated with the rest of it, that runs
+  mtlinv's plan over the MLX arrays' own memory, the result included. No evaluation inside the layer, no copy (a
+  strided view, such as a KV cache's keys, is made contiguous by MLX first). On MLX's CPU stream it runs on mtlinv's
+  active backend (on Linux the emulator: run and tested); on a Mac's GPU stream it encodes mtlinv's Metal kernels
+  on MLX's own command encoder (compiled against the macOS wheel's headers on Linux, never run).
+- "dlpack": where the extension is not built. Arrays cross through the buffer protocol (MLX exports bfloat16 as
+  format 'bfloat16', which mtlinv reads), which gives the CPU address of an evaluated array on every MLX build;
+  mtlinv reads it without a copy, but MLX evaluates an array when it is exported, so each routed layer is a
+  synchronization point of MLX's graph, and MLX's CPU build imports nothing without a copy, so each result is
+  copied into MLX (mx.from_dlpack).
 
 mlx is imported on first use: the rest of mtlinv does not need it.
 """
 from __future__ import annotations
 
 import contextvars
+import pathlib
 import sys
 from collections import Counter
 
@@ -52,6 +58,41 @@ def _mlx():
     return mx, nn
 
 
+_extension_state: dict = {}  # "module" (mtlinv._mlx_ext or None), "error" (why it is None)
+
+
+def _extension():
+    """mtlinv._mlx_ext, imported once, or None (the reason in extension_error())."""
+    if "module" not in _extension_state:
+        try:
+            from mtlinv import _mlx_ext
+        except ImportError as e:
+            _extension_state.update(module=None, error=f"{e} (build it: python -m mtlinv.mlx_ext.build)")
+        else:
+            mx, _ = _mlx()
+            metallib = pathlib.Path(mtlinv.__file__).with_name("mtlinv.metallib")
+            if metallib.exists():
+                _mlx_ext.set_metallib(str(metallib))
+            if mx.metal.is_available() and not metallib.exists():
+                _extension_state.update(module=None, error=f"MLX runs on Metal, and {metallib} (the kernels the "
+                                        "extension encodes on MLX's GPU stream) is missing: setup.py builds it "
+                                        "where Apple's Metal toolchain is installed")
+            else:
+                _extension_state.update(module=_mlx_ext, error=None)
+    return _extension_state["module"]
+
+
+def backend() -> str:
+    """The route patch() takes by default: "primitive" (the MLX extension) or "dlpack" (extension_error() says why)."""
+    return "dlpack" if _extension() is None else "primitive"
+
+
+def extension_error() -> str | None:
+    """Why mtlinv._mlx_ext did not import (None when it did)."""
+    _extension()
+    return _extension_state["error"]
+
+
 def _base_attention():
     from mlx_lm.models import base
     return base.scaled_dot_product_attention
@@ -60,16 +101,24 @@ def _base_attention():
 class Routing:
     """What patch() did to one model, and how many calls each route has taken since.
 
-    routed: Counter of calls run by mtlinv, by kind ('linear', 'quantized_linear', 'embedding_as_linear',
-    'attention'). to_mlx: Counter of calls left to MLX, by (kind, reason). layers: how many layers of each kind
-    were patched. attention_modules: the mlx-lm model modules whose attention function was hooked (empty when the
-    model calls MLX's attention directly: then only its linear layers are routed)."""
+    route: "primitive" or "dlpack" (the module's docstring). routed: Counter of calls run by mtlinv, by kind
+    ('linear', 'quantized_linear', 'embedding_as_linear', 'attention'). to_mlx: Counter of calls left to MLX, by
+    (kind, reason). layers: how many layers of each kind were patched. attention_modules: the mlx-lm model modules
+    whose attention function was hooked (empty when the model calls MLX's attention directly: then only its linear
+    layers are routed)."""
 
-    def __init__(self, model, limit: int):
+    def __init__(self, model, limit: int, route: str | None):
         if isinstance(limit, bool) or not isinstance(limit, int) or not 0 <= limit <= 2**30:
             raise mtlinv.InvalidArgumentError(f"mtlinv.mlx.patch: limit must be an int in 0..2^30, got {limit!r}")
+        if route not in (None, "primitive", "dlpack"):
+            raise mtlinv.InvalidArgumentError(f"mtlinv.mlx.patch: route must be None, 'primitive' or 'dlpack', got "
+                                              f"{route!r}")
+        if route == "primitive" and _extension() is None:
+            raise mtlinv.InvalidArgumentError(f"mtlinv.mlx.patch: route 'primitive' needs mtlinv._mlx_ext: "
+                                              f"{extension_error()}")
         self.model = model
         self.limit = limit
+        self.route = route or backend()
         self.routed: Counter = Counter()
         self.to_mlx: Counter = Counter()
         self.layers: Counter = Counter()
@@ -103,8 +152,8 @@ class Routing:
         self.unpatch()
 
     def __repr__(self):
-        return (f"mtlinv.mlx.Routing(limit={self.limit}, layers={dict(self.layers)}, routed={dict(self.routed)}, "
-                f"to_mlx={dict(self.to_mlx)}, attention_modules={self.attention_modules})")
+        return (f"mtlinv.mlx.Routing(limit={self.limit}, route={self.route!r}, layers={dict(self.layers)}, "
+                f"routed={dict(self.routed)}, to_mlx={dict(self.to_mlx)}, attention_modules={self.attention_modules})")
 
 
 def _dtype_reason(*arrays) -> str | None:
@@ -116,27 +165,27 @@ def _dtype_reason(*arrays) -> str | None:
 
 def _host(array):
     """An MLX array's memory for mtlinv, zero-copy: a strided view (a KV cache's keys) is made contiguous first."""
+    if array is None:
+        return None
     mx, _ = _mlx()
     return memoryview(mx.contiguous(array))
 
 
-def _maybe_host(array):
-    return None if array is None else _host(array)
-
-
-def _to_mlx(tensor):
-    mx, _ = _mlx()
-    return mx.from_dlpack(tensor)  # a copy: MLX's CPU build imports none without one
-
-
-def _run(routing, kind, reason, mlx_call, mtlinv_call):
-    """mtlinv_call() under the routing's limit, or, when `reason` says why not, mlx_call(); counted either way."""
+def _run(routing, kind, reason, mlx_call, op, arrays, **params):
+    """mtlinv's `op` (gemv, qgemv, sdpa) on `arrays` under the routing's limit, on the routing's route; or, when
+    `reason` says why not, mlx_call(). Counted either way. `params` hold the op's keywords, `bias` among them."""
     if reason is not None:
         routing.to_mlx[(kind, reason)] += 1
         return mlx_call()
     routing.routed[kind] += 1
+    if routing.route == "primitive":
+        return getattr(_extension(), op)(*arrays, **params, limit=routing.limit)  # lazy: a node of MLX's graph
+    mx, _ = _mlx()
+    if params.get("bias") is not None:
+        params["bias"] = _host(params["bias"])
     with mtlinv.batch_invariant(routing.limit):
-        return _to_mlx(mtlinv_call())
+        result = getattr(mtlinv, op)(*map(_host, arrays), **params)
+    return mx.from_dlpack(result)  # a copy: MLX's CPU build imports none without one
 
 
 def _rows(x) -> int:
@@ -147,8 +196,7 @@ def _linear_call(self, x):
     routing, base = self._mtlinv_routing, self._mtlinv_base
     w, b = self["weight"], self.get("bias")
     reason = routing.rows_reason(_rows(x)) or _dtype_reason(x, w, b)
-    return _run(routing, "linear", reason, lambda: base.__call__(self, x),
-                lambda: mtlinv.gemv(_host(x), _host(w), _maybe_host(b)))
+    return _run(routing, "linear", reason, lambda: base.__call__(self, x), "gemv", (x, w), bias=b)
 
 
 def _quantized_reason(module, x, scales, biases, bias):
@@ -165,9 +213,8 @@ def _quantized_call(self, x):
     routing, base = self._mtlinv_routing, self._mtlinv_base
     wq, scales, biases, bias = self["weight"], self["scales"], self.get("biases"), self.get("bias")
     reason = routing.rows_reason(_rows(x)) or _quantized_reason(self, x, scales, biases, bias)
-    return _run(routing, "quantized_linear", reason, lambda: base.__call__(self, x),
-                lambda: mtlinv.qgemv(_host(x), _host(wq), _host(scales), _host(biases), bias=_maybe_host(bias),
-                                     group_size=self.group_size, bits=self.bits))
+    return _run(routing, "quantized_linear", reason, lambda: base.__call__(self, x), "qgemv",
+                (x, wq, scales, biases), bias=bias, group_size=self.group_size, bits=self.bits)
 
 
 def _embedding_as_linear(self, x):
@@ -177,12 +224,11 @@ def _embedding_as_linear(self, x):
     if "scales" in self:
         wq, scales, biases = self["weight"], self["scales"], self.get("biases")
         reason = routing.rows_reason(_rows(x)) or _quantized_reason(self, x, scales, biases, None)
-        return _run(routing, "embedding_as_linear", reason, mlx_call,
-                    lambda: mtlinv.qgemv(_host(x), _host(wq), _host(scales), _host(biases),
-                                         group_size=self.group_size, bits=self.bits))
+        return _run(routing, "embedding_as_linear", reason, mlx_call, "qgemv", (x, wq, scales, biases),
+                    group_size=self.group_size, bits=self.bits)
     w = self["weight"]
     reason = routing.rows_reason(_rows(x)) or _dtype_reason(x, w)
-    return _run(routing, "embedding_as_linear", reason, mlx_call, lambda: mtlinv.gemv(_host(x), _host(w)))
+    return _run(routing, "embedding_as_linear", reason, mlx_call, "gemv", (x, w))
 
 
 def _attention(queries, keys, values, cache, scale, mask, sinks=None, **kwargs):
@@ -203,8 +249,7 @@ def _attention(queries, keys, values, cache, scale, mask, sinks=None, **kwargs):
         reason = routing.rows_reason(queries.shape[-2]) or _dtype_reason(queries, keys, values)
     return _run(routing, "attention", reason,
                 lambda: original(queries, keys, values, cache=cache, scale=scale, mask=mask, sinks=sinks),
-                lambda: mtlinv.sdpa(_host(queries), _host(keys), _host(values), scale=scale,
-                                    causal=mask is not None))
+                "sdpa", (queries, keys, values), scale=scale, causal=mask is not None)
 
 
 def _model_call(self, *args, **kwargs):
@@ -226,14 +271,15 @@ def _swap(routing, module, methods: dict, kind: str):
     routing.layers[kind] += 1
 
 
-def patch(model, limit: int = 8) -> Routing:
+def patch(model, limit: int = 8, route: str | None = None) -> Routing:
     """Routes `model`'s nn.Linear, nn.QuantizedLinear and tied-embedding output layers, and its attention, to mtlinv's
     canonical kernels for M <= limit rows (queries), leaving larger M to MLX. Returns the Routing (its counters, and
-    unpatch(), which restores the model exactly). The model's weights stay where they are: no conversion step."""
+    unpatch(), which restores the model exactly). The model's weights stay where they are: no conversion step.
+    route: "primitive", "dlpack", or None for backend()'s."""
     _, nn = _mlx()
     if getattr(type(model), "_mtlinv_routing", None) is not None:
         raise mtlinv.InvalidArgumentError("mtlinv.mlx.patch: this model is already patched; unpatch it first")
-    routing = Routing(model, limit)
+    routing = Routing(model, limit, route)
     for _, module in model.named_modules():
         if type(module).__dict__.get("_mtlinv_routing") is not None:
             continue

@@ -158,10 +158,25 @@ class Backend {
   virtual BatchCounts batch_counts() const { return {}; }
 };
 
-// The process-wide active backend, chosen on first use from MTLINV_DEVICE=auto|emu|metal|cuda (default auto:
-// metal when built and its device accepted, else cuda when built with a device, else emu). Throws DeviceError
-// when the requested backend is not built, or has no device it accepts.
+// The calling thread's backend (its innermost BackendScope), else the process-wide active backend, chosen on first
+// use from MTLINV_DEVICE=auto|emu|metal|cuda (default auto: metal when built and its device accepted, else cuda
+// when built with a device, else emu). Throws DeviceError when the requested backend is not built, or has no
+// device it accepts.
 Backend& active_backend();
+// A scope of the calling thread whose ops run on `backend` instead of the process-wide one: an MLX primitive's GPU
+// evaluation (mtlinv/mlx_ext) runs mtlinv's ops on a backend that encodes their kernels on MLX's own command
+// encoder, so that they join MLX's stream. Scopes nest and end in the reverse order of their start, on the thread
+// that started them; `backend` must outlive the scope.
+class BackendScope {
+ public:
+  explicit BackendScope(Backend& backend);
+  ~BackendScope();
+  BackendScope(const BackendScope&) = delete;
+  BackendScope& operator=(const BackendScope&) = delete;
+
+ private:
+  Backend* saved_;  // the thread's backend before this scope (null: the process-wide one)
+};
 // Why MTLINV_DEVICE=auto runs on another backend than the first it prefers (the messages of the backends that
 // refused, e.g. Metal on an Intel Mac), also printed once to stderr as a warning; "" when it runs on that
 // one, or when MTLINV_DEVICE named the backend. Chooses the backend if none is active yet.

@@ -113,7 +113,14 @@ std::unique_ptr<Backend> choose_auto_backend(const std::vector<BackendCandidate>
   return chosen;
 }
 
-Backend& active_backend() { return *active().backend; }
+// The calling thread's BackendScope, innermost; null outside every scope.
+static thread_local Backend* scoped_backend = nullptr;
+
+Backend& active_backend() { return scoped_backend ? *scoped_backend : *active().backend; }
+
+BackendScope::BackendScope(Backend& backend) : saved_(scoped_backend) { scoped_backend = &backend; }
+
+BackendScope::~BackendScope() { scoped_backend = saved_; }
 
 const std::string& backend_fallback() { return active().fallback; }
 

@@ -1,7 +1,8 @@
 // The C++ API's error paths (tests/ops/test_embedding.py runs this): tensors without memory, mismatched strides, copies
 // of the wrong size, dimension indices out of range and a decoder's bad tokens or shared caches must throw
-// mtlinv::InvalidArgument naming what was wrong, never crash; and the limit's scopes (mtlinv::LimitScope) belong to
-// the thread that opens them. Prints one line per case; exit status 0 when every case passes.
+// mtlinv::InvalidArgument naming what was wrong, never crash; and the limit's scopes (mtlinv::LimitScope) and the
+// backend's (mtlinv::BackendScope) belong to the thread that opens them. Prints one line per case; exit status 0 when
+// every case passes.
 #include <atomic>
 #include <cstdint>
 #include <cstdio>
@@ -76,6 +77,51 @@ void check_limit_scopes() {
   mtlinv::set_limit(0);
 }
 
+// A backend that counts the dispatches it is given and runs them on the process's backend.
+struct CountingBackend : mtlinv::Backend {
+  mtlinv::Backend& inner = mtlinv::active_backend();
+  std::atomic<int> dispatches{0};
+  const mtlinv::DeviceCaps& caps() const override { return inner.caps(); }
+  mtlinv::StoragePtr allocate(size_t bytes) override { return inner.allocate(bytes); }
+  mtlinv::StoragePtr wrap_host(void* host, size_t bytes) override { return inner.wrap_host(host, bytes); }
+  void upload(mtlinv::Storage& dst, size_t offset, const void* src, size_t bytes) override {
+    inner.upload(dst, offset, src, bytes);
+  }
+  void download(const mtlinv::Storage& src, size_t offset, void* dst, size_t bytes) override {
+    inner.download(src, offset, dst, bytes);
+  }
+  bool has_kernel(mtlinv::KernelId id) const override { return inner.has_kernel(id); }
+  void dispatch(const mtlinv::Dispatch& d) override {
+    ++dispatches;
+    inner.dispatch(d);
+  }
+  void synchronize() override { inner.synchronize(); }
+};
+
+// mtlinv::BackendScope: the calling thread's ops run on the scope's backend, another thread's on the process's;
+// and an op's `out` is the result's memory, checked against the result's shape.
+void check_backend_scope_and_out(const mtlinv::Tensor& x, const mtlinv::Tensor& w) {
+  CountingBackend counting;
+  mtlinv::Tensor y = mtlinv::Tensor::empty({1, 4}, mtlinv::DType::f32);
+  {
+    const mtlinv::BackendScope scope(counting);
+    check("the scope's backend is the thread's", &mtlinv::active_backend() == &counting);
+    std::thread([&] { mtlinv::gemv(x, w, nullptr, true); }).join();
+    check("another thread's op runs on the process's backend", counting.dispatches == 0);
+    const mtlinv::Tensor r = mtlinv::gemv(x, w, nullptr, true, mtlinv::GemvNames{}, &y);
+    check("the thread's op runs on the scope's backend, into out",
+          counting.dispatches > 0 && r.storage == y.storage);
+  }
+  check("the end of the scope restores the process's backend", &mtlinv::active_backend() == &counting.inner);
+  std::vector<float> got(4);
+  y.download(got.data(), sizeof(float) * 4);
+  check("out holds the result", got == std::vector<float>(4, 64.0f));
+  mtlinv::Tensor wide = mtlinv::Tensor::empty({1, 5}, mtlinv::DType::f32);
+  expect_invalid("gemv into an out of another shape",
+                 [&] { mtlinv::gemv(x, w, nullptr, true, mtlinv::GemvNames{}, &wide); },
+                 "gemv: out has shape [1, 5] and dtype float32; the result is [1, 4] float32");
+}
+
 }  // namespace
 
 int main() {
@@ -94,6 +140,7 @@ int main() {
                  "gemv: x has no memory");
   expect_invalid("sdpa of a tensor with no memory", [&] { mtlinv::sdpa(hollow, w, w, mtlinv::SdpaOptions{}); },
                  "sdpa: q has no memory");
+  check_backend_scope_and_out(mtlinv::Tensor::from_host(host.data(), {1, 64}, {64, 1}, mtlinv::DType::f32), w);
 
   std::vector<uint32_t> words(16 * 64 * 4 / 32);
   std::vector<uint16_t> groups(16 * 64 / 32);

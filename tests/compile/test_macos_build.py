@@ -283,3 +283,50 @@ def test_metallib_flags(tmp_path, monkeypatch):
     metal_call = next(line for line in log.read_text().splitlines() if " metal " in f" {line} ")
     for flag in ("-std=metal3.1", "-fno-fast-math", f"-mmacosx-version-min={macos.DEPLOYMENT_TARGET}"):
         assert flag in metal_call.split(), metal_call
+
+
+# ---- the MLX extension's GPU evaluation, against the macOS mlx wheel ----
+
+@pytest.fixture(scope="module")
+def macos_mlx():
+    """The macOS arm64 mlx-metal wheel of the installed MLX's version (MLX's headers with its Metal backend, metal-cpp,
+    libmlx.dylib), downloaded once into build/macos-mlx and unpacked there."""
+    import fcntl
+    import zipfile
+    mlx = pytest.importorskip("mlx.core")
+    out = ROOT / "build" / "macos-mlx" / mlx.__version__
+    out.mkdir(parents=True, exist_ok=True)
+    with open(out.parent / "download.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (out / "mlx" / "lib" / "libmlx.dylib").exists():
+            r = subprocess.run([sys.executable, "-m", "pip", "download", f"mlx-metal=={mlx.__version__}", "--no-deps",
+                                "--only-binary=:all:", "--platform", "macosx_14_0_arm64", "-d", str(out)],
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+            require(r.returncode == 0, f"the macOS mlx-metal wheel ({r.stdout[-500:]})")
+            with zipfile.ZipFile(next(out.glob("mlx_metal-*.whl"))) as wheel:
+                wheel.extractall(out, [n for n in wheel.namelist() if n.startswith(("mlx/include/", "mlx/lib/"))])
+    return out / "mlx"
+
+
+def test_mlx_extension_compiles_for_macos(zig, macos_mlx, tmp_path):
+    """mtlinv/mlx_ext's C++ with MLX built with Metal (_METAL_, as the wheel's MLXConfig.cmake sets it): eval_gpu's
+    encoding on MLX's command encoder compiles against the wheel's headers and metal-cpp (CoreFoundation,
+    CoreGraphics and IOSurface, of which metal-cpp needs a few type names, are tests/static/apple_sdk's), and every
+    MLX symbol it needs is exported by the wheel's libmlx.dylib. Not compiled: bindings.cpp (Python's and
+    nanobind's headers for macOS are not here). Never run: that needs a Mac."""
+    include = macos_mlx / "include"
+    flags = ["-std=c++20", "-D_METAL_", "-isystem", str(include), "-isystem", str(include / "metal_cpp"),
+             "-isystem", "tests/static/apple_sdk", "-I."]
+    needed = set()
+    for name in ("eval_gpu.cpp", "graph_ops.cpp", "primitives.cpp"):
+        rc, out, obj = zig(macos_target("arm64"), ROOT / "mtlinv" / "mlx_ext" / name, *flags,
+                           out=tmp_path / f"{name}.o")
+        assert rc == 0, f"{name}:\n{out}"
+        nm = subprocess.run([llvm_tool("llvm-nm"), "--undefined-only", "-j", str(obj)], stdout=subprocess.PIPE,
+                            text=True, check=True).stdout
+        needed |= {s for s in nm.split() if re.match(r"__ZN?K?T?[IVS]?N?3mlx4core", s)}
+    assert any("5metal14CommandEncoder21dispatch_threadgroups" in s for s in needed), sorted(needed)
+    exported = subprocess.run([llvm_tool("llvm-nm"), "--defined-only", "--extern-only", "-j",
+                               str(macos_mlx / "lib" / "libmlx.dylib")], stdout=subprocess.PIPE, text=True,
+                              check=True).stdout.split()
+    assert not needed - set(exported), sorted(needed - set(exported))

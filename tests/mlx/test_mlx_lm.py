@@ -6,7 +6,8 @@ would pass without mtlinv. The proof that the patched model runs on mtlinv is bi
 pass written here from mtlinv's ops (gemv, qgemv, sdpa) and the model's own norms, RoPE and embedding, and differ
 from MLX's own logits, which use other kernels; the calls into mtlinv are counted by wrapping mtlinv's ops, apart
 from the Routing's own counters. Negative controls: limit 0, and one layer deliberately left to MLX, each give
-logits that are not the reference's."""
+logits that are not the reference's. The tests run on both of mtlinv.mlx's routes (the `route` fixture): the MLX
+extension's primitives, and DLPack."""
 import numpy as np
 import pytest
 
@@ -87,19 +88,21 @@ def reference_logits(model, tokens, limit=8):
 
 
 @pytest.fixture
-def calls(monkeypatch):
-    """Counts the calls into mtlinv's ops, by op and rows (M of gemv/qgemv, queries of sdpa)."""
+def calls(monkeypatch, route):
+    """Counts the calls into mtlinv's ops on the route's side (mtlinv's own ops, or the extension's primitives), by
+    op and rows (M of gemv/qgemv, queries of sdpa)."""
     from collections import Counter
     counted = Counter()
+    ops = mtlinv.mlx._extension() if route == "primitive" else mtlinv
     for name in ("gemv", "qgemv", "sdpa"):
-        op = getattr(mtlinv, name)
+        op = getattr(ops, name)
 
         def wrapper(*args, _op=op, _name=name, **kwargs):
             x = args[0]
             rows = x.shape[-2] if _name == "sdpa" else int(np.prod(x.shape[:-1]))
             counted[(_name, rows)] += 1
             return _op(*args, **kwargs)
-        monkeypatch.setattr(mtlinv, name, wrapper)
+        monkeypatch.setattr(ops, name, wrapper)
     return counted
 
 
@@ -113,13 +116,13 @@ CASES = {
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
-def test_patched_logits_are_mtlinvs_bits(case, calls):
+def test_patched_logits_are_mtlinvs_bits(case, calls, route):
     model = make_model(**CASES[case])
     tokens = mx.array([PROMPT])
     mlx_logits = model(tokens)
     expected = reference_logits(model, tokens)
     calls.clear()
-    with mtlinv.mlx.patch(model, limit=8) as routing:
+    with mtlinv.mlx.patch(model, limit=8, route=route) as routing:
         got = model(tokens)
         mx.eval(got)
     assert np.array_equal(as_bits(got), as_bits(expected)), case
@@ -129,12 +132,43 @@ def test_patched_logits_are_mtlinvs_bits(case, calls):
     assert sum(routing.routed.values()) == 8 * n_layers + 1 and not routing.to_mlx
 
 
-def test_unpatch_restores_mlx_exactly():
+def test_a_patched_forward_pass_stays_lazy(mlx_ext):
+    """On the primitive route a routed layer evaluates nothing: the forward pass is one MLX graph, and mtlinv's plans
+    run when MLX evaluates it, one per routed call."""
+    model = make_model()
+    with mtlinv.mlx.patch(model, limit=8, route="primitive") as routing:
+        before = mlx_ext.plans_run()
+        logits = model(mx.array([PROMPT]))
+        assert mlx_ext.plans_run() == before, "nothing ran while the graph was built"
+        mx.eval(logits)
+    assert sum(routing.routed.values()) == 8 * len(model.layers) + 1
+    assert mlx_ext.plans_run() == before + sum(routing.routed.values())
+
+
+def test_the_default_route_is_the_extension_where_it_imports_else_dlpack(mlx_ext, monkeypatch):
+    model = make_model(layers=1)
+    with mtlinv.mlx.patch(model, limit=8) as routing:
+        assert mtlinv.mlx.backend() == routing.route == "primitive"
+    # The extension not built: its import fails, and mtlinv.mlx says why and takes the DLPack route.
+    import sys
+    monkeypatch.setattr(mtlinv.mlx, "_extension_state", {})
+    monkeypatch.delattr(mtlinv, "_mlx_ext", raising=False)
+    monkeypatch.setitem(sys.modules, "mtlinv._mlx_ext", None)
+    assert mtlinv.mlx.backend() == "dlpack"
+    assert "build it: python -m mtlinv.mlx_ext.build" in mtlinv.mlx.extension_error()
+    with mtlinv.mlx.patch(model, limit=8) as routing:
+        model(mx.array([PROMPT]))
+    assert routing.route == "dlpack" and routing.routed == {"linear": 8, "attention": 1}
+    with pytest.raises(ValueError, match="route 'primitive' needs mtlinv._mlx_ext: .*build it"):
+        mtlinv.mlx.patch(model, limit=8, route="primitive")
+
+
+def test_unpatch_restores_mlx_exactly(route):
     model = make_model()
     tokens = mx.array([PROMPT])
     before = as_bits(model(tokens))
     classes = {name: type(m) for name, m in model.named_modules()}
-    routing = mtlinv.mlx.patch(model, limit=8)
+    routing = mtlinv.mlx.patch(model, limit=8, route=route)
     assert llama.scaled_dot_product_attention is not base.scaled_dot_product_attention
     routing.unpatch()
     assert {name: type(m) for name, m in model.named_modules()} == classes
@@ -142,36 +176,36 @@ def test_unpatch_restores_mlx_exactly():
     assert np.array_equal(as_bits(model(tokens)), before)
 
 
-def test_an_unpatched_model_of_the_same_class_is_untouched(calls):
+def test_an_unpatched_model_of_the_same_class_is_untouched(calls, route):
     """The attention hook is module-wide; it takes mtlinv's route only inside a patched model's call."""
     patched, other = make_model(seed=0), make_model(seed=1)
     tokens = mx.array([PROMPT])
     before = as_bits(other(tokens))
-    with mtlinv.mlx.patch(patched, limit=8):
+    with mtlinv.mlx.patch(patched, limit=8, route=route):
         calls.clear()
         assert np.array_equal(as_bits(other(tokens)), before)
         assert not calls
 
 
-def test_limit_zero_is_mlx(calls):
+def test_limit_zero_is_mlx(calls, route):
     """Negative control: at limit 0 nothing is routed, and the logits are MLX's, not the reference's."""
     model = make_model()
     tokens = mx.array([PROMPT])
     mlx_logits, expected = as_bits(model(tokens)), as_bits(reference_logits(model, tokens))
     calls.clear()
-    with mtlinv.mlx.patch(model, limit=0) as routing:
+    with mtlinv.mlx.patch(model, limit=0, route=route) as routing:
         got = as_bits(model(tokens))
     assert np.array_equal(got, mlx_logits) and not np.array_equal(got, expected)
     assert not calls and not routing.routed
     assert routing.to_mlx == {("linear", "M > limit 0"): 15, ("attention", "M > limit 0"): 2}
 
 
-def test_a_layer_left_to_mlx_is_detected():
+def test_a_layer_left_to_mlx_is_detected(route):
     """Negative control: one projection of one layer not routed changes the logits' bits."""
     model = make_model()
     tokens = mx.array([PROMPT])
     expected = as_bits(reference_logits(model, tokens))
-    with mtlinv.mlx.patch(model, limit=8):
+    with mtlinv.mlx.patch(model, limit=8, route=route):
         up = model.model.layers[1].mlp.up_proj
         routed_class = type(up)
         up.__class__ = nn.Linear
@@ -182,23 +216,23 @@ def test_a_layer_left_to_mlx_is_detected():
     assert not np.array_equal(got, expected)
 
 
-def test_rows_above_the_limit_are_left_to_mlx():
+def test_rows_above_the_limit_are_left_to_mlx(route):
     model = make_model()
     tokens = mx.array([PROMPT])
     mlx_logits = as_bits(model(tokens))
-    with mtlinv.mlx.patch(model, limit=len(PROMPT) - 1) as routing:
+    with mtlinv.mlx.patch(model, limit=len(PROMPT) - 1, route=route) as routing:
         assert np.array_equal(as_bits(model(tokens)), mlx_logits)
         assert not routing.routed
         model(tokens[:, :2])
         assert routing.routed == {"linear": 15, "attention": 2}
 
 
-def test_what_mtlinv_has_no_kernel_for_is_left_to_mlx():
+def test_what_mtlinv_has_no_kernel_for_is_left_to_mlx(route):
     """A mask array (mlx-lm builds one for padded batches) is not sdpa's causal mask: MLX keeps it, and says so."""
     model = make_model()
     h = model.model.embed_tokens(mx.array([PROMPT]))
     mask = base.create_causal_mask(len(PROMPT))
-    with mtlinv.mlx.patch(model, limit=8) as routing:
+    with mtlinv.mlx.patch(model, limit=8, route=route) as routing:
         token = mtlinv.mlx._active.set(routing)
         try:
             model.model.layers[0](h, mask)
@@ -217,13 +251,14 @@ def _speculative(model, draft, n, k):
 
 
 @pytest.mark.parametrize("draft_seed", [0, 7], ids=["same-weights-draft", "other-draft"])
-def test_speculative_output_is_greedy_output(draft_seed, calls):
+def test_speculative_output_is_greedy_output(draft_seed, calls, route):
     """mlx-lm's own speculative decoding with a draft model, on the patched target (limit >= k+1): the tokens of
     its own greedy decoding. The target's verification blocks of k+1 rows ran on mtlinv."""
     n, k = 20, 3
     model = make_model(layers=2, seed=0)
     draft = make_model(layers=1 if draft_seed else 2, seed=draft_seed)
-    with mtlinv.mlx.patch(model, limit=len(PROMPT)), mtlinv.mlx.patch(draft, limit=len(PROMPT)):
+    with (mtlinv.mlx.patch(model, limit=len(PROMPT), route=route),
+          mtlinv.mlx.patch(draft, limit=len(PROMPT), route=route)):
         greedy = _greedy(model, n)
         calls.clear()
         speculative = _speculative(model, draft, n, k)
@@ -235,12 +270,14 @@ def test_patch_arguments_are_checked():
     model = make_model(layers=1)
     with pytest.raises(ValueError, match="limit must be an int in 0..2\\^30, got -1"):
         mtlinv.mlx.patch(model, limit=-1)
-    with mtlinv.mlx.patch(model):
+    with pytest.raises(ValueError, match="route must be None, 'primitive' or 'dlpack', got 'metal'"):
+        mtlinv.mlx.patch(model, route="metal")
+    with mtlinv.mlx.patch(model, route="dlpack"):
         with pytest.raises(ValueError, match="already patched"):
-            mtlinv.mlx.patch(model)
+            mtlinv.mlx.patch(model, route="dlpack")
 
 
-def test_stream_generate_with_a_draft_model_is_greedy(calls):
+def test_stream_generate_with_a_draft_model_is_greedy(calls, route):
     """The README's route: mlx-lm's public stream_generate, with and without draft_model, on patched models (a
     word-level tokenizer of the model's 256 ids stands in for a real one: only detokenizing uses it)."""
     from mlx_lm import stream_generate
@@ -251,7 +288,7 @@ def test_stream_generate_with_a_draft_model_is_greedy(calls):
     words.pre_tokenizer = tokenizers.pre_tokenizers.Whitespace()
     tokenizer = transformers.PreTrainedTokenizerFast(tokenizer_object=words, eos_token="t255")
     model, draft = make_model(seed=0), make_model(seed=0)
-    with mtlinv.mlx.patch(model, limit=8), mtlinv.mlx.patch(draft, limit=8):
+    with mtlinv.mlx.patch(model, limit=8, route=route), mtlinv.mlx.patch(draft, limit=8, route=route):
         greedy = [r.token for r in stream_generate(model, tokenizer, PROMPT, max_tokens=16)]
         calls.clear()
         speculative = [r.token for r in stream_generate(model, tokenizer, PROMPT, max_tokens=16, draft_model=draft,
@@ -260,12 +297,12 @@ def test_stream_generate_with_a_draft_model_is_greedy(calls):
     assert calls[("gemv", 4)] > 0, "verification ran on mtlinv"
 
 
-def test_other_quantization_modes_are_left_to_mlx(calls):
+def test_other_quantization_modes_are_left_to_mlx(calls, route):
     """MLX's mxfp4 (no biases) is not qgemv's affine format: those layers stay MLX's and say why; attention, which
     the mode does not touch, is still mtlinv's."""
     model = make_model(layers=1)
     nn.quantize(model, group_size=32, bits=4, mode="mxfp4")
-    with mtlinv.mlx.patch(model, limit=8) as routing:
+    with mtlinv.mlx.patch(model, limit=8, route=route) as routing:
         model(mx.array([PROMPT]))
     assert routing.to_mlx == {("quantized_linear", "mode mxfp4"): 8} and routing.routed == {"attention": 1}
     assert set(calls) == {("sdpa", len(PROMPT))}

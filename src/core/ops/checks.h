@@ -22,6 +22,18 @@ inline void require_same_dtype(const char* op, const char* arg_a, const Tensor& 
   }
 }
 
+// The op's result: `out`, memory the caller gives (an MLX primitive's output array), once it is checked to be a
+// dense tensor of the result's shape and dtype; else a new tensor. `out` must not overlap an operand.
+inline Tensor result_tensor(const char* op, const Tensor* out, const Shape& shape, DType dtype) {
+  if (out == nullptr) return Tensor::empty(shape, dtype);
+  if (out->shape != shape || out->dtype != dtype) {
+    throw InvalidArgument(op, ": out has shape ", shape_str(out->shape), " and dtype ", dtype_name(out->dtype),
+                          "; the result is ", shape_str(shape), " ", dtype_name(dtype));
+  }
+  out->require_dense(op, "out");
+  return *out;
+}
+
 // Whether a tensor (one that has memory: Tensor::require_dense) starts on a 16-byte boundary, so kernels may load
 // 16 bytes at a time. Device memory (no host pointer) always does.
 inline bool aligned16(const Tensor& t) {

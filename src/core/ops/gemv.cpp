@@ -12,7 +12,8 @@ Tensor gemv(const Tensor& x, const Tensor& w, const Tensor* bias, bool transpose
   return gemv(x, w, bias, transpose, GemvNames{});
 }
 
-Tensor gemv(const Tensor& x, const Tensor& w, const Tensor* bias, bool transpose, const GemvNames& names) {
+Tensor gemv(const Tensor& x, const Tensor& w, const Tensor* bias, bool transpose, const GemvNames& names,
+            const Tensor* out) {
   const char* op = names.op;
   const char* xn = names.x;
   const char* wn = names.w;
@@ -95,7 +96,7 @@ Tensor gemv(const Tensor& x, const Tensor& w, const Tensor* bias, bool transpose
   require_u32(op, "rows*N", s.rows * n);
 
   check_gemv_operands(s, active_backend().caps());
-  Tensor y = Tensor::empty(out_shape, x.dtype);
+  Tensor y = result_tensor(op, out, out_shape, x.dtype);
   if (y.numel() == 0) return y;
   if (k == 0) throw InvalidArgument(op, ": K must be >= 1, got ", xn, " ", shape_str(x.shape));
   s.has_bias = bias != nullptr;

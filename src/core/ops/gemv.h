@@ -16,6 +16,8 @@ struct GemvNames {
   const char* x = "x";
   const char* w = "w";
 };
-Tensor gemv(const Tensor& x, const Tensor& w, const Tensor* bias, bool transpose, const GemvNames& names);
+// `out`, when given, is the result's memory (ops/checks.h, result_tensor).
+Tensor gemv(const Tensor& x, const Tensor& w, const Tensor* bias, bool transpose, const GemvNames& names,
+            const Tensor* out = nullptr);
 
 }  // namespace mtlinv

@@ -25,7 +25,7 @@ void require_group_shape(const char* op, const char* arg, const Tensor& t, int64
 }  // namespace
 
 Tensor qgemv(const Tensor& x, const Tensor& wq, const Tensor& scales, const Tensor& biases, const Tensor* bias,
-             int group_size, int bits) {
+             int group_size, int bits, const Tensor* out) {
   const char* op = "qgemv";
   require_float(op, "x", x);
   if (wq.dtype != DType::u32) {
@@ -96,7 +96,7 @@ Tensor qgemv(const Tensor& x, const Tensor& wq, const Tensor& scales, const Tens
   check_qgemv_operands(s, active_backend().caps());
   Shape out_shape(x.shape.begin(), x.shape.end() - 1);
   out_shape.push_back(n);
-  Tensor y = Tensor::empty(out_shape, x.dtype);
+  Tensor y = result_tensor(op, out, out_shape, x.dtype);
   if (y.numel() == 0) return y;
   if (k == 0) throw InvalidArgument(op, ": K must be >= 1, got x ", shape_str(x.shape));
   s.has_bias = bias != nullptr;

@@ -12,8 +12,8 @@ namespace mtlinv {
 // On a device with matrix units, 16-bit x may instead meet W in the tile layout (wq [N/16, ceil(K/128), 16,
 // 4*bits], scales and biases [N/16, K/group_size, 16]; bits 4 or 8, N a multiple of 16: mtlinv.quant.tile and
 // metal/qgemv_mma.metal describe it), which gives the row layout's bits at or below the limit and reads each
-// block whole.
+// block whole. `out`, when given, is the result's memory (ops/checks.h, result_tensor).
 Tensor qgemv(const Tensor& x, const Tensor& wq, const Tensor& scales, const Tensor& biases, const Tensor* bias,
-             int group_size, int bits);
+             int group_size, int bits, const Tensor* out = nullptr);
 
 }  // namespace mtlinv

@@ -9,7 +9,7 @@
 
 namespace mtlinv {
 
-Tensor sdpa(const Tensor& q, const Tensor& k, const Tensor& v, const SdpaOptions& options) {
+Tensor sdpa(const Tensor& q, const Tensor& k, const Tensor& v, const SdpaOptions& options, const Tensor* out) {
   const char* op = "sdpa";
   require_float(op, "q", q);
   require_same_dtype(op, "q", q, "k", k);
@@ -83,12 +83,12 @@ Tensor sdpa(const Tensor& q, const Tensor& k, const Tensor& v, const SdpaOptions
     out_shape = {s.q_len, s.q_heads * s.head_dim};
     if (q.ndim() == 4) out_shape.insert(out_shape.begin(), s.batch);
   }
-  Tensor out = Tensor::empty(out_shape, q.dtype);
-  if (out.numel() == 0) return out;
+  Tensor y = result_tensor(op, out, out_shape, q.dtype);
+  if (y.numel() == 0) return y;
   s.aligned = aligned16(q) && aligned16(k) && aligned16(v);
   s.rows_out = options.rows_out;
-  run_plan(plan_sdpa(s, get_limit(), active_backend().caps()), {&q, &k, &v, &out});
-  return out;
+  run_plan(plan_sdpa(s, get_limit(), active_backend().caps()), {&q, &k, &v, &y});
+  return y;
 }
 
 }  // namespace mtlinv

@@ -23,6 +23,8 @@ struct SdpaOptions {
 // bfloat16, one dtype; out has q's shape (or [B, Lq, Hq * D] with rows_out).
 // Lq <= get_limit() (and Lq == 1 always) takes the canonical kernels: query i's bits equal those of a
 // single-query call over the first kv_len - Lq + i + 1 keys (causal), or over the same keys (not causal).
-Tensor sdpa(const Tensor& q, const Tensor& k, const Tensor& v, const SdpaOptions& options);
+// `out`, when given, is the result's memory (ops/checks.h, result_tensor).
+Tensor sdpa(const Tensor& q, const Tensor& k, const Tensor& v, const SdpaOptions& options,
+            const Tensor* out = nullptr);
 
 }  // namespace mtlinv
