@@ -142,7 +142,7 @@ def test_dequantisation_point(bits, limit):
     assert np.array_equal(y, w.T)
 
 
-@pytest.mark.parametrize("limit", [0, 128], ids=["throughput", "canonical"])
+@pytest.mark.parametrize("limit", [0, 256], ids=["throughput", "canonical"])  # 256 rows of x = identity
 def test_group_16_weights(limit):
     """Group 16: values [0, 16) of each run of 32 take one group's scale and bias, [16, 32) the next's, in both
     kernels: x = identity picks out exactly quant.dequantize_float32's weights, which one scale per run (the first
