@@ -79,7 +79,7 @@ template <typename T, uint BITS, typename S>
   for (uint k0 = 0; k0 < K; k0 += QGEMM_BK) {
     float xv[QGEMM_RUN];
     load_floats<T, QGEMM_RUN>(xrow + k0 + s, x_valid, vector_loads, xv);
-    const uint g = (k0 + s) / args.group_size;
+    const uint g = (k0 + s) / args.group_size;  // a run of 8 lies in one group at every group size, 16 included
     float wv[QGEMM_RUN];
     qgemm_dequantize_run<BITS, S>(wrow, k0 + s, float(srow[g]), float(brow[g]), wv);
     for (uint i = 0; i < QGEMM_RUN; ++i) {

@@ -16,19 +16,20 @@
 #include "quant.h"
 
 // Values [8 SUB, 8 SUB + 8) of one run (K positions [k, k + 32)) of the four weight rows, whose words (`words`,
-// [column][BITS]), scales and biases are already loaded, against every row of the tile: each value dequantised
-// once and applied to the R rows, row r's four outputs accumulating in acc[r] in K order. SUB is a template
-// parameter so that the words it picks are known at compile time: a loop over it that a compiler left rolled
-// would index the words by a variable and put them on the stack (nvcc does at R >= 4).
-template <typename T, uint BITS, typename S, uint R, uint SUB>
+// [column][BITS]), scales and biases ([column][RUN_GROUPS]) are already loaded, against every row of the tile:
+// each value dequantised once and applied to the R rows, row r's four outputs accumulating in acc[r] in K order. SUB
+// is a template parameter so that the words (and the group) it picks are known at compile time: a loop over it that
+// a compiler left rolled would index the words by a variable and put them on the stack (nvcc does at R >= 4).
+template <typename T, uint BITS, typename S, uint R, uint RUN_GROUPS, uint SUB>
 inline void qgemv_sub(thread float4* acc, thread const uint* words, thread const float* scale,
                       thread const float* bias, device const T* x, thread const uint* x_row, uint k, bool x_vector) {
   float wv[QGEMV_COLS * QGEMV_SUB];  // column c's weight at K position k + 8 SUB + i: wv[c * 8 + i]
   for (uint c = 0; c < QGEMV_COLS; ++c) {
     uint q[QGEMV_SUB];
     qgemv_unpack<BITS>(words + c * BITS, SUB, q);
+    const uint g = c * RUN_GROUPS + qgemv_sub_group<RUN_GROUPS>(SUB);
     for (uint i = 0; i < QGEMV_SUB; ++i) {
-      wv[c * QGEMV_SUB + i] = quant_dequantize<S>(scale[c], q[i], bias[c]);
+      wv[c * QGEMV_SUB + i] = quant_dequantize<S>(scale[g], q[i], bias[g]);
     }
   }
   for (uint r = 0; r < R; ++r) {
@@ -44,14 +45,14 @@ inline void qgemv_sub(thread float4* acc, thread const uint* words, thread const
 
 // One whole run: its four groups of 8 values in K order. The one fma sequence of every qgemv output, whichever
 // load path supplied the words.
-template <typename T, uint BITS, typename S, uint R>
+template <typename T, uint BITS, typename S, uint R, uint RUN_GROUPS>
 inline void qgemv_run(thread float4* acc, thread const uint* words, thread const float* scale,
                       thread const float* bias, device const T* x, thread const uint* x_row, uint k, bool x_vector) {
   static_assert(QGEMV_RUN == 4 * QGEMV_SUB, "a run is four groups of 8 values");
-  qgemv_sub<T, BITS, S, R, 0>(acc, words, scale, bias, x, x_row, k, x_vector);
-  qgemv_sub<T, BITS, S, R, 1>(acc, words, scale, bias, x, x_row, k, x_vector);
-  qgemv_sub<T, BITS, S, R, 2>(acc, words, scale, bias, x, x_row, k, x_vector);
-  qgemv_sub<T, BITS, S, R, 3>(acc, words, scale, bias, x, x_row, k, x_vector);
+  qgemv_sub<T, BITS, S, R, RUN_GROUPS, 0>(acc, words, scale, bias, x, x_row, k, x_vector);
+  qgemv_sub<T, BITS, S, R, RUN_GROUPS, 1>(acc, words, scale, bias, x, x_row, k, x_vector);
+  qgemv_sub<T, BITS, S, R, RUN_GROUPS, 2>(acc, words, scale, bias, x, x_row, k, x_vector);
+  qgemv_sub<T, BITS, S, R, RUN_GROUPS, 3>(acc, words, scale, bias, x, x_row, k, x_vector);
 }
 
 // Canonical. Threadgroup: k_splits simdgroups, all on the same QGEMV_COLS outputs. Lane `lane` of simdgroup `sg`
@@ -59,8 +60,9 @@ inline void qgemv_run(thread float4* acc, thread const uint* words, thread const
 // 1024 consecutive positions, so its loads of the packed words (BITS * 128 bytes per weight row) and of x are
 // contiguous across lanes. At up to 4 bits and R <= 2, two runs' words are loaded before the arithmetic that uses
 // them; otherwise one run's (at 5, 6 and 8 bits already as many bytes; at R >= 4 the arithmetic per run is long
-// and the registers go to the rows). Grid: (ceil(N / 4), ceil(rows / R), 1).
-template <typename T, uint BITS, typename S, uint R>
+// and the registers go to the rows). RUN_GROUPS: 2 at group size 16, else 1 (metal/qgemv_run.h). Grid:
+// (ceil(N / 4), ceil(rows / R), 1).
+template <typename T, uint BITS, typename S, uint R, uint RUN_GROUPS>
 [[kernel]] void qgemv(
     constant QGemvArgs& args [[buffer(QGEMV_SLOT_ARGS)]],
     device const T* x [[buffer(QGEMV_SLOT_X)]],
@@ -97,7 +99,7 @@ template <typename T, uint BITS, typename S, uint R>
   for (uint c = 0; c < COLS; ++c) {
     const uint n = min(n0 + c, args.n - 1);
     w_off[c] = n * runs * BITS;
-    g_off[c] = n * (runs >> group_shift);
+    g_off[c] = n * qgemv_run_group<RUN_GROUPS>(runs, group_shift);
   }
 
   float4 acc[R];
@@ -112,33 +114,34 @@ template <typename T, uint BITS, typename S, uint R>
     for (; j + stride < runs; j += 2 * stride) {
       uint words0[COLS * BITS];
       uint words1[COLS * BITS];
-      float scale0[COLS];
-      float scale1[COLS];
-      float bias0[COLS];
-      float bias1[COLS];
-      const uint g0 = j >> group_shift;
-      const uint g1 = (j + stride) >> group_shift;
+      float scale0[COLS * RUN_GROUPS];
+      float scale1[COLS * RUN_GROUPS];
+      float bias0[COLS * RUN_GROUPS];
+      float bias1[COLS * RUN_GROUPS];
+      const uint g0 = qgemv_run_group<RUN_GROUPS>(j, group_shift);
+      const uint g1 = qgemv_run_group<RUN_GROUPS>(j + stride, group_shift);
       for (uint c = 0; c < COLS; ++c) {
-        qgemv_load_run<BITS, S>(wq, scales, biases, w_off[c], g_off[c], j, g0, w_vector, words0 + c * BITS,
-                                scale0 + c, bias0 + c);
-        qgemv_load_run<BITS, S>(wq, scales, biases, w_off[c], g_off[c], j + stride, g1, w_vector,
-                                words1 + c * BITS, scale1 + c, bias1 + c);
+        qgemv_load_run<BITS, RUN_GROUPS, S>(wq, scales, biases, w_off[c], g_off[c], j, g0, w_vector,
+                                            words0 + c * BITS, scale0 + c * RUN_GROUPS, bias0 + c * RUN_GROUPS);
+        qgemv_load_run<BITS, RUN_GROUPS, S>(wq, scales, biases, w_off[c], g_off[c], j + stride, g1, w_vector,
+                                            words1 + c * BITS, scale1 + c * RUN_GROUPS, bias1 + c * RUN_GROUPS);
       }
-      qgemv_run<T, BITS, S, R>(acc, words0, scale0, bias0, x, x_row, j * QGEMV_RUN, x_vector);
-      qgemv_run<T, BITS, S, R>(acc, words1, scale1, bias1, x, x_row, (j + stride) * QGEMV_RUN, x_vector);
+      qgemv_run<T, BITS, S, R, RUN_GROUPS>(acc, words0, scale0, bias0, x, x_row, j * QGEMV_RUN, x_vector);
+      qgemv_run<T, BITS, S, R, RUN_GROUPS>(acc, words1, scale1, bias1, x, x_row, (j + stride) * QGEMV_RUN,
+                                           x_vector);
     }
   }
   // One run at a time: every run when IN_FLIGHT == 1, else the odd one out.
   for (; j < runs; j += stride) {
     uint words[COLS * BITS];
-    float scale[COLS];
-    float bias_g[COLS];
-    const uint g = j >> group_shift;
+    float scale[COLS * RUN_GROUPS];
+    float bias_g[COLS * RUN_GROUPS];
+    const uint g = qgemv_run_group<RUN_GROUPS>(j, group_shift);
     for (uint c = 0; c < COLS; ++c) {
-      qgemv_load_run<BITS, S>(wq, scales, biases, w_off[c], g_off[c], j, g, w_vector, words + c * BITS, scale + c,
-                              bias_g + c);
+      qgemv_load_run<BITS, RUN_GROUPS, S>(wq, scales, biases, w_off[c], g_off[c], j, g, w_vector, words + c * BITS,
+                                          scale + c * RUN_GROUPS, bias_g + c * RUN_GROUPS);
     }
-    qgemv_run<T, BITS, S, R>(acc, words, scale, bias_g, x, x_row, j * QGEMV_RUN, x_vector);
+    qgemv_run<T, BITS, S, R, RUN_GROUPS>(acc, words, scale, bias_g, x, x_row, j * QGEMV_RUN, x_vector);
   }
 
   for (uint r = 0; r < R; ++r) {
@@ -164,94 +167,116 @@ template <typename T, uint BITS, typename S, uint R>
   }
 }
 
-MTLINV_KERNEL(qgemv_b2_r1_f32, qgemv, float, 2, float, 1)
-MTLINV_KERNEL(qgemv_b2_r2_f32, qgemv, float, 2, float, 2)
-MTLINV_KERNEL(qgemv_b2_r4_f32, qgemv, float, 2, float, 4)
-MTLINV_KERNEL(qgemv_b2_r8_f32, qgemv, float, 2, float, 8)
-MTLINV_KERNEL(qgemv_b2_r1_f16, qgemv, half, 2, half, 1)
-MTLINV_KERNEL(qgemv_b2_r2_f16, qgemv, half, 2, half, 2)
-MTLINV_KERNEL(qgemv_b2_r4_f16, qgemv, half, 2, half, 4)
-MTLINV_KERNEL(qgemv_b2_r8_f16, qgemv, half, 2, half, 8)
-MTLINV_KERNEL(qgemv_b2_r1_bf16, qgemv, bfloat, 2, bfloat, 1)
-MTLINV_KERNEL(qgemv_b2_r2_bf16, qgemv, bfloat, 2, bfloat, 2)
-MTLINV_KERNEL(qgemv_b2_r4_bf16, qgemv, bfloat, 2, bfloat, 4)
-MTLINV_KERNEL(qgemv_b2_r8_bf16, qgemv, bfloat, 2, bfloat, 8)
-MTLINV_KERNEL(qgemv_b3_r1_f32, qgemv, float, 3, float, 1)
-MTLINV_KERNEL(qgemv_b3_r2_f32, qgemv, float, 3, float, 2)
-MTLINV_KERNEL(qgemv_b3_r4_f32, qgemv, float, 3, float, 4)
-MTLINV_KERNEL(qgemv_b3_r8_f32, qgemv, float, 3, float, 8)
-MTLINV_KERNEL(qgemv_b3_r1_f16, qgemv, half, 3, half, 1)
-MTLINV_KERNEL(qgemv_b3_r2_f16, qgemv, half, 3, half, 2)
-MTLINV_KERNEL(qgemv_b3_r4_f16, qgemv, half, 3, half, 4)
-MTLINV_KERNEL(qgemv_b3_r8_f16, qgemv, half, 3, half, 8)
-MTLINV_KERNEL(qgemv_b3_r1_bf16, qgemv, bfloat, 3, bfloat, 1)
-MTLINV_KERNEL(qgemv_b3_r2_bf16, qgemv, bfloat, 3, bfloat, 2)
-MTLINV_KERNEL(qgemv_b3_r4_bf16, qgemv, bfloat, 3, bfloat, 4)
-MTLINV_KERNEL(qgemv_b3_r8_bf16, qgemv, bfloat, 3, bfloat, 8)
-MTLINV_KERNEL(qgemv_b4_r1_f32, qgemv, float, 4, float, 1)
-MTLINV_KERNEL(qgemv_b4_r2_f32, qgemv, float, 4, float, 2)
-MTLINV_KERNEL(qgemv_b4_r4_f32, qgemv, float, 4, float, 4)
-MTLINV_KERNEL(qgemv_b4_r8_f32, qgemv, float, 4, float, 8)
-MTLINV_KERNEL(qgemv_b4_r1_f16, qgemv, half, 4, half, 1)
-MTLINV_KERNEL(qgemv_b4_r2_f16, qgemv, half, 4, half, 2)
-MTLINV_KERNEL(qgemv_b4_r4_f16, qgemv, half, 4, half, 4)
-MTLINV_KERNEL(qgemv_b4_r8_f16, qgemv, half, 4, half, 8)
-MTLINV_KERNEL(qgemv_b4_r1_bf16, qgemv, bfloat, 4, bfloat, 1)
-MTLINV_KERNEL(qgemv_b4_r2_bf16, qgemv, bfloat, 4, bfloat, 2)
-MTLINV_KERNEL(qgemv_b4_r4_bf16, qgemv, bfloat, 4, bfloat, 4)
-MTLINV_KERNEL(qgemv_b4_r8_bf16, qgemv, bfloat, 4, bfloat, 8)
-MTLINV_KERNEL(qgemv_b5_r1_f32, qgemv, float, 5, float, 1)
-MTLINV_KERNEL(qgemv_b5_r2_f32, qgemv, float, 5, float, 2)
-MTLINV_KERNEL(qgemv_b5_r4_f32, qgemv, float, 5, float, 4)
-MTLINV_KERNEL(qgemv_b5_r8_f32, qgemv, float, 5, float, 8)
-MTLINV_KERNEL(qgemv_b5_r1_f16, qgemv, half, 5, half, 1)
-MTLINV_KERNEL(qgemv_b5_r2_f16, qgemv, half, 5, half, 2)
-MTLINV_KERNEL(qgemv_b5_r4_f16, qgemv, half, 5, half, 4)
-MTLINV_KERNEL(qgemv_b5_r8_f16, qgemv, half, 5, half, 8)
-MTLINV_KERNEL(qgemv_b5_r1_bf16, qgemv, bfloat, 5, bfloat, 1)
-MTLINV_KERNEL(qgemv_b5_r2_bf16, qgemv, bfloat, 5, bfloat, 2)
-MTLINV_KERNEL(qgemv_b5_r4_bf16, qgemv, bfloat, 5, bfloat, 4)
-MTLINV_KERNEL(qgemv_b5_r8_bf16, qgemv, bfloat, 5, bfloat, 8)
-MTLINV_KERNEL(qgemv_b6_r1_f32, qgemv, float, 6, float, 1)
-MTLINV_KERNEL(qgemv_b6_r2_f32, qgemv, float, 6, float, 2)
-MTLINV_KERNEL(qgemv_b6_r4_f32, qgemv, float, 6, float, 4)
-MTLINV_KERNEL(qgemv_b6_r8_f32, qgemv, float, 6, float, 8)
-MTLINV_KERNEL(qgemv_b6_r1_f16, qgemv, half, 6, half, 1)
-MTLINV_KERNEL(qgemv_b6_r2_f16, qgemv, half, 6, half, 2)
-MTLINV_KERNEL(qgemv_b6_r4_f16, qgemv, half, 6, half, 4)
-MTLINV_KERNEL(qgemv_b6_r8_f16, qgemv, half, 6, half, 8)
-MTLINV_KERNEL(qgemv_b6_r1_bf16, qgemv, bfloat, 6, bfloat, 1)
-MTLINV_KERNEL(qgemv_b6_r2_bf16, qgemv, bfloat, 6, bfloat, 2)
-MTLINV_KERNEL(qgemv_b6_r4_bf16, qgemv, bfloat, 6, bfloat, 4)
-MTLINV_KERNEL(qgemv_b6_r8_bf16, qgemv, bfloat, 6, bfloat, 8)
-MTLINV_KERNEL(qgemv_b8_r1_f32, qgemv, float, 8, float, 1)
-MTLINV_KERNEL(qgemv_b8_r2_f32, qgemv, float, 8, float, 2)
-MTLINV_KERNEL(qgemv_b8_r4_f32, qgemv, float, 8, float, 4)
-MTLINV_KERNEL(qgemv_b8_r8_f32, qgemv, float, 8, float, 8)
-MTLINV_KERNEL(qgemv_b8_r1_f16, qgemv, half, 8, half, 1)
-MTLINV_KERNEL(qgemv_b8_r2_f16, qgemv, half, 8, half, 2)
-MTLINV_KERNEL(qgemv_b8_r4_f16, qgemv, half, 8, half, 4)
-MTLINV_KERNEL(qgemv_b8_r8_f16, qgemv, half, 8, half, 8)
-MTLINV_KERNEL(qgemv_b8_r1_bf16, qgemv, bfloat, 8, bfloat, 1)
-MTLINV_KERNEL(qgemv_b8_r2_bf16, qgemv, bfloat, 8, bfloat, 2)
-MTLINV_KERNEL(qgemv_b8_r4_bf16, qgemv, bfloat, 8, bfloat, 4)
-MTLINV_KERNEL(qgemv_b8_r8_bf16, qgemv, bfloat, 8, bfloat, 8)
+MTLINV_KERNEL(qgemv_b2_r1_f32, qgemv, float, 2, float, 1, 1)
+MTLINV_KERNEL(qgemv_b2_r2_f32, qgemv, float, 2, float, 2, 1)
+MTLINV_KERNEL(qgemv_b2_r4_f32, qgemv, float, 2, float, 4, 1)
+MTLINV_KERNEL(qgemv_b2_r8_f32, qgemv, float, 2, float, 8, 1)
+MTLINV_KERNEL(qgemv_b2_r1_f16, qgemv, half, 2, half, 1, 1)
+MTLINV_KERNEL(qgemv_b2_r2_f16, qgemv, half, 2, half, 2, 1)
+MTLINV_KERNEL(qgemv_b2_r4_f16, qgemv, half, 2, half, 4, 1)
+MTLINV_KERNEL(qgemv_b2_r8_f16, qgemv, half, 2, half, 8, 1)
+MTLINV_KERNEL(qgemv_b2_r1_bf16, qgemv, bfloat, 2, bfloat, 1, 1)
+MTLINV_KERNEL(qgemv_b2_r2_bf16, qgemv, bfloat, 2, bfloat, 2, 1)
+MTLINV_KERNEL(qgemv_b2_r4_bf16, qgemv, bfloat, 2, bfloat, 4, 1)
+MTLINV_KERNEL(qgemv_b2_r8_bf16, qgemv, bfloat, 2, bfloat, 8, 1)
+MTLINV_KERNEL(qgemv_b3_r1_f32, qgemv, float, 3, float, 1, 1)
+MTLINV_KERNEL(qgemv_b3_r2_f32, qgemv, float, 3, float, 2, 1)
+MTLINV_KERNEL(qgemv_b3_r4_f32, qgemv, float, 3, float, 4, 1)
+MTLINV_KERNEL(qgemv_b3_r8_f32, qgemv, float, 3, float, 8, 1)
+MTLINV_KERNEL(qgemv_b3_r1_f16, qgemv, half, 3, half, 1, 1)
+MTLINV_KERNEL(qgemv_b3_r2_f16, qgemv, half, 3, half, 2, 1)
+MTLINV_KERNEL(qgemv_b3_r4_f16, qgemv, half, 3, half, 4, 1)
+MTLINV_KERNEL(qgemv_b3_r8_f16, qgemv, half, 3, half, 8, 1)
+MTLINV_KERNEL(qgemv_b3_r1_bf16, qgemv, bfloat, 3, bfloat, 1, 1)
+MTLINV_KERNEL(qgemv_b3_r2_bf16, qgemv, bfloat, 3, bfloat, 2, 1)
+MTLINV_KERNEL(qgemv_b3_r4_bf16, qgemv, bfloat, 3, bfloat, 4, 1)
+MTLINV_KERNEL(qgemv_b3_r8_bf16, qgemv, bfloat, 3, bfloat, 8, 1)
+MTLINV_KERNEL(qgemv_b4_r1_f32, qgemv, float, 4, float, 1, 1)
+MTLINV_KERNEL(qgemv_b4_r2_f32, qgemv, float, 4, float, 2, 1)
+MTLINV_KERNEL(qgemv_b4_r4_f32, qgemv, float, 4, float, 4, 1)
+MTLINV_KERNEL(qgemv_b4_r8_f32, qgemv, float, 4, float, 8, 1)
+MTLINV_KERNEL(qgemv_b4_r1_f16, qgemv, half, 4, half, 1, 1)
+MTLINV_KERNEL(qgemv_b4_r2_f16, qgemv, half, 4, half, 2, 1)
+MTLINV_KERNEL(qgemv_b4_r4_f16, qgemv, half, 4, half, 4, 1)
+MTLINV_KERNEL(qgemv_b4_r8_f16, qgemv, half, 4, half, 8, 1)
+MTLINV_KERNEL(qgemv_b4_r1_bf16, qgemv, bfloat, 4, bfloat, 1, 1)
+MTLINV_KERNEL(qgemv_b4_r2_bf16, qgemv, bfloat, 4, bfloat, 2, 1)
+MTLINV_KERNEL(qgemv_b4_r4_bf16, qgemv, bfloat, 4, bfloat, 4, 1)
+MTLINV_KERNEL(qgemv_b4_r8_bf16, qgemv, bfloat, 4, bfloat, 8, 1)
+MTLINV_KERNEL(qgemv_b5_r1_f32, qgemv, float, 5, float, 1, 1)
+MTLINV_KERNEL(qgemv_b5_r2_f32, qgemv, float, 5, float, 2, 1)
+MTLINV_KERNEL(qgemv_b5_r4_f32, qgemv, float, 5, float, 4, 1)
+MTLINV_KERNEL(qgemv_b5_r8_f32, qgemv, float, 5, float, 8, 1)
+MTLINV_KERNEL(qgemv_b5_r1_f16, qgemv, half, 5, half, 1, 1)
+MTLINV_KERNEL(qgemv_b5_r2_f16, qgemv, half, 5, half, 2, 1)
+MTLINV_KERNEL(qgemv_b5_r4_f16, qgemv, half, 5, half, 4, 1)
+MTLINV_KERNEL(qgemv_b5_r8_f16, qgemv, half, 5, half, 8, 1)
+MTLINV_KERNEL(qgemv_b5_r1_bf16, qgemv, bfloat, 5, bfloat, 1, 1)
+MTLINV_KERNEL(qgemv_b5_r2_bf16, qgemv, bfloat, 5, bfloat, 2, 1)
+MTLINV_KERNEL(qgemv_b5_r4_bf16, qgemv, bfloat, 5, bfloat, 4, 1)
+MTLINV_KERNEL(qgemv_b5_r8_bf16, qgemv, bfloat, 5, bfloat, 8, 1)
+MTLINV_KERNEL(qgemv_b6_r1_f32, qgemv, float, 6, float, 1, 1)
+MTLINV_KERNEL(qgemv_b6_r2_f32, qgemv, float, 6, float, 2, 1)
+MTLINV_KERNEL(qgemv_b6_r4_f32, qgemv, float, 6, float, 4, 1)
+MTLINV_KERNEL(qgemv_b6_r8_f32, qgemv, float, 6, float, 8, 1)
+MTLINV_KERNEL(qgemv_b6_r1_f16, qgemv, half, 6, half, 1, 1)
+MTLINV_KERNEL(qgemv_b6_r2_f16, qgemv, half, 6, half, 2, 1)
+MTLINV_KERNEL(qgemv_b6_r4_f16, qgemv, half, 6, half, 4, 1)
+MTLINV_KERNEL(qgemv_b6_r8_f16, qgemv, half, 6, half, 8, 1)
+MTLINV_KERNEL(qgemv_b6_r1_bf16, qgemv, bfloat, 6, bfloat, 1, 1)
+MTLINV_KERNEL(qgemv_b6_r2_bf16, qgemv, bfloat, 6, bfloat, 2, 1)
+MTLINV_KERNEL(qgemv_b6_r4_bf16, qgemv, bfloat, 6, bfloat, 4, 1)
+MTLINV_KERNEL(qgemv_b6_r8_bf16, qgemv, bfloat, 6, bfloat, 8, 1)
+MTLINV_KERNEL(qgemv_b8_r1_f32, qgemv, float, 8, float, 1, 1)
+MTLINV_KERNEL(qgemv_b8_r2_f32, qgemv, float, 8, float, 2, 1)
+MTLINV_KERNEL(qgemv_b8_r4_f32, qgemv, float, 8, float, 4, 1)
+MTLINV_KERNEL(qgemv_b8_r8_f32, qgemv, float, 8, float, 8, 1)
+MTLINV_KERNEL(qgemv_b8_r1_f16, qgemv, half, 8, half, 1, 1)
+MTLINV_KERNEL(qgemv_b8_r2_f16, qgemv, half, 8, half, 2, 1)
+MTLINV_KERNEL(qgemv_b8_r4_f16, qgemv, half, 8, half, 4, 1)
+MTLINV_KERNEL(qgemv_b8_r8_f16, qgemv, half, 8, half, 8, 1)
+MTLINV_KERNEL(qgemv_b8_r1_bf16, qgemv, bfloat, 8, bfloat, 1, 1)
+MTLINV_KERNEL(qgemv_b8_r2_bf16, qgemv, bfloat, 8, bfloat, 2, 1)
+MTLINV_KERNEL(qgemv_b8_r4_bf16, qgemv, bfloat, 8, bfloat, 4, 1)
+MTLINV_KERNEL(qgemv_b8_r8_bf16, qgemv, bfloat, 8, bfloat, 8, 1)
 
 // float32 scales and biases with 16-bit activations: GGUF's float16 block scales do not fit bfloat16, so
 // imported GGUF weights keep their scales in float32 (mtlinv.gguf_blocks).
-MTLINV_KERNEL(qgemv_b4_r1_f16_sf32, qgemv, half, 4, float, 1)
-MTLINV_KERNEL(qgemv_b4_r2_f16_sf32, qgemv, half, 4, float, 2)
-MTLINV_KERNEL(qgemv_b4_r4_f16_sf32, qgemv, half, 4, float, 4)
-MTLINV_KERNEL(qgemv_b4_r8_f16_sf32, qgemv, half, 4, float, 8)
-MTLINV_KERNEL(qgemv_b4_r1_bf16_sf32, qgemv, bfloat, 4, float, 1)
-MTLINV_KERNEL(qgemv_b4_r2_bf16_sf32, qgemv, bfloat, 4, float, 2)
-MTLINV_KERNEL(qgemv_b4_r4_bf16_sf32, qgemv, bfloat, 4, float, 4)
-MTLINV_KERNEL(qgemv_b4_r8_bf16_sf32, qgemv, bfloat, 4, float, 8)
-MTLINV_KERNEL(qgemv_b8_r1_f16_sf32, qgemv, half, 8, float, 1)
-MTLINV_KERNEL(qgemv_b8_r2_f16_sf32, qgemv, half, 8, float, 2)
-MTLINV_KERNEL(qgemv_b8_r4_f16_sf32, qgemv, half, 8, float, 4)
-MTLINV_KERNEL(qgemv_b8_r8_f16_sf32, qgemv, half, 8, float, 8)
-MTLINV_KERNEL(qgemv_b8_r1_bf16_sf32, qgemv, bfloat, 8, float, 1)
-MTLINV_KERNEL(qgemv_b8_r2_bf16_sf32, qgemv, bfloat, 8, float, 2)
-MTLINV_KERNEL(qgemv_b8_r4_bf16_sf32, qgemv, bfloat, 8, float, 4)
-MTLINV_KERNEL(qgemv_b8_r8_bf16_sf32, qgemv, bfloat, 8, float, 8)
+MTLINV_KERNEL(qgemv_b4_r1_f16_sf32, qgemv, half, 4, float, 1, 1)
+MTLINV_KERNEL(qgemv_b4_r2_f16_sf32, qgemv, half, 4, float, 2, 1)
+MTLINV_KERNEL(qgemv_b4_r4_f16_sf32, qgemv, half, 4, float, 4, 1)
+MTLINV_KERNEL(qgemv_b4_r8_f16_sf32, qgemv, half, 4, float, 8, 1)
+MTLINV_KERNEL(qgemv_b4_r1_bf16_sf32, qgemv, bfloat, 4, float, 1, 1)
+MTLINV_KERNEL(qgemv_b4_r2_bf16_sf32, qgemv, bfloat, 4, float, 2, 1)
+MTLINV_KERNEL(qgemv_b4_r4_bf16_sf32, qgemv, bfloat, 4, float, 4, 1)
+MTLINV_KERNEL(qgemv_b4_r8_bf16_sf32, qgemv, bfloat, 4, float, 8, 1)
+MTLINV_KERNEL(qgemv_b8_r1_f16_sf32, qgemv, half, 8, float, 1, 1)
+MTLINV_KERNEL(qgemv_b8_r2_f16_sf32, qgemv, half, 8, float, 2, 1)
+MTLINV_KERNEL(qgemv_b8_r4_f16_sf32, qgemv, half, 8, float, 4, 1)
+MTLINV_KERNEL(qgemv_b8_r8_f16_sf32, qgemv, half, 8, float, 8, 1)
+MTLINV_KERNEL(qgemv_b8_r1_bf16_sf32, qgemv, bfloat, 8, float, 1, 1)
+MTLINV_KERNEL(qgemv_b8_r2_bf16_sf32, qgemv, bfloat, 8, float, 2, 1)
+MTLINV_KERNEL(qgemv_b8_r4_bf16_sf32, qgemv, bfloat, 8, float, 4, 1)
+MTLINV_KERNEL(qgemv_b8_r8_bf16_sf32, qgemv, bfloat, 8, float, 8, 1)
+
+// Group size 16, at 8 bits: GGUF's Q6_K, whose scales cover 16 values, imported exactly (mtlinv.gguf_kquants).
+MTLINV_KERNEL(qgemv_b8_r1_f32_g16, qgemv, float, 8, float, 1, 2)
+MTLINV_KERNEL(qgemv_b8_r2_f32_g16, qgemv, float, 8, float, 2, 2)
+MTLINV_KERNEL(qgemv_b8_r4_f32_g16, qgemv, float, 8, float, 4, 2)
+MTLINV_KERNEL(qgemv_b8_r8_f32_g16, qgemv, float, 8, float, 8, 2)
+MTLINV_KERNEL(qgemv_b8_r1_f16_g16, qgemv, half, 8, half, 1, 2)
+MTLINV_KERNEL(qgemv_b8_r2_f16_g16, qgemv, half, 8, half, 2, 2)
+MTLINV_KERNEL(qgemv_b8_r4_f16_g16, qgemv, half, 8, half, 4, 2)
+MTLINV_KERNEL(qgemv_b8_r8_f16_g16, qgemv, half, 8, half, 8, 2)
+MTLINV_KERNEL(qgemv_b8_r1_bf16_g16, qgemv, bfloat, 8, bfloat, 1, 2)
+MTLINV_KERNEL(qgemv_b8_r2_bf16_g16, qgemv, bfloat, 8, bfloat, 2, 2)
+MTLINV_KERNEL(qgemv_b8_r4_bf16_g16, qgemv, bfloat, 8, bfloat, 4, 2)
+MTLINV_KERNEL(qgemv_b8_r8_bf16_g16, qgemv, bfloat, 8, bfloat, 8, 2)
+MTLINV_KERNEL(qgemv_b8_r1_f16_sf32_g16, qgemv, half, 8, float, 1, 2)
+MTLINV_KERNEL(qgemv_b8_r2_f16_sf32_g16, qgemv, half, 8, float, 2, 2)
+MTLINV_KERNEL(qgemv_b8_r4_f16_sf32_g16, qgemv, half, 8, float, 4, 2)
+MTLINV_KERNEL(qgemv_b8_r8_f16_sf32_g16, qgemv, half, 8, float, 8, 2)
+MTLINV_KERNEL(qgemv_b8_r1_bf16_sf32_g16, qgemv, bfloat, 8, float, 1, 2)
+MTLINV_KERNEL(qgemv_b8_r2_bf16_sf32_g16, qgemv, bfloat, 8, float, 2, 2)
+MTLINV_KERNEL(qgemv_b8_r4_bf16_sf32_g16, qgemv, bfloat, 8, float, 4, 2)
+MTLINV_KERNEL(qgemv_b8_r8_bf16_sf32_g16, qgemv, bfloat, 8, float, 8, 2)

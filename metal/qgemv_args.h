@@ -7,12 +7,13 @@
 
 // qgemv: y[m, n] = sum_k x[m, k] * W(n, k) (+ bias[n]) with W(n, k) = scales[n, g] * q(n, k) + biases[n, g],
 // g = k / group_size, q unpacked from wq [N, K * bits / 32] (MLX's affine format). The bit width is a template
-// parameter of the kernels (one kernel per width), the group size a runtime value.
+// parameter of the kernels (one kernel per width), the group size a runtime value (with one compile-time split:
+// group size 16 has kernels of its own, metal/qgemv_run.h).
 struct QGemvArgs {
   uint32_t rows;          // M: rows of x (all leading dimensions of x flattened)
   uint32_t k;             // reduced extent, a multiple of group_size
   uint32_t n;             // outputs per row
-  uint32_t group_size;    // 32, 64 or 128: K positions sharing one scale and bias
+  uint32_t group_size;    // 16 (at 8 bits), 32, 64 or 128: K positions sharing one scale and bias
   uint32_t k_splits;      // simdgroups sharing one output tile's K range (canonical kernel); from K and the device
   uint32_t has_bias;      // 1: add bias[n] in the epilogue
   uint32_t vector_loads;  // 1: x starts 16-byte aligned, full vectors of it may be loaded at once
@@ -31,7 +32,7 @@ enum QGemvSlot : uint32_t {
 };
 
 // A run: 32 consecutive K positions of one weight row (BITS packed words), the unit both GEMVs load and unpack
-// (metal/qgemv_run.h). 32 divides every group size, so a run has one scale and one bias.
+// (metal/qgemv_run.h). A run lies in one group, or in two at group size 16.
 MTLINV_SHARED uint32_t QGEMV_RUN = 32;
 // qgemv: weight rows (outputs) per simdgroup, and most simdgroups sharing one output tile (k_splits).
 MTLINV_SHARED uint32_t QGEMV_COLS = 4;

@@ -142,15 +142,17 @@ struct QgemvMmaFma<T, 8, I> {
   }
 };
 
-// Call I of a step: values [8 I, 8 I + 8) of the lane's runs of both weight rows (words [2][BITS], scale[2],
-// bias[2]) against the same K positions of x (from element `k` of each row, `valid`: whether the lane's run lies
-// inside K; put in the operand's pair order), for every group of 8 rows. FMA: as qgemv_mma_operand.
-template <typename T, uint BITS, typename S, uint B, uint I, bool FMA>
+// Call I of a step: values [8 I, 8 I + 8) of the lane's runs of both weight rows (words [2][BITS], scale and bias
+// [2][RUN_GROUPS]) against the same K positions of x (from element `k` of each row, `valid`: whether the lane's run
+// lies inside K; put in the operand's pair order), for every group of 8 rows. FMA: as qgemv_mma_operand.
+template <typename T, uint BITS, typename S, uint B, uint RUN_GROUPS, uint I, bool FMA>
 inline void qgemv_mma_call(thread float4* acc, thread const uint* words, thread const S* scale,
                            thread const S* bias, device const T* x, thread const uint* x_row, uint k, bool valid,
                            bool x_vector, ushort lane) {
-  const uint4 a_lo = qgemv_mma_operand<T, BITS, I, FMA>(words, scale[0], bias[0]);
-  const uint4 a_hi = qgemv_mma_operand<T, BITS, I, FMA>(words + BITS, scale[1], bias[1]);
+  const uint lo = qgemv_sub_group<RUN_GROUPS>(I);  // the group of these values in the low row
+  const uint hi = RUN_GROUPS + lo;                  // and in the high row
+  const uint4 a_lo = qgemv_mma_operand<T, BITS, I, FMA>(words, scale[lo], bias[lo]);
+  const uint4 a_hi = qgemv_mma_operand<T, BITS, I, FMA>(words + BITS, scale[hi], bias[hi]);
   for (uint j = 0; j < B; ++j) {
     device const T* p = x + x_row[j] + k + QGEMV_SUB * I;
     const uint4 b = qgemv_pair_order<BITS>(valid && x_vector ? load16(p) : load16_upto(p, valid ? 8u : 0u));
@@ -159,69 +161,77 @@ inline void qgemv_mma_call(thread float4* acc, thread const uint* words, thread 
 }
 
 // One step's four calls, in order.
-template <typename T, uint BITS, typename S, uint B, bool FMA>
+template <typename T, uint BITS, typename S, uint B, uint RUN_GROUPS, bool FMA>
 inline void qgemv_mma_calls(thread float4* acc, thread const uint* words, thread const S* scale,
                             thread const S* bias, device const T* x, thread const uint* x_row, uint k, bool valid,
                             bool x_vector, ushort lane) {
-  qgemv_mma_call<T, BITS, S, B, 0, FMA>(acc, words, scale, bias, x, x_row, k, valid, x_vector, lane);
-  qgemv_mma_call<T, BITS, S, B, 1, FMA>(acc, words, scale, bias, x, x_row, k, valid, x_vector, lane);
-  qgemv_mma_call<T, BITS, S, B, 2, FMA>(acc, words, scale, bias, x, x_row, k, valid, x_vector, lane);
-  qgemv_mma_call<T, BITS, S, B, 3, FMA>(acc, words, scale, bias, x, x_row, k, valid, x_vector, lane);
+  qgemv_mma_call<T, BITS, S, B, RUN_GROUPS, 0, FMA>(acc, words, scale, bias, x, x_row, k, valid, x_vector, lane);
+  qgemv_mma_call<T, BITS, S, B, RUN_GROUPS, 1, FMA>(acc, words, scale, bias, x, x_row, k, valid, x_vector, lane);
+  qgemv_mma_call<T, BITS, S, B, RUN_GROUPS, 2, FMA>(acc, words, scale, bias, x, x_row, k, valid, x_vector, lane);
+  qgemv_mma_call<T, BITS, S, B, RUN_GROUPS, 3, FMA>(acc, words, scale, bias, x, x_row, k, valid, x_vector, lane);
 }
 
 // A step with scales of x's type: the packed dequantisation.
-template <typename T, uint BITS, uint B>
+template <typename T, uint BITS, uint B, uint RUN_GROUPS>
 inline void qgemv_mma_step(thread float4* acc, thread const uint* words, thread const T* scale, thread const T* bias,
                            device const T* x, thread const uint* x_row, uint k, bool valid, bool x_vector,
                            ushort lane) {
-  qgemv_mma_calls<T, BITS, T, B, false>(acc, words, scale, bias, x, x_row, k, valid, x_vector, lane);
+  qgemv_mma_calls<T, BITS, T, B, RUN_GROUPS, false>(acc, words, scale, bias, x, x_row, k, valid, x_vector, lane);
 }
-// A step with float32 scales: quant_dequantize_fma where every lane's two groups allow it, which all but extreme or
-// special scales do, else quant_dequantize (about 7 instructions a weight where the fma path takes 4;
-// docs/decisions.md, "qgemv: float32 scales"). The branch is uniform (simd_all), so the builtin runs converged
-// either way, and the weights are the same bits either way.
-template <typename T, uint BITS, uint B>
+// A step with float32 scales: quant_dequantize_fma where every lane's groups (two, or four at group size 16) allow
+// it, which all but extreme or special scales do, else quant_dequantize (about 7 instructions a weight where the fma
+// path takes 4; docs/decisions.md, "qgemv: float32 scales"). The branch is uniform (simd_all), so the builtin runs
+// converged either way, and the weights are the same bits either way.
+template <typename T, uint BITS, uint B, uint RUN_GROUPS>
 inline void qgemv_mma_step(thread float4* acc, thread const uint* words, thread const float* scale,
                            thread const float* bias, device const T* x, thread const uint* x_row, uint k, bool valid,
                            bool x_vector, ushort lane) {
-  if (simd_all(quant_fma_exact(scale[0], bias[0]) && quant_fma_exact(scale[1], bias[1]))) {
-    qgemv_mma_calls<T, BITS, float, B, true>(acc, words, scale, bias, x, x_row, k, valid, x_vector, lane);
+  bool fma_exact = true;
+  for (uint i = 0; i < 2 * RUN_GROUPS; ++i) {
+    fma_exact = fma_exact && quant_fma_exact(scale[i], bias[i]);
+  }
+  if (simd_all(fma_exact)) {
+    qgemv_mma_calls<T, BITS, float, B, RUN_GROUPS, true>(acc, words, scale, bias, x, x_row, k, valid, x_vector,
+                                                         lane);
   } else {
-    qgemv_mma_calls<T, BITS, float, B, false>(acc, words, scale, bias, x, x_row, k, valid, x_vector, lane);
+    qgemv_mma_calls<T, BITS, float, B, RUN_GROUPS, false>(acc, words, scale, bias, x, x_row, k, valid, x_vector,
+                                                          lane);
   }
 }
 
-// The words, scales and biases (as stored) of run j of both weight rows of the lane, from the rows' first words
-// w_off[2] and first groups g_off[2] (in the tile layout, those of the lane's rows in the tile's first block). Run j
-// lies in group j >> group_shift; in the tile layout at run j % 4 of step j / 4, whose blocks lie 16 rows apart, and
-// a row's groups 16 scales apart (the tile layout, above). Four 2-byte loads per step, each touching 8 rows' lines in
-// the row layout: one 16-byte table per lane for 4 steps, handed round the quad by shuffles, made 8 rows 8% faster
-// in a kernel with only that path, but nvcc gave the complete kernel 78-84 registers and it was slower
-// (docs/kernel_guide.md); the tile layout puts a step's scales in two sectors instead.
-template <uint BITS, typename S, bool TILED>
+// The words, scales and biases (as stored; [2][RUN_GROUPS]) of run j of both weight rows of the lane, from the rows'
+// first words w_off[2] and first groups g_off[2] (in the tile layout, those of the lane's rows in the tile's first
+// block). Run j starts in group qgemv_run_group(j) (metal/qgemv_run.h); in the tile layout at run j % 4 of step
+// j / 4, whose blocks lie 16 rows apart, and a row's groups 16 scales apart (the tile layout, above). Four 2-byte
+// loads per step, each touching 8 rows' lines in the row layout: one 16-byte table per lane for 4 steps, handed
+// round the quad by shuffles, made 8 rows 8% faster in a kernel with only that path, but nvcc gave the complete
+// kernel 78-84 registers and it was slower (docs/kernel_guide.md); the tile layout puts a step's scales in two
+// sectors instead.
+template <uint BITS, typename S, bool TILED, uint RUN_GROUPS>
 inline void qgemv_mma_load(device const uint* wq, device const S* scales, device const S* biases,
                            thread const uint* w_off, thread const uint* g_off, uint j, uint group_shift,
                            bool w_vector, thread uint* words, thread S* scale, thread S* bias) {
   constexpr uint block_words = MMA_TILE_COLS * QGEMV_MMA_STEP * BITS;  // one step of a tile's 16 rows
+  constexpr uint group_stride = TILED ? MMA_TILE_COLS : 1;             // between a row's consecutive groups
+  const uint group = qgemv_run_group<RUN_GROUPS>(j, group_shift) * group_stride;
   for (uint h = 0; h < 2; ++h) {
     if (TILED) {
       const uint word = (j / QGEMV_MMA_STEP) * block_words + (j % QGEMV_MMA_STEP) * BITS;
-      const uint group = (j >> group_shift) * MMA_TILE_COLS;
       qgemv_load_words<BITS>(wq, w_off[h] + word, 0, w_vector, words + h * BITS);
-      scale[h] = scales[g_off[h] + group];
-      bias[h] = biases[g_off[h] + group];
     } else {
       qgemv_load_words<BITS>(wq, w_off[h], j, w_vector, words + h * BITS);
-      scale[h] = scales[g_off[h] + (j >> group_shift)];
-      bias[h] = biases[g_off[h] + (j >> group_shift)];
+    }
+    for (uint e = 0; e < RUN_GROUPS; ++e) {
+      scale[h * RUN_GROUPS + e] = scales[g_off[h] + group + e * group_stride];
+      bias[h * RUN_GROUPS + e] = biases[g_off[h] + group + e * group_stride];
     }
   }
 }
 
 // R: rows of x per tile, 8 or 16 (the plan's pick from M). TILED: wq, scales and biases in the tile layout
-// (above), the same values in the same calls. Grid: (ceil(N / 16), ceil(rows / R), 1); threadgroup:
-// k_splits simdgroups.
-template <typename T, uint BITS, typename S, uint R, bool TILED = false>
+// (above), the same values in the same calls. RUN_GROUPS: 2 at group size 16, else 1 (metal/qgemv_run.h). Grid:
+// (ceil(N / 16), ceil(rows / R), 1); threadgroup: k_splits simdgroups.
+template <typename T, uint BITS, typename S, uint R, bool TILED, uint RUN_GROUPS>
 [[kernel]] void qgemv_mma(
     constant QGemvArgs& args [[buffer(QGEMV_SLOT_ARGS)]],
     device const T* x [[buffer(QGEMV_SLOT_X)]],
@@ -254,11 +264,11 @@ template <typename T, uint BITS, typename S, uint R, bool TILED = false>
     if (TILED) {
       const uint steps_k = (runs + QGEMV_MMA_STEP - 1) / QGEMV_MMA_STEP;
       w_off[h] = (tile.x * steps_k * MMA_TILE_COLS + g + 8 * h) * QGEMV_MMA_STEP * BITS;
-      g_off[h] = tile.x * (runs >> group_shift) * MMA_TILE_COLS + g + 8 * h;
+      g_off[h] = tile.x * qgemv_run_group<RUN_GROUPS>(runs, group_shift) * MMA_TILE_COLS + g + 8 * h;
     } else {
       const uint n = min(n0 + g + 8 * h, args.n - 1);
       w_off[h] = n * runs * BITS;
-      g_off[h] = n * (runs >> group_shift);
+      g_off[h] = n * qgemv_run_group<RUN_GROUPS>(runs, group_shift);
     }
   }
   uint x_row[B];  // where row g of each group of 8 starts in x, clamped to the last row
@@ -283,98 +293,117 @@ template <typename T, uint BITS, typename S, uint R, bool TILED = false>
       const uint j1 = j0 + QGEMV_MMA_STEP * args.k_splits;
       uint words0[2 * BITS];
       uint words1[2 * BITS];
-      S scale0[2];
-      S scale1[2];
-      S bias0[2];
-      S bias1[2];
-      qgemv_mma_load<BITS, S, TILED>(wq, scales, biases, w_off, g_off, j0, group_shift, true, words0, scale0,
-                                     bias0);
-      qgemv_mma_load<BITS, S, TILED>(wq, scales, biases, w_off, g_off, j1, group_shift, true, words1, scale1,
-                                     bias1);
-      qgemv_mma_step<T, BITS, B>(acc, words0, scale0, bias0, x, x_row, j0 * QGEMV_RUN, true, true, lane);
-      qgemv_mma_step<T, BITS, B>(acc, words1, scale1, bias1, x, x_row, j1 * QGEMV_RUN, true, true, lane);
+      S scale0[2 * RUN_GROUPS];
+      S scale1[2 * RUN_GROUPS];
+      S bias0[2 * RUN_GROUPS];
+      S bias1[2 * RUN_GROUPS];
+      qgemv_mma_load<BITS, S, TILED, RUN_GROUPS>(wq, scales, biases, w_off, g_off, j0, group_shift, true, words0,
+                                                 scale0, bias0);
+      qgemv_mma_load<BITS, S, TILED, RUN_GROUPS>(wq, scales, biases, w_off, g_off, j1, group_shift, true, words1,
+                                                 scale1, bias1);
+      qgemv_mma_step<T, BITS, B, RUN_GROUPS>(acc, words0, scale0, bias0, x, x_row, j0 * QGEMV_RUN, true, true, lane);
+      qgemv_mma_step<T, BITS, B, RUN_GROUPS>(acc, words1, scale1, bias1, x, x_row, j1 * QGEMV_RUN, true, true, lane);
     }
     for (; s < full_steps; s += args.k_splits) {
       const uint j = QGEMV_MMA_STEP * s + t;
       uint words[2 * BITS];
-      S scale[2];
-      S bias_g[2];
-      qgemv_mma_load<BITS, S, TILED>(wq, scales, biases, w_off, g_off, j, group_shift, true, words, scale, bias_g);
-      qgemv_mma_step<T, BITS, B>(acc, words, scale, bias_g, x, x_row, j * QGEMV_RUN, true, true, lane);
+      S scale[2 * RUN_GROUPS];
+      S bias_g[2 * RUN_GROUPS];
+      qgemv_mma_load<BITS, S, TILED, RUN_GROUPS>(wq, scales, biases, w_off, g_off, j, group_shift, true, words,
+                                                 scale, bias_g);
+      qgemv_mma_step<T, BITS, B, RUN_GROUPS>(acc, words, scale, bias_g, x, x_row, j * QGEMV_RUN, true, true, lane);
     }
   }
   for (; s < steps; s += args.k_splits) {
     const uint j = QGEMV_MMA_STEP * s + t;
     const bool valid = j < runs;
     uint words[2 * BITS];
-    S scale[2];
-    S bias_g[2];
+    S scale[2 * RUN_GROUPS];
+    S bias_g[2 * RUN_GROUPS];
     // A run past K loads the last run's words (in bounds) and dequantises them with scale and bias 0: zeros.
-    qgemv_mma_load<BITS, S, TILED>(wq, scales, biases, w_off, g_off, min(j, runs - 1), group_shift, w_vector,
-                                   words, scale, bias_g);
+    qgemv_mma_load<BITS, S, TILED, RUN_GROUPS>(wq, scales, biases, w_off, g_off, min(j, runs - 1), group_shift,
+                                               w_vector, words, scale, bias_g);
     if (!valid) {
-      for (uint h = 0; h < 2; ++h) {
+      for (uint h = 0; h < 2 * RUN_GROUPS; ++h) {
         scale[h] = S(0.0f);
         bias_g[h] = S(0.0f);
       }
     }
-    qgemv_mma_step<T, BITS, B>(acc, words, scale, bias_g, x, x_row, min(j, runs - 1) * QGEMV_RUN, valid,
-                                  x_vector, lane);
+    qgemv_mma_step<T, BITS, B, RUN_GROUPS>(acc, words, scale, bias_g, x, x_row, min(j, runs - 1) * QGEMV_RUN,
+                                           valid, x_vector, lane);
   }
 
   mma_tile_keep<B>(partials, acc, sg, lane);
   mma_tile_store<T, 1, B>(partials, args.k_splits, args.has_bias != 0, bias, y, n0, args.n, r0, args.rows, lane, sg);
 }
 
-MTLINV_KERNEL(qgemv_mma_b2_r8_f16, qgemv_mma, half, 2, half, 8, false)
-MTLINV_KERNEL(qgemv_mma_b2_r16_f16, qgemv_mma, half, 2, half, 16, false)
-MTLINV_KERNEL(qgemv_mma_b2_r8_bf16, qgemv_mma, bfloat, 2, bfloat, 8, false)
-MTLINV_KERNEL(qgemv_mma_b2_r16_bf16, qgemv_mma, bfloat, 2, bfloat, 16, false)
-MTLINV_KERNEL(qgemv_mma_b3_r8_f16, qgemv_mma, half, 3, half, 8, false)
-MTLINV_KERNEL(qgemv_mma_b3_r16_f16, qgemv_mma, half, 3, half, 16, false)
-MTLINV_KERNEL(qgemv_mma_b3_r8_bf16, qgemv_mma, bfloat, 3, bfloat, 8, false)
-MTLINV_KERNEL(qgemv_mma_b3_r16_bf16, qgemv_mma, bfloat, 3, bfloat, 16, false)
-MTLINV_KERNEL(qgemv_mma_b4_r8_f16, qgemv_mma, half, 4, half, 8, false)
-MTLINV_KERNEL(qgemv_mma_b4_r16_f16, qgemv_mma, half, 4, half, 16, false)
-MTLINV_KERNEL(qgemv_mma_b4_r8_bf16, qgemv_mma, bfloat, 4, bfloat, 8, false)
-MTLINV_KERNEL(qgemv_mma_b4_r16_bf16, qgemv_mma, bfloat, 4, bfloat, 16, false)
-MTLINV_KERNEL(qgemv_mma_b5_r8_f16, qgemv_mma, half, 5, half, 8, false)
-MTLINV_KERNEL(qgemv_mma_b5_r16_f16, qgemv_mma, half, 5, half, 16, false)
-MTLINV_KERNEL(qgemv_mma_b5_r8_bf16, qgemv_mma, bfloat, 5, bfloat, 8, false)
-MTLINV_KERNEL(qgemv_mma_b5_r16_bf16, qgemv_mma, bfloat, 5, bfloat, 16, false)
-MTLINV_KERNEL(qgemv_mma_b6_r8_f16, qgemv_mma, half, 6, half, 8, false)
-MTLINV_KERNEL(qgemv_mma_b6_r16_f16, qgemv_mma, half, 6, half, 16, false)
-MTLINV_KERNEL(qgemv_mma_b6_r8_bf16, qgemv_mma, bfloat, 6, bfloat, 8, false)
-MTLINV_KERNEL(qgemv_mma_b6_r16_bf16, qgemv_mma, bfloat, 6, bfloat, 16, false)
-MTLINV_KERNEL(qgemv_mma_b8_r8_f16, qgemv_mma, half, 8, half, 8, false)
-MTLINV_KERNEL(qgemv_mma_b8_r16_f16, qgemv_mma, half, 8, half, 16, false)
-MTLINV_KERNEL(qgemv_mma_b8_r8_bf16, qgemv_mma, bfloat, 8, bfloat, 8, false)
-MTLINV_KERNEL(qgemv_mma_b8_r16_bf16, qgemv_mma, bfloat, 8, bfloat, 16, false)
+MTLINV_KERNEL(qgemv_mma_b2_r8_f16, qgemv_mma, half, 2, half, 8, false, 1)
+MTLINV_KERNEL(qgemv_mma_b2_r16_f16, qgemv_mma, half, 2, half, 16, false, 1)
+MTLINV_KERNEL(qgemv_mma_b2_r8_bf16, qgemv_mma, bfloat, 2, bfloat, 8, false, 1)
+MTLINV_KERNEL(qgemv_mma_b2_r16_bf16, qgemv_mma, bfloat, 2, bfloat, 16, false, 1)
+MTLINV_KERNEL(qgemv_mma_b3_r8_f16, qgemv_mma, half, 3, half, 8, false, 1)
+MTLINV_KERNEL(qgemv_mma_b3_r16_f16, qgemv_mma, half, 3, half, 16, false, 1)
+MTLINV_KERNEL(qgemv_mma_b3_r8_bf16, qgemv_mma, bfloat, 3, bfloat, 8, false, 1)
+MTLINV_KERNEL(qgemv_mma_b3_r16_bf16, qgemv_mma, bfloat, 3, bfloat, 16, false, 1)
+MTLINV_KERNEL(qgemv_mma_b4_r8_f16, qgemv_mma, half, 4, half, 8, false, 1)
+MTLINV_KERNEL(qgemv_mma_b4_r16_f16, qgemv_mma, half, 4, half, 16, false, 1)
+MTLINV_KERNEL(qgemv_mma_b4_r8_bf16, qgemv_mma, bfloat, 4, bfloat, 8, false, 1)
+MTLINV_KERNEL(qgemv_mma_b4_r16_bf16, qgemv_mma, bfloat, 4, bfloat, 16, false, 1)
+MTLINV_KERNEL(qgemv_mma_b5_r8_f16, qgemv_mma, half, 5, half, 8, false, 1)
+MTLINV_KERNEL(qgemv_mma_b5_r16_f16, qgemv_mma, half, 5, half, 16, false, 1)
+MTLINV_KERNEL(qgemv_mma_b5_r8_bf16, qgemv_mma, bfloat, 5, bfloat, 8, false, 1)
+MTLINV_KERNEL(qgemv_mma_b5_r16_bf16, qgemv_mma, bfloat, 5, bfloat, 16, false, 1)
+MTLINV_KERNEL(qgemv_mma_b6_r8_f16, qgemv_mma, half, 6, half, 8, false, 1)
+MTLINV_KERNEL(qgemv_mma_b6_r16_f16, qgemv_mma, half, 6, half, 16, false, 1)
+MTLINV_KERNEL(qgemv_mma_b6_r8_bf16, qgemv_mma, bfloat, 6, bfloat, 8, false, 1)
+MTLINV_KERNEL(qgemv_mma_b6_r16_bf16, qgemv_mma, bfloat, 6, bfloat, 16, false, 1)
+MTLINV_KERNEL(qgemv_mma_b8_r8_f16, qgemv_mma, half, 8, half, 8, false, 1)
+MTLINV_KERNEL(qgemv_mma_b8_r16_f16, qgemv_mma, half, 8, half, 16, false, 1)
+MTLINV_KERNEL(qgemv_mma_b8_r8_bf16, qgemv_mma, bfloat, 8, bfloat, 8, false, 1)
+MTLINV_KERNEL(qgemv_mma_b8_r16_bf16, qgemv_mma, bfloat, 8, bfloat, 16, false, 1)
 
 // float32 scales and biases (GGUF imports, as for qgemv).
-MTLINV_KERNEL(qgemv_mma_b4_r8_f16_sf32, qgemv_mma, half, 4, float, 8, false)
-MTLINV_KERNEL(qgemv_mma_b4_r16_f16_sf32, qgemv_mma, half, 4, float, 16, false)
-MTLINV_KERNEL(qgemv_mma_b4_r8_bf16_sf32, qgemv_mma, bfloat, 4, float, 8, false)
-MTLINV_KERNEL(qgemv_mma_b4_r16_bf16_sf32, qgemv_mma, bfloat, 4, float, 16, false)
-MTLINV_KERNEL(qgemv_mma_b8_r8_f16_sf32, qgemv_mma, half, 8, float, 8, false)
-MTLINV_KERNEL(qgemv_mma_b8_r16_f16_sf32, qgemv_mma, half, 8, float, 16, false)
-MTLINV_KERNEL(qgemv_mma_b8_r8_bf16_sf32, qgemv_mma, bfloat, 8, float, 8, false)
-MTLINV_KERNEL(qgemv_mma_b8_r16_bf16_sf32, qgemv_mma, bfloat, 8, float, 16, false)
+MTLINV_KERNEL(qgemv_mma_b4_r8_f16_sf32, qgemv_mma, half, 4, float, 8, false, 1)
+MTLINV_KERNEL(qgemv_mma_b4_r16_f16_sf32, qgemv_mma, half, 4, float, 16, false, 1)
+MTLINV_KERNEL(qgemv_mma_b4_r8_bf16_sf32, qgemv_mma, bfloat, 4, float, 8, false, 1)
+MTLINV_KERNEL(qgemv_mma_b4_r16_bf16_sf32, qgemv_mma, bfloat, 4, float, 16, false, 1)
+MTLINV_KERNEL(qgemv_mma_b8_r8_f16_sf32, qgemv_mma, half, 8, float, 8, false, 1)
+MTLINV_KERNEL(qgemv_mma_b8_r16_f16_sf32, qgemv_mma, half, 8, float, 16, false, 1)
+MTLINV_KERNEL(qgemv_mma_b8_r8_bf16_sf32, qgemv_mma, bfloat, 8, float, 8, false, 1)
+MTLINV_KERNEL(qgemv_mma_b8_r16_bf16_sf32, qgemv_mma, bfloat, 8, float, 16, false, 1)
 
 // The tile layout (mtlinv.quant.tile), for the widths of MLX's and GGUF's common formats.
-MTLINV_KERNEL(qgemv_mma_b4_r8_f16_tiled, qgemv_mma, half, 4, half, 8, true)
-MTLINV_KERNEL(qgemv_mma_b4_r16_f16_tiled, qgemv_mma, half, 4, half, 16, true)
-MTLINV_KERNEL(qgemv_mma_b4_r8_bf16_tiled, qgemv_mma, bfloat, 4, bfloat, 8, true)
-MTLINV_KERNEL(qgemv_mma_b4_r16_bf16_tiled, qgemv_mma, bfloat, 4, bfloat, 16, true)
-MTLINV_KERNEL(qgemv_mma_b8_r8_f16_tiled, qgemv_mma, half, 8, half, 8, true)
-MTLINV_KERNEL(qgemv_mma_b8_r16_f16_tiled, qgemv_mma, half, 8, half, 16, true)
-MTLINV_KERNEL(qgemv_mma_b8_r8_bf16_tiled, qgemv_mma, bfloat, 8, bfloat, 8, true)
-MTLINV_KERNEL(qgemv_mma_b8_r16_bf16_tiled, qgemv_mma, bfloat, 8, bfloat, 16, true)
-MTLINV_KERNEL(qgemv_mma_b4_r8_f16_sf32_tiled, qgemv_mma, half, 4, float, 8, true)
-MTLINV_KERNEL(qgemv_mma_b4_r16_f16_sf32_tiled, qgemv_mma, half, 4, float, 16, true)
-MTLINV_KERNEL(qgemv_mma_b4_r8_bf16_sf32_tiled, qgemv_mma, bfloat, 4, float, 8, true)
-MTLINV_KERNEL(qgemv_mma_b4_r16_bf16_sf32_tiled, qgemv_mma, bfloat, 4, float, 16, true)
-MTLINV_KERNEL(qgemv_mma_b8_r8_f16_sf32_tiled, qgemv_mma, half, 8, float, 8, true)
-MTLINV_KERNEL(qgemv_mma_b8_r16_f16_sf32_tiled, qgemv_mma, half, 8, float, 16, true)
-MTLINV_KERNEL(qgemv_mma_b8_r8_bf16_sf32_tiled, qgemv_mma, bfloat, 8, float, 8, true)
-MTLINV_KERNEL(qgemv_mma_b8_r16_bf16_sf32_tiled, qgemv_mma, bfloat, 8, float, 16, true)
+MTLINV_KERNEL(qgemv_mma_b4_r8_f16_tiled, qgemv_mma, half, 4, half, 8, true, 1)
+MTLINV_KERNEL(qgemv_mma_b4_r16_f16_tiled, qgemv_mma, half, 4, half, 16, true, 1)
+MTLINV_KERNEL(qgemv_mma_b4_r8_bf16_tiled, qgemv_mma, bfloat, 4, bfloat, 8, true, 1)
+MTLINV_KERNEL(qgemv_mma_b4_r16_bf16_tiled, qgemv_mma, bfloat, 4, bfloat, 16, true, 1)
+MTLINV_KERNEL(qgemv_mma_b8_r8_f16_tiled, qgemv_mma, half, 8, half, 8, true, 1)
+MTLINV_KERNEL(qgemv_mma_b8_r16_f16_tiled, qgemv_mma, half, 8, half, 16, true, 1)
+MTLINV_KERNEL(qgemv_mma_b8_r8_bf16_tiled, qgemv_mma, bfloat, 8, bfloat, 8, true, 1)
+MTLINV_KERNEL(qgemv_mma_b8_r16_bf16_tiled, qgemv_mma, bfloat, 8, bfloat, 16, true, 1)
+MTLINV_KERNEL(qgemv_mma_b4_r8_f16_sf32_tiled, qgemv_mma, half, 4, float, 8, true, 1)
+MTLINV_KERNEL(qgemv_mma_b4_r16_f16_sf32_tiled, qgemv_mma, half, 4, float, 16, true, 1)
+MTLINV_KERNEL(qgemv_mma_b4_r8_bf16_sf32_tiled, qgemv_mma, bfloat, 4, float, 8, true, 1)
+MTLINV_KERNEL(qgemv_mma_b4_r16_bf16_sf32_tiled, qgemv_mma, bfloat, 4, float, 16, true, 1)
+MTLINV_KERNEL(qgemv_mma_b8_r8_f16_sf32_tiled, qgemv_mma, half, 8, float, 8, true, 1)
+MTLINV_KERNEL(qgemv_mma_b8_r16_f16_sf32_tiled, qgemv_mma, half, 8, float, 16, true, 1)
+MTLINV_KERNEL(qgemv_mma_b8_r8_bf16_sf32_tiled, qgemv_mma, bfloat, 8, float, 8, true, 1)
+MTLINV_KERNEL(qgemv_mma_b8_r16_bf16_sf32_tiled, qgemv_mma, bfloat, 8, float, 16, true, 1)
+
+// Group size 16, at 8 bits (GGUF's Q6_K, as for qgemv), in both layouts.
+MTLINV_KERNEL(qgemv_mma_b8_r8_f16_g16, qgemv_mma, half, 8, half, 8, false, 2)
+MTLINV_KERNEL(qgemv_mma_b8_r16_f16_g16, qgemv_mma, half, 8, half, 16, false, 2)
+MTLINV_KERNEL(qgemv_mma_b8_r8_bf16_g16, qgemv_mma, bfloat, 8, bfloat, 8, false, 2)
+MTLINV_KERNEL(qgemv_mma_b8_r16_bf16_g16, qgemv_mma, bfloat, 8, bfloat, 16, false, 2)
+MTLINV_KERNEL(qgemv_mma_b8_r8_f16_sf32_g16, qgemv_mma, half, 8, float, 8, false, 2)
+MTLINV_KERNEL(qgemv_mma_b8_r16_f16_sf32_g16, qgemv_mma, half, 8, float, 16, false, 2)
+MTLINV_KERNEL(qgemv_mma_b8_r8_bf16_sf32_g16, qgemv_mma, bfloat, 8, float, 8, false, 2)
+MTLINV_KERNEL(qgemv_mma_b8_r16_bf16_sf32_g16, qgemv_mma, bfloat, 8, float, 16, false, 2)
+MTLINV_KERNEL(qgemv_mma_b8_r8_f16_g16_tiled, qgemv_mma, half, 8, half, 8, true, 2)
+MTLINV_KERNEL(qgemv_mma_b8_r16_f16_g16_tiled, qgemv_mma, half, 8, half, 16, true, 2)
+MTLINV_KERNEL(qgemv_mma_b8_r8_bf16_g16_tiled, qgemv_mma, bfloat, 8, bfloat, 8, true, 2)
+MTLINV_KERNEL(qgemv_mma_b8_r16_bf16_g16_tiled, qgemv_mma, bfloat, 8, bfloat, 16, true, 2)
+MTLINV_KERNEL(qgemv_mma_b8_r8_f16_sf32_g16_tiled, qgemv_mma, half, 8, float, 8, true, 2)
+MTLINV_KERNEL(qgemv_mma_b8_r16_f16_sf32_g16_tiled, qgemv_mma, half, 8, float, 16, true, 2)
+MTLINV_KERNEL(qgemv_mma_b8_r8_bf16_sf32_g16_tiled, qgemv_mma, bfloat, 8, float, 8, true, 2)
+MTLINV_KERNEL(qgemv_mma_b8_r16_bf16_sf32_g16_tiled, qgemv_mma, bfloat, 8, float, 16, true, 2)

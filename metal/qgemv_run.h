@@ -1,8 +1,10 @@
 // The unit both quantized GEMVs (metal/qgemv.metal, metal/qgemv_mma.metal) load and unpack: a run of 32
 // consecutive values of one weight row, starting at a multiple of 32. That is exactly BITS whole words (32 * BITS
-// bits) for every width, inside one group (32 divides every group size), so it has one scale and one bias. At 4 and
-// 8 bits a run is one or two 16-byte groups, loaded as such where the plan proved wq 16-byte aligned; the other
-// widths, and unaligned weights, load the same words one by one. Either way the same words reach the same
+// bits) for every width. At group sizes 32, 64 and 128 a run lies inside one group (32 divides them), so it has one
+// scale and one bias; at group size 16 (the exact import of GGUF's Q6_K) its halves lie in two groups: the kernels'
+// RUN_GROUPS (1 or 2) says which, at compile time, so that the one-group kernels keep their loads and registers. At
+// 4 and 8 bits a run is one or two 16-byte groups, loaded as such where the plan proved wq 16-byte aligned; the
+// other widths, and unaligned weights, load the same words one by one. Either way the same words reach the same
 // arithmetic: the load path never changes a result.
 #pragma once
 #include "common.h"
@@ -13,10 +15,24 @@
 constant constexpr uint QGEMV_SUB = 8;  // values unpacked at once
 
 // log2 of the runs of a group: 1, 2 or 4 runs (group sizes 32, 64, 128, which the op checks), so run j lies in
-// group j >> shift. A division by a runtime value takes about a dozen instructions on CUDA; both GEMVs find a
-// run's group this way.
+// group j >> shift; 0 at group size 16. A division by a runtime value takes about a dozen instructions on CUDA; both
+// GEMVs find a run's group this way (qgemv_run_group).
 inline uint qgemv_group_shift(uint group_size) {
   return group_size / QGEMV_RUN / 2;
+}
+
+// The first group of run j: j >> shift with RUN_GROUPS 1, 2 j with RUN_GROUPS 2 (group size 16, shift 0), whose
+// values [0, 16) lie in group 2 j and [16, 32) in 2 j + 1. With j the runs of a row: the groups of a row.
+template <uint RUN_GROUPS>
+inline uint qgemv_run_group(uint j, uint shift) {
+  static_assert(RUN_GROUPS == 1 || RUN_GROUPS == 2, "a run lies in one group or, at group size 16, in two");
+  return (j * RUN_GROUPS) >> shift;
+}
+
+// Which of the run's RUN_GROUPS groups holds values [8 s, 8 s + 8): 0, or s / 2 with two groups of 16 values.
+template <uint RUN_GROUPS>
+inline uint qgemv_sub_group(uint s) {
+  return s * RUN_GROUPS / (QGEMV_RUN / QGEMV_SUB);
 }
 
 // The values [8 s, 8 s + 8) of a run held in registers (`words`: the run's BITS words): bits [8 s BITS,
@@ -83,15 +99,17 @@ inline void qgemv_load_words(device const uint* wq, uint row, uint j, bool vecto
   }
 }
 
-// The words of run j (qgemv_load_words), and the run's scale and bias as floats: group g of the row's groups
-// starting at `groups_at`.
-template <uint BITS, typename S>
+// The words of run j (qgemv_load_words), and the scales and biases of its RUN_GROUPS groups as floats: groups g,
+// g + 1, .. of the row's groups starting at `groups_at`.
+template <uint BITS, uint RUN_GROUPS, typename S>
 inline void qgemv_load_run(device const uint* wq, device const S* scales, device const S* biases, uint row,
                            uint groups_at, uint j, uint g, bool vector, thread uint* words, thread float* scale,
                            thread float* bias) {
   qgemv_load_words<BITS>(wq, row, j, vector, words);
-  *scale = float(scales[groups_at + g]);
-  *bias = float(biases[groups_at + g]);
+  for (uint h = 0; h < RUN_GROUPS; ++h) {
+    scale[h] = float(scales[groups_at + g + h]);
+    bias[h] = float(biases[groups_at + g + h]);
+  }
 }
 
 // The values [8 s, 8 s + 8) of a run as four pairs of 16-bit codes, for kernels that dequantise two values per

@@ -1,5 +1,5 @@
-"""Lossless import of llama.cpp's Q5_0, Q5_1, Q4_K and Q5_K blocks into the affine format (group 32), and the
-decoding of Q6_K, whose 16-element scales the affine format's groups (32, 64, 128) cannot hold.
+"""Lossless import of llama.cpp's Q5_0, Q5_1, Q4_K, Q5_K and Q6_K blocks into the affine format: group 32, or
+group 16 for Q6_K, whose scales cover 16 elements.
 
 A K-quant super-block covers 256 consecutive elements of a row (QK_K). Layouts (little-endian), per block:
 
@@ -12,6 +12,7 @@ Q4_K   144    f16 d, f16 dmin, 12 bytes: eight 6-bit scales sc_j and mins m_j, 1
               of nibbles (32-element sub-blocks: 64 elements per 32 bytes, low then high)
 Q5_K   176    as Q4_K, then 32 bytes qh (bit j of byte i: 5th bit of element 32 j + i)    (d sc_j) q - (dmin m_j)
 Q6_K   210    128 bytes low nibbles, 64 bytes 2-bit highs, 16 int8 scales, f16 d          (d sc_j) (q - 32)
+              (16-element sub-blocks)
 =====  =====  ==========================================================================  ======================
 
 Why the affine form is exact (float32 scales and biases; `quant.dequantize_float32` computes scale * q + bias):
@@ -20,12 +21,15 @@ dmin * m_j have at most 17 significant bits: exact in float32, the very products
 code forms. The code q has at most 5 bits, so scale * q (at most 22 bits) is exact too, and the one rounding left
 is the sum's, the same single rounding as llama.cpp's `d * q - dm`. For Q4_K/Q5_K, x + (-y) and x - y are the same
 IEEE operation, so even the sign of a zero agrees; for Q5_0 (bias -16 d) the value agrees and only a zero's sign
-can differ, as for Q4_0 (see `gguf_blocks`). tests/model/test_kquants.py checks bit equality with
-`gguf.quants.dequantize` on llama.cpp's own quantisations and on random blocks.
+can differ, as for Q4_0 (see `gguf_blocks`).
 
-Q6_K has one scale per 16 elements: a group of 32 holds two, and no single (scale, bias) pair with 8-bit codes
-spans both halves in general, so it is decoded here (for the float64 reference, the embedding lookup) and the
-device model refuses it as a projection until qgemv has a group of 16 (docs/models.md).
+Q6_K: scale d * sc_j (sc_j an int8, |sc_j| <= 128: at most 7 significant bits, so 18 with d's), bias -32 d sc_j
+(a power of two times it), code q in [0, 64). scale * q has at most 24 significant bits: exact; the element
+(d sc_j)(q - 32) has at most 23 (|q - 32| <= 32): exact, so the sum rounds to it, and gguf's single product is
+exact too. Equal values; only a zero's sign can differ (q = 32 with a negative scale: gguf's product is -0, the
+sum +0). Its groups of 16 need qgemv's group size 16, built at 8 bits (6-bit codes are stored as 8-bit ones).
+tests/model/test_kquants.py checks bit equality with `gguf.quants.dequantize` on llama.cpp's own quantisations and
+on random blocks.
 """
 import numpy as np
 
@@ -33,7 +37,7 @@ from . import quant
 from .gguf_blocks import QK, _blocks as _raw_blocks, _f16_field, _split_nibbles
 
 QK_K = 256
-AFFINE_KINDS = ("q5_0", "q5_1", "q4_k", "q5_k")  # the types `to_affine` imports
+AFFINE_KINDS = ("q5_0", "q5_1", "q4_k", "q5_k", "q6_k")  # the types `to_affine` imports
 BLOCK_BYTES = {"q5_0": 22, "q5_1": 24, "q4_k": 144, "q5_k": 176, "q6_k": 210}
 _BLOCK_ELEMENTS = {"q5_0": QK, "q5_1": QK, "q4_k": QK_K, "q5_k": QK_K, "q6_k": QK_K}
 
@@ -70,12 +74,14 @@ def _k_low_nibbles(qs):
 
 
 def decode(raw, shape, kind):
-    """``(q, scale, bias, bits)`` of a tensor's blocks, per 32 elements: q uint8 ``[N, K/32, 32]`` in
-    ``[0, 2^bits)``, scale and bias float32 ``[N, K/32]`` with element = scale * q + bias (exactly; see above).
-    kind: q5_0, q5_1, q4_k or q5_k."""
+    """``(q, scale, bias, bits)`` of a tensor's blocks, per group of G elements (32; 16 for Q6_K): q uint8
+    ``[N, K/G, G]`` in ``[0, 2^bits)``, scale and bias float32 ``[N, K/G]`` with element = scale * q + bias
+    (exactly; see above). kind: one of AFFINE_KINDS."""
     what = f"{kind}_to_affine"
     b = _blocks(raw, shape, kind, what)
     n = b.shape[0]
+    if kind == "q6_k":
+        return _decode_q6_k(b)
     if kind == "q5_0":
         d = _f16_field(b, 0)
         return _q5_codes(b, 2), d, np.float32(-16) * d, 5
@@ -95,14 +101,15 @@ def decode(raw, shape, kind):
 
 
 def to_affine(raw, shape, kind):
-    """``(wq, scales, biases, bits)`` of a tensor's blocks in the affine format, group_size 32, float32 scales."""
+    """``(wq, scales, biases, bits, group_size)`` of a tensor's blocks in the affine format, float32 scales; group
+    size 32, or 16 for Q6_K."""
     q, scale, bias, bits = decode(raw, shape, kind)
-    return quant.pack(q.reshape(q.shape[0], -1), bits), scale, bias, bits
+    return quant.pack(q.reshape(q.shape[0], -1), bits), scale, bias, bits, q.shape[-1]
 
 
-def dequantize_q6_k(raw, shape):
-    """llama.cpp's ``dequantize_row_q6_K``: float32 ``[N, K]`` with ``(d * sc_j) * (q - 32)`` per 16 elements."""
-    b = _blocks(raw, shape, "q6_k", "dequantize_q6_k")
+def _decode_q6_k(b):
+    """decode's Q6_K: blocks ``[N, G, 210]`` -> q ``[N, 16 G, 16]`` (6-bit, unsigned), scale d * sc_j and bias
+    -32 d sc_j ``[N, 16 G]`` (llama.cpp's ``dequantize_row_q6_K``)."""
     n, g = b.shape[:2]
     ql, qh = b[..., :128], b[..., 128:192]
     sc = np.ascontiguousarray(b[..., 192:208]).view(np.int8).astype(np.float32)
@@ -112,6 +119,6 @@ def dequantize_q6_k(raw, shape):
     low = (ql.reshape(n, g, 2, 1, 64) >> np.array([0, 4], np.uint8).reshape(2, 1)) & 0x0F  # [N, G, 2, 2, 64]
     low = low.reshape(n, g, 2, 4, 32)
     high = (qh.reshape(n, g, 2, 1, 32) >> np.array([0, 2, 4, 6], np.uint8).reshape(4, 1)) & 0x03  # [N, G, 2, 4, 32]
-    q = (low | (high << 4)).astype(np.int8) - np.int8(32)
-    values = (d * sc).reshape(n, g, 16, 1) * q.reshape(n, g, 16, 16).astype(np.float32)
-    return values.reshape(n, -1)
+    q = (low | (high << 4)).reshape(n, -1, 16)
+    scale = (d * sc).reshape(n, -1)
+    return q, scale, np.float32(-32) * scale, 6

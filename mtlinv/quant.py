@@ -11,8 +11,8 @@ uses the same bit stream, so every 32 elements fill exactly ``bits`` whole words
 on a word boundary) but single values may straddle two words (e.g. 3-bit element 10 = bits 30..32).
 
 ``quantize``/``dequantize`` reproduce ``mlx.core.quantize``/``dequantize`` (mode "affine", CPU
-backend, MLX 0.32) bit for bit; ``dequantize_float32`` is the float32 dequantisation a kernel with
-float32 accumulation performs. The work is the C++ core's (src/core/quant.h, also the C API's
+backend, MLX 0.32) bit for bit (group size 16, which MLX refuses, by the same per-group arithmetic);
+``dequantize_float32`` is the float32 dequantisation a kernel with float32 accumulation performs. The work is the C++ core's (src/core/quant.h, also the C API's
 mtlinv_quantize and friends); this module checks the Python arguments and shapes.
 """
 
@@ -25,7 +25,10 @@ from ._kinds import is_int
 BFLOAT16 = np.dtype(ml_dtypes.bfloat16)
 FLOAT_DTYPES = (np.dtype(np.float32), np.dtype(np.float16), BFLOAT16)
 SUPPORTED_BITS = (2, 3, 4, 5, 6, 8)
-SUPPORTED_GROUP_SIZES = (32, 64, 128)
+# MLX's group sizes, and 16: qgemv's exact import of GGUF's Q6_K (16-element scales) at 8 bits. MLX refuses 16; the
+# same per-group arithmetic quantizes it here.
+SUPPORTED_GROUP_SIZES = (16, 32, 64, 128)
+MLX_GROUP_SIZES = (32, 64, 128)
 
 def check_params(group_size, bits):
     """Raise ValueError unless (group_size, bits) is a supported pair of ints (4.0 or True are not: 4.0 == 4
@@ -183,8 +186,9 @@ def tile(wq, scales, biases, group_size=64, bits=4):
     is padded with zero words), and scales and biases ``[N/16, K/group_size, 16]``, a group's 16 rows side by side.
     ``qgemv`` takes either layout and gives the same bits at or below the limit (above it each layout has its
     own throughput kernel); the tile layout runs on devices with matrix units
-    (``device_info()["matrix_units"]``: CUDA) with 16-bit x, and needs bits 4 or 8 and N a multiple of 16. On an
-    H200 a 4-bit qgemv took 8-20% less time at M = 1..16 (docs/decisions.md, "qgemv: tile layout").
+    (``device_info()["matrix_units"]``: CUDA) with 16-bit x, and needs bits 4 or 8 (8 at group size 16) and N a
+    multiple of 16. On an H200 a 4-bit qgemv took 8-20% less time at M = 1..16 (docs/decisions.md, "qgemv: tile
+    layout").
     """
     group_size, bits = check_params(group_size, bits)
     wq, scales, biases, _ = _check_quantized(wq, scales, biases, group_size, bits, "tile")

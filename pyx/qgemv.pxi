@@ -4,7 +4,8 @@ def qgemv(x, wq, scales, biases, *, group_size, bits, bias=None):
     """y = x @ W.T (+ bias) for a weight W [N, K] quantized in MLX's affine format (mtlinv.quant.quantize):
     wq uint32 [N, K*bits/32], scales and biases [N, K/group_size] in x's dtype
     (or float32, for 16-bit x with bits 4 or 8: lossless GGUF imports), W = scales * q + biases per group.
-    x is [K] or [..., M, K], float32/float16/bfloat16; bits 2, 3, 4, 5, 6 or 8; group_size 32, 64 or 128.
+    x is [K] or [..., M, K], float32/float16/bfloat16; bits 2, 3, 4, 5, 6 or 8; group_size 32, 64 or 128, or 16
+    with bits 8 (GGUF's Q6_K, imported exactly: mtlinv.gguf_kquants).
     The weights are dequantised in float32 exactly as mtlinv.quant.dequantize_float32 does (scale * q, rounded,
     plus bias), accumulation is float32, the output has x's dtype. On devices with matrix units
     (device_info()["matrix_units"]: CUDA), 16-bit x meets each weight in x's dtype T: T(scale * q + bias), rounded
@@ -18,7 +19,7 @@ def qgemv(x, wq, scales, biases, *, group_size, bits, bias=None):
     for name, value in (("group_size", group_size), ("bits", bits)):
         if isinstance(value, type(True)) or not isinstance(value, (int, np.integer)) or not 0 < value < 2**16:
             raise InvalidArgumentError(f"qgemv: {name}={value!r} is not supported; bits in 2, 3, 4, 5, 6, 8 and "
-                                       f"group_size in 32, 64, 128")
+                                       f"group_size in 16 (bits 8), 32, 64, 128")
     cdef list pending = []
     cdef Tensor tx = _operand(x, "x", "qgemv", pending)
     if not isinstance(wq, Tensor):

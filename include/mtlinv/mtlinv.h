@@ -122,7 +122,8 @@ mtlinv_status mtlinv_qgemv(const mtlinv_tensor* x, const mtlinv_tensor* wq, cons
  * Quantized: wq [N, K*bits/32] -> wq_tiled, *words words (from mtlinv_quant_tiled_words),
  * [N/16, ceil(K/128), 16, 4*bits]; scales and biases [N, K/group_size] of scale_dtype (MTLINV_FLOAT16,
  * MTLINV_BFLOAT16 or MTLINV_FLOAT32) -> the same count in [N/16, K/group_size, 16]; bits 4 or 8, N a multiple of
- * 16, K a multiple of group_size (32, 64 or 128); a last partial block of 128 K positions is padded with zeros. */
+ * 16, K a multiple of group_size (32, 64 or 128, or 16 at bits 8); a last partial block of 128 K positions is
+ * padded with zeros. */
 mtlinv_status mtlinv_tiled_weight_elements(int64_t n, int64_t k, int64_t* elements);
 mtlinv_status mtlinv_tile_weights(const void* w, mtlinv_dtype dtype, int64_t n, int64_t k, void* w_tiled);
 mtlinv_status mtlinv_quant_tiled_words(int64_t n, int64_t k, int group_size, int bits, int64_t* words);
@@ -182,10 +183,11 @@ mtlinv_status mtlinv_heads_to_rows(const mtlinv_tensor* x, mtlinv_tensor** out);
 mtlinv_status mtlinv_embedding(const mtlinv_tensor* table, const int64_t* ids, size_t n_ids, mtlinv_tensor** out);
 
 /* ---- MLX's affine quantisation on the host (src/core/quant.h): the format mtlinv_qgemv takes ----
- * A weight w [rows, K] is quantized along K in groups of group_size (32, 64 or 128) with bits 2, 3, 4, 5, 6 or 8:
+ * A weight w [rows, K] is quantized along K in groups of group_size (16, 32, 64 or 128), bits 2, 3, 4, 5, 6 or 8:
  * wq [rows, K*bits/32] uint32 words (a little-endian bit stream of q in [0, 2^bits)), scales and biases
  * [rows, K/group_size] in w's dtype (MTLINV_FLOAT32, MTLINV_FLOAT16 or MTLINV_BFLOAT16), w ~= scale * q + bias.
- * The bits of mlx.core.quantize / dequantize. Row-major host arrays; outputs must not overlap inputs; K a multiple
+ * The bits of mlx.core.quantize / dequantize (whose per-group arithmetic serves group_size 16 too, which MLX
+ * refuses). Row-major host arrays; outputs must not overlap inputs; K a multiple
  * of group_size. Any thread, at once. */
 /* Words of one packed row (K*bits/32), checking bits, group_size and K. */
 mtlinv_status mtlinv_quant_row_words(int64_t k, int group_size, int bits, int64_t* words);

@@ -33,8 +33,9 @@ _IMPORTERS = {
 
 @dataclass(frozen=True)
 class QuantLinear:
-    """A projection y = x @ W.T with W [N, K] in the affine format (group 32 from GGUF) on the device. Several of
-    one input (q, k and v; gate and up) are stacked by rows into one, so that one call computes them all."""
+    """A projection y = x @ W.T with W [N, K] in the affine format (group 32 from GGUF, 16 where a Q6_K tensor is
+    part of it) on the device. Several of one input (q, k and v; gate and up) are stacked by rows into one, so that
+    one call computes them all."""
 
     wq: mtlinv.Tensor
     scales: mtlinv.Tensor
@@ -45,7 +46,9 @@ class QuantLinear:
     @classmethod
     def from_gguf(cls, *tensors: GGUFTensor) -> QuantLinear:
         """The GGUF tensors' rows stacked, imported losslessly. Parts of different widths (Q4 and Q8 blocks) are all
-        stored at the widest: a 4-bit code is the same value as an 8-bit code, with the same scale and bias."""
+        stored at the widest: a 4-bit code is the same value as an 8-bit code, with the same scale and bias; parts of
+        different group sizes (Q4_K and Q6_K) at the smallest, each scale and bias repeated over the smaller
+        groups."""
         return cls._upload([_import_affine(t) for t in tensors])
 
     @classmethod
@@ -53,7 +56,7 @@ class QuantLinear:
         """Float weights [N_i, K], stacked by rows and quantized with mtlinv.quant (MLX's affine format, float32
         scales)."""
         w = np.concatenate([np.asarray(w, np.float32) for w in ws])
-        return cls._upload([(*quant.quantize(w, group_size=gguf_blocks.QK, bits=bits), bits)])
+        return cls._upload([(*quant.quantize(w, group_size=gguf_blocks.QK, bits=bits), bits, gguf_blocks.QK)])
 
     @classmethod
     def from_affine(cls, *parts, group_size: int, bits: int) -> QuantLinear:
@@ -62,20 +65,24 @@ class QuantLinear:
         computes MLX's own bfloat16 weights; others are widened to float32, exactly."""
         def dtype(a):
             return a if a.dtype == ACTIVATION else a.astype(SCALE_DTYPE)
-        return cls._upload([(wq, dtype(s), dtype(b), bits) for wq, s, b in parts], group_size)
+        return cls._upload([(wq, dtype(s), dtype(b), bits, group_size) for wq, s, b in parts])
 
     @classmethod
-    def _upload(cls, parts, group_size: int = gguf_blocks.QK) -> QuantLinear:
-        """The parts stacked by rows, on the device: in the tile layout (mtlinv.quant.tile) where the device has
-        matrix units and the weight allows it: the same bits, 8-20% less time on an H200 at 4 bits."""
+    def _upload(cls, parts) -> QuantLinear:
+        """The parts ((wq, scales, biases, bits, group_size) each) stacked by rows, on the device: in the tile
+        layout (mtlinv.quant.tile) where the device has matrix units and the weight allows it: the same bits, 8-20%
+        less time on an H200 at 4 bits."""
         bits = max(part[3] for part in parts)
-        if parts[0][1].dtype == np.float32 and bits not in (4, 8):
-            # qgemv takes float32 scales with 4- or 8-bit codes only; a 5-bit code is the same value as an 8-bit
-            # one (same scale and bias), so Q5_* blocks stay exact at 8 bits a weight instead of 5.
+        group_size = min(part[4] for part in parts)
+        if parts[0][1].dtype == np.float32 and bits not in (4, 8) or group_size == 16:
+            # qgemv takes float32 scales with 4- or 8-bit codes only, and group 16 with 8-bit codes only; a 5- or
+            # 6-bit code is the same value as an 8-bit one (same scale and bias), so Q5_* and Q6_K blocks stay exact
+            # at 8 bits a weight instead of 5 or 6.
             bits = 8
         k = parts[0][0].shape[1] * 32 // parts[0][3]
-        wq = np.concatenate([quant.pack(quant.unpack(w, b, k), bits) if b != bits else w for w, _, _, b in parts])
-        scales, biases = (np.concatenate([part[i] for part in parts]) for i in (1, 2))
+        wq = np.concatenate([quant.pack(quant.unpack(w, b, k), bits) if b != bits else w for w, _, _, b, _ in parts])
+        scales, biases = (np.concatenate([np.repeat(part[i], part[4] // group_size, axis=1) for part in parts])
+                          for i in (1, 2))
         if mtlinv.device_info()["matrix_units"] and bits in (4, 8) and wq.shape[0] % quant.TILE_ROWS == 0:
             wq, scales, biases = quant.tile(wq, scales, biases, group_size, bits)
         return cls(mtlinv.asarray(wq), mtlinv.asarray(scales), mtlinv.asarray(biases), bits, group_size)
@@ -85,17 +92,15 @@ class QuantLinear:
 
 
 def _import_affine(t: GGUFTensor):
-    """(wq, scales, biases, bits) of a quantized GGUF tensor, as numpy arrays."""
+    """(wq, scales, biases, bits, group_size) of a quantized GGUF tensor, as numpy arrays."""
     kind = t.ggml_type.name
     if kind in _IMPORTERS:
         importer, bits = _IMPORTERS[kind]
-        return (*importer(t.data, t.shape, dtype=SCALE_DTYPE), bits)
+        return (*importer(t.data, t.shape, dtype=SCALE_DTYPE), bits, gguf_blocks.QK)
     if kind.lower() in gguf_kquants.AFFINE_KINDS:
         return gguf_kquants.to_affine(t.data, t.shape, kind.lower())
     takes = ", ".join([*_IMPORTERS, *(k.upper() for k in gguf_kquants.AFFINE_KINDS)])
-    why = (" (its scales cover 16 elements; qgemv's groups are 32, 64 or 128, so no exact import exists)"
-           if kind == "Q6_K" else "")
-    raise GGUFModelError(f"{t.name}: type {kind}{why}: the device model runs its projections through qgemv, which "
+    raise GGUFModelError(f"{t.name}: type {kind}: the device model runs its projections through qgemv, which "
                          f"takes {takes} (the embedding and norms may be F32, F16, BF16 or any quantized type)")
 
 

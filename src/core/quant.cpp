@@ -226,8 +226,8 @@ Shape2 check_quantized(const char* fn, const void* wq, const void* scales, const
 
 void check_quant_params(const char* fn, int group_size, int bits) {
   check_bits(fn, bits);
-  if (!one_of(group_size, {32, 64, 128})) {
-    throw InvalidArgument(fn, ": group_size=", group_size, " is not supported; use one of (32, 64, 128)");
+  if (!one_of(group_size, {16, 32, 64, 128})) {
+    throw InvalidArgument(fn, ": group_size=", group_size, " is not supported; use one of (16, 32, 64, 128)");
   }
 }
 

@@ -1,13 +1,14 @@
 // Affine quantized weights in MLX's format, the layout qgemv consumes, made and read on the host: one
 // implementation behind Python (mtlinv.quant), C (mtlinv_quantize, ...) and C++.
 //
-// A weight [rows, K] is quantized along K in groups of group_size (32, 64 or 128) consecutive elements. Each group
+// A weight [rows, K] is quantized along K in groups of group_size (16, 32, 64 or 128) consecutive elements. Each group
 // has one scale and one bias in the weight's dtype (float32, float16 or bfloat16) and stores integers
 // q in [0, 2^bits - 1] (bits 2, 3, 4, 5, 6 or 8) so that w ~= scale * q + bias. The q of a row form one
 // little-endian bit stream (element k at bits [k*bits, (k+1)*bits)) stored as K*bits/32 uint32 words; for bits 3,
 // 5 and 6 a value may straddle two words.
 //
-// quantize and dequantize give the bits of mlx.core.quantize / dequantize (mode "affine", CPU backend, MLX 0.32):
+// quantize and dequantize give the bits of mlx.core.quantize / dequantize (mode "affine", CPU backend, MLX 0.32;
+// MLX refuses group_size 16, which the same per-group arithmetic serves here: qgemv's exact import of GGUF Q6_K):
 // float32 arithmetic with one rounding per operation (never contracted), scale and bias rounded to the dtype only
 // when stored. dequantize_float32 is the float32 dequantisation a float32-accumulating kernel performs
 // (float32(scale) * q + float32(bias)). tests/ops/test_quant_format.py checks every function against a NumPy
@@ -24,7 +25,7 @@
 
 namespace mtlinv {
 
-// Throws InvalidArgument (naming `fn`) unless bits is 2, 3, 4, 5, 6 or 8 and group_size 32, 64 or 128.
+// Throws InvalidArgument (naming `fn`) unless bits is 2, 3, 4, 5, 6 or 8 and group_size 16, 32, 64 or 128.
 void check_quant_params(const char* fn, int group_size, int bits);
 // uint32 words of a packed row of K values (K*bits/32), after the checks above and of K (a multiple of
 // group_size, or 0); rows * K must fit 64 bits.

@@ -59,8 +59,9 @@ void check_quant_shape(int64_t n, int64_t k, int group_size, int bits) {
   if (bits != 4 && bits != 8) {
     throw InvalidArgument("quant_tile: bits=", bits, ": the tile layout is built for bits 4 and 8");
   }
-  if (!qgemv_supported_group_size(group_size)) {
-    throw InvalidArgument("quant_tile: group_size=", group_size, " is not supported; use 32, 64 or 128");
+  if (!qgemv_supported_format(bits, group_size)) {
+    throw InvalidArgument("quant_tile: group_size=", group_size, " is not supported at bits=", bits,
+                          "; use 32, 64 or 128, or 16 at bits=", kQgemvGroup16Bits);
   }
   require_rows("quant_tile", n);
   if (k <= 0 || k % group_size != 0) {

@@ -34,8 +34,8 @@ static void check_quantize(void) {
 
   expect("quantize bits=7", mtlinv_quantize(w, MTLINV_FLOAT32, 1, 32, 32, 7, wq, &scale, &bias),
          MTLINV_ERROR_INVALID_ARGUMENT, "bits=7 is not supported");
-  expect("quantize group_size=16", mtlinv_quantize(w, MTLINV_FLOAT32, 1, 32, 16, 4, wq, &scale, &bias),
-         MTLINV_ERROR_INVALID_ARGUMENT, "group_size=16 is not supported");
+  expect("quantize group_size=24", mtlinv_quantize(w, MTLINV_FLOAT32, 1, 32, 24, 4, wq, &scale, &bias),
+         MTLINV_ERROR_INVALID_ARGUMENT, "group_size=24 is not supported");
   expect("quantize K=32, group_size=64", mtlinv_quantize(w, MTLINV_FLOAT32, 1, 32, 64, 4, wq, &scale, &bias),
          MTLINV_ERROR_INVALID_ARGUMENT, "K=32 is not a multiple of group_size=64");
   expect("quantize uint32 w", mtlinv_quantize(w, MTLINV_UINT32, 1, 32, 32, 4, wq, &scale, &bias),

@@ -11,8 +11,9 @@ import mtlinv
 from mtlinv import quant
 from helpers import DTYPE_IDS, FLOAT_DTYPES, RTOL, first_difference, random, same_bits, unaligned
 
-# The (group_size, bits) pairs of issue 4; every other supported width runs in the smaller tests.
-PAIRS = [(32, 4), (64, 4), (128, 4), (32, 8), (64, 8)]
+# The (group_size, bits) pairs of issue 4, and group 16 (built at 8 bits: GGUF's Q6_K, whose runs of 32 values span
+# two groups); every other supported width runs in the smaller tests.
+PAIRS = [(32, 4), (64, 4), (128, 4), (32, 8), (64, 8), (16, 8)]
 PAIR_IDS = [f"g{g}b{b}" for g, b in PAIRS]
 
 
@@ -109,17 +110,19 @@ def test_filler_rows_do_not_leak(filler, dtype, rng):
 
 
 @pytest.mark.parametrize("dtype", FLOAT_DTYPES, ids=DTYPE_IDS)
-def test_negative_control_limit_zero_differs(dtype, rng):
+@pytest.mark.parametrize("group_size, bits", [(64, 4), (16, 8)], ids=["g64b4", "g16b8"])
+def test_negative_control_limit_zero_differs(group_size, bits, dtype, rng):
     """With limit 0, M=8 takes the throughput kernel, whose reduction order differs: the invariance tests above
     would catch a kernel that mixed the two. In 16-bit types the output's rounding hides most float32-level
     differences, so those cases are 4096 wide."""
-    q = quantized(512 if dtype == np.float32 else 4096, 4096, 64, 4, np.dtype(dtype))
+    q = quantized(512 if dtype == np.float32 else 4096, 4096, group_size, bits, np.dtype(dtype))
     x = random(rng, (8, 4096), dtype)
-    singles = np.concatenate([run(x[r:r + 1], q, 64, 4) for r in range(8)])
+    singles = np.concatenate([run(x[r:r + 1], q, group_size, bits) for r in range(8)])
     assert mtlinv.get_limit() == 0
-    assert not same_bits(run(x, q, 64, 4), singles), "throughput path matched canonical bits: the control cannot fail"
+    assert not same_bits(run(x, q, group_size, bits), singles), \
+        "throughput path matched canonical bits: the control cannot fail"
     mtlinv.set_limit(8)
-    assert same_bits(run(x, q, 64, 4), singles)
+    assert same_bits(run(x, q, group_size, bits), singles)
 
 
 @pytest.mark.parametrize("limit", [0, 128], ids=["throughput", "canonical"])
@@ -139,16 +142,39 @@ def test_dequantisation_point(bits, limit):
     assert np.array_equal(y, w.T)
 
 
+@pytest.mark.parametrize("limit", [0, 256], ids=["throughput", "canonical"])  # 256 rows of x = identity
+def test_group_16_weights(limit):
+    """Group 16: values [0, 16) of each run of 32 take one group's scale and bias, [16, 32) the next's, in both
+    kernels: x = identity picks out exactly quant.dequantize_float32's weights, which one scale per run (the first
+    group's, as a kernel reading groups of 32 would take) does not give."""
+    mtlinv.set_limit(limit)
+    q = quantized(40, 256, 16, 8, np.dtype(np.float32))
+    w = quant.dequantize_float32(*q, group_size=16, bits=8)
+    one_per_run = quant.dequantize_float32(q[0], q[1][:, ::2], q[2][:, ::2], group_size=32, bits=8)
+    assert (one_per_run != w).mean() > 0.4, "the test cannot tell the halves' scales apart"
+    assert np.array_equal(run(np.eye(256, dtype=np.float32), q, 16, 8), w.T)
+
+
+def test_group_16_rows_invariant_with_gpu_plans(gpu_plans, rng):
+    """Group 16 with the GPU plans' K splits, at a K whose runs do not divide evenly among the lanes."""
+    mtlinv.set_limit(16)
+    k = 4096 + 5 * 32
+    q = quantized(13, k, 16, 8, np.dtype(np.float32))
+    x = random(rng, (25, k), np.float32)
+    assert_rows_invariant(x, q, 16, 8, [1, 2, 3, 4, 5, 8, 9, 10])
+
+
 @pytest.mark.parametrize("dtype", FLOAT_DTYPES, ids=DTYPE_IDS)
 @pytest.mark.parametrize("limit", [0, 16], ids=["throughput", "canonical"])
 @pytest.mark.parametrize("rows", [12, 40])  # above the limit: the row-tiled qgemv, then qgemm
-def test_accuracy(dtype, limit, rows, rng):
+@pytest.mark.parametrize("group_size, bits", [(64, 4), (16, 8)], ids=["g64b4", "g16b8"])
+def test_accuracy(group_size, bits, dtype, limit, rows, rng):
     mtlinv.set_limit(limit)
-    q = quantized(200, 1024, 64, 4, np.dtype(dtype))
+    q = quantized(200, 1024, group_size, bits, np.dtype(dtype))
     bias = random(rng, (200,), dtype)
     x = random(rng, (rows, 1024), dtype)
-    y = run(x, q, 64, 4, bias).astype(np.float64)
-    ref = reference(x, q, 64, 4, bias)
+    y = run(x, q, group_size, bits, bias).astype(np.float64)
+    ref = reference(x, q, group_size, bits, bias)
     tol = RTOL[np.dtype(dtype)]
     np.testing.assert_allclose(y, ref, rtol=tol, atol=tol * np.abs(ref).max())
 
@@ -239,8 +265,10 @@ def test_errors_name_values(rng):
         call(group_size=32)
     with pytest.raises(ValueError, match="bits=7 is not supported"):
         call(bits=7)
-    with pytest.raises(ValueError, match="group_size=16 is not supported"):
+    with pytest.raises(ValueError, match="group_size=16 is built for bits=8 only, got bits=4"):
         call(group_size=16)
+    with pytest.raises(ValueError, match=r"group_size=24 is not supported; use 16 \(bits=8 only\), 32, 64 or 128"):
+        call(group_size=24)
     with pytest.raises(TypeError, match="x is float32 but scales is float16"):
         call(scales=scales.astype(np.float16))
     with pytest.raises(TypeError, match="scales is float32 but biases is float16"):
@@ -314,6 +342,9 @@ def test_every_kernel_is_built():
     for bits in (4, 8):
         for suffix in ("f16", "bf16"):
             assert {f"qgemv_b{bits}_r{r}_{suffix}_sf32" for r in (1, 2, 4, 8)} <= names
+    for suffix in ("f32", "f16", "bf16", "f16_sf32", "bf16_sf32"):  # group 16: 8 bits only
+        assert {f"qgemv_b8_r{r}_{suffix}_g16" for r in (1, 2, 4, 8)} <= names
+    assert not any(name.endswith("_g16") and "_b8_" not in name for name in names)
 
 
 @pytest.mark.parametrize("dtype", [np.float16, ml_dtypes.bfloat16], ids=["f16", "bf16"])
@@ -343,6 +374,46 @@ def test_float32_scales_with_16bit_activations(dtype, bits, rng):
     for rows in (x, x[:0]):  # also with no rows: whether a call is refused does not depend on M
         with pytest.raises(TypeError, match="scales must have x's dtype, or be float32 with bits 4 or 8"):
             mtlinv.qgemv(rows, wq2, scales2, biases2, group_size=32, bits=2)
+
+
+def random_q6_k(rng, n, k):
+    """Raw GGUF Q6_K blocks for an [n, k] weight: random codes and int8 scales, and float16 d of either sign in
+    [2^-12, 2^-8) (as llama.cpp's quantiser writes for weights of order 1), so the weights stay finite."""
+    import gguf
+    blocks = rng.integers(0, 256, size=(n, k // 256, 210), dtype=np.uint8)
+    d = (rng.choice([-1.0, 1.0], (n, k // 256)) * rng.uniform(2.0 ** -12, 2.0 ** -8, (n, k // 256))).astype(np.float16)
+    blocks[..., 208:210] = d.view(np.uint8).reshape(n, k // 256, 2)
+    want = gguf.quants.dequantize(blocks.reshape(n, -1), gguf.GGMLQuantizationType.Q6_K).reshape(n, k)
+    return blocks.reshape(-1), np.asarray(want, np.float32)
+
+
+@pytest.mark.parametrize("dtype", [np.float16, ml_dtypes.bfloat16], ids=["f16", "bf16"])
+@pytest.mark.parametrize("matrix_units", [False, True], ids=["qgemv", "qgemv_mma"])
+def test_q6_k_import(matrix_units, dtype, request, rng):
+    """GGUF Q6_K imported exactly (mtlinv.gguf_kquants: group 16, float32 scales, 6-bit codes stored in 8 bits), on
+    the scalar kernel and (the GPU plans with matrix units) on qgemv_mma: x = identity picks out gguf's own
+    dequantisation rounded to x's type (equal values; a zero's sign may differ), every row equals the row alone,
+    and the product is within the dtype's bound of a float64 one."""
+    from mtlinv import gguf_kquants
+    if matrix_units:
+        request.getfixturevalue("gpu_plans")
+    k, n = 512, 40
+    raw, want = random_q6_k(rng, n, k)
+    wq, scales, biases, bits, group_size = gguf_kquants.to_affine(raw, (n, k), "q6_k")
+    assert (bits, group_size, scales.dtype) == (6, 16, np.float32)
+    q = (quant.pack(quant.unpack(wq, 6, k), 8), scales, biases)
+    kernel = mtlinv._native.plan_qgemv(rows=1, k=k, n=n, group_size=16, bits=8, dtype=np.dtype(dtype).name,
+                                       scale_dtype="float32", limit=k)["launches"][0]["kernel"]
+    assert kernel.startswith("qgemv_mma_b8_" if matrix_units else "qgemv_b8_") and kernel.endswith("_sf32_g16")
+    mtlinv.set_limit(k)
+    picked = run(np.eye(k, dtype=dtype), q, 16, 8).astype(np.float32)
+    assert np.array_equal(picked, want.astype(dtype).astype(np.float32).T)
+    mtlinv.set_limit(16)
+    x = random(rng, (16, k), dtype)
+    assert_rows_invariant(np.concatenate([x, x[:3]]), q, 16, 8, [1, 2, 5, 8, 9, 16])
+    ref = x.astype(np.float64) @ want.astype(np.float64).T
+    tol = RTOL[np.dtype(dtype)]
+    np.testing.assert_allclose(run(x, q, 16, 8).astype(np.float64), ref, rtol=tol, atol=tol * np.abs(ref).max())
 
 
 def test_rows_invariant_with_gpu_plans(gpu_plans, rng):

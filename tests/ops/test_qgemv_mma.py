@@ -30,6 +30,8 @@ def kernel(rows, k, n, group_size, bits, dtype, limit, scale_dtype=None):
     (4, 128, 1024, 16),   # groups of 4 runs
     (8, 128, 1152, 24),   # 36 runs, several splits
     (8, 32, 320, 20),     # 10 runs: a partial last step
+    (8, 16, 352, 17),     # group 16 (runs span two groups): a partial last step, an N tail
+    (8, 16, 1152, 24),    # group 16, several splits
     (2, 32, 96, 9), (3, 64, 448, 16), (5, 128, 384, 20), (6, 32, 160, 33)])
 def test_rows_invariant_and_accurate(bits, group_size, k, n, dtype, gpu_plans, rng):
     """Every row of M = 1..16 (tiles of 8 rows, and of 16 above M = 8) equals the row alone, with bias, for every
@@ -74,18 +76,17 @@ def rounded_once(wq, scales, biases, group_size, bits):
 def picked_weights(q, group_size, bits, dtype):
     """qgemv with x = identity: y[k, n] is the weight W(n, k) exactly as the kernel hands it to the matrix units."""
     k = q[0].shape[1] * 32 // bits
-    suffix = MMA_IDS[MMA_DTYPES.index(dtype)]
+    suffix = MMA_IDS[MMA_DTYPES.index(dtype)] + ("_g16" if group_size == 16 else "")
     assert kernel(k, k, q[0].shape[0], group_size, bits, dtype, k)["kernel"] == f"qgemv_mma_b{bits}_r16_{suffix}"
     mtlinv.set_limit(k)
     return run(np.eye(k, dtype=dtype), q, group_size, bits)
 
 
 @pytest.mark.parametrize("dtype", MMA_DTYPES, ids=MMA_IDS)
-@pytest.mark.parametrize("bits", [3, 4, 8])
-def test_dequantisation_point(bits, dtype, gpu_plans):
+@pytest.mark.parametrize("bits, group_size", [(3, 128), (4, 64), (8, 64), (8, 16)])
+def test_dequantisation_point(bits, group_size, dtype, gpu_plans):
     """With scales of x's type each weight enters the products as T(scale q + bias) rounded once (an fma in T), not
     as MLX's dequantisation (the product rounded first, quant.dequantize): the weights here tell the two apart."""
-    group_size = 64 if bits != 3 else 128
     q = quantized(40, 128, group_size, bits, np.dtype(dtype))
     w = rounded_once(*q, group_size, bits)
     assert not same_bits(w, quant.dequantize(*q, group_size=group_size, bits=bits)), "cannot tell w from MLX's"

@@ -36,6 +36,7 @@ def kernel(rows, k, n, bits, dtype, limit, tiled_layout=True, scale_dtype=None):
     (4, 32, 352, 16),    # 11 runs: a partial last step, padded in the tile layout
     (4, 128, 1024, 48),  # groups of 4 runs, several splits
     (8, 32, 320, 16),    # 10 runs: a partial last step
+    (8, 16, 352, 32),    # group 16 (runs span two groups): 11 runs, a partial last step
     (8, 128, 1152, 32)])
 def test_tiles_give_the_bits_of_rows(bits, group_size, k, n, float32_scales, dtype, gpu_plans, rng):
     """Every M of 1..20 (tiles of 8 and 16 rows, and two row tiles past 16), canonical, with bias: the tile layout's

@@ -22,9 +22,9 @@ namespace {
 // The ops check shapes and dtypes at the first forward; a projection's format is checked here, where the error
 // can name the layer.
 void check_format(const QuantLinear& w, const std::string& where) {
-  if (!qgemv_supported_bits(w.bits) || !qgemv_supported_group_size(w.group_size)) {
+  if (!qgemv_supported_format(w.bits, w.group_size)) {
     throw InvalidArgument("Decoder: ", where, " has bits=", w.bits, ", group_size=", w.group_size,
-                          "; qgemv takes bits 2, 3, 4, 5, 6 or 8 and group_size 32, 64 or 128");
+                          "; qgemv takes bits 2, 3, 4, 5, 6 or 8 and group_size 32, 64 or 128, or 16 at bits 8");
   }
 }
 

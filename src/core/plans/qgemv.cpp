@@ -26,7 +26,12 @@ bool qgemv_supported_bits(int bits) {
 }
 
 bool qgemv_supported_group_size(int group_size) {
-  return group_size == 32 || group_size == 64 || group_size == 128;
+  return group_size == 16 || group_size == 32 || group_size == 64 || group_size == 128;
+}
+
+bool qgemv_supported_format(int bits, int group_size) {
+  return qgemv_supported_bits(bits) && qgemv_supported_group_size(group_size) &&
+         (group_size != 16 || bits == kQgemvGroup16Bits);
 }
 
 uint32_t qgemv_k_splits(int64_t k, int64_t n, const DeviceCaps& caps) {
@@ -64,9 +69,21 @@ void check_qgemv_format(int bits, int group_size) {
     throw InvalidArgument("qgemv: bits=", bits, " is not supported; use 2, 3, 4, 5, 6 or 8");
   }
   if (!qgemv_supported_group_size(group_size)) {
-    throw InvalidArgument("qgemv: group_size=", group_size, " is not supported; use 32, 64 or 128");
+    throw InvalidArgument("qgemv: group_size=", group_size, " is not supported; use 16 (bits=", kQgemvGroup16Bits,
+                          " only), 32, 64 or 128");
+  }
+  if (!qgemv_supported_format(bits, group_size)) {
+    throw InvalidArgument("qgemv: group_size=16 is built for bits=", kQgemvGroup16Bits, " only, got bits=", bits,
+                          "; use group_size 32, 64 or 128 at this width");
   }
 }
+
+namespace {
+
+// The kernels' RUN_GROUPS (metal/qgemv_run.h): the groups a run of 32 values spans.
+int run_groups(int group_size) { return group_size < static_cast<int>(QGEMV_RUN) ? 2 : 1; }
+
+}  // namespace
 
 void check_qgemv_operands(const QGemvShape& s, const DeviceCaps& caps) {
   check_qgemv_format(s.bits, s.group_size);
@@ -116,7 +133,8 @@ Plan plan_qgemv(const QGemvShape& s, int limit, const DeviceCaps& caps) {
     if (plan.canonical || mma_throughput) {
       args.k_splits = plan.canonical ? splits : other_splits;
       const uint32_t rows = s.rows <= 8 ? 8 : 16;  // one read of the weights for up to 16 rows
-      launch.kernel = kernel_id(KernelFamily::qgemv_mma, s.dtype, s.bits, s.scale_dtype, rows, s.tiled);
+      launch.kernel =
+          kernel_id(KernelFamily::qgemv_mma, s.dtype, s.bits, s.scale_dtype, rows, s.tiled, run_groups(s.group_size));
       launch.threadgroups = {ceil_div(s.n, MMA_TILE_COLS), ceil_div(s.rows, rows), 1};
       launch.threads_per_threadgroup = {32 * args.k_splits, 1, 1};
       planned = true;
@@ -135,7 +153,7 @@ Plan plan_qgemv(const QGemvShape& s, int limit, const DeviceCaps& caps) {
       // same in any tile.
       const uint32_t rows =
           caps.few_threads ? std::max<uint32_t>(2, row_tile_height(s.rows)) : row_tile_height(s.rows);
-      launch.kernel = kernel_id(KernelFamily::qgemv, s.dtype, s.bits, s.scale_dtype, rows);
+      launch.kernel = kernel_id(KernelFamily::qgemv, s.dtype, s.bits, s.scale_dtype, rows, run_groups(s.group_size));
       launch.threadgroups = {ceil_div(s.n, QGEMV_COLS), ceil_div(s.rows, rows), 1};
       launch.threads_per_threadgroup = {32 * args.k_splits, 1, 1};
       planned = true;

@@ -24,18 +24,22 @@ struct QGemvShape {
 constexpr int64_t kQgemvMmaRows = MMA_TILE_COLS;
 constexpr int64_t kQgemvMmaStepK = QGEMV_MMA_STEP * QGEMV_RUN;
 
-// The bit widths and group sizes the kernels are built for (MLX's affine widths; 32 divides every group size).
+// The bit widths and group sizes the kernels are built for: MLX's affine widths and groups (32, 64, 128), and group
+// 16 at kQgemvGroup16Bits only (GGUF's Q6_K, imported exactly: mtlinv.gguf_kquants), whose runs of 32 values span
+// two groups and have kernels of their own (RUN_GROUPS 2, metal/qgemv_run.h).
+constexpr int kQgemvGroup16Bits = 8;
 bool qgemv_supported_bits(int bits);
 bool qgemv_supported_group_size(int group_size);
+bool qgemv_supported_format(int bits, int group_size);  // both, and the pair built
 
 // Operands: 0 x, 1 wq, 2 scales, 3 biases, 4 bias (or any valid buffer when absent), 5 y.
 // M <= limit (and M == 1 always) -> the canonical kernel: for 16-bit x on a device with matrix units,
-// qgemv_mma_b{bits}_r{8,16}_{dtype}[_sf32] (tiles of 8 rows, 16 above M = 8); otherwise
-// qgemv_b{bits}_r{R}_{dtype}[_sf32] with the tile height R from M (row_tiled.h). Above the limit, up to 32 rows
-// run the same kernels with another K split count where that changes the order, and other rows the tiled qgemm.
-// Weights in the tile layout take qgemv_mma_b{bits}_r{8,16}_{dtype}[_sf32]_tiled at every M (the split count of the
-// canonical or the throughput path): the row layout's bits, read in whole blocks; they need 16-bit x, matrix units,
-// bits 4 or 8 and N a multiple of 16.
+// qgemv_mma_b{bits}_r{8,16}_{dtype}[_sf32][_g16] (tiles of 8 rows, 16 above M = 8); otherwise
+// qgemv_b{bits}_r{R}_{dtype}[_sf32][_g16] with the tile height R from M (row_tiled.h). Above the limit, up to 32
+// rows run the same kernels with another K split count where that changes the order, and other rows the tiled
+// qgemm. Weights in the tile layout take qgemv_mma_b{bits}_r{8,16}_{dtype}[_sf32][_g16]_tiled at every M (the split
+// count of the canonical or the throughput path): the row layout's bits, read in whole blocks; they need 16-bit x,
+// matrix units, bits 4 or 8 and N a multiple of 16.
 // Expects a shape check_qgemv_operands accepted (the op validates once, at the boundary; K a multiple of the group
 // size).
 Plan plan_qgemv(const QGemvShape& s, int limit, const DeviceCaps& caps);
