@@ -12,6 +12,8 @@ struct RmsNormArgs {
   uint32_t rows;
   uint32_t cols;
   float eps;
+  uint32_t q_heads;   // qk_rms_norm: a row is head (row % (q_heads + 2 kv_heads)) of a q|k|v projection's output
+  uint32_t kv_heads;
 };
 
 // The small per-element kernels of a decoder layer (metal/decoder_ops.metal). Each output element depends on its

@@ -1,5 +1,8 @@
 #include "decoder_ops.h"
 
+#include <utility>
+#include <vector>
+
 #include "../kernel_args.h"
 #include "../kernels.h"
 
@@ -67,11 +70,14 @@ Plan plan_to_heads(bool rotate, DType dtype, int64_t rows, int64_t heads, int64_
 }
 
 Plan plan_qkv_to_heads(DType dtype, int64_t rows, int64_t q_heads, int64_t kv_heads, int64_t head_dim,
-                       int64_t capacity, int64_t seq_offset, int64_t start_pos, float rope_base) {
+                       int64_t capacity, int64_t seq_offset, int64_t start_pos, float rope_base, bool freqs) {
   DecoderOpArgs a = heads_write_args(rows, q_heads, head_dim, capacity, seq_offset, start_pos, rope_base);
   a.kv_heads = u32(kv_heads);
-  return one_launch(KernelFamily::qkv_to_heads, dtype,
-                    {ceil_div(head_dim / 2, 32), u32(q_heads + 2 * kv_heads), u32(rows)}, {32, 1, 1}, a, {PlanBuffer::op(0), PlanBuffer::op(1), PlanBuffer::op(2), PlanBuffer::op(3)});
+  std::vector<PlanBuffer> buffers = {PlanBuffer::op(0), PlanBuffer::op(1), PlanBuffer::op(2), PlanBuffer::op(3)};
+  if (freqs) buffers.push_back(PlanBuffer::op(4));
+  return one_launch(freqs ? KernelFamily::qkv_to_heads_freqs : KernelFamily::qkv_to_heads, dtype,
+                    {ceil_div(head_dim / 2, 32), u32(q_heads + 2 * kv_heads), u32(rows)}, {32, 1, 1}, a,
+                    std::move(buffers));
 }
 
 Plan plan_heads_to_rows(DType dtype, int64_t rows, int64_t heads, int64_t head_dim) {

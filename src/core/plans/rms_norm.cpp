@@ -33,4 +33,19 @@ Plan plan_rms_norm(int64_t rows, int64_t cols, DType dtype, float eps, const Dev
   return plan;
 }
 
+Plan plan_qk_rms_norm(int64_t rows, int64_t q_heads, int64_t kv_heads, int64_t head_dim, DType dtype, float eps,
+                      const DeviceCaps& caps) {
+  const int64_t head_rows = rows * (q_heads + 2 * kv_heads);
+  PlanLaunch launch;
+  launch.kernel = kernel_id(KernelFamily::qk_rms_norm, dtype);
+  launch.threadgroups = {static_cast<uint32_t>(head_rows), 1, 1};
+  launch.threads_per_threadgroup = {threads_per_row(head_dim, caps), 1, 1};
+  launch.set_args(RmsNormArgs{static_cast<uint32_t>(head_rows), static_cast<uint32_t>(head_dim), eps,
+                              static_cast<uint32_t>(q_heads), static_cast<uint32_t>(kv_heads)});
+  for (int i = 0; i < 4; ++i) launch.buffers.push_back(PlanBuffer::op(i));
+  Plan plan;
+  plan.launches.push_back(std::move(launch));
+  return plan;
+}
+
 }  // namespace mtlinv
