@@ -14,6 +14,10 @@ drawn at random around 1 and every bias around 0 with deviation 0.5, since mlx-l
 to within +-1/sqrt(K), which would hide a norm or a bias left out), with the same
 vocabulary as tokenizer.json, and mlx-lm's logits for each (mlx_reference_logits.npz).
 
+The same writer makes the model as qwen2 (with q/k/v biases), qwen3 (with q/k norms) and a llama with Llama 3's
+RoPE scaling (llama.cpp's rope_freqs.weight), each quantised to pure Q4_K (tiny-{qwen2,qwen3,llama3}-Q4_K.gguf),
+with llama.cpp's logits in arch_reference_logits.npz.
+
 For each GGUF file it records llama.cpp's logits (`llama_cpp.Llama`, logits_all) of a fixed token sequence into
 reference_logits.npz, with llama.cpp's token ids of a fixed text. Run once; the outputs (about 3 MB) are committed, so the tests need neither
 llama.cpp nor this script:
@@ -261,7 +265,8 @@ def write_arch_ggufs(out: pathlib.Path) -> dict[str, np.ndarray]:
         for name, (arch, scaling) in ARCH_FILES.items():
             divisors = None
             if scaling is not None:
-                divisors = base_frequencies(head_dim, 10000.0) / np.array(scaled_frequencies(head_dim, 10000.0, scaling))
+                scaled = scaled_frequencies(head_dim, 10000.0, scaling)
+                divisors = base_frequencies(head_dim, 10000.0) / np.array(scaled)
             f32 = pathlib.Path(tmp) / f"{name}-F32.gguf"
             write_f32(f32, arch, divisors)
             dst = out / f"tiny-{name}-Q4_K.gguf"

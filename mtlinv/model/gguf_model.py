@@ -187,7 +187,8 @@ def _interleave_rope_rows(c: LlamaConfig, tensors: dict[str, GGUFTensor]) -> dic
     for name, t in tensors.items():
         m = re.fullmatch(r"blk\.\d+\.(\w+)\.(weight|bias)", name)
         if m and m.group(1) in heads:
-            out[name] = GGUFTensor(name, t.ggml_type, t.shape, interleave_rope_rows(np.asarray(t.data), heads[m.group(1)]))
+            rows = interleave_rope_rows(np.asarray(t.data), heads[m.group(1)])
+            out[name] = GGUFTensor(name, t.ggml_type, t.shape, rows)
     return out
 
 
