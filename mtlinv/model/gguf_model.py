@@ -47,7 +47,7 @@ ROTATE_HALF_ARCHS = frozenset({"qwen2", "qwen3"})
 
 
 class GGUFModelError(ValueError):
-    """The file is not a llama GGUF this package can run (names the offending key, tensor or type)."""
+    """The file is not a GGUF this package can run (names the offending key, tensor or type)."""
 
 
 @dataclass(frozen=True)
@@ -89,7 +89,7 @@ class GGUFTensor:
 
 @dataclass(frozen=True)
 class GGUFModel:
-    """A loaded llama GGUF. `metadata` holds every key/value of the file (tokenizer.ggml.* included)."""
+    """A loaded llama, qwen2 or qwen3 GGUF. `metadata` holds every key/value of the file (tokenizer.ggml.* included)."""
 
     path: str
     config: LlamaConfig
@@ -143,7 +143,7 @@ _READ_ERRORS = (ValueError, IndexError, KeyError, TypeError, OverflowError, Unic
 
 
 def load_gguf(path: str | PathLike) -> GGUFModel:
-    """Read and validate a llama GGUF. Raises GGUFModelError naming what does not fit."""
+    """Read and validate a llama, qwen2 or qwen3 GGUF. Raises GGUFModelError naming what does not fit."""
     try:
         reader = _BoundedReader(path)
         metadata = {key: field.contents() for key, field in reader.fields.items()}

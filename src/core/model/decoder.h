@@ -16,9 +16,9 @@ namespace mtlinv {
 // y = x @ W.T (+ bias) with W [N, K] in the affine quantized format qgemv takes.
 struct QuantLinear {
   Tensor wq, scales, biases;
-  Tensor bias;                          // [N] in x's dtype, or none (no storage): Qwen 2's q|k|v have one
   int group_size = 32;
   int bits = 4;
+  Tensor bias;                          // [N] in x's dtype, or none (no storage): Qwen 2's q|k|v have one
 
   Tensor operator()(const Tensor& x) const;
 };
