@@ -204,7 +204,9 @@ mtlinv_status mtlinv_dequantize_float32(const uint32_t* wq, const void* scales, 
  * Built from device tensors (the decoder keeps its own references: the handles may be freed after
  * mtlinv_decoder_create; the caches stay shared, so the caller's cache handles see what it writes). With
  * mtlinv_set_limit(L) (or a scope) and M <= L tokens a call, a position's logits do not depend on how many
- * positions share its call: greedy speculative decoding is exact (examples/programs/speculative.cpp). */
+ * positions share its call: greedy speculative decoding is exact (examples/programs/speculative.cpp). The llama
+ * layer only: Qwen 2's q/k/v biases, Qwen 3's q/k norms and a scaled RoPE's frequency table are fields of the C++
+ * API's QuantLinear, DecoderLayer and DecoderConfig, which these structs (that never grow) do not have. */
 typedef struct mtlinv_decoder mtlinv_decoder;
 
 /* y = x @ W^T with W [N, K] in the quantized format of mtlinv_qgemv. */
