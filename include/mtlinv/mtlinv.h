@@ -176,6 +176,17 @@ mtlinv_status mtlinv_rope_heads(const mtlinv_tensor* x, int64_t start_pos, doubl
  * seq_offset..: the bits of mtlinv_rope_heads and two mtlinv_write_heads, in one launch. */
 mtlinv_status mtlinv_qkv_to_heads(const mtlinv_tensor* x, int64_t q_heads, mtlinv_tensor* k_dst, mtlinv_tensor* v_dst,
                                   int64_t seq_offset, int64_t start_pos, double base, mtlinv_tensor** out);
+/* mtlinv_qkv_to_heads with pair j of each head turned by position * freqs[j] instead of base^(-2j/D): a scaled
+ * RoPE's frequencies (Llama 3's), n_freqs = D / 2 values, each in (0, 1]. */
+mtlinv_status mtlinv_qkv_to_heads_freqs(const mtlinv_tensor* x, int64_t q_heads, mtlinv_tensor* k_dst,
+                                        mtlinv_tensor* v_dst, int64_t seq_offset, int64_t start_pos,
+                                        const float* freqs, size_t n_freqs, mtlinv_tensor** out);
+/* Qwen 3's per-head RMS norms before RoPE: x [L, q_heads + 2 kv_heads, D] (or [L, (q_heads + 2 kv_heads) * D]) with
+ * each query head normed by q_weight [D] and each key head by k_weight [D] (mtlinv_rms_norm's bits per head), value
+ * heads copied; *out has x's shape. */
+mtlinv_status mtlinv_qk_rms_norm(const mtlinv_tensor* x, int64_t q_heads, int64_t kv_heads,
+                                 const mtlinv_tensor* q_weight, const mtlinv_tensor* k_weight, float eps,
+                                 mtlinv_tensor** out);
 /* x [H, L, D] -> [L, H * D]. */
 mtlinv_status mtlinv_heads_to_rows(const mtlinv_tensor* x, mtlinv_tensor** out);
 /* table [V, D] and ids [L] (host memory), each in [0, V) -> table[ids] [L, D]. */
@@ -206,7 +217,8 @@ mtlinv_status mtlinv_dequantize_float32(const uint32_t* wq, const void* scales, 
  * mtlinv_set_limit(L) (or a scope) and M <= L tokens a call, a position's logits do not depend on how many
  * positions share its call: greedy speculative decoding is exact (examples/programs/speculative.cpp). The llama
  * layer only: Qwen 2's q/k/v biases, Qwen 3's q/k norms and a scaled RoPE's frequency table are fields of the C++
- * API's QuantLinear, DecoderLayer and DecoderConfig, which these structs (that never grow) do not have. */
+ * API's QuantLinear, DecoderLayer and DecoderConfig, which these structs (that never grow) do not have; their ops
+ * are mtlinv_qgemv's bias, mtlinv_qk_rms_norm and mtlinv_qkv_to_heads_freqs. */
 typedef struct mtlinv_decoder mtlinv_decoder;
 
 /* y = x @ W^T with W [N, K] in the quantized format of mtlinv_qgemv. */
