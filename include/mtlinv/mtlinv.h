@@ -215,10 +215,8 @@ mtlinv_status mtlinv_dequantize_float32(const uint32_t* wq, const void* scales, 
  * Built from device tensors (the decoder keeps its own references: the handles may be freed after
  * mtlinv_decoder_create; the caches stay shared, so the caller's cache handles see what it writes). With
  * mtlinv_set_limit(L) (or a scope) and M <= L tokens a call, a position's logits do not depend on how many
- * positions share its call: greedy speculative decoding is exact (examples/programs/speculative.cpp). The llama
- * layer only: Qwen 2's q/k/v biases, Qwen 3's q/k norms and a scaled RoPE's frequency table are fields of the C++
- * API's QuantLinear, DecoderLayer and DecoderConfig, which these structs (that never grow) do not have; their ops
- * are mtlinv_qgemv's bias, mtlinv_qk_rms_norm and mtlinv_qkv_to_heads_freqs. */
+ * positions share its call: greedy speculative decoding is exact (examples/programs/speculative.cpp). Qwen 2's
+ * q/k/v biases, Qwen 3's q/k norms and a scaled RoPE's frequencies (Llama 3's): mtlinv_decoder_create_ext. */
 typedef struct mtlinv_decoder mtlinv_decoder;
 
 /* y = x @ W^T with W [N, K] in the quantized format of mtlinv_qgemv. */
@@ -254,6 +252,24 @@ mtlinv_status mtlinv_decoder_create(const mtlinv_decoder_config* config, const m
                                     const mtlinv_decoder_layer* layers, size_t n_layers,
                                     const mtlinv_tensor* output_norm, const mtlinv_quant_linear* output,
                                     mtlinv_decoder** out);
+/* What Qwen 2 and Qwen 3 add to a layer; each field may be NULL. */
+typedef struct {
+  const mtlinv_tensor* qkv_bias;   /* [(Hq + 2 Hkv) D], the embedding's dtype: Qwen 2's q, k and v biases, stacked
+                                      as qkv's rows */
+  const mtlinv_tensor* q_norm;     /* [D]: Qwen 3's RMS norm of each query head before RoPE (with k_norm, or
+                                      neither; mtlinv_qk_rms_norm) */
+  const mtlinv_tensor* k_norm;     /* [D]: of each key head */
+} mtlinv_decoder_layer_extras;
+
+/* mtlinv_decoder_create with extras[0 .. n_layers) for the layers (NULL: none has any) and a scaled RoPE's pair
+ * frequencies rope_freqs[0 .. D / 2), each in (0, 1] (NULL with n_rope_freqs 0: rope_theta^(-2j/D)), as
+ * mtlinv_qkv_to_heads_freqs takes them. */
+mtlinv_status mtlinv_decoder_create_ext(const mtlinv_decoder_config* config, const float* rope_freqs,
+                                        size_t n_rope_freqs, const mtlinv_tensor* embedding,
+                                        const mtlinv_decoder_layer* layers,
+                                        const mtlinv_decoder_layer_extras* extras, size_t n_layers,
+                                        const mtlinv_tensor* output_norm, const mtlinv_quant_linear* output,
+                                        mtlinv_decoder** out);
 /* The logits [M, V] (the embedding's dtype) of ids[0 .. M) (M >= 1, each in [0, V)) at positions start ..
  * start + M - 1: writes their keys and values into the caches there and attends over positions 0 .. start + M - 1
  * (the caller keeps the positions before start valid). One call at a time per decoder. */
