@@ -99,14 +99,16 @@ def read_config(path: Path) -> tuple[dict, LlamaConfig]:
         n_heads = int(cfg["num_attention_heads"])
         hidden = int(cfg["hidden_size"])
         head_dim = int(cfg.get("head_dim") or hidden // n_heads)
-        theta = float(cfg.get("rope_theta", 10000.0))
+        # transformers >= 5 nests rope_theta and the scaling under rope_parameters (mlx-lm reads both forms).
+        nested = cfg.get("rope_parameters") or {}
+        theta = float(cfg.get("rope_theta") or nested.get("rope_theta", 10000.0))
         config = LlamaConfig(
             n_layers=int(cfg["num_hidden_layers"]), n_heads=n_heads,
             n_kv_heads=int(cfg.get("num_key_value_heads") or n_heads), hidden=hidden,
             ffn=int(cfg["intermediate_size"]), head_dim=head_dim, rope_theta=theta,
             rms_eps=float(cfg["rms_norm_eps"]), vocab=int(cfg["vocab_size"]),
             context=int(cfg.get("max_position_embeddings", 2048)),
-            rope_freqs=scaled_frequencies(head_dim, theta, cfg.get("rope_scaling")))
+            rope_freqs=scaled_frequencies(head_dim, theta, cfg.get("rope_scaling") or nested))
     except RopeScalingError as e:
         raise MLXCheckpointError(f"{path}: {e}") from None
     except (KeyError, TypeError, ValueError) as e:

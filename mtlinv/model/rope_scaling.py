@@ -38,7 +38,7 @@ def scaled_frequencies(head_dim: int, base: float, scaling: Mapping | None) -> t
     """The frequency table of a config.json `rope_scaling` (None or type `default`: None, the plain RoPE)."""
     if not scaling:
         return None
-    kind = scaling.get("rope_type", scaling.get("type", "default"))
+    kind = scaling.get("type") or scaling.get("rope_type", "default")  # mlx-lm's initialize_rope reads them so
     if kind == "default":
         return None
     freqs = base_frequencies(head_dim, base)

@@ -158,6 +158,15 @@ def _copy_with_config(tmp_path, name, **changes):
     return path
 
 
+def test_rope_parameters_of_transformers_5_are_read(tmp_path):
+    """transformers >= 5 writes rope_theta and the scaling nested under rope_parameters: read as mlx-lm reads them,
+    the same model (the same logits), not one with the default base."""
+    cfg = json.loads((FIXTURES / "mlx-llama3-rope-scaled" / "config.json").read_text())
+    path = _copy_with_config(tmp_path, "mlx-llama3-rope-scaled", rope_theta=None, rope_scaling=None,
+                             rope_parameters=dict(cfg["rope_scaling"], rope_theta=cfg["rope_theta"]))
+    assert Checkpoint(path).config == Checkpoint(FIXTURES / "mlx-llama3-rope-scaled").config
+
+
 @pytest.mark.parametrize("name, changes, message", [
     ("mlx-llama3-rope-scaled", {"rope_scaling": {"rope_type": "yarn", "factor": 4.0}},
      "rope_scaling type 'yarn' is not supported; supported: default, linear, llama3"),
