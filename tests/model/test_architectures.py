@@ -8,6 +8,7 @@ import json
 import pathlib
 import shutil
 
+import gguf
 import ml_dtypes
 import numpy as np
 import pytest
@@ -19,6 +20,7 @@ from mtlinv.model.device_model import DeviceModel, DeviceWeights, forward_by_ops
 from mtlinv.model.gguf_model import GGUFModelError
 from mtlinv.model.mlx_checkpoint import Checkpoint, MLXCheckpointError
 from mtlinv.model.reference import LlamaWeights, ReferenceModel
+from test_reference import write_gguf
 
 FIXTURES = pathlib.Path(__file__).parent / "fixtures"
 MLX = ("mlx-qwen2", "mlx-qwen3", "mlx-llama3-rope-scaled")
@@ -244,3 +246,31 @@ def test_gguf_tensors_outside_the_architecture_are_refused(tmp_path):
     path.write_bytes(raw.replace(b"blk.0.attn_q_norm.weight", b"blk.0.attn_q_xorm.weight"))
     with pytest.raises(GGUFModelError, match="missing tensor 'blk.0.attn_q_norm.weight'"):
         load_gguf(path)
+
+
+STRING, FLOAT32 = gguf.GGUFValueType.STRING, gguf.GGUFValueType.FLOAT32
+
+
+@pytest.mark.parametrize("meta, expect", [
+    ({}, None),
+    ({"rope.scaling.type": ("linear", STRING), "rope.scaling.factor": (4.0, FLOAT32)}, 4.0),
+    ({"rope.scaling.type": ("yarn", STRING)},
+     r"llama.rope.scaling.type 'yarn' is not supported; supported: none, linear"),
+    ({"rope.scaling.type": ("linear", STRING), "rope.scaling.factor": (0.5, FLOAT32)},
+     r"llama.rope.scaling.factor must be a finite number of at least 1, got 0.5"),
+])
+def test_gguf_rope_scaling_keys(tmp_path, make_weights, meta, expect):
+    """A GGUF's rope.scaling.type: none (the plain RoPE), linear (every frequency divided by the factor), any other
+    refused by name."""
+    weights = make_weights(n_layers=1)
+    write_gguf(tmp_path / "scaled.gguf", weights, {}, meta)
+    if isinstance(expect, str):
+        with pytest.raises(GGUFModelError, match=expect):
+            load_gguf(tmp_path / "scaled.gguf")
+        return
+    c = load_gguf(tmp_path / "scaled.gguf").config
+    if expect is None:
+        assert c.rope_freqs is None
+    else:
+        base = c.rope_theta ** (-np.arange(0, c.head_dim, 2) / c.head_dim)
+        np.testing.assert_allclose(np.array(c.rope_freqs) * expect, base, rtol=1e-12)
