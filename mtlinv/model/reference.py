@@ -145,7 +145,8 @@ class ReferenceModel:
         c = self.weights.config
         m, start = len(positions), int(positions[0])
         def project(w, b, heads, norm=None):
-            y = (h @ w.T + (0.0 if b is None else b)).reshape(m, heads, c.head_dim)
+            y = h @ w.T if b is None else h @ w.T + b
+            y = y.reshape(m, heads, c.head_dim)
             return y if norm is None else rms_norm(y, norm, c.rms_eps)
 
         q = rope_interleaved(project(layer.wq, layer.bq, c.n_heads, layer.q_norm), positions, c.rope_theta,
