@@ -12,6 +12,8 @@ struct RmsNormArgs {
   uint32_t rows;
   uint32_t cols;
   float eps;
+  uint32_t q_heads;   // qk_rms_norm: a row is head (row % (q_heads + 2 kv_heads)) of a q|k|v projection's output
+  uint32_t kv_heads;
 };
 
 // The buffer slots of rms_norm (x, w, y) and add_rms_norm (all five).
@@ -22,6 +24,7 @@ enum RmsNormSlot : uint32_t {
   RMS_NORM_SLOT_Y = 3,
   RMS_NORM_SLOT_RESIDUAL = 4,  // add_rms_norm: r, added to x
   RMS_NORM_SLOT_SUM = 5,       // add_rms_norm: s = x + r, written
+  RMS_NORM_SLOT_W_K = 6,       // qk_rms_norm: the key heads' weight (the query heads' is RMS_NORM_SLOT_W)
 };
 
 // The small per-element kernels of a decoder layer (metal/decoder_ops.metal). Each output element depends on its
@@ -49,4 +52,5 @@ enum DecoderOpSlot : uint32_t {
   DECODER_SLOT_IN2 = 3,    // add's b, swiglu's up, gather_rows' ids
   DECODER_SLOT_OUT_K = 4,  // qkv_to_heads' k
   DECODER_SLOT_OUT_V = 5,  // qkv_to_heads' v
+  DECODER_SLOT_FREQS = 6,  // qkv_to_heads_freqs' RoPE frequencies (float32)
 };

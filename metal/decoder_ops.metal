@@ -48,13 +48,17 @@ template <typename T>
 }
 
 // Rotary embedding on interleaved pairs (x[2j], x[2j+1]) — the convention of llama GGUF files, whose Q/K rows are
-// stored permuted for it — at absolute position start_pos + row, with frequency base^(-2j/D).
-inline float2 rotate_pair(float x0, float x1, uint pos, uint j, uint head_dim, float base) {
-  const float freq = pow(base, -float(2 * j) / float(head_dim));
+// stored permuted for it — at absolute position `pos`, by the angle pos * freq.
+inline float2 rotate_pair_by(float x0, float x1, uint pos, float freq) {
   const float angle = float(pos) * freq;
   const float c = cos(angle);
   const float s = sin(angle);
   return float2(x0 * c - x1 * s, x0 * s + x1 * c);
+}
+
+// The same with pair j's frequency base^(-2j/D), computed here.
+inline float2 rotate_pair(float x0, float x1, uint pos, uint j, uint head_dim, float base) {
+  return rotate_pair_by(x0, x1, pos, pow(base, -float(2 * j) / float(head_dim)));
 }
 
 // x [rows, heads, D] (projection output) -> y [heads, capacity, D] at sequence index args.seq_offset + row,
@@ -100,14 +104,10 @@ template <typename T>
 // write_heads do, with the same arithmetic (rotate_pair), so the same bits: value heads are copied as rows_to_heads
 // copies them, never through float (which quiets a signalling NaN, and on a GPU whose conversions flush float32
 // subnormals, turns a bfloat subnormal into zero). Grid: (D / 2, heads + 2 kv_heads, rows), one thread per pair.
+// `freq` is pair pos3.x's frequency (unused by value heads and threads past the end).
 template <typename T>
-[[kernel]] void qkv_to_heads(
-    constant DecoderOpArgs& args [[buffer(DECODER_SLOT_ARGS)]],
-    device const T* x [[buffer(DECODER_SLOT_IN)]],
-    device T* q [[buffer(DECODER_SLOT_OUT)]],
-    device T* k [[buffer(DECODER_SLOT_OUT_K)]],
-    device T* v [[buffer(DECODER_SLOT_OUT_V)]],
-    uint3 pos3 [[thread_position_in_grid]]) {
+inline void qkv_pair_to_heads(constant DecoderOpArgs& args, device const T* x, device T* q, device T* k, device T* v,
+                              uint3 pos3, float freq) {
   const uint j = pos3.x, h = pos3.y, row = pos3.z;
   const uint D = args.head_dim;
   const uint all_heads = args.heads + 2 * args.kv_heads;
@@ -121,11 +121,37 @@ template <typename T>
     dst[1] = src[1];
     return;
   }
-  const float2 r = rotate_pair(float(src[0]), float(src[1]), args.start_pos + row, j, D, args.rope_base);
+  const float2 r = rotate_pair_by(float(src[0]), float(src[1]), args.start_pos + row, freq);
   device T* dst = h < args.heads ? q + (ulong(h) * args.rows + row) * D
                                  : k + (ulong(h - args.heads) * args.capacity + args.seq_offset + row) * D;
   dst[2 * j] = T(r.x);
   dst[2 * j + 1] = T(r.y);
+}
+
+// qkv_to_heads with the frequencies base^(-2j/D) (rotate_pair's).
+template <typename T>
+[[kernel]] void qkv_to_heads(
+    constant DecoderOpArgs& args [[buffer(DECODER_SLOT_ARGS)]],
+    device const T* x [[buffer(DECODER_SLOT_IN)]],
+    device T* q [[buffer(DECODER_SLOT_OUT)]],
+    device T* k [[buffer(DECODER_SLOT_OUT_K)]],
+    device T* v [[buffer(DECODER_SLOT_OUT_V)]],
+    uint3 pos3 [[thread_position_in_grid]]) {
+  qkv_pair_to_heads(args, x, q, k, v, pos3, pow(args.rope_base, -float(2 * pos3.x) / float(args.head_dim)));
+}
+
+// qkv_to_heads with a table of frequencies, freqs [D / 2] (float32): a scaled RoPE's (Llama 3's), which the host
+// computes once.
+template <typename T>
+[[kernel]] void qkv_to_heads_freqs(
+    constant DecoderOpArgs& args [[buffer(DECODER_SLOT_ARGS)]],
+    device const T* x [[buffer(DECODER_SLOT_IN)]],
+    device T* q [[buffer(DECODER_SLOT_OUT)]],
+    device T* k [[buffer(DECODER_SLOT_OUT_K)]],
+    device T* v [[buffer(DECODER_SLOT_OUT_V)]],
+    device const float* freqs [[buffer(DECODER_SLOT_FREQS)]],
+    uint3 pos3 [[thread_position_in_grid]]) {
+  qkv_pair_to_heads(args, x, q, k, v, pos3, pos3.x < args.head_dim / 2 ? freqs[pos3.x] : 0.0f);
 }
 
 // x [heads, rows, D] (attention output) -> y [rows, heads * D] for the output projection. Grid: (D, heads, rows).
@@ -176,6 +202,9 @@ MTLINV_KERNEL(rows_to_heads_bf16, rows_to_heads, bfloat)
 MTLINV_KERNEL(qkv_to_heads_f32, qkv_to_heads, float)
 MTLINV_KERNEL(qkv_to_heads_f16, qkv_to_heads, half)
 MTLINV_KERNEL(qkv_to_heads_bf16, qkv_to_heads, bfloat)
+MTLINV_KERNEL(qkv_to_heads_freqs_f32, qkv_to_heads_freqs, float)
+MTLINV_KERNEL(qkv_to_heads_freqs_f16, qkv_to_heads_freqs, half)
+MTLINV_KERNEL(qkv_to_heads_freqs_bf16, qkv_to_heads_freqs, bfloat)
 MTLINV_KERNEL(heads_to_rows_f32, heads_to_rows, float)
 MTLINV_KERNEL(heads_to_rows_f16, heads_to_rows, half)
 MTLINV_KERNEL(heads_to_rows_bf16, heads_to_rows, bfloat)

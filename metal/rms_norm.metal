@@ -124,9 +124,42 @@ template <typename T>
   rms_norm_row<T, true>(args, x, r, s, w, y, row, tid, threads, lane, simd_id, simd_partials, row_scale);
 }
 
+// The per-head RMS norms of a q|k|v projection's output (Qwen 3's q_norm and k_norm, before RoPE): x
+// [rows, q_heads + 2 kv_heads, D] as rows of D (args.cols = D); a query head's row is normed with wq, a key head's
+// with wk (rms_norm's bits: the same rms_norm_row, with threads from D alone), a value head's copied as it is.
+// Every row of a threadgroup takes one branch, so the barriers of rms_norm_row are met by all of its threads.
+template <typename T>
+[[kernel]] void qk_rms_norm(
+    constant RmsNormArgs& args [[buffer(RMS_NORM_SLOT_ARGS)]],
+    device const T* x [[buffer(RMS_NORM_SLOT_X)]],
+    device const T* wq [[buffer(RMS_NORM_SLOT_W)]],
+    device const T* wk [[buffer(RMS_NORM_SLOT_W_K)]],
+    device T* y [[buffer(RMS_NORM_SLOT_Y)]],
+    uint row [[threadgroup_position_in_grid]],
+    uint tid [[thread_index_in_threadgroup]],
+    uint threads [[threads_per_threadgroup]],
+    uint lane [[thread_index_in_simdgroup]],
+    uint simd_id [[simdgroup_index_in_threadgroup]]) {
+  threadgroup float simd_partials[SIMD_WIDTH];
+  threadgroup float row_scale[1];
+  const uint head = row % (args.q_heads + 2 * args.kv_heads);
+  if (head >= args.q_heads + args.kv_heads) {
+    const ulong base = ulong(row) * args.cols;
+    for (uint c = tid; c < args.cols; c += threads) {
+      y[base + c] = x[base + c];
+    }
+    return;
+  }
+  rms_norm_row<T, false>(args, x, x, y, head < args.q_heads ? wq : wk, y, row, tid, threads, lane, simd_id,
+                         simd_partials, row_scale);
+}
+
 MTLINV_KERNEL(rms_norm_f32, rms_norm, float)
 MTLINV_KERNEL(rms_norm_f16, rms_norm, half)
 MTLINV_KERNEL(rms_norm_bf16, rms_norm, bfloat)
 MTLINV_KERNEL(add_rms_norm_f32, add_rms_norm, float)
 MTLINV_KERNEL(add_rms_norm_f16, add_rms_norm, half)
 MTLINV_KERNEL(add_rms_norm_bf16, add_rms_norm, bfloat)
+MTLINV_KERNEL(qk_rms_norm_f32, qk_rms_norm, float)
+MTLINV_KERNEL(qk_rms_norm_f16, qk_rms_norm, half)
+MTLINV_KERNEL(qk_rms_norm_bf16, qk_rms_norm, bfloat)

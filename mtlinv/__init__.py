@@ -25,7 +25,8 @@ from ._native import (
     tile_weights,
 )
 from ._native import (  # the decoder's building blocks, and a llama decoder's forward pass made of them
-    Decoder, add, add_rms_norm, embedding, heads_to_rows, qkv_to_heads, rope_heads, swiglu, swiglu_halves, write_heads)
+    Decoder, add, add_rms_norm, embedding, heads_to_rows, qk_rms_norm, qkv_to_heads, rope_heads, swiglu, swiglu_halves,
+    write_heads)
 from ._native import _init_limit_from_env
 from ._paths import get_cmake_dir, get_include
 from .limits import batch_invariant
@@ -37,7 +38,7 @@ __all__ = [
     "DTypeError", "Decoder", "DeviceError", "InvalidArgumentError", "KernelError", "MtlinvError",
     "OutOfMemoryError", "Tensor", "add", "add_rms_norm", "asarray", "batch_invariant", "dequantize", "device_info",
     "embedding", "gemv", "get_cmake_dir", "get_include", "get_limit", "heads_to_rows", "kernel_names", "matmul",
-    "qgemv", "qkv_to_heads", "quantize", "rms_norm", "rope_heads", "sdpa", "set_limit", "swiglu", "swiglu_halves",
+    "qgemv", "qk_rms_norm", "qkv_to_heads", "quantize", "rms_norm", "rope_heads", "sdpa", "set_limit", "swiglu", "swiglu_halves",
     "synchronize", "write_heads",
 ]
 

@@ -3,6 +3,7 @@
 
 _LINEARS = ("qkv", "o", "gate_up", "down")
 _LAYER_KEYS = frozenset(("attn_norm", "ffn_norm", "k_cache", "v_cache") + _LINEARS)
+_OPTIONAL_LAYER_KEYS = frozenset(("q_norm", "k_norm"))  # Qwen 3's per-head norms of q and k
 
 
 # no_gc_clear: `c` must release the Tensors' storages before `keepalive` drops the Tensors (Tensor.__dealloc__).
@@ -13,13 +14,16 @@ cdef class Decoder:
     n_heads: query heads (the caches give Hkv and the head dim). embedding [V, H]; output_norm [H]; output: the
     logits projection. layers: the layers to run, each a dict with attn_norm and ffn_norm [H], the projections
     qkv (q, k and v stacked by rows), o, gate_up (gate and up stacked) and down, and the layer's k_cache and
-    v_cache [Hkv, C, D], written in place. A projection is any object with wq, scales and biases (Tensors, as
-    mtlinv.qgemv takes them), group_size and bits, such as mtlinv.model.QuantLinear."""
+    v_cache [Hkv, C, D], written in place; optionally q_norm and k_norm [D] (both: per-head RMS norms of the queries
+    and keys before RoPE, mtlinv.qk_rms_norm). A projection is any object with wq, scales and biases (Tensors, as
+    mtlinv.qgemv takes them), group_size and bits, and optionally bias (a Tensor [N], or None), such as
+    mtlinv.model.QuantLinear. rope_freqs: None (pair j turns by rope_theta^(-2j/D) a position), or the D / 2 pair
+    frequencies of a scaled RoPE, each in (0, 1] (taken as float32)."""
     cdef unique_ptr[CDecoder] c
     cdef object keepalive  # the Tensors it uses: a zero-copy Tensor keeps its array alive, not the C++ side
     cdef int64_t vocab
 
-    def __init__(self, *, n_heads, rope_theta, rms_eps, embedding, layers, output_norm, output):
+    def __init__(self, *, n_heads, rope_theta, rms_eps, embedding, layers, output_norm, output, rope_freqs=None):
         op = "Decoder"
         if self.c:  # a forward on another thread may be running on the decoder it would replace
             raise InvalidArgumentError(f"{op}: already initialised; make a new Decoder")
@@ -27,14 +31,16 @@ cdef class Decoder:
         config.n_heads = _int_arg(op, "n_heads", n_heads, 1, 2**31)
         config.rope_theta = _real_arg(op, "rope_theta", rope_theta)
         config.rms_eps = _real_arg(op, "rms_eps", rms_eps)
+        if rope_freqs is not None:
+            config.rope_freqs = _float_vector(op, "rope_freqs", rope_freqs)
         kept = []
         cdef vector[CDecoderLayer] c_layers
         cdef CDecoderLayer c_layer
         for i, layer in enumerate(layers):
-            if not isinstance(layer, dict) or set(layer) != _LAYER_KEYS:
+            if not isinstance(layer, dict) or not _LAYER_KEYS <= set(layer) <= _LAYER_KEYS | _OPTIONAL_LAYER_KEYS:
                 got = sorted(map(repr, layer)) if isinstance(layer, dict) else type(layer).__name__
-                raise InvalidArgumentError(f"{op}: layers[{i}] must be a dict with keys {sorted(_LAYER_KEYS)}, "
-                                           f"got {got}")
+                raise InvalidArgumentError(f"{op}: layers[{i}] must be a dict with keys {sorted(_LAYER_KEYS)} "
+                                           f"(and optionally {sorted(_OPTIONAL_LAYER_KEYS)}), got {got}")
             where = f"layers[{i}]"
             c_layer.attn_norm = _decoder_tensor(kept, layer["attn_norm"], f"{where}['attn_norm']")
             c_layer.ffn_norm = _decoder_tensor(kept, layer["ffn_norm"], f"{where}['ffn_norm']")
@@ -44,6 +50,12 @@ cdef class Decoder:
             c_layer.o = _decoder_linear(kept, layer["o"], f"{where}['o']")
             c_layer.gate_up = _decoder_linear(kept, layer["gate_up"], f"{where}['gate_up']")
             c_layer.down = _decoder_linear(kept, layer["down"], f"{where}['down']")
+            c_layer.q_norm = CTensor()
+            c_layer.k_norm = CTensor()
+            if layer.get("q_norm") is not None:
+                c_layer.q_norm = _decoder_tensor(kept, layer["q_norm"], f"{where}['q_norm']")
+            if layer.get("k_norm") is not None:
+                c_layer.k_norm = _decoder_tensor(kept, layer["k_norm"], f"{where}['k_norm']")
             c_layers.push_back(c_layer)
         cdef CTensor c_embedding = _decoder_tensor(kept, embedding, "embedding")
         cdef CTensor c_norm = _decoder_tensor(kept, output_norm, "output_norm")
@@ -112,4 +124,6 @@ cdef CQuantLinear _decoder_linear(list kept, value, str name) except *:
     linear.biases = _decoder_tensor(kept, value.biases, f"{name}.biases")
     linear.group_size = _int_arg("Decoder", f"{name}.group_size", value.group_size, 1, 2**16)
     linear.bits = _int_arg("Decoder", f"{name}.bits", value.bits, 1, 32)
+    if getattr(value, "bias", None) is not None:
+        linear.bias = _decoder_tensor(kept, value.bias, f"{name}.bias")
     return linear

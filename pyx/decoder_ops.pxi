@@ -83,12 +83,15 @@ cdef _write_heads(str op, x, Tensor dst, seq_offset, start_pos, rotate, base):
         c_write_heads(tx.c, dst.c, offset, start, rot, base_d, op_name)
 
 
-def qkv_to_heads(qkv, q_heads, Tensor k_dst not None, Tensor v_dst not None, seq_offset, start_pos=0, base=10000.0):
+def qkv_to_heads(qkv, q_heads, Tensor k_dst not None, Tensor v_dst not None, seq_offset, start_pos=0, base=10000.0,
+                 freqs=None):
     """A fused q|k|v projection's output qkv [L, q_heads + 2 Hkv, D] (or as the projection returns it,
     [L, (q_heads + 2 Hkv) * D]) to where attention reads it: returns the
     queries rotated for positions start_pos.. as [q_heads, L, D], and writes the rotated keys into k_dst and the
     values into v_dst (KV caches [Hkv, C, D], in place) at sequence indices seq_offset... The same bits as
-    rope_heads and two write_heads calls, in one launch."""
+    rope_heads and two write_heads calls, in one launch. freqs: None, or pair j's RoPE frequency for each of the
+    D / 2 pairs (real numbers in (0, 1], taken as float32: a scaled RoPE's table, Llama 3's), used instead of
+    base^(-2j/D) (base is then unused)."""
     cdef str op = "qkv_to_heads"
     cdef list pending = []
     cdef Tensor tx = _operand(qkv, "qkv", op, pending)
@@ -100,13 +103,31 @@ def qkv_to_heads(qkv, q_heads, Tensor k_dst not None, Tensor v_dst not None, seq
         dst._require_storage(op, name)
         if dst.readonly:
             raise InvalidArgumentError(f"{op}: {name} wraps a read-only array; it is written in place")
+    cdef CTensor c_freqs
+    cdef const CTensor* freqs_p = NULL
+    if freqs is not None:
+        c_freqs = c_rope_freqs(b"qkv_to_heads", _float_vector(op, "freqs", freqs))
+        freqs_p = &c_freqs
     cdef CTensor out
     if pending:
         with _checks_first(pending), nogil:
-            c_qkv_to_heads(tx.c, n_q, k_dst.c, v_dst.c, offset, start, base_d)
+            c_qkv_to_heads(tx.c, n_q, k_dst.c, v_dst.c, offset, start, base_d, freqs_p)
     with nogil:
-        out = c_qkv_to_heads(tx.c, n_q, k_dst.c, v_dst.c, offset, start, base_d)
+        out = c_qkv_to_heads(tx.c, n_q, k_dst.c, v_dst.c, offset, start, base_d, freqs_p)
     return _wrap(out)
+
+
+cdef vector[float] _float_vector(str op, str name, values) except *:
+    """A 1-D sequence of real numbers as float32 values (each rounded to the nearest float32), for a table the core
+    checks."""
+    a = _host_view(values, f"{op}: {name}")
+    if a.ndim != 1 or (a.size and a.dtype.kind not in "iuf"):
+        raise InvalidArgumentError(f"{op}: {name} must be a 1-D sequence of real numbers, got {a.dtype} of shape "
+                                   f"{a.shape}")
+    cdef vector[float] out
+    for v in a.astype(np.float64):
+        out.push_back(v)
+    return out
 
 
 def heads_to_rows(x):

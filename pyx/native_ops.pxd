@@ -10,6 +10,8 @@ cdef extern from "../src/core/ops.h" namespace "mtlinv" nogil:
     CTensor c_rms_norm "mtlinv::rms_norm"(const CTensor&, const CTensor&, double) except +raise_py_error
     pair[CTensor, CTensor] c_add_rms_norm "mtlinv::add_rms_norm"(const CTensor&, const CTensor&, const CTensor&,
                                                                   double) except +raise_py_error
+    CTensor c_qk_rms_norm "mtlinv::qk_rms_norm"(const CTensor&, int64_t, int64_t, const CTensor&, const CTensor&,
+                                                double) except +raise_py_error
     cdef cppclass CGemvNames "mtlinv::GemvNames":
         const char* op
         const char* x
@@ -29,6 +31,8 @@ cdef extern from "../src/core/plans/gemv.h" namespace "mtlinv":
 cdef extern from "../src/core/plans/rms_norm.h" namespace "mtlinv":
     CPlan c_plan_rms_norm "mtlinv::plan_rms_norm"(int64_t, int64_t, CDType, float, const CDeviceCaps&,
                                                   bool) except +raise_py_error
+    CPlan c_plan_qk_rms_norm "mtlinv::plan_qk_rms_norm"(int64_t, int64_t, int64_t, int64_t, CDType, float,
+                                                        const CDeviceCaps&) except +raise_py_error
 
 cdef extern from "../src/core/plans/decoder_ops.h" namespace "mtlinv":
     CPlan c_plan_add "mtlinv::plan_add"(CDType, int64_t) except +raise_py_error
@@ -37,7 +41,7 @@ cdef extern from "../src/core/plans/decoder_ops.h" namespace "mtlinv":
     CPlan c_plan_to_heads "mtlinv::plan_to_heads"(bool, CDType, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
                                                   float) except +raise_py_error
     CPlan c_plan_qkv_to_heads "mtlinv::plan_qkv_to_heads"(CDType, int64_t, int64_t, int64_t, int64_t, int64_t,
-                                                          int64_t, int64_t, float) except +raise_py_error
+                                                          int64_t, int64_t, float, bool) except +raise_py_error
     CPlan c_plan_heads_to_rows "mtlinv::plan_heads_to_rows"(CDType, int64_t, int64_t, int64_t) except +raise_py_error
     CPlan c_plan_gather_rows "mtlinv::plan_gather_rows"(CDType, int64_t, int64_t, int64_t) except +raise_py_error
 
@@ -86,20 +90,22 @@ cdef extern from "../src/core/ops/decoder_ops.h" namespace "mtlinv" nogil:
     void c_write_heads "mtlinv::write_heads"(const CTensor&, const CTensor&, int64_t, int64_t, bool,
                                              double, const char*) except +raise_py_error
     CTensor c_qkv_to_heads "mtlinv::qkv_to_heads"(const CTensor&, int64_t, const CTensor&, const CTensor&, int64_t,
-                                                  int64_t, double) except +raise_py_error
+                                                  int64_t, double, const CTensor*) except +raise_py_error
+    CTensor c_rope_freqs "mtlinv::rope_freqs"(const char*, const vector[float]&) except +raise_py_error
     CTensor c_heads_to_rows "mtlinv::heads_to_rows"(const CTensor&) except +raise_py_error
     CTensor c_embedding "mtlinv::embedding"(const CTensor&, const CTensor&) except +raise_py_error
 
 cdef extern from "../src/core/model/decoder.h" namespace "mtlinv":
     cdef cppclass CQuantLinear "mtlinv::QuantLinear":
-        CTensor wq, scales, biases
+        CTensor wq, scales, biases, bias
         int group_size, bits
     cdef cppclass CDecoderLayer "mtlinv::DecoderLayer":
-        CTensor attn_norm, ffn_norm, k_cache, v_cache
+        CTensor attn_norm, ffn_norm, k_cache, v_cache, q_norm, k_norm
         CQuantLinear qkv, o, gate_up, down
     cdef cppclass CDecoderConfig "mtlinv::DecoderConfig":
         int64_t n_heads
         double rope_theta, rms_eps
+        vector[float] rope_freqs
     cdef cppclass CDecoder "mtlinv::Decoder":
         CDecoder(CDecoderConfig, CTensor, vector[CDecoderLayer], CTensor, CQuantLinear) except +raise_py_error
         CTensor forward(const vector[int64_t]&, int64_t) except +raise_py_error nogil

@@ -40,13 +40,13 @@ def plan_rms_norm(*, rows, cols, dtype="float32", residual=False):
 
 
 def plan_decoder_ops(*, dtype="float32"):
-    """The plans of the per-element decoder ops (metal/decoder_ops.metal) at a small shape, by op name:
+    """The plans of the per-element decoder ops (metal/decoder_ops.metal) and qk_rms_norm at a small shape, by op name:
     {op: {'canonical': True, 'launches': [...]}}. Their kernels depend on the dtype alone."""
     cdef CDType t = dtype_from_name(np.dtype(dtype).name.encode())
     cdef CPlan p
     plans = {}
-    for op in ("add", "swiglu", "swiglu_halves", "rope_to_heads", "rows_to_heads", "qkv_to_heads", "heads_to_rows",
-               "gather_rows"):
+    for op in ("add", "swiglu", "swiglu_halves", "rope_to_heads", "rows_to_heads", "qkv_to_heads",
+               "qkv_to_heads_freqs", "heads_to_rows", "gather_rows", "qk_rms_norm"):
         if op == "add":
             p = c_plan_add(t, 64)
         elif op == "swiglu":
@@ -55,8 +55,10 @@ def plan_decoder_ops(*, dtype="float32"):
             p = c_plan_swiglu_halves(t, 2, 32)
         elif op in ("rope_to_heads", "rows_to_heads"):
             p = c_plan_to_heads(op == "rope_to_heads", t, 2, 4, 64, 8, 0, 0, 10000.0)
-        elif op == "qkv_to_heads":
-            p = c_plan_qkv_to_heads(t, 2, 4, 2, 64, 8, 0, 0, 10000.0)
+        elif op in ("qkv_to_heads", "qkv_to_heads_freqs"):
+            p = c_plan_qkv_to_heads(t, 2, 4, 2, 64, 8, 0, 0, 10000.0, op == "qkv_to_heads_freqs")
+        elif op == "qk_rms_norm":
+            p = c_plan_qk_rms_norm(2, 4, 2, 64, t, 1e-6, c_active_backend().caps())
         elif op == "heads_to_rows":
             p = c_plan_heads_to_rows(t, 2, 4, 64)
         else:

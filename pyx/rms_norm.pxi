@@ -33,3 +33,25 @@ def add_rms_norm(x, residual, weight, eps=1e-6):
     with nogil:
         out = c_add_rms_norm(tx.c, tr.c, tw.c, eps_d)
     return _wrap(out.first), _wrap(out.second)
+
+
+def qk_rms_norm(x, q_heads, kv_heads, q_weight, k_weight, eps=1e-6):
+    """The per-head RMS norms of a q|k|v projection's output before RoPE (Qwen 3's q_norm and k_norm): x
+    [L, q_heads + 2 kv_heads, D] or [L, (q_heads + 2 kv_heads) * D]; each query head's D values normed with
+    q_weight [D], each key head's with k_weight [D] (rms_norm's bits for those rows), value heads copied. Same shape
+    as x."""
+    cdef str op = "qk_rms_norm"
+    cdef list pending = []
+    cdef Tensor tx = _operand(x, "x", op, pending)
+    cdef Tensor tq = _operand(q_weight, "q_weight", op, pending)
+    cdef Tensor tk = _operand(k_weight, "k_weight", op, pending)
+    cdef int64_t n_q = _int_arg(op, "q_heads", q_heads, 1, 2**31)
+    cdef int64_t n_kv = _int_arg(op, "kv_heads", kv_heads, 1, 2**31)
+    cdef double eps_d = _real_arg(op, "eps", eps)
+    cdef CTensor out
+    if pending:
+        with _checks_first(pending), nogil:
+            c_qk_rms_norm(tx.c, n_q, n_kv, tq.c, tk.c, eps_d)
+    with nogil:
+        out = c_qk_rms_norm(tx.c, n_q, n_kv, tq.c, tk.c, eps_d)
+    return _wrap(out)

@@ -7,16 +7,23 @@ writer, then quantised by llama.cpp's own quantiser (`llama_cpp.llama_model_quan
 - Q4_K_M, llama.cpp's usual mix (Q4_K and Q6_K here: every row length is a multiple of 256);
 - pure Q4_K, Q5_K, Q5_0, Q5_1 and Q6_K (`pure`: every matrix in the one type, the embedding too).
 
-Then MLX checkpoints, written by mlx-lm's own model classes, quantize_model and save path (mlx-llama-q4: a tied
-4-bit llama, hidden 128, group 64; and qwen2, qwen3 and a Llama 3 RoPE-scaled llama, which the loader must refuse
-by name), with the same vocabulary as tokenizer.json, and mlx-lm's logits for the llama (mlx_reference_logits.npz).
+Then MLX checkpoints, written by mlx-lm's own model classes, quantize_model and save path (tied 4-bit models with
+2 layers, hidden 128, 2 query heads and 1 KV head of 64, group 64: mlx-llama-q4, mlx-qwen2 with its q/k/v biases,
+mlx-qwen3 with its q/k norms, and mlx-llama3-rope-scaled with Llama 3's rope_scaling; every RMS norm weight is
+drawn at random around 1 and every bias around 0 with deviation 0.5, since mlx-lm initialises them to ones and
+to within +-1/sqrt(K), which would hide a norm or a bias left out), with the same
+vocabulary as tokenizer.json, and mlx-lm's logits for each (mlx_reference_logits.npz).
+
+The same writer makes the model as qwen2 (with q/k/v biases), qwen3 (with q/k norms) and a llama with Llama 3's
+RoPE scaling (llama.cpp's rope_freqs.weight), each quantised to pure Q4_K (tiny-{qwen2,qwen3,llama3}-Q4_K.gguf),
+with llama.cpp's logits in arch_reference_logits.npz.
 
 For each GGUF file it records llama.cpp's logits (`llama_cpp.Llama`, logits_all) of a fixed token sequence into
 reference_logits.npz, with llama.cpp's token ids of a fixed text. Run once; the outputs (about 3 MB) are committed, so the tests need neither
 llama.cpp nor this script:
 
     pip install ".[model,fixtures]"  # llama-cpp-python builds llama.cpp from source (about 40 min on 2 busy cores)
-    python tools/make_model_fixtures.py tests/model/fixtures [--only gguf|mlx]
+    python tools/make_model_fixtures.py tests/model/fixtures [--only gguf|mlx|archs]
 """
 from __future__ import annotations
 
@@ -167,7 +174,10 @@ def tokenize_with_llama_cpp(path: pathlib.Path) -> list[list[int]]:
     return [llm.tokenize(t.encode(), add_bos=False, special=True) for t in TOKENIZER_TEXTS]
 
 
-def write_f32(path: pathlib.Path) -> None:
+def write_f32(path: pathlib.Path, arch: str = "llama", rope_divisors: np.ndarray | None = None) -> None:
+    """The tiny model as an F32 GGUF of `arch`: llama (q and k rows permuted for interleaved RoPE, as llama.cpp's
+    converter writes them; with rope_divisors, a rope_freqs.weight tensor as it writes for Llama 3), qwen2 (with
+    q/k/v biases) or qwen3 (with q/k norms), both in Hugging Face's row order (llama.cpp rotates them as NEOX)."""
     rng = np.random.default_rng(SEED)
     tokens, types, merges = vocabulary()
     head_dim = HIDDEN // N_HEADS
@@ -175,10 +185,13 @@ def write_f32(path: pathlib.Path) -> None:
     def mat(n, k):
         return (rng.standard_normal((n, k)) / np.sqrt(k)).astype(np.float32)
 
-    def norm():
-        return (1.0 + 0.1 * rng.standard_normal(HIDDEN)).astype(np.float32)
+    def norm(n=HIDDEN):
+        return (1.0 + 0.1 * rng.standard_normal(n)).astype(np.float32)
 
-    w = gguf.GGUFWriter(str(path), "llama")
+    def bias(n):
+        return (0.5 * rng.standard_normal(n)).astype(np.float32)
+
+    w = gguf.GGUFWriter(str(path), arch)
     w.add_name("mtlinv-fixture")
     w.add_block_count(N_LAYERS)
     w.add_context_length(CONTEXT)
@@ -202,12 +215,19 @@ def write_f32(path: pathlib.Path) -> None:
     # Embedding rows of unit scale: tied to the output, they give logits of a useful spread.
     w.add_tensor("token_embd.weight", rng.standard_normal((len(tokens), HIDDEN)).astype(np.float32))
     w.add_tensor("output_norm.weight", norm())
+    if rope_divisors is not None:
+        w.add_tensor("rope_freqs.weight", rope_divisors.astype(np.float32))
     for i in range(N_LAYERS):
         for name, array in (("attn_norm", norm()), ("attn_q", mat(N_HEADS * head_dim, HIDDEN)),
                             ("attn_k", mat(N_KV_HEADS * head_dim, HIDDEN)), ("attn_v", mat(N_KV_HEADS * head_dim, HIDDEN)),
                             ("attn_output", mat(HIDDEN, N_HEADS * head_dim)), ("ffn_norm", norm()),
                             ("ffn_gate", mat(FFN, HIDDEN)), ("ffn_up", mat(FFN, HIDDEN)), ("ffn_down", mat(HIDDEN, FFN))):
             w.add_tensor(f"blk.{i}.{name}.weight", array)
+        extras = {"qwen2": (("attn_q.bias", bias(N_HEADS * head_dim)), ("attn_k.bias", bias(N_KV_HEADS * head_dim)),
+                            ("attn_v.bias", bias(N_KV_HEADS * head_dim))),
+                  "qwen3": (("attn_q_norm.weight", norm(head_dim)), ("attn_k_norm.weight", norm(head_dim)))}
+        for name, array in extras.get(arch, ()):
+            w.add_tensor(f"blk.{i}.{name}", array)
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()
@@ -225,6 +245,37 @@ def quantize(src: pathlib.Path, dst: pathlib.Path, ftype: str, pure: bool) -> No
         raise RuntimeError(f"llama_model_quantize({dst.name}) returned {rc}")
 
 
+# GGUF files of the other architectures: name -> (arch, Llama 3 rope_scaling or None), each quantised to pure Q4_K.
+ARCH_FILES = {
+    "qwen2": ("qwen2", None),
+    "qwen3": ("qwen3", None),
+    # original_max_position_embeddings 16: the blend falls on pairs whose angles differ within the 16 positions.
+    "llama3": ("llama", dict(rope_type="llama3", factor=8.0, low_freq_factor=1.0, high_freq_factor=4.0,
+                             original_max_position_embeddings=16)),
+}
+
+
+def write_arch_ggufs(out: pathlib.Path) -> dict[str, np.ndarray]:
+    """tiny-{name}-Q4_K.gguf of ARCH_FILES, and llama.cpp's logits of TOKENS for each. The Llama 3 file's
+    rope_freqs.weight holds the divisors llama.cpp's converter writes: unscaled over scaled frequency per pair."""
+    from mtlinv.model.rope_scaling import base_frequencies, scaled_frequencies
+    head_dim = HIDDEN // N_HEADS
+    logits = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, (arch, scaling) in ARCH_FILES.items():
+            divisors = None
+            if scaling is not None:
+                scaled = scaled_frequencies(head_dim, 10000.0, scaling)
+                divisors = base_frequencies(head_dim, 10000.0) / np.array(scaled)
+            f32 = pathlib.Path(tmp) / f"{name}-F32.gguf"
+            write_f32(f32, arch, divisors)
+            dst = out / f"tiny-{name}-Q4_K.gguf"
+            quantize(f32, dst, "LLAMA_FTYPE_MOSTLY_Q4_K_S", True)
+            logits[name], _ = run_llama_cpp(dst)
+            print(f"{dst}: {dst.stat().st_size} bytes")
+    return logits
+
+
 def run_llama_cpp(path: pathlib.Path) -> tuple[np.ndarray, list[int]]:
     """llama.cpp's logits [len(TOKENS), vocab] of TOKENS, and its token ids of TOKENIZER_TEXT."""
     import llama_cpp
@@ -235,29 +286,27 @@ def run_llama_cpp(path: pathlib.Path) -> tuple[np.ndarray, list[int]]:
     return np.array(llm.scores[:len(TOKENS)], np.float32), ids
 
 
+# Every MLX fixture: tied, 2 layers, hidden 128, 2 query heads and 1 KV head of 64, FFN 256.
+MLX_SHAPE = dict(hidden_size=128, num_hidden_layers=2, intermediate_size=256, num_attention_heads=2,
+                 num_key_value_heads=1, tie_word_embeddings=True, max_position_embeddings=256)
 MLX_MODELS = {  # directory -> config.json of a tiny model mlx-lm builds
-    "mlx-llama-q4": dict(model_type="llama", hidden_size=128, num_hidden_layers=2, intermediate_size=256,
-                         num_attention_heads=2, num_key_value_heads=1, rms_norm_eps=1e-5, rope_theta=10000.0,
-                         tie_word_embeddings=True, max_position_embeddings=256),
-    "mlx-qwen2": dict(model_type="qwen2", hidden_size=64, num_hidden_layers=1, intermediate_size=128,
-                      num_attention_heads=1, num_key_value_heads=1, rms_norm_eps=1e-6, rope_theta=1e6,
-                      tie_word_embeddings=True, max_position_embeddings=256),
-    "mlx-qwen3": dict(model_type="qwen3", hidden_size=64, num_hidden_layers=1, intermediate_size=128,
-                      num_attention_heads=1, num_key_value_heads=1, head_dim=64, rms_norm_eps=1e-6,
-                      rope_theta=1e6, tie_word_embeddings=True, max_position_embeddings=256),
-    "mlx-llama3-rope-scaled": dict(model_type="llama", hidden_size=64, num_hidden_layers=1, intermediate_size=128,
-                                   num_attention_heads=1, num_key_value_heads=1, rms_norm_eps=1e-5,
-                                   rope_theta=500000.0, tie_word_embeddings=True, max_position_embeddings=256,
+    "mlx-llama-q4": dict(MLX_SHAPE, model_type="llama", rms_norm_eps=1e-5, rope_theta=10000.0),
+    "mlx-qwen2": dict(MLX_SHAPE, model_type="qwen2", rms_norm_eps=1e-6, rope_theta=1e6),
+    "mlx-qwen3": dict(MLX_SHAPE, model_type="qwen3", head_dim=64, rms_norm_eps=1e-6, rope_theta=1e6),
+    # original_max_position_embeddings 16: the blend between kept and slowed frequencies falls on pairs whose
+    # angles differ within the 16 positions the logits cover.
+    "mlx-llama3-rope-scaled": dict(MLX_SHAPE, model_type="llama", rms_norm_eps=1e-5, rope_theta=500000.0,
                                    rope_scaling=dict(rope_type="llama3", factor=8.0, low_freq_factor=1.0,
-                                                     high_freq_factor=4.0, original_max_position_embeddings=128)),
+                                                     high_freq_factor=4.0, original_max_position_embeddings=16)),
 }
 
 
 def write_mlx(out: pathlib.Path) -> dict[str, np.ndarray]:
-    """The MLX checkpoints; returns mlx-lm's logits of TOKENS for those the loader runs."""
+    """The MLX checkpoints; returns mlx-lm's logits of TOKENS for each, as mlx-lm loads it from its directory."""
     import importlib
 
     import mlx.core as mx
+    from mlx.utils import tree_flatten
     from mlx_lm import load as mlx_load
     from mlx_lm.utils import quantize_model, save_config, save_model
     from transformers import PreTrainedTokenizerFast
@@ -272,6 +321,12 @@ def write_mlx(out: pathlib.Path) -> dict[str, np.ndarray]:
         cfg = dict(cfg, vocab_size=len(tokens), bos_token_id=len(tokens) - 2, eos_token_id=len(tokens) - 1)
         arch = importlib.import_module(f"mlx_lm.models.{cfg['model_type']}")
         model = arch.Model(arch.ModelArgs.from_dict(cfg))
+        # RMS norm weights start as ones and projection biases within +-1/sqrt(K): drawn around 1 and at the scale
+        # of the projections' outputs instead, so that the tests see each one.
+        params = tree_flatten(model.parameters())
+        model.load_weights([(k, 1.0 + 0.2 * mx.random.normal(v.shape)) for k, v in params if k.endswith("norm.weight")]
+                           + [(k, 0.5 * mx.random.normal(v.shape)) for k, v in params if k.endswith("proj.bias")],
+                           strict=False)
         mx.eval(model.parameters())
         model, cfg = quantize_model(model, cfg, group_size=64, bits=4)
         path = out / name
@@ -281,9 +336,8 @@ def write_mlx(out: pathlib.Path) -> dict[str, np.ndarray]:
         fast = PreTrainedTokenizerFast(tokenizer_object=hf, bos_token=tokens[-2], eos_token=tokens[-1])
         fast.chat_template = CHAT_TEMPLATE
         fast.save_pretrained(path)
-        if name == "mlx-llama-q4":
-            model, _ = mlx_load(str(path))
-            logits[name] = np.array(model(mx.array([TOKENS]))[0].astype(mx.float32))
+        model, _ = mlx_load(str(path))
+        logits[name] = np.array(model(mx.array([TOKENS]))[0].astype(mx.float32))
         print(f"{path}: {sum(f.stat().st_size for f in path.iterdir())} bytes")
     return logits
 
@@ -291,9 +345,14 @@ def write_mlx(out: pathlib.Path) -> dict[str, np.ndarray]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("out", type=pathlib.Path)
-    ap.add_argument("--only", choices=("gguf", "mlx"), default=None)
+    ap.add_argument("--only", choices=("gguf", "mlx", "archs"), default=None)
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
+    if args.only in (None, "archs"):
+        np.savez_compressed(args.out / "arch_reference_logits.npz", tokens=np.array(TOKENS),
+                            **write_arch_ggufs(args.out))
+    if args.only == "archs":
+        return
     if args.only != "gguf":
         np.savez_compressed(args.out / "mlx_reference_logits.npz", tokens=np.array(TOKENS), **write_mlx(args.out))
     if args.only == "mlx":

@@ -177,6 +177,17 @@ mtlinv_status mtlinv_rope_heads(const mtlinv_tensor* x, int64_t start_pos, doubl
  * seq_offset..: the bits of mtlinv_rope_heads and two mtlinv_write_heads, in one launch. */
 mtlinv_status mtlinv_qkv_to_heads(const mtlinv_tensor* x, int64_t q_heads, mtlinv_tensor* k_dst, mtlinv_tensor* v_dst,
                                   int64_t seq_offset, int64_t start_pos, double base, mtlinv_tensor** out);
+/* mtlinv_qkv_to_heads with pair j of each head turned by position * freqs[j] instead of base^(-2j/D): a scaled
+ * RoPE's frequencies (Llama 3's), n_freqs = D / 2 values, each in (0, 1]. */
+mtlinv_status mtlinv_qkv_to_heads_freqs(const mtlinv_tensor* x, int64_t q_heads, mtlinv_tensor* k_dst,
+                                        mtlinv_tensor* v_dst, int64_t seq_offset, int64_t start_pos,
+                                        const float* freqs, size_t n_freqs, mtlinv_tensor** out);
+/* Qwen 3's per-head RMS norms before RoPE: x [L, q_heads + 2 kv_heads, D] (or [L, (q_heads + 2 kv_heads) * D]) with
+ * each query head normed by q_weight [D] and each key head by k_weight [D] (mtlinv_rms_norm's bits per head), value
+ * heads copied; *out has x's shape. */
+mtlinv_status mtlinv_qk_rms_norm(const mtlinv_tensor* x, int64_t q_heads, int64_t kv_heads,
+                                 const mtlinv_tensor* q_weight, const mtlinv_tensor* k_weight, float eps,
+                                 mtlinv_tensor** out);
 /* x [H, L, D] -> [L, H * D]. */
 mtlinv_status mtlinv_heads_to_rows(const mtlinv_tensor* x, mtlinv_tensor** out);
 /* table [V, D] and ids [L] (host memory), each in [0, V) -> table[ids] [L, D]. */
@@ -206,7 +217,8 @@ mtlinv_status mtlinv_dequantize_float32(const uint32_t* wq, const void* scales, 
  * Built from device tensors (the decoder keeps its own references: the handles may be freed after
  * mtlinv_decoder_create; the caches stay shared, so the caller's cache handles see what it writes). With
  * mtlinv_set_limit(L) (or a scope) and M <= L tokens a call, a position's logits do not depend on how many
- * positions share its call: greedy speculative decoding is exact (examples/programs/speculative.cpp). */
+ * positions share its call: greedy speculative decoding is exact (examples/programs/speculative.cpp). Qwen 2's
+ * q/k/v biases, Qwen 3's q/k norms and a scaled RoPE's frequencies (Llama 3's): mtlinv_decoder_create_ext. */
 typedef struct mtlinv_decoder mtlinv_decoder;
 
 /* y = x @ W^T with W [N, K] in the quantized format of mtlinv_qgemv. */
@@ -242,6 +254,24 @@ mtlinv_status mtlinv_decoder_create(const mtlinv_decoder_config* config, const m
                                     const mtlinv_decoder_layer* layers, size_t n_layers,
                                     const mtlinv_tensor* output_norm, const mtlinv_quant_linear* output,
                                     mtlinv_decoder** out);
+/* What Qwen 2 and Qwen 3 add to a layer; each field may be NULL. */
+typedef struct {
+  const mtlinv_tensor* qkv_bias;   /* [(Hq + 2 Hkv) D], the embedding's dtype: Qwen 2's q, k and v biases, stacked
+                                      as qkv's rows */
+  const mtlinv_tensor* q_norm;     /* [D]: Qwen 3's RMS norm of each query head before RoPE (with k_norm, or
+                                      neither; mtlinv_qk_rms_norm) */
+  const mtlinv_tensor* k_norm;     /* [D]: of each key head */
+} mtlinv_decoder_layer_extras;
+
+/* mtlinv_decoder_create with extras[0 .. n_layers) for the layers (NULL: none has any) and a scaled RoPE's pair
+ * frequencies rope_freqs[0 .. D / 2), each in (0, 1] (NULL with n_rope_freqs 0: rope_theta^(-2j/D)), as
+ * mtlinv_qkv_to_heads_freqs takes them. */
+mtlinv_status mtlinv_decoder_create_ext(const mtlinv_decoder_config* config, const float* rope_freqs,
+                                        size_t n_rope_freqs, const mtlinv_tensor* embedding,
+                                        const mtlinv_decoder_layer* layers,
+                                        const mtlinv_decoder_layer_extras* extras, size_t n_layers,
+                                        const mtlinv_tensor* output_norm, const mtlinv_quant_linear* output,
+                                        mtlinv_decoder** out);
 /* The logits [M, V] (the embedding's dtype) of ids[0 .. M) (M >= 1, each in [0, V)) at positions start ..
  * start + M - 1: writes their keys and values into the caches there and attends over positions 0 .. start + M - 1
  * (the caller keeps the positions before start valid). One call at a time per decoder. */

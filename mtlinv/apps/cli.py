@@ -29,7 +29,7 @@ def main(argv: list[str] | None = None) -> int:
     demo.add_argument("--tokens", type=int, default=48, help="tokens to generate (default 48)")
     demo.add_argument("--k", type=int, default=4, help="draft tokens per speculative step (default 4)")
     demo.add_argument("--model", default=None,
-                      help="a llama GGUF file or MLX checkpoint directory (default: SmolLM2-135M)")
+                      help="a llama, qwen2 or qwen3 GGUF file or MLX checkpoint directory (default: SmolLM2-135M)")
     gen = sub.add_parser("generate", help="text after a prompt, streamed (greedy, sampled, speculative)")
     gen.add_argument("prompt")
     gen.add_argument("--chat", action="store_true", help="the prompt is a user turn in the model's chat template")

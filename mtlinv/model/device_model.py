@@ -7,6 +7,7 @@ greedy speculative decoding reproduce greedy decoding exactly.
 """
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -42,6 +43,7 @@ class QuantLinear:
     biases: mtlinv.Tensor
     bits: int
     group_size: int = gguf_blocks.QK
+    bias: mtlinv.Tensor | None = None  # [N] in the activation dtype, added to y (Qwen 2's q|k|v)
 
     @classmethod
     def from_gguf(cls, *tensors: GGUFTensor) -> QuantLinear:
@@ -87,8 +89,13 @@ class QuantLinear:
             wq, scales, biases = quant.tile(wq, scales, biases, group_size, bits)
         return cls(mtlinv.asarray(wq), mtlinv.asarray(scales), mtlinv.asarray(biases), bits, group_size)
 
+    def with_bias(self, *parts) -> QuantLinear:
+        """This projection with the bias y += concat(parts) (one per stacked part, float), in the activation dtype."""
+        return dataclasses.replace(self, bias=_vector(np.concatenate([np.asarray(p, np.float32) for p in parts])))
+
     def __call__(self, x):
-        return mtlinv.qgemv(x, self.wq, self.scales, self.biases, group_size=self.group_size, bits=self.bits)
+        return mtlinv.qgemv(x, self.wq, self.scales, self.biases, group_size=self.group_size, bits=self.bits,
+                            bias=self.bias)
 
 
 def _import_affine(t: GGUFTensor):
@@ -104,8 +111,19 @@ def _import_affine(t: GGUFTensor):
                          f"takes {takes} (the embedding and norms may be F32, F16, BF16 or any quantized type)")
 
 
-def _vector(t: GGUFTensor) -> mtlinv.Tensor:
-    return mtlinv.asarray(t.dequantize().astype(ACTIVATION))
+def _vector(a) -> mtlinv.Tensor:
+    """A vector (a GGUF tensor, or an array) in the activation dtype on the device."""
+    return mtlinv.asarray(np.asarray(a.dequantize() if isinstance(a, GGUFTensor) else a).astype(ACTIVATION))
+
+
+def _with_extras(qkv: QuantLinear, extras: dict) -> QuantLinear:
+    """The stacked q|k|v projection with the layer's biases (bq, bk, bv), where it has them."""
+    return qkv.with_bias(extras["bq"], extras["bk"], extras["bv"]) if "bq" in extras else qkv
+
+
+def _norms(extras: dict) -> dict:
+    """The layer's q/k norms (q_norm, k_norm) on the device, where it has them."""
+    return {k: _vector(extras[k]) for k in ("q_norm", "k_norm") if k in extras}
 
 
 @dataclass(frozen=True)
@@ -116,6 +134,14 @@ class DeviceLayer:
     ffn_norm: mtlinv.Tensor
     w_gate_up: QuantLinear  # gate and up stacked: [2 F, H]
     w_down: QuantLinear
+    q_norm: mtlinv.Tensor | None = None  # [D]: Qwen 3's RMS norm of each query head before RoPE
+    k_norm: mtlinv.Tensor | None = None  # [D]: of each key head
+
+    def decoder_layer(self, k_cache, v_cache) -> dict:
+        """The layer as mtlinv.Decoder takes it."""
+        extra = {} if self.q_norm is None else dict(q_norm=self.q_norm, k_norm=self.k_norm)
+        return dict(attn_norm=self.attn_norm, ffn_norm=self.ffn_norm, qkv=self.w_qkv, o=self.wo,
+                    gate_up=self.w_gate_up, down=self.w_down, k_cache=k_cache, v_cache=v_cache, **extra)
 
 
 @dataclass(frozen=True)
@@ -135,10 +161,11 @@ class DeviceWeights:
             def proj(*names):
                 return QuantLinear.from_gguf(*(model.layer(i, n) for n in names))
 
+            extras = {k: t.dequantize() for k, t in model.layer_extras(i).items()}
             layers.append(DeviceLayer(
-                _vector(model.layer(i, "attn_norm")), proj("attn_q", "attn_k", "attn_v"), proj("attn_output"),
-                _vector(model.layer(i, "ffn_norm")), proj("ffn_gate", "ffn_up"), proj("ffn_down"),
-            ))
+                _vector(model.layer(i, "attn_norm")), _with_extras(proj("attn_q", "attn_k", "attn_v"), extras),
+                proj("attn_output"), _vector(model.layer(i, "ffn_norm")), proj("ffn_gate", "ffn_up"),
+                proj("ffn_down"), **_norms(extras)))
             if progress:
                 progress(i + 1, c.n_layers)
         embedding = mtlinv.asarray(model.tensors["token_embd.weight"].dequantize().astype(ACTIVATION))
@@ -162,11 +189,12 @@ class DeviceWeights:
         rope = {"self_attn.q_proj": c.n_heads, "self_attn.k_proj": c.n_kv_heads}
         layers = []
         for i in range(c.n_layers):
+            extras = ckpt.attention_extras(i)
+            qkv = proj(i, ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj"), rope)
             layers.append(DeviceLayer(
-                vec(f"model.layers.{i}.input_layernorm.weight"),
-                proj(i, ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj"), rope),
+                vec(f"model.layers.{i}.input_layernorm.weight"), _with_extras(qkv, extras),
                 proj(i, ("self_attn.o_proj",)), vec(f"model.layers.{i}.post_attention_layernorm.weight"),
-                proj(i, ("mlp.gate_proj", "mlp.up_proj")), proj(i, ("mlp.down_proj",))))
+                proj(i, ("mlp.gate_proj", "mlp.up_proj")), proj(i, ("mlp.down_proj",)), **_norms(extras)))
             if progress:
                 progress(i + 1, c.n_layers)
         head = "model.embed_tokens" if ckpt.tied else "lm_head"
@@ -180,10 +208,14 @@ class DeviceWeights:
         def vec(a):
             return mtlinv.asarray(np.asarray(a).astype(ACTIVATION))
 
-        layers = tuple(DeviceLayer(vec(l.attn_norm), QuantLinear.from_float(l.wq, l.wk, l.wv, bits=bits),
-                                   QuantLinear.from_float(l.wo, bits=bits), vec(l.ffn_norm),
+        def qkv(l):
+            linear = QuantLinear.from_float(l.wq, l.wk, l.wv, bits=bits)
+            return linear if l.bq is None else linear.with_bias(l.bq, l.bk, l.bv)
+
+        layers = tuple(DeviceLayer(vec(l.attn_norm), qkv(l), QuantLinear.from_float(l.wo, bits=bits), vec(l.ffn_norm),
                                    QuantLinear.from_float(l.w_gate, l.w_up, bits=bits),
-                                   QuantLinear.from_float(l.w_down, bits=bits))
+                                   QuantLinear.from_float(l.w_down, bits=bits),
+                                   *(None if n is None else vec(n) for n in (l.q_norm, l.k_norm)))
                        for l in w.layers)
         return cls(w.config, vec(w.tok_embd), layers, vec(w.output_norm), QuantLinear.from_float(w.output, bits=bits))
 
@@ -209,12 +241,11 @@ class DeviceModel:
                              for i in range(c.n_layers)] for _ in range(2))  # None: a layer this model skips
         # The forward runs in C++ (mtlinv.Decoder): with ten op calls a layer from Python, a step of this
         # host-bound loop took 1.3-1.4x as long on an H200 (docs/decisions.md, "Decoder step: host side").
-        layers = [dict(attn_norm=layer.attn_norm, ffn_norm=layer.ffn_norm, qkv=layer.w_qkv, o=layer.wo,
-                       gate_up=layer.w_gate_up, down=layer.w_down, k_cache=self._k[i], v_cache=self._v[i])
+        layers = [layer.decoder_layer(self._k[i], self._v[i])
                   for i, layer in enumerate(weights.layers) if i not in self.skip_layers]
         self._decoder = mtlinv.Decoder(n_heads=c.n_heads, rope_theta=c.rope_theta, rms_eps=c.rms_eps,
                                        embedding=weights.embedding, layers=layers, output_norm=weights.output_norm,
-                                       output=weights.output)
+                                       output=weights.output, rope_freqs=c.rope_freqs)
         self.kv_len = 0
 
     def rollback(self, n_valid: int) -> None:
@@ -253,7 +284,10 @@ def forward_by_ops(weights: DeviceWeights, k_caches, v_caches, tokens: Sequence[
     x = mtlinv.embedding(weights.embedding, np.asarray(tokens))
     h = mtlinv.rms_norm(x, norms[0], c.rms_eps)
     for (i, layer), next_norm in zip(layers, norms[1:]):
-        q = mtlinv.qkv_to_heads(layer.w_qkv(h), c.n_heads, k_caches[i], v_caches[i], start, start, c.rope_theta)
+        qkv = layer.w_qkv(h)
+        if layer.q_norm is not None:
+            qkv = mtlinv.qk_rms_norm(qkv, c.n_heads, c.n_kv_heads, layer.q_norm, layer.k_norm, c.rms_eps)
+        q = mtlinv.qkv_to_heads(qkv, c.n_heads, k_caches[i], v_caches[i], start, start, c.rope_theta, c.rope_freqs)
         o = mtlinv.sdpa(q, k_caches[i], v_caches[i], causal=True, kv_len=start + m)
         x, h = mtlinv.add_rms_norm(x, layer.wo(mtlinv.heads_to_rows(o)), layer.ffn_norm, c.rms_eps)
         x, h = mtlinv.add_rms_norm(x, layer.w_down(mtlinv.swiglu_halves(layer.w_gate_up(h))), next_norm, c.rms_eps)

@@ -1,12 +1,19 @@
-"""Read a llama-architecture GGUF file: hyperparameters, tokenizer metadata and raw weight blocks.
+"""Read a llama, qwen2 or qwen3 GGUF file: hyperparameters, tokenizer metadata and raw weight blocks.
 
 Tensors stay as GGUF stores them (quantized blocks, memory-mapped) so the device path can import them
 losslessly; `GGUFTensor.dequantize` gives float32 for the NumPy reference.
 
-RoPE convention of the stored weights: llama.cpp's HF converter permutes the rows of `attn_q` and `attn_k`
-(per head, it interleaves the two halves of the head dimension), turning HF's rotate-half RoPE, which pairs
-(x[i], x[i + D/2]), into ggml's "normal" RoPE (mode 0), which pairs (x[2i], x[2i+1]). So the rows as stored
-here need RoPE on **interleaved pairs**; applying rotate-half to them gives a model that talks nonsense.
+RoPE convention of the stored weights: llama.cpp's HF converter permutes the rows of a llama's `attn_q` and
+`attn_k` (per head, it interleaves the two halves of the head dimension), turning HF's rotate-half RoPE, which
+pairs (x[i], x[i + D/2]), into ggml's "normal" RoPE (mode 0), which pairs (x[2i], x[2i+1]). So the rows as stored
+need RoPE on **interleaved pairs**; applying rotate-half to them gives a model that talks nonsense. Qwen 2 and
+Qwen 3 files keep HF's row order (llama.cpp rotates them in its NEOX mode, on halves): the reader permutes their
+q and k rows (with q's and k's biases and norm weights) as the converter permutes a llama's, whole rows of blocks,
+so that every architecture reaches the decoder in the interleaved order.
+
+Architectures: `llama` (with llama.cpp's `rope_freqs.weight`, the per-pair divisors its converter writes for
+Llama 3's RoPE scaling, or `rope.scaling.type` linear), `qwen2` (q/k/v biases `attn_{q,k,v}.bias`), `qwen3`
+(per-head norms `attn_q_norm`, `attn_k_norm`). A tensor the decoder would not use is refused by name.
 """
 
 from __future__ import annotations
@@ -21,6 +28,7 @@ import gguf
 import numpy as np
 
 from .._kinds import is_int, is_real
+from .rope_scaling import RopeScalingError, base_frequencies, divided_frequencies
 
 QType = gguf.GGMLQuantizationType
 
@@ -31,10 +39,15 @@ LAYER_TENSORS = (
     "attn_norm", "attn_q", "attn_k", "attn_v", "attn_output",
     "ffn_norm", "ffn_gate", "ffn_up", "ffn_down",
 )
+# What each architecture's layers add to a llama's (tensor names after blk.N.), and whose q/k rows are stored in
+# HF's rotate-half order (NEOX RoPE in llama.cpp) rather than permuted for interleaved pairs.
+ARCH_LAYER_TENSORS = {"llama": (), "qwen2": ("attn_q.bias", "attn_k.bias", "attn_v.bias"),
+                      "qwen3": ("attn_q_norm.weight", "attn_k_norm.weight")}
+ROTATE_HALF_ARCHS = frozenset({"qwen2", "qwen3"})
 
 
 class GGUFModelError(ValueError):
-    """The file is not a llama GGUF this package can run (names the offending key, tensor or type)."""
+    """The file is not a GGUF this package can run (names the offending key, tensor or type)."""
 
 
 @dataclass(frozen=True)
@@ -51,6 +64,8 @@ class LlamaConfig:
     rms_eps: float
     vocab: int
     context: int
+    # Pair j's RoPE frequency for a scaled RoPE (mtlinv.model.rope_scaling), float64; None: rope_theta^(-2j/D).
+    rope_freqs: tuple[float, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -74,7 +89,7 @@ class GGUFTensor:
 
 @dataclass(frozen=True)
 class GGUFModel:
-    """A loaded llama GGUF. `metadata` holds every key/value of the file (tokenizer.ggml.* included)."""
+    """A loaded llama, qwen2 or qwen3 GGUF. `metadata` holds every key/value of the file (tokenizer.ggml.* included)."""
 
     path: str
     config: LlamaConfig
@@ -82,8 +97,15 @@ class GGUFModel:
     metadata: dict[str, Any]
 
     def layer(self, i: int, name: str) -> GGUFTensor:
-        """Tensor `blk.{i}.{name}.weight`, e.g. layer(0, "attn_q")."""
-        return self.tensors[f"blk.{i}.{name}.weight"]
+        """Tensor `blk.{i}.{name}.weight`, e.g. layer(0, "attn_q"); a name with a dot as it is ("attn_q.bias")."""
+        return self.tensors[f"blk.{i}.{name}" if "." in name else f"blk.{i}.{name}.weight"]
+
+    def layer_extras(self, i: int) -> dict[str, GGUFTensor]:
+        """Layer i's q/k/v biases (bq, bk, bv) and q/k norms (q_norm, k_norm), as its architecture has them (the
+        names of reference.LayerWeights)."""
+        keys = {"attn_q.bias": "bq", "attn_k.bias": "bk", "attn_v.bias": "bv", "attn_q_norm.weight": "q_norm",
+                "attn_k_norm.weight": "k_norm"}
+        return {keys[n]: self.layer(i, n) for n in ARCH_LAYER_TENSORS[self.metadata["general.architecture"]]}
 
     @property
     def output(self) -> GGUFTensor:
@@ -121,7 +143,7 @@ _READ_ERRORS = (ValueError, IndexError, KeyError, TypeError, OverflowError, Unic
 
 
 def load_gguf(path: str | PathLike) -> GGUFModel:
-    """Read and validate a llama GGUF. Raises GGUFModelError naming what does not fit."""
+    """Read and validate a llama, qwen2 or qwen3 GGUF. Raises GGUFModelError naming what does not fit."""
     try:
         reader = _BoundedReader(path)
         metadata = {key: field.contents() for key, field in reader.fields.items()}
@@ -131,8 +153,8 @@ def load_gguf(path: str | PathLike) -> GGUFModel:
     except _READ_ERRORS as e:
         raise GGUFModelError(f"{path}: corrupt or truncated GGUF: {type(e).__name__}: {e}") from None
     arch = metadata.get("general.architecture")
-    if arch != "llama":
-        raise GGUFModelError(f"{path}: architecture is {arch!r}; only 'llama' is supported")
+    if arch not in ARCH_LAYER_TENSORS:
+        raise GGUFModelError(f"{path}: architecture is {arch!r}; supported: {', '.join(ARCH_LAYER_TENSORS)}")
     tensors = {}
     for name, type_code, shape, data in raw_tensors:
         try:
@@ -143,30 +165,52 @@ def load_gguf(path: str | PathLike) -> GGUFModel:
             names = ", ".join(sorted(q.name for q in SUPPORTED_TYPES))
             raise GGUFModelError(f"{path}: tensor {name!r} has type {qtype.name}; supported types: {names}")
         tensors[name] = GGUFTensor(name, qtype, tuple(int(d) for d in reversed(shape)), data)
-    config = _read_config(metadata, tensors, path)
-    _check_tensors(config, tensors, path)
+    config = _read_config(metadata, tensors, path, arch)
+    _check_tensors(config, tensors, path, arch)
+    if arch in ROTATE_HALF_ARCHS:
+        tensors = _interleave_rope_rows(config, tensors)
     return GGUFModel(str(path), config, tensors, metadata)
 
 
-def _read_config(metadata: dict[str, Any], tensors: dict[str, GGUFTensor], path) -> LlamaConfig:
+def interleave_rope_rows(a: np.ndarray, n_heads: int) -> np.ndarray:
+    """Rows of a q or k projection (or its bias, or a head's norm weight with n_heads 1) from the rotate-half order
+    to interleaved pairs: within each head, new row 2i + j is old row j * D/2 + i (llama.cpp's permute of Hugging
+    Face weights). Each row moves whole: its values, or its quantized blocks."""
+    d = a.shape[0] // n_heads
+    return a.reshape(n_heads, 2, d // 2, *a.shape[1:]).swapaxes(1, 2).reshape(a.shape)
+
+
+def _interleave_rope_rows(c: LlamaConfig, tensors: dict[str, GGUFTensor]) -> dict[str, GGUFTensor]:
+    """A qwen file's tensors with q's and k's rows (biases, norms) in the interleaved RoPE order."""
+    heads = {"attn_q": c.n_heads, "attn_k": c.n_kv_heads, "attn_q_norm": 1, "attn_k_norm": 1}
+    out = dict(tensors)
+    for name, t in tensors.items():
+        m = re.fullmatch(r"blk\.\d+\.(\w+)\.(weight|bias)", name)
+        if m and m.group(1) in heads:
+            rows = interleave_rope_rows(np.asarray(t.data), heads[m.group(1)])
+            out[name] = GGUFTensor(name, t.ggml_type, t.shape, rows)
+    return out
+
+
+def _read_config(metadata: dict[str, Any], tensors: dict[str, GGUFTensor], path, arch: str) -> LlamaConfig:
     def value(name: str, default: Any) -> Any:
-        v = metadata.get(f"llama.{name}", default)
+        v = metadata.get(f"{arch}.{name}", default)
         if v is None:
-            raise GGUFModelError(f"{path}: missing metadata key llama.{name}")
+            raise GGUFModelError(f"{path}: missing metadata key {arch}.{name}")
         return v
 
     def count(name: str, default: Any = None) -> int:
         """A positive integer (a size or count), stored as an integer type."""
         v = value(name, default)
         if not is_int(v) or v < 1:
-            raise GGUFModelError(f"{path}: llama.{name} must be a positive integer, got {v!r}")
+            raise GGUFModelError(f"{path}: {arch}.{name} must be a positive integer, got {v!r}")
         return int(v)
 
     def real(name: str, default: Any = None, positive: bool = False) -> float:
         v = value(name, default)
         if not is_real(v) or not math.isfinite(v) or v < 0 or (positive and v == 0):
             need = "a positive" if positive else "a non-negative"
-            raise GGUFModelError(f"{path}: llama.{name} must be {need} finite number, got {v!r}")
+            raise GGUFModelError(f"{path}: {arch}.{name} must be {need} finite number, got {v!r}")
         return float(v)
 
     hidden = count("embedding_length")
@@ -179,6 +223,7 @@ def _read_config(metadata: dict[str, Any], tensors: dict[str, GGUFTensor], path)
     rope_dims = count("rope.dimension_count", head_dim)
     if rope_dims != head_dim:
         raise GGUFModelError(f"{path}: partial RoPE ({rope_dims} of {head_dim} dims) is not supported")
+    theta = real("rope.freq_base", 10000.0, positive=True)
     # Older files omit vocab_size; the embedding's row count is the truth either way.
     embd = tensors.get("token_embd.weight")
     return LlamaConfig(
@@ -188,20 +233,43 @@ def _read_config(metadata: dict[str, Any], tensors: dict[str, GGUFTensor], path)
         hidden=hidden,
         ffn=count("feed_forward_length"),
         head_dim=head_dim,
-        rope_theta=real("rope.freq_base", 10000.0, positive=True),
+        rope_theta=theta,
         rms_eps=real("attention.layer_norm_rms_epsilon"),
         vocab=count("vocab_size", embd.shape[0] if embd is not None else None),
         context=count("context_length"),
+        rope_freqs=_rope_freqs(metadata, tensors, path, arch, head_dim, theta),
     )
 
 
-def _check_tensors(c: LlamaConfig, tensors: dict[str, GGUFTensor], path) -> None:
+def _rope_freqs(metadata, tensors, path, arch: str, head_dim: int, theta: float) -> tuple[float, ...] | None:
+    """A scaled RoPE's frequency table: llama.cpp's rope_freqs.weight (Llama 3), or rope.scaling.type linear."""
+    kind = metadata.get(f"{arch}.rope.scaling.type", "none")
+    if kind not in ("none", "linear"):
+        raise GGUFModelError(f"{path}: {arch}.rope.scaling.type {kind!r} is not supported; supported: none, linear, "
+                             f"and llama.cpp's rope_freqs.weight (Llama 3)")
+    factor = metadata.get(f"{arch}.rope.scaling.factor", 1.0)
+    if kind == "linear" and (not is_real(factor) or not math.isfinite(factor) or factor < 1):
+        raise GGUFModelError(f"{path}: {arch}.rope.scaling.factor must be a finite number of at least 1, got "
+                             f"{factor!r}")
+    divisors = tensors.get("rope_freqs.weight")
+    if divisors is None:
+        return tuple(base_frequencies(head_dim, theta) / factor) if kind == "linear" else None
+    if kind == "linear":
+        raise GGUFModelError(f"{path}: both rope_freqs.weight and {arch}.rope.scaling.type linear: which one "
+                             f"applies is not defined")
+    try:
+        return divided_frequencies(head_dim, theta, divisors.dequantize().reshape(-1))
+    except RopeScalingError as e:
+        raise GGUFModelError(f"{path}: {e}") from None
+
+
+def _check_tensors(c: LlamaConfig, tensors: dict[str, GGUFTensor], path, arch: str) -> None:
     # The layers the file holds must be exactly 0 .. block_count - 1: a block_count short of them would decode
     # with part of the model, silently, and a huge one would build its list of expected names first.
     layers = {int(m.group(1)) for name in tensors if (m := re.fullmatch(r"blk\.(\d+)\..*", name))}
     if len(layers) != c.n_layers or min(layers, default=0) != 0 or max(layers, default=-1) != c.n_layers - 1:
         held = f"{min(layers)}..{max(layers)} ({len(layers)} layers)" if layers else "none"
-        raise GGUFModelError(f"{path}: llama.block_count={c.n_layers} but the file holds blk.* tensors of layers "
+        raise GGUFModelError(f"{path}: {arch}.block_count={c.n_layers} but the file holds blk.* tensors of layers "
                              f"{held}")
     q_dim, kv_dim = c.n_heads * c.head_dim, c.n_kv_heads * c.head_dim
     expected = {
@@ -215,10 +283,18 @@ def _check_tensors(c: LlamaConfig, tensors: dict[str, GGUFTensor], path) -> None
         "attn_v": (kv_dim, c.hidden), "attn_output": (c.hidden, q_dim), "ffn_norm": (c.hidden,),
         "ffn_gate": (c.ffn, c.hidden), "ffn_up": (c.ffn, c.hidden), "ffn_down": (c.hidden, c.ffn),
     }
+    extras = {"attn_q.bias": (q_dim,), "attn_k.bias": (kv_dim,), "attn_v.bias": (kv_dim,),
+              "attn_q_norm.weight": (c.head_dim,), "attn_k_norm.weight": (c.head_dim,)}
+    if "rope_freqs.weight" in tensors:  # checked by _rope_freqs
+        expected["rope_freqs.weight"] = tensors["rope_freqs.weight"].shape
     for i in range(c.n_layers):
         expected.update({f"blk.{i}.{name}.weight": per_layer[name] for name in LAYER_TENSORS})
+        expected.update({f"blk.{i}.{name}": extras[name] for name in ARCH_LAYER_TENSORS[arch]})
     for name, shape in expected.items():
         if name not in tensors:
             raise GGUFModelError(f"{path}: missing tensor {name!r}")
         if tensors[name].shape != shape:
             raise GGUFModelError(f"{path}: tensor {name!r} has shape {tensors[name].shape}, expected {shape}")
+    for name in tensors:  # one the decoder would leave out (a bias of a llama, a norm of a qwen2) changes the model
+        if name not in expected:
+            raise GGUFModelError(f"{path}: tensor {name!r} is not part of a {arch} decoder this package runs")

@@ -151,7 +151,7 @@ class PrefillReuse:
 
 
 def load(path: str | PathLike | None = None, progress=None, import_weights: bool = True) -> Model:
-    """Loads a model: a llama-architecture GGUF file (default: SmolLM2-135M-Instruct, fetched once) or an MLX
+    """Loads a model: a llama, qwen2 or qwen3 GGUF file (default: SmolLM2-135M-Instruct, fetched once) or an MLX
     checkpoint directory, and unless import_weights is False imports its weights onto the active device, calling
     progress(done, total) after each layer. Raises ModelFetchError or GGUFModelError (MLXCheckpointError for a
     checkpoint), naming what is missing or not supported."""

@@ -2,11 +2,14 @@
 "quantization": group_size, bits), model*.safetensors (each quantized matrix as .weight (uint32), .scales and
 .biases: MLX's affine format, which is mtlinv's own), tokenizer.json and tokenizer_config.json.
 
-The quantized matrices go to the device as they are, with one lossless change: mlx-lm's llama applies RoPE to the
-halves of each head (x[i], x[i + D/2]), as Hugging Face's weights expect, while mtlinv's decoder rotates
-interleaved pairs (x[2i], x[2i+1]), as GGUF's permuted weights expect; permuting the rows of q and k per head
+Architectures (config.json's model_type): llama (with Llama 3's rope_scaling), qwen2 (q/k/v projection biases)
+and qwen3 (per-head RMS norms of q and k before RoPE), with tied or untied embeddings.
+
+The quantized matrices go to the device as they are, with one lossless change: mlx-lm's llama and qwen apply RoPE
+to the halves of each head (x[i], x[i + D/2]), as Hugging Face's weights expect, while mtlinv's decoder rotates
+interleaved pairs (x[2i], x[2i+1]), as GGUF's permuted llama weights expect; permuting the rows of q and k per head
 (rows are whole outputs: their codes, scales and biases move together) turns one into the other, as llama.cpp's
-converter does.
+converter does. The q and k biases and the q/k norm weights (one value per row of a head) move with their rows.
 """
 from __future__ import annotations
 
@@ -19,13 +22,18 @@ import ml_dtypes
 import numpy as np
 
 from .. import quant
-from .gguf_model import GGUFModelError, LlamaConfig
+from .gguf_model import GGUFModelError, LlamaConfig, interleave_rope_rows
+from .reference import LayerWeights, LlamaWeights
+from .rope_scaling import RopeScalingError, scaled_frequencies
 from .tokenizer import Tokenizer
 
 # safetensors dtype names -> NumPy dtypes (bfloat16 through ml_dtypes: NumPy has none of its own).
 _DTYPES = {"F32": np.float32, "F16": np.float16, "BF16": ml_dtypes.bfloat16, "U32": np.uint32, "I32": np.int32,
            "U8": np.uint8, "I64": np.int64}
-SUPPORTED_ARCHITECTURES = ("llama",)
+SUPPORTED_ARCHITECTURES = ("llama", "qwen2", "qwen3")
+# What each architecture adds to a llama layer, by mlx-lm's tensor names under self_attn.
+QKV_BIASES = {"qwen2": ("q_proj.bias", "k_proj.bias", "v_proj.bias")}
+QK_NORMS = {"qwen3": ("q_norm.weight", "k_norm.weight")}
 
 
 class MLXCheckpointError(GGUFModelError):
@@ -75,31 +83,37 @@ def read_config(path: Path) -> tuple[dict, LlamaConfig]:
     if arch not in SUPPORTED_ARCHITECTURES:
         raise MLXCheckpointError(f"{path}: model_type {arch!r} is not supported; supported: "
                                  f"{', '.join(SUPPORTED_ARCHITECTURES)}")
-    if cfg.get("rope_scaling"):
-        kind = cfg["rope_scaling"].get("rope_type", cfg["rope_scaling"].get("type"))
-        raise MLXCheckpointError(f"{path}: rope_scaling {kind!r} (Llama 3's scaled RoPE and the like) is not "
-                                 f"supported: the decoder's RoPE has one base frequency")
+    # What mlx-lm's classes of these architectures would run and the decoder does not: refused by name.
     if cfg.get("attention_bias") or cfg.get("mlp_bias"):
-        raise MLXCheckpointError(f"{path}: projection biases (attention_bias/mlp_bias) are not supported")
+        raise MLXCheckpointError(f"{path}: projection biases (attention_bias/mlp_bias) of model_type {arch!r} are "
+                                 f"not supported")
+    if cfg.get("partial_rotary_factor", 1.0) != 1.0:
+        raise MLXCheckpointError(f"{path}: partial RoPE (partial_rotary_factor={cfg['partial_rotary_factor']!r}) "
+                                 f"is not supported")
+    if cfg.get("use_sliding_window"):
+        raise MLXCheckpointError(f"{path}: sliding-window attention (use_sliding_window) is not supported")
+    if cfg.get("rope_traditional"):
+        raise MLXCheckpointError(f"{path}: rope_traditional (RoPE on interleaved pairs of HF-order rows) is not "
+                                 f"supported")
     try:
         n_heads = int(cfg["num_attention_heads"])
         hidden = int(cfg["hidden_size"])
+        head_dim = int(cfg.get("head_dim") or hidden // n_heads)
+        # transformers >= 5 nests rope_theta and the scaling under rope_parameters (mlx-lm reads both forms).
+        nested = cfg.get("rope_parameters") or {}
+        theta = float(cfg.get("rope_theta") or nested.get("rope_theta", 10000.0))
         config = LlamaConfig(
             n_layers=int(cfg["num_hidden_layers"]), n_heads=n_heads,
             n_kv_heads=int(cfg.get("num_key_value_heads") or n_heads), hidden=hidden,
-            ffn=int(cfg["intermediate_size"]), head_dim=int(cfg.get("head_dim") or hidden // n_heads),
-            rope_theta=float(cfg.get("rope_theta", 10000.0)), rms_eps=float(cfg["rms_norm_eps"]),
-            vocab=int(cfg["vocab_size"]), context=int(cfg.get("max_position_embeddings", 2048)))
+            ffn=int(cfg["intermediate_size"]), head_dim=head_dim, rope_theta=theta,
+            rms_eps=float(cfg["rms_norm_eps"]), vocab=int(cfg["vocab_size"]),
+            context=int(cfg.get("max_position_embeddings", 2048)),
+            rope_freqs=scaled_frequencies(head_dim, theta, cfg.get("rope_scaling") or nested))
+    except RopeScalingError as e:
+        raise MLXCheckpointError(f"{path}: {e}") from None
     except (KeyError, TypeError, ValueError) as e:
         raise MLXCheckpointError(f"{path / 'config.json'}: missing or bad key {e}") from None
     return cfg, config
-
-
-def interleave_rope_rows(a: np.ndarray, n_heads: int) -> np.ndarray:
-    """Rows of a q or k projection (or its scales, biases) from the rotate-half order to interleaved pairs: within
-    each head, new row 2i + j is old row j * D/2 + i (llama.cpp's permute of Hugging Face weights)."""
-    d = a.shape[0] // n_heads
-    return a.reshape(n_heads, 2, d // 2, *a.shape[1:]).swapaxes(1, 2).reshape(a.shape)
 
 
 class Checkpoint:
@@ -135,6 +149,43 @@ class Checkpoint:
         if rope_heads:
             parts = [interleave_rope_rows(p, rope_heads) for p in parts]
         return tuple(parts)
+
+    def attention_extras(self, i: int) -> dict[str, np.ndarray]:
+        """Layer i's q/k/v biases (bq, bk, bv) and q/k norms (q_norm, k_norm) as the architecture has them, float32,
+        q's and k's in the interleaved RoPE order of their rows (the names of reference.LayerWeights)."""
+        arch, c = self.raw["model_type"], self.config
+        prefix = f"model.layers.{i}.self_attn"
+        extras = {}
+        for key, name, heads in zip(("bq", "bk", "bv"), QKV_BIASES.get(arch, ()), (c.n_heads, c.n_kv_heads, None)):
+            b = np.asarray(self.get(f"{prefix}.{name}")).astype(np.float32)
+            extras[key] = interleave_rope_rows(b, heads) if heads else b
+        for key, name in zip(("q_norm", "k_norm"), QK_NORMS.get(arch, ())):
+            extras[key] = interleave_rope_rows(np.asarray(self.get(f"{prefix}.{name}")).astype(np.float32), 1)
+        return extras
+
+    def reference_weights(self) -> LlamaWeights:
+        """The float64 weights of the reference decoder (mtlinv.model.reference), dequantized with MLX's formula,
+        q and k rows (and their biases, norms) in the interleaved RoPE order."""
+        c = self.config
+
+        def f64(prefix, heads=None):
+            w = self.dense(prefix).astype(np.float64)
+            return interleave_rope_rows(w, heads) if heads else w
+
+        def layer(i):
+            p = f"model.layers.{i}"
+            extras = {k: v.astype(np.float64) for k, v in self.attention_extras(i).items()}
+            return LayerWeights(
+                np.asarray(self.get(f"{p}.input_layernorm.weight"), np.float64),
+                f64(f"{p}.self_attn.q_proj", c.n_heads), f64(f"{p}.self_attn.k_proj", c.n_kv_heads),
+                f64(f"{p}.self_attn.v_proj"), f64(f"{p}.self_attn.o_proj"),
+                np.asarray(self.get(f"{p}.post_attention_layernorm.weight"), np.float64),
+                f64(f"{p}.mlp.gate_proj"), f64(f"{p}.mlp.up_proj"), f64(f"{p}.mlp.down_proj"), **extras)
+
+        embd = f64("model.embed_tokens")
+        return LlamaWeights(c, embd, tuple(layer(i) for i in range(c.n_layers)),
+                            np.asarray(self.get("model.norm.weight"), np.float64),
+                            embd if self.tied else f64("lm_head"))
 
     def dense(self, prefix: str) -> np.ndarray:
         """A matrix or vector as float32, dequantized with MLX's own formula when stored quantized."""

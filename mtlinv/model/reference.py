@@ -13,11 +13,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from .gguf_model import GGUFModel, LlamaConfig
+from .rope_scaling import base_frequencies
 
 
 @dataclass(frozen=True)
 class LayerWeights:
-    """One decoder layer, float64. wq [Hq*D, H] and wk [Hkv*D, H] rows as stored in GGUF (interleaved-pair RoPE)."""
+    """One decoder layer, float64. wq [Hq*D, H] and wk [Hkv*D, H] rows as stored in GGUF (interleaved-pair RoPE);
+    Qwen 2's q/k/v biases and Qwen 3's per-head q/k norms in the same order, None where the model has none."""
 
     attn_norm: np.ndarray  # [H]
     wq: np.ndarray  # [Hq*D, H]
@@ -28,6 +30,11 @@ class LayerWeights:
     w_gate: np.ndarray  # [F, H]
     w_up: np.ndarray  # [F, H]
     w_down: np.ndarray  # [H, F]
+    bq: np.ndarray | None = None  # [Hq*D]
+    bk: np.ndarray | None = None  # [Hkv*D]
+    bv: np.ndarray | None = None  # [Hkv*D]
+    q_norm: np.ndarray | None = None  # [D]: RMS norm of each query head before RoPE
+    k_norm: np.ndarray | None = None  # [D]: of each key head
 
 
 @dataclass(frozen=True)
@@ -49,7 +56,9 @@ class LlamaWeights:
 
         names = ("attn_norm", "attn_q", "attn_k", "attn_v", "attn_output", "ffn_norm", "ffn_gate", "ffn_up",
                  "ffn_down")
-        layers = tuple(LayerWeights(*(f64(model.layer(i, n)) for n in names)) for i in range(model.config.n_layers))
+        layers = tuple(LayerWeights(*(f64(model.layer(i, n)) for n in names),
+                                    **{k: f64(t) for k, t in model.layer_extras(i).items()})
+                       for i in range(model.config.n_layers))
         tok_embd = f64(model.tensors["token_embd.weight"])
         output = tok_embd if model.output.name == "token_embd.weight" else f64(model.output)
         return cls(model.config, tok_embd, layers, f64(model.tensors["output_norm.weight"]), output)
@@ -60,13 +69,14 @@ def rms_norm(x: np.ndarray, weight: np.ndarray, eps: float) -> np.ndarray:
     return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps) * weight
 
 
-def rope_interleaved(x: np.ndarray, positions: np.ndarray, theta: float) -> np.ndarray:
-    """Rotate pairs (x[..., 2i], x[..., 2i+1]) by angle pos * theta**(-2i/D) (ggml's "normal" RoPE, mode 0).
+def rope_interleaved(x: np.ndarray, positions: np.ndarray, theta: float, freqs=None) -> np.ndarray:
+    """Rotate pairs (x[..., 2i], x[..., 2i+1]) by angle pos * theta**(-2i/D) (ggml's "normal" RoPE, mode 0), or by
+    pos * freqs[i] with a scaled RoPE's table.
 
     x [M, heads, D], positions [M] -> [M, heads, D].
     """
     d = x.shape[-1]
-    freqs = theta ** (-np.arange(0, d, 2, dtype=np.float64) / d)  # [D/2]
+    freqs = base_frequencies(d, theta) if freqs is None else np.asarray(freqs, np.float64)  # [D/2]
     angles = positions[:, None].astype(np.float64) * freqs  # [M, D/2]
     cos, sin = np.cos(angles)[:, None, :], np.sin(angles)[:, None, :]
     even, odd = x[..., 0::2], x[..., 1::2]
@@ -134,9 +144,16 @@ class ReferenceModel:
         """Causal GQA attention of h [M, H] over cache + new keys -> [M, H]; appends the new K/V to layer i's cache."""
         c = self.weights.config
         m, start = len(positions), int(positions[0])
-        q = rope_interleaved((h @ layer.wq.T).reshape(m, c.n_heads, c.head_dim), positions, c.rope_theta)
-        k = rope_interleaved((h @ layer.wk.T).reshape(m, c.n_kv_heads, c.head_dim), positions, c.rope_theta)
-        v = (h @ layer.wv.T).reshape(m, c.n_kv_heads, c.head_dim)
+        def project(w, b, heads, norm=None):
+            y = h @ w.T if b is None else h @ w.T + b
+            y = y.reshape(m, heads, c.head_dim)
+            return y if norm is None else rms_norm(y, norm, c.rms_eps)
+
+        q = rope_interleaved(project(layer.wq, layer.bq, c.n_heads, layer.q_norm), positions, c.rope_theta,
+                             c.rope_freqs)
+        k = rope_interleaved(project(layer.wk, layer.bk, c.n_kv_heads, layer.k_norm), positions, c.rope_theta,
+                             c.rope_freqs)
+        v = project(layer.wv, layer.bv, c.n_kv_heads)
         keys = np.concatenate([self._k[i][:, :start], k.transpose(1, 0, 2)], axis=1)  # [Hkv, L, D]
         values = np.concatenate([self._v[i][:, :start], v.transpose(1, 0, 2)], axis=1)
         self._k[i], self._v[i] = keys, values

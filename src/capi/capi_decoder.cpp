@@ -19,21 +19,63 @@ struct mtlinv_decoder {
 
 namespace {
 
-constexpr const char* kCreate = "mtlinv_decoder_create";
-
-const mtlinv::Tensor& tensor(const mtlinv_tensor* t, const std::string& name) {
-  require(t, kCreate, name.c_str());
+const mtlinv::Tensor& tensor(const mtlinv_tensor* t, const char* fn, const std::string& name) {
+  require(t, fn, name.c_str());
   return t->t;
 }
 
-mtlinv::QuantLinear linear(const mtlinv_quant_linear& l, const std::string& name) {
+// An optional tensor: NULL is none (no storage).
+mtlinv::Tensor optional(const mtlinv_tensor* t) { return t ? t->t : mtlinv::Tensor(); }
+
+mtlinv::QuantLinear linear(const mtlinv_quant_linear& l, const char* fn, const std::string& name) {
   mtlinv::QuantLinear out;
-  out.wq = tensor(l.wq, name + ".wq");
-  out.scales = tensor(l.scales, name + ".scales");
-  out.biases = tensor(l.biases, name + ".biases");
+  out.wq = tensor(l.wq, fn, name + ".wq");
+  out.scales = tensor(l.scales, fn, name + ".scales");
+  out.biases = tensor(l.biases, fn, name + ".biases");
   out.group_size = l.group_size;
   out.bits = l.bits;
   return out;
+}
+
+// mtlinv_decoder_create and mtlinv_decoder_create_ext: extras may be NULL, rope_freqs NULL when n_rope_freqs is 0.
+mtlinv_status create(const char* fn, const mtlinv_decoder_config* config, const float* rope_freqs,
+                     size_t n_rope_freqs, const mtlinv_tensor* embedding, const mtlinv_decoder_layer* layers,
+                     const mtlinv_decoder_layer_extras* extras, size_t n_layers, const mtlinv_tensor* output_norm,
+                     const mtlinv_quant_linear* output, mtlinv_decoder** out) {
+  return run([&] {
+    require(config, fn, "config");
+    require(output, fn, "output");
+    require(out, fn, "out");
+    if (n_layers > 0) require(layers, fn, "layers");
+    if (n_rope_freqs > 0) require(rope_freqs, fn, "rope_freqs");
+    mtlinv::DecoderConfig c;
+    c.n_heads = config->n_heads;
+    c.rope_theta = config->rope_theta;
+    c.rms_eps = config->rms_eps;
+    if (n_rope_freqs > 0) c.rope_freqs.assign(rope_freqs, rope_freqs + n_rope_freqs);
+    std::vector<mtlinv::DecoderLayer> built;
+    for (size_t i = 0; i < n_layers; ++i) {
+      const mtlinv_decoder_layer& l = layers[i];
+      const std::string where = "layers[" + std::to_string(i) + "].";
+      mtlinv::DecoderLayer layer;
+      layer.attn_norm = tensor(l.attn_norm, fn, where + "attn_norm");
+      layer.ffn_norm = tensor(l.ffn_norm, fn, where + "ffn_norm");
+      layer.qkv = linear(l.qkv, fn, where + "qkv");
+      layer.o = linear(l.o, fn, where + "o");
+      layer.gate_up = linear(l.gate_up, fn, where + "gate_up");
+      layer.down = linear(l.down, fn, where + "down");
+      layer.k_cache = tensor(l.k_cache, fn, where + "k_cache");
+      layer.v_cache = tensor(l.v_cache, fn, where + "v_cache");
+      if (extras != nullptr) {
+        layer.qkv.bias = optional(extras[i].qkv_bias);
+        layer.q_norm = optional(extras[i].q_norm);
+        layer.k_norm = optional(extras[i].k_norm);
+      }
+      built.push_back(std::move(layer));
+    }
+    *out = new mtlinv_decoder{mtlinv::Decoder(c, tensor(embedding, fn, "embedding"), std::move(built),
+                                              tensor(output_norm, fn, "output_norm"), linear(*output, fn, "output"))};
+  });
 }
 
 }  // namespace
@@ -44,33 +86,18 @@ mtlinv_status mtlinv_decoder_create(const mtlinv_decoder_config* config, const m
                                     const mtlinv_decoder_layer* layers, size_t n_layers,
                                     const mtlinv_tensor* output_norm, const mtlinv_quant_linear* output,
                                     mtlinv_decoder** out) {
-  return run([&] {
-    require(config, kCreate, "config");
-    require(output, kCreate, "output");
-    require(out, kCreate, "out");
-    if (n_layers > 0) require(layers, kCreate, "layers");
-    mtlinv::DecoderConfig c;
-    c.n_heads = config->n_heads;
-    c.rope_theta = config->rope_theta;
-    c.rms_eps = config->rms_eps;
-    std::vector<mtlinv::DecoderLayer> built;
-    for (size_t i = 0; i < n_layers; ++i) {
-      const mtlinv_decoder_layer& l = layers[i];
-      const std::string where = "layers[" + std::to_string(i) + "].";
-      mtlinv::DecoderLayer layer;
-      layer.attn_norm = tensor(l.attn_norm, where + "attn_norm");
-      layer.ffn_norm = tensor(l.ffn_norm, where + "ffn_norm");
-      layer.qkv = linear(l.qkv, where + "qkv");
-      layer.o = linear(l.o, where + "o");
-      layer.gate_up = linear(l.gate_up, where + "gate_up");
-      layer.down = linear(l.down, where + "down");
-      layer.k_cache = tensor(l.k_cache, where + "k_cache");
-      layer.v_cache = tensor(l.v_cache, where + "v_cache");
-      built.push_back(std::move(layer));
-    }
-    *out = new mtlinv_decoder{mtlinv::Decoder(c, tensor(embedding, "embedding"), std::move(built),
-                                              tensor(output_norm, "output_norm"), linear(*output, "output"))};
-  });
+  return create("mtlinv_decoder_create", config, nullptr, 0, embedding, layers, nullptr, n_layers, output_norm,
+                output, out);
+}
+
+mtlinv_status mtlinv_decoder_create_ext(const mtlinv_decoder_config* config, const float* rope_freqs,
+                                        size_t n_rope_freqs, const mtlinv_tensor* embedding,
+                                        const mtlinv_decoder_layer* layers,
+                                        const mtlinv_decoder_layer_extras* extras, size_t n_layers,
+                                        const mtlinv_tensor* output_norm, const mtlinv_quant_linear* output,
+                                        mtlinv_decoder** out) {
+  return create("mtlinv_decoder_create_ext", config, rope_freqs, n_rope_freqs, embedding, layers, extras, n_layers,
+                output_norm, output, out);
 }
 
 mtlinv_status mtlinv_decoder_forward(const mtlinv_decoder* decoder, const int64_t* ids, size_t n_ids, int64_t start,

@@ -173,6 +173,27 @@ mtlinv_status mtlinv_qkv_to_heads(const mtlinv_tensor* x, int64_t q_heads, mtlin
   });
 }
 
+mtlinv_status mtlinv_qkv_to_heads_freqs(const mtlinv_tensor* x, int64_t q_heads, mtlinv_tensor* k_dst,
+                                        mtlinv_tensor* v_dst, int64_t seq_offset, int64_t start_pos,
+                                        const float* freqs, size_t n_freqs, mtlinv_tensor** out) {
+  return run([&] {
+    const char* fn = "mtlinv_qkv_to_heads_freqs";
+    require_all(fn, {{"x", x}, {"k_dst", k_dst}, {"v_dst", v_dst}, {"out", out}});
+    require(freqs, fn, "freqs");
+    const mtlinv::Tensor table = mtlinv::rope_freqs(fn, std::vector<float>(freqs, freqs + n_freqs));
+    *out = wrap(mtlinv::qkv_to_heads(x->t, q_heads, k_dst->t, v_dst->t, seq_offset, start_pos, 1.0, &table));
+  });
+}
+
+mtlinv_status mtlinv_qk_rms_norm(const mtlinv_tensor* x, int64_t q_heads, int64_t kv_heads,
+                                 const mtlinv_tensor* q_weight, const mtlinv_tensor* k_weight, float eps,
+                                 mtlinv_tensor** out) {
+  return run([&] {
+    require_all("mtlinv_qk_rms_norm", {{"x", x}, {"q_weight", q_weight}, {"k_weight", k_weight}, {"out", out}});
+    *out = wrap(mtlinv::qk_rms_norm(x->t, q_heads, kv_heads, q_weight->t, k_weight->t, eps));
+  });
+}
+
 mtlinv_status mtlinv_heads_to_rows(const mtlinv_tensor* x, mtlinv_tensor** out) {
   return run([&] {
     require_all("mtlinv_heads_to_rows", {{"x", x}, {"out", out}});

@@ -7,7 +7,7 @@
 
 namespace mtlinv {
 
-static_assert(sizeof(RmsNormArgs) == 12, "RmsNormArgs layout must match metal/args.h on every target");
+static_assert(sizeof(RmsNormArgs) == 20, "RmsNormArgs layout must match metal/args.h on every target");
 
 }  // namespace mtlinv
 

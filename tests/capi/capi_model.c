@@ -1,5 +1,6 @@
 /* The C API's model path, from C alone (tests/ops/test_embedding.py runs this): quantise weights on the host
- * (mtlinv_quantize, checked on MLX's hand example and round-tripped), build a small decoder (mtlinv_decoder_create),
+ * (mtlinv_quantize, checked on MLX's hand example and round-tripped), build a small decoder (mtlinv_decoder_create;
+ * mtlinv_decoder_create_ext with Qwen 2's bias, Qwen 3's norms and a RoPE table),
  * and check that a forward of M positions gives each position the bits of M forwards of one position under a limit
  * of M; then every error path: status and message naming the argument, never a crash. Prints one line per case;
  * exit status 0 when every case passes. */
@@ -110,6 +111,71 @@ static mtlinv_tensor* cache(void) {
   return t;
 }
 
+static mtlinv_tensor* vector_of(const float* values, int64_t n) {
+  mtlinv_tensor* t = NULL;
+  expect("tensor_from_host", mtlinv_tensor_from_host(values, &n, 1, MTLINV_FLOAT32, &t), MTLINV_OK, "");
+  return t;
+}
+
+/* mtlinv_decoder_create_ext: without extras or a table, the plain decoder's bits (plain: its logits of ids); with
+ * Qwen 2's bias, Qwen 3's norms and a RoPE table, other logits, each position still with the bits it has alone;
+ * and its checks. */
+static void check_decoder_ext(const mtlinv_decoder_config* config, const mtlinv_tensor* embedding,
+                              const mtlinv_decoder_layer* layer, const mtlinv_tensor* norm,
+                              const mtlinv_quant_linear* output, const int64_t* ids, const float* plain) {
+  static float bias[(HQ + 2 * HKV) * D], weights[D], freqs[D / 2], logits_all[M * V], logits_one[V];
+  mtlinv_decoder_layer_extras extras = {NULL, NULL, NULL};
+  mtlinv_decoder *ext = NULL, *unused = NULL;
+  mtlinv_tensor *all = NULL, *one = NULL;
+  int previous = 0, same = 1;
+  for (int i = 0; i < (HQ + 2 * HKV) * D; ++i) bias[i] = random_value(1.0f);
+  for (int i = 0; i < D; ++i) weights[i] = 1.0f + random_value(0.2f);
+  freqs[0] = 1.0f;
+  for (int j = 1; j < D / 2; ++j) freqs[j] = freqs[j - 1] * 0.75f;
+  expect("set_limit", mtlinv_set_limit(M, &previous), MTLINV_OK, "");
+
+  expect("create_ext plain", mtlinv_decoder_create_ext(config, NULL, 0, embedding, layer, &extras, 1, norm, output,
+                                                       &ext), MTLINV_OK, "");
+  expect("forward plain", mtlinv_decoder_forward(ext, ids, M, 0, &all), MTLINV_OK, "");
+  expect("download", mtlinv_tensor_to_host(all, logits_all, sizeof logits_all), MTLINV_OK, "");
+  check("create_ext without extras has create's bits", memcmp(logits_all, plain, sizeof logits_all) == 0);
+  mtlinv_tensor_free(all);
+  mtlinv_decoder_free(ext);
+
+  extras.qkv_bias = vector_of(bias, (HQ + 2 * HKV) * D);
+  extras.q_norm = vector_of(weights, D);
+  extras.k_norm = extras.q_norm;
+  expect("create_ext", mtlinv_decoder_create_ext(config, freqs, D / 2, embedding, layer, &extras, 1, norm, output,
+                                                 &ext), MTLINV_OK, "");
+  expect("forward ext M", mtlinv_decoder_forward(ext, ids, M, 0, &all), MTLINV_OK, "");
+  expect("download", mtlinv_tensor_to_host(all, logits_all, sizeof logits_all), MTLINV_OK, "");
+  check("the extras change the logits", memcmp(logits_all, plain, sizeof logits_all) != 0);
+  for (int i = 0; i < M; ++i) {
+    expect("forward ext 1", mtlinv_decoder_forward(ext, &ids[i], 1, i, &one), MTLINV_OK, "");
+    expect("download", mtlinv_tensor_to_host(one, logits_one, sizeof logits_one), MTLINV_OK, "");
+    same &= memcmp(logits_one, logits_all + i * V, sizeof logits_one) == 0;
+    mtlinv_tensor_free(one);
+  }
+  check("with the extras, each position of a call of M has the bits of the position alone", same);
+  expect("create_ext NULL rope_freqs", mtlinv_decoder_create_ext(config, NULL, D / 2, embedding, layer, &extras, 1,
+                                                                 norm, output, &unused),
+         MTLINV_ERROR_INVALID_ARGUMENT, "mtlinv_decoder_create_ext: rope_freqs is NULL");
+  freqs[3] = 2.0f;
+  expect("create_ext frequency above 1", mtlinv_decoder_create_ext(config, freqs, D / 2, embedding, layer, &extras,
+                                                                   1, norm, output, &unused),
+         MTLINV_ERROR_INVALID_ARGUMENT, "rope_freqs[3]=2 is outside (0, 1]");
+  extras.k_norm = NULL;
+  expect("create_ext q_norm alone", mtlinv_decoder_create_ext(config, NULL, 0, embedding, layer, &extras, 1, norm,
+                                                              output, &unused),
+         MTLINV_ERROR_INVALID_ARGUMENT, "layers[0] has q_norm without k_norm");
+  check("a failed create_ext leaves *out as it was", unused == NULL);
+  expect("restore the limit", mtlinv_set_limit(previous, NULL), MTLINV_OK, "");
+  mtlinv_tensor_free(all);
+  mtlinv_tensor_free((mtlinv_tensor*)extras.qkv_bias);
+  mtlinv_tensor_free((mtlinv_tensor*)extras.q_norm);
+  mtlinv_decoder_free(ext);
+}
+
 static void check_decoder(void) {
   static float table[V * H], ones[H];
   mtlinv_decoder_config config = {HQ, 10000.0, 1e-5};
@@ -192,6 +258,7 @@ static void check_decoder(void) {
            MTLINV_ERROR_INVALID_ARGUMENT, "n_heads=0 must be positive");
   }
   check("a failed create leaves *out as it was", unused == NULL);
+  check_decoder_ext(&config, embedding, &layer, norm, &output, ids, logits_all);
 
   mtlinv_decoder_free(decoder);
   mtlinv_decoder_free(NULL);

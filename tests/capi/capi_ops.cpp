@@ -116,6 +116,21 @@ void check_heads(std::mt19937& rng) {
   same("qkv_to_heads: queries", mtlinv_qkv_to_heads(qkv.c, Hq, k_c.c, v_c.c, 4, 4, 500000.0, &out), out, q);
   same("qkv_to_heads: k_dst", MTLINV_OK, k_c.c, k_c.cpp, true);
   same("qkv_to_heads: v_dst", MTLINV_OK, v_c.c, v_c.cpp, true);
+  // With a frequency table (a scaled RoPE's), and Qwen 3's per-head norms.
+  std::vector<float> freqs(D / 2);
+  for (size_t j = 0; j < freqs.size(); ++j) freqs[j] = std::pow(0.5f, static_cast<float>(j) / 4);
+  Input k_f = input({Hkv, C, D}, rng), v_f = input({Hkv, C, D}, rng), wq = input({D}, rng), wk = input({D}, rng);
+  const mtlinv::Tensor table = mtlinv::rope_freqs("test", freqs);
+  const mtlinv::Tensor qf = mtlinv::qkv_to_heads(qkv.cpp, Hq, k_f.cpp, v_f.cpp, 4, 4, 1.0, &table);
+  same("qkv_to_heads_freqs: queries",
+       mtlinv_qkv_to_heads_freqs(qkv.c, Hq, k_f.c, v_f.c, 4, 4, freqs.data(), freqs.size(), &out), out, qf);
+  same("qkv_to_heads_freqs: k_dst", MTLINV_OK, k_f.c, k_f.cpp, true);
+  expect("qkv_to_heads_freqs: NULL freqs", mtlinv_qkv_to_heads_freqs(qkv.c, Hq, k_f.c, v_f.c, 0, 0, nullptr, 32, &out),
+         MTLINV_ERROR_INVALID_ARGUMENT, "freqs is NULL");
+  expect("qkv_to_heads_freqs: too few", mtlinv_qkv_to_heads_freqs(qkv.c, Hq, k_f.c, v_f.c, 0, 0, freqs.data(), 3, &out),
+         MTLINV_ERROR_INVALID_ARGUMENT, "freqs must be [D / 2] = [32]");
+  same("qk_rms_norm", mtlinv_qk_rms_norm(qkv.c, Hq, Hkv, wq.c, wk.c, 1e-6f, &out), out,
+       mtlinv::qk_rms_norm(qkv.cpp, Hq, Hkv, wq.cpp, wk.cpp, 1e-6f));
   mtlinv::write_heads(x.cpp, dst.cpp, 5, 5, true, 10000.0);
   expect("write_heads", mtlinv_write_heads(x.c, dst.c, 5, 5, 1, 10000.0), MTLINV_OK, "");
   same("write_heads: dst", MTLINV_OK, dst.c, dst.cpp, true);
@@ -130,7 +145,7 @@ void check_heads(std::mt19937& rng) {
   expect("qkv_to_heads: NULL v_dst", mtlinv_qkv_to_heads(qkv.c, Hq, k_c.c, nullptr, 0, 0, 1e4, &out),
          MTLINV_ERROR_INVALID_ARGUMENT, "v_dst is NULL");
   expect("heads_to_rows: 2-d x", mtlinv_heads_to_rows(flat.c, &out), MTLINV_ERROR_INVALID_ARGUMENT, "heads_to_rows");
-  free_all({&x, &qkv, &heads, &k_c, &v_c, &dst, &odd, &flat});
+  free_all({&x, &qkv, &heads, &k_c, &v_c, &dst, &odd, &flat, &k_f, &v_f, &wq, &wk});
 }
 
 void check_attention_and_embedding(std::mt19937& rng) {

@@ -241,11 +241,13 @@ FIRST_ARGUMENT = {
     "write_heads": lambda a: mtlinv.write_heads(a, mtlinv.asarray(np.zeros((1, 4, 8), f32)), 0),
     "qkv_to_heads": lambda a: mtlinv.qkv_to_heads(a, 1, *(mtlinv.asarray(np.zeros((1, 4, 8), f32)) for _ in "kv"),
                                                   0),
+    "qk_rms_norm": lambda a: mtlinv.qk_rms_norm(a, 1, 1, np.ones(8, f32), np.ones(8, f32)),
     "heads_to_rows": lambda a: mtlinv.heads_to_rows(a),
     "embedding": lambda a: mtlinv.embedding(a, [0]),
     "tile_weights": lambda a: mtlinv.tile_weights(a),
 }
 SHAPES = {"sdpa": (1, 1, 64), "rope_heads": (2, 1, 8), "write_heads": (2, 1, 8), "qkv_to_heads": (2, 3, 8),
+          "qk_rms_norm": (2, 3, 8),
           "heads_to_rows": (1, 2, 8), "qgemv": (1, 32), "tile_weights": (16, 32)}
 
 

@@ -1,6 +1,7 @@
 """MLX checkpoints as mlx-lm writes them (tests/model/fixtures/mlx-*, made by tools/make_model_fixtures.py with
 mlx-lm's own model classes, quantize_model and save path), loaded without conversion: mlx-lm's logits as the
-reference (token agreement and logit error: the kernels differ), and the architectures not run refused by name."""
+reference (token agreement and logit error: the kernels differ). Qwen 2, Qwen 3 and Llama 3's RoPE scaling, and the
+refusals of what stays unsupported: test_architectures.py."""
 import pathlib
 
 import numpy as np
@@ -54,19 +55,6 @@ def test_generate_speculative_sampling_equals_plain(model):
     plain = [t.id for t in mtlinv.generate(model, "the sea", **args)]
     spec = mtlinv.generate(model, "the sea", draft="layer-skip", **args)
     assert [t.id for t in spec] == plain and spec.counts.proposed > 0
-
-
-@pytest.mark.parametrize("name, message", [
-    ("mlx-qwen2", "model_type 'qwen2' is not supported; supported: llama"),
-    ("mlx-qwen3", "model_type 'qwen3' is not supported; supported: llama"),
-    ("mlx-llama3-rope-scaled", r"rope_scaling 'llama3' \(Llama 3's scaled RoPE and the like\) is not supported"),
-])
-def test_unsupported_architectures_are_refused_by_name(name, message, capsys):
-    with pytest.raises(MLXCheckpointError, match=message):
-        load(FIXTURES / name)
-    assert main(["generate", "Hi", "--model", str(FIXTURES / name)]) == 2
-    err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "Traceback" not in err and name in err
 
 
 def test_command_line_with_a_draft_model_gives_the_plain_text(capsys):

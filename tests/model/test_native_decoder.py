@@ -1,5 +1,6 @@
 """mtlinv.Decoder, the forward pass in C++: the bits of the same forward composed of the Python ops, the number of
 ops it issues, and its errors."""
+import dataclasses
 import os
 import tracemalloc
 
@@ -228,6 +229,36 @@ def test_decoder_refuses_bad_layers(tiny_device):
         build([layer()], output=Seven())
     with pytest.raises(mtlinv.InvalidArgumentError, match=r"layers\[0\]'s gate_up has bits=7"):
         build([layer(gate_up=Seven())])
+
+
+def test_decoder_refuses_bad_qwen_and_llama3_parts(tiny_device):
+    """The parts Qwen 2, Qwen 3 and Llama 3 add, each checked where it can be named: a q/k norm without the other,
+    a RoPE table of the wrong size or with a frequency outside (0, 1] (at construction), a bias of the wrong shape
+    (by qgemv, at the first forward)."""
+    w = tiny_device
+    k, v = caches(w, 8)
+    l0 = w.layers[0]
+    d = w.config.head_dim
+
+    def build(rope_freqs=None, qkv=l0.w_qkv, **norms):
+        layer = dict(attn_norm=l0.attn_norm, ffn_norm=l0.ffn_norm, qkv=qkv, o=l0.wo, gate_up=l0.w_gate_up,
+                     down=l0.w_down, k_cache=k[0], v_cache=v[0], **norms)
+        return mtlinv.Decoder(n_heads=w.config.n_heads, rope_theta=1e4, rms_eps=1e-5, embedding=w.embedding,
+                              layers=[layer], output_norm=w.output_norm, output=w.output, rope_freqs=rope_freqs)
+
+    norm = mtlinv.asarray(np.ones(d, ml_dtypes.bfloat16))
+    build(rope_freqs=np.full(d // 2, 0.5), q_norm=norm, k_norm=norm).forward([1, 2], 0)
+    with pytest.raises(mtlinv.InvalidArgumentError, match=r"layers\[0\] has q_norm without k_norm; give both"):
+        build(q_norm=norm)
+    with pytest.raises(mtlinv.InvalidArgumentError, match=r"rope_freqs has 3 values; the caches' head dim 64 needs 32"):
+        build(rope_freqs=[0.5, 0.25, 0.125])
+    with pytest.raises(mtlinv.InvalidArgumentError, match=r"Decoder: rope_freqs\[1\]=2 is outside \(0, 1\]"):
+        build(rope_freqs=[0.5, 2.0] + [0.5] * (d // 2 - 2))
+    with pytest.raises(mtlinv.InvalidArgumentError, match=r"Decoder: rope_freqs must be a 1-D sequence of real"):
+        build(rope_freqs="fast")
+    short_bias = dataclasses.replace(l0.w_qkv, bias=mtlinv.asarray(np.ones(5, ml_dtypes.bfloat16)))
+    with pytest.raises(mtlinv.InvalidArgumentError, match="qgemv: bias"):
+        build(qkv=short_bias).forward([1], 0)
 
 
 def test_decoder_refuses_bad_tokens(tiny_device):

@@ -14,7 +14,7 @@
 namespace mtlinv {
 
 Tensor QuantLinear::operator()(const Tensor& x) const {
-  return qgemv(x, wq, scales, biases, nullptr, group_size, bits);
+  return qgemv(x, wq, scales, biases, bias.storage ? &bias : nullptr, group_size, bits);
 }
 
 namespace {
@@ -90,6 +90,19 @@ Decoder::Decoder(DecoderConfig config, Tensor embedding, std::vector<DecoderLaye
   if (config_.n_heads % cache[0] != 0) {
     throw InvalidArgument("Decoder: n_heads=", config_.n_heads, " is not a multiple of the caches' Hkv=", cache[0]);
   }
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    if (!layers_[i].q_norm.storage != !layers_[i].k_norm.storage) {
+      throw InvalidArgument("Decoder: layers[", i, "] has ", layers_[i].q_norm.storage ? "q_norm" : "k_norm",
+                            " without ", layers_[i].q_norm.storage ? "k_norm" : "q_norm", "; give both or neither");
+    }
+  }
+  if (!config_.rope_freqs.empty()) {
+    if (static_cast<int64_t>(config_.rope_freqs.size()) * 2 != cache[2]) {
+      throw InvalidArgument("Decoder: rope_freqs has ", config_.rope_freqs.size(), " values; the caches' head dim ",
+                            cache[2], " needs ", cache[2] / 2);
+    }
+    rope_freqs_ = rope_freqs("Decoder", config_.rope_freqs);
+  }
   capacity_ = cache[1];
 }
 
@@ -136,8 +149,12 @@ uint64_t Decoder::batch_key(int64_t m, size_t layer) const {
 Tensor Decoder::attention(const DecoderLayer& layer, const Tensor& h, int64_t start, int64_t m) const {
   // qkv_to_heads takes the projection's [m, (Hq + 2 Hkv) D] as it is and writes k and v into the caches at
   // `start`; sdpa reads the [Hkv, C, D] caches up to start + m and the [Hq, m, D] queries as one sequence.
-  const Tensor q = qkv_to_heads(layer.qkv(h), config_.n_heads, layer.k_cache, layer.v_cache, start, start,
-                                config_.rope_theta);
+  Tensor qkv = layer.qkv(h);
+  if (layer.q_norm.storage) {
+    qkv = qk_rms_norm(qkv, config_.n_heads, layer.k_cache.dim(0), layer.q_norm, layer.k_norm, config_.rms_eps);
+  }
+  const Tensor q = qkv_to_heads(qkv, config_.n_heads, layer.k_cache, layer.v_cache, start, start, config_.rope_theta,
+                                rope_freqs_.storage ? &rope_freqs_ : nullptr);
   SdpaOptions options;
   options.causal = true;
   options.has_kv_len = true;

@@ -13,11 +13,12 @@
 
 namespace mtlinv {
 
-// y = x @ W.T with W [N, K] in the affine quantized format qgemv takes.
+// y = x @ W.T (+ bias) with W [N, K] in the affine quantized format qgemv takes.
 struct QuantLinear {
   Tensor wq, scales, biases;
   int group_size = 32;
   int bits = 4;
+  Tensor bias;                          // [N] in x's dtype, or none (no storage): Qwen 2's q|k|v have one
 
   Tensor operator()(const Tensor& x) const;
 };
@@ -29,12 +30,17 @@ struct DecoderLayer {
   QuantLinear gate_up;                  // gate and up stacked by rows: [2 F, H]
   QuantLinear down;                     // [H, F]
   Tensor k_cache, v_cache;              // [Hkv, C, D]: this decoder's cache of the layer, written in place
+  // Qwen 3's per-head RMS norms of the queries and keys before RoPE ([D] each, qk_rms_norm), or none (no storage).
+  Tensor q_norm, k_norm;
 };
 
 struct DecoderConfig {
   int64_t n_heads = 0;                  // query heads; Hkv and D are the caches'
   double rope_theta = 10000.0;          // RoPE base, in [1, FLT_MAX] (rope_base, ops/decoder_ops.h)
   double rms_eps = 1e-5;
+  // Pair j's RoPE frequency, [D / 2] values in (0, 1], for a scaled RoPE (Llama 3's, computed by the caller);
+  // empty: rope_theta^(-2j/D), computed by the kernel.
+  std::vector<float> rope_freqs;
 };
 
 class Decoder {
@@ -66,6 +72,7 @@ class Decoder {
   std::vector<DecoderLayer> layers_;
   Tensor output_norm_;                  // [H]
   QuantLinear output_;                  // [V, H]
+  Tensor rope_freqs_;                   // config_.rope_freqs on the device, or none
   int64_t capacity_ = 0;
 };
 

@@ -114,8 +114,21 @@ void write_heads(const Tensor& x, const Tensor& dst, int64_t seq_offset, int64_t
   run_plan(plan_to_heads(rotate, x.dtype, rows, heads, dim, capacity, seq_offset, start_pos, base_f), {&x, &dst});
 }
 
+Tensor rope_freqs(const char* op, const std::vector<float>& freqs) {
+  for (size_t j = 0; j < freqs.size(); ++j) {
+    if (!(freqs[j] > 0.0f && freqs[j] <= 1.0f)) {
+      throw InvalidArgument(op, ": rope_freqs[", j, "]=", round_trip(freqs[j]), " is outside (0, 1]: a RoPE "
+                            "frequency above 1 a position grows the angles of late positions past float32");
+    }
+  }
+  require_u32(op, "rope_freqs' size", static_cast<int64_t>(freqs.size()));
+  Tensor t = Tensor::empty({static_cast<int64_t>(freqs.size())}, DType::f32);
+  if (!freqs.empty()) t.upload(freqs.data(), t.nbytes(), op);
+  return t;
+}
+
 Tensor qkv_to_heads(const Tensor& x, int64_t q_heads, const Tensor& k_dst, const Tensor& v_dst, int64_t seq_offset,
-                    int64_t start_pos, double base) {
+                    int64_t start_pos, double base, const Tensor* freqs) {
   const char* op = "qkv_to_heads";
   require_float(op, "qkv", x);
   require_same_dtype(op, "qkv", x, "k_dst", k_dst);
@@ -142,11 +155,26 @@ Tensor qkv_to_heads(const Tensor& x, int64_t q_heads, const Tensor& k_dst, const
   }
   const int64_t rows = x.dim(0);
   require_u32(op, "q_heads + 2 Hkv", q_heads + 2 * kv_heads);
-  const float base_f = check_heads_write(op, rows, dim, capacity, seq_offset, start_pos, true, base);
+  float base_f = 1.0f;  // unused with a table
+  if (freqs != nullptr) {
+    if (freqs->dtype != DType::f32) {
+      throw DTypeError(op, ": freqs has dtype ", dtype_name(freqs->dtype), "; expected float32");
+    }
+    freqs->require_dense(op, "freqs");
+    if (freqs->ndim() != 1 || freqs->dim(0) * 2 != dim) {
+      throw InvalidArgument(op, ": freqs must be [D / 2] = [", dim / 2, "] for D=", dim, ", got ",
+                            shape_str(freqs->shape));
+    }
+    check_heads_write(op, rows, dim, capacity, seq_offset, start_pos, false, base);
+  } else {
+    base_f = check_heads_write(op, rows, dim, capacity, seq_offset, start_pos, true, base);
+  }
   Tensor q = Tensor::empty({q_heads, rows, dim}, x.dtype);
   if (x.numel() > 0) {
-    run_plan(plan_qkv_to_heads(x.dtype, rows, q_heads, kv_heads, dim, capacity, seq_offset, start_pos, base_f),
-             {&x, &q, &k_dst, &v_dst});
+    run_plan(plan_qkv_to_heads(x.dtype, rows, q_heads, kv_heads, dim, capacity, seq_offset, start_pos, base_f,
+                               freqs != nullptr),
+             freqs ? std::vector<const Tensor*>{&x, &q, &k_dst, &v_dst, freqs}
+                   : std::vector<const Tensor*>{&x, &q, &k_dst, &v_dst});
   }
   return q;
 }

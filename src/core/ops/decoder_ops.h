@@ -19,9 +19,16 @@ void write_heads(const Tensor& x, const Tensor& dst, int64_t seq_offset, int64_t
                  const char* op = "write_heads");
 // A fused q|k|v projection's output x [L, q_heads + 2 Hkv, D] -> the rotated queries [q_heads, L, D] (returned);
 // rotated keys and unrotated values written into k_dst and v_dst [Hkv, C, D] at sequence indices seq_offset..: the
-// bits of rope_heads and two write_heads calls, in one launch.
+// bits of rope_heads and two write_heads calls, in one launch. With `freqs` (float32 [D / 2], on the device) pair j
+// turns by p * freqs[j] instead of p * base^(-2j/D) (base is then unused): a scaled RoPE (Llama 3's), whose table
+// the caller computes once. Its values are not read here (that would wait for the device at every call): make them
+// with rope_freqs, which checks them.
 Tensor qkv_to_heads(const Tensor& x, int64_t q_heads, const Tensor& k_dst, const Tensor& v_dst, int64_t seq_offset,
-                    int64_t start_pos, double base);
+                    int64_t start_pos, double base, const Tensor* freqs = nullptr);
+// A RoPE frequency table as qkv_to_heads takes it: float32 [D / 2] on the device, from values that must each be in
+// (0, 1] (as base^(-2j/D) is for base >= 1: every angle stays below 2^32, finite; rope_base says why); throws
+// InvalidArgument naming `op` and the first value outside.
+Tensor rope_freqs(const char* op, const std::vector<float>& freqs);
 // A RoPE base as the kernels take it, float32: throws InvalidArgument naming `op` and `arg` unless base is in
 // [1, FLT_MAX]. The kernels rotate pair j of position p by p * base^(-2j/D). From 1 up every frequency is at most 1
 // and every angle below 2^32, finite on every backend; below 1 the frequencies reach base^(-(D-2)/D), nearly

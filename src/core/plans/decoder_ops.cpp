@@ -72,11 +72,15 @@ Plan plan_to_heads(bool rotate, DType dtype, int64_t rows, int64_t heads, int64_
 }
 
 Plan plan_qkv_to_heads(DType dtype, int64_t rows, int64_t q_heads, int64_t kv_heads, int64_t head_dim,
-                       int64_t capacity, int64_t seq_offset, int64_t start_pos, float rope_base) {
+                       int64_t capacity, int64_t seq_offset, int64_t start_pos, float rope_base, bool freqs) {
   DecoderOpArgs a = heads_write_args(rows, q_heads, head_dim, capacity, seq_offset, start_pos, rope_base);
   a.kv_heads = u32(kv_heads);
-  return one_launch(KernelFamily::qkv_to_heads, dtype,
-                    {ceil_div(head_dim / 2, 32), u32(q_heads + 2 * kv_heads), u32(rows)}, {32, 1, 1}, a,
+  const Dim3 grid = {ceil_div(head_dim / 2, 32), u32(q_heads + 2 * kv_heads), u32(rows)};
+  if (freqs) {
+    return one_launch(KernelFamily::qkv_to_heads_freqs, dtype, grid, {32, 1, 1}, a,
+                      {DECODER_SLOT_IN, DECODER_SLOT_OUT, DECODER_SLOT_OUT_K, DECODER_SLOT_OUT_V, DECODER_SLOT_FREQS});
+  }
+  return one_launch(KernelFamily::qkv_to_heads, dtype, grid, {32, 1, 1}, a,
                     {DECODER_SLOT_IN, DECODER_SLOT_OUT, DECODER_SLOT_OUT_K, DECODER_SLOT_OUT_V});
 }
 

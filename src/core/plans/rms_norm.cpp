@@ -43,4 +43,22 @@ Plan plan_rms_norm(int64_t rows, int64_t cols, DType dtype, float eps, const Dev
   return plan;
 }
 
+Plan plan_qk_rms_norm(int64_t rows, int64_t q_heads, int64_t kv_heads, int64_t head_dim, DType dtype, float eps,
+                      const DeviceCaps& caps) {
+  const int64_t head_rows = rows * (q_heads + 2 * kv_heads);
+  PlanLaunch launch;
+  launch.kernel = kernel_id(KernelFamily::qk_rms_norm, dtype);
+  launch.threadgroups = {static_cast<uint32_t>(head_rows), 1, 1};
+  launch.threads_per_threadgroup = {threads_per_row(head_dim, caps), 1, 1};
+  launch.set_args(RmsNormArgs{static_cast<uint32_t>(head_rows), static_cast<uint32_t>(head_dim), eps,
+                              static_cast<uint32_t>(q_heads), static_cast<uint32_t>(kv_heads)});
+  launch.bind(RMS_NORM_SLOT_X, PlanBuffer::op(0));
+  launch.bind(RMS_NORM_SLOT_W, PlanBuffer::op(1));
+  launch.bind(RMS_NORM_SLOT_W_K, PlanBuffer::op(2));
+  launch.bind(RMS_NORM_SLOT_Y, PlanBuffer::op(3));
+  Plan plan;
+  plan.launches.push_back(std::move(launch));
+  return plan;
+}
+
 }  // namespace mtlinv
