@@ -117,17 +117,32 @@ static mtlinv_tensor* vector_of(const float* values, int64_t n) {
   return t;
 }
 
+/* Whether each of the M positions of ids, run alone (after the ones before it), has the bits of its row of
+ * logits_all, the positions' logits from one call. */
+static int each_position_alone(mtlinv_decoder* decoder, const int64_t* ids, const float* logits_all) {
+  static float logits_one[V];
+  mtlinv_tensor* one = NULL;
+  int same = 1;
+  for (int i = 0; i < M; ++i) {
+    expect("decoder_forward 1", mtlinv_decoder_forward(decoder, &ids[i], 1, i, &one), MTLINV_OK, "");
+    expect("download", mtlinv_tensor_to_host(one, logits_one, sizeof logits_one), MTLINV_OK, "");
+    same &= memcmp(logits_one, logits_all + i * V, sizeof logits_one) == 0;
+    mtlinv_tensor_free(one);
+  }
+  return same;
+}
+
 /* mtlinv_decoder_create_ext: without extras or a table, the plain decoder's bits (plain: its logits of ids); with
  * Qwen 2's bias, Qwen 3's norms and a RoPE table, other logits, each position still with the bits it has alone;
  * and its checks. */
 static void check_decoder_ext(const mtlinv_decoder_config* config, const mtlinv_tensor* embedding,
                               const mtlinv_decoder_layer* layer, const mtlinv_tensor* norm,
                               const mtlinv_quant_linear* output, const int64_t* ids, const float* plain) {
-  static float bias[(HQ + 2 * HKV) * D], weights[D], freqs[D / 2], logits_all[M * V], logits_one[V];
+  static float bias[(HQ + 2 * HKV) * D], weights[D], freqs[D / 2], logits_all[M * V];
   mtlinv_decoder_layer_extras extras = {NULL, NULL, NULL};
   mtlinv_decoder *ext = NULL, *unused = NULL;
-  mtlinv_tensor *all = NULL, *one = NULL;
-  int previous = 0, same = 1;
+  mtlinv_tensor* all = NULL;
+  int previous = 0;
   for (int i = 0; i < (HQ + 2 * HKV) * D; ++i) bias[i] = random_value(1.0f);
   for (int i = 0; i < D; ++i) weights[i] = 1.0f + random_value(0.2f);
   freqs[0] = 1.0f;
@@ -150,13 +165,8 @@ static void check_decoder_ext(const mtlinv_decoder_config* config, const mtlinv_
   expect("forward ext M", mtlinv_decoder_forward(ext, ids, M, 0, &all), MTLINV_OK, "");
   expect("download", mtlinv_tensor_to_host(all, logits_all, sizeof logits_all), MTLINV_OK, "");
   check("the extras change the logits", memcmp(logits_all, plain, sizeof logits_all) != 0);
-  for (int i = 0; i < M; ++i) {
-    expect("forward ext 1", mtlinv_decoder_forward(ext, &ids[i], 1, i, &one), MTLINV_OK, "");
-    expect("download", mtlinv_tensor_to_host(one, logits_one, sizeof logits_one), MTLINV_OK, "");
-    same &= memcmp(logits_one, logits_all + i * V, sizeof logits_one) == 0;
-    mtlinv_tensor_free(one);
-  }
-  check("with the extras, each position of a call of M has the bits of the position alone", same);
+  check("with the extras, each position of a call of M has the bits of the position alone",
+        each_position_alone(ext, ids, logits_all));
   expect("create_ext NULL rope_freqs", mtlinv_decoder_create_ext(config, NULL, D / 2, embedding, layer, &extras, 1,
                                                                  norm, output, &unused),
          MTLINV_ERROR_INVALID_ARGUMENT, "mtlinv_decoder_create_ext: rope_freqs is NULL");
@@ -184,8 +194,8 @@ static void check_decoder(void) {
   mtlinv_tensor *embedding, *norm, *all = NULL, *one = NULL;
   mtlinv_decoder *decoder = NULL, *unused = NULL;
   const int64_t ids[M] = {5, 17, 42, 63};
-  static float logits_all[M * V], logits_one[V];
-  int same = 1, previous = 0;
+  static float logits_all[M * V];
+  int previous = 0;
   for (int i = 0; i < V * H; ++i) table[i] = random_value(2.0f);
   for (int i = 0; i < H; ++i) ones[i] = 1.0f;
   embedding = upload(table, V, H, MTLINV_FLOAT32);
@@ -216,13 +226,8 @@ static void check_decoder(void) {
   check("logits are [M, V]", mtlinv_tensor_ndim(all) == 2 && mtlinv_tensor_dim(all, 0) == M &&
                                  mtlinv_tensor_dim(all, 1) == V);
   expect("download", mtlinv_tensor_to_host(all, logits_all, sizeof logits_all), MTLINV_OK, "");
-  for (int i = 0; i < M; ++i) {
-    expect("decoder_forward 1", mtlinv_decoder_forward(decoder, &ids[i], 1, i, &one), MTLINV_OK, "");
-    expect("download", mtlinv_tensor_to_host(one, logits_one, sizeof logits_one), MTLINV_OK, "");
-    same &= memcmp(logits_one, logits_all + i * V, sizeof logits_one) == 0;
-    mtlinv_tensor_free(one);
-  }
-  check("each position of a call of M has the bits of the position alone", same);
+  check("each position of a call of M has the bits of the position alone",
+        each_position_alone(decoder, ids, logits_all));
   {
     float sum = 0.0f;
     for (int i = 0; i < M * V; ++i) sum += logits_all[i] * logits_all[i];
