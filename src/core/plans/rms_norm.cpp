@@ -26,7 +26,7 @@ Plan plan_rms_norm(int64_t rows, int64_t cols, DType dtype, float eps, const Dev
   launch.kernel = kernel_id(residual ? KernelFamily::add_rms_norm : KernelFamily::rms_norm, dtype);
   launch.threadgroups = {static_cast<uint32_t>(rows), 1, 1};
   launch.threads_per_threadgroup = {threads_per_row(cols, caps), 1, 1};
-  launch.set_args(RmsNormArgs{static_cast<uint32_t>(rows), static_cast<uint32_t>(cols), eps});
+  launch.set_args(RmsNormArgs{static_cast<uint32_t>(rows), static_cast<uint32_t>(cols), eps, 0, 0});
   // The op's operands: rms_norm's x, w, y; add_rms_norm's x, r, w, s, y.
   launch.bind(RMS_NORM_SLOT_X, PlanBuffer::op(0));
   if (residual) {
