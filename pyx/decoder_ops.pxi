@@ -106,7 +106,7 @@ def qkv_to_heads(qkv, q_heads, Tensor k_dst not None, Tensor v_dst not None, seq
     cdef CTensor c_freqs
     cdef const CTensor* freqs_p = NULL
     if freqs is not None:
-        c_freqs = c_rope_freqs(b"qkv_to_heads", _float_vector(op, "freqs", freqs))
+        c_freqs = c_rope_freqs(b"qkv_to_heads", b"freqs", _float_vector(op, "freqs", freqs))
         freqs_p = &c_freqs
     cdef CTensor out
     if pending:

@@ -91,7 +91,7 @@ cdef extern from "../src/core/ops/decoder_ops.h" namespace "mtlinv" nogil:
                                              double, const char*) except +raise_py_error
     CTensor c_qkv_to_heads "mtlinv::qkv_to_heads"(const CTensor&, int64_t, const CTensor&, const CTensor&, int64_t,
                                                   int64_t, double, const CTensor*) except +raise_py_error
-    CTensor c_rope_freqs "mtlinv::rope_freqs"(const char*, const vector[float]&) except +raise_py_error
+    CTensor c_rope_freqs "mtlinv::rope_freqs"(const char*, const char*, const vector[float]&) except +raise_py_error
     CTensor c_heads_to_rows "mtlinv::heads_to_rows"(const CTensor&) except +raise_py_error
     CTensor c_embedding "mtlinv::embedding"(const CTensor&, const CTensor&) except +raise_py_error
 

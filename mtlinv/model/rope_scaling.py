@@ -43,7 +43,10 @@ def scaled_frequencies(head_dim: int, base: float, scaling: Mapping | None) -> t
         return None
     freqs = base_frequencies(head_dim, base)
     if kind == "linear":
-        return tuple(freqs / _positive(scaling, "factor"))
+        factor = _positive(scaling, "factor")
+        if factor < 1:  # the decoder takes frequencies in (0, 1]; a factor below 1 would speed the rotation up
+            raise RopeScalingError(f"rope_scaling factor={factor} of type 'linear' must be >= 1")
+        return tuple(freqs / factor)
     if kind != "llama3":
         raise RopeScalingError(f"rope_scaling type {kind!r} is not supported; supported: {', '.join(SUPPORTED_TYPES)}")
     factor = _positive(scaling, "factor")

@@ -180,7 +180,7 @@ mtlinv_status mtlinv_qkv_to_heads_freqs(const mtlinv_tensor* x, int64_t q_heads,
     const char* fn = "mtlinv_qkv_to_heads_freqs";
     require_all(fn, {{"x", x}, {"k_dst", k_dst}, {"v_dst", v_dst}, {"out", out}});
     require(freqs, fn, "freqs");
-    const mtlinv::Tensor table = mtlinv::rope_freqs(fn, std::vector<float>(freqs, freqs + n_freqs));
+    const mtlinv::Tensor table = mtlinv::rope_freqs(fn, "freqs", std::vector<float>(freqs, freqs + n_freqs));
     *out = wrap(mtlinv::qkv_to_heads(x->t, q_heads, k_dst->t, v_dst->t, seq_offset, start_pos, 1.0, &table));
   });
 }

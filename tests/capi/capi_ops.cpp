@@ -120,11 +120,12 @@ void check_heads(std::mt19937& rng) {
   std::vector<float> freqs(D / 2);
   for (size_t j = 0; j < freqs.size(); ++j) freqs[j] = std::pow(0.5f, static_cast<float>(j) / 4);
   Input k_f = input({Hkv, C, D}, rng), v_f = input({Hkv, C, D}, rng), wq = input({D}, rng), wk = input({D}, rng);
-  const mtlinv::Tensor table = mtlinv::rope_freqs("test", freqs);
+  const mtlinv::Tensor table = mtlinv::rope_freqs("test", "freqs", freqs);
   const mtlinv::Tensor qf = mtlinv::qkv_to_heads(qkv.cpp, Hq, k_f.cpp, v_f.cpp, 4, 4, 1.0, &table);
   same("qkv_to_heads_freqs: queries",
        mtlinv_qkv_to_heads_freqs(qkv.c, Hq, k_f.c, v_f.c, 4, 4, freqs.data(), freqs.size(), &out), out, qf);
   same("qkv_to_heads_freqs: k_dst", MTLINV_OK, k_f.c, k_f.cpp, true);
+  same("qkv_to_heads_freqs: v_dst", MTLINV_OK, v_f.c, v_f.cpp, true);
   expect("qkv_to_heads_freqs: NULL freqs", mtlinv_qkv_to_heads_freqs(qkv.c, Hq, k_f.c, v_f.c, 0, 0, nullptr, 32, &out),
          MTLINV_ERROR_INVALID_ARGUMENT, "freqs is NULL");
   expect("qkv_to_heads_freqs: too few", mtlinv_qkv_to_heads_freqs(qkv.c, Hq, k_f.c, v_f.c, 0, 0, freqs.data(), 3, &out),

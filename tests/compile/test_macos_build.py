@@ -1,4 +1,4 @@
-"""The macOS build, checked on Linux as far as Linux allows (no Mac is at hand).
+"""The macOS build, checked on Linux as far as Linux allows (nothing here runs on Apple hardware).
 
 - Every C++ source of the project compiles for macOS, arm64 and x86-64, with a real clang and Apple's own libc and
   libc++ headers (the `ziglang` package ships both): the fiber code, the runtime, the core, the C API, the examples

@@ -1,10 +1,11 @@
 """mtlinv._mlx_ext: mtlinv's gemv, qgemv and sdpa as MLX Primitives (mtlinv/mlx_ext), on MLX's CPU build.
 
 What is checked, in bits: a primitive's result is mtlinv's own op's on the same arrays (every dtype, qgemv at every
-bits and group size it takes); rows (queries) 1..limit each have the bits of the row alone, and limit 0 (the
+bits and MLX group size, 32, 64 and 128); rows (queries) 1..limit each have the bits of the row alone, and limit 0 (the
 throughput kernels) does not (the negative control); building a graph runs nothing until MLX evaluates it, and the
 primitives compose with MLX's ops and with each other; bad arguments raise mtlinv's errors as the graph is built.
-The primitives' GPU evaluation (Metal) cannot run here: tests/compile/test_macos_build.py compiles it for macOS."""
+The primitives' GPU evaluation (Metal) runs only on Apple GPUs: tests/compile/test_macos_build.py compiles it for
+macOS."""
 import numpy as np
 import pytest
 

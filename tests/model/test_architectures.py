@@ -138,6 +138,7 @@ def test_decoder_has_the_bits_of_the_python_ops(name):
             assert np.array_equal(np.asarray(model.forward_on_device(tokens, start)).view(np.uint16), want)
     for i in range(c.n_layers):
         assert np.array_equal(np.asarray(model._k[i]).view(np.uint16), np.asarray(k[i]).view(np.uint16))
+        assert np.array_equal(np.asarray(model._v[i]).view(np.uint16), np.asarray(v[i]).view(np.uint16))
 
 
 def test_qwen3_greedy_equals_speculative_at_limit_k_plus_1():
@@ -174,6 +175,8 @@ def test_rope_parameters_of_transformers_5_are_read(tmp_path):
      "rope_scaling type 'yarn' is not supported; supported: default, linear, llama3"),
     ("mlx-llama3-rope-scaled", {"rope_scaling": {"rope_type": "llama3", "factor": -1.0}},
      r"rope_scaling factor=-1.0 must be a positive finite number"),
+    ("mlx-llama3-rope-scaled", {"rope_scaling": {"type": "linear", "factor": 0.5}},
+     r"rope_scaling factor=0.5 of type 'linear' must be >= 1"),
     ("mlx-qwen2", {"use_sliding_window": True}, r"sliding-window attention \(use_sliding_window\) is not supported"),
     ("mlx-qwen3", {"partial_rotary_factor": 0.5}, r"partial RoPE \(partial_rotary_factor=0.5\) is not supported"),
     ("mlx-qwen3", {"model_type": "qwen3_moe"},

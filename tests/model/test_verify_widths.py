@@ -8,7 +8,8 @@ Its proposals cost nothing, which is what lets the emulator run every width. The
 itself: under limit 0 a verification call's rows are not the one-row call's bits.
 
 On a GPU the real model runs the whole grid (25 prompts x 15 widths x 64 tokens), and under limit 0 the same runs
-at width 9 must drift; random weights of the real model's shape run the same grid where the model file is absent.
+at width 9 must drift; random weights of the real model's shape run the same grid on every GPU, the file present
+or not.
 The emulator, a thousand times slower, runs the grid on a tiny random model (2 width + 4 tokens a run); its
 real-model check at one width is tests/model/test_device_model.py's.
 """
@@ -100,8 +101,7 @@ def test_every_width_on_a_tiny_model(make_weights):
         assert 0 < ok < proposed, f"width {width}: {ok} of {proposed} proposals accepted; want both outcomes"
 
 
-GPU_ONLY = pytest.mark.skipif(not ON_GPU, reason="a 135M-parameter model over 375 runs of 64 tokens is for a GPU (on "
-                                                "the emulator 25 runs of a few tokens took 11 CPU-minutes); the "
+GPU_ONLY = pytest.mark.skipif(not ON_GPU, reason="a 135M-parameter model over 375 runs of 64 tokens is for a GPU; the "
                                                 "emulator runs the grid on the tiny model")
 
 
@@ -119,8 +119,8 @@ def test_every_width_on_the_real_model(real_device, chat_model):
 
 @GPU_ONLY
 def test_every_width_at_the_real_models_shape(make_weights):
-    """The whole grid on random weights of SmolLM2-135M's shape (30 layers, hidden 576, GQA 9/3, vocab 49152),
-    for a GPU machine that does not hold the model file."""
+    """The whole grid on random weights of SmolLM2-135M's shape (30 layers, hidden 576, GQA 9/3, vocab 49152): the
+    real model's shapes and kernels without its file."""
     weights = DeviceWeights.from_reference(make_weights(seed=1, n_layers=30, hidden=576, n_heads=9, n_kv_heads=3,
                                                         ffn=1536, vocab=49152), bits=4)
     rng = np.random.default_rng(1)

@@ -122,9 +122,9 @@ def test_qkv_to_heads_frequency_table_errors(rng):
     k, v = (mtlinv.asarray(np.zeros((1, 4, 8), np.float32)) for _ in range(2))
     with pytest.raises(ValueError, match=r"qkv_to_heads: freqs must be \[D / 2\] = \[4\] for D=8, got \[3\]"):
         mtlinv.qkv_to_heads(qkv, 1, k, v, 0, 0, 1e4, [0.5, 0.25, 0.125])
-    with pytest.raises(ValueError, match=r"qkv_to_heads: rope_freqs\[1\]=1.5 is outside \(0, 1\]"):
+    with pytest.raises(ValueError, match=r"qkv_to_heads: freqs\[1\]=1.5 is outside \(0, 1\]"):
         mtlinv.qkv_to_heads(qkv, 1, k, v, 0, 0, 1e4, [0.5, 1.5, 0.1, 0.1])
-    with pytest.raises(ValueError, match=r"rope_freqs\[0\]=nan is outside"):
+    with pytest.raises(ValueError, match=r"freqs\[0\]=nan is outside"):
         mtlinv.qkv_to_heads(qkv, 1, k, v, 0, 0, 1e4, [np.nan, 0.5, 0.1, 0.1])
     with pytest.raises(ValueError, match="qkv_to_heads: freqs must be a 1-D sequence of real numbers"):
         mtlinv.qkv_to_heads(qkv, 1, k, v, 0, 0, 1e4, [[0.5, 0.5], [0.1, 0.1]])

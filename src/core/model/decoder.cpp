@@ -101,7 +101,7 @@ Decoder::Decoder(DecoderConfig config, Tensor embedding, std::vector<DecoderLaye
       throw InvalidArgument("Decoder: rope_freqs has ", config_.rope_freqs.size(), " values; the caches' head dim ",
                             cache[2], " needs ", cache[2] / 2);
     }
-    rope_freqs_ = rope_freqs("Decoder", config_.rope_freqs);
+    rope_freqs_ = rope_freqs("Decoder", "rope_freqs", config_.rope_freqs);
   }
   capacity_ = cache[1];
 }

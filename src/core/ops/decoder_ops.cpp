@@ -114,14 +114,14 @@ void write_heads(const Tensor& x, const Tensor& dst, int64_t seq_offset, int64_t
   run_plan(plan_to_heads(rotate, x.dtype, rows, heads, dim, capacity, seq_offset, start_pos, base_f), {&x, &dst});
 }
 
-Tensor rope_freqs(const char* op, const std::vector<float>& freqs) {
+Tensor rope_freqs(const char* op, const char* arg, const std::vector<float>& freqs) {
   for (size_t j = 0; j < freqs.size(); ++j) {
     if (!(freqs[j] > 0.0f && freqs[j] <= 1.0f)) {
-      throw InvalidArgument(op, ": rope_freqs[", j, "]=", round_trip(freqs[j]), " is outside (0, 1]: a RoPE "
+      throw InvalidArgument(op, ": ", arg, "[", j, "]=", round_trip(freqs[j]), " is outside (0, 1]: a RoPE "
                             "frequency above 1 a position grows the angles of late positions past float32");
     }
   }
-  require_u32(op, "rope_freqs' size", static_cast<int64_t>(freqs.size()));
+  require_u32(op, (std::string(arg) + "'s size").c_str(), static_cast<int64_t>(freqs.size()));
   Tensor t = Tensor::empty({static_cast<int64_t>(freqs.size())}, DType::f32);
   if (!freqs.empty()) t.upload(freqs.data(), t.nbytes(), op);
   return t;

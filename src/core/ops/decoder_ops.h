@@ -28,7 +28,7 @@ Tensor qkv_to_heads(const Tensor& x, int64_t q_heads, const Tensor& k_dst, const
 // A RoPE frequency table as qkv_to_heads takes it: float32 [D / 2] on the device, from values that must each be in
 // (0, 1] (as base^(-2j/D) is for base >= 1: every angle stays below 2^32, finite; rope_base says why); throws
 // InvalidArgument naming `op` and the first value outside.
-Tensor rope_freqs(const char* op, const std::vector<float>& freqs);
+Tensor rope_freqs(const char* op, const char* arg, const std::vector<float>& freqs);
 // A RoPE base as the kernels take it, float32: throws InvalidArgument naming `op` and `arg` unless base is in
 // [1, FLT_MAX]. The kernels rotate pair j of position p by p * base^(-2j/D). From 1 up every frequency is at most 1
 // and every angle below 2^32, finite on every backend; below 1 the frequencies reach base^(-(D-2)/D), nearly
