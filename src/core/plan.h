@@ -3,6 +3,7 @@
 #pragma once
 #include <cstdint>
 #include <cstring>
+#include <initializer_list>
 #include <vector>
 
 #include "backend.h"
@@ -30,6 +31,12 @@ struct PlanLaunch : Dispatch {
     if (slot == 0) throw KernelError("internal: a plan binds a buffer to slot 0, the argument struct's");
     if (buffers.size() <= slot) buffers.resize(slot + 1);
     buffers[slot] = b;
+  }
+  // Binds the op's operands, in the order of its tensor list, to `slots` (a family's XSlot names).
+  template <class Slot>
+  void bind_operands(std::initializer_list<Slot> slots) {
+    int operand = 0;
+    for (Slot slot : slots) bind(slot, PlanBuffer::op(operand++));
   }
 
   template <class Args>

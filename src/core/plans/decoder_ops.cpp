@@ -21,8 +21,7 @@ Plan one_launch(KernelFamily family, DType dtype, Dim3 grid, Dim3 threads, const
   l.threadgroups = grid;
   l.threads_per_threadgroup = threads;
   l.set_args(args);
-  int operand = 0;
-  for (DecoderOpSlot slot : slots) l.bind(slot, PlanBuffer::op(operand++));
+  l.bind_operands(slots);
   Plan p;
   p.launches.push_back(std::move(l));
   return p;

@@ -139,10 +139,7 @@ Plan plan_gemv(const GemvShape& s, int limit, const DeviceCaps& caps) {
   }
   launch.set_args(args);
   // The op's operands: x, w, bias (y where there is none: bound, never read) and y.
-  launch.bind(GEMV_SLOT_X, PlanBuffer::op(0));
-  launch.bind(GEMV_SLOT_W, PlanBuffer::op(1));
-  launch.bind(GEMV_SLOT_BIAS, PlanBuffer::op(2));
-  launch.bind(GEMV_SLOT_Y, PlanBuffer::op(3));
+  launch.bind_operands({GEMV_SLOT_X, GEMV_SLOT_W, GEMV_SLOT_BIAS, GEMV_SLOT_Y});
   plan.launches.push_back(std::move(launch));
   return plan;
 }

@@ -167,12 +167,8 @@ Plan plan_qgemv(const QGemvShape& s, int limit, const DeviceCaps& caps) {
   }
   launch.set_args(args);
   // The op's operands: x, wq, scales, biases, bias (y where there is none: bound, never read) and y.
-  launch.bind(QGEMV_SLOT_X, PlanBuffer::op(0));
-  launch.bind(QGEMV_SLOT_WQ, PlanBuffer::op(1));
-  launch.bind(QGEMV_SLOT_SCALES, PlanBuffer::op(2));
-  launch.bind(QGEMV_SLOT_BIASES, PlanBuffer::op(3));
-  launch.bind(QGEMV_SLOT_BIAS, PlanBuffer::op(4));
-  launch.bind(QGEMV_SLOT_Y, PlanBuffer::op(5));
+  launch.bind_operands(
+      {QGEMV_SLOT_X, QGEMV_SLOT_WQ, QGEMV_SLOT_SCALES, QGEMV_SLOT_BIASES, QGEMV_SLOT_BIAS, QGEMV_SLOT_Y});
   plan.launches.push_back(std::move(launch));
   return plan;
 }

@@ -28,15 +28,11 @@ Plan plan_rms_norm(int64_t rows, int64_t cols, DType dtype, float eps, const Dev
   launch.threads_per_threadgroup = {threads_per_row(cols, caps), 1, 1};
   launch.set_args(RmsNormArgs{static_cast<uint32_t>(rows), static_cast<uint32_t>(cols), eps, 0, 0});
   // The op's operands: rms_norm's x, w, y; add_rms_norm's x, r, w, s, y.
-  launch.bind(RMS_NORM_SLOT_X, PlanBuffer::op(0));
   if (residual) {
-    launch.bind(RMS_NORM_SLOT_RESIDUAL, PlanBuffer::op(1));
-    launch.bind(RMS_NORM_SLOT_W, PlanBuffer::op(2));
-    launch.bind(RMS_NORM_SLOT_SUM, PlanBuffer::op(3));
-    launch.bind(RMS_NORM_SLOT_Y, PlanBuffer::op(4));
+    launch.bind_operands(
+        {RMS_NORM_SLOT_X, RMS_NORM_SLOT_RESIDUAL, RMS_NORM_SLOT_W, RMS_NORM_SLOT_SUM, RMS_NORM_SLOT_Y});
   } else {
-    launch.bind(RMS_NORM_SLOT_W, PlanBuffer::op(1));
-    launch.bind(RMS_NORM_SLOT_Y, PlanBuffer::op(2));
+    launch.bind_operands({RMS_NORM_SLOT_X, RMS_NORM_SLOT_W, RMS_NORM_SLOT_Y});
   }
   Plan plan;
   plan.launches.push_back(std::move(launch));
@@ -52,10 +48,7 @@ Plan plan_qk_rms_norm(int64_t rows, int64_t q_heads, int64_t kv_heads, int64_t h
   launch.threads_per_threadgroup = {threads_per_row(head_dim, caps), 1, 1};
   launch.set_args(RmsNormArgs{static_cast<uint32_t>(head_rows), static_cast<uint32_t>(head_dim), eps,
                               static_cast<uint32_t>(q_heads), static_cast<uint32_t>(kv_heads)});
-  launch.bind(RMS_NORM_SLOT_X, PlanBuffer::op(0));
-  launch.bind(RMS_NORM_SLOT_W, PlanBuffer::op(1));
-  launch.bind(RMS_NORM_SLOT_W_K, PlanBuffer::op(2));
-  launch.bind(RMS_NORM_SLOT_Y, PlanBuffer::op(3));
+  launch.bind_operands({RMS_NORM_SLOT_X, RMS_NORM_SLOT_W, RMS_NORM_SLOT_W_K, RMS_NORM_SLOT_Y});
   Plan plan;
   plan.launches.push_back(std::move(launch));
   return plan;
