@@ -114,6 +114,23 @@ def _decode_step(plt, data, path):
     return _finish(plt, fig, [ax], path, "rows per step", "ms per step")
 
 
+def _gguf_formats(plt, data, path):
+    """Microseconds of one row's call per format, one panel per shape: the import as the device model runs it
+    beside the same-bytes stand-in (benchmarks/bench_gguf_formats.py)."""
+    rows = [r for r in data["formats"] if r["m"] == min(r["m"] for r in data["formats"])]
+    shapes = sorted({(r["k"], r["n"]) for r in rows})
+    fig, axes = plt.subplots(1, len(shapes), figsize=(4.2 * len(shapes), 3.4), squeeze=False)
+    for ax, (k, n) in zip(axes[0], shapes):
+        sel = [r for r in rows if (r["k"], r["n"]) == (k, n)]
+        at = range(len(sel))
+        ax.bar([i - 0.2 for i in at], [1e6 * r["import"]["median"] for r in sel], 0.4, label="imported (device)")
+        ax.bar([i + 0.2 for i in at], [1e6 * r["stand_in_time"]["median"] for r in sel], 0.4,
+               label="stand-in: the file's bytes")
+        ax.set_xticks(list(at), [r["format"] for r in sel])
+        ax.set_title(f"K {k} x N {n}, M = {sel[0]['m']}", fontsize=9)
+    return _finish(plt, fig, list(axes[0]), path, "format", "us per call")
+
+
 def _peer_name(data, op):
     return data.get("peer_names", {}).get(op, "peer")
 
@@ -133,6 +150,8 @@ def draw(data: dict, out: Path) -> list[Path]:
         paths.append(_sdpa_vs_keys(plt, data, out / f"{name}_sdpa_vs_keys.png", _peer_name))
     if "steps" in data:
         paths.append(_decode_step(plt, data, out / f"{name}_ms.png"))
+    if "formats" in data:
+        paths.append(_gguf_formats(plt, data, out / f"{name}_us.png"))
     return [p for p in paths if p is not None]
 
 

@@ -78,3 +78,22 @@ def test_plots_from_a_record(tmp_path):
     pngs = sorted(p.name for p in tmp_path.iterdir())
     assert pngs == ["bench_cuda_gemv_vs_m.png", "bench_cuda_qgemv_vs_m.png", "bench_cuda_sdpa_vs_keys.png"]
     assert all((tmp_path / p).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" for p in pngs)
+
+
+def test_gguf_formats_writes_its_record(tmp_path):
+    """bench_gguf_formats.py at a tiny shape: each format's import and stand-in timed, with the bytes the device
+    holds (docs/models.md's bits per weight: float32 scales and biases per group of 32, Q6_K's per 16 at 8 bits)."""
+    pytest.importorskip("gguf")
+    out = tmp_path / "out"
+    proc = run(sys.executable, str(BENCHMARKS / "bench_gguf_formats.py"), "--formats", "Q4_0", "Q4_K", "Q6_K",
+               "--shapes", "256x32", "--m", "1", "2", "--reps", "2", "--out", str(out), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    data = json.loads((out / "bench_gguf_formats.json").read_text())
+    rows = {(r["format"], r["m"]): r for r in data["formats"]}
+    assert sorted(rows) == [(f, m) for f in ("Q4_0", "Q4_K", "Q6_K") for m in (1, 2)]
+    bits = {f: 8 * rows[f, 1]["import_bytes"] / (256 * 32) for f in ("Q4_0", "Q4_K", "Q6_K")}
+    assert bits == {"Q4_0": 6.0, "Q4_K": 6.0, "Q6_K": 12.0}
+    assert 8 * rows["Q6_K", 1]["file_bytes"] / (256 * 32) == 6.5625
+    assert rows["Q6_K", 1]["stand_in"] == "6-bit g64" and 8 * rows["Q6_K", 1]["stand_in_bytes"] / (256 * 32) == 6.5
+    assert all(r["import"]["runs"] == 2 and r["stand_in_time"]["median"] > 0 for r in rows.values())
+    assert "| Q6_K | 256 x 32 | 2 |" in (out / "bench_gguf_formats.md").read_text()
