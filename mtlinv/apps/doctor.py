@@ -3,7 +3,8 @@
 It reports the software and the device (backend, GPU family, OS, where the kernels came from and how long the
 first use took), runs the invariance audit of `mtlinv check` (mtlinv/apps/audit.py), times gemv, qgemv and sdpa
 against MLX's own ops when MLX is installed (same shapes; the output differences are reported too, since the audit
-checks invariance, not accuracy), and writes everything into one Markdown report a user can attach to an issue.
+checks invariance, not accuracy; and one timing of formats: GGUF Q6_K as the model layer imports it against MLX at
+Q6_K's bytes), and writes everything into one Markdown report a user can attach to an issue.
 
 The report is rewritten after every step and every audit case, so a run that crashes or hangs (a first run of
 Metal may) still leaves a file that says where it stopped.
@@ -342,6 +343,16 @@ def bench_shapes(on_gpus: bool, quick: bool) -> dict[str, list[tuple[int, ...]]]
             "sdpa": [(32, 8, 128, 4096), (32, 8, 128, 16384)]}
 
 
+def q6k_import(rng: np.random.Generator, k: int, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Weights [N, K] in the form the model layer gives a GGUF Q6_K tensor (mtlinv.gguf_kquants): 6-bit codes stored
+    as 8-bit ones, group 16, float32 scale d * sc and bias -32 d sc with d a float16 and sc an int8."""
+    codes = rng.integers(0, 64, size=(n, k))
+    d = (rng.random((n, k // 256, 1), dtype=np.float32) * 1e-3).astype(np.float16).astype(np.float32)
+    sc = rng.integers(-128, 128, size=(n, k // 256, 16)).astype(np.float32)
+    scales = (d * sc).reshape(n, k // 16)
+    return mtlinv.quant.pack(codes, 8), scales, np.float32(-32) * scales
+
+
 def _bench(report: Report) -> None:
     try:
         import mlx.core as mx
@@ -371,8 +382,10 @@ def _bench(report: Report) -> None:
     mlx_sync = lambda r: mx.eval(r)  # noqa: E731
     shapes = bench_shapes(on_gpus, report.quick)
 
-    def measure(op: str, shape: str, rows: int, ours: Callable[[], object], theirs: Callable[[], object]) -> None:
-        row = BenchRow(op, shape, rows)
+    def measure(op: str, shape: str, rows: int, ours: Callable[[], object], theirs: Callable[[], object],
+                compare: bool = True) -> None:
+        """compare=False: the two compute with different weights (a timing of formats): no difference is taken."""
+        row = BenchRow(op, shape, rows, note="" if compare else "timing only: different weights")
         unit = ("query", "queries") if op == "sdpa" else ("row", "rows")
         report.say(f"  {op} {shape}, {rows} {unit[rows > 1]} ...")
         got = want = None
@@ -387,7 +400,7 @@ def _bench(report: Report) -> None:
             want = np.array(theirs()).astype(np.float32)
         except Exception as e:
             row.note = (row.note + "; " if row.note else "") + f"MLX error: {type(e).__name__}: {e}"
-        if got is not None and want is not None:
+        if compare and got is not None and want is not None:
             scale = float(np.abs(want).max()) or 1.0
             row.diff = float(np.abs(got - want).max()) / scale if got.shape == want.shape else float("nan")
         report.bench.append(row)
@@ -402,17 +415,33 @@ def _bench(report: Report) -> None:
             x = rng.standard_normal((m, k)).astype(f16)
             tx, mx_x = mtlinv.asarray(x), mx.array(x)
             measure("gemv", f"K={k} N={n} w[N,K]", m, lambda: mtlinv.gemv(tx, tw), lambda: mx.matmul(mx_x, mw.T))
+    # 4-bit g64 at every shape; at the largest, also 6-bit g64 (6.5 bits a weight, about a GGUF Q6_K block's 6.56)
+    # and Q6_K as the model layer imports it (8-bit codes, float32 scale and bias per 16: 12 bits a weight) against
+    # MLX at 6 bits: whether a kernel reading Q6_K's own bytes would pay on this GPU (docs/models.md, "Import or block
+    # kernel").
     for k, n in shapes["qgemv"]:
-        wq, scales, biases = mtlinv.quantize((rng.standard_normal((n, k)) * k ** -0.5).astype(f16),
-                                             group_size=64, bits=4)
-        tq = [mtlinv.asarray(a) for a in (wq, scales, biases)]
-        mq = [mx.array(a) for a in (wq, scales, biases)]
-        for m in rows:
-            x = rng.standard_normal((m, k)).astype(f16)
-            tx, mx_x = mtlinv.asarray(x), mx.array(x)
-            measure("qgemv", f"K={k} N={n} 4-bit g64", m,
-                    lambda: mtlinv.qgemv(tx, *tq, group_size=64, bits=4),
-                    lambda: mx.quantized_matmul(mx_x, *mq, transpose=True, group_size=64, bits=4))
+        formats = [4, 6] if (k, n) == shapes["qgemv"][-1] else [4]
+        w = (rng.standard_normal((n, k)) * k ** -0.5).astype(f16)
+        mlx_weights = {}
+        for bits in formats:
+            host = mtlinv.quantize(w, group_size=64, bits=bits)
+            tq = [mtlinv.asarray(a) for a in host]
+            mq = mlx_weights[bits] = [mx.array(a) for a in host]
+            for m in rows:
+                x = rng.standard_normal((m, k)).astype(f16)
+                tx, mx_x = mtlinv.asarray(x), mx.array(x)
+                measure("qgemv", f"K={k} N={n} {bits}-bit g64", m,
+                        lambda: mtlinv.qgemv(tx, *tq, group_size=64, bits=bits),
+                        lambda: mx.quantized_matmul(mx_x, *mq, transpose=True, group_size=64, bits=bits))
+        if 6 in formats:
+            q6k, mq6 = [mtlinv.asarray(a) for a in q6k_import(rng, k, n)], mlx_weights[6]
+            for m in rows:
+                x = rng.standard_normal((m, k)).astype(f16)
+                tx, mx_x = mtlinv.asarray(x), mx.array(x)
+                measure("qgemv", f"K={k} N={n} Q6_K imported vs MLX 6-bit g64", m,
+                        lambda: mtlinv.qgemv(tx, *q6k, group_size=16, bits=8),
+                        lambda: mx.quantized_matmul(mx_x, *mq6, transpose=True, group_size=64, bits=6),
+                        compare=False)
     for hq, hkv, d, keys in shapes["sdpa"]:
         kv = [rng.standard_normal((1, hkv, keys, d)).astype(f16) for _ in range(2)]
         tkv, mkv = [mtlinv.asarray(a) for a in kv], [mx.array(a) for a in kv]

@@ -49,11 +49,19 @@ def test_doctor_passes_and_writes_the_report(tmp_path, capsys):
     timing = report.split("## Timing against MLX")[1]
     if HAVE_MLX:
         rows = [line for line in timing.splitlines() if line.startswith(("| gemv ", "| qgemv ", "| sdpa "))]
-        assert len(rows) == 6, timing  # each op at 1 row and at the limit
+        # each op at 1 row and at the limit; qgemv at 4 and 6 bits, and Q6_K as imported against MLX's 6 bits
+        assert len(rows) == 10, timing
         for row in rows:
             cells = [c.strip() for c in row.strip("|").split("|")]
             assert cells[2] in ("1", "8") and float(cells[3]) > 0 and float(cells[4]) > 0, row
-            assert cells[5].endswith("x") and "WRONG" not in cells[6] and not cells[7], row
+            assert cells[5].endswith("x") and "WRONG" not in cells[6], row
+            if "Q6_K imported" in cells[1]:  # other weights than MLX's: timed, not compared
+                assert cells[6] == "n/a" and cells[7] == "timing only: different weights", row
+            else:
+                assert cells[6] != "n/a" and not cells[7], row
+        shapes = [r.split("|")[2].strip() for r in rows]
+        assert sum("Q6_K imported" in s for s in shapes) == 2
+        assert sum(s.endswith(" 6-bit g64") and "Q6_K" not in s for s in shapes) == 2
         assert f"mtlinv ran on **{info['backend']}**" in timing and "MLX" in timing and "ran on **" in timing
     else:
         assert "Skipped: MLX is not importable" in timing
