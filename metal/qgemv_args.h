@@ -11,7 +11,7 @@
 // group size 16 has kernels of its own, metal/qgemv_run.h).
 struct QGemvArgs {
   uint32_t rows;          // M: rows of x (all leading dimensions of x flattened)
-  uint32_t k;             // reduced extent, a multiple of group_size
+  uint32_t k;             // reduced extent, a multiple of group_size and of QGEMV_RUN
   uint32_t n;             // outputs per row
   uint32_t group_size;    // 16 (at 8 bits), 32, 64 or 128: K positions sharing one scale and bias
   uint32_t k_splits;      // simdgroups sharing one output tile's K range (canonical kernel); from K and the device

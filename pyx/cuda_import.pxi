@@ -59,7 +59,7 @@ cdef Tensor _wrap_device(obj, keepalive, uintptr_t address, item_dtype, shape, s
     cdef vector[int64_t] c_shape = shape
     cdef vector[int64_t] c_strides = [c // item for c in contiguous]
     cdef Tensor t = Tensor.__new__(Tensor)
-    if address == 0 and any(shape) and all(shape):
+    if address == 0 and all(shape):  # a 0-d array holds one element too
         raise InvalidArgumentError(f"{where} ({_source(obj)}) is CUDA memory at address 0 (shape {tuple(shape)}): "
                                    "not an allocation")
     t.c = CTensor.from_device(<void*>address, c_shape, c_strides, _NUMPY_TO_DTYPE[item_dtype])

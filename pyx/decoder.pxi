@@ -33,6 +33,9 @@ cdef class Decoder:
         config.rms_eps = _real_arg(op, "rms_eps", rms_eps)
         if rope_freqs is not None:
             config.rope_freqs = _float_vector(op, "rope_freqs", rope_freqs)
+            if config.rope_freqs.empty():  # the core reads an empty table as none
+                raise InvalidArgumentError(f"{op}: rope_freqs is empty; pass None for no table, or the D / 2 pair "
+                                           "frequencies")
         kept = []
         cdef vector[CDecoderLayer] c_layers
         cdef CDecoderLayer c_layer

@@ -119,13 +119,21 @@ def qkv_to_heads(qkv, q_heads, Tensor k_dst not None, Tensor v_dst not None, seq
 
 cdef vector[float] _float_vector(str op, str name, values) except *:
     """A 1-D sequence of real numbers as float32 values (each rounded to the nearest float32), for a table the core
-    checks."""
-    a = _host_view(values, f"{op}: {name}")
+    checks. A finite value float32 cannot hold (it would become inf or 0) is refused here, by the value the caller
+    gave; NaN and infinities go on to the core's checks, which name them."""
+    a = _host_view(values, f"{op}: {name}", lists_as_float32=False)
     if a.ndim != 1 or (a.size and a.dtype.kind not in "iuf"):
         raise InvalidArgumentError(f"{op}: {name} must be a 1-D sequence of real numbers, got {a.dtype} of shape "
                                    f"{a.shape}")
+    wide = a.astype(np.float64)
+    with np.errstate(over="ignore", under="ignore"):
+        narrow = wide.astype(np.float32)
+    lost = np.isfinite(wide) & (~np.isfinite(narrow) | ((narrow == 0) & (wide != 0)))
+    if lost.any():
+        i = int(np.flatnonzero(lost)[0])
+        raise InvalidArgumentError(f"{op}: {name}[{i}]={float(wide[i])!r} is outside float32's range")
     cdef vector[float] out
-    for v in a.astype(np.float64):
+    for v in narrow:
         out.push_back(v)
     return out
 

@@ -174,10 +174,14 @@ def tokenize_with_llama_cpp(path: pathlib.Path) -> list[list[int]]:
     return [llm.tokenize(t.encode(), add_bos=False, special=True) for t in TOKENIZER_TEXTS]
 
 
-def write_f32(path: pathlib.Path, arch: str = "llama", rope_divisors: np.ndarray | None = None) -> None:
+def write_f32(path: pathlib.Path, arch: str = "llama", rope_divisors: np.ndarray | None = None,
+              arch_draws: bool = False) -> None:
     """The tiny model as an F32 GGUF of `arch`: llama (q and k rows permuted for interleaved RoPE, as llama.cpp's
     converter writes them; with rope_divisors, a rope_freqs.weight tensor as it writes for Llama 3), qwen2 (with
-    q/k/v biases) or qwen3 (with q/k norms), both in Hugging Face's row order (llama.cpp rotates them as NEOX)."""
+    q/k/v biases) or qwen3 (with q/k norms), both in Hugging Face's row order (llama.cpp rotates them as NEOX).
+    arch_draws: every layer draws both architectures' extra tensors from the random stream, keeping `arch`'s (how
+    the ARCH_FILES fixtures were made); without it, none (how the K-quant fixtures were): each committed file comes
+    out again from its own draws."""
     rng = np.random.default_rng(SEED)
     tokens, types, merges = vocabulary()
     head_dim = HIDDEN // N_HEADS
@@ -223,6 +227,8 @@ def write_f32(path: pathlib.Path, arch: str = "llama", rope_divisors: np.ndarray
                             ("attn_output", mat(HIDDEN, N_HEADS * head_dim)), ("ffn_norm", norm()),
                             ("ffn_gate", mat(FFN, HIDDEN)), ("ffn_up", mat(FFN, HIDDEN)), ("ffn_down", mat(HIDDEN, FFN))):
             w.add_tensor(f"blk.{i}.{name}.weight", array)
+        if not arch_draws:
+            continue
         extras = {"qwen2": (("attn_q.bias", bias(N_HEADS * head_dim)), ("attn_k.bias", bias(N_KV_HEADS * head_dim)),
                             ("attn_v.bias", bias(N_KV_HEADS * head_dim))),
                   "qwen3": (("attn_q_norm.weight", norm(head_dim)), ("attn_k_norm.weight", norm(head_dim)))}
@@ -268,7 +274,7 @@ def write_arch_ggufs(out: pathlib.Path) -> dict[str, np.ndarray]:
                 scaled = scaled_frequencies(head_dim, 10000.0, scaling)
                 divisors = base_frequencies(head_dim, 10000.0) / np.array(scaled)
             f32 = pathlib.Path(tmp) / f"{name}-F32.gguf"
-            write_f32(f32, arch, divisors)
+            write_f32(f32, arch, divisors, arch_draws=True)
             dst = out / f"tiny-{name}-Q4_K.gguf"
             quantize(f32, dst, "LLAMA_FTYPE_MOSTLY_Q4_K_S", True)
             logits[name], _ = run_llama_cpp(dst)

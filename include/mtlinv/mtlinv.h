@@ -122,7 +122,7 @@ mtlinv_status mtlinv_qgemv(const mtlinv_tensor* x, const mtlinv_tensor* wq, cons
  * Quantized: wq [N, K*bits/32] -> wq_tiled, *words words (from mtlinv_quant_tiled_words),
  * [N/16, ceil(K/128), 16, 4*bits]; scales and biases [N, K/group_size] of scale_dtype (MTLINV_FLOAT16,
  * MTLINV_BFLOAT16 or MTLINV_FLOAT32) -> the same count in [N/16, K/group_size, 16]; bits 4 or 8, N a multiple of
- * 16, K a multiple of group_size (32, 64 or 128, or 16 at bits 8); a last partial block of 128 K positions is
+ * 16, K a multiple of group_size (32, 64 or 128, or 16 at bits 8) and of 32; a last partial block of 128 K positions is
  * padded with zeros. */
 mtlinv_status mtlinv_tiled_weight_elements(int64_t n, int64_t k, int64_t* elements);
 mtlinv_status mtlinv_tile_weights(const void* w, mtlinv_dtype dtype, int64_t n, int64_t k, void* w_tiled);
@@ -199,7 +199,7 @@ mtlinv_status mtlinv_embedding(const mtlinv_tensor* table, const int64_t* ids, s
  * [rows, K/group_size] in w's dtype (MTLINV_FLOAT32, MTLINV_FLOAT16 or MTLINV_BFLOAT16), w ~= scale * q + bias.
  * The bits of mlx.core.quantize / dequantize (whose per-group arithmetic serves group_size 16 too, which MLX
  * refuses). Row-major host arrays; outputs must not overlap inputs; K a multiple
- * of group_size. Any thread, at once. */
+ * of group_size and of 32. Any thread, at once. */
 /* Words of one packed row (K*bits/32), checking bits, group_size and K. */
 mtlinv_status mtlinv_quant_row_words(int64_t k, int group_size, int bits, int64_t* words);
 /* w must be finite, and no group's max - min may overflow float32 (MTLINV_ERROR_INVALID_ARGUMENT). */

@@ -52,7 +52,7 @@ class GGUFModelError(ValueError):
 
 @dataclass(frozen=True)
 class LlamaConfig:
-    """Hyperparameters of a llama decoder, as read from `llama.*` keys."""
+    """Hyperparameters of a llama-family decoder, as read from the `{arch}.*` keys (llama, qwen2, qwen3)."""
 
     n_layers: int
     n_heads: int
@@ -187,7 +187,10 @@ def _interleave_rope_rows(c: LlamaConfig, tensors: dict[str, GGUFTensor]) -> dic
     for name, t in tensors.items():
         m = re.fullmatch(r"blk\.\d+\.(\w+)\.(weight|bias)", name)
         if m and m.group(1) in heads:
-            rows = interleave_rope_rows(np.asarray(t.data), heads[m.group(1)])
+            # Whole rows move: as [rows, bytes or values of a row], since a BF16 or quantized tensor's data is its
+            # raw bytes (a 1-D one's too).
+            data = np.asarray(t.data)
+            rows = interleave_rope_rows(data.reshape(t.shape[0], -1), heads[m.group(1)]).reshape(data.shape)
             out[name] = GGUFTensor(name, t.ggml_type, t.shape, rows)
     return out
 
@@ -217,8 +220,8 @@ def _read_config(metadata: dict[str, Any], tensors: dict[str, GGUFTensor], path,
     n_heads = count("attention.head_count")
     n_kv_heads = count("attention.head_count_kv", n_heads)
     if n_heads % n_kv_heads != 0:
-        raise GGUFModelError(f"{path}: llama.attention.head_count={n_heads} is not a multiple of "
-                             f"llama.attention.head_count_kv={n_kv_heads}")
+        raise GGUFModelError(f"{path}: {arch}.attention.head_count={n_heads} is not a multiple of "
+                             f"{arch}.attention.head_count_kv={n_kv_heads}")
     head_dim = count("attention.key_length", max(hidden // n_heads, 1))
     rope_dims = count("rope.dimension_count", head_dim)
     if rope_dims != head_dim:

@@ -48,6 +48,10 @@ mtlinv_status create(const char* fn, const mtlinv_decoder_config* config, const 
     require(out, fn, "out");
     if (n_layers > 0) require(layers, fn, "layers");
     if (n_rope_freqs > 0) require(rope_freqs, fn, "rope_freqs");
+    if (rope_freqs != nullptr && n_rope_freqs == 0) {  // an empty table is no table: say so rather than drop it
+      throw mtlinv::InvalidArgument(fn, ": rope_freqs is given with n_rope_freqs=0; pass NULL for no table, or the ",
+                                    "D / 2 pair frequencies");
+    }
     mtlinv::DecoderConfig c;
     c.n_heads = config->n_heads;
     c.rope_theta = config->rope_theta;

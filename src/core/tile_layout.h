@@ -31,7 +31,7 @@ int64_t tiled_weight_elements(int64_t n, int64_t k);
 void tile_weights(const void* w, size_t elem_bytes, int64_t n, int64_t k, void* w_tiled);
 
 // Words of quantized wq in the tile layout: bits 4 or 8, group_size 32, 64 or 128 (or 16 at bits 8), N a positive
-// multiple of 16, K a positive multiple of group_size.
+// multiple of 16, K a positive multiple of group_size and of 32.
 int64_t quant_tiled_words(int64_t n, int64_t k, int group_size, int bits);
 // wq, scales and biases (scale_bytes bytes each: 2 for float16 or bfloat16, 4 for float32) -> the tile layout.
 void quant_tile(const uint32_t* wq, const void* scales, const void* biases, size_t scale_bytes, int64_t n, int64_t k,

@@ -85,6 +85,8 @@ static void check_quant_tile(void) {
   failures += wrong != 0;
   expect("quant_tile bits=3", mtlinv_quant_tiled_words(N, K, GROUP, 3, &words), MTLINV_ERROR_INVALID_ARGUMENT,
          "quant_tile: bits=3: the tile layout is built for bits 4 and 8");
+  expect("quant_tiled_words K=48 at group 16", mtlinv_quant_tiled_words(N, 48, 16, 8, &words),
+         MTLINV_ERROR_INVALID_ARGUMENT, "quant_tile: K=48 is not a multiple of 32");
   expect("quant_tiled_words K=2^60", mtlinv_quant_tiled_words(N, (int64_t)1 << 60, GROUP, BITS, &words),
          MTLINV_ERROR_INVALID_ARGUMENT, "quant_tile: N=16 and K=1152921504606846976 make a weight too large");
   expect("quant_tile N=24", mtlinv_quant_tile(wq, scales, biases, MTLINV_FLOAT16, 24, K, GROUP, BITS, wq_tiled,

@@ -170,6 +170,9 @@ static void check_decoder_ext(const mtlinv_decoder_config* config, const mtlinv_
   expect("create_ext NULL rope_freqs", mtlinv_decoder_create_ext(config, NULL, D / 2, embedding, layer, &extras, 1,
                                                                  norm, output, &unused),
          MTLINV_ERROR_INVALID_ARGUMENT, "mtlinv_decoder_create_ext: rope_freqs is NULL");
+  expect("create_ext rope_freqs with n_rope_freqs 0", mtlinv_decoder_create_ext(config, freqs, 0, embedding, layer,
+                                                                                &extras, 1, norm, output, &unused),
+         MTLINV_ERROR_INVALID_ARGUMENT, "rope_freqs is given with n_rope_freqs=0; pass NULL for no table");
   freqs[3] = 2.0f;
   expect("create_ext frequency above 1", mtlinv_decoder_create_ext(config, freqs, D / 2, embedding, layer, &extras,
                                                                    1, norm, output, &unused),

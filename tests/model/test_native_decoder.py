@@ -2,6 +2,7 @@
 ops it issues, and its errors."""
 import dataclasses
 import os
+import re
 import tracemalloc
 
 import ml_dtypes
@@ -256,6 +257,18 @@ def test_decoder_refuses_bad_qwen_and_llama3_parts(tiny_device):
         build(rope_freqs=[0.5, 2.0] + [0.5] * (d // 2 - 2))
     with pytest.raises(mtlinv.InvalidArgumentError, match=r"Decoder: rope_freqs must be a 1-D sequence of real"):
         build(rope_freqs="fast")
+    with pytest.raises(mtlinv.InvalidArgumentError, match=r"Decoder: rope_freqs is empty; pass None for no table"):
+        build(rope_freqs=[])
+    # A value float32 cannot hold is named as given, not as what it would round to (0 or inf).
+    for tiny_or_huge in (1e-50, 1e300):
+        given = re.escape(repr(tiny_or_huge))
+        with pytest.raises(mtlinv.InvalidArgumentError,
+                           match=rf"Decoder: rope_freqs\[2\]={given} is outside float32's range"):
+            build(rope_freqs=[0.5, 0.5, tiny_or_huge] + [0.5] * (d // 2 - 3))
+    # The table's values are checked with no layers too.
+    with pytest.raises(mtlinv.InvalidArgumentError, match=r"Decoder: rope_freqs\[0\]=2 is outside \(0, 1\]"):
+        mtlinv.Decoder(n_heads=w.config.n_heads, rope_theta=1e4, rms_eps=1e-5, embedding=w.embedding, layers=[],
+                       output_norm=w.output_norm, output=w.output, rope_freqs=[2.0])
     short_bias = dataclasses.replace(l0.w_qkv, bias=mtlinv.asarray(np.ones(5, ml_dtypes.bfloat16)))
     with pytest.raises(mtlinv.InvalidArgumentError, match="qgemv: bias"):
         build(qkv=short_bias).forward([1], 0)

@@ -7,6 +7,7 @@ import subprocess
 import sys
 import time
 import zipfile
+from types import SimpleNamespace
 
 import gguf
 import numpy as np
@@ -196,6 +197,33 @@ def test_rejects_bad_metadata(tmp_path, make_weights, meta, message):
     write_gguf(tmp_path / "bad.gguf", make_weights(n_layers=2), {}, meta)
     with pytest.raises(GGUFModelError, match=message):
         load_gguf(tmp_path / "bad.gguf")
+
+
+def test_metadata_errors_name_the_architectures_keys():
+    """A qwen2 file's head counts are qwen2.* keys, and the message names them so."""
+    from mtlinv.model.gguf_model import _read_config
+
+    meta = {"qwen2.embedding_length": 64, "qwen2.attention.head_count": 3, "qwen2.attention.head_count_kv": 2}
+    with pytest.raises(GGUFModelError, match=r"qwen2.attention.head_count=3 is not a multiple of "
+                                             r"qwen2.attention.head_count_kv=2"):
+        _read_config(meta, {}, "q.gguf", "qwen2")
+
+
+@pytest.mark.parametrize("qtype", [QType.F32, QType.BF16, QType.F16], ids=lambda q: q.name)
+def test_rope_row_order_moves_whole_values(qtype):
+    """A qwen file's 1-D q bias goes to the interleaved RoPE order value by value, whatever its type: BF16 data are
+    raw bytes, which once moved one by one."""
+    from mtlinv.model.gguf_model import GGUFTensor, _interleave_rope_rows
+
+    values = np.arange(1, 17, dtype=np.float32)  # two heads of D = 8
+    data = gguf.quants.quantize(values, qtype) if qtype == QType.BF16 else values.astype(
+        np.float16 if qtype == QType.F16 else np.float32)
+    name = "blk.0.attn_q.bias"
+    heads = SimpleNamespace(n_heads=2, n_kv_heads=1)  # the two fields of a LlamaConfig the reorder reads
+    moved = _interleave_rope_rows(heads, {name: GGUFTensor(name, qtype, (16,), data)})[name]
+    got = gguf.quants.dequantize(moved.data, qtype) if qtype == QType.BF16 else np.asarray(moved.data, np.float32)
+    np.testing.assert_array_equal(got.reshape(-1), [1, 5, 2, 6, 3, 7, 4, 8, 9, 13, 10, 14, 11, 15, 12, 16])
+    assert moved.data.shape == data.shape and moved.data.dtype == data.dtype
 
 
 def test_rejects_corrupt_and_truncated_files(tmp_path, make_weights):

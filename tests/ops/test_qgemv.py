@@ -254,6 +254,12 @@ def test_errors_name_values(rng):
 
     with pytest.raises(ValueError, match=r"K=96 is not a multiple of group_size=64"):
         call(x=x[:, :96])
+    # Group 16 divides K=48, but the kernels read runs of 32 values: the last 16 would be left out, silently.
+    g16 = [np.zeros((16, 48 * 8 // 32), np.uint32), np.ones((16, 3), np.float32), np.zeros((16, 3), np.float32)]
+    with pytest.raises(ValueError, match=r"qgemv: K=48 is not a multiple of 32, the values the kernels read"):
+        call(x=x[:, :48], wq=g16[0], scales=g16[1], biases=g16[2], group_size=16, bits=8)
+    with pytest.raises(ValueError, match=r"quant_tile: K=48 is not a multiple of 32, the values qgemv reads"):
+        mtlinv.quant.tile(*g16, group_size=16, bits=8)
     with pytest.raises(ValueError, match=r"x has K=64 but wq \[16, 16\] holds 16 words per row; .* needs 8"):
         call(x=x[:, :64])
     with pytest.raises(ValueError, match=r"scales has shape \[16, 1\] but N=16, K=128 at group_size=64 needs "

@@ -58,6 +58,8 @@ Decoder::Decoder(DecoderConfig config, Tensor embedding, std::vector<DecoderLaye
         {&l.qkv, "qkv"}, {&l.o, "o"}, {&l.gate_up, "gate_up"}, {&l.down, "down"}};
     for (const auto& [w, name] : projections) check_format(*w, concat("layers[", i, "]'s ", name));
   }
+  // The table's values are checked here, with or without layers; its length below, against the caches' head dim.
+  if (!config_.rope_freqs.empty()) rope_freqs_ = rope_freqs("Decoder", "rope_freqs", config_.rope_freqs);
   if (layers_.empty()) return;
   const Shape& cache = layers_[0].k_cache.shape;
   if (cache.size() != 3 || cache[0] < 1 || cache[2] < 1) {
@@ -96,12 +98,9 @@ Decoder::Decoder(DecoderConfig config, Tensor embedding, std::vector<DecoderLaye
                             " without ", layers_[i].q_norm.storage ? "k_norm" : "q_norm", "; give both or neither");
     }
   }
-  if (!config_.rope_freqs.empty()) {
-    if (static_cast<int64_t>(config_.rope_freqs.size()) * 2 != cache[2]) {
-      throw InvalidArgument("Decoder: rope_freqs has ", config_.rope_freqs.size(), " values; the caches' head dim ",
-                            cache[2], " needs ", cache[2] / 2);
-    }
-    rope_freqs_ = rope_freqs("Decoder", "rope_freqs", config_.rope_freqs);
+  if (!config_.rope_freqs.empty() && static_cast<int64_t>(config_.rope_freqs.size()) * 2 != cache[2]) {
+    throw InvalidArgument("Decoder: rope_freqs has ", config_.rope_freqs.size(), " values; the caches' head dim ",
+                          cache[2], " needs ", cache[2] / 2);
   }
   capacity_ = cache[1];
 }

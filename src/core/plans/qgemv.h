@@ -8,7 +8,7 @@ namespace mtlinv {
 // One qgemv call after validation: `rows` x K activations by quantized weights [N, K] (MLX's affine format).
 struct QGemvShape {
   int64_t rows = 1;       // M: rows of x, all leading dimensions flattened
-  int64_t k = 0;          // a multiple of group_size
+  int64_t k = 0;          // a multiple of group_size and of QGEMV_RUN
   int64_t n = 0;
   int group_size = 64;
   int bits = 4;
