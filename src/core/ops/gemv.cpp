@@ -17,10 +17,7 @@ Tensor gemv(const Tensor& x, const Tensor& w, const Tensor* bias, bool transpose
   const char* op = names.op;
   const char* xn = names.x;
   const char* wn = names.w;
-  require_float(op, xn, x);
-  require_same_dtype(op, xn, x, wn, w);
-  x.require_dense(op, xn);
-  w.require_dense(op, wn);
+  require_float_operands(op, {{xn, x}, {wn, w}});
   // Two layouts of w [N, K], told apart by rank: rows, or gemv_nk_mma's tile layout [N/16, K/32, 16, 32]
   // (mtlinv.tile_weights), whose shape gives N and K.
   const bool tiled = w.ndim() == 4;
