@@ -39,6 +39,17 @@ inline void require_float_operands(const char* op, std::initializer_list<Operand
   for (const Operand& o : operands) o.tensor.require_dense(op, o.name);
 }
 
+// A matrix-vector product's optional bias [N]: x's dtype, dense, one value per output column of w (`n` of them).
+inline void require_bias(const char* op, const Operand& x, const Operand& w, const Tensor* bias, int64_t n) {
+  if (bias == nullptr) return;
+  require_same_dtype(op, x.name, x.tensor, "bias", *bias);
+  bias->require_dense(op, "bias");
+  if (bias->ndim() != 1 || bias->dim(0) != n) {
+    throw InvalidArgument(op, ": bias has shape ", shape_str(bias->shape), " but ", w.name, " has N=", n, " (",
+                          w.name, " ", shape_str(w.tensor.shape), ")");
+  }
+}
+
 // The op's result: `out`, memory the caller gives (an MLX primitive's output array), once it is checked to be a
 // dense tensor of the result's shape and dtype; else a new tensor. `out` must not overlap an operand.
 inline Tensor result_tensor(const char* op, const Tensor* out, const Shape& shape, DType dtype) {

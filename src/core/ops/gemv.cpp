@@ -76,14 +76,7 @@ Tensor gemv(const Tensor& x, const Tensor& w, const Tensor* bias, bool transpose
     }
   }
   out_shape.push_back(n);
-  if (bias != nullptr) {
-    require_same_dtype(op, xn, x, "bias", *bias);
-    bias->require_dense(op, "bias");
-    if (bias->ndim() != 1 || bias->dim(0) != n) {
-      throw InvalidArgument(op, ": bias has shape ", shape_str(bias->shape), " but ", wn, " has N=", n, " (", wn, " ",
-                            shape_str(w.shape), ")");
-    }
-  }
+  require_bias(op, {xn, x}, {wn, w}, bias, n);
   require_u32(op, "B", s.batch);
   require_reduced_extent(op, "K", k);
   require_u32(op, "N", n);
