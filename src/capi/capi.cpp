@@ -65,6 +65,8 @@ mtlinv_tensor* wrap(mtlinv::Tensor t) { return new mtlinv_tensor{std::move(t)}; 
 
 }  // namespace
 
+using mtlinv::capi::require_all;
+
 extern "C" {
 
 const char* mtlinv_last_error(void) { return g_last_error.c_str(); }
@@ -112,18 +114,8 @@ mtlinv_status mtlinv_tensor_from_host(const void* data, const int64_t* shape, in
   return guarded([&] {
     const char* fn = "mtlinv_tensor_from_host";
     require_arg(out, fn, "out");
-    if (ndim < 0 || ndim > 8) throw mtlinv::InvalidArgument(fn, ": ndim=", ndim, " must be in [0, 8]");
-    if (ndim > 0) require_arg(shape, fn, "shape");
-    mtlinv::Shape s(shape, shape + ndim);
-    for (int64_t d : s) {
-      if (d < 0) throw mtlinv::InvalidArgument(fn, ": shape ", mtlinv::shape_str(s), " has a negative dimension");
-      // Checked before the allocation, which would otherwise fail first and report memory, not the shape.
-      if (d > mtlinv::kMaxDim) {
-        throw mtlinv::InvalidArgument(fn, ": shape ", mtlinv::shape_str(s), " has dimension ", d,
-                                      ", beyond the kernels' 2^32 - 1");
-      }
-    }
-    mtlinv::Tensor t = mtlinv::Tensor::empty(s, to_dtype(dtype, fn, "dtype"));
+    mtlinv::Tensor t =
+        mtlinv::Tensor::empty(mtlinv::capi::checked_shape(fn, shape, ndim), to_dtype(dtype, fn, "dtype"));
     t.upload(data, t.nbytes(), fn);
     *out = wrap(std::move(t));
   });
@@ -147,10 +139,7 @@ void mtlinv_tensor_free(mtlinv_tensor* t) { delete t; }
 mtlinv_status mtlinv_gemv(const mtlinv_tensor* x, const mtlinv_tensor* w, const mtlinv_tensor* bias, int transpose,
                           mtlinv_tensor** out) {
   return guarded([&] {
-    const char* fn = "mtlinv_gemv";
-    require_arg(x, fn, "x");
-    require_arg(w, fn, "w");
-    require_arg(out, fn, "out");
+    require_all("mtlinv_gemv", {{"x", x}, {"w", w}, {"out", out}});
     *out = wrap(mtlinv::gemv(x->t, w->t, bias ? &bias->t : nullptr, transpose != 0));
   });
 }
@@ -159,12 +148,7 @@ mtlinv_status mtlinv_qgemv(const mtlinv_tensor* x, const mtlinv_tensor* wq, cons
                            const mtlinv_tensor* biases, const mtlinv_tensor* bias, int group_size, int bits,
                            mtlinv_tensor** out) {
   return guarded([&] {
-    const char* fn = "mtlinv_qgemv";
-    require_arg(x, fn, "x");
-    require_arg(wq, fn, "wq");
-    require_arg(scales, fn, "scales");
-    require_arg(biases, fn, "biases");
-    require_arg(out, fn, "out");
+    require_all("mtlinv_qgemv", {{"x", x}, {"wq", wq}, {"scales", scales}, {"biases", biases}, {"out", out}});
     *out = wrap(mtlinv::qgemv(x->t, wq->t, scales->t, biases->t, bias ? &bias->t : nullptr, group_size, bits));
   });
 }
@@ -212,20 +196,14 @@ mtlinv_status mtlinv_sdpa(const mtlinv_tensor* q, const mtlinv_tensor* k, const 
                           int64_t kv_len, float scale, mtlinv_tensor** out) {
   return guarded([&] {
     const char* fn = "mtlinv_sdpa";
-    require_arg(q, fn, "q");
-    require_arg(k, fn, "k");
-    require_arg(v, fn, "v");
-    require_arg(out, fn, "out");
+    require_all(fn, {{"q", q}, {"k", k}, {"v", v}, {"out", out}});
     *out = wrap(mtlinv::sdpa(q->t, k->t, v->t, mtlinv::capi::sdpa_options(fn, causal, kv_len, scale, false)));
   });
 }
 
 mtlinv_status mtlinv_rms_norm(const mtlinv_tensor* x, const mtlinv_tensor* weight, float eps, mtlinv_tensor** out) {
   return guarded([&] {
-    const char* fn = "mtlinv_rms_norm";
-    require_arg(x, fn, "x");
-    require_arg(weight, fn, "weight");
-    require_arg(out, fn, "out");
+    require_all("mtlinv_rms_norm", {{"x", x}, {"weight", weight}, {"out", out}});
     *out = wrap(mtlinv::rms_norm(x->t, weight->t, eps));
   });
 }
@@ -237,6 +215,23 @@ namespace mtlinv::capi {
 
 mtlinv_status run(const std::function<void()>& fn) { return guarded(fn); }
 void require(const void* p, const char* fn, const char* arg) { require_arg(p, fn, arg); }
+
+void require_all(const char* fn, std::initializer_list<std::pair<const char*, const void*>> args) {
+  for (const auto& [name, p] : args) require_arg(p, fn, name);
+}
+
+Shape checked_shape(const char* fn, const int64_t* shape, int ndim) {
+  if (ndim < 0 || ndim > 8) throw InvalidArgument(fn, ": ndim=", ndim, " must be in [0, 8]");
+  if (ndim > 0) require_arg(shape, fn, "shape");
+  Shape s(shape, shape + ndim);
+  for (int64_t d : s) {
+    if (d < 0) throw InvalidArgument(fn, ": shape ", shape_str(s), " has dimension ", d, ", which is negative");
+    if (d > kMaxDim) {
+      throw InvalidArgument(fn, ": shape ", shape_str(s), " has dimension ", d, ", beyond the kernels' 2^32 - 1");
+    }
+  }
+  return s;
+}
 DType dtype(mtlinv_dtype d, const char* fn, const char* arg) { return to_dtype(d, fn, arg); }
 mtlinv_tensor* wrap(Tensor t) { return ::wrap(std::move(t)); }
 

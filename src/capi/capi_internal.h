@@ -3,6 +3,8 @@
 // its functions' bodies inside run(), so no exception ever crosses into C or Swift.
 #pragma once
 #include <functional>
+#include <initializer_list>
+#include <utility>
 
 #include "../../include/mtlinv/mtlinv.h"
 #include "../core/dtype.h"
@@ -19,6 +21,11 @@ namespace mtlinv::capi {
 mtlinv_status run(const std::function<void()>& fn);
 // Throws InvalidArgument "<fn>: <arg> is NULL" when p is NULL: each pointer on its own, so the message names it.
 void require(const void* p, const char* fn, const char* arg);
+// require() of each (name, pointer), in the order given.
+void require_all(const char* fn, std::initializer_list<std::pair<const char*, const void*>> args);
+// A C shape (ndim entries at `shape`) as the core's, each dimension checked in [0, 2^32 - 1] before any allocation
+// (which would otherwise fail first and report memory, not the shape).
+Shape checked_shape(const char* fn, const int64_t* shape, int ndim);
 // The core's dtype of a C one; DTypeError for a value outside the enum.
 DType dtype(mtlinv_dtype d, const char* fn, const char* arg);
 mtlinv_dtype c_dtype(DType d);

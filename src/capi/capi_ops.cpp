@@ -1,7 +1,6 @@
 // The C API's tensor helpers beyond capi.cpp's, its version, and the ops of the decoder's layers (mtlinv.h,
 // "More ops"): thin calls of the core's ops inside capi::run.
 #include <cmath>
-#include <initializer_list>
 #include <string>
 #include <utility>
 #include <vector>
@@ -12,31 +11,11 @@
 #include "../core/ops/checks.h"
 #include "capi_internal.h"
 
+using mtlinv::capi::checked_shape;
 using mtlinv::capi::require;
+using mtlinv::capi::require_all;
 using mtlinv::capi::run;
 using mtlinv::capi::wrap;
-
-namespace {
-
-mtlinv::Shape checked_shape(const char* fn, const int64_t* shape, int ndim) {
-  if (ndim < 0 || ndim > 8) throw mtlinv::InvalidArgument(fn, ": ndim=", ndim, " must be in [0, 8]");
-  if (ndim > 0) require(shape, fn, "shape");
-  mtlinv::Shape s(shape, shape + ndim);
-  for (int64_t d : s) {
-    if (d < 0 || d > mtlinv::kMaxDim) {
-      throw mtlinv::InvalidArgument(fn, ": shape ", mtlinv::shape_str(s), " has dimension ", d,
-                                    " outside [0, 2^32 - 1]");
-    }
-  }
-  return s;
-}
-
-// Every tensor argument on its own, so the message names the one that was NULL.
-void require_all(const char* fn, std::initializer_list<std::pair<const char*, const void*>> args) {
-  for (const auto& [name, p] : args) require(p, fn, name);
-}
-
-}  // namespace
 
 namespace mtlinv::capi {
 

@@ -4,7 +4,6 @@
 #include <cmath>
 #include <cstring>
 #include <initializer_list>
-#include <utility>
 #include <vector>
 
 #include "errors.h"
@@ -83,18 +82,7 @@ void widen(const void* data, DType dtype, int64_t first, int64_t count, float* o
     std::memcpy(out, static_cast<const float*>(data) + first, static_cast<size_t>(count) * sizeof(float));
     return;
   }
-  const uint16_t* in = static_cast<const uint16_t*>(data) + first;
-  for (int64_t i = 0; i < count; ++i) out[i] = dtype == DType::f16 ? from_half(in[i]) : from_bfloat(in[i]);
-}
-
-// count float32 values, each rounded once to dtype, into elements [first, first + count) of out.
-void narrow(const float* values, int64_t count, DType dtype, void* out, int64_t first) {
-  if (dtype == DType::f32) {
-    std::memcpy(static_cast<float*>(out) + first, values, static_cast<size_t>(count) * sizeof(float));
-    return;
-  }
-  uint16_t* o = static_cast<uint16_t*>(out) + first;
-  for (int64_t i = 0; i < count; ++i) o[i] = dtype == DType::f16 ? to_half(values[i]) : to_bfloat(values[i]);
+  for (int64_t i = 0; i < count; ++i) out[i] = load(data, dtype, first + i);
 }
 
 void store(void* data, DType dtype, int64_t i, float value) {
@@ -103,6 +91,15 @@ void store(void* data, DType dtype, int64_t i, float value) {
     case DType::bf16: static_cast<uint16_t*>(data)[i] = to_bfloat(value); break;
     default: static_cast<float*>(data)[i] = value;
   }
+}
+
+// count float32 values, each rounded once to dtype, into elements [first, first + count) of out.
+void narrow(const float* values, int64_t count, DType dtype, void* out, int64_t first) {
+  if (dtype == DType::f32) {
+    std::memcpy(static_cast<float*>(out) + first, values, static_cast<size_t>(count) * sizeof(float));
+    return;
+  }
+  for (int64_t i = 0; i < count; ++i) store(out, dtype, first + i, values[i]);
 }
 
 // `value` rounded to dtype and back: what a store and a load give.
@@ -120,8 +117,18 @@ void check_float_dtype(const char* fn, DType dtype) {
   }
 }
 
-void require(const char* fn, const char* name, const void* pointer) {
-  if (pointer == nullptr) throw InvalidArgument(fn, ": ", name, " is NULL");
+struct NamedPointer {
+  const char* name;
+  const void* pointer;
+};
+
+// The memory a call of `rows` rows reads and writes, named in the order of its arguments; a call of no rows touches
+// none, and may pass NULL.
+void require_pointers(const char* fn, int64_t rows, std::initializer_list<NamedPointer> pointers) {
+  if (rows == 0) return;
+  for (const NamedPointer& p : pointers) {
+    if (p.pointer == nullptr) throw InvalidArgument(fn, ": ", p.name, " is NULL");
+  }
 }
 
 bool one_of(int value, std::initializer_list<int> allowed) {
@@ -206,22 +213,6 @@ void group_params(float w_max, float w_min, float n_bins, float& scale, float& b
   }
 }
 
-struct Shape2 {
-  int64_t words, groups;
-};
-
-Shape2 check_quantized(const char* fn, const void* wq, const void* scales, const void* biases, DType dtype,
-                       int64_t rows, int64_t k, int group_size, int bits) {
-  const int64_t words = quant_row_words(fn, rows, k, group_size, bits);
-  check_float_dtype(fn, dtype);
-  if (rows > 0) {
-    require(fn, "wq", wq);
-    require(fn, "scales", scales);
-    require(fn, "biases", biases);
-  }
-  return {words, k / group_size};
-}
-
 }  // namespace
 
 void check_quant_params(const char* fn, int group_size, int bits) {
@@ -239,16 +230,44 @@ int64_t quant_row_words(const char* fn, int64_t rows, int64_t k, int group_size,
   return packed_words(fn, rows, k, bits);
 }
 
+namespace {
+
+// The checks of a call on quantised weights: the format, the float dtype, the memory; returns the words of a row.
+int64_t check_quant_call(const char* fn, DType dtype, int64_t rows, int64_t k, int group_size, int bits,
+                         std::initializer_list<NamedPointer> pointers) {
+  const int64_t words = quant_row_words(fn, rows, k, group_size, bits);
+  check_float_dtype(fn, dtype);
+  require_pointers(fn, rows, pointers);
+  return words;
+}
+
+// Dequantisation's walk over the weight, a row of codes unpacked at a time: group_fn(first, q, scale, bias) for each
+// group, `first` the index of its first element in the weight.
+template <typename GroupFn>
+void for_each_group(const char* fn, const uint32_t* wq, const void* scales, const void* biases, DType dtype,
+                    int64_t rows, int64_t k, int group_size, int bits, const void* out, GroupFn group_fn) {
+  const int64_t words = check_quant_call(fn, dtype, rows, k, group_size, bits,
+                                         {{"wq", wq}, {"scales", scales}, {"biases", biases}, {"out", out}});
+  if (rows == 0) return;
+  const int64_t groups = k / group_size;
+  std::vector<uint8_t> q(static_cast<size_t>(k)), bytes(static_cast<size_t>(words * 4));
+  for (int64_t row = 0; row < rows; ++row) {
+    unpack_row(wq + row * words, k, bits, bytes, q.data());
+    for (int64_t g = 0; g < groups; ++g) {
+      group_fn(row * k + g * group_size, q.data() + g * group_size, load(scales, dtype, row * groups + g),
+               load(biases, dtype, row * groups + g));
+    }
+  }
+}
+
+}  // namespace
+
 void quantize(const void* w, DType dtype, int64_t rows, int64_t k, int group_size, int bits, uint32_t* wq,
               void* scales, void* biases) {
   const char* fn = "quantize";
-  const int64_t words = quant_row_words(fn, rows, k, group_size, bits);
-  check_float_dtype(fn, dtype);
+  const int64_t words = check_quant_call(fn, dtype, rows, k, group_size, bits,
+                                         {{"w", w}, {"wq", wq}, {"scales", scales}, {"biases", biases}});
   if (rows == 0) return;
-  for (const auto& [name, pointer] : {std::pair<const char*, const void*>{"w", w}, {"wq", wq}, {"scales", scales},
-                                      {"biases", biases}}) {
-    require(fn, name, pointer);
-  }
   const float n_bins = static_cast<float>((1 << bits) - 1);
   const int64_t groups = k / group_size;
   // A row at a time, widened to float32 first, so that the loops over a group are plain float arithmetic the
@@ -295,56 +314,38 @@ void quantize(const void* w, DType dtype, int64_t rows, int64_t k, int group_siz
 
 void dequantize(const uint32_t* wq, const void* scales, const void* biases, DType dtype, int64_t rows, int64_t k,
                 int group_size, int bits, void* out) {
-  const char* fn = "dequantize";
-  const Shape2 s = check_quantized(fn, wq, scales, biases, dtype, rows, k, group_size, bits);
-  if (rows > 0) require(fn, "out", out);
-  std::vector<uint8_t> q(static_cast<size_t>(k)), bytes(static_cast<size_t>(s.words * 4));
-  std::vector<float> row_out(static_cast<size_t>(k));
-  for (int64_t row = 0; row < rows; ++row) {
-    unpack_row(wq + row * s.words, k, bits, bytes, q.data());
-    for (int64_t g = 0; g < s.groups; ++g) {
-      const float scale = load(scales, dtype, row * s.groups + g), bias = load(biases, dtype, row * s.groups + g);
-      const uint8_t* group_q = q.data() + g * group_size;
-      float* group_out = row_out.data() + g * group_size;
-      // As in MLX the product is rounded to the dtype before the bias is added (so a float16 group spanning more
-      // than float16's range overflows to inf exactly as there). Each operation in float32 and one rounding to
-      // float16/bfloat16 gives MLX's 16-bit arithmetic's bits: the product of a (<= 11-bit) scale and an 8-bit q is
-      // exact in float32, and for the sum float32's 24 bits are at least 2p + 2 for p = 11 and p = 8.
-      for (int i = 0; i < group_size; ++i) group_out[i] = static_cast<float>(group_q[i]) * scale;
-      if (dtype != DType::f32) {
-        for (int i = 0; i < group_size; ++i) group_out[i] = round_to(dtype, group_out[i]);
-      }
-      for (int i = 0; i < group_size; ++i) group_out[i] += bias;
+  std::vector<float> group_out;  // sized once the checks have passed
+  for_each_group("dequantize", wq, scales, biases, dtype, rows, k, group_size, bits, out,
+                 [&](int64_t first, const uint8_t* q, float scale, float bias) {
+    // As in MLX the product is rounded to the dtype before the bias is added (so a float16 group spanning more than
+    // float16's range overflows to inf exactly as there). Each operation in float32 and one rounding to
+    // float16/bfloat16 gives MLX's 16-bit arithmetic's bits: the product of a (<= 11-bit) scale and an 8-bit q is
+    // exact in float32, and for the sum float32's 24 bits are at least 2p + 2 for p = 11 and p = 8.
+    group_out.resize(static_cast<size_t>(group_size));
+    for (int i = 0; i < group_size; ++i) group_out[i] = static_cast<float>(q[i]) * scale;
+    if (dtype != DType::f32) {
+      for (int i = 0; i < group_size; ++i) group_out[i] = round_to(dtype, group_out[i]);
     }
-    narrow(row_out.data(), k, dtype, out, row * k);
-  }
+    for (int i = 0; i < group_size; ++i) group_out[i] += bias;
+    narrow(group_out.data(), group_size, dtype, out, first);
+  });
 }
 
 void dequantize_float32(const uint32_t* wq, const void* scales, const void* biases, DType dtype, int64_t rows,
                         int64_t k, int group_size, int bits, float* out) {
-  const char* fn = "dequantize_float32";
-  const Shape2 s = check_quantized(fn, wq, scales, biases, dtype, rows, k, group_size, bits);
-  if (rows > 0) require(fn, "out", out);
-  std::vector<uint8_t> q(static_cast<size_t>(k)), bytes(static_cast<size_t>(s.words * 4));
-  for (int64_t row = 0; row < rows; ++row) {
-    unpack_row(wq + row * s.words, k, bits, bytes, q.data());
-    for (int64_t g = 0; g < s.groups; ++g) {
-      const float scale = load(scales, dtype, row * s.groups + g), bias = load(biases, dtype, row * s.groups + g);
-      const uint8_t* group_q = q.data() + g * group_size;
-      float* group_out = out + row * k + g * group_size;
-      // Two roundings: -ffp-contract=off keeps the product and the sum apart.
-      for (int i = 0; i < group_size; ++i) group_out[i] = static_cast<float>(group_q[i]) * scale + bias;
-    }
-  }
+  for_each_group("dequantize_float32", wq, scales, biases, dtype, rows, k, group_size, bits, out,
+                 [&](int64_t first, const uint8_t* q, float scale, float bias) {
+    // Two roundings: -ffp-contract=off keeps the product and the sum apart.
+    for (int i = 0; i < group_size; ++i) out[first + i] = static_cast<float>(q[i]) * scale + bias;
+  });
 }
 
 void pack_bits(const uint8_t* q, int64_t rows, int64_t k, int bits, uint32_t* wq) {
   const char* fn = "pack";
   check_bits(fn, bits);
   const int64_t words = packed_words(fn, rows, k, bits);
+  require_pointers(fn, rows, {{"q", q}, {"wq", wq}});
   if (rows == 0) return;
-  require(fn, "q", q);
-  require(fn, "wq", wq);
   for (int64_t i = 0; i < rows * k; ++i) {
     if (q[i] >> bits) {
       throw InvalidArgument(fn, ": values must lie in [0, ", (1 << bits) - 1, "] for bits=", bits, "; q[",
@@ -359,9 +360,8 @@ void unpack_bits(const uint32_t* wq, int64_t rows, int64_t k, int bits, uint8_t*
   const char* fn = "unpack";
   check_bits(fn, bits);
   const int64_t words = packed_words(fn, rows, k, bits);
+  require_pointers(fn, rows, {{"wq", wq}, {"q", q}});
   if (rows == 0) return;
-  require(fn, "wq", wq);
-  require(fn, "q", q);
   std::vector<uint8_t> bytes(static_cast<size_t>(words * 4));
   for (int64_t row = 0; row < rows; ++row) unpack_row(wq + row * words, k, bits, bytes, q + row * k);
 }

@@ -144,7 +144,7 @@ static int check_calls(void) {
   expect("from_host shape NULL", mtlinv_tensor_from_host(NULL, NULL, 2, MTLINV_FLOAT32, &t),
          MTLINV_ERROR_INVALID_ARGUMENT, "mtlinv_tensor_from_host: shape is NULL");
   expect("from_host negative dim", mtlinv_tensor_from_host(NULL, shape, 2, MTLINV_FLOAT32, &t),
-         MTLINV_ERROR_INVALID_ARGUMENT, "mtlinv_tensor_from_host: shape [2, -2] has a negative dimension");
+         MTLINV_ERROR_INVALID_ARGUMENT, "mtlinv_tensor_from_host: shape [2, -2] has dimension -2, which is negative");
   const int64_t two[2] = {2, 2};
   expect("from_host data NULL", mtlinv_tensor_from_host(NULL, two, 2, MTLINV_FLOAT32, &t),
          MTLINV_ERROR_INVALID_ARGUMENT, "mtlinv_tensor_from_host: data is NULL");

@@ -140,6 +140,10 @@ int main() {
                  "gemv: x has no memory");
   expect_invalid("sdpa of a tensor with no memory", [&] { mtlinv::sdpa(hollow, w, w, mtlinv::SdpaOptions{}); },
                  "sdpa: q has no memory");
+  mtlinv::Tensor strided = w;  // w read column by column: the same memory, no longer dense
+  strided.strides = {1, 4};
+  expect_invalid("sdpa of a strided v", [&] { mtlinv::sdpa(w, w, strided, mtlinv::SdpaOptions{}); },
+                 "sdpa: v of shape [4, 64] has strides [1, 4] (elements); a contiguous tensor is required");
   check_backend_scope_and_out(mtlinv::Tensor::from_host(host.data(), {1, 64}, {64, 1}, mtlinv::DType::f32), w);
 
   std::vector<uint32_t> words(16 * 64 * 4 / 32);

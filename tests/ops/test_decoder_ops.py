@@ -228,6 +228,10 @@ def test_qkv_to_heads_errors(rng):
         mtlinv.qkv_to_heads(random(rng, (2, 5, 7), np.float32), 3, *odd, 0)
     with pytest.raises(TypeError, match="qkv_to_heads: qkv is float16 but k_dst is float32"):
         mtlinv.qkv_to_heads(qkv.astype(np.float16), 3, k, v, 0)
+    with pytest.raises(TypeError, match="qkv_to_heads: qkv is float32 but v_dst is float16"):
+        mtlinv.qkv_to_heads(qkv, 3, k, mtlinv.asarray(np.zeros((1, 4, 8), np.float16)), 0)
+    with pytest.raises(TypeError, match="qkv_to_heads: qkv has dtype int32; expected float32, float16 or bfloat16"):
+        mtlinv.qkv_to_heads(qkv.astype(np.int32), 3, k, v, 0)
     with pytest.raises(TypeError):
         mtlinv.qkv_to_heads(qkv, 3, None, v, 0)
 

@@ -176,8 +176,10 @@ def test_errors_name_shapes(rng):
         mtlinv.gemv(x, w)
     with pytest.raises(TypeError, match="x is float32 but w is float16"):
         mtlinv.gemv(x[:, :16], w[:, :16].astype(np.float16))
-    with pytest.raises(ValueError, match=r"bias has shape \[15\] but w has N=16"):
+    with pytest.raises(ValueError, match=r"gemv: bias has shape \[15\] but w has N=16 \(w \[16, 16\]\)"):
         mtlinv.gemv(x[:, :16], w[:, :16], np.zeros(15, np.float32))
+    with pytest.raises(TypeError, match="gemv: x is float32 but bias is float16"):
+        mtlinv.gemv(x[:, :16], w[:, :16], np.zeros(16, np.float16))
     with pytest.raises(TypeError, match="int32"):
         mtlinv.gemv(x.astype(np.int32), w.astype(np.int32))
     with pytest.raises(ValueError, match="w must be"):

@@ -68,6 +68,10 @@ def test_qk_rms_norm_errors(rng):
         mtlinv.qk_rms_norm(x, 2, 1, w, w, eps=-1.0)
     with pytest.raises(TypeError, match="qk_rms_norm: x is float32 but k_weight is float16"):
         mtlinv.qk_rms_norm(x, 2, 1, w, w.astype(np.float16))
+    with pytest.raises(TypeError, match="qk_rms_norm: x is float32 but q_weight is float16"):
+        mtlinv.qk_rms_norm(x, 2, 1, w.astype(np.float16), w)
+    with pytest.raises(TypeError, match="qk_rms_norm: x has dtype int32; expected float32, float16 or bfloat16"):
+        mtlinv.qk_rms_norm(x.astype(np.int32), 2, 1, w, w)
     assert np.asarray(mtlinv.qk_rms_norm(np.zeros((0, 32), np.float32), 2, 1, w, w)).shape == (0, 32)
 
 

@@ -307,6 +307,8 @@ def test_errors_name_values(rng):
         sdpa(q, k, v.astype(ml_dtypes.bfloat16))
     with pytest.raises(TypeError, match="float64"):
         sdpa(q.astype(np.float64), k, v)
+    with pytest.raises(TypeError, match="sdpa: q has dtype int32; expected float32, float16 or bfloat16"):
+        sdpa(q.astype(np.int32), k.astype(np.int32), v.astype(np.int32))
     with pytest.raises(ValueError, match="kv_len must be an int"):
         sdpa(q, k, v, kv_len=3.0)
     with pytest.raises(ValueError, match="scale must be finite"):

@@ -22,6 +22,34 @@ inline void require_same_dtype(const char* op, const char* arg_a, const Tensor& 
   }
 }
 
+// An operand as the messages name it.
+struct Operand {
+  const char* name;
+  const Tensor& tensor;
+};
+
+// The checks the float ops open with: the first operand (there is always one) has a float dtype, every other has
+// the first's, and all are dense. Dtypes first, in the operands' order, so a wrong dtype is named before a layout.
+inline void require_float_operands(const char* op, std::initializer_list<Operand> operands) {
+  const Operand& first = *operands.begin();
+  require_float(op, first.name, first.tensor);
+  for (const Operand& o : operands) {
+    if (&o != &first) require_same_dtype(op, first.name, first.tensor, o.name, o.tensor);
+  }
+  for (const Operand& o : operands) o.tensor.require_dense(op, o.name);
+}
+
+// A matrix-vector product's optional bias [N]: x's dtype, dense, one value per output column of w (`n` of them).
+inline void require_bias(const char* op, const Operand& x, const Operand& w, const Tensor* bias, int64_t n) {
+  if (bias == nullptr) return;
+  require_same_dtype(op, x.name, x.tensor, "bias", *bias);
+  bias->require_dense(op, "bias");
+  if (bias->ndim() != 1 || bias->dim(0) != n) {
+    throw InvalidArgument(op, ": bias has shape ", shape_str(bias->shape), " but ", w.name, " has N=", n, " (",
+                          w.name, " ", shape_str(w.tensor.shape), ")");
+  }
+}
+
 // The op's result: `out`, memory the caller gives (an MLX primitive's output array), once it is checked to be a
 // dense tensor of the result's shape and dtype; else a new tensor. `out` must not overlap an operand.
 inline Tensor result_tensor(const char* op, const Tensor* out, const Shape& shape, DType dtype) {

@@ -15,10 +15,7 @@ namespace mtlinv {
 namespace {
 
 Tensor elementwise(const char* op, Plan (*plan)(DType, int64_t), const Tensor& a, const Tensor& b) {
-  require_float(op, "a", a);
-  require_same_dtype(op, "a", a, "b", b);
-  a.require_dense(op, "a");
-  b.require_dense(op, "b");
+  require_float_operands(op, {{"a", a}, {"b", b}});
   if (a.shape != b.shape) {
     throw InvalidArgument(op, ": shapes differ: ", shape_str(a.shape), " and ", shape_str(b.shape));
   }
@@ -35,8 +32,7 @@ Tensor swiglu(const Tensor& gate, const Tensor& up) { return elementwise("swiglu
 
 Tensor swiglu_halves(const Tensor& x) {
   const char* op = "swiglu_halves";
-  require_float(op, "x", x);
-  x.require_dense(op, "x");
+  require_float_operands(op, {{"x", x}});
   if (x.ndim() != 2 || x.dim(1) % 2 != 0) {
     throw InvalidArgument(op, ": x must be [L, 2 F], got ", shape_str(x.shape));
   }
@@ -99,10 +95,7 @@ float check_heads_write(const char* op, int64_t rows, int64_t dim, int64_t capac
 
 void write_heads(const Tensor& x, const Tensor& dst, int64_t seq_offset, int64_t start_pos, bool rotate, double base,
                  const char* op) {
-  require_float(op, "x", x);
-  require_same_dtype(op, "x", x, "dst", dst);
-  x.require_dense(op, "x");
-  dst.require_dense(op, "dst");
+  require_float_operands(op, {{"x", x}, {"dst", dst}});
   if (x.ndim() != 3 || dst.ndim() != 3 || x.dim(1) != dst.dim(0) || x.dim(2) != dst.dim(2)) {
     throw InvalidArgument(op, ": x must be [L, H, D] and dst [H, C, D], got x ", shape_str(x.shape), " and dst ",
                           shape_str(dst.shape));
@@ -130,12 +123,7 @@ Tensor rope_freqs(const char* op, const char* arg, const std::vector<float>& fre
 Tensor qkv_to_heads(const Tensor& x, int64_t q_heads, const Tensor& k_dst, const Tensor& v_dst, int64_t seq_offset,
                     int64_t start_pos, double base, const Tensor* freqs) {
   const char* op = "qkv_to_heads";
-  require_float(op, "qkv", x);
-  require_same_dtype(op, "qkv", x, "k_dst", k_dst);
-  require_same_dtype(op, "qkv", x, "v_dst", v_dst);
-  x.require_dense(op, "qkv");
-  k_dst.require_dense(op, "k_dst");
-  v_dst.require_dense(op, "v_dst");
+  require_float_operands(op, {{"qkv", x}, {"k_dst", k_dst}, {"v_dst", v_dst}});
   if (k_dst.ndim() != 3 || v_dst.shape != k_dst.shape) {
     throw InvalidArgument(op, ": k_dst and v_dst must be [Hkv, C, D] of one shape, got ", shape_str(k_dst.shape),
                           " and ", shape_str(v_dst.shape));
@@ -181,8 +169,7 @@ Tensor qkv_to_heads(const Tensor& x, int64_t q_heads, const Tensor& k_dst, const
 
 Tensor heads_to_rows(const Tensor& x) {
   const char* op = "heads_to_rows";
-  require_float(op, "x", x);
-  x.require_dense(op, "x");
+  require_float_operands(op, {{"x", x}});
   if (x.ndim() != 3) throw InvalidArgument(op, ": x must be [H, L, D], got ", shape_str(x.shape));
   require_u32(op, "H", x.dim(0));
   require_u32(op, "L", x.dim(1));
@@ -195,8 +182,7 @@ Tensor heads_to_rows(const Tensor& x) {
 namespace {
 
 void check_table(const char* op, const Tensor& table) {
-  require_float(op, "table", table);
-  table.require_dense(op, "table");
+  require_float_operands(op, {{"table", table}});
   if (table.ndim() != 2) throw InvalidArgument(op, ": table must be [V, D], got ", shape_str(table.shape));
   require_u32(op, "V", table.dim(0));
   require_u32(op, "D", table.dim(1));

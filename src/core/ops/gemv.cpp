@@ -17,10 +17,7 @@ Tensor gemv(const Tensor& x, const Tensor& w, const Tensor* bias, bool transpose
   const char* op = names.op;
   const char* xn = names.x;
   const char* wn = names.w;
-  require_float(op, xn, x);
-  require_same_dtype(op, xn, x, wn, w);
-  x.require_dense(op, xn);
-  w.require_dense(op, wn);
+  require_float_operands(op, {{xn, x}, {wn, w}});
   // Two layouts of w [N, K], told apart by rank: rows, or gemv_nk_mma's tile layout [N/16, K/32, 16, 32]
   // (mtlinv.tile_weights), whose shape gives N and K.
   const bool tiled = w.ndim() == 4;
@@ -79,14 +76,7 @@ Tensor gemv(const Tensor& x, const Tensor& w, const Tensor* bias, bool transpose
     }
   }
   out_shape.push_back(n);
-  if (bias != nullptr) {
-    require_same_dtype(op, xn, x, "bias", *bias);
-    bias->require_dense(op, "bias");
-    if (bias->ndim() != 1 || bias->dim(0) != n) {
-      throw InvalidArgument(op, ": bias has shape ", shape_str(bias->shape), " but ", wn, " has N=", n, " (", wn, " ",
-                            shape_str(w.shape), ")");
-    }
-  }
+  require_bias(op, {xn, x}, {wn, w}, bias, n);
   require_u32(op, "B", s.batch);
   require_reduced_extent(op, "K", k);
   require_u32(op, "N", n);

@@ -70,14 +70,7 @@ Tensor qgemv(const Tensor& x, const Tensor& wq, const Tensor& scales, const Tens
   }
   require_group_shape(op, "scales", scales, n, k, group_size, tiled);
   require_group_shape(op, "biases", biases, n, k, group_size, tiled);
-  if (bias != nullptr) {
-    require_same_dtype(op, "x", x, "bias", *bias);
-    bias->require_dense(op, "bias");
-    if (bias->ndim() != 1 || bias->dim(0) != n) {
-      throw InvalidArgument(op, ": bias has shape ", shape_str(bias->shape), " but wq has N=", n, " (wq ",
-                            shape_str(wq.shape), ")");
-    }
-  }
+  require_bias(op, {"x", x}, {"wq", wq}, bias, n);
 
   QGemvShape s;
   s.rows = 1;

@@ -21,10 +21,7 @@ float check_eps(const char* op, double eps) {
 
 // The checks rms_norm and add_rms_norm share; returns eps as the kernels take it (float32).
 float check_rms_norm(const char* op, const Tensor& x, const Tensor& weight, double eps) {
-  require_float(op, "x", x);
-  require_same_dtype(op, "x", x, "weight", weight);
-  x.require_dense(op, "x");
-  weight.require_dense(op, "weight");
+  require_float_operands(op, {{"x", x}, {"weight", weight}});
   if (x.ndim() < 1) throw InvalidArgument(op, ": x must have at least one dimension, got shape ", shape_str(x.shape));
   const int64_t cols = x.dim(-1);
   if (weight.ndim() != 1 || weight.dim(0) != cols) {
@@ -67,12 +64,7 @@ std::pair<Tensor, Tensor> add_rms_norm(const Tensor& x, const Tensor& residual, 
 Tensor qk_rms_norm(const Tensor& x, int64_t q_heads, int64_t kv_heads, const Tensor& q_weight, const Tensor& k_weight,
                    double eps) {
   const char* op = "qk_rms_norm";
-  require_float(op, "x", x);
-  require_same_dtype(op, "x", x, "q_weight", q_weight);
-  require_same_dtype(op, "x", x, "k_weight", k_weight);
-  x.require_dense(op, "x");
-  q_weight.require_dense(op, "q_weight");
-  k_weight.require_dense(op, "k_weight");
+  require_float_operands(op, {{"x", x}, {"q_weight", q_weight}, {"k_weight", k_weight}});
   if (q_weight.ndim() != 1 || k_weight.shape != q_weight.shape || q_weight.dim(0) < 1) {
     throw InvalidArgument(op, ": q_weight and k_weight must be [D] of one shape, D >= 1, got ",
                           shape_str(q_weight.shape), " and ", shape_str(k_weight.shape));

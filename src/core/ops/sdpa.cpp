@@ -11,12 +11,7 @@ namespace mtlinv {
 
 Tensor sdpa(const Tensor& q, const Tensor& k, const Tensor& v, const SdpaOptions& options, const Tensor* out) {
   const char* op = "sdpa";
-  require_float(op, "q", q);
-  require_same_dtype(op, "q", q, "k", k);
-  require_same_dtype(op, "q", q, "v", v);
-  q.require_dense(op, "q");
-  k.require_dense(op, "k");
-  v.require_dense(op, "v");
+  require_float_operands(op, {{"q", q}, {"k", k}, {"v", v}});
   // [B, H, L, D], or [H, L, D] for one sequence (a decoder's per-layer head views need no reshape to [1, ...]).
   if (q.ndim() != 4 && q.ndim() != 3) {
     throw InvalidArgument(op, ": q must be [B, Hq, Lq, D] or [Hq, Lq, D], got shape ", shape_str(q.shape));
