@@ -20,7 +20,7 @@
 // Scores are kept in base 2 (scale * log2(e) folded into the scale), so every exponential is an exp2: the weights of
 // sdpa_weight (metal/sdpa_keys.h).
 #include "common.h"
-#include "sdpa_args.h"  // SdpaArgs; SDPA_THREADS, SDPA_QUERIES, SDPA_BLOCK_KEYS, SDPA_COMBINE_*, FLASH_QUERIES
+#include "sdpa_args.h"  // SdpaArgs; SDPA_THREADS, SDPA_QUERIES, SDPA_BLOCK_KEYS, SDPA_COMBINE_*, FLASH_*
 #include "sdpa_keys.h"
 #include "sdpa_out.h"
 #include "load.h"
@@ -448,13 +448,17 @@ template <typename T>
   }
 }
 
-// Prefill: tiled flash attention in one pass. Grid: (ceil(Lq / 32), Hq, B); FLASH_QUERIES threads, one query
-// each (q and the output accumulator in registers). The threadgroup stages tiles of K and V rows as float in
-// threadgroup memory (FLASH_TILE / (D/4) keys per tile) up to the last key its last query sees; each query runs
-// an online softmax over the visible keys of each tile, rescaling its accumulator once per tile.
-// One instance per head dim D (the plan picks it), so that q and the accumulator are indexed by loops of constant
-// trip count, which GPU compilers unroll and keep in registers (docs/kernel_guide.md); a thread's scores of a tile,
-// indexed by the key, are in threadgroup memory, each thread in its own column.
+// Prefill: tiled flash attention in one pass. Grid: (ceil(Lq / FLASH_QUERIES), Hq, B); FLASH_LANES threads per
+// query, adjacent in a simdgroup, each holding D / FLASH_LANES of the query and of its output accumulator (float4
+// d4 = lane, lane + FLASH_LANES, ...) in registers: one thread per query held 2 D floats, and at D = 128 nvcc gave
+// it 255 registers and spilled (docs/decisions.md, "sdpa_flash: lanes per query"). The threadgroup stages tiles of
+// K and V rows as float in threadgroup memory (FLASH_TILE / (D/4) keys per tile) up to the last key its last query
+// sees; each query runs an online softmax over the visible keys of each tile, rescaling its accumulator once per
+// tile. A score is the lanes' partial dot products summed by an xor ladder, so each lane of a query holds the same
+// bits; the score loop runs over the whole tile in every lane (the ladder needs converged lanes), a key past the
+// query's last visible one taking no part. One instance per head dim D (the plan picks it): constant trip counts
+// keep the arrays in registers (docs/kernel_guide.md). A query's scores of a tile, indexed by the key, are in
+// threadgroup memory, written by its first lane.
 template <typename T, bool VEC, uint D>
 [[kernel]] void sdpa_flash(
     constant SdpaArgs& args [[buffer(SDPA_SLOT_ARGS)]],
@@ -465,12 +469,17 @@ template <typename T, bool VEC, uint D>
     uint3 pos [[threadgroup_position_in_grid]],
     uint tid [[thread_index_in_threadgroup]]) {
   constexpr uint D4 = D / 4;
+  constexpr uint OWN = D4 / FLASH_LANES;  // float4 of q and of the accumulator per lane
+  static_assert(OWN * FLASH_LANES == D4, "the lanes of a query split its head dim evenly");
+  constexpr uint THREADS = FLASH_QUERIES * FLASH_LANES;
   constexpr uint TILE_KEYS = FLASH_TILE / D4;
   threadgroup float4 k_tile[FLASH_TILE];
   threadgroup float4 v_tile[FLASH_TILE];
-  threadgroup float scores[TILE_KEYS * FLASH_QUERIES];  // key t of thread tid's query at t * FLASH_QUERIES + tid
+  threadgroup float scores[TILE_KEYS * FLASH_QUERIES];  // key t of query qi at t * FLASH_QUERIES + qi
 
-  const uint i = pos.x * FLASH_QUERIES + tid;
+  const uint qi = tid / FLASH_LANES;   // the threadgroup's query this thread serves
+  const uint lane = tid % FLASH_LANES;  // its part of the head dim
+  const uint i = pos.x * FLASH_QUERIES + qi;
   const bool active = i < args.q_len;
   const ulong row = (ulong(pos.z) * args.q_heads + pos.y) * args.q_len + i;
   const ulong kv_head = ulong(pos.z) * args.kv_heads + pos.y / args.group;
@@ -479,11 +488,11 @@ template <typename T, bool VEC, uint D>
   const uint end = sdpa_last_key(args, min(args.q_len, (pos.x + 1) * FLASH_QUERIES) - 1) + 1;
   const uint last = active ? sdpa_last_key(args, i) : 0;
 
-  float4 qv[D4];
-  float4 acc[D4];
-  for (uint d4 = 0; d4 < D4; ++d4) {
-    qv[d4] = active ? sdpa_load4<VEC>(q + row * D + d4 * 4) : float4(0.0f);
-    acc[d4] = float4(0.0f);
+  float4 qv[OWN];
+  float4 acc[OWN];
+  for (uint e = 0; e < OWN; ++e) {
+    qv[e] = active ? sdpa_load4<VEC>(q + row * D + (lane + e * FLASH_LANES) * 4) : float4(0.0f);
+    acc[e] = float4(0.0f);
   }
   float m = -INFINITY;
   float l = 0.0f;
@@ -491,36 +500,46 @@ template <typename T, bool VEC, uint D>
   for (uint k0 = 0; k0 < end; k0 += TILE_KEYS) {
     const uint n = min(TILE_KEYS, end - k0);
     // The tile's rows are contiguous: slot idx holds elements [4 idx, 4 idx + 4) from key k0 on.
-    for (uint idx = tid; idx < n * D4; idx += FLASH_QUERIES) {
+    for (uint idx = tid; idx < n * D4; idx += THREADS) {
       const ulong offset = ulong(k0) * D + idx * 4;
       k_tile[idx] = sdpa_load4<VEC>(k + offset);
       v_tile[idx] = sdpa_load4<VEC>(v + offset);
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
 
-    if (active && last >= k0) {
-      const uint nv = min(n, last - k0 + 1);
-      float m_tile = -INFINITY;
-      for (uint t = 0; t < nv; ++t) {
-        float4 dot4 = float4(0.0f);
-        for (uint d4 = 0; d4 < D4; ++d4) {
-          dot4 = fma(qv[d4], k_tile[t * D4 + d4], dot4);
+    const uint nv = active && last >= k0 ? min(n, last - k0 + 1) : 0;  // the query's visible keys in the tile
+    float m_tile = -INFINITY;
+    for (uint t = 0; t < n; ++t) {
+      float4 dot4 = float4(0.0f);
+      for (uint e = 0; e < OWN; ++e) {
+        dot4 = fma(qv[e], k_tile[t * D4 + lane + e * FLASH_LANES], dot4);
+      }
+      float s = sdpa_hsum(dot4);
+      for (ushort delta = 1; delta < FLASH_LANES; delta <<= 1) {
+        s += simd_shuffle_xor(s, delta);  // a + b = b + a: every lane of the query gets the same bits
+      }
+      s *= args.scale_log2;
+      if (t < nv) {
+        if (lane == 0) {
+          scores[t * FLASH_QUERIES + qi] = s;
         }
-        const float s = sdpa_hsum(dot4) * args.scale_log2;
-        scores[t * FLASH_QUERIES + tid] = s;
         m_tile = max(m_tile, s);
       }
+    }
+    simdgroup_barrier(mem_flags::mem_threadgroup);  // the first lane's scores, for the query's other lanes
+
+    if (nv > 0) {
       const float m_new = max(m, m_tile);
       const float factor = sdpa_weight(m - m_new);
       l *= factor;
-      for (uint d4 = 0; d4 < D4; ++d4) {
-        acc[d4] *= factor;
+      for (uint e = 0; e < OWN; ++e) {
+        acc[e] *= factor;
       }
       for (uint t = 0; t < nv; ++t) {
-        const float p = sdpa_weight(scores[t * FLASH_QUERIES + tid] - m_new);
+        const float p = sdpa_weight(scores[t * FLASH_QUERIES + qi] - m_new);
         l += p;
-        for (uint d4 = 0; d4 < D4; ++d4) {
-          acc[d4] = fma(float4(p), v_tile[t * D4 + d4], acc[d4]);
+        for (uint e = 0; e < OWN; ++e) {
+          acc[e] = fma(float4(p), v_tile[t * D4 + lane + e * FLASH_LANES], acc[e]);
         }
       }
       m = m_new;
@@ -530,8 +549,8 @@ template <typename T, bool VEC, uint D>
 
   if (active) {
     device T* out_row = out + sdpa_out_row(args, pos.z, pos.y, i) * D;
-    for (uint d4 = 0; d4 < D4; ++d4) {
-      sdpa_store4(out_row + d4 * 4, sdpa_output4(acc[d4], l));
+    for (uint e = 0; e < OWN; ++e) {
+      sdpa_store4(out_row + (lane + e * FLASH_LANES) * 4, sdpa_output4(acc[e], l));
     }
   }
 }

@@ -14,8 +14,9 @@ MTLINV_SHARED uint32_t SDPA_BLOCK_KEYS = 256;
 // sdpa_combine: block ranges merged in parallel, and float4 columns of the output per threadgroup.
 MTLINV_SHARED uint32_t SDPA_COMBINE_GROUPS = 16;
 MTLINV_SHARED uint32_t SDPA_COMBINE_COLUMNS = 8;
-// sdpa_flash: queries (one per thread) of a threadgroup.
+// sdpa_flash: queries of a threadgroup, and the threads (lanes of one simdgroup) that share a query's head dim.
 MTLINV_SHARED uint32_t FLASH_QUERIES = 32;
+MTLINV_SHARED uint32_t FLASH_LANES = 4;
 // sdpa_mma: queries per tile (the builtin's A rows), simdgroups (each takes a quarter of a chunk's keys; the
 // threadgroup is as wide as sdpa_blocks') and keys per step (the builtin's K in p v).
 MTLINV_SHARED uint32_t SDPA_MMA_QUERIES = 16;

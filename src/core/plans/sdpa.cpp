@@ -133,7 +133,7 @@ Plan plan_sdpa(const SdpaShape& s, int limit, const DeviceCaps& caps) {
     PlanLaunch flash;
     flash.kernel = kernel_id(KernelFamily::sdpa_flash, s.dtype, vector_loads, s.head_dim);
     flash.threadgroups = {ceil_div(s.q_len, FLASH_QUERIES), q_heads, batch};
-    flash.threads_per_threadgroup = {FLASH_QUERIES, 1, 1};
+    flash.threads_per_threadgroup = {FLASH_QUERIES * FLASH_LANES, 1, 1};
     flash.set_args(args);
     bind_operands(flash);
     plan.launches.push_back(std::move(flash));
