@@ -116,7 +116,10 @@ def test_generate_streams_text_and_stops(smollm):
     assert "".join(pieces) == g.text == smollm.tokenizer.decode(g.tokens, skip_special=True)
     assert g.finish_reason == "length" and len(g.tokens) == 6 and g.tokens_per_s > 0
     assert mtlinv.generate is mtlinv.model.generate
-    word = g.text.split()[2]  # a stop string in the middle of the text
+    # A stop string in the middle of the text: the longest piece from the third token on (the text itself is a
+    # near-tie's outcome here: the float64 reference puts 'The' 0.08 above 'L' after this prompt, and bfloat16
+    # activations may choose either).
+    word = max(pieces[2:], key=len)
     cut = mtlinv.generate(smollm, "What is the capital of France?", chat=True, max_tokens=6, stop=[word])
     assert "".join(tok.text for tok in cut) == g.text[:g.text.index(word)] and cut.finish_reason == "stop"
     stopped = mtlinv.generate(smollm, "What is the capital of France?", chat=True, max_tokens=6,
