@@ -47,7 +47,14 @@ def main(argv: list[str] | None = None) -> int:
     doctor.add_argument("--out", default=None, metavar="PATH",
                         help="where the report goes (default: mtlinv-doctor-report.md in the current directory)")
     args = ap.parse_args(argv)
+    try:
+        return _run(ap, args)
+    except KeyboardInterrupt:  # Ctrl-C: the usual status of a process SIGINT ended, and no traceback
+        print(f"\nmtlinv {args.command}: interrupted", file=sys.stderr)
+        return 130
 
+
+def _run(ap: argparse.ArgumentParser, args) -> int:
     if args.command in ("check", "doctor"):
         from .audit import MAX_LIMIT
         if not 1 <= args.limit <= MAX_LIMIT:

@@ -45,10 +45,16 @@ def _options(args, draft) -> dict:
 
 def _draft(args, load):
     """None, a draft's name, or a loaded draft model."""
+    from ..model import GGUFModelError, ModelFetchError
     from ..model.generation import DRAFTS
     if args.draft == "none":
         return None
-    return args.draft if args.draft in DRAFTS else load(args.draft)
+    if args.draft in DRAFTS:
+        return args.draft
+    try:
+        return load(args.draft)
+    except (ModelFetchError, GGUFModelError) as e:  # a misspelt draft name would read as a missing model file
+        raise type(e)(f"--draft must be none, {', '.join(DRAFTS)} or a model, got {args.draft!r}: {e}") from None
 
 
 def _stream(generation) -> None:
@@ -83,9 +89,6 @@ def run(command: str, args) -> int:
     except (ModelFetchError, GGUFModelError, ChatTemplateError, ValueError) as e:
         print(f"mtlinv {command}: {e}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print(file=sys.stderr)
-        return 130
 
 
 def _chat(model, args, options) -> int:

@@ -1,5 +1,7 @@
 """`mtlinv generate` and `mtlinv chat` on SmolLM2: the streamed text is generate()'s, the rate goes to stderr, and
 a model the command cannot run exits 2 with one line."""
+import pathlib
+
 import pytest
 
 import mtlinv
@@ -58,3 +60,20 @@ def test_unsupported_model_exits_2_with_one_line(tmp_path, capsys):
 def test_bad_sampling_option_exits_2(loaded, capsys):
     assert main(["generate", "Hi", "--top-p", "0"]) == 2
     assert capsys.readouterr().err == "mtlinv generate: top_p must be in (0, 1], got 0.0\n"
+
+
+def test_directory_that_is_not_a_checkpoint_is_named(tmp_path, capsys):
+    """A directory without config.json is no MLX checkpoint: said so (it was once 'model file ... is not a regular
+    file', which a user who meant a checkpoint could not act on)."""
+    assert main(["generate", "Hi", "--model", str(tmp_path)]) == 2
+    assert capsys.readouterr().err == (f"mtlinv generate: {tmp_path} is a directory but not an MLX checkpoint (it "
+                                       f"has no config.json)\n")
+
+
+def test_draft_that_is_no_name_and_no_model_names_the_option(capsys):
+    """A misspelt --draft is taken for a model path; the message names the option and its choices (it once said
+    only 'model file layerskip does not exist')."""
+    fixture = pathlib.Path(__file__).parent / "fixtures" / "tiny-Q4_K.gguf"
+    assert main(["generate", "Hi", "--model", str(fixture), "--draft", "layerskip"]) == 2
+    assert capsys.readouterr().err == ("mtlinv generate: --draft must be none, prompt-lookup, layer-skip or a model, "
+                                       "got 'layerskip': model file layerskip does not exist\n")
