@@ -7,6 +7,7 @@ import argparse
 import sys
 from importlib import metadata
 
+from .. import MtlinvError
 from . import generate_cli
 
 
@@ -52,6 +53,9 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:  # Ctrl-C: the usual status of a process SIGINT ended, and no traceback
         print(f"\nmtlinv {args.command}: interrupted", file=sys.stderr)
         return 130
+    except MtlinvError as e:  # the device did not start (MTLINV_DEVICE names no backend of this build), ...
+        print(f"mtlinv {args.command}: {type(e).__name__}: {e}", file=sys.stderr)
+        return 2 if isinstance(e, (ValueError, TypeError)) else 1  # bad input, else the device or a kernel
 
 
 def _run(ap: argparse.ArgumentParser, args) -> int:

@@ -1,5 +1,6 @@
 """The `mtlinv` command: `check` prints a PASS table and exits 0 on a healthy device; bad options are errors."""
 import contextlib
+import os
 import subprocess
 import sys
 
@@ -74,3 +75,12 @@ def test_interruption_is_one_line_and_status_130(monkeypatch, capsys, tmp_path, 
     except KeyboardInterrupt:
         pytest.fail("the KeyboardInterrupt left main()")
     assert status == 130 and capsys.readouterr().err == f"\nmtlinv {command[0]}: interrupted\n"
+
+
+def test_device_that_does_not_start_is_one_line_and_status_1():
+    """MTLINV_DEVICE naming no backend of this build: the commands said so at the end of a traceback."""
+    r = subprocess.run([sys.executable, "-m", "mtlinv", "check", "--quick", "--limit", "2"], capture_output=True,
+                       text=True, timeout=120, env=dict(os.environ, MTLINV_DEVICE="nosuch"))
+    assert r.returncode == 1 and r.stdout == "", r.stdout + r.stderr
+    assert r.stderr.count("\n") == 1, r.stderr
+    assert r.stderr.startswith("mtlinv check: DeviceError: MTLINV_DEVICE='nosuch': this build has no such backend")
