@@ -93,11 +93,14 @@ def run(command: str, args) -> int:
 
 def _chat(model, args, options) -> int:
     from ..model import generate
+    model.chat_template  # noqa: B018 (a model without one is refused before the user types a message)
     messages = [{"role": "system", "content": args.system}] if args.system is not None else []
     print(f"{model.name}: type a message, an empty line to end", file=sys.stderr)
+    # input() writes its prompt to stdout: from a terminal only, so that messages fed on stdin leave the replies alone
+    prompt = "> " if sys.stdin.isatty() else ""
     while True:
         try:
-            line = input("> ")
+            line = input(prompt)
         except EOFError:
             return 0
         if not line.strip():

@@ -34,19 +34,26 @@ def test_generate_streams_the_text_and_the_rate(loaded, capsys):
 
 
 def test_chat_keeps_the_conversation(loaded, monkeypatch, capsys):
+    """Messages fed on stdin (not a terminal) get no "> " prompts among the replies on stdout (they once did)."""
     lines = iter(["What is the capital of France?", ""])
-    prompts = []
+    prompts, asked = [], []
     real_generate = mtlinv.model.generate
 
     def generate(model, prompt, **kw):
         prompts.append(list(prompt))
         return real_generate(model, prompt, **kw)
-    monkeypatch.setattr("builtins.input", lambda _: next(lines))
+
+    def ask(prompt):
+        asked.append(prompt)
+        return next(lines)
+    monkeypatch.setattr("builtins.input", ask)
+    monkeypatch.setattr("sys.stdin.isatty", lambda: False)
     monkeypatch.setattr(mtlinv.model, "generate", generate)
     assert main(["chat", "--max-tokens", "3"]) == 0
     out, err = capsys.readouterr()
     assert prompts == [[{"role": "user", "content": "What is the capital of France?"}]]
     assert out.strip() and "tokens/s" in err
+    assert asked == ["", ""]
 
 
 def test_unsupported_model_exits_2_with_one_line(tmp_path, capsys):
@@ -77,3 +84,15 @@ def test_draft_that_is_no_name_and_no_model_names_the_option(capsys):
     assert main(["generate", "Hi", "--model", str(fixture), "--draft", "layerskip"]) == 2
     assert capsys.readouterr().err == ("mtlinv generate: --draft must be none, prompt-lookup, layer-skip or a model, "
                                        "got 'layerskip': model file layerskip does not exist\n")
+
+
+def test_chat_with_a_model_without_template_exits_before_reading(tmp_path, monkeypatch, capsys):
+    """chat needs the model's template: refused before the first message is asked for (it once asked, then
+    refused the answer)."""
+    raw = (pathlib.Path(__file__).parent / "fixtures" / "tiny-Q4_K.gguf").read_bytes()
+    path = tmp_path / "no-template.gguf"
+    path.write_bytes(raw.replace(b"tokenizer.chat_template", b"tokenizer.chat_templatX"))
+    monkeypatch.setattr("builtins.input", lambda _: pytest.fail("chat read a message"))
+    assert main(["chat", "--model", str(path)]) == 2
+    assert capsys.readouterr().err == ("mtlinv chat: no-template.gguf has no chat template; give the prompt as plain "
+                                       "text\n")
