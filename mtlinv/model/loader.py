@@ -42,7 +42,7 @@ class Model:
         self.config = config
         self.tokenizer = tokenizer
         self.stop_ids = stop_ids
-        self._template_source, self._special_tokens = template, special_tokens
+        self.template, self._special_tokens = template, special_tokens
         self._make_weights = make_weights  # progress -> DeviceWeights
         self._weights: DeviceWeights | None = None
         self._target: PrefillReuse | None = None
@@ -90,9 +90,9 @@ class Model:
     def chat_template(self) -> ChatTemplate:
         """The model's own template; ChatTemplateError when it has none."""
         if self._chat_template is None:
-            if self._template_source is None:
+            if self.template is None:
                 raise ChatTemplateError(f"{self.name} has no chat template; give the prompt as plain text")
-            self._chat_template = ChatTemplate(self._template_source, self._special_tokens)
+            self._chat_template = ChatTemplate(self.template, self._special_tokens)
         return self._chat_template
 
     def render_chat(self, messages: Sequence[dict]) -> str:
