@@ -49,7 +49,7 @@ def test_unknown_pre_tokenizer_is_refused():
 
 
 @pytest.mark.parametrize("kind, message", [
-    (None, "m.gguf: the file has no tokenizer \\(no tokenizer.ggml.model key\\)"),  # once "tokenizer.ggml.model is None"
+    (None, "m.gguf: the file has no tokenizer \\(no tokenizer.ggml.model key\\)"),  # once "... is None"
     ("bert", "m.gguf: tokenizer.ggml.model is 'bert'; supported: 'gpt2'"),
 ])
 def test_gguf_without_a_tokenizer_of_ours_is_named(kind, message):
