@@ -26,13 +26,14 @@ def main(argv: list[str] | None = None) -> int:
     check.add_argument("--limit", type=int, default=8, help="largest M checked (default 8, at most 256)")
     check.add_argument("--quick", action="store_true", help="smaller shapes")
     demo = sub.add_parser("demo", help="greedy vs speculative decoding on a real model")
-    demo.add_argument("--prompt", default="Write a short story about a robot who learns to paint.")
+    demo.add_argument("--prompt", default="Write a short story about a robot who learns to paint.",
+                      help="a user turn in the model's chat template, plain text where it has none")
     demo.add_argument("--tokens", type=int, default=48, help="tokens to generate (default 48)")
     demo.add_argument("--k", type=int, default=4, help="draft tokens per speculative step (default 4)")
     demo.add_argument("--model", default=None,
                       help="a llama, qwen2 or qwen3 GGUF file or MLX checkpoint directory (default: SmolLM2-135M)")
     gen = sub.add_parser("generate", help="text after a prompt, streamed (greedy, sampled, speculative)")
-    gen.add_argument("prompt")
+    gen.add_argument("prompt", help="the text to continue (with --chat or --system: a user message)")
     gen.add_argument("--chat", action="store_true", help="the prompt is a user turn in the model's chat template")
     generate_cli.add_arguments(gen)
     chat = sub.add_parser("chat", help="a conversation with a model, in its own chat template")
