@@ -7,7 +7,7 @@ import argparse
 import sys
 from importlib import metadata
 
-from .. import MtlinvError
+from .. import MtlinvError, _paths
 from . import generate_cli
 
 
@@ -19,7 +19,12 @@ def version() -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="mtlinv", description="batch-invariant inference kernels")
+    argv = sys.argv[1:] if argv is None else argv
+    if len(argv) == 1 and argv[0] in _paths.FLAGS:
+        return _paths.print_folder(argv[0])
+    ap = argparse.ArgumentParser(
+        prog="mtlinv", description="batch-invariant inference kernels",
+        epilog=f"{' | '.join(_paths.FLAGS)}: print that folder of the C/C++ library this package carries")
     ap.add_argument("--version", action="version", version=f"mtlinv {version()}")
     sub = ap.add_subparsers(dest="command", required=True)
     check = sub.add_parser("check", help="bitwise invariance audit of every op on the active device")

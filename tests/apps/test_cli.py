@@ -61,6 +61,11 @@ def test_python_m_mtlinv_is_the_command():
     assert r.returncode == 0 and r.stdout.strip() == mtlinv.get_cmake_dir(), r.stdout + r.stderr
 
 
+def test_the_command_prints_the_library_folders(capsys):
+    """`mtlinv --include-dir` answers as `python -m mtlinv --include-dir` does (the two are one command)."""
+    assert main(["--include-dir"]) == 0 and capsys.readouterr().out == mtlinv.get_include() + "\n"
+
+
 @pytest.mark.parametrize("command", [["check", "--quick"], ["doctor", "--quick"]])
 def test_interruption_is_one_line_and_status_130(monkeypatch, capsys, tmp_path, command):
     """Ctrl-C during any command ends it with one line and the status of a SIGINT (130), not a traceback (the demo
