@@ -4,6 +4,8 @@ machine: device, audit, timing against MLX, one report)."""
 from __future__ import annotations
 
 import argparse
+import os
+import signal
 import sys
 from importlib import metadata
 
@@ -62,6 +64,10 @@ def main(argv: list[str] | None = None) -> int:
     except MtlinvError as e:  # the device did not start (MTLINV_DEVICE names no backend of this build), ...
         print(f"mtlinv {args.command}: {type(e).__name__}: {e}", file=sys.stderr)
         return 2 if isinstance(e, (ValueError, TypeError)) else 1  # bad input, else the device or a kernel
+    except BrokenPipeError:  # the reader of stdout left (`mtlinv generate ... | head`): end quietly, as SIGPIPE would
+        # Python flushes stdout again at exit, which would raise once more: point it at /dev/null first.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 128 + signal.SIGPIPE
 
 
 def _run(ap: argparse.ArgumentParser, args) -> int:

@@ -1,6 +1,8 @@
 """`mtlinv generate` and `mtlinv chat` on SmolLM2: the streamed text is generate()'s, the rate goes to stderr, and
 a model the command cannot run exits 2 with one line."""
 import pathlib
+import subprocess
+import sys
 
 import pytest
 
@@ -96,3 +98,15 @@ def test_chat_with_a_model_without_template_exits_before_reading(tmp_path, monke
     assert main(["chat", "--model", str(path)]) == 2
     assert capsys.readouterr().err == ("mtlinv chat: no-template.gguf has no chat template; give the prompt as plain "
                                        "text\n")
+
+
+def test_reader_that_leaves_ends_the_command_quietly():
+    """`mtlinv generate ... | head -c 1`: once the reader has gone the command ends with SIGPIPE's status (141) and
+    nothing on stderr (it once printed a BrokenPipeError's traceback)."""
+    fixture = pathlib.Path(__file__).parent / "fixtures" / "tiny-Q4_K.gguf"
+    p = subprocess.Popen([sys.executable, "-m", "mtlinv", "generate", "Once", "--model", str(fixture),
+                          "--max-tokens", "200"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert p.stdout.read(1)
+    p.stdout.close()
+    err = p.stderr.read().decode()
+    assert p.wait(timeout=120) == 141 and err == "", err
