@@ -10,7 +10,7 @@ import mtlinv
 from .chat_template import ChatTemplate, ChatTemplateError
 from . import mlx_checkpoint
 from .device_model import DeviceModel, DeviceWeights
-from .fetch import load_model_path
+from .fetch import ModelFetchError, load_model_path
 from .gguf_model import GGUFModel, GGUFModelError, LlamaConfig, load_gguf
 from .tokenizer import Tokenizer, require_utf8
 
@@ -155,6 +155,11 @@ def load(path: str | PathLike | None = None, progress=None, import_weights: bool
     checkpoint directory, and unless import_weights is False imports its weights onto the active device, calling
     progress(done, total) after each layer. Raises ModelFetchError or GGUFModelError (MLXCheckpointError for a
     checkpoint), naming what is missing or not supported."""
+    if path is not None and not isinstance(path, (str, PathLike)):
+        raise TypeError(f"load: path must be a str or os.PathLike (None: the default model), got "
+                        f"{type(path).__name__} {path!r}")
+    if path is not None and not str(path):  # Path("") is the current directory
+        raise ModelFetchError("the model path is empty")
     if path is not None and mlx_checkpoint.is_checkpoint(Path(path).expanduser()):
         model = Model.from_mlx(Path(path).expanduser())
     else:
