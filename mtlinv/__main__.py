@@ -1,7 +1,7 @@
-"""python -m mtlinv --cmake-dir | --include-dir | --library-dir | --pkgconfig-dir: where the package's C/C++
-library lies (mtlinv/_paths.py)."""
+"""python -m mtlinv: the `mtlinv` command (mtlinv/apps/cli.py): generate, chat, demo, check, doctor, --version, and
+the folders of the package's C/C++ library (--include-dir, --cmake-dir, --library-dir, --pkgconfig-dir)."""
 import sys
 
-from ._paths import main
+from .apps.cli import main
 
 sys.exit(main())

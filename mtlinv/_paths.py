@@ -39,17 +39,14 @@ def get_pkgconfig_dir() -> str:
     return _existing(_PACKAGE / "lib" / "pkgconfig")
 
 
-_FLAGS = {"--include-dir": get_include, "--cmake-dir": get_cmake_dir, "--library-dir": get_library_dir,
-          "--pkgconfig-dir": get_pkgconfig_dir}
+FLAGS = {"--include-dir": get_include, "--cmake-dir": get_cmake_dir, "--library-dir": get_library_dir,
+         "--pkgconfig-dir": get_pkgconfig_dir}
 
 
-def main(argv=None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
-    if len(argv) != 1 or argv[0] not in _FLAGS:
-        print(f"usage: python -m mtlinv {{{'|'.join(_FLAGS)}}}", file=sys.stderr)
-        return 2
+def print_folder(flag: str) -> int:
+    """`mtlinv FLAG` (mtlinv/apps/cli.py): prints the folder FLAG names (a key of FLAGS)."""
     try:
-        print(_FLAGS[argv[0]]())
+        print(FLAGS[flag]())
     except FileNotFoundError as e:
         print(e, file=sys.stderr)
         return 1

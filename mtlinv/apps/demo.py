@@ -187,7 +187,8 @@ def run_demo(prompt: str, tokens: int, k: int, model_path: str | None) -> int:
     print(f"device: {info['backend']} ({info['name']})")
     try:
         model = load(model_path, import_weights=False)
-        prompt_ids = model.chat_prompt(prompt)
+        # A user turn in the model's template; plain text for a model without one (a base model).
+        prompt_ids = model.chat_prompt(prompt) if model.template is not None else model.tokenizer.encode(prompt)
     except (ModelFetchError, GGUFModelError, ValueError) as e:
         # No model, not one this demo runs, or a prompt it cannot encode: say which, no traceback.
         print(f"mtlinv demo: {e}", file=sys.stderr)

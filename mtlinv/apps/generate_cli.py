@@ -45,10 +45,16 @@ def _options(args, draft) -> dict:
 
 def _draft(args, load):
     """None, a draft's name, or a loaded draft model."""
+    from ..model import GGUFModelError, ModelFetchError
     from ..model.generation import DRAFTS
     if args.draft == "none":
         return None
-    return args.draft if args.draft in DRAFTS else load(args.draft)
+    if args.draft in DRAFTS:
+        return args.draft
+    try:
+        return load(args.draft)
+    except (ModelFetchError, GGUFModelError) as e:  # a misspelt draft name would read as a missing model file
+        raise type(e)(f"--draft must be none, {', '.join(DRAFTS)} or a model, got {args.draft!r}: {e}") from None
 
 
 def _stream(generation) -> None:
@@ -83,18 +89,18 @@ def run(command: str, args) -> int:
     except (ModelFetchError, GGUFModelError, ChatTemplateError, ValueError) as e:
         print(f"mtlinv {command}: {e}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print(file=sys.stderr)
-        return 130
 
 
 def _chat(model, args, options) -> int:
     from ..model import generate
+    model.chat_template  # noqa: B018 (a model without one is refused before the user types a message)
     messages = [{"role": "system", "content": args.system}] if args.system is not None else []
     print(f"{model.name}: type a message, an empty line to end", file=sys.stderr)
+    # input() writes its prompt to stdout: from a terminal only, so that messages fed on stdin leave the replies alone
+    prompt = "> " if sys.stdin.isatty() else ""
     while True:
         try:
-            line = input("> ")
+            line = input(prompt)
         except EOFError:
             return 0
         if not line.strip():

@@ -10,6 +10,8 @@ from datetime import datetime
 import jinja2
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
+from .tokenizer import require_utf8
+
 ROLES = ("system", "user", "assistant", "tool")
 
 
@@ -47,6 +49,7 @@ class ChatTemplate:
             if not isinstance(m, Mapping) or m.get("role") not in ROLES or not isinstance(m.get("content"), str):
                 raise ChatTemplateError(f"messages[{i}] must be a dict with a role in {ROLES} and a str content, "
                                         f"got {m!r}")
+            require_utf8(m["content"], f"messages[{i}] content")  # named here: in the rendered text its place misleads
         try:
             return self._template.render(messages=[dict(m) for m in messages],
                                          add_generation_prompt=add_generation_prompt, **self.special_tokens)

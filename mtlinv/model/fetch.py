@@ -45,6 +45,8 @@ def load_model_path(path: str | os.PathLike | None = None) -> Path:
     p = Path(path).expanduser()
     if not p.exists():
         raise ModelFetchError(f"model file {p} does not exist")
+    if p.is_dir():  # one with a config.json, load() reads as an MLX checkpoint before it comes here
+        raise ModelFetchError(f"{p} is a directory but not an MLX checkpoint (it has no config.json)")
     if not p.is_file():
         raise ModelFetchError(f"model file {p} is not a regular file")
     with p.open("rb") as f:

@@ -19,6 +19,7 @@ from . import decoding
 from .loader import Model, draft_skip_layers, load
 from .prompt_lookup import PromptLookupDraft
 from .sampling import GREEDY, Sampler
+from .tokenizer import require_utf8
 
 DRAFTS = ("prompt-lookup", "layer-skip")
 _INCOMPLETE = "\ufffd"  # what the tokenizer decodes bytes of an unfinished UTF-8 character to
@@ -141,7 +142,8 @@ def generate(model: Model | str | PathLike, prompt: str | Sequence[int], *, max_
     stop_strings = (stop,) if isinstance(stop, str) else tuple(stop)
     if any(not isinstance(s, str) or not s for s in stop_strings):
         raise ValueError(f"stop must be non-empty strings, got {stop!r}")
-    stops = model.stop_ids if stop_tokens is None else decoding._stop_ids(stop_tokens)
+    stops = model.stop_ids if stop_tokens is None else frozenset(
+        _token_ids("stop_tokens", [stop_tokens] if is_int(stop_tokens) else stop_tokens, model.config.vocab))
     prompt_ids = _prompt_ids(model, prompt, chat, system)
     need = len(prompt_ids) + max_tokens + k + 2
     if need > model.config.context:
@@ -153,21 +155,30 @@ def generate(model: Model | str | PathLike, prompt: str | Sequence[int], *, max_
 
 def _prompt_ids(model: Model, prompt, chat: bool, system: str | None) -> list[int]:
     if isinstance(prompt, str):
+        require_utf8(prompt, "prompt")
         ids = model.chat_prompt(prompt, system) if chat else model.tokenizer.encode(prompt)
-    elif len(prompt) and all(isinstance(m, dict) for m in prompt):
+    elif isinstance(prompt, Sequence) and len(prompt) and all(isinstance(m, dict) for m in prompt):
         if system is not None:
             raise ValueError("system goes into the messages when the prompt is a conversation")
         ids = model.tokenizer.encode(model.render_chat(prompt))
     else:
         if chat or system is not None:
             raise ValueError("chat and system take a text prompt, not token ids")
-        ids = list(prompt)
-        vocab = model.config.vocab
-        bad = next((t for t in ids if not is_int(t) or not 0 <= t < vocab), None)
-        if bad is not None:
-            raise ValueError(f"prompt: {bad!r} is not a token id in [0, {vocab})")
+        ids = _token_ids("prompt", prompt, model.config.vocab, "text, token ids or a list of messages")
     if not ids:
         raise ValueError("the prompt is empty (no tokens)")
+    return ids
+
+
+def _token_ids(name: str, ids, vocab: int, kinds: str = "token ids") -> list[int]:
+    """`ids` as a list of ints, each a token id of the model; text and bytes are refused (bytes iterate as ints, so
+    b"hi" would pass for two token ids). kinds: what the argument may be, for the message."""
+    if isinstance(ids, (str, bytes, bytearray, memoryview)) or not isinstance(ids, Iterable):
+        raise TypeError(f"{name} must be {kinds}, got {type(ids).__name__} {ids!r}")
+    ids = list(ids)
+    bad = next((t for t in ids if not is_int(t) or not 0 <= t < vocab), None)
+    if bad is not None:
+        raise ValueError(f"{name}: {bad!r} is not a token id in [0, {vocab})")
     return [int(t) for t in ids]
 
 

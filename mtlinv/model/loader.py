@@ -10,7 +10,7 @@ import mtlinv
 from .chat_template import ChatTemplate, ChatTemplateError
 from . import mlx_checkpoint
 from .device_model import DeviceModel, DeviceWeights
-from .fetch import load_model_path
+from .fetch import ModelFetchError, load_model_path
 from .gguf_model import GGUFModel, GGUFModelError, LlamaConfig, load_gguf
 from .tokenizer import Tokenizer, require_utf8
 
@@ -42,7 +42,7 @@ class Model:
         self.config = config
         self.tokenizer = tokenizer
         self.stop_ids = stop_ids
-        self._template_source, self._special_tokens = template, special_tokens
+        self.template, self._special_tokens = template, special_tokens
         self._make_weights = make_weights  # progress -> DeviceWeights
         self._weights: DeviceWeights | None = None
         self._target: PrefillReuse | None = None
@@ -90,9 +90,9 @@ class Model:
     def chat_template(self) -> ChatTemplate:
         """The model's own template; ChatTemplateError when it has none."""
         if self._chat_template is None:
-            if self._template_source is None:
+            if self.template is None:
                 raise ChatTemplateError(f"{self.name} has no chat template; give the prompt as plain text")
-            self._chat_template = ChatTemplate(self._template_source, self._special_tokens)
+            self._chat_template = ChatTemplate(self.template, self._special_tokens)
         return self._chat_template
 
     def render_chat(self, messages: Sequence[dict]) -> str:
@@ -155,6 +155,11 @@ def load(path: str | PathLike | None = None, progress=None, import_weights: bool
     checkpoint directory, and unless import_weights is False imports its weights onto the active device, calling
     progress(done, total) after each layer. Raises ModelFetchError or GGUFModelError (MLXCheckpointError for a
     checkpoint), naming what is missing or not supported."""
+    if path is not None and not isinstance(path, (str, PathLike)):
+        raise TypeError(f"load: path must be a str or os.PathLike (None: the default model), got "
+                        f"{type(path).__name__} {path!r}")
+    if path is not None and not str(path):  # Path("") is the current directory
+        raise ModelFetchError("the model path is empty")
     if path is not None and mlx_checkpoint.is_checkpoint(Path(path).expanduser()):
         model = Model.from_mlx(Path(path).expanduser())
     else:

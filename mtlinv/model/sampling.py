@@ -28,6 +28,9 @@ import numpy as np
 from .._kinds import is_int, is_real
 
 _SEED_LIMIT = 1 << 64
+# The smallest temperature above 0: float32 logits (at most 3.4e38 in size) divided by it stay finite in float64
+# (at most 1.8e308). A smaller one made logits / T infinite, and the argmax of the infinities chose token 0.
+MIN_TEMPERATURE = 1e-200
 
 
 def gumbel(seed: int, position: int, n: int) -> np.ndarray:
@@ -58,6 +61,8 @@ class Sampler:
         t = self.temperature
         if not is_real(t) or not math.isfinite(t) or t < 0:
             raise ValueError(f"temperature must be a finite number >= 0, got {t!r}")
+        if 0 < t < MIN_TEMPERATURE:
+            raise ValueError(f"temperature must be 0 (greedy) or at least {MIN_TEMPERATURE:g}, got {t!r}")
         if not is_int(self.top_k) or self.top_k < 0:
             raise ValueError(f"top_k must be an int >= 0 (0: no top-k), got {self.top_k!r}")
         if not is_real(self.top_p) or not 0 < self.top_p <= 1:

@@ -120,6 +120,8 @@ class Tokenizer:
     def from_metadata(cls, md: dict, path) -> Tokenizer:
         """The tokenizer of a GGUF's `tokenizer.ggml.*` keys (path: for messages)."""
         kind = md.get("tokenizer.ggml.model")
+        if kind is None:
+            raise ValueError(f"{path}: the file has no tokenizer (no tokenizer.ggml.model key)")
         if kind not in ("gpt2", "llama"):
             raise ValueError(f"{path}: tokenizer.ggml.model is {kind!r}; supported: 'gpt2' (byte-level BPE), "
                              f"'llama' (SentencePiece BPE)")

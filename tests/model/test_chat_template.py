@@ -46,3 +46,10 @@ def test_refusals_and_bad_input_are_chat_template_errors(template):
         ChatTemplate("{% for %}", {})
     with pytest.raises(ChatTemplateError, match="is empty"):
         ChatTemplate("  ", {})
+
+
+def test_content_that_is_not_utf8_is_named_by_message(template):
+    """Undecodable bytes from a terminal (lone surrogates) are named by message and place in its content (they
+    were once named by their place in the rendered text, which the user never wrote)."""
+    with pytest.raises(ValueError, match=r"messages\[1\] content is not valid UTF-8 at character 3: '\\udce9'"):
+        template.render([{"role": "user", "content": "Hi"}, {"role": "user", "content": "caf\udce9"}])

@@ -1,11 +1,15 @@
 """`mtlinv demo`'s arguments are checked against the model before its weights are imported, and a model it cannot
 run is reported without a traceback."""
+import pathlib
+
 import pytest
 from test_reference import write_gguf
 
 from mtlinv.apps.demo import run_demo
 from mtlinv.model import GGUFModelError, load_gguf
 from mtlinv.model.device_model import DeviceWeights
+
+FIXTURES = pathlib.Path(__file__).parent / "fixtures"
 
 
 def test_run_past_the_context_is_refused(model_path, capsys):
@@ -38,3 +42,13 @@ def test_projection_of_a_type_qgemv_does_not_take_is_named(tmp_path, make_weight
     with pytest.raises(GGUFModelError, match=r"blk.0.attn_q.weight: type F32: the device model runs its projections "
                                              r"through qgemv, which takes Q4_0, Q4_1, Q8_0"):
         DeviceWeights.from_gguf(load_gguf(tmp_path / "f32.gguf"))
+
+
+def test_model_without_a_chat_template_takes_the_prompt_as_text(tmp_path, capsys):
+    """A base model has no chat template: the demo runs its prompt as plain text (it once exited 2 telling the user
+    to give a plain-text prompt, which the demo has no way to)."""
+    raw = (FIXTURES / "tiny-Q4_K.gguf").read_bytes()
+    path = tmp_path / "no-template.gguf"
+    path.write_bytes(raw.replace(b"tokenizer.chat_template", b"tokenizer.chat_templatX"))
+    assert run_demo("Once upon a time", tokens=3, k=2, model_path=str(path)) == 0
+    assert "\nprompt: Once upon a time\n" in capsys.readouterr().out

@@ -154,3 +154,25 @@ def test_generate_token_prompt_is_checked(smollm):
         mtlinv.generate(smollm, [1, 49152])
     with pytest.raises(ValueError, match="the prompt is empty"):
         mtlinv.generate(smollm, "")
+    with pytest.raises(ValueError, match="prompt is not valid UTF-8 at character 3"):  # it once said "text"
+        mtlinv.generate(smollm, "caf\udce9")
+
+
+@pytest.mark.parametrize("prompt", [None, 7, b"Hi", bytearray(b"Hi")])
+def test_generate_prompt_of_no_kind_it_takes_is_named(smollm, prompt):
+    """None and an int once ended in len()'s TypeError, and bytes passed for token ids (b"Hi" iterates as 72, 105)."""
+    with pytest.raises(TypeError, match=f"prompt must be text, token ids or a list of messages, got "
+                                        f"{type(prompt).__name__}"):
+        mtlinv.generate(smollm, prompt)
+
+
+@pytest.mark.parametrize("stop_tokens, error, message", [
+    ([-1], ValueError, r"stop_tokens: -1 is not a token id in \[0, 49152\)"),  # once taken: a stop that never comes
+    (49152, ValueError, r"stop_tokens: 49152 is not a token id in \[0, 49152\)"),
+    ([2, "<|im_end|>"], ValueError, r"stop_tokens: '<\|im_end\|>' is not a token id"),  # once named eos_id
+    ("<|im_end|>", TypeError, r"stop_tokens must be token ids, got str '<\|im_end\|>'"),  # stop takes text
+    (2.0, TypeError, "stop_tokens must be token ids, got float 2.0"),
+])
+def test_generate_stop_tokens_are_checked(smollm, stop_tokens, error, message):
+    with pytest.raises(error, match=message):
+        mtlinv.generate(smollm, "Hi", stop_tokens=stop_tokens)

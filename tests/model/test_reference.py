@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from mtlinv.model import (GGUFModelError, LlamaWeights, ModelFetchError, ReferenceModel, Tokenizer, fetch, greedy,
-                          load_gguf, load_model_path)
+                          load, load_gguf, load_model_path)
 from mtlinv.model.reference import rms_norm, rope_interleaved
 
 QType = gguf.GGMLQuantizationType
@@ -308,8 +308,20 @@ def test_local_path_must_be_gguf(tmp_path):
     (tmp_path / "x.bin").write_bytes(b"PK\x03\x04")
     with pytest.raises(ModelFetchError, match="not a GGUF"):
         load_model_path(tmp_path / "x.bin")
-    with pytest.raises(ModelFetchError, match="is not a regular file"):  # once: "does not exist"
+    with pytest.raises(ModelFetchError, match="is a directory but not an MLX checkpoint"):  # once: "does not exist"
         load_model_path(tmp_path)
+    with pytest.raises(ModelFetchError, match="is not a regular file"):
+        load_model_path("/dev/null")
+
+
+@pytest.mark.parametrize("path, error, message", [
+    (7, TypeError, "load: path must be a str or os.PathLike \\(None: the default model\\), got int 7"),  # once
+    (b"m.gguf", TypeError, "load: path must be a str or os.PathLike"),  # pathlib's message, naming no argument
+    ("", ModelFetchError, "the model path is empty"),  # once read as the current directory
+])
+def test_load_path_of_no_kind_it_takes_is_named(path, error, message):
+    with pytest.raises(error, match=message):
+        load(path)
 
 
 def test_cache_that_is_a_file_is_named(fake_remote, tmp_path, monkeypatch):

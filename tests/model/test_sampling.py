@@ -4,7 +4,7 @@ masks keep what they document, and a choice depends on (logits, seed, position) 
 import numpy as np
 import pytest
 
-from mtlinv.model.sampling import Sampler, gumbel
+from mtlinv.model.sampling import MIN_TEMPERATURE, Sampler, gumbel
 
 LOGITS = np.array([1.0, 0.5, 0.0, -0.5, 2.0, -1.0, 1.5, 0.25])
 DRAWS = 20_000
@@ -90,9 +90,19 @@ def test_temperature_zero_is_greedy():
     assert [Sampler(seed=s).choose(logits, p) for s in range(3) for p in range(3)] == [1] * 9  # first of the ties
 
 
+def test_smallest_temperature_chooses_the_largest_logit():
+    """At the smallest temperature taken, the largest float32 logits still divide to finite scores: the choice is
+    greedy's, with no overflow (below it, 1e-310 once chose token 0 from infinities)."""
+    big = float(np.finfo(np.float32).max)
+    logits = np.array([big / 2, big, -big, 0.0])
+    with np.errstate(over="raise", invalid="raise"):  # underflow to 0 in the softmax is exact enough
+        assert [Sampler(temperature=MIN_TEMPERATURE, top_p=0.9, seed=s).choose(logits, 0) for s in range(3)] == [1] * 3
+
+
 @pytest.mark.parametrize("kwargs, message", [
     (dict(temperature=-1.0), "temperature must be a finite number >= 0, got -1.0"),
     (dict(temperature=float("nan")), "temperature must be a finite number >= 0"),
+    (dict(temperature=1e-310), r"temperature must be 0 \(greedy\) or at least 1e-200, got 1e-310"),
     (dict(top_k=-1), "top_k must be an int >= 0"),
     (dict(top_k=2.0), "top_k must be an int >= 0"),
     (dict(top_p=0.0), r"top_p must be in \(0, 1\], got 0.0"),

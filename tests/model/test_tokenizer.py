@@ -48,6 +48,16 @@ def test_unknown_pre_tokenizer_is_refused():
         Tokenizer(["a"], [], [1], 0, 0, pre="deepseek-coder")
 
 
+@pytest.mark.parametrize("kind, message", [
+    (None, "m.gguf: the file has no tokenizer \\(no tokenizer.ggml.model key\\)"),  # once "... is None"
+    ("bert", "m.gguf: tokenizer.ggml.model is 'bert'; supported: 'gpt2'"),
+])
+def test_gguf_without_a_tokenizer_of_ours_is_named(kind, message):
+    md = {} if kind is None else {"tokenizer.ggml.model": kind}
+    with pytest.raises(ValueError, match=message):
+        Tokenizer.from_metadata(md, "m.gguf")
+
+
 @pytest.mark.parametrize("text", ROUND_TRIPS)
 def test_smollm2_round_trips(tokenizer, text):
     assert tokenizer.decode(tokenizer.encode(text)) == text
