@@ -67,10 +67,7 @@ void check_quant_shape(int64_t n, int64_t k, int group_size, int bits) {
   if (k <= 0 || k % group_size != 0) {
     throw InvalidArgument("quant_tile: K=", k, " is not a positive multiple of group_size=", group_size);
   }
-  if (k % QGEMV_RUN != 0) {  // group 16: the kernels read whole runs
-    throw InvalidArgument("quant_tile: K=", k, " is not a multiple of ", QGEMV_RUN, ", the values qgemv reads at a "
-                          "time");
-  }
+  require_whole_runs("quant_tile", k);
   require_size("quant_tile", n, k);
 }
 

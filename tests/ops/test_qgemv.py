@@ -258,7 +258,7 @@ def test_errors_name_values(rng):
     g16 = [np.zeros((16, 48 * 8 // 32), np.uint32), np.ones((16, 3), np.float32), np.zeros((16, 3), np.float32)]
     with pytest.raises(ValueError, match=r"qgemv: K=48 is not a multiple of 32, the values the kernels read"):
         call(x=x[:, :48], wq=g16[0], scales=g16[1], biases=g16[2], group_size=16, bits=8)
-    with pytest.raises(ValueError, match=r"quant_tile: K=48 is not a multiple of 32, the values qgemv reads"):
+    with pytest.raises(ValueError, match=r"quant_tile: K=48 is not a multiple of 32, the values the kernels read"):
         mtlinv.quant.tile(*g16, group_size=16, bits=8)
     with pytest.raises(ValueError, match=r"x has K=64 but wq \[16, 16\] holds 16 words per row; .* needs 8"):
         call(x=x[:, :64])

@@ -53,10 +53,7 @@ Tensor qgemv(const Tensor& x, const Tensor& wq, const Tensor& scales, const Tens
     throw InvalidArgument(op, ": K=", k, " is not a multiple of group_size=", group_size, " (x ",
                           shape_str(x.shape), ")");
   }
-  if (k % QGEMV_RUN != 0) {  // group 16: every kernel reads whole runs, and would leave the last 16 values out
-    throw InvalidArgument(op, ": K=", k, " is not a multiple of ", QGEMV_RUN, ", the values the kernels read at a ",
-                          "time (x ", shape_str(x.shape), ")");
-  }
+  require_whole_runs(op, k);
   if (tiled) {
     const Shape expected = quant_tiled_shape(n, k, bits);
     if (wq.shape != expected) {

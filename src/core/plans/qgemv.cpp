@@ -85,6 +85,13 @@ int run_groups(int group_size) { return group_size < static_cast<int>(QGEMV_RUN)
 
 }  // namespace
 
+void require_whole_runs(const char* op, int64_t k) {
+  if (k % QGEMV_RUN != 0) {
+    throw InvalidArgument(op, ": K=", k, " is not a multiple of ", QGEMV_RUN,
+                          ", the values the kernels read at a time");
+  }
+}
+
 void check_qgemv_operands(const QGemvShape& s, const DeviceCaps& caps) {
   check_qgemv_format(s.bits, s.group_size);
   // Only float32 scales with 16-bit activations at 4 and 8 bits are built besides x's own (what GGUF imports give).

@@ -31,6 +31,9 @@ constexpr int kQgemvGroup16Bits = 8;
 bool qgemv_supported_bits(int bits);
 bool qgemv_supported_group_size(int group_size);
 bool qgemv_supported_format(int bits, int group_size);  // both, and the pair built
+// Refuses (naming op) a K that is not a multiple of QGEMV_RUN: every kernel reads whole runs, so at group size 16
+// a K of 48 would leave the last 16 values out. After the check that K is a multiple of group_size.
+void require_whole_runs(const char* op, int64_t k);
 
 // Operands: 0 x, 1 wq, 2 scales, 3 biases, 4 bias (or any valid buffer when absent), 5 y.
 // M <= limit (and M == 1 always) -> the canonical kernel: for 16-bit x on a device with matrix units,
