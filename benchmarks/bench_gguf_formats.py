@@ -1,17 +1,19 @@
 #!/usr/bin/env python3
-"""GGUF projections as the device model runs them (imported into the affine format) against a kernel that reads
-about the block format's own bytes: the measurement that decides whether a block kernel would pay.
+"""GGUF projections as the device model runs them against a kernel that reads about the block format's own bytes,
+and the K-quants' super-block form against their float32-scale affine import.
 
     python benchmarks/bench_gguf_formats.py [--formats Q4_K Q6_K ...] [--shapes 4096x14336 ...] [--m 1 8] [--out DIR]
     MTLINV_DEVICE=cuda python3 benchmarks/bench_gguf_formats.py ...   # events, weights rotated through HBM
 
 Each format's weights are random blocks of that type (random bytes, float16 d fields drawn like a trained model's),
-imported exactly as `mtlinv.model` imports a file's projections (`QuantLinear.from_gguf`: float32 scales, 5- and
-6-bit codes stored as 8-bit ones, Q6_K at group 16). Beside each, the stand-in: MLX's affine format at the
-width and group size whose bytes per weight are closest to the block format's (bfloat16 scales, as mlx-lm saves
-them), run by the same canonical kernels. A kernel reading the blocks as they are would read the stand-in's bytes
-and unpack codes of the same width, so the stand-in's time is what such a kernel could reach without new tuning;
-"import / stand-in" is what the import costs against it. On CUDA, times come from events around each call
+imported exactly as `mtlinv.model` imports a file's projections (`QuantLinear.from_gguf`): Q4_K, Q5_K and Q6_K in
+qgemv's super-block form (codes at their width, int8 scale codes, float32 factors per 256 values), the others in
+the affine format with float32 scales (5-bit codes stored as 8-bit ones). For the K-quants the float32-scale
+affine import of the same blocks (`super_blocks=False`: 5- and 6-bit codes at 8 bits, Q6_K at group 16) is timed
+too. Beside each, the stand-in: MLX's affine format at the width and group size whose bytes per weight are
+closest to the block format's (bfloat16 scales, as mlx-lm saves them), run by the same canonical kernels: what a
+kernel reading the blocks' bytes could reach without new tuning. "import / stand-in" is what the device model's
+form costs against it, "affine / import" what the super-block form saves. On CUDA, times come from events around each call
 (benchmarks/cuda/bench_cuda.py's method); elsewhere from the wall clock (the emulator's times say nothing about a
 GPU). Needs the model extra (gguf).
 """
@@ -58,11 +60,17 @@ def gguf_tensor(rng, kind, k, n):
     return GGUFTensor(f"bench.{kind}", qtype, (n, k), raw.reshape(n, -1))
 
 
+ARRAYS = ("wq", "scales", "biases", "supers")  # a QuantLinear's weight arrays (supers: the super-block form's)
+
+
+def arrays(linear):
+    return {f: getattr(linear, f) for f in ARRAYS if getattr(linear, f) is not None}
+
+
 def device_copies(linear, copies):
     """`copies` device copies of a QuantLinear's arrays (distinct memory, so a rotation reads them from DRAM)."""
-    host = [np.asarray(a) for a in (linear.wq, linear.scales, linear.biases)]
-    return [dataclasses.replace(linear, **{f: mtlinv.asarray(a) for f, a in zip(("wq", "scales", "biases"), host)})
-            for _ in range(copies)]
+    host = {f: np.asarray(a) for f, a in arrays(linear).items()}
+    return [dataclasses.replace(linear, **{f: mtlinv.asarray(a) for f, a in host.items()}) for _ in range(copies)]
 
 
 def stand_in(rng, k, n, bits, group_size):
@@ -75,7 +83,7 @@ def stand_in(rng, k, n, bits, group_size):
 
 
 def nbytes(linear):
-    return sum(a.nbytes for a in (linear.wq, linear.scales, linear.biases))
+    return sum(a.nbytes for a in arrays(linear).values())
 
 
 def main():
@@ -96,12 +104,13 @@ def main():
     info = mtlinv.device_info()
     copy_bw = bc.copy_bandwidth() if CUDA else timing.host_copy_bandwidth()
     say = report.Lines()
-    say(f"# GGUF projections on {info['backend']} ({info['name']}): the import against a same-bytes stand-in\n")
+    say(f"# GGUF projections on {info['backend']} ({info['name']}): the device model's form against a same-bytes "
+        f"stand-in\n")
     say(f"x bfloat16, canonical calls; us, medians of {args.reps}; copy bandwidth {copy_bw / 1e9:.0f} GB/s (read + "
         f"write){'' if CUDA else '; wall clock'}\n")
     for line in report.md_header(["format", "K x N", "M", "file bits/w", "device bits/w", "import us",
-                                  "import % of copy", "stand-in", "stand-in bits/w", "stand-in us",
-                                  "import / stand-in"]):
+                                  "import % of copy", "affine bits/w", "affine us", "affine / import", "stand-in",
+                                  "stand-in bits/w", "stand-in us", "import / stand-in"]):
         say(line)
     rng = np.random.default_rng(0)
     results = []
@@ -109,6 +118,7 @@ def main():
         for k, n in shapes:
             t = gguf_tensor(rng, kind, k, n)
             imported = QuantLinear.from_gguf(t)
+            affine = QuantLinear.from_gguf(t, super_blocks=False) if imported.supers is not None else None
             bits, group = STAND_INS[kind]
             other = stand_in(rng, k, n, bits, group)
             x = rng.standard_normal((max(args.m), k)).astype(BF16)
@@ -116,13 +126,19 @@ def main():
                 xm = mtlinv.asarray(x[:m])
                 t_import, t_other = (time_calls(linear, xm, args, m) for linear in (imported, other))
                 row = {"format": kind, "k": k, "n": n, "m": m, "file_bytes": t.data.nbytes,
-                       "import_bytes": nbytes(imported), "import": t_import, "stand_in": f"{bits}-bit g{group}",
-                       "stand_in_bytes": nbytes(other), "stand_in_time": t_other}
-                results.append(row)
+                       "import_form": "super-block" if affine else "affine", "import_bytes": nbytes(imported),
+                       "import": t_import, "stand_in": f"{bits}-bit g{group}", "stand_in_bytes": nbytes(other),
+                       "stand_in_time": t_other}
                 ti, to = t_import["median"], t_other["median"]
+                cells = ["-"] * 3
+                if affine:
+                    row.update(affine_bytes=nbytes(affine), affine=time_calls(affine, xm, args, m))
+                    ta = row["affine"]["median"]
+                    cells = [f"{8 * row['affine_bytes'] / (k * n):.2f}", f"{ta * 1e6:.1f}", f"{ta / ti:.2f}"]
+                results.append(row)
                 say(report.md_row([kind, f"{k} x {n}", m, f"{8 * t.data.nbytes / (k * n):.2f}",
                                    f"{8 * row['import_bytes'] / (k * n):.2f}", f"{ti * 1e6:.1f}",
-                                   f"{100 * row['import_bytes'] / ti / copy_bw:.0f}%", row["stand_in"],
+                                   f"{100 * row['import_bytes'] / ti / copy_bw:.0f}%", *cells, row["stand_in"],
                                    f"{8 * row['stand_in_bytes'] / (k * n):.2f}", f"{to * 1e6:.1f}",
                                    f"{ti / to:.2f}"]))
     report.write(args.out, "bench_gguf_formats", {"copy_bytes_per_s": copy_bw, "formats": results}, say.text())

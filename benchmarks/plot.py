@@ -115,16 +115,18 @@ def _decode_step(plt, data, path):
 
 
 def _gguf_formats(plt, data, path):
-    """Microseconds of one row's call per format, one panel per shape: the import as the device model runs it
-    beside the same-bytes stand-in (benchmarks/bench_gguf_formats.py)."""
+    """Microseconds of one row's call per format, one panel per shape: the K-quants' float32-scale affine import,
+    each format as the device model runs it, and the same-bytes stand-in (benchmarks/bench_gguf_formats.py)."""
     rows = [r for r in data["formats"] if r["m"] == min(r["m"] for r in data["formats"])]
     shapes = sorted({(r["k"], r["n"]) for r in rows})
     fig, axes = plt.subplots(1, len(shapes), figsize=(4.2 * len(shapes), 3.4), squeeze=False)
     for ax, (k, n) in zip(axes[0], shapes):
         sel = [r for r in rows if (r["k"], r["n"]) == (k, n)]
         at = range(len(sel))
-        ax.bar([i - 0.2 for i in at], [1e6 * r["import"]["median"] for r in sel], 0.4, label="imported (device)")
-        ax.bar([i + 0.2 for i in at], [1e6 * r["stand_in_time"]["median"] for r in sel], 0.4,
+        ax.bar([i - 0.27 for i in at], [1e6 * r["affine"]["median"] if "affine" in r else 0 for r in sel], 0.27,
+               label="float32-scale affine import")
+        ax.bar(list(at), [1e6 * r["import"]["median"] for r in sel], 0.27, label="as the device model runs it")
+        ax.bar([i + 0.27 for i in at], [1e6 * r["stand_in_time"]["median"] for r in sel], 0.27,
                label="stand-in: the file's bytes")
         ax.set_xticks(list(at), [r["format"] for r in sel])
         ax.set_title(f"K {k} x N {n}, M = {sel[0]['m']}", fontsize=9)

@@ -47,6 +47,7 @@ template <typename T, uint BITS, typename S>
     device const S* biases [[buffer(QGEMV_SLOT_BIASES)]],
     device const T* bias [[buffer(QGEMV_SLOT_BIAS)]],
     device T* y [[buffer(QGEMV_SLOT_Y)]],
+    device const float* supers [[buffer(QGEMV_SLOT_SUPERS)]],
     uint2 tile [[threadgroup_position_in_grid]],
     uint tid [[thread_index_in_threadgroup]]) {
   threadgroup float xs[QGEMM_TILE][QGEMM_BK + 1];  // +1: no bank conflicts on the column reads
@@ -67,8 +68,8 @@ template <typename T, uint BITS, typename S>
   device const T* xrow = x + ulong(min(m0 + line, args.rows - 1)) * K;
   const uint n_line = min(n0 + line, N - 1);
   device const uint* wrow = wq + ulong(n_line) * (K / 32 * BITS);
-  device const S* srow = scales + ulong(n_line) * groups;
-  device const S* brow = biases + ulong(n_line) * groups;
+  const uint g_row = n_line * groups;  // the row's first group (scales hold fewer than 2^32 values: the op checks it)
+  const uint s_row = n_line * (K / QGEMV_SUPER);  // and its first super-block (the super-block form)
 
   // Named accumulators (row i, column j) stay in registers on every target; the emulator's compiler does not
   // unroll loops at -O2.
@@ -79,9 +80,12 @@ template <typename T, uint BITS, typename S>
   for (uint k0 = 0; k0 < K; k0 += QGEMM_BK) {
     float xv[QGEMM_RUN];
     load_floats<T, QGEMM_RUN>(xrow + k0 + s, x_valid, vector_loads, xv);
-    const uint g = (k0 + s) / args.group_size;  // a run of 8 lies in one group at every group size, 16 included
+    // A run of 8 lies in one group at every group size, 16 included.
+    const uint g = g_row + (k0 + s) / args.group_size;
+    const uint sb = s_row + (k0 + s) / QGEMV_SUPER;
     float wv[QGEMM_RUN];
-    qgemm_dequantize_run<BITS, S>(wrow, k0 + s, float(srow[g]), float(brow[g]), wv);
+    qgemm_dequantize_run<BITS, S>(wrow, k0 + s, float(QuantGroups<S>::scale(scales, supers, g, sb)),
+                                  float(QuantGroups<S>::bias(biases, supers, g, sb)), wv);
     for (uint i = 0; i < QGEMM_RUN; ++i) {
       xs[line][s + i] = xv[i];
       ws[line][s + i] = wv[i];
@@ -144,3 +148,14 @@ MTLINV_KERNEL(qgemm_b4_f16_sf32, qgemm, half, 4, float)
 MTLINV_KERNEL(qgemm_b4_bf16_sf32, qgemm, bfloat, 4, float)
 MTLINV_KERNEL(qgemm_b8_f16_sf32, qgemm, half, 8, float)
 MTLINV_KERNEL(qgemm_b8_bf16_sf32, qgemm, bfloat, 8, float)
+
+// The super-block form (as for qgemv).
+MTLINV_KERNEL(qgemm_b4_f32_si8, qgemm, float, 4, char)
+MTLINV_KERNEL(qgemm_b4_f16_si8, qgemm, half, 4, char)
+MTLINV_KERNEL(qgemm_b4_bf16_si8, qgemm, bfloat, 4, char)
+MTLINV_KERNEL(qgemm_b5_f32_si8, qgemm, float, 5, char)
+MTLINV_KERNEL(qgemm_b5_f16_si8, qgemm, half, 5, char)
+MTLINV_KERNEL(qgemm_b5_bf16_si8, qgemm, bfloat, 5, char)
+MTLINV_KERNEL(qgemm_b6_f32_si8, qgemm, float, 6, char)
+MTLINV_KERNEL(qgemm_b6_f16_si8, qgemm, half, 6, char)
+MTLINV_KERNEL(qgemm_b6_bf16_si8, qgemm, bfloat, 6, char)

@@ -71,6 +71,7 @@ template <typename T, uint BITS, typename S, uint R, uint RUN_GROUPS>
     device const S* biases [[buffer(QGEMV_SLOT_BIASES)]],
     device const T* bias [[buffer(QGEMV_SLOT_BIAS)]],
     device T* y [[buffer(QGEMV_SLOT_Y)]],
+    device const float* supers [[buffer(QGEMV_SLOT_SUPERS)]],
     uint2 tile [[threadgroup_position_in_grid]],
     uint lane [[thread_index_in_simdgroup]],
     uint sg [[simdgroup_index_in_threadgroup]]) {
@@ -85,6 +86,7 @@ template <typename T, uint BITS, typename S, uint R, uint RUN_GROUPS>
   const uint K = args.k;
   const uint runs = K / QGEMV_RUN;
   const uint group_shift = qgemv_group_shift(args.group_size);
+  const uint super_shift = qgemv_super_shift<RUN_GROUPS>(group_shift);
   const bool x_vector = args.vector_loads != 0;
   const bool w_vector = args.w_vector_loads != 0;
 
@@ -121,10 +123,12 @@ template <typename T, uint BITS, typename S, uint R, uint RUN_GROUPS>
       const uint g0 = qgemv_run_group<RUN_GROUPS>(j, group_shift);
       const uint g1 = qgemv_run_group<RUN_GROUPS>(j + stride, group_shift);
       for (uint c = 0; c < COLS; ++c) {
-        qgemv_load_run<BITS, RUN_GROUPS, S>(wq, scales, biases, w_off[c], g_off[c], j, g0, w_vector,
-                                            words0 + c * BITS, scale0 + c * RUN_GROUPS, bias0 + c * RUN_GROUPS);
-        qgemv_load_run<BITS, RUN_GROUPS, S>(wq, scales, biases, w_off[c], g_off[c], j + stride, g1, w_vector,
-                                            words1 + c * BITS, scale1 + c * RUN_GROUPS, bias1 + c * RUN_GROUPS);
+        qgemv_load_run<BITS, RUN_GROUPS, S>(wq, scales, biases, supers, super_shift, w_off[c], g_off[c], j, g0,
+                                            w_vector, words0 + c * BITS, scale0 + c * RUN_GROUPS,
+                                            bias0 + c * RUN_GROUPS);
+        qgemv_load_run<BITS, RUN_GROUPS, S>(wq, scales, biases, supers, super_shift, w_off[c], g_off[c], j + stride,
+                                            g1, w_vector, words1 + c * BITS, scale1 + c * RUN_GROUPS,
+                                            bias1 + c * RUN_GROUPS);
       }
       qgemv_run<T, BITS, S, R, RUN_GROUPS>(acc, words0, scale0, bias0, x, x_row, j * QGEMV_RUN, x_vector);
       qgemv_run<T, BITS, S, R, RUN_GROUPS>(acc, words1, scale1, bias1, x, x_row, (j + stride) * QGEMV_RUN,
@@ -138,8 +142,9 @@ template <typename T, uint BITS, typename S, uint R, uint RUN_GROUPS>
     float bias_g[COLS * RUN_GROUPS];
     const uint g = qgemv_run_group<RUN_GROUPS>(j, group_shift);
     for (uint c = 0; c < COLS; ++c) {
-      qgemv_load_run<BITS, RUN_GROUPS, S>(wq, scales, biases, w_off[c], g_off[c], j, g, w_vector, words + c * BITS,
-                                          scale + c * RUN_GROUPS, bias_g + c * RUN_GROUPS);
+      qgemv_load_run<BITS, RUN_GROUPS, S>(wq, scales, biases, supers, super_shift, w_off[c], g_off[c], j, g,
+                                          w_vector, words + c * BITS, scale + c * RUN_GROUPS,
+                                          bias_g + c * RUN_GROUPS);
     }
     qgemv_run<T, BITS, S, R, RUN_GROUPS>(acc, words, scale, bias_g, x, x_row, j * QGEMV_RUN, x_vector);
   }
@@ -280,3 +285,42 @@ MTLINV_KERNEL(qgemv_b8_r1_bf16_sf32_g16, qgemv, bfloat, 8, float, 1, 2)
 MTLINV_KERNEL(qgemv_b8_r2_bf16_sf32_g16, qgemv, bfloat, 8, float, 2, 2)
 MTLINV_KERNEL(qgemv_b8_r4_bf16_sf32_g16, qgemv, bfloat, 8, float, 4, 2)
 MTLINV_KERNEL(qgemv_b8_r8_bf16_sf32_g16, qgemv, bfloat, 8, float, 8, 2)
+
+// The super-block form (int8 scale and bias codes, float32 factors per 256 values: GGUF's K-quants at their
+// own bytes, mtlinv.gguf_kquants): Q4_K at 4 bits and Q5_K at 5, group size 32; Q6_K at 6 bits, group size 16.
+MTLINV_KERNEL(qgemv_b4_r1_f32_si8, qgemv, float, 4, char, 1, 1)
+MTLINV_KERNEL(qgemv_b4_r2_f32_si8, qgemv, float, 4, char, 2, 1)
+MTLINV_KERNEL(qgemv_b4_r4_f32_si8, qgemv, float, 4, char, 4, 1)
+MTLINV_KERNEL(qgemv_b4_r8_f32_si8, qgemv, float, 4, char, 8, 1)
+MTLINV_KERNEL(qgemv_b4_r1_f16_si8, qgemv, half, 4, char, 1, 1)
+MTLINV_KERNEL(qgemv_b4_r2_f16_si8, qgemv, half, 4, char, 2, 1)
+MTLINV_KERNEL(qgemv_b4_r4_f16_si8, qgemv, half, 4, char, 4, 1)
+MTLINV_KERNEL(qgemv_b4_r8_f16_si8, qgemv, half, 4, char, 8, 1)
+MTLINV_KERNEL(qgemv_b4_r1_bf16_si8, qgemv, bfloat, 4, char, 1, 1)
+MTLINV_KERNEL(qgemv_b4_r2_bf16_si8, qgemv, bfloat, 4, char, 2, 1)
+MTLINV_KERNEL(qgemv_b4_r4_bf16_si8, qgemv, bfloat, 4, char, 4, 1)
+MTLINV_KERNEL(qgemv_b4_r8_bf16_si8, qgemv, bfloat, 4, char, 8, 1)
+MTLINV_KERNEL(qgemv_b5_r1_f32_si8, qgemv, float, 5, char, 1, 1)
+MTLINV_KERNEL(qgemv_b5_r2_f32_si8, qgemv, float, 5, char, 2, 1)
+MTLINV_KERNEL(qgemv_b5_r4_f32_si8, qgemv, float, 5, char, 4, 1)
+MTLINV_KERNEL(qgemv_b5_r8_f32_si8, qgemv, float, 5, char, 8, 1)
+MTLINV_KERNEL(qgemv_b5_r1_f16_si8, qgemv, half, 5, char, 1, 1)
+MTLINV_KERNEL(qgemv_b5_r2_f16_si8, qgemv, half, 5, char, 2, 1)
+MTLINV_KERNEL(qgemv_b5_r4_f16_si8, qgemv, half, 5, char, 4, 1)
+MTLINV_KERNEL(qgemv_b5_r8_f16_si8, qgemv, half, 5, char, 8, 1)
+MTLINV_KERNEL(qgemv_b5_r1_bf16_si8, qgemv, bfloat, 5, char, 1, 1)
+MTLINV_KERNEL(qgemv_b5_r2_bf16_si8, qgemv, bfloat, 5, char, 2, 1)
+MTLINV_KERNEL(qgemv_b5_r4_bf16_si8, qgemv, bfloat, 5, char, 4, 1)
+MTLINV_KERNEL(qgemv_b5_r8_bf16_si8, qgemv, bfloat, 5, char, 8, 1)
+MTLINV_KERNEL(qgemv_b6_r1_f32_si8_g16, qgemv, float, 6, char, 1, 2)
+MTLINV_KERNEL(qgemv_b6_r2_f32_si8_g16, qgemv, float, 6, char, 2, 2)
+MTLINV_KERNEL(qgemv_b6_r4_f32_si8_g16, qgemv, float, 6, char, 4, 2)
+MTLINV_KERNEL(qgemv_b6_r8_f32_si8_g16, qgemv, float, 6, char, 8, 2)
+MTLINV_KERNEL(qgemv_b6_r1_f16_si8_g16, qgemv, half, 6, char, 1, 2)
+MTLINV_KERNEL(qgemv_b6_r2_f16_si8_g16, qgemv, half, 6, char, 2, 2)
+MTLINV_KERNEL(qgemv_b6_r4_f16_si8_g16, qgemv, half, 6, char, 4, 2)
+MTLINV_KERNEL(qgemv_b6_r8_f16_si8_g16, qgemv, half, 6, char, 8, 2)
+MTLINV_KERNEL(qgemv_b6_r1_bf16_si8_g16, qgemv, bfloat, 6, char, 1, 2)
+MTLINV_KERNEL(qgemv_b6_r2_bf16_si8_g16, qgemv, bfloat, 6, char, 2, 2)
+MTLINV_KERNEL(qgemv_b6_r4_bf16_si8_g16, qgemv, bfloat, 6, char, 4, 2)
+MTLINV_KERNEL(qgemv_b6_r8_bf16_si8_g16, qgemv, bfloat, 6, char, 8, 2)

@@ -8,7 +8,9 @@
 // qgemv: y[m, n] = sum_k x[m, k] * W(n, k) (+ bias[n]) with W(n, k) = scales[n, g] * q(n, k) + biases[n, g],
 // g = k / group_size, q unpacked from wq [N, K * bits / 32] (MLX's affine format). The bit width is a template
 // parameter of the kernels (one kernel per width), the group size a runtime value (with one compile-time split:
-// group size 16 has kernels of its own, metal/qgemv_run.h).
+// group size 16 has kernels of its own, metal/qgemv_run.h). In the super-block form (GGUF's K-quants at their own
+// bytes: metal/quant.h, QuantGroups<char>) scales and biases are int8 codes and `supers` holds two float32 factors
+// per QGEMV_SUPER values of a row.
 struct QGemvArgs {
   uint32_t rows;          // M: rows of x (all leading dimensions of x flattened)
   uint32_t k;             // reduced extent, a multiple of group_size and of QGEMV_RUN
@@ -29,7 +31,11 @@ enum QGemvSlot : uint32_t {
   QGEMV_SLOT_BIASES = 4,  // the quantization biases, one per group
   QGEMV_SLOT_BIAS = 5,    // the output bias, read only with has_bias
   QGEMV_SLOT_Y = 6,
+  QGEMV_SLOT_SUPERS = 7,  // the super-block factors, read only with int8 scales (any buffer otherwise)
 };
+
+// The super-block form: K positions sharing one pair of float32 factors (llama.cpp's QK_K: a K-quant block).
+MTLINV_SHARED uint32_t QGEMV_SUPER = 256;
 
 // A run: 32 consecutive K positions of one weight row (BITS packed words), the unit both GEMVs load and unpack
 // (metal/qgemv_run.h). A run lies in one group, or in two at group size 16.

@@ -106,18 +106,19 @@ inline uint4 qgemv_mma_operand(thread const uint* words, float scale, float bias
   return w;
 }
 
-// The pairs of qgemv_code_pairs, each code read where it lies in a word. 4 bits: pair i is word I shifted by 4 i,
-// its codes at bits 0 and 16.
-template <typename T, uint I>
-struct QgemvMmaFma<T, 4, I> {
+// The pairs of qgemv_code_pairs, each code read where it lies in a word: widths up to 7 bits hold pair i's codes at
+// bits 0 and 16 of word i (at 4 bits word I shifted by 4 i), the upper one's exponent bits above bit 22.
+template <typename T, uint BITS, uint I>
+struct QgemvMmaFma {
+  static_assert(BITS <= 7, "a code at bit 16 must end below the exponent's bit 23");
   static uint4 operand(thread const uint* words, float scale, float bias) {
+    const uint4 codes = qgemv_code_pairs<BITS>(words, I);
     const float at0 = quant_fma_offset<0>(scale);
     const float at16 = quant_fma_offset<16>(scale);
     uint4 w;
     for (uint i = 0; i < 4; ++i) {
-      const uint pair = words[I] >> (4 * i);
-      w[i] = pair16_pack<T>(quant_dequantize_fma<4, 0>(scale, at0, pair, bias),
-                            quant_dequantize_fma<4, 16>(scale, at16, pair, bias));
+      w[i] = pair16_pack<T>(quant_dequantize_fma<BITS, 0>(scale, at0, codes[i], bias),
+                            quant_dequantize_fma<BITS, 16>(scale, at16, codes[i], bias));
     }
     return w;
   }
@@ -209,11 +210,13 @@ inline void qgemv_mma_step(thread float4* acc, thread const uint* words, thread 
 // sectors instead.
 template <uint BITS, typename S, bool TILED, uint RUN_GROUPS>
 inline void qgemv_mma_load(device const uint* wq, device const S* scales, device const S* biases,
-                           thread const uint* w_off, thread const uint* g_off, uint j, uint group_shift,
-                           bool w_vector, thread uint* words, thread S* scale, thread S* bias) {
+                           device const float* supers, thread const uint* w_off, thread const uint* g_off, uint j,
+                           uint group_shift, bool w_vector, thread uint* words,
+                           thread typename QuantGroups<S>::reg* scale, thread typename QuantGroups<S>::reg* bias) {
   constexpr uint block_words = MMA_TILE_COLS * QGEMV_MMA_STEP * BITS;  // one step of a tile's 16 rows
   constexpr uint group_stride = TILED ? MMA_TILE_COLS : 1;             // between a row's consecutive groups
   const uint group = qgemv_run_group<RUN_GROUPS>(j, group_shift) * group_stride;
+  const uint super_shift = qgemv_super_shift<RUN_GROUPS>(group_shift);
   for (uint h = 0; h < 2; ++h) {
     if (TILED) {
       const uint word = (j / QGEMV_MMA_STEP) * block_words + (j % QGEMV_MMA_STEP) * BITS;
@@ -222,8 +225,13 @@ inline void qgemv_mma_load(device const uint* wq, device const S* scales, device
       qgemv_load_words<BITS>(wq, w_off[h], j, w_vector, words + h * BITS);
     }
     for (uint e = 0; e < RUN_GROUPS; ++e) {
-      scale[h * RUN_GROUPS + e] = scales[g_off[h] + group + e * group_stride];
-      bias[h * RUN_GROUPS + e] = biases[g_off[h] + group + e * group_stride];
+      const uint i = g_off[h] + group + e * group_stride;
+      // Group i's super-block: i >> super_shift of a row's groups; in the tile layout, where a group's 16 rows lie
+      // side by side and so do a super-block's ([N/16, K/256, 16, 2]), the same of i's (tile, group) part.
+      const uint sb = TILED ? ((i / MMA_TILE_COLS) >> super_shift) * MMA_TILE_COLS + i % MMA_TILE_COLS
+                            : i >> super_shift;
+      scale[h * RUN_GROUPS + e] = QuantGroups<S>::scale(scales, supers, i, sb);
+      bias[h * RUN_GROUPS + e] = QuantGroups<S>::bias(biases, supers, i, sb);
     }
   }
 }
@@ -240,10 +248,12 @@ template <typename T, uint BITS, typename S, uint R, bool TILED, uint RUN_GROUPS
     device const S* biases [[buffer(QGEMV_SLOT_BIASES)]],
     device const T* bias [[buffer(QGEMV_SLOT_BIAS)]],
     device T* y [[buffer(QGEMV_SLOT_Y)]],
+    device const float* supers [[buffer(QGEMV_SLOT_SUPERS)]],
     uint2 tile [[threadgroup_position_in_grid]],
     ushort lane [[thread_index_in_simdgroup]],
     ushort sg [[simdgroup_index_in_threadgroup]]) {
   constexpr uint B = R / 8;  // groups of 8 rows of x per tile
+  using Reg = typename QuantGroups<S>::reg;  // a group's scale and bias in registers: float in the super-block form
   threadgroup float4 partials[MMA_TILE_MAX_SPLITS][B][SIMD_WIDTH];  // mma_tile_keep's and mma_tile_store's
 
   const uint g = lane / 4;
@@ -293,24 +303,24 @@ template <typename T, uint BITS, typename S, uint R, bool TILED, uint RUN_GROUPS
       const uint j1 = j0 + QGEMV_MMA_STEP * args.k_splits;
       uint words0[2 * BITS];
       uint words1[2 * BITS];
-      S scale0[2 * RUN_GROUPS];
-      S scale1[2 * RUN_GROUPS];
-      S bias0[2 * RUN_GROUPS];
-      S bias1[2 * RUN_GROUPS];
-      qgemv_mma_load<BITS, S, TILED, RUN_GROUPS>(wq, scales, biases, w_off, g_off, j0, group_shift, true, words0,
-                                                 scale0, bias0);
-      qgemv_mma_load<BITS, S, TILED, RUN_GROUPS>(wq, scales, biases, w_off, g_off, j1, group_shift, true, words1,
-                                                 scale1, bias1);
+      Reg scale0[2 * RUN_GROUPS];
+      Reg scale1[2 * RUN_GROUPS];
+      Reg bias0[2 * RUN_GROUPS];
+      Reg bias1[2 * RUN_GROUPS];
+      qgemv_mma_load<BITS, S, TILED, RUN_GROUPS>(wq, scales, biases, supers, w_off, g_off, j0, group_shift, true,
+                                                 words0, scale0, bias0);
+      qgemv_mma_load<BITS, S, TILED, RUN_GROUPS>(wq, scales, biases, supers, w_off, g_off, j1, group_shift, true,
+                                                 words1, scale1, bias1);
       qgemv_mma_step<T, BITS, B, RUN_GROUPS>(acc, words0, scale0, bias0, x, x_row, j0 * QGEMV_RUN, true, true, lane);
       qgemv_mma_step<T, BITS, B, RUN_GROUPS>(acc, words1, scale1, bias1, x, x_row, j1 * QGEMV_RUN, true, true, lane);
     }
     for (; s < full_steps; s += args.k_splits) {
       const uint j = QGEMV_MMA_STEP * s + t;
       uint words[2 * BITS];
-      S scale[2 * RUN_GROUPS];
-      S bias_g[2 * RUN_GROUPS];
-      qgemv_mma_load<BITS, S, TILED, RUN_GROUPS>(wq, scales, biases, w_off, g_off, j, group_shift, true, words,
-                                                 scale, bias_g);
+      Reg scale[2 * RUN_GROUPS];
+      Reg bias_g[2 * RUN_GROUPS];
+      qgemv_mma_load<BITS, S, TILED, RUN_GROUPS>(wq, scales, biases, supers, w_off, g_off, j, group_shift, true,
+                                                 words, scale, bias_g);
       qgemv_mma_step<T, BITS, B, RUN_GROUPS>(acc, words, scale, bias_g, x, x_row, j * QGEMV_RUN, true, true, lane);
     }
   }
@@ -318,15 +328,15 @@ template <typename T, uint BITS, typename S, uint R, bool TILED, uint RUN_GROUPS
     const uint j = QGEMV_MMA_STEP * s + t;
     const bool valid = j < runs;
     uint words[2 * BITS];
-    S scale[2 * RUN_GROUPS];
-    S bias_g[2 * RUN_GROUPS];
+    Reg scale[2 * RUN_GROUPS];
+    Reg bias_g[2 * RUN_GROUPS];
     // A run past K loads the last run's words (in bounds) and dequantises them with scale and bias 0: zeros.
-    qgemv_mma_load<BITS, S, TILED, RUN_GROUPS>(wq, scales, biases, w_off, g_off, min(j, runs - 1), group_shift,
-                                               w_vector, words, scale, bias_g);
+    qgemv_mma_load<BITS, S, TILED, RUN_GROUPS>(wq, scales, biases, supers, w_off, g_off, min(j, runs - 1),
+                                               group_shift, w_vector, words, scale, bias_g);
     if (!valid) {
       for (uint h = 0; h < 2 * RUN_GROUPS; ++h) {
-        scale[h] = S(0.0f);
-        bias_g[h] = S(0.0f);
+        scale[h] = Reg(0.0f);
+        bias_g[h] = Reg(0.0f);
       }
     }
     qgemv_mma_step<T, BITS, B, RUN_GROUPS>(acc, words, scale, bias_g, x, x_row, min(j, runs - 1) * QGEMV_RUN,
@@ -407,3 +417,22 @@ MTLINV_KERNEL(qgemv_mma_b8_r8_f16_sf32_g16_tiled, qgemv_mma, half, 8, float, 8, 
 MTLINV_KERNEL(qgemv_mma_b8_r16_f16_sf32_g16_tiled, qgemv_mma, half, 8, float, 16, true, 2)
 MTLINV_KERNEL(qgemv_mma_b8_r8_bf16_sf32_g16_tiled, qgemv_mma, bfloat, 8, float, 8, true, 2)
 MTLINV_KERNEL(qgemv_mma_b8_r16_bf16_sf32_g16_tiled, qgemv_mma, bfloat, 8, float, 16, true, 2)
+
+// The super-block form (as for qgemv): Q4_K and Q5_K at group size 32, Q6_K at 6 bits and group size 16; the
+// tile layout at 4 bits (Q4_K).
+MTLINV_KERNEL(qgemv_mma_b4_r8_f16_si8, qgemv_mma, half, 4, char, 8, false, 1)
+MTLINV_KERNEL(qgemv_mma_b4_r16_f16_si8, qgemv_mma, half, 4, char, 16, false, 1)
+MTLINV_KERNEL(qgemv_mma_b4_r8_bf16_si8, qgemv_mma, bfloat, 4, char, 8, false, 1)
+MTLINV_KERNEL(qgemv_mma_b4_r16_bf16_si8, qgemv_mma, bfloat, 4, char, 16, false, 1)
+MTLINV_KERNEL(qgemv_mma_b5_r8_f16_si8, qgemv_mma, half, 5, char, 8, false, 1)
+MTLINV_KERNEL(qgemv_mma_b5_r16_f16_si8, qgemv_mma, half, 5, char, 16, false, 1)
+MTLINV_KERNEL(qgemv_mma_b5_r8_bf16_si8, qgemv_mma, bfloat, 5, char, 8, false, 1)
+MTLINV_KERNEL(qgemv_mma_b5_r16_bf16_si8, qgemv_mma, bfloat, 5, char, 16, false, 1)
+MTLINV_KERNEL(qgemv_mma_b6_r8_f16_si8_g16, qgemv_mma, half, 6, char, 8, false, 2)
+MTLINV_KERNEL(qgemv_mma_b6_r16_f16_si8_g16, qgemv_mma, half, 6, char, 16, false, 2)
+MTLINV_KERNEL(qgemv_mma_b6_r8_bf16_si8_g16, qgemv_mma, bfloat, 6, char, 8, false, 2)
+MTLINV_KERNEL(qgemv_mma_b6_r16_bf16_si8_g16, qgemv_mma, bfloat, 6, char, 16, false, 2)
+MTLINV_KERNEL(qgemv_mma_b4_r8_f16_si8_tiled, qgemv_mma, half, 4, char, 8, true, 1)
+MTLINV_KERNEL(qgemv_mma_b4_r16_f16_si8_tiled, qgemv_mma, half, 4, char, 16, true, 1)
+MTLINV_KERNEL(qgemv_mma_b4_r8_bf16_si8_tiled, qgemv_mma, bfloat, 4, char, 8, true, 1)
+MTLINV_KERNEL(qgemv_mma_b4_r16_bf16_si8_tiled, qgemv_mma, bfloat, 4, char, 16, true, 1)

@@ -11,6 +11,7 @@
 #include "load.h"
 #include "pair16.h"
 #include "qgemv_args.h"  // QGEMV_RUN: K positions (and BITS packed words) of a run
+#include "quant.h"       // QuantGroups: a group's scale and bias
 
 constant constexpr uint QGEMV_SUB = 8;  // values unpacked at once
 
@@ -99,16 +100,24 @@ inline void qgemv_load_words(device const uint* wq, uint row, uint j, bool vecto
   }
 }
 
+// log2 of the groups of a super-block (QGEMV_SUPER values): group i of a row lies in its super-block
+// i >> qgemv_super_shift. 16 groups at group size 16 (RUN_GROUPS 2), else 8 >> shift (group sizes 32, 64, 128).
+template <uint RUN_GROUPS>
+inline uint qgemv_super_shift(uint group_shift) {
+  return RUN_GROUPS == 2 ? 4u : 3u - group_shift;
+}
+
 // The words of run j (qgemv_load_words), and the scales and biases of its RUN_GROUPS groups as floats: groups g,
-// g + 1, .. of the row's groups starting at `groups_at`.
+// g + 1, .. of the row's groups starting at `groups_at` (QuantGroups: as stored, or from codes and `supers`).
 template <uint BITS, uint RUN_GROUPS, typename S>
-inline void qgemv_load_run(device const uint* wq, device const S* scales, device const S* biases, uint row,
-                           uint groups_at, uint j, uint g, bool vector, thread uint* words, thread float* scale,
-                           thread float* bias) {
+inline void qgemv_load_run(device const uint* wq, device const S* scales, device const S* biases,
+                           device const float* supers, uint super_shift, uint row, uint groups_at, uint j, uint g,
+                           bool vector, thread uint* words, thread float* scale, thread float* bias) {
   qgemv_load_words<BITS>(wq, row, j, vector, words);
   for (uint h = 0; h < RUN_GROUPS; ++h) {
-    scale[h] = float(scales[groups_at + g + h]);
-    bias[h] = float(biases[groups_at + g + h]);
+    const uint i = groups_at + g + h;
+    scale[h] = float(QuantGroups<S>::scale(scales, supers, i, i >> super_shift));
+    bias[h] = float(QuantGroups<S>::bias(biases, supers, i, i >> super_shift));
   }
 }
 

@@ -24,6 +24,36 @@ inline float quant_dequantize(float scale, uint q, float bias) {
   return scale * quant_float(q) + bias;
 }
 
+// An int8 code (stored as char, whose signedness C++ targets choose differently: its bits are read as uchar) as
+// the float it stands for, exactly: the code plus 128 is an unsigned byte, quant_float'ed, minus 128.
+inline float quant_int8(char code) {
+  return quant_float(uint(uchar(code)) ^ 0x80u) - 128.0f;
+}
+
+// A group's scale and bias as a kernel reads them: group i's values of scales and biases, as stored (S: float, half
+// or bfloat); `reg` is the type a kernel holds them in. In the super-block form (S = char: GGUF's Q4_K, Q5_K and
+// Q6_K at their own bytes, mtlinv.gguf_kquants) scales and biases are int8 codes, and super-block s (QGEMV_SUPER
+// values of a row) has the factors supers[2 s] and supers[2 s + 1]: the scale is supers[2 s] * code and the bias
+// supers[2 s + 1] * code', each rounded to float32, then the weight quant_dequantize<float>'s. For a K-quant block
+// both products are exact (a float16 factor, 11 significant bits, times a code of at most 8), so the weights are
+// those of the float32 import, bit for bit.
+template <typename S>
+struct QuantGroups {
+  using reg = S;
+  static S scale(device const S* scales, device const float*, uint i, uint) { return scales[i]; }
+  static S bias(device const S* biases, device const float*, uint i, uint) { return biases[i]; }
+};
+template <>
+struct QuantGroups<char> {
+  using reg = float;
+  static float scale(device const char* scales, device const float* supers, uint i, uint s) {
+    return supers[2 * s] * quant_int8(scales[i]);
+  }
+  static float bias(device const char* biases, device const float* supers, uint i, uint s) {
+    return supers[2 * s + 1] * quant_int8(biases[i]);
+  }
+};
+
 // A half scale has at most 11 significant bits and q at most 8, and their product is below 2^24: scale * q is exact
 // in float32 and rounds to itself, so an fma gives the same float in one instruction. Both it and the sum with a
 // half bias are multiples of 2^-24, however tiny the scale (half subnormals included), so neither is a float32

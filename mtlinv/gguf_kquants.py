@@ -28,6 +28,13 @@ Q6_K: scale d * sc_j (sc_j an int8, |sc_j| <= 128: at most 7 significant bits, s
 (d sc_j)(q - 32) has at most 23 (|q - 32| <= 32): exact, so the sum rounds to it, and gguf's single product is
 exact too. Equal values; only a zero's sign can differ (q = 32 with a negative scale: gguf's product is -0, the
 sum +0). Its groups of 16 need qgemv's group size 16, built at 8 bits (6-bit codes are stored as 8-bit ones).
+
+The super-block form (`to_super`, what the device model runs Q4_K, Q5_K and Q6_K matrices in): the same weights at
+about the blocks' own bytes. The codes stay at their width (4, 5, 6 bits), each group keeps its int8 scale and bias
+codes, and each block of 256 its two factors as float32 (Q4_K/Q5_K: d and -dmin; Q6_K: d and -32 d, its one scale
+code serving both); qgemv forms d * code and b * code in float32, the exact products of the affine import, so its
+weights are the import's bit for bit. Bytes a weight: Q4_K 4.75 (the file 4.5, the affine import 6), Q5_K 5.75
+(5.5; 10), Q6_K 7.25 (6.56; 12).
 tests/model/test_kquants.py checks bit equality with `gguf.quants.dequantize` on llama.cpp's own quantisations and
 on random blocks.
 """
@@ -38,6 +45,7 @@ from .gguf_blocks import QK, _blocks as _raw_blocks, _f16_field, _split_nibbles
 
 QK_K = 256
 AFFINE_KINDS = ("q5_0", "q5_1", "q4_k", "q5_k", "q6_k")  # the types `to_affine` imports
+SUPER_KINDS = ("q4_k", "q5_k", "q6_k")  # the types `to_super` imports (super-blocks of QK_K elements)
 BLOCK_BYTES = {"q5_0": 22, "q5_1": 24, "q4_k": 144, "q5_k": 176, "q6_k": 210}
 _BLOCK_ELEMENTS = {"q5_0": QK, "q5_1": QK, "q4_k": QK_K, "q5_k": QK_K, "q6_k": QK_K}
 
@@ -73,31 +81,48 @@ def _k_low_nibbles(qs):
     return (q & 0x0F).reshape(*qs.shape[:-1], 8, 32)
 
 
-def decode(raw, shape, kind):
-    """``(q, scale, bias, bits)`` of a tensor's blocks, per group of G elements (32; 16 for Q6_K): q uint8
-    ``[N, K/G, G]`` in ``[0, 2^bits)``, scale and bias float32 ``[N, K/G]`` with element = scale * q + bias
-    (exactly; see above). kind: one of AFFINE_KINDS."""
-    what = f"{kind}_to_affine"
+def _parts(raw, shape, kind, what):
+    """A K-quant tensor's blocks as ``(q, sc, mc, d, b, bits)``: codes q uint8 ``[N, K/G, G]`` (G = 32, or 16 for
+    Q6_K), per group int8 scale and bias codes sc and mc ``[N, K/G]``, and per 256-element block the float32
+    factors d and b ``[N, K/256]``, with element = (d sc) q + (b mc), each product exact in float32 (see above)."""
     b = _blocks(raw, shape, kind, what)
     n = b.shape[0]
     if kind == "q6_k":
-        return _decode_q6_k(b)
-    if kind == "q5_0":
-        d = _f16_field(b, 0)
-        return _q5_codes(b, 2), d, np.float32(-16) * d, 5
-    if kind == "q5_1":
-        return _q5_codes(b, 4), _f16_field(b, 0), _f16_field(b, 2), 5
-    if kind not in ("q4_k", "q5_k"):
-        raise ValueError(f"{what}: no affine import for {kind!r}")
-    d, dmin = _f16_field(b, 0)[..., None], _f16_field(b, 2)[..., None]
+        q, sc, d = _q6_k_codes(b)
+        return q, sc, sc, d, np.float32(-32) * d, 6
+    d, dmin = _f16_field(b, 0), _f16_field(b, 2)
     sc, mn = _k_scales(b[..., 4:16])
     q = _k_low_nibbles(b[..., 16:144] if kind == "q4_k" else b[..., 48:176])
     if kind == "q5_k":
         qh = b[..., 16:48]  # [N, G, 32]: bit j of byte i is the fifth bit of element i of sub-block j
         q = q | ((((qh[..., None, :] >> np.arange(8, dtype=np.uint8)[:, None]) & 1)) << 4)
-    scale = (d * sc.astype(np.float32)).reshape(n, -1)
-    bias = -(dmin * mn.astype(np.float32)).reshape(n, -1)
-    return q.reshape(n, -1, QK), scale, bias, (4 if kind == "q4_k" else 5)
+    return (q.reshape(n, -1, QK), sc.reshape(n, -1).astype(np.int8), mn.reshape(n, -1).astype(np.int8), d, -dmin,
+            4 if kind == "q4_k" else 5)
+
+
+def _per_group(factor, codes):
+    """float32 ``factor [N, K/256]`` times int8 ``codes [N, K/G]`` of each block's groups, rounded to float32."""
+    n, blocks = factor.shape
+    per_block = codes.reshape(n, blocks, -1).astype(np.float32)
+    return (factor[..., None] * per_block).reshape(n, -1)
+
+
+def decode(raw, shape, kind):
+    """``(q, scale, bias, bits)`` of a tensor's blocks, per group of G elements (32; 16 for Q6_K): q uint8
+    ``[N, K/G, G]`` in ``[0, 2^bits)``, scale and bias float32 ``[N, K/G]`` with element = scale * q + bias
+    (exactly; see above). kind: one of AFFINE_KINDS."""
+    what = f"{kind}_to_affine"
+    if kind == "q5_0":
+        b = _blocks(raw, shape, kind, what)
+        d = _f16_field(b, 0)
+        return _q5_codes(b, 2), d, np.float32(-16) * d, 5
+    if kind == "q5_1":
+        b = _blocks(raw, shape, kind, what)
+        return _q5_codes(b, 4), _f16_field(b, 0), _f16_field(b, 2), 5
+    if kind not in SUPER_KINDS:
+        raise ValueError(f"{what}: no affine import for {kind!r}")
+    q, sc, mc, d, b, bits = _parts(raw, shape, kind, what)
+    return q, _per_group(d, sc), _per_group(b, mc), bits
 
 
 def to_affine(raw, shape, kind):
@@ -107,18 +132,30 @@ def to_affine(raw, shape, kind):
     return quant.pack(q.reshape(q.shape[0], -1), bits), scale, bias, bits, q.shape[-1]
 
 
-def _decode_q6_k(b):
-    """decode's Q6_K: blocks ``[N, G, 210]`` -> q ``[N, 16 G, 16]`` (6-bit, unsigned), scale d * sc_j and bias
-    -32 d sc_j ``[N, 16 G]`` (llama.cpp's ``dequantize_row_q6_K``)."""
+def to_super(raw, shape, kind):
+    """``(wq, scales, biases, supers, bits, group_size)`` of a K-quant tensor's blocks in qgemv's super-block form,
+    at about the blocks' own bytes: codes packed at the type's width (Q4_K 4 bits, Q5_K 5, Q6_K 6), int8 scale and
+    bias codes ``[N, K/G]`` (G = 32, or 16 for Q6_K) and float32 ``supers [N, K/256, 2]`` holding each block's
+    (d, b), so that a group's scale is d * scale code and its bias b * bias code (Q4_K/Q5_K: d, -dmin with the
+    6-bit sc_j and m_j; Q6_K: d, -32 d with sc_j for both). The weights are `to_affine`'s, bit for bit
+    (``quant.expand_supers`` gives its scales and biases). kind: one of SUPER_KINDS."""
+    if kind not in SUPER_KINDS:
+        raise ValueError(f"{kind}_to_super: the super-block form holds {', '.join(SUPER_KINDS)}, not {kind!r}")
+    q, sc, mc, d, b, bits = _parts(raw, shape, kind, f"{kind}_to_super")
+    return quant.pack(q.reshape(q.shape[0], -1), bits), sc, mc, np.stack([d, b], axis=-1), bits, q.shape[-1]
+
+
+def _q6_k_codes(b):
+    """Q6_K blocks ``[N, G, 210]`` -> q ``[N, 16 G, 16]`` (6-bit, unsigned), the int8 scales sc_j ``[N, 16 G]`` and
+    d ``[N, G]`` (llama.cpp's ``dequantize_row_q6_K``)."""
     n, g = b.shape[:2]
     ql, qh = b[..., :128], b[..., 128:192]
-    sc = np.ascontiguousarray(b[..., 192:208]).view(np.int8).astype(np.float32)
-    d = _f16_field(b, 208)[..., None]
+    sc = np.ascontiguousarray(b[..., 192:208]).view(np.int8).reshape(n, -1)
+    d = _f16_field(b, 208)
     # Each half of 128 elements is four runs of 32: ql byte l holds run 0 (low nibble) and run 2 (high), byte
     # l + 32 runs 1 and 3; qh byte l holds the two high bits of runs 0, 1, 2, 3 at shifts 0, 2, 4, 6.
     low = (ql.reshape(n, g, 2, 1, 64) >> np.array([0, 4], np.uint8).reshape(2, 1)) & 0x0F  # [N, G, 2, 2, 64]
     low = low.reshape(n, g, 2, 4, 32)
     high = (qh.reshape(n, g, 2, 1, 32) >> np.array([0, 2, 4, 6], np.uint8).reshape(4, 1)) & 0x03  # [N, G, 2, 4, 32]
     q = (low | (high << 4)).reshape(n, -1, 16)
-    scale = (d * sc).reshape(n, -1)
-    return q, scale, np.float32(-32) * scale, 6
+    return q, sc, d

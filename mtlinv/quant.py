@@ -115,14 +115,19 @@ def quantize(w, group_size=64, bits=4):
     return _native._quantize(np.ascontiguousarray(w), group_size, bits)
 
 
-def _check_quantized(wq, scales, biases, group_size, bits, what):
-    """Validate a quantized triple; return ``(wq, scales, biases, K)`` as numpy arrays."""
+def _check_quantized(wq, scales, biases, group_size, bits, what, codes=False):
+    """Validate a quantized triple (codes: int8 scale and bias codes, the super-block form's); return
+    ``(wq, scales, biases, K)`` as numpy arrays."""
     check_params(group_size, bits)
     wq, scales, biases = (_native._to_host_array(a, what, name)
                           for a, name in ((wq, "wq"), (scales, "scales"), (biases, "biases")))
     if wq.dtype != np.uint32:
         raise TypeError(f"{what}: wq must be uint32, got {wq.dtype}")
-    check_float_dtype(scales.dtype, what)
+    if codes:
+        if scales.dtype != np.int8:
+            raise TypeError(f"{what}: with supers, scales and biases are int8 codes, got {scales.dtype}")
+    else:
+        check_float_dtype(scales.dtype, what)
     if scales.dtype != biases.dtype:
         raise TypeError(f"{what}: scales ({scales.dtype}) and biases ({biases.dtype}) must share a dtype")
     if wq.ndim < 2:
@@ -174,10 +179,37 @@ def dequantize_float32(wq, scales, biases, group_size=64, bits=4):
     return _native._dequantize(*_contiguous(wq, scales, biases), group_size, bits, True)
 
 
+SUPER_K = 256  # K positions of a super-block: the super-block form's factors (qgemv's supers) cover as many
+
+
+def expand_supers(scales, biases, supers, group_size):
+    """The float32 scales and biases of the super-block form (``mtlinv.gguf_kquants.to_super``): int8 codes
+    ``[N, K/group_size]`` times their super-block's factors ``supers [N, K/256, 2]`` (``[..., 0]`` for the scales,
+    ``[..., 1]`` for the biases), each product rounded to float32, as qgemv forms them. With them
+    :func:`dequantize_float32` gives the weights qgemv computes with."""
+    scales, biases, supers = (_native._to_host_array(a, "expand_supers", name)
+                              for a, name in ((scales, "scales"), (biases, "biases"), (supers, "supers")))
+    if scales.dtype != np.int8 or biases.dtype != np.int8:
+        raise TypeError(f"expand_supers: scales and biases must be int8 codes, got {scales.dtype}, {biases.dtype}")
+    if supers.dtype != np.float32:
+        raise TypeError(f"expand_supers: supers must be float32, got {supers.dtype}")
+    if scales.ndim != 2 or scales.shape != biases.shape:
+        raise ValueError(f"expand_supers: scales and biases must be one [N, K/group_size] shape, got {scales.shape} "
+                         f"and {biases.shape}")
+    n, groups = scales.shape
+    per = SUPER_K // group_size if is_int(group_size) and group_size > 0 and SUPER_K % group_size == 0 else 0
+    if not per or groups % per or supers.shape != (n, groups // per, 2):
+        raise ValueError(f"expand_supers: scales {scales.shape} at group_size={group_size!r} need supers "
+                         f"[N, K/256, 2] (K a multiple of 256), got {supers.shape}")
+    def expand(codes, factor):
+        return (factor[..., None] * codes.reshape(n, -1, per).astype(np.float32)).reshape(n, groups)
+    return expand(scales, supers[..., 0]), expand(biases, supers[..., 1])
+
+
 TILE_ROWS = 16  # rows of a tile in the tile layout (qgemv_mma's output tile)
 
 
-def tile(wq, scales, biases, group_size=64, bits=4):
+def tile(wq, scales, biases, group_size=64, bits=4, supers=None):
     """The same weights in the tile layout that ``qgemv``'s matrix-unit kernel reads in whole blocks.
 
     Takes the row layout of :func:`quantize` (2-D: wq ``[N, K*bits/32]``, scales and biases ``[N, K/group_size]``)
@@ -189,10 +221,14 @@ def tile(wq, scales, biases, group_size=64, bits=4):
     (``device_info()["matrix_units"]``: CUDA) with 16-bit x, and needs bits 4 or 8 (8 at group size 16) and N a
     multiple of 16. On an H200 a 4-bit qgemv took 8-20% less time at M = 1..16 (docs/decisions.md, "qgemv: tile
     layout").
+    The super-block form (int8 codes with ``supers [N, K/256, 2]``: ``mtlinv.gguf_kquants.to_super``) tiles at bits
+    4 and group size 32 (Q4_K); it returns ``(wq, scales, biases, supers)``, supers ``[N/16, K/256, 16, 2]``.
     """
     group_size, bits = check_params(group_size, bits)
-    wq, scales, biases, _ = _check_quantized(wq, scales, biases, group_size, bits, "tile")
+    wq, scales, biases, _ = _check_quantized(wq, scales, biases, group_size, bits, "tile", codes=supers is not None)
     if wq.ndim != 2:
         raise ValueError(f"tile: wq must be [N, K*bits/32], got shape {wq.shape}")
+    if supers is not None:
+        supers = _native._to_host_array(supers, "tile", "supers")
     # The rearrangement is the C++ core's (src/core/tile_layout.h), which the C and C++ APIs export too.
-    return _native._quant_tile(wq, scales, biases, group_size, bits)
+    return _native._quant_tile(wq, scales, biases, group_size, bits, supers)

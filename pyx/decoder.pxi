@@ -129,4 +129,6 @@ cdef CQuantLinear _decoder_linear(list kept, value, str name) except *:
     linear.bits = _int_arg("Decoder", f"{name}.bits", value.bits, 1, 32)
     if getattr(value, "bias", None) is not None:
         linear.bias = _decoder_tensor(kept, value.bias, f"{name}.bias")
+    if getattr(value, "supers", None) is not None:
+        linear.supers = _decoder_tensor(kept, value.supers, f"{name}.supers")
     return linear

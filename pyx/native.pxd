@@ -28,6 +28,7 @@ cdef extern from "../src/core/dtype.h" namespace "mtlinv":
         u32 "mtlinv::DType::u32"
         i32 "mtlinv::DType::i32"
         u8 "mtlinv::DType::u8"
+        i8 "mtlinv::DType::i8"
     size_t dtype_size(CDType)
     const char* dtype_name(CDType)
     CDType dtype_from_name(const string&) except +raise_py_error

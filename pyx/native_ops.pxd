@@ -47,7 +47,7 @@ cdef extern from "../src/core/plans/decoder_ops.h" namespace "mtlinv":
 
 cdef extern from "../src/core/ops.h" namespace "mtlinv" nogil:
     CTensor c_qgemv "mtlinv::qgemv"(const CTensor&, const CTensor&, const CTensor&, const CTensor&, const CTensor*,
-                                    int, int) except +raise_py_error
+                                    int, int, const CTensor*, const CTensor*) except +raise_py_error
 
 cdef extern from "../src/core/plans/qgemv.h" namespace "mtlinv":
     cdef cppclass CQGemvShape "mtlinv::QGemvShape":
@@ -97,7 +97,7 @@ cdef extern from "../src/core/ops/decoder_ops.h" namespace "mtlinv" nogil:
 
 cdef extern from "../src/core/model/decoder.h" namespace "mtlinv":
     cdef cppclass CQuantLinear "mtlinv::QuantLinear":
-        CTensor wq, scales, biases, bias
+        CTensor wq, scales, biases, bias, supers
         int group_size, bits
     cdef cppclass CDecoderLayer "mtlinv::DecoderLayer":
         CTensor attn_norm, ffn_norm, k_cache, v_cache, q_norm, k_norm
@@ -120,4 +120,5 @@ cdef extern from "../src/core/tile_layout.h" namespace "mtlinv" nogil:
     void c_tile_weights "mtlinv::tile_weights"(const void*, size_t, int64_t, int64_t, void*) except +raise_py_error
     int64_t c_quant_tiled_words "mtlinv::quant_tiled_words"(int64_t, int64_t, int, int) except +raise_py_error
     void c_quant_tile "mtlinv::quant_tile"(const uint32_t*, const void*, const void*, size_t, int64_t, int64_t, int,
-                                           int, uint32_t*, void*, void*) except +raise_py_error
+                                           int, uint32_t*, void*, void*, const float*, float*) except +raise_py_error
+    vector[int64_t] c_quant_tiled_super_shape "mtlinv::quant_tiled_super_shape"(int64_t, int64_t)

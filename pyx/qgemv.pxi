@@ -1,6 +1,6 @@
 # qgemv: the quantized matmul op (MLX's affine format), its extern declarations and its plan introspection.
 
-def qgemv(x, wq, scales, biases, *, group_size, bits, bias=None):
+def qgemv(x, wq, scales, biases, *, group_size, bits, bias=None, supers=None):
     """y = x @ W.T (+ bias) for a weight W [N, K] quantized in MLX's affine format (mtlinv.quant.quantize):
     wq uint32 [N, K*bits/32], scales and biases [N, K/group_size] in x's dtype
     (or float32, for 16-bit x with bits 4 or 8: lossless GGUF imports), W = scales * q + biases per group.
@@ -13,6 +13,11 @@ def qgemv(x, wq, scales, biases, *, group_size, bits, bias=None):
     There the weights may also come in the tile layout of mtlinv.quant.tile (wq [N/16, ceil(K/128), 16, 4*bits],
     scales and biases [N/16, K/group_size, 16]; bits 4 or 8, 16-bit x): at or below the limit the same bits,
     read in whole blocks.
+    The super-block form (GGUF's Q4_K, Q5_K and Q6_K at their own bytes: mtlinv.gguf_kquants.to_super): scales and
+    biases int8 codes [N, K/group_size] and supers float32 [N, K/256, 2] (tile layout [N/16, K/256, 16, 2]); a
+    group's scale is supers[n, k // 256, 0] * code and its bias supers[n, k // 256, 1] * code, each rounded to
+    float32, then W as above (mtlinv.quant.dequantize_float32 with supers). Bits 4 or 5 at group_size 32, bits 6 at
+    group_size 16; K a multiple of 256.
 
     With M <= get_limit() rows (and always for M == 1) each output row is bit-identical to the call on that row
     alone; above the limit a throughput kernel runs."""
@@ -31,20 +36,24 @@ def qgemv(x, wq, scales, biases, *, group_size, bits, bias=None):
     cdef Tensor twq = _operand(wq, "wq", "qgemv", pending)
     cdef Tensor ts = _operand(scales, "scales", "qgemv", pending)
     cdef Tensor tbs = _operand(biases, "biases", "qgemv", pending)
-    cdef Tensor tb
+    cdef Tensor tb, tf
     cdef const CTensor* pb = NULL
+    cdef const CTensor* pf = NULL
     if bias is not None:
         tb = _operand(bias, "bias", "qgemv", pending)
         pb = &tb.c
+    if supers is not None:
+        tf = _operand(supers, "supers", "qgemv", pending)
+        pf = &tf.c
     cdef CTensor out
     cdef int c_group_size = group_size, c_bits = bits
     cdef CContextLimit limit_scope
     limit_scope.open(_context_limit())
     if pending:
         with _checks_first(pending), nogil:
-            c_qgemv(tx.c, twq.c, ts.c, tbs.c, pb, c_group_size, c_bits)
+            c_qgemv(tx.c, twq.c, ts.c, tbs.c, pb, c_group_size, c_bits, NULL, pf)
     with nogil:
-        out = c_qgemv(tx.c, twq.c, ts.c, tbs.c, pb, c_group_size, c_bits)
+        out = c_qgemv(tx.c, twq.c, ts.c, tbs.c, pb, c_group_size, c_bits, NULL, pf)
     return _wrap(out)
 
 

@@ -13,6 +13,7 @@ _NUMPY_TO_DTYPE = {
     np.dtype(np.uint32): CDType.u32,
     np.dtype(np.int32): CDType.i32,
     np.dtype(np.uint8): CDType.u8,
+    np.dtype(np.int8): CDType.i8,
 }
 _DTYPE_TO_NUMPY = {int(v): k for k, v in _NUMPY_TO_DTYPE.items()}
 
@@ -31,6 +32,8 @@ cdef char* _buffer_format(CDType t):
         return "i"
     if t == CDType.u8:
         return "B"
+    if t == CDType.i8:
+        return "b"
     return NULL
 
 

@@ -28,26 +28,42 @@ def tile_weights(w):
     return w_tiled
 
 
-def _quant_tile(wq, scales, biases, int group_size, int bits):
+def _quant_tile(wq, scales, biases, int group_size, int bits, supers=None):
     """The tile layout of mtlinv.quant.tile from the row layout's numpy arrays (wq uint32 [N, K*bits/32], scales
-    and biases [N, K/group_size] of one 2- or 4-byte float dtype): wq [N/16, ceil(K/128), 16, 4*bits], scales and
-    biases [N/16, K/group_size, 16]."""
+    and biases [N, K/group_size] of one 2- or 4-byte float dtype, or int8 codes with supers float32 [N, K/256, 2]):
+    wq [N/16, ceil(K/128), 16, 4*bits], scales and biases [N/16, K/group_size, 16], supers [N/16, K/256, 16, 2]
+    (returned fourth where given)."""
     wq, scales, biases = (np.ascontiguousarray(a) for a in (wq, scales, biases))
     if wq.ndim != 2 or wq.dtype != np.uint32:
         raise InvalidArgumentError(f"_quant_tile: wq must be uint32 [N, K*bits/32], got {wq.dtype} {list(wq.shape)}")
     n = wq.shape[0]
     k = wq.shape[1] * 32 // bits if bits > 0 else 0
     c_quant_tiled_words(n, k, group_size, bits)  # checks the shape
-    # The rearrangement reads N K/group_size scales and biases: anything else would read past them.
+    # The rearrangement reads N K/group_size scales and biases (and N K/256 pairs of supers): anything else would
+    # read past them.
     groups = [n, k // group_size]
+    codes = scales.dtype == np.int8
     for name, a in (("scales", scales), ("biases", biases)):
-        if list(a.shape) != groups or a.dtype != scales.dtype or a.dtype.itemsize not in (2, 4):
+        if list(a.shape) != groups or a.dtype != scales.dtype or a.dtype.itemsize not in (1, 2, 4) or (
+                a.dtype.itemsize == 1 and not codes):
             raise InvalidArgumentError(f"_quant_tile: {name} must be [N, K/group_size] = {groups} of one 2- or "
-                                       f"4-byte dtype, got {a.dtype} {list(a.shape)}")
+                                       f"4-byte float dtype, or int8 codes, got {a.dtype} {list(a.shape)}")
+    if codes != (supers is not None):
+        raise InvalidArgumentError("_quant_tile: supers go with int8 scale codes, and int8 codes need supers")
     wq_tiled = np.empty(tuple(c_quant_tiled_shape(n, k, bits)), np.uint32)
     scales_tiled = np.empty(tuple(c_quant_tiled_group_shape(n, k, group_size)), scales.dtype)
     biases_tiled = np.empty_like(scales_tiled)
+    cdef const float* p_supers = NULL
+    cdef float* p_supers_tiled = NULL
+    if codes:
+        supers = np.ascontiguousarray(supers)
+        if supers.dtype != np.float32 or list(supers.shape) != [n, k // 256, 2]:
+            raise InvalidArgumentError(f"_quant_tile: supers must be float32 [N, K/256, 2] = {[n, k // 256, 2]}, "
+                                       f"got {supers.dtype} {list(supers.shape)}")
+        supers_tiled = np.empty(tuple(c_quant_tiled_super_shape(n, k)), np.float32)
+        p_supers = <const float*>_host_address(supers)
+        p_supers_tiled = <float*>_host_address(supers_tiled)
     c_quant_tile(<const uint32_t*>_host_address(wq), _host_address(scales), _host_address(biases),
                  scales.dtype.itemsize, n, k, group_size, bits, <uint32_t*>_host_address(wq_tiled),
-                 <void*>_host_address(scales_tiled), <void*>_host_address(biases_tiled))
-    return wq_tiled, scales_tiled, biases_tiled
+                 <void*>_host_address(scales_tiled), <void*>_host_address(biases_tiled), p_supers, p_supers_tiled)
+    return (wq_tiled, scales_tiled, biases_tiled, supers_tiled) if codes else (wq_tiled, scales_tiled, biases_tiled)

@@ -343,14 +343,16 @@ def bench_shapes(on_gpus: bool, quick: bool) -> dict[str, list[tuple[int, ...]]]
             "sdpa": [(32, 8, 128, 4096), (32, 8, 128, 16384)]}
 
 
-def q6k_import(rng: np.random.Generator, k: int, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Weights [N, K] in the form the model layer gives a GGUF Q6_K tensor (mtlinv.gguf_kquants): 6-bit codes stored
-    as 8-bit ones, group 16, float32 scale d * sc and bias -32 d sc with d a float16 and sc an int8."""
+def q6k_import(rng: np.random.Generator, k: int, n: int) -> dict:
+    """qgemv's arguments for weights [N, K] in the form the model layer gives a GGUF Q6_K tensor (the super-block
+    form, mtlinv.gguf_kquants.to_super): 6-bit codes, group 16, an int8 code sc per group and per 256 values the
+    float32 factors d (a float16) and -32 d."""
     codes = rng.integers(0, 64, size=(n, k))
-    d = (rng.random((n, k // 256, 1), dtype=np.float32) * 1e-3).astype(np.float16).astype(np.float32)
-    sc = rng.integers(-128, 128, size=(n, k // 256, 16)).astype(np.float32)
-    scales = (d * sc).reshape(n, k // 16)
-    return mtlinv.quant.pack(codes, 8), scales, np.float32(-32) * scales
+    d = (rng.random((n, k // 256), dtype=np.float32) * 1e-3).astype(np.float16).astype(np.float32)
+    sc = rng.integers(-128, 128, size=(n, k // 16)).astype(np.int8)
+    supers = np.stack([d, np.float32(-32) * d], axis=-1)
+    return {"wq": mtlinv.quant.pack(codes, 6), "scales": sc, "biases": sc, "supers": supers, "group_size": 16,
+            "bits": 6}
 
 
 def _bench(report: Report) -> None:
@@ -416,9 +418,8 @@ def _bench(report: Report) -> None:
             tx, mx_x = mtlinv.asarray(x), mx.array(x)
             measure("gemv", f"K={k} N={n} w[N,K]", m, lambda: mtlinv.gemv(tx, tw), lambda: mx.matmul(mx_x, mw.T))
     # 4-bit g64 at every shape; at the largest, also 6-bit g64 (6.5 bits a weight, about a GGUF Q6_K block's 6.56)
-    # and Q6_K as the model layer imports it (8-bit codes, float32 scale and bias per 16: 12 bits a weight) against
-    # MLX at 6 bits: whether a kernel reading Q6_K's own bytes would pay on this GPU (docs/models.md, "Import or block
-    # kernel").
+    # and Q6_K as the model layer runs it (the super-block form: 7.25 bits a weight) against MLX at 6 bits: what
+    # reading about Q6_K's own bytes costs on this GPU against MLX's kernel (docs/models.md, "The super-block form").
     for k, n in shapes["qgemv"]:
         formats = [4, 6] if (k, n) == shapes["qgemv"][-1] else [4]
         w = (rng.standard_normal((n, k)) * k ** -0.5).astype(f16)
@@ -434,12 +435,14 @@ def _bench(report: Report) -> None:
                         lambda: mtlinv.qgemv(tx, *tq, group_size=64, bits=bits),
                         lambda: mx.quantized_matmul(mx_x, *mq, transpose=True, group_size=64, bits=bits))
         if 6 in formats:
-            q6k, mq6 = [mtlinv.asarray(a) for a in q6k_import(rng, k, n)], mlx_weights[6]
+            q6k = {name: mtlinv.asarray(a) if isinstance(a, np.ndarray) else a
+                   for name, a in q6k_import(rng, k, n).items()}
+            mq6 = mlx_weights[6]
             for m in rows:
                 x = rng.standard_normal((m, k)).astype(f16)
                 tx, mx_x = mtlinv.asarray(x), mx.array(x)
                 measure("qgemv", f"K={k} N={n} Q6_K imported vs MLX 6-bit g64", m,
-                        lambda: mtlinv.qgemv(tx, *q6k, group_size=16, bits=8),
+                        lambda: mtlinv.qgemv(tx, **q6k),
                         lambda: mx.quantized_matmul(mx_x, *mq6, transpose=True, group_size=64, bits=6),
                         compare=False)
     for hq, hkv, d, keys in shapes["sdpa"]:

@@ -44,13 +44,20 @@ class QuantLinear:
     bits: int
     group_size: int = gguf_blocks.QK
     bias: mtlinv.Tensor | None = None  # [N] in the activation dtype, added to y (Qwen 2's q|k|v)
+    # The super-block form's factors (GGUF's K-quants at their own bytes: int8 scale and bias codes), or None.
+    supers: mtlinv.Tensor | None = None
 
     @classmethod
-    def from_gguf(cls, *tensors: GGUFTensor) -> QuantLinear:
+    def from_gguf(cls, *tensors: GGUFTensor, super_blocks: bool = True) -> QuantLinear:
         """The GGUF tensors' rows stacked, imported losslessly. Parts of different widths (Q4 and Q8 blocks) are all
         stored at the widest: a 4-bit code is the same value as an 8-bit code, with the same scale and bias; parts of
         different group sizes (Q4_K and Q6_K) at the smallest, each scale and bias repeated over the smaller
-        groups."""
+        groups. K-quant tensors alone (Q4_K, Q5_K, Q6_K) stay in the super-block form (gguf_kquants.to_super: about
+        their blocks' own bytes, the same weights), stacked the same way; with super_blocks=False they take the
+        float32-scale affine import too (the same weights at more bytes: benchmarks compare the two)."""
+        if super_blocks and all(t.ggml_type.name.lower() in gguf_kquants.SUPER_KINDS for t in tensors):
+            return cls._upload_super([gguf_kquants.to_super(t.data, t.shape, t.ggml_type.name.lower())
+                                      for t in tensors])
         return cls._upload([_import_affine(t) for t in tensors])
 
     @classmethod
@@ -89,13 +96,29 @@ class QuantLinear:
             wq, scales, biases = quant.tile(wq, scales, biases, group_size, bits)
         return cls(mtlinv.asarray(wq), mtlinv.asarray(scales), mtlinv.asarray(biases), bits, group_size)
 
+    @classmethod
+    def _upload_super(cls, parts) -> QuantLinear:
+        """_upload for parts in the super-block form ((wq, scales, biases, supers, bits, group_size) each): at the
+        widest width and the smallest group (Q4_K with Q6_K: 6 bits, group 16, each code repeated over two
+        groups), the combinations qgemv is built for; the tile layout at 4 bits."""
+        bits = max(part[4] for part in parts)
+        group_size = min(part[5] for part in parts)
+        k = parts[0][0].shape[1] * 32 // parts[0][4]
+        wq = np.concatenate([quant.pack(quant.unpack(p[0], p[4], k), bits) if p[4] != bits else p[0] for p in parts])
+        scales, biases = (np.concatenate([np.repeat(p[i], p[5] // group_size, axis=1) for p in parts]) for i in (1, 2))
+        supers = np.concatenate([p[3] for p in parts])
+        if mtlinv.device_info()["matrix_units"] and bits == 4 and wq.shape[0] % quant.TILE_ROWS == 0:
+            wq, scales, biases, supers = quant.tile(wq, scales, biases, group_size, bits, supers=supers)
+        return cls(mtlinv.asarray(wq), mtlinv.asarray(scales), mtlinv.asarray(biases), bits, group_size,
+                   supers=mtlinv.asarray(supers))
+
     def with_bias(self, *parts) -> QuantLinear:
         """This projection with the bias y += concat(parts) (one per stacked part, float), in the activation dtype."""
         return dataclasses.replace(self, bias=_vector(np.concatenate([np.asarray(p, np.float32) for p in parts])))
 
     def __call__(self, x):
         return mtlinv.qgemv(x, self.wq, self.scales, self.biases, group_size=self.group_size, bits=self.bits,
-                            bias=self.bias)
+                            bias=self.bias, supers=self.supers)
 
 
 def _import_affine(t: GGUFTensor):

@@ -242,7 +242,8 @@ mtlinv_dtype c_dtype(DType d) {
     case DType::bf16: return MTLINV_BFLOAT16;
     case DType::u32: return MTLINV_UINT32;
     case DType::i32: return MTLINV_INT32;
-    case DType::u8: break;
+    case DType::u8:
+    case DType::i8: break;
   }
   throw DTypeError("a tensor of dtype ", dtype_name(d), " has no mtlinv_dtype");
 }

@@ -14,6 +14,7 @@ struct DTypeInfo {
 constexpr DTypeInfo kInfo[] = {
     {DType::f32, 4, "float32", "f32"}, {DType::f16, 2, "float16", "f16"}, {DType::bf16, 2, "bfloat16", "bf16"},
     {DType::u32, 4, "uint32", "u32"},  {DType::i32, 4, "int32", "i32"},   {DType::u8, 1, "uint8", "u8"},
+    {DType::i8, 1, "int8", "i8"},
 };
 const DTypeInfo& info(DType t) { return kInfo[static_cast<int>(t)]; }
 }  // namespace
@@ -27,7 +28,7 @@ DType dtype_from_name(const std::string& name) {
   for (const auto& i : kInfo) {
     if (name == i.name) return i.type;
   }
-  throw DTypeError("unsupported dtype '", name, "' (supported: float32, float16, bfloat16, uint32, int32, uint8)");
+  throw DTypeError("unsupported dtype '", name, "' (supported: float32, float16, bfloat16, uint32, int32, uint8, int8)");
 }
 
 }  // namespace mtlinv

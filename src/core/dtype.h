@@ -6,11 +6,11 @@
 
 namespace mtlinv {
 
-enum class DType : uint8_t { f32, f16, bf16, u32, i32, u8 };
+enum class DType : uint8_t { f32, f16, bf16, u32, i32, u8, i8 };
 
 size_t dtype_size(DType t);
-const char* dtype_name(DType t);        // "float32", "float16", "bfloat16", "uint32", "int32", "uint8"
-const char* dtype_suffix(DType t);      // "f32", "f16", "bf16", "u32", "i32", "u8"
+const char* dtype_name(DType t);        // "float32", "float16", "bfloat16", "uint32", "int32", "uint8", "int8"
+const char* dtype_suffix(DType t);      // "f32", "f16", "bf16", "u32", "i32", "u8", "i8"
 DType dtype_from_name(const std::string& name);  // throws DTypeError
 bool is_float(DType t);
 

@@ -91,6 +91,10 @@ Shape quant_tiled_group_shape(int64_t n, int64_t k, int group_size) {
   return {n / kRows, k / group_size, kRows};
 }
 
+Shape quant_tiled_super_shape(int64_t n, int64_t k) {
+  return {n / kRows, k / kQgemvSuperK, kRows, 2};
+}
+
 int64_t tiled_weight_elements(int64_t n, int64_t k) {
   require_rows("tile_weights", n);
   if (k <= 0 || k % kGemvMmaBlockK != 0) {
@@ -117,13 +121,29 @@ int64_t quant_tiled_words(int64_t n, int64_t k, int group_size, int bits) {
 }
 
 void quant_tile(const uint32_t* wq, const void* scales, const void* biases, size_t scale_bytes, int64_t n, int64_t k,
-                int group_size, int bits, uint32_t* wq_tiled, void* scales_tiled, void* biases_tiled) {
+                int group_size, int bits, uint32_t* wq_tiled, void* scales_tiled, void* biases_tiled,
+                const float* supers, float* supers_tiled) {
   check_quant_shape(n, k, group_size, bits);
-  if (scale_bytes != 2 && scale_bytes != 4) {
-    throw InvalidArgument("quant_tile: scale_bytes=", scale_bytes, " is not 2 (float16, bfloat16) or 4 (float32)");
+  const bool super_form = scale_bytes == 1;
+  if (scale_bytes != 1 && scale_bytes != 2 && scale_bytes != 4) {
+    throw InvalidArgument("quant_tile: scale_bytes=", scale_bytes,
+                          " is not 2 (float16, bfloat16), 4 (float32) or 1 (int8 codes, with supers)");
+  }
+  if (super_form != (supers != nullptr || supers_tiled != nullptr)) {
+    throw InvalidArgument("quant_tile: supers go with int8 scale codes (scale_bytes 1) and only with them; got "
+                          "scale_bytes=", scale_bytes, super_form ? " without supers" : " with supers");
+  }
+  if (super_form && (bits != 4 || group_size != 32 || k % kQgemvSuperK != 0)) {
+    throw InvalidArgument("quant_tile: int8 scale codes are tiled at bits 4, group_size 32 and K a multiple of ",
+                          kQgemvSuperK, "; got bits=", bits, ", group_size=", group_size, ", K=", k);
   }
   require_pointers("quant_tile", {{"wq", wq}, {"scales", scales}, {"biases", biases}, {"wq_tiled", wq_tiled},
                                   {"scales_tiled", scales_tiled}, {"biases_tiled", biases_tiled}});
+  if (super_form) {
+    require_pointers("quant_tile", {{"supers", supers}, {"supers_tiled", supers_tiled}});
+    constexpr int64_t kPairBytes = 2 * sizeof(float);
+    tile_rows(supers, n, k / kQgemvSuperK * kPairBytes, kPairBytes, supers_tiled);
+  }
   tile_rows(wq, n, k * bits / 8, kQgemvMmaStepK * bits / 8, wq_tiled);
   const int64_t scale_row_bytes = k / group_size * static_cast<int64_t>(scale_bytes);
   tile_rows(scales, n, scale_row_bytes, static_cast<int64_t>(scale_bytes), scales_tiled);

@@ -46,7 +46,10 @@ def test_gemv_k_mismatch(k, other, n):
 def test_gemv_dtype(dtype, which):
     args = {"x": np.ones((2, 8), f32), "w": np.ones((4, 8), f32), "bias": np.ones(4, f32)}
     args[which] = args[which].astype(dtype)
-    raises(lambda: mtlinv.gemv(args["x"], args["w"], args["bias"]), BadType, f"gemv: {which}", np.dtype(dtype).name)
+    # The argument is named first ("gemv: w has dtype ...") or beside the one it must match ("gemv: x is float32 but
+    # w is int8").
+    raises(lambda: mtlinv.gemv(args["x"], args["w"], args["bias"]), BadType, "gemv: ", f"{which} ",
+           np.dtype(dtype).name)
 
 
 @given(st.sampled_from([np.float16, ml_dtypes.bfloat16]))

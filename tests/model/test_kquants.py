@@ -129,19 +129,22 @@ def test_device_model_gives_llama_cpp_logits(name, reference):
 
 
 def test_mixed_projection_takes_the_smaller_group():
-    """Q4_K_M's layer 1 stacks Q4_K q and k with a Q6_K v: one projection at group 16 and 8 bits, each Q4_K scale
-    and bias repeated over two groups, whose weights are gguf's dequantisation of all three, bit for bit (but a
-    zero's sign)."""
+    """Q4_K_M's layer 1 stacks Q4_K q and k with a Q6_K v: one projection in the super-block form at group 16 and 6
+    bits, each Q4_K code widened and its scale and bias codes repeated over two groups, whose weights are gguf's
+    dequantisation of all three, bit for bit."""
     model = fixture("Q4_K_M")
     parts = [model.layer(1, name) for name in ("attn_q", "attn_k", "attn_v")]
     assert [t.ggml_type for t in parts] == [QType.Q4_K, QType.Q4_K, QType.Q6_K]
     linear = QuantLinear.from_gguf(*parts)
-    assert (linear.bits, linear.group_size) == (8, 16)
-    wq, scales, biases = (np.asarray(a) for a in (linear.wq, linear.scales, linear.biases))
-    if wq.ndim != 2:
-        pytest.skip("the device keeps the weights in the tile layout; the row layout is checked on the emulator")
-    got = quant.dequantize_float32(wq, scales, biases, group_size=16, bits=8)
+    assert (linear.bits, linear.group_size, linear.supers is not None) == (6, 16, True)
+    wq, scales, biases, supers = (np.asarray(a) for a in (linear.wq, linear.scales, linear.biases, linear.supers))
+    got = quant.dequantize_float32(wq, *quant.expand_supers(scales, biases, supers, 16), group_size=16, bits=6)
     assert_bit_equal(got, np.concatenate([t.dequantize() for t in parts]), "attn_qkv")
+    # A K-quant stacked with another type (Q5_0 here) takes the affine import, at 8 bits.
+    q5 = GGUFTensor("q5", QType.Q5_0, parts[2].shape, np.zeros(parts[2].shape[0] * parts[2].shape[1] // 32 * 22,
+                                                                  np.uint8))
+    mixed = QuantLinear.from_gguf(parts[0], q5)
+    assert (mixed.bits, mixed.group_size, mixed.supers) == (8, 32, None)
 
 
 def test_device_model_refuses_other_types_by_name():

@@ -350,7 +350,12 @@ def test_every_kernel_is_built():
             assert {f"qgemv_b{bits}_r{r}_{suffix}_sf32" for r in (1, 2, 4, 8)} <= names
     for suffix in ("f32", "f16", "bf16", "f16_sf32", "bf16_sf32"):  # group 16: 8 bits only
         assert {f"qgemv_b8_r{r}_{suffix}_g16" for r in (1, 2, 4, 8)} <= names
-    assert not any(name.endswith("_g16") and "_b8_" not in name for name in names)
+    assert not any(name.endswith("_g16") and "_b8_" not in name and "_si8" not in name for name in names)
+    # The super-block form (int8 codes): Q4_K, Q5_K at group 32, Q6_K at 6 bits and group 16.
+    for suffix in ("f32", "f16", "bf16"):
+        assert {f"qgemv_b{b}_r{r}_{suffix}_si8{g}" for b, g in ((4, ""), (5, ""), (6, "_g16")) for r in (1, 2, 4, 8)} | {
+            f"qgemm_b{b}_{suffix}_si8" for b in (4, 5, 6)} <= names
+    assert {name for name in names if "_g16" in name and "_si8" in name and "_b6_" not in name} == set()
 
 
 @pytest.mark.parametrize("dtype", [np.float16, ml_dtypes.bfloat16], ids=["f16", "bf16"])
@@ -378,7 +383,7 @@ def test_float32_scales_with_16bit_activations(dtype, bits, rng):
     assert plan["launches"][0]["kernel"].endswith("_sf32")
     wq2, scales2, biases2 = quant.quantize(w, group_size=32, bits=2)  # float32 scales, 2 bits: no kernel
     for rows in (x, x[:0]):  # also with no rows: whether a call is refused does not depend on M
-        with pytest.raises(TypeError, match="scales must have x's dtype, or be float32 with bits 4 or 8"):
+        with pytest.raises(TypeError, match="scales must have x's dtype, be float32 with bits 4 or 8, or be int8 codes"):
             mtlinv.qgemv(rows, wq2, scales2, biases2, group_size=32, bits=2)
 
 

@@ -150,7 +150,7 @@ def test_errors(gpu_plans):
         quant.tile(*(a[None] for a in q), group_size=group_size, bits=bits)
     # The native rearrangement behind quant.tile checks what it reads by itself (it is reachable from Python).
     with pytest.raises(mtlinv.InvalidArgumentError, match=r"_quant_tile: scales must be \[N, K/group_size\] = "
-                                                          r"\[32, 4\] of one 2- or 4-byte dtype, "
+                                                          r"\[32, 4\] of one 2- or 4-byte float dtype, or int8 codes, "
                                                           r"got float16 \[32, 2\]"):
         mtlinv._native._quant_tile(q[0], q[1][:, :2], q[2], group_size, bits)
     with pytest.raises(mtlinv.InvalidArgumentError, match=r"_quant_tile: wq must be uint32"):

@@ -14,7 +14,8 @@
 namespace mtlinv {
 
 Tensor QuantLinear::operator()(const Tensor& x) const {
-  return qgemv(x, wq, scales, biases, bias.storage ? &bias : nullptr, group_size, bits);
+  return qgemv(x, wq, scales, biases, bias.storage ? &bias : nullptr, group_size, bits, nullptr,
+               supers.storage ? &supers : nullptr);
 }
 
 namespace {
@@ -22,6 +23,13 @@ namespace {
 // The ops check shapes and dtypes at the first forward; a projection's format is checked here, where the error
 // can name the layer.
 void check_format(const QuantLinear& w, const std::string& where) {
+  if (w.scales.dtype == DType::i8 && w.supers.storage) {
+    if (!qgemv_super_format(w.bits, w.group_size)) {
+      throw InvalidArgument("Decoder: ", where, " has int8 scale codes at bits=", w.bits, ", group_size=",
+                            w.group_size, "; qgemv takes them at bits 4 or 5 and group_size 32, or bits 6 and 16");
+    }
+    return;
+  }
   if (!qgemv_supported_format(w.bits, w.group_size)) {
     throw InvalidArgument("Decoder: ", where, " has bits=", w.bits, ", group_size=", w.group_size,
                           "; qgemv takes bits 2, 3, 4, 5, 6 or 8 and group_size 32, 64 or 128, or 16 at bits 8");

@@ -19,6 +19,7 @@ struct QuantLinear {
   int group_size = 32;
   int bits = 4;
   Tensor bias;                          // [N] in x's dtype, or none (no storage): Qwen 2's q|k|v have one
+  Tensor supers;                        // the super-block form's factors (int8 scales: GGUF's K-quants), or none
 
   Tensor operator()(const Tensor& x) const;
 };

@@ -22,19 +22,55 @@ void require_group_shape(const char* op, const char* arg, const Tensor& t, int64
   }
 }
 
+// The super-block form's operands: int8 codes come with supers, float32 [N, K/256, 2] (tiles [N/16, K/256, 16, 2]),
+// K a multiple of 256; supers without int8 codes are refused rather than ignored.
+void require_supers(const char* op, const Tensor& scales, const Tensor* supers, int64_t n, int64_t k, bool tiled) {
+  if (scales.dtype != DType::i8) {
+    if (supers != nullptr) {
+      throw InvalidArgument(op, ": supers is given but scales are ", dtype_name(scales.dtype),
+                            "; supers goes with int8 scale and bias codes (the super-block form)");
+    }
+    return;
+  }
+  if (supers == nullptr) {
+    throw InvalidArgument(op, ": scales are int8 codes (the super-block form) but supers is not given; it holds "
+                          "the float32 factors of each ", kQgemvSuperK, " values of a row, [N, K/", kQgemvSuperK,
+                          ", 2]");
+  }
+  if (supers->dtype != DType::f32) {
+    throw DTypeError(op, ": supers has dtype ", dtype_name(supers->dtype), "; expected float32");
+  }
+  supers->require_dense(op, "supers");
+  if (k % kQgemvSuperK != 0) {
+    throw InvalidArgument(op, ": K=", k, " is not a multiple of ", kQgemvSuperK,
+                          ", the values of a super-block (int8 scale codes)");
+  }
+  const Shape expected = tiled ? Shape{n / kQgemvMmaRows, k / kQgemvSuperK, kQgemvMmaRows, 2}
+                               : Shape{n, k / kQgemvSuperK, 2};
+  if (supers->shape != expected) {
+    throw InvalidArgument(op, ": supers has shape ", shape_str(supers->shape), " but N=", n, ", K=", k, " needs ",
+                          tiled ? "[N/16, K/256, 16, 2] = " : "[N, K/256, 2] = ", shape_str(expected));
+  }
+}
+
 }  // namespace
 
 Tensor qgemv(const Tensor& x, const Tensor& wq, const Tensor& scales, const Tensor& biases, const Tensor* bias,
-             int group_size, int bits, const Tensor* out) {
+             int group_size, int bits, const Tensor* out, const Tensor* supers) {
   const char* op = "qgemv";
   require_float(op, "x", x);
   if (wq.dtype != DType::u32) {
     throw DTypeError(op, ": wq has dtype ", dtype_name(wq.dtype),
                      "; expected uint32 (packed quantized weights, as mtlinv.quant.quantize returns them)");
   }
-  if (scales.dtype != DType::f32) require_same_dtype(op, "x", x, "scales", scales);
+  if (scales.dtype != DType::f32 && scales.dtype != DType::i8) require_same_dtype(op, "x", x, "scales", scales);
   require_same_dtype(op, "scales", scales, "biases", biases);
-  check_qgemv_format(bits, group_size);  // before the shapes, which depend on them
+  // Before the shapes, which depend on them.
+  if (scales.dtype == DType::i8) {
+    check_qgemv_super_format(bits, group_size);
+  } else {
+    check_qgemv_format(bits, group_size);
+  }
   x.require_dense(op, "x");
   wq.require_dense(op, "wq");
   scales.require_dense(op, "scales");
@@ -67,6 +103,7 @@ Tensor qgemv(const Tensor& x, const Tensor& wq, const Tensor& scales, const Tens
   }
   require_group_shape(op, "scales", scales, n, k, group_size, tiled);
   require_group_shape(op, "biases", biases, n, k, group_size, tiled);
+  require_supers(op, scales, supers, n, k, tiled);
   require_bias(op, {"x", x}, {"wq", wq}, bias, n);
 
   QGemvShape s;
@@ -97,7 +134,8 @@ Tensor qgemv(const Tensor& x, const Tensor& wq, const Tensor& scales, const Tens
   s.aligned = aligned16(x);
   s.w_aligned = aligned16(wq);
   const Tensor* b = bias ? bias : &y;  // an unread placeholder binding when there is no bias
-  run_plan(plan_qgemv(s, get_limit(), active_backend().caps()), {&x, &wq, &scales, &biases, b, &y});
+  const Tensor* f = supers ? supers : &scales;  // likewise without supers
+  run_plan(plan_qgemv(s, get_limit(), active_backend().caps()), {&x, &wq, &scales, &biases, b, &y, f});
   return y;
 }
 

@@ -14,7 +14,12 @@ namespace mtlinv {
 // 4*bits], scales and biases [N/16, K/group_size, 16]; bits 4 or 8, N a multiple of 16: mtlinv.quant.tile and
 // metal/qgemv_mma.metal describe it), which gives the row layout's bits at or below the limit and reads each
 // block whole. `out`, when given, is the result's memory (ops/checks.h, result_tensor).
+// The super-block form (GGUF's Q4_K, Q5_K and Q6_K at their own bytes: mtlinv.gguf_kquants.to_super): scales and
+// biases int8 codes [N, K/group_size], `supers` float32 [N, K/256, 2] (tile layout [N/16, K/256, 16, 2]), and
+// scales[n, g] in W(n, k) read as supers[n, k / 256, 0] * scales[n, g], biases[n, g] as supers[n, k / 256, 1] *
+// biases[n, g], each product rounded to float32 (metal/quant.h, QuantGroups<char>); bits 4 or 5 at group_size 32,
+// bits 6 at group_size 16, K a multiple of 256.
 Tensor qgemv(const Tensor& x, const Tensor& wq, const Tensor& scales, const Tensor& biases, const Tensor* bias,
-             int group_size, int bits, const Tensor* out = nullptr);
+             int group_size, int bits, const Tensor* out = nullptr, const Tensor* supers = nullptr);
 
 }  // namespace mtlinv

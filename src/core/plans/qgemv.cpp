@@ -34,6 +34,18 @@ bool qgemv_supported_format(int bits, int group_size) {
          (group_size != 16 || bits == kQgemvGroup16Bits);
 }
 
+bool qgemv_super_format(int bits, int group_size) {
+  return (group_size == 32 && (bits == 4 || bits == 5)) || (group_size == 16 && bits == 6);
+}
+
+void check_qgemv_super_format(int bits, int group_size) {
+  if (!qgemv_super_format(bits, group_size)) {
+    throw InvalidArgument("qgemv: bits=", bits, " and group_size=", group_size, " are not built for int8 scale codes "
+                          "(the super-block form of GGUF's K-quants); use bits 4 or 5 at group_size 32, or bits 6 at "
+                          "group_size 16");
+  }
+}
+
 uint32_t qgemv_k_splits(int64_t k, int64_t n, const DeviceCaps& caps) {
   const int64_t runs = k / QGEMV_RUN;
   if (caps.few_threads) {
@@ -93,16 +105,23 @@ void require_whole_runs(const char* op, int64_t k) {
 }
 
 void check_qgemv_operands(const QGemvShape& s, const DeviceCaps& caps) {
-  check_qgemv_format(s.bits, s.group_size);
-  // Only float32 scales with 16-bit activations at 4 and 8 bits are built besides x's own (what GGUF imports give).
-  if (s.scale_dtype != s.dtype && (s.scale_dtype != DType::f32 || (s.bits != 4 && s.bits != 8))) {
-    throw DTypeError("qgemv: scales are ", dtype_name(s.scale_dtype), " with ", dtype_name(s.dtype), " x and bits=",
-                     s.bits, "; scales must have x's dtype, or be float32 with bits 4 or 8");
+  const bool super_form = s.scale_dtype == DType::i8;
+  if (super_form) {
+    check_qgemv_super_format(s.bits, s.group_size);
+  } else {
+    check_qgemv_format(s.bits, s.group_size);
   }
-  if (s.tiled && (!caps.matrix_units || s.dtype == DType::f32 || (s.bits != 4 && s.bits != 8) ||
-                  s.n % MMA_TILE_COLS != 0)) {
-    throw InvalidArgument("qgemv: weights in the tile layout need 16-bit x on a device with matrix units, bits 4 or "
-                          "8 and N a multiple of 16; got x ", dtype_name(s.dtype), ", bits=", s.bits, ", N=", s.n,
+  // Only float32 scales with 16-bit activations at 4 and 8 bits are built besides x's own (what GGUF imports give),
+  // and the super-block form's codes.
+  if (!super_form && s.scale_dtype != s.dtype && (s.scale_dtype != DType::f32 || (s.bits != 4 && s.bits != 8))) {
+    throw DTypeError("qgemv: scales are ", dtype_name(s.scale_dtype), " with ", dtype_name(s.dtype), " x and bits=",
+                     s.bits, "; scales must have x's dtype, be float32 with bits 4 or 8, or be int8 codes with supers");
+  }
+  const bool tiled_bits = super_form ? s.bits == 4 : s.bits == 4 || s.bits == 8;
+  if (s.tiled && (!caps.matrix_units || s.dtype == DType::f32 || !tiled_bits || s.n % MMA_TILE_COLS != 0)) {
+    throw InvalidArgument("qgemv: weights in the tile layout need 16-bit x on a device with matrix units, bits ",
+                          super_form ? "4 (int8 scale codes)" : "4 or 8", " and N a multiple of 16; got x ",
+                          dtype_name(s.dtype), ", bits=", s.bits, ", N=", s.n,
                           caps.matrix_units ? "" : " on a device without matrix units", " (use the row layout there)");
   }
 }
@@ -173,9 +192,10 @@ Plan plan_qgemv(const QGemvShape& s, int limit, const DeviceCaps& caps) {
     launch.threads_per_threadgroup = {QGEMM_THREADS, 1, 1};
   }
   launch.set_args(args);
-  // The op's operands: x, wq, scales, biases, bias (y where there is none: bound, never read) and y.
-  launch.bind_operands(
-      {QGEMV_SLOT_X, QGEMV_SLOT_WQ, QGEMV_SLOT_SCALES, QGEMV_SLOT_BIASES, QGEMV_SLOT_BIAS, QGEMV_SLOT_Y});
+  // The op's operands: x, wq, scales, biases, bias (y where there is none: bound, never read), y and supers
+  // (scales where there are none: bound, never read).
+  launch.bind_operands({QGEMV_SLOT_X, QGEMV_SLOT_WQ, QGEMV_SLOT_SCALES, QGEMV_SLOT_BIASES, QGEMV_SLOT_BIAS,
+                        QGEMV_SLOT_Y, QGEMV_SLOT_SUPERS});
   plan.launches.push_back(std::move(launch));
   return plan;
 }
