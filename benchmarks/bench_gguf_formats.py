@@ -64,13 +64,26 @@ ARRAYS = ("wq", "scales", "biases", "supers")  # a QuantLinear's weight arrays (
 
 
 def arrays(linear):
-    return {f: getattr(linear, f) for f in ARRAYS if getattr(linear, f) is not None}
+    """The QuantLinear's weight arrays by field, each stored array once (Q6_K's codes serve as scales and biases)."""
+    found = {}
+    for f in ARRAYS:
+        a = getattr(linear, f)
+        if a is not None and all(a is not b for b in found.values()):
+            found[f] = a
+    return found
 
 
 def device_copies(linear, copies):
-    """`copies` device copies of a QuantLinear's arrays (distinct memory, so a rotation reads them from DRAM)."""
+    """`copies` device copies of a QuantLinear's arrays (distinct memory, so a rotation reads them from DRAM; an
+    array serving two fields stays one array)."""
     host = {f: np.asarray(a) for f, a in arrays(linear).items()}
-    return [dataclasses.replace(linear, **{f: mtlinv.asarray(a) for f, a in host.items()}) for _ in range(copies)]
+    fields = {f: next(g for g in host if getattr(linear, g) is getattr(linear, f))
+              for f in ARRAYS if getattr(linear, f) is not None}
+    out = []
+    for _ in range(copies):
+        on_device = {g: mtlinv.asarray(a) for g, a in host.items()}
+        out.append(dataclasses.replace(linear, **{f: on_device[g] for f, g in fields.items()}))
+    return out
 
 
 def stand_in(rng, k, n, bits, group_size):

@@ -34,7 +34,7 @@ about the blocks' own bytes. The codes stay at their width (4, 5, 6 bits), each 
 codes, and each block of 256 its two factors as float32 (Q4_K/Q5_K: d and -dmin; Q6_K: d and -32 d, its one scale
 code serving both); qgemv forms d * code and b * code in float32, the exact products of the affine import, so its
 weights are the import's bit for bit. Bytes a weight: Q4_K 4.75 (the file 4.5, the affine import 6), Q5_K 5.75
-(5.5; 10), Q6_K 7.25 (6.56; 12).
+(5.5; 10), Q6_K 6.75 (6.56; 12; its one code array passed as both scales and biases).
 tests/model/test_kquants.py checks bit equality with `gguf.quants.dequantize` on llama.cpp's own quantisations and
 on random blocks.
 """
@@ -100,13 +100,6 @@ def _parts(raw, shape, kind, what):
             4 if kind == "q4_k" else 5)
 
 
-def _per_group(factor, codes):
-    """float32 ``factor [N, K/256]`` times int8 ``codes [N, K/G]`` of each block's groups, rounded to float32."""
-    n, blocks = factor.shape
-    per_block = codes.reshape(n, blocks, -1).astype(np.float32)
-    return (factor[..., None] * per_block).reshape(n, -1)
-
-
 def decode(raw, shape, kind):
     """``(q, scale, bias, bits)`` of a tensor's blocks, per group of G elements (32; 16 for Q6_K): q uint8
     ``[N, K/G, G]`` in ``[0, 2^bits)``, scale and bias float32 ``[N, K/G]`` with element = scale * q + bias
@@ -122,7 +115,7 @@ def decode(raw, shape, kind):
     if kind not in SUPER_KINDS:
         raise ValueError(f"{what}: no affine import for {kind!r}")
     q, sc, mc, d, b, bits = _parts(raw, shape, kind, what)
-    return q, _per_group(d, sc), _per_group(b, mc), bits
+    return (q, *quant.expand_supers(sc, mc, np.stack([d, b], axis=-1), q.shape[-1]), bits)
 
 
 def to_affine(raw, shape, kind):
@@ -137,8 +130,9 @@ def to_super(raw, shape, kind):
     at about the blocks' own bytes: codes packed at the type's width (Q4_K 4 bits, Q5_K 5, Q6_K 6), int8 scale and
     bias codes ``[N, K/G]`` (G = 32, or 16 for Q6_K) and float32 ``supers [N, K/256, 2]`` holding each block's
     (d, b), so that a group's scale is d * scale code and its bias b * bias code (Q4_K/Q5_K: d, -dmin with the
-    6-bit sc_j and m_j; Q6_K: d, -32 d with sc_j for both). The weights are `to_affine`'s, bit for bit
-    (``quant.expand_supers`` gives its scales and biases). kind: one of SUPER_KINDS."""
+    6-bit sc_j and m_j; Q6_K: d, -32 d with sc_j for both, one array returned as scales and biases). The weights
+    are `to_affine`'s, bit for bit (``quant.expand_supers`` gives its scales and biases). kind: one of
+    SUPER_KINDS."""
     if kind not in SUPER_KINDS:
         raise ValueError(f"{kind}_to_super: the super-block form holds {', '.join(SUPER_KINDS)}, not {kind!r}")
     q, sc, mc, d, b, bits = _parts(raw, shape, kind, f"{kind}_to_super")

@@ -126,6 +126,8 @@ def _check_quantized(wq, scales, biases, group_size, bits, what, codes=False):
     if codes:
         if scales.dtype != np.int8:
             raise TypeError(f"{what}: with supers, scales and biases are int8 codes, got {scales.dtype}")
+    elif scales.dtype == np.int8:
+        raise TypeError(f"{what}: int8 scales are the super-block form's codes; pass supers= with them")
     else:
         check_float_dtype(scales.dtype, what)
     if scales.dtype != biases.dtype:
@@ -198,9 +200,9 @@ def expand_supers(scales, biases, supers, group_size):
                          f"and {biases.shape}")
     n, groups = scales.shape
     per = SUPER_K // group_size if is_int(group_size) and group_size > 0 and SUPER_K % group_size == 0 else 0
-    if not per or groups % per or supers.shape != (n, groups // per, 2):
+    if not per or groups % per or supers.shape != (n, groups // per, 2) or n * groups == 0:
         raise ValueError(f"expand_supers: scales {scales.shape} at group_size={group_size!r} need supers "
-                         f"[N, K/256, 2] (K a multiple of 256), got {supers.shape}")
+                         f"[N, K/256, 2] (N and K positive, K a multiple of 256), got {supers.shape}")
     def expand(codes, factor):
         return (factor[..., None] * codes.reshape(n, -1, per).astype(np.float32)).reshape(n, groups)
     return expand(scales, supers[..., 0]), expand(biases, supers[..., 1])

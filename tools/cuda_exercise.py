@@ -99,6 +99,29 @@ def qgemv(dtype, all_bits):
                           f"scales={np.dtype(scale_dtype)} limit={limit} m={m}")
 
 
+def qgemv_super(dtype):
+    """The super-block form (int8 codes, float32 factors per 256 values: GGUF's K-quants), each width it is built for,
+    and Q4_K's tile layout; its weights from quant.expand_supers."""
+    k, n = 512, 48
+    for bits, group in ((4, 32), (5, 32), (6, 16)):
+        q = RNG.integers(0, 1 << bits, (n, k))
+        codes = [RNG.integers(-128, 128, (n, k // group)).astype(np.int8) for _ in range(2)]
+        supers = (RNG.uniform(1, 2, (n, k // 256, 2)) * [2.0 ** -9, -2.0 ** -6]).astype(np.float32)
+        args = dict(wq=quant.pack(q, bits), scales=codes[0], biases=codes[1], supers=supers, group_size=group, bits=bits)
+        w = quant.dequantize_float32(args["wq"], *quant.expand_supers(*codes, supers, group), group, bits)
+        forms = [args]
+        if bits == 4 and np.dtype(dtype) != np.float32 and mtlinv.device_info()["matrix_units"]:
+            tiles = quant.tile(args["wq"], *codes, group, bits, supers=supers)
+            forms.append(dict(args, wq=tiles[0], scales=tiles[1], biases=tiles[2], supers=tiles[3]))
+        for form in forms:
+            for limit, m in ((16, 1), (16, 9), (0, 20), (0, 40)):  # canonical tiles; the throughput split; qgemm
+                x = rand((m, k), dtype)
+                with mtlinv.batch_invariant(limit):
+                    y = ops.qgemv(x, **form)
+                close(y, np.asarray(x, np.float64) @ w.astype(np.float64).T,
+                      f"qgemv super-block bits={bits} tiled={form['wq'].ndim == 4} limit={limit} m={m}")
+
+
 def sdpa(dtype):
     for d, kv_len in ((64, 70), (128, 1300)):
         k, v = rand((1, 2, kv_len, d), dtype), rand((1, 2, kv_len, d), dtype)
@@ -157,6 +180,7 @@ def main():
         for family in (rms_norm, gemv, sdpa, decoder_ops):
             family(dtype)
         qgemv(dtype, all_bits=name == "f16")
+        qgemv_super(dtype)
         print(f"  {name}: ok", flush=True)
     # Once more with every grid cut into pieces of one threadgroup along y and z (src/core/grid_pieces.h), as CUDA
     # runs grids past its 65535 threadgroups there: each piece's kernels must still reach only their own threadgroups.

@@ -3,7 +3,7 @@
 It reports the software and the device (backend, GPU family, OS, where the kernels came from and how long the
 first use took), runs the invariance audit of `mtlinv check` (mtlinv/apps/audit.py), times gemv, qgemv and sdpa
 against MLX's own ops when MLX is installed (same shapes; the output differences are reported too, since the audit
-checks invariance, not accuracy; and one timing of formats: GGUF Q6_K as the model layer imports it against MLX at
+checks invariance, not accuracy; and one timing of formats: GGUF Q6_K as the model layer runs it against MLX at
 Q6_K's bytes), and writes everything into one Markdown report a user can attach to an issue.
 
 The report is rewritten after every step and every audit case, so a run that crashes or hangs (a first run of
@@ -346,7 +346,7 @@ def bench_shapes(on_gpus: bool, quick: bool) -> dict[str, list[tuple[int, ...]]]
 def q6k_import(rng: np.random.Generator, k: int, n: int) -> dict:
     """qgemv's arguments for weights [N, K] in the form the model layer gives a GGUF Q6_K tensor (the super-block
     form, mtlinv.gguf_kquants.to_super): 6-bit codes, group 16, an int8 code sc per group and per 256 values the
-    float32 factors d (a float16) and -32 d."""
+    float32 factors d (a float16) and -32 d; its one code array serves as scales and biases."""
     codes = rng.integers(0, 64, size=(n, k))
     d = (rng.random((n, k // 256), dtype=np.float32) * 1e-3).astype(np.float16).astype(np.float32)
     sc = rng.integers(-128, 128, size=(n, k // 16)).astype(np.int8)
@@ -418,7 +418,7 @@ def _bench(report: Report) -> None:
             tx, mx_x = mtlinv.asarray(x), mx.array(x)
             measure("gemv", f"K={k} N={n} w[N,K]", m, lambda: mtlinv.gemv(tx, tw), lambda: mx.matmul(mx_x, mw.T))
     # 4-bit g64 at every shape; at the largest, also 6-bit g64 (6.5 bits a weight, about a GGUF Q6_K block's 6.56)
-    # and Q6_K as the model layer runs it (the super-block form: 7.25 bits a weight) against MLX at 6 bits: what
+    # and Q6_K as the model layer runs it (the super-block form: 6.75 bits a weight) against MLX at 6 bits: what
     # reading about Q6_K's own bytes costs on this GPU against MLX's kernel (docs/models.md, "The super-block form").
     for k, n in shapes["qgemv"]:
         formats = [4, 6] if (k, n) == shapes["qgemv"][-1] else [4]
@@ -436,7 +436,8 @@ def _bench(report: Report) -> None:
                         lambda: mx.quantized_matmul(mx_x, *mq, transpose=True, group_size=64, bits=bits))
         if 6 in formats:
             q6k = {name: mtlinv.asarray(a) if isinstance(a, np.ndarray) else a
-                   for name, a in q6k_import(rng, k, n).items()}
+                   for name, a in q6k_import(rng, k, n).items() if name != "biases"}
+            q6k["biases"] = q6k["scales"]  # Q6_K's one code array, stored once (as the model layer stores it)
             mq6 = mlx_weights[6]
             for m in rows:
                 x = rng.standard_normal((m, k)).astype(f16)

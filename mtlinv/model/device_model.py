@@ -109,7 +109,10 @@ class QuantLinear:
         supers = np.concatenate([p[3] for p in parts])
         if mtlinv.device_info()["matrix_units"] and bits == 4 and wq.shape[0] % quant.TILE_ROWS == 0:
             wq, scales, biases, supers = quant.tile(wq, scales, biases, group_size, bits, supers=supers)
-        return cls(mtlinv.asarray(wq), mtlinv.asarray(scales), mtlinv.asarray(biases), bits, group_size,
+        scales = mtlinv.asarray(scales)
+        # Q6_K's one code array serves as scales and biases (to_super): stored once, half a bit a weight less.
+        shared = all(p[1] is p[2] for p in parts)
+        return cls(mtlinv.asarray(wq), scales, scales if shared else mtlinv.asarray(biases), bits, group_size,
                    supers=mtlinv.asarray(supers))
 
     def with_bias(self, *parts) -> QuantLinear:

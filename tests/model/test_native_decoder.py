@@ -231,6 +231,20 @@ def test_decoder_refuses_bad_layers(tiny_device):
     with pytest.raises(mtlinv.InvalidArgumentError, match=r"layers\[0\]'s gate_up has bits=7"):
         build([layer(gate_up=Seven())])
 
+    class Codes:  # the super-block form's int8 codes, without their supers
+        wq, group_size, bits = l0.wo.wq, 32, 4
+        scales = biases = mtlinv.asarray(np.zeros(np.asarray(l0.wo.scales).shape, np.int8))
+
+    with pytest.raises(mtlinv.InvalidArgumentError, match="output has int8 scale codes but no supers"):
+        build([layer()], output=Codes())
+
+    class Supers:  # supers beside float scales
+        wq, scales, biases, group_size, bits = l0.wo.wq, l0.wo.scales, l0.wo.biases, 32, 4
+        supers = mtlinv.asarray(np.zeros((1, 1, 2), np.float32))
+
+    with pytest.raises(mtlinv.InvalidArgumentError, match=r"layers\[0\]'s o has supers with float32 scales"):
+        build([layer(o=Supers())])
+
 
 def test_decoder_refuses_bad_qwen_and_llama3_parts(tiny_device):
     """The parts Qwen 2, Qwen 3 and Llama 3 add, each checked where it can be named: a q/k norm without the other,

@@ -58,9 +58,11 @@ def test_expanded_supers_are_the_import_and_gguf(kind, rng):
     got = quant.dequantize_float32(wq, scales, biases, group_size, bits)
     want = gguf.quants.dequantize(raw.reshape(n, -1), QTYPES[kind]).reshape(n, k).astype(np.float32)
     assert np.array_equal(got, want)
-    # About the blocks' own bytes: codes, one byte per group for each code, 8 per 256 values.
-    stored = wq.nbytes + sc.nbytes + mc.nbytes + supers.nbytes
-    assert stored * 8 / (n * k) == {"q4_k": 4.75, "q5_k": 5.75, "q6_k": 7.25}[kind]
+    # About the blocks' own bytes: codes, one byte per group for each code array (Q6_K's one serves both), 8 per
+    # 256 values.
+    stored = sum(a.nbytes for a in {id(a): a for a in (wq, sc, mc, supers)}.values())
+    assert stored * 8 / (n * k) == {"q4_k": 4.75, "q5_k": 5.75, "q6_k": 6.75}[kind]
+    assert (sc is mc) == (kind == "q6_k")
 
 
 @pytest.mark.parametrize("dtype", FLOAT_DTYPES, ids=DTYPE_IDS)
@@ -80,19 +82,20 @@ def test_the_import_bits_at_every_m(kind, dtype, plans, request, rng):
     sup, aff = forms(raw, n, k, kind)
     bias = random(rng, (n,), dtype)
     x = random(rng, (48, k), dtype)
-    mma = (plans == "gpu" or mtlinv.device_info()["matrix_units"]) and dtype != np.float32
+    w = quant.dequantize_float32(aff["wq"], aff["scales"], aff["biases"], aff["group_size"], aff["bits"])
+    ref = x.astype(np.float64) @ w.astype(np.float64).T + bias.astype(np.float64)
+    tol = RTOL[np.dtype(dtype)]
     mtlinv.set_limit(16)
     singles = [call(x[r:r + 1], sup, bias=bias) for r in range(16)]
     for m in (1, 3, 8, 9, 16, 20, 48):  # 20: the throughput split of the GEMVs; 48: qgemm
         got, want = call(x[:m], sup, bias=bias), call(x[:m], aff, bias=bias)
-        if not (mma and m <= 32 and kind != "q4_k"):
-            assert same_bits(got, want), f"M={m}: {first_difference(got, want)}"
-        for r in range(min(m, 16) if m <= 16 else 0):
+        kernel = mtlinv._native.plan_qgemv(rows=m, k=k, n=n, group_size=sup["group_size"], bits=sup["bits"],
+                                           dtype=np.dtype(dtype).name, scale_dtype="int8")["launches"][0]["kernel"]
+        if not (kernel.startswith("qgemv_mma_") and kind != "q4_k"):
+            assert same_bits(got, want), f"M={m} ({kernel}): {first_difference(got, want)}"
+        for r in range(m if m <= 16 else 0):
             assert same_bits(got[r:r + 1], singles[r]), f"M={m} row {r}"
-    w = quant.dequantize_float32(aff["wq"], aff["scales"], aff["biases"], aff["group_size"], aff["bits"])
-    ref = x.astype(np.float64) @ w.astype(np.float64).T + bias.astype(np.float64)
-    tol = RTOL[np.dtype(dtype)]
-    np.testing.assert_allclose(got.astype(np.float64), ref, rtol=tol, atol=tol * np.abs(ref).max())
+        np.testing.assert_allclose(got.astype(np.float64), ref[:m], rtol=tol, atol=tol * np.abs(ref[:m]).max())
 
 
 @pytest.mark.parametrize("dtype", [np.float16, ml_dtypes.bfloat16], ids=["f16", "bf16"])
@@ -145,3 +148,16 @@ def test_errors_name_the_operand(rng):
         call(x[:, :224], dict(sup, wq=sup["wq"][:, :28], scales=sup["scales"][:, :7], biases=sup["biases"][:, :7]))
     with pytest.raises(mtlinv.DTypeError, match="scales is int8 but biases is float32"):
         call(x, dict(sup, biases=sup["biases"].astype(np.float32)))
+    with pytest.raises(TypeError, match="int8 scales are the super-block form's codes; pass supers="):
+        quant.tile(sup["wq"], sup["scales"], sup["biases"], 32, 4)
+    with pytest.raises(mtlinv.InvalidArgumentError, match=r"_quant_tile: supers must be float32 \[N, K/256, 2\] = "
+                                                          r"\[16, 1, 2\], got float32 \[16, 2, 2\]"):
+        quant.tile(sup["wq"], sup["scales"], sup["biases"], 32, 4, supers=np.zeros((16, 2, 2), np.float32))
+    q6, _ = forms(k_quant_blocks(rng, "q6_k", n, k), n, k, "q6_k")
+    with pytest.raises(mtlinv.InvalidArgumentError, match="quant_tile: int8 scale codes are tiled at bits 4, "
+                                                          "group_size 32"):
+        quant.tile(quant.pack(quant.unpack(q6["wq"], 6, k), 8), q6["scales"], q6["biases"], 16, 8,
+                   supers=q6["supers"])
+    with pytest.raises(ValueError, match=r"expand_supers: scales \(16, 8\) at group_size=16 need supers"):
+        quant.expand_supers(sup["scales"], sup["biases"], sup["supers"], 16)
+

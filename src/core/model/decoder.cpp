@@ -23,7 +23,15 @@ namespace {
 // The ops check shapes and dtypes at the first forward; a projection's format is checked here, where the error
 // can name the layer.
 void check_format(const QuantLinear& w, const std::string& where) {
-  if (w.scales.dtype == DType::i8 && w.supers.storage) {
+  const bool codes = w.scales.dtype == DType::i8;
+  if (codes && !w.supers.storage) {
+    throw InvalidArgument("Decoder: ", where, " has int8 scale codes but no supers; the super-block form needs both");
+  }
+  if (!codes && w.supers.storage) {
+    throw InvalidArgument("Decoder: ", where, " has supers with ", dtype_name(w.scales.dtype),
+                          " scales; supers go with int8 scale codes (the super-block form)");
+  }
+  if (codes) {
     if (!qgemv_super_format(w.bits, w.group_size)) {
       throw InvalidArgument("Decoder: ", where, " has int8 scale codes at bits=", w.bits, ", group_size=",
                             w.group_size, "; qgemv takes them at bits 4 or 5 and group_size 32, or bits 6 and 16");

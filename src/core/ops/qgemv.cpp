@@ -45,8 +45,7 @@ void require_supers(const char* op, const Tensor& scales, const Tensor* supers, 
     throw InvalidArgument(op, ": K=", k, " is not a multiple of ", kQgemvSuperK,
                           ", the values of a super-block (int8 scale codes)");
   }
-  const Shape expected = tiled ? Shape{n / kQgemvMmaRows, k / kQgemvSuperK, kQgemvMmaRows, 2}
-                               : Shape{n, k / kQgemvSuperK, 2};
+  const Shape expected = tiled ? quant_tiled_super_shape(n, k) : Shape{n, k / kQgemvSuperK, 2};
   if (supers->shape != expected) {
     throw InvalidArgument(op, ": supers has shape ", shape_str(supers->shape), " but N=", n, ", K=", k, " needs ",
                           tiled ? "[N/16, K/256, 16, 2] = " : "[N, K/256, 2] = ", shape_str(expected));
@@ -134,7 +133,8 @@ Tensor qgemv(const Tensor& x, const Tensor& wq, const Tensor& scales, const Tens
   s.aligned = aligned16(x);
   s.w_aligned = aligned16(wq);
   const Tensor* b = bias ? bias : &y;  // an unread placeholder binding when there is no bias
-  const Tensor* f = supers ? supers : &scales;  // likewise without supers
+  // Likewise without supers: wq, whose 4-byte words suit the slot's float alignment on every target.
+  const Tensor* f = supers ? supers : &wq;
   run_plan(plan_qgemv(s, get_limit(), active_backend().caps()), {&x, &wq, &scales, &biases, b, &y, f});
   return y;
 }

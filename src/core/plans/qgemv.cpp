@@ -193,7 +193,7 @@ Plan plan_qgemv(const QGemvShape& s, int limit, const DeviceCaps& caps) {
   }
   launch.set_args(args);
   // The op's operands: x, wq, scales, biases, bias (y where there is none: bound, never read), y and supers
-  // (scales where there are none: bound, never read).
+  // (wq where there are none: bound, never read).
   launch.bind_operands({QGEMV_SLOT_X, QGEMV_SLOT_WQ, QGEMV_SLOT_SCALES, QGEMV_SLOT_BIASES, QGEMV_SLOT_BIAS,
                         QGEMV_SLOT_Y, QGEMV_SLOT_SUPERS});
   plan.launches.push_back(std::move(launch));

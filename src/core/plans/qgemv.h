@@ -45,12 +45,13 @@ void require_whole_runs(const char* op, int64_t k);
 // Operands: 0 x, 1 wq, 2 scales, 3 biases, 4 bias (or any valid buffer when absent), 5 y, 6 supers (the super-block
 // form's factors, or any valid buffer).
 // M <= limit (and M == 1 always) -> the canonical kernel: for 16-bit x on a device with matrix units,
-// qgemv_mma_b{bits}_r{8,16}_{dtype}[_sf32][_g16] (tiles of 8 rows, 16 above M = 8); otherwise
+// qgemv_mma_b{bits}_r{8,16}_{dtype}[_sf32|_si8][_g16] (tiles of 8 rows, 16 above M = 8); otherwise
 // qgemv_b{bits}_r{R}_{dtype}[_sf32|_si8][_g16] with the tile height R from M (row_tiled.h). Above the limit, up to 32
 // rows run the same kernels with another K split count where that changes the order, and other rows the tiled
-// qgemm. Weights in the tile layout take qgemv_mma_b{bits}_r{8,16}_{dtype}[_sf32][_g16]_tiled at every M (the split
-// count of the canonical or the throughput path): the row layout's bits, read in whole blocks; they need 16-bit x,
-// matrix units, bits 4 or 8 and N a multiple of 16.
+// qgemm_b{bits}_{dtype}[_sf32|_si8]. Weights in the tile layout take
+// qgemv_mma_b{bits}_r{8,16}_{dtype}[_sf32|_si8][_g16]_tiled at every M (the split count of the canonical or the
+// throughput path): the row layout's bits, read in whole blocks; they need 16-bit x, matrix units, bits 4 or 8 (4
+// with int8 codes) and N a multiple of 16.
 // Expects a shape check_qgemv_operands accepted (the op validates once, at the boundary; K a multiple of the group
 // size).
 Plan plan_qgemv(const QGemvShape& s, int limit, const DeviceCaps& caps);
