@@ -8,12 +8,11 @@ and the K-quants' super-block form against their float32-scale affine import.
 Each format's weights are random blocks of that type (random bytes, float16 d fields drawn like a trained model's),
 imported exactly as `mtlinv.model` imports a file's projections (`QuantLinear.from_gguf`): Q4_K, Q5_K and Q6_K in
 qgemv's super-block form (codes at their width, int8 scale codes, float32 factors per 256 values), the others in
-the affine format with float32 scales (5-bit codes stored as 8-bit ones). For the K-quants the float32-scale
-affine import of the same blocks (`super_blocks=False`: 5- and 6-bit codes at 8 bits, Q6_K at group 16) is timed
-too. Beside each, the stand-in: MLX's affine format at the width and group size whose bytes per weight are
+the affine format with the blocks' float16 scales. Beside it the float32-scale affine import of the same blocks
+(`compact=False`: 5- and 6-bit codes at 8 bits, Q6_K at group 16), what the model ran before. Beside each, the stand-in: MLX's affine format at the width and group size whose bytes per weight are
 closest to the block format's (bfloat16 scales, as mlx-lm saves them), run by the same canonical kernels: what a
 kernel reading the blocks' bytes could reach without new tuning. "import / stand-in" is what the device model's
-form costs against it, "affine / import" what the super-block form saves. On CUDA, times come from events around each call
+form costs against it, "affine / import" what it saves against the float32-scale import. On CUDA, times come from events around each call
 (benchmarks/cuda/bench_cuda.py's method); elsewhere from the wall clock (the emulator's times say nothing about a
 GPU). Needs the model extra (gguf).
 """
@@ -131,7 +130,8 @@ def main():
         for k, n in shapes:
             t = gguf_tensor(rng, kind, k, n)
             imported = QuantLinear.from_gguf(t)
-            affine = QuantLinear.from_gguf(t, super_blocks=False) if imported.supers is not None else None
+            affine = QuantLinear.from_gguf(t, compact=False)
+            affine = affine if nbytes(affine) != nbytes(imported) else None
             bits, group = STAND_INS[kind]
             other = stand_in(rng, k, n, bits, group)
             x = rng.standard_normal((max(args.m), k)).astype(BF16)
@@ -139,7 +139,8 @@ def main():
                 xm = mtlinv.asarray(x[:m])
                 t_import, t_other = (time_calls(linear, xm, args, m) for linear in (imported, other))
                 row = {"format": kind, "k": k, "n": n, "m": m, "file_bytes": t.data.nbytes,
-                       "import_form": "super-block" if affine else "affine", "import_bytes": nbytes(imported),
+                       "import_form": "super-block" if imported.supers is not None else
+                       f"affine, {np.asarray(imported.scales).dtype} scales", "import_bytes": nbytes(imported),
                        "import": t_import, "stand_in": f"{bits}-bit g{group}", "stand_in_bytes": nbytes(other),
                        "stand_in_time": t_other}
                 ti, to = t_import["median"], t_other["median"]

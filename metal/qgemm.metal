@@ -159,3 +159,8 @@ MTLINV_KERNEL(qgemm_b5_bf16_si8, qgemm, bfloat, 5, char)
 MTLINV_KERNEL(qgemm_b6_f32_si8, qgemm, float, 6, char)
 MTLINV_KERNEL(qgemm_b6_f16_si8, qgemm, half, 6, char)
 MTLINV_KERNEL(qgemm_b6_bf16_si8, qgemm, bfloat, 6, char)
+
+// float16 scales and biases with bfloat16 x (as for qgemv).
+MTLINV_KERNEL(qgemm_b4_bf16_sf16, qgemm, bfloat, 4, half)
+MTLINV_KERNEL(qgemm_b5_bf16_sf16, qgemm, bfloat, 5, half)
+MTLINV_KERNEL(qgemm_b8_bf16_sf16, qgemm, bfloat, 8, half)

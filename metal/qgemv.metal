@@ -324,3 +324,18 @@ MTLINV_KERNEL(qgemv_b6_r1_bf16_si8_g16, qgemv, bfloat, 6, char, 1, 2)
 MTLINV_KERNEL(qgemv_b6_r2_bf16_si8_g16, qgemv, bfloat, 6, char, 2, 2)
 MTLINV_KERNEL(qgemv_b6_r4_bf16_si8_g16, qgemv, bfloat, 6, char, 4, 2)
 MTLINV_KERNEL(qgemv_b6_r8_bf16_si8_g16, qgemv, bfloat, 6, char, 8, 2)
+
+// float16 scales and biases with bfloat16 x: GGUF's Q4_0, Q4_1, Q5_0, Q5_1 and Q8_0 at their blocks' own
+// float16 fields (mtlinv.gguf_blocks; bfloat16 cannot hold them), dequantised as with x's own float16 scales.
+MTLINV_KERNEL(qgemv_b4_r1_bf16_sf16, qgemv, bfloat, 4, half, 1, 1)
+MTLINV_KERNEL(qgemv_b4_r2_bf16_sf16, qgemv, bfloat, 4, half, 2, 1)
+MTLINV_KERNEL(qgemv_b4_r4_bf16_sf16, qgemv, bfloat, 4, half, 4, 1)
+MTLINV_KERNEL(qgemv_b4_r8_bf16_sf16, qgemv, bfloat, 4, half, 8, 1)
+MTLINV_KERNEL(qgemv_b5_r1_bf16_sf16, qgemv, bfloat, 5, half, 1, 1)
+MTLINV_KERNEL(qgemv_b5_r2_bf16_sf16, qgemv, bfloat, 5, half, 2, 1)
+MTLINV_KERNEL(qgemv_b5_r4_bf16_sf16, qgemv, bfloat, 5, half, 4, 1)
+MTLINV_KERNEL(qgemv_b5_r8_bf16_sf16, qgemv, bfloat, 5, half, 8, 1)
+MTLINV_KERNEL(qgemv_b8_r1_bf16_sf16, qgemv, bfloat, 8, half, 1, 1)
+MTLINV_KERNEL(qgemv_b8_r2_bf16_sf16, qgemv, bfloat, 8, half, 2, 1)
+MTLINV_KERNEL(qgemv_b8_r4_bf16_sf16, qgemv, bfloat, 8, half, 4, 1)
+MTLINV_KERNEL(qgemv_b8_r8_bf16_sf16, qgemv, bfloat, 8, half, 8, 1)

@@ -200,7 +200,19 @@ inline void qgemv_mma_step(thread float4* acc, thread const uint* words, thread 
   }
 }
 
-// The words, scales and biases (as stored; [2][RUN_GROUPS]) of run j of both weight rows of the lane, from the rows'
+// The type a lane holds a group's scale and bias in: x's type T where the scales have it (the packed dequantisation),
+// else float (float32 scales, float16 ones beside bfloat16 x, the super-block form's codes times their factors),
+// which the float32 dequantisation takes.
+template <typename T, typename S>
+struct QgemvMmaReg {
+  using type = float;
+};
+template <typename T>
+struct QgemvMmaReg<T, T> {
+  using type = T;
+};
+
+// The words, scales and biases (as Reg, QgemvMmaReg; [2][RUN_GROUPS]) of run j of both weight rows of the lane, from the rows'
 // first words w_off[2] and first groups g_off[2] (in the tile layout, those of the lane's rows in the tile's first
 // block). Run j starts in group qgemv_run_group(j) (metal/qgemv_run.h); in the tile layout at run j % 4 of step
 // j / 4, whose blocks lie 16 rows apart, and a row's groups 16 scales apart (the tile layout, above). Four 2-byte
@@ -208,11 +220,10 @@ inline void qgemv_mma_step(thread float4* acc, thread const uint* words, thread 
 // round the quad by shuffles, made 8 rows 8% faster in a kernel with only that path, but nvcc gave the complete
 // kernel 78-84 registers and it was slower (docs/kernel_guide.md); the tile layout puts a step's scales in two
 // sectors instead.
-template <uint BITS, typename S, bool TILED, uint RUN_GROUPS>
+template <uint BITS, typename S, bool TILED, uint RUN_GROUPS, typename Reg>
 inline void qgemv_mma_load(device const uint* wq, device const S* scales, device const S* biases,
                            device const float* supers, thread const uint* w_off, thread const uint* g_off, uint j,
-                           uint group_shift, bool w_vector, thread uint* words,
-                           thread typename QuantGroups<S>::reg* scale, thread typename QuantGroups<S>::reg* bias) {
+                           uint group_shift, bool w_vector, thread uint* words, thread Reg* scale, thread Reg* bias) {
   constexpr uint block_words = MMA_TILE_COLS * QGEMV_MMA_STEP * BITS;  // one step of a tile's 16 rows
   constexpr uint group_stride = TILED ? MMA_TILE_COLS : 1;             // between a row's consecutive groups
   const uint group = qgemv_run_group<RUN_GROUPS>(j, group_shift) * group_stride;
@@ -230,8 +241,8 @@ inline void qgemv_mma_load(device const uint* wq, device const S* scales, device
       // side by side and so do a super-block's ([N/16, K/256, 16, 2]), the same of i's (tile, group) part.
       const uint sb = TILED ? ((i / MMA_TILE_COLS) >> super_shift) * MMA_TILE_COLS + i % MMA_TILE_COLS
                             : i >> super_shift;
-      scale[h * RUN_GROUPS + e] = QuantGroups<S>::scale(scales, supers, i, sb);
-      bias[h * RUN_GROUPS + e] = QuantGroups<S>::bias(biases, supers, i, sb);
+      scale[h * RUN_GROUPS + e] = Reg(QuantGroups<S>::scale(scales, supers, i, sb));
+      bias[h * RUN_GROUPS + e] = Reg(QuantGroups<S>::bias(biases, supers, i, sb));
     }
   }
 }
@@ -253,7 +264,7 @@ template <typename T, uint BITS, typename S, uint R, bool TILED, uint RUN_GROUPS
     ushort lane [[thread_index_in_simdgroup]],
     ushort sg [[simdgroup_index_in_threadgroup]]) {
   constexpr uint B = R / 8;  // groups of 8 rows of x per tile
-  using Reg = typename QuantGroups<S>::reg;  // a group's scale and bias in registers: float in the super-block form
+  using Reg = typename QgemvMmaReg<T, S>::type;  // a group's scale and bias in registers
   threadgroup float4 partials[MMA_TILE_MAX_SPLITS][B][SIMD_WIDTH];  // mma_tile_keep's and mma_tile_store's
 
   const uint g = lane / 4;
@@ -307,10 +318,10 @@ template <typename T, uint BITS, typename S, uint R, bool TILED, uint RUN_GROUPS
       Reg scale1[2 * RUN_GROUPS];
       Reg bias0[2 * RUN_GROUPS];
       Reg bias1[2 * RUN_GROUPS];
-      qgemv_mma_load<BITS, S, TILED, RUN_GROUPS>(wq, scales, biases, supers, w_off, g_off, j0, group_shift, true,
-                                                 words0, scale0, bias0);
-      qgemv_mma_load<BITS, S, TILED, RUN_GROUPS>(wq, scales, biases, supers, w_off, g_off, j1, group_shift, true,
-                                                 words1, scale1, bias1);
+      qgemv_mma_load<BITS, S, TILED, RUN_GROUPS, Reg>(wq, scales, biases, supers, w_off, g_off, j0, group_shift,
+                                                      true, words0, scale0, bias0);
+      qgemv_mma_load<BITS, S, TILED, RUN_GROUPS, Reg>(wq, scales, biases, supers, w_off, g_off, j1, group_shift,
+                                                      true, words1, scale1, bias1);
       qgemv_mma_step<T, BITS, B, RUN_GROUPS>(acc, words0, scale0, bias0, x, x_row, j0 * QGEMV_RUN, true, true, lane);
       qgemv_mma_step<T, BITS, B, RUN_GROUPS>(acc, words1, scale1, bias1, x, x_row, j1 * QGEMV_RUN, true, true, lane);
     }
@@ -319,8 +330,8 @@ template <typename T, uint BITS, typename S, uint R, bool TILED, uint RUN_GROUPS
       uint words[2 * BITS];
       Reg scale[2 * RUN_GROUPS];
       Reg bias_g[2 * RUN_GROUPS];
-      qgemv_mma_load<BITS, S, TILED, RUN_GROUPS>(wq, scales, biases, supers, w_off, g_off, j, group_shift, true,
-                                                 words, scale, bias_g);
+      qgemv_mma_load<BITS, S, TILED, RUN_GROUPS, Reg>(wq, scales, biases, supers, w_off, g_off, j, group_shift,
+                                                      true, words, scale, bias_g);
       qgemv_mma_step<T, BITS, B, RUN_GROUPS>(acc, words, scale, bias_g, x, x_row, j * QGEMV_RUN, true, true, lane);
     }
   }
@@ -331,8 +342,8 @@ template <typename T, uint BITS, typename S, uint R, bool TILED, uint RUN_GROUPS
     Reg scale[2 * RUN_GROUPS];
     Reg bias_g[2 * RUN_GROUPS];
     // A run past K loads the last run's words (in bounds) and dequantises them with scale and bias 0: zeros.
-    qgemv_mma_load<BITS, S, TILED, RUN_GROUPS>(wq, scales, biases, supers, w_off, g_off, min(j, runs - 1),
-                                               group_shift, w_vector, words, scale, bias_g);
+    qgemv_mma_load<BITS, S, TILED, RUN_GROUPS, Reg>(wq, scales, biases, supers, w_off, g_off, min(j, runs - 1),
+                                                    group_shift, w_vector, words, scale, bias_g);
     if (!valid) {
       for (uint h = 0; h < 2 * RUN_GROUPS; ++h) {
         scale[h] = Reg(0.0f);
@@ -436,3 +447,16 @@ MTLINV_KERNEL(qgemv_mma_b4_r8_f16_si8_tiled, qgemv_mma, half, 4, char, 8, true, 
 MTLINV_KERNEL(qgemv_mma_b4_r16_f16_si8_tiled, qgemv_mma, half, 4, char, 16, true, 1)
 MTLINV_KERNEL(qgemv_mma_b4_r8_bf16_si8_tiled, qgemv_mma, bfloat, 4, char, 8, true, 1)
 MTLINV_KERNEL(qgemv_mma_b4_r16_bf16_si8_tiled, qgemv_mma, bfloat, 4, char, 16, true, 1)
+
+// float16 scales and biases with bfloat16 x: GGUF's Q4_0, Q4_1, Q5_0, Q5_1 and Q8_0 at their blocks' own
+// float16 fields (mtlinv.gguf_blocks), in both layouts (tiled at 4 and 8 bits).
+MTLINV_KERNEL(qgemv_mma_b4_r8_bf16_sf16, qgemv_mma, bfloat, 4, half, 8, false, 1)
+MTLINV_KERNEL(qgemv_mma_b4_r16_bf16_sf16, qgemv_mma, bfloat, 4, half, 16, false, 1)
+MTLINV_KERNEL(qgemv_mma_b5_r8_bf16_sf16, qgemv_mma, bfloat, 5, half, 8, false, 1)
+MTLINV_KERNEL(qgemv_mma_b5_r16_bf16_sf16, qgemv_mma, bfloat, 5, half, 16, false, 1)
+MTLINV_KERNEL(qgemv_mma_b8_r8_bf16_sf16, qgemv_mma, bfloat, 8, half, 8, false, 1)
+MTLINV_KERNEL(qgemv_mma_b8_r16_bf16_sf16, qgemv_mma, bfloat, 8, half, 16, false, 1)
+MTLINV_KERNEL(qgemv_mma_b4_r8_bf16_sf16_tiled, qgemv_mma, bfloat, 4, half, 8, true, 1)
+MTLINV_KERNEL(qgemv_mma_b4_r16_bf16_sf16_tiled, qgemv_mma, bfloat, 4, half, 16, true, 1)
+MTLINV_KERNEL(qgemv_mma_b8_r8_bf16_sf16_tiled, qgemv_mma, bfloat, 8, half, 8, true, 1)
+MTLINV_KERNEL(qgemv_mma_b8_r16_bf16_sf16_tiled, qgemv_mma, bfloat, 8, half, 16, true, 1)

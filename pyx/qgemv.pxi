@@ -2,8 +2,9 @@
 
 def qgemv(x, wq, scales, biases, *, group_size, bits, bias=None, supers=None):
     """y = x @ W.T (+ bias) for a weight W [N, K] quantized in MLX's affine format (mtlinv.quant.quantize):
-    wq uint32 [N, K*bits/32], scales and biases [N, K/group_size] in x's dtype
-    (or float32, for 16-bit x with bits 4 or 8: lossless GGUF imports), W = scales * q + biases per group.
+    wq uint32 [N, K*bits/32], scales and biases [N, K/group_size] in x's dtype (or, for lossless GGUF imports,
+    float32 with 16-bit x at bits 4 or 8, or float16 with bfloat16 x at bits 4, 5 or 8), W = scales * q + biases
+    per group.
     x is [K] or [..., M, K], float32/float16/bfloat16; bits 2, 3, 4, 5, 6 or 8; group_size 32, 64 or 128, or 16
     with bits 8 (GGUF's Q6_K, imported exactly: mtlinv.gguf_kquants).
     The weights are dequantised in float32 exactly as mtlinv.quant.dequantize_float32 does (scale * q, rounded,

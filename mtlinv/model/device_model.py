@@ -22,8 +22,11 @@ from .gguf_model import GGUFModel, GGUFModelError, GGUFTensor, LlamaConfig
 from .reference import LlamaWeights
 
 ACTIVATION = ml_dtypes.bfloat16
-# GGUF scales (float16 d, m) mostly do not fit bfloat16's 8 significant bits; float32 keeps the import lossless.
+# GGUF scales (float16 d, m) mostly do not fit bfloat16's 8 significant bits. The legacy types keep them in float16
+# where it holds every scale and bias (qgemv's float16-scale kernels beside bfloat16 x, at these widths); float32
+# holds any, at 4 and 8 bits.
 SCALE_DTYPE = np.float32
+HALF_SCALE_BITS = (4, 5, 8)
 
 _IMPORTERS = {
     "Q4_0": (gguf_blocks.q4_0_to_affine, 4),
@@ -48,17 +51,18 @@ class QuantLinear:
     supers: mtlinv.Tensor | None = None
 
     @classmethod
-    def from_gguf(cls, *tensors: GGUFTensor, super_blocks: bool = True) -> QuantLinear:
+    def from_gguf(cls, *tensors: GGUFTensor, compact: bool = True) -> QuantLinear:
         """The GGUF tensors' rows stacked, imported losslessly. Parts of different widths (Q4 and Q8 blocks) are all
         stored at the widest: a 4-bit code is the same value as an 8-bit code, with the same scale and bias; parts of
         different group sizes (Q4_K and Q6_K) at the smallest, each scale and bias repeated over the smaller
         groups. K-quant tensors alone (Q4_K, Q5_K, Q6_K) stay in the super-block form (gguf_kquants.to_super: about
-        their blocks' own bytes, the same weights), stacked the same way; with super_blocks=False they take the
-        float32-scale affine import too (the same weights at more bytes: benchmarks compare the two)."""
-        if super_blocks and all(t.ggml_type.name.lower() in gguf_kquants.SUPER_KINDS for t in tensors):
+        their blocks' own bytes, the same weights), stacked the same way; the other types keep their float16 scales
+        where float16 holds every scale and bias, else float32. With compact=False every type takes the float32-scale
+        affine import (the same weights at more bytes: benchmarks compare the two)."""
+        if compact and all(t.ggml_type.name.lower() in gguf_kquants.SUPER_KINDS for t in tensors):
             return cls._upload_super([gguf_kquants.to_super(t.data, t.shape, t.ggml_type.name.lower())
                                       for t in tensors])
-        return cls._upload([_import_affine(t) for t in tensors])
+        return cls._upload([_import_affine(t, half=compact) for t in tensors])
 
     @classmethod
     def from_float(cls, *ws, bits: int = 8) -> QuantLinear:
@@ -83,15 +87,19 @@ class QuantLinear:
         less time on an H200 at 4 bits."""
         bits = max(part[3] for part in parts)
         group_size = min(part[4] for part in parts)
-        if parts[0][1].dtype == np.float32 and bits not in (4, 8) or group_size == 16:
+        # One scale dtype for the stack: float16 where every part has it, else float32 (exact for either), unless
+        # the parts keep x's own (MLX's bfloat16).
+        dtypes = {part[1].dtype for part in parts}
+        scale_dtype = dtypes.pop() if len(dtypes) == 1 else np.dtype(SCALE_DTYPE)
+        if scale_dtype == np.float32 and bits not in (4, 8) or group_size == 16:
             # qgemv takes float32 scales with 4- or 8-bit codes only, and group 16 with 8-bit codes only; a 5- or
             # 6-bit code is the same value as an 8-bit one (same scale and bias), so Q5_* and Q6_K blocks stay exact
             # at 8 bits a weight instead of 5 or 6.
             bits = 8
         k = parts[0][0].shape[1] * 32 // parts[0][3]
         wq = np.concatenate([quant.pack(quant.unpack(w, b, k), bits) if b != bits else w for w, _, _, b, _ in parts])
-        scales, biases = (np.concatenate([np.repeat(part[i], part[4] // group_size, axis=1) for part in parts])
-                          for i in (1, 2))
+        scales, biases = (np.concatenate([np.repeat(part[i], part[4] // group_size, axis=1).astype(scale_dtype)
+                                          for part in parts]) for i in (1, 2))
         if mtlinv.device_info()["matrix_units"] and bits in (4, 8) and wq.shape[0] % quant.TILE_ROWS == 0:
             wq, scales, biases = quant.tile(wq, scales, biases, group_size, bits)
         return cls(mtlinv.asarray(wq), mtlinv.asarray(scales), mtlinv.asarray(biases), bits, group_size)
@@ -124,17 +132,33 @@ class QuantLinear:
                             bias=self.bias, supers=self.supers)
 
 
-def _import_affine(t: GGUFTensor):
-    """(wq, scales, biases, bits, group_size) of a quantized GGUF tensor, as numpy arrays."""
+def _import_affine(t: GGUFTensor, half: bool = True):
+    """(wq, scales, biases, bits, group_size) of a quantized GGUF tensor, as numpy arrays: scales and biases in
+    float16 where `half` and float16 holds them all (the types whose scale is a block's float16 field), else in
+    float32."""
     kind = t.ggml_type.name
     if kind in _IMPORTERS:
         importer, bits = _IMPORTERS[kind]
-        return (*importer(t.data, t.shape, dtype=SCALE_DTYPE), bits, gguf_blocks.QK)
+        wq, scales, biases = importer(t.data, t.shape, dtype=SCALE_DTYPE)
+        return (wq, *_as_half(scales, biases, half and bits in HALF_SCALE_BITS), bits, gguf_blocks.QK)
     if kind.lower() in gguf_kquants.AFFINE_KINDS:
-        return gguf_kquants.to_affine(t.data, t.shape, kind.lower())
+        wq, scales, biases, bits, group_size = gguf_kquants.to_affine(t.data, t.shape, kind.lower())
+        half = half and kind.lower() not in gguf_kquants.SUPER_KINDS and bits in HALF_SCALE_BITS
+        return (wq, *_as_half(scales, biases, half), bits, group_size)
     takes = ", ".join([*_IMPORTERS, *(k.upper() for k in gguf_kquants.AFFINE_KINDS)])
     raise GGUFModelError(f"{t.name}: type {kind}: the device model runs its projections through qgemv, which "
                          f"takes {takes} (the embedding and norms may be F32, F16, BF16 or any quantized type)")
+
+
+def _as_half(scales, biases, half):
+    """float32 scales and biases in float16 where `half` and float16 holds every value (a -8 d or -128 d past
+    float16's range does not), else as they are."""
+    if half:
+        with np.errstate(over="ignore"):
+            pair = scales.astype(np.float16), biases.astype(np.float16)
+        if all(np.array_equal(p.astype(np.float32), f) for p, f in zip(pair, (scales, biases))):
+            return pair
+    return scales, biases
 
 
 def _vector(a) -> mtlinv.Tensor:

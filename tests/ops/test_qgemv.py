@@ -356,6 +356,9 @@ def test_every_kernel_is_built():
         assert {f"qgemv_b{b}_r{r}_{suffix}_si8{g}" for b, g in ((4, ""), (5, ""), (6, "_g16")) for r in (1, 2, 4, 8)} | {
             f"qgemm_b{b}_{suffix}_si8" for b in (4, 5, 6)} <= names
     assert {name for name in names if "_g16" in name and "_si8" in name and "_b6_" not in name} == set()
+    # float16 scales beside bfloat16 x: the legacy GGUF blocks' own fields, at 4, 5 and 8 bits.
+    assert {f"qgemv_b{b}_r{r}_bf16_sf16" for b in (4, 5, 8) for r in (1, 2, 4, 8)} | {
+        f"qgemm_b{b}_bf16_sf16" for b in (4, 5, 8)} <= names
 
 
 @pytest.mark.parametrize("dtype", [np.float16, ml_dtypes.bfloat16], ids=["f16", "bf16"])
@@ -383,8 +386,54 @@ def test_float32_scales_with_16bit_activations(dtype, bits, rng):
     assert plan["launches"][0]["kernel"].endswith("_sf32")
     wq2, scales2, biases2 = quant.quantize(w, group_size=32, bits=2)  # float32 scales, 2 bits: no kernel
     for rows in (x, x[:0]):  # also with no rows: whether a call is refused does not depend on M
-        with pytest.raises(TypeError, match="scales must have x's dtype, be float32 with bits 4 or 8, or be int8 codes"):
+        with pytest.raises(TypeError, match="scales must have x's dtype, be float32 with bits 4 or 8, be float16 with"):
             mtlinv.qgemv(rows, wq2, scales2, biases2, group_size=32, bits=2)
+
+
+@pytest.mark.parametrize("kind, bits", [("q4_0", 4), ("q4_1", 4), ("q5_0", 5), ("q8_0", 8)])
+@pytest.mark.parametrize("plans", ["device", "gpu"])
+def test_float16_scales_with_bfloat16_activations(kind, bits, plans, request, rng):
+    """GGUF's legacy blocks with their own float16 scales beside bfloat16 x (the _bf16_sf16 kernels): the same
+    float32 weights as the float32-scale import, so the scalar qgemv and qgemm give its bits, and qgemv_mma too where
+    both run the same width (4 and 8 bits; the import runs 5-bit codes as 8-bit ones); rows at or below the limit
+    are each the row alone; the product is within bfloat16's bound of a float64 one."""
+    from mtlinv import gguf_blocks, gguf_kquants
+    if plans == "gpu":
+        request.getfixturevalue("gpu_plans")
+    k, n = 256, 48
+    w = rng.standard_normal((n, k)).astype(np.float32)
+    if kind == "q5_0":
+        raw = rng.integers(0, 256, size=(n, k // 32, 22), dtype=np.uint8)
+        raw[..., :2] = (rng.uniform(2.0 ** -8, 2.0 ** -6, (n, k // 32)) * rng.choice([-1, 1], (n, k // 32))).astype(
+            np.float16).view(np.uint8).reshape(n, k // 32, 2)
+        wq, s32, b32, _, _ = gguf_kquants.to_affine(raw.reshape(-1), (n, k), "q5_0")
+        s16, b16 = s32.astype(np.float16), b32.astype(np.float16)
+        assert np.array_equal(s16.astype(np.float32), s32) and np.array_equal(b16.astype(np.float32), b32)
+    else:
+        raw = {"q4_0": gguf_blocks.quantize_q4_0, "q4_1": gguf_blocks.quantize_q4_1, "q8_0": gguf_blocks.quantize_q8_0}[
+            kind](w)
+        to_affine = getattr(gguf_blocks, f"{kind}_to_affine")
+        wq, s16, b16 = to_affine(raw, (n, k), dtype=np.float16)
+        _, s32, b32 = to_affine(raw, (n, k), dtype=np.float32)
+    wide = quant.pack(quant.unpack(wq, bits, k), 8) if bits == 5 else wq  # float32 scales: 4 or 8 bits
+    x = rng.standard_normal((48, k)).astype(ml_dtypes.bfloat16)
+    weights = quant.dequantize_float32(wq, s16, b16, group_size=32, bits=bits).astype(np.float64)
+    ref = x.astype(np.float64) @ weights.T
+    mtlinv.set_limit(16)
+    singles = [np.asarray(mtlinv.qgemv(x[r:r + 1], wq, s16, b16, group_size=32, bits=bits)) for r in range(16)]
+    for m in (1, 5, 9, 16, 20, 48):
+        got = np.asarray(mtlinv.qgemv(x[:m], wq, s16, b16, group_size=32, bits=bits))
+        want = np.asarray(mtlinv.qgemv(x[:m], wide, s32, b32, group_size=32, bits=8 if bits == 5 else bits))
+        kernel = mtlinv._native.plan_qgemv(rows=m, k=k, n=n, group_size=32, bits=bits, dtype="bfloat16",
+                                           scale_dtype="float16")["launches"][0]["kernel"]
+        assert "_bf16_sf16" in kernel, kernel
+        if not (kernel.startswith("qgemv_mma_") and bits == 5):
+            assert same_bits(got, want), f"M={m} ({kernel}): {first_difference(got, want)}"
+        for r in range(m if m <= 16 else 0):
+            assert same_bits(got[r:r + 1], singles[r]), f"M={m} row {r}"
+        np.testing.assert_allclose(got.astype(np.float64), ref[:m], rtol=1.6e-2, atol=1.6e-2 * np.abs(ref[:m]).max())
+    with pytest.raises(TypeError, match="be float16 with bfloat16 x and bits 4, 5 or 8"):
+        mtlinv.qgemv(x, quant.pack(np.zeros((n, k), np.uint8), 6), s16, b16, group_size=32, bits=6)
 
 
 def random_q6_k(rng, n, k):

@@ -62,8 +62,11 @@ def _qgemv_launches(matrix_units):
     found = set()
     for rows, k, n, bits, dtype, limit in itertools.product(
             [1, 2, 3, 4, 5, 8, 9, 16, 17, 33, 40], [256, 4096], [16, 4096], [2, 3, 4, 5, 6, 8], DTYPES, [0, 8, 64]):
-        scales = [None] + (["float32"] if dtype in SIXTEEN and bits in (4, 8) else [])
+        scales = [None] + (["float32"] if dtype in SIXTEEN and bits in (4, 8) else []) + (
+            ["float16"] if dtype == "bfloat16" and bits in (4, 5, 8) else [])
         for scale_dtype, group_size in itertools.product(scales, [64] + ([16] if bits == 8 else [])):
+            if scale_dtype == "float16" and group_size == 16:  # float16 scales are built at groups of 32 and up
+                continue
             args = dict(rows=rows, k=k, n=n, bits=bits, dtype=dtype, scale_dtype=scale_dtype, limit=limit,
                         group_size=group_size)
             found |= _launches(_native.plan_qgemv(**args))

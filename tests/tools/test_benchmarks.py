@@ -94,9 +94,10 @@ def test_gguf_formats_writes_its_record(tmp_path):
     rows = {(r["format"], r["m"]): r for r in data["formats"]}
     assert sorted(rows) == [(f, m) for f in ("Q4_0", "Q4_K", "Q6_K") for m in (1, 2)]
     bits = {f: 8 * rows[f, 1]["import_bytes"] / (256 * 32) for f in ("Q4_0", "Q4_K", "Q6_K")}
-    assert bits == {"Q4_0": 6.0, "Q4_K": 4.75, "Q6_K": 6.75}  # the K-quants in the super-block form
-    affine = {f: 8 * rows[f, 1]["affine_bytes"] / (256 * 32) for f in ("Q4_K", "Q6_K")}
-    assert affine == {"Q4_K": 6.0, "Q6_K": 12.0} and "affine" not in rows["Q4_0", 1]
+    # The K-quants in the super-block form, Q4_0 with its float16 scales; the float32-scale affine import beside.
+    assert bits == {"Q4_0": 5.0, "Q4_K": 4.75, "Q6_K": 6.75}
+    affine = {f: 8 * rows[f, 1]["affine_bytes"] / (256 * 32) for f in ("Q4_0", "Q4_K", "Q6_K")}
+    assert affine == {"Q4_0": 6.0, "Q4_K": 6.0, "Q6_K": 12.0}
     assert 8 * rows["Q6_K", 1]["file_bytes"] / (256 * 32) == 6.5625
     assert rows["Q6_K", 1]["stand_in"] == "6-bit g64" and 8 * rows["Q6_K", 1]["stand_in_bytes"] / (256 * 32) == 6.5
     assert all(r["import"]["runs"] == 2 and r["stand_in_time"]["median"] > 0 for r in rows.values())

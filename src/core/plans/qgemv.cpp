@@ -34,6 +34,8 @@ bool qgemv_supported_format(int bits, int group_size) {
          (group_size != 16 || bits == kQgemvGroup16Bits);
 }
 
+bool qgemv_half_scale_bits(int bits) { return bits == 4 || bits == 5 || bits == 8; }
+
 bool qgemv_super_format(int bits, int group_size) {
   return (group_size == 32 && (bits == 4 || bits == 5)) || (group_size == 16 && bits == 6);
 }
@@ -111,11 +113,16 @@ void check_qgemv_operands(const QGemvShape& s, const DeviceCaps& caps) {
   } else {
     check_qgemv_format(s.bits, s.group_size);
   }
-  // Only float32 scales with 16-bit activations at 4 and 8 bits are built besides x's own (what GGUF imports give),
-  // and the super-block form's codes.
-  if (!super_form && s.scale_dtype != s.dtype && (s.scale_dtype != DType::f32 || (s.bits != 4 && s.bits != 8))) {
+  // Besides x's own scales, the kernels are built for what GGUF imports give: float32 scales with 16-bit x at 4 and 8
+  // bits, float16 ones (the blocks' own fields) with bfloat16 x at 4, 5 and 8 bits, and the super-block form's codes.
+  const bool f32_scales = s.scale_dtype == DType::f32 && (s.bits == 4 || s.bits == 8);
+  const bool f16_scales = s.scale_dtype == DType::f16 && s.dtype == DType::bf16 && qgemv_half_scale_bits(s.bits) &&
+                          s.group_size != 16;
+  if (!super_form && s.scale_dtype != s.dtype && !f32_scales && !f16_scales) {
     throw DTypeError("qgemv: scales are ", dtype_name(s.scale_dtype), " with ", dtype_name(s.dtype), " x and bits=",
-                     s.bits, "; scales must have x's dtype, be float32 with bits 4 or 8, or be int8 codes with supers");
+                     s.bits, " at group_size=", s.group_size, "; scales must have x's dtype, be float32 with bits 4 "
+                     "or 8, be float16 with bfloat16 x and bits 4, 5 or 8 (group_size 32 and up), or be int8 codes "
+                     "with supers");
   }
   const bool tiled_bits = super_form ? s.bits == 4 : s.bits == 4 || s.bits == 8;
   if (s.tiled && (!caps.matrix_units || s.dtype == DType::f32 || !tiled_bits || s.n % MMA_TILE_COLS != 0)) {

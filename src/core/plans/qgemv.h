@@ -13,7 +13,8 @@ struct QGemvShape {
   int group_size = 64;
   int bits = 4;
   DType dtype = DType::f32;  // of x, bias and y
-  // Of scales and biases: dtype, or float32 with 4/8-bit 16-bit activations, or int8: the super-block form's codes.
+  // Of scales and biases: dtype; float32 with 4/8-bit 16-bit activations; float16 with 4/5/8-bit bfloat16 ones; or
+  // int8, the super-block form's codes.
   DType scale_dtype = DType::f32;
   bool has_bias = false;
   bool aligned = false;   // x 16-byte aligned: full-vector loads allowed
@@ -36,6 +37,9 @@ bool qgemv_supported_format(int bits, int group_size);  // both, and the pair bu
 // QuantGroups<char>): GGUF's K-quants at their own bytes, built for Q4_K (bits 4) and Q5_K (bits 5) at group size 32
 // and Q6_K (bits 6) at group size 16; the tile layout at bits 4.
 constexpr int64_t kQgemvSuperK = QGEMV_SUPER;
+// float16 scales beside bfloat16 x (GGUF's Q4_0, Q4_1, Q5_0, Q5_1 and Q8_0 at their blocks' float16 fields): built
+// at bits 4, 5 and 8 and group sizes 32 and up, the tile layout at 4 and 8.
+bool qgemv_half_scale_bits(int bits);
 bool qgemv_super_format(int bits, int group_size);
 void check_qgemv_super_format(int bits, int group_size);
 // Refuses (naming op) a K that is not a multiple of QGEMV_RUN: every kernel reads whole runs, so at group size 16
@@ -45,11 +49,11 @@ void require_whole_runs(const char* op, int64_t k);
 // Operands: 0 x, 1 wq, 2 scales, 3 biases, 4 bias (or any valid buffer when absent), 5 y, 6 supers (the super-block
 // form's factors, or any valid buffer).
 // M <= limit (and M == 1 always) -> the canonical kernel: for 16-bit x on a device with matrix units,
-// qgemv_mma_b{bits}_r{8,16}_{dtype}[_sf32|_si8][_g16] (tiles of 8 rows, 16 above M = 8); otherwise
-// qgemv_b{bits}_r{R}_{dtype}[_sf32|_si8][_g16] with the tile height R from M (row_tiled.h). Above the limit, up to 32
+// qgemv_mma_b{bits}_r{8,16}_{dtype}[_sf32|_sf16|_si8][_g16] (tiles of 8 rows, 16 above M = 8); otherwise
+// qgemv_b{bits}_r{R}_{dtype}[_sf32|_sf16|_si8][_g16] with the tile height R from M (row_tiled.h). Above the limit, up to 32
 // rows run the same kernels with another K split count where that changes the order, and other rows the tiled
-// qgemm_b{bits}_{dtype}[_sf32|_si8]. Weights in the tile layout take
-// qgemv_mma_b{bits}_r{8,16}_{dtype}[_sf32|_si8][_g16]_tiled at every M (the split count of the canonical or the
+// qgemm_b{bits}_{dtype}[_sf32|_sf16|_si8]. Weights in the tile layout take
+// qgemv_mma_b{bits}_r{8,16}_{dtype}[_sf32|_sf16|_si8][_g16]_tiled at every M (the split count of the canonical or the
 // throughput path): the row layout's bits, read in whole blocks; they need 16-bit x, matrix units, bits 4 or 8 (4
 // with int8 codes) and N a multiple of 16.
 // Expects a shape check_qgemv_operands accepted (the op validates once, at the boundary; K a multiple of the group
