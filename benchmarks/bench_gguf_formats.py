@@ -9,12 +9,13 @@ Each format's weights are random blocks of that type (random bytes, float16 d fi
 imported exactly as `mtlinv.model` imports a file's projections (`QuantLinear.from_gguf`): Q4_K, Q5_K and Q6_K in
 qgemv's super-block form (codes at their width, int8 scale codes, float32 factors per 256 values), the others in
 the affine format with the blocks' float16 scales. Beside it the float32-scale affine import of the same blocks
-(`compact=False`: 5- and 6-bit codes at 8 bits, Q6_K at group 16), what the model ran before. Beside each, the stand-in: MLX's affine format at the width and group size whose bytes per weight are
-closest to the block format's (bfloat16 scales, as mlx-lm saves them), run by the same canonical kernels: what a
-kernel reading the blocks' bytes could reach without new tuning. "import / stand-in" is what the device model's
-form costs against it, "affine / import" what it saves against the float32-scale import. On CUDA, times come from events around each call
-(benchmarks/cuda/bench_cuda.py's method); elsewhere from the wall clock (the emulator's times say nothing about a
-GPU). Needs the model extra (gguf).
+(`compact=False`: 5- and 6-bit codes at 8 bits, Q6_K at group 16), what the model ran before. Beside each, the
+stand-in: MLX's affine format at the width and group size whose bytes per weight are closest to the block
+format's (bfloat16 scales, as mlx-lm saves them), run by the same canonical kernels: what a kernel reading the
+blocks' bytes could reach without new tuning. "import / stand-in" is what the device model's form costs against
+it, "affine / import" what it saves against the float32-scale import. On CUDA, times come from events around each
+call (benchmarks/cuda/bench_cuda.py's method); elsewhere from the wall clock (the emulator's times say nothing
+about a GPU). Needs the model extra (gguf).
 """
 import argparse
 import dataclasses

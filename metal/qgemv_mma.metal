@@ -6,8 +6,9 @@
 //
 // The weight a product sees: with scales of x's type (the MLX format), T(scale q + bias) rounded once, as an fma in
 // T gives it, two values per packed instruction (metal/quant.h, metal/pair16.h): on NVIDIA GPUs the float32
-// dequantisation took about 7 instructions per weight and bounded the kernel. With float32 scales (GGUF
-// imports), T(W(n, k)) of the float32 weight of the scalar qgemv. Either way an extra rounding to x's precision
+// dequantisation took about 7 instructions per weight and bounded the kernel. With scales of another type (float32
+// and, beside bfloat16 x, float16: GGUF imports; the super-block form's codes times their factors), T(W(n, k)) of
+// the float32 weight of the scalar qgemv (QgemvMmaReg). Either way an extra rounding to x's precision
 // before the product (MLX's quantized matmuls, too, dequantise into x's type); the tests bound the result against
 // a float64 product with the float32 weights.
 //
@@ -212,8 +213,8 @@ struct QgemvMmaReg<T, T> {
   using type = T;
 };
 
-// The words, scales and biases (as Reg, QgemvMmaReg; [2][RUN_GROUPS]) of run j of both weight rows of the lane, from the rows'
-// first words w_off[2] and first groups g_off[2] (in the tile layout, those of the lane's rows in the tile's first
+// The words, scales and biases (as Reg, QgemvMmaReg; [2][RUN_GROUPS]) of run j of both weight rows of the lane,
+// from the rows' first words w_off[2] and first groups g_off[2] (in the tile layout, those of the lane's rows in the tile's first
 // block). Run j starts in group qgemv_run_group(j) (metal/qgemv_run.h); in the tile layout at run j % 4 of step
 // j / 4, whose blocks lie 16 rows apart, and a row's groups 16 scales apart (the tile layout, above). Four 2-byte
 // loads per step, each touching 8 rows' lines in the row layout: one 16-byte table per lane for 4 steps, handed

@@ -3,14 +3,14 @@
 def qgemv(x, wq, scales, biases, *, group_size, bits, bias=None, supers=None):
     """y = x @ W.T (+ bias) for a weight W [N, K] quantized in MLX's affine format (mtlinv.quant.quantize):
     wq uint32 [N, K*bits/32], scales and biases [N, K/group_size] in x's dtype (or, for lossless GGUF imports,
-    float32 with 16-bit x at bits 4 or 8, or float16 with bfloat16 x at bits 4, 5 or 8), W = scales * q + biases
-    per group.
+    float32 with 16-bit x at bits 4 or 8, or float16 with bfloat16 x at bits 4, 5 or 8 and group_size 32 and up),
+    W = scales * q + biases per group.
     x is [K] or [..., M, K], float32/float16/bfloat16; bits 2, 3, 4, 5, 6 or 8; group_size 32, 64 or 128, or 16
     with bits 8 (GGUF's Q6_K, imported exactly: mtlinv.gguf_kquants).
     The weights are dequantised in float32 exactly as mtlinv.quant.dequantize_float32 does (scale * q, rounded,
     plus bias), accumulation is float32, the output has x's dtype. On devices with matrix units
     (device_info()["matrix_units"]: CUDA), 16-bit x meets each weight in x's dtype T: T(scale * q + bias), rounded
-    once, with scales of x's dtype; the float32 weight rounded to T with float32 scales.
+    once, with scales of x's dtype; the float32 weight rounded to T with scales of another dtype.
     There the weights may also come in the tile layout of mtlinv.quant.tile (wq [N/16, ceil(K/128), 16, 4*bits],
     scales and biases [N/16, K/group_size, 16]; bits 4 or 8, 16-bit x): at or below the limit the same bits,
     read in whole blocks.

@@ -74,9 +74,11 @@ def qgemv(dtype, all_bits):
     k, n, group = 320, 40, 64  # 10 runs of 32: qgemv_mma's last step of 4 runs is partial
     for bits in (2, 3, 4, 5, 6, 8) if all_bits else (4, 8):
         wq, scales, biases = quant.quantize(rand((n, k), np.float32).astype(dtype), group, bits)
-        # float32 scales with 16-bit activations (the *_sf32 kernels, what GGUF imports produce) at 4 and 8 bits
+        # float32 scales with 16-bit activations (the *_sf32 kernels, what GGUF imports produce) at 4 and 8 bits, and
+        # float16 ones beside bfloat16 x (the *_bf16_sf16 kernels) at 4, 5 and 8
         wide = np.dtype(dtype) != np.float32 and bits in (4, 8)
-        for scale_dtype in (dtype, np.float32) if wide else (dtype,):
+        half = np.dtype(dtype) == np.dtype(ml_dtypes.bfloat16) and bits in (4, 5, 8)
+        for scale_dtype in ((dtype, np.float32) if wide else (dtype,)) + ((np.float16,) if half else ()):
             sc, bs = scales.astype(scale_dtype), biases.astype(scale_dtype)
             w = quant.dequantize_float32(wq, sc, bs, group, bits).astype(np.float64)
             for limit, m in ((16, 1), (16, 2), (16, 3), (16, 9), (0, 5)):  # tiles R = 1, 2, 4, 8; qgemm
@@ -87,7 +89,7 @@ def qgemv(dtype, all_bits):
                       f"limit={limit} m={m}")
         if wide and mtlinv.device_info()["matrix_units"]:  # the tile layout: qgemv_mma's _tiled kernels, N = 48
             tq = quant.quantize(rand((48, k), np.float32).astype(dtype), group, bits)
-            for scale_dtype in (dtype, np.float32):
+            for scale_dtype in (dtype, np.float32) + ((np.float16,) if half else ()):
                 q = (tq[0], tq[1].astype(scale_dtype), tq[2].astype(scale_dtype))
                 w = quant.dequantize_float32(*q, group, bits).astype(np.float64)
                 tiles = quant.tile(*q, group, bits)

@@ -147,6 +147,38 @@ def test_mixed_projection_takes_the_smaller_group():
     assert (mixed.bits, mixed.group_size, mixed.supers) == (8, 32, None)
 
 
+@pytest.mark.parametrize("qtype, bits", [(QType.Q4_0, 4), (QType.Q4_1, 4), (QType.Q5_0, 5), (QType.Q5_1, 5),
+                                         (QType.Q8_0, 8)])
+def test_legacy_blocks_keep_their_float16_scales(qtype, bits):
+    """Q4_0, Q4_1, Q5_0, Q5_1 and Q8_0 reach the device at their codes' width with their float16 scales (the
+    _bf16_sf16 kernels), weights gguf's own dequantisation (but a zero's sign); with compact=False, and where float16
+    cannot hold a bias (a d past 4094 makes Q5_0's -16 d overflow it), float32 scales at 4 or 8 bits, the same
+    weights."""
+    rng = np.random.default_rng(int(qtype))
+    shape = (32, 256)
+    raw = gguf.quants.quantize(rng.standard_normal(shape).astype(np.float32), qtype)  # the gguf package's quantiser
+    t = GGUFTensor("w", qtype, shape, raw)
+    want = t.dequantize()
+
+    def weights(linear, dtype, width):
+        assert (np.asarray(linear.scales).dtype, linear.bits, linear.group_size) == (dtype, width, 32)
+        parts = [np.asarray(a) for a in (linear.wq, linear.scales, linear.biases)]
+        if parts[0].ndim != 2:
+            pytest.skip("the device keeps the weights in the tile layout; the row layout is checked on the emulator")
+        return quant.dequantize_float32(*parts, group_size=32, bits=width)
+
+    assert_bit_equal(weights(QuantLinear.from_gguf(t), np.float16, bits), want, qtype.name)
+    assert_bit_equal(weights(QuantLinear.from_gguf(t, compact=False), np.float32, 8 if bits == 5 else bits), want,
+                     f"{qtype.name}, compact=False")
+    if qtype == QType.Q5_0:  # one block's d of 5000: -16 d = -80000, past float16; the stack stays float32
+        big = raw.reshape(shape[0], -1, 22).copy()  # [N, K/32, 22]: d first
+        big[0, 0, :2] = np.array([5000], np.float16).view(np.uint8)
+        t_big = GGUFTensor("big", qtype, shape, big.reshape(shape[0], -1))
+        assert_bit_equal(weights(QuantLinear.from_gguf(t_big), np.float32, 8), t_big.dequantize(), "d = 5000")
+        stacked = QuantLinear.from_gguf(t, t_big)
+        assert_bit_equal(weights(stacked, np.float32, 8), np.concatenate([want, t_big.dequantize()]), "stacked")
+
+
 def test_device_model_refuses_other_types_by_name():
     """A projection in a type qgemv holds no exact import for (Q3_K here) is refused naming the tensor and type."""
     t = GGUFTensor("blk.0.ffn_gate.weight", QType.Q3_K, (256, 256), np.zeros((256, 110), np.uint8))

@@ -275,8 +275,9 @@ def test_errors_name_values(rng):
         call(group_size=16)
     with pytest.raises(ValueError, match=r"group_size=24 is not supported; use 16 \(bits=8 only\), 32, 64 or 128"):
         call(group_size=24)
-    with pytest.raises(TypeError, match="x is float32 but scales is float16"):
-        call(scales=scales.astype(np.float16))
+    with pytest.raises(TypeError, match="scales are float16 with float32 x and bits=4 at group_size=64; scales must "
+                                        "have x's dtype"):
+        call(scales=scales.astype(np.float16), biases=biases.astype(np.float16))
     with pytest.raises(TypeError, match="scales is float32 but biases is float16"):
         call(x=x.astype(np.float16), biases=biases.astype(np.float16))
     with pytest.raises(TypeError, match="wq has dtype int32; expected uint32"):
@@ -353,19 +354,22 @@ def test_every_kernel_is_built():
     assert not any(name.endswith("_g16") and "_b8_" not in name and "_si8" not in name for name in names)
     # The super-block form (int8 codes): Q4_K, Q5_K at group 32, Q6_K at 6 bits and group 16.
     for suffix in ("f32", "f16", "bf16"):
-        assert {f"qgemv_b{b}_r{r}_{suffix}_si8{g}" for b, g in ((4, ""), (5, ""), (6, "_g16")) for r in (1, 2, 4, 8)} | {
+        widths = ((4, ""), (5, ""), (6, "_g16"))
+        assert {f"qgemv_b{b}_r{r}_{suffix}_si8{g}" for b, g in widths for r in (1, 2, 4, 8)} | {
             f"qgemm_b{b}_{suffix}_si8" for b in (4, 5, 6)} <= names
     assert {name for name in names if "_g16" in name and "_si8" in name and "_b6_" not in name} == set()
     # float16 scales beside bfloat16 x: the legacy GGUF blocks' own fields, at 4, 5 and 8 bits.
     assert {f"qgemv_b{b}_r{r}_bf16_sf16" for b in (4, 5, 8) for r in (1, 2, 4, 8)} | {
-        f"qgemm_b{b}_bf16_sf16" for b in (4, 5, 8)} <= names
+        f"qgemm_b{b}_bf16_sf16" for b in (4, 5, 8)} | {f"qgemv_mma_b{b}_r{r}_bf16_sf16" for b in (4, 5, 8)
+                                                      for r in (8, 16)} | {
+        f"qgemv_mma_b{b}_r{r}_bf16_sf16_tiled" for b in (4, 8) for r in (8, 16)} <= names
 
 
 @pytest.mark.parametrize("dtype", [np.float16, ml_dtypes.bfloat16], ids=["f16", "bf16"])
 @pytest.mark.parametrize("bits", [4, 8])
 def test_float32_scales_with_16bit_activations(dtype, bits, rng):
-    """GGUF imports keep float32 scales (float16 block scales do not fit bfloat16): same invariance, and the
-    weights dequantise exactly as mtlinv.quant.dequantize_float32 says."""
+    """float32 scales beside 16-bit x (GGUF's float16 block scales do not fit bfloat16; the float32 import holds
+    every block): same invariance, and the weights dequantise exactly as mtlinv.quant.dequantize_float32 says."""
     from mtlinv import gguf_blocks, quant
     k, n = 256, 40
     w = rng.standard_normal((n, k)).astype(np.float32)
@@ -390,7 +394,7 @@ def test_float32_scales_with_16bit_activations(dtype, bits, rng):
             mtlinv.qgemv(rows, wq2, scales2, biases2, group_size=32, bits=2)
 
 
-@pytest.mark.parametrize("kind, bits", [("q4_0", 4), ("q4_1", 4), ("q5_0", 5), ("q8_0", 8)])
+@pytest.mark.parametrize("kind, bits", [("q4_0", 4), ("q4_1", 4), ("q5_0", 5), ("q5_1", 5), ("q8_0", 8)])
 @pytest.mark.parametrize("plans", ["device", "gpu"])
 def test_float16_scales_with_bfloat16_activations(kind, bits, plans, request, rng):
     """GGUF's legacy blocks with their own float16 scales beside bfloat16 x (the _bf16_sf16 kernels): the same
@@ -402,11 +406,14 @@ def test_float16_scales_with_bfloat16_activations(kind, bits, plans, request, rn
         request.getfixturevalue("gpu_plans")
     k, n = 256, 48
     w = rng.standard_normal((n, k)).astype(np.float32)
-    if kind == "q5_0":
-        raw = rng.integers(0, 256, size=(n, k // 32, 22), dtype=np.uint8)
-        raw[..., :2] = (rng.uniform(2.0 ** -8, 2.0 ** -6, (n, k // 32)) * rng.choice([-1, 1], (n, k // 32))).astype(
-            np.float16).view(np.uint8).reshape(n, k // 32, 2)
-        wq, s32, b32, _, _ = gguf_kquants.to_affine(raw.reshape(-1), (n, k), "q5_0")
+    if kind in ("q5_0", "q5_1"):
+        size = gguf_kquants.BLOCK_BYTES[kind]
+        raw = rng.integers(0, 256, size=(n, k // 32, size), dtype=np.uint8)
+        for at in (0, 2) if kind == "q5_1" else (0,):  # d (and m): float16 of either sign, of order 2^-7
+            raw[..., at:at + 2] = (rng.uniform(2.0 ** -8, 2.0 ** -6, (n, k // 32)) *
+                                   rng.choice([-1, 1], (n, k // 32))).astype(np.float16).view(np.uint8).reshape(
+                                       n, k // 32, 2)
+        wq, s32, b32, _, _ = gguf_kquants.to_affine(raw.reshape(-1), (n, k), kind)
         s16, b16 = s32.astype(np.float16), b32.astype(np.float16)
         assert np.array_equal(s16.astype(np.float32), s32) and np.array_equal(b16.astype(np.float32), b32)
     else:
@@ -434,6 +441,9 @@ def test_float16_scales_with_bfloat16_activations(kind, bits, plans, request, rn
         np.testing.assert_allclose(got.astype(np.float64), ref[:m], rtol=1.6e-2, atol=1.6e-2 * np.abs(ref[:m]).max())
     with pytest.raises(TypeError, match="be float16 with bfloat16 x and bits 4, 5 or 8"):
         mtlinv.qgemv(x, quant.pack(np.zeros((n, k), np.uint8), 6), s16, b16, group_size=32, bits=6)
+    with pytest.raises(TypeError, match="bits=8 at group_size=16; scales must have x's dtype"):
+        mtlinv.qgemv(x, quant.pack(np.zeros((n, k), np.uint8), 8), np.repeat(s16, 2, axis=1),
+                     np.repeat(b16, 2, axis=1), group_size=16, bits=8)
 
 
 def random_q6_k(rng, n, k):

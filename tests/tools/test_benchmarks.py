@@ -81,10 +81,10 @@ def test_plots_from_a_record(tmp_path):
 
 
 def test_gguf_formats_writes_its_record(tmp_path):
-    """bench_gguf_formats.py at a tiny shape: each format as the device model runs it, the K-quants' affine import
+    """bench_gguf_formats.py at a tiny shape: each format as the device model runs it, the float32-scale import
     and the stand-in timed, with the bytes the device holds (docs/models.md's bits per weight: the super-block form's
-    codes, int8 codes and factors; the affine import's float32 scales and biases per group of 32, Q6_K's per 16 at
-    8 bits)."""
+    codes, int8 codes and factors; Q4_0's float16 scales; the float32 import's scales and biases per group of 32,
+    Q6_K's per 16 at 8 bits)."""
     pytest.importorskip("gguf")
     out = tmp_path / "out"
     proc = run(sys.executable, str(BENCHMARKS / "bench_gguf_formats.py"), "--formats", "Q4_0", "Q4_K", "Q6_K",
@@ -98,6 +98,8 @@ def test_gguf_formats_writes_its_record(tmp_path):
     assert bits == {"Q4_0": 5.0, "Q4_K": 4.75, "Q6_K": 6.75}
     affine = {f: 8 * rows[f, 1]["affine_bytes"] / (256 * 32) for f in ("Q4_0", "Q4_K", "Q6_K")}
     assert affine == {"Q4_0": 6.0, "Q4_K": 6.0, "Q6_K": 12.0}
+    assert [rows[f, 1]["import_form"] for f in ("Q4_0", "Q4_K")] == ["affine, float16 scales", "super-block"]
+    assert all(r["affine"]["runs"] == 2 for r in rows.values())
     assert 8 * rows["Q6_K", 1]["file_bytes"] / (256 * 32) == 6.5625
     assert rows["Q6_K", 1]["stand_in"] == "6-bit g64" and 8 * rows["Q6_K", 1]["stand_in_bytes"] / (256 * 32) == 6.5
     assert all(r["import"]["runs"] == 2 and r["stand_in_time"]["median"] > 0 for r in rows.values())

@@ -62,11 +62,9 @@ Tensor qgemv(const Tensor& x, const Tensor& wq, const Tensor& scales, const Tens
     throw DTypeError(op, ": wq has dtype ", dtype_name(wq.dtype),
                      "; expected uint32 (packed quantized weights, as mtlinv.quant.quantize returns them)");
   }
-  // Scales have x's dtype, or one the kernels take beside it (float32; float16 with bfloat16 x; int8 codes), which
-  // check_qgemv_operands checks with the width.
-  const bool other_scales = scales.dtype == DType::f32 || scales.dtype == DType::i8 ||
-                            (scales.dtype == DType::f16 && x.dtype == DType::bf16);
-  if (!other_scales) require_same_dtype(op, "x", x, "scales", scales);
+  // Float scales of another dtype than x's, and int8 codes, are checked with the width (check_qgemv_operands, which
+  // says what the kernels take); other dtypes are refused here.
+  if (!is_float(scales.dtype) && scales.dtype != DType::i8) require_same_dtype(op, "x", x, "scales", scales);
   require_same_dtype(op, "scales", scales, "biases", biases);
   // Before the shapes, which depend on them.
   if (scales.dtype == DType::i8) {

@@ -50,9 +50,9 @@ void require_whole_runs(const char* op, int64_t k);
 // form's factors, or any valid buffer).
 // M <= limit (and M == 1 always) -> the canonical kernel: for 16-bit x on a device with matrix units,
 // qgemv_mma_b{bits}_r{8,16}_{dtype}[_sf32|_sf16|_si8][_g16] (tiles of 8 rows, 16 above M = 8); otherwise
-// qgemv_b{bits}_r{R}_{dtype}[_sf32|_sf16|_si8][_g16] with the tile height R from M (row_tiled.h). Above the limit, up to 32
-// rows run the same kernels with another K split count where that changes the order, and other rows the tiled
-// qgemm_b{bits}_{dtype}[_sf32|_sf16|_si8]. Weights in the tile layout take
+// qgemv_b{bits}_r{R}_{dtype}[_sf32|_sf16|_si8][_g16] with the tile height R from M (row_tiled.h). Above the limit,
+// up to 32 rows run the same kernels with another K split count where that changes the order, and other rows the
+// tiled qgemm_b{bits}_{dtype}[_sf32|_sf16|_si8]. Weights in the tile layout take
 // qgemv_mma_b{bits}_r{8,16}_{dtype}[_sf32|_sf16|_si8][_g16]_tiled at every M (the split count of the canonical or the
 // throughput path): the row layout's bits, read in whole blocks; they need 16-bit x, matrix units, bits 4 or 8 (4
 // with int8 codes) and N a multiple of 16.
