@@ -31,12 +31,11 @@ inline float quant_int8(char code) {
 }
 
 // A group's scale and bias as a kernel reads them: group i's values of scales and biases, as stored (S: float, half
-// or bfloat). In the super-block form (S = char: GGUF's Q4_K, Q5_K and
-// Q6_K at their own bytes, mtlinv.gguf_kquants) scales and biases are int8 codes, and super-block s (QGEMV_SUPER
-// values of a row) has the factors supers[2 s] and supers[2 s + 1]: the scale is supers[2 s] * code and the bias
-// supers[2 s + 1] * code', each rounded to float32, then the weight quant_dequantize<float>'s. For a K-quant block
-// both products are exact (a float16 factor, 11 significant bits, times a code of at most 8), so the weights are
-// those of the float32 import, bit for bit.
+// or bfloat). In the super-block form (S = char: GGUF's Q4_K, Q5_K and Q6_K at their own bytes, mtlinv.gguf_kquants)
+// scales and biases are int8 codes, and super-block s (QGEMV_SUPER values of a row) has the factors supers[2 s] and
+// supers[2 s + 1]: the scale is supers[2 s] * code and the bias supers[2 s + 1] * code', each rounded to float32,
+// then the weight quant_dequantize<float>'s. For a K-quant block both products are exact (a float16 factor, 11
+// significant bits, times a code of at most 8), so the weights are those of the float32 import, bit for bit.
 template <typename S>
 struct QuantGroups {
   static S scale(device const S* scales, device const float*, uint i, uint) { return scales[i]; }

@@ -151,8 +151,8 @@ def _import_affine(t: GGUFTensor, half: bool = True):
 
 
 def _as_half(scales, biases, half):
-    """float32 scales and biases in float16 where `half` and float16 holds every value (a -8 d or -128 d past
-    float16's range does not), else as they are."""
+    """float32 scales and biases in float16 where `half` and float16 holds every value (a bias -8 d, -16 d or
+    -128 d past float16's range does not), else as they are."""
     if half:
         with np.errstate(over="ignore"):
             pair = scales.astype(np.float16), biases.astype(np.float16)
