@@ -43,7 +43,7 @@ import numpy as np
 from . import quant
 from .gguf_blocks import QK, _blocks as _raw_blocks, _f16_field, _split_nibbles
 
-QK_K = 256
+QK_K = quant.SUPER_K  # elements of a K-quant super-block: the super-block form's factors cover as many
 AFFINE_KINDS = ("q5_0", "q5_1", "q4_k", "q5_k", "q6_k")  # the types `to_affine` imports
 SUPER_KINDS = ("q4_k", "q5_k", "q6_k")  # the types `to_super` imports (super-blocks of QK_K elements)
 BLOCK_BYTES = {"q5_0": 22, "q5_1": 24, "q4_k": 144, "q5_k": 176, "q6_k": 210}

@@ -96,10 +96,9 @@ class QuantLinear:
             # 6-bit code is the same value as an 8-bit one (same scale and bias), so Q5_* and Q6_K blocks stay exact
             # at 8 bits a weight instead of 5 or 6.
             bits = 8
-        k = parts[0][0].shape[1] * 32 // parts[0][3]
-        wq = np.concatenate([quant.pack(quant.unpack(w, b, k), bits) if b != bits else w for w, _, _, b, _ in parts])
-        scales, biases = (np.concatenate([np.repeat(part[i], part[4] // group_size, axis=1).astype(scale_dtype)
-                                          for part in parts]) for i in (1, 2))
+        wq = _stack_codes([part[0] for part in parts], [part[3] for part in parts], bits)
+        scales, biases = (_stack_groups([part[i] for part in parts], [part[4] for part in parts], group_size)
+                          .astype(scale_dtype) for i in (1, 2))
         if mtlinv.device_info()["matrix_units"] and bits in (4, 8) and wq.shape[0] % quant.TILE_ROWS == 0:
             wq, scales, biases = quant.tile(wq, scales, biases, group_size, bits)
         return cls(mtlinv.asarray(wq), mtlinv.asarray(scales), mtlinv.asarray(biases), bits, group_size)
@@ -111,9 +110,8 @@ class QuantLinear:
         groups), the combinations qgemv is built for; the tile layout at 4 bits."""
         bits = max(part[4] for part in parts)
         group_size = min(part[5] for part in parts)
-        k = parts[0][0].shape[1] * 32 // parts[0][4]
-        wq = np.concatenate([quant.pack(quant.unpack(p[0], p[4], k), bits) if p[4] != bits else p[0] for p in parts])
-        scales, biases = (np.concatenate([np.repeat(p[i], p[5] // group_size, axis=1) for p in parts]) for i in (1, 2))
+        wq = _stack_codes([p[0] for p in parts], [p[4] for p in parts], bits)
+        scales, biases = (_stack_groups([p[i] for p in parts], [p[5] for p in parts], group_size) for i in (1, 2))
         supers = np.concatenate([p[3] for p in parts])
         if mtlinv.device_info()["matrix_units"] and bits == 4 and wq.shape[0] % quant.TILE_ROWS == 0:
             wq, scales, biases, supers = quant.tile(wq, scales, biases, group_size, bits, supers=supers)
@@ -130,6 +128,19 @@ class QuantLinear:
     def __call__(self, x):
         return mtlinv.qgemv(x, self.wq, self.scales, self.biases, group_size=self.group_size, bits=self.bits,
                             bias=self.bias, supers=self.supers)
+
+
+def _stack_codes(wqs, widths, bits):
+    """Packed codes of stacked parts (each at its width) stacked by rows at `bits`, the widest: a narrower code is
+    the same value at more bits."""
+    k = wqs[0].shape[1] * 32 // widths[0]
+    return np.concatenate([quant.pack(quant.unpack(w, b, k), bits) if b != bits else w for w, b in zip(wqs, widths)])
+
+
+def _stack_groups(arrays, group_sizes, group_size):
+    """Per-group arrays of stacked parts stacked by rows at `group_size`, the smallest: each value repeated over the
+    smaller groups its own group covers."""
+    return np.concatenate([np.repeat(a, g // group_size, axis=1) for a, g in zip(arrays, group_sizes)])
 
 
 def _import_affine(t: GGUFTensor, half: bool = True):
