@@ -111,8 +111,8 @@ inline uint4 qgemv_mma_operand(thread const uint* words, float scale, float bias
 // bits 0 and 16 of word i (at 4 bits word I shifted by 4 i), the upper one's exponent bits above bit 22.
 template <typename T, uint BITS, uint I>
 struct QgemvMmaFma {
-  static_assert(BITS <= 7, "a code at bit 16 must end below the exponent's bit 23");
   static uint4 operand(thread const uint* words, float scale, float bias) {
+    static_assert(BITS <= 7, "a code at bit 16 must end below the exponent's bit 23");
     const uint4 codes = qgemv_code_pairs<BITS>(words, I);
     const float at0 = quant_fma_offset<0>(scale);
     const float at16 = quant_fma_offset<16>(scale);

@@ -181,7 +181,8 @@ def dequantize_float32(wq, scales, biases, group_size=64, bits=4):
     return _native._dequantize(*_contiguous(wq, scales, biases), group_size, bits, True)
 
 
-SUPER_K = 256  # K positions of a super-block: the super-block form's factors (qgemv's supers) cover as many
+# K positions of a super-block: the super-block form's factors (qgemv's supers) cover as many (the kernels' constant)
+SUPER_K = _native.QGEMV_SUPER_K
 
 
 def expand_supers(scales, biases, supers, group_size):

@@ -18,6 +18,9 @@ from native_testing cimport *
 
 cnp.import_array()
 
+# The version this extension was built as (include/mtlinv/version.h, which the package's metadata also reads).
+VERSION = f"{MTLINV_VERSION_MAJOR}.{MTLINV_VERSION_MINOR}.{MTLINV_VERSION_PATCH}"
+
 include "errors.pxi"
 include "arguments.pxi"
 include "limit.pxi"

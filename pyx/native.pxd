@@ -129,3 +129,6 @@ cdef extern from "../pyx/context_limit.h" namespace "mtlinv_py":
 
 cdef extern from "../src/core/ops/checks.h" namespace "mtlinv":
     const int64_t c_max_dim "mtlinv::kMaxDim"  # every dimension's limit: the kernels count in 32 bits
+
+cdef extern from "../include/mtlinv/version.h":
+    int MTLINV_VERSION_MAJOR, MTLINV_VERSION_MINOR, MTLINV_VERSION_PATCH

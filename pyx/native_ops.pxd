@@ -50,6 +50,7 @@ cdef extern from "../src/core/ops.h" namespace "mtlinv" nogil:
                                     int, int, const CTensor*, const CTensor*) except +raise_py_error
 
 cdef extern from "../src/core/plans/qgemv.h" namespace "mtlinv":
+    const int64_t kQgemvSuperK
     cdef cppclass CQGemvShape "mtlinv::QGemvShape":
         int64_t rows, k, n
         int group_size, bits

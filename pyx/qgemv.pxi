@@ -1,5 +1,8 @@
 # qgemv: the quantized matmul op (MLX's affine format), its extern declarations and its plan introspection.
 
+QGEMV_SUPER_K = kQgemvSuperK  # K positions a pair of supers covers (metal/qgemv_args.h's QGEMV_SUPER)
+
+
 def qgemv(x, wq, scales, biases, *, group_size, bits, bias=None, supers=None):
     """y = x @ W.T (+ bias) for a weight W [N, K] quantized in MLX's affine format (mtlinv.quant.quantize):
     wq uint32 [N, K*bits/32], scales and biases [N, K/group_size] in x's dtype (or, for lossless GGUF imports,

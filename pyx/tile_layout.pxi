@@ -57,8 +57,9 @@ def _quant_tile(wq, scales, biases, int group_size, int bits, supers=None):
     cdef float* p_supers_tiled = NULL
     if codes:
         supers = np.ascontiguousarray(supers)
-        if supers.dtype != np.float32 or list(supers.shape) != [n, k // 256, 2]:
-            raise InvalidArgumentError(f"_quant_tile: supers must be float32 [N, K/256, 2] = {[n, k // 256, 2]}, "
+        expected = [n, k // kQgemvSuperK, 2]
+        if supers.dtype != np.float32 or list(supers.shape) != expected:
+            raise InvalidArgumentError(f"_quant_tile: supers must be float32 [N, K/256, 2] = {expected}, "
                                        f"got {supers.dtype} {list(supers.shape)}")
         supers_tiled = np.empty(tuple(c_quant_tiled_super_shape(n, k)), np.float32)
         p_supers = <const float*>_host_address(supers)

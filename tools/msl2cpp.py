@@ -222,9 +222,9 @@ OPERATOR_NAME = re.compile(r"\boperator\s*(?:\(\s*\)|[^\s(]+)")
 
 def _is_function_head(head: str) -> bool:
     """Whether a declaration (comments blanked) that reaches a `{` or `;` is a function: it ends with a parameter
-    list and has no `=` outside parentheses (operator names aside)."""
+    list and has no `=` outside parentheses (operator names aside); a static_assert only looks like one."""
     head = OPERATOR_NAME.sub("operator", head)
-    if not FUNCTION_HEAD.search(head) or re.search(r"\b(typedef|using|return)\b", head):
+    if not FUNCTION_HEAD.search(head) or re.search(r"\b(typedef|using|return|static_assert)\b", head):
         return False
     depth = 0
     for ch in head:

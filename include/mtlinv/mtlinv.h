@@ -51,6 +51,7 @@ typedef enum {
   MTLINV_BFLOAT16 = 2,
   MTLINV_UINT32 = 3,
   MTLINV_INT32 = 4,
+  MTLINV_INT8 = 5, /* the super-block form's scale and bias codes (mtlinv_qgemv_super) */
 } mtlinv_dtype;
 
 typedef enum {
@@ -114,6 +115,16 @@ mtlinv_status mtlinv_gemv(const mtlinv_tensor* x, const mtlinv_tensor* w, const 
 mtlinv_status mtlinv_qgemv(const mtlinv_tensor* x, const mtlinv_tensor* wq, const mtlinv_tensor* scales,
                            const mtlinv_tensor* biases, const mtlinv_tensor* bias, int group_size, int bits,
                            mtlinv_tensor** out);
+/* mtlinv_qgemv in the super-block form (GGUF's K-quants: Q4_K, Q5_K, Q6_K; Python's mtlinv.gguf_kquants.to_super):
+ * wq as mtlinv_qgemv takes it, scales and biases MTLINV_INT8 codes [N, K/group_size], supers MTLINV_FLOAT32
+ * [N, K/256, 2]. Group g of row n, in super-block s = g * group_size / 256, has the scale supers[n, s, 0] *
+ * scales[n, g] and the bias supers[n, s, 1] * biases[n, g], each rounded to float32: the weights of mtlinv_qgemv
+ * with those products as float32 scales and biases, and its bits where both run the same arithmetic (all but the
+ * matrix-unit kernel at 5 and 6 bits). K a multiple of 256; bits 4 or 5 at group_size 32, bits 6 at group_size 16. On a
+ * device with matrix units the tile layout of mtlinv_quant_tile_super runs too (bits 4). */
+mtlinv_status mtlinv_qgemv_super(const mtlinv_tensor* x, const mtlinv_tensor* wq, const mtlinv_tensor* scales,
+                                 const mtlinv_tensor* biases, const mtlinv_tensor* supers, const mtlinv_tensor* bias,
+                                 int group_size, int bits, mtlinv_tensor** out);
 /* The tile layouts of mtlinv_gemv and mtlinv_qgemv above, made on the host from row-major weights (one
  * implementation with Python's mtlinv.tile_weights and mtlinv.quant.tile: src/core/tile_layout.h). Row-major host
  * arrays; outputs must not overlap inputs; upload the results with mtlinv_tensor_from_host in the shapes below.
@@ -130,6 +141,13 @@ mtlinv_status mtlinv_quant_tiled_words(int64_t n, int64_t k, int group_size, int
 mtlinv_status mtlinv_quant_tile(const uint32_t* wq, const void* scales, const void* biases, mtlinv_dtype scale_dtype,
                                 int64_t n, int64_t k, int group_size, int bits, uint32_t* wq_tiled,
                                 void* scales_tiled, void* biases_tiled);
+/* The tile layout of the super-block form: wq as mtlinv_quant_tile's; the int8 codes scales and biases
+ * [N, K/group_size] -> [N/16, K/group_size, 16]; supers [N, K/256, 2] -> supers_tiled [N/16, K/256, 16, 2]
+ * (N K/128 floats). Bits 4, group_size 32, N a multiple of 16, K a multiple of 256. */
+mtlinv_status mtlinv_quant_tile_super(const uint32_t* wq, const int8_t* scales, const int8_t* biases,
+                                      const float* supers, int64_t n, int64_t k, int group_size, int bits,
+                                      uint32_t* wq_tiled, int8_t* scales_tiled, int8_t* biases_tiled,
+                                      float* supers_tiled);
 /* Attention; kv_len < 0: all C keys; scale <= 0: 1/sqrt(D) (Python's sdpa takes 0 and negatives as given);
  * a NaN or infinite scale is an error. */
 mtlinv_status mtlinv_sdpa(const mtlinv_tensor* q, const mtlinv_tensor* k, const mtlinv_tensor* v, int causal,
@@ -218,7 +236,8 @@ mtlinv_status mtlinv_dequantize_float32(const uint32_t* wq, const void* scales, 
  * mtlinv_decoder_create; the caches stay shared, so the caller's cache handles see what it writes). With
  * mtlinv_set_limit(L) (or a scope) and M <= L tokens a call, a position's logits do not depend on how many
  * positions share its call: greedy speculative decoding is exact (examples/programs/speculative.cpp). Qwen 2's
- * q/k/v biases, Qwen 3's q/k norms and a scaled RoPE's frequencies (Llama 3's): mtlinv_decoder_create_ext. */
+ * q/k/v biases, Qwen 3's q/k norms and a scaled RoPE's frequencies (Llama 3's): mtlinv_decoder_create_ext; GGUF
+ * K-quant projections: mtlinv_decoder_create_super. */
 typedef struct mtlinv_decoder mtlinv_decoder;
 
 /* y = x @ W^T with W [N, K] in the quantized format of mtlinv_qgemv. */
@@ -272,6 +291,24 @@ mtlinv_status mtlinv_decoder_create_ext(const mtlinv_decoder_config* config, con
                                         const mtlinv_decoder_layer_extras* extras, size_t n_layers,
                                         const mtlinv_tensor* output_norm, const mtlinv_quant_linear* output,
                                         mtlinv_decoder** out);
+/* The super-block form's factors of a layer's projections (mtlinv_qgemv_super): each NULL for a projection in
+ * the affine format, else the supers of a projection whose scales and biases are MTLINV_INT8 codes. */
+typedef struct {
+  const mtlinv_tensor* qkv;
+  const mtlinv_tensor* o;
+  const mtlinv_tensor* gate_up;
+  const mtlinv_tensor* down;
+} mtlinv_decoder_layer_supers;
+
+/* mtlinv_decoder_create_ext with projections in the super-block form (a GGUF K-quant model's): supers[0 ..
+ * n_layers) for the layers (NULL: none has any) and output_supers for the output projection (NULL: affine). */
+mtlinv_status mtlinv_decoder_create_super(const mtlinv_decoder_config* config, const float* rope_freqs,
+                                          size_t n_rope_freqs, const mtlinv_tensor* embedding,
+                                          const mtlinv_decoder_layer* layers,
+                                          const mtlinv_decoder_layer_extras* extras,
+                                          const mtlinv_decoder_layer_supers* supers, size_t n_layers,
+                                          const mtlinv_tensor* output_norm, const mtlinv_quant_linear* output,
+                                          const mtlinv_tensor* output_supers, mtlinv_decoder** out);
 /* The logits [M, V] (the embedding's dtype) of ids[0 .. M) (M >= 1, each in [0, V)) at positions start ..
  * start + M - 1: writes their keys and values into the caches there and attends over positions 0 .. start + M - 1
  * (the caller keeps the positions before start valid). One call at a time per decoder. */

@@ -9,15 +9,15 @@ import signal
 import sys
 from importlib import metadata
 
-from .. import MtlinvError, _paths
+from .. import MtlinvError, _native, _paths
 from . import generate_cli
 
 
 def version() -> str:
     try:
         return metadata.version("mtlinv")
-    except metadata.PackageNotFoundError:  # run from a source tree that was never installed
-        return "unknown (not installed)"
+    except metadata.PackageNotFoundError:  # run from a source tree that was never installed: its build's version
+        return f"{_native.VERSION} (source tree, not installed)"
 
 
 def main(argv: list[str] | None = None) -> int:

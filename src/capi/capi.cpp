@@ -57,6 +57,7 @@ mtlinv::DType to_dtype(mtlinv_dtype d, const char* fn, const char* arg) {
     case MTLINV_BFLOAT16: return mtlinv::DType::bf16;
     case MTLINV_UINT32: return mtlinv::DType::u32;
     case MTLINV_INT32: return mtlinv::DType::i32;
+    case MTLINV_INT8: return mtlinv::DType::i8;
   }
   throw mtlinv::DTypeError(fn, ": ", arg, "=", static_cast<int>(d), " is not an mtlinv_dtype");
 }
@@ -153,6 +154,17 @@ mtlinv_status mtlinv_qgemv(const mtlinv_tensor* x, const mtlinv_tensor* wq, cons
   });
 }
 
+mtlinv_status mtlinv_qgemv_super(const mtlinv_tensor* x, const mtlinv_tensor* wq, const mtlinv_tensor* scales,
+                                 const mtlinv_tensor* biases, const mtlinv_tensor* supers, const mtlinv_tensor* bias,
+                                 int group_size, int bits, mtlinv_tensor** out) {
+  return guarded([&] {
+    require_all("mtlinv_qgemv_super",
+                {{"x", x}, {"wq", wq}, {"scales", scales}, {"biases", biases}, {"supers", supers}, {"out", out}});
+    *out = wrap(mtlinv::qgemv(x->t, wq->t, scales->t, biases->t, bias ? &bias->t : nullptr, group_size, bits, nullptr,
+                              &supers->t));
+  });
+}
+
 mtlinv_status mtlinv_tiled_weight_elements(int64_t n, int64_t k, int64_t* elements) {
   return guarded([&] {
     require_arg(elements, "mtlinv_tiled_weight_elements", "elements");
@@ -185,10 +197,22 @@ mtlinv_status mtlinv_quant_tile(const uint32_t* wq, const void* scales, const vo
     // The pointers and the shape are the core's to check (src/core/tile_layout.h), as for C++ callers.
     if (scale_dtype != MTLINV_FLOAT16 && scale_dtype != MTLINV_BFLOAT16 && scale_dtype != MTLINV_FLOAT32) {
       throw mtlinv::DTypeError("mtlinv_quant_tile: scale_dtype=", static_cast<int>(scale_dtype),
-                               " is not MTLINV_FLOAT16, MTLINV_BFLOAT16 or MTLINV_FLOAT32");
+                               " is not MTLINV_FLOAT16, MTLINV_BFLOAT16 or MTLINV_FLOAT32 (int8 codes: mtlinv_quant_tile_super)");
     }
     const size_t scale_size = mtlinv::dtype_size(to_dtype(scale_dtype, "mtlinv_quant_tile", "scale_dtype"));
     mtlinv::quant_tile(wq, scales, biases, scale_size, n, k, group_size, bits, wq_tiled, scales_tiled, biases_tiled);
+  });
+}
+
+mtlinv_status mtlinv_quant_tile_super(const uint32_t* wq, const int8_t* scales, const int8_t* biases,
+                                      const float* supers, int64_t n, int64_t k, int group_size, int bits,
+                                      uint32_t* wq_tiled, int8_t* scales_tiled, int8_t* biases_tiled,
+                                      float* supers_tiled) {
+  return guarded([&] {
+    // quant_tile checks the rest; it reads supers only where given, so a NULL here must not pass as "affine".
+    require_all("mtlinv_quant_tile_super", {{"supers", supers}, {"supers_tiled", supers_tiled}});
+    mtlinv::quant_tile(wq, scales, biases, 1, n, k, group_size, bits, wq_tiled, scales_tiled, biases_tiled, supers,
+                       supers_tiled);
   });
 }
 
@@ -242,8 +266,8 @@ mtlinv_dtype c_dtype(DType d) {
     case DType::bf16: return MTLINV_BFLOAT16;
     case DType::u32: return MTLINV_UINT32;
     case DType::i32: return MTLINV_INT32;
-    case DType::u8:
-    case DType::i8: break;
+    case DType::i8: return MTLINV_INT8;
+    case DType::u8: break;
   }
   throw DTypeError("a tensor of dtype ", dtype_name(d), " has no mtlinv_dtype");
 }

@@ -27,21 +27,26 @@ const mtlinv::Tensor& tensor(const mtlinv_tensor* t, const char* fn, const std::
 // An optional tensor: NULL is none (no storage).
 mtlinv::Tensor optional(const mtlinv_tensor* t) { return t ? t->t : mtlinv::Tensor(); }
 
-mtlinv::QuantLinear linear(const mtlinv_quant_linear& l, const char* fn, const std::string& name) {
+// supers: the super-block form's factors (NULL: the affine format).
+mtlinv::QuantLinear linear(const mtlinv_quant_linear& l, const char* fn, const std::string& name,
+                           const mtlinv_tensor* supers = nullptr) {
   mtlinv::QuantLinear out;
   out.wq = tensor(l.wq, fn, name + ".wq");
   out.scales = tensor(l.scales, fn, name + ".scales");
   out.biases = tensor(l.biases, fn, name + ".biases");
   out.group_size = l.group_size;
   out.bits = l.bits;
+  out.supers = optional(supers);
   return out;
 }
 
-// mtlinv_decoder_create and mtlinv_decoder_create_ext: extras may be NULL, rope_freqs NULL when n_rope_freqs is 0.
+// mtlinv_decoder_create, _ext and _super: extras, supers and output_supers may be NULL, rope_freqs NULL when
+// n_rope_freqs is 0.
 mtlinv_status create(const char* fn, const mtlinv_decoder_config* config, const float* rope_freqs,
                      size_t n_rope_freqs, const mtlinv_tensor* embedding, const mtlinv_decoder_layer* layers,
-                     const mtlinv_decoder_layer_extras* extras, size_t n_layers, const mtlinv_tensor* output_norm,
-                     const mtlinv_quant_linear* output, mtlinv_decoder** out) {
+                     const mtlinv_decoder_layer_extras* extras, const mtlinv_decoder_layer_supers* supers,
+                     size_t n_layers, const mtlinv_tensor* output_norm, const mtlinv_quant_linear* output,
+                     const mtlinv_tensor* output_supers, mtlinv_decoder** out) {
   return run([&] {
     require(config, fn, "config");
     require(output, fn, "output");
@@ -64,10 +69,12 @@ mtlinv_status create(const char* fn, const mtlinv_decoder_config* config, const 
       mtlinv::DecoderLayer layer;
       layer.attn_norm = tensor(l.attn_norm, fn, where + "attn_norm");
       layer.ffn_norm = tensor(l.ffn_norm, fn, where + "ffn_norm");
-      layer.qkv = linear(l.qkv, fn, where + "qkv");
-      layer.o = linear(l.o, fn, where + "o");
-      layer.gate_up = linear(l.gate_up, fn, where + "gate_up");
-      layer.down = linear(l.down, fn, where + "down");
+      const mtlinv_decoder_layer_supers none = {nullptr, nullptr, nullptr, nullptr};
+      const mtlinv_decoder_layer_supers& f = supers ? supers[i] : none;
+      layer.qkv = linear(l.qkv, fn, where + "qkv", f.qkv);
+      layer.o = linear(l.o, fn, where + "o", f.o);
+      layer.gate_up = linear(l.gate_up, fn, where + "gate_up", f.gate_up);
+      layer.down = linear(l.down, fn, where + "down", f.down);
       layer.k_cache = tensor(l.k_cache, fn, where + "k_cache");
       layer.v_cache = tensor(l.v_cache, fn, where + "v_cache");
       if (extras != nullptr) {
@@ -78,7 +85,8 @@ mtlinv_status create(const char* fn, const mtlinv_decoder_config* config, const 
       built.push_back(std::move(layer));
     }
     *out = new mtlinv_decoder{mtlinv::Decoder(c, tensor(embedding, fn, "embedding"), std::move(built),
-                                              tensor(output_norm, fn, "output_norm"), linear(*output, fn, "output"))};
+                                              tensor(output_norm, fn, "output_norm"),
+                                              linear(*output, fn, "output", output_supers))};
   });
 }
 
@@ -90,8 +98,8 @@ mtlinv_status mtlinv_decoder_create(const mtlinv_decoder_config* config, const m
                                     const mtlinv_decoder_layer* layers, size_t n_layers,
                                     const mtlinv_tensor* output_norm, const mtlinv_quant_linear* output,
                                     mtlinv_decoder** out) {
-  return create("mtlinv_decoder_create", config, nullptr, 0, embedding, layers, nullptr, n_layers, output_norm,
-                output, out);
+  return create("mtlinv_decoder_create", config, nullptr, 0, embedding, layers, nullptr, nullptr, n_layers,
+                output_norm, output, nullptr, out);
 }
 
 mtlinv_status mtlinv_decoder_create_ext(const mtlinv_decoder_config* config, const float* rope_freqs,
@@ -100,8 +108,19 @@ mtlinv_status mtlinv_decoder_create_ext(const mtlinv_decoder_config* config, con
                                         const mtlinv_decoder_layer_extras* extras, size_t n_layers,
                                         const mtlinv_tensor* output_norm, const mtlinv_quant_linear* output,
                                         mtlinv_decoder** out) {
-  return create("mtlinv_decoder_create_ext", config, rope_freqs, n_rope_freqs, embedding, layers, extras, n_layers,
-                output_norm, output, out);
+  return create("mtlinv_decoder_create_ext", config, rope_freqs, n_rope_freqs, embedding, layers, extras, nullptr,
+                n_layers, output_norm, output, nullptr, out);
+}
+
+mtlinv_status mtlinv_decoder_create_super(const mtlinv_decoder_config* config, const float* rope_freqs,
+                                          size_t n_rope_freqs, const mtlinv_tensor* embedding,
+                                          const mtlinv_decoder_layer* layers,
+                                          const mtlinv_decoder_layer_extras* extras,
+                                          const mtlinv_decoder_layer_supers* supers, size_t n_layers,
+                                          const mtlinv_tensor* output_norm, const mtlinv_quant_linear* output,
+                                          const mtlinv_tensor* output_supers, mtlinv_decoder** out) {
+  return create("mtlinv_decoder_create_super", config, rope_freqs, n_rope_freqs, embedding, layers, extras, supers,
+                n_layers, output_norm, output, output_supers, out);
 }
 
 mtlinv_status mtlinv_decoder_forward(const mtlinv_decoder* decoder, const int64_t* ids, size_t n_ids, int64_t start,

@@ -5,9 +5,9 @@ import ctypes
 import numpy as np
 
 OK, INVALID_ARGUMENT, DTYPE, DEVICE, KERNEL, OUT_OF_MEMORY, INTERNAL = range(7)
-FLOAT32, FLOAT16, BFLOAT16, UINT32, INT32 = range(5)
+FLOAT32, FLOAT16, BFLOAT16, UINT32, INT32, INT8 = range(6)
 DTYPES = {np.dtype(np.float32): FLOAT32, np.dtype(np.float16): FLOAT16, np.dtype(np.uint32): UINT32,
-          np.dtype(np.int32): INT32}
+          np.dtype(np.int32): INT32, np.dtype(np.int8): INT8}
 
 T = ctypes.c_void_p           # const mtlinv_tensor*
 TP = ctypes.POINTER(T)        # mtlinv_tensor**
@@ -39,6 +39,7 @@ SIGNATURES = {
                                    c_void_p]),
     "mtlinv_sdpa": (status, [T, T, T, c_int, I64, c_float, TP]),
     "mtlinv_rms_norm": (status, [T, T, c_float, TP]),
+    "mtlinv_tensor_dtype": (status, [T, ctypes.POINTER(c_int)]),
 }
 
 

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 import cmake_build
 import mtlinv
-from c_library import DTYPE, FLOAT16, FLOAT32, I64P, INVALID_ARGUMENT, CError, Library
+from c_library import DTYPE, DTYPES, FLOAT16, FLOAT32, I64P, INT8, INVALID_ARGUMENT, CError, Library
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(sys.platform != "linux", reason="loads the Linux libmtlinv.so")]
 
@@ -66,7 +66,17 @@ def test_tensor_from_host_bad_ndim(lib, ndim):
           f"ndim={ndim}")
 
 
-@given(st.one_of(st.integers(-2**31, -1), st.integers(5, 2**31 - 1)))
+@given(st.sampled_from(sorted(DTYPES, key=str)), st.lists(st.integers(0, 5), max_size=3), st.integers(0, 2**32 - 1))
+def test_every_dtype_round_trips(lib, dtype, shape, seed):
+    """Each mtlinv_dtype (MTLINV_INT8 too: the super-block form's codes) comes back with its bytes, and its dtype."""
+    a = np.random.default_rng(seed).integers(0, 256, (*shape, dtype.itemsize), np.uint8).view(dtype).reshape(shape)
+    t = lib.tensor(a)
+    got = ctypes.c_int(-1)
+    lib.check(lib.tensor_dtype(t, ctypes.byref(got)))
+    assert got.value == DTYPES[dtype] and t.numpy(dtype).tobytes() == a.tobytes()
+
+
+@given(st.one_of(st.integers(-2**31, -1), st.integers(INT8 + 1, 2**31 - 1)))
 def test_tensor_from_host_bad_dtype(lib, dtype):
     data = np.zeros(2, np.float32)
     fails(lib, lambda: lib.call(lib.tensor_from_host, data.ctypes.data, shape_array([2]).data_as(I64P), 1, dtype),

@@ -88,7 +88,7 @@ def test_examples_in_the_build_tree(build_dir):
     check_programs(build_dir / "examples" / "programs")
 
 
-@pytest.mark.parametrize("program", ["api_errors", "cpp_errors", "capi_ops", "capi_model"])
+@pytest.mark.parametrize("program", ["api_errors", "cpp_errors", "capi_ops", "capi_model", "capi_super"])
 def test_api_paths(build_dir, program):
     """tests/capi: every call's result and every bad call's error (status or exception) naming the argument; none
     crashes."""

@@ -61,3 +61,22 @@ def test_the_command_line_reports_a_refused_slot(tmp_path, capsys):
     assert msl2cpp.main(["--target", "emu", "--out", str(tmp_path / "out"), str(src)]) == 1
     assert "msl2cpp: k.metal:2: kernel copy: [[buffer(2 * COPY_SLOT_X)]] on 'y'" in capsys.readouterr().err
     assert not (tmp_path / "out" / "k.cpp").exists()
+
+
+def test_cuda_marks_functions_and_not_static_asserts():
+    """nvcc compiles unannotated functions for the host alone, so the CUDA pass marks every function `__device__`;
+    a static_assert, at namespace or class scope, ends in a parenthesis as a declaration does and must stay as
+    written (marked, nvcc refuses it)."""
+    text = """static_assert(sizeof(float) == 4, "float32");
+inline float twice(float v) { return 2.0f * v; }
+template <uint BITS>
+struct Codes {
+  static_assert(BITS <= 7, "below the exponent");
+  static uint mask() { return (1u << BITS) - 1u; }
+};
+"""
+    out = msl2cpp.translate(text, "k.metal", "cuda")
+    assert "__device__ inline float twice(float v)" in out
+    assert "__device__ static uint mask()" in out
+    assert out.count("__device__") == 2, out
+    assert out.count("static_assert(") == 2
