@@ -430,8 +430,8 @@ MTLINV_KERNEL(qgemv_mma_b8_r16_f16_sf32_g16_tiled, qgemv_mma, half, 8, float, 16
 MTLINV_KERNEL(qgemv_mma_b8_r8_bf16_sf32_g16_tiled, qgemv_mma, bfloat, 8, float, 8, true, 2)
 MTLINV_KERNEL(qgemv_mma_b8_r16_bf16_sf32_g16_tiled, qgemv_mma, bfloat, 8, float, 16, true, 2)
 
-// The super-block form (as for qgemv): Q4_K and Q5_K at group size 32, Q6_K at 6 bits and group size 16; the
-// tile layout at 4 bits (Q4_K).
+// The super-block form (as for qgemv): Q4_K and Q5_K at group size 32, Q6_K at 6 bits and group size 16, in both
+// layouts.
 MTLINV_KERNEL(qgemv_mma_b4_r8_f16_si8, qgemv_mma, half, 4, char, 8, false, 1)
 MTLINV_KERNEL(qgemv_mma_b4_r16_f16_si8, qgemv_mma, half, 4, char, 16, false, 1)
 MTLINV_KERNEL(qgemv_mma_b4_r8_bf16_si8, qgemv_mma, bfloat, 4, char, 8, false, 1)
@@ -448,6 +448,14 @@ MTLINV_KERNEL(qgemv_mma_b4_r8_f16_si8_tiled, qgemv_mma, half, 4, char, 8, true, 
 MTLINV_KERNEL(qgemv_mma_b4_r16_f16_si8_tiled, qgemv_mma, half, 4, char, 16, true, 1)
 MTLINV_KERNEL(qgemv_mma_b4_r8_bf16_si8_tiled, qgemv_mma, bfloat, 4, char, 8, true, 1)
 MTLINV_KERNEL(qgemv_mma_b4_r16_bf16_si8_tiled, qgemv_mma, bfloat, 4, char, 16, true, 1)
+MTLINV_KERNEL(qgemv_mma_b5_r8_f16_si8_tiled, qgemv_mma, half, 5, char, 8, true, 1)
+MTLINV_KERNEL(qgemv_mma_b5_r16_f16_si8_tiled, qgemv_mma, half, 5, char, 16, true, 1)
+MTLINV_KERNEL(qgemv_mma_b5_r8_bf16_si8_tiled, qgemv_mma, bfloat, 5, char, 8, true, 1)
+MTLINV_KERNEL(qgemv_mma_b5_r16_bf16_si8_tiled, qgemv_mma, bfloat, 5, char, 16, true, 1)
+MTLINV_KERNEL(qgemv_mma_b6_r8_f16_si8_g16_tiled, qgemv_mma, half, 6, char, 8, true, 2)
+MTLINV_KERNEL(qgemv_mma_b6_r16_f16_si8_g16_tiled, qgemv_mma, half, 6, char, 16, true, 2)
+MTLINV_KERNEL(qgemv_mma_b6_r8_bf16_si8_g16_tiled, qgemv_mma, bfloat, 6, char, 8, true, 2)
+MTLINV_KERNEL(qgemv_mma_b6_r16_bf16_si8_g16_tiled, qgemv_mma, bfloat, 6, char, 16, true, 2)
 
 // float16 scales and biases with bfloat16 x: GGUF's Q4_0, Q4_1, Q5_0, Q5_1 and Q8_0 at their blocks' own
 // float16 fields (mtlinv.gguf_blocks), in both layouts (tiled at 4 and 8 bits).

@@ -224,8 +224,8 @@ def tile(wq, scales, biases, group_size=64, bits=4, supers=None):
     (``device_info()["matrix_units"]``: CUDA) with 16-bit x, and needs bits 4 or 8 (8 at group size 16) and N a
     multiple of 16. On an H200 a 4-bit qgemv took 8-20% less time at M = 1..16 (docs/decisions.md, "qgemv: tile
     layout").
-    The super-block form (int8 codes with ``supers [N, K/256, 2]``: ``mtlinv.gguf_kquants.to_super``) tiles at bits
-    4 and group size 32 (Q4_K); it returns ``(wq, scales, biases, supers)``, supers ``[N/16, K/256, 16, 2]``.
+    The super-block form (int8 codes with ``supers [N, K/256, 2]``: ``mtlinv.gguf_kquants.to_super``) tiles in each
+    of its formats (Q4_K, Q5_K, Q6_K); it returns ``(wq, scales, biases, supers)``, supers ``[N/16, K/256, 16, 2]``.
     """
     group_size, bits = check_params(group_size, bits)
     wq, scales, biases, _ = _check_quantized(wq, scales, biases, group_size, bits, "tile", codes=supers is not None)

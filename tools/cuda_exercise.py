@@ -103,7 +103,7 @@ def qgemv(dtype, all_bits):
 
 def qgemv_super(dtype):
     """The super-block form (int8 codes, float32 factors per 256 values: GGUF's K-quants), each width it is built for,
-    and Q4_K's tile layout; its weights from quant.expand_supers."""
+    in both layouts; its weights from quant.expand_supers."""
     k, n = 512, 48
     for bits, group in ((4, 32), (5, 32), (6, 16)):
         q = RNG.integers(0, 1 << bits, (n, k))
@@ -112,7 +112,7 @@ def qgemv_super(dtype):
         args = dict(wq=quant.pack(q, bits), scales=codes[0], biases=codes[1], supers=supers, group_size=group, bits=bits)
         w = quant.dequantize_float32(args["wq"], *quant.expand_supers(*codes, supers, group), group, bits)
         forms = [args]
-        if bits == 4 and np.dtype(dtype) != np.float32 and mtlinv.device_info()["matrix_units"]:
+        if np.dtype(dtype) != np.float32 and mtlinv.device_info()["matrix_units"]:
             tiles = quant.tile(args["wq"], *codes, group, bits, supers=supers)
             forms.append(dict(args, wq=tiles[0], scales=tiles[1], biases=tiles[2], supers=tiles[3]))
         for form in forms:

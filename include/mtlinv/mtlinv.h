@@ -121,7 +121,7 @@ mtlinv_status mtlinv_qgemv(const mtlinv_tensor* x, const mtlinv_tensor* wq, cons
  * scales[n, g] and the bias supers[n, s, 1] * biases[n, g], each rounded to float32: the weights of mtlinv_qgemv
  * with those products as float32 scales and biases, and its bits where both run the same arithmetic (all but the
  * matrix-unit kernel at 5 and 6 bits). K a multiple of 256; bits 4 or 5 at group_size 32, bits 6 at group_size 16. On a
- * device with matrix units the tile layout of mtlinv_quant_tile_super runs too (bits 4). */
+ * device with matrix units the tile layout of mtlinv_quant_tile_super runs too. */
 mtlinv_status mtlinv_qgemv_super(const mtlinv_tensor* x, const mtlinv_tensor* wq, const mtlinv_tensor* scales,
                                  const mtlinv_tensor* biases, const mtlinv_tensor* supers, const mtlinv_tensor* bias,
                                  int group_size, int bits, mtlinv_tensor** out);
@@ -134,7 +134,7 @@ mtlinv_status mtlinv_qgemv_super(const mtlinv_tensor* x, const mtlinv_tensor* wq
  * [N/16, ceil(K/128), 16, 4*bits]; scales and biases [N, K/group_size] of scale_dtype (MTLINV_FLOAT16,
  * MTLINV_BFLOAT16 or MTLINV_FLOAT32) -> the same count in [N/16, K/group_size, 16]; bits 4 or 8, N a multiple of
  * 16, K a multiple of group_size (32, 64 or 128, or 16 at bits 8) and of 32; a last partial block of 128 K positions is
- * padded with zeros. */
+ * padded with zeros. mtlinv_quant_tiled_words also counts the super-block form's words (mtlinv_quant_tile_super). */
 mtlinv_status mtlinv_tiled_weight_elements(int64_t n, int64_t k, int64_t* elements);
 mtlinv_status mtlinv_tile_weights(const void* w, mtlinv_dtype dtype, int64_t n, int64_t k, void* w_tiled);
 mtlinv_status mtlinv_quant_tiled_words(int64_t n, int64_t k, int group_size, int bits, int64_t* words);
@@ -143,7 +143,8 @@ mtlinv_status mtlinv_quant_tile(const uint32_t* wq, const void* scales, const vo
                                 void* scales_tiled, void* biases_tiled);
 /* The tile layout of the super-block form: wq as mtlinv_quant_tile's; the int8 codes scales and biases
  * [N, K/group_size] -> [N/16, K/group_size, 16]; supers [N, K/256, 2] -> supers_tiled [N/16, K/256, 16, 2]
- * (N K/128 floats). Bits 4, group_size 32, N a multiple of 16, K a multiple of 256. */
+ * (N K/128 floats). A format of mtlinv_qgemv_super, N a multiple of 16, K a multiple of 256; wq_tiled holds
+ * mtlinv_quant_tiled_words(n, k, group_size, bits) words. */
 mtlinv_status mtlinv_quant_tile_super(const uint32_t* wq, const int8_t* scales, const int8_t* biases,
                                       const float* supers, int64_t n, int64_t k, int group_size, int bits,
                                       uint32_t* wq_tiled, int8_t* scales_tiled, int8_t* biases_tiled,

@@ -55,11 +55,13 @@ void require_size(const char* fn, int64_t n, int64_t k) {
   }
 }
 
+// The formats with tiled kernels: the affine format at bits 4 and 8, every super-block format (bits 4, 5 and 6).
 void check_quant_shape(int64_t n, int64_t k, int group_size, int bits) {
-  if (bits != 4 && bits != 8) {
-    throw InvalidArgument("quant_tile: bits=", bits, ": the tile layout is built for bits 4 and 8");
+  if (bits != 4 && bits != 8 && !qgemv_super_format(bits, group_size)) {
+    throw InvalidArgument("quant_tile: bits=", bits, " at group_size=", group_size, ": the tile layout is built for "
+                          "bits 4 and 8, and for the super-block form's bits 4 and 5 at group_size 32 and 6 at 16");
   }
-  if (!qgemv_supported_format(bits, group_size)) {
+  if (!qgemv_supported_format(bits, group_size) && !qgemv_super_format(bits, group_size)) {
     throw InvalidArgument("quant_tile: group_size=", group_size, " is not supported at bits=", bits,
                           "; use 32, 64 or 128, or 16 at bits=", kQgemvGroup16Bits);
   }
@@ -133,9 +135,13 @@ void quant_tile(const uint32_t* wq, const void* scales, const void* biases, size
     throw InvalidArgument("quant_tile: supers go with int8 scale codes (scale_bytes 1) and only with them; got "
                           "scale_bytes=", scale_bytes, super_form ? " without supers" : " with supers");
   }
-  if (super_form && (bits != 4 || group_size != 32 || k % kQgemvSuperK != 0)) {
-    throw InvalidArgument("quant_tile: int8 scale codes are tiled at bits 4, group_size 32 and K a multiple of ",
-                          kQgemvSuperK, "; got bits=", bits, ", group_size=", group_size, ", K=", k);
+  if (super_form && (!qgemv_super_format(bits, group_size) || k % kQgemvSuperK != 0)) {
+    throw InvalidArgument("quant_tile: int8 scale codes are tiled at bits 4 or 5 with group_size 32, or 6 with 16, "
+                          "and K a multiple of ", kQgemvSuperK, "; got bits=", bits, ", group_size=", group_size,
+                          ", K=", k);
+  }
+  if (!super_form && bits != 4 && bits != 8) {
+    throw InvalidArgument("quant_tile: bits=", bits, ": the tile layout of float scales is built for bits 4 and 8");
   }
   require_pointers("quant_tile", {{"wq", wq}, {"scales", scales}, {"biases", biases}, {"wq_tiled", wq_tiled},
                                   {"scales_tiled", scales_tiled}, {"biases_tiled", biases_tiled}});

@@ -31,11 +31,13 @@ int64_t tiled_weight_elements(int64_t n, int64_t k);
 // W [N, K] of elem_bytes bytes each (2: float16 or bfloat16, the dtypes gemv_nk_mma reads) -> w_tiled.
 void tile_weights(const void* w, size_t elem_bytes, int64_t n, int64_t k, void* w_tiled);
 
-// Words of quantized wq in the tile layout: bits 4 or 8, group_size 32, 64 or 128 (or 16 at bits 8), N a positive
-// multiple of 16, K a positive multiple of group_size and of 32.
+// Words of quantized wq in the tile layout: bits 4 or 8, group_size 32, 64 or 128 (or 16 at bits 8), or a
+// super-block format (bits 4 or 5 at group_size 32, 6 at 16); N a positive multiple of 16, K a positive multiple of
+// group_size and of 32.
 int64_t quant_tiled_words(int64_t n, int64_t k, int group_size, int bits);
 // wq, scales and biases (scale_bytes bytes each: 2 for float16 or bfloat16, 4 for float32, 1 for the int8 codes of
-// the super-block form, which take supers: bits 4, group_size 32, K a multiple of 256) -> the tile layout.
+// the super-block form, which take supers: bits 4 or 5 at group_size 32, 6 at 16, K a multiple of 256) -> the tile
+// layout.
 void quant_tile(const uint32_t* wq, const void* scales, const void* biases, size_t scale_bytes, int64_t n, int64_t k,
                 int group_size, int bits, uint32_t* wq_tiled, void* scales_tiled, void* biases_tiled,
                 const float* supers = nullptr, float* supers_tiled = nullptr);

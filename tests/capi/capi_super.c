@@ -201,7 +201,7 @@ static void check_tile(void) {
          MTLINV_ERROR_INVALID_ARGUMENT, "mtlinv_quant_tile_super: supers is NULL");
   expect("quant_tile_super bits=8", mtlinv_quant_tile_super(wq, scales, biases, supers, N, K, G, 8, wq_tiled,
                                                             scales_tiled, biases_tiled, supers_tiled),
-         MTLINV_ERROR_INVALID_ARGUMENT, "int8 scale codes are tiled at bits 4, group_size 32");
+         MTLINV_ERROR_INVALID_ARGUMENT, "int8 scale codes are tiled at bits 4 or 5 with group_size 32, or 6 with 16");
   expect("quant_tile_super K=288", mtlinv_quant_tile_super(wq, scales, biases, supers, N, 288, G, 4, wq_tiled,
                                                            scales_tiled, biases_tiled, supers_tiled),
          MTLINV_ERROR_INVALID_ARGUMENT, "K a multiple of 256");

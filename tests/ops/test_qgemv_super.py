@@ -98,13 +98,15 @@ def test_the_import_bits_at_every_m(kind, dtype, plans, request, rng):
         np.testing.assert_allclose(got.astype(np.float64), ref[:m], rtol=tol, atol=tol * np.abs(ref[:m]).max())
 
 
+@pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("dtype", [np.float16, ml_dtypes.bfloat16], ids=["f16", "bf16"])
-def test_tile_layout_gives_the_row_layouts_bits(dtype, gpu_plans, rng):
-    """Q4_K in the tile layout (quant.tile with supers) on qgemv_mma: the row layout's bits at and below the limit,
-    its supers [N/16, K/256, 16, 2]."""
+def test_tile_layout_gives_the_row_layouts_bits(kind, dtype, gpu_plans, rng):
+    """Each K-quant in the tile layout (quant.tile with supers) on qgemv_mma: the row layout's bits at and below
+    the limit, its supers [N/16, K/256, 16, 2]."""
     n, k = 32, 1024
-    sup, _ = forms(k_quant_blocks(rng, "q4_k", n, k), n, k, "q4_k")
-    wq, sc, mc, supers = quant.tile(sup["wq"], sup["scales"], sup["biases"], 32, 4, supers=sup["supers"])
+    bits, group_size = KINDS[kind]
+    sup, _ = forms(k_quant_blocks(rng, kind, n, k), n, k, kind)
+    wq, sc, mc, supers = quant.tile(sup["wq"], sup["scales"], sup["biases"], group_size, bits, supers=sup["supers"])
     assert supers.shape == (n // 16, k // 256, 16, 2)
     assert np.array_equal(supers.transpose(0, 2, 1, 3).reshape(n, k // 256, 2), sup["supers"])
     tiled = dict(sup, wq=wq, scales=sc, biases=mc, supers=supers)
@@ -113,9 +115,10 @@ def test_tile_layout_gives_the_row_layouts_bits(dtype, gpu_plans, rng):
     for m in (1, 5, 8, 16):
         got, want = call(x[:m], tiled), call(x[:m], sup)
         assert same_bits(got, want), f"M={m}: {first_difference(got, want)}"
-    plan = mtlinv._native.plan_qgemv(rows=1, k=k, n=n, group_size=32, bits=4, dtype=np.dtype(dtype).name,
-                                     scale_dtype="int8", tiled=True)
-    assert plan["launches"][0]["kernel"].endswith("_si8_tiled")
+    plan = mtlinv._native.plan_qgemv(rows=1, k=k, n=n, group_size=group_size, bits=bits,
+                                     dtype=np.dtype(dtype).name, scale_dtype="int8", tiled=True)
+    assert plan["launches"][0]["kernel"].startswith(f"qgemv_mma_b{bits}_") and plan["launches"][0]["kernel"].endswith(
+        "_si8_g16_tiled" if group_size == 16 else "_si8_tiled")
 
 
 def test_the_planned_kernels_read_codes(gpu_plans):
@@ -154,8 +157,8 @@ def test_errors_name_the_operand(rng):
                                                           r"\[16, 1, 2\], got float32 \[16, 2, 2\]"):
         quant.tile(sup["wq"], sup["scales"], sup["biases"], 32, 4, supers=np.zeros((16, 2, 2), np.float32))
     q6, _ = forms(k_quant_blocks(rng, "q6_k", n, k), n, k, "q6_k")
-    with pytest.raises(mtlinv.InvalidArgumentError, match="quant_tile: int8 scale codes are tiled at bits 4, "
-                                                          "group_size 32"):
+    with pytest.raises(mtlinv.InvalidArgumentError, match="quant_tile: int8 scale codes are tiled at bits 4 or 5 "
+                                                          "with group_size 32, or 6 with 16"):
         quant.tile(quant.pack(quant.unpack(q6["wq"], 6, k), 8), q6["scales"], q6["biases"], 16, 8,
                    supers=q6["supers"])
     with pytest.raises(ValueError, match=r"expand_supers: scales \(16, 8\) at group_size=16 need supers"):

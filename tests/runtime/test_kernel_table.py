@@ -72,12 +72,12 @@ def _qgemv_launches(matrix_units):
             found |= _launches(_native.plan_qgemv(**args))
             if matrix_units and dtype in SIXTEEN and bits in (4, 8):
                 found |= _launches(_native.plan_qgemv(**args, tiled=True))
-        # The super-block form (int8 codes): Q4_K and Q5_K at group 32, Q6_K at 6 bits and group 16; tiled at 4.
+        # The super-block form (int8 codes): Q4_K and Q5_K at group 32, Q6_K at 6 bits and group 16; both layouts.
         if (bits, k) in ((4, 4096), (5, 4096), (6, 4096)):
             args = dict(rows=rows, k=k, n=n, bits=bits, dtype=dtype, scale_dtype="int8", limit=limit,
                         group_size=16 if bits == 6 else 32)
             found |= _launches(_native.plan_qgemv(**args))
-            if matrix_units and dtype in SIXTEEN and bits == 4:
+            if matrix_units and dtype in SIXTEEN:
                 found |= _launches(_native.plan_qgemv(**args, tiled=True))
     return found
 

@@ -124,10 +124,11 @@ void check_qgemv_operands(const QGemvShape& s, const DeviceCaps& caps) {
                      "or 8, be float16 with bfloat16 x and bits 4, 5 or 8 (group_size 32 and up), or be int8 codes "
                      "with supers");
   }
-  const bool tiled_bits = super_form ? s.bits == 4 : s.bits == 4 || s.bits == 8;
+  // Every super-block format has its tiled kernels (checked above); the affine ones at bits 4 and 8.
+  const bool tiled_bits = super_form || s.bits == 4 || s.bits == 8;
   if (s.tiled && (!caps.matrix_units || s.dtype == DType::f32 || !tiled_bits || s.n % MMA_TILE_COLS != 0)) {
     throw InvalidArgument("qgemv: weights in the tile layout need 16-bit x on a device with matrix units, bits ",
-                          super_form ? "4 (int8 scale codes)" : "4 or 8", " and N a multiple of 16; got x ",
+                          super_form ? "4, 5 or 6 (int8 scale codes)" : "4 or 8", " and N a multiple of 16; got x ",
                           dtype_name(s.dtype), ", bits=", s.bits, ", N=", s.n,
                           caps.matrix_units ? "" : " on a device without matrix units", " (use the row layout there)");
   }

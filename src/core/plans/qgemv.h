@@ -35,7 +35,7 @@ bool qgemv_supported_group_size(int group_size);
 bool qgemv_supported_format(int bits, int group_size);  // both, and the pair built
 // The super-block form (int8 scale and bias codes, float32 factors per kQgemvSuperK values; metal/quant.h,
 // QuantGroups<char>): GGUF's K-quants at their own bytes, built for Q4_K (bits 4) and Q5_K (bits 5) at group size 32
-// and Q6_K (bits 6) at group size 16; the tile layout at bits 4.
+// and Q6_K (bits 6) at group size 16, in both layouts.
 constexpr int64_t kQgemvSuperK = QGEMV_SUPER;
 // float16 scales beside bfloat16 x (GGUF's Q4_0, Q4_1, Q5_0, Q5_1 and Q8_0 at their blocks' float16 fields): built
 // at bits 4, 5 and 8 and group sizes 32 and up, the tile layout at 4 and 8.
