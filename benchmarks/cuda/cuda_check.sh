@@ -36,7 +36,8 @@ run() {
                python3 -X faulthandler -c "import mtlinv; i = mtlinv.device_info(); assert i['backend'] == 'cuda', i; print(i)"; } ;;
     # No registry there: PIP_NO_INDEX makes the model fixture's fetch fail at once (its tests skip). JAX would
     # reserve most of the GPU's memory in each of the 8 workers (out of memory at collection): it allocates on use.
-    tests) step tests 60 env PIP_NO_INDEX=1 XLA_PYTHON_CLIENT_PREALLOCATE=false python3 -m pytest -q -rs -p no:cacheprovider --durations=5 -m "not slow" \
+    tests) step tests 60 env PIP_NO_INDEX=1 XLA_PYTHON_CLIENT_PREALLOCATE=false \
+             python3 -m pytest -q -rs -p no:cacheprovider --durations=5 -m "not slow" \
              $(python3 -c "import xdist" 2>/dev/null && echo "-n 8") tests ;;
     bench) step bench 200 python3 benchmarks/cuda/bench_cuda.py --out "$OUT" ${BENCH_ARGS:-} ;;
     decode) step decode 200 python3 benchmarks/bench_decode_step.py --out "$OUT" ${DECODE_ARGS:-} ;;

@@ -20,8 +20,9 @@
  *   - A release never changes or removes a function, an enum value or a struct below; it only adds functions and
  *     enum values. A program built against version X.Y runs with any library X.Z, Z >= Y (check
  *     mtlinv_version() >= the MTLINV_VERSION it was built with before calling a function newer than that).
- *   - The structs (mtlinv_quant_linear, mtlinv_decoder_layer, mtlinv_decoder_config) are passed by pointer and
- *     never grow; a new field means a new struct and a new function taking it.
+ *   - The structs (mtlinv_quant_linear, mtlinv_decoder_layer, mtlinv_decoder_config, mtlinv_decoder_layer_extras,
+ *     mtlinv_decoder_layer_supers) are passed by pointer and never grow; a new field means a new struct and a new
+ *     function taking it.
  *   - Handles (mtlinv_tensor, mtlinv_decoder) are opaque; their layout is not part of the ABI.
  *   - Statuses may gain values: treat any value other than MTLINV_OK as an error.
  *   - Strings returned (mtlinv_last_error, mtlinv_version_string) belong to the library.
@@ -121,7 +122,7 @@ mtlinv_status mtlinv_qgemv(const mtlinv_tensor* x, const mtlinv_tensor* wq, cons
  * scales[n, g] and the bias supers[n, s, 1] * biases[n, g], each rounded to float32: the weights of mtlinv_qgemv
  * with those products as float32 scales and biases, and its bits where both run the same arithmetic (all but the
  * matrix-unit kernel at 5 and 6 bits). K a multiple of 256; bits 4 or 5 at group_size 32, bits 6 at group_size 16. On a
- * device with matrix units the tile layout of mtlinv_quant_tile_super runs too. */
+ * device with matrix units (16-bit x) the tile layout of mtlinv_quant_tile_super runs too. */
 mtlinv_status mtlinv_qgemv_super(const mtlinv_tensor* x, const mtlinv_tensor* wq, const mtlinv_tensor* scales,
                                  const mtlinv_tensor* biases, const mtlinv_tensor* supers, const mtlinv_tensor* bias,
                                  int group_size, int bits, mtlinv_tensor** out);

@@ -150,6 +150,10 @@ mtlinv_status mtlinv_qgemv(const mtlinv_tensor* x, const mtlinv_tensor* wq, cons
                            mtlinv_tensor** out) {
   return guarded([&] {
     require_all("mtlinv_qgemv", {{"x", x}, {"wq", wq}, {"scales", scales}, {"biases", biases}, {"out", out}});
+    if (scales->t.dtype == mtlinv::DType::i8) {  // the core would ask for supers, which this function has no place for
+      throw mtlinv::InvalidArgument("mtlinv_qgemv: scales are MTLINV_INT8 codes (the super-block form); use ",
+                                    "mtlinv_qgemv_super, which takes their supers");
+    }
     *out = wrap(mtlinv::qgemv(x->t, wq->t, scales->t, biases->t, bias ? &bias->t : nullptr, group_size, bits));
   });
 }
@@ -197,7 +201,8 @@ mtlinv_status mtlinv_quant_tile(const uint32_t* wq, const void* scales, const vo
     // The pointers and the shape are the core's to check (src/core/tile_layout.h), as for C++ callers.
     if (scale_dtype != MTLINV_FLOAT16 && scale_dtype != MTLINV_BFLOAT16 && scale_dtype != MTLINV_FLOAT32) {
       throw mtlinv::DTypeError("mtlinv_quant_tile: scale_dtype=", static_cast<int>(scale_dtype),
-                               " is not MTLINV_FLOAT16, MTLINV_BFLOAT16 or MTLINV_FLOAT32 (int8 codes: mtlinv_quant_tile_super)");
+                               " is not MTLINV_FLOAT16, MTLINV_BFLOAT16 or MTLINV_FLOAT32 (int8 codes: ",
+                               "mtlinv_quant_tile_super)");
     }
     const size_t scale_size = mtlinv::dtype_size(to_dtype(scale_dtype, "mtlinv_quant_tile", "scale_dtype"));
     mtlinv::quant_tile(wq, scales, biases, scale_size, n, k, group_size, bits, wq_tiled, scales_tiled, biases_tiled);
@@ -209,7 +214,7 @@ mtlinv_status mtlinv_quant_tile_super(const uint32_t* wq, const int8_t* scales, 
                                       uint32_t* wq_tiled, int8_t* scales_tiled, int8_t* biases_tiled,
                                       float* supers_tiled) {
   return guarded([&] {
-    // quant_tile checks the rest; it reads supers only where given, so a NULL here must not pass as "affine".
+    // quant_tile checks the rest (and refuses codes without supers); checked here, the message names this function.
     require_all("mtlinv_quant_tile_super", {{"supers", supers}, {"supers_tiled", supers_tiled}});
     mtlinv::quant_tile(wq, scales, biases, 1, n, k, group_size, bits, wq_tiled, scales_tiled, biases_tiled, supers,
                        supers_tiled);

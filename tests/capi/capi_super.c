@@ -149,7 +149,8 @@ static void check_qgemv(void) {
                                                            &unused),
              MTLINV_ERROR_INVALID_ARGUMENT, "mtlinv_qgemv_super: supers is NULL");
       expect("qgemv with codes, no supers", mtlinv_qgemv(xt, c->wq, c->scales, c->biases, NULL, 32, 4, &unused),
-             MTLINV_ERROR_INVALID_ARGUMENT, "scales are int8 codes (the super-block form) but supers is not given");
+             MTLINV_ERROR_INVALID_ARGUMENT, "mtlinv_qgemv: scales are MTLINV_INT8 codes (the super-block form); use "
+             "mtlinv_qgemv_super");
       expect("qgemv_super with float scales", mtlinv_qgemv_super(xt, c->wq, e->scales, e->biases, p.supers, NULL,
                                                                  32, 4, &unused),
              MTLINV_ERROR_INVALID_ARGUMENT, "supers is given but scales are float32");
@@ -167,44 +168,56 @@ static void check_qgemv(void) {
   mtlinv_tensor_free(xt);
 }
 
-/* The tile layout's supers: block s of rows 16 t .. 16 t + 15 side by side, [N/16, K/256, 16, 2]. */
+/* mtlinv_quant_tile_super in each format: step s of rows 16 t .. 16 t + 15 side by side (4 runs of `bits` words a
+ * row), a group's 16 rows side by side, and block s of supers' 16 rows side by side, [N/16, K/256, 16, 2]. */
 static void check_tile(void) {
-  enum { N = ROWS, K = 2 * SUPER, G = 32, S = K / SUPER };
-  static uint32_t wq[N * K / 8], wq_tiled[N * K / 8];
-  static int8_t scales[N * K / G], biases[N * K / G], scales_tiled[N * K / G], biases_tiled[N * K / G];
-  static float supers[N * S * 2], supers_tiled[N * S * 2];
-  int64_t words = 0;
-  int placed = 1;
-  for (int i = 0; i < N * K / 8; ++i) wq[i] = random_bits();
-  for (int i = 0; i < N * K / G; ++i) scales[i] = (int8_t)(i % 64), biases[i] = (int8_t)(i % 61);
+  enum { N = ROWS, K = 2 * SUPER, S = K / SUPER, STEP = 128, MAX_WORDS = N * K * 6 / 32, MAX_GROUPS = N * K / 16 };
+  static const int formats[3][2] = {{4, 32}, {5, 32}, {6, 16}};
+  static uint32_t wq[MAX_WORDS], wq_tiled[MAX_WORDS];
+  static int8_t scales[MAX_GROUPS], biases[MAX_GROUPS], scales_tiled[MAX_GROUPS], biases_tiled[MAX_GROUPS];
+  static float supers[N * S * 2], supers_tiled[N * S * 2], float_scales[MAX_GROUPS], float_tiled[MAX_GROUPS];
+  static char name[96];
+  for (int i = 0; i < MAX_WORDS; ++i) wq[i] = random_bits();
+  for (int i = 0; i < MAX_GROUPS; ++i) scales[i] = (int8_t)(i % 64), biases[i] = (int8_t)(i % 61);
   for (int i = 0; i < N * S * 2; ++i) supers[i] = (float)i;
-  expect("quant_tiled_words", mtlinv_quant_tiled_words(N, K, G, 4, &words), MTLINV_OK, "");
-  check("the tiled words fit", words == N * K / 8);
-  expect("quant_tile_super", mtlinv_quant_tile_super(wq, scales, biases, supers, N, K, G, 4, wq_tiled, scales_tiled,
-                                                     biases_tiled, supers_tiled), MTLINV_OK, "");
-  for (int t = 0; t < N / TILE; ++t)
-    for (int s = 0; s < S; ++s)
-      for (int r = 0; r < TILE; ++r)
-        for (int j = 0; j < 2; ++j)
-          placed &= supers_tiled[((t * S + s) * TILE + r) * 2 + j] == supers[((t * TILE + r) * S + s) * 2 + j];
-  check("supers_tiled holds each super-block's 16 rows side by side", placed);
-  /* The codes: mtlinv_quant_tile's layout of scales, a group's 16 rows side by side. */
-  placed = 1;
-  for (int t = 0; t < N / TILE; ++t)
-    for (int g = 0; g < K / G; ++g)
-      for (int r = 0; r < TILE; ++r)
-        placed &= scales_tiled[(t * (K / G) + g) * TILE + r] == scales[(t * TILE + r) * (K / G) + g] &&
-                  biases_tiled[(t * (K / G) + g) * TILE + r] == biases[(t * TILE + r) * (K / G) + g];
-  check("the codes' tiles hold a group's 16 rows side by side", placed);
-  expect("quant_tile_super NULL supers", mtlinv_quant_tile_super(wq, scales, biases, NULL, N, K, G, 4, wq_tiled,
+  for (int f = 0; f < 3; ++f) {
+    const int bits = formats[f][0], group = formats[f][1], groups = K / group, step_words = STEP * bits / 32;
+    int64_t words = 0;
+    int placed = 1;
+    expect("quant_tiled_words", mtlinv_quant_tiled_words(N, K, group, bits, &words), MTLINV_OK, "");
+    snprintf(name, sizeof name, "bits=%d: the tiled words are as many as the row layout's", bits);
+    check(name, words == N * K * bits / 32);
+    expect("quant_tile_super", mtlinv_quant_tile_super(wq, scales, biases, supers, N, K, group, bits, wq_tiled,
+                                                       scales_tiled, biases_tiled, supers_tiled), MTLINV_OK, "");
+    for (int t = 0; t < N / TILE; ++t)
+      for (int r = 0; r < TILE; ++r) {
+        for (int s = 0; s < K / STEP; ++s)
+          for (int w = 0; w < step_words; ++w)
+            placed &= wq_tiled[((t * (K / STEP) + s) * TILE + r) * step_words + w] ==
+                      wq[(t * TILE + r) * (K * bits / 32) + s * step_words + w];
+        for (int g = 0; g < groups; ++g)
+          placed &= scales_tiled[(t * groups + g) * TILE + r] == scales[(t * TILE + r) * groups + g] &&
+                    biases_tiled[(t * groups + g) * TILE + r] == biases[(t * TILE + r) * groups + g];
+        for (int s = 0; s < S; ++s)
+          for (int j = 0; j < 2; ++j)
+            placed &= supers_tiled[((t * S + s) * TILE + r) * 2 + j] == supers[((t * TILE + r) * S + s) * 2 + j];
+      }
+    snprintf(name, sizeof name, "bits=%d group_size=%d: words, codes and supers in their tiles", bits, group);
+    check(name, placed);
+  }
+  expect("quant_tile_super NULL supers", mtlinv_quant_tile_super(wq, scales, biases, NULL, N, K, 32, 4, wq_tiled,
                                                                  scales_tiled, biases_tiled, supers_tiled),
          MTLINV_ERROR_INVALID_ARGUMENT, "mtlinv_quant_tile_super: supers is NULL");
-  expect("quant_tile_super bits=8", mtlinv_quant_tile_super(wq, scales, biases, supers, N, K, G, 8, wq_tiled,
-                                                            scales_tiled, biases_tiled, supers_tiled),
-         MTLINV_ERROR_INVALID_ARGUMENT, "int8 scale codes are tiled at bits 4 or 5 with group_size 32, or 6 with 16");
-  expect("quant_tile_super K=288", mtlinv_quant_tile_super(wq, scales, biases, supers, N, 288, G, 4, wq_tiled,
+  expect("quant_tile_super bits=5 at group 16", mtlinv_quant_tile_super(wq, scales, biases, supers, N, K, 16, 5,
+                                                                        wq_tiled, scales_tiled, biases_tiled,
+                                                                        supers_tiled),
+         MTLINV_ERROR_INVALID_ARGUMENT, "bits=5 at group_size=16");
+  expect("quant_tile_super K=288", mtlinv_quant_tile_super(wq, scales, biases, supers, N, 288, 32, 4, wq_tiled,
                                                            scales_tiled, biases_tiled, supers_tiled),
          MTLINV_ERROR_INVALID_ARGUMENT, "K a multiple of 256");
+  expect("quant_tile float scales at bits=5", mtlinv_quant_tile(wq, float_scales, float_scales, MTLINV_FLOAT32, N, K,
+                                                                32, 5, wq_tiled, float_tiled, float_tiled),
+         MTLINV_ERROR_INVALID_ARGUMENT, "the tile layout of float scales is built for bits 4 and 8");
 }
 
 enum { V = 64, H = SUPER, HQ = 4, HKV = 2, D = 64, F = SUPER, C = 8, M = 3 };
@@ -271,10 +284,16 @@ static void check_decoder(void) {
                                                                            NULL, 1, norm, &output.expanded, NULL,
                                                                            &unused),
          MTLINV_ERROR_INVALID_ARGUMENT, "layers[0]'s qkv has int8 scale codes but no supers");
+  layer.qkv = qkv.codes, layer.o = o.codes, layer.gate_up = gate_up.codes, layer.down = down.codes;
   expect("create_super supers with float scales",
          mtlinv_decoder_create_super(&config, NULL, 0, embedding, &layer, NULL, &supers, 1, norm, &output.expanded,
                                      output.supers, &unused),
          MTLINV_ERROR_INVALID_ARGUMENT, "output has supers with float32 scales");
+  layer.o = o.expanded;
+  expect("create_super a layer's supers with float scales",
+         mtlinv_decoder_create_super(&config, NULL, 0, embedding, &layer, NULL, &supers, 1, norm, &output.codes,
+                                     output.supers, &unused),
+         MTLINV_ERROR_INVALID_ARGUMENT, "layers[0]'s o has supers with float32 scales");
   check("a failed create_super leaves *out as it was", unused == NULL);
   expect("restore the limit", mtlinv_set_limit(previous, NULL), MTLINV_OK, "");
 

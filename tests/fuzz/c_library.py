@@ -32,6 +32,7 @@ SIGNATURES = {
     "mtlinv_tensor_free": (None, [T]),
     "mtlinv_gemv": (status, [T, T, T, c_int, TP]),
     "mtlinv_qgemv": (status, [T, T, T, T, T, c_int, c_int, TP]),
+    "mtlinv_qgemv_super": (status, [T, T, T, T, T, T, c_int, c_int, TP]),
     "mtlinv_tiled_weight_elements": (status, [I64, I64, I64P]),
     "mtlinv_tile_weights": (status, [c_void_p, c_int, I64, I64, c_void_p]),
     "mtlinv_quant_tiled_words": (status, [I64, I64, c_int, c_int, I64P]),

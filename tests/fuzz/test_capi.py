@@ -145,6 +145,38 @@ def test_qgemv_parameters(lib, bits, group_size, bad_bits):
           f"bits={b}" if bad_bits else f"group_size={g}")
 
 
+@given(st.integers(-10, 300), st.integers(-10, 300))
+def test_qgemv_super_formats(lib, bits, group_size):
+    """mtlinv_qgemv_super: a (bits, group_size) pair outside the super-block formats is refused naming both; the
+    formats run."""
+    k, n = 256, 16
+    x = lib.tensor(np.ones((1, k), np.float32))
+    supers = lib.tensor(np.ones((n, 1, 2), np.float32))
+    b, g = bits % 9, group_size if group_size in (16, 32, 64) else 32
+    codes = lib.tensor(np.ones((n, k // g), np.int8))  # operands of the right shapes: only the format is wrong
+    wq = lib.tensor(np.zeros((n, k * max(b, 1) // 32), np.uint32))
+    call = lambda: lib.call(lib.qgemv_super, x, wq, codes, codes, supers, None, g, b)  # noqa: E731
+    if (b, g) in ((4, 32), (5, 32), (6, 16)):
+        assert call().numpy(np.float32).shape == (1, n)
+    else:
+        fails(lib, call, INVALID_ARGUMENT, f"bits={b}", f"group_size={g}")
+
+
+@given(st.sampled_from(["x", "wq", "scales", "biases", "supers", "out"]))
+def test_qgemv_super_null(lib, which):
+    k, n = 256, 16
+    args = {"x": lib.tensor(np.ones((1, k), np.float32)), "wq": lib.tensor(np.zeros((n, k // 8), np.uint32)),
+            "scales": lib.tensor(np.ones((n, 8), np.int8)), "biases": lib.tensor(np.ones((n, 8), np.int8)),
+            "supers": lib.tensor(np.ones((n, 1, 2), np.float32))}
+    operands = [args.get(name) if name != which else None for name in ("x", "wq", "scales", "biases", "supers")]
+    if which == "out":
+        fails(lib, lambda: lib.check(lib.qgemv_super(*operands, None, 32, 4, None)), INVALID_ARGUMENT,
+              "mtlinv_qgemv_super: out is NULL")
+    else:
+        fails(lib, lambda: lib.call(lib.qgemv_super, *operands, None, 32, 4), INVALID_ARGUMENT,
+              f"mtlinv_qgemv_super: {which} is NULL")
+
+
 @given(st.integers(-40, 40), st.sampled_from([math.nan, math.inf, -math.inf, 0.1, -1.0]))
 def test_sdpa(lib, kv_len, scale):
     q, k = lib.tensor(np.ones((1, 1, 64), np.float32)), lib.tensor(np.ones((1, 8, 64), np.float32))
