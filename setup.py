@@ -3,7 +3,8 @@
 
 Environment:
   MTLINV_DEBUG=1            -O1 -g, and every emulator kernel bounds-checked (not only in checking mode)
-  MTLINV_SANITIZE=address,undefined   build with sanitizers (run python with the sanitizer runtime preloaded)
+  MTLINV_SANITIZE=address,undefined   build with sanitizers (run python with the sanitizer runtime preloaded); the
+                            emulator's kernels in their fast variant only (no checking mode)
   MTLINV_NATIVE_ARCH=0      do not tune for this CPU (default: use FMA/F16C/AVX2 when the CPU has them)
   MTLINV_CUDA=1             also build the CUDA backend (needs nvcc; MTLINV_CUDA_ARCH=90 picks the GPU generation)
 """
@@ -239,7 +240,7 @@ def dependencies() -> list[str]:
 
 def extension() -> Extension:
     units = ["pyx/_native.pyx", *sources.sources()]
-    units += [rel(u) for u in emu_units.generate(ROOT, GEN / "emu", fast_checked=DEBUG)]
+    units += [rel(u) for u in emu_units.generate(ROOT, GEN / "emu", fast_checked=DEBUG, checked=not SANITIZE)]
     kernel_table.write(GEN / "kernel_table.h")  # the plans' kernel ids (src/core/kernels.h)
     # Hidden visibility for the kernels' units: hide_kernel_symbols.
     compile_args = ["-std=c++17", *sources.COMPILE_FLAGS, "-fvisibility-inlines-hidden", "-Wall",

@@ -11,10 +11,12 @@ import sys
 
 
 def generate(root: pathlib.Path, out: pathlib.Path, fast_checked: bool = False,
-             test_kernels: bool = True) -> list[pathlib.Path]:
+             test_kernels: bool = True, checked: bool = True) -> list[pathlib.Path]:
     """Runs the pre-pass into `out` and returns the units; `fast_checked` bounds-checks the fast variant too
-    (MTLINV_DEBUG); `test_kernels` adds tests/kernels/ (the Python extension has them, the installed library not).
-    A unit's file is rewritten only when its text changes, so its object stays up to date."""
+    (MTLINV_DEBUG); `test_kernels` adds tests/kernels/ (the Python extension has them, the installed library not);
+    `checked=False` leaves the checked variant out (MTLINV_SANITIZE: the sanitizers watch the fast one, which has no
+    checks of its own, and the build takes half the time; checking mode then refuses to run). A unit's file is
+    rewritten only when its text changes, so its object stays up to date."""
     kernels = sorted((root / "metal").glob("*.metal"))
     if test_kernels:
         kernels += sorted((root / "tests" / "kernels").glob("*.metal"))
@@ -23,10 +25,10 @@ def generate(root: pathlib.Path, out: pathlib.Path, fast_checked: bool = False,
                           + [str(p) for p in kernels + headers])
     units = []
     for src in kernels:
-        for variant, checked in (("fast", int(fast_checked)), ("checked", 1)):
+        for variant, bounds in (("fast", int(fast_checked)), ("checked", 1))[:2 if checked else 1]:
             unit = out / f"{src.stem}.{variant}.cpp"
             text = (f"// Generated: the {variant} emulator variant of {src.relative_to(root)}.\n"
-                    f"#define EMU_CHECKED {checked}\n#define MTLINV_VARIANT_NS emu_{variant}\n"
+                    f"#define EMU_CHECKED {bounds}\n#define MTLINV_VARIANT_NS emu_{variant}\n"
                     f'#include "{src.stem}.cpp"\n')
             if not unit.exists() or unit.read_text() != text:
                 unit.write_text(text)

@@ -81,7 +81,12 @@ class EmuBackend final : public Backend {
   void dispatch(const Dispatch& d) override {
     const emu::KernelEntry* entry = this->entry(d.kernel);
     if (entry == nullptr) throw KernelError("emulator: no kernel named '", d.kernel, "' is registered");
-    const emu::KernelFn fn = emu::check_mode() || !entry->fast ? entry->checked : entry->fast;
+    const bool checked = emu::check_mode() || !entry->fast;
+    if (checked && !entry->checked) {  // a sanitized build (setup.py's MTLINV_SANITIZE) has the fast variant alone
+      throw KernelError("emulator: checking mode needs the bounds-checked kernels, which this build leaves out ('",
+                        d.kernel, "'); run it with a build without MTLINV_SANITIZE");
+    }
+    const emu::KernelFn fn = checked ? entry->checked : entry->fast;
 
     std::vector<void*> buffers(d.bindings.size());
     std::vector<size_t> sizes(d.bindings.size());

@@ -1,6 +1,6 @@
 """The op tests under AddressSanitizer and UndefinedBehaviorSanitizer: builds a sanitized copy of the extension
-(setup.py's MTLINV_SANITIZE, the emulator's kernels at -O1) in build/sanitize and runs a subset of the op tests
-against it, in a Python with the ASan runtime preloaded. Any report (a heap overflow, a use after free, an
+(setup.py's MTLINV_SANITIZE: the emulator's kernels at -O1, their fast variant alone) in build/sanitize and runs a
+subset of the op tests against it, in a Python with the ASan runtime preloaded. Any report (a heap overflow, a use after free, an
 undefined shift or overflow) fails the run: UBSan halts on its first. docs/verification.md says how to run more."""
 import os
 import pathlib
@@ -54,6 +54,16 @@ _native._launch("emutest_out_of_range", (1,), (64,), struct.pack("<II", 64, 64),
 """
 
 
+# Checking mode in the sanitized build: refused with the reason.
+CHECKING = """
+import numpy as np, mtlinv
+try:
+    mtlinv.rms_norm(np.ones((1, 8), np.float32), np.ones(8, np.float32))
+except mtlinv.MtlinvError as e:
+    print(e)
+"""
+
+
 def report(r):
     """The run's output, with the start of stderr, where a sanitizer's report is, before Python's own trace."""
     return r.stdout[-4000:] + "\n--- stderr ---\n" + r.stderr[:6000] + "\n...\n" + r.stderr[-2000:]
@@ -77,6 +87,10 @@ def test_op_tests_under_asan_and_ubsan():
     assert r.returncode == 0, report(r)
     r = subprocess.run([sys.executable, "-c", PLANTED], cwd=lib, env=env, capture_output=True, text=True, timeout=600)
     assert r.returncode != 0 and "AddressSanitizer: heap-buffer-overflow" in r.stderr, report(r)
+    # The sanitized build has the kernels' fast variant alone (half the build): checking mode says so, not a crash.
+    r = subprocess.run([sys.executable, "-c", CHECKING], cwd=lib, env=dict(env, MTLINV_EMU_CHECK="1"),
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0 and "checking mode needs the bounds-checked kernels" in r.stdout, report(r)
     r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", "-p", "no:xdist",
                         "--rootdir", str(ROOT), "-c", str(ROOT / "pyproject.toml"), *(str(ROOT / t) for t in tests)],
                        cwd=lib, env=env, capture_output=True, text=True, timeout=1800)
