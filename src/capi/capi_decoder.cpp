@@ -63,14 +63,14 @@ mtlinv_status create(const char* fn, const mtlinv_decoder_config* config, const 
     c.rms_eps = config->rms_eps;
     if (n_rope_freqs > 0) c.rope_freqs.assign(rope_freqs, rope_freqs + n_rope_freqs);
     std::vector<mtlinv::DecoderLayer> built;
+    const mtlinv_decoder_layer_supers affine = {nullptr, nullptr, nullptr, nullptr};  // no layer has supers
     for (size_t i = 0; i < n_layers; ++i) {
       const mtlinv_decoder_layer& l = layers[i];
       const std::string where = "layers[" + std::to_string(i) + "].";
       mtlinv::DecoderLayer layer;
       layer.attn_norm = tensor(l.attn_norm, fn, where + "attn_norm");
       layer.ffn_norm = tensor(l.ffn_norm, fn, where + "ffn_norm");
-      const mtlinv_decoder_layer_supers none = {nullptr, nullptr, nullptr, nullptr};
-      const mtlinv_decoder_layer_supers& f = supers ? supers[i] : none;
+      const mtlinv_decoder_layer_supers& f = supers ? supers[i] : affine;
       layer.qkv = linear(l.qkv, fn, where + "qkv", f.qkv);
       layer.o = linear(l.o, fn, where + "o", f.o);
       layer.gate_up = linear(l.gate_up, fn, where + "gate_up", f.gate_up);
