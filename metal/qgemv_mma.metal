@@ -214,8 +214,8 @@ struct QgemvMmaReg<T, T> {
 };
 
 // The words, scales and biases (as Reg, QgemvMmaReg; [2][RUN_GROUPS]) of run j of both weight rows of the lane,
-// from the rows' first words w_off[2] and first groups g_off[2] (in the tile layout, those of the lane's rows in the tile's first
-// block). Run j starts in group qgemv_run_group(j) (metal/qgemv_run.h); in the tile layout at run j % 4 of step
+// from the rows' first words w_off[2] and first groups g_off[2] (in the tile layout, those of the lane's rows in
+// the tile's first block). Run j starts in group qgemv_run_group(j) (metal/qgemv_run.h); in the tile layout at run j % 4 of step
 // j / 4, whose blocks lie 16 rows apart, and a row's groups 16 scales apart (the tile layout, above). Four 2-byte
 // loads per step, each touching 8 rows' lines in the row layout: one 16-byte table per lane for 4 steps, handed
 // round the quad by shuffles, made 8 rows 8% faster in a kernel with only that path, but nvcc gave the complete

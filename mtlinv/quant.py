@@ -12,8 +12,9 @@ on a word boundary) but single values may straddle two words (e.g. 3-bit element
 
 ``quantize``/``dequantize`` reproduce ``mlx.core.quantize``/``dequantize`` (mode "affine", CPU
 backend, MLX 0.32) bit for bit (group size 16, which MLX refuses, by the same per-group arithmetic);
-``dequantize_float32`` is the float32 dequantisation a kernel with float32 accumulation performs. The work is the C++ core's (src/core/quant.h, also the C API's
-mtlinv_quantize and friends); this module checks the Python arguments and shapes.
+``dequantize_float32`` is the float32 dequantisation a kernel with float32 accumulation performs. The work is
+the C++ core's (src/core/quant.h, also the C API's mtlinv_quantize and friends); this module checks the Python
+arguments and shapes.
 """
 
 import ml_dtypes

@@ -15,13 +15,13 @@ def qgemv(x, wq, scales, biases, *, group_size, bits, bias=None, supers=None):
     (device_info()["matrix_units"]: CUDA), 16-bit x meets each weight in x's dtype T: T(scale * q + bias), rounded
     once, with scales of x's dtype; the float32 weight rounded to T with scales of another dtype.
     There the weights may also come in the tile layout of mtlinv.quant.tile (wq [N/16, ceil(K/128), 16, 4*bits],
-    scales and biases [N/16, K/group_size, 16]; bits 4 or 8, 16-bit x): at or below the limit the same bits,
-    read in whole blocks.
+    scales and biases [N/16, K/group_size, 16]; bits 4 or 8, or a super-block format below; 16-bit x): at or below
+    the limit the same bits, read in whole blocks.
     The super-block form (GGUF's Q4_K, Q5_K and Q6_K at their own bytes: mtlinv.gguf_kquants.to_super): scales and
     biases int8 codes [N, K/group_size] and supers float32 [N, K/256, 2] (tile layout [N/16, K/256, 16, 2]); a
     group's scale is supers[n, k // 256, 0] * code and its bias supers[n, k // 256, 1] * code, each rounded to
-    float32, then W as above (mtlinv.quant.dequantize_float32 of mtlinv.quant.expand_supers' scales and biases). Bits 4 or 5 at group_size 32, bits 6 at
-    group_size 16; K a multiple of 256.
+    float32, then W as above (mtlinv.quant.dequantize_float32 of mtlinv.quant.expand_supers' scales and biases).
+    Bits 4 or 5 at group_size 32, bits 6 at group_size 16; K a multiple of 256.
 
     With M <= get_limit() rows (and always for M == 1) each output row is bit-identical to the call on that row
     alone; above the limit a throughput kernel runs."""

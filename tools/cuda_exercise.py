@@ -109,7 +109,8 @@ def qgemv_super(dtype):
         q = RNG.integers(0, 1 << bits, (n, k))
         codes = [RNG.integers(-128, 128, (n, k // group)).astype(np.int8) for _ in range(2)]
         supers = (RNG.uniform(1, 2, (n, k // 256, 2)) * [2.0 ** -9, -2.0 ** -6]).astype(np.float32)
-        args = dict(wq=quant.pack(q, bits), scales=codes[0], biases=codes[1], supers=supers, group_size=group, bits=bits)
+        args = dict(wq=quant.pack(q, bits), scales=codes[0], biases=codes[1], supers=supers, group_size=group,
+                    bits=bits)
         w = quant.dequantize_float32(args["wq"], *quant.expand_supers(*codes, supers, group), group, bits)
         forms = [args]
         if np.dtype(dtype) != np.float32 and mtlinv.device_info()["matrix_units"]:

@@ -24,8 +24,9 @@ def generate(root: pathlib.Path, out: pathlib.Path, fast_checked: bool = False,
     subprocess.check_call([sys.executable, str(root / "tools" / "msl2cpp.py"), "--target", "emu", "--out", str(out)]
                           + [str(p) for p in kernels + headers])
     units = []
+    variants = [("fast", int(fast_checked))] + ([("checked", 1)] if checked else [])  # (name, EMU_CHECKED)
     for src in kernels:
-        for variant, bounds in (("fast", int(fast_checked)), ("checked", 1))[:2 if checked else 1]:
+        for variant, bounds in variants:
             unit = out / f"{src.stem}.{variant}.cpp"
             text = (f"// Generated: the {variant} emulator variant of {src.relative_to(root)}.\n"
                     f"#define EMU_CHECKED {bounds}\n#define MTLINV_VARIANT_NS emu_{variant}\n"

@@ -168,7 +168,7 @@ def test_qgemv_super_null(lib, which):
     args = {"x": lib.tensor(np.ones((1, k), np.float32)), "wq": lib.tensor(np.zeros((n, k // 8), np.uint32)),
             "scales": lib.tensor(np.ones((n, 8), np.int8)), "biases": lib.tensor(np.ones((n, 8), np.int8)),
             "supers": lib.tensor(np.ones((n, 1, 2), np.float32))}
-    operands = [args.get(name) if name != which else None for name in ("x", "wq", "scales", "biases", "supers")]
+    operands = [None if name == which else args[name] for name in ("x", "wq", "scales", "biases", "supers")]
     if which == "out":
         fails(lib, lambda: lib.check(lib.qgemv_super(*operands, None, 32, 4, None)), INVALID_ARGUMENT,
               "mtlinv_qgemv_super: out is NULL")

@@ -7,8 +7,8 @@ namespace mtlinv {
 // packed little-endian, value k of a row at bits [k * bits, (k + 1) * bits)), scales and biases [N, K / group_size]
 // in x's dtype (or, for GGUF imports, float32 with 16-bit x at bits 4 and 8, float16 with bfloat16 x at bits 4, 5
 // and 8 and group sizes 32 and up), W(n, k) = scales[n, k / group_size] * q(n, k) + biases[n, k / group_size],
-// dequantised in float32 as mtlinv.quant.dequantize_float32 does. x [K] or [..., M, K] (float32, float16 or bfloat16); float32
-// accumulation, y in x's dtype. bits in {2, 3, 4, 5, 6, 8}, group_size in {32, 64, 128} (and 16 at bits 8: GGUF's
+// dequantised in float32 as mtlinv.quant.dequantize_float32 does. x [K] or [..., M, K] (float32, float16 or
+// bfloat16); float32 accumulation, y in x's dtype. bits in {2, 3, 4, 5, 6, 8}, group_size in {32, 64, 128} (and 16 at bits 8: GGUF's
 // Q6_K imported exactly). Rows M <= get_limit() (and M == 1 always) take the canonical kernel: each row's bits are
 // those of the row alone. bias may be null.
 // On a device with matrix units, 16-bit x may instead meet W in the tile layout (wq [N/16, ceil(K/128), 16,
