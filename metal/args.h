@@ -6,6 +6,7 @@
 #ifndef __METAL_VERSION__
 #include <cstdint>
 #endif
+#include "shared.h"
 
 // rms_norm: y[r, :] = x[r, :] * rsqrt(mean(x[r, :]^2) + eps) * w
 struct RmsNormArgs {
@@ -15,6 +16,11 @@ struct RmsNormArgs {
   uint32_t q_heads;   // qk_rms_norm: a row is head (row % (q_heads + 2 kv_heads)) of a q|k|v projection's output
   uint32_t kv_heads;
 };
+
+// Columns a thread of rms_norm_row (metal/rms_norm.metal) holds in registers; the rest of a wider row it loads
+// one at a time. The plans give a GPU's row enough threads to hold it up to 8192 columns (threads_per_row,
+// src/core/plans/rms_norm.cpp).
+MTLINV_SHARED uint32_t RMS_NORM_HELD = 8;
 
 // The buffer slots of rms_norm (x, w, y) and add_rms_norm (all five).
 enum RmsNormSlot : uint32_t {

@@ -6,14 +6,12 @@
 #include "common.h"
 #include "args.h"
 
-// Values a thread keeps in registers between its sum of squares and its outputs: the plan gives a thread at most 4
-// columns up to 4096 columns (threads_per_row in src/core/plans/rms_norm.cpp), so on a GPU a row of up to 8192 is
-// read once. The kernel issues those loads, and those of the weights, together and waits on memory once: a loop
-// that loads, adds and stores a column at a time waits once per column, since the compiler may not move a load of
-// x or r above a store to s (they may alias), reading s back for the output waits again, and so do weights loaded
-// after the barriers (5.6 us a row of 576 on an H200 with all of that, 4.7 with only the last;
-// docs/decisions.md, "rms_norm and add_rms_norm").
-constant constexpr uint RMS_NORM_HELD = 8;
+// A thread keeps RMS_NORM_HELD values (metal/args.h) in registers between its sum of squares and its outputs, so on
+// a GPU a row of up to 8192 columns is read once. The kernel issues those loads, and those of the weights, together
+// and waits on memory once: a loop that loads, adds and stores a column at a time waits once per column, since the
+// compiler may not move a load of x or r above a store to s (they may alias), reading s back for the output waits
+// again, and so do weights loaded after the barriers (5.6 us a row of 576 on an H200 with all of that, 4.7 with
+// only the last; docs/decisions.md, "rms_norm and add_rms_norm").
 
 // Row `row` of x (with RESIDUAL: of s = x + r, each element rounded to T as add rounds it, and stored in s)
 // normalised into y. The kernels own the threadgroup arrays (MSL declares them at kernel scope only).
