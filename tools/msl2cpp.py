@@ -32,8 +32,10 @@ import re
 import sys
 
 TARGETS = {
-    "emu": {"shim": "msl_shim.h", "ctx": "::emu::KernelCtx", "ns": "::emu", "fn_prefix": "", "shared": "static thread_local"},
-    "cuda": {"shim": "cuda_shim.cuh", "ctx": "::cu::KernelCtx", "ns": "::cu", "fn_prefix": "__device__ ", "shared": "__shared__"},
+    "emu": {"shim": "msl_shim.h", "ctx": "::emu::KernelCtx", "ns": "::emu", "fn_prefix": "",
+            "shared": "static thread_local"},
+    "cuda": {"shim": "cuda_shim.cuh", "ctx": "::cu::KernelCtx", "ns": "::cu", "fn_prefix": "__device__ ",
+             "shared": "__shared__"},
 }
 
 # MSL thread-position attributes the kernels may use; each is a field of the context struct.
@@ -316,7 +318,8 @@ def _erase_address_spaces(text: str) -> str:
 def translate(text: str, path: str, target_name: str) -> str:
     target = TARGETS[target_name]
     text = _rewrite_kernels(text, target, path)
-    text = THREADGROUP_ARRAY.sub(lambda m: f"{m.group(1)}{target['shared']} {m.group(2)} {m.group(3)}{m.group(4)};", text)
+    text = THREADGROUP_ARRAY.sub(lambda m: f"{m.group(1)}{target['shared']} {m.group(2)} {m.group(3)}{m.group(4)};",
+                                 text)
     if target_name == "cuda":
         return _erase_address_spaces(_annotate_device_functions(text))
 

@@ -31,9 +31,11 @@ step() {  # name, seconds, command...: runs it with a limit (LIMIT_<name> overri
 
 run() {
   case $1 in
-    build) step build 330 env MTLINV_CUDA=1 MTLINV_EMU_OPT=${MTLINV_EMU_OPT:--O1} python3 setup.py build_ext --inplace --force &&
+    build) step build 330 env MTLINV_CUDA=1 MTLINV_EMU_OPT=${MTLINV_EMU_OPT:--O1} \
+             python3 setup.py build_ext --inplace --force &&
              { ldd mtlinv/_native*.so | grep -E "stdc|cuda"; \
-               python3 -X faulthandler -c "import mtlinv; i = mtlinv.device_info(); assert i['backend'] == 'cuda', i; print(i)"; } ;;
+               python3 -X faulthandler -c \
+                 "import mtlinv; i = mtlinv.device_info(); assert i['backend'] == 'cuda', i; print(i)"; } ;;
     # No registry there: PIP_NO_INDEX makes the model fixture's fetch fail at once (its tests skip). JAX would
     # reserve most of the GPU's memory in each of the 8 workers (out of memory at collection): it allocates on use.
     tests) step tests 60 env PIP_NO_INDEX=1 XLA_PYTHON_CLIENT_PREALLOCATE=false \
