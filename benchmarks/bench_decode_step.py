@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
-"""A whole decoding step at a real model's size: mtlinv.Decoder against its physical floor and against PyTorch.
+"""A whole decoding step at a real model's size: mtlinv.Decoder against its physical floor, PyTorch (CUDA) and MLX.
 
-    python3 benchmarks/bench_decode_step.py [--rows 1 5 8] [--reps 20] [--tokens 64] [--k 4] [--out DIR]
+    python3 benchmarks/bench_decode_step.py [--rows 1 5 8] [--reps 20] [--tokens 64] [--k 4] [--mlx auto|on|off]
+        [--out DIR]
         [--hidden 4096 --ffn 14336 --layers 32 --heads 32 --kv-heads 8 --head-dim 128 --vocab 32000
          --context 4096 --bits 4 --group-size 64 --scales float32]
 
@@ -19,6 +20,11 @@ repeats a block of random tokens. It reports:
   torch      the same step in PyTorch on CUDA: bf16 dense weights (random), F.rms_norm, fused q|k|v and gate|up
              projections, RoPE, scaled_dot_product_attention with GQA, CUDA-graphed per row count, timed as
              replays; its floor counts its own (bf16) bytes.
+  mlx        the same step in mlx-lm's llama (MLX's own ops: quantized_matmul, fast.rms_norm, fast.rope,
+             fast.scaled_dot_product_attention), random weights quantized by mlx.nn.quantize at --bits and
+             --group-size (scales in bfloat16, MLX's format; the embedding too, as mlx-lm's checkpoints), its cache
+             prefilled with the same --context positions; wall time until mx.eval returns. By default where MLX
+             runs on a GPU (a Mac); --mlx on runs it anywhere (MLX's CPU build on Linux: slow at the default shape).
   decoding   tokens/s of greedy decoding and of exact speculative decoding with a prompt-lookup draft
              (mtlinv.model.PromptLookupDraft, --k proposals a round, limit k + 1) for --tokens tokens after the
              prompt, the prompt's forward left out of the time (computed once, before); the speculative tokens must
@@ -64,6 +70,8 @@ def parse_args(argv):
     ap.add_argument("--tokens", type=int, default=64, help="tokens to decode after the prompt (0: no decoding)")
     ap.add_argument("--k", type=int, default=4, help="draft tokens per speculative round")
     ap.add_argument("--no-torch", action="store_true", help="leave out the PyTorch step")
+    ap.add_argument("--mlx", choices=("auto", "on", "off"), default="auto",
+                    help="the same step in mlx-lm: auto runs it where MLX runs on a GPU (a Mac)")
     report.add_out_argument(ap)
     args = ap.parse_args(argv)
     for name in ("hidden", "ffn", "layers", "heads", "kv_heads", "head_dim", "vocab", "context", "reps", "k"):
@@ -311,6 +319,46 @@ def torch_step_times(torch, config, args, positions_rows):
     return samples, weight_bytes
 
 
+def mlx_step_times(mx, config, args, prompt):
+    """The same step in mlx-lm's llama, random weights quantized by mlx.nn.quantize (bfloat16 scales), the cache
+    holding `prompt`; each step's tokens trimmed from the cache after it, outside the time. Returns {rows: (wall
+    samples, None)} and the bytes of its weights apart from the embedding, whose rows a step reads alone."""
+    import mlx.nn as nn
+    from mlx.utils import tree_flatten
+    from mlx_lm.models import cache as mlx_cache
+    from mlx_lm.models import llama
+
+    margs = llama.ModelArgs(model_type="llama", hidden_size=config.hidden, num_hidden_layers=config.n_layers,
+                            intermediate_size=config.ffn, num_attention_heads=config.n_heads,
+                            num_key_value_heads=config.n_kv_heads, head_dim=config.head_dim,
+                            rms_norm_eps=config.rms_eps, vocab_size=config.vocab, rope_theta=config.rope_theta,
+                            tie_word_embeddings=False)
+    mx.random.seed(0)
+    model = llama.Model(margs)  # lazy: each float weight exists only while its quantized form is computed
+    model.set_dtype(mx.bfloat16)
+    nn.quantize(model, group_size=args.group_size, bits=args.bits)
+    mx.eval(model.parameters())
+    weight_bytes = sum(v.nbytes for name, v in tree_flatten(model.parameters())
+                       if not name.startswith("model.embed_tokens"))
+    kv = mlx_cache.make_prompt_cache(model)
+    ids = mx.array([prompt])
+    for start in range(0, len(prompt), 512):  # the prompt in pieces, as mlx-lm's generate fills its cache
+        mx.eval(model(ids[:, start:start + 512], cache=kv))
+    tokens = mx.array([repeating_prompt(max(args.rows), config.vocab, seed=2)])
+    samples = {}
+    for m in args.rows:
+        walls = []
+        for i in range(2 + args.reps):  # two to warm up
+            t0 = time.perf_counter()
+            mx.eval(model(tokens[:, :m], cache=kv))
+            if i >= 2:
+                walls.append(time.perf_counter() - t0)
+            mlx_cache.trim_prompt_cache(kv, m)
+        samples[m] = (walls, None)
+    del model, kv
+    return samples, weight_bytes
+
+
 def causal_mask(torch, F, causal_lower_right, m, keys, hq, hkv, d):
     """The bottom-right causal mask verification needs (None for one row): torch's CausalBias where its
     attention takes it with GQA, else a dense boolean mask."""
@@ -332,10 +380,25 @@ def cuda_torch():
     return torch if torch is not None and torch.cuda.is_available() else None
 
 
+def mlx_peer(choice):
+    """mlx.core where the MLX step runs (--mlx: on; auto where MLX runs on a GPU), else None."""
+    mx = timing.mlx_core() if choice != "off" else None
+    if mx is None or (choice == "auto" and mx.default_device() != mx.gpu):
+        return None
+    try:
+        import mlx_lm  # noqa: F401  (the model the step runs)
+    except ImportError:
+        if choice == "on":
+            raise SystemExit("--mlx on needs mlx-lm (pip install mlx-lm)")
+        return None
+    return mx
+
+
 def main(argv=None) -> int:
     args = parse_args(argv)
     info = mtlinv.device_info()
     torch = cuda_torch()
+    mx = mlx_peer(args.mlx)
     config = LlamaConfig(n_layers=args.layers, n_heads=args.heads, n_kv_heads=args.kv_heads, hidden=args.hidden,
                          ffn=args.ffn, head_dim=args.head_dim, rope_theta=500000.0, rms_eps=1e-5, vocab=args.vocab,
                          context=args.context + max(max(args.rows), args.tokens + args.k + 2))
@@ -346,9 +409,12 @@ def main(argv=None) -> int:
     say(f"# A decoding step: {shape}\n")
     say(f"mtlinv on {info['backend']} ({info['name']}); torch "
         f"{torch.__version__ + ' on ' + torch.cuda.get_device_name() if torch else 'not run (no CUDA torch)'}")
-    copy_bw = timing.device_copy_bandwidth(torch) if torch else timing.host_copy_bandwidth()
-    say(f"copy bandwidth: {copy_bw / 1e9:.0f} GB/s ({'device-to-device' if torch else 'numpy on the host'}, "
-        "read + write)")
+    if mx is not None:
+        say(f"MLX {mx.__version__} on {mx.default_device()} (mlx-lm's llama)")
+    copy_bw = timing.device_copy_bandwidth(torch) if torch else timing.peer_copy_bandwidth(mx)
+    where = "device-to-device" if torch else "MLX on the GPU" if mx and mx.default_device() == mx.gpu else \
+        "numpy on the host"
+    say(f"copy bandwidth: {copy_bw / 1e9:.0f} GB/s ({where}, read + write)")
 
     t0 = time.perf_counter()
     weights, weight_bytes = random_weights(config, args)
@@ -377,6 +443,13 @@ def main(argv=None) -> int:
             floor = step_bytes(config, torch_weight_bytes, m, args.context + m) / copy_bw
             steps.append({"impl": "torch", "rows": m, "label": "PyTorch bf16, CUDA graph",
                           "time": report.spread(walls), "gpu": report.spread(gpus), "floor_s": floor})
+    mlx_weight_bytes = None
+    if mx is not None:
+        mlx_samples, mlx_weight_bytes = mlx_step_times(mx, config, args, prompt)
+        for m, (walls, _) in mlx_samples.items():
+            floor = step_bytes(config, mlx_weight_bytes, m, args.context + m) / copy_bw
+            steps.append({"impl": "mlx", "rows": m, "label": f"mlx-lm llama, {args.bits}-bit g{args.group_size}",
+                          "time": report.spread(walls), "gpu": None, "floor_s": floor})
 
     say(f"\nmedians of {args.reps} steps at position {args.context} (min-max in the JSON); limit {max(args.rows)}; "
         "floor: the step's bytes at copy bandwidth\n")
@@ -409,8 +482,9 @@ def main(argv=None) -> int:
 
     report.write(args.out, "bench_decode_step", {
         "shape": {k: v for k, v in vars(args).items() if k != "out"}, "shape_label": shape, "copy_bytes_per_s": copy_bw,
-        "weight_bytes": weight_bytes, "torch_weight_bytes": torch_weight_bytes,
-        "torch": torch.__version__ if torch else None, "steps": steps, "decoding": gen}, say.text())
+        "weight_bytes": weight_bytes, "torch_weight_bytes": torch_weight_bytes, "mlx_weight_bytes": mlx_weight_bytes,
+        "torch": torch.__version__ if torch else None, "mlx": mx.__version__ if mx else None, "steps": steps,
+        "decoding": gen}, say.text())
     bad = [m for m, same in row0_same.items() if not same]
     if bad or (gen and not gen["identical"]):
         print(f"FAILED: row 0 differs from the 1-row step at rows {bad}" if bad else

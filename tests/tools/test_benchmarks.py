@@ -62,6 +62,26 @@ def test_decode_step_writes_its_record(tmp_path):
     assert "| mtlinv.Decoder | 3 |" in (out / "bench_decode_step.md").read_text()
 
 
+def test_decode_step_beside_mlx(tmp_path):
+    """--mlx on times the same step in mlx-lm's llama (on a Mac the default; here MLX's CPU build) and records it
+    beside mtlinv's, with its own weights' bytes (4-bit, bfloat16 scales) for its floor."""
+    pytest.importorskip("mlx_lm")
+    out = tmp_path / "out"
+    proc = run(sys.executable, str(BENCHMARKS / "bench_decode_step.py"), *TINY, "--tokens", "0", "--mlx", "on",
+               "--out", str(out), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    data = json.loads((out / "bench_decode_step.json").read_text())
+    steps = [s for s in data["steps"] if s["impl"] == "mlx"]
+    assert [s["rows"] for s in steps] == [1, 3]
+    assert all(s["time"]["runs"] == 2 and s["time"]["median"] > 0 and s["floor_s"] > 0 for s in steps)
+    # TINY's 2 layers of q|k|v, o, gate|up and down and the output projection at 4 bits, with a bfloat16 scale and
+    # bias per 64 (4.5 bits a weight), and five bfloat16 norms of 128: the embedding left out.
+    layer = (4 + 2 * 2) * 64 * 128 + 128 * 4 * 64 + 2 * 256 * 128 + 128 * 256
+    weights = 2 * layer + 256 * 128
+    assert data["mlx_weight_bytes"] == weights * 9 // 16 + 5 * 128 * 2
+    assert data["mlx"] and "| mlx-lm llama, 4-bit g64 | 3 |" in (out / "bench_decode_step.md").read_text()
+
+
 def test_without_out_nothing_is_written(tmp_path):
     proc = run(sys.executable, str(BENCHMARKS / "bench_decode_step.py"), *TINY, "--tokens", "0", cwd=tmp_path)
     assert proc.returncode == 0, proc.stdout + proc.stderr
