@@ -62,7 +62,8 @@ def main():
         rows = [kernel for kernel in kernels if kernel[0].startswith(family)]
         if not rows:
             continue
-        print(f"\n## {title}, {bits}-bit g{group}{', tile layout' if args.tiled else ''}\n")
+        print(f"\n## {title}, {bits}-bit g{group}{', tile layout' if args.tiled else ''}"
+              f"{', float32 scales' if args.float32_scales else ''}\n")
         bc.print_split_header(rows[0][3], "kernel, M")
         for k, n in shapes:
             tune_shape(k, n, bits, group, rows, args.reps, np.float32 if args.float32_scales else bc.BF16,
