@@ -448,8 +448,9 @@ def main(argv=None) -> int:
         mlx_samples, mlx_weight_bytes = mlx_step_times(mx, config, args, prompt)
         for m, (walls, _) in mlx_samples.items():
             floor = step_bytes(config, mlx_weight_bytes, m, args.context + m) / copy_bw
-            steps.append({"impl": "mlx", "rows": m, "label": f"mlx-lm llama, {args.bits}-bit g{args.group_size}",
-                          "time": report.spread(walls), "gpu": None, "floor_s": floor})
+            label = f"mlx-lm llama, {args.bits}-bit g{args.group_size} bf16 scales"
+            steps.append({"impl": "mlx", "rows": m, "label": label, "time": report.spread(walls), "gpu": None,
+                          "floor_s": floor})
 
     say(f"\nmedians of {args.reps} steps at position {args.context} (min-max in the JSON); limit {max(args.rows)}; "
         "floor: the step's bytes at copy bandwidth\n")

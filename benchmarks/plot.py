@@ -100,14 +100,15 @@ def _sdpa_vs_keys(plt, data, path, peer):
 
 
 def _decode_step(plt, data, path):
-    """A decoding step's ms at each row count, mtlinv's and torch's, against their physical floors."""
+    """A decoding step's ms at each row count, mtlinv's and its peers' (torch, MLX), against their physical floors."""
     steps = data["steps"]
     fig, ax = plt.subplots(figsize=(5.5, 3.6))
-    for impl, style in (("mtlinv", {}), ("torch", {"linestyle": "--"})):
+    for impl, line in (("mtlinv", "-"), ("torch", "--"), ("mlx", "-.")):
         sel = [s for s in steps if s["impl"] == impl]
         if sel:
-            _series(ax, [s["rows"] for s in sel], [1e3 * _median(s["time"]) for s in sel], sel[0]["label"], **style)
-            ax.axhline(1e3 * sel[0]["floor_s"], color="gray", linestyle=":" if impl == "torch" else "--",
+            _series(ax, [s["rows"] for s in sel], [1e3 * _median(s["time"]) for s in sel], sel[0]["label"],
+                    linestyle=line)
+            ax.axhline(1e3 * sel[0]["floor_s"], color="gray", linestyle=":" if impl != "mtlinv" else "--",
                        label=f"{impl} floor (weights + cache at copy bandwidth)")
     ax.set_ylim(bottom=0)
     ax.set_title("\n".join(textwrap.wrap(data["shape_label"], 60)), fontsize=8)

@@ -73,7 +73,8 @@ def test_decode_step_writes_its_record(tmp_path):
         # and bias per 64 (4.5 bits a weight), and five bfloat16 norms of 128: the embedding left out.
         layer = (4 + 2 * 2) * 64 * 128 + 128 * 4 * 64 + 2 * 256 * 128 + 128 * 256
         assert data["mlx_weight_bytes"] == (2 * layer + 256 * 128) * 9 // 16 + 5 * 128 * 2
-        assert data["mlx"] and "| mlx-lm llama, 4-bit g64 | 3 |" in (out / "bench_decode_step.md").read_text()
+        assert data["mlx"]
+        assert "| mlx-lm llama, 4-bit g64 bf16 scales | 3 |" in (out / "bench_decode_step.md").read_text()
 
 
 def test_without_out_nothing_is_written(tmp_path):
