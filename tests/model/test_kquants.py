@@ -8,6 +8,7 @@ import gguf
 import numpy as np
 import pytest
 
+import mtlinv
 from mtlinv import gguf_blocks, gguf_kquants, quant
 from mtlinv.model import GGUFModelError, LlamaWeights, ReferenceModel, Tokenizer, load_gguf
 from mtlinv.model.device_model import DeviceModel, DeviceWeights, QuantLinear
@@ -192,3 +193,25 @@ def test_fixture_tokenizer_matches_llama_cpp(reference):
     """The fixtures' byte-level BPE vocabulary (gpt-2 pre-tokenizer) encodes as llama.cpp encodes it."""
     tok = Tokenizer.from_gguf(fixture("Q4_K"))
     assert tok.encode(str(reference["text"])) == [int(i) for i in reference["text_ids"]]
+
+
+@pytest.mark.parametrize("name", ["Q4_K_M", "Q5_K", "Q6_K"])
+def test_tiled_kquant_projections_give_the_row_layouts_logits(name, reference, gpu_plans, monkeypatch):
+    """Where the device has matrix units the loader lays every K-quant projection out in tiles (Q4_K, Q5_K and Q6_K
+    alike, the super-block form); the model's logits are then bit for bit those of the same projections in the row
+    layout, which the same plans run with the same kernels' row instances (the emulator planning as for such a GPU)."""
+    from mtlinv.model import device_model
+
+    tokens = [int(t) for t in reference["tokens"]]
+    tiled = DeviceWeights.from_gguf(fixture(name))
+    projections = [p for layer in tiled.layers for p in (layer.w_qkv, layer.wo, layer.w_gate_up, layer.w_down)]
+    assert all(p.supers is not None for p in projections)
+    assert {p.bits for p in projections if p.wq.ndim == 4} == ({4, 6} if name == "Q4_K_M" else {int(name[1])})
+    real_info = mtlinv.device_info
+    monkeypatch.setattr(device_model.mtlinv, "device_info", lambda: {**real_info(), "matrix_units": False})
+    rows = DeviceWeights.from_gguf(fixture(name))  # loaded as for a device without matrix units: the row layout
+    monkeypatch.undo()
+    assert all(layer.w_qkv.wq.ndim == 2 for layer in rows.layers)
+    got = np.asarray(DeviceModel(tiled, len(tokens)).forward(tokens, 0))
+    want = np.asarray(DeviceModel(rows, len(tokens)).forward(tokens, 0))
+    assert got.tobytes() == want.tobytes()
