@@ -108,7 +108,7 @@ class QuantLinear:
         """_upload for parts in the super-block form ((wq, scales, biases, supers, bits, group_size) each): at the
         widest width and the smallest group (Q4_K with Q6_K: 6 bits, group 16, each code repeated over two
         groups), the combinations qgemv is built for; in the tile layout where the device has matrix units (the
-        same bits as the row layout; on an H100 Q5_K 9-25% and Q6_K 16-36% less time a call: docs/models.md)."""
+        row layout's bits in less time: docs/models.md)."""
         bits = max(part[4] for part in parts)
         group_size = min(part[5] for part in parts)
         wq = _stack_codes([p[0] for p in parts], [p[4] for p in parts], bits)
