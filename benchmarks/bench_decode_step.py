@@ -356,6 +356,7 @@ def mlx_step_times(mx, config, args, prompt):
             mlx_cache.trim_prompt_cache(kv, m)
         samples[m] = (walls, None)
     del model, kv
+    mx.clear_cache()  # MLX keeps freed buffers for reuse: give the model's back before mtlinv decodes
     return samples, weight_bytes
 
 
@@ -384,6 +385,8 @@ def mlx_peer(choice):
     """mlx.core where the MLX step runs (--mlx: on; auto where MLX runs on a GPU), else None."""
     mx = timing.mlx_core() if choice != "off" else None
     if mx is None or (choice == "auto" and mx.default_device() != mx.gpu):
+        if choice == "on":
+            raise SystemExit("--mlx on needs MLX (pip install mlx, or mlx[cpu] on Linux)")
         return None
     try:
         import mlx_lm  # noqa: F401  (the model the step runs)
@@ -411,10 +414,15 @@ def main(argv=None) -> int:
         f"{torch.__version__ + ' on ' + torch.cuda.get_device_name() if torch else 'not run (no CUDA torch)'}")
     if mx is not None:
         say(f"MLX {mx.__version__} on {mx.default_device()} (mlx-lm's llama)")
-    copy_bw = timing.device_copy_bandwidth(torch) if torch else timing.peer_copy_bandwidth(mx)
-    where = "device-to-device" if torch else "MLX on the GPU" if mx and mx.default_device() == mx.gpu else \
-        "numpy on the host"
-    say(f"copy bandwidth: {copy_bw / 1e9:.0f} GB/s ({where}, read + write)")
+    # mtlinv's floor: CUDA's device-to-device copy, else the copy where MLX would run (on a Mac its GPU, whether or
+    # not the MLX step runs), else numpy's on the host.
+    host_mx = timing.mlx_core()
+    copy_bw = timing.device_copy_bandwidth(torch) if torch else timing.peer_copy_bandwidth(host_mx)
+    on_mlx_gpu = torch is None and host_mx is not None and host_mx.default_device() == host_mx.gpu
+    say(f"copy bandwidth: {copy_bw / 1e9:.0f} GB/s "
+        f"({'device-to-device' if torch else 'MLX on the GPU' if on_mlx_gpu else 'numpy on the host'}, read + write)")
+    # MLX's floor: where it runs (the same copy, but beside a CUDA GPU, where MLX runs on the CPU: the host's).
+    mlx_bw = None if mx is None else copy_bw if torch is None else timing.peer_copy_bandwidth(mx)
 
     t0 = time.perf_counter()
     weights, weight_bytes = random_weights(config, args)
@@ -443,11 +451,14 @@ def main(argv=None) -> int:
             floor = step_bytes(config, torch_weight_bytes, m, args.context + m) / copy_bw
             steps.append({"impl": "torch", "rows": m, "label": "PyTorch bf16, CUDA graph",
                           "time": report.spread(walls), "gpu": report.spread(gpus), "floor_s": floor})
-    mlx_weight_bytes = None
+    mlx_weight_bytes, mlx_samples = None, {}
     if mx is not None:
-        mlx_samples, mlx_weight_bytes = mlx_step_times(mx, config, args, prompt)
+        try:  # as for torch: a failure here (an mlx-lm without some API, memory) must not cost mtlinv's figures
+            mlx_samples, mlx_weight_bytes = mlx_step_times(mx, config, args, prompt)
+        except Exception:
+            say(f"\nthe MLX step FAILED:\n{traceback.format_exc()}")
         for m, (walls, _) in mlx_samples.items():
-            floor = step_bytes(config, mlx_weight_bytes, m, args.context + m) / copy_bw
+            floor = step_bytes(config, mlx_weight_bytes, m, args.context + m) / mlx_bw
             label = f"mlx-lm llama, {args.bits}-bit g{args.group_size} bf16 scales"
             steps.append({"impl": "mlx", "rows": m, "label": label, "time": report.spread(walls), "gpu": None,
                           "floor_s": floor})
@@ -484,6 +495,7 @@ def main(argv=None) -> int:
     report.write(args.out, "bench_decode_step", {
         "shape": {k: v for k, v in vars(args).items() if k != "out"}, "shape_label": shape, "copy_bytes_per_s": copy_bw,
         "weight_bytes": weight_bytes, "torch_weight_bytes": torch_weight_bytes, "mlx_weight_bytes": mlx_weight_bytes,
+        "mlx_copy_bytes_per_s": mlx_bw,
         "torch": torch.__version__ if torch else None, "mlx": mx.__version__ if mx else None, "steps": steps,
         "decoding": gen}, say.text())
     bad = [m for m, same in row0_same.items() if not same]

@@ -103,12 +103,12 @@ def _decode_step(plt, data, path):
     """A decoding step's ms at each row count, mtlinv's and its peers' (torch, MLX), against their physical floors."""
     steps = data["steps"]
     fig, ax = plt.subplots(figsize=(5.5, 3.6))
-    for impl, line in (("mtlinv", "-"), ("torch", "--"), ("mlx", "-.")):
+    for impl, line, floor_line in (("mtlinv", "-", "--"), ("torch", "--", ":"), ("mlx", "-.", (0, (1, 4)))):
         sel = [s for s in steps if s["impl"] == impl]
         if sel:
             _series(ax, [s["rows"] for s in sel], [1e3 * _median(s["time"]) for s in sel], sel[0]["label"],
                     linestyle=line)
-            ax.axhline(1e3 * sel[0]["floor_s"], color="gray", linestyle=":" if impl != "mtlinv" else "--",
+            ax.axhline(1e3 * sel[0]["floor_s"], color="gray", linestyle=floor_line,
                        label=f"{impl} floor (weights + cache at copy bandwidth)")
     ax.set_ylim(bottom=0)
     ax.set_title("\n".join(textwrap.wrap(data["shape_label"], 60)), fontsize=8)

@@ -211,7 +211,8 @@ def test_tiled_kquant_projections_give_the_row_layouts_logits(name, reference, g
     monkeypatch.setattr(device_model.mtlinv, "device_info", lambda: {**real_info(), "matrix_units": False})
     rows = DeviceWeights.from_gguf(fixture(name))  # loaded as for a device without matrix units: the row layout
     monkeypatch.undo()
-    assert all(layer.w_qkv.wq.ndim == 2 for layer in rows.layers)
+    assert all(p.wq.ndim == 2 for layer in rows.layers for p in (layer.w_qkv, layer.wo, layer.w_gate_up,
+                                                                    layer.w_down))
     got = np.asarray(DeviceModel(tiled, len(tokens)).forward(tokens, 0))
     want = np.asarray(DeviceModel(rows, len(tokens)).forward(tokens, 0))
     assert got.tobytes() == want.tobytes()

@@ -10,12 +10,13 @@ namespace mtlinv {
 namespace {
 
 // Threads per row: a function of cols and the device only, which keeps every row's reduction order independent
-// of `rows`. GPUs get whole simdgroups. Fewer threads are faster as long as they hold the whole row, RMS_NORM_HELD
-// columns each (metal/args.h), down to 128: on an H100 a launch at 4096 columns takes 3.05 us with 512 threads,
-// 3.83 with 1024, and 5.56 with 256, which must loop over the rest; at 576 columns 2.45 us with 128, 2.52 with 256
-// (`benchmarks/tuning/tune_rms_norm_cuda.py`, docs/decisions.md, "rms_norm and add_rms_norm"). Rows of up to 512
-// columns keep 4 columns a thread (a head of qk_rms_norm: 32 threads at D = 128). On the emulator every thread is
-// a fiber, so one simdgroup per row does the same work with far fewer switches.
+// of `rows`. GPUs get whole simdgroups. For add_rms_norm (twice a decoder layer) fewer threads are faster as long
+// as they hold the whole row, RMS_NORM_HELD columns each (metal/args.h), down to 128: on an H100 a launch at 4096
+// columns takes 3.05 us with 512 threads, 3.83 with 1024, and 5.56 with 256, which must loop over the rest; at 576
+// columns 2.45 us with 128, 2.52 with 256 (`benchmarks/tuning/tune_rms_norm_cuda.py`, docs/decisions.md, "rms_norm
+// and add_rms_norm"). Rows of up to 512 columns keep their count: 4 columns a thread, at least one simdgroup (a
+// head of qk_rms_norm: 32 threads at D = 128). On the emulator every thread is a fiber, so one simdgroup per row
+// does the same work with far fewer switches.
 uint32_t threads_per_row(int64_t cols, const DeviceCaps& caps) {
   if (caps.few_threads) return caps.simd_width;
   const uint32_t limit = std::min<uint32_t>(1024, caps.max_threads_per_threadgroup);
