@@ -381,9 +381,11 @@ def cuda_torch():
     return torch if torch is not None and torch.cuda.is_available() else None
 
 
-def mlx_peer(choice):
-    """mlx.core where the MLX step runs (--mlx: on; auto where MLX runs on a GPU), else None."""
-    mx = timing.mlx_core() if choice != "off" else None
+def mlx_peer(choice, mx):
+    """mlx.core (`mx`, None where MLX is not installed) where the MLX step runs (--mlx: on; auto where MLX runs on a
+    GPU), else None."""
+    if choice == "off":
+        return None
     if mx is None or (choice == "auto" and mx.default_device() != mx.gpu):
         if choice == "on":
             raise SystemExit("--mlx on needs MLX (pip install mlx, or mlx[cpu] on Linux)")
@@ -401,7 +403,8 @@ def main(argv=None) -> int:
     args = parse_args(argv)
     info = mtlinv.device_info()
     torch = cuda_torch()
-    mx = mlx_peer(args.mlx)
+    host_mx = timing.mlx_core()  # MLX where installed: the MLX step's, and on a Mac the floors' copy bandwidth
+    mx = mlx_peer(args.mlx, host_mx)
     config = LlamaConfig(n_layers=args.layers, n_heads=args.heads, n_kv_heads=args.kv_heads, hidden=args.hidden,
                          ffn=args.ffn, head_dim=args.head_dim, rope_theta=500000.0, rms_eps=1e-5, vocab=args.vocab,
                          context=args.context + max(max(args.rows), args.tokens + args.k + 2))
@@ -416,7 +419,6 @@ def main(argv=None) -> int:
         say(f"MLX {mx.__version__} on {mx.default_device()} (mlx-lm's llama)")
     # mtlinv's floor: CUDA's device-to-device copy, else the copy where MLX would run (on a Mac its GPU, whether or
     # not the MLX step runs), else numpy's on the host.
-    host_mx = timing.mlx_core()
     copy_bw = timing.device_copy_bandwidth(torch) if torch else timing.peer_copy_bandwidth(host_mx)
     on_mlx_gpu = torch is None and host_mx is not None and host_mx.default_device() == host_mx.gpu
     say(f"copy bandwidth: {copy_bw / 1e9:.0f} GB/s "

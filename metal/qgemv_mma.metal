@@ -213,14 +213,13 @@ struct QgemvMmaReg<T, T> {
   using type = T;
 };
 
-// The words, scales and biases (as Reg, QgemvMmaReg; [2][RUN_GROUPS]) of run j of both weight rows of the lane,
-// from the rows' first words w_off[2] and first groups g_off[2] (in the tile layout, those of the lane's rows in
-// the tile's first block). Run j starts in group qgemv_run_group(j) (metal/qgemv_run.h); in the tile layout at run j % 4 of step
-// j / 4, whose blocks lie 16 rows apart, and a row's groups 16 scales apart (the tile layout, above). Four 2-byte
-// loads per step, each touching 8 rows' lines in the row layout: one 16-byte table per lane for 4 steps, handed
-// round the quad by shuffles, made 8 rows 8% faster in a kernel with only that path, but nvcc gave the complete
-// kernel 78-84 registers and it was slower (docs/kernel_guide.md); the tile layout puts a step's scales in two
-// sectors instead.
+// The words, scales and biases (as Reg, QgemvMmaReg; [2][RUN_GROUPS]) of run j of both weight rows of the lane, from
+// the rows' first words w_off[2] and first groups g_off[2] (in the tile layout, those of the lane's rows in the tile's
+// first block). Run j starts in group qgemv_run_group(j) (metal/qgemv_run.h); in the tile layout at run j % 4 of step
+// j / 4, whose blocks lie 16 rows apart, and a row's groups 16 scales apart (the tile layout, above). Four 2-byte loads
+// per step, each touching 8 rows' lines in the row layout: one 16-byte table per lane for 4 steps, handed round the
+// quad by shuffles, made 8 rows 8% faster in a kernel with only that path, but nvcc gave the complete kernel 78-84
+// registers and it was slower (docs/kernel_guide.md); the tile layout puts a step's scales in two sectors instead.
 template <uint BITS, typename S, bool TILED, uint RUN_GROUPS, typename Reg>
 inline void qgemv_mma_load(device const uint* wq, device const S* scales, device const S* biases,
                            device const float* supers, thread const uint* w_off, thread const uint* g_off, uint j,

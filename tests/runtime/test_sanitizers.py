@@ -1,7 +1,8 @@
 """The op tests under AddressSanitizer and UndefinedBehaviorSanitizer: builds a sanitized copy of the extension
 (setup.py's MTLINV_SANITIZE: the emulator's kernels at -O1, their fast variant alone) in build/sanitize and runs a
 subset of the op tests against it, in a Python with the ASan runtime preloaded. Any report (a heap overflow, a use
-after free, an undefined shift or overflow) fails the run: UBSan halts on its first. docs/verification.md says how to run more."""
+after free, an undefined shift or overflow) fails the run: UBSan halts on its first. docs/verification.md says how
+to run more."""
 import os
 import pathlib
 import shutil

@@ -7,12 +7,13 @@ namespace mtlinv {
 // packed little-endian, value k of a row at bits [k * bits, (k + 1) * bits)), scales and biases [N, K / group_size]
 // in x's dtype (or, for GGUF imports, float32 with 16-bit x at bits 4 and 8, float16 with bfloat16 x at bits 4, 5
 // and 8 and group sizes 32 and up), W(n, k) = scales[n, k / group_size] * q(n, k) + biases[n, k / group_size],
-// dequantised in float32 as mtlinv.quant.dequantize_float32 does. x [K] or [..., M, K] (float32, float16 or
-// bfloat16); float32 accumulation, y in x's dtype. bits in {2, 3, 4, 5, 6, 8}, group_size in {32, 64, 128} (and 16 at bits 8: GGUF's
-// Q6_K imported exactly). Rows M <= get_limit() (and M == 1 always) take the canonical kernel: each row's bits are
-// those of the row alone. bias may be null.
+// dequantised in float32 as mtlinv.quant.dequantize_float32 does. x [K] or [..., M, K] (float32, float16 or bfloat16);
+// float32 accumulation, y in x's dtype. bits in {2, 3, 4, 5, 6, 8}, group_size in {32, 64, 128} (and 16 at bits 8:
+// GGUF's Q6_K imported exactly). Rows M <= get_limit() (and M == 1 always) take the canonical kernel: each row's bits
+// are those of the row alone. bias may be null.
 // On a device with matrix units, 16-bit x may instead meet W in the tile layout (wq [N/16, ceil(K/128), 16,
-// 4*bits], scales and biases [N/16, K/group_size, 16]; bits 4 or 8, N a multiple of 16: mtlinv.quant.tile and
+// 4*bits], scales and biases [N/16, K/group_size, 16]; bits 4 or 8 or a super-block format below, N a multiple
+// of 16: mtlinv.quant.tile and
 // metal/qgemv_mma.metal describe it), which gives the row layout's bits at or below the limit and reads each
 // block whole. `out`, when given, is the result's memory (ops/checks.h, result_tensor).
 // The super-block form (GGUF's Q4_K, Q5_K and Q6_K at their own bytes: mtlinv.gguf_kquants.to_super): scales and
