@@ -4,12 +4,14 @@
     python3 benchmarks/bench_decode_step.py [--rows 1 5 8] [--reps 20] [--tokens 64] [--k 4] [--mlx auto|on|off]
         [--out DIR]
         [--hidden 4096 --ffn 14336 --layers 32 --heads 32 --kv-heads 8 --head-dim 128 --vocab 32000
-         --context 4096 --bits 4 --group-size 64 --scales float32]
+         --context 4096 --bits 4 --group-size 64 --scales float32 | --gguf Q4_K]
 
 The default shape is an 8B llama's (Llama-3-8B's layers with a 32000-token vocabulary) with random weights: 4-bit
 codes in groups of 64, float32 scales (as the GGUF imports keep them), in the tile layout where the device has
-matrix units, as mtlinv.model.device_model uploads them; the KV cache holds --context positions of a prompt that
-repeats a block of random tokens. It reports:
+matrix units, as mtlinv.model.device_model uploads them. --gguf TYPE takes every projection from random blocks of
+a GGUF type instead, imported as mtlinv.model imports a file's (Q4_K, Q5_K, Q6_K in the super-block form, the
+others at their blocks' float16 scales): what a GGUF model of that type runs. The KV cache holds --context
+positions of a prompt that repeats a block of random tokens. It reports:
 
   step       one forward (mtlinv.Decoder through DeviceModel) at M = each of --rows rows, at the same position,
              under limit max(--rows): wall time until mtlinv.synchronize() returns, and on CUDA the device's span
@@ -53,6 +55,8 @@ from mtlinv import quant
 from mtlinv.model import LlamaConfig, PromptLookupDraft, decoding
 from mtlinv.model.device_model import DeviceLayer, DeviceModel, DeviceWeights, QuantLinear
 
+import gguf_weights
+
 BF16 = ml_dtypes.bfloat16
 SCALES = {"float32": np.float32, "bfloat16": BF16}
 
@@ -65,6 +69,10 @@ def parse_args(argv):
                           ("group-size", 64)):
         shape.add_argument(f"--{name}", type=int, default=default)
     shape.add_argument("--scales", choices=sorted(SCALES), default="float32", help="dtype of scales and biases")
+    kinds = sorted(gguf_weights.F16_FIELDS)
+    shape.add_argument("--gguf", choices=kinds, metavar="TYPE",
+                       help="every projection random blocks of this GGUF type, imported as mtlinv.model loads a "
+                            f"file, in place of --bits, --group-size and --scales: {', '.join(kinds)}")
     ap.add_argument("--rows", type=int, nargs="+", default=[1, 5, 8], help="rows per timed step (1 is added)")
     ap.add_argument("--reps", type=int, default=20, help="timed steps per row count")
     ap.add_argument("--tokens", type=int, default=64, help="tokens to decode after the prompt (0: no decoding)")
@@ -84,13 +92,31 @@ def parse_args(argv):
     if args.bits not in (4, 8) or args.hidden % args.group_size or args.ffn % args.group_size:
         ap.error(f"--bits must be 4 or 8 and --group-size must divide --hidden and --ffn; got {args.bits}, "
                  f"{args.group_size}")
+    if args.gguf:  # the model extra (gguf) only where asked for
+        block = gguf_weights.block_elements(args.gguf)
+        widths = {"--hidden": args.hidden, "--heads x --head-dim": args.heads * args.head_dim, "--ffn": args.ffn}
+        bad = {name: k for name, k in widths.items() if k % block}
+        if bad:
+            ap.error(f"--gguf {args.gguf}: a projection's K must be a multiple of its {block}-element blocks, got "
+                     f"{bad}")
     args.rows = sorted(set(args.rows) | {1})
     return args
 
 
+def weights_label(args):
+    if args.gguf:
+        return f"{args.gguf} (random blocks, imported as mtlinv.model imports a file)"
+    return f"{args.bits}-bit g{args.group_size} {args.scales} scales"
+
+
 def random_linear(rng, n, k, args):
     """A QuantLinear [n, k] of uniformly random codes, with scales around 1 / (std of a code * sqrt(k)) and biases
-    that centre the codes, so that activations keep their scale through the layers. Returns it and its bytes."""
+    that centre the codes, so that activations keep their scale through the layers (with --gguf, random blocks of
+    that type, their float16 fields a 16th of a trained model's: random scale codes are larger on average than
+    trained ones). Returns it and its bytes."""
+    if args.gguf:
+        linear = QuantLinear.from_gguf(gguf_weights.gguf_tensor(rng, args.gguf, k, n, field_scale=k ** -0.5 / 128))
+        return linear, gguf_weights.nbytes(linear)
     bits, group = args.bits, args.group_size
     wq = rng.integers(0, 2**32, size=(n, k * bits // 32), dtype=np.uint32)
     levels = 2**bits - 1
@@ -409,7 +435,7 @@ def main(argv=None) -> int:
                          ffn=args.ffn, head_dim=args.head_dim, rope_theta=500000.0, rms_eps=1e-5, vocab=args.vocab,
                          context=args.context + max(max(args.rows), args.tokens + args.k + 2))
     shape = (f"{args.layers} layers, hidden {args.hidden}, FFN {args.ffn}, GQA {args.heads}/{args.kv_heads} x "
-             f"{args.head_dim}, vocab {args.vocab}, {args.bits}-bit g{args.group_size} {args.scales} scales, "
+             f"{args.head_dim}, vocab {args.vocab}, {weights_label(args)}, "
              f"{args.context} cached positions")
     say = report.Lines()
     say(f"# A decoding step: {shape}\n")

@@ -33,44 +33,14 @@ import numpy as np  # noqa: E402
 import mtlinv  # noqa: E402
 import report  # noqa: E402
 import timing  # noqa: E402
+from gguf_weights import ARRAYS, F16_FIELDS, arrays, gguf_tensor, nbytes  # noqa: E402
 from mtlinv import quant  # noqa: E402
 
 BF16 = ml_dtypes.bfloat16
-# Byte offsets of each type's float16 scale fields in a block (the rest of a block is codes and small integer
-# scales, for which any byte is valid).
-F16_FIELDS = {"Q4_0": (0,), "Q4_1": (0, 2), "Q8_0": (0,), "Q5_0": (0,), "Q5_1": (0, 2), "Q4_K": (0, 2),
-              "Q5_K": (0, 2), "Q6_K": (208,)}
 # MLX's affine (bits, group size) closest to each format's bits per weight (format: 4.5, 5, 8.5, 5.5, 6, 4.5,
 # 5.5, 6.5625; the stand-in with bfloat16 scales and biases: bits + 32 / group).
 STAND_INS = {"Q4_0": (4, 64), "Q4_1": (4, 32), "Q8_0": (8, 64), "Q5_0": (5, 64), "Q5_1": (5, 32),
              "Q4_K": (4, 64), "Q5_K": (5, 64), "Q6_K": (6, 64)}
-
-
-def gguf_tensor(rng, kind, k, n):
-    """A GGUFTensor [N, K] of random `kind` blocks, its float16 fields about the size of a trained model's."""
-    import gguf
-    from mtlinv.model.gguf_model import GGUFTensor, QType
-
-    qtype = QType[kind]
-    block, nbytes = gguf.GGML_QUANT_SIZES[qtype]
-    raw = rng.integers(0, 256, size=(n, k // block, nbytes), dtype=np.uint8)
-    for at in F16_FIELDS[kind]:
-        d = (rng.random((n, k // block), dtype=np.float32) + 0.5) * np.float32(k ** -0.5 / 8)
-        raw[..., at:at + 2] = d.astype("<f2")[..., None].view(np.uint8)
-    return GGUFTensor(f"bench.{kind}", qtype, (n, k), raw.reshape(n, -1))
-
-
-ARRAYS = ("wq", "scales", "biases", "supers")  # a QuantLinear's weight arrays (supers: the super-block form's)
-
-
-def arrays(linear):
-    """The QuantLinear's weight arrays by field, each stored array once (Q6_K's codes serve as scales and biases)."""
-    found = {}
-    for f in ARRAYS:
-        a = getattr(linear, f)
-        if a is not None and all(a is not b for b in found.values()):
-            found[f] = a
-    return found
 
 
 def device_copies(linear, copies):
@@ -93,10 +63,6 @@ def stand_in(rng, k, n, bits, group_size):
     w = (rng.standard_normal((n, k)) * k ** -0.5).astype(BF16)
     return QuantLinear.from_affine(quant.quantize(w, group_size=group_size, bits=bits), group_size=group_size,
                                    bits=bits)
-
-
-def nbytes(linear):
-    return sum(a.nbytes for a in arrays(linear).values())
 
 
 def main():

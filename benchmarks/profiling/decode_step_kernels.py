@@ -7,15 +7,16 @@ durations by kernel, with the DRAM bytes each kernel moved, the bandwidth that m
 The sum against the step's time (profile_decode's "gpu us", bench_decode_step's "step") is the time between
 kernels.
 
-    python3 benchmarks/profiling/decode_step_kernels.py [--model PATH | --shape 8b [--scales float32]]
+    python3 benchmarks/profiling/decode_step_kernels.py [--model PATH | --shape 8b [--scales float32 | --gguf Q4_K]]
         [--position 64] [--m 1]
 
 It runs ncu on itself (--clock-control none, as on this project's GPU machine; only the profiled forward, between
 cudaProfilerStart and cudaProfilerStop, after warm-up forwards). The model is profile_decode.py's (SmolLM2-135M's
 shape with random 4-bit weights) unless --model names a GGUF file; `--shape 8b` is bench_decode_step.py's default
-model (an 8B llama's shapes, random 4-bit g64 codes, --scales float32 or bfloat16), whose cache is left as
-allocated (the step's time does not depend on the cached values) rather than filled by a prefill. The forward runs without launch batches, so each
-kernel is a launch of its own; the kernels and their arguments are the batched forward's.
+model (an 8B llama's shapes, random 4-bit g64 codes, --scales float32 or bfloat16, or with --gguf random blocks
+of a GGUF type as the model loader imports them), whose cache is left as allocated (the step's time does not depend
+on the cached values) rather than filled by a prefill. The forward runs without launch batches, so each kernel is a
+launch of its own; the kernels and their arguments are the batched forward's.
 """
 from __future__ import annotations
 
@@ -44,7 +45,8 @@ TIME, READ, WRITTEN, OCCUPANCY = ("gpu__time_duration.sum", "dram__bytes_read.su
 def model_weights(args):
     """The profiled model's weights and whether its cache must be filled by a prefill."""
     if args.shape == "8b":
-        shape = bench_decode_step.parse_args(["--scales", args.scales, "--context", str(args.position)])
+        shape = bench_decode_step.parse_args(["--scales", args.scales, "--context", str(args.position)] +
+                                             (["--gguf", args.gguf] if args.gguf else []))
         config = mtlinv.model.LlamaConfig(n_layers=shape.layers, n_heads=shape.heads, n_kv_heads=shape.kv_heads,
                                           hidden=shape.hidden, ffn=shape.ffn, head_dim=shape.head_dim,
                                           rope_theta=500000.0, rms_eps=1e-5, vocab=shape.vocab,
@@ -114,6 +116,8 @@ def main(argv=None) -> int:
                     help="the random model's shape when no --model is given")
     ap.add_argument("--scales", choices=sorted(bench_decode_step.SCALES), default="float32",
                     help="the 8b shape's scale dtype")
+    ap.add_argument("--gguf", metavar="TYPE", help="the 8b shape's projections as random blocks of this GGUF type "
+                    "(bench_decode_step.py --gguf)")
     ap.add_argument("--position", type=int, default=64, help="cache positions before the profiled step")
     ap.add_argument("--m", type=int, default=1, help="rows of the profiled forward")
     ap.add_argument("--profiled", action="store_true", help=argparse.SUPPRESS)  # the run under ncu
@@ -128,10 +132,13 @@ def main(argv=None) -> int:
         raise SystemExit("decode_step_kernels: ncu (Nsight Compute) is not on PATH")
     if args.model and args.shape != "smollm2":
         ap.error("--model and --shape name the model twice: give one")
+    if args.gguf and args.shape != "8b":
+        ap.error(f"--gguf {args.gguf} is a form of the 8b shape's weights: give --shape 8b")
     cmd = [ncu, "--clock-control", "none", "--profile-from-start", "off", "--metrics",
            ",".join((TIME, READ, WRITTEN, OCCUPANCY)), "--csv", "--page", "raw", sys.executable,
            os.path.abspath(__file__), "--profiled", "--position", str(args.position), "--m", str(args.m),
-           "--shape", args.shape, "--scales", args.scales] + (["--model", args.model] if args.model else [])
+           "--shape", args.shape, "--scales", args.scales] + (["--model", args.model] if args.model else []) + (
+               ["--gguf", args.gguf] if args.gguf else [])
     out = subprocess.run(cmd, capture_output=True, text=True)
     if out.returncode != 0 or '"ID"' not in out.stdout:
         sys.stderr.write(out.stdout[-3000:] + out.stderr[-3000:])

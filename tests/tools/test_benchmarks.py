@@ -15,7 +15,7 @@ import pytest
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 BENCHMARKS = ROOT / "benchmarks"
 SCRIPTS = sorted(p for p in BENCHMARKS.rglob("*") if p.suffix in (".py", ".sh") and p.name not in
-                 ("timing.py", "report.py"))  # the two shared modules are imported, not run
+                 ("timing.py", "report.py", "gguf_weights.py"))  # the shared modules are imported, not run
 # The worktree's own build first, wherever mtlinv is installed.
 ENV = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
 
@@ -76,6 +76,35 @@ def test_decode_step_writes_its_record(tmp_path):
         assert data["mlx_weight_bytes"] == (2 * layer + 256 * 128) * 9 // 16 + 5 * 128 * 2
         assert data["mlx"]
         assert "| mlx-lm llama, 4-bit g64 bf16 scales | 3 |" in (out / "bench_decode_step.md").read_text()
+
+
+@pytest.mark.parametrize("kind", ["Q4_K", "Q6_K", "Q8_0"])
+def test_decode_step_with_gguf_weights(tmp_path, kind):
+    """--gguf: every projection random blocks of a GGUF type, imported as mtlinv.model imports a file's (K-quants
+    in the super-block form, Q8_0 at its float16 scales), its bytes counted as stored; the rows' bits checked as
+    for the affine weights."""
+    pytest.importorskip("gguf")
+    shape = ["--hidden", "256", "--ffn", "512", "--heads", "4", "--head-dim", "64"]
+    out = tmp_path / "out"
+    proc = run(sys.executable, str(BENCHMARKS / "bench_decode_step.py"), *TINY, *shape, "--tokens", "0", "--gguf",
+               kind, "--mlx", "off", "--out", str(out), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    data = json.loads((out / "bench_decode_step.json").read_text())
+    assert data["shape"]["gguf"] == kind and kind in data["shape_label"]
+    assert all(s["row0_bits_equal_1_row"] for s in data["steps"] if s["impl"] == "mtlinv")
+    # Stored bits a weight: Q4_K 4 + 8 / 32 + 8 / 32 + 64 / 256 (codes, int8 scale and bias codes, float32 d and b a
+    # block), Q6_K 6 + 8 / 16 + 64 / 256 (one code array serves as scales and biases), Q8_0 8 + 16 / 32 + 16 / 32 (a
+    # float16 scale and bias a block: the affine format's two arrays). Two layers of q|k|v [(4 + 2 * 2) * 64, 256],
+    # o [256, 256], gate|up [2 * 512, 256] and down [256, 512], the output projection [256, 256]; five norms of 256.
+    weights = 2 * (512 * 256 + 256 * 256 + 1024 * 256 + 256 * 512) + 256 * 256
+    bits = {"Q4_K": 4.75, "Q6_K": 6.75, "Q8_0": 9}[kind]
+    assert data["weight_bytes"] == weights * bits / 8 + 5 * 256 * 2
+
+
+def test_decode_step_gguf_refuses_partial_blocks(tmp_path):
+    proc = run(sys.executable, str(BENCHMARKS / "bench_decode_step.py"), *TINY, "--gguf", "Q4_K", cwd=tmp_path)
+    assert proc.returncode == 2
+    assert "--gguf Q4_K" in proc.stderr and "256-element blocks" in proc.stderr and "'--hidden': 128" in proc.stderr
 
 
 def test_without_out_nothing_is_written(tmp_path):
