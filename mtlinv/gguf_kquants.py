@@ -75,10 +75,18 @@ def _k_scales(scales):
     return sc, mn
 
 
+def _fields(a, shifts, mask):
+    """``(a >> s) & mask`` for each shift s, stacked before a's last axis: uint8 ``[..., L]`` -> ``[..., S, L]``. One
+    shift at a time over the whole array: a broadcast over the shifts took about 9x as long on an 8B's tensors."""
+    out = np.empty(a.shape[:-1] + (len(shifts), a.shape[-1]), np.uint8)
+    for i, shift in enumerate(shifts):
+        np.bitwise_and(a >> shift, mask, out=out[..., i, :])
+    return out
+
+
 def _k_low_nibbles(qs):
     """``[N, G, 128]`` bytes -> ``[N, G, 8, 32]``: each 32 bytes hold sub-block 2i in low and 2i+1 in high nibbles."""
-    q = qs.reshape(*qs.shape[:-1], 4, 1, 32) >> np.array([0, 4], np.uint8).reshape(2, 1)
-    return (q & 0x0F).reshape(*qs.shape[:-1], 8, 32)
+    return _fields(qs.reshape(*qs.shape[:-1], 4, 32), (0, 4), 0x0F).reshape(*qs.shape[:-1], 8, 32)
 
 
 def _parts(raw, shape, kind, what):
@@ -95,7 +103,7 @@ def _parts(raw, shape, kind, what):
     q = _k_low_nibbles(b[..., 16:144] if kind == "q4_k" else b[..., 48:176])
     if kind == "q5_k":
         qh = b[..., 16:48]  # [N, G, 32]: bit j of byte i is the fifth bit of element i of sub-block j
-        q = q | ((((qh[..., None, :] >> np.arange(8, dtype=np.uint8)[:, None]) & 1)) << 4)
+        q = q | (_fields(qh, range(8), 1) << 4)
     return (q.reshape(n, -1, QK), sc.reshape(n, -1).astype(np.int8), mn.reshape(n, -1).astype(np.int8), d, -dmin,
             4 if kind == "q4_k" else 5)
 
@@ -148,8 +156,7 @@ def _q6_k_codes(b):
     d = _f16_field(b, 208)
     # Each half of 128 elements is four runs of 32: ql byte l holds run 0 (low nibble) and run 2 (high), byte
     # l + 32 runs 1 and 3; qh byte l holds the two high bits of runs 0, 1, 2, 3 at shifts 0, 2, 4, 6.
-    low = (ql.reshape(n, g, 2, 1, 64) >> np.array([0, 4], np.uint8).reshape(2, 1)) & 0x0F  # [N, G, 2, 2, 64]
-    low = low.reshape(n, g, 2, 4, 32)
-    high = (qh.reshape(n, g, 2, 1, 32) >> np.array([0, 2, 4, 6], np.uint8).reshape(4, 1)) & 0x03  # [N, G, 2, 4, 32]
+    low = _fields(ql.reshape(n, g, 2, 64), (0, 4), 0x0F).reshape(n, g, 2, 4, 32)
+    high = _fields(qh.reshape(n, g, 2, 32), (0, 2, 4, 6), 0x03)  # [N, G, 2, 4, 32]
     q = (low | (high << 4)).reshape(n, -1, 16)
     return q, sc, d
