@@ -111,9 +111,9 @@ def weights_label(args):
 
 def random_linear(rng, n, k, args):
     """A QuantLinear [n, k] of uniformly random codes, with scales around 1 / (std of a code * sqrt(k)) and biases
-    that centre the codes, so that activations keep their scale through the layers (with --gguf, random blocks of
-    that type, their float16 fields a 16th of a trained model's: random scale codes are larger on average than
-    trained ones). Returns it and its bytes."""
+    that centre the codes, so that activations keep their scale through the layers. With --gguf, random blocks of
+    that type, their float16 fields at K^-1/2 / 128 (a 16th of gguf_tensor's default) to keep the random weights
+    small. Returns it and its bytes."""
     if args.gguf:
         linear = QuantLinear.from_gguf(gguf_weights.gguf_tensor(rng, args.gguf, k, n, field_scale=k ** -0.5 / 128))
         return linear, gguf_weights.nbytes(linear)
