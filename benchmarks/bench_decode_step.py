@@ -48,14 +48,13 @@ import traceback
 import ml_dtypes
 import numpy as np
 
+import gguf_weights
 import mtlinv
 import report
 import timing
 from mtlinv import quant
 from mtlinv.model import LlamaConfig, PromptLookupDraft, decoding
 from mtlinv.model.device_model import DeviceLayer, DeviceModel, DeviceWeights, QuantLinear
-
-import gguf_weights
 
 BF16 = ml_dtypes.bfloat16
 SCALES = {"float32": np.float32, "bfloat16": BF16}
@@ -68,11 +67,12 @@ def parse_args(argv):
                           ("head-dim", 128), ("vocab", 32000), ("context", 4096), ("bits", 4),
                           ("group-size", 64)):
         shape.add_argument(f"--{name}", type=int, default=default)
-    shape.add_argument("--scales", choices=sorted(SCALES), default="float32", help="dtype of scales and biases")
+    shape.add_argument("--scales", choices=sorted(SCALES), help="dtype of scales and biases (default float32)")
     kinds = sorted(gguf_weights.F16_FIELDS)
     shape.add_argument("--gguf", choices=kinds, metavar="TYPE",
                        help="every projection random blocks of this GGUF type, imported as mtlinv.model loads a "
-                            f"file, in place of --bits, --group-size and --scales: {', '.join(kinds)}")
+                            f"file, instead of --bits / --group-size / --scales (which then set MLX's step only): "
+                            f"{', '.join(kinds)}")
     ap.add_argument("--rows", type=int, nargs="+", default=[1, 5, 8], help="rows per timed step (1 is added)")
     ap.add_argument("--reps", type=int, default=20, help="timed steps per row count")
     ap.add_argument("--tokens", type=int, default=64, help="tokens to decode after the prompt (0: no decoding)")
@@ -89,10 +89,14 @@ def parse_args(argv):
         ap.error(f"--tokens must be >= 0 and --rows >= 1, got {args.tokens} and {args.rows}")
     if args.heads % args.kv_heads:
         ap.error(f"--heads {args.heads} must be a multiple of --kv-heads {args.kv_heads}")
-    if args.bits not in (4, 8) or args.hidden % args.group_size or args.ffn % args.group_size:
+    if args.gguf and args.scales:
+        ap.error(f"--scales {args.scales}: --gguf {args.gguf} imports the type's own scales")
+    if not args.gguf and (args.bits not in (4, 8) or args.hidden % args.group_size or args.ffn % args.group_size):
         ap.error(f"--bits must be 4 or 8 and --group-size must divide --hidden and --ffn; got {args.bits}, "
                  f"{args.group_size}")
-    if args.gguf:  # the model extra (gguf) only where asked for
+    if not args.gguf:
+        args.scales = args.scales or "float32"
+    else:
         block = gguf_weights.block_elements(args.gguf)
         widths = {"--hidden": args.hidden, "--heads x --head-dim": args.heads * args.head_dim, "--ffn": args.ffn}
         bad = {name: k for name, k in widths.items() if k % block}
@@ -112,8 +116,9 @@ def weights_label(args):
 def random_linear(rng, n, k, args):
     """A QuantLinear [n, k] of uniformly random codes, with scales around 1 / (std of a code * sqrt(k)) and biases
     that centre the codes, so that activations keep their scale through the layers. With --gguf, random blocks of
-    that type, their float16 fields at K^-1/2 / 128 (a 16th of gguf_tensor's default) to keep the random weights
-    small. Returns it and its bytes."""
+    that type with float16 fields d of K^-1/2 / 128: random codes and scale codes make Q4_K's weights about 200 d
+    (d sc q with sc about 32 and q about 8), so a trained model's size of d (gguf_tensor's default) would multiply
+    the activations' scale tenfold and more a projection. Returns it and its bytes."""
     if args.gguf:
         linear = QuantLinear.from_gguf(gguf_weights.gguf_tensor(rng, args.gguf, k, n, field_scale=k ** -0.5 / 128))
         return linear, gguf_weights.nbytes(linear)

@@ -42,11 +42,17 @@ TIME, READ, WRITTEN, OCCUPANCY = ("gpu__time_duration.sum", "dram__bytes_read.su
                                   "sm__warps_active.avg.pct_of_peak_sustained_active")
 
 
+def weight_form(args):
+    """The 8b shape's weights as bench_decode_step.py's arguments."""
+    if args.gguf:
+        return ["--gguf", args.gguf]
+    return ["--scales", args.scales or "float32"]
+
+
 def model_weights(args):
     """The profiled model's weights and whether its cache must be filled by a prefill."""
     if args.shape == "8b":
-        shape = bench_decode_step.parse_args(["--scales", args.scales, "--context", str(args.position)] +
-                                             (["--gguf", args.gguf] if args.gguf else []))
+        shape = bench_decode_step.parse_args(weight_form(args) + ["--context", str(args.position)])
         config = mtlinv.model.LlamaConfig(n_layers=shape.layers, n_heads=shape.heads, n_kv_heads=shape.kv_heads,
                                           hidden=shape.hidden, ffn=shape.ffn, head_dim=shape.head_dim,
                                           rope_theta=500000.0, rms_eps=1e-5, vocab=shape.vocab,
@@ -114,10 +120,10 @@ def main(argv=None) -> int:
     ap.add_argument("--model", help="a GGUF file (default: a random model of SmolLM2-135M's shape)")
     ap.add_argument("--shape", choices=("smollm2", "8b"), default="smollm2",
                     help="the random model's shape when no --model is given")
-    ap.add_argument("--scales", choices=sorted(bench_decode_step.SCALES), default="float32",
-                    help="the 8b shape's scale dtype")
-    ap.add_argument("--gguf", metavar="TYPE", help="the 8b shape's projections as random blocks of this GGUF type "
-                    "(bench_decode_step.py --gguf)")
+    ap.add_argument("--scales", choices=sorted(bench_decode_step.SCALES),
+                    help="the 8b shape's scale dtype (default float32)")
+    ap.add_argument("--gguf", choices=sorted(bench_decode_step.gguf_weights.F16_FIELDS), metavar="TYPE",
+                    help="the 8b shape's projections as random blocks of this GGUF type (bench_decode_step.py --gguf)")
     ap.add_argument("--position", type=int, default=64, help="cache positions before the profiled step")
     ap.add_argument("--m", type=int, default=1, help="rows of the profiled forward")
     ap.add_argument("--profiled", action="store_true", help=argparse.SUPPRESS)  # the run under ncu
@@ -127,18 +133,19 @@ def main(argv=None) -> int:
     if args.profiled:
         profiled_forward(args)
         return 0
-    ncu = shutil.which("ncu")
-    if ncu is None:
-        raise SystemExit("decode_step_kernels: ncu (Nsight Compute) is not on PATH")
     if args.model and args.shape != "smollm2":
         ap.error("--model and --shape name the model twice: give one")
     if args.gguf and args.shape != "8b":
         ap.error(f"--gguf {args.gguf} is a form of the 8b shape's weights: give --shape 8b")
+    if args.gguf and args.scales:
+        ap.error(f"--scales {args.scales}: --gguf {args.gguf} imports the type's own scales")
+    ncu = shutil.which("ncu")
+    if ncu is None:
+        raise SystemExit("decode_step_kernels: ncu (Nsight Compute) is not on PATH")
     cmd = [ncu, "--clock-control", "none", "--profile-from-start", "off", "--metrics",
            ",".join((TIME, READ, WRITTEN, OCCUPANCY)), "--csv", "--page", "raw", sys.executable,
            os.path.abspath(__file__), "--profiled", "--position", str(args.position), "--m", str(args.m),
-           "--shape", args.shape, "--scales", args.scales] + (["--model", args.model] if args.model else []) + (
-               ["--gguf", args.gguf] if args.gguf else [])
+           "--shape", args.shape] + weight_form(args) + (["--model", args.model] if args.model else [])
     out = subprocess.run(cmd, capture_output=True, text=True)
     if out.returncode != 0 or '"ID"' not in out.stdout:
         sys.stderr.write(out.stdout[-3000:] + out.stderr[-3000:])

@@ -83,7 +83,6 @@ def test_decode_step_with_gguf_weights(tmp_path, kind):
     """--gguf: every projection random blocks of a GGUF type, imported as mtlinv.model imports a file's (K-quants
     in the super-block form, Q8_0 at its float16 scales), its bytes counted as stored; the rows' bits checked as
     for the affine weights."""
-    pytest.importorskip("gguf")
     shape = ["--hidden", "256", "--ffn", "512", "--heads", "4", "--head-dim", "64"]
     out = tmp_path / "out"
     proc = run(sys.executable, str(BENCHMARKS / "bench_decode_step.py"), *TINY, *shape, "--tokens", "0", "--gguf",
@@ -101,10 +100,13 @@ def test_decode_step_with_gguf_weights(tmp_path, kind):
     assert data["weight_bytes"] == weights * bits / 8 + 5 * 256 * 2
 
 
-def test_decode_step_gguf_refuses_partial_blocks(tmp_path):
+def test_decode_step_gguf_refuses_partial_blocks_and_scales(tmp_path):
     proc = run(sys.executable, str(BENCHMARKS / "bench_decode_step.py"), *TINY, "--gguf", "Q4_K", cwd=tmp_path)
     assert proc.returncode == 2
     assert "--gguf Q4_K" in proc.stderr and "256-element blocks" in proc.stderr and "'--hidden': 128" in proc.stderr
+    proc = run(sys.executable, str(BENCHMARKS / "bench_decode_step.py"), *TINY, "--gguf", "Q8_0", "--scales",
+               "bfloat16", cwd=tmp_path)
+    assert proc.returncode == 2 and "--scales bfloat16: --gguf Q8_0 imports the type's own scales" in proc.stderr
 
 
 def test_without_out_nothing_is_written(tmp_path):

@@ -166,7 +166,7 @@ Plan plan_sdpa(const SdpaShape& s, int limit, const DeviceCaps& caps) {
   // L2 prefetches (sdpa_mma_prefetch) pay where one tile's grid is at most one threadgroup per two cores: on an H200
   // (132 cores) with 8 kv heads and chunks of 512 keys, 5-7% less time for decoding at 1K-4K keys (64 threadgroups
   // at 4K), 4% more at 8K (128) and 10% more at 16K-64K (docs/decisions.md, "sdpa: loads, stores and prefetches").
-  // With the growing chunks, up to 2K keys (at 4K, 128 threadgroups, 2-7% more on an H100). A hint, so a call's
+  // With the growing chunks, up to 2K keys (at 4K, 128 threadgroups, 2-6% more on an H100). A hint, so a call's
   // bits do not depend on it.
   args.prefetch = matrix_units && 2 * args.n_blocks * s.batch * s.kv_heads <= caps.compute_units ? 1 : 0;
   partials.set_args(args);
