@@ -89,20 +89,20 @@ def parse_args(argv):
         ap.error(f"--tokens must be >= 0 and --rows >= 1, got {args.tokens} and {args.rows}")
     if args.heads % args.kv_heads:
         ap.error(f"--heads {args.heads} must be a multiple of --kv-heads {args.kv_heads}")
-    if args.gguf and args.scales:
-        ap.error(f"--scales {args.scales}: --gguf {args.gguf} imports the type's own scales")
-    if not args.gguf and (args.bits not in (4, 8) or args.hidden % args.group_size or args.ffn % args.group_size):
-        ap.error(f"--bits must be 4 or 8 and --group-size must divide --hidden and --ffn; got {args.bits}, "
-                 f"{args.group_size}")
-    if not args.gguf:
-        args.scales = args.scales or "float32"
-    else:
+    if args.gguf:  # the type brings its scales and block size; --bits and --group-size set MLX's step only
+        if args.scales:
+            ap.error(f"--scales {args.scales}: --gguf {args.gguf} imports the type's own scales")
         block = gguf_weights.block_elements(args.gguf)
         widths = {"--hidden": args.hidden, "--heads x --head-dim": args.heads * args.head_dim, "--ffn": args.ffn}
         bad = {name: k for name, k in widths.items() if k % block}
         if bad:
             ap.error(f"--gguf {args.gguf}: a projection's K must be a multiple of its {block}-element blocks, got "
                      f"{bad}")
+    else:
+        if args.bits not in (4, 8) or args.hidden % args.group_size or args.ffn % args.group_size:
+            ap.error(f"--bits must be 4 or 8 and --group-size must divide --hidden and --ffn; got {args.bits}, "
+                     f"{args.group_size}")
+        args.scales = args.scales or "float32"
     args.rows = sorted(set(args.rows) | {1})
     return args
 
