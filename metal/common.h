@@ -10,8 +10,11 @@ using namespace metal;
 // the same instantiation in their host-side registry, so the name is written exactly once.
 #define MTLINV_KERNEL(name, fn, ...) \
   template [[host_name(#name)]] [[kernel]] decltype(fn<__VA_ARGS__>) fn<__VA_ARGS__>;
+// The same for a kernel whose body calls wait_for_previous_kernels() itself (below); Metal starts a dispatch after
+// the one before it has finished, so the two are one here.
+#define MTLINV_KERNEL_WAITS(name, fn, ...) MTLINV_KERNEL(name, fn, __VA_ARGS__)
 
-// mtlinv's two builtins beside MSL's, defined by every target. Neither changes a value, only caching.
+// mtlinv's builtins beside MSL's, defined by every target. None changes a value.
 // load_streaming: a 16-byte load of data read once (weights streaming past), which a target may keep out of its
 // caches so that reused data stays there. A plain load on Metal; the CUDA shim skips L1 with it.
 inline uint4 load_streaming(device const uint4* p) {
@@ -25,6 +28,14 @@ inline void prefetch_l2(device const T* p, uint n) {
   (void)p;
   (void)n;
 }
+// wait_for_previous_kernels: the point from which a kernel registered with MTLINV_KERNEL_WAITS may read what the
+// kernels before it wrote, and write what they read; every other kernel waits before its first instruction. On
+// CUDA a kernel starts while the one before it still runs (programmatic dependent launch, src/cuda/shim/device.cuh),
+// so what comes before the call overlaps that kernel: index arithmetic, and loads of what no kernel that may still
+// run writes (qgemv_mma's weights, where its caller says so). Nothing on Metal and in the emulator, which start a
+// kernel after the one before it has finished. tools/check_static.py fails a _WAITS kernel whose body does not call
+// it, and a plain one that does.
+inline void wait_for_previous_kernels() {}
 #endif
 
 // Lanes per simdgroup on every target we build for (Apple GPUs, the emulator, NVIDIA warps).

@@ -292,6 +292,15 @@ template <typename T, uint BITS, typename S, uint R, bool TILED, uint RUN_GROUPS
       g_off[h] = n * qgemv_run_group<RUN_GROUPS>(runs, group_shift);
     }
   }
+  // The kernel ahead of this one may still be running (CUDA's programmatic dependent launch): x may not be read
+  // before wait_for_previous_kernels() (metal/common.h). With early_weights the caller promises that no such kernel
+  // writes the weights, so the first vector step loads its weights, scales and biases first and waits after: they
+  // arrive while the kernel ahead finishes (an 8B llama's step 2-4% faster; docs/decisions.md, "qgemv: weights
+  // before the wait"). Every path waits once, before its first load of x.
+  bool waiting = args.early_weights != 0 && x_vector && w_vector;
+  if (!waiting) {
+    wait_for_previous_kernels();
+  }
   uint x_row[B];  // where row g of each group of 8 starts in x, clamped to the last row
   float4 acc[B];
   for (uint j = 0; j < B; ++j) {
@@ -322,6 +331,10 @@ template <typename T, uint BITS, typename S, uint R, bool TILED, uint RUN_GROUPS
                                                       true, words0, scale0, bias0);
       qgemv_mma_load<BITS, S, TILED, RUN_GROUPS, Reg>(wq, scales, biases, supers, w_off, g_off, j1, group_shift,
                                                       true, words1, scale1, bias1);
+      if (waiting) {  // early_weights: the first iteration waits after its loads
+        wait_for_previous_kernels();
+        waiting = false;
+      }
       qgemv_mma_step<T, BITS, B, RUN_GROUPS>(acc, words0, scale0, bias0, x, x_row, j0 * QGEMV_RUN, true, true, lane);
       qgemv_mma_step<T, BITS, B, RUN_GROUPS>(acc, words1, scale1, bias1, x, x_row, j1 * QGEMV_RUN, true, true, lane);
     }
@@ -332,8 +345,15 @@ template <typename T, uint BITS, typename S, uint R, bool TILED, uint RUN_GROUPS
       Reg bias_g[2 * RUN_GROUPS];
       qgemv_mma_load<BITS, S, TILED, RUN_GROUPS, Reg>(wq, scales, biases, supers, w_off, g_off, j, group_shift,
                                                       true, words, scale, bias_g);
+      if (waiting) {  // likewise where this loop runs first
+        wait_for_previous_kernels();
+        waiting = false;
+      }
       qgemv_mma_step<T, BITS, B, RUN_GROUPS>(acc, words, scale, bias_g, x, x_row, j * QGEMV_RUN, true, true, lane);
     }
+  }
+  if (waiting) {  // no whole step in this simdgroup: the partial-step loop alone
+    wait_for_previous_kernels();
   }
   for (; s < steps; s += args.k_splits) {
     const uint j = QGEMV_MMA_STEP * s + t;
@@ -358,113 +378,113 @@ template <typename T, uint BITS, typename S, uint R, bool TILED, uint RUN_GROUPS
   mma_tile_store<T, 1, B>(partials, args.k_splits, args.has_bias != 0, bias, y, n0, args.n, r0, args.rows, lane, sg);
 }
 
-MTLINV_KERNEL(qgemv_mma_b2_r8_f16, qgemv_mma, half, 2, half, 8, false, 1)
-MTLINV_KERNEL(qgemv_mma_b2_r16_f16, qgemv_mma, half, 2, half, 16, false, 1)
-MTLINV_KERNEL(qgemv_mma_b2_r8_bf16, qgemv_mma, bfloat, 2, bfloat, 8, false, 1)
-MTLINV_KERNEL(qgemv_mma_b2_r16_bf16, qgemv_mma, bfloat, 2, bfloat, 16, false, 1)
-MTLINV_KERNEL(qgemv_mma_b3_r8_f16, qgemv_mma, half, 3, half, 8, false, 1)
-MTLINV_KERNEL(qgemv_mma_b3_r16_f16, qgemv_mma, half, 3, half, 16, false, 1)
-MTLINV_KERNEL(qgemv_mma_b3_r8_bf16, qgemv_mma, bfloat, 3, bfloat, 8, false, 1)
-MTLINV_KERNEL(qgemv_mma_b3_r16_bf16, qgemv_mma, bfloat, 3, bfloat, 16, false, 1)
-MTLINV_KERNEL(qgemv_mma_b4_r8_f16, qgemv_mma, half, 4, half, 8, false, 1)
-MTLINV_KERNEL(qgemv_mma_b4_r16_f16, qgemv_mma, half, 4, half, 16, false, 1)
-MTLINV_KERNEL(qgemv_mma_b4_r8_bf16, qgemv_mma, bfloat, 4, bfloat, 8, false, 1)
-MTLINV_KERNEL(qgemv_mma_b4_r16_bf16, qgemv_mma, bfloat, 4, bfloat, 16, false, 1)
-MTLINV_KERNEL(qgemv_mma_b5_r8_f16, qgemv_mma, half, 5, half, 8, false, 1)
-MTLINV_KERNEL(qgemv_mma_b5_r16_f16, qgemv_mma, half, 5, half, 16, false, 1)
-MTLINV_KERNEL(qgemv_mma_b5_r8_bf16, qgemv_mma, bfloat, 5, bfloat, 8, false, 1)
-MTLINV_KERNEL(qgemv_mma_b5_r16_bf16, qgemv_mma, bfloat, 5, bfloat, 16, false, 1)
-MTLINV_KERNEL(qgemv_mma_b6_r8_f16, qgemv_mma, half, 6, half, 8, false, 1)
-MTLINV_KERNEL(qgemv_mma_b6_r16_f16, qgemv_mma, half, 6, half, 16, false, 1)
-MTLINV_KERNEL(qgemv_mma_b6_r8_bf16, qgemv_mma, bfloat, 6, bfloat, 8, false, 1)
-MTLINV_KERNEL(qgemv_mma_b6_r16_bf16, qgemv_mma, bfloat, 6, bfloat, 16, false, 1)
-MTLINV_KERNEL(qgemv_mma_b8_r8_f16, qgemv_mma, half, 8, half, 8, false, 1)
-MTLINV_KERNEL(qgemv_mma_b8_r16_f16, qgemv_mma, half, 8, half, 16, false, 1)
-MTLINV_KERNEL(qgemv_mma_b8_r8_bf16, qgemv_mma, bfloat, 8, bfloat, 8, false, 1)
-MTLINV_KERNEL(qgemv_mma_b8_r16_bf16, qgemv_mma, bfloat, 8, bfloat, 16, false, 1)
+MTLINV_KERNEL_WAITS(qgemv_mma_b2_r8_f16, qgemv_mma, half, 2, half, 8, false, 1)
+MTLINV_KERNEL_WAITS(qgemv_mma_b2_r16_f16, qgemv_mma, half, 2, half, 16, false, 1)
+MTLINV_KERNEL_WAITS(qgemv_mma_b2_r8_bf16, qgemv_mma, bfloat, 2, bfloat, 8, false, 1)
+MTLINV_KERNEL_WAITS(qgemv_mma_b2_r16_bf16, qgemv_mma, bfloat, 2, bfloat, 16, false, 1)
+MTLINV_KERNEL_WAITS(qgemv_mma_b3_r8_f16, qgemv_mma, half, 3, half, 8, false, 1)
+MTLINV_KERNEL_WAITS(qgemv_mma_b3_r16_f16, qgemv_mma, half, 3, half, 16, false, 1)
+MTLINV_KERNEL_WAITS(qgemv_mma_b3_r8_bf16, qgemv_mma, bfloat, 3, bfloat, 8, false, 1)
+MTLINV_KERNEL_WAITS(qgemv_mma_b3_r16_bf16, qgemv_mma, bfloat, 3, bfloat, 16, false, 1)
+MTLINV_KERNEL_WAITS(qgemv_mma_b4_r8_f16, qgemv_mma, half, 4, half, 8, false, 1)
+MTLINV_KERNEL_WAITS(qgemv_mma_b4_r16_f16, qgemv_mma, half, 4, half, 16, false, 1)
+MTLINV_KERNEL_WAITS(qgemv_mma_b4_r8_bf16, qgemv_mma, bfloat, 4, bfloat, 8, false, 1)
+MTLINV_KERNEL_WAITS(qgemv_mma_b4_r16_bf16, qgemv_mma, bfloat, 4, bfloat, 16, false, 1)
+MTLINV_KERNEL_WAITS(qgemv_mma_b5_r8_f16, qgemv_mma, half, 5, half, 8, false, 1)
+MTLINV_KERNEL_WAITS(qgemv_mma_b5_r16_f16, qgemv_mma, half, 5, half, 16, false, 1)
+MTLINV_KERNEL_WAITS(qgemv_mma_b5_r8_bf16, qgemv_mma, bfloat, 5, bfloat, 8, false, 1)
+MTLINV_KERNEL_WAITS(qgemv_mma_b5_r16_bf16, qgemv_mma, bfloat, 5, bfloat, 16, false, 1)
+MTLINV_KERNEL_WAITS(qgemv_mma_b6_r8_f16, qgemv_mma, half, 6, half, 8, false, 1)
+MTLINV_KERNEL_WAITS(qgemv_mma_b6_r16_f16, qgemv_mma, half, 6, half, 16, false, 1)
+MTLINV_KERNEL_WAITS(qgemv_mma_b6_r8_bf16, qgemv_mma, bfloat, 6, bfloat, 8, false, 1)
+MTLINV_KERNEL_WAITS(qgemv_mma_b6_r16_bf16, qgemv_mma, bfloat, 6, bfloat, 16, false, 1)
+MTLINV_KERNEL_WAITS(qgemv_mma_b8_r8_f16, qgemv_mma, half, 8, half, 8, false, 1)
+MTLINV_KERNEL_WAITS(qgemv_mma_b8_r16_f16, qgemv_mma, half, 8, half, 16, false, 1)
+MTLINV_KERNEL_WAITS(qgemv_mma_b8_r8_bf16, qgemv_mma, bfloat, 8, bfloat, 8, false, 1)
+MTLINV_KERNEL_WAITS(qgemv_mma_b8_r16_bf16, qgemv_mma, bfloat, 8, bfloat, 16, false, 1)
 
 // float32 scales and biases (GGUF imports, as for qgemv).
-MTLINV_KERNEL(qgemv_mma_b4_r8_f16_sf32, qgemv_mma, half, 4, float, 8, false, 1)
-MTLINV_KERNEL(qgemv_mma_b4_r16_f16_sf32, qgemv_mma, half, 4, float, 16, false, 1)
-MTLINV_KERNEL(qgemv_mma_b4_r8_bf16_sf32, qgemv_mma, bfloat, 4, float, 8, false, 1)
-MTLINV_KERNEL(qgemv_mma_b4_r16_bf16_sf32, qgemv_mma, bfloat, 4, float, 16, false, 1)
-MTLINV_KERNEL(qgemv_mma_b8_r8_f16_sf32, qgemv_mma, half, 8, float, 8, false, 1)
-MTLINV_KERNEL(qgemv_mma_b8_r16_f16_sf32, qgemv_mma, half, 8, float, 16, false, 1)
-MTLINV_KERNEL(qgemv_mma_b8_r8_bf16_sf32, qgemv_mma, bfloat, 8, float, 8, false, 1)
-MTLINV_KERNEL(qgemv_mma_b8_r16_bf16_sf32, qgemv_mma, bfloat, 8, float, 16, false, 1)
+MTLINV_KERNEL_WAITS(qgemv_mma_b4_r8_f16_sf32, qgemv_mma, half, 4, float, 8, false, 1)
+MTLINV_KERNEL_WAITS(qgemv_mma_b4_r16_f16_sf32, qgemv_mma, half, 4, float, 16, false, 1)
+MTLINV_KERNEL_WAITS(qgemv_mma_b4_r8_bf16_sf32, qgemv_mma, bfloat, 4, float, 8, false, 1)
+MTLINV_KERNEL_WAITS(qgemv_mma_b4_r16_bf16_sf32, qgemv_mma, bfloat, 4, float, 16, false, 1)
+MTLINV_KERNEL_WAITS(qgemv_mma_b8_r8_f16_sf32, qgemv_mma, half, 8, float, 8, false, 1)
+MTLINV_KERNEL_WAITS(qgemv_mma_b8_r16_f16_sf32, qgemv_mma, half, 8, float, 16, false, 1)
+MTLINV_KERNEL_WAITS(qgemv_mma_b8_r8_bf16_sf32, qgemv_mma, bfloat, 8, float, 8, false, 1)
+MTLINV_KERNEL_WAITS(qgemv_mma_b8_r16_bf16_sf32, qgemv_mma, bfloat, 8, float, 16, false, 1)
 
 // The tile layout (mtlinv.quant.tile), for the widths of MLX's and GGUF's common formats.
-MTLINV_KERNEL(qgemv_mma_b4_r8_f16_tiled, qgemv_mma, half, 4, half, 8, true, 1)
-MTLINV_KERNEL(qgemv_mma_b4_r16_f16_tiled, qgemv_mma, half, 4, half, 16, true, 1)
-MTLINV_KERNEL(qgemv_mma_b4_r8_bf16_tiled, qgemv_mma, bfloat, 4, bfloat, 8, true, 1)
-MTLINV_KERNEL(qgemv_mma_b4_r16_bf16_tiled, qgemv_mma, bfloat, 4, bfloat, 16, true, 1)
-MTLINV_KERNEL(qgemv_mma_b8_r8_f16_tiled, qgemv_mma, half, 8, half, 8, true, 1)
-MTLINV_KERNEL(qgemv_mma_b8_r16_f16_tiled, qgemv_mma, half, 8, half, 16, true, 1)
-MTLINV_KERNEL(qgemv_mma_b8_r8_bf16_tiled, qgemv_mma, bfloat, 8, bfloat, 8, true, 1)
-MTLINV_KERNEL(qgemv_mma_b8_r16_bf16_tiled, qgemv_mma, bfloat, 8, bfloat, 16, true, 1)
-MTLINV_KERNEL(qgemv_mma_b4_r8_f16_sf32_tiled, qgemv_mma, half, 4, float, 8, true, 1)
-MTLINV_KERNEL(qgemv_mma_b4_r16_f16_sf32_tiled, qgemv_mma, half, 4, float, 16, true, 1)
-MTLINV_KERNEL(qgemv_mma_b4_r8_bf16_sf32_tiled, qgemv_mma, bfloat, 4, float, 8, true, 1)
-MTLINV_KERNEL(qgemv_mma_b4_r16_bf16_sf32_tiled, qgemv_mma, bfloat, 4, float, 16, true, 1)
-MTLINV_KERNEL(qgemv_mma_b8_r8_f16_sf32_tiled, qgemv_mma, half, 8, float, 8, true, 1)
-MTLINV_KERNEL(qgemv_mma_b8_r16_f16_sf32_tiled, qgemv_mma, half, 8, float, 16, true, 1)
-MTLINV_KERNEL(qgemv_mma_b8_r8_bf16_sf32_tiled, qgemv_mma, bfloat, 8, float, 8, true, 1)
-MTLINV_KERNEL(qgemv_mma_b8_r16_bf16_sf32_tiled, qgemv_mma, bfloat, 8, float, 16, true, 1)
+MTLINV_KERNEL_WAITS(qgemv_mma_b4_r8_f16_tiled, qgemv_mma, half, 4, half, 8, true, 1)
+MTLINV_KERNEL_WAITS(qgemv_mma_b4_r16_f16_tiled, qgemv_mma, half, 4, half, 16, true, 1)
+MTLINV_KERNEL_WAITS(qgemv_mma_b4_r8_bf16_tiled, qgemv_mma, bfloat, 4, bfloat, 8, true, 1)
+MTLINV_KERNEL_WAITS(qgemv_mma_b4_r16_bf16_tiled, qgemv_mma, bfloat, 4, bfloat, 16, true, 1)
+MTLINV_KERNEL_WAITS(qgemv_mma_b8_r8_f16_tiled, qgemv_mma, half, 8, half, 8, true, 1)
+MTLINV_KERNEL_WAITS(qgemv_mma_b8_r16_f16_tiled, qgemv_mma, half, 8, half, 16, true, 1)
+MTLINV_KERNEL_WAITS(qgemv_mma_b8_r8_bf16_tiled, qgemv_mma, bfloat, 8, bfloat, 8, true, 1)
+MTLINV_KERNEL_WAITS(qgemv_mma_b8_r16_bf16_tiled, qgemv_mma, bfloat, 8, bfloat, 16, true, 1)
+MTLINV_KERNEL_WAITS(qgemv_mma_b4_r8_f16_sf32_tiled, qgemv_mma, half, 4, float, 8, true, 1)
+MTLINV_KERNEL_WAITS(qgemv_mma_b4_r16_f16_sf32_tiled, qgemv_mma, half, 4, float, 16, true, 1)
+MTLINV_KERNEL_WAITS(qgemv_mma_b4_r8_bf16_sf32_tiled, qgemv_mma, bfloat, 4, float, 8, true, 1)
+MTLINV_KERNEL_WAITS(qgemv_mma_b4_r16_bf16_sf32_tiled, qgemv_mma, bfloat, 4, float, 16, true, 1)
+MTLINV_KERNEL_WAITS(qgemv_mma_b8_r8_f16_sf32_tiled, qgemv_mma, half, 8, float, 8, true, 1)
+MTLINV_KERNEL_WAITS(qgemv_mma_b8_r16_f16_sf32_tiled, qgemv_mma, half, 8, float, 16, true, 1)
+MTLINV_KERNEL_WAITS(qgemv_mma_b8_r8_bf16_sf32_tiled, qgemv_mma, bfloat, 8, float, 8, true, 1)
+MTLINV_KERNEL_WAITS(qgemv_mma_b8_r16_bf16_sf32_tiled, qgemv_mma, bfloat, 8, float, 16, true, 1)
 
 // Group size 16, at 8 bits (GGUF's Q6_K, as for qgemv), in both layouts.
-MTLINV_KERNEL(qgemv_mma_b8_r8_f16_g16, qgemv_mma, half, 8, half, 8, false, 2)
-MTLINV_KERNEL(qgemv_mma_b8_r16_f16_g16, qgemv_mma, half, 8, half, 16, false, 2)
-MTLINV_KERNEL(qgemv_mma_b8_r8_bf16_g16, qgemv_mma, bfloat, 8, bfloat, 8, false, 2)
-MTLINV_KERNEL(qgemv_mma_b8_r16_bf16_g16, qgemv_mma, bfloat, 8, bfloat, 16, false, 2)
-MTLINV_KERNEL(qgemv_mma_b8_r8_f16_sf32_g16, qgemv_mma, half, 8, float, 8, false, 2)
-MTLINV_KERNEL(qgemv_mma_b8_r16_f16_sf32_g16, qgemv_mma, half, 8, float, 16, false, 2)
-MTLINV_KERNEL(qgemv_mma_b8_r8_bf16_sf32_g16, qgemv_mma, bfloat, 8, float, 8, false, 2)
-MTLINV_KERNEL(qgemv_mma_b8_r16_bf16_sf32_g16, qgemv_mma, bfloat, 8, float, 16, false, 2)
-MTLINV_KERNEL(qgemv_mma_b8_r8_f16_g16_tiled, qgemv_mma, half, 8, half, 8, true, 2)
-MTLINV_KERNEL(qgemv_mma_b8_r16_f16_g16_tiled, qgemv_mma, half, 8, half, 16, true, 2)
-MTLINV_KERNEL(qgemv_mma_b8_r8_bf16_g16_tiled, qgemv_mma, bfloat, 8, bfloat, 8, true, 2)
-MTLINV_KERNEL(qgemv_mma_b8_r16_bf16_g16_tiled, qgemv_mma, bfloat, 8, bfloat, 16, true, 2)
-MTLINV_KERNEL(qgemv_mma_b8_r8_f16_sf32_g16_tiled, qgemv_mma, half, 8, float, 8, true, 2)
-MTLINV_KERNEL(qgemv_mma_b8_r16_f16_sf32_g16_tiled, qgemv_mma, half, 8, float, 16, true, 2)
-MTLINV_KERNEL(qgemv_mma_b8_r8_bf16_sf32_g16_tiled, qgemv_mma, bfloat, 8, float, 8, true, 2)
-MTLINV_KERNEL(qgemv_mma_b8_r16_bf16_sf32_g16_tiled, qgemv_mma, bfloat, 8, float, 16, true, 2)
+MTLINV_KERNEL_WAITS(qgemv_mma_b8_r8_f16_g16, qgemv_mma, half, 8, half, 8, false, 2)
+MTLINV_KERNEL_WAITS(qgemv_mma_b8_r16_f16_g16, qgemv_mma, half, 8, half, 16, false, 2)
+MTLINV_KERNEL_WAITS(qgemv_mma_b8_r8_bf16_g16, qgemv_mma, bfloat, 8, bfloat, 8, false, 2)
+MTLINV_KERNEL_WAITS(qgemv_mma_b8_r16_bf16_g16, qgemv_mma, bfloat, 8, bfloat, 16, false, 2)
+MTLINV_KERNEL_WAITS(qgemv_mma_b8_r8_f16_sf32_g16, qgemv_mma, half, 8, float, 8, false, 2)
+MTLINV_KERNEL_WAITS(qgemv_mma_b8_r16_f16_sf32_g16, qgemv_mma, half, 8, float, 16, false, 2)
+MTLINV_KERNEL_WAITS(qgemv_mma_b8_r8_bf16_sf32_g16, qgemv_mma, bfloat, 8, float, 8, false, 2)
+MTLINV_KERNEL_WAITS(qgemv_mma_b8_r16_bf16_sf32_g16, qgemv_mma, bfloat, 8, float, 16, false, 2)
+MTLINV_KERNEL_WAITS(qgemv_mma_b8_r8_f16_g16_tiled, qgemv_mma, half, 8, half, 8, true, 2)
+MTLINV_KERNEL_WAITS(qgemv_mma_b8_r16_f16_g16_tiled, qgemv_mma, half, 8, half, 16, true, 2)
+MTLINV_KERNEL_WAITS(qgemv_mma_b8_r8_bf16_g16_tiled, qgemv_mma, bfloat, 8, bfloat, 8, true, 2)
+MTLINV_KERNEL_WAITS(qgemv_mma_b8_r16_bf16_g16_tiled, qgemv_mma, bfloat, 8, bfloat, 16, true, 2)
+MTLINV_KERNEL_WAITS(qgemv_mma_b8_r8_f16_sf32_g16_tiled, qgemv_mma, half, 8, float, 8, true, 2)
+MTLINV_KERNEL_WAITS(qgemv_mma_b8_r16_f16_sf32_g16_tiled, qgemv_mma, half, 8, float, 16, true, 2)
+MTLINV_KERNEL_WAITS(qgemv_mma_b8_r8_bf16_sf32_g16_tiled, qgemv_mma, bfloat, 8, float, 8, true, 2)
+MTLINV_KERNEL_WAITS(qgemv_mma_b8_r16_bf16_sf32_g16_tiled, qgemv_mma, bfloat, 8, float, 16, true, 2)
 
 // The super-block form (as for qgemv): Q4_K and Q5_K at group size 32, Q6_K at 6 bits and group size 16, in both
 // layouts.
-MTLINV_KERNEL(qgemv_mma_b4_r8_f16_si8, qgemv_mma, half, 4, char, 8, false, 1)
-MTLINV_KERNEL(qgemv_mma_b4_r16_f16_si8, qgemv_mma, half, 4, char, 16, false, 1)
-MTLINV_KERNEL(qgemv_mma_b4_r8_bf16_si8, qgemv_mma, bfloat, 4, char, 8, false, 1)
-MTLINV_KERNEL(qgemv_mma_b4_r16_bf16_si8, qgemv_mma, bfloat, 4, char, 16, false, 1)
-MTLINV_KERNEL(qgemv_mma_b5_r8_f16_si8, qgemv_mma, half, 5, char, 8, false, 1)
-MTLINV_KERNEL(qgemv_mma_b5_r16_f16_si8, qgemv_mma, half, 5, char, 16, false, 1)
-MTLINV_KERNEL(qgemv_mma_b5_r8_bf16_si8, qgemv_mma, bfloat, 5, char, 8, false, 1)
-MTLINV_KERNEL(qgemv_mma_b5_r16_bf16_si8, qgemv_mma, bfloat, 5, char, 16, false, 1)
-MTLINV_KERNEL(qgemv_mma_b6_r8_f16_si8_g16, qgemv_mma, half, 6, char, 8, false, 2)
-MTLINV_KERNEL(qgemv_mma_b6_r16_f16_si8_g16, qgemv_mma, half, 6, char, 16, false, 2)
-MTLINV_KERNEL(qgemv_mma_b6_r8_bf16_si8_g16, qgemv_mma, bfloat, 6, char, 8, false, 2)
-MTLINV_KERNEL(qgemv_mma_b6_r16_bf16_si8_g16, qgemv_mma, bfloat, 6, char, 16, false, 2)
-MTLINV_KERNEL(qgemv_mma_b4_r8_f16_si8_tiled, qgemv_mma, half, 4, char, 8, true, 1)
-MTLINV_KERNEL(qgemv_mma_b4_r16_f16_si8_tiled, qgemv_mma, half, 4, char, 16, true, 1)
-MTLINV_KERNEL(qgemv_mma_b4_r8_bf16_si8_tiled, qgemv_mma, bfloat, 4, char, 8, true, 1)
-MTLINV_KERNEL(qgemv_mma_b4_r16_bf16_si8_tiled, qgemv_mma, bfloat, 4, char, 16, true, 1)
-MTLINV_KERNEL(qgemv_mma_b5_r8_f16_si8_tiled, qgemv_mma, half, 5, char, 8, true, 1)
-MTLINV_KERNEL(qgemv_mma_b5_r16_f16_si8_tiled, qgemv_mma, half, 5, char, 16, true, 1)
-MTLINV_KERNEL(qgemv_mma_b5_r8_bf16_si8_tiled, qgemv_mma, bfloat, 5, char, 8, true, 1)
-MTLINV_KERNEL(qgemv_mma_b5_r16_bf16_si8_tiled, qgemv_mma, bfloat, 5, char, 16, true, 1)
-MTLINV_KERNEL(qgemv_mma_b6_r8_f16_si8_g16_tiled, qgemv_mma, half, 6, char, 8, true, 2)
-MTLINV_KERNEL(qgemv_mma_b6_r16_f16_si8_g16_tiled, qgemv_mma, half, 6, char, 16, true, 2)
-MTLINV_KERNEL(qgemv_mma_b6_r8_bf16_si8_g16_tiled, qgemv_mma, bfloat, 6, char, 8, true, 2)
-MTLINV_KERNEL(qgemv_mma_b6_r16_bf16_si8_g16_tiled, qgemv_mma, bfloat, 6, char, 16, true, 2)
+MTLINV_KERNEL_WAITS(qgemv_mma_b4_r8_f16_si8, qgemv_mma, half, 4, char, 8, false, 1)
+MTLINV_KERNEL_WAITS(qgemv_mma_b4_r16_f16_si8, qgemv_mma, half, 4, char, 16, false, 1)
+MTLINV_KERNEL_WAITS(qgemv_mma_b4_r8_bf16_si8, qgemv_mma, bfloat, 4, char, 8, false, 1)
+MTLINV_KERNEL_WAITS(qgemv_mma_b4_r16_bf16_si8, qgemv_mma, bfloat, 4, char, 16, false, 1)
+MTLINV_KERNEL_WAITS(qgemv_mma_b5_r8_f16_si8, qgemv_mma, half, 5, char, 8, false, 1)
+MTLINV_KERNEL_WAITS(qgemv_mma_b5_r16_f16_si8, qgemv_mma, half, 5, char, 16, false, 1)
+MTLINV_KERNEL_WAITS(qgemv_mma_b5_r8_bf16_si8, qgemv_mma, bfloat, 5, char, 8, false, 1)
+MTLINV_KERNEL_WAITS(qgemv_mma_b5_r16_bf16_si8, qgemv_mma, bfloat, 5, char, 16, false, 1)
+MTLINV_KERNEL_WAITS(qgemv_mma_b6_r8_f16_si8_g16, qgemv_mma, half, 6, char, 8, false, 2)
+MTLINV_KERNEL_WAITS(qgemv_mma_b6_r16_f16_si8_g16, qgemv_mma, half, 6, char, 16, false, 2)
+MTLINV_KERNEL_WAITS(qgemv_mma_b6_r8_bf16_si8_g16, qgemv_mma, bfloat, 6, char, 8, false, 2)
+MTLINV_KERNEL_WAITS(qgemv_mma_b6_r16_bf16_si8_g16, qgemv_mma, bfloat, 6, char, 16, false, 2)
+MTLINV_KERNEL_WAITS(qgemv_mma_b4_r8_f16_si8_tiled, qgemv_mma, half, 4, char, 8, true, 1)
+MTLINV_KERNEL_WAITS(qgemv_mma_b4_r16_f16_si8_tiled, qgemv_mma, half, 4, char, 16, true, 1)
+MTLINV_KERNEL_WAITS(qgemv_mma_b4_r8_bf16_si8_tiled, qgemv_mma, bfloat, 4, char, 8, true, 1)
+MTLINV_KERNEL_WAITS(qgemv_mma_b4_r16_bf16_si8_tiled, qgemv_mma, bfloat, 4, char, 16, true, 1)
+MTLINV_KERNEL_WAITS(qgemv_mma_b5_r8_f16_si8_tiled, qgemv_mma, half, 5, char, 8, true, 1)
+MTLINV_KERNEL_WAITS(qgemv_mma_b5_r16_f16_si8_tiled, qgemv_mma, half, 5, char, 16, true, 1)
+MTLINV_KERNEL_WAITS(qgemv_mma_b5_r8_bf16_si8_tiled, qgemv_mma, bfloat, 5, char, 8, true, 1)
+MTLINV_KERNEL_WAITS(qgemv_mma_b5_r16_bf16_si8_tiled, qgemv_mma, bfloat, 5, char, 16, true, 1)
+MTLINV_KERNEL_WAITS(qgemv_mma_b6_r8_f16_si8_g16_tiled, qgemv_mma, half, 6, char, 8, true, 2)
+MTLINV_KERNEL_WAITS(qgemv_mma_b6_r16_f16_si8_g16_tiled, qgemv_mma, half, 6, char, 16, true, 2)
+MTLINV_KERNEL_WAITS(qgemv_mma_b6_r8_bf16_si8_g16_tiled, qgemv_mma, bfloat, 6, char, 8, true, 2)
+MTLINV_KERNEL_WAITS(qgemv_mma_b6_r16_bf16_si8_g16_tiled, qgemv_mma, bfloat, 6, char, 16, true, 2)
 
 // float16 scales and biases with bfloat16 x: GGUF's Q4_0, Q4_1, Q5_0, Q5_1 and Q8_0 at their blocks' own
 // float16 fields (mtlinv.gguf_blocks), in both layouts (tiled at 4 and 8 bits).
-MTLINV_KERNEL(qgemv_mma_b4_r8_bf16_sf16, qgemv_mma, bfloat, 4, half, 8, false, 1)
-MTLINV_KERNEL(qgemv_mma_b4_r16_bf16_sf16, qgemv_mma, bfloat, 4, half, 16, false, 1)
-MTLINV_KERNEL(qgemv_mma_b5_r8_bf16_sf16, qgemv_mma, bfloat, 5, half, 8, false, 1)
-MTLINV_KERNEL(qgemv_mma_b5_r16_bf16_sf16, qgemv_mma, bfloat, 5, half, 16, false, 1)
-MTLINV_KERNEL(qgemv_mma_b8_r8_bf16_sf16, qgemv_mma, bfloat, 8, half, 8, false, 1)
-MTLINV_KERNEL(qgemv_mma_b8_r16_bf16_sf16, qgemv_mma, bfloat, 8, half, 16, false, 1)
-MTLINV_KERNEL(qgemv_mma_b4_r8_bf16_sf16_tiled, qgemv_mma, bfloat, 4, half, 8, true, 1)
-MTLINV_KERNEL(qgemv_mma_b4_r16_bf16_sf16_tiled, qgemv_mma, bfloat, 4, half, 16, true, 1)
-MTLINV_KERNEL(qgemv_mma_b8_r8_bf16_sf16_tiled, qgemv_mma, bfloat, 8, half, 8, true, 1)
-MTLINV_KERNEL(qgemv_mma_b8_r16_bf16_sf16_tiled, qgemv_mma, bfloat, 8, half, 16, true, 1)
+MTLINV_KERNEL_WAITS(qgemv_mma_b4_r8_bf16_sf16, qgemv_mma, bfloat, 4, half, 8, false, 1)
+MTLINV_KERNEL_WAITS(qgemv_mma_b4_r16_bf16_sf16, qgemv_mma, bfloat, 4, half, 16, false, 1)
+MTLINV_KERNEL_WAITS(qgemv_mma_b5_r8_bf16_sf16, qgemv_mma, bfloat, 5, half, 8, false, 1)
+MTLINV_KERNEL_WAITS(qgemv_mma_b5_r16_bf16_sf16, qgemv_mma, bfloat, 5, half, 16, false, 1)
+MTLINV_KERNEL_WAITS(qgemv_mma_b8_r8_bf16_sf16, qgemv_mma, bfloat, 8, half, 8, false, 1)
+MTLINV_KERNEL_WAITS(qgemv_mma_b8_r16_bf16_sf16, qgemv_mma, bfloat, 8, half, 16, false, 1)
+MTLINV_KERNEL_WAITS(qgemv_mma_b4_r8_bf16_sf16_tiled, qgemv_mma, bfloat, 4, half, 8, true, 1)
+MTLINV_KERNEL_WAITS(qgemv_mma_b4_r16_bf16_sf16_tiled, qgemv_mma, bfloat, 4, half, 16, true, 1)
+MTLINV_KERNEL_WAITS(qgemv_mma_b8_r8_bf16_sf16_tiled, qgemv_mma, bfloat, 8, half, 8, true, 1)
+MTLINV_KERNEL_WAITS(qgemv_mma_b8_r16_bf16_sf16_tiled, qgemv_mma, bfloat, 8, half, 16, true, 1)

@@ -55,7 +55,7 @@ cdef extern from "../src/core/plans/qgemv.h" namespace "mtlinv":
         int64_t rows, k, n
         int group_size, bits
         CDType dtype, scale_dtype
-        bool has_bias, aligned, w_aligned, tiled
+        bool has_bias, aligned, w_aligned, tiled, constant_weights
     CPlan c_plan_qgemv "mtlinv::plan_qgemv"(const CQGemvShape&, int, const CDeviceCaps&) except +raise_py_error
     void c_check_qgemv_operands "mtlinv::check_qgemv_operands"(const CQGemvShape&,
                                                                const CDeviceCaps&) except +raise_py_error

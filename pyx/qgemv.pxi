@@ -62,8 +62,9 @@ def qgemv(x, wq, scales, biases, *, group_size, bits, bias=None, supers=None):
 
 
 def plan_qgemv(*, rows, k, n, group_size=64, bits=4, dtype="float32", scale_dtype=None, limit=None, bias=False,
-               tiled=False):
-    """The plan qgemv would use for this shape: {'canonical': bool, 'launches': [...]}."""
+               tiled=False, constant_weights=False):
+    """The plan qgemv would use for this shape: {'canonical': bool, 'launches': [...]}. constant_weights: as the
+    decoder's projections promise (src/core/ops/qgemv.h)."""
     cdef CQGemvShape s
     s.rows, s.k, s.n = rows, k, n
     s.group_size, s.bits = group_size, bits
@@ -73,6 +74,7 @@ def plan_qgemv(*, rows, k, n, group_size=64, bits=4, dtype="float32", scale_dtyp
     s.aligned = True
     s.w_aligned = True
     s.tiled = tiled
+    s.constant_weights = constant_weights
     c_check_qgemv_operands(s, c_active_backend().caps())  # as the op does: a plan expects validated operands
     cdef CPlan p = c_plan_qgemv(s, get_limit() if limit is None else limit, c_active_backend().caps())
     return {"canonical": p.canonical, "launches": _launches(p)}

@@ -16,6 +16,9 @@ clang's output.
   template argument (msl_as_opencl.h, mtlinv_static::buffer_slot), so a slot that is not an integral constant
   expression from 0 to 30 (an undeclared slot name, a runtime value) fails as in the Metal compiler. Any other
   attribute is left in place, so a misspelt one fails under -Werror.
+  Then one rule no compiler checks: a kernel registered with MTLINV_KERNEL_WAITS calls wait_for_previous_kernels()
+  in its body (on CUDA it starts while the kernel ahead of it still runs: metal/common.h), and only such a kernel
+  calls it.
 - .mm: Objective-C++ with ARC against tests/static/apple_sdk, declaration headers of exactly the Metal and
   Foundation API the runtime uses, in each configuration a build can compile it in (OBJC_VARIANTS).
 """
@@ -53,6 +56,9 @@ ATTRIBUTE_ITEM_RE = re.compile(r"^\s*([A-Za-z_]\w*)\s*(\(.*\))?\s*$")
 THREADGROUP_VAR_RE = re.compile(
     r"^(?P<indent>\s*)threadgroup\s+(?P<type>[A-Za-z_][\w:]*(?:\s*<[^;*&]*>)?)\s+"
     r"(?P<name>[A-Za-z_]\w*)\s*(?P<dims>(?:\[[^\]]+\]\s*)*);(?P<rest>.*)$")
+
+REGISTRATION_RE = re.compile(r"^[ \t]*MTLINV_KERNEL(_WAITS)?\(\s*\w+\s*,\s*(\w+)\s*[,)]", re.M)
+WAIT_CALL = "wait_for_previous_kernels()"
 
 CLCPP_FLAGS = ["-x", "clcpp", "-cl-std=clc++2021", "-cl-no-stdinc", "-fsyntax-only", "-Wall", "-Werror",
                "-ferror-limit=50"]
@@ -120,6 +126,36 @@ def _run(cmd):
     return proc.returncode, proc.stdout
 
 
+def _kernel_body(code, fn):
+    """The body of kernel template `fn` in `code` (comments removed), or None where it is not defined there."""
+    m = re.search(r"\[\[kernel\]\]\s*void\s+" + fn + r"\s*\(", code)
+    if not m:
+        return None
+    start = code.index("{", m.end())
+    depth = 0
+    for i in range(start, len(code)):
+        depth += {"{": 1, "}": -1}.get(code[i], 0)
+        if depth == 0:
+            return code[start:i + 1]
+    return None
+
+
+def wait_errors(text, display_path):
+    """Registrations whose kernel breaks the MTLINV_KERNEL_WAITS rule (module docstring), as compiler-style errors."""
+    code = re.sub(r"//[^\n]*", "", text)
+    errors = []
+    for m in REGISTRATION_RE.finditer(code):
+        waits, fn = m.group(1) is not None, m.group(2)
+        body = _kernel_body(code, fn)
+        if body is None or waits == (WAIT_CALL in body):
+            continue
+        line = code.count("\n", 0, m.start()) + 1
+        why = (f"kernel {fn} is registered with MTLINV_KERNEL_WAITS but its body never calls {WAIT_CALL}" if waits
+               else f"kernel {fn} calls {WAIT_CALL} but is registered with MTLINV_KERNEL, which waits before it starts")
+        errors.append(f"{display_path}:{line}: error: {why}")
+    return errors
+
+
 def check_metal(clang, files, work):
     """Each file against rewritten copies of metal/'s headers; returns [(file, output)] of failures."""
     headers = work / "metal"
@@ -134,8 +170,9 @@ def check_metal(clang, files, work):
         cmd = [clang, *CLCPP_FLAGS, "-include", str(STATIC / "msl_as_opencl.h"),
                "-isystem", str(STATIC / "include"), "-I", str(headers), str(target)]
         rc, output = _run(cmd)
-        if rc != 0:
-            failures.append((f, output))
+        errors = wait_errors(f.read_text(), _display(f))
+        if rc != 0 or errors:
+            failures.append((f, output + "".join(e + "\n" for e in errors)))
     return failures
 
 

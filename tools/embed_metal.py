@@ -25,9 +25,10 @@ METAL_DIR = ROOT / "metal"
 
 INCLUDE_RE = re.compile(r'^\s*#\s*include\s+"([^"]+)"\s*(?://.*)?$')  # a comment may follow
 PRAGMA_ONCE_RE = re.compile(r"^\s*#\s*pragma\s+once\b")
-KERNEL_RE = re.compile(r"^\s*MTLINV_KERNEL\(\s*([A-Za-z_]\w*)\s*,")
-# The whole line: MTLINV_KERNEL(host name, template, template arguments...), on one line.
-KERNEL_LINE_RE = re.compile(r"^\s*MTLINV_KERNEL\(\s*([A-Za-z_]\w*)\s*,\s*([A-Za-z_]\w*)\s*((?:,[^()]*)?)\)\s*$")
+KERNEL_RE = re.compile(r"^\s*MTLINV_KERNEL(?:_WAITS)?\(\s*([A-Za-z_]\w*)\s*,")
+# The whole line: MTLINV_KERNEL(host name, template, template arguments...), on one line (or MTLINV_KERNEL_WAITS:
+# metal/common.h).
+KERNEL_LINE_RE = re.compile(r"^\s*MTLINV_KERNEL(?:_WAITS)?\(\s*([A-Za-z_]\w*)\s*,\s*([A-Za-z_]\w*)\s*((?:,[^()]*)?)\)\s*$")
 
 # MSVC rejects a single string literal over 16380 bytes; each chunk stays below that.
 CHUNK_BYTES = 16000

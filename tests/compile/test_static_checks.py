@@ -65,7 +65,8 @@ def test_flattened_library_catches_what_single_files_cannot(clang, tmp_path):
     assert "b.metal:3:" in failures[0][1], failures
 
 
-@pytest.mark.parametrize("name", ["bad_address_space.metal", "bad_buffer_slot.metal", "bad_selector.mm"])
+@pytest.mark.parametrize("name", ["bad_address_space.metal", "bad_buffer_slot.metal", "bad_selector.mm",
+                                  "bad_wait.metal"])
 def test_planted_bug_is_caught(clang, name):
     fixture = FIXTURES / name
     planted = [n for n, line in enumerate(fixture.read_text().splitlines(), 1) if "PLANTED" in line]
@@ -75,6 +76,17 @@ def test_planted_bug_is_caught(clang, name):
     assert f"FAIL tests/static/fixtures/{name}" in out, out
     for line in planted:
         assert f"fixtures/{name}:{line}:" in out and "error:" in out, f"line {line} not reported:\n{out}"
+
+
+def test_wait_rule_both_ways():
+    """MTLINV_KERNEL_WAITS without the call in the body fails (bad_wait.metal's planted line, above); so does the call
+    in a kernel registered with MTLINV_KERNEL, whose entry already waited; a _WAITS kernel that calls it passes."""
+    fixture = (FIXTURES / "bad_wait.metal").read_text()
+    errors = check_static.wait_errors(fixture, "bad_wait.metal")
+    assert len(errors) == 1 and "copy_not_waiting is registered with MTLINV_KERNEL_WAITS" in errors[0], errors
+    plain = fixture.replace("MTLINV_KERNEL_WAITS(copy_waiting_f32", "MTLINV_KERNEL(copy_waiting_f32")
+    errors = check_static.wait_errors(plain, "plain.metal")
+    assert len(errors) == 2 and any("copy_waiting calls wait_for_previous_kernels()" in e for e in errors), errors
 
 
 def test_embedded_units_round_trip(clang, tmp_path):

@@ -2,6 +2,7 @@
 the emulator the gpu_plans fixture turns the capability on and the kernel runs on metal/mma.h's fallback, so its
 loads, partial steps, splits and epilogue are checked in CI; with MTLINV_DEVICE=cuda the same tests run on the
 tensor cores."""
+import struct
 from fractions import Fraction
 
 import ml_dtypes
@@ -260,6 +261,57 @@ def test_routing(rows, limit, canonical, name, gpu_plans):
         assert launch["threadgroups"][:2] == (256, -(-rows // tile))
         canonical_threads = kernel(1, 4096, 4096, 64, 4, ml_dtypes.bfloat16, 0)["threads"][0]
         assert (launch["threads"][0] == canonical_threads) is canonical
+
+
+# QGemvArgs (metal/qgemv_args.h): byte offsets of vector_loads and early_weights.
+VECTOR_LOADS, EARLY_WEIGHTS = 24, 32
+
+
+def launch_by_hand(x, q, group_size, bits, early_weights, vector_loads=1):
+    """The op's planned qgemv_mma launch for x and q, run by hand with QGemvArgs.early_weights and vector_loads
+    replaced."""
+    wq, scales, biases = (mtlinv.asarray(np.array(a)) for a in q)  # writeable copies: a launch may write any buffer
+    m, k = x.shape
+    plan = mtlinv._native.plan_qgemv(rows=m, k=k, n=wq.shape[0], group_size=group_size, bits=bits,
+                                     dtype=np.dtype(x.dtype).name, limit=mtlinv.get_limit())
+    launch = plan["launches"][0]
+    assert launch["kernel"].startswith("qgemv_mma"), launch["kernel"]
+    args = bytearray(launch["args"])
+    struct.pack_into("<I", args, VECTOR_LOADS, vector_loads)
+    struct.pack_into("<I", args, EARLY_WEIGHTS, early_weights)
+    y = mtlinv.asarray(np.zeros((m, wq.shape[0]), x.dtype))
+    operands = [mtlinv.asarray(x), wq, scales, biases, y, y, wq]  # bias and supers: unread placeholders, as the op
+    mtlinv._native._launch(launch["kernel"], launch["threadgroups"], launch["threads"], bytes(args),
+                           mtlinv._native.plan_buffers(launch, operands))
+    return np.asarray(y)
+
+
+@pytest.mark.parametrize("m, k, bits", [
+    (1, 4096, 4),   # 32 steps: pairs of steps in the 8-row tile
+    (3, 1152, 8),   # 9 steps: pairs, then single steps
+    (12, 1152, 4),  # the 16-row tile: single steps
+    (2, 96, 4),     # no whole step: the partial-step loop alone
+])
+@pytest.mark.parametrize("vector_loads", [1, 0])
+def test_early_weights_same_bits(m, k, bits, vector_loads, gpu_plans, rng):
+    """QGemvArgs.early_weights (the decoder's constant_weights) moves the kernel's wait for the kernel ahead after its
+    first weight loads, on whichever loop runs first (with element loads of x it waits at once): the op's bits on
+    every path, which leaves it off. The wait does nothing here; on CUDA this checks the real thing."""
+    mtlinv.set_limit(16)
+    q = quantized(40, k, 32, bits, np.dtype(np.float16))
+    x = random(rng, (m, k), np.float16)
+    expected = run(x, q, 32, bits)
+    for early in (0, 1):
+        got = launch_by_hand(x, q, 32, bits, early, vector_loads)
+        assert same_bits(got, expected), (early, first_difference(got, expected))
+
+
+def test_constant_weights_sets_early_weights(gpu_plans):
+    """The plan passes the op's constant_weights on as QGemvArgs.early_weights; the op's own default is off."""
+    for constant in (False, True):
+        args = mtlinv._native.plan_qgemv(rows=1, k=4096, n=4096, dtype="bfloat16", limit=8,
+                                         constant_weights=constant)["launches"][0]["args"]
+        assert struct.unpack_from("<I", args, EARLY_WEIGHTS)[0] == int(constant)
 
 
 def test_float32_x_keeps_the_scalar_kernel(gpu_plans):

@@ -33,7 +33,7 @@ import msl2cpp  # noqa: E402
 METAL = ROOT / "metal"
 DTYPES = ["float32", "float16", "bfloat16"]
 SIXTEEN = ["float16", "bfloat16"]
-REGISTRATION = re.compile(r"^MTLINV_KERNEL\((\w+),", re.M)
+REGISTRATION = re.compile(r"^MTLINV_KERNEL(?:_WAITS)?\((\w+),", re.M)
 
 
 def _launches(plan):

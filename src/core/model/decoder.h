@@ -21,7 +21,7 @@ struct QuantLinear {
   Tensor bias;                          // [N] in x's dtype, or none (no storage): Qwen 2's q|k|v have one
   Tensor supers;                        // the super-block form's factors (int8 scales: GGUF's K-quants), or none
 
-  Tensor operator()(const Tensor& x) const;
+  Tensor operator()(const Tensor& x) const;  // qgemv with constant_weights: for Decoder::forward
 };
 
 struct DecoderLayer {

@@ -55,7 +55,7 @@ void require_supers(const char* op, const Tensor& scales, const Tensor* supers, 
 }  // namespace
 
 Tensor qgemv(const Tensor& x, const Tensor& wq, const Tensor& scales, const Tensor& biases, const Tensor* bias,
-             int group_size, int bits, const Tensor* out, const Tensor* supers) {
+             int group_size, int bits, const Tensor* out, const Tensor* supers, bool constant_weights) {
   const char* op = "qgemv";
   require_float(op, "x", x);
   if (wq.dtype != DType::u32) {
@@ -134,6 +134,7 @@ Tensor qgemv(const Tensor& x, const Tensor& wq, const Tensor& scales, const Tens
   s.has_bias = bias != nullptr;
   s.aligned = aligned16(x);
   s.w_aligned = aligned16(wq);
+  s.constant_weights = constant_weights;
   const Tensor* b = bias ? bias : &y;  // an unread placeholder binding when there is no bias
   // Likewise without supers: wq, whose 4-byte words suit the slot's float alignment on every target.
   const Tensor* f = supers ? supers : &wq;

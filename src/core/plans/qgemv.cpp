@@ -11,7 +11,7 @@
 
 namespace mtlinv {
 
-static_assert(sizeof(QGemvArgs) == 32, "QGemvArgs layout must match metal/qgemv_args.h on every target");
+static_assert(sizeof(QGemvArgs) == 36, "QGemvArgs layout must match metal/qgemv_args.h on every target");
 
 // The kernels' geometry (QGEMV_*, QGEMM_*, MMA_TILE_*) is metal/qgemv_args.h's; these are the plan's own choices.
 namespace {
@@ -149,6 +149,7 @@ Plan plan_qgemv(const QGemvShape& s, int limit, const DeviceCaps& caps) {
   // wq's rows (K * bits / 8 bytes, a multiple of 16 at 4 and 8 bits) keep the alignment of its base. The kernel
   // gives the same bits either way (only the width of its loads changes), so this may depend on the buffer.
   args.w_vector_loads = s.w_aligned ? 1 : 0;
+  args.early_weights = s.constant_weights ? 1 : 0;  // only qgemv_mma reads it
 
   PlanLaunch launch;
   bool planned = false;  // a GEMV took the call; else qgemm

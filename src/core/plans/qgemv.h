@@ -20,6 +20,9 @@ struct QGemvShape {
   bool aligned = false;   // x 16-byte aligned: full-vector loads allowed
   bool w_aligned = false; // wq 16-byte aligned: the canonical kernel may load 4- and 8-bit weights 16 bytes at once
   bool tiled = false;     // wq, scales and biases in qgemv_mma's tile layout (mtlinv.quant.tile), N a multiple of 16
+  // No kernel that may still be running when this call's kernel starts writes the weights (the op's promise, taken
+  // from its caller): qgemv_mma may load its first ones before it waits for that kernel (QGemvArgs::early_weights).
+  bool constant_weights = false;
 };
 
 // qgemv_mma's output tile (16 weight rows) and step (128 K positions): also the blocks of the tile layout.

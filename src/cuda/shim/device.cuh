@@ -96,7 +96,8 @@ __device__ __forceinline__ std::remove_cv_t<T> attr(uint32_t v) {
 // after it launch, which happens once all of its own threadgroups have got that far. What overlaps is the launch
 // and the filling of the cores: the next kernel's threadgroups are resident while this one runs and start the
 // moment it ends, instead of after the grid's completion has gone round the front end. Both instructions do
-// nothing in a kernel launched without the attribute.
+// nothing in a kernel launched without the attribute. A kernel registered with MTLINV_KERNEL_WAITS does this itself,
+// where its body calls wait_for_previous_kernels() (metal/common.h), after loads of what no kernel ahead writes.
 //
 // Wait first, then let the next launch: one kernel ahead, never more. In the other order (this file's first
 // version) a waiting kernel let its own successor launch too, so a chain of small kernels could
@@ -145,17 +146,23 @@ __device__ __forceinline__ void prefetch_l2(const T* p, unsigned n) {
   (void)n;
 #endif
 }
+// wait_for_previous_kernels (metal/common.h): where a kernel registered with MTLINV_KERNEL_WAITS starts to depend on
+// the kernels before it.
+__device__ __forceinline__ void wait_for_previous_kernels() { ::cu::follow_previous_grid(); }
 }  // namespace cu_msl
 
 // One __global__ entry per instantiation, named after the kernel's host name (so profilers and
 // compute-sanitizer name it too) in namespace <variant>::entry, and registered under that name. The body is
 // named with its full qualification: a host name may equal the template's name. The template arguments may
-// contain commas (fn<half, 8>). The body starts once the kernel before it has finished (follow_previous_grid).
-#define MTLINV_KERNEL(name, fn, ...)                                                            \
+// contain commas (fn<half, 8>). The body starts once the kernel before it has finished (follow_previous_grid);
+// with MTLINV_KERNEL_WAITS at once, and it waits itself (wait_for_previous_kernels).
+#define MTLINV_KERNEL_ENTRY(name, fn, waits, ...)                                               \
   namespace entry {                                                                             \
   __global__ void name(const __grid_constant__ ::cu::LaunchArgs launch) {                       \
-    ::cu::follow_previous_grid();                                                               \
+    if (!(waits)) ::cu::follow_previous_grid();                                                 \
     ::MTLINV_VARIANT_NS::fn<__VA_ARGS__>(::cu::make_ctx(launch));                               \
   }                                                                                             \
   static const ::cu::Registrar registrar_##name(#name, reinterpret_cast<::cu::KernelHandle>(&name)); \
   }
+#define MTLINV_KERNEL(name, fn, ...) MTLINV_KERNEL_ENTRY(name, fn, false, __VA_ARGS__)
+#define MTLINV_KERNEL_WAITS(name, fn, ...) MTLINV_KERNEL_ENTRY(name, fn, true, __VA_ARGS__)

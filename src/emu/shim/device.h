@@ -237,6 +237,8 @@ void prefetch_l2(const ::emu::checked_ptr<T>& p, uint32_t n) {
     (void)p[n - 1];
   }
 }
+// wait_for_previous_kernels (metal/common.h): the emulator runs a dispatch after the one before it has finished.
+inline void wait_for_previous_kernels() {}
 }  // namespace metal
 
 #define EMU_DPTR(...) ::emu::dptr<__VA_ARGS__>
@@ -245,3 +247,5 @@ void prefetch_l2(const ::emu::checked_ptr<T>& p, uint32_t n) {
 // which is unique, and the template arguments may contain commas (fn<half, 8>).
 #define MTLINV_KERNEL(name, fn, ...) \
   static const ::emu::Registrar mtlinv_registrar_##name(#name, &fn<__VA_ARGS__>, (EMU_CHECKED) != 0);
+// A kernel that waits itself (metal/common.h) is registered alike: here its wait does nothing.
+#define MTLINV_KERNEL_WAITS(name, fn, ...) MTLINV_KERNEL(name, fn, __VA_ARGS__)
