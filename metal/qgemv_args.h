@@ -20,9 +20,6 @@ struct QGemvArgs {
   uint32_t has_bias;      // 1: add bias[n] in the epilogue
   uint32_t vector_loads;  // 1: x starts 16-byte aligned, full vectors of it may be loaded at once
   uint32_t w_vector_loads;  // 1: wq starts 16-byte aligned (qgemv loads runs of 4- and 8-bit words 16 bytes at once)
-  // 1: no kernel that may still run when this one starts writes wq, scales, biases or supers (the caller's promise:
-  // a model's weights), so qgemv_mma may load its first weights before wait_for_previous_kernels() (metal/common.h).
-  uint32_t early_weights;
 };
 
 // The buffer slots of every kernel of the family (shared.h).

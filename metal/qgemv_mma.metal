@@ -248,9 +248,10 @@ inline void qgemv_mma_load(device const uint* wq, device const S* scales, device
 }
 
 // R: rows of x per tile, 8 or 16 (the plan's pick from M). TILED: wq, scales and biases in the tile layout
-// (above), the same values in the same calls. RUN_GROUPS: 2 at group size 16, else 1 (metal/qgemv_run.h). Grid:
+// (above), the same values in the same calls. RUN_GROUPS: 2 at group size 16, else 1 (metal/qgemv_run.h). EARLY:
+// the first weights loaded before the wait for the kernel ahead (below), the same values in the same calls. Grid:
 // (ceil(N / 16), ceil(rows / R), 1); threadgroup: k_splits simdgroups.
-template <typename T, uint BITS, typename S, uint R, bool TILED, uint RUN_GROUPS>
+template <typename T, uint BITS, typename S, uint R, bool TILED, uint RUN_GROUPS, bool EARLY>
 [[kernel]] void qgemv_mma(
     constant QGemvArgs& args [[buffer(QGEMV_SLOT_ARGS)]],
     device const T* x [[buffer(QGEMV_SLOT_X)]],
@@ -263,6 +264,9 @@ template <typename T, uint BITS, typename S, uint R, bool TILED, uint RUN_GROUPS
     uint2 tile [[threadgroup_position_in_grid]],
     ushort lane [[thread_index_in_simdgroup]],
     ushort sg [[simdgroup_index_in_threadgroup]]) {
+  if (!EARLY) {
+    wait_for_previous_kernels();  // first, as every plain kernel's entry waits (metal/common.h)
+  }
   constexpr uint B = R / 8;  // groups of 8 rows of x per tile
   using Reg = typename QgemvMmaReg<T, S>::type;  // a group's scale and bias in registers
   threadgroup float4 partials[MMA_TILE_MAX_SPLITS][B][SIMD_WIDTH];  // mma_tile_keep's and mma_tile_store's
@@ -293,12 +297,13 @@ template <typename T, uint BITS, typename S, uint R, bool TILED, uint RUN_GROUPS
     }
   }
   // The kernel ahead of this one may still be running (CUDA's programmatic dependent launch): x may not be read
-  // before wait_for_previous_kernels() (metal/common.h). With early_weights the caller promises that no such kernel
-  // writes the weights, so the first vector step loads its weights, scales and biases first and waits after: they
-  // arrive while the kernel ahead finishes (an 8B llama's step 2-4% faster; docs/decisions.md, "qgemv: weights
-  // before the wait"). Every path waits once, before its first load of x.
-  bool waiting = args.early_weights != 0 && x_vector && w_vector;
-  if (!waiting) {
+  // before wait_for_previous_kernels() (metal/common.h). The EARLY kernels run where the caller promises that no
+  // such kernel writes the weights (the op's constant_weights), so their first vector step loads its weights,
+  // scales and biases and only then waits: they arrive while the kernel ahead finishes (an 8B llama's step 2-4%
+  // faster; docs/decisions.md, "qgemv: weights before the wait"). The others waited first. Every path waits once,
+  // before its first load of x.
+  bool waiting = EARLY && x_vector && w_vector;
+  if (EARLY && !waiting) {
     wait_for_previous_kernels();
   }
   uint x_row[B];  // where row g of each group of 8 starts in x, clamped to the last row
@@ -331,7 +336,7 @@ template <typename T, uint BITS, typename S, uint R, bool TILED, uint RUN_GROUPS
                                                       true, words0, scale0, bias0);
       qgemv_mma_load<BITS, S, TILED, RUN_GROUPS, Reg>(wq, scales, biases, supers, w_off, g_off, j1, group_shift,
                                                       true, words1, scale1, bias1);
-      if (waiting) {  // early_weights: the first iteration waits after its loads
+      if (waiting) {  // EARLY: the first iteration waits after its loads
         wait_for_previous_kernels();
         waiting = false;
       }
@@ -378,113 +383,136 @@ template <typename T, uint BITS, typename S, uint R, bool TILED, uint RUN_GROUPS
   mma_tile_store<T, 1, B>(partials, args.k_splits, args.has_bias != 0, bias, y, n0, args.n, r0, args.rows, lane, sg);
 }
 
-MTLINV_KERNEL_WAITS(qgemv_mma_b2_r8_f16, qgemv_mma, half, 2, half, 8, false, 1)
-MTLINV_KERNEL_WAITS(qgemv_mma_b2_r16_f16, qgemv_mma, half, 2, half, 16, false, 1)
-MTLINV_KERNEL_WAITS(qgemv_mma_b2_r8_bf16, qgemv_mma, bfloat, 2, bfloat, 8, false, 1)
-MTLINV_KERNEL_WAITS(qgemv_mma_b2_r16_bf16, qgemv_mma, bfloat, 2, bfloat, 16, false, 1)
-MTLINV_KERNEL_WAITS(qgemv_mma_b3_r8_f16, qgemv_mma, half, 3, half, 8, false, 1)
-MTLINV_KERNEL_WAITS(qgemv_mma_b3_r16_f16, qgemv_mma, half, 3, half, 16, false, 1)
-MTLINV_KERNEL_WAITS(qgemv_mma_b3_r8_bf16, qgemv_mma, bfloat, 3, bfloat, 8, false, 1)
-MTLINV_KERNEL_WAITS(qgemv_mma_b3_r16_bf16, qgemv_mma, bfloat, 3, bfloat, 16, false, 1)
-MTLINV_KERNEL_WAITS(qgemv_mma_b4_r8_f16, qgemv_mma, half, 4, half, 8, false, 1)
-MTLINV_KERNEL_WAITS(qgemv_mma_b4_r16_f16, qgemv_mma, half, 4, half, 16, false, 1)
-MTLINV_KERNEL_WAITS(qgemv_mma_b4_r8_bf16, qgemv_mma, bfloat, 4, bfloat, 8, false, 1)
-MTLINV_KERNEL_WAITS(qgemv_mma_b4_r16_bf16, qgemv_mma, bfloat, 4, bfloat, 16, false, 1)
-MTLINV_KERNEL_WAITS(qgemv_mma_b5_r8_f16, qgemv_mma, half, 5, half, 8, false, 1)
-MTLINV_KERNEL_WAITS(qgemv_mma_b5_r16_f16, qgemv_mma, half, 5, half, 16, false, 1)
-MTLINV_KERNEL_WAITS(qgemv_mma_b5_r8_bf16, qgemv_mma, bfloat, 5, bfloat, 8, false, 1)
-MTLINV_KERNEL_WAITS(qgemv_mma_b5_r16_bf16, qgemv_mma, bfloat, 5, bfloat, 16, false, 1)
-MTLINV_KERNEL_WAITS(qgemv_mma_b6_r8_f16, qgemv_mma, half, 6, half, 8, false, 1)
-MTLINV_KERNEL_WAITS(qgemv_mma_b6_r16_f16, qgemv_mma, half, 6, half, 16, false, 1)
-MTLINV_KERNEL_WAITS(qgemv_mma_b6_r8_bf16, qgemv_mma, bfloat, 6, bfloat, 8, false, 1)
-MTLINV_KERNEL_WAITS(qgemv_mma_b6_r16_bf16, qgemv_mma, bfloat, 6, bfloat, 16, false, 1)
-MTLINV_KERNEL_WAITS(qgemv_mma_b8_r8_f16, qgemv_mma, half, 8, half, 8, false, 1)
-MTLINV_KERNEL_WAITS(qgemv_mma_b8_r16_f16, qgemv_mma, half, 8, half, 16, false, 1)
-MTLINV_KERNEL_WAITS(qgemv_mma_b8_r8_bf16, qgemv_mma, bfloat, 8, bfloat, 8, false, 1)
-MTLINV_KERNEL_WAITS(qgemv_mma_b8_r16_bf16, qgemv_mma, bfloat, 8, bfloat, 16, false, 1)
+MTLINV_KERNEL_WAITS(qgemv_mma_b2_r8_f16, qgemv_mma, half, 2, half, 8, false, 1, false)
+MTLINV_KERNEL_WAITS(qgemv_mma_b2_r16_f16, qgemv_mma, half, 2, half, 16, false, 1, false)
+MTLINV_KERNEL_WAITS(qgemv_mma_b2_r8_bf16, qgemv_mma, bfloat, 2, bfloat, 8, false, 1, false)
+MTLINV_KERNEL_WAITS(qgemv_mma_b2_r16_bf16, qgemv_mma, bfloat, 2, bfloat, 16, false, 1, false)
+MTLINV_KERNEL_WAITS(qgemv_mma_b3_r8_f16, qgemv_mma, half, 3, half, 8, false, 1, false)
+MTLINV_KERNEL_WAITS(qgemv_mma_b3_r16_f16, qgemv_mma, half, 3, half, 16, false, 1, false)
+MTLINV_KERNEL_WAITS(qgemv_mma_b3_r8_bf16, qgemv_mma, bfloat, 3, bfloat, 8, false, 1, false)
+MTLINV_KERNEL_WAITS(qgemv_mma_b3_r16_bf16, qgemv_mma, bfloat, 3, bfloat, 16, false, 1, false)
+MTLINV_KERNEL_WAITS(qgemv_mma_b4_r8_f16, qgemv_mma, half, 4, half, 8, false, 1, false)
+MTLINV_KERNEL_WAITS(qgemv_mma_b4_r16_f16, qgemv_mma, half, 4, half, 16, false, 1, false)
+MTLINV_KERNEL_WAITS(qgemv_mma_b4_r8_bf16, qgemv_mma, bfloat, 4, bfloat, 8, false, 1, false)
+MTLINV_KERNEL_WAITS(qgemv_mma_b4_r16_bf16, qgemv_mma, bfloat, 4, bfloat, 16, false, 1, false)
+MTLINV_KERNEL_WAITS(qgemv_mma_b5_r8_f16, qgemv_mma, half, 5, half, 8, false, 1, false)
+MTLINV_KERNEL_WAITS(qgemv_mma_b5_r16_f16, qgemv_mma, half, 5, half, 16, false, 1, false)
+MTLINV_KERNEL_WAITS(qgemv_mma_b5_r8_bf16, qgemv_mma, bfloat, 5, bfloat, 8, false, 1, false)
+MTLINV_KERNEL_WAITS(qgemv_mma_b5_r16_bf16, qgemv_mma, bfloat, 5, bfloat, 16, false, 1, false)
+MTLINV_KERNEL_WAITS(qgemv_mma_b6_r8_f16, qgemv_mma, half, 6, half, 8, false, 1, false)
+MTLINV_KERNEL_WAITS(qgemv_mma_b6_r16_f16, qgemv_mma, half, 6, half, 16, false, 1, false)
+MTLINV_KERNEL_WAITS(qgemv_mma_b6_r8_bf16, qgemv_mma, bfloat, 6, bfloat, 8, false, 1, false)
+MTLINV_KERNEL_WAITS(qgemv_mma_b6_r16_bf16, qgemv_mma, bfloat, 6, bfloat, 16, false, 1, false)
+MTLINV_KERNEL_WAITS(qgemv_mma_b8_r8_f16, qgemv_mma, half, 8, half, 8, false, 1, false)
+MTLINV_KERNEL_WAITS(qgemv_mma_b8_r16_f16, qgemv_mma, half, 8, half, 16, false, 1, false)
+MTLINV_KERNEL_WAITS(qgemv_mma_b8_r8_bf16, qgemv_mma, bfloat, 8, bfloat, 8, false, 1, false)
+MTLINV_KERNEL_WAITS(qgemv_mma_b8_r16_bf16, qgemv_mma, bfloat, 8, bfloat, 16, false, 1, false)
 
 // float32 scales and biases (GGUF imports, as for qgemv).
-MTLINV_KERNEL_WAITS(qgemv_mma_b4_r8_f16_sf32, qgemv_mma, half, 4, float, 8, false, 1)
-MTLINV_KERNEL_WAITS(qgemv_mma_b4_r16_f16_sf32, qgemv_mma, half, 4, float, 16, false, 1)
-MTLINV_KERNEL_WAITS(qgemv_mma_b4_r8_bf16_sf32, qgemv_mma, bfloat, 4, float, 8, false, 1)
-MTLINV_KERNEL_WAITS(qgemv_mma_b4_r16_bf16_sf32, qgemv_mma, bfloat, 4, float, 16, false, 1)
-MTLINV_KERNEL_WAITS(qgemv_mma_b8_r8_f16_sf32, qgemv_mma, half, 8, float, 8, false, 1)
-MTLINV_KERNEL_WAITS(qgemv_mma_b8_r16_f16_sf32, qgemv_mma, half, 8, float, 16, false, 1)
-MTLINV_KERNEL_WAITS(qgemv_mma_b8_r8_bf16_sf32, qgemv_mma, bfloat, 8, float, 8, false, 1)
-MTLINV_KERNEL_WAITS(qgemv_mma_b8_r16_bf16_sf32, qgemv_mma, bfloat, 8, float, 16, false, 1)
+MTLINV_KERNEL_WAITS(qgemv_mma_b4_r8_f16_sf32, qgemv_mma, half, 4, float, 8, false, 1, false)
+MTLINV_KERNEL_WAITS(qgemv_mma_b4_r16_f16_sf32, qgemv_mma, half, 4, float, 16, false, 1, false)
+MTLINV_KERNEL_WAITS(qgemv_mma_b4_r8_bf16_sf32, qgemv_mma, bfloat, 4, float, 8, false, 1, false)
+MTLINV_KERNEL_WAITS(qgemv_mma_b4_r16_bf16_sf32, qgemv_mma, bfloat, 4, float, 16, false, 1, false)
+MTLINV_KERNEL_WAITS(qgemv_mma_b8_r8_f16_sf32, qgemv_mma, half, 8, float, 8, false, 1, false)
+MTLINV_KERNEL_WAITS(qgemv_mma_b8_r16_f16_sf32, qgemv_mma, half, 8, float, 16, false, 1, false)
+MTLINV_KERNEL_WAITS(qgemv_mma_b8_r8_bf16_sf32, qgemv_mma, bfloat, 8, float, 8, false, 1, false)
+MTLINV_KERNEL_WAITS(qgemv_mma_b8_r16_bf16_sf32, qgemv_mma, bfloat, 8, float, 16, false, 1, false)
 
 // The tile layout (mtlinv.quant.tile), for the widths of MLX's and GGUF's common formats.
-MTLINV_KERNEL_WAITS(qgemv_mma_b4_r8_f16_tiled, qgemv_mma, half, 4, half, 8, true, 1)
-MTLINV_KERNEL_WAITS(qgemv_mma_b4_r16_f16_tiled, qgemv_mma, half, 4, half, 16, true, 1)
-MTLINV_KERNEL_WAITS(qgemv_mma_b4_r8_bf16_tiled, qgemv_mma, bfloat, 4, bfloat, 8, true, 1)
-MTLINV_KERNEL_WAITS(qgemv_mma_b4_r16_bf16_tiled, qgemv_mma, bfloat, 4, bfloat, 16, true, 1)
-MTLINV_KERNEL_WAITS(qgemv_mma_b8_r8_f16_tiled, qgemv_mma, half, 8, half, 8, true, 1)
-MTLINV_KERNEL_WAITS(qgemv_mma_b8_r16_f16_tiled, qgemv_mma, half, 8, half, 16, true, 1)
-MTLINV_KERNEL_WAITS(qgemv_mma_b8_r8_bf16_tiled, qgemv_mma, bfloat, 8, bfloat, 8, true, 1)
-MTLINV_KERNEL_WAITS(qgemv_mma_b8_r16_bf16_tiled, qgemv_mma, bfloat, 8, bfloat, 16, true, 1)
-MTLINV_KERNEL_WAITS(qgemv_mma_b4_r8_f16_sf32_tiled, qgemv_mma, half, 4, float, 8, true, 1)
-MTLINV_KERNEL_WAITS(qgemv_mma_b4_r16_f16_sf32_tiled, qgemv_mma, half, 4, float, 16, true, 1)
-MTLINV_KERNEL_WAITS(qgemv_mma_b4_r8_bf16_sf32_tiled, qgemv_mma, bfloat, 4, float, 8, true, 1)
-MTLINV_KERNEL_WAITS(qgemv_mma_b4_r16_bf16_sf32_tiled, qgemv_mma, bfloat, 4, float, 16, true, 1)
-MTLINV_KERNEL_WAITS(qgemv_mma_b8_r8_f16_sf32_tiled, qgemv_mma, half, 8, float, 8, true, 1)
-MTLINV_KERNEL_WAITS(qgemv_mma_b8_r16_f16_sf32_tiled, qgemv_mma, half, 8, float, 16, true, 1)
-MTLINV_KERNEL_WAITS(qgemv_mma_b8_r8_bf16_sf32_tiled, qgemv_mma, bfloat, 8, float, 8, true, 1)
-MTLINV_KERNEL_WAITS(qgemv_mma_b8_r16_bf16_sf32_tiled, qgemv_mma, bfloat, 8, float, 16, true, 1)
+MTLINV_KERNEL_WAITS(qgemv_mma_b4_r8_f16_tiled, qgemv_mma, half, 4, half, 8, true, 1, false)
+MTLINV_KERNEL_WAITS(qgemv_mma_b4_r16_f16_tiled, qgemv_mma, half, 4, half, 16, true, 1, false)
+MTLINV_KERNEL_WAITS(qgemv_mma_b4_r8_bf16_tiled, qgemv_mma, bfloat, 4, bfloat, 8, true, 1, false)
+MTLINV_KERNEL_WAITS(qgemv_mma_b4_r16_bf16_tiled, qgemv_mma, bfloat, 4, bfloat, 16, true, 1, false)
+MTLINV_KERNEL_WAITS(qgemv_mma_b8_r8_f16_tiled, qgemv_mma, half, 8, half, 8, true, 1, false)
+MTLINV_KERNEL_WAITS(qgemv_mma_b8_r16_f16_tiled, qgemv_mma, half, 8, half, 16, true, 1, false)
+MTLINV_KERNEL_WAITS(qgemv_mma_b8_r8_bf16_tiled, qgemv_mma, bfloat, 8, bfloat, 8, true, 1, false)
+MTLINV_KERNEL_WAITS(qgemv_mma_b8_r16_bf16_tiled, qgemv_mma, bfloat, 8, bfloat, 16, true, 1, false)
+MTLINV_KERNEL_WAITS(qgemv_mma_b4_r8_f16_sf32_tiled, qgemv_mma, half, 4, float, 8, true, 1, false)
+MTLINV_KERNEL_WAITS(qgemv_mma_b4_r16_f16_sf32_tiled, qgemv_mma, half, 4, float, 16, true, 1, false)
+MTLINV_KERNEL_WAITS(qgemv_mma_b4_r8_bf16_sf32_tiled, qgemv_mma, bfloat, 4, float, 8, true, 1, false)
+MTLINV_KERNEL_WAITS(qgemv_mma_b4_r16_bf16_sf32_tiled, qgemv_mma, bfloat, 4, float, 16, true, 1, false)
+MTLINV_KERNEL_WAITS(qgemv_mma_b8_r8_f16_sf32_tiled, qgemv_mma, half, 8, float, 8, true, 1, false)
+MTLINV_KERNEL_WAITS(qgemv_mma_b8_r16_f16_sf32_tiled, qgemv_mma, half, 8, float, 16, true, 1, false)
+MTLINV_KERNEL_WAITS(qgemv_mma_b8_r8_bf16_sf32_tiled, qgemv_mma, bfloat, 8, float, 8, true, 1, false)
+MTLINV_KERNEL_WAITS(qgemv_mma_b8_r16_bf16_sf32_tiled, qgemv_mma, bfloat, 8, float, 16, true, 1, false)
 
 // Group size 16, at 8 bits (GGUF's Q6_K, as for qgemv), in both layouts.
-MTLINV_KERNEL_WAITS(qgemv_mma_b8_r8_f16_g16, qgemv_mma, half, 8, half, 8, false, 2)
-MTLINV_KERNEL_WAITS(qgemv_mma_b8_r16_f16_g16, qgemv_mma, half, 8, half, 16, false, 2)
-MTLINV_KERNEL_WAITS(qgemv_mma_b8_r8_bf16_g16, qgemv_mma, bfloat, 8, bfloat, 8, false, 2)
-MTLINV_KERNEL_WAITS(qgemv_mma_b8_r16_bf16_g16, qgemv_mma, bfloat, 8, bfloat, 16, false, 2)
-MTLINV_KERNEL_WAITS(qgemv_mma_b8_r8_f16_sf32_g16, qgemv_mma, half, 8, float, 8, false, 2)
-MTLINV_KERNEL_WAITS(qgemv_mma_b8_r16_f16_sf32_g16, qgemv_mma, half, 8, float, 16, false, 2)
-MTLINV_KERNEL_WAITS(qgemv_mma_b8_r8_bf16_sf32_g16, qgemv_mma, bfloat, 8, float, 8, false, 2)
-MTLINV_KERNEL_WAITS(qgemv_mma_b8_r16_bf16_sf32_g16, qgemv_mma, bfloat, 8, float, 16, false, 2)
-MTLINV_KERNEL_WAITS(qgemv_mma_b8_r8_f16_g16_tiled, qgemv_mma, half, 8, half, 8, true, 2)
-MTLINV_KERNEL_WAITS(qgemv_mma_b8_r16_f16_g16_tiled, qgemv_mma, half, 8, half, 16, true, 2)
-MTLINV_KERNEL_WAITS(qgemv_mma_b8_r8_bf16_g16_tiled, qgemv_mma, bfloat, 8, bfloat, 8, true, 2)
-MTLINV_KERNEL_WAITS(qgemv_mma_b8_r16_bf16_g16_tiled, qgemv_mma, bfloat, 8, bfloat, 16, true, 2)
-MTLINV_KERNEL_WAITS(qgemv_mma_b8_r8_f16_sf32_g16_tiled, qgemv_mma, half, 8, float, 8, true, 2)
-MTLINV_KERNEL_WAITS(qgemv_mma_b8_r16_f16_sf32_g16_tiled, qgemv_mma, half, 8, float, 16, true, 2)
-MTLINV_KERNEL_WAITS(qgemv_mma_b8_r8_bf16_sf32_g16_tiled, qgemv_mma, bfloat, 8, float, 8, true, 2)
-MTLINV_KERNEL_WAITS(qgemv_mma_b8_r16_bf16_sf32_g16_tiled, qgemv_mma, bfloat, 8, float, 16, true, 2)
+MTLINV_KERNEL_WAITS(qgemv_mma_b8_r8_f16_g16, qgemv_mma, half, 8, half, 8, false, 2, false)
+MTLINV_KERNEL_WAITS(qgemv_mma_b8_r16_f16_g16, qgemv_mma, half, 8, half, 16, false, 2, false)
+MTLINV_KERNEL_WAITS(qgemv_mma_b8_r8_bf16_g16, qgemv_mma, bfloat, 8, bfloat, 8, false, 2, false)
+MTLINV_KERNEL_WAITS(qgemv_mma_b8_r16_bf16_g16, qgemv_mma, bfloat, 8, bfloat, 16, false, 2, false)
+MTLINV_KERNEL_WAITS(qgemv_mma_b8_r8_f16_sf32_g16, qgemv_mma, half, 8, float, 8, false, 2, false)
+MTLINV_KERNEL_WAITS(qgemv_mma_b8_r16_f16_sf32_g16, qgemv_mma, half, 8, float, 16, false, 2, false)
+MTLINV_KERNEL_WAITS(qgemv_mma_b8_r8_bf16_sf32_g16, qgemv_mma, bfloat, 8, float, 8, false, 2, false)
+MTLINV_KERNEL_WAITS(qgemv_mma_b8_r16_bf16_sf32_g16, qgemv_mma, bfloat, 8, float, 16, false, 2, false)
+MTLINV_KERNEL_WAITS(qgemv_mma_b8_r8_f16_g16_tiled, qgemv_mma, half, 8, half, 8, true, 2, false)
+MTLINV_KERNEL_WAITS(qgemv_mma_b8_r16_f16_g16_tiled, qgemv_mma, half, 8, half, 16, true, 2, false)
+MTLINV_KERNEL_WAITS(qgemv_mma_b8_r8_bf16_g16_tiled, qgemv_mma, bfloat, 8, bfloat, 8, true, 2, false)
+MTLINV_KERNEL_WAITS(qgemv_mma_b8_r16_bf16_g16_tiled, qgemv_mma, bfloat, 8, bfloat, 16, true, 2, false)
+MTLINV_KERNEL_WAITS(qgemv_mma_b8_r8_f16_sf32_g16_tiled, qgemv_mma, half, 8, float, 8, true, 2, false)
+MTLINV_KERNEL_WAITS(qgemv_mma_b8_r16_f16_sf32_g16_tiled, qgemv_mma, half, 8, float, 16, true, 2, false)
+MTLINV_KERNEL_WAITS(qgemv_mma_b8_r8_bf16_sf32_g16_tiled, qgemv_mma, bfloat, 8, float, 8, true, 2, false)
+MTLINV_KERNEL_WAITS(qgemv_mma_b8_r16_bf16_sf32_g16_tiled, qgemv_mma, bfloat, 8, float, 16, true, 2, false)
 
 // The super-block form (as for qgemv): Q4_K and Q5_K at group size 32, Q6_K at 6 bits and group size 16, in both
 // layouts.
-MTLINV_KERNEL_WAITS(qgemv_mma_b4_r8_f16_si8, qgemv_mma, half, 4, char, 8, false, 1)
-MTLINV_KERNEL_WAITS(qgemv_mma_b4_r16_f16_si8, qgemv_mma, half, 4, char, 16, false, 1)
-MTLINV_KERNEL_WAITS(qgemv_mma_b4_r8_bf16_si8, qgemv_mma, bfloat, 4, char, 8, false, 1)
-MTLINV_KERNEL_WAITS(qgemv_mma_b4_r16_bf16_si8, qgemv_mma, bfloat, 4, char, 16, false, 1)
-MTLINV_KERNEL_WAITS(qgemv_mma_b5_r8_f16_si8, qgemv_mma, half, 5, char, 8, false, 1)
-MTLINV_KERNEL_WAITS(qgemv_mma_b5_r16_f16_si8, qgemv_mma, half, 5, char, 16, false, 1)
-MTLINV_KERNEL_WAITS(qgemv_mma_b5_r8_bf16_si8, qgemv_mma, bfloat, 5, char, 8, false, 1)
-MTLINV_KERNEL_WAITS(qgemv_mma_b5_r16_bf16_si8, qgemv_mma, bfloat, 5, char, 16, false, 1)
-MTLINV_KERNEL_WAITS(qgemv_mma_b6_r8_f16_si8_g16, qgemv_mma, half, 6, char, 8, false, 2)
-MTLINV_KERNEL_WAITS(qgemv_mma_b6_r16_f16_si8_g16, qgemv_mma, half, 6, char, 16, false, 2)
-MTLINV_KERNEL_WAITS(qgemv_mma_b6_r8_bf16_si8_g16, qgemv_mma, bfloat, 6, char, 8, false, 2)
-MTLINV_KERNEL_WAITS(qgemv_mma_b6_r16_bf16_si8_g16, qgemv_mma, bfloat, 6, char, 16, false, 2)
-MTLINV_KERNEL_WAITS(qgemv_mma_b4_r8_f16_si8_tiled, qgemv_mma, half, 4, char, 8, true, 1)
-MTLINV_KERNEL_WAITS(qgemv_mma_b4_r16_f16_si8_tiled, qgemv_mma, half, 4, char, 16, true, 1)
-MTLINV_KERNEL_WAITS(qgemv_mma_b4_r8_bf16_si8_tiled, qgemv_mma, bfloat, 4, char, 8, true, 1)
-MTLINV_KERNEL_WAITS(qgemv_mma_b4_r16_bf16_si8_tiled, qgemv_mma, bfloat, 4, char, 16, true, 1)
-MTLINV_KERNEL_WAITS(qgemv_mma_b5_r8_f16_si8_tiled, qgemv_mma, half, 5, char, 8, true, 1)
-MTLINV_KERNEL_WAITS(qgemv_mma_b5_r16_f16_si8_tiled, qgemv_mma, half, 5, char, 16, true, 1)
-MTLINV_KERNEL_WAITS(qgemv_mma_b5_r8_bf16_si8_tiled, qgemv_mma, bfloat, 5, char, 8, true, 1)
-MTLINV_KERNEL_WAITS(qgemv_mma_b5_r16_bf16_si8_tiled, qgemv_mma, bfloat, 5, char, 16, true, 1)
-MTLINV_KERNEL_WAITS(qgemv_mma_b6_r8_f16_si8_g16_tiled, qgemv_mma, half, 6, char, 8, true, 2)
-MTLINV_KERNEL_WAITS(qgemv_mma_b6_r16_f16_si8_g16_tiled, qgemv_mma, half, 6, char, 16, true, 2)
-MTLINV_KERNEL_WAITS(qgemv_mma_b6_r8_bf16_si8_g16_tiled, qgemv_mma, bfloat, 6, char, 8, true, 2)
-MTLINV_KERNEL_WAITS(qgemv_mma_b6_r16_bf16_si8_g16_tiled, qgemv_mma, bfloat, 6, char, 16, true, 2)
+MTLINV_KERNEL_WAITS(qgemv_mma_b4_r8_f16_si8, qgemv_mma, half, 4, char, 8, false, 1, false)
+MTLINV_KERNEL_WAITS(qgemv_mma_b4_r16_f16_si8, qgemv_mma, half, 4, char, 16, false, 1, false)
+MTLINV_KERNEL_WAITS(qgemv_mma_b4_r8_bf16_si8, qgemv_mma, bfloat, 4, char, 8, false, 1, false)
+MTLINV_KERNEL_WAITS(qgemv_mma_b4_r16_bf16_si8, qgemv_mma, bfloat, 4, char, 16, false, 1, false)
+MTLINV_KERNEL_WAITS(qgemv_mma_b5_r8_f16_si8, qgemv_mma, half, 5, char, 8, false, 1, false)
+MTLINV_KERNEL_WAITS(qgemv_mma_b5_r16_f16_si8, qgemv_mma, half, 5, char, 16, false, 1, false)
+MTLINV_KERNEL_WAITS(qgemv_mma_b5_r8_bf16_si8, qgemv_mma, bfloat, 5, char, 8, false, 1, false)
+MTLINV_KERNEL_WAITS(qgemv_mma_b5_r16_bf16_si8, qgemv_mma, bfloat, 5, char, 16, false, 1, false)
+MTLINV_KERNEL_WAITS(qgemv_mma_b6_r8_f16_si8_g16, qgemv_mma, half, 6, char, 8, false, 2, false)
+MTLINV_KERNEL_WAITS(qgemv_mma_b6_r16_f16_si8_g16, qgemv_mma, half, 6, char, 16, false, 2, false)
+MTLINV_KERNEL_WAITS(qgemv_mma_b6_r8_bf16_si8_g16, qgemv_mma, bfloat, 6, char, 8, false, 2, false)
+MTLINV_KERNEL_WAITS(qgemv_mma_b6_r16_bf16_si8_g16, qgemv_mma, bfloat, 6, char, 16, false, 2, false)
+MTLINV_KERNEL_WAITS(qgemv_mma_b4_r8_f16_si8_tiled, qgemv_mma, half, 4, char, 8, true, 1, false)
+MTLINV_KERNEL_WAITS(qgemv_mma_b4_r16_f16_si8_tiled, qgemv_mma, half, 4, char, 16, true, 1, false)
+MTLINV_KERNEL_WAITS(qgemv_mma_b4_r8_bf16_si8_tiled, qgemv_mma, bfloat, 4, char, 8, true, 1, false)
+MTLINV_KERNEL_WAITS(qgemv_mma_b4_r16_bf16_si8_tiled, qgemv_mma, bfloat, 4, char, 16, true, 1, false)
+MTLINV_KERNEL_WAITS(qgemv_mma_b5_r8_f16_si8_tiled, qgemv_mma, half, 5, char, 8, true, 1, false)
+MTLINV_KERNEL_WAITS(qgemv_mma_b5_r16_f16_si8_tiled, qgemv_mma, half, 5, char, 16, true, 1, false)
+MTLINV_KERNEL_WAITS(qgemv_mma_b5_r8_bf16_si8_tiled, qgemv_mma, bfloat, 5, char, 8, true, 1, false)
+MTLINV_KERNEL_WAITS(qgemv_mma_b5_r16_bf16_si8_tiled, qgemv_mma, bfloat, 5, char, 16, true, 1, false)
+MTLINV_KERNEL_WAITS(qgemv_mma_b6_r8_f16_si8_g16_tiled, qgemv_mma, half, 6, char, 8, true, 2, false)
+MTLINV_KERNEL_WAITS(qgemv_mma_b6_r16_f16_si8_g16_tiled, qgemv_mma, half, 6, char, 16, true, 2, false)
+MTLINV_KERNEL_WAITS(qgemv_mma_b6_r8_bf16_si8_g16_tiled, qgemv_mma, bfloat, 6, char, 8, true, 2, false)
+MTLINV_KERNEL_WAITS(qgemv_mma_b6_r16_bf16_si8_g16_tiled, qgemv_mma, bfloat, 6, char, 16, true, 2, false)
 
 // float16 scales and biases with bfloat16 x: GGUF's Q4_0, Q4_1, Q5_0, Q5_1 and Q8_0 at their blocks' own
 // float16 fields (mtlinv.gguf_blocks), in both layouts (tiled at 4 and 8 bits).
-MTLINV_KERNEL_WAITS(qgemv_mma_b4_r8_bf16_sf16, qgemv_mma, bfloat, 4, half, 8, false, 1)
-MTLINV_KERNEL_WAITS(qgemv_mma_b4_r16_bf16_sf16, qgemv_mma, bfloat, 4, half, 16, false, 1)
-MTLINV_KERNEL_WAITS(qgemv_mma_b5_r8_bf16_sf16, qgemv_mma, bfloat, 5, half, 8, false, 1)
-MTLINV_KERNEL_WAITS(qgemv_mma_b5_r16_bf16_sf16, qgemv_mma, bfloat, 5, half, 16, false, 1)
-MTLINV_KERNEL_WAITS(qgemv_mma_b8_r8_bf16_sf16, qgemv_mma, bfloat, 8, half, 8, false, 1)
-MTLINV_KERNEL_WAITS(qgemv_mma_b8_r16_bf16_sf16, qgemv_mma, bfloat, 8, half, 16, false, 1)
-MTLINV_KERNEL_WAITS(qgemv_mma_b4_r8_bf16_sf16_tiled, qgemv_mma, bfloat, 4, half, 8, true, 1)
-MTLINV_KERNEL_WAITS(qgemv_mma_b4_r16_bf16_sf16_tiled, qgemv_mma, bfloat, 4, half, 16, true, 1)
-MTLINV_KERNEL_WAITS(qgemv_mma_b8_r8_bf16_sf16_tiled, qgemv_mma, bfloat, 8, half, 8, true, 1)
-MTLINV_KERNEL_WAITS(qgemv_mma_b8_r16_bf16_sf16_tiled, qgemv_mma, bfloat, 8, half, 16, true, 1)
+MTLINV_KERNEL_WAITS(qgemv_mma_b4_r8_bf16_sf16, qgemv_mma, bfloat, 4, half, 8, false, 1, false)
+MTLINV_KERNEL_WAITS(qgemv_mma_b4_r16_bf16_sf16, qgemv_mma, bfloat, 4, half, 16, false, 1, false)
+MTLINV_KERNEL_WAITS(qgemv_mma_b5_r8_bf16_sf16, qgemv_mma, bfloat, 5, half, 8, false, 1, false)
+MTLINV_KERNEL_WAITS(qgemv_mma_b5_r16_bf16_sf16, qgemv_mma, bfloat, 5, half, 16, false, 1, false)
+MTLINV_KERNEL_WAITS(qgemv_mma_b8_r8_bf16_sf16, qgemv_mma, bfloat, 8, half, 8, false, 1, false)
+MTLINV_KERNEL_WAITS(qgemv_mma_b8_r16_bf16_sf16, qgemv_mma, bfloat, 8, half, 16, false, 1, false)
+MTLINV_KERNEL_WAITS(qgemv_mma_b4_r8_bf16_sf16_tiled, qgemv_mma, bfloat, 4, half, 8, true, 1, false)
+MTLINV_KERNEL_WAITS(qgemv_mma_b4_r16_bf16_sf16_tiled, qgemv_mma, bfloat, 4, half, 16, true, 1, false)
+MTLINV_KERNEL_WAITS(qgemv_mma_b8_r8_bf16_sf16_tiled, qgemv_mma, bfloat, 8, half, 8, true, 1, false)
+MTLINV_KERNEL_WAITS(qgemv_mma_b8_r16_bf16_sf16_tiled, qgemv_mma, bfloat, 8, half, 16, true, 1, false)
+
+// The 8-row tiled kernels as a decoder's projections run them, their first weights loaded before the wait for the
+// kernel ahead (EARLY; the op's constant_weights).
+MTLINV_KERNEL_WAITS(qgemv_mma_b4_r8_f16_tiled_early, qgemv_mma, half, 4, half, 8, true, 1, true)
+MTLINV_KERNEL_WAITS(qgemv_mma_b4_r8_bf16_tiled_early, qgemv_mma, bfloat, 4, bfloat, 8, true, 1, true)
+MTLINV_KERNEL_WAITS(qgemv_mma_b8_r8_f16_tiled_early, qgemv_mma, half, 8, half, 8, true, 1, true)
+MTLINV_KERNEL_WAITS(qgemv_mma_b8_r8_bf16_tiled_early, qgemv_mma, bfloat, 8, bfloat, 8, true, 1, true)
+MTLINV_KERNEL_WAITS(qgemv_mma_b4_r8_f16_sf32_tiled_early, qgemv_mma, half, 4, float, 8, true, 1, true)
+MTLINV_KERNEL_WAITS(qgemv_mma_b4_r8_bf16_sf32_tiled_early, qgemv_mma, bfloat, 4, float, 8, true, 1, true)
+MTLINV_KERNEL_WAITS(qgemv_mma_b8_r8_f16_sf32_tiled_early, qgemv_mma, half, 8, float, 8, true, 1, true)
+MTLINV_KERNEL_WAITS(qgemv_mma_b8_r8_bf16_sf32_tiled_early, qgemv_mma, bfloat, 8, float, 8, true, 1, true)
+MTLINV_KERNEL_WAITS(qgemv_mma_b8_r8_f16_g16_tiled_early, qgemv_mma, half, 8, half, 8, true, 2, true)
+MTLINV_KERNEL_WAITS(qgemv_mma_b8_r8_bf16_g16_tiled_early, qgemv_mma, bfloat, 8, bfloat, 8, true, 2, true)
+MTLINV_KERNEL_WAITS(qgemv_mma_b8_r8_f16_sf32_g16_tiled_early, qgemv_mma, half, 8, float, 8, true, 2, true)
+MTLINV_KERNEL_WAITS(qgemv_mma_b8_r8_bf16_sf32_g16_tiled_early, qgemv_mma, bfloat, 8, float, 8, true, 2, true)
+MTLINV_KERNEL_WAITS(qgemv_mma_b4_r8_f16_si8_tiled_early, qgemv_mma, half, 4, char, 8, true, 1, true)
+MTLINV_KERNEL_WAITS(qgemv_mma_b4_r8_bf16_si8_tiled_early, qgemv_mma, bfloat, 4, char, 8, true, 1, true)
+MTLINV_KERNEL_WAITS(qgemv_mma_b5_r8_f16_si8_tiled_early, qgemv_mma, half, 5, char, 8, true, 1, true)
+MTLINV_KERNEL_WAITS(qgemv_mma_b5_r8_bf16_si8_tiled_early, qgemv_mma, bfloat, 5, char, 8, true, 1, true)
+MTLINV_KERNEL_WAITS(qgemv_mma_b6_r8_f16_si8_g16_tiled_early, qgemv_mma, half, 6, char, 8, true, 2, true)
+MTLINV_KERNEL_WAITS(qgemv_mma_b6_r8_bf16_si8_g16_tiled_early, qgemv_mma, bfloat, 6, char, 8, true, 2, true)
+MTLINV_KERNEL_WAITS(qgemv_mma_b4_r8_bf16_sf16_tiled_early, qgemv_mma, bfloat, 4, half, 8, true, 1, true)
+MTLINV_KERNEL_WAITS(qgemv_mma_b8_r8_bf16_sf16_tiled_early, qgemv_mma, bfloat, 8, half, 8, true, 1, true)

@@ -32,9 +32,8 @@ from mtlinv import quant  # noqa: E402
 
 
 def qgemv_args(m, k, n, group_size, splits):
-    # QGemvArgs (metal/qgemv_args.h): rows, k, n, group_size, k_splits, has_bias, vector_loads, w_vector_loads,
-    # early_weights
-    return struct.pack("9I", m, k, n, group_size, splits, 0, 1, 1, 0)
+    # QGemvArgs (metal/qgemv_args.h): rows, k, n, group_size, k_splits, has_bias, vector_loads, w_vector_loads
+    return struct.pack("8I", m, k, n, group_size, splits, 0, 1, 1)
 
 
 def main():

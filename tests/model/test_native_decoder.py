@@ -51,9 +51,9 @@ def test_decoder_has_the_bits_of_the_python_ops(tiny_device, skip):
 
 def test_matrix_unit_plans_have_the_bits_of_the_python_ops(make_weights, gpu_plans):
     """The same with a GPU's plans (on the emulator matrix units turned on: weights in the tile layout, projections
-    on qgemv_mma). The decoder's projections promise constant weights, so each loads its first weights before it
-    waits for the kernel ahead (on CUDA while that kernel still runs; a no-op wait here); the op-by-op forward makes
-    no such promise. Every logit and cache entry must agree."""
+    on qgemv_mma). The decoder's projections promise constant weights, so each runs the _early instance, which loads
+    its first weights before it waits for the kernel ahead (on CUDA while that kernel still runs; a no-op wait
+    here); the op-by-op forward makes no such promise. Every logit and cache entry must agree."""
     assert mtlinv.device_info()["matrix_units"]
     weights = DeviceWeights.from_reference(make_weights(seed=6, n_layers=2, hidden=256, n_heads=4, n_kv_heads=2,
                                                         vocab=64))

@@ -263,23 +263,22 @@ def test_routing(rows, limit, canonical, name, gpu_plans):
         assert (launch["threads"][0] == canonical_threads) is canonical
 
 
-# QGemvArgs (metal/qgemv_args.h): byte offsets of vector_loads and early_weights.
-VECTOR_LOADS, EARLY_WEIGHTS = 24, 32
+VECTOR_LOADS = 24  # QGemvArgs.vector_loads' byte offset (metal/qgemv_args.h)
 
 
-def launch_by_hand(x, q, group_size, bits, early_weights, vector_loads=1):
-    """The op's planned qgemv_mma launch for x and q, run by hand with QGemvArgs.early_weights and vector_loads
-    replaced."""
-    wq, scales, biases = (mtlinv.asarray(np.array(a)) for a in q)  # writeable copies: a launch may write any buffer
+def early_by_hand(x, tiled, group_size, bits, vector_loads):
+    """The plan of a call promising constant weights (the decoder's projections), weights in the tile layout, run
+    by hand with QGemvArgs.vector_loads replaced: its kernel must be the _early instance."""
+    wq, scales, biases = (mtlinv.asarray(np.array(a)) for a in tiled)  # writeable copies: a launch may write any
     m, k = x.shape
-    plan = mtlinv._native.plan_qgemv(rows=m, k=k, n=wq.shape[0], group_size=group_size, bits=bits,
-                                     dtype=np.dtype(x.dtype).name, limit=mtlinv.get_limit())
-    launch = plan["launches"][0]
-    assert launch["kernel"].startswith("qgemv_mma"), launch["kernel"]
+    n = wq.shape[0] * wq.shape[2]
+    launch = mtlinv._native.plan_qgemv(rows=m, k=k, n=n, group_size=group_size, bits=bits,
+                                       dtype=np.dtype(x.dtype).name, limit=mtlinv.get_limit(), tiled=True,
+                                       constant_weights=True)["launches"][0]
+    assert launch["kernel"].endswith("_tiled_early"), launch["kernel"]
     args = bytearray(launch["args"])
     struct.pack_into("<I", args, VECTOR_LOADS, vector_loads)
-    struct.pack_into("<I", args, EARLY_WEIGHTS, early_weights)
-    y = mtlinv.asarray(np.zeros((m, wq.shape[0]), x.dtype))
+    y = mtlinv.asarray(np.zeros((m, n), x.dtype))
     operands = [mtlinv.asarray(x), wq, scales, biases, y, y, wq]  # bias and supers: unread placeholders, as the op
     mtlinv._native._launch(launch["kernel"], launch["threadgroups"], launch["threads"], bytes(args),
                            mtlinv._native.plan_buffers(launch, operands))
@@ -287,31 +286,35 @@ def launch_by_hand(x, q, group_size, bits, early_weights, vector_loads=1):
 
 
 @pytest.mark.parametrize("m, k, bits", [
-    (1, 4096, 4),   # 32 steps: pairs of steps in the 8-row tile
-    (3, 1152, 8),   # 9 steps: pairs, then single steps
-    (12, 1152, 4),  # the 16-row tile: single steps
+    (1, 4096, 4),   # 32 steps: pairs of steps first
+    (3, 1152, 8),   # 9 steps: pairs, then a single step
+    (8, 640, 4),    # 5 steps: a single step first where the split has one
     (2, 96, 4),     # no whole step: the partial-step loop alone
 ])
 @pytest.mark.parametrize("vector_loads", [1, 0])
-def test_early_weights_same_bits(m, k, bits, vector_loads, gpu_plans, rng):
-    """QGemvArgs.early_weights (the decoder's constant_weights) moves the kernel's wait for the kernel ahead after its
-    first weight loads, on whichever loop runs first (with element loads of x it waits at once): the op's bits on
-    every path, which leaves it off. The wait does nothing here; on CUDA this checks the real thing."""
-    mtlinv.set_limit(16)
-    q = quantized(40, k, 32, bits, np.dtype(np.float16))
+def test_early_instance_same_bits(m, k, bits, vector_loads, gpu_plans, rng):
+    """The _early kernels (a decoder's projections: constant weights, tile layout, up to 8 rows) wait for the kernel
+    ahead after their first weight loads, on whichever loop runs first (with element loads of x, at once): the bits
+    of the op's own call, which makes no promise. The wait does nothing here; on CUDA it is the real one."""
+    mtlinv.set_limit(8)
+    q = quantized(48, k, 32, bits, np.dtype(np.float16))
+    tiled = quant.tile(*q, group_size=32, bits=bits)
     x = random(rng, (m, k), np.float16)
     expected = run(x, q, 32, bits)
-    for early in (0, 1):
-        got = launch_by_hand(x, q, 32, bits, early, vector_loads)
-        assert same_bits(got, expected), (early, first_difference(got, expected))
+    got = early_by_hand(x, tiled, 32, bits, vector_loads)
+    assert same_bits(got, expected), first_difference(got, expected)
 
 
-def test_constant_weights_sets_early_weights(gpu_plans):
-    """The plan passes the op's constant_weights on as QGemvArgs.early_weights; the op's own default is off."""
-    for constant in (False, True):
-        args = mtlinv._native.plan_qgemv(rows=1, k=4096, n=4096, dtype="bfloat16", limit=8,
-                                         constant_weights=constant)["launches"][0]["args"]
-        assert struct.unpack_from("<I", args, EARLY_WEIGHTS)[0] == int(constant)
+@pytest.mark.parametrize("rows, tiled, constant, name", [
+    (1, True, True, "qgemv_mma_b4_r8_bf16_tiled_early"), (8, True, True, "qgemv_mma_b4_r8_bf16_tiled_early"),
+    (1, True, False, "qgemv_mma_b4_r8_bf16_tiled"), (9, True, True, "qgemv_mma_b4_r16_bf16_tiled"),
+    (1, False, True, "qgemv_mma_b4_r8_bf16")])
+def test_constant_weights_routing(rows, tiled, constant, name, gpu_plans):
+    """The op's constant_weights picks the _early instance in the tile layout at up to 8 rows, nowhere else; the
+    op's own default is off."""
+    plan = mtlinv._native.plan_qgemv(rows=rows, k=4096, n=4096, dtype="bfloat16", limit=16, tiled=tiled,
+                                     constant_weights=constant)
+    assert plan["launches"][0]["kernel"] == name
 
 
 def test_float32_x_keeps_the_scalar_kernel(gpu_plans):

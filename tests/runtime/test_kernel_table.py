@@ -58,6 +58,12 @@ def _gemv_launches(matrix_units):
     return found
 
 
+def _tiled_launches(qgemv_args):
+    """qgemv's launches with the weights in the tile layout, as plain calls and as a decoder's (constant weights)."""
+    return set().union(*(_launches(_native.plan_qgemv(**qgemv_args, tiled=True, constant_weights=constant))
+                         for constant in (False, True)))
+
+
 def _qgemv_launches(matrix_units):
     found = set()
     for rows, k, n, bits, dtype, limit in itertools.product(
@@ -71,14 +77,14 @@ def _qgemv_launches(matrix_units):
                         group_size=group_size)
             found |= _launches(_native.plan_qgemv(**args))
             if matrix_units and dtype in SIXTEEN and bits in (4, 8):
-                found |= _launches(_native.plan_qgemv(**args, tiled=True))
+                found |= _tiled_launches(args)
         # The super-block form (int8 codes): Q4_K and Q5_K at group 32, Q6_K at 6 bits and group 16; both layouts.
         if (bits, k) in ((4, 4096), (5, 4096), (6, 4096)):
             args = dict(rows=rows, k=k, n=n, bits=bits, dtype=dtype, scale_dtype="int8", limit=limit,
                         group_size=16 if bits == 6 else 32)
             found |= _launches(_native.plan_qgemv(**args))
             if matrix_units and dtype in SIXTEEN:
-                found |= _launches(_native.plan_qgemv(**args, tiled=True))
+                found |= _tiled_launches(args)
     return found
 
 

@@ -11,7 +11,7 @@
 
 namespace mtlinv {
 
-static_assert(sizeof(QGemvArgs) == 36, "QGemvArgs layout must match metal/qgemv_args.h on every target");
+static_assert(sizeof(QGemvArgs) == 32, "QGemvArgs layout must match metal/qgemv_args.h on every target");
 
 // The kernels' geometry (QGEMV_*, QGEMM_*, MMA_TILE_*) is metal/qgemv_args.h's; these are the plan's own choices.
 namespace {
@@ -149,7 +149,6 @@ Plan plan_qgemv(const QGemvShape& s, int limit, const DeviceCaps& caps) {
   // wq's rows (K * bits / 8 bytes, a multiple of 16 at 4 and 8 bits) keep the alignment of its base. The kernel
   // gives the same bits either way (only the width of its loads changes), so this may depend on the buffer.
   args.w_vector_loads = s.w_aligned ? 1 : 0;
-  args.early_weights = s.constant_weights ? 1 : 0;  // only qgemv_mma reads it
 
   PlanLaunch launch;
   bool planned = false;  // a GEMV took the call; else qgemm
@@ -168,8 +167,11 @@ Plan plan_qgemv(const QGemvShape& s, int limit, const DeviceCaps& caps) {
     if (plan.canonical || mma_throughput) {
       args.k_splits = plan.canonical ? splits : other_splits;
       const uint32_t rows = s.rows <= 8 ? 8 : 16;  // one read of the weights for up to 16 rows
-      launch.kernel =
-          kernel_id(KernelFamily::qgemv_mma, s.dtype, s.bits, s.scale_dtype, rows, s.tiled, run_groups(s.group_size));
+      // Constant weights in the tile layout, 8-row tile (a decoder's step and verification up to 8 rows): the
+      // instance that loads its first weights before it waits for the kernel ahead. Same bits.
+      const bool early = s.constant_weights && s.tiled && rows == 8;
+      launch.kernel = kernel_id(KernelFamily::qgemv_mma, s.dtype, s.bits, s.scale_dtype, rows, s.tiled,
+                                run_groups(s.group_size), early);
       launch.threadgroups = {ceil_div(s.n, MMA_TILE_COLS), ceil_div(s.rows, rows), 1};
       launch.threads_per_threadgroup = {32 * args.k_splits, 1, 1};
       planned = true;

@@ -21,7 +21,8 @@ struct QGemvShape {
   bool w_aligned = false; // wq 16-byte aligned: the canonical kernel may load 4- and 8-bit weights 16 bytes at once
   bool tiled = false;     // wq, scales and biases in qgemv_mma's tile layout (mtlinv.quant.tile), N a multiple of 16
   // No kernel that may still be running when this call's kernel starts writes the weights (the op's promise, taken
-  // from its caller): qgemv_mma may load its first ones before it waits for that kernel (QGemvArgs::early_weights).
+  // from its caller): in the tile layout at up to 8 rows the plan picks qgemv_mma's EARLY instance, which loads its
+  // first weights before it waits for that kernel (metal/qgemv_mma.metal).
   bool constant_weights = false;
 };
 
