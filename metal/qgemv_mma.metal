@@ -265,7 +265,9 @@ template <typename T, uint BITS, typename S, uint R, bool TILED, uint RUN_GROUPS
     ushort lane [[thread_index_in_simdgroup]],
     ushort sg [[simdgroup_index_in_threadgroup]]) {
   if (!EARLY) {
-    wait_for_previous_kernels();  // first, as every plain kernel's entry waits (metal/common.h)
+    // First, as a plain kernel's entry waits: placed anywhere later, it changed nvcc's registers for every instance
+    // and made plain calls up to a third slower (docs/decisions.md, "qgemv: weights before the wait").
+    wait_for_previous_kernels();
   }
   constexpr uint B = R / 8;  // groups of 8 rows of x per tile
   using Reg = typename QgemvMmaReg<T, S>::type;  // a group's scale and bias in registers
@@ -300,8 +302,8 @@ template <typename T, uint BITS, typename S, uint R, bool TILED, uint RUN_GROUPS
   // before wait_for_previous_kernels() (metal/common.h). The EARLY kernels run where the caller promises that no
   // such kernel writes the weights (the op's constant_weights), so their first vector step loads its weights,
   // scales and biases and only then waits: they arrive while the kernel ahead finishes (an 8B llama's step 2-4%
-  // faster; docs/decisions.md, "qgemv: weights before the wait"). The others waited first. Every path waits once,
-  // before its first load of x.
+  // faster with 16-bit or float32 scales; docs/decisions.md, "qgemv: weights before the wait"). The others waited
+  // first. Every path waits once, before its first load of x.
   bool waiting = EARLY && x_vector && w_vector;
   if (EARLY && !waiting) {
     wait_for_previous_kernels();

@@ -147,9 +147,14 @@ def wait_errors(text, display_path):
     for m in REGISTRATION_RE.finditer(code):
         waits, fn = m.group(1) is not None, m.group(2)
         body = _kernel_body(code, fn)
-        if body is None or waits == (WAIT_CALL in body):
-            continue
         line = code.count("\n", 0, m.start()) + 1
+        if body is None:  # defined in a header: a plain kernel needs no check, a waiting one cannot be checked
+            if waits:
+                errors.append(f"{display_path}:{line}: error: kernel {fn} is registered with MTLINV_KERNEL_WAITS but "
+                              "its body is not in this file, where the check looks for the call")
+            continue
+        if waits == (WAIT_CALL in body):
+            continue
         why = (f"kernel {fn} is registered with MTLINV_KERNEL_WAITS but its body never calls {WAIT_CALL}" if waits
                else f"kernel {fn} calls {WAIT_CALL} but is registered with MTLINV_KERNEL, which waits before it starts")
         errors.append(f"{display_path}:{line}: error: {why}")

@@ -80,13 +80,17 @@ def test_planted_bug_is_caught(clang, name):
 
 def test_wait_rule_both_ways():
     """MTLINV_KERNEL_WAITS without the call in the body fails (bad_wait.metal's planted line, above); so does the call
-    in a kernel registered with MTLINV_KERNEL, whose entry already waited; a _WAITS kernel that calls it passes."""
+    in a kernel registered with MTLINV_KERNEL, whose entry already waited, and a _WAITS kernel whose body lies in
+    another file, where the check cannot see it; a _WAITS kernel that calls it passes."""
     fixture = (FIXTURES / "bad_wait.metal").read_text()
     errors = check_static.wait_errors(fixture, "bad_wait.metal")
     assert len(errors) == 1 and "copy_not_waiting is registered with MTLINV_KERNEL_WAITS" in errors[0], errors
     plain = fixture.replace("MTLINV_KERNEL_WAITS(copy_waiting_f32", "MTLINV_KERNEL(copy_waiting_f32")
     errors = check_static.wait_errors(plain, "plain.metal")
     assert len(errors) == 2 and any("copy_waiting calls wait_for_previous_kernels()" in e for e in errors), errors
+    elsewhere = "MTLINV_KERNEL_WAITS(k_f32, defined_in_a_header, float)\n"
+    errors = check_static.wait_errors(elsewhere, "elsewhere.metal")
+    assert len(errors) == 1 and "its body is not in this file" in errors[0], errors
 
 
 def test_embedded_units_round_trip(clang, tmp_path):

@@ -263,46 +263,95 @@ def test_routing(rows, limit, canonical, name, gpu_plans):
         assert (launch["threads"][0] == canonical_threads) is canonical
 
 
-VECTOR_LOADS = 24  # QGemvArgs.vector_loads' byte offset (metal/qgemv_args.h)
+VECTOR_LOADS, QGEMV_ARGS_BYTES = 24, 32  # QGemvArgs.vector_loads' byte offset and the struct's size (qgemv_args.h)
 
 
-def early_by_hand(x, tiled, group_size, bits, vector_loads):
-    """The plan of a call promising constant weights (the decoder's projections), weights in the tile layout, run
-    by hand with QGemvArgs.vector_loads replaced: its kernel must be the _early instance."""
-    wq, scales, biases = (mtlinv.asarray(np.array(a)) for a in tiled)  # writeable copies: a launch may write any
-    m, k = x.shape
-    n = wq.shape[0] * wq.shape[2]
+def tiled_plan(m, k, n, group_size, bits, dtype, constant_weights):
+    """qgemv_mma's launch for weights in the tile layout, as a plain call or as a decoder's (constant weights)."""
     launch = mtlinv._native.plan_qgemv(rows=m, k=k, n=n, group_size=group_size, bits=bits,
-                                       dtype=np.dtype(x.dtype).name, limit=mtlinv.get_limit(), tiled=True,
-                                       constant_weights=True)["launches"][0]
-    assert launch["kernel"].endswith("_tiled_early"), launch["kernel"]
+                                       dtype=np.dtype(dtype).name, limit=mtlinv.get_limit(), tiled=True,
+                                       constant_weights=constant_weights)["launches"][0]
+    assert len(launch["args"]) == QGEMV_ARGS_BYTES, "QGemvArgs changed: update the offsets above"
+    return launch
+
+
+def on_device(tiled, m, dtype):
+    """The tiled weights and a result [m, N] as device arrays (writeable copies: a launch may write any buffer)."""
+    weights = tuple(mtlinv.asarray(np.array(a)) for a in tiled)
+    return weights, mtlinv.asarray(np.zeros((m, weights[0].shape[0] * weights[0].shape[2]), dtype))
+
+
+def launch_tiled(launch, x, weights, y, vector_loads=1):
+    """`launch` run by hand on device arrays x, weights (wq, scales, biases) and y, QGemvArgs.vector_loads replaced;
+    nothing waits for the device before the launch is queued."""
+    wq, scales, biases = weights
     args = bytearray(launch["args"])
     struct.pack_into("<I", args, VECTOR_LOADS, vector_loads)
-    y = mtlinv.asarray(np.zeros((m, n), x.dtype))
-    operands = [mtlinv.asarray(x), wq, scales, biases, y, y, wq]  # bias and supers: unread placeholders, as the op
+    operands = [x, wq, scales, biases, y, y, wq]  # bias and supers: unread placeholders, as in the op
     mtlinv._native._launch(launch["kernel"], launch["threadgroups"], launch["threads"], bytes(args),
                            mtlinv._native.plan_buffers(launch, operands))
     return np.asarray(y)
 
 
-@pytest.mark.parametrize("m, k, bits", [
-    (1, 4096, 4),   # 32 steps: pairs of steps first
-    (3, 1152, 8),   # 9 steps: pairs, then a single step
-    (8, 640, 4),    # 5 steps: a single step first where the split has one
-    (2, 96, 4),     # no whole step: the partial-step loop alone
+def first_loop(k, splits):
+    """What simdgroup 0 of qgemv_mma's 8-row tile runs with 16-byte loads, in order (metal/qgemv_mma.metal): 'pair'
+    (two whole steps), 'single' (one), 'tail' (only the partial-step loop)."""
+    full, s, loops = k // 128, 0, []
+    while s + splits < full:
+        loops.append("pair")
+        s += 2 * splits
+    while s < full:
+        loops.append("single")
+        s += splits
+    return tuple(dict.fromkeys(loops)) or ("tail",)
+
+
+@pytest.mark.parametrize("m, k, bits, loops", [
+    (1, 4096, 4, ("pair",)),
+    (3, 5120, 8, ("pair", "single")),  # the 8B down projection's simdgroups: pairs, then a single step
+    (8, 640, 4, ("single",)),
+    (2, 96, 4, ("tail",)),            # no whole step
 ])
 @pytest.mark.parametrize("vector_loads", [1, 0])
-def test_early_instance_same_bits(m, k, bits, vector_loads, gpu_plans, rng):
+def test_early_instance_same_bits(m, k, bits, loops, vector_loads, gpu_plans, rng):
     """The _early kernels (a decoder's projections: constant weights, tile layout, up to 8 rows) wait for the kernel
     ahead after their first weight loads, on whichever loop runs first (with element loads of x, at once): the bits
-    of the op's own call, which makes no promise. The wait does nothing here; on CUDA it is the real one."""
+    of the op's own call, which makes no promise. On the emulator's GPU plans each case checks that its simdgroup 0
+    takes the loops it names (a GPU's split counts may differ: the same kernel paths, other shapes reach them)."""
     mtlinv.set_limit(8)
     q = quantized(48, k, 32, bits, np.dtype(np.float16))
-    tiled = quant.tile(*q, group_size=32, bits=bits)
     x = random(rng, (m, k), np.float16)
+    launch = tiled_plan(m, k, 48, 32, bits, np.float16, constant_weights=True)
+    assert launch["kernel"].endswith("_tiled_early"), launch["kernel"]
+    if mtlinv.device_info()["backend"] == "emu":
+        assert first_loop(k, launch["threads"][0] // 32) == loops, launch["threads"]
+    weights, y = on_device(quant.tile(*q, group_size=32, bits=bits), m, np.float16)
+    got = launch_tiled(launch, mtlinv.asarray(x), weights, y, vector_loads)
     expected = run(x, q, 32, bits)
-    got = early_by_hand(x, tiled, 32, bits, vector_loads)
     assert same_bits(got, expected), first_difference(got, expected)
+
+
+@pytest.mark.parametrize("constant_weights", [False, True], ids=["plain", "early"])
+def test_reads_x_after_the_kernel_ahead(constant_weights, gpu_plans, rng):
+    """x written by the kernel right before: on CUDA that kernel is still running when qgemv_mma starts
+    (programmatic dependent launch), so an instance that read x before its wait, the plain one (which waits first)
+    or the _early one (which waits after its weight loads), would see the memory before the write. Both must give
+    the bits of the call on the written x. The emulator runs kernels one after the other: there this checks only
+    the launch itself."""
+    mtlinv.set_limit(8)
+    cuda = mtlinv.device_info()["backend"] == "cuda"
+    k, inner = (4096, 8192) if cuda else (1152, 128)  # on CUDA a producer of some 20 us, time enough to race
+    producer = mtlinv.asarray(random(rng, (k, inner), ml_dtypes.bfloat16, scale=inner ** -0.5))
+    q = quantized(48, k, 32, 4, np.dtype(ml_dtypes.bfloat16))
+    launch = tiled_plan(1, k, 48, 32, 4, ml_dtypes.bfloat16, constant_weights)
+    for _ in range(3):
+        # Every upload (it waits for the device) before the producer: between it and qgemv_mma nothing waits.
+        weights, y = on_device(quant.tile(*q, group_size=32, bits=4), 1, ml_dtypes.bfloat16)
+        a = mtlinv.asarray(random(rng, (1, inner), ml_dtypes.bfloat16))
+        x = mtlinv.gemv(a, producer)
+        got = launch_tiled(launch, x, weights, y)
+        expected = run(np.asarray(x), q, 32, 4)
+        assert same_bits(got, expected), first_difference(got, expected)
 
 
 @pytest.mark.parametrize("rows, tiled, constant, name", [
@@ -310,11 +359,11 @@ def test_early_instance_same_bits(m, k, bits, vector_loads, gpu_plans, rng):
     (1, True, False, "qgemv_mma_b4_r8_bf16_tiled"), (9, True, True, "qgemv_mma_b4_r16_bf16_tiled"),
     (1, False, True, "qgemv_mma_b4_r8_bf16")])
 def test_constant_weights_routing(rows, tiled, constant, name, gpu_plans):
-    """The op's constant_weights picks the _early instance in the tile layout at up to 8 rows, nowhere else; the
-    op's own default is off."""
-    plan = mtlinv._native.plan_qgemv(rows=rows, k=4096, n=4096, dtype="bfloat16", limit=16, tiled=tiled,
-                                     constant_weights=constant)
-    assert plan["launches"][0]["kernel"] == name
+    """The op's constant_weights picks the _early instance in the tile layout at up to 8 rows, nowhere else; without
+    it (the default) the plain one."""
+    shape = dict(rows=rows, k=4096, n=4096, dtype="bfloat16", limit=16, tiled=tiled)
+    assert mtlinv._native.plan_qgemv(**shape, constant_weights=constant)["launches"][0]["kernel"] == name
+    assert not mtlinv._native.plan_qgemv(**shape)["launches"][0]["kernel"].endswith("_early")
 
 
 def test_float32_x_keeps_the_scalar_kernel(gpu_plans):

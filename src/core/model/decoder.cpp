@@ -13,8 +13,8 @@
 
 namespace mtlinv {
 
-// The projections run inside Decoder::forward, each after one of the forward's own kernels, none of which writes
-// weights: constant_weights holds.
+// The projections run inside Decoder::forward, each queued right after one of the forward's own kernels, none of
+// which writes weights, and nothing else writes a decoder's weights: constant_weights holds.
 Tensor QuantLinear::operator()(const Tensor& x) const {
   return qgemv(x, wq, scales, biases, bias.storage ? &bias : nullptr, group_size, bits, nullptr,
                supers.storage ? &supers : nullptr, /*constant_weights=*/true);

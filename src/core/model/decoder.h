@@ -21,7 +21,8 @@ struct QuantLinear {
   Tensor bias;                          // [N] in x's dtype, or none (no storage): Qwen 2's q|k|v have one
   Tensor supers;                        // the super-block form's factors (int8 scales: GGUF's K-quants), or none
 
-  Tensor operator()(const Tensor& x) const;  // qgemv with constant_weights: for Decoder::forward
+  // qgemv with constant_weights (ops/qgemv.h): for Decoder::forward, whose kernels never write weights.
+  Tensor operator()(const Tensor& x) const;
 };
 
 struct DecoderLayer {

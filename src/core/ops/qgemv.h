@@ -21,9 +21,10 @@ namespace mtlinv {
 // scales[n, g] in W(n, k) read as supers[n, k / 256, 0] * scales[n, g], biases[n, g] as supers[n, k / 256, 1] *
 // biases[n, g], each product rounded to float32 (metal/quant.h, QuantGroups<char>); bits 4 or 5 at group_size 32,
 // bits 6 at group_size 16, K a multiple of 256.
-// constant_weights: the caller's promise that no kernel queued before this call writes wq, scales, biases or supers
-// (true of a model's weights called from the model's own ops): on CUDA the kernel may then read its first weights
-// while the kernel ahead of it still runs (plans/qgemv.h, QGemvShape::constant_weights). The bits are the same.
+// constant_weights: the caller's promise that no kernel that may still be running when this call's kernel starts
+// (on CUDA the one queued right before it) writes wq, scales, biases or supers; true of a model's projections called
+// between the model's own ops. The kernel may then read its first weights while the kernel ahead of it still runs
+// (plans/qgemv.h, QGemvShape::constant_weights). The bits are the same.
 Tensor qgemv(const Tensor& x, const Tensor& wq, const Tensor& scales, const Tensor& biases, const Tensor* bias,
              int group_size, int bits, const Tensor* out = nullptr, const Tensor* supers = nullptr,
              bool constant_weights = false);
