@@ -47,7 +47,7 @@ cdef extern from "../src/core/plans/decoder_ops.h" namespace "mtlinv":
 
 cdef extern from "../src/core/ops.h" namespace "mtlinv" nogil:
     CTensor c_qgemv "mtlinv::qgemv"(const CTensor&, const CTensor&, const CTensor&, const CTensor&, const CTensor*,
-                                    int, int, const CTensor*, const CTensor*) except +raise_py_error
+                                    int, int, const CTensor*, const CTensor*, bool) except +raise_py_error
 
 cdef extern from "../src/core/plans/qgemv.h" namespace "mtlinv":
     const int64_t kQgemvSuperK

@@ -99,6 +99,10 @@ def qgemv(dtype, all_bits):
                         y = ops.qgemv(x, *tiles, group_size=group, bits=bits)
                     close(y, np.asarray(x, np.float64) @ w.T, f"qgemv tiled bits={bits} "
                           f"scales={np.dtype(scale_dtype)} limit={limit} m={m}")
+                x = rand((1, k), dtype)  # a decoder's projection: the _early instance, its weights read before its wait
+                y = ops.qgemv(x, *tiles, group_size=group, bits=bits, constant_weights=True)
+                close(y, np.asarray(x, np.float64) @ w.T,
+                      f"qgemv tiled early bits={bits} scales={np.dtype(scale_dtype)}")
 
 
 def qgemv_super(dtype):

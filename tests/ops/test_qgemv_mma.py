@@ -335,23 +335,30 @@ def test_early_instance_same_bits(m, k, bits, loops, vector_loads, gpu_plans, rn
 def test_reads_x_after_the_kernel_ahead(constant_weights, gpu_plans, rng):
     """x written by the kernel right before: on CUDA that kernel is still running when qgemv_mma starts
     (programmatic dependent launch), so an instance that read x before its wait, the plain one (which waits first)
-    or the _early one (which waits after its weight loads), would see the memory before the write. Both must give
-    the bits of the call on the written x. The emulator runs kernels one after the other: there this checks only
-    the launch itself."""
+    or the _early one (the op's constant_weights: it waits after its weight loads), would see the memory before the
+    write. Both must give the bits of the call on the written x. The emulator runs kernels one after the other:
+    there this checks only the op's constant_weights path."""
     mtlinv.set_limit(8)
     cuda = mtlinv.device_info()["backend"] == "cuda"
     k, inner = (4096, 8192) if cuda else (1152, 128)  # on CUDA a producer of some 20 us, time enough to race
     producer = mtlinv.asarray(random(rng, (k, inner), ml_dtypes.bfloat16, scale=inner ** -0.5))
     q = quantized(48, k, 32, 4, np.dtype(ml_dtypes.bfloat16))
-    launch = tiled_plan(1, k, 48, 32, 4, ml_dtypes.bfloat16, constant_weights)
+    assert tiled_plan(1, k, 48, 32, 4, ml_dtypes.bfloat16, constant_weights)["kernel"].endswith("_early") == \
+        constant_weights
     for _ in range(3):
         # Every upload (it waits for the device) before the producer: between it and qgemv_mma nothing waits.
-        weights, y = on_device(quant.tile(*q, group_size=32, bits=4), 1, ml_dtypes.bfloat16)
+        weights = [mtlinv.asarray(a) for a in quant.tile(*q, group_size=32, bits=4)]
         a = mtlinv.asarray(random(rng, (1, inner), ml_dtypes.bfloat16))
         x = mtlinv.gemv(a, producer)
-        got = launch_tiled(launch, x, weights, y)
+        got = np.asarray(mtlinv.qgemv(x, *weights, group_size=32, bits=4, constant_weights=constant_weights))
         expected = run(np.asarray(x), q, 32, 4)
         assert same_bits(got, expected), first_difference(got, expected)
+
+
+def test_constant_weights_must_be_a_bool():
+    q = quantized(16, 128, 32, 4, np.dtype(np.float16))
+    with pytest.raises(mtlinv.InvalidArgumentError, match=r"qgemv: constant_weights must be True or False, got int 1"):
+        mtlinv.qgemv(np.zeros((1, 128), np.float16), *q, group_size=32, bits=4, constant_weights=1)
 
 
 @pytest.mark.parametrize("rows, tiled, constant, name", [
