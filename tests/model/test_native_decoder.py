@@ -31,11 +31,9 @@ def raw(t):
     return np.asarray(t).view(np.uint16)
 
 
-@pytest.mark.parametrize("skip", [(), (1,)])
-def test_decoder_has_the_bits_of_the_python_ops(tiny_device, skip):
-    """Prefill, one decoding step and a 3-token verification, at limit 5: every logit and every cache entry has the
-    bits of the op-by-op forward."""
-    weights = tiny_device
+def assert_bits_of_the_python_ops(weights, skip=()):
+    """Prefill, one decoding step and a 3-token verification, at limit 5: every logit and every cache entry of the
+    decoder has the bits of the op-by-op forward."""
     model = DeviceModel(weights, 16, skip_layers=skip)
     k, v = caches(weights, 16)
     with mtlinv.batch_invariant(5):
@@ -49,22 +47,20 @@ def test_decoder_has_the_bits_of_the_python_ops(tiny_device, skip):
             assert np.array_equal(raw(model._k[i]), raw(k[i])) and np.array_equal(raw(model._v[i]), raw(v[i])), i
 
 
+@pytest.mark.parametrize("skip", [(), (1,)])
+def test_decoder_has_the_bits_of_the_python_ops(tiny_device, skip):
+    """On the device's own plans, with every layer and with layer 1 skipped."""
+    assert_bits_of_the_python_ops(tiny_device, skip)
+
+
 def test_matrix_unit_plans_have_the_bits_of_the_python_ops(make_weights, gpu_plans):
     """The same with a GPU's plans (on the emulator matrix units turned on: weights in the tile layout, projections
     on qgemv_mma). The decoder's projections promise constant weights, so each runs the _early instance, which loads
     its first weights before it waits for the kernel ahead (on CUDA while that kernel still runs; a no-op wait
     here); the op-by-op forward makes no such promise. Every logit and cache entry must agree."""
     assert mtlinv.device_info()["matrix_units"]
-    weights = DeviceWeights.from_reference(make_weights(seed=6, n_layers=2, hidden=256, n_heads=4, n_kv_heads=2,
-                                                        vocab=64))
-    model = DeviceModel(weights, 16)
-    k, v = caches(weights, 16)
-    with mtlinv.batch_invariant(5):
-        for tokens, start in (([7, 3, 11, 42, 5], 0), ([9], 5), ([1, 2, 60], 6)):
-            expected = forward_by_ops(weights, k, v, tokens, start)
-            assert np.array_equal(raw(model.forward_on_device(tokens, start)), raw(expected)), (tokens, start)
-    for i in range(len(weights.layers)):
-        assert np.array_equal(raw(model._k[i]), raw(k[i])) and np.array_equal(raw(model._v[i]), raw(v[i])), i
+    assert_bits_of_the_python_ops(DeviceWeights.from_reference(
+        make_weights(seed=6, n_layers=2, hidden=256, n_heads=4, n_kv_heads=2, vocab=64)))
 
 
 def batch_counts():

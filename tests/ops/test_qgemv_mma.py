@@ -275,19 +275,13 @@ def tiled_plan(m, k, n, group_size, bits, dtype, constant_weights):
     return launch
 
 
-def on_device(tiled, m, dtype):
-    """The tiled weights and a result [m, N] as device arrays (writeable copies: a launch may write any buffer)."""
-    weights = tuple(mtlinv.asarray(np.array(a)) for a in tiled)
-    return weights, mtlinv.asarray(np.zeros((m, weights[0].shape[0] * weights[0].shape[2]), dtype))
-
-
-def launch_tiled(launch, x, weights, y, vector_loads=1):
-    """`launch` run by hand on device arrays x, weights (wq, scales, biases) and y, QGemvArgs.vector_loads replaced;
-    nothing waits for the device before the launch is queued."""
-    wq, scales, biases = weights
+def launch_tiled(launch, x, tiled, vector_loads):
+    """`launch` run by hand on x and the tiled weights, QGemvArgs.vector_loads replaced."""
+    wq, scales, biases = (mtlinv.asarray(np.array(a)) for a in tiled)  # writeable copies: a launch may write any
     args = bytearray(launch["args"])
     struct.pack_into("<I", args, VECTOR_LOADS, vector_loads)
-    operands = [x, wq, scales, biases, y, y, wq]  # bias and supers: unread placeholders, as in the op
+    y = mtlinv.asarray(np.zeros((x.shape[0], wq.shape[0] * wq.shape[2]), x.dtype))
+    operands = [mtlinv.asarray(x), wq, scales, biases, y, y, wq]  # bias and supers: unread placeholders, as the op
     mtlinv._native._launch(launch["kernel"], launch["threadgroups"], launch["threads"], bytes(args),
                            mtlinv._native.plan_buffers(launch, operands))
     return np.asarray(y)
@@ -325,8 +319,7 @@ def test_early_instance_same_bits(m, k, bits, loops, vector_loads, gpu_plans, rn
     assert launch["kernel"].endswith("_tiled_early"), launch["kernel"]
     if mtlinv.device_info()["backend"] == "emu":
         assert first_loop(k, launch["threads"][0] // 32) == loops, launch["threads"]
-    weights, y = on_device(quant.tile(*q, group_size=32, bits=bits), m, np.float16)
-    got = launch_tiled(launch, mtlinv.asarray(x), weights, y, vector_loads)
+    got = launch_tiled(launch, x, quant.tile(*q, group_size=32, bits=bits), vector_loads)
     expected = run(x, q, 32, bits)
     assert same_bits(got, expected), first_difference(got, expected)
 
