@@ -302,8 +302,9 @@ template <typename T, uint BITS, typename S, uint R, bool TILED, uint RUN_GROUPS
   // before wait_for_previous_kernels() (metal/common.h). The EARLY kernels run where the caller promises that no
   // such kernel writes the weights (the op's constant_weights), so their first vector step loads its weights,
   // scales and biases and only then waits: they arrive while the kernel ahead finishes (an 8B llama's step 2-4%
-  // faster with 16-bit or float32 scales; docs/decisions.md, "qgemv: weights before the wait"). The others waited
-  // first. Every path waits once, before its first load of x.
+  // faster with 16-bit or float32 scales; docs/decisions.md, "qgemv: weights before the wait"; ptxas moves some
+  // loads after the wait, "qgemv: where ptxas puts the loads"). The others waited first. Every path waits once,
+  // before its first load of x.
   bool waiting = EARLY && x_vector && w_vector;
   if (EARLY && !waiting) {
     wait_for_previous_kernels();
