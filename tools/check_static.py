@@ -57,7 +57,6 @@ THREADGROUP_VAR_RE = re.compile(
     r"^(?P<indent>\s*)threadgroup\s+(?P<type>[A-Za-z_][\w:]*(?:\s*<[^;*&]*>)?)\s+"
     r"(?P<name>[A-Za-z_]\w*)\s*(?P<dims>(?:\[[^\]]+\]\s*)*);(?P<rest>.*)$")
 
-REGISTRATION_RE = re.compile(r"^[ \t]*MTLINV_KERNEL(_WAITS)?\(\s*\w+\s*,\s*(\w+)\s*[,)]", re.M)
 WAIT_CALL = "wait_for_previous_kernels()"
 
 CLCPP_FLAGS = ["-x", "clcpp", "-cl-std=clc++2021", "-cl-no-stdinc", "-fsyntax-only", "-Wall", "-Werror",
@@ -144,10 +143,12 @@ def wait_errors(text, display_path):
     """Registrations whose kernel breaks the MTLINV_KERNEL_WAITS rule (module docstring), as compiler-style errors."""
     code = re.sub(r"//[^\n]*", "", text)
     errors = []
-    for m in REGISTRATION_RE.finditer(code):
-        waits, fn = m.group(1) is not None, m.group(2)
+    for line, text_line in enumerate(code.splitlines(), start=1):
+        m = embed_metal.KERNEL_LINE_RE.match(text_line)
+        if not m:
+            continue
+        waits, fn = m["waits"] is not None, m["template"]
         body = _kernel_body(code, fn)
-        line = code.count("\n", 0, m.start()) + 1
         if body is None:  # defined in a header: a plain kernel needs no check, a waiting one cannot be checked
             if waits:
                 errors.append(f"{display_path}:{line}: error: kernel {fn} is registered with MTLINV_KERNEL_WAITS but "

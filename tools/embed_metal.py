@@ -25,10 +25,12 @@ METAL_DIR = ROOT / "metal"
 
 INCLUDE_RE = re.compile(r'^\s*#\s*include\s+"([^"]+)"\s*(?://.*)?$')  # a comment may follow
 PRAGMA_ONCE_RE = re.compile(r"^\s*#\s*pragma\s+once\b")
-KERNEL_RE = re.compile(r"^\s*MTLINV_KERNEL(?:_WAITS)?\(\s*([A-Za-z_]\w*)\s*,")
-# The whole line: MTLINV_KERNEL(host name, template, template arguments...), on one line (or MTLINV_KERNEL_WAITS:
-# metal/common.h).
-KERNEL_LINE_RE = re.compile(r"^\s*MTLINV_KERNEL(?:_WAITS)?\(\s*([A-Za-z_]\w*)\s*,\s*([A-Za-z_]\w*)\s*((?:,[^()]*)?)\)\s*$")
+# The one reading of a registration, for every tool and test that reads them: MTLINV_KERNEL(host name, template,
+# template arguments...) or MTLINV_KERNEL_WAITS(...) (metal/common.h), on one line. KERNEL_RE finds a line's start
+# (re.M: in a whole text too); KERNEL_LINE_RE reads the whole line.
+KERNEL_RE = re.compile(r"^[ \t]*MTLINV_KERNEL(?P<waits>_WAITS)?\(\s*(?P<name>[A-Za-z_]\w*)\s*,", re.M)
+KERNEL_LINE_RE = re.compile(r"^\s*MTLINV_KERNEL(?P<waits>_WAITS)?\(\s*(?P<name>[A-Za-z_]\w*)\s*,"
+                            r"\s*(?P<template>[A-Za-z_]\w*)\s*(?P<arguments>(?:,[^()]*)?)\)\s*$")
 
 # MSVC rejects a single string literal over 16380 bytes; each chunk stays below that.
 CHUNK_BYTES = 16000
@@ -94,13 +96,18 @@ def registrations(metal_dir=METAL_DIR):
             if not m:
                 raise EmbedError(f"{path.name}:{lineno}: write MTLINV_KERNEL(name, template, arguments...) on one "
                                  "line")
-            name, template = m.group(1), m.group(2)
-            arguments = [a.strip() for a in m.group(3).split(",")[1:]]
+            name, template = m["name"], m["template"]
+            arguments = [a.strip() for a in m["arguments"].split(",")[1:]]
             if name in where:
                 raise EmbedError(f"kernel {name} registered twice: {where[name]} and {path.name}:{lineno}")
             where[name] = f"{path.name}:{lineno}"
             found.append((path, name, lineno, template, arguments))
     return found
+
+
+def registered_names(text):
+    """Host names of the registration lines of a text (a kernel file, a flattened unit, a generated translation)."""
+    return [m["name"] for m in KERNEL_RE.finditer(text)]
 
 
 def kernel_names(metal_dir=METAL_DIR):

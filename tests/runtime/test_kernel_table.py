@@ -33,7 +33,6 @@ import msl2cpp  # noqa: E402
 METAL = ROOT / "metal"
 DTYPES = ["float32", "float16", "bfloat16"]
 SIXTEEN = ["float16", "bfloat16"]
-REGISTRATION = re.compile(r"^MTLINV_KERNEL(?:_WAITS)?\((\w+),", re.M)
 
 
 def _launches(plan):
@@ -155,7 +154,7 @@ def test_every_planned_kernel_is_in_the_cuda_registry_source(planned, tmp_path):
                    + [str(p) for p in metal], check=True)
     registered = set()
     for unit in tmp_path.glob("*.cu"):
-        registered |= set(REGISTRATION.findall(unit.read_text()))
+        registered |= set(embed_metal.registered_names(unit.read_text()))
     assert len(registered) == len(_native.kernel_table())
     assert planned <= registered, sorted(planned - registered)
 
@@ -163,7 +162,7 @@ def test_every_planned_kernel_is_in_the_cuda_registry_source(planned, tmp_path):
 def test_every_planned_kernel_is_in_the_metal_source(planned):
     embedded = set()
     for _, names, source in embed_metal.units():
-        in_source = set(REGISTRATION.findall(source))
+        in_source = set(embed_metal.registered_names(source))
         assert set(names) == in_source  # the names the backend indexes are the source's instantiations
         embedded |= in_source
     assert planned <= embedded, sorted(planned - embedded)
