@@ -1,6 +1,8 @@
 // Canonical quantized GEMV on the matrix units: y[m, n] = sum_k x[m, k] * W(n, k) (+ bias[n]) for 16-bit x (half or
 // bfloat) with W in the affine format of metal/quant.h, on targets whose plans say DeviceCaps::matrix_units (CUDA).
-// The output tile is gemv_nk_mma's (metal/mma_tile.h): 16 outputs, R = 8 or 16 rows of x, k_splits simdgroups.
+// The output tile is gemv_nk_mma's (metal/mma_tile.h): 16 outputs, R = 8 or 16 rows of x, k_splits simdgroups; C = 2
+// such tiles per threadgroup share each load of x (4-bit, tile layout, 16 rows: there x's loads cost a fifth of the
+// call; docs/decisions.md, "qgemv: two output tiles at 16 rows").
 // Each lane dequantises its share of the weights once, to x's type T, and hands them to simd_mma_16x8x32
 // (metal/mma.h), which applies them to all R rows.
 //
@@ -144,60 +146,69 @@ struct QgemvMmaFma<T, 8, I> {
   }
 };
 
-// Call I of a step: values [8 I, 8 I + 8) of the lane's runs of both weight rows (words [2][BITS], scale and bias
-// [2][RUN_GROUPS]) against the same K positions of x (from element `k` of each row, `valid`: whether the lane's run
-// lies inside K; put in the operand's pair order), for every group of 8 rows. FMA: as qgemv_mma_operand.
-template <typename T, uint BITS, typename S, uint B, uint RUN_GROUPS, uint I, bool FMA>
+// Call I of a step: values [8 I, 8 I + 8) of the lane's runs of both weight rows of each of the C output tiles (words
+// [C][2][BITS], scale and bias [C][2][RUN_GROUPS]) against the same K positions of x (from element `k` of each row,
+// `valid`: whether the lane's run lies inside K; put in the operand's pair order), for every group of 8 rows: one load
+// of x serves the C tiles. FMA: as qgemv_mma_operand.
+template <typename T, uint BITS, typename S, uint B, uint C, uint RUN_GROUPS, uint I, bool FMA>
 inline void qgemv_mma_call(thread float4* acc, thread const uint* words, thread const S* scale,
                            thread const S* bias, device const T* x, thread const uint* x_row, uint k, bool valid,
                            bool x_vector, ushort lane) {
+  constexpr uint W = 2 * BITS;        // a tile's words
+  constexpr uint G = 2 * RUN_GROUPS;  // a tile's scales and biases
   const uint lo = qgemv_sub_group<RUN_GROUPS>(I);  // the group of these values in the low row
   const uint hi = RUN_GROUPS + lo;                  // and in the high row
-  const uint4 a_lo = qgemv_mma_operand<T, BITS, I, FMA>(words, scale[lo], bias[lo]);
-  const uint4 a_hi = qgemv_mma_operand<T, BITS, I, FMA>(words + BITS, scale[hi], bias[hi]);
+  uint4 a_lo[C];
+  uint4 a_hi[C];
+  for (uint c = 0; c < C; ++c) {
+    a_lo[c] = qgemv_mma_operand<T, BITS, I, FMA>(words + c * W, scale[c * G + lo], bias[c * G + lo]);
+    a_hi[c] = qgemv_mma_operand<T, BITS, I, FMA>(words + c * W + BITS, scale[c * G + hi], bias[c * G + hi]);
+  }
   for (uint j = 0; j < B; ++j) {
     device const T* p = x + x_row[j] + k + QGEMV_SUB * I;
     const uint4 b = qgemv_pair_order<BITS>(valid && x_vector ? load16(p) : load16_upto(p, valid ? 8u : 0u));
-    acc[j] = simd_mma_16x8x32<T>(acc[j], a_lo, a_hi, b, lane);
+    for (uint c = 0; c < C; ++c) {
+      acc[c * B + j] = simd_mma_16x8x32<T>(acc[c * B + j], a_lo[c], a_hi[c], b, lane);
+    }
   }
 }
 
 // One step's four calls, in order.
-template <typename T, uint BITS, typename S, uint B, uint RUN_GROUPS, bool FMA>
+template <typename T, uint BITS, typename S, uint B, uint C, uint RUN_GROUPS, bool FMA>
 inline void qgemv_mma_calls(thread float4* acc, thread const uint* words, thread const S* scale,
                             thread const S* bias, device const T* x, thread const uint* x_row, uint k, bool valid,
                             bool x_vector, ushort lane) {
-  qgemv_mma_call<T, BITS, S, B, RUN_GROUPS, 0, FMA>(acc, words, scale, bias, x, x_row, k, valid, x_vector, lane);
-  qgemv_mma_call<T, BITS, S, B, RUN_GROUPS, 1, FMA>(acc, words, scale, bias, x, x_row, k, valid, x_vector, lane);
-  qgemv_mma_call<T, BITS, S, B, RUN_GROUPS, 2, FMA>(acc, words, scale, bias, x, x_row, k, valid, x_vector, lane);
-  qgemv_mma_call<T, BITS, S, B, RUN_GROUPS, 3, FMA>(acc, words, scale, bias, x, x_row, k, valid, x_vector, lane);
+  qgemv_mma_call<T, BITS, S, B, C, RUN_GROUPS, 0, FMA>(acc, words, scale, bias, x, x_row, k, valid, x_vector, lane);
+  qgemv_mma_call<T, BITS, S, B, C, RUN_GROUPS, 1, FMA>(acc, words, scale, bias, x, x_row, k, valid, x_vector, lane);
+  qgemv_mma_call<T, BITS, S, B, C, RUN_GROUPS, 2, FMA>(acc, words, scale, bias, x, x_row, k, valid, x_vector, lane);
+  qgemv_mma_call<T, BITS, S, B, C, RUN_GROUPS, 3, FMA>(acc, words, scale, bias, x, x_row, k, valid, x_vector, lane);
 }
 
 // A step with scales of x's type: the packed dequantisation.
-template <typename T, uint BITS, uint B, uint RUN_GROUPS>
+template <typename T, uint BITS, uint B, uint C, uint RUN_GROUPS>
 inline void qgemv_mma_step(thread float4* acc, thread const uint* words, thread const T* scale, thread const T* bias,
                            device const T* x, thread const uint* x_row, uint k, bool valid, bool x_vector,
                            ushort lane) {
-  qgemv_mma_calls<T, BITS, T, B, RUN_GROUPS, false>(acc, words, scale, bias, x, x_row, k, valid, x_vector, lane);
+  qgemv_mma_calls<T, BITS, T, B, C, RUN_GROUPS, false>(acc, words, scale, bias, x, x_row, k, valid, x_vector, lane);
 }
 // A step with float32 scales: quant_dequantize_fma where every lane's groups (two, or four at group size 16) allow
 // it, which all but extreme or special scales do, else quant_dequantize (about 7 instructions a weight where the fma
 // path takes 4; docs/decisions.md, "qgemv: float32 scales"). The branch is uniform (simd_all), so the builtin runs
 // converged either way, and the weights are the same bits either way.
-template <typename T, uint BITS, uint B, uint RUN_GROUPS>
+template <typename T, uint BITS, uint B, uint C, uint RUN_GROUPS>
 inline void qgemv_mma_step(thread float4* acc, thread const uint* words, thread const float* scale,
                            thread const float* bias, device const T* x, thread const uint* x_row, uint k, bool valid,
                            bool x_vector, ushort lane) {
   bool fma_exact = true;
-  for (uint i = 0; i < 2 * RUN_GROUPS; ++i) {
+  for (uint i = 0; i < C * 2 * RUN_GROUPS; ++i) {
     fma_exact = fma_exact && quant_fma_exact(scale[i], bias[i]);
   }
   if (simd_all(fma_exact)) {
-    qgemv_mma_calls<T, BITS, float, B, RUN_GROUPS, true>(acc, words, scale, bias, x, x_row, k, valid, x_vector,
-                                                         lane);
+    qgemv_mma_calls<T, BITS, float, B, C, RUN_GROUPS, true>(acc, words, scale, bias, x, x_row, k, valid, x_vector,
+                                                            lane);
   } else {
-    qgemv_mma_calls<T, BITS, float, B, RUN_GROUPS, false>(acc, words, scale, bias, x, x_row, k, valid, x_vector,
-                                                          lane);
+    qgemv_mma_calls<T, BITS, float, B, C, RUN_GROUPS, false>(acc, words, scale, bias, x, x_row, k, valid,
+                                                             x_vector, lane);
   }
 }
 
@@ -213,14 +224,15 @@ struct QgemvMmaReg<T, T> {
   using type = T;
 };
 
-// The words, scales and biases (as Reg, QgemvMmaReg; [2][RUN_GROUPS]) of run j of both weight rows of the lane, from
-// the rows' first words w_off[2] and first groups g_off[2] (in the tile layout, those of the lane's rows in the tile's
-// first block). Run j starts in group qgemv_run_group(j) (metal/qgemv_run.h); in the tile layout at run j % 4 of step
-// j / 4, whose blocks lie 16 rows apart, and a row's groups 16 scales apart (the tile layout, above). Four 2-byte loads
-// per step, each touching 8 rows' lines in the row layout: one 16-byte table per lane for 4 steps, handed round the
-// quad by shuffles, made 8 rows 8% faster in a kernel with only that path, but nvcc gave the complete kernel 78-84
-// registers and it was slower (docs/kernel_guide.md); the tile layout puts a step's scales in two sectors instead.
-template <uint BITS, typename S, bool TILED, uint RUN_GROUPS, typename Reg>
+// The words, scales and biases (as Reg, QgemvMmaReg; [C][2][RUN_GROUPS]) of run j of both weight rows of the lane in
+// each of the C output tiles, from the rows' first words w_off[C][2] and first groups g_off[C][2] (in the tile layout,
+// those of the lane's rows in their tile's first block). Run j starts in group qgemv_run_group(j) (metal/qgemv_run.h);
+// in the tile layout at run j % 4 of step j / 4, whose blocks lie 16 rows apart, and a row's groups 16 scales apart
+// (the tile layout, above). Four 2-byte loads per step, each touching 8 rows' lines in the row layout: one 16-byte
+// table per lane for 4 steps, handed round the quad by shuffles, made 8 rows 8% faster in a kernel with only that
+// path, but nvcc gave the complete kernel 78-84 registers and it was slower (docs/kernel_guide.md); the tile layout
+// puts a step's scales in two sectors instead.
+template <uint BITS, typename S, uint C, bool TILED, uint RUN_GROUPS, typename Reg>
 inline void qgemv_mma_load(device const uint* wq, device const S* scales, device const S* biases,
                            device const float* supers, thread const uint* w_off, thread const uint* g_off, uint j,
                            uint group_shift, bool w_vector, thread uint* words, thread Reg* scale, thread Reg* bias) {
@@ -228,7 +240,7 @@ inline void qgemv_mma_load(device const uint* wq, device const S* scales, device
   constexpr uint group_stride = TILED ? MMA_TILE_COLS : 1;             // between a row's consecutive groups
   const uint group = qgemv_run_group<RUN_GROUPS>(j, group_shift) * group_stride;
   const uint super_shift = qgemv_super_shift<RUN_GROUPS>(group_shift);
-  for (uint h = 0; h < 2; ++h) {
+  for (uint h = 0; h < 2 * C; ++h) {
     if (TILED) {
       const uint word = (j / QGEMV_MMA_STEP) * block_words + (j % QGEMV_MMA_STEP) * BITS;
       qgemv_load_words<BITS>(wq, w_off[h] + word, 0, w_vector, words + h * BITS);
@@ -247,11 +259,12 @@ inline void qgemv_mma_load(device const uint* wq, device const S* scales, device
   }
 }
 
-// R: rows of x per tile, 8 or 16 (the plan's pick from M). TILED: wq, scales and biases in the tile layout
-// (above), the same values in the same calls. RUN_GROUPS: 2 at group size 16, else 1 (metal/qgemv_run.h). EARLY:
-// the first weights loaded before the wait for the kernel ahead (below), the same values in the same calls. Grid:
-// (ceil(N / 16), ceil(rows / R), 1); threadgroup: k_splits simdgroups.
-template <typename T, uint BITS, typename S, uint R, bool TILED, uint RUN_GROUPS, bool EARLY>
+// R: rows of x per tile, 8 or 16 (the plan's pick from M). C: output tiles per threadgroup (1 or 2), whose calls share
+// each load of x; a split's calls for each tile are the same either way. TILED: wq, scales and biases in the tile
+// layout (above), the same values in the same calls. RUN_GROUPS: 2 at group size 16, else 1 (metal/qgemv_run.h).
+// EARLY: the first weights loaded before the wait for the kernel ahead (below), the same values in the same calls.
+// Grid: (ceil(N / 16 C), ceil(rows / R), 1); threadgroup: k_splits simdgroups.
+template <typename T, uint BITS, typename S, uint R, uint C, bool TILED, uint RUN_GROUPS, bool EARLY>
 [[kernel]] void qgemv_mma(
     constant QGemvArgs& args [[buffer(QGEMV_SLOT_ARGS)]],
     device const T* x [[buffer(QGEMV_SLOT_X)]],
@@ -271,11 +284,11 @@ template <typename T, uint BITS, typename S, uint R, bool TILED, uint RUN_GROUPS
   }
   constexpr uint B = R / 8;  // groups of 8 rows of x per tile
   using Reg = typename QgemvMmaReg<T, S>::type;  // a group's scale and bias in registers
-  threadgroup float4 partials[MMA_TILE_MAX_SPLITS][B][SIMD_WIDTH];  // mma_tile_keep's and mma_tile_store's
+  threadgroup float4 partials[MMA_TILE_MAX_SPLITS][C * B][SIMD_WIDTH];  // mma_tile_keep's and mma_tile_store's
 
   const uint g = lane / 4;
   const uint t = lane % 4;
-  const uint n0 = tile.x * MMA_TILE_COLS;
+  const uint n0 = tile.x * C * MMA_TILE_COLS;
   const uint r0 = tile.y * R;
   const uint K = args.k;
   const uint runs = K / QGEMV_RUN;
@@ -283,17 +296,20 @@ template <typename T, uint BITS, typename S, uint R, bool TILED, uint RUN_GROUPS
   const bool x_vector = args.vector_loads != 0;
   const bool w_vector = args.w_vector_loads != 0;
 
-  // Weight rows n0 + g and n0 + g + 8, clamped to N in the row layout (the tile layout holds whole tiles): their
-  // first word and first group (offsets fit 32 bits: the op checks it).
-  uint w_off[2];
-  uint g_off[2];
-  for (uint h = 0; h < 2; ++h) {
+  // Weight rows g and g + 8 of each output tile, clamped to N in the row layout (the tile layout holds whole tiles: a
+  // tile past N repeats the last one, computed, never stored): their first word and first group (offsets fit 32 bits:
+  // the op checks it).
+  uint w_off[2 * C];
+  uint g_off[2 * C];
+  for (uint h = 0; h < 2 * C; ++h) {
+    const uint row = g + 8 * (h % 2);  // in its tile
     if (TILED) {
       const uint steps_k = (runs + QGEMV_MMA_STEP - 1) / QGEMV_MMA_STEP;
-      w_off[h] = (tile.x * steps_k * MMA_TILE_COLS + g + 8 * h) * QGEMV_MMA_STEP * BITS;
-      g_off[h] = tile.x * qgemv_run_group<RUN_GROUPS>(runs, group_shift) * MMA_TILE_COLS + g + 8 * h;
+      const uint tile_c = min(tile.x * C + h / 2, args.n / MMA_TILE_COLS - 1);
+      w_off[h] = (tile_c * steps_k * MMA_TILE_COLS + row) * QGEMV_MMA_STEP * BITS;
+      g_off[h] = tile_c * qgemv_run_group<RUN_GROUPS>(runs, group_shift) * MMA_TILE_COLS + row;
     } else {
-      const uint n = min(n0 + g + 8 * h, args.n - 1);
+      const uint n = min(n0 + MMA_TILE_COLS * (h / 2) + row, args.n - 1);
       w_off[h] = n * runs * BITS;
       g_off[h] = n * qgemv_run_group<RUN_GROUPS>(runs, group_shift);
     }
@@ -310,10 +326,12 @@ template <typename T, uint BITS, typename S, uint R, bool TILED, uint RUN_GROUPS
     wait_for_previous_kernels();
   }
   uint x_row[B];  // where row g of each group of 8 starts in x, clamped to the last row
-  float4 acc[B];
   for (uint j = 0; j < B; ++j) {
     x_row[j] = min(r0 + 8 * j + g, args.rows - 1) * K;
-    acc[j] = float4(0.0f);
+  }
+  float4 acc[C * B];  // [output tile c][group j]
+  for (uint i = 0; i < C * B; ++i) {
+    acc[i] = float4(0.0f);
   }
 
   // Where x and wq are 16-byte aligned, the steps whose four runs all lie inside K take 16-byte loads and no
@@ -326,38 +344,41 @@ template <typename T, uint BITS, typename S, uint R, bool TILED, uint RUN_GROUPS
   const uint steps = (runs + QGEMV_MMA_STEP - 1) / QGEMV_MMA_STEP;
   uint s = sg;
   if (x_vector && w_vector) {
-    for (; B == 1 && s + args.k_splits < full_steps; s += 2 * args.k_splits) {
+    for (; B == 1 && C == 1 && s + args.k_splits < full_steps; s += 2 * args.k_splits) {
       const uint j0 = QGEMV_MMA_STEP * s + t;
       const uint j1 = j0 + QGEMV_MMA_STEP * args.k_splits;
-      uint words0[2 * BITS];
-      uint words1[2 * BITS];
-      Reg scale0[2 * RUN_GROUPS];
-      Reg scale1[2 * RUN_GROUPS];
-      Reg bias0[2 * RUN_GROUPS];
-      Reg bias1[2 * RUN_GROUPS];
-      qgemv_mma_load<BITS, S, TILED, RUN_GROUPS, Reg>(wq, scales, biases, supers, w_off, g_off, j0, group_shift,
-                                                      true, words0, scale0, bias0);
-      qgemv_mma_load<BITS, S, TILED, RUN_GROUPS, Reg>(wq, scales, biases, supers, w_off, g_off, j1, group_shift,
-                                                      true, words1, scale1, bias1);
+      uint words0[2 * C * BITS];  // C is 1 here
+      uint words1[2 * C * BITS];
+      Reg scale0[2 * C * RUN_GROUPS];
+      Reg scale1[2 * C * RUN_GROUPS];
+      Reg bias0[2 * C * RUN_GROUPS];
+      Reg bias1[2 * C * RUN_GROUPS];
+      qgemv_mma_load<BITS, S, C, TILED, RUN_GROUPS, Reg>(wq, scales, biases, supers, w_off, g_off, j0, group_shift,
+                                                         true, words0, scale0, bias0);
+      qgemv_mma_load<BITS, S, C, TILED, RUN_GROUPS, Reg>(wq, scales, biases, supers, w_off, g_off, j1, group_shift,
+                                                         true, words1, scale1, bias1);
       if (waiting) {  // EARLY: the first iteration waits after its loads
         wait_for_previous_kernels();
         waiting = false;
       }
-      qgemv_mma_step<T, BITS, B, RUN_GROUPS>(acc, words0, scale0, bias0, x, x_row, j0 * QGEMV_RUN, true, true, lane);
-      qgemv_mma_step<T, BITS, B, RUN_GROUPS>(acc, words1, scale1, bias1, x, x_row, j1 * QGEMV_RUN, true, true, lane);
+      qgemv_mma_step<T, BITS, B, C, RUN_GROUPS>(acc, words0, scale0, bias0, x, x_row, j0 * QGEMV_RUN, true, true,
+                                                lane);
+      qgemv_mma_step<T, BITS, B, C, RUN_GROUPS>(acc, words1, scale1, bias1, x, x_row, j1 * QGEMV_RUN, true, true,
+                                                lane);
     }
     for (; s < full_steps; s += args.k_splits) {
       const uint j = QGEMV_MMA_STEP * s + t;
-      uint words[2 * BITS];
-      Reg scale[2 * RUN_GROUPS];
-      Reg bias_g[2 * RUN_GROUPS];
-      qgemv_mma_load<BITS, S, TILED, RUN_GROUPS, Reg>(wq, scales, biases, supers, w_off, g_off, j, group_shift,
-                                                      true, words, scale, bias_g);
+      uint words[2 * C * BITS];
+      Reg scale[2 * C * RUN_GROUPS];
+      Reg bias_g[2 * C * RUN_GROUPS];
+      qgemv_mma_load<BITS, S, C, TILED, RUN_GROUPS, Reg>(wq, scales, biases, supers, w_off, g_off, j, group_shift,
+                                                         true, words, scale, bias_g);
       if (waiting) {  // likewise where this loop runs first
         wait_for_previous_kernels();
         waiting = false;
       }
-      qgemv_mma_step<T, BITS, B, RUN_GROUPS>(acc, words, scale, bias_g, x, x_row, j * QGEMV_RUN, true, true, lane);
+      qgemv_mma_step<T, BITS, B, C, RUN_GROUPS>(acc, words, scale, bias_g, x, x_row, j * QGEMV_RUN, true, true,
+                                                lane);
     }
   }
   if (waiting) {  // no whole step in this simdgroup: the partial-step loop alone
@@ -366,156 +387,158 @@ template <typename T, uint BITS, typename S, uint R, bool TILED, uint RUN_GROUPS
   for (; s < steps; s += args.k_splits) {
     const uint j = QGEMV_MMA_STEP * s + t;
     const bool valid = j < runs;
-    uint words[2 * BITS];
-    Reg scale[2 * RUN_GROUPS];
-    Reg bias_g[2 * RUN_GROUPS];
+    uint words[2 * C * BITS];
+    Reg scale[2 * C * RUN_GROUPS];
+    Reg bias_g[2 * C * RUN_GROUPS];
     // A run past K loads the last run's words (in bounds) and dequantises them with scale and bias 0: zeros.
-    qgemv_mma_load<BITS, S, TILED, RUN_GROUPS, Reg>(wq, scales, biases, supers, w_off, g_off, min(j, runs - 1),
-                                                    group_shift, w_vector, words, scale, bias_g);
+    qgemv_mma_load<BITS, S, C, TILED, RUN_GROUPS, Reg>(wq, scales, biases, supers, w_off, g_off, min(j, runs - 1),
+                                                       group_shift, w_vector, words, scale, bias_g);
     if (!valid) {
-      for (uint h = 0; h < 2 * RUN_GROUPS; ++h) {
+      for (uint h = 0; h < 2 * C * RUN_GROUPS; ++h) {
         scale[h] = Reg(0.0f);
         bias_g[h] = Reg(0.0f);
       }
     }
-    qgemv_mma_step<T, BITS, B, RUN_GROUPS>(acc, words, scale, bias_g, x, x_row, min(j, runs - 1) * QGEMV_RUN,
-                                           valid, x_vector, lane);
+    qgemv_mma_step<T, BITS, B, C, RUN_GROUPS>(acc, words, scale, bias_g, x, x_row, min(j, runs - 1) * QGEMV_RUN,
+                                              valid, x_vector, lane);
   }
 
-  mma_tile_keep<B>(partials, acc, sg, lane);
-  mma_tile_store<T, 1, B>(partials, args.k_splits, args.has_bias != 0, bias, y, n0, args.n, r0, args.rows, lane, sg);
+  mma_tile_keep<C * B>(partials, acc, sg, lane);
+  mma_tile_store<T, C, B>(partials, args.k_splits, args.has_bias != 0, bias, y, n0, args.n, r0, args.rows, lane, sg);
 }
 
-MTLINV_KERNEL_WAITS(qgemv_mma_b2_r8_f16, qgemv_mma, half, 2, half, 8, false, 1, false)
-MTLINV_KERNEL_WAITS(qgemv_mma_b2_r16_f16, qgemv_mma, half, 2, half, 16, false, 1, false)
-MTLINV_KERNEL_WAITS(qgemv_mma_b2_r8_bf16, qgemv_mma, bfloat, 2, bfloat, 8, false, 1, false)
-MTLINV_KERNEL_WAITS(qgemv_mma_b2_r16_bf16, qgemv_mma, bfloat, 2, bfloat, 16, false, 1, false)
-MTLINV_KERNEL_WAITS(qgemv_mma_b3_r8_f16, qgemv_mma, half, 3, half, 8, false, 1, false)
-MTLINV_KERNEL_WAITS(qgemv_mma_b3_r16_f16, qgemv_mma, half, 3, half, 16, false, 1, false)
-MTLINV_KERNEL_WAITS(qgemv_mma_b3_r8_bf16, qgemv_mma, bfloat, 3, bfloat, 8, false, 1, false)
-MTLINV_KERNEL_WAITS(qgemv_mma_b3_r16_bf16, qgemv_mma, bfloat, 3, bfloat, 16, false, 1, false)
-MTLINV_KERNEL_WAITS(qgemv_mma_b4_r8_f16, qgemv_mma, half, 4, half, 8, false, 1, false)
-MTLINV_KERNEL_WAITS(qgemv_mma_b4_r16_f16, qgemv_mma, half, 4, half, 16, false, 1, false)
-MTLINV_KERNEL_WAITS(qgemv_mma_b4_r8_bf16, qgemv_mma, bfloat, 4, bfloat, 8, false, 1, false)
-MTLINV_KERNEL_WAITS(qgemv_mma_b4_r16_bf16, qgemv_mma, bfloat, 4, bfloat, 16, false, 1, false)
-MTLINV_KERNEL_WAITS(qgemv_mma_b5_r8_f16, qgemv_mma, half, 5, half, 8, false, 1, false)
-MTLINV_KERNEL_WAITS(qgemv_mma_b5_r16_f16, qgemv_mma, half, 5, half, 16, false, 1, false)
-MTLINV_KERNEL_WAITS(qgemv_mma_b5_r8_bf16, qgemv_mma, bfloat, 5, bfloat, 8, false, 1, false)
-MTLINV_KERNEL_WAITS(qgemv_mma_b5_r16_bf16, qgemv_mma, bfloat, 5, bfloat, 16, false, 1, false)
-MTLINV_KERNEL_WAITS(qgemv_mma_b6_r8_f16, qgemv_mma, half, 6, half, 8, false, 1, false)
-MTLINV_KERNEL_WAITS(qgemv_mma_b6_r16_f16, qgemv_mma, half, 6, half, 16, false, 1, false)
-MTLINV_KERNEL_WAITS(qgemv_mma_b6_r8_bf16, qgemv_mma, bfloat, 6, bfloat, 8, false, 1, false)
-MTLINV_KERNEL_WAITS(qgemv_mma_b6_r16_bf16, qgemv_mma, bfloat, 6, bfloat, 16, false, 1, false)
-MTLINV_KERNEL_WAITS(qgemv_mma_b8_r8_f16, qgemv_mma, half, 8, half, 8, false, 1, false)
-MTLINV_KERNEL_WAITS(qgemv_mma_b8_r16_f16, qgemv_mma, half, 8, half, 16, false, 1, false)
-MTLINV_KERNEL_WAITS(qgemv_mma_b8_r8_bf16, qgemv_mma, bfloat, 8, bfloat, 8, false, 1, false)
-MTLINV_KERNEL_WAITS(qgemv_mma_b8_r16_bf16, qgemv_mma, bfloat, 8, bfloat, 16, false, 1, false)
+MTLINV_KERNEL_WAITS(qgemv_mma_b2_r8_f16, qgemv_mma, half, 2, half, 8, 1, false, 1, false)
+MTLINV_KERNEL_WAITS(qgemv_mma_b2_r16_f16, qgemv_mma, half, 2, half, 16, 1, false, 1, false)
+MTLINV_KERNEL_WAITS(qgemv_mma_b2_r8_bf16, qgemv_mma, bfloat, 2, bfloat, 8, 1, false, 1, false)
+MTLINV_KERNEL_WAITS(qgemv_mma_b2_r16_bf16, qgemv_mma, bfloat, 2, bfloat, 16, 1, false, 1, false)
+MTLINV_KERNEL_WAITS(qgemv_mma_b3_r8_f16, qgemv_mma, half, 3, half, 8, 1, false, 1, false)
+MTLINV_KERNEL_WAITS(qgemv_mma_b3_r16_f16, qgemv_mma, half, 3, half, 16, 1, false, 1, false)
+MTLINV_KERNEL_WAITS(qgemv_mma_b3_r8_bf16, qgemv_mma, bfloat, 3, bfloat, 8, 1, false, 1, false)
+MTLINV_KERNEL_WAITS(qgemv_mma_b3_r16_bf16, qgemv_mma, bfloat, 3, bfloat, 16, 1, false, 1, false)
+MTLINV_KERNEL_WAITS(qgemv_mma_b4_r8_f16, qgemv_mma, half, 4, half, 8, 1, false, 1, false)
+MTLINV_KERNEL_WAITS(qgemv_mma_b4_r16_f16, qgemv_mma, half, 4, half, 16, 1, false, 1, false)
+MTLINV_KERNEL_WAITS(qgemv_mma_b4_r8_bf16, qgemv_mma, bfloat, 4, bfloat, 8, 1, false, 1, false)
+MTLINV_KERNEL_WAITS(qgemv_mma_b4_r16_bf16, qgemv_mma, bfloat, 4, bfloat, 16, 1, false, 1, false)
+MTLINV_KERNEL_WAITS(qgemv_mma_b5_r8_f16, qgemv_mma, half, 5, half, 8, 1, false, 1, false)
+MTLINV_KERNEL_WAITS(qgemv_mma_b5_r16_f16, qgemv_mma, half, 5, half, 16, 1, false, 1, false)
+MTLINV_KERNEL_WAITS(qgemv_mma_b5_r8_bf16, qgemv_mma, bfloat, 5, bfloat, 8, 1, false, 1, false)
+MTLINV_KERNEL_WAITS(qgemv_mma_b5_r16_bf16, qgemv_mma, bfloat, 5, bfloat, 16, 1, false, 1, false)
+MTLINV_KERNEL_WAITS(qgemv_mma_b6_r8_f16, qgemv_mma, half, 6, half, 8, 1, false, 1, false)
+MTLINV_KERNEL_WAITS(qgemv_mma_b6_r16_f16, qgemv_mma, half, 6, half, 16, 1, false, 1, false)
+MTLINV_KERNEL_WAITS(qgemv_mma_b6_r8_bf16, qgemv_mma, bfloat, 6, bfloat, 8, 1, false, 1, false)
+MTLINV_KERNEL_WAITS(qgemv_mma_b6_r16_bf16, qgemv_mma, bfloat, 6, bfloat, 16, 1, false, 1, false)
+MTLINV_KERNEL_WAITS(qgemv_mma_b8_r8_f16, qgemv_mma, half, 8, half, 8, 1, false, 1, false)
+MTLINV_KERNEL_WAITS(qgemv_mma_b8_r16_f16, qgemv_mma, half, 8, half, 16, 1, false, 1, false)
+MTLINV_KERNEL_WAITS(qgemv_mma_b8_r8_bf16, qgemv_mma, bfloat, 8, bfloat, 8, 1, false, 1, false)
+MTLINV_KERNEL_WAITS(qgemv_mma_b8_r16_bf16, qgemv_mma, bfloat, 8, bfloat, 16, 1, false, 1, false)
 
 // float32 scales and biases (GGUF imports, as for qgemv).
-MTLINV_KERNEL_WAITS(qgemv_mma_b4_r8_f16_sf32, qgemv_mma, half, 4, float, 8, false, 1, false)
-MTLINV_KERNEL_WAITS(qgemv_mma_b4_r16_f16_sf32, qgemv_mma, half, 4, float, 16, false, 1, false)
-MTLINV_KERNEL_WAITS(qgemv_mma_b4_r8_bf16_sf32, qgemv_mma, bfloat, 4, float, 8, false, 1, false)
-MTLINV_KERNEL_WAITS(qgemv_mma_b4_r16_bf16_sf32, qgemv_mma, bfloat, 4, float, 16, false, 1, false)
-MTLINV_KERNEL_WAITS(qgemv_mma_b8_r8_f16_sf32, qgemv_mma, half, 8, float, 8, false, 1, false)
-MTLINV_KERNEL_WAITS(qgemv_mma_b8_r16_f16_sf32, qgemv_mma, half, 8, float, 16, false, 1, false)
-MTLINV_KERNEL_WAITS(qgemv_mma_b8_r8_bf16_sf32, qgemv_mma, bfloat, 8, float, 8, false, 1, false)
-MTLINV_KERNEL_WAITS(qgemv_mma_b8_r16_bf16_sf32, qgemv_mma, bfloat, 8, float, 16, false, 1, false)
+MTLINV_KERNEL_WAITS(qgemv_mma_b4_r8_f16_sf32, qgemv_mma, half, 4, float, 8, 1, false, 1, false)
+MTLINV_KERNEL_WAITS(qgemv_mma_b4_r16_f16_sf32, qgemv_mma, half, 4, float, 16, 1, false, 1, false)
+MTLINV_KERNEL_WAITS(qgemv_mma_b4_r8_bf16_sf32, qgemv_mma, bfloat, 4, float, 8, 1, false, 1, false)
+MTLINV_KERNEL_WAITS(qgemv_mma_b4_r16_bf16_sf32, qgemv_mma, bfloat, 4, float, 16, 1, false, 1, false)
+MTLINV_KERNEL_WAITS(qgemv_mma_b8_r8_f16_sf32, qgemv_mma, half, 8, float, 8, 1, false, 1, false)
+MTLINV_KERNEL_WAITS(qgemv_mma_b8_r16_f16_sf32, qgemv_mma, half, 8, float, 16, 1, false, 1, false)
+MTLINV_KERNEL_WAITS(qgemv_mma_b8_r8_bf16_sf32, qgemv_mma, bfloat, 8, float, 8, 1, false, 1, false)
+MTLINV_KERNEL_WAITS(qgemv_mma_b8_r16_bf16_sf32, qgemv_mma, bfloat, 8, float, 16, 1, false, 1, false)
 
 // The tile layout (mtlinv.quant.tile), for the widths of MLX's and GGUF's common formats.
-MTLINV_KERNEL_WAITS(qgemv_mma_b4_r8_f16_tiled, qgemv_mma, half, 4, half, 8, true, 1, false)
-MTLINV_KERNEL_WAITS(qgemv_mma_b4_r16_f16_tiled, qgemv_mma, half, 4, half, 16, true, 1, false)
-MTLINV_KERNEL_WAITS(qgemv_mma_b4_r8_bf16_tiled, qgemv_mma, bfloat, 4, bfloat, 8, true, 1, false)
-MTLINV_KERNEL_WAITS(qgemv_mma_b4_r16_bf16_tiled, qgemv_mma, bfloat, 4, bfloat, 16, true, 1, false)
-MTLINV_KERNEL_WAITS(qgemv_mma_b8_r8_f16_tiled, qgemv_mma, half, 8, half, 8, true, 1, false)
-MTLINV_KERNEL_WAITS(qgemv_mma_b8_r16_f16_tiled, qgemv_mma, half, 8, half, 16, true, 1, false)
-MTLINV_KERNEL_WAITS(qgemv_mma_b8_r8_bf16_tiled, qgemv_mma, bfloat, 8, bfloat, 8, true, 1, false)
-MTLINV_KERNEL_WAITS(qgemv_mma_b8_r16_bf16_tiled, qgemv_mma, bfloat, 8, bfloat, 16, true, 1, false)
-MTLINV_KERNEL_WAITS(qgemv_mma_b4_r8_f16_sf32_tiled, qgemv_mma, half, 4, float, 8, true, 1, false)
-MTLINV_KERNEL_WAITS(qgemv_mma_b4_r16_f16_sf32_tiled, qgemv_mma, half, 4, float, 16, true, 1, false)
-MTLINV_KERNEL_WAITS(qgemv_mma_b4_r8_bf16_sf32_tiled, qgemv_mma, bfloat, 4, float, 8, true, 1, false)
-MTLINV_KERNEL_WAITS(qgemv_mma_b4_r16_bf16_sf32_tiled, qgemv_mma, bfloat, 4, float, 16, true, 1, false)
-MTLINV_KERNEL_WAITS(qgemv_mma_b8_r8_f16_sf32_tiled, qgemv_mma, half, 8, float, 8, true, 1, false)
-MTLINV_KERNEL_WAITS(qgemv_mma_b8_r16_f16_sf32_tiled, qgemv_mma, half, 8, float, 16, true, 1, false)
-MTLINV_KERNEL_WAITS(qgemv_mma_b8_r8_bf16_sf32_tiled, qgemv_mma, bfloat, 8, float, 8, true, 1, false)
-MTLINV_KERNEL_WAITS(qgemv_mma_b8_r16_bf16_sf32_tiled, qgemv_mma, bfloat, 8, float, 16, true, 1, false)
+MTLINV_KERNEL_WAITS(qgemv_mma_b4_r8_f16_tiled, qgemv_mma, half, 4, half, 8, 1, true, 1, false)
+MTLINV_KERNEL_WAITS(qgemv_mma_b4_r16_f16_tiled, qgemv_mma, half, 4, half, 16, 1, true, 1, false)
+MTLINV_KERNEL_WAITS(qgemv_mma_b4_r8_bf16_tiled, qgemv_mma, bfloat, 4, bfloat, 8, 1, true, 1, false)
+MTLINV_KERNEL_WAITS(qgemv_mma_b4_r16_bf16_tiled, qgemv_mma, bfloat, 4, bfloat, 16, 1, true, 1, false)
+MTLINV_KERNEL_WAITS(qgemv_mma_b8_r8_f16_tiled, qgemv_mma, half, 8, half, 8, 1, true, 1, false)
+MTLINV_KERNEL_WAITS(qgemv_mma_b8_r16_f16_tiled, qgemv_mma, half, 8, half, 16, 1, true, 1, false)
+MTLINV_KERNEL_WAITS(qgemv_mma_b8_r8_bf16_tiled, qgemv_mma, bfloat, 8, bfloat, 8, 1, true, 1, false)
+MTLINV_KERNEL_WAITS(qgemv_mma_b8_r16_bf16_tiled, qgemv_mma, bfloat, 8, bfloat, 16, 1, true, 1, false)
+MTLINV_KERNEL_WAITS(qgemv_mma_b4_r16_c2_f16_tiled, qgemv_mma, half, 4, half, 16, 2, true, 1, false)
+MTLINV_KERNEL_WAITS(qgemv_mma_b4_r16_c2_bf16_tiled, qgemv_mma, bfloat, 4, bfloat, 16, 2, true, 1, false)
+MTLINV_KERNEL_WAITS(qgemv_mma_b4_r8_f16_sf32_tiled, qgemv_mma, half, 4, float, 8, 1, true, 1, false)
+MTLINV_KERNEL_WAITS(qgemv_mma_b4_r16_f16_sf32_tiled, qgemv_mma, half, 4, float, 16, 1, true, 1, false)
+MTLINV_KERNEL_WAITS(qgemv_mma_b4_r8_bf16_sf32_tiled, qgemv_mma, bfloat, 4, float, 8, 1, true, 1, false)
+MTLINV_KERNEL_WAITS(qgemv_mma_b4_r16_bf16_sf32_tiled, qgemv_mma, bfloat, 4, float, 16, 1, true, 1, false)
+MTLINV_KERNEL_WAITS(qgemv_mma_b8_r8_f16_sf32_tiled, qgemv_mma, half, 8, float, 8, 1, true, 1, false)
+MTLINV_KERNEL_WAITS(qgemv_mma_b8_r16_f16_sf32_tiled, qgemv_mma, half, 8, float, 16, 1, true, 1, false)
+MTLINV_KERNEL_WAITS(qgemv_mma_b8_r8_bf16_sf32_tiled, qgemv_mma, bfloat, 8, float, 8, 1, true, 1, false)
+MTLINV_KERNEL_WAITS(qgemv_mma_b8_r16_bf16_sf32_tiled, qgemv_mma, bfloat, 8, float, 16, 1, true, 1, false)
 
 // Group size 16, at 8 bits (GGUF's Q6_K, as for qgemv), in both layouts.
-MTLINV_KERNEL_WAITS(qgemv_mma_b8_r8_f16_g16, qgemv_mma, half, 8, half, 8, false, 2, false)
-MTLINV_KERNEL_WAITS(qgemv_mma_b8_r16_f16_g16, qgemv_mma, half, 8, half, 16, false, 2, false)
-MTLINV_KERNEL_WAITS(qgemv_mma_b8_r8_bf16_g16, qgemv_mma, bfloat, 8, bfloat, 8, false, 2, false)
-MTLINV_KERNEL_WAITS(qgemv_mma_b8_r16_bf16_g16, qgemv_mma, bfloat, 8, bfloat, 16, false, 2, false)
-MTLINV_KERNEL_WAITS(qgemv_mma_b8_r8_f16_sf32_g16, qgemv_mma, half, 8, float, 8, false, 2, false)
-MTLINV_KERNEL_WAITS(qgemv_mma_b8_r16_f16_sf32_g16, qgemv_mma, half, 8, float, 16, false, 2, false)
-MTLINV_KERNEL_WAITS(qgemv_mma_b8_r8_bf16_sf32_g16, qgemv_mma, bfloat, 8, float, 8, false, 2, false)
-MTLINV_KERNEL_WAITS(qgemv_mma_b8_r16_bf16_sf32_g16, qgemv_mma, bfloat, 8, float, 16, false, 2, false)
-MTLINV_KERNEL_WAITS(qgemv_mma_b8_r8_f16_g16_tiled, qgemv_mma, half, 8, half, 8, true, 2, false)
-MTLINV_KERNEL_WAITS(qgemv_mma_b8_r16_f16_g16_tiled, qgemv_mma, half, 8, half, 16, true, 2, false)
-MTLINV_KERNEL_WAITS(qgemv_mma_b8_r8_bf16_g16_tiled, qgemv_mma, bfloat, 8, bfloat, 8, true, 2, false)
-MTLINV_KERNEL_WAITS(qgemv_mma_b8_r16_bf16_g16_tiled, qgemv_mma, bfloat, 8, bfloat, 16, true, 2, false)
-MTLINV_KERNEL_WAITS(qgemv_mma_b8_r8_f16_sf32_g16_tiled, qgemv_mma, half, 8, float, 8, true, 2, false)
-MTLINV_KERNEL_WAITS(qgemv_mma_b8_r16_f16_sf32_g16_tiled, qgemv_mma, half, 8, float, 16, true, 2, false)
-MTLINV_KERNEL_WAITS(qgemv_mma_b8_r8_bf16_sf32_g16_tiled, qgemv_mma, bfloat, 8, float, 8, true, 2, false)
-MTLINV_KERNEL_WAITS(qgemv_mma_b8_r16_bf16_sf32_g16_tiled, qgemv_mma, bfloat, 8, float, 16, true, 2, false)
+MTLINV_KERNEL_WAITS(qgemv_mma_b8_r8_f16_g16, qgemv_mma, half, 8, half, 8, 1, false, 2, false)
+MTLINV_KERNEL_WAITS(qgemv_mma_b8_r16_f16_g16, qgemv_mma, half, 8, half, 16, 1, false, 2, false)
+MTLINV_KERNEL_WAITS(qgemv_mma_b8_r8_bf16_g16, qgemv_mma, bfloat, 8, bfloat, 8, 1, false, 2, false)
+MTLINV_KERNEL_WAITS(qgemv_mma_b8_r16_bf16_g16, qgemv_mma, bfloat, 8, bfloat, 16, 1, false, 2, false)
+MTLINV_KERNEL_WAITS(qgemv_mma_b8_r8_f16_sf32_g16, qgemv_mma, half, 8, float, 8, 1, false, 2, false)
+MTLINV_KERNEL_WAITS(qgemv_mma_b8_r16_f16_sf32_g16, qgemv_mma, half, 8, float, 16, 1, false, 2, false)
+MTLINV_KERNEL_WAITS(qgemv_mma_b8_r8_bf16_sf32_g16, qgemv_mma, bfloat, 8, float, 8, 1, false, 2, false)
+MTLINV_KERNEL_WAITS(qgemv_mma_b8_r16_bf16_sf32_g16, qgemv_mma, bfloat, 8, float, 16, 1, false, 2, false)
+MTLINV_KERNEL_WAITS(qgemv_mma_b8_r8_f16_g16_tiled, qgemv_mma, half, 8, half, 8, 1, true, 2, false)
+MTLINV_KERNEL_WAITS(qgemv_mma_b8_r16_f16_g16_tiled, qgemv_mma, half, 8, half, 16, 1, true, 2, false)
+MTLINV_KERNEL_WAITS(qgemv_mma_b8_r8_bf16_g16_tiled, qgemv_mma, bfloat, 8, bfloat, 8, 1, true, 2, false)
+MTLINV_KERNEL_WAITS(qgemv_mma_b8_r16_bf16_g16_tiled, qgemv_mma, bfloat, 8, bfloat, 16, 1, true, 2, false)
+MTLINV_KERNEL_WAITS(qgemv_mma_b8_r8_f16_sf32_g16_tiled, qgemv_mma, half, 8, float, 8, 1, true, 2, false)
+MTLINV_KERNEL_WAITS(qgemv_mma_b8_r16_f16_sf32_g16_tiled, qgemv_mma, half, 8, float, 16, 1, true, 2, false)
+MTLINV_KERNEL_WAITS(qgemv_mma_b8_r8_bf16_sf32_g16_tiled, qgemv_mma, bfloat, 8, float, 8, 1, true, 2, false)
+MTLINV_KERNEL_WAITS(qgemv_mma_b8_r16_bf16_sf32_g16_tiled, qgemv_mma, bfloat, 8, float, 16, 1, true, 2, false)
 
 // The super-block form (as for qgemv): Q4_K and Q5_K at group size 32, Q6_K at 6 bits and group size 16, in both
 // layouts.
-MTLINV_KERNEL_WAITS(qgemv_mma_b4_r8_f16_si8, qgemv_mma, half, 4, char, 8, false, 1, false)
-MTLINV_KERNEL_WAITS(qgemv_mma_b4_r16_f16_si8, qgemv_mma, half, 4, char, 16, false, 1, false)
-MTLINV_KERNEL_WAITS(qgemv_mma_b4_r8_bf16_si8, qgemv_mma, bfloat, 4, char, 8, false, 1, false)
-MTLINV_KERNEL_WAITS(qgemv_mma_b4_r16_bf16_si8, qgemv_mma, bfloat, 4, char, 16, false, 1, false)
-MTLINV_KERNEL_WAITS(qgemv_mma_b5_r8_f16_si8, qgemv_mma, half, 5, char, 8, false, 1, false)
-MTLINV_KERNEL_WAITS(qgemv_mma_b5_r16_f16_si8, qgemv_mma, half, 5, char, 16, false, 1, false)
-MTLINV_KERNEL_WAITS(qgemv_mma_b5_r8_bf16_si8, qgemv_mma, bfloat, 5, char, 8, false, 1, false)
-MTLINV_KERNEL_WAITS(qgemv_mma_b5_r16_bf16_si8, qgemv_mma, bfloat, 5, char, 16, false, 1, false)
-MTLINV_KERNEL_WAITS(qgemv_mma_b6_r8_f16_si8_g16, qgemv_mma, half, 6, char, 8, false, 2, false)
-MTLINV_KERNEL_WAITS(qgemv_mma_b6_r16_f16_si8_g16, qgemv_mma, half, 6, char, 16, false, 2, false)
-MTLINV_KERNEL_WAITS(qgemv_mma_b6_r8_bf16_si8_g16, qgemv_mma, bfloat, 6, char, 8, false, 2, false)
-MTLINV_KERNEL_WAITS(qgemv_mma_b6_r16_bf16_si8_g16, qgemv_mma, bfloat, 6, char, 16, false, 2, false)
-MTLINV_KERNEL_WAITS(qgemv_mma_b4_r8_f16_si8_tiled, qgemv_mma, half, 4, char, 8, true, 1, false)
-MTLINV_KERNEL_WAITS(qgemv_mma_b4_r16_f16_si8_tiled, qgemv_mma, half, 4, char, 16, true, 1, false)
-MTLINV_KERNEL_WAITS(qgemv_mma_b4_r8_bf16_si8_tiled, qgemv_mma, bfloat, 4, char, 8, true, 1, false)
-MTLINV_KERNEL_WAITS(qgemv_mma_b4_r16_bf16_si8_tiled, qgemv_mma, bfloat, 4, char, 16, true, 1, false)
-MTLINV_KERNEL_WAITS(qgemv_mma_b5_r8_f16_si8_tiled, qgemv_mma, half, 5, char, 8, true, 1, false)
-MTLINV_KERNEL_WAITS(qgemv_mma_b5_r16_f16_si8_tiled, qgemv_mma, half, 5, char, 16, true, 1, false)
-MTLINV_KERNEL_WAITS(qgemv_mma_b5_r8_bf16_si8_tiled, qgemv_mma, bfloat, 5, char, 8, true, 1, false)
-MTLINV_KERNEL_WAITS(qgemv_mma_b5_r16_bf16_si8_tiled, qgemv_mma, bfloat, 5, char, 16, true, 1, false)
-MTLINV_KERNEL_WAITS(qgemv_mma_b6_r8_f16_si8_g16_tiled, qgemv_mma, half, 6, char, 8, true, 2, false)
-MTLINV_KERNEL_WAITS(qgemv_mma_b6_r16_f16_si8_g16_tiled, qgemv_mma, half, 6, char, 16, true, 2, false)
-MTLINV_KERNEL_WAITS(qgemv_mma_b6_r8_bf16_si8_g16_tiled, qgemv_mma, bfloat, 6, char, 8, true, 2, false)
-MTLINV_KERNEL_WAITS(qgemv_mma_b6_r16_bf16_si8_g16_tiled, qgemv_mma, bfloat, 6, char, 16, true, 2, false)
+MTLINV_KERNEL_WAITS(qgemv_mma_b4_r8_f16_si8, qgemv_mma, half, 4, char, 8, 1, false, 1, false)
+MTLINV_KERNEL_WAITS(qgemv_mma_b4_r16_f16_si8, qgemv_mma, half, 4, char, 16, 1, false, 1, false)
+MTLINV_KERNEL_WAITS(qgemv_mma_b4_r8_bf16_si8, qgemv_mma, bfloat, 4, char, 8, 1, false, 1, false)
+MTLINV_KERNEL_WAITS(qgemv_mma_b4_r16_bf16_si8, qgemv_mma, bfloat, 4, char, 16, 1, false, 1, false)
+MTLINV_KERNEL_WAITS(qgemv_mma_b5_r8_f16_si8, qgemv_mma, half, 5, char, 8, 1, false, 1, false)
+MTLINV_KERNEL_WAITS(qgemv_mma_b5_r16_f16_si8, qgemv_mma, half, 5, char, 16, 1, false, 1, false)
+MTLINV_KERNEL_WAITS(qgemv_mma_b5_r8_bf16_si8, qgemv_mma, bfloat, 5, char, 8, 1, false, 1, false)
+MTLINV_KERNEL_WAITS(qgemv_mma_b5_r16_bf16_si8, qgemv_mma, bfloat, 5, char, 16, 1, false, 1, false)
+MTLINV_KERNEL_WAITS(qgemv_mma_b6_r8_f16_si8_g16, qgemv_mma, half, 6, char, 8, 1, false, 2, false)
+MTLINV_KERNEL_WAITS(qgemv_mma_b6_r16_f16_si8_g16, qgemv_mma, half, 6, char, 16, 1, false, 2, false)
+MTLINV_KERNEL_WAITS(qgemv_mma_b6_r8_bf16_si8_g16, qgemv_mma, bfloat, 6, char, 8, 1, false, 2, false)
+MTLINV_KERNEL_WAITS(qgemv_mma_b6_r16_bf16_si8_g16, qgemv_mma, bfloat, 6, char, 16, 1, false, 2, false)
+MTLINV_KERNEL_WAITS(qgemv_mma_b4_r8_f16_si8_tiled, qgemv_mma, half, 4, char, 8, 1, true, 1, false)
+MTLINV_KERNEL_WAITS(qgemv_mma_b4_r16_f16_si8_tiled, qgemv_mma, half, 4, char, 16, 1, true, 1, false)
+MTLINV_KERNEL_WAITS(qgemv_mma_b4_r8_bf16_si8_tiled, qgemv_mma, bfloat, 4, char, 8, 1, true, 1, false)
+MTLINV_KERNEL_WAITS(qgemv_mma_b4_r16_bf16_si8_tiled, qgemv_mma, bfloat, 4, char, 16, 1, true, 1, false)
+MTLINV_KERNEL_WAITS(qgemv_mma_b5_r8_f16_si8_tiled, qgemv_mma, half, 5, char, 8, 1, true, 1, false)
+MTLINV_KERNEL_WAITS(qgemv_mma_b5_r16_f16_si8_tiled, qgemv_mma, half, 5, char, 16, 1, true, 1, false)
+MTLINV_KERNEL_WAITS(qgemv_mma_b5_r8_bf16_si8_tiled, qgemv_mma, bfloat, 5, char, 8, 1, true, 1, false)
+MTLINV_KERNEL_WAITS(qgemv_mma_b5_r16_bf16_si8_tiled, qgemv_mma, bfloat, 5, char, 16, 1, true, 1, false)
+MTLINV_KERNEL_WAITS(qgemv_mma_b6_r8_f16_si8_g16_tiled, qgemv_mma, half, 6, char, 8, 1, true, 2, false)
+MTLINV_KERNEL_WAITS(qgemv_mma_b6_r16_f16_si8_g16_tiled, qgemv_mma, half, 6, char, 16, 1, true, 2, false)
+MTLINV_KERNEL_WAITS(qgemv_mma_b6_r8_bf16_si8_g16_tiled, qgemv_mma, bfloat, 6, char, 8, 1, true, 2, false)
+MTLINV_KERNEL_WAITS(qgemv_mma_b6_r16_bf16_si8_g16_tiled, qgemv_mma, bfloat, 6, char, 16, 1, true, 2, false)
 
 // float16 scales and biases with bfloat16 x: GGUF's Q4_0, Q4_1, Q5_0, Q5_1 and Q8_0 at their blocks' own
 // float16 fields (mtlinv.gguf_blocks), in both layouts (tiled at 4 and 8 bits).
-MTLINV_KERNEL_WAITS(qgemv_mma_b4_r8_bf16_sf16, qgemv_mma, bfloat, 4, half, 8, false, 1, false)
-MTLINV_KERNEL_WAITS(qgemv_mma_b4_r16_bf16_sf16, qgemv_mma, bfloat, 4, half, 16, false, 1, false)
-MTLINV_KERNEL_WAITS(qgemv_mma_b5_r8_bf16_sf16, qgemv_mma, bfloat, 5, half, 8, false, 1, false)
-MTLINV_KERNEL_WAITS(qgemv_mma_b5_r16_bf16_sf16, qgemv_mma, bfloat, 5, half, 16, false, 1, false)
-MTLINV_KERNEL_WAITS(qgemv_mma_b8_r8_bf16_sf16, qgemv_mma, bfloat, 8, half, 8, false, 1, false)
-MTLINV_KERNEL_WAITS(qgemv_mma_b8_r16_bf16_sf16, qgemv_mma, bfloat, 8, half, 16, false, 1, false)
-MTLINV_KERNEL_WAITS(qgemv_mma_b4_r8_bf16_sf16_tiled, qgemv_mma, bfloat, 4, half, 8, true, 1, false)
-MTLINV_KERNEL_WAITS(qgemv_mma_b4_r16_bf16_sf16_tiled, qgemv_mma, bfloat, 4, half, 16, true, 1, false)
-MTLINV_KERNEL_WAITS(qgemv_mma_b8_r8_bf16_sf16_tiled, qgemv_mma, bfloat, 8, half, 8, true, 1, false)
-MTLINV_KERNEL_WAITS(qgemv_mma_b8_r16_bf16_sf16_tiled, qgemv_mma, bfloat, 8, half, 16, true, 1, false)
+MTLINV_KERNEL_WAITS(qgemv_mma_b4_r8_bf16_sf16, qgemv_mma, bfloat, 4, half, 8, 1, false, 1, false)
+MTLINV_KERNEL_WAITS(qgemv_mma_b4_r16_bf16_sf16, qgemv_mma, bfloat, 4, half, 16, 1, false, 1, false)
+MTLINV_KERNEL_WAITS(qgemv_mma_b5_r8_bf16_sf16, qgemv_mma, bfloat, 5, half, 8, 1, false, 1, false)
+MTLINV_KERNEL_WAITS(qgemv_mma_b5_r16_bf16_sf16, qgemv_mma, bfloat, 5, half, 16, 1, false, 1, false)
+MTLINV_KERNEL_WAITS(qgemv_mma_b8_r8_bf16_sf16, qgemv_mma, bfloat, 8, half, 8, 1, false, 1, false)
+MTLINV_KERNEL_WAITS(qgemv_mma_b8_r16_bf16_sf16, qgemv_mma, bfloat, 8, half, 16, 1, false, 1, false)
+MTLINV_KERNEL_WAITS(qgemv_mma_b4_r8_bf16_sf16_tiled, qgemv_mma, bfloat, 4, half, 8, 1, true, 1, false)
+MTLINV_KERNEL_WAITS(qgemv_mma_b4_r16_bf16_sf16_tiled, qgemv_mma, bfloat, 4, half, 16, 1, true, 1, false)
+MTLINV_KERNEL_WAITS(qgemv_mma_b8_r8_bf16_sf16_tiled, qgemv_mma, bfloat, 8, half, 8, 1, true, 1, false)
+MTLINV_KERNEL_WAITS(qgemv_mma_b8_r16_bf16_sf16_tiled, qgemv_mma, bfloat, 8, half, 16, 1, true, 1, false)
 
 // The 8-row tiled kernels as a decoder's projections run them, their first weights loaded before the wait for the
 // kernel ahead (EARLY; the op's constant_weights).
-MTLINV_KERNEL_WAITS(qgemv_mma_b4_r8_f16_tiled_early, qgemv_mma, half, 4, half, 8, true, 1, true)
-MTLINV_KERNEL_WAITS(qgemv_mma_b4_r8_bf16_tiled_early, qgemv_mma, bfloat, 4, bfloat, 8, true, 1, true)
-MTLINV_KERNEL_WAITS(qgemv_mma_b8_r8_f16_tiled_early, qgemv_mma, half, 8, half, 8, true, 1, true)
-MTLINV_KERNEL_WAITS(qgemv_mma_b8_r8_bf16_tiled_early, qgemv_mma, bfloat, 8, bfloat, 8, true, 1, true)
-MTLINV_KERNEL_WAITS(qgemv_mma_b4_r8_f16_sf32_tiled_early, qgemv_mma, half, 4, float, 8, true, 1, true)
-MTLINV_KERNEL_WAITS(qgemv_mma_b4_r8_bf16_sf32_tiled_early, qgemv_mma, bfloat, 4, float, 8, true, 1, true)
-MTLINV_KERNEL_WAITS(qgemv_mma_b8_r8_f16_sf32_tiled_early, qgemv_mma, half, 8, float, 8, true, 1, true)
-MTLINV_KERNEL_WAITS(qgemv_mma_b8_r8_bf16_sf32_tiled_early, qgemv_mma, bfloat, 8, float, 8, true, 1, true)
-MTLINV_KERNEL_WAITS(qgemv_mma_b8_r8_f16_g16_tiled_early, qgemv_mma, half, 8, half, 8, true, 2, true)
-MTLINV_KERNEL_WAITS(qgemv_mma_b8_r8_bf16_g16_tiled_early, qgemv_mma, bfloat, 8, bfloat, 8, true, 2, true)
-MTLINV_KERNEL_WAITS(qgemv_mma_b8_r8_f16_sf32_g16_tiled_early, qgemv_mma, half, 8, float, 8, true, 2, true)
-MTLINV_KERNEL_WAITS(qgemv_mma_b8_r8_bf16_sf32_g16_tiled_early, qgemv_mma, bfloat, 8, float, 8, true, 2, true)
-MTLINV_KERNEL_WAITS(qgemv_mma_b4_r8_f16_si8_tiled_early, qgemv_mma, half, 4, char, 8, true, 1, true)
-MTLINV_KERNEL_WAITS(qgemv_mma_b4_r8_bf16_si8_tiled_early, qgemv_mma, bfloat, 4, char, 8, true, 1, true)
-MTLINV_KERNEL_WAITS(qgemv_mma_b5_r8_f16_si8_tiled_early, qgemv_mma, half, 5, char, 8, true, 1, true)
-MTLINV_KERNEL_WAITS(qgemv_mma_b5_r8_bf16_si8_tiled_early, qgemv_mma, bfloat, 5, char, 8, true, 1, true)
-MTLINV_KERNEL_WAITS(qgemv_mma_b6_r8_f16_si8_g16_tiled_early, qgemv_mma, half, 6, char, 8, true, 2, true)
-MTLINV_KERNEL_WAITS(qgemv_mma_b6_r8_bf16_si8_g16_tiled_early, qgemv_mma, bfloat, 6, char, 8, true, 2, true)
-MTLINV_KERNEL_WAITS(qgemv_mma_b4_r8_bf16_sf16_tiled_early, qgemv_mma, bfloat, 4, half, 8, true, 1, true)
-MTLINV_KERNEL_WAITS(qgemv_mma_b8_r8_bf16_sf16_tiled_early, qgemv_mma, bfloat, 8, half, 8, true, 1, true)
+MTLINV_KERNEL_WAITS(qgemv_mma_b4_r8_f16_tiled_early, qgemv_mma, half, 4, half, 8, 1, true, 1, true)
+MTLINV_KERNEL_WAITS(qgemv_mma_b4_r8_bf16_tiled_early, qgemv_mma, bfloat, 4, bfloat, 8, 1, true, 1, true)
+MTLINV_KERNEL_WAITS(qgemv_mma_b8_r8_f16_tiled_early, qgemv_mma, half, 8, half, 8, 1, true, 1, true)
+MTLINV_KERNEL_WAITS(qgemv_mma_b8_r8_bf16_tiled_early, qgemv_mma, bfloat, 8, bfloat, 8, 1, true, 1, true)
+MTLINV_KERNEL_WAITS(qgemv_mma_b4_r8_f16_sf32_tiled_early, qgemv_mma, half, 4, float, 8, 1, true, 1, true)
+MTLINV_KERNEL_WAITS(qgemv_mma_b4_r8_bf16_sf32_tiled_early, qgemv_mma, bfloat, 4, float, 8, 1, true, 1, true)
+MTLINV_KERNEL_WAITS(qgemv_mma_b8_r8_f16_sf32_tiled_early, qgemv_mma, half, 8, float, 8, 1, true, 1, true)
+MTLINV_KERNEL_WAITS(qgemv_mma_b8_r8_bf16_sf32_tiled_early, qgemv_mma, bfloat, 8, float, 8, 1, true, 1, true)
+MTLINV_KERNEL_WAITS(qgemv_mma_b8_r8_f16_g16_tiled_early, qgemv_mma, half, 8, half, 8, 1, true, 2, true)
+MTLINV_KERNEL_WAITS(qgemv_mma_b8_r8_bf16_g16_tiled_early, qgemv_mma, bfloat, 8, bfloat, 8, 1, true, 2, true)
+MTLINV_KERNEL_WAITS(qgemv_mma_b8_r8_f16_sf32_g16_tiled_early, qgemv_mma, half, 8, float, 8, 1, true, 2, true)
+MTLINV_KERNEL_WAITS(qgemv_mma_b8_r8_bf16_sf32_g16_tiled_early, qgemv_mma, bfloat, 8, float, 8, 1, true, 2, true)
+MTLINV_KERNEL_WAITS(qgemv_mma_b4_r8_f16_si8_tiled_early, qgemv_mma, half, 4, char, 8, 1, true, 1, true)
+MTLINV_KERNEL_WAITS(qgemv_mma_b4_r8_bf16_si8_tiled_early, qgemv_mma, bfloat, 4, char, 8, 1, true, 1, true)
+MTLINV_KERNEL_WAITS(qgemv_mma_b5_r8_f16_si8_tiled_early, qgemv_mma, half, 5, char, 8, 1, true, 1, true)
+MTLINV_KERNEL_WAITS(qgemv_mma_b5_r8_bf16_si8_tiled_early, qgemv_mma, bfloat, 5, char, 8, 1, true, 1, true)
+MTLINV_KERNEL_WAITS(qgemv_mma_b6_r8_f16_si8_g16_tiled_early, qgemv_mma, half, 6, char, 8, 1, true, 2, true)
+MTLINV_KERNEL_WAITS(qgemv_mma_b6_r8_bf16_si8_g16_tiled_early, qgemv_mma, bfloat, 6, char, 8, 1, true, 2, true)
+MTLINV_KERNEL_WAITS(qgemv_mma_b4_r8_bf16_sf16_tiled_early, qgemv_mma, bfloat, 4, half, 8, 1, true, 1, true)
+MTLINV_KERNEL_WAITS(qgemv_mma_b8_r8_bf16_sf16_tiled_early, qgemv_mma, bfloat, 8, half, 8, 1, true, 1, true)

@@ -26,7 +26,7 @@ import embed_metal
 # Template arguments the table can encode, besides integers.
 TYPE_ARGS = {"float": "DType::f32", "half": "DType::f16", "bfloat": "DType::bf16", "char": "DType::i8"}
 BOOL_ARGS = {"true": "1", "false": "0"}
-MAX_ARGS = 7
+MAX_ARGS = 8
 
 
 class TableError(Exception):

@@ -97,6 +97,16 @@ namespace {
 // The kernels' RUN_GROUPS (metal/qgemv_run.h): the groups a run of 32 values spans.
 int run_groups(int group_size) { return group_size < static_cast<int>(QGEMV_RUN) ? 2 : 1; }
 
+// Output tiles per qgemv_mma threadgroup: two share each load of x in the 16-row tile of 4-bit weights in the tile
+// layout with scales of x's type, where the grid still gives every compute unit a threadgroup. One H100: 16 rows
+// 16-20% faster at 4096 x 14336 and 8192 x 8192, 2-4% slower at 4096 x 4096, whose 128 threadgroups would leave
+// cores idle (docs/decisions.md, "qgemv: two output tiles at 16 rows"). The bits are the same either way.
+uint32_t qgemv_mma_output_tiles(const QGemvShape& s, uint32_t rows, const DeviceCaps& caps) {
+  const bool built = s.tiled && rows == 16 && s.bits == 4 && s.scale_dtype == s.dtype &&
+                     run_groups(s.group_size) == 1;
+  return built && ceil_div(s.n, 2 * MMA_TILE_COLS) >= static_cast<int64_t>(caps.compute_units) ? 2 : 1;
+}
+
 }  // namespace
 
 void require_whole_runs(const char* op, int64_t k) {
@@ -170,9 +180,10 @@ Plan plan_qgemv(const QGemvShape& s, int limit, const DeviceCaps& caps) {
       // Constant weights in the tile layout, 8-row tile (a decoder's step and verification up to 8 rows): the
       // instance that loads its first weights before it waits for the kernel ahead. Same bits.
       const bool early = s.constant_weights && s.tiled && rows == 8;
-      launch.kernel = kernel_id(KernelFamily::qgemv_mma, s.dtype, s.bits, s.scale_dtype, rows, s.tiled,
+      const uint32_t tiles = qgemv_mma_output_tiles(s, rows, caps);
+      launch.kernel = kernel_id(KernelFamily::qgemv_mma, s.dtype, s.bits, s.scale_dtype, rows, tiles, s.tiled,
                                 run_groups(s.group_size), early);
-      launch.threadgroups = {ceil_div(s.n, MMA_TILE_COLS), ceil_div(s.rows, rows), 1};
+      launch.threadgroups = {ceil_div(s.n, MMA_TILE_COLS * tiles), ceil_div(s.rows, rows), 1};
       launch.threads_per_threadgroup = {32 * args.k_splits, 1, 1};
       planned = true;
     }
