@@ -1,7 +1,7 @@
 // Canonical quantized GEMV on the matrix units: y[m, n] = sum_k x[m, k] * W(n, k) (+ bias[n]) for 16-bit x (half or
 // bfloat) with W in the affine format of metal/quant.h, on targets whose plans say DeviceCaps::matrix_units (CUDA).
 // The output tile is gemv_nk_mma's (metal/mma_tile.h): 16 outputs, R = 8 or 16 rows of x, k_splits simdgroups; C = 2
-// such tiles per threadgroup share each load of x (4-bit, tile layout, 16 rows: there x's loads cost a fifth of the
+// such tiles per threadgroup share each load of x (4-bit, tile layout, 16 rows: there x's loads cost 17-28% of the
 // call; docs/decisions.md, "qgemv: two output tiles at 16 rows").
 // Each lane dequantises its share of the weights once, to x's type T, and hands them to simd_mma_16x8x32
 // (metal/mma.h), which applies them to all R rows.
@@ -15,12 +15,12 @@
 // a float64 product with the float32 weights.
 //
 // Layout: a step is 4 runs of 32 values (metal/qgemv_run.h), 128 K positions. Lane 4 g + t loads run 4 s + t of
-// weight rows n0 + g and n0 + g + 8 (16 bytes each at 4 bits: a row's four lanes read 64 contiguous bytes) and the
-// matching 32 values of row g of each group of 8 rows of x. Builtin call i of a step takes values [8 i, 8 i + 8) of
-// each lane's run, in the pair order of qgemv_code_pairs, x rearranged to match (qgemv_pair_order): the four lanes
-// of a row bring different runs and the pairs are not in K order, which the builtin does not mind, as long as A and
-// B agree on which K position each slot holds. Steps are dealt to the k_splits simdgroups in turn (simdgroup sg:
-// steps sg, sg + k_splits, ...).
+// weight rows g and g + 8 of each output tile (16 bytes each at 4 bits: a row's four lanes read 64 contiguous bytes)
+// and the matching 32 values of row g of each group of 8 rows of x. Builtin call i of a step takes values
+// [8 i, 8 i + 8) of each lane's run, in the pair order of qgemv_code_pairs, x rearranged to match
+// (qgemv_pair_order): the four lanes of a row bring different runs and the pairs are not in K order, which the
+// builtin does not mind, as long as A and B agree on which K position each slot holds. Steps are dealt to the k_splits
+// simdgroups in turn (simdgroup sg: steps sg, sg + k_splits, ...).
 //
 // The tile layout (the _tiled kernels; mtlinv.quant.tile makes it from MLX's): the rows of each tile of 16 weight
 // rows interleaved step by step, in the order this kernel reads them. wq [N/16, S, 16, 4 BITS] holds in block
@@ -33,8 +33,9 @@
 // Invariance (design.md §2): output (m, n) is acc <- mma(acc, call) over the simdgroup's steps and calls in order,
 // then the splits added in index order (mma_tile_store). Steps and splits depend on K and k_splits (from K, N and
 // the device), never on M; the builtin sums one (row, output) pair the same way in every position of its 8 rows
-// whatever the others hold. Rows past M repeat the last row, weight rows past N the last weight row (computed,
-// never stored); runs past K enter as zeros in both operands, so no branch sits around the builtin.
+// whatever the others hold. Rows past M repeat the last row, weight rows past N the last weight row (in the tile
+// layout, a tile past N the last tile; computed, never stored); runs past K enter as zeros in both operands, so no
+// branch sits around the builtin.
 #include "common.h"
 #include "qgemv_args.h"  // QGemvArgs, QGEMV_MMA_STEP (runs per step: one per lane of a weight row)
 #include "load.h"

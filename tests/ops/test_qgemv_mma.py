@@ -361,7 +361,7 @@ def test_constant_weights_must_be_a_bool():
 def test_constant_weights_routing(rows, tiled, constant, name, gpu_plans):
     """The op's constant_weights picks the _early instance in the tile layout at up to 8 rows, nowhere else; without
     it (the default) the plain one."""
-    shape = dict(rows=rows, k=4096, n=4096, dtype="bfloat16", limit=16, tiled=tiled)
+    shape = dict(rows=rows, k=4096, n=8192, dtype="bfloat16", limit=16, tiled=tiled)  # 9 rows: two output tiles
     assert mtlinv._native.plan_qgemv(**shape, constant_weights=constant)["launches"][0]["kernel"] == name
     assert not mtlinv._native.plan_qgemv(**shape)["launches"][0]["kernel"].endswith("_early")
 

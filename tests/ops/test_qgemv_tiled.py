@@ -66,23 +66,23 @@ def test_tiles_give_the_bits_of_rows(bits, group_size, k, n, scales, dtype, gpu_
 @pytest.mark.parametrize("dtype", MMA_DTYPES, ids=MMA_IDS)
 def test_two_output_tiles_give_the_bits_of_rows(dtype, gpu_plans, rng):
     """The 16-row tile of 4-bit weights takes two output tiles per threadgroup where N / 32 threadgroups still give
-    every core one (the emulator's GPU plans count 128; an H100 132): the row layout's bits at every M of 9..16 and
-    past 16, each row the row alone. N / 16 is odd, so the last threadgroup's second tile lies past N (computed,
-    never stored)."""
-    k, n = 256, 4240  # 265 tiles
+    every core one (the emulator's GPU plans count 128; an H100 132): the row layout's bits at M = 9 and 16 and past
+    16, each row the row alone. N / 16 is odd, so the last threadgroup's second tile lies past N (computed, never
+    stored); K has a partial last step (11 runs of 32)."""
+    k, n, group_size = 352, 4240, 32  # 265 tiles
     if mtlinv.device_info()["backend"] == "emu":
         name = MMA_IDS[MMA_DTYPES.index(dtype)]
-        assert kernel(16, k, n, 4, dtype, 16)["kernel"] == f"qgemv_mma_b4_r16_c2_{name}_tiled"
-        assert kernel(16, k, 1024, 4, dtype, 16)["kernel"] == f"qgemv_mma_b4_r16_{name}_tiled"  # 32 threadgroups
+        assert kernel(16, 256, n, 4, dtype, 16)["kernel"] == f"qgemv_mma_b4_r16_c2_{name}_tiled"  # (group 64)
+        assert kernel(16, 256, 1024, 4, dtype, 16)["kernel"] == f"qgemv_mma_b4_r16_{name}_tiled"  # 32 threadgroups
     mtlinv.set_limit(16)
-    q = quantized(n, k, 64, 4, np.dtype(dtype))
-    t = tiled(q, 64, 4)
+    q = quantized(n, k, group_size, 4, np.dtype(dtype))
+    t = tiled(q, group_size, 4)
     bias = random(rng, (n,), dtype)
     x = random(rng, (20, k), dtype)
-    singles = [run(x[r:r + 1], t, 64, 4, bias) for r in range(16)]
+    singles = [run(x[r:r + 1], t, group_size, 4, bias) for r in range(16)]
     for m in (9, 16, 20):  # 20: above the limit, the throughput split count
-        tiles = run(x[:m], t, 64, 4, bias)
-        rows = run(x[:m], q, 64, 4, bias)
+        tiles = run(x[:m], t, group_size, 4, bias)
+        rows = run(x[:m], q, group_size, 4, bias)
         assert same_bits(tiles, rows), f"M={m}: {first_difference(tiles, rows)}"
         for r in range(m if m <= 16 else 0):
             assert same_bits(tiles[r:r + 1], singles[r]), f"M={m} row {r}"
@@ -145,12 +145,13 @@ def test_layout(bits, group_size, k, scale_dtype):
 
 def test_plans(gpu_plans):
     """The tiled kernels at every M: tiles of 8 rows up to M = 8, of 16 above (at 4-bit, two output tiles a
-    threadgroup where N / 32 is at least the 128 cores of the emulator's GPU plans), several row tiles past 16."""
+    threadgroup where N / 32 threadgroups give every core one: 128 in the emulator's GPU plans, 132 on an H100),
+    several row tiles past 16."""
     for m, limit, want in ((1, 8, "qgemv_mma_b4_r8_bf16_tiled"), (9, 16, "qgemv_mma_b4_r16_c2_bf16_tiled"),
                            (100, 0, "qgemv_mma_b4_r16_c2_bf16_tiled")):
-        launch = kernel(m, 4096, 4096, 4, ml_dtypes.bfloat16, limit)
+        launch = kernel(m, 4096, 8192, 4, ml_dtypes.bfloat16, limit)
         assert launch["kernel"] == want
-        assert tuple(launch["threadgroups"][:2]) == (4096 // (16 if m <= 8 else 32), -(-m // (8 if m <= 8 else 16)))
+        assert tuple(launch["threadgroups"][:2]) == (8192 // (16 if m <= 8 else 32), -(-m // (8 if m <= 8 else 16)))
     assert kernel(1, 4096, 4096, 8, np.float16, 8, scale_dtype=np.float32)["kernel"] == "qgemv_mma_b8_r8_f16_sf32_tiled"
 
 

@@ -57,9 +57,9 @@ void require_whole_runs(const char* op, int64_t k);
 // qgemv_b{bits}_r{R}_{dtype}[_sf32|_sf16|_si8][_g16] with the tile height R from M (row_tiled.h). Above the limit,
 // up to 32 rows run the same kernels with another K split count where that changes the order, and other rows the
 // tiled qgemm_b{bits}_{dtype}[_sf32|_sf16|_si8]. Weights in the tile layout take
-// qgemv_mma_b{bits}_r{8,16}_{dtype}[_sf32|_sf16|_si8][_g16]_tiled at every M (the split count of the canonical or the
-// throughput path): the row layout's bits, read in whole blocks; they need 16-bit x, matrix units, bits 4 or 8 (or a
-// super-block format, int8 codes) and N a multiple of 16.
+// qgemv_mma_b{bits}_r{8,16}[_c2]_{dtype}[_sf32|_sf16|_si8][_g16]_tiled at every M (the split count of the canonical or
+// the throughput path; _c2: two output tiles a threadgroup, qgemv.cpp): the row layout's bits, read in whole blocks;
+// they need 16-bit x, matrix units, bits 4 or 8 (or a super-block format, int8 codes) and N a multiple of 16.
 // Expects a shape check_qgemv_operands accepted (the op validates once, at the boundary; K a multiple of the group
 // size).
 Plan plan_qgemv(const QGemvShape& s, int limit, const DeviceCaps& caps);
