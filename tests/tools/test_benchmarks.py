@@ -151,3 +151,17 @@ def test_gguf_formats_writes_its_record(tmp_path):
     assert rows["Q6_K", 1]["stand_in"] == "6-bit g64" and 8 * rows["Q6_K", 1]["stand_in_bytes"] / (256 * 32) == 6.5
     assert all(r["import"]["runs"] == 2 and r["stand_in_time"]["median"] > 0 for r in rows.values())
     assert "| Q6_K | 256 x 32 | 2 |" in (out / "bench_gguf_formats.md").read_text()
+
+
+@pytest.mark.parametrize("record", ["h200", "h100/latest"])
+def test_goal_tables_are_the_records(record):
+    """docs/results.md's goal tables are what benchmarks/goals.py makes of the committed records of that run, row for
+    row: a table edited by hand, or records replaced without the table, fail here."""
+    folder = BENCHMARKS / "results" / record
+    proc = run(sys.executable, str(BENCHMARKS / "goals.py"), str(folder / "bench_cuda.json"),
+               str(folder / "bench_decode_step.json"), str(folder / "bf16_scales" / "bench_decode_step.json"))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    rows = [line for line in proc.stdout.splitlines() if line.startswith("| ") and not line.startswith("| goal |")]
+    assert len(rows) == 10, proc.stdout
+    doc = (ROOT / "docs" / "results.md").read_text()
+    assert [row for row in rows if row not in doc] == []
