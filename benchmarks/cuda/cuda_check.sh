@@ -1,17 +1,18 @@
 #!/usr/bin/env bash
 # The whole CUDA check on a GPU machine, recorded in docs/results.md: build with MTLINV_CUDA=1, the
 # test suite on the CUDA backend, compute-sanitizer memcheck and racecheck over every kernel family
-# (tools/cuda_exercise.py), benchmarks/cuda/bench_cuda.py, benchmarks/bench_decode_step.py and
-# benchmarks/bench_gguf_formats.py (which needs the gguf package). Each step has a time limit and a log in $OUT; the
-# steps run in order of importance, so a cut-off run still returns the results that matter most. The emulator's
+# (tools/cuda_exercise.py), benchmarks/cuda/bench_cuda.py, benchmarks/bench_decode_step.py (float32 scales, then
+# bfloat16 scales into $OUT/bf16_scales), the goal table of those three records (benchmarks/goals.py, $OUT/goals.md)
+# and benchmarks/bench_gguf_formats.py (which needs the gguf package). Each step has a time limit and a log in $OUT;
+# the steps run in order of importance, so a cut-off run still returns the results that matter most. The emulator's
 # kernels, built beside the CUDA ones, only stand by there: they are compiled at -O1 (MTLINV_EMU_OPT), because at
 # -O3 the build ran past 240 s on that machine once qgemv had 88 instances. Copy prebuilt CUDA objects into
 # build/gen (tools/build_cuda.py) to skip nvcc. LIMIT_<step>=seconds overrides a step's limit.
 #
 #   OUT=/tmp/cuda-run bash benchmarks/cuda/cuda_check.sh [steps...]
-#       steps: build tests bench decode gguf memcheck racecheck (the default: all, in that order)
+#       steps: build tests bench decode decode_bf16 goals gguf memcheck racecheck (the default: all, in that order)
 set -u
-case ${1:-} in -h|--help) sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;; esac
+case ${1:-} in -h|--help) sed -n '2,/^set -u$/p' "$0" | grep '^#' | sed 's/^# \{0,1\}//'; exit 0 ;; esac
 OUT=${OUT:-$PWD/cuda-run}
 mkdir -p "$OUT"
 # The build is in place (setup.py build_ext --inplace): scripts under benchmarks/ and tools/ import mtlinv from here.
@@ -43,6 +44,10 @@ run() {
              $(python3 -c "import xdist" 2>/dev/null && echo "-n 8") tests ;;
     bench) step bench 200 python3 benchmarks/cuda/bench_cuda.py --out "$OUT" ${BENCH_ARGS:-} ;;
     decode) step decode 200 python3 benchmarks/bench_decode_step.py --out "$OUT" ${DECODE_ARGS:-} ;;
+    decode_bf16) step decode_bf16 100 python3 benchmarks/bench_decode_step.py --scales bfloat16 --no-torch --tokens 0 \
+                   --out "$OUT/bf16_scales" ;;
+    goals) step goals 30 python3 benchmarks/goals.py "$OUT/bench_cuda.json" "$OUT/bench_decode_step.json" \
+             "$OUT/bf16_scales/bench_decode_step.json" && cp "$OUT/goals.log" "$OUT/goals.md" ;;
     gguf) step gguf 150 python3 benchmarks/bench_gguf_formats.py --out "$OUT" ${GGUF_ARGS:-} ;;
     memcheck) step memcheck 80 "$SANITIZER" --tool memcheck --error-exitcode 9 python3 tools/cuda_exercise.py ;;
     racecheck) step racecheck 100 "$SANITIZER" --tool racecheck --racecheck-report all --error-exitcode 9 \
@@ -58,7 +63,7 @@ if [ -x /usr/bin/g++ ]; then
 fi
 echo "compiler: ${CXX:-the default of this Python}"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv,noheader
-for s in "${@:-build tests bench decode gguf memcheck racecheck}"; do
+for s in "${@:-build tests bench decode decode_bf16 goals gguf memcheck racecheck}"; do
   for t in $s; do
     run "$t" || { [ "$t" = build ] && exit 1; }
   done
