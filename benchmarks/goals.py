@@ -2,7 +2,8 @@
 """The GPU speed goals, measured: each goal of docs/results.md's goal tables with the values one run's JSON gives
 and whether they meet it. Reads what `benchmarks/cuda/bench_cuda.py --out DIR` and `benchmarks/bench_decode_step.py
 --out DIR` wrote (the step with float32 scales, the default, and optionally again with `--scales bfloat16`); prints
-a Markdown table. Reads JSON only: runs anywhere, on any machine's results.
+a Markdown table. A goal whose timings the records lack (a `--quick` or `--only` run, a cut-off one) gets a row that
+says what is missing. Reads JSON only: runs anywhere, on any machine's results.
 
     python3 benchmarks/goals.py DIR/bench_cuda.json DIR/bench_decode_step.json [BF16DIR/bench_decode_step.json]
 """
@@ -12,15 +13,17 @@ import argparse
 import json
 from pathlib import Path
 
-LARGE = ((4096, 14336), (8192, 8192))  # (K, N): the shapes of the goals "at the two larger shapes"
+QGEMV_SHAPES = ((4096, 4096), (4096, 14336), (8192, 8192))  # (K, N), bench_cuda.py's
+LARGE = QGEMV_SHAPES[1:]  # the shapes of the goals "at the two larger shapes"
+KEYS = (1024, 4096, 16384, 65536)  # bench_cuda.py's key counts
+
+
+class Missing(Exception):
+    """A timing a goal needs is not in the records."""
 
 
 def shape_name(k, n):
     return f"{k}²" if k == n else f"{k} x {n}"
-
-
-def median(entry, key="canonical"):
-    return entry[key]["median"]
 
 
 class Bench:
@@ -32,25 +35,27 @@ class Bench:
         for r in data["results"]:
             shape = (r["keys"],) if r["op"] == "sdpa" else (r["k"], r["n"])
             self.by[r["op"], shape, r.get("q_len", r.get("m"))] = r
-        self.shapes = {op: sorted({s for o, s, _ in self.by if o == op}) for op in ("gemv", "qgemv", "sdpa")}
 
-    def get(self, op, shape, m):
-        return self.by[op, shape, m]
+    def median(self, op, shape, m, key="canonical"):
+        entry = self.by.get((op, shape, m), {}).get(key)
+        if not entry:
+            where, units = (f"{shape[0]} keys", ("query", "queries")) if op == "sdpa" else \
+                (shape_name(*shape), ("row", "rows"))
+            raise Missing(f"{op} {where} at {m} {units[m > 1]}{'' if key == 'canonical' else ', ' + key}")
+        return entry["median"]
 
     def ratio(self, op, shape, m, over=1):
-        return median(self.get(op, shape, m)) / median(self.get(op, shape, over))
+        return self.median(op, shape, m) / self.median(op, shape, over)
 
     def of_copy(self, op, shape, m=1):
-        r = self.get(op, shape, m)
-        return r["canonical_bytes"] / median(r) / self.copy
+        t = self.median(op, shape, m)
+        return self.by[op, shape, m]["canonical_bytes"] / t / self.copy
 
     def of_floor(self, op, shape, m=1):
-        r = self.get(op, shape, m)
-        return median(r, "read_floor") / median(r)
+        return self.median(op, shape, m, "read_floor") / self.median(op, shape, m)
 
     def vs_peer(self, op, shape, m):
-        r = self.get(op, shape, m)
-        return median(r) / median(r, "peer") if r.get("peer") else None
+        return self.median(op, shape, m) / self.median(op, shape, m, "peer")
 
 
 def listing(values, fmt):
@@ -62,66 +67,118 @@ def span(values):
     return f"{lo:.2f}" if f"{lo:.2f}" == f"{hi:.2f}" else f"{lo:.2f}-{hi:.2f}"
 
 
-def kernel_goals(b: Bench):
-    """(goal, measured, met) rows of the kernel goals. A run without its peers (no CUDA torch there) has no row for
-    the goals that compare with them."""
-    q, g, s = b.shapes["qgemv"], b.shapes["gemv"], b.shapes["sdpa"]
-    peers = all(r.get("peer") for r in b.by.values())
-    names = listing([shape_name(*x) for x in q], "{}")
-    large = [x for x in LARGE if x in q]
-    floor = [b.of_floor("qgemv", x) for x in q]
-    yield ("qgemv 4-bit, one row, >= 95% of the one-call read floor", f"{listing(floor, '{:.0%}')} ({names})",
-           all(f >= 0.95 for f in floor))
-    copy = [b.of_copy("qgemv", x) for x in large]
-    yield ("qgemv 4-bit, one row, >= 85% of copy at the two larger shapes",
-           f"{listing(copy, '{:.0%}')} ({listing([shape_name(*x) for x in large], '{}')})", all(c >= 0.85 for c in copy))
-    r16, r8 = [b.ratio("qgemv", x, 16) for x in q], [b.ratio("qgemv", x, 8) for x in q]
-    yield ("qgemv 4-bit, 16 rows <= 1.3x one row", f"{listing(r16, '{:.2f}')} (8 rows: {span(r8)})",
-           all(r <= 1.3 for r in r16))
-    if peers:
-        peer = {m: [b.vs_peer("qgemv", x, m) for x in large] for m in (1, 8, 16)}
-        yield ("qgemv 4-bit <= 0.35x cuBLAS dense bf16 at the two larger shapes",
-               "; ".join(f"{listing(v, '{:.2f}')} at {m} row{'s' * (m > 1)}" for m, v in peer.items()),
-               all(v <= 0.35 for vs in peer.values() for v in vs))
-        parts, met = [], True
-        for x in g:
-            low = [b.vs_peer("gemv", x, m) for m in range(1, 9)]
-            high = [b.vs_peer("gemv", x, m) for m in range(9, 17)]
-            parts.append(f"{shape_name(*x)}: {span(low)} at 1-8 rows, {span(high)} at 9-16")
-            met &= max(low + high) <= 1.0
-        yield "gemv <= 1.0x cuBLAS at every M in 1..16", "; ".join(parts), met
-    verify = [b.ratio("sdpa", x, 8) for x in s]
-    keys = listing([f"{x[0] // 1024}K" for x in s], "{}")
-    yield "sdpa verify(8) / decode <= 1.3 at every length", f"{listing(verify, '{:.2f}')} at {keys}", \
-        all(v <= 1.3 for v in verify)
-    if (16384,) in s:
-        c = b.of_copy("sdpa", (16384,))
-        yield ("sdpa decode >= 75% of copy at 16K keys",
-               f"{c:.0%} ({b.of_floor('sdpa', (16384,)):.0%} of its one-call floor)", c >= 0.75)
-    if peers:
-        torch = [b.vs_peer("sdpa", x, 1) for x in s]
-        yield ("sdpa decode no slower than torch SDPA at any length", f"{listing(torch, '{:.2f}')}x torch's time",
-               all(t <= 1.0 for t in torch))
+SHAPES = listing([shape_name(*x) for x in QGEMV_SHAPES], "{}")
+LARGE_SHAPES = listing([shape_name(*x) for x in LARGE], "{}")
+KEY_NAMES = listing([f"{k // 1024}K" for k in KEYS], "{}")
 
 
-def step_goals(decodes):
-    """(goal, measured, met) rows of the decoding step's goals, one JSON per scale dtype (none: no rows)."""
-    if not decodes:
-        return
-    ones, verifies, met_floor, met_verify = [], [], True, True
+# Each goal: its wording, and a function of the records giving (measured, met).
+def qgemv_floor(b):
+    floor = [b.of_floor("qgemv", x) for x in QGEMV_SHAPES]
+    return f"{listing(floor, '{:.0%}')} ({SHAPES})", all(f >= 0.95 for f in floor)
+
+
+def qgemv_copy(b):
+    copy = [b.of_copy("qgemv", x) for x in LARGE]
+    return f"{listing(copy, '{:.0%}')} ({LARGE_SHAPES})", all(c >= 0.85 for c in copy)
+
+
+def qgemv_rows(b):
+    r16, r8 = [b.ratio("qgemv", x, 16) for x in QGEMV_SHAPES], [b.ratio("qgemv", x, 8) for x in QGEMV_SHAPES]
+    return f"{listing(r16, '{:.2f}')} (8 rows: {span(r8)})", all(r <= 1.3 for r in r16)
+
+
+def qgemv_cublas(b):
+    peer = {m: [b.vs_peer("qgemv", x, m) for x in LARGE] for m in (1, 8, 16)}
+    measured = "; ".join(f"{listing(v, '{:.2f}')} at {m} row{'s' * (m > 1)}" for m, v in peer.items())
+    return measured, all(v <= 0.35 for vs in peer.values() for v in vs)
+
+
+def gemv_cublas(b):
+    parts, worst = [], 0.0
+    for x in QGEMV_SHAPES:
+        low = [b.vs_peer("gemv", x, m) for m in range(1, 9)]
+        high = [b.vs_peer("gemv", x, m) for m in range(9, 17)]
+        parts.append(f"{shape_name(*x)}: {span(low)} at 1-8 rows, {span(high)} at 9-16")
+        worst = max(worst, *low, *high)
+    return "; ".join(parts), worst <= 1.0
+
+
+def sdpa_verify(b):
+    verify = [b.ratio("sdpa", (k,), 8) for k in KEYS]
+    return f"{listing(verify, '{:.2f}')} at {KEY_NAMES}", all(v <= 1.3 for v in verify)
+
+
+def sdpa_copy(b):
+    c = b.of_copy("sdpa", (16384,))
+    return f"{c:.0%} ({b.of_floor('sdpa', (16384,)):.0%} of its one-call floor)", c >= 0.75
+
+
+def sdpa_torch(b):
+    torch = [b.vs_peer("sdpa", (k,), 1) for k in KEYS]
+    return f"{listing(torch, '{:.2f}')}x torch's time", all(t <= 1.0 for t in torch)
+
+
+KERNEL_GOALS = (
+    ("qgemv 4-bit, one row, >= 95% of the one-call read floor", qgemv_floor),
+    ("qgemv 4-bit, one row, >= 85% of copy at the two larger shapes", qgemv_copy),
+    ("qgemv 4-bit, 16 rows <= 1.3x one row", qgemv_rows),
+    ("qgemv 4-bit <= 0.35x cuBLAS dense bf16 at the two larger shapes", qgemv_cublas),
+    ("gemv <= 1.0x cuBLAS at every M in 1..16", gemv_cublas),
+    ("sdpa verify(8) / decode <= 1.3 at every length", sdpa_verify),
+    ("sdpa decode >= 75% of copy at 16K keys", sdpa_copy),
+    ("sdpa decode no slower than torch SDPA at any length", sdpa_torch),
+)
+
+
+def mtlinv_steps(d):
+    steps = {s["rows"]: s for s in d["steps"] if s["impl"] == "mtlinv"}
+    if 1 not in steps:
+        raise Missing(f"the one-row step with {d['shape']['scales']} scales")
+    return steps
+
+
+def step_floor(decodes):
+    parts, met = [], True
     for d in decodes:
-        steps = {s["rows"]: s for s in d["steps"] if s["impl"] == "mtlinv"}
-        one = steps[1]
+        one = mtlinv_steps(d)[1]
         t, floor = one["time"]["median"], one["floor_s"]
-        ones.append(f"{d['shape']['scales']} scales {t * 1e3:.2f} ms, {floor / t:.0%} of {floor * 1e3:.2f} ms")
-        met_floor &= floor / t >= 0.70
-        ratios = {m: s["time"]["median"] / one["time"]["median"] for m, s in steps.items() if m > 1}
-        bits = all(s.get("row0_bits_equal_1_row") for s in steps.values() if s["rows"] > 1)
-        verifies.append(f"{d['shape']['scales']}: " + ", ".join(f"{m} rows {r:.2f}" for m, r in sorted(ratios.items()))
-                        + ("; row 0 bit-equal to the 1-row step" if bits else "; row 0 **differs**"))
-        met_verify &= ratios.get(5, float("inf")) <= 1.15 and bits
-    yield "the 8B decoding step >= 70% of its physical floor, one row", "; ".join(ones), met_floor
-    yield "verify(5) / decode <= 1.15, bits unchanged", "; ".join(verifies), met_verify
+        parts.append(f"{d['shape']['scales']} scales {t * 1e3:.2f} ms, {floor / t:.0%} of {floor * 1e3:.2f} ms")
+        met &= floor / t >= 0.70
+    return "; ".join(parts), met
+
+
+def step_verify(decodes):
+    parts, met = [], True
+    for d in decodes:
+        steps = mtlinv_steps(d)
+        if 5 not in steps:
+            raise Missing(f"the 5-row step with {d['shape']['scales']} scales")
+        ratios = {m: s["time"]["median"] / steps[1]["time"]["median"] for m, s in sorted(steps.items()) if m > 1}
+        bits = all(s.get("row0_bits_equal_1_row") for m, s in steps.items() if m > 1)
+        parts.append(f"{d['shape']['scales']}: " + ", ".join(f"{m} rows {r:.2f}" for m, r in ratios.items())
+                     + ("; row 0 bit-equal to the 1-row step" if bits else "; row 0 **differs**"))
+        met &= ratios[5] <= 1.15 and bits
+    return "; ".join(parts), met
+
+
+STEP_GOALS = (
+    ("the 8B decoding step >= 70% of its physical floor, one row", step_floor),
+    ("verify(5) / decode <= 1.15, bits unchanged", step_verify),
+)
+
+
+def rows(bench, decodes):
+    """(goal, measured, met) for every goal; met is None where the records lack what it needs."""
+    b = Bench(bench)
+    for goals, records in ((KERNEL_GOALS, b), (STEP_GOALS, decodes)):
+        for goal, measure in goals:
+            try:
+                if not records:
+                    raise Missing("no bench_decode_step.json given")
+                yield (goal, *measure(records))
+            except Missing as e:
+                yield goal, f"not measured: {e}", None
 
 
 def main(argv=None) -> int:
@@ -132,10 +189,16 @@ def main(argv=None) -> int:
     bench = json.loads(args.bench.read_text())
     decodes = [json.loads(p.read_text()) for p in args.decode]
     print(f"{bench['gpu']} at {bench['commit']}, {bench['date'][:10]}; copy {bench['copy_bytes_per_s'] / 1e9:.0f} GB/s "
-          f"(medians)\n")
-    print("| goal | measured (tile layout) | met? |\n|---|---|---|")
-    for goal, measured, met in [*kernel_goals(Bench(bench)), *step_goals(decodes)]:
-        print(f"| {goal} | {measured} | {'yes' if met else 'no'} |")
+          f"(medians)")
+    for d in decodes:
+        if d["device"]["name"] != bench["device"]["name"] or d["commit"] != bench["commit"]:
+            print(f"the {d['shape']['scales']}-scale step: {d['device']['name']} at {d['commit']}")
+        print(f"the {d['shape']['scales']}-scale step: {d['shape_label']}")
+    if bench.get("failed"):
+        print("bench_cuda.py reported a failure (a bit check or a section; its output says which)")
+    print("\n| goal | measured (tile layout) | met? |\n|---|---|---|")
+    for goal, measured, met in rows(bench, decodes):
+        print(f"| {goal} | {measured} | {'-' if met is None else 'yes' if met else 'no'} |")
     return 0
 
 

@@ -103,23 +103,26 @@ def qgemv(dtype, all_bits):
                 y = ops.qgemv(x, *tiles, group_size=group, bits=bits, constant_weights=True)
                 close(y, np.asarray(x, np.float64) @ w.T,
                       f"qgemv tiled early bits={bits} scales={np.dtype(scale_dtype)}")
-            if bits == 4:  # two output tiles a threadgroup (the _c2 instances): 16 rows where N / 32 fills the cores
+            if bits == 4:  # two output tiles a threadgroup (the _c2 instances): 9-16 rows where N / 32 fills the cores
                 two_tiles(dtype, k, group)
 
 
 def two_tiles(dtype, k, group):
-    """qgemv_mma's _c2 instances, which the plan takes at 16 rows of 4-bit tiled weights with scales of x's type
-    where N / 32 threadgroups give every core one: N / 16 odd, so the last threadgroup's second tile lies past N."""
+    """qgemv_mma's _c2 instances, which the plan takes for the 16-row tile (9-16 rows) of 4-bit tiled weights with
+    scales of x's type where N / 32 threadgroups give every core one: N / 16 odd, so the last threadgroup's second
+    tile lies past N; 9 rows fill the tile in part."""
     n = 32 * mtlinv.device_info()["threads"] + 16
-    plan = mtlinv._native.plan_qgemv(rows=16, k=k, n=n, group_size=group, bits=4, dtype=np.dtype(dtype).name,
-                                     scale_dtype=np.dtype(dtype).name, limit=16, tiled=True)
-    assert "_c2_" in plan["launches"][0]["kernel"], plan
     q = quant.quantize(rand((n, k), np.float32).astype(dtype), group, 4)
     w = quant.dequantize_float32(*q, group, 4).astype(np.float64)
-    x = rand((16, k), dtype)
-    with mtlinv.batch_invariant(16):
-        y = ops.qgemv(x, *quant.tile(*q, group, 4), group_size=group, bits=4)
-    close(y, np.asarray(x, np.float64) @ w.T, f"qgemv tiled two output tiles n={n}")
+    tiles = quant.tile(*q, group, 4)
+    for m in (9, 16):
+        plan = mtlinv._native.plan_qgemv(rows=m, k=k, n=n, group_size=group, bits=4, dtype=np.dtype(dtype).name,
+                                         scale_dtype=np.dtype(dtype).name, limit=16, tiled=True)
+        assert "_c2_" in plan["launches"][0]["kernel"], plan
+        x = rand((m, k), dtype)
+        with mtlinv.batch_invariant(16):
+            y = ops.qgemv(x, *tiles, group_size=group, bits=4)
+        close(y, np.asarray(x, np.float64) @ w.T, f"qgemv tiled two output tiles n={n} m={m}")
 
 
 def qgemv_super(dtype):

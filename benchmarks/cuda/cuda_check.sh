@@ -2,7 +2,7 @@
 # The whole CUDA check on a GPU machine, recorded in docs/results.md: build with MTLINV_CUDA=1, the
 # test suite on the CUDA backend, compute-sanitizer memcheck and racecheck over every kernel family
 # (tools/cuda_exercise.py), benchmarks/cuda/bench_cuda.py, benchmarks/bench_decode_step.py (float32 scales, then
-# bfloat16 scales into $OUT/bf16_scales), the goal table of those three records (benchmarks/goals.py, $OUT/goals.md)
+# bfloat16 scales into $OUT/bf16_scales), the goal table of those three records (benchmarks/goals.py, $OUT/goals.log)
 # and benchmarks/bench_gguf_formats.py (which needs the gguf package). Each step has a time limit and a log in $OUT;
 # the steps run in order of importance, so a cut-off run still returns the results that matter most. The emulator's
 # kernels, built beside the CUDA ones, only stand by there: they are compiled at -O1 (MTLINV_EMU_OPT), because at
@@ -39,7 +39,7 @@ run() {
                  "import mtlinv; i = mtlinv.device_info(); assert i['backend'] == 'cuda', i; print(i)"; } ;;
     # No registry there: PIP_NO_INDEX makes the model fixture's fetch fail at once (its tests skip). JAX would
     # reserve most of the GPU's memory in each of the 8 workers (out of memory at collection): it allocates on use.
-    tests) step tests 60 env PIP_NO_INDEX=1 XLA_PYTHON_CLIENT_PREALLOCATE=false \
+    tests) step tests 180 env PIP_NO_INDEX=1 XLA_PYTHON_CLIENT_PREALLOCATE=false \
              python3 -m pytest -q -rs -p no:cacheprovider --durations=5 -m "not slow" \
              $(python3 -c "import xdist" 2>/dev/null && echo "-n 8") tests ;;
     bench) step bench 200 python3 benchmarks/cuda/bench_cuda.py --out "$OUT" ${BENCH_ARGS:-} ;;
@@ -47,7 +47,7 @@ run() {
     decode_bf16) step decode_bf16 100 python3 benchmarks/bench_decode_step.py --scales bfloat16 --no-torch --tokens 0 \
                    --out "$OUT/bf16_scales" ;;
     goals) step goals 30 python3 benchmarks/goals.py "$OUT/bench_cuda.json" "$OUT/bench_decode_step.json" \
-             "$OUT/bf16_scales/bench_decode_step.json" && cp "$OUT/goals.log" "$OUT/goals.md" ;;
+             "$OUT/bf16_scales/bench_decode_step.json" ;;
     gguf) step gguf 150 python3 benchmarks/bench_gguf_formats.py --out "$OUT" ${GGUF_ARGS:-} ;;
     memcheck) step memcheck 80 "$SANITIZER" --tool memcheck --error-exitcode 9 python3 tools/cuda_exercise.py ;;
     racecheck) step racecheck 100 "$SANITIZER" --tool racecheck --racecheck-report all --error-exitcode 9 \

@@ -134,13 +134,11 @@ def test_mixed_projection_takes_the_smaller_group(monkeypatch):
     bits, each Q4_K code widened and its scale and bias codes repeated over two groups, whose weights are gguf's
     dequantisation of all three, bit for bit. Loaded in the row layout on every device (a device with matrix units
     would tile it, the same weights in another order: test_tiled_kquant_projections_give_the_row_layouts_logits)."""
-    from mtlinv.model import device_model
-
     model = fixture("Q4_K_M")
     parts = [model.layer(1, name) for name in ("attn_q", "attn_k", "attn_v")]
     assert [t.ggml_type for t in parts] == [QType.Q4_K, QType.Q4_K, QType.Q6_K]
     real_info = mtlinv.device_info
-    monkeypatch.setattr(device_model.mtlinv, "device_info", lambda: {**real_info(), "matrix_units": False})
+    monkeypatch.setattr(mtlinv, "device_info", lambda: {**real_info(), "matrix_units": False})
     linear = QuantLinear.from_gguf(*parts)
     assert (linear.bits, linear.group_size, linear.supers is not None) == (6, 16, True)
     wq, scales, biases, supers = (np.asarray(a) for a in (linear.wq, linear.scales, linear.biases, linear.supers))
