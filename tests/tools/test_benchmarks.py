@@ -164,7 +164,7 @@ def test_goal_tables_are_the_records(record):
     assert proc.returncode == 0, proc.stdout + proc.stderr
     table = proc.stdout[proc.stdout.index("| goal |"):]
     assert len(table.splitlines()) == 12 and "not measured" not in table, proc.stdout
-    doc = (ROOT / "docs" / "results.md").read_text()
+    doc = (ROOT / "docs" / "results.md").read_text(encoding="utf-8")
     heading = f"### The latest run: every table and plot in `benchmarks/results/{record}/`"
     section = doc[doc.index(heading):]
     section = section[:section.find("\n#", len(heading))]
