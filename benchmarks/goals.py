@@ -2,8 +2,9 @@
 """The GPU speed goals, measured: each goal of docs/results.md's goal tables with the values one run's JSON gives
 and whether they meet it. Reads what `benchmarks/cuda/bench_cuda.py --out DIR` and `benchmarks/bench_decode_step.py
 --out DIR` wrote (the step with float32 scales, the default, and optionally again with `--scales bfloat16`); prints
-a Markdown table. A goal whose timings the records lack (a `--quick` or `--only` run, a cut-off one) gets a row that
-says what is missing. Reads JSON only: runs anywhere, on any machine's results.
+a Markdown table over the shapes and key counts the run timed. A goal whose timings the records lack (a `--quick` or
+`--only` run, a cut-off one) gets a row that says what is missing. Reads JSON only: runs anywhere, on any machine's
+results.
 
     python3 benchmarks/goals.py DIR/bench_cuda.json DIR/bench_decode_step.json [BF16DIR/bench_decode_step.json]
 """
@@ -13,9 +14,6 @@ import argparse
 import json
 from pathlib import Path
 
-QGEMV_SHAPES = ((4096, 4096), (4096, 14336), (8192, 8192))  # (K, N), bench_cuda.py's
-LARGE = QGEMV_SHAPES[1:]  # the shapes of the goals "at the two larger shapes"
-KEYS = (1024, 4096, 16384, 65536)  # bench_cuda.py's key counts
 
 
 class Missing(Exception):
@@ -35,6 +33,10 @@ class Bench:
         for r in data["results"]:
             shape = (r["keys"],) if r["op"] == "sdpa" else (r["k"], r["n"])
             self.by[r["op"], shape, r.get("q_len", r.get("m"))] = r
+        # The shapes and key counts the run timed (bench_cuda.py's, fewer with --quick), smallest first.
+        self.shapes = sorted({s for op, s, _ in self.by if op != "sdpa"}, key=lambda s: (s[0] * s[1], s))
+        self.keys = sorted(s[0] for op, s, m in self.by if op == "sdpa" and m == 1)
+        self.large = self.shapes[-2:]  # the goals' "two larger shapes"
 
     def median(self, op, shape, m, key="canonical"):
         entry = self.by.get((op, shape, m), {}).get(key)
@@ -43,6 +45,12 @@ class Bench:
                 (shape_name(*shape), ("row", "rows"))
             raise Missing(f"{op} {where} at {m} {units[m > 1]}{'' if key == 'canonical' else ', ' + key}")
         return entry["median"]
+
+    def each(self, items):
+        """The shapes or key counts a goal runs over; none in the run is a missing timing."""
+        if not items:
+            raise Missing("no timings of this op in the run")
+        return items
 
     def ratio(self, op, shape, m, over=1):
         return self.median(op, shape, m) / self.median(op, shape, over)
@@ -62,41 +70,45 @@ def listing(values, fmt):
     return " / ".join(fmt.format(v) for v in values)
 
 
+def shape_names(shapes):
+    return listing([shape_name(*x) for x in shapes], "{}")
+
+
+def key_names(keys):
+    return listing([f"{k // 1024}K" for k in keys], "{}")
+
+
 def span(values):
     lo, hi = min(values), max(values)
     return f"{lo:.2f}" if f"{lo:.2f}" == f"{hi:.2f}" else f"{lo:.2f}-{hi:.2f}"
 
 
-SHAPES = listing([shape_name(*x) for x in QGEMV_SHAPES], "{}")
-LARGE_SHAPES = listing([shape_name(*x) for x in LARGE], "{}")
-KEY_NAMES = listing([f"{k // 1024}K" for k in KEYS], "{}")
-
-
 # Each goal: its wording, and a function of the records giving (measured, met).
 def qgemv_floor(b):
-    floor = [b.of_floor("qgemv", x) for x in QGEMV_SHAPES]
-    return f"{listing(floor, '{:.0%}')} ({SHAPES})", all(f >= 0.95 for f in floor)
+    floor = [b.of_floor("qgemv", x) for x in b.each(b.shapes)]
+    return f"{listing(floor, '{:.0%}')} ({shape_names(b.shapes)})", all(f >= 0.95 for f in floor)
 
 
 def qgemv_copy(b):
-    copy = [b.of_copy("qgemv", x) for x in LARGE]
-    return f"{listing(copy, '{:.0%}')} ({LARGE_SHAPES})", all(c >= 0.85 for c in copy)
+    copy = [b.of_copy("qgemv", x) for x in b.each(b.large)]
+    return f"{listing(copy, '{:.0%}')} ({shape_names(b.large)})", all(c >= 0.85 for c in copy)
 
 
 def qgemv_rows(b):
-    r16, r8 = [b.ratio("qgemv", x, 16) for x in QGEMV_SHAPES], [b.ratio("qgemv", x, 8) for x in QGEMV_SHAPES]
+    shapes = b.each(b.shapes)
+    r16, r8 = [b.ratio("qgemv", x, 16) for x in shapes], [b.ratio("qgemv", x, 8) for x in shapes]
     return f"{listing(r16, '{:.2f}')} (8 rows: {span(r8)})", all(r <= 1.3 for r in r16)
 
 
 def qgemv_cublas(b):
-    peer = {m: [b.vs_peer("qgemv", x, m) for x in LARGE] for m in (1, 8, 16)}
+    peer = {m: [b.vs_peer("qgemv", x, m) for x in b.each(b.large)] for m in (1, 8, 16)}
     measured = "; ".join(f"{listing(v, '{:.2f}')} at {m} row{'s' * (m > 1)}" for m, v in peer.items())
     return measured, all(v <= 0.35 for vs in peer.values() for v in vs)
 
 
 def gemv_cublas(b):
     parts, worst = [], 0.0
-    for x in QGEMV_SHAPES:
+    for x in b.each(b.shapes):
         low = [b.vs_peer("gemv", x, m) for m in range(1, 9)]
         high = [b.vs_peer("gemv", x, m) for m in range(9, 17)]
         parts.append(f"{shape_name(*x)}: {span(low)} at 1-8 rows, {span(high)} at 9-16")
@@ -105,8 +117,8 @@ def gemv_cublas(b):
 
 
 def sdpa_verify(b):
-    verify = [b.ratio("sdpa", (k,), 8) for k in KEYS]
-    return f"{listing(verify, '{:.2f}')} at {KEY_NAMES}", all(v <= 1.3 for v in verify)
+    verify = [b.ratio("sdpa", (k,), 8) for k in b.each(b.keys)]
+    return f"{listing(verify, '{:.2f}')} at {key_names(b.keys)}", all(v <= 1.3 for v in verify)
 
 
 def sdpa_copy(b):
@@ -115,7 +127,7 @@ def sdpa_copy(b):
 
 
 def sdpa_torch(b):
-    torch = [b.vs_peer("sdpa", (k,), 1) for k in KEYS]
+    torch = [b.vs_peer("sdpa", (k,), 1) for k in b.each(b.keys)]
     return f"{listing(torch, '{:.2f}')}x torch's time", all(t <= 1.0 for t in torch)
 
 
