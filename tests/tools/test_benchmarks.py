@@ -7,6 +7,7 @@ import importlib.util
 import json
 import os
 import pathlib
+import shutil
 import subprocess
 import sys
 
@@ -114,6 +115,27 @@ def test_without_out_nothing_is_written(tmp_path):
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "| mtlinv.Decoder | 1 |" in proc.stdout
     assert not list(tmp_path.iterdir())
+
+
+def test_step_ablation_patch_compiles(tmp_path):
+    """profiling/step_ablation.py drops kernels by patching a copy of the core's one dispatch path: the patch must
+    still apply to that file, once, and the patched file compile (the tool itself builds the whole copy, minutes)."""
+    compiler = shutil.which("c++")
+    if compiler is None:
+        pytest.skip("no host C++ compiler")
+    sys.path.insert(0, str(BENCHMARKS / "profiling"))
+    try:
+        import step_ablation
+    finally:
+        sys.path.pop(0)
+    source = tmp_path / "grid_pieces.cpp"
+    source.write_text(step_ablation.patched((ROOT / step_ablation.PATCHED_FILE).read_text()))
+    assert "MTLINV_DROP_KERNELS" in source.read_text()
+    proc = subprocess.run([compiler, "-std=c++17", "-fsyntax-only", "-Wall", "-Werror", "-iquote", "src/core",
+                           "-Iinclude", "-Isrc/emu", "-Imetal", str(source)], cwd=ROOT, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    with pytest.raises(SystemExit, match="no longer holds"):
+        step_ablation.patched("void dispatch_in_pieces(Backend& backend, const Dispatch& d) {\n")
 
 
 def test_plots_from_a_record(tmp_path):
