@@ -89,11 +89,14 @@ def build(tree: pathlib.Path, logs: pathlib.Path) -> None:
 def run_step(tree: pathlib.Path, group: str, step_args: list[str], out: pathlib.Path, commit: str | None) -> dict:
     """bench_decode_step.py in the copy with `group` dropped: {rows: median seconds} (GPU span where timed). The
     copy has no git: its records name the source tree's commit."""
-    env = dict(os.environ, PYTHONPATH=str(tree), MTLINV_DROP_KERNELS=group, MTLINV_BENCH_COMMIT=commit or "")
+    env = dict(os.environ, PYTHONPATH=str(tree), MTLINV_DROP_KERNELS=group)
+    if commit:
+        env["MTLINV_BENCH_COMMIT"] = commit
     command = [sys.executable, str(tree / "benchmarks" / "bench_decode_step.py"), *step_args, "--out", str(out)]
-    proc = subprocess.run(command, cwd=tree, env=env, capture_output=True, text=True)
     record = out / "bench_decode_step.json"
-    if not record.exists():  # a dropped kernel makes row 0's bits differ: the record is still written
+    record.unlink(missing_ok=True)  # an earlier run's, in a reused --out
+    proc = subprocess.run(command, cwd=tree, env=env, capture_output=True, text=True)
+    if not record.exists():  # not the return code: where a dropped kernel leaves row 0's bits unequal it is 1
         raise SystemExit(f"step_ablation: the step without {group or 'nothing'} failed (rc {proc.returncode}):\n"
                          f"{proc.stdout[-2000:]}{proc.stderr[-2000:]}")
     steps = json.loads(record.read_text())["steps"]
@@ -120,6 +123,7 @@ def main(argv=None) -> int:
     ap.add_argument("--keep", action="store_true", help="keep the diagnostic copy (its path is printed)")
     args, step_args = ap.parse_known_args(argv)
     step_args = STEP_ARGS + step_args  # later arguments win in bench_decode_step.py's parser
+    out = args.out.resolve() if args.out else None  # the runs' working directory is the copy
     sys.path.insert(0, str(ROOT / "benchmarks"))
     import report  # noqa: E402  (imports mtlinv: after the arguments, so that --help works anywhere)
 
@@ -129,7 +133,7 @@ def main(argv=None) -> int:
         tree = work / "tree"
         copy_tree(tree)
         build(tree, work / "logs")
-        records = args.out if args.out else work / "runs"
+        records = out or work / "runs"
         runs = []
         for i, group in enumerate(["", *args.drop, ""]):
             ms = {rows: 1e3 * s for rows, s in run_step(tree, group, step_args, records / f"run{i}", commit).items()}
@@ -138,14 +142,14 @@ def main(argv=None) -> int:
                   flush=True)
         text = table(runs)
         print(text, end="")
-        if args.out:
-            args.out.mkdir(parents=True, exist_ok=True)
+        if out:
+            out.mkdir(parents=True, exist_ok=True)
             first = json.loads((records / "run0" / "bench_decode_step.json").read_text())
             record = {"benchmark": "step_ablation", "command": " ".join(["python3", *sys.argv]),
                       **{key: first[key] for key in ("commit", "date", "device", "shape_label")},
                       "step_args": step_args, "runs": runs}
-            (args.out / "step_ablation.json").write_text(json.dumps(record, indent=1) + "\n")
-            (args.out / "step_ablation.md").write_text(
+            (out / "step_ablation.json").write_text(json.dumps(record, indent=1) + "\n")
+            (out / "step_ablation.md").write_text(
                 f"`{record['command']}` at {record['commit']}, {record['date']}; {record['device']['name']}\n\n"
                 f"{record['shape_label']}; medians (min-max in each run's record, run0 .. run{len(runs) - 1})\n\n"
                 f"{text}")
