@@ -10,7 +10,8 @@
 # build/gen (tools/build_cuda.py) to skip nvcc. LIMIT_<step>=seconds overrides a step's limit.
 #
 #   OUT=/tmp/cuda-run bash benchmarks/cuda/cuda_check.sh [steps...]
-#       steps: build tests bench decode decode_bf16 goals gguf memcheck racecheck (the default: all, in that order)
+#       steps: build tests bench decode decode_bf16 goals gguf memcheck racecheck (the default: these, in that order),
+#       and ablation: what each kind of kernel costs inside the 8B step's graphs (step_ablation.py)
 set -u
 case ${1:-} in -h|--help) sed -n '2,/^set -u$/p' "$0" | grep '^#' | sed 's/^# \{0,1\}//'; exit 0 ;; esac
 OUT=${OUT:-$PWD/cuda-run}
@@ -49,6 +50,8 @@ run() {
     goals) step goals 30 python3 benchmarks/goals.py "$OUT/bench_cuda.json" "$OUT/bench_decode_step.json" \
              "$OUT/bf16_scales/bench_decode_step.json" ;;
     gguf) step gguf 150 python3 benchmarks/bench_gguf_formats.py --out "$OUT" ${GGUF_ARGS:-} ;;
+    # Not in the default list: a second build (a copy of the tree that drops kernels by name), then 8 steps.
+    ablation) step ablation 300 python3 benchmarks/profiling/step_ablation.py --scales bfloat16 --out "$OUT/ablation" ;;
     memcheck) step memcheck 80 "$SANITIZER" --tool memcheck --error-exitcode 9 python3 tools/cuda_exercise.py ;;
     racecheck) step racecheck 100 "$SANITIZER" --tool racecheck --racecheck-report all --error-exitcode 9 \
                  python3 tools/cuda_exercise.py ;;
