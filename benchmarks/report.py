@@ -14,8 +14,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import mtlinv
-
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -46,13 +44,23 @@ def commit() -> str | None:
     return head + ("-dirty" if dirty else "")
 
 
-def provenance(**extra) -> dict:
-    """Where a measurement comes from: the command, the commit, mtlinv's device and the host."""
+def command() -> str:
+    """The script's command line as run from the repository's root, shell-quoted."""
     argv = [os.path.relpath(sys.argv[0], REPO) if os.path.isabs(sys.argv[0]) else sys.argv[0], *sys.argv[1:]]
-    return {"command": "python3 " + shlex.join(argv), "commit": commit(),
+    return "python3 " + shlex.join(argv)
+
+
+def provenance(device: dict | None = None) -> dict:
+    """Where a measurement comes from: the command, the commit, the device and the host. The device is mtlinv's
+    (imported here, so that a script whose timings come from another process's build needs no build of its own),
+    unless the caller names the one its timings ran on."""
+    if device is None:
+        import mtlinv
+        device = mtlinv.device_info()
+    return {"command": command(), "commit": commit(),
             "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-            "device": mtlinv.device_info(), "host": {"machine": platform.machine(), "cpus": os.cpu_count(),
-                                                     "python": platform.python_version()}, **extra}
+            "device": device, "host": {"machine": platform.machine(), "cpus": os.cpu_count(),
+                                       "python": platform.python_version()}}
 
 
 def md_row(cells) -> str:
@@ -83,7 +91,7 @@ def write(out: Path | None, name: str, data: dict, markdown: str) -> list[Path]:
     if out is None:
         return []
     out.mkdir(parents=True, exist_ok=True)
-    data = {"benchmark": name, **provenance(), **data}
+    data = {"benchmark": name, **provenance(data.get("device")), **data}
     json_path = out / f"{name}.json"
     json_path.write_text(json.dumps(data, indent=1) + "\n")
     device = data["device"]

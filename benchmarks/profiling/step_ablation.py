@@ -24,24 +24,37 @@ import json
 import os
 import pathlib
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+sys.path.insert(0, str(ROOT / "tools"))
+import kernel_table  # noqa: E402  (tools/kernel_table.py: the kernels' names, from the MTLINV_KERNEL lines)
+import report  # noqa: E402
+
 GROUPS = ["qgemv_mma", "sdpa_mma,sdpa_combine", "add_rms_norm", "sdpa_combine", "qkv_to_heads,swiglu_halves",
           "add_rms_norm,qkv_to_heads,swiglu_halves,sdpa_combine"]
 STEP_ARGS = ["--no-torch", "--tokens", "0", "--rows", "1", "5", "--reps", "30"]
+NOT_COPIED = shutil.ignore_patterns(".git", "build", "*.so", "__pycache__", "*.egg-info")
 
 # The diagnostic: every dispatch of a plan passes through dispatch_in_pieces (src/core/grid_pieces.cpp), on every
-# backend. MTLINV_DROP_KERNELS names the prefixes to drop.
+# backend. MTLINV_DROP_KERNELS names the prefixes to drop, read once.
 PATCHED_FILE = "src/core/grid_pieces.cpp"
 ANCHOR = "void dispatch_in_pieces(Backend& backend, Dispatch d) {\n"
-DROP = """  if (const char* drop = std::getenv("MTLINV_DROP_KERNELS")) {  // step_ablation.py's diagnostic build only
-    const std::string name = kernel_name(d.kernel), list = std::string(drop) + ",";
-    for (size_t a = 0, b; (b = list.find(',', a)) != std::string::npos; a = b + 1) {
-      if (b > a && name.compare(0, b - a, list, a, b - a) == 0) return;
+DROP = """  static const std::vector<std::string> dropped = [] {  // step_ablation.py's diagnostic build only
+    std::vector<std::string> prefixes;
+    const std::string list = std::string(std::getenv("MTLINV_DROP_KERNELS") ? std::getenv("MTLINV_DROP_KERNELS") : "");
+    for (size_t a = 0, b; a < list.size(); a = b + 1) {
+      b = std::min(list.find(',', a), list.size());
+      if (b > a) prefixes.push_back(list.substr(a, b - a));
     }
+    return prefixes;
+  }();
+  for (const std::string& prefix : dropped) {
+    if (std::string(kernel_name(d.kernel)).compare(0, prefix.size(), prefix) == 0) return;
   }
 """
 
@@ -50,18 +63,30 @@ def patched(source: str) -> str:
     """The file with the drop inserted; refuses a source whose dispatch_in_pieces no longer reads as ANCHOR."""
     if source.count(ANCHOR) != 1:
         raise SystemExit(f"step_ablation: {PATCHED_FILE} no longer holds {ANCHOR.strip()!r} once: update DROP")
-    return "#include <cstdlib>\n#include <string>\n" + source.replace(ANCHOR, ANCHOR + DROP)
+    return "#include <cstdlib>\n#include <string>\n#include <vector>\n" + source.replace(ANCHOR, ANCHOR + DROP)
+
+
+def check_groups(groups: list[str]) -> None:
+    """Each prefix names at least one kernel: a typo would otherwise time the whole step as if the group cost 0."""
+    names = [name for name, _, _ in kernel_table.entries()]
+    for group in groups:
+        for prefix in group.split(","):
+            if not prefix or not any(name.startswith(prefix) for name in names):
+                raise SystemExit(f"step_ablation: --drop {group}: {prefix!r} begins no kernel's name "
+                                 f"(tools/kernel_table.py lists them)")
 
 
 def copy_tree(dest: pathlib.Path) -> None:
-    """The files git knows of (tracked, or untracked and not ignored), the prebuilt CUDA objects, and the patch."""
-    listed = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=ROOT, check=True,
-                            capture_output=True).stdout.decode().split("\0")
-    for name in filter(None, listed):
-        src = ROOT / name
-        if src.is_file():
-            (dest / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(src, dest / name)
+    """The source files (in a git checkout those git knows of, else the tree without build outputs), the prebuilt
+    CUDA objects, and the patch."""
+    listed = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=ROOT, capture_output=True)
+    if listed.returncode == 0:
+        for name in filter(None, listed.stdout.decode().split("\0")):
+            if (ROOT / name).is_file():
+                (dest / name).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(ROOT / name, dest / name)
+    else:
+        shutil.copytree(ROOT, dest, ignore=NOT_COPIED)
     objects = ROOT / "build" / "gen" / "cuda-obj"
     if objects.is_dir():
         shutil.copytree(objects, dest / "build" / "gen" / "cuda-obj")
@@ -83,79 +108,88 @@ def build(tree: pathlib.Path, logs: pathlib.Path) -> None:
         proc = subprocess.run(command, cwd=tree, env=dict(os.environ, OUT=str(logs)), stdout=out,
                               stderr=subprocess.STDOUT)
     if proc.returncode != 0:
-        raise SystemExit(f"step_ablation: the build failed (rc {proc.returncode}); see {logs}")
+        raise Failed(f"the build failed (rc {proc.returncode}); see {logs}")
+
+
+class Failed(Exception):
+    """A failure whose evidence (logs, records) lies in the work folder, which is then kept."""
 
 
 def run_step(tree: pathlib.Path, group: str, step_args: list[str], out: pathlib.Path, commit: str | None) -> dict:
-    """bench_decode_step.py in the copy with `group` dropped: {rows: median seconds} (GPU span where timed). The
-    copy has no git: its records name the source tree's commit."""
-    env = dict(os.environ, PYTHONPATH=str(tree), MTLINV_DROP_KERNELS=group)
+    """bench_decode_step.py in the copy with `group` dropped: {rows: median ms} (GPU span where timed). The copy
+    has no git: its records name the source tree's commit."""
+    env = {k: v for k, v in os.environ.items() if k != "MTLINV_DROP_KERNELS"}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(tree), os.environ.get("PYTHONPATH")]))
+    if group:
+        env["MTLINV_DROP_KERNELS"] = group
     if commit:
         env["MTLINV_BENCH_COMMIT"] = commit
     command = [sys.executable, str(tree / "benchmarks" / "bench_decode_step.py"), *step_args, "--out", str(out)]
     record = out / "bench_decode_step.json"
     record.unlink(missing_ok=True)  # an earlier run's, in a reused --out
     proc = subprocess.run(command, cwd=tree, env=env, capture_output=True, text=True)
-    if not record.exists():  # not the return code: where a dropped kernel leaves row 0's bits unequal it is 1
-        raise SystemExit(f"step_ablation: the step without {group or 'nothing'} failed (rc {proc.returncode}):\n"
-                         f"{proc.stdout[-2000:]}{proc.stderr[-2000:]}")
+    # The whole step must pass bench_decode_step's checks; without a kernel, row 0's bits may differ (rc 1).
+    if not record.exists() or (not group and proc.returncode != 0):
+        raise Failed(f"the step without {group or 'nothing'} failed (rc {proc.returncode}):\n"
+                     f"{proc.stdout[-2000:]}{proc.stderr[-2000:]}")
     steps = json.loads(record.read_text())["steps"]
-    return {s["rows"]: (s["gpu"] or s["time"])["median"] for s in steps if s["impl"] == "mtlinv"}
+    return {s["rows"]: 1e3 * (s["gpu"] or s["time"])["median"] for s in steps if s["impl"] == "mtlinv"}
 
 
 def table(runs: list[dict]) -> str:
     rows = sorted(runs[0]["ms"])
     whole = runs[0]["ms"]
-    head = " / ".join(str(r) for r in rows)
-    lines = [f"| kernels dropped | step ms at {head} rows | less than the whole step |", "|---|---:|---:|"]
+    lines = report.md_header(["kernels dropped", f"step ms at {' / '.join(map(str, rows))} rows",
+                              "less than the first whole step"])
     for run in runs:
-        ms = " / ".join(f"{run['ms'][r]:.2f}" for r in rows)
         less = "-" if not run["drop"] else " / ".join(f"{whole[r] - run['ms'][r]:.2f}" for r in rows)
-        lines.append(f"| {run['drop'] or 'none'} | {ms} | {less} |")
+        lines.append(report.md_row([run["drop"] or "none", " / ".join(f"{run['ms'][r]:.2f}" for r in rows), less]))
     return "\n".join(lines) + "\n"
 
 
+def measure(work: pathlib.Path, args, step_args: list[str], out: pathlib.Path | None) -> None:
+    tree = work / "tree"
+    copy_tree(tree)
+    build(tree, work / "logs")
+    records = out or work / "runs"
+    runs = []
+    for i, group in enumerate(["", *args.drop, ""]):
+        ms = run_step(tree, group, step_args, records / f"run{i}", report.commit())
+        runs.append({"drop": group, "ms": ms})
+        print(f"dropped {group or 'none'}: " + ", ".join(f"{r} rows {m:.2f} ms" for r, m in sorted(ms.items())),
+              flush=True)
+    text = table(runs)
+    print(text, end="")
+    first = json.loads((records / "run0" / "bench_decode_step.json").read_text())
+    report.write(out, "step_ablation", {"device": first["device"], "shape_label": first["shape_label"],
+                                        "step_args": step_args, "runs": runs},
+                 f"{first['shape_label']}; medians (min-max in each run's record, run0 .. run{len(runs) - 1})\n\n"
+                 f"{text}")
+
+
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], allow_abbrev=False)
     ap.add_argument("--drop", nargs="+", default=GROUPS, metavar="GROUP",
                     help="comma-separated kernel name prefixes dropped together (default: %(default)s)")
-    ap.add_argument("--out", type=pathlib.Path, help="write step_ablation.json / .md and each run's record here")
     ap.add_argument("--keep", action="store_true", help="keep the diagnostic copy (its path is printed)")
+    report.add_out_argument(ap)
     args, step_args = ap.parse_known_args(argv)
+    check_groups(args.drop)
     step_args = STEP_ARGS + step_args  # later arguments win in bench_decode_step.py's parser
     out = args.out.resolve() if args.out else None  # the runs' working directory is the copy
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    import report  # noqa: E402  (imports mtlinv: after the arguments, so that --help works anywhere)
-
-    commit = report.commit()
+    # A time limit's SIGTERM (cuda_check.sh) unwinds like an error, so the copy is removed.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit("step_ablation: stopped by SIGTERM"))
     work = pathlib.Path(tempfile.mkdtemp(prefix="mtlinv-ablation-"))
+    keep = args.keep
     try:
-        tree = work / "tree"
-        copy_tree(tree)
-        build(tree, work / "logs")
-        records = out or work / "runs"
-        runs = []
-        for i, group in enumerate(["", *args.drop, ""]):
-            ms = {rows: 1e3 * s for rows, s in run_step(tree, group, step_args, records / f"run{i}", commit).items()}
-            runs.append({"drop": group, "ms": ms})
-            print(f"dropped {group or 'none'}: " + ", ".join(f"{r} rows {m:.2f} ms" for r, m in sorted(ms.items())),
-                  flush=True)
-        text = table(runs)
-        print(text, end="")
-        if out:
-            out.mkdir(parents=True, exist_ok=True)
-            first = json.loads((records / "run0" / "bench_decode_step.json").read_text())
-            record = {"benchmark": "step_ablation", "command": " ".join(["python3", *sys.argv]),
-                      **{key: first[key] for key in ("commit", "date", "device", "shape_label")},
-                      "step_args": step_args, "runs": runs}
-            (out / "step_ablation.json").write_text(json.dumps(record, indent=1) + "\n")
-            (out / "step_ablation.md").write_text(
-                f"`{record['command']}` at {record['commit']}, {record['date']}; {record['device']['name']}\n\n"
-                f"{record['shape_label']}; medians (min-max in each run's record, run0 .. run{len(runs) - 1})\n\n"
-                f"{text}")
+        measure(work, args, step_args, out)
+    except Failed as e:
+        keep = True
+        print(f"step_ablation: {e}", file=sys.stderr)
+        return 1
     finally:
-        if args.keep:
-            print(f"kept {work}")
+        if keep:
+            print(f"kept {work}", file=sys.stderr)
         else:
             shutil.rmtree(work, ignore_errors=True)
     return 0

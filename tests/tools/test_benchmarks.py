@@ -119,15 +119,14 @@ def test_without_out_nothing_is_written(tmp_path):
 
 def test_step_ablation_patch_compiles(tmp_path):
     """profiling/step_ablation.py drops kernels by patching a copy of the core's one dispatch path: the patch must
-    still apply to that file, once, and the patched file compile (the tool itself builds the whole copy, minutes)."""
+    still apply to that file, once, and the patched file compile (the tool itself builds the whole copy, minutes);
+    a group naming no kernel is refused."""
     compiler = shutil.which("c++")
     if compiler is None:
         pytest.skip("no host C++ compiler")
-    sys.path.insert(0, str(BENCHMARKS / "profiling"))
-    try:
-        import step_ablation
-    finally:
-        sys.path.pop(0)
+    spec = importlib.util.spec_from_file_location("step_ablation", BENCHMARKS / "profiling" / "step_ablation.py")
+    step_ablation = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(step_ablation)
     source = tmp_path / "grid_pieces.cpp"
     source.write_text(step_ablation.patched((ROOT / step_ablation.PATCHED_FILE).read_text()))
     assert "MTLINV_DROP_KERNELS" in source.read_text()
@@ -136,6 +135,9 @@ def test_step_ablation_patch_compiles(tmp_path):
     assert proc.returncode == 0, proc.stderr
     with pytest.raises(SystemExit, match="no longer holds"):
         step_ablation.patched("void dispatch_in_pieces(Backend& backend, const Dispatch& d) {\n")
+    step_ablation.check_groups(step_ablation.GROUPS)  # the default groups name kernels that exist
+    with pytest.raises(SystemExit, match="'sdpa_mmq' begins no kernel's name"):
+        step_ablation.check_groups(["qgemv_mma", "sdpa_mmq,sdpa_combine"])
 
 
 def test_plots_from_a_record(tmp_path):
