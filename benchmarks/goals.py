@@ -15,7 +15,6 @@ import json
 from pathlib import Path
 
 
-
 class Missing(Exception):
     """A timing a goal needs is not in the records."""
 

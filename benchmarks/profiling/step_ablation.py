@@ -45,8 +45,9 @@ NOT_COPIED = shutil.ignore_patterns(".git", "build", "*.so", "__pycache__", "*.e
 PATCHED_FILE = "src/core/grid_pieces.cpp"
 ANCHOR = "void dispatch_in_pieces(Backend& backend, Dispatch d) {\n"
 DROP = """  static const std::vector<std::string> dropped = [] {  // step_ablation.py's diagnostic build only
+    const char* env = std::getenv("MTLINV_DROP_KERNELS");
+    const std::string list = env ? env : "";
     std::vector<std::string> prefixes;
-    const std::string list = std::string(std::getenv("MTLINV_DROP_KERNELS") ? std::getenv("MTLINV_DROP_KERNELS") : "");
     for (size_t a = 0, b; a < list.size(); a = b + 1) {
       b = std::min(list.find(',', a), list.size());
       if (b > a) prefixes.push_back(list.substr(a, b - a));
@@ -54,7 +55,7 @@ DROP = """  static const std::vector<std::string> dropped = [] {  // step_ablati
     return prefixes;
   }();
   for (const std::string& prefix : dropped) {
-    if (std::string(kernel_name(d.kernel)).compare(0, prefix.size(), prefix) == 0) return;
+    if (std::strncmp(kernel_name(d.kernel), prefix.c_str(), prefix.size()) == 0) return;
   }
 """
 
@@ -63,7 +64,8 @@ def patched(source: str) -> str:
     """The file with the drop inserted; refuses a source whose dispatch_in_pieces no longer reads as ANCHOR."""
     if source.count(ANCHOR) != 1:
         raise SystemExit(f"step_ablation: {PATCHED_FILE} no longer holds {ANCHOR.strip()!r} once: update DROP")
-    return "#include <cstdlib>\n#include <string>\n#include <vector>\n" + source.replace(ANCHOR, ANCHOR + DROP)
+    includes = "".join(f"#include <{h}>\n" for h in ("cstdlib", "cstring", "string", "vector"))
+    return includes + source.replace(ANCHOR, ANCHOR + DROP)
 
 
 def check_groups(groups: list[str]) -> None:
@@ -94,6 +96,10 @@ def copy_tree(dest: pathlib.Path) -> None:
     target.write_text(patched(target.read_text()))
 
 
+class Failed(Exception):
+    """A failure whose evidence (logs, records) lies in the work folder, which is then kept."""
+
+
 def build(tree: pathlib.Path, logs: pathlib.Path) -> None:
     """On a machine with an NVIDIA GPU as benchmarks/cuda/cuda_check.sh builds for CUDA (its build step, which
     checks that the build runs on CUDA); elsewhere for the emulator."""
@@ -109,10 +115,6 @@ def build(tree: pathlib.Path, logs: pathlib.Path) -> None:
                               stderr=subprocess.STDOUT)
     if proc.returncode != 0:
         raise Failed(f"the build failed (rc {proc.returncode}); see {logs}")
-
-
-class Failed(Exception):
-    """A failure whose evidence (logs, records) lies in the work folder, which is then kept."""
 
 
 def run_step(tree: pathlib.Path, group: str, step_args: list[str], out: pathlib.Path, commit: str | None) -> dict:
