@@ -118,8 +118,8 @@ def build(tree: pathlib.Path, logs: pathlib.Path) -> None:
 
 
 def run_step(tree: pathlib.Path, group: str, step_args: list[str], out: pathlib.Path, commit: str | None) -> dict:
-    """bench_decode_step.py in the copy with `group` dropped: {rows: median ms} (GPU span where timed). The copy
-    has no git: its records name the source tree's commit."""
+    """bench_decode_step.py in the copy with `group` dropped: {rows: {min, median, max} ms} (GPU span where timed).
+    The copy has no git: its records name the source tree's commit."""
     env = {k: v for k, v in os.environ.items() if k != "MTLINV_DROP_KERNELS"}
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(tree), os.environ.get("PYTHONPATH")]))
     if group:
@@ -135,7 +135,8 @@ def run_step(tree: pathlib.Path, group: str, step_args: list[str], out: pathlib.
         raise Failed(f"the step without {group or 'nothing'} failed (rc {proc.returncode}):\n"
                      f"{proc.stdout[-2000:]}{proc.stderr[-2000:]}")
     steps = json.loads(record.read_text())["steps"]
-    return {s["rows"]: 1e3 * (s["gpu"] or s["time"])["median"] for s in steps if s["impl"] == "mtlinv"}
+    return {s["rows"]: {k: 1e3 * (s["gpu"] or s["time"])[k] for k in ("min", "median", "max")}
+            for s in steps if s["impl"] == "mtlinv"}
 
 
 def table(runs: list[dict]) -> str:
@@ -156,8 +157,9 @@ def measure(work: pathlib.Path, args, step_args: list[str], out: pathlib.Path | 
     records = out or work / "runs"
     runs = []
     for i, group in enumerate(["", *args.drop, ""]):
-        ms = run_step(tree, group, step_args, records / f"run{i}", report.commit())
-        runs.append({"drop": group, "ms": ms})
+        spread = run_step(tree, group, step_args, records / f"run{i}", report.commit())
+        ms = {rows: s["median"] for rows, s in spread.items()}
+        runs.append({"drop": group, "ms": ms, "spread_ms": spread})
         print(f"dropped {group or 'none'}: " + ", ".join(f"{r} rows {m:.2f} ms" for r, m in sorted(ms.items())),
               flush=True)
     text = table(runs)
@@ -165,7 +167,7 @@ def measure(work: pathlib.Path, args, step_args: list[str], out: pathlib.Path | 
     first = json.loads((records / "run0" / "bench_decode_step.json").read_text())
     report.write(out, "step_ablation", {"device": first["device"], "shape_label": first["shape_label"],
                                         "step_args": step_args, "runs": runs},
-                 f"{first['shape_label']}; medians (min-max in each run's record, run0 .. run{len(runs) - 1})\n\n"
+                 f"{first['shape_label']}; medians (min-max in the JSON)\n\n"
                  f"{text}")
 
 
