@@ -155,20 +155,29 @@ def measure(work: pathlib.Path, args, step_args: list[str], out: pathlib.Path | 
     copy_tree(tree)
     build(tree, work / "logs")
     records = out or work / "runs"
+    groups = ["", *args.drop, ""]
     runs = []
-    for i, group in enumerate(["", *args.drop, ""]):
-        spread = run_step(tree, group, step_args, records / f"run{i}", report.commit())
-        ms = {rows: s["median"] for rows, s in spread.items()}
-        runs.append({"drop": group, "ms": ms, "spread_ms": spread})
-        print(f"dropped {group or 'none'}: " + ", ".join(f"{r} rows {m:.2f} ms" for r, m in sorted(ms.items())),
-              flush=True)
+    try:
+        for i, group in enumerate(groups):
+            spread = run_step(tree, group, step_args, records / f"run{i}", report.commit())
+            ms = {rows: s["median"] for rows, s in spread.items()}
+            runs.append({"drop": group, "ms": ms, "spread_ms": spread})
+            print(f"dropped {group or 'none'}: " + ", ".join(f"{r} rows {m:.2f} ms" for r, m in sorted(ms.items())),
+                  flush=True)
+    finally:  # a run that fails or is stopped mid-way still records the groups timed before it
+        if runs:
+            write_record(out, records, step_args, runs, len(groups))
+
+
+def write_record(out: pathlib.Path | None, records: pathlib.Path, step_args: list[str], runs: list[dict],
+                 planned: int) -> None:
     text = table(runs)
-    print(text, end="")
+    stopped = "" if len(runs) == planned else f"**stopped after {len(runs)} of {planned} runs**; "
+    print(stopped + text, end="")
     first = json.loads((records / "run0" / "bench_decode_step.json").read_text())
     report.write(out, "step_ablation", {"device": first["device"], "shape_label": first["shape_label"],
-                                        "step_args": step_args, "runs": runs},
-                 f"{first['shape_label']}; medians (min-max in the JSON)\n\n"
-                 f"{text}")
+                                        "step_args": step_args, "runs": runs, "runs_planned": planned},
+                 f"{first['shape_label']}; {stopped}medians (min-max in the JSON)\n\n{text}")
 
 
 def main(argv=None) -> int:

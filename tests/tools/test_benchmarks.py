@@ -117,6 +117,13 @@ def test_without_out_nothing_is_written(tmp_path):
     assert not list(tmp_path.iterdir())
 
 
+def load_step_ablation():
+    spec = importlib.util.spec_from_file_location("step_ablation", BENCHMARKS / "profiling" / "step_ablation.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def test_step_ablation_patch_compiles(tmp_path):
     """profiling/step_ablation.py drops kernels by patching a copy of the core's one dispatch path: the patch must
     still apply to that file, once, and the patched file compile (the tool itself builds the whole copy, minutes);
@@ -124,9 +131,7 @@ def test_step_ablation_patch_compiles(tmp_path):
     compiler = shutil.which("c++")
     if compiler is None:
         pytest.skip("no host C++ compiler")
-    spec = importlib.util.spec_from_file_location("step_ablation", BENCHMARKS / "profiling" / "step_ablation.py")
-    step_ablation = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(step_ablation)
+    step_ablation = load_step_ablation()
     source = tmp_path / "grid_pieces.cpp"
     source.write_text(step_ablation.patched((ROOT / step_ablation.PATCHED_FILE).read_text()))
     assert "MTLINV_DROP_KERNELS" in source.read_text()
@@ -138,6 +143,35 @@ def test_step_ablation_patch_compiles(tmp_path):
     step_ablation.check_groups(step_ablation.GROUPS)  # the default groups name kernels that exist
     with pytest.raises(SystemExit, match="'sdpa_mmq' begins no kernel's name"):
         step_ablation.check_groups(["qgemv_mma", "sdpa_mmq,sdpa_combine"])
+
+
+def test_step_ablation_records_a_run_stopped_midway(tmp_path, monkeypatch):
+    """A step that fails after others were timed (a build or device fault, a time limit's SIGTERM) still leaves the
+    groups timed before it in step_ablation.json and .md, marked as stopped, with each run's spread."""
+    step_ablation = load_step_ablation()
+    calls = []
+
+    def fake_step(tree, group, step_args, out, commit):
+        calls.append(group)
+        if len(calls) == 3:
+            raise step_ablation.Failed(f"the step without {group} failed")
+        out.mkdir(parents=True)
+        (out / "bench_decode_step.json").write_text(json.dumps(
+            {"device": {"backend": "emu", "name": "test"}, "shape_label": "a test shape"}))
+        ms = 2.0 if group == "" else 1.5
+        return {1: {"min": ms - 0.1, "median": ms, "max": ms + 0.1}}
+
+    monkeypatch.setattr(step_ablation, "copy_tree", lambda tree: None)
+    monkeypatch.setattr(step_ablation, "build", lambda tree, logs: None)
+    monkeypatch.setattr(step_ablation, "run_step", fake_step)
+    args = type("Args", (), {"drop": ["qgemv_mma", "add_rms_norm"]})()
+    with pytest.raises(step_ablation.Failed, match="without add_rms_norm"):
+        step_ablation.measure(tmp_path / "work", args, [], tmp_path / "out")
+    record = json.loads((tmp_path / "out" / "step_ablation.json").read_text())
+    assert [r["drop"] for r in record["runs"]] == ["", "qgemv_mma"] and record["runs_planned"] == 4
+    assert record["runs"][1]["spread_ms"] == {"1": {"min": 1.4, "median": 1.5, "max": 1.6}}
+    markdown = (tmp_path / "out" / "step_ablation.md").read_text()
+    assert "stopped after 2 of 4 runs" in markdown and "| qgemv_mma | 1.50 | 0.50 |" in markdown
 
 
 def test_plots_from_a_record(tmp_path):
