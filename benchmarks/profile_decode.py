@@ -7,8 +7,8 @@ decode step) and at M = k + 1 (a verification call), on the active device, timed
 
 and the ops and kernel launches each forward issues. Each forward runs three ways, in turn: mtlinv.Decoder (the
 ops called from C++, one Python call a forward: what DeviceModel runs), the same with its launch batches off (on
-CUDA the decoder runs its layers' kernels as graph launches of 1, 2, 4, ... layers; off, a driver call per kernel),
-and forward_by_ops (the same ops called from Python one by one, the loop it replaced). All three give the same bits. On CUDA the
+CUDA the decoder runs each layer's kernels as one graph launch; off, a driver call per kernel), and forward_by_ops
+(the same ops called from Python one by one, the loop it replaced). All three give the same bits. On CUDA the
 batched decoder's graph builds and kernel updates per forward are printed too. On CUDA, issue close to total means the
 host bounds the step (the GPU waits for kernels to be queued); gpu close to total with issue well below it means
 the device does. Every time is the median of --reps forwards at the same position (the cache rolled back between

@@ -33,7 +33,7 @@ def _run_counts():
 
 
 def _set_launch_batches(bint on):
-    """Whether the decoder runs its layers' kernels in launch batches (on CUDA: graph launches); default on.
+    """Whether the decoder runs each layer's kernels as one launch batch (on CUDA: one graph launch); default on.
     Returns the previous setting. Benchmarks turn it off to time the same forward with a driver call per kernel."""
     return c_set_launch_batches(on)
 

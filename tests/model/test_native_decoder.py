@@ -70,11 +70,11 @@ def batch_counts():
 def test_batched_steps_have_the_bits_of_the_python_ops(tiny_device):
     """Steps as speculative decoding takes them: one token, then three at the same position (the rollback and the
     verification), two positions on, six times, past position 256, where attention's 256-key chunks gain one (its
-    second launch). On CUDA the decoder runs its layers as graphs of 1, 2, 4, ... layers (launch batches; here
-    layers [0] and [1, 2]), each built at a row count's first step and then updated in place (positions, key counts,
-    grids); every step's logits and the caches must keep the bits of the same ops called one by one, and after the
-    first round a graph is built anew only where attention gains its launch. The emulator runs every kernel as it
-    is dispatched, and so does CUDA with MTLINV_CUDA_SYNC=1: they must report no batch at all."""
+    second launch). On CUDA the decoder runs each layer as one graph (launch batches), built at a row count's first
+    step and then updated in place (positions, key counts, grids); every step's logits and the caches must keep the
+    bits of the same ops called one by one, and after the first round a graph is built anew only where attention
+    gains its launch. The emulator runs every kernel as it is dispatched, and so does CUDA with MTLINV_CUDA_SYNC=1:
+    they must report no batch at all."""
     weights = tiny_device
     capacity, prompt_len = 300, 250
     vocab = weights.config.vocab
@@ -82,8 +82,6 @@ def test_batched_steps_have_the_bits_of_the_python_ops(tiny_device):
     k, v = caches(weights, capacity)
     batching = mtlinv.device_info()["backend"] == "cuda" and os.environ.get("MTLINV_CUDA_SYNC") != "1"
     layers = weights.config.n_layers
-    batches = 2  # a forward's launch batches: layer 0, then layers 1-2
-    assert layers == 3
 
     def step(tokens, start):
         model.rollback(start)
@@ -108,13 +106,13 @@ def test_batched_steps_have_the_bits_of_the_python_ops(tiny_device):
         assert after == before, after
         return
     forwards = 1 + 6 * 2
-    assert after["batches"] - before["batches"] == forwards * batches
+    assert after["batches"] - before["batches"] == forwards * layers
     builds = [counts["builds"] for counts in rounds + [after]]
     # Round 1 (up to 255 keys) and rounds 4-5 (257 and more) only update their graphs. In rounds 2-3 each row count's
-    # first step past 256 keys builds its graphs anew: attention gains a launch (sdpa_combine; a call of one chunk is
-    # one launch), and a graph of another length cannot be updated.
+    # first step past 256 keys builds its layers' graphs anew: attention gains a launch (sdpa_combine; a call of one
+    # chunk is one launch), and a graph of another length cannot be updated.
     assert builds[2] - builds[1] == 0 and builds[6] - builds[4] == 0, builds
-    assert builds[4] - builds[2] == 2 * batches, builds
+    assert builds[4] - builds[2] == 2 * layers, builds
     assert after["updates"] > rounds[4]["updates"], after  # positions move: some kernels change every step
 
 
@@ -144,8 +142,6 @@ def test_decoder_issues_nine_ops_a_layer(tiny_device):
     weights = tiny_device
     model = DeviceModel(weights, 8)
     layers = weights.config.n_layers
-    batches = 2  # a forward's launch batches: layer 0, then layers 1-2
-    assert layers == 3
     for tokens, start in (([7, 3], 0), ([5], 2)):
         before = mtlinv._native._run_counts()
         model.forward_on_device(tokens, start)

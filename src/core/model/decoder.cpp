@@ -1,9 +1,7 @@
 #include "decoder.h"
 
-#include <algorithm>
 #include <cstdint>
 #include <limits>
-#include <optional>
 #include <string>
 #include <tuple>
 #include <utility>
@@ -141,18 +139,11 @@ Tensor Decoder::forward(const std::vector<int64_t>& ids, int64_t start) const {
   Tensor x = embedding(embedding_, ids);
   if (layers_.empty()) return output_(rms_norm(x, output_norm_, config_.rms_eps));
   Tensor h, logits;
-  // Launch batches of 1, 2, 4, ... layers (src/core/launch_batch.h): on CUDA a batch's kernels go out as one graph
-  // launch, and the GPU runs it while the host records the next, twice as long. Kernels overlap their predecessors
-  // only inside a graph, so each boundary costs the step; the first batch stays one layer, so the GPU starts as
-  // early as before (docs/decisions.md, "Decoder step: launch batches"). The first batch also norms the
-  // embeddings; the last one also projects to the logits.
-  std::optional<LaunchBatch> batch;
-  size_t batch_end = 0;
+  // One launch batch a layer (src/core/launch_batch.h): on CUDA a layer's kernels go out as one graph launch, and
+  // the GPU runs it while the host records the next layer's. The first batch also norms the embeddings; the last
+  // one also projects to the logits.
   for (size_t i = 0; i < layers_.size(); ++i) {
-    if (i == batch_end) {
-      batch.emplace(batch_key(m, i));
-      batch_end = std::min(layers_.size(), 2 * i + 1);  // layers [i, 2i + 1): twice the batch before
-    }
+    LaunchBatch batch(batch_key(m, i));
     const DecoderLayer& layer = layers_[i];
     const bool last = i + 1 == layers_.size();
     if (i == 0) h = rms_norm(x, layer.attn_norm, config_.rms_eps);
@@ -160,12 +151,12 @@ Tensor Decoder::forward(const std::vector<int64_t>& ids, int64_t start) const {
     std::tie(x, h) = add_rms_norm(x, layer.down(swiglu_halves(layer.gate_up(h))),
                                   last ? output_norm_ : layers_[i + 1].attn_norm, config_.rms_eps);
     if (last) logits = output_(h);
-    if (i + 1 == batch_end) batch->run();
+    batch.run();
   }
   return logits;
 }
 
-// A batch's key names what repeats from step to step: this decoder's batch from layer i at m rows. Keys that meet (two
+// A batch's key names what repeats from step to step: this decoder's layer i at m rows. Keys that meet (two
 // decoders, one freed and another made at its address) only cost a graph more updates, never a wrong result.
 uint64_t Decoder::batch_key(int64_t m, size_t layer) const {
   return (static_cast<uint64_t>(reinterpret_cast<uintptr_t>(this)) * 0x9E3779B97F4A7C15ull) ^

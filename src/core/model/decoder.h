@@ -55,8 +55,8 @@ class Decoder {
 
   // The logits [M, V] (the embedding's dtype) of tokens ids (M >= 1) at positions start .. start + M - 1; writes
   // their keys and values into the caches there, and attends over cache positions 0 .. start + M - 1, so the caller
-  // keeps positions before `start` valid. On CUDA it returns once the kernels are queued, in graphs of 1, 2, 4, ...
-  // layers (src/core/launch_batch.h); its first step, the upload of the ids (cudaMemcpy from pageable memory),
+  // keeps positions before `start` valid. On CUDA it returns once the kernels are queued, each layer's as one
+  // graph (src/core/launch_batch.h); its first step, the upload of the ids (cudaMemcpy from pageable memory),
   // waits for the work queued before it.
   Tensor forward(const std::vector<int64_t>& ids, int64_t start) const;
   // forward's check of m tokens at `start` against the caches, on its own: callers that must copy the ids first
