@@ -14,8 +14,9 @@ A GROUP is comma-separated kernel name prefixes (`sdpa_mma,sdpa_combine`); argum
 to bench_decode_step.py after `--no-torch --tokens 0 --rows 1 5 --reps 30` (the 8B llama at 4096 positions; e.g.
 `--scales bfloat16`, or a tiny shape). On a machine with an NVIDIA GPU the copy is built for CUDA as
 benchmarks/cuda/cuda_check.sh builds (from prebuilt CUDA objects in build/gen/cuda-obj where present), elsewhere
-for the emulator. --out writes step_ablation.json and step_ablation.md there, and each run's own record beside
-them.
+for the emulator. --out writes step_ablation.json and step_ablation.md there (each run's spread in the JSON), and
+each run's own record beside them; a run that fails or is stopped mid-way still writes the groups timed before it,
+marked as stopped.
 """
 from __future__ import annotations
 
@@ -155,6 +156,8 @@ def measure(work: pathlib.Path, args, step_args: list[str], out: pathlib.Path | 
     copy_tree(tree)
     build(tree, work / "logs")
     records = out or work / "runs"
+    for name in ("step_ablation.json", "step_ablation.md"):  # an earlier run's, in a reused --out
+        (records / name).unlink(missing_ok=True)
     groups = ["", *args.drop, ""]
     runs = []
     try:
@@ -173,7 +176,7 @@ def write_record(out: pathlib.Path | None, records: pathlib.Path, step_args: lis
                  planned: int) -> None:
     text = table(runs)
     stopped = "" if len(runs) == planned else f"**stopped after {len(runs)} of {planned} runs**; "
-    print(stopped + text, end="")
+    print((stopped[:-2] + "\n" if stopped else "") + text, end="")
     first = json.loads((records / "run0" / "bench_decode_step.json").read_text())
     report.write(out, "step_ablation", {"device": first["device"], "shape_label": first["shape_label"],
                                         "step_args": step_args, "runs": runs, "runs_planned": planned},

@@ -145,17 +145,18 @@ def test_step_ablation_patch_compiles(tmp_path):
         step_ablation.check_groups(["qgemv_mma", "sdpa_mmq,sdpa_combine"])
 
 
-def test_step_ablation_records_a_run_stopped_midway(tmp_path, monkeypatch):
-    """A step that fails after others were timed (a build or device fault, a time limit's SIGTERM) still leaves the
-    groups timed before it in step_ablation.json and .md, marked as stopped, with each run's spread."""
+def test_step_ablation_records_a_run_stopped_midway(tmp_path, monkeypatch, capsys):
+    """A step that fails after others were timed (a device fault; a time limit's SIGTERM unwinds the same way)
+    still leaves the groups timed before it in step_ablation.json and .md, marked as stopped, with each run's
+    spread; an earlier run's record in the same folder is gone."""
     step_ablation = load_step_ablation()
-    calls = []
+    calls, fail_at = [], [3]
 
     def fake_step(tree, group, step_args, out, commit):
         calls.append(group)
-        if len(calls) == 3:
+        if len(calls) == fail_at[0]:
             raise step_ablation.Failed(f"the step without {group} failed")
-        out.mkdir(parents=True)
+        out.mkdir(parents=True, exist_ok=True)
         (out / "bench_decode_step.json").write_text(json.dumps(
             {"device": {"backend": "emu", "name": "test"}, "shape_label": "a test shape"}))
         ms = 2.0 if group == "" else 1.5
@@ -169,9 +170,15 @@ def test_step_ablation_records_a_run_stopped_midway(tmp_path, monkeypatch):
         step_ablation.measure(tmp_path / "work", args, [], tmp_path / "out")
     record = json.loads((tmp_path / "out" / "step_ablation.json").read_text())
     assert [r["drop"] for r in record["runs"]] == ["", "qgemv_mma"] and record["runs_planned"] == 4
-    assert record["runs"][1]["spread_ms"] == {"1": {"min": 1.4, "median": 1.5, "max": 1.6}}
+    assert record["runs"][1]["spread_ms"] == {"1": pytest.approx({"min": 1.4, "median": 1.5, "max": 1.6})}
     markdown = (tmp_path / "out" / "step_ablation.md").read_text()
     assert "stopped after 2 of 4 runs" in markdown and "| qgemv_mma | 1.50 | 0.50 |" in markdown
+    assert "**stopped after 2 of 4 runs**\n| kernels dropped |" in capsys.readouterr().out
+    calls.clear()
+    fail_at[0] = 1  # nothing timed: no record, and not the earlier one either
+    with pytest.raises(step_ablation.Failed):
+        step_ablation.measure(tmp_path / "work", args, [], tmp_path / "out")
+    assert not (tmp_path / "out" / "step_ablation.json").exists()
 
 
 def test_plots_from_a_record(tmp_path):
