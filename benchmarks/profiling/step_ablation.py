@@ -14,9 +14,9 @@ A GROUP is comma-separated kernel name prefixes (`sdpa_mma,sdpa_combine`); argum
 to bench_decode_step.py after `--no-torch --tokens 0 --rows 1 5 --reps 30` (the 8B llama at 4096 positions; e.g.
 `--scales bfloat16`, or a tiny shape). On a machine with an NVIDIA GPU the copy is built for CUDA as
 benchmarks/cuda/cuda_check.sh builds (from prebuilt CUDA objects in build/gen/cuda-obj where present), elsewhere
-for the emulator. --out writes step_ablation.json and step_ablation.md there (each run's spread in the JSON), and
-each run's own record beside them; a run that fails or is stopped mid-way still writes the groups timed before it,
-marked as stopped.
+for the emulator. --out writes step_ablation.json and step_ablation.md there (each run's min / median / max in the
+JSON), and each run's own record beside them; a run that fails or is stopped mid-way still writes the groups timed
+before it, marked as stopped.
 """
 from __future__ import annotations
 
@@ -140,14 +140,17 @@ def run_step(tree: pathlib.Path, group: str, step_args: list[str], out: pathlib.
             for s in steps if s["impl"] == "mtlinv"}
 
 
+def median(run: dict, rows: int) -> float:
+    return run["ms"][rows]["median"]
+
+
 def table(runs: list[dict]) -> str:
     rows = sorted(runs[0]["ms"])
-    whole = runs[0]["ms"]
     lines = report.md_header(["kernels dropped", f"step ms at {' / '.join(map(str, rows))} rows",
                               "less than the first whole step"])
     for run in runs:
-        less = "-" if not run["drop"] else " / ".join(f"{whole[r] - run['ms'][r]:.2f}" for r in rows)
-        lines.append(report.md_row([run["drop"] or "none", " / ".join(f"{run['ms'][r]:.2f}" for r in rows), less]))
+        less = "-" if not run["drop"] else " / ".join(f"{median(runs[0], r) - median(run, r):.2f}" for r in rows)
+        lines.append(report.md_row([run["drop"] or "none", " / ".join(f"{median(run, r):.2f}" for r in rows), less]))
     return "\n".join(lines) + "\n"
 
 
@@ -162,11 +165,9 @@ def measure(work: pathlib.Path, args, step_args: list[str], out: pathlib.Path | 
     runs = []
     try:
         for i, group in enumerate(groups):
-            spread = run_step(tree, group, step_args, records / f"run{i}", report.commit())
-            ms = {rows: s["median"] for rows, s in spread.items()}
-            runs.append({"drop": group, "ms": ms, "spread_ms": spread})
-            print(f"dropped {group or 'none'}: " + ", ".join(f"{r} rows {m:.2f} ms" for r, m in sorted(ms.items())),
-                  flush=True)
+            runs.append({"drop": group, "ms": run_step(tree, group, step_args, records / f"run{i}", report.commit())})
+            print(f"dropped {group or 'none'}: " + ", ".join(f"{r} rows {median(runs[-1], r):.2f} ms"
+                                                            for r in sorted(runs[-1]["ms"])), flush=True)
     finally:  # a run that fails or is stopped mid-way still records the groups timed before it
         if runs:
             write_record(out, records, step_args, runs, len(groups))
@@ -175,12 +176,12 @@ def measure(work: pathlib.Path, args, step_args: list[str], out: pathlib.Path | 
 def write_record(out: pathlib.Path | None, records: pathlib.Path, step_args: list[str], runs: list[dict],
                  planned: int) -> None:
     text = table(runs)
-    stopped = "" if len(runs) == planned else f"**stopped after {len(runs)} of {planned} runs**; "
-    print((stopped[:-2] + "\n" if stopped else "") + text, end="")
+    stopped = f"**stopped after {len(runs)} of {planned} runs**" if len(runs) < planned else ""
+    print(stopped + "\n" * bool(stopped) + text, end="")
     first = json.loads((records / "run0" / "bench_decode_step.json").read_text())
     report.write(out, "step_ablation", {"device": first["device"], "shape_label": first["shape_label"],
                                         "step_args": step_args, "runs": runs, "runs_planned": planned},
-                 f"{first['shape_label']}; {stopped}medians (min-max in the JSON)\n\n{text}")
+                 f"{first['shape_label']}; {stopped + '; ' * bool(stopped)}medians (min-max in the JSON)\n\n{text}")
 
 
 def main(argv=None) -> int:

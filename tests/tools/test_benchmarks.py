@@ -117,21 +117,14 @@ def test_without_out_nothing_is_written(tmp_path):
     assert not list(tmp_path.iterdir())
 
 
-def load_step_ablation():
-    spec = importlib.util.spec_from_file_location("step_ablation", BENCHMARKS / "profiling" / "step_ablation.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def test_step_ablation_patch_compiles(tmp_path):
+def test_step_ablation_patch_compiles(tmp_path, load_script):
     """profiling/step_ablation.py drops kernels by patching a copy of the core's one dispatch path: the patch must
     still apply to that file, once, and the patched file compile (the tool itself builds the whole copy, minutes);
     a group naming no kernel is refused."""
     compiler = shutil.which("c++")
     if compiler is None:
         pytest.skip("no host C++ compiler")
-    step_ablation = load_step_ablation()
+    step_ablation = load_script("benchmarks/profiling/step_ablation.py")
     source = tmp_path / "grid_pieces.cpp"
     source.write_text(step_ablation.patched((ROOT / step_ablation.PATCHED_FILE).read_text()))
     assert "MTLINV_DROP_KERNELS" in source.read_text()
@@ -145,11 +138,11 @@ def test_step_ablation_patch_compiles(tmp_path):
         step_ablation.check_groups(["qgemv_mma", "sdpa_mmq,sdpa_combine"])
 
 
-def test_step_ablation_records_a_run_stopped_midway(tmp_path, monkeypatch, capsys):
+def test_step_ablation_records_a_run_stopped_midway(tmp_path, monkeypatch, capsys, load_script):
     """A step that fails after others were timed (a device fault; a time limit's SIGTERM unwinds the same way)
     still leaves the groups timed before it in step_ablation.json and .md, marked as stopped, with each run's
     spread; an earlier run's record in the same folder is gone."""
-    step_ablation = load_step_ablation()
+    step_ablation = load_script("benchmarks/profiling/step_ablation.py")
     calls, fail_at = [], [3]
 
     def fake_step(tree, group, step_args, out, commit):
@@ -170,7 +163,7 @@ def test_step_ablation_records_a_run_stopped_midway(tmp_path, monkeypatch, capsy
         step_ablation.measure(tmp_path / "work", args, [], tmp_path / "out")
     record = json.loads((tmp_path / "out" / "step_ablation.json").read_text())
     assert [r["drop"] for r in record["runs"]] == ["", "qgemv_mma"] and record["runs_planned"] == 4
-    assert record["runs"][1]["spread_ms"] == {"1": pytest.approx({"min": 1.4, "median": 1.5, "max": 1.6})}
+    assert record["runs"][1]["ms"] == {"1": pytest.approx({"min": 1.4, "median": 1.5, "max": 1.6})}
     markdown = (tmp_path / "out" / "step_ablation.md").read_text()
     assert "stopped after 2 of 4 runs" in markdown and "| qgemv_mma | 1.50 | 0.50 |" in markdown
     assert "**stopped after 2 of 4 runs**\n| kernels dropped |" in capsys.readouterr().out

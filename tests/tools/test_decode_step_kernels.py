@@ -1,10 +1,8 @@
 """benchmarks/profiling/decode_step_kernels.py's summary of an Nsight Compute raw page (ncu itself needs a GPU):
 times, shares, DRAM bytes and bandwidth by kernel, from a page in ncu's CSV layout (a header, a units row)."""
-import importlib.util
 import pathlib
-import sys
 
-SCRIPT = pathlib.Path(__file__).resolve().parents[2] / "benchmarks" / "profiling" / "decode_step_kernels.py"
+BENCHMARKS = pathlib.Path(__file__).resolve().parents[2] / "benchmarks"
 
 PAGE = '''==PROF== Connected to process 1 (python3)
 "ID","Kernel Name","dram__bytes_read.sum","dram__bytes_write.sum","gpu__time_duration.sum","sm__warps_active.avg.pct_of_peak_sustained_active"
@@ -15,16 +13,9 @@ PAGE = '''==PROF== Connected to process 1 (python3)
 '''
 
 
-def load_script():
-    sys.path.insert(0, str(SCRIPT.parents[1]))  # the script imports bench_decode_step from benchmarks/
-    spec = importlib.util.spec_from_file_location("decode_step_kernels", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def test_summary_by_kernel(capsys):
-    load_script().summarize(PAGE)
+def test_summary_by_kernel(capsys, monkeypatch, load_script):
+    monkeypatch.syspath_prepend(str(BENCHMARKS))  # the script imports bench_decode_step from benchmarks/
+    load_script("benchmarks/profiling/decode_step_kernels.py").summarize(PAGE)
     lines = capsys.readouterr().out.splitlines()
     # 25 us in all; 30 + 1 + 0.03 + 0.01 + 10 = 41.04 MB moved.
     assert lines[0] == "3 kernels, 25 us in all (each timed alone), 0.041 GB of DRAM traffic, 1.64 TB/s over their sum"
