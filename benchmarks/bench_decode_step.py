@@ -61,7 +61,7 @@ SCALES = {"float32": np.float32, "bfloat16": BF16}
 
 
 def parse_args(argv):
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     shape = ap.add_argument_group("model shape (default: an 8B llama)")
     for name, default in (("hidden", 4096), ("ffn", 14336), ("layers", 32), ("heads", 32), ("kv-heads", 8),
                           ("head-dim", 128), ("vocab", 32000), ("context", 4096), ("bits", 4),

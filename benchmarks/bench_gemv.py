@@ -34,7 +34,7 @@ def peer_call(mx, name, x32, w32):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="one shape, fewer repeats")
     ap.add_argument("--repeat", type=int, default=5, help="timed runs per measurement")
     report.add_out_argument(ap)

@@ -66,7 +66,7 @@ def stand_in(rng, k, n, bits, group_size):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--formats", nargs="+", choices=sorted(F16_FIELDS), default=["Q4_0", "Q8_0", "Q4_K", "Q5_K",
                                                                                 "Q6_K"])
     ap.add_argument("--shapes", nargs="+", default=["4096x4096", "4096x14336", "14336x4096"], metavar="KxN",

@@ -28,7 +28,7 @@ DTYPES = {"float32": np.float32, "float16": np.float16, "bfloat16": ml_dtypes.bf
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--k", type=int, default=4096)
     ap.add_argument("--n", type=int, nargs="+", default=[4096, 11008])
     ap.add_argument("--m", type=int, nargs="+", default=[1, 2, 4, 8, 16])

@@ -21,7 +21,7 @@ def peer_call(mx, x, w):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--repeat", type=int, default=5)
     report.add_out_argument(ap)
     args = ap.parse_args()

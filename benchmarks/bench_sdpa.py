@@ -105,7 +105,7 @@ def run(lengths, repeat, mx, copy_bw, say):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--lengths", type=int, nargs="+", default=[1024, 4096, 16384, 65536])
     ap.add_argument("--repeat", type=int, default=3)
     report.add_out_argument(ap)

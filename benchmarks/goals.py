@@ -193,7 +193,7 @@ def rows(bench, decodes):
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("bench", type=Path, help="bench_cuda.json of one run")
     ap.add_argument("decode", type=Path, nargs="*", help="bench_decode_step.json of one run per scale dtype")
     args = ap.parse_args(argv)

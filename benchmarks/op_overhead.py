@@ -93,7 +93,7 @@ def time_calls(fn, calls: int, repeats: int) -> tuple[dict, dict]:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--calls", type=int, default=2000, help="calls in a row per timed run")
     ap.add_argument("--repeats", type=int, default=5)
     report.add_out_argument(ap)

@@ -159,7 +159,7 @@ def draw(data: dict, out: Path) -> list[Path]:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("json", nargs="+", type=Path)
     ap.add_argument("--out", type=Path, metavar="DIR", help="folder for the PNG files (default: beside each JSON)")
     args = ap.parse_args(argv)

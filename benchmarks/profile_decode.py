@@ -162,7 +162,7 @@ def us(seconds: float | None) -> str:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", help="a GGUF file (default: a random model of SmolLM2-135M's shape)")
     ap.add_argument("--k", type=int, default=4, help="draft tokens per round: verification runs k + 1 rows")
     ap.add_argument("--position", type=int, default=64, help="cache positions before the timed step")

@@ -223,7 +223,7 @@ def check_objc(clang, files, work):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--clang", help="clang++ binary (default: the newest clang++-N on PATH, else clang++)")
     parser.add_argument("files", nargs="*", type=pathlib.Path,
                         help=".metal and .mm files (default: metal/*.metal and objc/*.mm)")

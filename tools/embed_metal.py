@@ -186,7 +186,7 @@ def _write_if_changed(path, text):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", help="write the C++ header embedding the flattened source here")
     parser.add_argument("--msl", help="write the flattened MSL source here")
     parser.add_argument("--list-kernels", action="store_true", help="print every kernel host name, one a line")

@@ -98,7 +98,7 @@ def write(out, metal_dir=embed_metal.METAL_DIR):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", required=True, help="the header to write")
     parser.add_argument("--metal-dir", default=str(embed_metal.METAL_DIR), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)

@@ -349,7 +349,7 @@ def write_mlx(out: pathlib.Path) -> dict[str, np.ndarray]:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("out", type=pathlib.Path)
     ap.add_argument("--only", choices=("gguf", "mlx", "archs"), default=None)
     args = ap.parse_args()

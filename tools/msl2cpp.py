@@ -347,7 +347,7 @@ def translate_file(src: pathlib.Path, dst: pathlib.Path, target_name: str) -> No
 
 
 def main(argv: list[str]) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--target", choices=sorted(TARGETS), required=True)
     ap.add_argument("--out", required=True, type=pathlib.Path, help="output directory")
     ap.add_argument("sources", nargs="+", type=pathlib.Path, help=".metal and .h files")

@@ -168,7 +168,7 @@ def nvcc_release(nvcc: str) -> str:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--files", nargs="+", help="kernel files by stem (default: every metal/*.metal)")
     ap.add_argument("--loops", default="_mma_|^sdpa_combine", help="regex of kernels whose loops to list")
     ap.add_argument("--cuobjdump", help="for the loops (default: on PATH, else beside nvcc)")

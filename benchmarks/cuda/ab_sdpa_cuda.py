@@ -37,7 +37,7 @@ def run(kernel, threads, launches, args, q, k, v, out, part_o, part_ml, combine=
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--kernels", nargs="+", required=True, help="pass-1 kernels to run in the plan's place")
     ap.add_argument("--prefetch", nargs="+", default=["plan"], choices=["plan", "0", "1"])
     ap.add_argument("--lengths", type=int, nargs="+", default=[1024, 4096, 16384, 65536])

@@ -316,7 +316,7 @@ def verify_exact(q_host, k, v, keys):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     report.add_out_argument(ap)
     ap.add_argument("--reps", type=int, default=100)
     ap.add_argument("--quick", action="store_true", help="M in 1, 2, 8, 16; 1K and 16K keys")

@@ -91,7 +91,7 @@ def digests():
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--reps", type=int, default=30)
     ap.add_argument("--digests-only", action="store_true")
     args = ap.parse_args()

@@ -116,7 +116,7 @@ def summarize(report: str) -> None:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", help="a GGUF file (default: a random model of SmolLM2-135M's shape)")
     ap.add_argument("--shape", choices=("smollm2", "8b"), default="smollm2",
                     help="the random model's shape when no --model is given")

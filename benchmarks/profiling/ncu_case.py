@@ -28,7 +28,7 @@ BF16 = ml_dtypes.bfloat16
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("op", choices=["sdpa", "gemv", "qgemv"])
     ap.add_argument("--keys", type=int, default=16384)
     ap.add_argument("--q-len", type=int, default=1)

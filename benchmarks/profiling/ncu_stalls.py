@@ -37,7 +37,7 @@ def number(cell):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("csv", help="ncu --page source --print-source sass --csv output")
     ap.add_argument("--top", type=int, default=20, help="instructions to list")
     args = ap.parse_args()

@@ -207,7 +207,7 @@ def one_call_read_floor(nbytes, reps=40):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--n", type=int, default=14336, help="rows (qgemv's N)")
     ap.add_argument("--row-bytes", type=int, default=2048, help="bytes per row, a multiple of 64 (K / 2 at 4 bits)")
     ap.add_argument("--splits", type=int, default=4, help="simdgroups per threadgroup in the mma pattern")

@@ -185,7 +185,8 @@ def write_record(out: pathlib.Path | None, records: pathlib.Path, step_args: lis
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], allow_abbrev=False)
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
+                                 allow_abbrev=False)
     ap.add_argument("--drop", nargs="+", default=GROUPS, metavar="GROUP",
                     help="comma-separated kernel name prefixes dropped together (default: %(default)s)")
     ap.add_argument("--keep", action="store_true", help="keep the diagnostic copy (its path is printed)")

@@ -41,7 +41,7 @@ def plan_splits(kernel, m, k, n, tiled=False):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--reps", type=int, default=30)
     ap.add_argument("--mma-only", action="store_true", help="only the gemv_nk_mma kernels")
     ap.add_argument("--mma-kernels", nargs="+", default=["gemv_nk_mma_r8_bf16", "gemv_nk_mma_r8_c2_bf16",

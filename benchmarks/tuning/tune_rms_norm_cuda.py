@@ -48,7 +48,7 @@ def chain_us(calls, chain, reps):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--cols", type=int, nargs="+", default=[576, 2048, 4096, 8192])
     ap.add_argument("--rows", type=int, nargs="+", default=[1, 5])
     ap.add_argument("--threads", type=int, nargs="+", default=[128, 256, 512, 1024])

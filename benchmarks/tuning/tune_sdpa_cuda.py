@@ -83,7 +83,7 @@ def chunking_name(chunking):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--reps", type=int, default=30)
     ap.add_argument("--lengths", type=int, nargs="+", default=[1024, 4096, 16384, 65536])
     ap.add_argument("--lq", type=int, nargs="+", default=[1, 8])

@@ -3,6 +3,7 @@ only past the arguments), writes nothing unless given --out, and bench_decode_st
 device writes its JSON (command, commit, device, spreads) and Markdown, with row 0 of every step bit-equal to the
 1-row step and speculative decoding equal to greedy, and, where mlx-lm is installed (the test extra installs it
 on Linux and Apple silicon), mlx-lm's step beside it."""
+import ast
 import importlib.util
 import json
 import os
@@ -41,6 +42,9 @@ def test_help(script, tmp_path):
     assert "usage" in proc.stdout.lower() or script.suffix == ".sh", proc.stdout
     assert len(proc.stdout.splitlines()) >= 2, proc.stdout
     assert not list(tmp_path.iterdir())  # --help writes nothing
+    if script.suffix == ".py":  # the whole docstring, as written: its commands and notes, not a cut first line
+        doc = ast.get_docstring(ast.parse(script.read_text()), clean=False)
+        assert doc.strip() in proc.stdout, proc.stdout
 
 
 TINY = ["--hidden", "128", "--ffn", "256", "--layers", "2", "--heads", "4", "--kv-heads", "2", "--head-dim", "64",
