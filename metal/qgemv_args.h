@@ -20,7 +20,6 @@ struct QGemvArgs {
   uint32_t has_bias;      // 1: add bias[n] in the epilogue
   uint32_t vector_loads;  // 1: x starts 16-byte aligned, full vectors of it may be loaded at once
   uint32_t w_vector_loads;  // 1: wq starts 16-byte aligned (qgemv loads runs of 4- and 8-bit words 16 bytes at once)
-                           // and, in the tile layout, so do scales, biases and supers (a lane's two rows at once)
 };
 
 // The buffer slots of every kernel of the family (shared.h).
@@ -46,13 +45,6 @@ MTLINV_SHARED uint32_t QGEMV_COLS = 4;
 MTLINV_SHARED uint32_t QGEMV_MAX_SPLITS = 8;
 // qgemv_mma: runs per step, one per lane of a weight row; its output tile is the MMA tile (mma_tile_args.h).
 MTLINV_SHARED uint32_t QGEMV_MMA_STEP = 4;
-
-// The tile layout (src/core/tile_layout.h) keeps a group's 16 scales (biases, super-block factors) side by side in
-// the order rows 0, 8, 1, 9, ..., 7, 15: the two rows a lane of qgemv_mma takes (g and g + 8) are neighbours, read
-// in one load. Row r's place among them:
-inline uint32_t qgemv_tile_group_slot(uint32_t row) {
-  return 2 * (row % 8) + row / 8;
-}
 // qgemm: outputs per threadgroup along M and along N, and its threads (each stages one run of QGEMM_RUN values of a
 // tile row: QGEMM_TILE rows x QGEMM_BK / QGEMM_RUN runs, 32 x 4).
 MTLINV_SHARED uint32_t QGEMM_TILE = 32;

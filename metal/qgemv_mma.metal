@@ -232,8 +232,7 @@ struct QgemvMmaReg<T, T> {
 // (the tile layout, above). Four 2-byte loads per step, each touching 8 rows' lines in the row layout: one 16-byte
 // table per lane for 4 steps, handed round the quad by shuffles, made 8 rows 8% faster in a kernel with only that
 // path, but nvcc gave the complete kernel 78-84 registers and it was slower (docs/kernel_guide.md); the tile layout
-// puts a step's scales in two sectors instead, and its two rows of a lane side by side (qgemv_tile_group_slot), so
-// that where the plan proved the arrays aligned (w_vector) one load of each array brings both rows' groups.
+// puts a step's scales in two sectors instead.
 template <uint BITS, typename S, uint C, bool TILED, uint RUN_GROUPS, typename Reg>
 inline void qgemv_mma_load(device const uint* wq, device const S* scales, device const S* biases,
                            device const float* supers, thread const uint* w_off, thread const uint* g_off, uint j,
@@ -249,28 +248,14 @@ inline void qgemv_mma_load(device const uint* wq, device const S* scales, device
     } else {
       qgemv_load_words<BITS>(wq, w_off[h], j, w_vector, words + h * BITS);
     }
-  }
-  for (uint h = 0; h < 2 * C; ++h) {
     for (uint e = 0; e < RUN_GROUPS; ++e) {
       const uint i = g_off[h] + group + e * group_stride;
       // Group i's super-block: i >> super_shift of a row's groups; in the tile layout, where a group's 16 rows lie
       // side by side and so do a super-block's ([N/16, K/256, 16, 2]), the same of i's (tile, group) part.
       const uint sb = TILED ? ((i / MMA_TILE_COLS) >> super_shift) * MMA_TILE_COLS + i % MMA_TILE_COLS
                             : i >> super_shift;
-      if (TILED && w_vector) {  // rows g (h even, slot i) and g + 8 (h + 1, slot i + 1) together
-        if (h % 2 == 0) {
-          typename QuantGroups<S>::value pair_scale[2];
-          typename QuantGroups<S>::value pair_bias[2];
-          QuantGroups<S>::pairs(scales, biases, supers, i, sb, pair_scale, pair_bias);
-          for (uint r = 0; r < 2; ++r) {
-            scale[(h + r) * RUN_GROUPS + e] = Reg(pair_scale[r]);
-            bias[(h + r) * RUN_GROUPS + e] = Reg(pair_bias[r]);
-          }
-        }
-      } else {
-        scale[h * RUN_GROUPS + e] = Reg(QuantGroups<S>::scale(scales, supers, i, sb));
-        bias[h * RUN_GROUPS + e] = Reg(QuantGroups<S>::bias(biases, supers, i, sb));
-      }
+      scale[h * RUN_GROUPS + e] = Reg(QuantGroups<S>::scale(scales, supers, i, sb));
+      bias[h * RUN_GROUPS + e] = Reg(QuantGroups<S>::bias(biases, supers, i, sb));
     }
   }
 }
@@ -323,8 +308,7 @@ template <typename T, uint BITS, typename S, uint R, uint C, bool TILED, uint RU
       const uint steps_k = (runs + QGEMV_MMA_STEP - 1) / QGEMV_MMA_STEP;
       const uint tile_c = min(tile.x * C + h / 2, args.n / MMA_TILE_COLS - 1);
       w_off[h] = (tile_c * steps_k * MMA_TILE_COLS + row) * QGEMV_MMA_STEP * BITS;
-      g_off[h] = tile_c * qgemv_run_group<RUN_GROUPS>(runs, group_shift) * MMA_TILE_COLS +
-                 qgemv_tile_group_slot(row);
+      g_off[h] = tile_c * qgemv_run_group<RUN_GROUPS>(runs, group_shift) * MMA_TILE_COLS + row;
     } else {
       const uint n = min(n0 + MMA_TILE_COLS * (h / 2) + row, args.n - 1);
       w_off[h] = n * runs * BITS;

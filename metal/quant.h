@@ -36,42 +36,18 @@ inline float quant_int8(char code) {
 // supers[2 s + 1]: the scale is supers[2 s] * code and the bias supers[2 s + 1] * code', each rounded to float32,
 // then the weight quant_dequantize<float>'s. For a K-quant block both products are exact (a float16 factor, 11
 // significant bits, times a code of at most 8), so the weights are those of the float32 import, bit for bit.
-// `value`: the type scale() and bias() return. pairs(): groups i and i + 1 with super-blocks s and s + 1 (i and s
-// even, the arrays 16-byte aligned: in the tile layout a lane's two rows, qgemv_tile_group_slot) in one load of each
-// array, the same values as scale() and bias().
 template <typename S>
 struct QuantGroups {
-  using value = S;
   static S scale(device const S* scales, device const float*, uint i, uint) { return scales[i]; }
   static S bias(device const S* biases, device const float*, uint i, uint) { return biases[i]; }
-  static void pairs(device const S* scales, device const S* biases, device const float*, uint i, uint,
-                    thread S* scale, thread S* bias) {
-    const vec<S, 2> s2 = *(device const vec<S, 2>*)(scales + i);
-    const vec<S, 2> b2 = *(device const vec<S, 2>*)(biases + i);
-    scale[0] = s2.x;
-    scale[1] = s2.y;
-    bias[0] = b2.x;
-    bias[1] = b2.y;
-  }
 };
 template <>
 struct QuantGroups<char> {
-  using value = float;
   static float scale(device const char* scales, device const float* supers, uint i, uint s) {
     return supers[2 * s] * quant_int8(scales[i]);
   }
   static float bias(device const char* biases, device const float* supers, uint i, uint s) {
     return supers[2 * s + 1] * quant_int8(biases[i]);
-  }
-  static void pairs(device const char* scales, device const char* biases, device const float* supers, uint i, uint s,
-                    thread float* scale, thread float* bias) {
-    const char2 s2 = *(device const char2*)(scales + i);
-    const char2 b2 = *(device const char2*)(biases + i);
-    const float4 f = *(device const float4*)(supers + 2 * s);  // (scale factor, bias factor) of s, then of s + 1
-    scale[0] = f.x * quant_int8(s2.x);
-    scale[1] = f.z * quant_int8(s2.y);
-    bias[0] = f.y * quant_int8(b2.x);
-    bias[1] = f.w * quant_int8(b2.y);
   }
 };
 

@@ -30,23 +30,16 @@ void require_pointers(const char* fn, std::initializer_list<std::pair<const char
   }
 }
 
-// Where a tile's rows go among a block's 16: in order (weights), or qgemv_tile_group_slot's order (a group's
-// scales, biases and super-block factors: the two rows a lane reads side by side).
-enum class RowOrder { natural, lane_pairs };
-
 // The one rearrangement of every layout: rows of row_bytes bytes [N, row_bytes] -> [N/16, ceil(row_bytes /
 // block_bytes), 16, block_bytes], a last partial block padded with zero bytes (the quantized layout's).
-void tile_rows(const void* src, int64_t n, int64_t row_bytes, int64_t block_bytes, void* dst,
-               RowOrder order = RowOrder::natural) {
+void tile_rows(const void* src, int64_t n, int64_t row_bytes, int64_t block_bytes, void* dst) {
   const auto* in = static_cast<const unsigned char*>(src);
   auto* out = static_cast<unsigned char*>(dst);
   const int64_t blocks = (row_bytes + block_bytes - 1) / block_bytes;
   for (int64_t row = 0; row < n; ++row) {
-    const int64_t slot = order == RowOrder::natural ? row % kRows
-                                                    : qgemv_tile_group_slot(static_cast<uint32_t>(row % kRows));
     for (int64_t block = 0; block < blocks; ++block) {
       const unsigned char* from = in + row * row_bytes + block * block_bytes;
-      unsigned char* to = out + (((row / kRows) * blocks + block) * kRows + slot) * block_bytes;
+      unsigned char* to = out + (((row / kRows) * blocks + block) * kRows + row % kRows) * block_bytes;
       const int64_t bytes = std::min(block_bytes, row_bytes - block * block_bytes);
       std::memcpy(to, from, static_cast<size_t>(bytes));
       std::memset(to + bytes, 0, static_cast<size_t>(block_bytes - bytes));
@@ -155,12 +148,12 @@ void quant_tile(const uint32_t* wq, const void* scales, const void* biases, size
   if (super_form) {
     require_pointers("quant_tile", {{"supers", supers}, {"supers_tiled", supers_tiled}});
     constexpr int64_t kPairBytes = 2 * sizeof(float);
-    tile_rows(supers, n, k / kQgemvSuperK * kPairBytes, kPairBytes, supers_tiled, RowOrder::lane_pairs);
+    tile_rows(supers, n, k / kQgemvSuperK * kPairBytes, kPairBytes, supers_tiled);
   }
   tile_rows(wq, n, k * bits / 8, kQgemvMmaStepK * bits / 8, wq_tiled);
   const int64_t scale_row_bytes = k / group_size * static_cast<int64_t>(scale_bytes);
-  tile_rows(scales, n, scale_row_bytes, static_cast<int64_t>(scale_bytes), scales_tiled, RowOrder::lane_pairs);
-  tile_rows(biases, n, scale_row_bytes, static_cast<int64_t>(scale_bytes), biases_tiled, RowOrder::lane_pairs);
+  tile_rows(scales, n, scale_row_bytes, static_cast<int64_t>(scale_bytes), scales_tiled);
+  tile_rows(biases, n, scale_row_bytes, static_cast<int64_t>(scale_bytes), biases_tiled);
 }
 
 }  // namespace mtlinv

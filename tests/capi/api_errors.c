@@ -77,9 +77,8 @@ static void check_quant_tile(void) {
   }
   for (int group = 0; group < GROUPS; ++group) {
     for (int row = 0; row < N; ++row) {
-      const int slot = 2 * (row % 8) + row / 8;  // a group's rows in the order 0, 8, 1, 9, ..., 7, 15
-      wrong += scales_tiled[group * N + slot] != scales[row * GROUPS + group];
-      wrong += biases_tiled[group * N + slot] != biases[row * GROUPS + group];
+      wrong += scales_tiled[group * N + row] != scales[row * GROUPS + group];
+      wrong += biases_tiled[group * N + row] != biases[row * GROUPS + group];
     }
   }
   printf("%s: quant_tile layout: %lld words, %d wrong\n", wrong ? "FAIL" : "ok", (long long)words, wrong);

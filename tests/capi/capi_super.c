@@ -191,17 +191,16 @@ static void check_tile(void) {
                                                        scales_tiled, biases_tiled, supers_tiled), MTLINV_OK, "");
     for (int t = 0; t < N / TILE; ++t)
       for (int r = 0; r < TILE; ++r) {
-        const int slot = 2 * (r % 8) + r / 8;  // codes and supers: a group's rows in the order 0, 8, 1, 9, ...
         for (int s = 0; s < K / STEP; ++s)
           for (int w = 0; w < step_words; ++w)
             placed &= wq_tiled[((t * (K / STEP) + s) * TILE + r) * step_words + w] ==
                       wq[(t * TILE + r) * (K * bits / 32) + s * step_words + w];
         for (int g = 0; g < groups; ++g)
-          placed &= scales_tiled[(t * groups + g) * TILE + slot] == scales[(t * TILE + r) * groups + g] &&
-                    biases_tiled[(t * groups + g) * TILE + slot] == biases[(t * TILE + r) * groups + g];
+          placed &= scales_tiled[(t * groups + g) * TILE + r] == scales[(t * TILE + r) * groups + g] &&
+                    biases_tiled[(t * groups + g) * TILE + r] == biases[(t * TILE + r) * groups + g];
         for (int s = 0; s < S; ++s)
           for (int j = 0; j < 2; ++j)
-            placed &= supers_tiled[((t * S + s) * TILE + slot) * 2 + j] == supers[((t * TILE + r) * S + s) * 2 + j];
+            placed &= supers_tiled[((t * S + s) * TILE + r) * 2 + j] == supers[((t * TILE + r) * S + s) * 2 + j];
       }
     snprintf(name, sizeof name, "bits=%d group_size=%d: words, codes and supers in their tiles", bits, group);
     check(name, placed);

@@ -133,9 +133,7 @@ Tensor qgemv(const Tensor& x, const Tensor& wq, const Tensor& scales, const Tens
   if (k == 0) throw InvalidArgument(op, ": K must be >= 1, got x ", shape_str(x.shape));
   s.has_bias = bias != nullptr;
   s.aligned = aligned16(x);
-  // In the tile layout the kernels also read a lane's two rows of scales, biases and supers in one load each.
-  s.w_aligned = aligned16(wq) &&
-                (!tiled || (aligned16(scales) && aligned16(biases) && (supers == nullptr || aligned16(*supers))));
+  s.w_aligned = aligned16(wq);
   s.constant_weights = constant_weights;
   const Tensor* b = bias ? bias : &y;  // an unread placeholder binding when there is no bias
   // Likewise without supers: wq, whose 4-byte words suit the slot's float alignment on every target.

@@ -19,7 +19,6 @@ struct QGemvShape {
   bool has_bias = false;
   bool aligned = false;   // x 16-byte aligned: full-vector loads allowed
   bool w_aligned = false; // wq 16-byte aligned: the canonical kernel may load 4- and 8-bit weights 16 bytes at once
-                          // (tiled: scales, biases and supers too, a lane's two rows of them in one load)
   bool tiled = false;     // wq, scales and biases in qgemv_mma's tile layout (mtlinv.quant.tile), N a multiple of 16
   // No kernel that may still be running when this call's kernel starts writes the weights (the op's promise, taken
   // from its caller): in the tile layout at up to 8 rows the plan picks qgemv_mma's EARLY instance, which loads its
