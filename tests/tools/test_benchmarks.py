@@ -1,8 +1,8 @@
-"""The benchmark scripts: every one answers --help (on any machine: torch, CuPy, MLX and a GPU are imported or needed
-only past the arguments), writes nothing unless given --out, and bench_decode_step.py at a tiny shape on the active
-device writes its JSON (command, commit, device, spreads) and Markdown, with row 0 of every step bit-equal to the
-1-row step and speculative decoding equal to greedy, and, where mlx-lm is installed (the test extra installs it
-on Linux and Apple silicon), mlx-lm's step beside it."""
+"""The benchmark scripts: every one answers --help with its whole docstring (on any machine: torch, CuPy, MLX and a GPU
+are imported or needed only past the arguments), writes nothing unless given --out, and bench_decode_step.py at a
+tiny shape on the active device writes its JSON (command, commit, device, spreads) and Markdown, with row 0 of every
+step bit-equal to the 1-row step and speculative decoding equal to greedy, and, where mlx-lm is installed (the test
+extra installs it on Linux and Apple silicon), mlx-lm's step beside it."""
 import ast
 import importlib.util
 import json
