@@ -4,12 +4,12 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <memory>
 #include <mutex>
 #include <string>
 
 #include "deferred_backend.h"
+#include "env.h"
 #include "errors.h"
 
 namespace mtlinv {
@@ -65,12 +65,7 @@ std::unique_ptr<Backend> make_backend(const std::string& requested, std::string&
 }
 
 // MTLINV_EMU_DEFER=1: the emulator queues its kernels until the host waits, as a GPU does (deferred_backend.h).
-bool defer_emulator() {
-  const char* env = std::getenv("MTLINV_EMU_DEFER");
-  if (!env || !*env || std::strcmp(env, "0") == 0) return false;
-  if (std::strcmp(env, "1") == 0) return true;
-  throw DeviceError("MTLINV_EMU_DEFER='", env, "' is not 0 or 1");
-}
+bool defer_emulator() { return env_switch("MTLINV_EMU_DEFER", false); }
 
 struct Active {
   std::unique_ptr<Backend> backend;

@@ -1,12 +1,11 @@
 #include "limit.h"
 
 #include <atomic>
-#include <cerrno>
-#include <cstdlib>
 #include <mutex>
 #include <string>
 #include <vector>
 
+#include "env.h"
 #include "errors.h"
 
 namespace mtlinv {
@@ -26,21 +25,12 @@ thread_local int t_scope = kNoScope;
 thread_local std::vector<int> t_pushed;
 
 void read_env() {
-  const char* raw = std::getenv("MTLINV_BATCH_INVARIANT_LIMIT");
-  if (raw == nullptr || *raw == '\0') return;
-  const std::string text(raw);
-  // Digits only: strtol alone would also take leading blanks and a '+' sign.
-  if (text.find_first_not_of("0123456789") != std::string::npos) {
-    g_env_error = "MTLINV_BATCH_INVARIANT_LIMIT='" + text + "' is not a non-negative integer";
-    return;
+  try {
+    const auto n = env_count("MTLINV_BATCH_INVARIANT_LIMIT", kMaxLimit, "the largest limit, 2^30");
+    if (n) g_limit.store(static_cast<int>(*n), std::memory_order_relaxed);
+  } catch (const InvalidArgument& bad) {
+    g_env_error = bad.what();
   }
-  errno = 0;
-  const long long value = std::strtoll(raw, nullptr, 10);
-  if (errno != 0 || value > kMaxLimit) {
-    g_env_error = "MTLINV_BATCH_INVARIANT_LIMIT='" + text + "' is beyond the largest limit, 2^30";
-    return;
-  }
-  g_limit.store(static_cast<int>(value), std::memory_order_relaxed);
 }
 
 // Every entry reads the variable first (once per process), so the C and C++ libraries honour it as the Python

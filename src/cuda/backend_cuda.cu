@@ -5,7 +5,6 @@
 #include <cuda_runtime.h>
 
 #include <atomic>
-#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -15,6 +14,7 @@
 #include <vector>
 
 #include "../core/backend_select.h"
+#include "../core/env.h"
 #include "../core/errors.h"
 #include "../core/grid_pieces.h"
 #include "graph_batch.h"
@@ -191,12 +191,10 @@ class CudaBackend final : public Backend {
     // waits for the work queued before it. On an H200 the demo model decoded 1.4-2.2x as many tokens per second
     // as with a wait after every op (docs/decisions.md, "CUDA runtime"). MTLINV_CUDA_SYNC=1 waits
     // after every op instead, so that a kernel's error surfaces at the op that launched it.
-    const char* sync = std::getenv("MTLINV_CUDA_SYNC");
-    blocking_ = sync && std::strcmp(sync, "1") == 0;
+    blocking_ = env_switch("MTLINV_CUDA_SYNC", false);
     // Programmatic dependent launch (shim/device.cuh, follow_previous_grid) needs sm_90; MTLINV_CUDA_PDL=0 turns
     // it off, to time its effect.
-    const char* pdl = std::getenv("MTLINV_CUDA_PDL");
-    caps_.overlapped_launches = prop.major >= 9 && !(pdl && std::strcmp(pdl, "0") == 0);
+    caps_.overlapped_launches = prop.major >= 9 && env_switch("MTLINV_CUDA_PDL", true);
   }
 
   const DeviceCaps& caps() const override { return caps_; }

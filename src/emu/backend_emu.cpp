@@ -5,6 +5,7 @@
 #include <new>
 
 #include "../core/backend_select.h"
+#include "../core/env.h"
 #include "../core/errors.h"
 #include "../core/grid_pieces.h"
 #include "../core/testing.h"
@@ -24,9 +25,11 @@ struct HostStorage : Storage {
 
 class EmuBackend final : public Backend {
   static constexpr uint32_t kGpuPlanCores = 128;
+  static constexpr uint64_t kMaxWorkers = 1024;
 
  public:
   EmuBackend() {
+    apply_environment();
     caps_.backend = "emu";
     caps_.compute_units = static_cast<uint32_t>(emu::num_workers());
     caps_.name = concat("CPU emulator (", caps_.compute_units, " worker threads)");
@@ -35,6 +38,17 @@ class EmuBackend final : public Backend {
     caps_.threadgroup_memory_bytes = 32768;  // what Apple GPUs offer; plans stay within it on every target
     caps_.few_threads = true;
     kernels_ = kernels_by_id<const emu::KernelEntry*>(emu::kernel_names(), emu::find_kernel);
+  }
+
+  // The emulator's modes (docs/devices.md): checking with its fiber order's seed, flush to zero, the worker count.
+  static void apply_environment() {
+    const uint64_t seed = env_count("MTLINV_EMU_SEED", UINT64_MAX, "the largest seed, 2^64 - 1").value_or(0);
+    emu::set_check_mode(env_switch("MTLINV_EMU_CHECK", false), seed);
+    emu::set_flush_subnormals(env_switch("MTLINV_EMU_FTZ", false));
+    if (const auto workers = env_count("MTLINV_EMU_THREADS", kMaxWorkers, "the largest worker count, 1024")) {
+      if (*workers == 0) throw InvalidArgument("MTLINV_EMU_THREADS='0': the emulator needs one worker thread or more");
+      emu::set_num_workers(static_cast<int>(*workers));
+    }
   }
 
   // GPU plans: as for a GPU of kGpuPlanCores cores, whatever this machine's thread count, so the plans take the

@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <thread>
@@ -23,28 +22,12 @@ struct Settings {
   std::atomic<int> workers{1};
 };
 
-int default_workers() {
-  if (const char* env = std::getenv("MTLINV_EMU_THREADS")) {
-    int n = std::atoi(env);
-    if (n > 0) return n;
-  }
-  return std::max(1u, std::thread::hardware_concurrency());
-}
+int default_workers() { return static_cast<int>(std::max(1u, std::thread::hardware_concurrency())); }
 
-// "1" (any value but empty or "0") turns a switch on.
-bool env_switch(const char* name) {
-  const char* value = std::getenv(name);
-  return value && *value && std::strcmp(value, "0") != 0;
-}
-
-// Read from the environment at first use, so a test run can switch checking or flush-to-zero mode on without code
-// changes.
+// The emulator backend (src/emu/backend_emu.cpp) sets these from MTLINV_EMU_CHECK, _SEED, _FTZ and _THREADS.
 Settings& settings() {
   static Settings* s = [] {
     auto* s = new Settings;
-    s->check = env_switch("MTLINV_EMU_CHECK");
-    s->flush = env_switch("MTLINV_EMU_FTZ");
-    if (const char* seed = std::getenv("MTLINV_EMU_SEED")) s->seed = std::strtoull(seed, nullptr, 0);
     s->workers = default_workers();
     return s;
   }();

@@ -6,6 +6,7 @@ import subprocess
 import sys
 
 import numpy as np
+import pytest
 
 import mtlinv
 from mtlinv import _native
@@ -68,3 +69,38 @@ def test_fallback_in_device_info():
         assert auto.stderr.count("mtlinv: warning: MTLINV_DEVICE=auto: ") == 1, auto.stderr
     else:
         assert fallback is None and "warning" not in auto.stderr, auto.stdout + auto.stderr
+
+
+EMULATOR_CHILD = os.environ.get("MTLINV_DEVICE", "auto") in ("auto", "emu") and mtlinv.device_info()["backend"] == "emu"
+
+
+@pytest.mark.skipif(not EMULATOR_CHILD, reason="the emulator's variables, read where it is the device")
+@pytest.mark.parametrize("variable, value, message", [
+    ("MTLINV_EMU_FTZ", "false", "MTLINV_EMU_FTZ='false' is not 0 or 1"),
+    ("MTLINV_EMU_CHECK", "yes", "MTLINV_EMU_CHECK='yes' is not 0 or 1"),
+    ("MTLINV_EMU_DEFER", "on", "MTLINV_EMU_DEFER='on' is not 0 or 1"),
+    ("MTLINV_EMU_THREADS", "-4", "MTLINV_EMU_THREADS='-4' is not a non-negative integer"),
+    ("MTLINV_EMU_THREADS", "1e3", "MTLINV_EMU_THREADS='1e3' is not a non-negative integer"),
+    ("MTLINV_EMU_THREADS", "0", "MTLINV_EMU_THREADS='0': the emulator needs one worker thread or more"),
+    ("MTLINV_EMU_THREADS", "5000", "MTLINV_EMU_THREADS='5000' is beyond the largest worker count, 1024"),
+    ("MTLINV_EMU_SEED", "0x10", "MTLINV_EMU_SEED='0x10' is not a non-negative integer"),
+])
+def test_a_bad_switch_or_count_is_an_error_naming_it(variable, value, message):
+    """A value the emulator would otherwise guess at ("false" turning flush-to-zero on, "1e3" giving one worker) is
+    refused at the first op, naming the variable and its value."""
+    r = run_python("import numpy as np, mtlinv\n"
+                   "try:\n    mtlinv.gemv(np.ones((1, 4), np.float32), np.ones((2, 4), np.float32))\n"
+                   "except mtlinv.InvalidArgumentError as e:\n    print('refused:', e)\n",
+                   MTLINV_DEVICE="emu", **{variable: value})
+    assert r.returncode == 0 and f"refused: {message}" in r.stdout, r.stdout + r.stderr
+
+
+@pytest.mark.skipif(not EMULATOR_CHILD, reason="the emulator's variables, read where it is the device")
+def test_good_switches_and_counts_are_taken():
+    """0, 1 and digits are taken, and an empty value is the default: the controls of the test above."""
+    r = run_python("import numpy as np, mtlinv; from mtlinv import _native\n"
+                   "y = mtlinv.gemv(np.array([[2.0 ** -70]], np.float32), np.array([[2.0 ** -70]], np.float32))\n"
+                   "print(mtlinv.device_info()['threads'], _native._set_emu_ftz(False), float(np.asarray(y)[0, 0]))",
+                   MTLINV_DEVICE="emu", MTLINV_EMU_THREADS="3", MTLINV_EMU_FTZ="1", MTLINV_EMU_CHECK="0",
+                   MTLINV_EMU_SEED="12", MTLINV_EMU_DEFER="")
+    assert r.returncode == 0 and r.stdout.split() == ["3", "True", "0.0"], r.stdout + r.stderr
