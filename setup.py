@@ -125,6 +125,7 @@ class BuildExt(build_ext):
             for folder in ("lib", "include"):
                 shutil.copytree(built / folder, pathlib.Path(build_py.get_package_dir(package)) / folder,
                                 dirs_exist_ok=True)
+            remove_other_libraries(pathlib.Path(build_py.get_package_dir(package)) / "lib")
 
 
 def hide_kernel_symbols(compiler):
@@ -143,22 +144,37 @@ def hide_kernel_symbols(compiler):
     compiler._compile = _compile
 
 
+def library_name() -> str:
+    """The file name and soname of the library the package carries: MAJOR.MINOR in it, as in the CMake build's
+    soname, since below 1.0 a minor release may change the C API's ABI (docs/embedding.md, "Versions and ABI"): a
+    program built against one package then refuses to start with another instead of calling into a changed ABI."""
+    abi = ".".join(sources.version().split(".")[:2])
+    return f"libmtlinv.{abi}.dylib" if sys.platform == "darwin" else f"libmtlinv.so.{abi}"
+
+
+def remove_other_libraries(lib_dir: pathlib.Path) -> None:
+    """Drops a library of another version (or the unversioned name of earlier builds) from a package folder."""
+    for old in lib_dir.glob("libmtlinv.*"):
+        if old.name != library_name():
+            old.unlink()
+
+
 def link_library(compiler, ext, build_temp, lib_dir: pathlib.Path) -> pathlib.Path:
-    """The C/C++ library for embedding (libmtlinv.so, .dylib on macOS), linked from the extension's own objects less
-    the Cython module's: the package carries it with its headers and CMake and pkg-config files (package_files), so
-    that a C or C++ program builds against the installed package (docs/embedding.md). It is a second copy of the
-    core, with its own state (limit, device): tensors do not pass between it and mtlinv._native."""
+    """The C/C++ library for embedding (library_name()), linked from the extension's own objects less the Cython
+    module's: the package carries it with its headers and CMake and pkg-config files (package_files), so that a C or
+    C++ program builds against the installed package (docs/embedding.md). It is a second copy of the core, with its
+    own state (limit, device): tensors do not pass between it and mtlinv._native."""
     # Not the Cython module, nor the kernels with planted bugs that the emulator's own checks must catch.
     planted = {p.stem for p in (ROOT / "tests" / "kernels").glob("*.metal")}
     objects = [o for o, s in zip(compiler.object_filenames(ext.sources, output_dir=build_temp), ext.sources)
                if not s.endswith("_native.cpp") and pathlib.Path(s).name.split(".")[0] not in planted]
     lib_dir.mkdir(parents=True, exist_ok=True)
+    remove_other_libraries(lib_dir)
+    library = lib_dir / library_name()
     if sys.platform == "darwin":
-        library = lib_dir / "libmtlinv.dylib"
-        shared = ["-dynamiclib", "-install_name", "@rpath/libmtlinv.dylib"]
+        shared = ["-dynamiclib", "-install_name", f"@rpath/{library.name}"]
     else:
-        library = lib_dir / "libmtlinv.so"
-        shared = ["-shared", "-Wl,-soname,libmtlinv.so"]
+        shared = ["-shared", f"-Wl,-soname,{library.name}"]
     newest = max(os.path.getmtime(o) for o in objects + list(ext.extra_objects))
     if not library.exists() or os.path.getmtime(library) < newest:
         command = [*compiler.compiler_cxx, *shared, *objects, *ext.extra_objects, *ext.extra_link_args, "-o",
@@ -178,10 +194,12 @@ def package_files(package: pathlib.Path):
     sources.fill_template(ROOT / "cmake" / "mtlinvConfig.cmake.in", cmake_dir / "mtlinvConfig.cmake", values)
     sources.fill_template(ROOT / "cmake" / "mtlinvConfigVersion.cmake.in", cmake_dir / "mtlinvConfigVersion.cmake",
                           values)
-    sources.fill_template(ROOT / "cmake" / "package" / "mtlinvTargets.cmake", cmake_dir / "mtlinvTargets.cmake", {})
+    sources.fill_template(ROOT / "cmake" / "package" / "mtlinvTargets.cmake.in", cmake_dir / "mtlinvTargets.cmake",
+                          {"MTLINV_LIBRARY": library_name()})
     frameworks = " -framework Metal -framework Foundation" if sys.platform == "darwin" else ""
     values.update(MTLINV_PC_PREFIX="../..", MTLINV_PC_LIBDIR="lib",
-                  MTLINV_PC_LIBS="-L${libdir} -lmtlinv -Wl,-rpath,${libdir}", MTLINV_PC_PRIVATE="-pthread" + frameworks)
+                  MTLINV_PC_LIBS=f"${{libdir}}/{library_name()} -Wl,-rpath,${{libdir}}",
+                  MTLINV_PC_PRIVATE="-pthread" + frameworks)
     sources.fill_template(ROOT / "cmake" / "mtlinv.pc.in", package / "lib" / "pkgconfig" / "mtlinv.pc", values)
 
 

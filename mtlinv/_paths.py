@@ -30,7 +30,8 @@ def get_cmake_dir() -> str:
 
 
 def get_library_dir() -> str:
-    """The folder of the shared library (libmtlinv.so, libmtlinv.dylib on macOS)."""
+    """The folder of the shared library: libmtlinv.so.MAJOR.MINOR (libmtlinv.MAJOR.MINOR.dylib on macOS), named by
+    its soname; link it through pkg-config or the CMake package, which name the file."""
     return _existing(_PACKAGE / "lib")
 
 

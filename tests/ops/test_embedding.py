@@ -159,8 +159,22 @@ def test_find_package_refuses_another_major_version(prefix, tmp_path):
     assert r.returncode != 0 and "mtlinv" in r.stderr and "99" in r.stderr, r.stderr
 
 
+def abi_version():
+    """MAJOR.MINOR of this checkout, which the library's soname carries."""
+    text = (ROOT / "include" / "mtlinv" / "version.h").read_text()
+    return ".".join(re.search(rf"#define MTLINV_VERSION_{part} (\d+)", text).group(1) for part in ("MAJOR", "MINOR"))
+
+
+def needed_libraries(program):
+    """The DT_NEEDED entries of an ELF program (readelf), or None off Linux, where the soname is not checked."""
+    if sys.platform != "linux":
+        return None
+    return re.findall(r"\(NEEDED\)\s+Shared library: \[([^\]]+)\]", run("readelf", "-d", program))
+
+
 def pkg_config_build(pc_dir, out):
-    """(d): the C example compiled and linked with only what pkg-config says."""
+    """(d): the C example compiled and linked with only what pkg-config says; on Linux it records the library by
+    its versioned soname, so that it refuses to start with a library of another MAJOR.MINOR."""
     if shutil.which("pkg-config") is None:
         if os.environ.get("CI"):
             pytest.fail("pkg-config is required in CI")
@@ -171,6 +185,8 @@ def pkg_config_build(pc_dir, out):
     run(cc, "-std=c11", ROOT / "examples" / "programs" / "embed_example.c", "-o", out, *flags)
     out_text = run_program(out)
     assert "has the bits of" in out_text and "DIFFERS" not in out_text
+    needed = needed_libraries(out)
+    assert needed is None or f"libmtlinv.so.{abi_version()}" in needed, needed
 
 
 def test_pkg_config_from_the_install_prefix(prefix, tmp_path):
