@@ -28,6 +28,9 @@ cdef str _source(obj):
 
 def _dtype_error(str where, dtype, obj, str expected):
     """The DTypeError of every route: the dtype, where it came from, what is taken and how to convert it."""
+    if isinstance(obj, (list, tuple, int, float, complex)):  # Python's own values, read as NumPy reads them
+        return DTypeError(f"{where}: a Python {type(obj).__name__} that NumPy reads as {dtype}; expected {expected}; "
+                          f"give float values (Python floats become float32)")
     native = getattr(obj, "dtype", None)
     came = f" ({_source(obj)} of dtype {native})" if native is not None and not isinstance(obj, np.ndarray) else ""
     return DTypeError(f"{where} has dtype {dtype}{came}; expected {expected}; {_DTYPE_FIX}")
@@ -240,11 +243,18 @@ def asarray(obj, dtype=None):
     contiguous array in host memory, in native byte order, on host-visible devices (read-only where the producer's
     is); otherwise copies. Python lists and scalars become float32 (as in the ops), unless `dtype` says otherwise;
     an array's dtype is kept, and refused when no kernel takes it (DTypeError), as in the ops."""
+    expected = "one of " + ", ".join(str(d) for d in _NUMPY_TO_DTYPE)
+    if dtype is not None:
+        try:
+            dtype = np.dtype(dtype)
+        except TypeError:
+            raise DTypeError(f"asarray: dtype={dtype!r} is not a dtype; expected {expected}") from None
+        if dtype not in _NUMPY_TO_DTYPE:
+            raise DTypeError(f"asarray: dtype={dtype} is not a dtype of mtlinv; expected {expected}")
     if isinstance(obj, Tensor):
-        if dtype is None or np.dtype(dtype) == obj.dtype:
+        if dtype is None or dtype == obj.dtype:
             return obj
         obj = obj.numpy()
-    expected = "one of " + ", ".join(str(d) for d in _NUMPY_TO_DTYPE)
     on_device = _device_tensor(obj, dtype, "asarray", expected)
     if on_device is not None:
         return on_device

@@ -139,6 +139,12 @@ def generate(model: Model | str | PathLike, prompt: str | Sequence[int], *, max_
         raise ValueError(f"max_tokens must be an int >= 1, got {max_tokens!r}")
     if not is_int(k) or k < 1:
         raise ValueError(f"k must be an int >= 1, got {k!r}")
+    if not isinstance(chat, bool):
+        raise TypeError(f"chat must be True or False, got {chat!r}")
+    if system is not None:
+        if not isinstance(system, str):
+            raise TypeError(f"system must be text or None, got {type(system).__name__} {system!r}")
+        require_utf8(system, "system")
     stop_strings = (stop,) if isinstance(stop, str) else tuple(stop)
     if any(not isinstance(s, str) or not s for s in stop_strings):
         raise ValueError(f"stop must be non-empty strings, got {stop!r}")

@@ -67,3 +67,22 @@ def test_an_explicit_dtype_converts():
     torch = pytest.importorskip("torch")
     t = mtlinv.asarray(torch.ones(2, dtype=torch.float64), np.float32)
     assert t.dtype == np.float32 and t.numpy().tolist() == [1.0, 1.0]
+
+
+@pytest.mark.parametrize("dtype, message", [(np.float64, r"asarray: dtype=float64 is not a dtype of mtlinv; expected "
+                                                         r"one of float32"),
+                                            ("no-such-type", r"asarray: dtype='no-such-type' is not a dtype")])
+def test_an_explicit_dtype_the_kernels_do_not_take_is_named(dtype, message):
+    """The dtype asked for is the argument at fault, not the array's own."""
+    with pytest.raises(mtlinv.DTypeError, match=message):
+        mtlinv.asarray(np.ones(3, np.float32), dtype)
+
+
+@pytest.mark.parametrize("value, read_as", [([1, 2], "int64"), ((1, 2), "int64"), (3, "int64")])
+def test_python_ints_are_refused_as_python_values(value, read_as):
+    """A Python list of ints reads as int64, which no float argument takes; the message says what to give instead
+    of how to convert an array."""
+    with pytest.raises(mtlinv.DTypeError, match=rf"rms_norm: weight: a Python {type(value).__name__} that NumPy reads "
+                                                rf"as {read_as}; expected .*give float values") as caught:
+        mtlinv.rms_norm(np.ones((1, 2), np.float32), value)
+    assert "astype" not in str(caught.value)

@@ -158,6 +158,16 @@ def test_generate_token_prompt_is_checked(smollm):
         mtlinv.generate(smollm, "caf\udce9")
 
 
+@pytest.mark.parametrize("kwargs, error, message", [
+    (dict(chat="yes"), TypeError, "chat must be True or False, got 'yes'"),  # once taken as true
+    (dict(chat=True, system=5), TypeError, "system must be text or None, got int 5"),  # once an AttributeError
+    (dict(chat=True, system="caf\udce9"), ValueError, "system is not valid UTF-8 at character 3"),
+])
+def test_generate_chat_and_system_are_checked(smollm, kwargs, error, message):
+    with pytest.raises(error, match=message):
+        mtlinv.generate(smollm, "Hi", **kwargs)
+
+
 @pytest.mark.parametrize("prompt", [None, 7, b"Hi", bytearray(b"Hi")])
 def test_generate_prompt_of_no_kind_it_takes_is_named(smollm, prompt):
     """None and an int once ended in len()'s TypeError, and bytes passed for token ids (b"Hi" iterates as 72, 105)."""

@@ -293,6 +293,12 @@ def test_decoder_refuses_bad_qwen_and_llama3_parts(tiny_device):
         with pytest.raises(mtlinv.InvalidArgumentError,
                            match=rf"Decoder: rope_freqs\[2\]={given} is outside float32's range"):
             build(rope_freqs=[0.5, 0.5, tiny_or_huge] + [0.5] * (d // 2 - 3))
+    # rms_eps is checked when the decoder is made, by its name (not by the first forward's rms_norm).
+    for eps in (-1e-5, float("nan"), 1e39):
+        with pytest.raises(mtlinv.InvalidArgumentError, match=r"Decoder: rms_eps must be >= 0 and finite within "
+                                                              r"float32, got"):
+            mtlinv.Decoder(n_heads=w.config.n_heads, rope_theta=1e4, rms_eps=eps, embedding=w.embedding, layers=[],
+                           output_norm=w.output_norm, output=w.output)
     # The table's values are checked with no layers too.
     with pytest.raises(mtlinv.InvalidArgumentError, match=r"Decoder: rope_freqs\[0\]=2 is outside \(0, 1\]"):
         mtlinv.Decoder(n_heads=w.config.n_heads, rope_theta=1e4, rms_eps=1e-5, embedding=w.embedding, layers=[],

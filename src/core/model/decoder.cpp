@@ -9,6 +9,7 @@
 #include "../errors.h"
 #include "../launch_batch.h"
 #include "../ops.h"
+#include "../ops/checks.h"
 #include "../plans/qgemv.h"
 
 namespace mtlinv {
@@ -68,7 +69,8 @@ Decoder::Decoder(DecoderConfig config, Tensor embedding, std::vector<DecoderLaye
       output_(std::move(output)),
       capacity_(std::numeric_limits<int64_t>::max()) {
   if (config_.n_heads < 1) throw InvalidArgument("Decoder: n_heads=", config_.n_heads, " must be positive");
-  rope_base("Decoder", "rope_theta", config_.rope_theta);  // here, not at the first forward, and by its name
+  rope_base("Decoder", "rope_theta", config_.rope_theta);  // here, not at the first forward, and by their names
+  check_eps("Decoder", "rms_eps", config_.rms_eps);
   check_format(output_, "output");
   for (size_t i = 0; i < layers_.size(); ++i) {
     const DecoderLayer& l = layers_[i];

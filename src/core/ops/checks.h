@@ -1,5 +1,6 @@
 // Input checks shared by the ops; every message names the op, the argument and the offending values.
 #pragma once
+#include <cmath>
 #include <cstdint>
 #include <initializer_list>
 
@@ -20,6 +21,16 @@ inline void require_same_dtype(const char* op, const char* arg_a, const Tensor& 
     throw DTypeError(op, ": ", arg_a, " is ", dtype_name(a.dtype), " but ", arg_b, " is ", dtype_name(b.dtype),
                      "; all operands must have one dtype");
   }
+}
+
+// An rms_norm's eps as the kernels take it (float32): checked as given, then as that float32 (1e39 is finite here,
+// not there).
+inline float check_eps(const char* op, const char* arg, double eps) {
+  const float eps_f = static_cast<float>(eps);
+  if (!(eps >= 0.0) || !std::isfinite(eps_f)) {
+    throw InvalidArgument(op, ": ", arg, " must be >= 0 and finite within float32, got ", eps);
+  }
+  return eps_f;
 }
 
 // An operand as the messages name it.

@@ -1,4 +1,3 @@
-#include <cmath>
 #include <utility>
 
 #include "../ops.h"
@@ -10,15 +9,6 @@ namespace mtlinv {
 
 namespace {
 
-// eps as the kernels take it (float32): checked as given, then as that float32 (1e39 is finite here, not there).
-float check_eps(const char* op, double eps) {
-  const float eps_f = static_cast<float>(eps);
-  if (!(eps >= 0.0) || !std::isfinite(eps_f)) {
-    throw InvalidArgument(op, ": eps must be >= 0 and finite within float32, got ", eps);
-  }
-  return eps_f;
-}
-
 // The checks rms_norm and add_rms_norm share; returns eps as the kernels take it (float32).
 float check_rms_norm(const char* op, const Tensor& x, const Tensor& weight, double eps) {
   require_float_operands(op, {{"x", x}, {"weight", weight}});
@@ -28,7 +18,7 @@ float check_rms_norm(const char* op, const Tensor& x, const Tensor& weight, doub
     throw InvalidArgument(op, ": weight has shape ", shape_str(weight.shape), " but x has shape ", shape_str(x.shape),
                           "; expected [", cols, "]");
   }
-  const float eps_f = check_eps(op, eps);
+  const float eps_f = check_eps(op, "eps", eps);
   require_u32(op, "rows", cols ? x.numel() / cols : 0);
   require_reduced_extent(op, "cols", cols);
   return eps_f;
@@ -86,7 +76,7 @@ Tensor qk_rms_norm(const Tensor& x, int64_t q_heads, int64_t kv_heads, const Ten
                           "weights [D], got x ", shape_str(x.shape), ", q_heads=", q_heads, ", kv_heads=", kv_heads,
                           ", q_weight ", shape_str(q_weight.shape));
   }
-  const float eps_f = check_eps(op, eps);
+  const float eps_f = check_eps(op, "eps", eps);
   require_u32(op, "L", x.dim(0));
   require_u32(op, "L * (q_heads + 2 kv_heads)", x.dim(0) * heads);  // both below 2^32: no wrap
   Tensor y = Tensor::empty(x.shape, x.dtype);
