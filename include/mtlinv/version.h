@@ -1,5 +1,5 @@
 /* mtlinv's version: the one place it is written (setup.py, pyproject's metadata and CMake read it here).
- * MAJOR changes when the C API's ABI breaks (docs/embedding.md, "ABI rules"); MINOR when functions are added;
+ * MAJOR changes when the C API's ABI breaks (docs/embedding.md, "Versions and ABI"); MINOR when functions are added;
  * PATCH for fixes. mtlinv_version() (mtlinv.h) returns the library's own, which may differ from the header's a
  * program was compiled with. */
 #ifndef MTLINV_VERSION_H
