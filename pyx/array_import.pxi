@@ -182,7 +182,15 @@ cdef object _host_view(obj, str where, bint lists_as_float32=True):
     if isinstance(obj, (list, tuple, int, float, complex, np.generic)):
         a = np.asarray(obj)
         if lists_as_float32 and a.dtype == np.float64:
-            a = a.astype(np.float32)  # Python's numbers: float32 is the widest dtype the kernels take
+            # Python's numbers: float32 is the widest dtype the kernels take. A finite value past its range would
+            # become inf: refused instead, with the first such value.
+            with np.errstate(over="ignore"):
+                narrowed = a.astype(np.float32)
+            overflow = np.isinf(narrowed) & np.isfinite(a)
+            if overflow.any():
+                raise InvalidArgumentError(f"{where}: {a[overflow].flat[0]!r} is beyond float32's range (+-3.4e38), "
+                                           "which Python's numbers are read as")
+            a = narrowed
         return a
     if PyObject_CheckBuffer(obj) and not isinstance(obj, (bytes, bytearray, str)):
         return _from_buffer(obj, where)

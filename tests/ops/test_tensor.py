@@ -178,3 +178,14 @@ def test_lists_and_python_scalars_are_float32():
                           np.asarray(mtlinv.rms_norm(np.array([[1.0, 2.0]], np.float32), np.ones(2, np.float32))))
     with pytest.raises(mtlinv.DTypeError, match="float64"):
         mtlinv.rms_norm(np.ones((1, 2)), np.ones(2))
+
+
+@pytest.mark.parametrize("value", [[1.0, 1e300], 1e39, (-3.5e38,)])
+def test_a_python_number_past_float32_is_refused(value):
+    """It became inf (NumPy's RuntimeWarning alone said so); inf, NaN and values that round within range are taken."""
+    with pytest.raises(mtlinv.InvalidArgumentError, match=r"asarray: .* is beyond float32's range"):
+        mtlinv.asarray(value)
+    with pytest.raises(mtlinv.InvalidArgumentError, match=r"rms_norm: weight: .* is beyond float32's range"):
+        mtlinv.rms_norm(np.ones((1, 2), np.float32), [1.0, 1e300])
+    taken = mtlinv.asarray([float("inf"), float("nan"), 3.4028235e38, 1e-50]).numpy()
+    assert np.isinf(taken[0]) and np.isnan(taken[1]) and taken[2] == np.finfo(np.float32).max and taken[3] == 0
