@@ -194,7 +194,8 @@ class CudaBackend final : public Backend {
     blocking_ = env_switch("MTLINV_CUDA_SYNC", false);
     // Programmatic dependent launch (shim/device.cuh, follow_previous_grid) needs sm_90; MTLINV_CUDA_PDL=0 turns
     // it off, to time its effect.
-    caps_.overlapped_launches = prop.major >= 9 && env_switch("MTLINV_CUDA_PDL", true);
+    const bool pdl = env_switch("MTLINV_CUDA_PDL", true);  // read on every GPU, so a bad value is refused on each
+    caps_.overlapped_launches = prop.major >= 9 && pdl;
   }
 
   const DeviceCaps& caps() const override { return caps_; }

@@ -2,6 +2,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <new>
 
 #include "../core/backend_select.h"
@@ -23,13 +24,30 @@ struct HostStorage : Storage {
   }
 };
 
+// The emulator's modes from the environment (docs/devices.md): checking and its fiber order's seed, flush to zero, the
+// worker count (0: one a CPU thread, the default). Once a process, before the first backend or switch use, so that a
+// mode set later through the switches (tests, _native._set_emu_ftz) is not reset when a backend is made (the core
+// makes throwaway ones to test MTLINV_DEVICE=auto). A bad value throws at every use until fixed: std::call_once runs
+// again after a throw.
+void apply_environment_once() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    const uint64_t seed = env_count("MTLINV_EMU_SEED", UINT64_MAX, "the largest seed, 2^64 - 1").value_or(0);
+    const bool check = env_switch("MTLINV_EMU_CHECK", false);
+    const bool flush = env_switch("MTLINV_EMU_FTZ", false);
+    const uint64_t workers = env_count("MTLINV_EMU_THREADS", 1024, "the largest worker count, 1024").value_or(0);
+    emu::set_check_mode(check, seed);
+    emu::set_flush_subnormals(flush);
+    emu::set_num_workers(static_cast<int>(workers));
+  });
+}
+
 class EmuBackend final : public Backend {
   static constexpr uint32_t kGpuPlanCores = 128;
-  static constexpr uint64_t kMaxWorkers = 1024;
 
  public:
   EmuBackend() {
-    apply_environment();
+    apply_environment_once();
     caps_.backend = "emu";
     caps_.compute_units = static_cast<uint32_t>(emu::num_workers());
     caps_.name = concat("CPU emulator (", caps_.compute_units, " worker threads)");
@@ -38,17 +56,6 @@ class EmuBackend final : public Backend {
     caps_.threadgroup_memory_bytes = 32768;  // what Apple GPUs offer; plans stay within it on every target
     caps_.few_threads = true;
     kernels_ = kernels_by_id<const emu::KernelEntry*>(emu::kernel_names(), emu::find_kernel);
-  }
-
-  // The emulator's modes (docs/devices.md): checking with its fiber order's seed, flush to zero, the worker count.
-  static void apply_environment() {
-    const uint64_t seed = env_count("MTLINV_EMU_SEED", UINT64_MAX, "the largest seed, 2^64 - 1").value_or(0);
-    emu::set_check_mode(env_switch("MTLINV_EMU_CHECK", false), seed);
-    emu::set_flush_subnormals(env_switch("MTLINV_EMU_FTZ", false));
-    if (const auto workers = env_count("MTLINV_EMU_THREADS", kMaxWorkers, "the largest worker count, 1024")) {
-      if (*workers == 0) throw InvalidArgument("MTLINV_EMU_THREADS='0': the emulator needs one worker thread or more");
-      emu::set_num_workers(static_cast<int>(*workers));
-    }
   }
 
   // GPU plans: as for a GPU of kGpuPlanCores cores, whatever this machine's thread count, so the plans take the
@@ -158,8 +165,24 @@ void set_gpu_plans(bool on, bool matrix_units) {
 // Every build has the emulator: MTLINV_DEVICE=auto's fallback.
 const BackendRegistrar kRegistered("emu", BackendRegistrar::kFallback, make_emu_backend);
 
-const EmulatorSwitches kSwitches{set_gpu_plans, emu::set_check_mode, emu::check_mode, emu::set_flush_subnormals,
-                                 emu::flush_subnormals};
+// Each reads the environment first (apply_environment_once), so a mode set here is never reset by it.
+const EmulatorSwitches kSwitches{set_gpu_plans,
+                                 [](bool on, uint64_t seed) {
+                                   apply_environment_once();
+                                   emu::set_check_mode(on, seed);
+                                 },
+                                 [] {
+                                   apply_environment_once();
+                                   return emu::check_mode();
+                                 },
+                                 [](bool on) {
+                                   apply_environment_once();
+                                   emu::set_flush_subnormals(on);
+                                 },
+                                 [] {
+                                   apply_environment_once();
+                                   return emu::flush_subnormals();
+                                 }};
 const bool kSwitchesRegistered = (register_emulator_switches(kSwitches), true);
 
 }  // namespace

@@ -103,7 +103,8 @@ bool check_mode();
 // operands (read as zero) and as results (replaced by zero) of its arithmetic, math functions and conversions to and
 // from bfloat: the Metal Shading Language lets a GPU do that, and a canonical kernel's row must not depend on M on
 // such a GPU either. Half values are never flushed (no float32 subnormal converts to a nonzero half, nor a half to
-// a float32 subnormal). Off by default (the emulator backend: MTLINV_EMU_FTZ=1). Applies to launches that start after the call.
+// a float32 subnormal). Off by default (the emulator backend: MTLINV_EMU_FTZ=1). Applies to launches that start
+// after the call.
 void set_flush_subnormals(bool on);
 bool flush_subnormals();
 

@@ -81,7 +81,6 @@ EMULATOR_CHILD = os.environ.get("MTLINV_DEVICE", "auto") in ("auto", "emu") and 
     ("MTLINV_EMU_DEFER", "on", "MTLINV_EMU_DEFER='on' is not 0 or 1"),
     ("MTLINV_EMU_THREADS", "-4", "MTLINV_EMU_THREADS='-4' is not a non-negative integer"),
     ("MTLINV_EMU_THREADS", "1e3", "MTLINV_EMU_THREADS='1e3' is not a non-negative integer"),
-    ("MTLINV_EMU_THREADS", "0", "MTLINV_EMU_THREADS='0': the emulator needs one worker thread or more"),
     ("MTLINV_EMU_THREADS", "5000", "MTLINV_EMU_THREADS='5000' is beyond the largest worker count, 1024"),
     ("MTLINV_EMU_SEED", "0x10", "MTLINV_EMU_SEED='0x10' is not a non-negative integer"),
 ])
@@ -96,11 +95,26 @@ def test_a_bad_switch_or_count_is_an_error_naming_it(variable, value, message):
 
 
 @pytest.mark.skipif(not EMULATOR_CHILD, reason="the emulator's variables, read where it is the device")
-def test_good_switches_and_counts_are_taken():
+@pytest.mark.parametrize("check", ["0", "1"])
+def test_good_switches_and_counts_are_taken(check):
     """0, 1 and digits are taken, and an empty value is the default: the controls of the test above."""
     r = run_python("import numpy as np, mtlinv; from mtlinv import _native\n"
                    "y = mtlinv.gemv(np.array([[2.0 ** -70]], np.float32), np.array([[2.0 ** -70]], np.float32))\n"
-                   "print(mtlinv.device_info()['threads'], _native._set_emu_ftz(False), float(np.asarray(y)[0, 0]))",
-                   MTLINV_DEVICE="emu", MTLINV_EMU_THREADS="3", MTLINV_EMU_FTZ="1", MTLINV_EMU_CHECK="0",
+                   "print(mtlinv.device_info()['threads'], _native._emu_check_mode(), _native._set_emu_ftz(False),\n"
+                   "      float(np.asarray(y)[0, 0]))",
+                   MTLINV_DEVICE="emu", MTLINV_EMU_THREADS="3", MTLINV_EMU_FTZ="1", MTLINV_EMU_CHECK=check,
                    MTLINV_EMU_SEED="12", MTLINV_EMU_DEFER="")
-    assert r.returncode == 0 and r.stdout.split() == ["3", "True", "0.0"], r.stdout + r.stderr
+    assert r.returncode == 0 and r.stdout.split() == ["3", str(check == "1"), "True", "0.0"], r.stdout + r.stderr
+
+
+@pytest.mark.skipif(not EMULATOR_CHILD, reason="the emulator's variables, read where it is the device")
+def test_a_switch_set_before_the_first_op_is_kept():
+    """The environment is read once, before the first switch or backend: a mode set through a switch is then kept
+    when the backend is made, or when MTLINV_DEVICE=auto's test makes a throwaway one (it once reset them)."""
+    r = run_python("import numpy as np, mtlinv; from mtlinv import _native\n"
+                   "print(_native._set_emu_ftz(False))\n"
+                   "_native._choose_auto_backend(['refused'])\n"
+                   "y = mtlinv.gemv(np.array([[2.0 ** -70]], np.float32), np.array([[2.0 ** -70]], np.float32))\n"
+                   "print(_native._set_emu_ftz(False), float(np.asarray(y)[0, 0]))",
+                   MTLINV_DEVICE="emu", MTLINV_EMU_FTZ="1")
+    assert r.returncode == 0 and r.stdout.split() == ["True", "False", repr(2.0 ** -140)], r.stdout + r.stderr
