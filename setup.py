@@ -152,10 +152,18 @@ def library_name() -> str:
     return f"libmtlinv.{abi}.dylib" if sys.platform == "darwin" else f"libmtlinv.so.{abi}"
 
 
+def link_flag() -> str:
+    """How a program names library_name() to the linker: -l, not the file's path, which CMake's pkg_check_modules
+    would pass as a link option ahead of the objects (where --as-needed drops it). GNU ld and lld take -l:FILE; Apple's
+    ld finds lib<name>.dylib for -l<name>."""
+    name = library_name()
+    return f"-l{name[3:-6]}" if sys.platform == "darwin" else f"-l:{name}"
+
+
 def remove_other_libraries(lib_dir: pathlib.Path) -> None:
     """Drops a library of another version (or the unversioned name of earlier builds) from a package folder."""
     for old in lib_dir.glob("libmtlinv.*"):
-        if old.name != library_name():
+        if old.name != library_name() and not old.is_dir():  # (a macOS .dSYM folder is not the library)
             old.unlink()
 
 
@@ -198,7 +206,7 @@ def package_files(package: pathlib.Path):
                           {"MTLINV_LIBRARY": library_name()})
     frameworks = " -framework Metal -framework Foundation" if sys.platform == "darwin" else ""
     values.update(MTLINV_PC_PREFIX="../..", MTLINV_PC_LIBDIR="lib",
-                  MTLINV_PC_LIBS=f"${{libdir}}/{library_name()} -Wl,-rpath,${{libdir}}",
+                  MTLINV_PC_LIBS=f"-L${{libdir}} {link_flag()} -Wl,-rpath,${{libdir}}",
                   MTLINV_PC_PRIVATE="-pthread" + frameworks)
     sources.fill_template(ROOT / "cmake" / "mtlinv.pc.in", package / "lib" / "pkgconfig" / "mtlinv.pc", values)
 

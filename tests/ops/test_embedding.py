@@ -166,15 +166,22 @@ def abi_version():
 
 
 def needed_libraries(program):
-    """The DT_NEEDED entries of an ELF program (readelf), or None off Linux, where the soname is not checked."""
+    """The libraries a program records (ELF DT_NEEDED by readelf; on macOS the install names otool lists, last
+    part), or None elsewhere."""
+    if sys.platform == "darwin":
+        return [line.split()[0].rpartition("/")[2] for line in run("otool", "-L", program).splitlines()[1:]]
     if sys.platform != "linux":
         return None
     return re.findall(r"\(NEEDED\)\s+Shared library: \[([^\]]+)\]", run("readelf", "-d", program))
 
 
+def versioned_library():
+    return f"libmtlinv.{abi_version()}.dylib" if sys.platform == "darwin" else f"libmtlinv.so.{abi_version()}"
+
+
 def pkg_config_build(pc_dir, out):
-    """(d): the C example compiled and linked with only what pkg-config says; on Linux it records the library by
-    its versioned soname, so that it refuses to start with a library of another MAJOR.MINOR."""
+    """(d): the C example compiled and linked with only what pkg-config says; it records the library by its
+    versioned soname (install name on macOS), so that it refuses to start with a library of another MAJOR.MINOR."""
     if shutil.which("pkg-config") is None:
         if os.environ.get("CI"):
             pytest.fail("pkg-config is required in CI")
@@ -186,7 +193,7 @@ def pkg_config_build(pc_dir, out):
     out_text = run_program(out)
     assert "has the bits of" in out_text and "DIFFERS" not in out_text
     needed = needed_libraries(out)
-    assert needed is None or f"libmtlinv.so.{abi_version()}" in needed, needed
+    assert needed is None or versioned_library() in needed, needed
 
 
 def test_pkg_config_from_the_install_prefix(prefix, tmp_path):
