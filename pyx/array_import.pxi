@@ -29,8 +29,9 @@ cdef str _source(obj):
 def _dtype_error(str where, dtype, obj, str expected):
     """The DTypeError of every route: the dtype, where it came from, what is taken and how to convert it."""
     if isinstance(obj, (list, tuple, int, float, complex)):  # Python's own values, read as NumPy reads them
+        convert = ", or asarray(obj, dtype) to convert them" if where == "asarray" else ""
         return DTypeError(f"{where}: a Python {type(obj).__name__} that NumPy reads as {dtype}; expected {expected}; "
-                          f"give float values (Python floats become float32)")
+                          f"give float values (Python floats become float32){convert}")
     native = getattr(obj, "dtype", None)
     came = f" ({_source(obj)} of dtype {native})" if native is not None and not isinstance(obj, np.ndarray) else ""
     return DTypeError(f"{where} has dtype {dtype}{came}; expected {expected}; {_DTYPE_FIX}")
@@ -182,15 +183,7 @@ cdef object _host_view(obj, str where, bint lists_as_float32=True):
     if isinstance(obj, (list, tuple, int, float, complex, np.generic)):
         a = np.asarray(obj)
         if lists_as_float32 and a.dtype == np.float64:
-            # Python's numbers: float32 is the widest dtype the kernels take. A finite value past its range would
-            # become inf: refused instead, with the first such value.
-            with np.errstate(over="ignore"):
-                narrowed = a.astype(np.float32)
-            overflow = np.isinf(narrowed) & np.isfinite(a)
-            if overflow.any():
-                raise InvalidArgumentError(f"{where}: {a[overflow].flat[0]!r} is beyond float32's range (+-3.4e38), "
-                                           "which Python's numbers are read as")
-            a = narrowed
+            a = _converted(a, np.dtype(np.float32), where)  # Python's numbers: the widest dtype the kernels take
         return a
     if PyObject_CheckBuffer(obj) and not isinstance(obj, (bytes, bytearray, str)):
         return _from_buffer(obj, where)
@@ -199,6 +192,20 @@ cdef object _host_view(obj, str where, bint lists_as_float32=True):
         raise InvalidArgumentError(f"{where} ({_source(obj)}) is not an array: it has neither DLPack, the "
                                    "buffer protocol nor NumPy's array interface")
     return a
+
+
+cdef object _converted(a, dtype, str where):
+    """ndarray `a` converted to `dtype`, refusing a finite value that would become infinite (1e300 as float32, 7e4 as
+    float16), named with the first one: a conversion rounds, as asked, but an infinity is not a rounding."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        out = np.asarray(a, dtype=dtype)
+    bfloat16 = np.dtype(ml_dtypes.bfloat16)  # kind 'V' in NumPy's eyes
+    if out.dtype.kind == "f" or out.dtype == bfloat16:
+        if a.dtype.kind in "fiu" or a.dtype == bfloat16:
+            overflow = np.isinf(out) & np.isfinite(a)
+            if overflow.any():
+                raise InvalidArgumentError(f"{where}: {float(a[overflow].flat[0])!r} is beyond {out.dtype}'s range")
+    return out
 
 
 cdef bint _needs_copy(a):
@@ -235,7 +242,7 @@ cdef object _host_array(obj, dtype, str op, str name):
     if _needs_copy(a) or (dtype is not None and np.dtype(dtype) != a.dtype):
         _check_dims(a, where)
     if dtype is not None:
-        a = np.asarray(a, dtype=dtype)
+        a = _converted(a, dtype, where)
     return _native(a)
 
 
@@ -257,7 +264,7 @@ def asarray(obj, dtype=None):
             dtype = np.dtype(dtype)
         except TypeError:
             raise DTypeError(f"asarray: dtype={dtype!r} is not a dtype; expected {expected}") from None
-        if dtype not in _NUMPY_TO_DTYPE:
+        if dtype.newbyteorder("=") not in _NUMPY_TO_DTYPE:  # '>f4' is float32, read in native order after
             raise DTypeError(f"asarray: dtype={dtype} is not a dtype of mtlinv; expected {expected}")
     if isinstance(obj, Tensor):
         if dtype is None or dtype == obj.dtype:
