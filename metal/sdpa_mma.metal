@@ -95,61 +95,16 @@ inline bool sdpa_mma_any_nonfinite(thread const uint4* words, uint n) {
   return simd_any((hit & 0x80008000u) != 0);
 }
 
-// The merge (sdpa_mma's end): simdgroup s merges output columns [s PER, (s + 1) PER), PER = OUT / SG, whose dims of
-// a row lie side by side (sdpa_mma_store_sums). The columns go through threadgroup memory in ROUNDS rounds of CPR
-// columns an owner (round r: columns s PER + r CPR .. + CPR - 1 of every owner s), so that the exchange stays within
-// a threadgroup's memory however many simdgroups share the chunk. Where simdgroup `writer` leaves column c of the
-// round's CPR for its owner: each writer has the round's columns of the SG - 1 other owners.
-template <uint SG, uint OUT>
-struct SdpaMmaMerge {
-  static constexpr uint PER = OUT / SG;
-  // About 32 KB of exchange at the most (D = 128): 4 columns an owner for 4 simdgroups (24 KB), 1 for 8 (28 KB).
-  static constexpr uint CPR = PER < 64 / (SG * SG) ? PER : 64 / (SG * SG);
-  static constexpr uint ROUNDS = PER / CPR;
-  // The threadgroup words the kernel shares: q's operands (2 D / 32 a lane), then the exchange (SG - 1 owners' CPR
-  // columns from each of the SG writers), for D = 8 OUT.
-  static constexpr uint Q_WORDS = 2 * (8 * OUT / 32) * SIMD_WIDTH;
-  static constexpr uint EXCHANGE_WORDS = SG * (SG - 1) * CPR * SIMD_WIDTH;
-  static constexpr uint WORDS = Q_WORDS > EXCHANGE_WORDS ? Q_WORDS : EXCHANGE_WORDS;
-  static uint slot(uint writer, uint owner, uint c) {
-    return writer * (SG - 1) * CPR + c * (SG - 1) + (owner < writer ? owner : owner - 1);
-  }
-};
-
-// Round R of the merge: simdgroup `sg` leaves the round's columns of the other owners (every column at a constant
-// index, as in every loop over acc: a computed index put acc on the stack), then, once all have, sums its own over the
-// SG simdgroups in order with their weights w (queries g and g + 8).
-template <uint SG, uint OUT, uint R>
-inline void sdpa_mma_merge_leave(threadgroup uint4* merge_o, thread const float4* acc, uint sg, ushort lane) {
-  using Merge = SdpaMmaMerge<SG, OUT>;
-  for (uint o = 0; o < OUT; ++o) {
-    if (o % Merge::PER / Merge::CPR == R && o / Merge::PER != sg) {
-      merge_o[Merge::slot(sg, o / Merge::PER, o % Merge::CPR) * SIMD_WIDTH + lane] = as_type<uint4>(acc[o]);
-    }
-  }
+// The merge (sdpa_mma's end): simdgroup s merges output columns [s OUT / 4, (s + 1) OUT / 4), whose dims of a row
+// lie side by side (sdpa_mma_store_sums). Where simdgroup `writer` leaves column o (of OUT per lane) for the
+// simdgroup that merges it: each writer has the 3 of every 4 columns it does not merge itself.
+inline uint sdpa_mma_owner(uint o, uint out) {
+  return o / (out / SDPA_MMA_SIMDGROUPS);
 }
-template <uint SG, uint OUT, uint R>
-inline void sdpa_mma_merge_sum(threadgroup const uint4* merge_o, thread const float4* acc, thread const float2* w,
-                               thread float4* sums, uint sg, ushort lane) {
-  using Merge = SdpaMmaMerge<SG, OUT>;
-  float4 own[Merge::CPR];  // the round's own columns, picked out first: loops of OUT times SG calls stay rolled
-  for (uint o = 0; o < OUT; ++o) {
-    if (o % Merge::PER / Merge::CPR == R && o / Merge::PER == sg) {
-      own[o % Merge::CPR] = acc[o];
-    }
-  }
-  for (uint c = 0; c < Merge::CPR; ++c) {
-    float4 sum = float4(0.0f);
-    for (uint s = 0; s < SG; ++s) {
-      float4 part = own[c];
-      if (s != sg) {
-        part = as_type<float4>(merge_o[Merge::slot(s, sg, c) * SIMD_WIDTH + lane]);
-      }
-      const float4 weight = float4(w[s].x, w[s].x, w[s].y, w[s].y);
-      sum = s == 0 ? part * weight : fma(part, weight, sum);
-    }
-    sums[R * Merge::CPR + c] = sum;
-  }
+inline uint sdpa_mma_merge_slot(uint writer, uint o, uint out) {
+  const uint owner = sdpa_mma_owner(o, out);
+  return writer * (out / SDPA_MMA_SIMDGROUPS) * (SDPA_MMA_SIMDGROUPS - 1) +
+         o % (out / SDPA_MMA_SIMDGROUPS) * (SDPA_MMA_SIMDGROUPS - 1) + (owner < writer ? owner : owner - 1);
 }
 
 // A simdgroup's PER = D / 32 merged columns o0 .. o0 + PER - 1 (sums[i]: dims d and d + 8 of query g, then of
@@ -157,9 +112,10 @@ inline void sdpa_mma_merge_sum(threadgroup const uint4* merge_o, thread const fl
 // o0 a multiple of PER the PER columns' dims are consecutive, so each lands in one 16-byte (D = 128) or 8-byte
 // (D = 64) store: with a store per float, verifying 8 queries at 64K keys took 16% longer on an H200
 // (docs/decisions.md, "sdpa: loads, stores and prefetches").
-template <uint D, uint PER>
+template <uint D>
 inline void sdpa_mma_store_sums(device float* part_o, thread const float4* sums, ulong row0, uint n_blocks,
                                 uint block, uint o0, uint g, uint t, uint nq) {
+  constexpr uint PER = D / 32;
   const uint d = 64 * (o0 / 8) + 16 * t + o0 % 8;
   for (uint h = 0; h < 2; ++h) {  // query g, then g + 8
     if (g + 8 * h >= nq) {
@@ -170,10 +126,8 @@ inline void sdpa_mma_store_sums(device float* part_o, thread const float4* sums,
       const uint c = 2 * h + e;
       if (PER == 4) {
         *(device float4*)(row + 8 * e) = float4(sums[0][c], sums[1][c], sums[2][c], sums[3][c]);
-      } else if (PER == 2) {
-        *(device float2*)(row + 8 * e) = float2(sums[0][c], sums[1][c]);
       } else {
-        row[8 * e] = sums[0][c];
+        *(device float2*)(row + 8 * e) = float2(sums[0][c], sums[1][c]);
       }
     }
   }
@@ -182,9 +136,10 @@ inline void sdpa_mma_store_sums(device float* part_o, thread const float4* sums,
 // The same columns as the queries' output, for a call of one chunk (n_blocks = 1): the tile's queries are j0 .. of
 // kv head z, and l_lo and l_hi are the sums of queries g and g + 8. PER elements of T per store (8 or 4 bytes; the
 // op allocates out, so its rows are aligned).
-template <typename T, uint D, uint PER>
+template <typename T, uint D>
 inline void sdpa_mma_store_output(constant SdpaArgs& args, device T* out, thread const float4* sums, uint z, uint j0,
                                   float l_lo, float l_hi, uint o0, uint g, uint t, uint nq) {
+  constexpr uint PER = D / 32;
   const uint d = 64 * (o0 / 8) + 16 * t + o0 % 8;
   for (uint h = 0; h < 2; ++h) {
     if (g + 8 * h >= nq) {
@@ -433,7 +388,7 @@ inline void sdpa_mma_step(constant SdpaArgs& args, device const T* v, threadgrou
 // greedy for balanced loads). With the chunks as grid y instead, 8K-32K keys took 8-28% longer on an H200.
 // Lane 4 g + t holds queries g and g + 8 of the tile: their q (dims 32 s + 8 t .. + 7 of each 32), scores of keys
 // 8 b + 2 t, 8 b + 2 t + 1 of each 8, and output dims 64 h + 16 t + c, 64 h + 16 t + 8 + c (c = 0..7) of each 64.
-template <typename T, bool VEC, uint D, uint SG>
+template <typename T, bool VEC, uint D>
 [[kernel]] void sdpa_mma(
     constant SdpaArgs& args [[buffer(SDPA_SLOT_ARGS)]],
     device const T* q [[buffer(SDPA_SLOT_Q)]],
@@ -448,14 +403,11 @@ template <typename T, bool VEC, uint D, uint SG>
   constexpr uint KS = D / 32;  // q k^T: builtin calls per 8 keys
   constexpr uint VH = D / 64;  // p v: 64-dim halves, 8 builtin calls each (lane group g loads dims 8 g .. 8 g + 7)
   constexpr uint OUT = VH * 8;
-  using Merge = SdpaMmaMerge<SG, OUT>;
-  // q's operands (q_frags, read by every step), then the merge's exchange in the same words: a round's output columns
-  // that others merge ([Merge::slot][lane]), written once every simdgroup is past its last step. So the threadgroup
-  // stays within an Apple GPU's 32 KB at 8 simdgroups (28 KB of exchange, 4 KB of q, 1 KB of (m, l)).
-  threadgroup uint4 words[SdpaMmaMerge<SG, SDPA_MMA_MAX_D / 8>::WORDS];
-  threadgroup uint4* q_frags = words;
-  threadgroup uint4* merge_o = words;
-  threadgroup float4 merge_ml[SG * 8];  // (m, l) of queries g and g + 8 ([simdgroup][g]: a quad holds the same)
+  // The merge's exchange: each simdgroup's output columns that others merge ([sdpa_mma_merge_slot][lane]) and its
+  // (m, l) pairs ([simdgroup][lane]).
+  threadgroup float4 merge_o[SDPA_MMA_SIMDGROUPS * (SDPA_MMA_SIMDGROUPS - 1) * (SDPA_MMA_MAX_D / 32) * SIMD_WIDTH];
+  threadgroup float4 merge_ml[SDPA_MMA_SIMDGROUPS * SIMD_WIDTH];
+  threadgroup uint4 q_frags[2 * (SDPA_MMA_MAX_D / 32) * SIMD_WIDTH];
 
   const uint g = lane / 4;
   const uint t = lane % 4;
@@ -485,9 +437,9 @@ template <typename T, bool VEC, uint D, uint SG>
   }
 
   const SdpaChunk chunk = sdpa_chunk_range(args.block_keys, args.tier_keys, block);
-  const uint share = chunk.keys / SG;
-  const uint first = chunk.first + sg * share;
-  const uint stop = min(first + share, end_max);
+  const uint quarter = chunk.keys / SDPA_MMA_SIMDGROUPS;
+  const uint first = chunk.first + sg * quarter;
+  const uint stop = min(first + quarter, end_max);
   // The first step's K is on its way while q is staged: a threadgroup lives for a few steps (four at 512 keys), and
   // its first wait on memory came after the staging's. On an H200: 0.7-2.1 us less at 64K keys, every Lq (0.9-1.9%),
   // within 0.4 us at 1K-16K; nvcc gives the kernel 252 registers, 238 before (docs/decisions.md, "sdpa: loads,
@@ -503,7 +455,7 @@ template <typename T, bool VEC, uint D, uint SG>
   // word at a time, [32-dim block s][half j][lane] = (lo[2 j], hi[2 j], lo[2 j + 1], hi[2 j + 1]): the order in
   // which the CUDA tensor cores read the A operand, so that a 16-byte load lands in the registers the instruction
   // reads. Rows past the tile's queries repeat its last one: computed, never stored.
-  for (uint i = sg * SIMD_WIDTH + lane; i < KS * SIMD_WIDTH; i += SG * SIMD_WIDTH) {
+  for (uint i = sg * SIMD_WIDTH + lane; i < KS * SIMD_WIDTH; i += SDPA_MMA_SIMDGROUPS * SIMD_WIDTH) {
     const uint s = i / SIMD_WIDTH;
     const uint qg = (i % SIMD_WIDTH) / 4;
     device const T* dims = q + 32 * s + 8 * (i % 4);
@@ -524,62 +476,73 @@ template <typename T, bool VEC, uint D, uint SG>
     sdpa_mma_step<T, VEC, D>(args, v, q_frags, k_raw, a0, first, end_row, end_lo, end_hi, end_min, lane, m, l, acc);
   }
 
-  // The merge of the SG shares, in simdgroup order: weights 2^(m_s - M) over M = max of the m_s, 0 for a share the
-  // query sees nothing of; a query that sees no key of the chunk writes m = -inf, l = 0, o = 0. Each simdgroup merges
-  // its own PER output columns (SdpaMmaMerge), so it leaves (m, l) and, round by round, the other columns here.
-  constexpr uint PER = Merge::PER;
-  if (t == 0) {
-    merge_ml[sg * 8 + g] = float4(m[0], l[0], m[1], l[1]);
+  // The merge of the four quarters, in simdgroup order: weights 2^(m_s - M) over M = max of the m_s, 0 for a
+  // quarter the query sees nothing of; a query that sees no key of the chunk writes m = -inf, l = 0, o = 0. Each
+  // simdgroup merges its own OUT / 4 output columns (sdpa_mma_owner), so it leaves (m, l) and the other columns here.
+  merge_ml[sg * SIMD_WIDTH + lane] = float4(m[0], l[0], m[1], l[1]);
+  for (uint o = 0; o < OUT; ++o) {
+    if (sdpa_mma_owner(o, OUT) != sg) {
+      merge_o[sdpa_mma_merge_slot(sg, o, OUT) * SIMD_WIDTH + lane] = acc[o];
+    }
   }
-  threadgroup_barrier(mem_flags::mem_threadgroup);  // every simdgroup is past its last read of q_frags
-  const bool single = args.n_blocks == 1;
-  float2 w[SG];  // the weights of queries g and g + 8
-  float l_lo = 0.0f;
-  float l_hi = 0.0f;
-  float4 sums[PER];
-  sdpa_mma_merge_leave<SG, OUT, 0>(merge_o, acc, sg, lane);
   threadgroup_barrier(mem_flags::mem_threadgroup);
-  float2 most = float2(-INFINITY);
-  for (uint s = 0; s < SG; ++s) {
-    const float4 ml = merge_ml[s * 8 + g];
-    most = max(most, float2(ml.x, ml.z));
+  float4 ml[SDPA_MMA_SIMDGROUPS];
+  float4 most = float4(-INFINITY);
+  for (uint s = 0; s < SDPA_MMA_SIMDGROUPS; ++s) {
+    ml[s] = merge_ml[s * SIMD_WIDTH + lane];
+    most = max(most, ml[s]);
   }
-  for (uint s = 0; s < SG; ++s) {
-    const float4 ml = merge_ml[s * 8 + g];
-    w[s] = float2(ml.x == -INFINITY ? 0.0f : sdpa_weight(ml.x - most.x),
-                  ml.z == -INFINITY ? 0.0f : sdpa_weight(ml.z - most.y));
-    l_lo = s == 0 ? ml.y * w[s].x : fma(ml.y, w[s].x, l_lo);
-    l_hi = s == 0 ? ml.w * w[s].y : fma(ml.w, w[s].y, l_hi);
+  float4 w[SDPA_MMA_SIMDGROUPS];  // (weight of query g, -, weight of query g + 8, -)
+  for (uint s = 0; s < SDPA_MMA_SIMDGROUPS; ++s) {
+    w[s] = float4(ml[s].x == -INFINITY ? 0.0f : sdpa_weight(ml[s].x - most.x), 0.0f,
+                  ml[s].z == -INFINITY ? 0.0f : sdpa_weight(ml[s].z - most.z), 0.0f);
   }
+  const uint row_lo = g;
+  const uint row_hi = g + 8;
+  float l_lo = ml[0].y * w[0].x;
+  float l_hi = ml[0].w * w[0].z;
+  for (uint s = 1; s < SDPA_MMA_SIMDGROUPS; ++s) {
+    l_lo = fma(ml[s].y, w[s].x, l_lo);
+    l_hi = fma(ml[s].w, w[s].z, l_hi);
+  }
+  const bool single = args.n_blocks == 1;
   if (!single && sg == 0 && t == 0) {
-    if (g < nq) {
-      part_ml[(row0 + g) * args.n_blocks + block] = float2(most.x, l_lo);
+    if (row_lo < nq) {
+      part_ml[(row0 + row_lo) * args.n_blocks + block] = float2(most.x, l_lo);
     }
-    if (g + 8 < nq) {
-      part_ml[(row0 + g + 8) * args.n_blocks + block] = float2(most.y, l_hi);
+    if (row_hi < nq) {
+      part_ml[(row0 + row_hi) * args.n_blocks + block] = float2(most.z, l_hi);
     }
   }
-  sdpa_mma_merge_sum<SG, OUT, 0>(merge_o, acc, w, sums, sg, lane);
-  static_assert(Merge::ROUNDS <= 2, "the merge takes one or two rounds");
-  if (Merge::ROUNDS == 2) {
-    threadgroup_barrier(mem_flags::mem_threadgroup);  // round 0 has read its columns
-    sdpa_mma_merge_leave<SG, OUT, 1>(merge_o, acc, sg, lane);
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    sdpa_mma_merge_sum<SG, OUT, 1>(merge_o, acc, w, sums, sg, lane);
+  constexpr uint PER = OUT / SDPA_MMA_SIMDGROUPS;
+  float4 sums[PER];
+  for (uint o = 0; o < OUT; ++o) {
+    if (sdpa_mma_owner(o, OUT) != sg) {
+      continue;
+    }
+    float4 sum = float4(0.0f);
+    for (uint s = 0; s < SDPA_MMA_SIMDGROUPS; ++s) {
+      float4 part = acc[o];
+      if (s != sg) {
+        part = merge_o[sdpa_mma_merge_slot(s, o, OUT) * SIMD_WIDTH + lane];
+      }
+      const float4 weight = float4(w[s].x, w[s].x, w[s].z, w[s].z);
+      sum = s == 0 ? part * weight : fma(part, weight, sum);
+    }
+    sums[o % PER] = sum;
   }
   if (single) {
-    sdpa_mma_store_output<T, D, PER>(args, out, sums, tile.y, j0, l_lo, l_hi, sg * PER, g, t, nq);
+    sdpa_mma_store_output<T, D>(args, out, sums, tile.y, j0, l_lo, l_hi, sg * PER, g, t, nq);
   } else {
-    sdpa_mma_store_sums<D, PER>(part_o, sums, row0, args.n_blocks, block, sg * PER, g, t, nq);
+    sdpa_mma_store_sums<D>(part_o, sums, row0, args.n_blocks, block, sg * PER, g, t, nq);
   }
 }
 
-MTLINV_KERNEL(sdpa_mma_d64_f16, sdpa_mma, half, true, 64, 4)
-MTLINV_KERNEL(sdpa_mma_d128_f16, sdpa_mma, half, true, 128, 4)
-MTLINV_KERNEL(sdpa_mma_d64_bf16, sdpa_mma, bfloat, true, 64, 4)
-MTLINV_KERNEL(sdpa_mma_d128_bf16, sdpa_mma, bfloat, true, 128, 4)
-MTLINV_KERNEL(sdpa_mma_d64_unaligned_f16, sdpa_mma, half, false, 64, 4)
-MTLINV_KERNEL(sdpa_mma_d128_unaligned_f16, sdpa_mma, half, false, 128, 4)
-MTLINV_KERNEL(sdpa_mma_d64_unaligned_bf16, sdpa_mma, bfloat, false, 64, 4)
-MTLINV_KERNEL(sdpa_mma_d128_unaligned_bf16, sdpa_mma, bfloat, false, 128, 4)
-MTLINV_KERNEL(sdpa_mm8_d128_bf16, sdpa_mma, bfloat, true, 128, 8)
+MTLINV_KERNEL(sdpa_mma_d64_f16, sdpa_mma, half, true, 64)
+MTLINV_KERNEL(sdpa_mma_d128_f16, sdpa_mma, half, true, 128)
+MTLINV_KERNEL(sdpa_mma_d64_bf16, sdpa_mma, bfloat, true, 64)
+MTLINV_KERNEL(sdpa_mma_d128_bf16, sdpa_mma, bfloat, true, 128)
+MTLINV_KERNEL(sdpa_mma_d64_unaligned_f16, sdpa_mma, half, false, 64)
+MTLINV_KERNEL(sdpa_mma_d128_unaligned_f16, sdpa_mma, half, false, 128)
+MTLINV_KERNEL(sdpa_mma_d64_unaligned_bf16, sdpa_mma, bfloat, false, 64)
+MTLINV_KERNEL(sdpa_mma_d128_unaligned_bf16, sdpa_mma, bfloat, false, 128)

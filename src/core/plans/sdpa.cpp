@@ -155,9 +155,8 @@ Plan plan_sdpa(const SdpaShape& s, int limit, const DeviceCaps& caps) {
   PlanLaunch partials;
   const bool matrix_units = plan.canonical && sdpa_mma_applies(s.head_dim, s.dtype, caps);
   const uint32_t tile = matrix_units ? SDPA_MMA_QUERIES : sdpa_query_tile(s);
-  partials.kernel =
-      matrix_units ? kernel_id(KernelFamily::sdpa_mma, s.dtype, vector_loads, s.head_dim, SDPA_MMA_SIMDGROUPS)
-                   : kernel_id(KernelFamily::sdpa_blocks, s.dtype, vector_loads, tile);
+  partials.kernel = matrix_units ? kernel_id(KernelFamily::sdpa_mma, s.dtype, vector_loads, s.head_dim)
+                                 : kernel_id(KernelFamily::sdpa_blocks, s.dtype, vector_loads, tile);
   const uint32_t query_tiles = ceil_div(s.q_len * args.group, tile);
   const uint32_t kv_heads = static_cast<uint32_t>(s.batch * s.kv_heads);
   // sdpa_mma takes the chunks as the grid's slowest dimension, the last (the largest) first.
