@@ -18,7 +18,8 @@ _KERNEL_FLOATS = "float32, float16 or bfloat16"
 _DTYPE_FIX = ("convert it first (NumPy: a.astype(np.float32); PyTorch: t.float(); MLX: a.astype(mx.float32); JAX: "
               "a.astype(jnp.float32)): mtlinv converts no array's dtype by itself")
 # Buffer-protocol formats that PEP 3118 lacks, as producers write them: MLX exports bfloat16 arrays as 'bfloat16'.
-_BUFFER_FORMATS = {"bfloat16": np.dtype(ml_dtypes.bfloat16)}
+_BFLOAT16 = np.dtype(ml_dtypes.bfloat16)  # kind 'V' in NumPy's eyes, not 'f'
+_BUFFER_FORMATS = {"bfloat16": _BFLOAT16}
 
 
 cdef str _source(obj):
@@ -199,9 +200,8 @@ cdef object _converted(a, dtype, str where):
     float16), named with the first one: a conversion rounds, as asked, but an infinity is not a rounding."""
     with np.errstate(over="ignore", invalid="ignore"):
         out = np.asarray(a, dtype=dtype)
-    bfloat16 = np.dtype(ml_dtypes.bfloat16)  # kind 'V' in NumPy's eyes
-    if out.dtype.kind == "f" or out.dtype == bfloat16:
-        if a.dtype.kind in "fiu" or a.dtype == bfloat16:
+    if out.dtype.kind == "f" or out.dtype == _BFLOAT16:
+        if a.dtype.kind in "fiu" or a.dtype == _BFLOAT16:
             overflow = np.isinf(out) & np.isfinite(a)
             if overflow.any():
                 raise InvalidArgumentError(f"{where}: {float(a[overflow].flat[0])!r} is beyond {out.dtype}'s range")

@@ -20,6 +20,9 @@ import pytest
 import cmake_build
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "tools"))
+import sources  # noqa: E402  (tools/sources.py: the staged headers, the version)
+
 pytestmark = pytest.mark.slow
 
 
@@ -121,8 +124,6 @@ def test_install_holds_the_package(prefix):
 def test_public_headers_stand_alone(tmp_path):
     """Each public header compiles on its own from the installed layout (tools/sources.py stages it): the set is
     closed under #include and reaches nothing outside it; mtlinv.h is also C99."""
-    sys.path.insert(0, str(ROOT / "tools"))
-    import sources
     include = tmp_path / "include"
     cxx, cc = os.environ.get("CXX", "c++"), os.environ.get("CC", "cc")
 
@@ -159,12 +160,6 @@ def test_find_package_refuses_another_major_version(prefix, tmp_path):
     assert r.returncode != 0 and "mtlinv" in r.stderr and "99" in r.stderr, r.stderr
 
 
-def abi_version():
-    """MAJOR.MINOR of this checkout, which the library's soname carries."""
-    text = (ROOT / "include" / "mtlinv" / "version.h").read_text()
-    return ".".join(re.search(rf"#define MTLINV_VERSION_{part} (\d+)", text).group(1) for part in ("MAJOR", "MINOR"))
-
-
 def needed_libraries(program):
     """The libraries a program records (ELF DT_NEEDED by readelf; on macOS the install names otool lists, last
     part), or None elsewhere."""
@@ -176,7 +171,9 @@ def needed_libraries(program):
 
 
 def versioned_library():
-    return f"libmtlinv.{abi_version()}.dylib" if sys.platform == "darwin" else f"libmtlinv.so.{abi_version()}"
+    """The library's name with the MAJOR.MINOR of this checkout (tools/sources.py reads it from version.h)."""
+    abi = ".".join(sources.version().split(".")[:2])
+    return f"libmtlinv.{abi}.dylib" if sys.platform == "darwin" else f"libmtlinv.so.{abi}"
 
 
 def pkg_config_build(pc_dir, out):

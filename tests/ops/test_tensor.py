@@ -180,12 +180,17 @@ def test_lists_and_python_scalars_are_float32():
         mtlinv.rms_norm(np.ones((1, 2)), np.ones(2))
 
 
-@pytest.mark.parametrize("value", [[1.0, 1e300], 1e39, (-3.5e38,)])
-def test_a_python_number_past_float32_is_refused(value):
-    """It became inf (NumPy's RuntimeWarning alone said so); inf, NaN and values that round within range are taken."""
+@pytest.mark.parametrize("value, weight", [([1.0, 1e300], [1.0, 1e300]), (1e39, [1e39, 1.0]),
+                                           ((-3.5e38,), (1.0, -3.5e38))])
+def test_a_python_number_past_float32_is_refused(value, weight):
+    """It became inf (NumPy's RuntimeWarning alone said so), in asarray and in an op's argument alike."""
     with pytest.raises(mtlinv.InvalidArgumentError, match=r"asarray: .* is beyond float32's range"):
         mtlinv.asarray(value)
     with pytest.raises(mtlinv.InvalidArgumentError, match=r"rms_norm: weight: .* is beyond float32's range"):
-        mtlinv.rms_norm(np.ones((1, 2), np.float32), [1.0, 1e300])
+        mtlinv.rms_norm(np.ones((1, 2), np.float32), weight)
+
+
+def test_python_numbers_that_stay_in_float32_are_taken():
+    """The control: inf and NaN as given, a value that rounds to float32's largest, one that rounds to 0."""
     taken = mtlinv.asarray([float("inf"), float("nan"), 3.4028235e38, 1e-50]).numpy()
     assert np.isinf(taken[0]) and np.isnan(taken[1]) and taken[2] == np.finfo(np.float32).max and taken[3] == 0

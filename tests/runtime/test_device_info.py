@@ -72,6 +72,8 @@ def test_fallback_in_device_info():
 
 
 EMULATOR_CHILD = os.environ.get("MTLINV_DEVICE", "auto") in ("auto", "emu") and mtlinv.device_info()["backend"] == "emu"
+# 2^-70 * 2^-70 = 2^-140, a float32 subnormal: 0.0 where the emulator flushes (MTLINV_EMU_FTZ=1).
+TINY_PRODUCT = "y = mtlinv.gemv(np.array([[2.0 ** -70]], np.float32), np.array([[2.0 ** -70]], np.float32))\n"
 
 
 @pytest.mark.skipif(not EMULATOR_CHILD, reason="the emulator's variables, read where it is the device")
@@ -99,7 +101,7 @@ def test_a_bad_switch_or_count_is_an_error_naming_it(variable, value, message):
 def test_good_switches_and_counts_are_taken(check):
     """0, 1 and digits are taken, and an empty value is the default: the controls of the test above."""
     r = run_python("import numpy as np, mtlinv; from mtlinv import _native\n"
-                   "y = mtlinv.gemv(np.array([[2.0 ** -70]], np.float32), np.array([[2.0 ** -70]], np.float32))\n"
+                   + TINY_PRODUCT +
                    "print(mtlinv.device_info()['threads'], _native._emu_check_mode(), _native._set_emu_ftz(False),\n"
                    "      float(np.asarray(y)[0, 0]))",
                    MTLINV_DEVICE="emu", MTLINV_EMU_THREADS="3", MTLINV_EMU_FTZ="1", MTLINV_EMU_CHECK=check,
@@ -114,7 +116,7 @@ def test_a_switch_set_before_the_first_op_is_kept():
     r = run_python("import numpy as np, mtlinv; from mtlinv import _native\n"
                    "print(_native._set_emu_ftz(False))\n"
                    "_native._choose_auto_backend(['refused'])\n"
-                   "y = mtlinv.gemv(np.array([[2.0 ** -70]], np.float32), np.array([[2.0 ** -70]], np.float32))\n"
+                   + TINY_PRODUCT +
                    "print(_native._set_emu_ftz(False), float(np.asarray(y)[0, 0]))",
                    MTLINV_DEVICE="emu", MTLINV_EMU_FTZ="1")
     assert r.returncode == 0 and r.stdout.split() == ["True", "False", repr(2.0 ** -140)], r.stdout + r.stderr
