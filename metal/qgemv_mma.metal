@@ -260,30 +260,6 @@ inline void qgemv_mma_load(device const uint* wq, device const S* scales, device
   }
 }
 
-// The bits of a scale or bias as a lane holds it (QgemvMmaReg), for qgemv_mma_tie.
-inline uint qgemv_mma_bits(float v) { return as_type<uint>(v); }
-inline uint qgemv_mma_bits(half v) { return uint(as_type<ushort>(v)); }
-inline uint qgemv_mma_bits(bfloat v) { return uint(as_type<ushort>(v)); }
-
-// Makes the first call of a pair of steps depend on every value the pair's second step loads, through `zero`, a 0
-// the compiler cannot see: words0 | (x & 0) is words0, so the bits are the same. Why: nvcc 13 (sm_90, -O3) issued
-// the second step's weights, scales and biases after the first step's matrix calls, so a simdgroup waited on memory
-// twice a pair where its source asked once (docs/decisions.md, "qgemv: where ptxas puts the loads"); a data
-// dependence is an order no scheduler may undo. Call 0 reads word 0 of each weight row.
-template <uint BITS, uint N, typename Reg>
-inline void qgemv_mma_tie(thread uint* words0, thread const uint* words1, thread const Reg* scale1,
-                          thread const Reg* bias1, uint zero) {
-  uint later = 0;
-  for (uint i = 0; i < 2 * BITS; ++i) {
-    later |= words1[i];
-  }
-  for (uint i = 0; i < N; ++i) {
-    later |= qgemv_mma_bits(scale1[i]) | qgemv_mma_bits(bias1[i]);
-  }
-  words0[0] |= later & zero;
-  words0[BITS] |= later & zero;
-}
-
 // R: rows of x per tile, 8 or 16 (the plan's pick from M). C: output tiles per threadgroup (1 or 2), whose calls share
 // each load of x; a split's calls for each tile are the same either way. TILED: wq, scales and biases in the tile
 // layout (above), the same values in the same calls. RUN_GROUPS: 2 at group size 16, else 1 (metal/qgemv_run.h).
@@ -386,8 +362,6 @@ template <typename T, uint BITS, typename S, uint R, uint C, bool TILED, uint RU
         wait_for_previous_kernels();
         waiting = false;
       }
-      // has_bias is 0 or 1: the zero qgemv_mma_tie needs.
-      qgemv_mma_tie<BITS, 2 * C * RUN_GROUPS, Reg>(words0, words1, scale1, bias1, args.has_bias >> 1);
       qgemv_mma_step<T, BITS, B, C, RUN_GROUPS>(acc, words0, scale0, bias0, x, x_row, j0 * QGEMV_RUN, true, true,
                                                 lane);
       qgemv_mma_step<T, BITS, B, C, RUN_GROUPS>(acc, words1, scale1, bias1, x, x_row, j1 * QGEMV_RUN, true, true,
