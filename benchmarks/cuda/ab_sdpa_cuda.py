@@ -11,12 +11,15 @@ Hkv = 8, D = 128, bf16, causal), timed as there (events, medians, K and V rotate
 passes, then pass 1 alone, in us; the last column says whether every variant's output has the bits of the first.
 --prefetch runs each kernel once per value of SdpaArgs.prefetch (a hint that changes no bits): the plan's, 0 or 1.
 --threads gives each kernel its threadgroup size (default: the plan's), for a variant with more simdgroups.
+With --out DIR: ab_sdpa_cuda.json (command, commit, device, every cell's min / median / max, the bits' verdict) and
+ab_sdpa_cuda.md (benchmarks/report.py).
 """
 import os
 import sys
 
 sys.path.insert(1, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tuning"))  # tune_sdpa_cuda.py
 import bench_cuda as bc  # noqa: E402  (sets MTLINV_CUDA_SYNC=0 before mtlinv loads)
+import report  # noqa: E402
 import tune_sdpa_cuda as ts  # noqa: E402
 
 import argparse  # noqa: E402
@@ -38,6 +41,7 @@ def run(kernel, threads, launches, args, q, k, v, out, part_o, part_ml, combine=
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    report.add_out_argument(ap)
     ap.add_argument("--kernels", nargs="+", required=True, help="pass-1 kernels to run in the plan's place")
     ap.add_argument("--prefetch", nargs="+", default=["plan"], choices=["plan", "0", "1"])
     ap.add_argument("--lengths", type=int, nargs="+", default=[1024, 4096, 16384, 65536])
@@ -57,9 +61,10 @@ def main():
     if missing:
         sys.exit(f"--kernels: not registered in this build: {missing}")
     variants = [(name, pf) for name in args.kernels for pf in args.prefetch]
-    print(f"# {mtlinv.device_info()['name']}: both passes / pass 1 alone, us\n")
-    print(bc.row(["keys", "Lq"] + [f"{name} (prefetch {pf})" for name, pf in variants] + ["bits equal"]))
-    print(bc.row(["---:"] * (3 + len(variants))))
+    say, records = report.Lines(), []
+    say(f"# {mtlinv.device_info()['name']}: both passes / pass 1 alone, us\n")
+    say(bc.row(["keys", "Lq"] + [f"{name} (prefetch {pf})" for name, pf in variants] + ["bits equal"]))
+    say(bc.row(["---:"] * (3 + len(variants))))
     for keys in args.lengths:
         kv_host = bc.RNG.standard_normal((1, ts.HKV, keys, ts.D), dtype=np.float32).astype(bc.BF16)
         copies = bc.copies_for(2 * kv_host.nbytes)
@@ -71,21 +76,27 @@ def main():
             blocks = launches[0]["threadgroups"][2]  # sdpa_mma's grid: query tiles, B * Hkv, chunks
             part_o = mtlinv.asarray(np.zeros(ts.HQ * lq * blocks * ts.D, np.float32))
             part_ml = mtlinv.asarray(np.zeros(ts.HQ * lq * blocks * 2, np.float32))
-            cells, outputs = [], []
+            cells, outputs, timings = [], [], []
             for name, pf in variants:
                 prefetch = ts.plan_prefetch(launches) if pf == "plan" else int(pf)
                 sargs = ts.sdpa_args(lq, keys, ops.sdpa_chunking(ts.D, "bfloat16"), prefetch)
                 out = mtlinv.asarray(np.zeros((1, ts.HQ, lq, ts.D), bc.BF16))
                 run(name, threads[name], launches, sargs, q, ks[0], vs[0], out, part_o, part_ml)
                 outputs.append(out.numpy().tobytes())
-                times = [bc.event_median([lambda k=k, v=v, c=combine:
-                                          run(name, threads[name], launches, sargs, q, k, v, out, part_o, part_ml, c)
-                                          for k, v in zip(ks, vs)], args.reps)
-                         for combine in (True, False)]
-                cells.append(f"{times[0] * 1e6:.1f} / {times[1] * 1e6:.1f}")
+                both, first = (bc.event_spread([lambda k=k, v=v, c=combine:
+                                                run(name, threads[name], launches, sargs, q, k, v, out, part_o,
+                                                    part_ml, c)
+                                                for k, v in zip(ks, vs)], args.reps)
+                               for combine in (True, False))
+                cells.append(f"{both['median'] * 1e6:.1f} / {first['median'] * 1e6:.1f}")
+                timings.append({"kernel": name, "prefetch": prefetch, "both_passes": both, "pass_1": first})
             same = all(o == outputs[0] for o in outputs[1:])
-            print(bc.row([keys, lq, *cells, "yes" if same else "**no**"]), flush=True)
+            say(bc.row([keys, lq, *cells, "yes" if same else "**no**"]))
+            records.append({"keys": keys, "lq": lq, "variants": timings, "bits_equal": same})
         del ks, vs
+        # After each length: a run cut off by a time limit keeps what it measured.
+        report.write(args.out, "ab_sdpa_cuda", {"reps": args.reps, "kernels": args.kernels, "rows": records},
+                     say.text())
 
 
 if __name__ == "__main__":

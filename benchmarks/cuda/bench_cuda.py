@@ -26,7 +26,6 @@ os.environ.setdefault("MTLINV_DEVICE", "cuda")
 
 import argparse  # noqa: E402
 import math  # noqa: E402
-import statistics  # noqa: E402
 import sys  # noqa: E402
 import traceback  # noqa: E402
 from pathlib import Path  # noqa: E402
@@ -56,11 +55,6 @@ ROTATION_BYTES = 1 << 30
 SHAPES = [(4096, 4096), (4096, 14336), (8192, 8192)]  # (K, N)
 SLEEP_CYCLES = 20_000_000  # ~10 ms at boost clock: longer than the host needs to queue --reps calls
 RNG = np.random.default_rng(0)
-
-
-def event_median(calls, reps):
-    """Median seconds of one call (event_times)."""
-    return statistics.median(event_times(calls, reps))
 
 
 def event_spread(calls, reps):
@@ -143,19 +137,18 @@ TUNE_TILES = (1, 2, 4, 8)
 MMA_SPLITS = (1, 2, 4, 8, 16)  # the matrix-unit kernels' (at most 16 simdgroups)
 
 
-def print_split_header(splits=TUNE_SPLITS, rows="M (tile R)"):
-    print(row(["K", "N", rows] + [f"splits {s}" for s in splits] + ["plan's splits"]))
-    print(row(["---:"] * (4 + len(splits))))
+def split_header(splits=TUNE_SPLITS, rows="M (tile R)"):
+    """The head of a tuning table: a column per split count."""
+    return "\n".join([row(["K", "N", rows] + [f"splits {s}" for s in splits] + ["plan's splits"]),
+                      row(["---:"] * (4 + len(splits)))])
 
 
-def split_cells(launch_for, reps, nbytes, splits=TUNE_SPLITS):
-    """One tuning row's cells: us per call (GB/s of `nbytes`) for every split count; launch_for(s) gives the
-    rotating calls at s splits."""
-    cells = []
-    for s in splits:
-        t = event_median(launch_for(s), reps)
-        cells.append(f"{t * 1e6:.1f} ({nbytes / t / 1e9:.0f})")
-    return cells
+def split_times(launch_for, reps, nbytes, splits=TUNE_SPLITS):
+    """One tuning row: the spread of a call at every split count ({"S": spread}; launch_for(s) gives the rotating
+    calls at s splits), and its cells, us per call (GB/s of `nbytes`) at the median."""
+    spreads = {str(s): event_spread(launch_for(s), reps) for s in splits}
+    cells = [f"{t['median'] * 1e6:.1f} ({nbytes / t['median'] / 1e9:.0f})" for t in spreads.values()]
+    return spreads, cells
 
 
 def canonical_rows(calls, tiled_calls, reps, case):

@@ -9,7 +9,8 @@ an 8B llama's shapes, scales and biases in bfloat16 and in float32 (full 24-bit 
 bench_decode_step.py draws them), events around each call, weights rotated through HBM (bench_cuda.py's timing).
 Then prints a SHA-256 digest of the output bits of a fixed set of calls (both widths, both x types, both layouts,
 both scale types, M = 1, 5, 8 and 16, special scales that take the general dequantisation): run it under two builds
-and compare the DIGEST lines to show that a change kept every bit.
+and compare the DIGEST lines to show that a change kept every bit. With --out DIR: qgemv_scales.json (command,
+commit, device, every timing's min / median / max, the digests) and qgemv_scales.md (benchmarks/report.py).
 """
 import argparse
 import hashlib
@@ -18,6 +19,7 @@ import sys
 
 sys.path.insert(1, os.path.dirname(os.path.abspath(__file__)))
 import bench_cuda as bc  # noqa: E402  (sets MTLINV_CUDA_SYNC=0 before mtlinv loads)
+import report  # noqa: E402
 
 import ml_dtypes  # noqa: E402
 import numpy as np  # noqa: E402
@@ -45,10 +47,10 @@ def weights(rng, k, n, bits, group_size, scale_dtype, special=False):
     return wq, scales.astype(scale_dtype), biases.astype(scale_dtype)
 
 
-def timings(args):
+def timings(args, say, records):
     rng = np.random.default_rng(0)
-    print("| K x N | M | bf16 scales us | float32 scales us | float32 / bf16 |")
-    print("|---|---:|---:|---:|---:|")
+    say("| K x N | M | bf16 scales us | float32 scales us | float32 / bf16 |")
+    say("|---|---:|---:|---:|---:|")
     for k, n in SHAPES:
         wq, scales, biases = weights(rng, k, n, 4, 64, np.float32)
         x = rng.standard_normal((16, k)).astype(BF16)
@@ -61,14 +63,18 @@ def timings(args):
                 xm = mtlinv.asarray(x[:m])
                 calls = [lambda s=s: mtlinv.qgemv(xm, *s, group_size=64, bits=4) for s in sets]
                 with mtlinv.batch_invariant(16):
-                    times[name, m] = bc.event_median(calls, args.reps)
+                    times[name, m] = bc.event_spread(calls, args.reps)
         for m in ROWS:
             b, f = times["bf16", m], times["f32", m]
-            print(f"| {k} x {n} | {m} | {b * 1e6:.1f} | {f * 1e6:.1f} | {f / b:.2f} |", flush=True)
+            say(f"| {k} x {n} | {m} | {b['median'] * 1e6:.1f} | {f['median'] * 1e6:.1f} | "
+                f"{f['median'] / b['median']:.2f} |")
+            records.append({"k": k, "n": n, "m": m, "bfloat16_scales": b, "float32_scales": f})
 
 
-def digests():
+def digests(say):
+    """The digest of each call's output bits (DIGEST lines), and of all of them; returns {case: digest}."""
     rng = np.random.default_rng(1)
+    found = {}
     total = hashlib.sha256()
     for bits in (4, 8):
         for xdtype in (np.float16, BF16):
@@ -83,22 +89,31 @@ def digests():
                             for m in (1, 5, 8, 16):
                                 with mtlinv.batch_invariant(16):
                                     y = np.asarray(mtlinv.qgemv(mtlinv.asarray(x[:m]), *w, group_size=64, bits=bits))
-                                h = hashlib.sha256(y.tobytes()).hexdigest()[:16]
+                                case = (f"b{bits} x={np.dtype(xdtype).name} scales={np.dtype(scale_dtype).name}"
+                                        f"{' special' if special else ''} {k}x{n} {layout} M={m}")
+                                found[case] = hashlib.sha256(y.tobytes()).hexdigest()[:16]
                                 total.update(y.tobytes())
-                                print(f"DIGEST b{bits} x={np.dtype(xdtype).name} scales={np.dtype(scale_dtype).name}"
-                                      f"{' special' if special else ''} {k}x{n} {layout} M={m} {h}")
-    print(f"DIGEST all {total.hexdigest()}")
+                                say(f"DIGEST {case} {found[case]}")
+    found["all"] = total.hexdigest()
+    say(f"DIGEST all {found['all']}")
+    return found
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    report.add_out_argument(ap)
     ap.add_argument("--reps", type=int, default=30)
     ap.add_argument("--digests-only", action="store_true")
     args = ap.parse_args()
-    print(mtlinv.device_info())
+    say, records = report.Lines(), []
+    say(f"# {mtlinv.device_info()['name']}: 4-bit g64 qgemv, tile layout, bf16 x; medians of {args.reps} "
+        "event-timed calls\n")
     if not args.digests_only:
-        timings(args)
-    digests()
+        timings(args, say, records)
+        report.write(args.out, "qgemv_scales", {"reps": args.reps, "rows": records}, say.text())
+    say()
+    found = digests(say)
+    report.write(args.out, "qgemv_scales", {"reps": args.reps, "rows": records, "digests": found}, say.text())
 
 
 if __name__ == "__main__":

@@ -10,7 +10,8 @@ then gemv_nk_mma's forms (the kernels the plans pick on a GPU with matrix units:
 output tiles per threadgroup, of 16 rows with one or two splits per simdgroup) for k_splits 1 to 16 at M = 1, 8 / 16.
 --tiled times the _tiled instances with W in the tile layout (mtlinv.tile_weights; gemv_nk_mma only).
 Prints, per shape and R (or M), the time of each split count and the count the plan picks ("-" where the plan picks
-another kernel).
+another kernel). With --out DIR: tune_gemv_cuda.json (command, commit, device, every cell's min / median / max) and
+tune_gemv_cuda.md (benchmarks/report.py).
 """
 import os
 import struct
@@ -18,6 +19,7 @@ import sys
 
 sys.path.insert(1, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "cuda"))  # bench_cuda.py
 import bench_cuda as bc  # noqa: E402  (sets MTLINV_CUDA_SYNC=0 before mtlinv loads)
+import report  # noqa: E402
 
 import argparse  # noqa: E402
 
@@ -42,6 +44,7 @@ def plan_splits(kernel, m, k, n, tiled=False):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    report.add_out_argument(ap)
     ap.add_argument("--reps", type=int, default=30)
     ap.add_argument("--mma-only", action="store_true", help="only the gemv_nk_mma kernels")
     ap.add_argument("--mma-kernels", nargs="+", default=["gemv_nk_mma_r8_bf16", "gemv_nk_mma_r8_c2_bf16",
@@ -49,16 +52,21 @@ def main():
     ap.add_argument("--tiled", action="store_true", help="W in the tile layout (the _tiled gemv_nk_mma kernels)")
     args = ap.parse_args()
     copy_bw = bc.copy_bandwidth()
-    print(f"# {mtlinv.device_info()['name']}: copy {copy_bw / 1e9:.0f} GB/s; us per call (GB/s of the weights)")
-    if not (args.mma_only or args.tiled):
-        tune_row_tiled(args.reps)
-    for name in args.mma_kernels:
-        tune_mma(name + ("_tiled" if args.tiled else ""), args.reps, args.tiled)
+    say, records = report.Lines(), []
+    say(f"# {mtlinv.device_info()['name']}: copy {copy_bw / 1e9:.0f} GB/s; us per call (GB/s of the weights)")
+    sections = [] if args.mma_only or args.tiled else [lambda: tune_row_tiled(args.reps, say, records)]
+    sections += [lambda name=name: tune_mma(name + ("_tiled" if args.tiled else ""), args.reps, args.tiled, say,
+                                            records) for name in args.mma_kernels]
+    for section in sections:
+        section()
+        # After each kernel: a run cut off by a time limit keeps what it measured.
+        report.write(args.out, "tune_gemv_cuda", {"copy_bytes_per_s": copy_bw, "reps": args.reps,
+                                                  "tiled": args.tiled, "rows": records}, say.text())
 
 
-def tune_row_tiled(reps):
-    print("\n## gemv_nk_r{R}_bf16\n")
-    bc.print_split_header()
+def tune_row_tiled(reps, say, records):
+    say("\n## gemv_nk_r{R}_bf16\n")
+    say(bc.split_header())
     for k, n in bc.SHAPES:
         w_host = (bc.RNG.standard_normal((n, k), dtype=np.float32) * k ** -0.5).astype(bc.BF16)
         ws, _ = bc.tensors(w_host, bc.copies_for(w_host.nbytes))
@@ -66,21 +74,26 @@ def tune_row_tiled(reps):
         for r in bc.TUNE_TILES:
             x = mtlinv.asarray(bc.RNG.standard_normal((r, k), dtype=np.float32).astype(bc.BF16))
             y = mtlinv.asarray(np.zeros((r, n), bc.BF16))
-            cells = bc.split_cells(lambda s: [lambda w=w: ops._launch(f"gemv_nk_r{r}_bf16", (-(-n // 4), 1, 1),
-                                                                      (32 * s, 1, 1), gemv_args(r, k, n, s),
-                                                                      [x, w, bias, y]) for w in ws],
-                                   reps, w_host.nbytes)
-            print(bc.row([k, n, f"{r}", *cells, plan_splits("gemv_nk_r", r, k, n)]), flush=True)
+            name = f"gemv_nk_r{r}_bf16"
+
+            def calls(s, name=name, r=r, x=x, y=y):  # the rotating calls at s splits
+                return [lambda w=w: ops._launch(name, (-(-n // 4), 1, 1), (32 * s, 1, 1), gemv_args(r, k, n, s),
+                                                [x, w, bias, y]) for w in ws]
+            times, cells = bc.split_times(calls, reps, w_host.nbytes)
+            plan = plan_splits("gemv_nk_r", r, k, n)
+            say(bc.row([k, n, f"{r}", *cells, plan]))
+            records.append({"k": k, "n": n, "kernel": name, "m": r, "bytes": w_host.nbytes, "splits": times,
+                            "plan_splits": plan})
         del ws
 
 
-def tune_mma(name, reps, tiled=False):
+def tune_mma(name, reps, tiled, say, records):
     # The form from the name: two output tiles per threadgroup (_c2_), two splits per simdgroup (_u2_).
     cols = 32 if "_c2_" in name else 16
     per_simdgroup = 2 if "_u2_" in name else 1
     splits = tuple(s for s in bc.MMA_SPLITS if s >= per_simdgroup)
-    print(f"\n## {name}\n")
-    bc.print_split_header(splits, "M")
+    say(f"\n## {name}\n")
+    say(bc.split_header(splits, "M"))
     for k, n in bc.SHAPES:
         w_host = (bc.RNG.standard_normal((n, k), dtype=np.float32) * k ** -0.5).astype(bc.BF16)
         layout = mtlinv.tile_weights(w_host) if tiled else w_host
@@ -89,12 +102,15 @@ def tune_mma(name, reps, tiled=False):
         for m in ((16,) if "_r16" in name else (1, 8)):
             x = mtlinv.asarray(bc.RNG.standard_normal((m, k), dtype=np.float32).astype(bc.BF16))
             y = mtlinv.asarray(np.zeros((m, n), bc.BF16))
-            cells = bc.split_cells(lambda s: [lambda w=w: ops._launch(name, (-(-n // cols), 1, 1),
-                                                                      (32 * s // per_simdgroup, 1, 1),
-                                                                      gemv_args(m, k, n, s), [x, w, bias, y])
-                                              for w in ws],
-                                   reps, w_host.nbytes, splits)
-            print(bc.row([k, n, f"{m}", *cells, plan_splits(name, m, k, n, tiled)]), flush=True)
+
+            def calls(s, m=m, x=x, y=y):  # the rotating calls at s splits
+                return [lambda w=w: ops._launch(name, (-(-n // cols), 1, 1), (32 * s // per_simdgroup, 1, 1),
+                                                gemv_args(m, k, n, s), [x, w, bias, y]) for w in ws]
+            times, cells = bc.split_times(calls, reps, w_host.nbytes, splits)
+            plan = plan_splits(name, m, k, n, tiled)
+            say(bc.row([k, n, f"{m}", *cells, plan]))
+            records.append({"k": k, "n": n, "kernel": name, "m": m, "bytes": w_host.nbytes, "splits": times,
+                            "plan_splits": plan})
         del ws
 
 

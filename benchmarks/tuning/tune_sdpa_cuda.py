@@ -9,6 +9,8 @@ directly with raw arguments, on bench_cuda.py's attention shape (Hq=32, Hkv=8, D
 (Lq=1) and verify (Lq=8), timed as there (events, medians, K and V rotated through HBM). Each cell is both passes
 with those chunks, then pass 1 alone, in us; the percentage is of the copy bandwidth for reading K and V once. A
 chunking is S (chunks of S keys throughout) or S:T (chunks of S below key T, growing past it: metal/sdpa_args.h).
+With --out DIR: tune_sdpa_cuda.json (command, commit, device, every cell's min / median / max) and tune_sdpa_cuda.md
+(benchmarks/report.py).
 """
 import math
 import os
@@ -17,6 +19,7 @@ import sys
 
 sys.path.insert(1, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "cuda"))  # bench_cuda.py
 import bench_cuda as bc  # noqa: E402  (sets MTLINV_CUDA_SYNC=0 before mtlinv loads)
+import report  # noqa: E402
 
 import argparse  # noqa: E402
 
@@ -84,6 +87,7 @@ def chunking_name(chunking):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    report.add_out_argument(ap)
     ap.add_argument("--reps", type=int, default=30)
     ap.add_argument("--lengths", type=int, nargs="+", default=[1024, 4096, 16384, 65536])
     ap.add_argument("--lq", type=int, nargs="+", default=[1, 8])
@@ -96,10 +100,12 @@ def main():
     if not mtlinv.device_info().get("matrix_units"):
         sys.exit("tune_sdpa_cuda.py times the matrix-unit kernels: run it with MTLINV_DEVICE=cuda on a GPU")
     copy_bw = bc.copy_bandwidth()
-    print(f"# {mtlinv.device_info()['name']}: copy {copy_bw / 1e9:.0f} GB/s; both passes / pass 1 alone, us "
-          f"(% of copy bandwidth for both)\n")
-    print(bc.row(["keys", "Lq"] + [chunking_name(c) for c in args.chunkings] + ["plan's chunks"]))
-    print(bc.row(["---:"] * (3 + len(args.chunkings))))
+    say, records = report.Lines(), []
+    say(f"# {mtlinv.device_info()['name']}: copy {copy_bw / 1e9:.0f} GB/s; both passes / pass 1 alone, us "
+        f"(% of copy bandwidth for both)\n")
+    say(bc.row(["keys", "Lq"] + [chunking_name(c) for c in args.chunkings] + ["plan's chunks"]))
+    say(bc.row(["---:"] * (3 + len(args.chunkings))))
+    plan_chunking = ops.sdpa_chunking(D, "bfloat16")
     for keys in args.lengths:
         kv_host = bc.RNG.standard_normal((1, HKV, keys, D), dtype=np.float32).astype(bc.BF16)
         copies = bc.copies_for(2 * kv_host.nbytes)
@@ -110,7 +116,7 @@ def main():
             out = mtlinv.asarray(np.zeros((1, HQ, lq, D), bc.BF16))
             launches = plan_launches(lq, keys)
             assert launches[0]["kernel"] == "sdpa_mma_d128_bf16", launches[0]["kernel"]
-            cells = []
+            cells, timings = [], []
             for chunking in args.chunkings:
                 blocks = n_chunks(chunking, keys)
                 part_o = mtlinv.asarray(np.zeros(HQ * lq * blocks * D, np.float32))
@@ -120,11 +126,18 @@ def main():
                     calls = [lambda k=k, v=v, c=combine:
                              two_passes(launches, q, k, v, out, part_o, part_ml, lq, keys, chunking, c)
                              for k, v in zip(ks, vs)]
-                    times.append(bc.event_median(calls, args.reps))
-                cells.append(f"{times[0] * 1e6:.1f} / {times[1] * 1e6:.1f} "
-                             f"({100 * 2 * kv_host.nbytes / times[0] / copy_bw:.0f}%)")
-            print(bc.row([keys, lq, *cells, chunking_name(ops.sdpa_chunking(D, "bfloat16"))]), flush=True)
+                    times.append(bc.event_spread(calls, args.reps))
+                both, first = (t["median"] for t in times)
+                cells.append(f"{both * 1e6:.1f} / {first * 1e6:.1f} ({100 * 2 * kv_host.nbytes / both / copy_bw:.0f}%)")
+                timings.append({"chunking": list(chunking), "chunks": blocks, "both_passes": times[0],
+                                "pass_1": times[1]})
+            say(bc.row([keys, lq, *cells, chunking_name(plan_chunking)]))
+            records.append({"keys": keys, "lq": lq, "kv_bytes": 2 * kv_host.nbytes, "chunkings": timings})
         del ks, vs
+        # After each length: a run cut off by a time limit keeps what it measured.
+        report.write(args.out, "tune_sdpa_cuda", {
+            "copy_bytes_per_s": copy_bw, "reps": args.reps, "shape": {"q_heads": HQ, "kv_heads": HKV, "head_dim": D},
+            "plan_chunking": list(plan_chunking), "rows": records}, say.text())
 
 
 if __name__ == "__main__":

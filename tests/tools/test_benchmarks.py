@@ -1,13 +1,15 @@
 """The benchmark scripts: every one answers --help with its whole docstring (on any machine: torch, CuPy, MLX and a GPU
-are imported or needed only past the arguments), writes nothing unless given --out, and bench_decode_step.py at a
-tiny shape on the active device writes its JSON (command, commit, device, spreads) and Markdown, with row 0 of every
-step bit-equal to the 1-row step and speculative decoding equal to greedy, and, where mlx-lm is installed (the test
-extra installs it on Linux and Apple silicon), mlx-lm's step beside it."""
+are imported or needed only past the arguments), takes --out for its record (all but the probes of profiling/),
+writes nothing unless given --out, and bench_decode_step.py at a tiny shape on the active device writes its JSON
+(command, commit, device, spreads) and Markdown, with row 0 of every step bit-equal to the 1-row step and
+speculative decoding equal to greedy, and, where mlx-lm is installed (the test extra installs it on Linux and Apple
+silicon), mlx-lm's step beside it."""
 import ast
 import importlib.util
 import json
 import os
 import pathlib
+import re
 import shutil
 import subprocess
 import sys
@@ -18,6 +20,11 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 BENCHMARKS = ROOT / "benchmarks"
 SCRIPTS = sorted(p for p in BENCHMARKS.rglob("*") if p.suffix in (".py", ".sh") and p.name not in
                  ("timing.py", "report.py", "gguf_weights.py"))  # the shared modules are imported, not run
+# What times and takes --out DIR for its record (JSON and Markdown, benchmarks/report.py): every script but the
+# readers of records (goals.py, plot.py) and the probes and Nsight Compute wrappers of profiling/, which print
+# (step_ablation.py, there too, records).
+RECORDING = [p for p in SCRIPTS if p.suffix == ".py" and p.name not in ("goals.py", "plot.py") and
+             (p.parent.name != "profiling" or p.stem == "step_ablation")]
 # The worktree's own build first, wherever mtlinv is installed.
 ENV = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
 
@@ -42,6 +49,7 @@ def test_help(script, tmp_path):
     assert "usage" in proc.stdout.lower() or script.suffix == ".sh", proc.stdout
     assert len(proc.stdout.splitlines()) >= 2, proc.stdout
     assert not list(tmp_path.iterdir())  # --help writes nothing
+    assert re.search(r"^  --out ", proc.stdout, re.M) or script not in RECORDING, proc.stdout  # the option, listed
     if script.suffix == ".py":  # the whole docstring, as written: its commands and notes, not a cut first line
         doc = ast.get_docstring(ast.parse(script.read_text()), clean=False)
         assert doc.strip() in proc.stdout, proc.stdout
