@@ -13,9 +13,9 @@ Method (docs/decisions.md, "Measuring on a GPU"):
   * Achieved bandwidth counts the bytes a call must move (weights or KV read once, activations in and out)
     against the device-to-device copy bandwidth measured at the start of the same run (bytes read + written).
   * "floor us (% of it)": the time one launch of a plain read of the same weights or KV cache takes (a
-    grid-stride stream, benchmarks/profiling/probe_reads_cuda.py), timed the same way, and that time over the call's. The
-    launch, ramp-up and tail of one call hold a 30 MB read near 60% of copy bandwidth on an H200, so for operands
-    of that size this, not the copy, is the ceiling a kernel can approach.
+    grid-stride stream, benchmarks/profiling/probe_reads_cuda.py), timed the same way, and that time over the
+    call's. The launch, ramp-up and tail of one call hold a 30 MB read near 60% of copy bandwidth on an H200, so
+    for operands of that size this, not the copy, is the ceiling a kernel can approach.
 Goals and the latest figures against them: docs/results.md, "The latest run". With --out DIR it writes
 bench_cuda.json (every timing's min / median / max), bench_cuda.md and the plots of benchmarks/plot.py.
 """
