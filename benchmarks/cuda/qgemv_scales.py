@@ -106,8 +106,9 @@ def main():
     ap.add_argument("--digests-only", action="store_true")
     args = ap.parse_args()
     say, records = report.Lines(), []
-    say(f"# {mtlinv.device_info()['name']}: 4-bit g64 qgemv, tile layout, bf16 x; medians of {args.reps} "
-        "event-timed calls\n")
+    say(f"# {mtlinv.device_info()['name']}: "
+        + ("output digests" if args.digests_only else
+           f"4-bit g64 qgemv, tile layout, bf16 x; medians of {args.reps} event-timed calls") + "\n")
     if not args.digests_only:
         timings(args, say, records)
         report.write(args.out, "qgemv_scales", {"reps": args.reps, "rows": records}, say.text())

@@ -1,9 +1,9 @@
 """The benchmark scripts: every one answers --help with its whole docstring (on any machine: torch, CuPy, MLX and a GPU
-are imported or needed only past the arguments), takes --out for its record (all but the probes of profiling/),
-writes nothing unless given --out, and bench_decode_step.py at a tiny shape on the active device writes its JSON
-(command, commit, device, spreads) and Markdown, with row 0 of every step bit-equal to the 1-row step and
-speculative decoding equal to greedy, and, where mlx-lm is installed (the test extra installs it on Linux and Apple
-silicon), mlx-lm's step beside it."""
+are imported or needed only past the arguments), a Python script that times takes --out for its record (not the
+readers of records, goals.py and plot.py, nor the probes of profiling/), writes nothing unless given --out, and
+bench_decode_step.py at a tiny shape on the active device writes its JSON (command, commit, device, spreads) and
+Markdown, with row 0 of every step bit-equal to the 1-row step and speculative decoding equal to greedy, and, where
+mlx-lm is installed (the test extra installs it on Linux and Apple silicon), mlx-lm's step beside it."""
 import ast
 import importlib.util
 import json
@@ -20,9 +20,9 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 BENCHMARKS = ROOT / "benchmarks"
 SCRIPTS = sorted(p for p in BENCHMARKS.rglob("*") if p.suffix in (".py", ".sh") and p.name not in
                  ("timing.py", "report.py", "gguf_weights.py"))  # the shared modules are imported, not run
-# What times and takes --out DIR for its record (JSON and Markdown, benchmarks/report.py): every script but the
-# readers of records (goals.py, plot.py) and the probes and Nsight Compute wrappers of profiling/, which print
-# (step_ablation.py, there too, records).
+# What times and takes --out DIR for its record (JSON and Markdown, benchmarks/report.py): every Python script but
+# the readers of records (goals.py, plot.py) and the probes and Nsight Compute wrappers of profiling/, which print
+# (step_ablation.py, there too, records). The shell scripts of cuda/ log under $OUT instead.
 RECORDING = [p for p in SCRIPTS if p.suffix == ".py" and p.name not in ("goals.py", "plot.py") and
              (p.parent.name != "profiling" or p.stem == "step_ablation")]
 # The worktree's own build first, wherever mtlinv is installed.
