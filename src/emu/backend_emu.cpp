@@ -165,24 +165,21 @@ void set_gpu_plans(bool on, bool matrix_units) {
 // Every build has the emulator: MTLINV_DEVICE=auto's fallback.
 const BackendRegistrar kRegistered("emu", BackendRegistrar::kFallback, make_emu_backend);
 
-// Each reads the environment first (apply_environment_once), so a mode set here is never reset by it.
-const EmulatorSwitches kSwitches{set_gpu_plans,
-                                 [](bool on, uint64_t seed) {
-                                   apply_environment_once();
-                                   emu::set_check_mode(on, seed);
-                                 },
-                                 [] {
-                                   apply_environment_once();
-                                   return emu::check_mode();
-                                 },
-                                 [](bool on) {
-                                   apply_environment_once();
-                                   emu::set_flush_subnormals(on);
-                                 },
-                                 [] {
-                                   apply_environment_once();
-                                   return emu::flush_subnormals();
-                                 }};
+// F, after the environment is read (apply_environment_once), so that a mode a switch sets is never reset by it.
+template <auto F>
+struct AfterEnvironment;
+template <typename R, typename... A, R (*F)(A...)>
+struct AfterEnvironment<F> {
+  static R call(A... args) {
+    apply_environment_once();
+    return F(args...);
+  }
+};
+
+const EmulatorSwitches kSwitches{set_gpu_plans, AfterEnvironment<emu::set_check_mode>::call,
+                                 AfterEnvironment<emu::check_mode>::call,
+                                 AfterEnvironment<emu::set_flush_subnormals>::call,
+                                 AfterEnvironment<emu::flush_subnormals>::call};
 const bool kSwitchesRegistered = (register_emulator_switches(kSwitches), true);
 
 }  // namespace
