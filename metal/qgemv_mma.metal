@@ -452,8 +452,6 @@ MTLINV_KERNEL_WAITS(qgemv_mma_b8_r8_f16_tiled, qgemv_mma, half, 8, half, 8, 1, t
 MTLINV_KERNEL_WAITS(qgemv_mma_b8_r16_f16_tiled, qgemv_mma, half, 8, half, 16, 1, true, 1, false)
 MTLINV_KERNEL_WAITS(qgemv_mma_b8_r8_bf16_tiled, qgemv_mma, bfloat, 8, bfloat, 8, 1, true, 1, false)
 MTLINV_KERNEL_WAITS(qgemv_mma_b8_r16_bf16_tiled, qgemv_mma, bfloat, 8, bfloat, 16, 1, true, 1, false)
-MTLINV_KERNEL_WAITS(qgemv_mma_b4_r8_c2_f16_tiled, qgemv_mma, half, 4, half, 8, 2, true, 1, false)
-MTLINV_KERNEL_WAITS(qgemv_mma_b4_r8_c2_bf16_tiled, qgemv_mma, bfloat, 4, bfloat, 8, 2, true, 1, false)
 MTLINV_KERNEL_WAITS(qgemv_mma_b4_r16_c2_f16_tiled, qgemv_mma, half, 4, half, 16, 2, true, 1, false)
 MTLINV_KERNEL_WAITS(qgemv_mma_b4_r16_c2_bf16_tiled, qgemv_mma, bfloat, 4, bfloat, 16, 2, true, 1, false)
 MTLINV_KERNEL_WAITS(qgemv_mma_b4_r8_f16_sf32_tiled, qgemv_mma, half, 4, float, 8, 1, true, 1, false)
@@ -527,8 +525,6 @@ MTLINV_KERNEL_WAITS(qgemv_mma_b8_r16_bf16_sf16_tiled, qgemv_mma, bfloat, 8, half
 // kernel ahead (EARLY; the op's constant_weights).
 MTLINV_KERNEL_WAITS(qgemv_mma_b4_r8_f16_tiled_early, qgemv_mma, half, 4, half, 8, 1, true, 1, true)
 MTLINV_KERNEL_WAITS(qgemv_mma_b4_r8_bf16_tiled_early, qgemv_mma, bfloat, 4, bfloat, 8, 1, true, 1, true)
-MTLINV_KERNEL_WAITS(qgemv_mma_b4_r8_c2_f16_tiled_early, qgemv_mma, half, 4, half, 8, 2, true, 1, true)
-MTLINV_KERNEL_WAITS(qgemv_mma_b4_r8_c2_bf16_tiled_early, qgemv_mma, bfloat, 4, bfloat, 8, 2, true, 1, true)
 MTLINV_KERNEL_WAITS(qgemv_mma_b8_r8_f16_tiled_early, qgemv_mma, half, 8, half, 8, 1, true, 1, true)
 MTLINV_KERNEL_WAITS(qgemv_mma_b8_r8_bf16_tiled_early, qgemv_mma, bfloat, 8, bfloat, 8, 1, true, 1, true)
 MTLINV_KERNEL_WAITS(qgemv_mma_b4_r8_f16_sf32_tiled_early, qgemv_mma, half, 4, float, 8, 1, true, 1, true)

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """How the canonical qgemv's time depends on its K splits and row tile, on an NVIDIA GPU: the data behind
-qgemv_k_splits and qgemv_mma_form (src/core/plans/qgemv.cpp), which must pick the splits from K, N, bits and
+qgemv_k_splits and qgemv_mma_k_splits (src/core/plans/qgemv.cpp), which must pick the splits from K, N, bits and
 device alone.
 
     MTLINV_DEVICE=cuda python benchmarks/tuning/tune_qgemv_cuda.py [--reps 30] [--bits 4] [--group-size 64] [--mma-only]
@@ -8,8 +8,7 @@ device alone.
 
 Launches qgemv_b{bits}_r{R}_bf16 directly (the plans' kernels, raw arguments) for every k_splits in 1, 2, 4, 8
 and R in 1, 2, 4, 8, then qgemv_mma_b{bits}_r8_bf16 / _r16_ (what the plans pick for 16-bit x on a GPU with
-matrix units) for k_splits 1 to 16 at M = 1, 8 and 16 (with --tiled at 4 bits also the _c2_ forms, two output tiles
-a threadgroup), on the shapes of bench_cuda.py or --shapes (SmolLM2-135M's
+matrix units) for k_splits 1 to 16 at M = 1, 8 and 16, on the shapes of bench_cuda.py or --shapes (SmolLM2-135M's
 are 576:960 576:576 576:3072 1536:576), timed as there (events, medians, weights rotated through HBM).
 --float32-scales times the _sf32 instances a GGUF import runs, --tiled the _tiled instances with the weights in the
 tile layout (mtlinv.quant.tile; qgemv_mma only, N a multiple of 16, bits 4 or 8). Prints, per shape and tile, the
@@ -63,9 +62,6 @@ def main():
     kernels = [] if args.mma_only or args.tiled else scalar
     kernels += [(f"qgemv_mma_b{bits}_r8{suffix}", 16, m, bc.MMA_SPLITS) for m in (1, 8)]
     kernels += [(f"qgemv_mma_b{bits}_r16{suffix}", 16, 16, bc.MMA_SPLITS)]
-    if args.tiled and bits == 4 and not args.float32_scales:  # two output tiles a threadgroup: built only there
-        kernels += [(f"qgemv_mma_b4_r8_c2{suffix}", 32, m, bc.MMA_SPLITS) for m in (1, 8)]
-        kernels += [(f"qgemv_mma_b4_r16_c2{suffix}", 32, 16, bc.MMA_SPLITS)]
     for title, family in (("row-tiled qgemv", "qgemv_b"), ("qgemv_mma", "qgemv_mma_b")):
         rows = [kernel for kernel in kernels if kernel[0].startswith(family)]
         if not rows:

@@ -355,8 +355,8 @@ def test_constant_weights_must_be_a_bool():
 
 
 @pytest.mark.parametrize("rows, tiled, constant, name", [
-    (1, True, True, "qgemv_mma_b4_r8_c2_bf16_tiled_early"), (8, True, True, "qgemv_mma_b4_r8_c2_bf16_tiled_early"),
-    (1, True, False, "qgemv_mma_b4_r8_c2_bf16_tiled"), (9, True, True, "qgemv_mma_b4_r16_c2_bf16_tiled"),
+    (1, True, True, "qgemv_mma_b4_r8_bf16_tiled_early"), (8, True, True, "qgemv_mma_b4_r8_bf16_tiled_early"),
+    (1, True, False, "qgemv_mma_b4_r8_bf16_tiled"), (9, True, True, "qgemv_mma_b4_r16_c2_bf16_tiled"),
     (1, False, True, "qgemv_mma_b4_r8_bf16")])
 def test_constant_weights_routing(rows, tiled, constant, name, gpu_plans):
     """The op's constant_weights picks the _early instance in the tile layout at up to 8 rows, nowhere else; without

@@ -23,8 +23,8 @@ def tiled(q, group_size, bits):
     return t
 
 
-def kernel(rows, k, n, bits, dtype, limit, tiled_layout=True, scale_dtype=None, group_size=64):
-    return mtlinv._native.plan_qgemv(rows=rows, k=k, n=n, group_size=group_size, bits=bits, dtype=np.dtype(dtype).name,
+def kernel(rows, k, n, bits, dtype, limit, tiled_layout=True, scale_dtype=None):
+    return mtlinv._native.plan_qgemv(rows=rows, k=k, n=n, group_size=64, bits=bits, dtype=np.dtype(dtype).name,
                                      scale_dtype=np.dtype(scale_dtype or dtype).name, limit=limit,
                                      tiled=tiled_layout)["launches"][0]
 
@@ -64,23 +64,15 @@ def test_tiles_give_the_bits_of_rows(bits, group_size, k, n, scales, dtype, gpu_
 
 
 @pytest.mark.parametrize("dtype", MMA_DTYPES, ids=MMA_IDS)
-@pytest.mark.parametrize("k, n, form", [
-    (352, 4240, "r16"),     # 265 tiles, 11 runs: two output tiles at 16 rows only, at the one-tile split count
-    (480, 24016, "every")])  # 1501 tiles, 15 runs: two output tiles at every M, at twice the splits
-def test_two_output_tiles_give_the_bits_of_rows(k, n, form, dtype, gpu_plans, rng):
-    """4-bit weights in the tile layout take two output tiles a threadgroup where that grid reaches the same
-    simdgroups per core with twice the splits (at every M), else at 16 rows where N / 32 threadgroups still give every
-    core one (the emulator's GPU plans count 128 cores; an H100 132). Either way the row layout's bits at every M, each
-    row the row alone, and the same split count at every M. N / 16 is odd, so the last threadgroup's second tile lies
-    past N (computed, never stored); K has a partial last step."""
-    group_size = 32
+def test_two_output_tiles_give_the_bits_of_rows(dtype, gpu_plans, rng):
+    """The 16-row tile of 4-bit weights takes two output tiles per threadgroup where N / 32 threadgroups still give
+    every core one (the emulator's GPU plans count 128; an H100 132): the row layout's bits at M = 9 and 16 and past
+    16, each row the row alone. N / 16 is odd, so the last threadgroup's second tile lies past N (computed, never
+    stored); K has a partial last step (11 runs of 32)."""
+    k, n, group_size = 352, 4240, 32  # 265 tiles
     if mtlinv.device_info()["backend"] == "emu":
         name = MMA_IDS[MMA_DTYPES.index(dtype)]
-        plans = {m: kernel(m, k, n, 4, dtype, 16, group_size=group_size) for m in (1, 8, 16)}
-        one_row = f"qgemv_mma_b4_r8_c2_{name}_tiled" if form == "every" else f"qgemv_mma_b4_r8_{name}_tiled"
-        assert [plans[m]["kernel"] for m in (1, 8, 16)] == [one_row, one_row, f"qgemv_mma_b4_r16_c2_{name}_tiled"]
-        assert len({plans[m]["threads"] for m in plans} | {kernel(1, k, n, 4, dtype, 16, False, None,
-                                                                  group_size)["threads"]}) == 1
+        assert kernel(16, 256, n, 4, dtype, 16)["kernel"] == f"qgemv_mma_b4_r16_c2_{name}_tiled"  # (group 64)
         assert kernel(16, 256, 1024, 4, dtype, 16)["kernel"] == f"qgemv_mma_b4_r16_{name}_tiled"  # 32 threadgroups
     mtlinv.set_limit(16)
     q = quantized(n, k, group_size, 4, np.dtype(dtype))
@@ -88,7 +80,7 @@ def test_two_output_tiles_give_the_bits_of_rows(k, n, form, dtype, gpu_plans, rn
     bias = random(rng, (n,), dtype)
     x = random(rng, (20, k), dtype)
     singles = [run(x[r:r + 1], t, group_size, 4, bias) for r in range(16)]
-    for m in (1, 5, 8, 9, 16, 20):  # 20: above the limit, the throughput split count
+    for m in (9, 16, 20):  # 20: above the limit, the throughput split count
         tiles = run(x[:m], t, group_size, 4, bias)
         rows = run(x[:m], q, group_size, 4, bias)
         assert same_bits(tiles, rows), f"M={m}: {first_difference(tiles, rows)}"
@@ -152,14 +144,14 @@ def test_layout(bits, group_size, k, scale_dtype):
 
 
 def test_plans(gpu_plans):
-    """The tiled kernels at every M: tiles of 8 rows up to M = 8, of 16 above (at 4-bit and N = 8192, two output
-    tiles a threadgroup: the emulator's GPU plans count 128 cores, an H100 132), several row tiles past 16."""
-    for m, limit, want in ((1, 8, "qgemv_mma_b4_r8_c2_bf16_tiled"), (9, 16, "qgemv_mma_b4_r16_c2_bf16_tiled"),
+    """The tiled kernels at every M: tiles of 8 rows up to M = 8, of 16 above (at 4-bit, two output tiles a
+    threadgroup where N / 32 threadgroups give every core one: 128 in the emulator's GPU plans, 132 on an H100),
+    several row tiles past 16."""
+    for m, limit, want in ((1, 8, "qgemv_mma_b4_r8_bf16_tiled"), (9, 16, "qgemv_mma_b4_r16_c2_bf16_tiled"),
                            (100, 0, "qgemv_mma_b4_r16_c2_bf16_tiled")):
         launch = kernel(m, 4096, 8192, 4, ml_dtypes.bfloat16, limit)
         assert launch["kernel"] == want
-        assert tuple(launch["threadgroups"][:2]) == (8192 // 32, -(-m // (8 if m <= 8 else 16)))
-    assert kernel(1, 4096, 4096, 4, ml_dtypes.bfloat16, 8)["kernel"] == "qgemv_mma_b4_r8_bf16_tiled"
+        assert tuple(launch["threadgroups"][:2]) == (8192 // (16 if m <= 8 else 32), -(-m // (8 if m <= 8 else 16)))
     assert kernel(1, 4096, 4096, 8, np.float16, 8, scale_dtype=np.float32)["kernel"] == "qgemv_mma_b8_r8_f16_sf32_tiled"
 
 

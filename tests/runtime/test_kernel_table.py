@@ -66,8 +66,7 @@ def _tiled_launches(qgemv_args):
 def _qgemv_launches(matrix_units):
     found = set()
     for rows, k, n, bits, dtype, limit in itertools.product(
-            [1, 2, 3, 4, 5, 8, 9, 16, 17, 33, 40], [256, 4096], [16, 4096, 8192], [2, 3, 4, 5, 6, 8], DTYPES,
-            [0, 8, 64]):
+            [1, 2, 3, 4, 5, 8, 9, 16, 17, 33, 40], [256, 4096], [16, 4096], [2, 3, 4, 5, 6, 8], DTYPES, [0, 8, 64]):
         scales = [None] + (["float32"] if dtype in SIXTEEN and bits in (4, 8) else []) + (
             ["float16"] if dtype == "bfloat16" and bits in (4, 5, 8) else [])
         for scale_dtype, group_size in itertools.product(scales, [64] + ([16] if bits == 8 else [])):

@@ -63,45 +63,19 @@ uint32_t qgemv_k_splits(int64_t k, int64_t n, const DeviceCaps& caps) {
   return power_of_two_splits(wanted, most);
 }
 
-namespace {
-
-// The kernels' RUN_GROUPS (metal/qgemv_run.h): the groups a run of 32 values spans.
-int run_groups(int group_size) { return group_size < static_cast<int>(QGEMV_RUN) ? 2 : 1; }
-
-}  // namespace
-
-QgemvMmaForm qgemv_mma_form(const QGemvShape& s, uint32_t rows, const DeviceCaps& caps) {
-  // As gemv_mma_form: about kMmaWarpsPerCore simdgroups per compute unit over the output tiles, in powers of two, as
-  // many as K has steps (rounded up to a power of two) and at most 16. With one output tile a threadgroup that is 16
-  // splits at N = 4096 and K = 4096 on an H200, 8 at N = 8192, 4 at N = 14336. A small grid takes one step per split,
-  // so that the kernel waits on memory once: at SmolLM2-135M's K = 576 (5 steps) 8 splits call in 6.2 us where 2 (a
-  // pair of steps, then one) took 7.9, at K = 1536 (12 steps) 16 take 6.1 us where 4 took 6.9 (docs/decisions.md,
-  // "qgemv: split counts"). Where K has 32 steps or more (K >= 4096) this is the count of a split keeping two steps
-  // in flight.
-  const int64_t steps = ceil_div(s.k, kQgemvMmaStepK);
+uint32_t qgemv_mma_k_splits(int64_t k, int64_t n, const DeviceCaps& caps) {
+  // As gemv_mma_form's one-tile count: about kMmaWarpsPerCore simdgroups per compute unit over the ceil(N / 16)
+  // output tiles, in powers of two, as many as K has steps (rounded up to a power of two) and at most 16. On an
+  // H200 that is 16 splits at N = 4096 and K = 4096, 8 at N = 8192, 4 at N = 14336. A small grid takes one step per
+  // split, so that the kernel waits on memory once: at SmolLM2-135M's K = 576 (5 steps) 8 splits call in 6.2 us
+  // where 2 (a pair of steps, then one) took 7.9, at K = 1536 (12 steps) 16 take 6.1 us where 4 took 6.9
+  // (docs/decisions.md, "qgemv: split counts"). Where K has 32 steps or more (K >= 4096) this is the count of a
+  // split keeping two steps in flight.
+  const int64_t steps = ceil_div(k, kQgemvMmaStepK);
   int64_t most = 1;
   while (most < steps && most < MMA_TILE_MAX_SPLITS) most *= 2;
-  const auto splits_for = [&](int64_t outputs_per_threadgroup) {
-    const int64_t wanted = ceil_div(kMmaWarpsPerCore * caps.compute_units, ceil_div(s.n, outputs_per_threadgroup));
-    return power_of_two_splits(wanted, most);
-  };
-  const uint32_t one_tile = splits_for(MMA_TILE_COLS);
-  // Two output tiles a threadgroup (built for 4-bit weights in the tile layout with scales of x's type) share each
-  // load of x and issue both tiles' weight loads of a step before its first matrix call. Where that grid reaches the
-  // same simdgroups per compute unit with twice the splits (N = 6144 and up at K = 4096 on an H200; not N = 4096,
-  // whose 16 splits are the most) they are taken at every M, with those splits (docs/decisions.md, "qgemv: two
-  // output tiles"). Elsewhere the 16-row tile takes them at the one-tile count, where N / 32 threadgroups still give
-  // every compute unit one: its x loads are what cost (16 rows 16-20% faster at 4096 x 14336 and 8192 x 8192 on an
-  // H100, up to 4% slower at 4096 x 4096, "qgemv: two output tiles at 16 rows"). The bits are a function of the
-  // split count alone, which does not depend on M.
-  if (s.bits == 4 && s.scale_dtype == s.dtype && run_groups(s.group_size) == 1) {
-    const uint32_t two_tiles = splits_for(2 * MMA_TILE_COLS);
-    if (two_tiles == 2 * one_tile) return {two_tiles, s.tiled ? 2u : 1u};  // EXPERIMENT: row layout, same splits
-    if (s.tiled && rows == 16 && ceil_div(s.n, 2 * MMA_TILE_COLS) >= static_cast<int64_t>(caps.compute_units)) {
-      return {one_tile, 2};
-    }
-  }
-  return {one_tile, 1};
+  const int64_t wanted = ceil_div(kMmaWarpsPerCore * caps.compute_units, ceil_div(n, MMA_TILE_COLS));
+  return power_of_two_splits(wanted, most);
 }
 
 void check_qgemv_format(int bits, int group_size) {
@@ -118,6 +92,22 @@ void check_qgemv_format(int bits, int group_size) {
   }
 }
 
+namespace {
+
+// The kernels' RUN_GROUPS (metal/qgemv_run.h): the groups a run of 32 values spans.
+int run_groups(int group_size) { return group_size < static_cast<int>(QGEMV_RUN) ? 2 : 1; }
+
+// Output tiles per qgemv_mma threadgroup: two share each load of x in the 16-row tile of 4-bit weights in the tile
+// layout with scales of x's type, where the grid still gives every compute unit a threadgroup. One H100: 16 rows
+// 16-20% faster at 4096 x 14336 and 8192 x 8192, up to 4% slower at 4096 x 4096, whose 128 threadgroups would leave
+// cores idle (docs/decisions.md, "qgemv: two output tiles at 16 rows"). The bits are the same either way.
+uint32_t qgemv_mma_output_tiles(const QGemvShape& s, uint32_t rows, const DeviceCaps& caps) {
+  const bool built = s.tiled && rows == 16 && s.bits == 4 && s.scale_dtype == s.dtype &&
+                     run_groups(s.group_size) == 1;
+  return built && ceil_div(s.n, 2 * MMA_TILE_COLS) >= static_cast<int64_t>(caps.compute_units) ? 2 : 1;
+}
+
+}  // namespace
 
 void require_whole_runs(const char* op, int64_t k) {
   if (k % QGEMV_RUN != 0) {
@@ -179,21 +169,21 @@ Plan plan_qgemv(const QGemvShape& s, int limit, const DeviceCaps& caps) {
     // both are at least the step count (each step a split of its own, the splits past it adding zeros). Weights in
     // the tile layout take it at every M, since only its _tiled instances read that layout (more than 16 rows:
     // several row tiles, each reading the weights).
-    const uint32_t rows = s.rows <= 8 ? 8 : 16;  // one read of the weights for up to 16 rows
-    const QgemvMmaForm form = qgemv_mma_form(s, rows, caps);
-    const uint32_t splits = form.k_splits;
+    const uint32_t splits = qgemv_mma_k_splits(s.k, s.n, caps);
     const uint32_t other_splits = throughput_k_splits(splits);
     const bool mma_throughput =
         s.tiled || (s.rows <= kTiledQgemvMaxRows &&
                     static_cast<int64_t>(std::min(splits, other_splits)) < ceil_div(s.k, kQgemvMmaStepK));
     if (plan.canonical || mma_throughput) {
       args.k_splits = plan.canonical ? splits : other_splits;
+      const uint32_t rows = s.rows <= 8 ? 8 : 16;  // one read of the weights for up to 16 rows
       // Constant weights in the tile layout, 8-row tile (a decoder's step and verification up to 8 rows): the
       // instance that loads its first weights before it waits for the kernel ahead. Same bits.
       const bool early = s.constant_weights && s.tiled && rows == 8;
-      launch.kernel = kernel_id(KernelFamily::qgemv_mma, s.dtype, s.bits, s.scale_dtype, rows, form.tiles, s.tiled,
+      const uint32_t tiles = qgemv_mma_output_tiles(s, rows, caps);
+      launch.kernel = kernel_id(KernelFamily::qgemv_mma, s.dtype, s.bits, s.scale_dtype, rows, tiles, s.tiled,
                                 run_groups(s.group_size), early);
-      launch.threadgroups = {ceil_div(s.n, MMA_TILE_COLS * form.tiles), ceil_div(s.rows, rows), 1};
+      launch.threadgroups = {ceil_div(s.n, MMA_TILE_COLS * tiles), ceil_div(s.rows, rows), 1};
       launch.threads_per_threadgroup = {32 * args.k_splits, 1, 1};
       planned = true;
     }

@@ -71,12 +71,6 @@ void check_qgemv_format(int bits, int group_size);
 
 // The number of simdgroups that split one output tile's K range, from K, N and the device (never M).
 uint32_t qgemv_k_splits(int64_t k, int64_t n, const DeviceCaps& caps);
-// qgemv_mma's: the split count (from the format, K, N and the device, never M) and the output tiles a threadgroup
-// (1 or 2) for a tile of `rows` rows (8 or 16).
-struct QgemvMmaForm {
-  uint32_t k_splits;
-  uint32_t tiles;
-};
-QgemvMmaForm qgemv_mma_form(const QGemvShape& s, uint32_t rows, const DeviceCaps& caps);
+uint32_t qgemv_mma_k_splits(int64_t k, int64_t n, const DeviceCaps& caps);  // the same for qgemv_mma
 
 }  // namespace mtlinv
