@@ -8,8 +8,9 @@ device alone.
 
 Launches qgemv_b{bits}_r{R}_bf16 directly (the plans' kernels, raw arguments) for every k_splits in 1, 2, 4, 8
 and R in 1, 2, 4, 8, then qgemv_mma_b{bits}_r8_bf16 / _r16_ (what the plans pick for 16-bit x on a GPU with
-matrix units) for k_splits 1 to 16 at M = 1, 8 and 16, on the shapes of bench_cuda.py or --shapes (SmolLM2-135M's
-are 576:960 576:576 576:3072 1536:576), timed as there (events, medians, weights rotated through HBM).
+matrix units) for k_splits 1 to 16 at M = 1, 8 and 16 (with --tiled at 4 bits also _r16_c2_, two output tiles a
+threadgroup, at 16 rows), on the shapes of bench_cuda.py or --shapes (SmolLM2-135M's are 576:960 576:576 576:3072
+1536:576), timed as there (events, medians, weights rotated through HBM).
 --float32-scales times the _sf32 instances a GGUF import runs, --tiled the _tiled instances with the weights in the
 tile layout (mtlinv.quant.tile; qgemv_mma only, N a multiple of 16, bits 4 or 8). Prints, per shape and tile, the
 time of each split count (GB/s of packed weights, scales and biases) and the count the plan picks ("-" where it
@@ -62,6 +63,8 @@ def main():
     kernels = [] if args.mma_only or args.tiled else scalar
     kernels += [(f"qgemv_mma_b{bits}_r8{suffix}", 16, m, bc.MMA_SPLITS) for m in (1, 8)]
     kernels += [(f"qgemv_mma_b{bits}_r16{suffix}", 16, 16, bc.MMA_SPLITS)]
+    if args.tiled and bits == 4 and not args.float32_scales:  # the plan's 16-row form at large N: two output tiles
+        kernels += [(f"qgemv_mma_b4_r16_c2{suffix}", 32, 16, bc.MMA_SPLITS)]
     for title, family in (("row-tiled qgemv", "qgemv_b"), ("qgemv_mma", "qgemv_mma_b")):
         rows = [kernel for kernel in kernels if kernel[0].startswith(family)]
         if not rows:
