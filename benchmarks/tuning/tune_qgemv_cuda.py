@@ -8,9 +8,9 @@ device alone.
 
 Launches qgemv_b{bits}_r{R}_bf16 directly (the plans' kernels, raw arguments) for every k_splits in 1, 2, 4, 8
 and R in 1, 2, 4, 8, then qgemv_mma_b{bits}_r8_bf16 / _r16_ (what the plans pick for 16-bit x on a GPU with
-matrix units) for k_splits 1 to 16 at M = 1, 8 and 16 (with --tiled at 4 bits also _r16_c2_, two output tiles a
-threadgroup, at 16 rows), on the shapes of bench_cuda.py or --shapes (SmolLM2-135M's are 576:960 576:576 576:3072
-1536:576), timed as there (events, medians, weights rotated through HBM).
+matrix units) for k_splits 1 to 16 at M = 1, 8 and 16 (with --tiled at 4 bits and bfloat16 scales also _r16_c2_,
+two output tiles a threadgroup, at 16 rows), on the shapes of bench_cuda.py or --shapes (SmolLM2-135M's are 576:960
+576:576 576:3072 1536:576), timed as there (events, medians, weights rotated through HBM).
 --float32-scales times the _sf32 instances a GGUF import runs, --tiled the _tiled instances with the weights in the
 tile layout (mtlinv.quant.tile; qgemv_mma only, N a multiple of 16, bits 4 or 8). Prints, per shape and tile, the
 time of each split count (GB/s of packed weights, scales and biases) and the count the plan picks ("-" where it
