@@ -259,10 +259,11 @@ inline uint4 sdpa_mma_softmax(thread float* s, bool whole, uint count, uint t, t
       s[i] = 8 * (i / 2) + 2 * t + i % 2 < count ? s[i] : -INFINITY;  // weight 0: hidden keys add 0
     }
   }
-  float m_step = max(max(max(s[0], s[1]), max(s[2], s[3])), max(max(s[4], s[5]), max(s[6], s[7])));
-  m_step = max(m_step, simd_shuffle_xor(m_step, ushort(1)));
-  m_step = max(m_step, simd_shuffle_xor(m_step, ushort(2)));
-  const float m_new = max(m, m_step);
+  float m_step = sdpa_max(sdpa_max(sdpa_max(s[0], s[1]), sdpa_max(s[2], s[3])),
+                          sdpa_max(sdpa_max(s[4], s[5]), sdpa_max(s[6], s[7])));
+  m_step = sdpa_max(m_step, simd_shuffle_xor(m_step, ushort(1)));
+  m_step = sdpa_max(m_step, simd_shuffle_xor(m_step, ushort(2)));
+  const float m_new = sdpa_max(m, m_step);
   float p[8];
   for (uint i = 0; i < 8; ++i) {
     p[i] = sdpa_weight(s[i] - m_new);

@@ -8,6 +8,7 @@
 //   shim/math.cuh    fma, exp, sqrt, rsqrt, max, clamp, select, isnan, ...; numeric_limits; HALF_MAX, M_PI_F, ...
 //   shim/mma.cuh     simd_mma_16x8x32 on the tensor cores (metal/mma.h has the builtin's contract)
 //   shim/pair16.cuh  pair16_add, pair16_fma, ... as single instructions (metal/pair16.h has the contract)
+//   shim/sdpa.cuh    sdpa_weight and sdpa_max as single instructions (metal/sdpa_keys.h has the contract)
 //   shim/simd.cuh    mem_flags, threadgroup_barrier, simdgroup_barrier, simd_* (warp shuffles)
 //   shim/device.cuh  cu::KernelCtx, cu::bind_device / bind_constant / attr, MTLINV_KERNEL
 // scalar.cuh, vec.cuh and math.cuh hold only what is CUDA's own (the 16-bit conversions over __half and
@@ -34,6 +35,7 @@
 #include "shim/mma.cuh"
 #include "shim/pair16.cuh"
 #include "shim/scalar.cuh"
+#include "shim/sdpa.cuh"
 #include "shim/simd.cuh"
 #include "shim/vec.cuh"
 #include "../shim/names.h"
@@ -42,7 +44,7 @@
 #define MTLINV_CU_OTHER_NAMES(X) \
   MTLINV_SHIM_OTHER_NAMES(X) X(mem_flags) X(is_vec) X(uint) X(ushort) X(uchar) X(ulong) X(half) X(bfloat) \
   X(simd_mma_16x8x32) X(pair16_add) X(pair16_fma) \
-  X(pair16_and_or) X(pair16_interleave)
+  X(pair16_and_or) X(pair16_interleave) X(sdpa_weight) X(sdpa_max)
 // Every vector name: float2 ... packed_bool4.
 #define MTLINV_CU_VEC_USING(name)                                                                 \
   using ::cu_msl::name##2; using ::cu_msl::name##3; using ::cu_msl::name##4;                        \

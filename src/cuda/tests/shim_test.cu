@@ -1,6 +1,7 @@
 // The CUDA shim's documented semantics, checked on a GPU (tests/runtime/test_cuda_specific.py builds and runs this):
 // the simd_* reduction tree and its lane-independence, shuffles that leave the warp, prefix sums in lane order,
-// the 16-bit float conversions, and simd_mma_16x8x32's zero products. Whole warps only, as the backend launches them
+// the 16-bit float conversions, simd_mma_16x8x32's zero products, and sdpa_weight and sdpa_max against their portable
+// forms (metal/sdpa_keys.h; src/cuda/shim/sdpa.cuh). Whole warps only, as the backend launches them
 // (src/cuda/shim/simd.cuh).
 // Prints one line per failure and exits non-zero on any.
 //
@@ -68,6 +69,38 @@ __global__ void mma_masked(const float* c_in, const uint16_t* a, const uint16_t*
   dt[g * 8 + 2 * t + 1] = acc.y;
   dt[(g + 8) * 8 + 2 * t] = acc.z;
   dt[(g + 8) * 8 + 2 * t + 1] = acc.w;
+}
+
+// sdpa_weight's single instruction against the portable form on this target, x < -125 ? 0 : exp2(x), for every float
+// from -0 down to -126 (the weights a softmax takes: x = s - max <= 0) and the specials; and sdpa_max against MSL's
+// fmax rule on pairs of those and of NaN, +-0 and +-infinity (of two zeros of opposite signs either may come back).
+// Counts the disagreements in `bad` (weights, maxima).
+__global__ void sdpa_softmax(unsigned* bad) {
+  const unsigned first = 0x80000000u, last = 0xC2FC0000u;  // -0 .. -126, bit patterns ascending with magnitude
+  const float specials[] = {0.0f, -0.0f, INFINITY, -INFINITY, NAN, -125.0f, 1.0f, -1.0f};
+  unsigned weights = 0, maxima = 0;
+  for (unsigned u = first + blockIdx.x * blockDim.x + threadIdx.x; u <= last; u += gridDim.x * blockDim.x) {
+    const float x = __uint_as_float(u);
+    const float want = x < -125.0f ? 0.0f : exp2(x);
+    weights += __float_as_uint(sdpa_weight(x)) != __float_as_uint(want);
+    const float y = specials[u % 8];
+    const float got = sdpa_max(x, y), larger = x != x ? y : y != y ? x : x < y ? y : x;
+    maxima += !(__float_as_uint(got) == __float_as_uint(larger) || (got == 0.0f && larger == 0.0f));
+  }
+  for (float x : specials) {  // each special against each, once
+    if (blockIdx.x == 0 && threadIdx.x == 0) {
+      const float want = x < -125.0f ? 0.0f : exp2(x);
+      const float got = sdpa_weight(x);
+      weights += !(__float_as_uint(got) == __float_as_uint(want) || (got != got && want != want));
+      for (float y : specials) {
+        const float got = sdpa_max(x, y), larger = x != x ? y : y != y ? x : x < y ? y : x;
+        maxima += !(__float_as_uint(got) == __float_as_uint(larger) || (got == 0.0f && larger == 0.0f) ||
+                    (got != got && larger != larger));
+      }
+    }
+  }
+  atomicAdd(bad, weights);
+  atomicAdd(bad + 1, maxima);
 }
 
 }  // namespace MTLINV_VARIANT_NS
@@ -242,12 +275,28 @@ void check_mma_zero_products() {
   cudaFree(d_d);
 }
 
+void check_sdpa_softmax() {
+  unsigned* d_bad;
+  cudaMalloc(&d_bad, 8);
+  cudaMemset(d_bad, 0, 8);
+  cu_kernels::sdpa_softmax<<<1024, 256>>>(d_bad);
+  unsigned bad[2] = {1, 1};
+  if (cudaMemcpy(bad, d_bad, 8, cudaMemcpyDeviceToHost) != cudaSuccess) {
+    std::printf("FAIL sdpa_softmax launch: %s\n", cudaGetErrorString(cudaGetLastError()));
+    ++failures;
+  }
+  expect(bad[0] == 0, "sdpa_weight is the portable form's exp2", 0, bad[0], 0);
+  expect(bad[1] == 0, "sdpa_max follows the fmax rule", 0, bad[1], 0);
+  cudaFree(d_bad);
+}
+
 }  // namespace
 
 int main() {
   for (int threads : {32, 64, 96}) check_warp_ops(threads);
   check_conversions();
   check_mma_zero_products();
+  check_sdpa_softmax();
   if (failures) {
     std::printf("%d failures\n", failures);
     return 1;
