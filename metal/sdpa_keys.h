@@ -15,8 +15,8 @@
 // it, and 2^(+0) = 2^(-0), so no result depends on that sign.
 //
 // The CUDA shim replaces both with single instructions (src/cuda/shim/sdpa.cuh, which defines
-// MTLINV_TARGET_SDPA_SOFTMAX): they were half the softmax's instructions (docs/decisions.md, "sdpa: the softmax's
-// instructions").
+// MTLINV_TARGET_SDPA_SOFTMAX), where nvcc made 3 of each max and 7 or 8 of each weight (docs/decisions.md, "sdpa:
+// the softmax's instructions").
 #if !defined(MTLINV_TARGET_SDPA_SOFTMAX)
 inline float sdpa_weight(float x) {
   return x < -125.0f ? 0.0f : exp2(x);
