@@ -1,8 +1,9 @@
 """Digests of sdpa's outputs over dtypes, head sizes, key counts, query counts and special values, one line each and
-one over all: two builds print the same lines exactly when every output has the same bits. For A/B trees that must
-not change a result (benchmarks/cuda/ab_trees.sh runs it in each tree):
+one over all: two builds print the same lines exactly when every output has the same bits. For a change that must
+not move a result, in each of the trees an A/B compares:
 
-    python3 benchmarks/cuda/sdpa_digests.py > digests.txt      # in each tree, then diff the two files
+    python3 tools/sdpa_digests.py > digests.txt      # then diff the trees' files
+    OUT=DIR bash benchmarks/cuda/ab_trees.sh run NAME -- python3 tools/sdpa_digests.py   # the same, logs in DIR
 
 Runs on whichever device mtlinv picks (MTLINV_DEVICE); the largest case holds 20000 keys of 8 heads.
 """
