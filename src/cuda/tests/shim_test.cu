@@ -87,8 +87,8 @@ __global__ void sdpa_softmax(unsigned* bad) {
     const float got = sdpa_max(x, y), larger = x != x ? y : y != y ? x : x < y ? y : x;
     maxima += !(__float_as_uint(got) == __float_as_uint(larger) || (got == 0.0f && larger == 0.0f));
   }
-  for (float x : specials) {  // each special against each, once
-    if (blockIdx.x == 0 && threadIdx.x == 0) {
+  if (blockIdx.x == 0 && threadIdx.x == 0) {  // each special, and each against each, once
+    for (float x : specials) {
       const float want = x < -125.0f ? 0.0f : exp2(x);
       const float got = sdpa_weight(x);
       weights += !(__float_as_uint(got) == __float_as_uint(want) || (got != got && want != want));
