@@ -74,29 +74,29 @@ __global__ void mma_masked(const float* c_in, const uint16_t* a, const uint16_t*
 // sdpa_weight's single instruction against the portable form on this target, x < -125 ? 0 : exp2(x), for every float
 // from -0 down to -126 (the weights a softmax takes: x = s - max <= 0) and the specials; and sdpa_max against MSL's
 // fmax rule on pairs of those and of NaN, +-0 and +-infinity (of two zeros of opposite signs either may come back).
-// Counts the disagreements in `bad` (weights, maxima).
+// Counts the disagreements in `bad` (weights, maxima). A NaN result matches a NaN expected one, whatever its payload.
+__device__ bool sdpa_weight_ok(float x) {
+  const float got = sdpa_weight(x), want = x < -125.0f ? 0.0f : exp2(x);
+  return __float_as_uint(got) == __float_as_uint(want) || (got != got && want != want);
+}
+__device__ bool sdpa_max_ok(float x, float y) {
+  const float got = sdpa_max(x, y), larger = x != x ? y : y != y ? x : x < y ? y : x;
+  return __float_as_uint(got) == __float_as_uint(larger) || (got == 0.0f && larger == 0.0f) ||
+         (got != got && larger != larger);
+}
+
 __global__ void sdpa_softmax(unsigned* bad) {
   const unsigned first = 0x80000000u, last = 0xC2FC0000u;  // -0 .. -126, bit patterns ascending with magnitude
   const float specials[] = {0.0f, -0.0f, INFINITY, -INFINITY, NAN, -125.0f, 1.0f, -1.0f};
   unsigned weights = 0, maxima = 0;
   for (unsigned u = first + blockIdx.x * blockDim.x + threadIdx.x; u <= last; u += gridDim.x * blockDim.x) {
-    const float x = __uint_as_float(u);
-    const float want = x < -125.0f ? 0.0f : exp2(x);
-    weights += __float_as_uint(sdpa_weight(x)) != __float_as_uint(want);
-    const float y = specials[u % 8];
-    const float got = sdpa_max(x, y), larger = x != x ? y : y != y ? x : x < y ? y : x;
-    maxima += !(__float_as_uint(got) == __float_as_uint(larger) || (got == 0.0f && larger == 0.0f));
+    weights += !sdpa_weight_ok(__uint_as_float(u));
+    maxima += !sdpa_max_ok(__uint_as_float(u), specials[u % 8]);
   }
   if (blockIdx.x == 0 && threadIdx.x == 0) {  // each special, and each against each, once
     for (float x : specials) {
-      const float want = x < -125.0f ? 0.0f : exp2(x);
-      const float got = sdpa_weight(x);
-      weights += !(__float_as_uint(got) == __float_as_uint(want) || (got != got && want != want));
-      for (float y : specials) {
-        const float got = sdpa_max(x, y), larger = x != x ? y : y != y ? x : x < y ? y : x;
-        maxima += !(__float_as_uint(got) == __float_as_uint(larger) || (got == 0.0f && larger == 0.0f) ||
-                    (got != got && larger != larger));
-      }
+      weights += !sdpa_weight_ok(x);
+      for (float y : specials) maxima += !sdpa_max_ok(x, y);
     }
   }
   atomicAdd(bad, weights);
