@@ -283,14 +283,14 @@ template <typename T, bool VEC, uint Q>
   const uint t_end = min(t_begin + SDPA_SLICE_KEYS, sdpa_visible_keys(args, j0, sq, nq, first));
   float slice_m = -INFINITY;
   for (uint t = t_begin; t < t_end; ++t) {
-    slice_m = max(slice_m, scores[sq * SDPA_BLOCK_KEYS + t]);
+    slice_m = sdpa_max(slice_m, scores[sq * SDPA_BLOCK_KEYS + t]);
   }
   slice_max[sq][slice] = slice_m;
   threadgroup_barrier(mem_flags::mem_threadgroup);
 
   float m = slice_max[sq][0];
   for (uint s = 1; s < SDPA_SLICES; ++s) {
-    m = max(m, slice_max[sq][s]);
+    m = sdpa_max(m, slice_max[sq][s]);
   }
   float slice_l = 0.0f;
   for (uint t = t_begin; t < t_end; ++t) {
@@ -404,10 +404,10 @@ template <typename T>
   sdpa_combine_load(part_ml, part_o, D4, j_begin, j_end, ml, po);
   float m = -INFINITY;
   for (uint b = 0; b < SDPA_COMBINE_LOADS; ++b) {
-    m = j_begin + b < j_end ? max(m, ml[b].x) : m;
+    m = j_begin + b < j_end ? sdpa_max(m, ml[b].x) : m;
   }
   for (uint j = j_begin + SDPA_COMBINE_LOADS; j < j_end; ++j) {
-    m = max(m, part_ml[j].x);
+    m = sdpa_max(m, part_ml[j].x);
   }
   if (c == 0) {
     range_max[g] = m;
@@ -415,7 +415,7 @@ template <typename T>
   threadgroup_barrier(mem_flags::mem_threadgroup);
   m = range_max[0];
   for (uint r = 1; r < SDPA_COMBINE_GROUPS; ++r) {
-    m = max(m, range_max[r]);
+    m = sdpa_max(m, range_max[r]);
   }
 
   float l = 0.0f;
@@ -523,13 +523,13 @@ template <typename T, bool VEC, uint D>
         if (lane == 0) {
           scores[t * FLASH_QUERIES + qi] = s;
         }
-        m_tile = max(m_tile, s);
+        m_tile = sdpa_max(m_tile, s);
       }
     }
     simdgroup_barrier(mem_flags::mem_threadgroup);  // the first lane's scores, for the query's other lanes
 
     if (nv > 0) {
-      const float m_new = max(m, m_tile);
+      const float m_new = sdpa_max(m, m_tile);
       const float factor = sdpa_weight(m - m_new);
       l *= factor;
       for (uint e = 0; e < OWN; ++e) {

@@ -1,6 +1,6 @@
-"""Digests of sdpa's outputs over dtypes, head sizes, key counts, query counts and special values, one line each and
-one over all: two builds print the same lines exactly when every output has the same bits. For a change that must
-not move a result, in each of the trees an A/B compares:
+"""Digests of sdpa's outputs over dtypes, head sizes, key counts, query counts (a prefill's among them, which runs
+another kernel) and special values, one line each and one over all: two builds print the same lines exactly when
+every output has the same bits. For a change that must not move a result, in each of the trees an A/B compares:
 
     python3 tools/sdpa_digests.py > digests.txt      # then diff the trees' files
     OUT=DIR bash benchmarks/cuda/ab_trees.sh run NAME -- python3 tools/sdpa_digests.py   # the same, logs in DIR
@@ -14,6 +14,8 @@ import ml_dtypes
 import numpy as np
 
 import mtlinv
+
+PREFILL_QUERIES = 40
 
 
 def main():
@@ -38,6 +40,9 @@ def main():
                     q[0] = 0  # every score of head 0 is zero
                     for scale in (None, -1.0):
                         emit(f"{name} D={d} keys={keys} Lq={lq} scale={scale}", mtlinv.sdpa(q, k, v, scale=scale))
+                if keys >= PREFILL_QUERIES:  # past the limit and the split path's queries: the one-pass prefill kernel
+                    q = rng.standard_normal((32, PREFILL_QUERIES, d)).astype(dtype)
+                    emit(f"{name} D={d} keys={keys} Lq={PREFILL_QUERIES}", mtlinv.sdpa(q, k, v))
                 k[3, keys // 2] = np.inf  # an infinite key in kv head 3, a NaN key in head 5, an infinite value in 6
                 k[5, keys // 3] = np.nan
                 v[6, keys // 4] = np.inf
