@@ -100,7 +100,7 @@ def test_real_model_forward_matches_float64_reference(gguf_model, real_device, c
         assert ref[pos][np.argmax(dev[pos])] >= best - 0.15 * max(1.0, abs(best) / 12), f"position {pos}"
 
 
-PROMPTS = ["What is the capital of France?", "Write a haiku about the sea.", "List three uses of copper."]
+PROMPTS = ["What is the capital of France?", "Write a haiku about the sea."]
 
 
 @pytest.mark.slow
