@@ -594,7 +594,7 @@ emu::KernelCtx make_ctx(void* const* buffers, const size_t* bytes, int n) {
 }
 
 void test_bindings() {
-  RmsNormArgs args{1, 4, 0.5f, 0, 0, 0};
+  RmsNormArgs args{1, 4, 0.5f, 0, 0};
   float data[4] = {};
   void* buffers[2] = {&args, data};
   size_t bytes[2] = {sizeof args, sizeof data};
@@ -852,7 +852,7 @@ std::vector<T> rms_norm_reference(const std::vector<T>& x, const std::vector<T>&
 template <class T>
 void check_rms_norm(const char* name, uint32_t threads) {
   const uint32_t rows = 3, cols = 300;
-  RmsNormArgs args{rows, cols, 1e-5f, 0, 0, 0};
+  RmsNormArgs args{rows, cols, 1e-5f, 0, 0};
   std::vector<T> x(rows * cols), w(cols);
   std::mt19937 rng(5);
   std::uniform_real_distribution<float> dist(-2.0f, 2.0f);
@@ -891,7 +891,7 @@ void test_kernels() {
   if (kRealRuntime) check_rms_norm<float>("test_rms_norm_f32", 48);
 
   // Vector loads through a pointer cast; 10 halves are 2 whole half4 and a partial one.
-  RmsNormArgs args{1, 10, 0.5f, 0, 0, 0};
+  RmsNormArgs args{1, 10, 0.5f, 0, 0};
   std::vector<half> x(10);
   for (int i = 0; i < 10; ++i) x[static_cast<size_t>(i)] = half(float(i));
   std::vector<float> y(12, -1.0f);
