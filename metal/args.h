@@ -15,7 +15,6 @@ struct RmsNormArgs {
   float eps;
   uint32_t q_heads;   // qk_rms_norm: a row is head (row % (q_heads + 2 kv_heads)) of a q|k|v projection's output
   uint32_t kv_heads;
-  uint32_t ahead_words;  // add_rms_norm: 16-byte words at RMS_NORM_SLOT_AHEAD to ask of L2 (prefetch_ahead), or 0
 };
 
 // Columns a thread of rms_norm_row (metal/rms_norm.metal) holds in registers; the rest of a wider row it loads
@@ -23,7 +22,7 @@ struct RmsNormArgs {
 // src/core/plans/rms_norm.cpp).
 MTLINV_SHARED uint32_t RMS_NORM_HELD = 8;
 
-// The buffer slots of rms_norm (x, w, y) and add_rms_norm (x, r, w, s, y and the weights ahead).
+// The buffer slots of rms_norm (x, w, y) and add_rms_norm (all five).
 enum RmsNormSlot : uint32_t {
   RMS_NORM_SLOT_ARGS = 0,      // RmsNormArgs
   RMS_NORM_SLOT_X = 1,
@@ -32,7 +31,6 @@ enum RmsNormSlot : uint32_t {
   RMS_NORM_SLOT_RESIDUAL = 4,  // add_rms_norm: r, added to x
   RMS_NORM_SLOT_SUM = 5,       // add_rms_norm: s = x + r, written
   RMS_NORM_SLOT_W_K = 6,       // qk_rms_norm: the key heads' weight (the query heads' is RMS_NORM_SLOT_W)
-  RMS_NORM_SLOT_AHEAD = 7,     // add_rms_norm: weights a later kernel reads (prefetch_ahead)
 };
 
 // The small per-element kernels of a decoder layer (metal/decoder_ops.metal). Each output element depends on its
@@ -49,7 +47,6 @@ struct DecoderOpArgs {
   uint32_t seq_offset; // sequence index of row 0 in the destination ([heads, capacity, D] layouts)
   uint32_t kv_heads;   // key and value heads after the `heads` query heads (qkv_to_heads)
   uint32_t half_cols;  // columns of each half of a row (swiglu_halves)
-  uint32_t ahead_words;  // qkv_to_heads, swiglu_halves: 16-byte words at DECODER_SLOT_AHEAD to ask of L2, or 0
 };
 
 // The buffer slots of the decoder kernels: one input and one output each, a second input for add, swiglu and
@@ -62,5 +59,4 @@ enum DecoderOpSlot : uint32_t {
   DECODER_SLOT_OUT_K = 4,  // qkv_to_heads' k
   DECODER_SLOT_OUT_V = 5,  // qkv_to_heads' v
   DECODER_SLOT_FREQS = 6,  // qkv_to_heads_freqs' RoPE frequencies (float32)
-  DECODER_SLOT_AHEAD = 7,  // qkv_to_heads, swiglu_halves: weights a later kernel reads (prefetch_ahead)
 };

@@ -41,18 +41,6 @@ inline void wait_for_previous_kernels() {}
 // Lanes per simdgroup on every target we build for (Apple GPUs, the emulator, NVIDIA warps).
 constant constexpr uint SIMD_WIDTH = 32;
 
-// Thread i of n asks the last-level cache for its share of words[0 .. count): the weights of a projection a few
-// kernels later, which a small kernel bound by latency, not bytes, starts reading while the memory would idle
-// (docs/decisions.md, "Decoder step: weights ahead"). A hint like prefetch_l2: nothing on Metal.
-inline void prefetch_ahead(device const uint4* words, uint count, uint i, uint n) {
-  const uint share = (count + n - 1) / n;
-  const uint begin = min(count, i * share);
-  const uint mine = min(count - begin, share);
-  if (mine > 0) {
-    prefetch_l2(words + begin, mine);
-  }
-}
-
 // Sum of v (a float or a float vector, lane-wise) over the 32 lanes by a fixed shuffle ladder (16, 8, 4, 2, 1).
 // Only lane 0 holds the full sum. Every lane must call it (converged control flow): the order of additions is
 // fixed, unlike simd_sum, whose order is the hardware's.

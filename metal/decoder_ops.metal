@@ -38,9 +38,7 @@ template <typename T>
     constant DecoderOpArgs& args [[buffer(DECODER_SLOT_ARGS)]],
     device const T* x [[buffer(DECODER_SLOT_IN)]],
     device T* y [[buffer(DECODER_SLOT_OUT)]],
-    device const uint4* ahead [[buffer(DECODER_SLOT_AHEAD)]],
     uint i [[thread_position_in_grid]]) {
-  prefetch_ahead(ahead, args.ahead_words, i, args.count);
   if (i < args.count) {
     const uint F = args.half_cols;
     device const T* row = x + ulong(i / F) * (2 * F) + i % F;
@@ -106,18 +104,16 @@ template <typename T>
 // write_heads do, with the same arithmetic (rotate_pair), so the same bits: value heads are copied as rows_to_heads
 // copies them, never through float (which quiets a signalling NaN, and on a GPU whose conversions flush float32
 // subnormals, turns a bfloat subnormal into zero). Grid: (D / 2, heads + 2 kv_heads, rows), one thread per pair.
-// `freq` is pair pos3.x's frequency (unused by value heads and threads past the end). In a decoder it also asks L2
-// for the output projection's weights, which attention leaves the memory time to read (prefetch_ahead).
+// `freq` is pair pos3.x's frequency (unused by value heads and threads past the end).
 template <typename T>
 inline void qkv_pair_to_heads(constant DecoderOpArgs& args, device const T* x, device T* q, device T* k, device T* v,
-                              device const uint4* ahead, uint3 pos3, float freq) {
+                              uint3 pos3, float freq) {
   const uint j = pos3.x, h = pos3.y, row = pos3.z;
   const uint D = args.head_dim;
   const uint all_heads = args.heads + 2 * args.kv_heads;
   if (j >= D / 2 || h >= all_heads || row >= args.rows) {
     return;
   }
-  prefetch_ahead(ahead, args.ahead_words, (row * all_heads + h) * (D / 2) + j, args.rows * all_heads * (D / 2));
   device const T* src = x + (ulong(row) * all_heads + h) * D + 2 * j;
   if (h >= args.heads + args.kv_heads) {
     device T* dst = v + (ulong(h - args.heads - args.kv_heads) * args.capacity + args.seq_offset + row) * D + 2 * j;
@@ -140,9 +136,8 @@ template <typename T>
     device T* q [[buffer(DECODER_SLOT_OUT)]],
     device T* k [[buffer(DECODER_SLOT_OUT_K)]],
     device T* v [[buffer(DECODER_SLOT_OUT_V)]],
-    device const uint4* ahead [[buffer(DECODER_SLOT_AHEAD)]],
     uint3 pos3 [[thread_position_in_grid]]) {
-  qkv_pair_to_heads(args, x, q, k, v, ahead, pos3, pow(args.rope_base, -float(2 * pos3.x) / float(args.head_dim)));
+  qkv_pair_to_heads(args, x, q, k, v, pos3, pow(args.rope_base, -float(2 * pos3.x) / float(args.head_dim)));
 }
 
 // qkv_to_heads with a table of frequencies, freqs [D / 2] (float32): a scaled RoPE's (Llama 3's), which the host
@@ -155,9 +150,8 @@ template <typename T>
     device T* k [[buffer(DECODER_SLOT_OUT_K)]],
     device T* v [[buffer(DECODER_SLOT_OUT_V)]],
     device const float* freqs [[buffer(DECODER_SLOT_FREQS)]],
-    device const uint4* ahead [[buffer(DECODER_SLOT_AHEAD)]],
     uint3 pos3 [[thread_position_in_grid]]) {
-  qkv_pair_to_heads(args, x, q, k, v, ahead, pos3, pos3.x < args.head_dim / 2 ? freqs[pos3.x] : 0.0f);
+  qkv_pair_to_heads(args, x, q, k, v, pos3, pos3.x < args.head_dim / 2 ? freqs[pos3.x] : 0.0f);
 }
 
 // x [heads, rows, D] (attention output) -> y [rows, heads * D] for the output projection. Grid: (D, heads, rows).

@@ -103,8 +103,7 @@ template <typename T>
   rms_norm_row<T, false>(args, x, x, y, w, y, row, tid, threads, lane, simd_id, simd_partials, row_scale);
 }
 
-// The residual add before a norm in one launch: s = x + r (add's bits), y = rms_norm(s) (rms_norm's bits). In a
-// decoder it also asks L2 for the next projection's weights (args.ahead_words of them; prefetch_ahead).
+// The residual add before a norm in one launch: s = x + r (add's bits), y = rms_norm(s) (rms_norm's bits).
 template <typename T>
 [[kernel]] void add_rms_norm(
     constant RmsNormArgs& args [[buffer(RMS_NORM_SLOT_ARGS)]],
@@ -113,13 +112,11 @@ template <typename T>
     device const T* w [[buffer(RMS_NORM_SLOT_W)]],
     device T* s [[buffer(RMS_NORM_SLOT_SUM)]],
     device T* y [[buffer(RMS_NORM_SLOT_Y)]],
-    device const uint4* ahead [[buffer(RMS_NORM_SLOT_AHEAD)]],
     uint row [[threadgroup_position_in_grid]],
     uint tid [[thread_index_in_threadgroup]],
     uint threads [[threads_per_threadgroup]],
     uint lane [[thread_index_in_simdgroup]],
     uint simd_id [[simdgroup_index_in_threadgroup]]) {
-  prefetch_ahead(ahead, args.ahead_words, row * threads + tid, args.rows * threads);
   threadgroup float simd_partials[SIMD_WIDTH];
   threadgroup float row_scale[1];
   rms_norm_row<T, true>(args, x, r, s, w, y, row, tid, threads, lane, simd_id, simd_partials, row_scale);

@@ -52,8 +52,8 @@ def synchronize():
 
 def device_info():
     """The active backend: {'backend', 'name', 'threads' (emulator workers / GPU cores), 'simd_width', ...,
-    'matrix_units', 'overlapped_launches', 'l2_ahead_bytes', 'built_backends', 'gpu_family', 'kernels',
-    'kernels_load_s', 'kernels_fallback', 'fallback'}."""
+    'matrix_units', 'overlapped_launches', 'built_backends', 'gpu_family', 'kernels', 'kernels_load_s',
+    'kernels_fallback', 'fallback'}."""
     cdef CBackend* b = &c_active_backend()
     cdef const CDeviceCaps* c = &b.caps()
     cdef CKernelSource kernels = b.kernel_source()
@@ -69,10 +69,6 @@ def device_info():
         # Whether each kernel may launch before the one ahead of it finishes and wait on the device (CUDA sm_90+,
         # off with MTLINV_CUDA_PDL=0): the gaps between launches shrink, results are the same.
         "overlapped_launches": c.overlapped_launches,
-        # Bytes of each projection's weights that a decoder's small kernels ask the device's cache for ahead of it
-        # (CUDA sm_90+: half of L2, MTLINV_CUDA_AHEAD_BYTES to change; 0 on Metal; the emulator: 4096, whose ranges
-        # its checking mode tests): only when memory is read changes, never a result.
-        "l2_ahead_bytes": c.l2_ahead_bytes,
         "built_backends": [s.decode() for s in c_built_backends()],
         # Metal: the highest Apple GPU family the device supports ('apple7', 'apple8', 'apple9'); else None.
         "gpu_family": c.gpu_family.decode() or None,

@@ -1,5 +1,5 @@
 # Extern declarations of the C++ core; C++ types are prefixed C so the Python names stay free.
-from libc.stdint cimport int64_t, uint8_t, uint32_t, uint64_t, uintptr_t
+from libc.stdint cimport int64_t, uint8_t, uint32_t, uintptr_t
 from libcpp cimport bool
 from libcpp.memory cimport shared_ptr
 from libcpp.optional cimport optional
@@ -55,7 +55,6 @@ cdef extern from "../src/core/backend.h" namespace "mtlinv":
         bool bfloat
         bool matrix_units
         bool overlapped_launches
-        uint64_t l2_ahead_bytes
         string gpu_family
     cdef cppclass CKernelSource "mtlinv::Backend::KernelSource":
         string origin

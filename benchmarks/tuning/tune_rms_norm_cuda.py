@@ -75,9 +75,8 @@ def main():
                 w = tensor(cols)
                 sets = [(tensor((rows, cols)), tensor((rows, cols)), tensor((rows, cols)), tensor((rows, cols)))
                         for _ in range(SETS)]
-                # RmsNormArgs (metal/args.h): rows, cols, eps, q_heads, kv_heads, ahead_words (0: none);
-                # slots x, w, y, residual, sum.
-                raw = struct.pack("2If3I", rows, cols, 1e-6, 0, 0, 0)
+                # RmsNormArgs (metal/args.h): rows, cols, eps, q_heads, kv_heads; slots x, w, y, residual, sum.
+                raw = struct.pack("2If2I", rows, cols, 1e-6, 0, 0)
                 times = {}
                 for threads in args.threads:
                     calls = [lambda s=s, t=threads: ops._launch(kernel, (rows, 1, 1), (t, 1, 1), raw,

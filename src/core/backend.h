@@ -47,10 +47,6 @@ struct DeviceCaps {
   // A kernel may be launched before the one ahead of it has finished and wait for it on the device (CUDA sm_90+,
   // programmatic dependent launch): results are the same, only the gaps between launches shrink. Not for plans.
   bool overlapped_launches = false;
-  // Bytes of a projection's weights that the small kernels ahead of it in a decoder layer ask the device's
-  // last-level cache for (metal/common.h, prefetch_ahead): part of that cache, or 0 where no kernel can (Metal has
-  // no such instruction). Not for plans: only what is read early changes, never a result.
-  uint64_t l2_ahead_bytes = 0;
   // The most threadgroups one dispatch may have along x, y and z (CUDA: 2^31 - 1, 65535, 65535). A plan's grid may
   // be larger: src/core/grid_pieces.h runs it in pieces that fit.
   Dim3 max_threadgroups{UINT32_MAX, UINT32_MAX, UINT32_MAX};

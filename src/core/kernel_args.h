@@ -7,7 +7,7 @@
 
 namespace mtlinv {
 
-static_assert(sizeof(RmsNormArgs) == 24, "RmsNormArgs layout must match metal/args.h on every target");
+static_assert(sizeof(RmsNormArgs) == 20, "RmsNormArgs layout must match metal/args.h on every target");
 
 }  // namespace mtlinv
 
@@ -16,5 +16,5 @@ static_assert(sizeof(GemvArgs) == 40, "GemvArgs layout must match metal/gemv_arg
 }  // namespace mtlinv
 
 namespace mtlinv {
-static_assert(sizeof(DecoderOpArgs) == 48, "DecoderOpArgs layout must match metal/args.h on every target");
+static_assert(sizeof(DecoderOpArgs) == 44, "DecoderOpArgs layout must match metal/args.h on every target");
 }  // namespace mtlinv

@@ -196,11 +196,6 @@ class CudaBackend final : public Backend {
     // it off, to time its effect.
     const bool pdl = env_switch("MTLINV_CUDA_PDL", true);  // read on every GPU, so a bad value is refused on each
     caps_.overlapped_launches = prop.major >= 9 && pdl;
-    // A decoder's small kernels ask L2 for up to half of it of the next projection's weights (cp.async.bulk.prefetch
-    // needs sm_90; docs/decisions.md, "Decoder step: weights ahead"); MTLINV_CUDA_AHEAD_BYTES sets another amount,
-    // 0 none, to time its effect.
-    const auto ahead = env_count("MTLINV_CUDA_AHEAD_BYTES", uint64_t{1} << 40, "2^40");
-    caps_.l2_ahead_bytes = prop.major < 9 ? 0 : ahead ? *ahead : static_cast<uint64_t>(prop.l2CacheSize) / 2;
   }
 
   const DeviceCaps& caps() const override { return caps_; }

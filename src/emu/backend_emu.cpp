@@ -55,10 +55,6 @@ class EmuBackend final : public Backend {
     caps_.max_threads_per_threadgroup = emu::kMaxThreadsPerThreadgroup;
     caps_.threadgroup_memory_bytes = 32768;  // what Apple GPUs offer; plans stay within it on every target
     caps_.few_threads = true;
-    // No cache to fill, but the decoder's kernels get their weights ahead as on a GPU, so that their bindings run
-    // here too and checking mode tests each range against its buffer (src/emu/shim/device.h, prefetch_l2): a part
-    // of each projection of the test models, as of an 8B model's on a GPU, not the whole.
-    caps_.l2_ahead_bytes = 4096;
     kernels_ = kernels_by_id<const emu::KernelEntry*>(emu::kernel_names(), emu::find_kernel);
   }
 

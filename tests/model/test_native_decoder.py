@@ -63,27 +63,6 @@ def test_matrix_unit_plans_have_the_bits_of_the_python_ops(make_weights, gpu_pla
         make_weights(seed=6, n_layers=2, hidden=256, n_heads=4, n_kv_heads=2, vocab=64)))
 
 
-def test_weights_ahead_stay_in_their_buffers(make_weights, gpu_plans):
-    """The small kernels ask the cache for part of the next projection's weights (device_info()["l2_ahead_bytes"]
-    of each); in checking mode each such range is tested against its buffer as a load would be
-    (tests/runtime/test_emulator_checks.py plants one outside its buffer). Prefill and a step, a GPU's plans."""
-    if mtlinv.device_info()["backend"] != "emu":
-        pytest.skip("checking mode is the emulator's")
-    weights = DeviceWeights.from_reference(make_weights(seed=8, n_layers=2, hidden=256, n_heads=4, n_kv_heads=2,
-                                                        vocab=64))
-    ahead = mtlinv.device_info()["l2_ahead_bytes"]
-    layer = weights.layers[0]
-    assert 0 < ahead < min(np.asarray(lin.wq).nbytes for lin in (layer.w_qkv, layer.wo, layer.w_gate_up, layer.w_down))
-    model = DeviceModel(weights, 16)
-    mtlinv._native._set_emu_check(True, 3)
-    try:
-        with mtlinv.batch_invariant(5):
-            model.forward_on_device([7, 3, 11], 0)
-            np.asarray(model.forward_on_device([9], 3))
-    finally:
-        mtlinv._native._set_emu_check(False, 0)
-
-
 def batch_counts():
     return mtlinv._native._launch_batch_counts()
 

@@ -178,27 +178,6 @@ def test_overlapped_launches_change_no_bits(tmp_path):
     assert np.array_equal(results["0"], results["1"])
 
 
-def test_weights_ahead_follow_the_environment():
-    """How much of each projection a decoder's small kernels ask L2 for: half of L2 on sm_90 (none below, where
-    the instruction is missing), MTLINV_CUDA_AHEAD_BYTES's count where set, and a bad count refused by name. That
-    it changes no bits: tests/model/test_native_decoder.py runs the decoder with it against the op-by-op forward."""
-    def ahead(value):
-        env = dict(os.environ, MTLINV_DEVICE="cuda")
-        env.pop("MTLINV_CUDA_AHEAD_BYTES", None)
-        if value is not None:
-            env["MTLINV_CUDA_AHEAD_BYTES"] = value
-        code = "import mtlinv; print(mtlinv.device_info()['l2_ahead_bytes'])"
-        return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
-
-    default = ahead(None)
-    assert default.returncode == 0, default.stderr
-    sm = int(mtlinv.device_info()["name"].split("(sm_")[1].split(",")[0])
-    assert (int(default.stdout) > 0) == (sm >= 90)
-    assert ahead("4096").stdout.strip() == "4096" and ahead("0").stdout.strip() == "0"
-    bad = ahead("8MB")
-    assert bad.returncode != 0 and "MTLINV_CUDA_AHEAD_BYTES" in bad.stderr and "8MB" in bad.stderr
-
-
 def queue_attention(calls=20):
     """About 2 ms of GPU work (64K-key attention, 20 calls), left queued: an op returns once its kernels are."""
     rng = np.random.default_rng(5)

@@ -149,13 +149,9 @@ Tensor Decoder::forward(const std::vector<int64_t>& ids, int64_t start) const {
     const DecoderLayer& layer = layers_[i];
     const bool last = i + 1 == layers_.size();
     if (i == 0) h = rms_norm(x, layer.attn_norm, config_.rms_eps);
-    // Each small kernel before a projection asks the device's cache for that projection's weights, which a later
-    // kernel reads (ops/ahead.h): the memory would idle while it runs.
-    std::tie(x, h) =
-        add_rms_norm(x, attention(layer, h, start, m), layer.ffn_norm, config_.rms_eps, &layer.gate_up.wq);
-    std::tie(x, h) = add_rms_norm(x, layer.down(swiglu_halves(layer.gate_up(h), &layer.down.wq)),
-                                  last ? output_norm_ : layers_[i + 1].attn_norm, config_.rms_eps,
-                                  last ? &output_.wq : &layers_[i + 1].qkv.wq);
+    std::tie(x, h) = add_rms_norm(x, attention(layer, h, start, m), layer.ffn_norm, config_.rms_eps);
+    std::tie(x, h) = add_rms_norm(x, layer.down(swiglu_halves(layer.gate_up(h))),
+                                  last ? output_norm_ : layers_[i + 1].attn_norm, config_.rms_eps);
     if (last) logits = output_(h);
     batch.run();
   }
@@ -177,7 +173,7 @@ Tensor Decoder::attention(const DecoderLayer& layer, const Tensor& h, int64_t st
     qkv = qk_rms_norm(qkv, config_.n_heads, layer.k_cache.dim(0), layer.q_norm, layer.k_norm, config_.rms_eps);
   }
   const Tensor q = qkv_to_heads(qkv, config_.n_heads, layer.k_cache, layer.v_cache, start, start, config_.rope_theta,
-                                rope_freqs_.storage ? &rope_freqs_ : nullptr, &layer.o.wq);
+                                rope_freqs_.storage ? &rope_freqs_ : nullptr);
   SdpaOptions options;
   options.causal = true;
   options.has_kv_len = true;

@@ -8,7 +8,6 @@
 
 #include "../plans/decoder_ops.h"
 #include "../run_plan.h"
-#include "ahead.h"
 #include "checks.h"
 
 namespace mtlinv {
@@ -31,7 +30,7 @@ Tensor elementwise(const char* op, Plan (*plan)(DType, int64_t), const Tensor& a
 Tensor add(const Tensor& a, const Tensor& b) { return elementwise("add", plan_add, a, b); }
 Tensor swiglu(const Tensor& gate, const Tensor& up) { return elementwise("swiglu", plan_swiglu, gate, up); }
 
-Tensor swiglu_halves(const Tensor& x, const Tensor* ahead) {
+Tensor swiglu_halves(const Tensor& x) {
   const char* op = "swiglu_halves";
   require_float_operands(op, {{"x", x}});
   if (x.ndim() != 2 || x.dim(1) % 2 != 0) {
@@ -40,10 +39,7 @@ Tensor swiglu_halves(const Tensor& x, const Tensor* ahead) {
   const int64_t rows = x.dim(0), half = x.dim(1) / 2;
   require_u32(op, "size", x.numel());  // threads index rows * F < the size
   Tensor y = Tensor::empty({rows, half}, x.dtype);
-  if (y.numel() > 0) {
-    const uint32_t words = ahead_words(ahead, active_backend().caps());
-    run_plan(plan_swiglu_halves(x.dtype, rows, half, words), {&x, &y, words ? ahead : &x});
-  }
+  if (y.numel() > 0) run_plan(plan_swiglu_halves(x.dtype, rows, half), {&x, &y});
   return y;
 }
 
@@ -125,7 +121,7 @@ Tensor rope_freqs(const char* op, const char* arg, const std::vector<float>& fre
 }
 
 Tensor qkv_to_heads(const Tensor& x, int64_t q_heads, const Tensor& k_dst, const Tensor& v_dst, int64_t seq_offset,
-                    int64_t start_pos, double base, const Tensor* freqs, const Tensor* ahead) {
+                    int64_t start_pos, double base, const Tensor* freqs) {
   const char* op = "qkv_to_heads";
   require_float_operands(op, {{"qkv", x}, {"k_dst", k_dst}, {"v_dst", v_dst}});
   if (k_dst.ndim() != 3 || v_dst.shape != k_dst.shape) {
@@ -163,12 +159,10 @@ Tensor qkv_to_heads(const Tensor& x, int64_t q_heads, const Tensor& k_dst, const
   }
   Tensor q = Tensor::empty({q_heads, rows, dim}, x.dtype);
   if (x.numel() > 0) {
-    const uint32_t words = ahead_words(ahead, active_backend().caps());
-    const Tensor* weights = words ? ahead : &x;
     run_plan(plan_qkv_to_heads(x.dtype, rows, q_heads, kv_heads, dim, capacity, seq_offset, start_pos, base_f,
-                               freqs != nullptr, words),
-             freqs ? std::vector<const Tensor*>{&x, &q, &k_dst, &v_dst, freqs, weights}
-                   : std::vector<const Tensor*>{&x, &q, &k_dst, &v_dst, weights});
+                               freqs != nullptr),
+             freqs ? std::vector<const Tensor*>{&x, &q, &k_dst, &v_dst, freqs}
+                   : std::vector<const Tensor*>{&x, &q, &k_dst, &v_dst});
   }
   return q;
 }

@@ -10,8 +10,7 @@ Tensor add(const Tensor& a, const Tensor& b);
 // y = silu(gate) * up (same shape and dtype).
 Tensor swiglu(const Tensor& gate, const Tensor& up);
 // x [L, 2 F] (a stacked gate|up projection's output) -> swiglu(x[:, :F], x[:, F:]) [L, F], the same bits.
-// `ahead`: the weights of a later projection, part of which the kernel asks the device's cache for (ops/ahead.h).
-Tensor swiglu_halves(const Tensor& x, const Tensor* ahead = nullptr);
+Tensor swiglu_halves(const Tensor& x);
 // Writes x [L, H, D] into dst [H, C, D] at sequence indices seq_offset .. seq_offset + L - 1, rotating pairs
 // (x[2j], x[2j+1]) for positions start_pos + l when `rotate` (llama GGUF RoPE, frequency base^(-2j/D)). dst is
 // written in place: a KV cache, or a fresh [H, L, D] query tensor with seq_offset 0.
@@ -23,9 +22,9 @@ void write_heads(const Tensor& x, const Tensor& dst, int64_t seq_offset, int64_t
 // bits of rope_heads and two write_heads calls, in one launch. With `freqs` (float32 [D / 2], on the device) pair j
 // turns by p * freqs[j] instead of p * base^(-2j/D) (base is then unused): a scaled RoPE (Llama 3's), whose table
 // the caller computes once. Its values are not read here (that would wait for the device at every call): make them
-// with rope_freqs, which checks them. `ahead`: as swiglu_halves'.
+// with rope_freqs, which checks them.
 Tensor qkv_to_heads(const Tensor& x, int64_t q_heads, const Tensor& k_dst, const Tensor& v_dst, int64_t seq_offset,
-                    int64_t start_pos, double base, const Tensor* freqs = nullptr, const Tensor* ahead = nullptr);
+                    int64_t start_pos, double base, const Tensor* freqs = nullptr);
 // A RoPE frequency table as qkv_to_heads takes it: float32 [D / 2] on the device, from values that must each be in
 // (0, 1] (as base^(-2j/D) is for base >= 1: every angle stays below 2^32, finite; rope_base says why); throws
 // InvalidArgument naming `op` and the first value outside.

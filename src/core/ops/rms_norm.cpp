@@ -3,7 +3,6 @@
 #include "../ops.h"
 #include "../plans/rms_norm.h"
 #include "../run_plan.h"
-#include "ahead.h"
 #include "checks.h"
 
 namespace mtlinv {
@@ -36,8 +35,7 @@ Tensor rms_norm(const Tensor& x, const Tensor& weight, double eps) {
   return y;
 }
 
-std::pair<Tensor, Tensor> add_rms_norm(const Tensor& x, const Tensor& residual, const Tensor& weight, double eps,
-                                       const Tensor* ahead) {
+std::pair<Tensor, Tensor> add_rms_norm(const Tensor& x, const Tensor& residual, const Tensor& weight, double eps) {
   const char* op = "add_rms_norm";
   const float eps_f = check_rms_norm(op, x, weight, eps);
   require_same_dtype(op, "x", x, "residual", residual);
@@ -49,10 +47,7 @@ std::pair<Tensor, Tensor> add_rms_norm(const Tensor& x, const Tensor& residual, 
   Tensor s = Tensor::empty(x.shape, x.dtype);
   Tensor y = Tensor::empty(x.shape, x.dtype);
   if (rows == 0 || cols == 0) return {s, y};
-  const DeviceCaps& caps = active_backend().caps();
-  const uint32_t words = ahead_words(ahead, caps);
-  run_plan(plan_rms_norm(rows, cols, x.dtype, eps_f, caps, true, words),
-           {&x, &residual, &weight, &s, &y, words ? ahead : &x});
+  run_plan(plan_rms_norm(rows, cols, x.dtype, eps_f, active_backend().caps(), true), {&x, &residual, &weight, &s, &y});
   return {s, y};
 }
 

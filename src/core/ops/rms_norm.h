@@ -9,10 +9,8 @@ namespace mtlinv {
 // y = x * rsqrt(mean(x^2, axis=-1) + eps) * weight; x [..., C], weight [C], one dtype.
 Tensor rms_norm(const Tensor& x, const Tensor& weight, double eps);
 // (s, y) with s = x + residual (add's bits) and y = rms_norm(s, weight, eps) (rms_norm's bits), in one launch: a
-// decoder's residual add and the norm after it. `ahead`: the weights of a later projection, part of which the
-// kernel asks the device's cache for (ops/ahead.h).
-std::pair<Tensor, Tensor> add_rms_norm(const Tensor& x, const Tensor& residual, const Tensor& weight, double eps,
-                                       const Tensor* ahead = nullptr);
+// decoder's residual add and the norm after it.
+std::pair<Tensor, Tensor> add_rms_norm(const Tensor& x, const Tensor& residual, const Tensor& weight, double eps);
 
 // The per-head RMS norms of a q|k|v projection's output before RoPE (Qwen 3's q_norm and k_norm): x
 // [L, q_heads + 2 kv_heads, D] (or the projection's own [L, (q_heads + 2 kv_heads) * D]), query heads normed with

@@ -54,13 +54,12 @@ Plan elementwise(KernelFamily kernel, DType dtype, int64_t count) {
 Plan plan_add(DType dtype, int64_t count) { return elementwise(KernelFamily::add, dtype, count); }
 Plan plan_swiglu(DType dtype, int64_t count) { return elementwise(KernelFamily::swiglu, dtype, count); }
 
-Plan plan_swiglu_halves(DType dtype, int64_t rows, int64_t half_cols, uint32_t ahead_words) {
+Plan plan_swiglu_halves(DType dtype, int64_t rows, int64_t half_cols) {
   DecoderOpArgs a{};
   a.count = u32(rows * half_cols);
   a.half_cols = u32(half_cols);
-  a.ahead_words = ahead_words;
   return one_launch(KernelFamily::swiglu_halves, dtype, {ceil_div(rows * half_cols, 256), 1, 1}, {256, 1, 1}, a,
-                    {DECODER_SLOT_IN, DECODER_SLOT_OUT, DECODER_SLOT_AHEAD});
+                    {DECODER_SLOT_IN, DECODER_SLOT_OUT});
 }
 
 Plan plan_to_heads(bool rotate, DType dtype, int64_t rows, int64_t heads, int64_t head_dim, int64_t capacity,
@@ -72,19 +71,16 @@ Plan plan_to_heads(bool rotate, DType dtype, int64_t rows, int64_t heads, int64_
 }
 
 Plan plan_qkv_to_heads(DType dtype, int64_t rows, int64_t q_heads, int64_t kv_heads, int64_t head_dim,
-                       int64_t capacity, int64_t seq_offset, int64_t start_pos, float rope_base, bool freqs,
-                       uint32_t ahead_words) {
+                       int64_t capacity, int64_t seq_offset, int64_t start_pos, float rope_base, bool freqs) {
   DecoderOpArgs a = heads_write_args(rows, q_heads, head_dim, capacity, seq_offset, start_pos, rope_base);
   a.kv_heads = u32(kv_heads);
-  a.ahead_words = ahead_words;
   const Dim3 grid = {ceil_div(head_dim / 2, 32), u32(q_heads + 2 * kv_heads), u32(rows)};
   if (freqs) {
     return one_launch(KernelFamily::qkv_to_heads_freqs, dtype, grid, {32, 1, 1}, a,
-                      {DECODER_SLOT_IN, DECODER_SLOT_OUT, DECODER_SLOT_OUT_K, DECODER_SLOT_OUT_V, DECODER_SLOT_FREQS,
-                       DECODER_SLOT_AHEAD});
+                      {DECODER_SLOT_IN, DECODER_SLOT_OUT, DECODER_SLOT_OUT_K, DECODER_SLOT_OUT_V, DECODER_SLOT_FREQS});
   }
   return one_launch(KernelFamily::qkv_to_heads, dtype, grid, {32, 1, 1}, a,
-                    {DECODER_SLOT_IN, DECODER_SLOT_OUT, DECODER_SLOT_OUT_K, DECODER_SLOT_OUT_V, DECODER_SLOT_AHEAD});
+                    {DECODER_SLOT_IN, DECODER_SLOT_OUT, DECODER_SLOT_OUT_K, DECODER_SLOT_OUT_V});
 }
 
 Plan plan_heads_to_rows(DType dtype, int64_t rows, int64_t heads, int64_t head_dim) {

@@ -28,18 +28,16 @@ uint32_t threads_per_row(int64_t cols, const DeviceCaps& caps) {
 
 }  // namespace
 
-Plan plan_rms_norm(int64_t rows, int64_t cols, DType dtype, float eps, const DeviceCaps& caps, bool residual,
-                   uint32_t ahead_words) {
+Plan plan_rms_norm(int64_t rows, int64_t cols, DType dtype, float eps, const DeviceCaps& caps, bool residual) {
   PlanLaunch launch;
   launch.kernel = kernel_id(residual ? KernelFamily::add_rms_norm : KernelFamily::rms_norm, dtype);
   launch.threadgroups = {static_cast<uint32_t>(rows), 1, 1};
   launch.threads_per_threadgroup = {threads_per_row(cols, caps), 1, 1};
-  launch.set_args(RmsNormArgs{static_cast<uint32_t>(rows), static_cast<uint32_t>(cols), eps, 0, 0,
-                              residual ? ahead_words : 0});
-  // The op's operands: rms_norm's x, w, y; add_rms_norm's x, r, w, s, y and the weights ahead.
+  launch.set_args(RmsNormArgs{static_cast<uint32_t>(rows), static_cast<uint32_t>(cols), eps, 0, 0});
+  // The op's operands: rms_norm's x, w, y; add_rms_norm's x, r, w, s, y.
   if (residual) {
-    launch.bind_operands({RMS_NORM_SLOT_X, RMS_NORM_SLOT_RESIDUAL, RMS_NORM_SLOT_W, RMS_NORM_SLOT_SUM, RMS_NORM_SLOT_Y,
-                          RMS_NORM_SLOT_AHEAD});
+    launch.bind_operands(
+        {RMS_NORM_SLOT_X, RMS_NORM_SLOT_RESIDUAL, RMS_NORM_SLOT_W, RMS_NORM_SLOT_SUM, RMS_NORM_SLOT_Y});
   } else {
     launch.bind_operands({RMS_NORM_SLOT_X, RMS_NORM_SLOT_W, RMS_NORM_SLOT_Y});
   }
@@ -56,7 +54,7 @@ Plan plan_qk_rms_norm(int64_t rows, int64_t q_heads, int64_t kv_heads, int64_t h
   launch.threadgroups = {static_cast<uint32_t>(head_rows), 1, 1};
   launch.threads_per_threadgroup = {threads_per_row(head_dim, caps), 1, 1};
   launch.set_args(RmsNormArgs{static_cast<uint32_t>(head_rows), static_cast<uint32_t>(head_dim), eps,
-                              static_cast<uint32_t>(q_heads), static_cast<uint32_t>(kv_heads), 0});
+                              static_cast<uint32_t>(q_heads), static_cast<uint32_t>(kv_heads)});
   launch.bind_operands({RMS_NORM_SLOT_X, RMS_NORM_SLOT_W, RMS_NORM_SLOT_W_K, RMS_NORM_SLOT_Y});
   Plan plan;
   plan.launches.push_back(std::move(launch));
