@@ -40,6 +40,7 @@ the floor uses numpy's copy bandwidth.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import statistics
 import sys
 import time
@@ -218,7 +219,8 @@ class Clock:
 
 def time_mtlinv_steps(model, args, clock):
     """Each row count's step at position --context, under limit max(rows); row 0's bits checked against the 1-row
-    step. Returns {rows: (wall samples, gpu samples)} and {rows: row 0 equal}."""
+    step. Returns {rows: (wall samples, gpu samples)}, {rows: row 0 equal} and the 1-row logits' sha256 (two builds or
+    settings that must not move a result print the same)."""
     config = model.weights.config
     tokens = repeating_prompt(max(args.rows), config.vocab, seed=2)
     first_rows, samples = {}, {}
@@ -238,7 +240,7 @@ def time_mtlinv_steps(model, args, clock):
                 gpus.append(gpu)
             samples[m] = (walls, None if gpus[0] is None else gpus)
     model.rollback(args.context)
-    return samples, {m: first_rows[m] == first_rows[1] for m in args.rows}
+    return samples, {m: first_rows[m] == first_rows[1] for m in args.rows}, hashlib.sha256(first_rows[1]).hexdigest()
 
 
 def decode_tokens(model, prompt, last_logits, args):
@@ -467,13 +469,14 @@ def main(argv=None) -> int:
         last_logits = np.asarray(model.forward_on_device(prompt, 0))[-1:].astype(np.float32)
     say(f"prompt: {args.context} tokens in one forward, {time.perf_counter() - t0:.2f} s")
 
-    samples, row0_same = time_mtlinv_steps(model, args, Clock(torch, mtlinv.synchronize))
+    samples, row0_same, logits_sha256 = time_mtlinv_steps(model, args, Clock(torch, mtlinv.synchronize))
+    say(f"the 1-row step's logits: sha256 {logits_sha256}")
     steps = []
     for m, (walls, gpus) in samples.items():
         floor = step_bytes(config, weight_bytes, m, args.context + m) / copy_bw
         steps.append({"impl": "mtlinv", "rows": m, "label": "mtlinv.Decoder", "time": report.spread(walls),
                       "gpu": report.spread(gpus) if gpus else None, "floor_s": floor,
-                      "row0_bits_equal_1_row": row0_same[m]})
+                      "row0_bits_equal_1_row": row0_same[m], "logits_sha256": logits_sha256 if m == 1 else None})
     torch_weight_bytes, torch_samples = None, {}
     if torch is not None and not args.no_torch:
         try:  # a failure here (a torch without some op) must not cost mtlinv's figures
