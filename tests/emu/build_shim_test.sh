@@ -53,7 +53,8 @@ for cxx in "${compilers[@]}"; do
     # extension's own build compiles both builds with g++ again (-Wall), and tests/compile/test_macos_build.py
     # with Apple's clang.
     checked=$([[ $isa == soft ]] && echo 1 || echo 0)
-    if [[ ${#compilers[@]} -gt 1 ]] && { [[ $cxx == g++ && $checked == 0 ]] || [[ $cxx != g++ && $checked == 1 ]]; }; then
+    gxx=$([[ $cxx == g++ ]] && echo 1 || echo 0)
+    if [[ ${#compilers[@]} -gt 1 && $gxx != "$checked" ]]; then
       continue
     fi
     # -O1 still runs the flow analyses behind -Wmaybe-uninitialized and the like, in less time than -O2.
