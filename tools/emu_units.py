@@ -1,5 +1,5 @@
 """The emulator's kernel translation units, as setup.py and CMakeLists.txt build them (CMake runs
-`python tools/emu_units.py OUT_DIR`, which writes the library's units and no test kernels).
+`python tools/emu_units.py OUT_DIR [--fast-only]`, which writes the library's units and no test kernels).
 
 Every kernel file of metal/ (and tests/kernels/, kernels with planted bugs that the emulator's checks must catch)
 goes through the MSL pre-pass (tools/msl2cpp.py) into C++, and is compiled twice, as the fast and the
@@ -15,7 +15,8 @@ def generate(root: pathlib.Path, out: pathlib.Path, fast_checked: bool = False,
     """Runs the pre-pass into `out` and returns the units; `fast_checked` bounds-checks the fast variant too
     (MTLINV_DEBUG); `test_kernels` adds tests/kernels/ (the Python extension has them, the installed library not);
     `checked=False` leaves the checked variant out (MTLINV_SANITIZE: the sanitizers watch the fast one, which has no
-    checks of its own, and the build takes half the time; checking mode then refuses to run). A unit's file is
+    checks of its own; CMake's MTLINV_CHECKED_KERNELS=OFF): the build takes half the time, and checking mode then
+    refuses to run. A unit's file is
     rewritten only when its text changes, so its object stays up to date."""
     kernels = sorted((root / "metal").glob("*.metal"))
     if test_kernels:
@@ -38,6 +39,9 @@ def generate(root: pathlib.Path, out: pathlib.Path, fast_checked: bool = False,
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 2:
-        sys.exit("usage: emu_units.py OUT_DIR")
-    generate(pathlib.Path(__file__).resolve().parent.parent, pathlib.Path(sys.argv[1]), test_kernels=False)
+    args = sys.argv[1:]
+    fast_only = args[1:] == ["--fast-only"]  # CMake's MTLINV_CHECKED_KERNELS=OFF
+    if len(args) not in (1, 2) or (len(args) == 2 and not fast_only):
+        sys.exit("usage: emu_units.py OUT_DIR [--fast-only]")
+    generate(pathlib.Path(__file__).resolve().parent.parent, pathlib.Path(args[0]), test_kernels=False,
+             checked=not fast_only)

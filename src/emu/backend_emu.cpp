@@ -103,9 +103,10 @@ class EmuBackend final : public Backend {
     const emu::KernelEntry* entry = this->entry(d.kernel);
     if (entry == nullptr) throw KernelError("emulator: no kernel named '", d.kernel, "' is registered");
     const bool checked = emu::check_mode() || !entry->fast;
-    if (checked && !entry->checked) {  // a sanitized build (setup.py's MTLINV_SANITIZE) has the fast variant alone
+    if (checked && !entry->checked) {  // setup.py's MTLINV_SANITIZE, CMake's MTLINV_CHECKED_KERNELS=OFF
       throw KernelError("emulator: checking mode needs the bounds-checked kernels, which this build leaves out ('",
-                        d.kernel, "'); run it with a build without MTLINV_SANITIZE");
+                        d.kernel, "'); run it with a build that has them (setup.py without MTLINV_SANITIZE, CMake "
+                        "with MTLINV_CHECKED_KERNELS=ON)");
     }
     const emu::KernelFn fn = checked ? entry->checked : entry->fast;
 

@@ -200,11 +200,16 @@ def test_pkg_config_from_the_install_prefix(prefix, tmp_path):
 
 def test_fetchcontent_of_the_checkout_static(tmp_path):
     """(b): examples/fetchcontent builds this checkout as its own part, here as a static library (the kernels'
-    self-registering objects must all be linked: mtlinv_static is taken whole)."""
+    self-registering objects must all be linked: mtlinv_static is taken whole), with the fast kernels alone
+    (MTLINV_CHECKED_KERNELS=OFF, half the build), where checking mode is refused with the reason."""
     build = configure_and_build(ROOT / "examples" / "fetchcontent", tmp_path, f"-DMTLINV_SOURCE={ROOT}",
-                                "-DBUILD_SHARED_LIBS=OFF", FAST_BUILD)
+                                "-DBUILD_SHARED_LIBS=OFF", "-DMTLINV_CHECKED_KERNELS=OFF", FAST_BUILD)
     assert not list(build.rglob("libmtlinv.so*")), "a static build made a shared library"
+    assert not list(build.rglob("*.checked.cpp*")), "MTLINV_CHECKED_KERNELS=OFF built the checked kernels"
     check_programs(build / "programs")
+    r = subprocess.run([str(build / "programs" / "embed_example_c")], capture_output=True, text=True, timeout=600,
+                       env=dict(os.environ, MTLINV_DEVICE="emu", MTLINV_EMU_CHECK="1"))
+    assert r.returncode == 2 and "checking mode needs the bounds-checked kernels" in r.stderr, r.stdout + r.stderr
 
 
 def package_paths(python_path=None):
