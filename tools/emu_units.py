@@ -16,8 +16,7 @@ def generate(root: pathlib.Path, out: pathlib.Path, fast_checked: bool = False,
     (MTLINV_DEBUG); `test_kernels` adds tests/kernels/ (the Python extension has them, the installed library not);
     `checked=False` leaves the checked variant out (MTLINV_SANITIZE: the sanitizers watch the fast one, which has no
     checks of its own; CMake's MTLINV_CHECKED_KERNELS=OFF): the build takes half the time, and checking mode then
-    refuses to run. A unit's file is
-    rewritten only when its text changes, so its object stays up to date."""
+    refuses to run. A unit's file is rewritten only when its text changes, so its object stays up to date."""
     kernels = sorted((root / "metal").glob("*.metal"))
     if test_kernels:
         kernels += sorted((root / "tests" / "kernels").glob("*.metal"))

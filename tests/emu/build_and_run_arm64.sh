@@ -45,7 +45,8 @@ echo "== the library (every kernel in its fast variant, at -O1) and its examples
 generator=()
 command -v ninja >/dev/null && generator=(-G Ninja)
 if ! cmake -S "$root" -B "$out/cmake" -DCMAKE_BUILD_TYPE=Release -DMTLINV_OPT=-O1 -DMTLINV_CHECKED_KERNELS=OFF \
-       -DCMAKE_SYSTEM_NAME=Linux -DCMAKE_SYSTEM_PROCESSOR=aarch64 -DCMAKE_C_COMPILER="$cc" -DCMAKE_CXX_COMPILER="$cxx" "${generator[@]}" \
+       -DCMAKE_SYSTEM_NAME=Linux -DCMAKE_SYSTEM_PROCESSOR=aarch64 -DCMAKE_C_COMPILER="$cc" \
+       -DCMAKE_CXX_COMPILER="$cxx" "${generator[@]}" \
        > "$out/cmake.log" 2>&1 || ! cmake --build "$out/cmake" -j 2 >> "$out/cmake.log" 2>&1; then
   tail -n 60 "$out/cmake.log"
   exit 1
