@@ -23,6 +23,15 @@ def shape_name(k, n):
     return f"{k}²" if k == n else f"{k} x {n}"
 
 
+def op_of(record):
+    """A timing's op as the goals name it: qgemv by its code width ("qgemv4", "qgemv8"), the others as recorded."""
+    return f"qgemv{record['bits']}" if record["op"] == "qgemv" else record["op"]
+
+
+def op_name(op):
+    return f"{op[5:]}-bit qgemv" if op.startswith("qgemv") else op
+
+
 class Bench:
     """bench_cuda.json's timings by (op, shape, rows)."""
 
@@ -31,7 +40,8 @@ class Bench:
         self.by = {}
         for r in data["results"]:
             shape = (r["keys"],) if r["op"] == "sdpa" else (r["k"], r["n"])
-            self.by[r["op"], shape, r.get("q_len", r.get("m"))] = r
+            self.by[op_of(r), shape, r.get("q_len", r.get("m"))] = r
+        self.ops = {op for op, _, _ in self.by}
         # The shapes and key counts the run timed (bench_cuda.py's, fewer with --quick), smallest first.
         self.shapes = sorted({s for op, s, _ in self.by if op != "sdpa"}, key=lambda s: (s[0] * s[1], s))
         self.keys = sorted(s[0] for op, s, m in self.by if op == "sdpa" and m == 1)
@@ -40,9 +50,11 @@ class Bench:
     def median(self, op, shape, m, key="canonical"):
         entry = self.by.get((op, shape, m), {}).get(key)
         if not entry:
+            if op not in self.ops:
+                raise Missing(f"the run timed no {op_name(op)}")
             where, units = (f"{shape[0]} keys", ("query", "queries")) if op == "sdpa" else \
                 (shape_name(*shape), ("row", "rows"))
-            raise Missing(f"{op} {where} at {m} {units[m > 1]}{'' if key == 'canonical' else ', ' + key}")
+            raise Missing(f"{op_name(op)} {where} at {m} {units[m > 1]}{'' if key == 'canonical' else ', ' + key}")
         return entry["median"]
 
     def each(self, items):
@@ -83,26 +95,47 @@ def span(values):
 
 
 # Each goal: its wording, and a function of the records giving (measured, met).
-def qgemv_floor(b):
-    floor = [b.of_floor("qgemv", x) for x in b.each(b.shapes)]
-    return f"{listing(floor, '{:.0%}')} ({shape_names(b.shapes)})", all(f >= 0.95 for f in floor)
+def qgemv_floor(op):
+    def measure(b):
+        floor = [b.of_floor(op, x) for x in b.each(b.shapes)]
+        return f"{listing(floor, '{:.0%}')} ({shape_names(b.shapes)})", all(f >= 0.95 for f in floor)
+    return measure
 
 
-def qgemv_copy(b):
-    copy = [b.of_copy("qgemv", x) for x in b.each(b.large)]
-    return f"{listing(copy, '{:.0%}')} ({shape_names(b.large)})", all(c >= 0.85 for c in copy)
+def qgemv_copy(op):
+    def measure(b):
+        copy = [b.of_copy(op, x) for x in b.each(b.large)]
+        return f"{listing(copy, '{:.0%}')} ({shape_names(b.large)})", all(c >= 0.85 for c in copy)
+    return measure
 
 
-def qgemv_rows(b):
-    shapes = b.each(b.shapes)
-    r16, r8 = [b.ratio("qgemv", x, 16) for x in shapes], [b.ratio("qgemv", x, 8) for x in shapes]
-    return f"{listing(r16, '{:.2f}')} (8 rows: {span(r8)})", all(r <= 1.3 for r in r16)
+def qgemv_rows(op):
+    def measure(b):
+        shapes = b.each(b.shapes)
+        r16, r8 = [b.ratio(op, x, 16) for x in shapes], [b.ratio(op, x, 8) for x in shapes]
+        return f"{listing(r16, '{:.2f}')} (8 rows: {span(r8)})", all(r <= 1.3 for r in r16)
+    return measure
 
 
-def qgemv_cublas(b):
-    peer = {m: [b.vs_peer("qgemv", x, m) for x in b.each(b.large)] for m in (1, 8, 16)}
-    measured = "; ".join(f"{listing(v, '{:.2f}')} at {m} row{'s' * (m > 1)}" for m, v in peer.items())
-    return measured, all(v <= 0.35 for vs in peer.values() for v in vs)
+def qgemv_cublas(op, bound):
+    def measure(b):
+        peer = {m: [b.vs_peer(op, x, m) for x in b.each(b.large)] for m in (1, 8, 16)}
+        measured = "; ".join(f"{listing(v, '{:.2f}')} at {m} row{'s' * (m > 1)}" for m, v in peer.items())
+        return measured, all(v <= bound for vs in peer.values() for v in vs)
+    return measure
+
+
+# The issue's "faster than cuBLAS's dense bf16 product by the byte ratio's worth" is 0.35x for 4-bit weights
+# (4.5 bits a weight with a bfloat16 scale and bias per 64); at 8 bits (8.5) the same margin over the bytes is 0.66x.
+QGEMV_CUBLAS_BOUND = {4: 0.35, 8: 0.66}
+
+
+def qgemv_goals(bits):
+    op, bound = f"qgemv{bits}", QGEMV_CUBLAS_BOUND[bits]
+    return ((f"qgemv {bits}-bit, one row, >= 95% of the one-call read floor", qgemv_floor(op)),
+            (f"qgemv {bits}-bit, one row, >= 85% of copy at the two larger shapes", qgemv_copy(op)),
+            (f"qgemv {bits}-bit, 16 rows <= 1.3x one row", qgemv_rows(op)),
+            (f"qgemv {bits}-bit <= {bound}x cuBLAS dense bf16 at the two larger shapes", qgemv_cublas(op, bound)))
 
 
 def gemv_cublas(b):
@@ -130,11 +163,7 @@ def sdpa_torch(b):
     return f"{listing(torch, '{:.2f}')}x torch's time", all(t <= 1.0 for t in torch)
 
 
-KERNEL_GOALS = (
-    ("qgemv 4-bit, one row, >= 95% of the one-call read floor", qgemv_floor),
-    ("qgemv 4-bit, one row, >= 85% of copy at the two larger shapes", qgemv_copy),
-    ("qgemv 4-bit, 16 rows <= 1.3x one row", qgemv_rows),
-    ("qgemv 4-bit <= 0.35x cuBLAS dense bf16 at the two larger shapes", qgemv_cublas),
+KERNEL_GOALS = qgemv_goals(4) + qgemv_goals(8) + (
     ("gemv <= 1.0x cuBLAS at every M in 1..16", gemv_cublas),
     ("sdpa verify(8) / decode <= 1.3 at every length", sdpa_verify),
     ("sdpa decode >= 75% of copy at 16K keys", sdpa_copy),

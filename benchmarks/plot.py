@@ -55,30 +55,40 @@ def _finish(plt, fig, axes, path, xlabel, ylabel):
 
 
 def _matvec_vs_m(plt, data, op, path, peer):
-    """% of copy bandwidth against M, one panel per shape: mtlinv's canonical call, the peer's (cuBLAS, MLX) and
-    the one-call read floor where it was measured."""
+    """% of copy bandwidth against M, a panel per shape and a row of panels per weight form (qgemv's code widths,
+    MLX's dtypes): mtlinv's canonical call, the peer's (cuBLAS, MLX) and the one-call read floor where measured."""
     rows = [r for r in data["results"] if r["op"] == op]
-    shapes = sorted({(r["k"], r["n"], r.get("dtype", "")) for r in rows})
+    forms = sorted({(r.get("bits", 0), r.get("dtype", "")) for r in rows})
+    shapes = sorted({(r["k"], r["n"]) for r in rows})
     if not shapes:
         return None
     copy = data["copy_bytes_per_s"]
-    fig, axes = plt.subplots(1, len(shapes), figsize=(4.2 * len(shapes), 3.4), sharey=True, squeeze=False)
-    for ax, (k, n, dtype) in zip(axes[0], shapes):
-        sel = sorted((r for r in rows if (r["k"], r["n"], r.get("dtype", "")) == (k, n, dtype)), key=lambda r: r["m"])
-        ms = [r["m"] for r in sel]
-        _series(ax, ms, [_pct(r["canonical_bytes"], r["canonical"], copy) for r in sel], "mtlinv canonical")
-        if any(r.get("throughput") for r in sel):
-            _series(ax, ms, [_pct(r["canonical_bytes"], r.get("throughput"), copy) for r in sel],
-                    "mtlinv throughput", linestyle=":")
-        _series(ax, ms, [_pct(r["peer_bytes"], r.get("peer"), copy) if r.get("peer_bytes") else None for r in sel],
-                peer(data, op))
-        floors = [r.get("read_floor") for r in sel]
-        if floors[0]:
-            ax.axhline(100 * sel[0]["canonical_bytes"] / _median(floors[0]) / copy, color="gray", linestyle="--",
-                       label="one-call read floor")
-        ax.set_title(f"{op} K={k} N={n} {dtype}", fontsize=9)
-        ax.set_ylim(0, 105)  # 100: the copy
-    return _finish(plt, fig, list(axes[0]), path, "M (rows)", "% of copy bandwidth")
+    fig, axes = plt.subplots(len(forms), len(shapes), figsize=(4.2 * len(shapes), 3.4 * len(forms)), sharey=True,
+                             squeeze=False)
+    for form_axes, (bits, dtype) in zip(axes, forms):
+        for ax, (k, n) in zip(form_axes, shapes):
+            sel = sorted((r for r in rows if (r["k"], r["n"], r.get("bits", 0), r.get("dtype", "")) ==
+                          (k, n, bits, dtype)), key=lambda r: r["m"])
+            if sel:
+                _matvec_panel(ax, sel, copy, peer(data, op))
+            form_axes[0].set_ylabel("% of copy bandwidth")
+            ax.set_title(f"{op}{f' {bits}-bit' if bits else ''} K={k} N={n} {dtype}", fontsize=9)
+            ax.set_ylim(0, 105)  # 100: the copy
+    return _finish(plt, fig, list(axes.flat), path, "M (rows)", "% of copy bandwidth")
+
+
+def _matvec_panel(ax, sel, copy, peer_name):
+    ms = [r["m"] for r in sel]
+    _series(ax, ms, [_pct(r["canonical_bytes"], r["canonical"], copy) for r in sel], "mtlinv canonical")
+    if any(r.get("throughput") for r in sel):
+        _series(ax, ms, [_pct(r["canonical_bytes"], r.get("throughput"), copy) for r in sel],
+                "mtlinv throughput", linestyle=":")
+    _series(ax, ms, [_pct(r["peer_bytes"], r.get("peer"), copy) if r.get("peer_bytes") else None for r in sel],
+            peer_name)
+    floors = [r.get("read_floor") for r in sel]
+    if floors[0]:
+        ax.axhline(100 * sel[0]["canonical_bytes"] / _median(floors[0]) / copy, color="gray", linestyle="--",
+                   label="one-call read floor")
 
 
 def _sdpa_vs_keys(plt, data, path, peer):

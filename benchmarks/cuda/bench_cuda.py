@@ -314,6 +314,8 @@ def main():
     ap.add_argument("--reps", type=int, default=100)
     ap.add_argument("--quick", action="store_true", help="M in 1, 2, 8, 16; 1K and 16K keys")
     ap.add_argument("--only", nargs="+", choices=["gemv", "qgemv", "sdpa"], default=["gemv", "qgemv", "sdpa"])
+    ap.add_argument("--qgemv-bits", nargs="+", type=int, choices=[4, 8], default=[4, 8],
+                    help="the code widths qgemv is timed at (groups of 64 each; default: 4 and 8)")
     args = ap.parse_args()
     if torch is None:
         ap.error("needs PyTorch with CUDA (the baselines, and events to time with)")
@@ -332,7 +334,8 @@ def main():
         say("no one-call read floor: install CuPy for the floor column")
     results = []
     sections = {"gemv": lambda: bench_gemv(ms, args.reps, copy_bw, results, say),
-                "qgemv": lambda: bench_qgemv(ms, args.reps, copy_bw, results, say),
+                "qgemv": lambda: [bench_qgemv(ms, args.reps, copy_bw, results, say, bits=bits)
+                                  for bits in args.qgemv_bits],
                 "sdpa": lambda: bench_sdpa(lengths, list(range(1, 9)), args.reps, copy_bw, results, say)}
     failed = False
     for name in args.only:
