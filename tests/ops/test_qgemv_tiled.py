@@ -63,26 +63,27 @@ def test_tiles_give_the_bits_of_rows(bits, group_size, k, n, scales, dtype, gpu_
     np.testing.assert_allclose(np.asarray(tiles, np.float64), ref, rtol=tol, atol=tol * np.abs(ref).max())
 
 
+@pytest.mark.parametrize("bits", [4, 8])
 @pytest.mark.parametrize("dtype", MMA_DTYPES, ids=MMA_IDS)
-def test_two_output_tiles_give_the_bits_of_rows(dtype, gpu_plans, rng):
-    """The 16-row tile of 4-bit weights takes two output tiles per threadgroup where N / 32 threadgroups still give
-    every core one (the emulator's GPU plans count 128; an H100 132): the row layout's bits at M = 9 and 16 and past
-    16, each row the row alone. N / 16 is odd, so the last threadgroup's second tile lies past N (computed, never
-    stored); K has a partial last step (11 runs of 32)."""
+def test_two_output_tiles_give_the_bits_of_rows(dtype, bits, gpu_plans, rng):
+    """The 16-row tile of 4- and 8-bit weights takes two output tiles per threadgroup where N / 32 threadgroups still
+    give every core one (the emulator's GPU plans count 128; an H100 132): the row layout's bits at M = 9 and 16 and
+    past 16, each row the row alone. N / 16 is odd, so the last threadgroup's second tile lies past N (computed,
+    never stored); K has a partial last step (11 runs of 32)."""
     k, n, group_size = 352, 4240, 32  # 265 tiles
     if mtlinv.device_info()["backend"] == "emu":
         name = MMA_IDS[MMA_DTYPES.index(dtype)]
-        assert kernel(16, 256, n, 4, dtype, 16)["kernel"] == f"qgemv_mma_b4_r16_c2_{name}_tiled"  # (group 64)
-        assert kernel(16, 256, 1024, 4, dtype, 16)["kernel"] == f"qgemv_mma_b4_r16_{name}_tiled"  # 32 threadgroups
+        assert kernel(16, 256, n, bits, dtype, 16)["kernel"] == f"qgemv_mma_b{bits}_r16_c2_{name}_tiled"  # (g 64)
+        assert kernel(16, 256, 1024, bits, dtype, 16)["kernel"] == f"qgemv_mma_b{bits}_r16_{name}_tiled"  # 32 TGs
     mtlinv.set_limit(16)
-    q = quantized(n, k, group_size, 4, np.dtype(dtype))
-    t = tiled(q, group_size, 4)
+    q = quantized(n, k, group_size, bits, np.dtype(dtype))
+    t = tiled(q, group_size, bits)
     bias = random(rng, (n,), dtype)
     x = random(rng, (20, k), dtype)
-    singles = [run(x[r:r + 1], t, group_size, 4, bias) for r in range(16)]
+    singles = [run(x[r:r + 1], t, group_size, bits, bias) for r in range(16)]
     for m in (9, 16, 20):  # 20: above the limit, the throughput split count
-        tiles = run(x[:m], t, group_size, 4, bias)
-        rows = run(x[:m], q, group_size, 4, bias)
+        tiles = run(x[:m], t, group_size, bits, bias)
+        rows = run(x[:m], q, group_size, bits, bias)
         assert same_bits(tiles, rows), f"M={m}: {first_difference(tiles, rows)}"
         for r in range(m if m <= 16 else 0):
             assert same_bits(tiles[r:r + 1], singles[r]), f"M={m} row {r}"

@@ -97,12 +97,12 @@ namespace {
 // The kernels' RUN_GROUPS (metal/qgemv_run.h): the groups a run of 32 values spans.
 int run_groups(int group_size) { return group_size < static_cast<int>(QGEMV_RUN) ? 2 : 1; }
 
-// Output tiles per qgemv_mma threadgroup: two share each load of x in the 16-row tile of 4-bit weights in the tile
-// layout with scales of x's type, where the grid still gives every compute unit a threadgroup. One H100: 16 rows
-// 16-20% faster at 4096 x 14336 and 8192 x 8192, up to 4% slower at 4096 x 4096, whose 128 threadgroups would leave
-// cores idle (docs/decisions.md, "qgemv: two output tiles at 16 rows"). The bits are the same either way.
+// Output tiles per qgemv_mma threadgroup: two share each load of x in the 16-row tile of 4- and 8-bit weights in the
+// tile layout with scales of x's type, where the grid still gives every compute unit a threadgroup. One H100, 4-bit:
+// 16 rows 16-20% faster at 4096 x 14336 and 8192 x 8192, up to 4% slower at 4096 x 4096, whose 128 threadgroups
+// would leave cores idle (docs/decisions.md, "qgemv: two output tiles at 16 rows"). The bits are the same either way.
 uint32_t qgemv_mma_output_tiles(const QGemvShape& s, uint32_t rows, const DeviceCaps& caps) {
-  const bool built = s.tiled && rows == 16 && s.bits == 4 && s.scale_dtype == s.dtype &&
+  const bool built = s.tiled && rows == 16 && (s.bits == 4 || s.bits == 8) && s.scale_dtype == s.dtype &&
                      run_groups(s.group_size) == 1;
   return built && ceil_div(s.n, 2 * MMA_TILE_COLS) >= static_cast<int64_t>(caps.compute_units) ? 2 : 1;
 }
