@@ -69,8 +69,7 @@ inline uint quant_code_mask(uint bits) {
 // Two codes, in bits [0, BITS) and [16, 16 + BITS) of `pair` (bits above them ignored), as the 16-bit pair
 // (T(q_a), T(q_b)), exactly. A code placed in the mantissa of 2^m (m: T's mantissa bits, 10 for half, 7 for bfloat)
 // is the T value 2^m + q for q < 2^m, and subtracting 2^m is exact: one masking logic instruction and one packed add
-// per pair. bfloat's 7 bits hold codes of at most 7 bits; its 8-bit codes go through float32 (still exact: q < 256
-// has 8 significant bits, bfloat's precision).
+// per pair. bfloat's 7 bits hold codes of at most 7 bits; its 8-bit codes take one more step (below).
 template <typename T, uint BITS>
 struct QuantCodePair;
 template <uint BITS>
@@ -85,10 +84,17 @@ struct QuantCodePair<bfloat, BITS> {
     return pair16_add<bfloat>(pair16_and_or(pair, quant_code_mask(BITS), 0x43004300u), 0xC300C300u);  // 128 + q - 128
   }
 };
+// An 8-bit code's low 7 bits in the mantissa of 2^7 give 128 + (q & 127); what the packed add then subtracts follows
+// the code's bit 7: 128 where it is clear (q < 128), +0 where it is set (q = 128 + (q & 127)). Both sums are exact
+// (q < 256 has 8 significant bits, bfloat's precision): T(q) in four instructions a pair, where the float32 route
+// (quant_float twice, then a pack) takes about seven (docs/decisions.md, "qgemv: 8-bit codes in bfloat16"). The
+// subtrahend is the clear bit times 0x186: 0x80 -> 0xC300, bfloat's -128, within its half.
 template <>
 struct QuantCodePair<bfloat, 8> {
   static uint exact(uint pair) {
-    return pair16_pack<bfloat>(quant_float(pair & 0xFFu), quant_float((pair >> 16) & 0xFFu));
+    const uint low = pair16_and_or(pair, 0x007F007Fu, 0x43004300u);  // 128 + (q & 127)
+    const uint minus128 = (~pair & 0x00800080u) * 0x186u;           // -128 where q < 128, else +0
+    return pair16_add<bfloat>(low, minus128);
   }
 };
 

@@ -117,6 +117,20 @@ def test_dequantisation_extremes(bits, dtype, gpu_plans, rng):
     assert same_bits(picked_weights((wq, scales, biases), group_size, bits, dtype), w.T)
 
 
+@pytest.mark.parametrize("dtype", MMA_DTYPES, ids=MMA_IDS)
+@pytest.mark.parametrize("bits", [3, 4, 8])
+def test_every_code_enters_exactly(bits, dtype, gpu_plans):
+    """With scale 1 and bias 0 each weight is its code: every code of the width, at every place in a word (both codes
+    of a pair; at 8 bits in bfloat16 the top bit set and clear, which take different subtrahends), enters the
+    products as T(q) exactly."""
+    n, k, group_size = 32, 256, 64
+    codes = (np.arange(k)[None, :] + 7 * np.arange(n)[:, None]) % (1 << bits)  # each row every code, shifted
+    scales = np.ones((n, k // group_size), dtype)
+    biases = np.zeros((n, k // group_size), dtype)
+    wq = quant.pack(codes, bits)
+    assert same_bits(picked_weights((wq, scales, biases), group_size, bits, dtype), codes.T.astype(dtype))
+
+
 @pytest.mark.parametrize("filler", [np.nan, np.inf, -np.inf, 6e4, 0.0])
 def test_filler_rows_do_not_leak(filler, gpu_plans, rng):
     """The other rows of the tile hold NaN, inf, large or zero values: row 4's bits do not move."""
