@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""mtlinv on an NVIDIA GPU against PyTorch (cuBLAS, SDPA) on the same data: gemv, qgemv and sdpa.
+"""mtlinv on an NVIDIA GPU against PyTorch (cuBLAS, SDPA) on the same data: gemv, qgemv (4- and 8-bit) and sdpa.
 
     MTLINV_DEVICE=cuda python benchmarks/cuda/bench_cuda.py [--out DIR] [--quick]
 
