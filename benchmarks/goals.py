@@ -125,8 +125,8 @@ def qgemv_cublas(op, bound):
     return measure
 
 
-# The "faster than cuBLAS's dense bf16 product by the byte ratio's worth" is 0.35x for 4-bit weights
-# (4.5 bits a weight with a bfloat16 scale and bias per 64); at 8 bits (8.5) the same margin over the bytes is 0.66x.
+# "Faster than cuBLAS's dense bf16 product by the byte ratio's worth" is 0.35x for 4-bit weights (4.5 bits a weight
+# with a bfloat16 scale and bias per 64); at 8 bits (8.5) the same margin over the bytes is 0.66x.
 QGEMV_CUBLAS_BOUND = {4: 0.35, 8: 0.66}
 
 

@@ -66,12 +66,12 @@ def _matvec_vs_m(plt, data, op, path, peer):
     fig, axes = plt.subplots(len(forms), len(shapes), figsize=(4.2 * len(shapes), 3.4 * len(forms)), sharey=True,
                              squeeze=False)
     for form_axes, (bits, dtype) in zip(axes, forms):
+        form_axes[0].set_ylabel("% of copy bandwidth")
         for ax, (k, n) in zip(form_axes, shapes):
             sel = sorted((r for r in rows if (r["k"], r["n"], r.get("bits", 0), r.get("dtype", "")) ==
                           (k, n, bits, dtype)), key=lambda r: r["m"])
             if sel:
                 _matvec_panel(ax, sel, copy, peer(data, op))
-            form_axes[0].set_ylabel("% of copy bandwidth")
             ax.set_title(f"{op}{f' {bits}-bit' if bits else ''} K={k} N={n} {dtype}", fontsize=9)
             ax.set_ylim(0, 105)  # 100: the copy
     return _finish(plt, fig, list(axes.flat), path, "M (rows)", "% of copy bandwidth")
