@@ -63,9 +63,9 @@ def main():
     kernels = [] if args.mma_only or args.tiled else scalar
     kernels += [(f"qgemv_mma_b{bits}_r8{suffix}", 16, m, bc.MMA_SPLITS) for m in (1, 8)]
     kernels += [(f"qgemv_mma_b{bits}_r16{suffix}", 16, 16, bc.MMA_SPLITS)]
-    # The plan's 16-row form at large N: two output tiles (4- and 8-bit codes, scales of x's type).
-    if args.tiled and bits in (4, 8) and not args.float32_scales:
-        kernels += [(f"qgemv_mma_b{bits}_r16_c2{suffix}", 32, 16, bc.MMA_SPLITS)]
+    two_tiles = f"qgemv_mma_b{bits}_r16_c2{suffix}"  # the plan's 16-row form at large N, where it is built
+    if two_tiles in mtlinv.kernel_names():
+        kernels += [(two_tiles, 32, 16, bc.MMA_SPLITS)]
     for title, family in (("row-tiled qgemv", "qgemv_b"), ("qgemv_mma", "qgemv_mma_b")):
         rows = [kernel for kernel in kernels if kernel[0].startswith(family)]
         if not rows:
